@@ -1,0 +1,137 @@
+package retry
+
+import "time"
+
+// Kind is what a worker does with a task.
+type Kind int
+
+const (
+	// Proceed: start the attempt (only from Start).
+	Proceed Kind = iota + 1
+	// Done: the task is solved; record the outcome and ack.
+	Done
+	// Retry: hand the task back to be delivered again after Action.Delay; the
+	// failed attempt counts against the budget.
+	Retry
+	// Snooze: hand the task back to be delivered again after Action.Delay
+	// without spending an attempt.
+	Snooze
+	// DeadLetter: move the task to the dead letter with Action.Reason.
+	DeadLetter
+	// Stop: the worker cannot work at all (fatal error); hand the task back
+	// untouched, without spending an attempt, and stop taking tasks.
+	Stop
+)
+
+var kindNames = [...]string{"", "proceed", "done", "retry", "snooze", "dead-letter", "stop"}
+
+// String returns the lower-case name used in logs and the audit trail.
+func (k Kind) String() string {
+	if k <= 0 || int(k) >= len(kindNames) {
+		return "invalid"
+	}
+	return kindNames[k]
+}
+
+// Action is a decision: what to do, after how long, and why.
+type Action struct {
+	Kind   Kind
+	Delay  time.Duration // for Retry and Snooze
+	Reason Reason        // for DeadLetter
+}
+
+// StartInput is what a worker knows when a task is delivered, before it talks
+// to the service.
+type StartInput struct {
+	// Attempts is how many attempts were already spent on this task.
+	Attempts int
+	// LastCrashed is true when the last attempt never reported an end: the
+	// worker holding it died or lost its connection.
+	LastCrashed bool
+	// Deadline is when the task stops being useful; zero means none.
+	Deadline time.Time
+	// Now is the current time.
+	Now time.Time
+}
+
+// Start decides whether a delivered task may start another attempt. A task
+// past its deadline is dead (ReasonExpired) without touching the service; a
+// task whose budget is spent is dead with ReasonCrashed when its last attempt
+// died with its worker, ReasonAttemptsExhausted otherwise.
+func (p Policy) Start(in StartInput) Action {
+	p = p.WithDefaults()
+	switch {
+	case !in.Deadline.IsZero() && !in.Now.Before(in.Deadline):
+		return Action{Kind: DeadLetter, Reason: ReasonExpired}
+	case in.Attempts >= p.MaxAttempts && in.LastCrashed:
+		return Action{Kind: DeadLetter, Reason: ReasonCrashed}
+	case in.Attempts >= p.MaxAttempts:
+		return Action{Kind: DeadLetter, Reason: ReasonAttemptsExhausted}
+	}
+	return Action{Kind: Proceed}
+}
+
+// minSnooze is the shortest snooze worth handing a task back for.
+const minSnooze = 500 * time.Millisecond
+
+// EndInput is what a worker knows when an attempt ended.
+type EndInput struct {
+	// Attempts is how many attempts were spent, including the one that ended
+	// (unless it ended with a capacity error, which spends none).
+	Attempts int
+	// Failed is false when the attempt solved the task.
+	Failed bool
+	// Class is the class of the attempt's error, when Failed.
+	Class Class
+	// Snoozes is how many capacity errors in a row this one makes (≥ 1 for a
+	// capacity error).
+	Snoozes int
+	// Deadline is when the task stops being useful; zero means none.
+	Deadline time.Time
+	// Now is the current time.
+	Now time.Time
+}
+
+// End decides what follows an attempt:
+//
+//	solved                               → Done
+//	Fatal                                → Stop
+//	Permanent                            → DeadLetter(permanent)
+//	Capacity                             → Snooze(SnoozeDelay(Snoozes)), never dead on its own:
+//	                                       near the deadline it snoozes for half the time left
+//	Transient, Resubmit, Unknown, Poll   → Retry(Delay(Attempts)) while budget remains,
+//	                                       else DeadLetter(attempts-exhausted)
+//
+// A Retry or Snooze that would deliver the task at or after its deadline is
+// DeadLetter(expired) instead: no thread is spent on a task that cannot be used.
+func (p Policy) End(in EndInput) Action {
+	p = p.WithDefaults()
+	if !in.Failed {
+		return Action{Kind: Done}
+	}
+	var a Action
+	switch in.Class {
+	case Fatal:
+		return Action{Kind: Stop}
+	case Permanent:
+		return Action{Kind: DeadLetter, Reason: ReasonPermanent}
+	case Capacity:
+		a = Action{Kind: Snooze, Delay: p.SnoozeDelay(max(in.Snoozes, 1))}
+		if left := in.Deadline.Sub(in.Now); !in.Deadline.IsZero() && a.Delay >= left {
+			a.Delay = left / 2
+			if a.Delay < minSnooze {
+				return Action{Kind: DeadLetter, Reason: ReasonExpired}
+			}
+			return a
+		}
+	default:
+		if in.Attempts >= p.MaxAttempts {
+			return Action{Kind: DeadLetter, Reason: ReasonAttemptsExhausted}
+		}
+		a = Action{Kind: Retry, Delay: p.Delay(in.Attempts)}
+	}
+	if !in.Deadline.IsZero() && !in.Now.Add(a.Delay).Before(in.Deadline) {
+		return Action{Kind: DeadLetter, Reason: ReasonExpired}
+	}
+	return a
+}

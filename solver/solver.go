@@ -1,0 +1,95 @@
+// Package solver talks HTTP to a 2captcha-compatible solving service
+// (CaptchaAI: in.php to submit, res.php to poll). It turns every reply into an
+// Answer or a typed *Error that keeps the API's code and its retry.Class, and
+// validates each method's parameters for producers and workers alike.
+package solver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/captchaq/captchaq/retry"
+)
+
+// Request is one captcha to solve: an API method and its parameters, as the
+// service names them (googlekey, pageurl, sitekey, body, …).
+type Request struct {
+	Method string
+	Params map[string]string
+}
+
+// Answer is a solved captcha.
+type Answer struct {
+	// Solution is the answer as JSON: a JSON string for tokens and text, an
+	// object for GeeTest ({challenge, validate, seccode}).
+	Solution json.RawMessage
+	// UserAgent is the user agent the token is bound to, when the service says
+	// (Turnstile).
+	UserAgent string
+	// CaptchaID is the service's id of the captcha, for reportgood/reportbad.
+	CaptchaID string
+}
+
+// Solver solves one captcha. Implementations must honour ctx: when it is
+// done, Solve returns promptly with ctx's error.
+type Solver interface {
+	Solve(ctx context.Context, req Request) (Answer, error)
+}
+
+// Func adapts a function to Solver (in-process solvers, benchmarks).
+type Func func(ctx context.Context, req Request) (Answer, error)
+
+// Solve calls f.
+func (f Func) Solve(ctx context.Context, req Request) (Answer, error) { return f(ctx, req) }
+
+// Error is a failure reported by, or on the way to, the solving service. It
+// never holds the API key.
+type Error struct {
+	// Code is the API's code (ERROR_PAGEURL, CAPCHA_NOT_READY, …) or, for
+	// failures that have none, one of the pseudo-codes HTTP_<status>,
+	// BAD_REPLY and NETWORK.
+	Code string
+	// Class is what the retry logic does about it.
+	Class retry.Class
+	// Op is the endpoint: "in.php" or "res.php".
+	Op string
+	// CaptchaID is the service's id of the captcha, once it has one.
+	CaptchaID string
+	// Err is the underlying error, if any (network errors, parse errors).
+	Err error
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("%s: %s (%s)", e.Op, e.Code, e.Class)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ClassOf returns the retry class of err: the Class of a *Error in its chain,
+// retry.Unknown for nil, and retry.Transient for any other error (a network
+// failure that was not wrapped, say).
+func ClassOf(err error) retry.Class {
+	if err == nil {
+		return retry.Unknown
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Class
+	}
+	return retry.Transient
+}
+
+// CodeOf returns the API code of a *Error in err's chain, or "" when there is none.
+func CodeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}

@@ -1,0 +1,333 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+// ClientConfig configures a producer Client. The zero value is usable.
+type ClientConfig struct {
+	// Topology must match the workers'. Only Stream, Retention and the
+	// stream's creation defaults matter to a producer: a producer creates the
+	// stream when it is missing, and never changes an existing one.
+	Topology Topology
+	// DefaultDeadline is given to tasks submitted without one. Default 10m.
+	DefaultDeadline time.Duration
+	// Name identifies this producer in the audit trail (header
+	// Captchaq-Client). Default: the NATS connection's name.
+	Name string
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// DefaultDeadline is how long a task stays useful when it names no deadline.
+const DefaultDeadline = 10 * time.Minute
+
+// Client submits tasks and waits for their outcomes. It is safe for
+// concurrent use.
+type Client struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	s   jetstream.Stream
+	cfg ClientConfig
+	top Topology
+}
+
+// NewClient binds a producer to the CAPTCHA stream on nc, creating the stream
+// if no one has yet.
+func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, error) {
+	if cfg.DefaultDeadline <= 0 {
+		cfg.DefaultDeadline = DefaultDeadline
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Name == "" {
+		cfg.Name = nc.Opts.Name
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	top := cfg.Topology.withDefaults()
+	s, err := EnsureStream(ctx, js, top, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{nc: nc, js: js, s: s, cfg: cfg, top: top}, nil
+}
+
+// Receipt says where a submitted task went.
+type Receipt struct {
+	// ID is the task's id (generated when the task had none).
+	ID string `json:"id"`
+	// Seq is the task's stream sequence: its generation.
+	Seq uint64 `json:"seq"`
+	// Duplicate is true when the stream already had a task with this id in
+	// its duplicate window; nothing new was enqueued.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// Prepare validates a task and fills in what Submit would: the id and the
+// deadline. It publishes nothing. SubmitAll uses it to check a whole batch
+// before publishing any of it.
+func (c *Client) Prepare(t Task) (Task, error) {
+	now := c.cfg.Now()
+	if err := t.Validate(now); err != nil {
+		return t, err
+	}
+	if t.ID == "" {
+		t.ID = nuid.Next()
+	}
+	if t.Deadline.IsZero() {
+		t.Deadline = now.Add(c.cfg.DefaultDeadline)
+	}
+	if t.Deadline.Sub(now) > c.top.Retention {
+		return t, &TaskError{ID: t.ID, Err: fmt.Errorf("deadline %s: further away than the stream's retention %s",
+			t.Deadline.Format(time.RFC3339), c.top.Retention)}
+	}
+	if t.Priority == "" {
+		t.Priority = priorityNormal
+	}
+	return t, nil
+}
+
+// Submit validates a task and enqueues it. The task id is the message id, so
+// a Submit retried after a timeout never enqueues the task twice.
+func (c *Client) Submit(ctx context.Context, t Task) (Receipt, error) {
+	t, err := c.Prepare(t)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return c.publish(ctx, t)
+}
+
+// SubmitAll validates every task first and publishes none if any is invalid;
+// the error then names each invalid task by its 1-based position. Otherwise
+// it enqueues them in order and returns their receipts.
+func (c *Client) SubmitAll(ctx context.Context, tasks []Task) ([]Receipt, error) {
+	prepared := make([]Task, len(tasks))
+	var errs []error
+	for i, t := range tasks {
+		p, err := c.Prepare(t)
+		if err != nil {
+			var te *TaskError
+			if errors.As(err, &te) {
+				te.Line = i + 1
+			}
+			errs = append(errs, err)
+			continue
+		}
+		prepared[i] = p
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	out := make([]Receipt, 0, len(prepared))
+	for _, t := range prepared {
+		r, err := c.publish(ctx, t)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (c *Client) publish(ctx context.Context, t Task) (Receipt, error) {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("encode task %s: %w", t.ID, err)
+	}
+	if mp := c.nc.MaxPayload(); mp > 0 && int64(len(b)) > mp-1024 {
+		return Receipt{}, &TaskError{ID: t.ID, Err: fmt.Errorf("task is %d bytes, the server takes at most %d", len(b), mp-1024)}
+	}
+	msg := nats.NewMsg(taskSubject(LaneOf(t.Method, t.Params), t.priority(), t.ID))
+	msg.Data = b
+	msg.Header.Set(HeaderTaskID, t.ID)
+	if c.cfg.Name != "" {
+		msg.Header.Set(HeaderClient, c.cfg.Name)
+	}
+	ack, err := publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(t.ID), jetstream.WithExpectStream(c.top.Stream))
+	if err != nil {
+		return Receipt{}, fmt.Errorf("submit task %s: %w", t.ID, err)
+	}
+	return Receipt{ID: t.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// publishRetrying publishes msg, retrying with the same options (and so the
+// same message id) while the stream has no leader or the request times out,
+// until ctx ends. The message id makes a retry after a lost ack harmless.
+func publishRetrying(ctx context.Context, js jetstream.JetStream, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	delay := 50 * time.Millisecond
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ack, err := js.PublishMsg(pctx, msg, opts...)
+		cancel()
+		if err == nil {
+			return ack, nil
+		}
+		retryable := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
+			errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrTimeout)
+		if !retryable || ctx.Err() != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+// Errors Wait returns.
+var (
+	// ErrNotFound: the stream has no task with this id (never submitted, or
+	// older than the retention).
+	ErrNotFound = errors.New("no such task")
+	// ErrTokenExpired: the task was solved, but its token's lifetime ended
+	// before it was read; the Outcome still says when it was solved.
+	ErrTokenExpired = errors.New("token expired before it was read")
+	// ErrNotSolved: the task ended in the dead letter; the Outcome says why.
+	ErrNotSolved = errors.New("task not solved")
+)
+
+// Wait blocks until task id has an outcome and returns it. It works whether
+// the outcome was published before or after Wait began. For a replayed task
+// it waits for the outcome of the latest submission. A dead task returns its
+// Outcome with an error wrapping ErrNotSolved; a solved task whose token has
+// expired returns its Outcome (without solution) and ErrTokenExpired.
+func (c *Client) Wait(ctx context.Context, id string) (Outcome, error) {
+	if err := ValidateID(id); err != nil {
+		return Outcome{}, err
+	}
+	m, err := c.s.GetLastMsgForSubject(ctx, taskSubjectsFor(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Outcome{}, fmt.Errorf("wait for task %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Outcome{}, fmt.Errorf("wait for task %s: %w", id, err)
+	}
+	return c.waitGen(ctx, id, m.Sequence)
+}
+
+// waitGen waits for the outcome of generation gen of task id.
+func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, error) {
+	var (
+		out      Outcome
+		solvedEv *Event
+		found    bool
+	)
+	err := scanFrom(ctx, c.s, []string{resultSubject(id), eventSubject(id)}, gen, true, func(m jetstream.Msg) (bool, error) {
+		md, _ := m.Metadata()
+		if m.Subject() == resultSubject(id) {
+			if g, _ := strconv.ParseUint(m.Headers().Get(HeaderGen), 10, 64); g != gen {
+				return false, nil
+			}
+			if err := json.Unmarshal(m.Data(), &out); err != nil {
+				return false, fmt.Errorf("outcome of task %s: %w", id, err)
+			}
+			found = true
+			return true, nil
+		}
+		var ev Event
+		if json.Unmarshal(m.Data(), &ev) == nil && ev.Gen == gen && ev.Kind == EventSolved {
+			solvedEv = &ev
+		}
+		// Caught up, solved, and no result: the token's TTL removed it.
+		if solvedEv != nil && md != nil && md.NumPending == 0 && !c.cfg.Now().Before(solvedEv.ExpiresAt) {
+			out = Outcome{ID: id, Status: StatusSolved, Attempts: solvedEv.Attempts, SolveSeconds: solvedEv.Seconds,
+				ExpiresAt: solvedEv.ExpiresAt, CaptchaID: solvedEv.CaptchaID, SolvedAt: solvedEv.At}
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return Outcome{}, fmt.Errorf("wait for task %s: %w", id, err)
+	}
+	return c.checkOutcome(out, found)
+}
+
+func (c *Client) checkOutcome(out Outcome, found bool) (Outcome, error) {
+	switch {
+	case out.Status == StatusDead:
+		return out, fmt.Errorf("task %s: %w: %s (%s)", out.ID, ErrNotSolved, out.Reason, out.Error)
+	case !found || !c.cfg.Now().Before(out.ExpiresAt):
+		out.Solution = nil
+		return out, fmt.Errorf("task %s: %w (expired %s)", out.ID, ErrTokenExpired, out.ExpiresAt.Format(time.RFC3339))
+	}
+	return out, nil
+}
+
+// Solve submits a task and waits for its outcome: the one call a checkout
+// flow needs. Without a task deadline, ctx's deadline (if any) becomes it.
+func (c *Client) Solve(ctx context.Context, t Task) (Outcome, error) {
+	if dl, ok := ctx.Deadline(); ok && t.Deadline.IsZero() {
+		t.Deadline = dl
+	}
+	r, err := c.Submit(ctx, t)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return c.waitGen(ctx, r.ID, r.Seq)
+}
+
+// WaitAll waits for the outcomes of the given receipts and calls fn with each
+// as it arrives (fn's error, if any, is passed with it: ErrNotSolved or
+// ErrTokenExpired). It reads every outcome with one consumer, however many
+// tasks there are, and returns when all have arrived or ctx ends.
+func (c *Client) WaitAll(ctx context.Context, receipts []Receipt, fn func(Outcome, error)) error {
+	if len(receipts) == 0 {
+		return nil
+	}
+	want := make(map[string]uint64, len(receipts))
+	start := receipts[0].Seq
+	for _, r := range receipts {
+		want[r.ID] = r.Seq
+		start = min(start, r.Seq)
+	}
+	err := scanFrom(ctx, c.s, []string{subjectResults + ".>"}, start, true, func(m jetstream.Msg) (bool, error) {
+		id := idFromSubject(m.Subject())
+		gen, ok := want[id]
+		if !ok {
+			return false, nil
+		}
+		if g, _ := strconv.ParseUint(m.Headers().Get(HeaderGen), 10, 64); g != gen {
+			return false, nil
+		}
+		var out Outcome
+		if err := json.Unmarshal(m.Data(), &out); err != nil {
+			return false, fmt.Errorf("outcome of task %s: %w", id, err)
+		}
+		delete(want, id)
+		fn(c.checkOutcome(out, true))
+		return len(want) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for %d tasks: %w", len(want), err)
+	}
+	return nil
+}
+
+// Results calls fn with every outcome in the stream, oldest first (tokens
+// only while they live). With follow it then waits for new ones until ctx
+// ends.
+func (c *Client) Results(ctx context.Context, follow bool, fn func(Outcome)) error {
+	return scanFrom(ctx, c.s, []string{subjectResults + ".>"}, 0, follow, func(m jetstream.Msg) (bool, error) {
+		var out Outcome
+		if err := json.Unmarshal(m.Data(), &out); err != nil {
+			return false, nil // not ours; skip
+		}
+		fn(out)
+		return false, nil
+	})
+}

@@ -1,0 +1,102 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// EventKind names a step in a task's life, as the audit trail shows it.
+type EventKind string
+
+// The steps of a task's life recorded on captcha.events.<id>.
+const (
+	EventAttempt  EventKind = "attempt"  // an attempt started (the attempt is spent from here)
+	EventRetry    EventKind = "retry"    // the attempt failed; delivered again after a delay
+	EventSnooze   EventKind = "snooze"   // no free thread at the service; no attempt spent
+	EventHandback EventKind = "handback" // the worker stopped; no attempt spent
+	EventSolved   EventKind = "solved"   // solved; the token went to captcha.results.<id>
+	EventDead     EventKind = "dead"     // moved to captcha.dead.<id>
+)
+
+// Event is one step in a task's life. The last event of a task is also its
+// state: how many attempts are spent, and whether an attempt is under way.
+// Events never carry a token or a page URL.
+type Event struct {
+	Kind EventKind `json:"kind"`
+	// Gen is the stream sequence of the task message this event belongs to:
+	// a replayed task is a new generation with a fresh budget.
+	Gen uint64 `json:"gen"`
+	// Attempts spent on this generation after this event.
+	Attempts int `json:"attempts"`
+	// Snoozes is the number of capacity errors in a row.
+	Snoozes int    `json:"snoozes,omitempty"`
+	At      time.Time `json:"at"`
+	Worker  string    `json:"worker,omitempty"`
+	// Delivery is the JetStream delivery count of the task message.
+	Delivery  uint64  `json:"delivery,omitempty"`
+	Code      string  `json:"code,omitempty"`
+	Class     string  `json:"class,omitempty"`
+	DelayMS   int64   `json:"delay_ms,omitempty"`
+	Reason    string  `json:"reason,omitempty"`
+	CaptchaID string  `json:"captcha_id,omitempty"`
+	Seconds   float64 `json:"seconds,omitempty"`
+	// Crashed marks an attempt that started after the previous one died
+	// with its worker.
+	Crashed      bool      `json:"crashed,omitempty"`
+	ExpiresAt    time.Time `json:"expires_at,omitzero"`
+	FirstFailure time.Time `json:"first_failure,omitzero"`
+	LastFailure  time.Time `json:"last_failure,omitzero"`
+	LastCode     string    `json:"last_code,omitempty"`
+	Host         string    `json:"host,omitempty"`
+}
+
+// taskState is the last event of a task and its stream sequence, which the
+// next event must name to be stored (compare-and-set per subject).
+type taskState struct {
+	last Event
+	seq  uint64 // 0: no event yet
+}
+
+// loadState reads the last event of task id.
+func loadState(ctx context.Context, s jetstream.Stream, id string) (taskState, error) {
+	m, err := s.GetLastMsgForSubject(ctx, eventSubject(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return taskState{}, nil
+	}
+	if err != nil {
+		return taskState{}, fmt.Errorf("read events of task %s: %w", id, err)
+	}
+	var ev Event
+	if err := json.Unmarshal(m.Data, &ev); err != nil {
+		// A foreign message on our subject: keep the CAS sequence, start afresh.
+		return taskState{seq: m.Sequence}, nil
+	}
+	return taskState{last: ev, seq: m.Sequence}, nil
+}
+
+// errStateMoved means another worker recorded an event for the task after we
+// read its state: it holds a newer delivery of the same task.
+var errStateMoved = errors.New("task state moved on: another worker holds it")
+
+// appendEvent stores ev as the next event of task id, only if the task's last
+// event is still st.seq. It returns the new state.
+func appendEvent(ctx context.Context, js jetstream.JetStream, id string, st taskState, ev Event) (taskState, error) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return st, fmt.Errorf("encode event: %w", err)
+	}
+	ack, err := js.Publish(ctx, eventSubject(id), b, jetstream.WithExpectLastSequencePerSubject(st.seq))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return st, errStateMoved
+		}
+		return st, fmt.Errorf("record %s of task %s: %w", ev.Kind, id, err)
+	}
+	return taskState{last: ev, seq: ack.Sequence}, nil
+}

@@ -1,0 +1,362 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+)
+
+// job is one delivery of a task message being handled.
+type job struct {
+	m        jetstream.Msg
+	id       string
+	gen      uint64
+	delivery uint64
+	task     Task
+	invalid  error
+	deadline time.Time
+	st       taskState
+	log      *slog.Logger
+}
+
+// handle takes one delivered task message to its next step. It never panics
+// on a bad message and never acks before the outcome is stored.
+func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
+	j, err := w.open(ctx, m)
+	if err != nil {
+		w.log.Warn("cannot read task state; delivering it again later", slog.Any("error", err))
+		_ = m.NakWithDelay(w.cfg.IdleCheck)
+		return
+	}
+	last := j.st.last
+	sameGen := last.Gen == j.gen
+	if sameGen {
+		switch last.Kind {
+		case EventDead:
+			w.finishDead(ctx, j, retry.Reason(last.Reason), last.LastCode)
+			return
+		case EventSolved:
+			if w.resultStored(ctx, j) || !w.cfg.Now().Before(last.ExpiresAt) {
+				_ = m.DoubleAck(ctx)
+				return
+			}
+			// The worker died between recording the solve and storing the
+			// token: the token is lost, so solve again.
+		}
+	}
+	attempts, snoozes := 0, 0
+	var firstFail, lastFail time.Time
+	lastCode := ""
+	if sameGen {
+		attempts, snoozes, firstFail, lastFail, lastCode = last.Attempts, last.Snoozes, last.FirstFailure, last.LastFailure, last.LastCode
+	}
+	crashed := sameGen && (last.Kind == EventAttempt || last.Kind == EventSolved)
+	if crashed {
+		now := w.cfg.Now()
+		if firstFail.IsZero() {
+			firstFail = now
+		}
+		lastFail, lastCode = now, "WORKER_LOST"
+		j.log.Warn("previous attempt died with its worker", slog.Int("attempts", attempts))
+	}
+	base := Event{Gen: j.gen, Worker: w.cfg.Name, Delivery: j.delivery, Host: pageHost(j.task.Params),
+		FirstFailure: firstFail, LastFailure: lastFail, LastCode: lastCode, Attempts: attempts, Snoozes: snoozes}
+
+	if j.invalid != nil {
+		w.deadLetter(ctx, j, base, retry.ReasonInvalidTask, "INVALID_TASK", j.invalid.Error())
+		return
+	}
+	act := w.cfg.Policy.Start(retry.StartInput{Attempts: attempts, LastCrashed: crashed, Deadline: j.deadline, Now: w.cfg.Now()})
+	if act.Kind == retry.DeadLetter {
+		code := lastCode
+		if act.Reason == retry.ReasonExpired {
+			code = "DEADLINE_PASSED"
+		}
+		w.deadLetter(ctx, j, base, act.Reason, code, "")
+		return
+	}
+
+	// Spend the attempt before talking to the service, so that a worker that
+	// dies now leaves a trace the next delivery counts.
+	start := w.cfg.Now()
+	ev := base
+	ev.Kind, ev.Attempts, ev.At, ev.Crashed = EventAttempt, attempts+1, start, crashed
+	if !w.record(ctx, j, ev) {
+		return
+	}
+	ans, serr := w.solve(ctx, j)
+	end := w.cfg.Now()
+	ev.Seconds = end.Sub(start).Seconds()
+
+	if serr != nil && ctx.Err() != nil {
+		// Shutdown: hand the task back without spending the attempt.
+		ev.Kind, ev.Attempts, ev.At, ev.Code = EventHandback, attempts, end, "SHUTDOWN"
+		if w.record(context.WithoutCancel(ctx), j, ev) {
+			_ = m.Nak()
+		}
+		j.log.Info("handed back on shutdown")
+		return
+	}
+	if serr != nil && errors.Is(serr, context.DeadlineExceeded) && !end.Before(j.deadline) {
+		ev.FirstFailure, ev.LastFailure, ev.LastCode = firstSet(firstFail, end), end, "DEADLINE_PASSED"
+		w.deadLetter(ctx, j, ev, retry.ReasonExpired, "DEADLINE_PASSED", "")
+		return
+	}
+	class := solver.ClassOf(serr)
+	spent := attempts + 1
+	if class == retry.Capacity || class == retry.Fatal {
+		spent = attempts
+	}
+	act = w.cfg.Policy.End(retry.EndInput{Attempts: spent, Failed: serr != nil, Class: class,
+		Snoozes: snoozes + 1, Deadline: j.deadline, Now: end})
+	code := solver.CodeOf(serr)
+	if serr != nil && code == "" {
+		code = "ERROR"
+	}
+	ev.At, ev.Attempts, ev.Code, ev.Class = end, spent, code, class.String()
+	if serr != nil {
+		ev.FirstFailure, ev.LastFailure, ev.LastCode = firstSet(firstFail, end), end, code
+	}
+	switch act.Kind {
+	case retry.Done:
+		w.finishSolved(ctx, j, ev, ans, start, end)
+	case retry.Retry, retry.Snooze:
+		ev.Kind, ev.DelayMS, ev.Snoozes = EventRetry, act.Delay.Milliseconds(), 0
+		if act.Kind == retry.Snooze {
+			ev.Kind, ev.Snoozes = EventSnooze, snoozes+1
+		}
+		if w.record(ctx, j, ev) {
+			_ = m.NakWithDelay(act.Delay)
+		}
+		j.log.Info("attempt failed", slog.String("code", code), slog.String("class", class.String()),
+			slog.String("next", act.Kind.String()), slog.Duration("delay", act.Delay), slog.Int("attempts", spent))
+	case retry.DeadLetter:
+		w.deadLetter(ctx, j, ev, act.Reason, code, "")
+	case retry.Stop:
+		ev.Kind, ev.Snoozes = EventHandback, 0
+		if w.record(ctx, j, ev) {
+			_ = m.NakWithDelay(w.top.AckWait)
+		}
+		j.log.Error("the solving service refuses this worker; stopping", slog.String("code", code))
+		select {
+		case w.fatal <- &FatalError{Code: code}:
+		default:
+		}
+	}
+}
+
+func firstSet(t, or time.Time) time.Time {
+	if t.IsZero() {
+		return or
+	}
+	return t
+}
+
+// open reads what the delivery is: the task, its id and generation, and the
+// task's state in its event log.
+func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*job, error) {
+	j := &job{m: m}
+	md, err := m.Metadata()
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	j.gen, j.delivery = md.Sequence.Stream, md.NumDelivered
+	j.id = m.Headers().Get(HeaderTaskID)
+	if j.id == "" {
+		j.id = idFromSubject(m.Subject())
+	}
+	if ValidateID(j.id) != nil {
+		j.id = invalidTaskIDStem + strconv.FormatUint(j.gen, 10)
+	}
+	j.task, j.invalid = ParseTask(m.Data())
+	if j.invalid == nil {
+		j.invalid = j.task.validateShape()
+	}
+	if j.invalid == nil && j.task.ID != "" && j.task.ID != j.id {
+		j.invalid = fmt.Errorf("id %q in the body differs from %q in the subject and header", j.task.ID, j.id)
+	}
+	j.deadline = j.task.Deadline
+	if j.deadline.IsZero() {
+		j.deadline = md.Timestamp.Add(w.cfg.DefaultDeadline)
+	}
+	j.log = w.log.With(slog.String("task_id", j.id), slog.String("method", j.task.Method),
+		slog.String("host", pageHost(j.task.Params)), slog.Uint64("delivery", j.delivery))
+	j.st, err = loadState(ctx, w.s, j.id)
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// record appends ev to the task's event log. It returns false when the log
+// moved on under us (another worker holds a newer delivery: leave the task to
+// it) or the broker failed (the delivery comes back after AckWait).
+func (w *Worker) record(ctx context.Context, j *job, ev Event) bool {
+	st, err := appendEvent(ctx, w.js, j.id, j.st, ev)
+	if errors.Is(err, errStateMoved) {
+		j.log.Warn("another worker took the task over; dropping this delivery", slog.String("event", string(ev.Kind)))
+		return false
+	}
+	if err != nil {
+		j.log.Warn("cannot record task event; it comes back after the ack wait", slog.Any("error", err))
+		return false
+	}
+	j.st = st
+	return true
+}
+
+// solve runs the solver under the task's deadline, keeping the lease alive
+// with InProgress while it works.
+func (w *Worker) solve(ctx context.Context, j *job) (solver.Answer, error) {
+	sctx, cancel := context.WithDeadline(ctx, j.deadline)
+	defer cancel()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(w.top.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = j.m.InProgress()
+			}
+		}
+	}()
+	return w.cfg.Solver.Solve(sctx, solver.Request{Method: j.task.Method, Params: j.task.Params})
+}
+
+// finishSolved records the solve, stores the outcome with the token for the
+// token's lifetime, then acks.
+func (w *Worker) finishSolved(ctx context.Context, j *job, ev Event, ans solver.Answer, start, end time.Time) {
+	life := w.cfg.TokenLifetimes[j.task.Method]
+	if life <= 0 {
+		life = 2 * time.Minute
+	}
+	ev.Kind, ev.CaptchaID, ev.ExpiresAt = EventSolved, ans.CaptchaID, end.Add(life)
+	if !w.record(ctx, j, ev) {
+		return
+	}
+	out := Outcome{ID: j.id, Status: StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
+		Attempts: ev.Attempts, SolveSeconds: roundSeconds(end.Sub(start)), ExpiresAt: ev.ExpiresAt,
+		Method: j.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: end}
+	// The token leaves the stream when it stops being usable (whole seconds, at least 1).
+	ttl := max(time.Until(ev.ExpiresAt).Truncate(time.Second), time.Second)
+	if err := w.publishOutcome(ctx, j, out, jetstream.WithMsgTTL(ttl)); err != nil {
+		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
+		return
+	}
+	if err := j.m.DoubleAck(ctx); err != nil {
+		j.log.Warn("ack after solve", slog.Any("error", err))
+	}
+	j.log.Info("solved", slog.Int("attempts", ev.Attempts), slog.Float64("seconds", out.SolveSeconds))
+}
+
+func roundSeconds(d time.Duration) float64 {
+	return float64(d.Round(time.Millisecond)) / float64(time.Second)
+}
+
+// resultStored reports whether the outcome of this generation is in the stream.
+func (w *Worker) resultStored(ctx context.Context, j *job) bool {
+	m, err := w.s.GetLastMsgForSubject(ctx, resultSubject(j.id))
+	if err != nil {
+		return false
+	}
+	g, _ := strconv.ParseUint(m.Header.Get(HeaderGen), 10, 64)
+	return g == j.gen
+}
+
+func (w *Worker) publishOutcome(ctx context.Context, j *job, out Outcome, opts ...jetstream.PublishOpt) error {
+	b, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	msg := nats.NewMsg(resultSubject(j.id))
+	msg.Data = b
+	msg.Header.Set(HeaderTaskID, j.id)
+	msg.Header.Set(HeaderGen, strconv.FormatUint(j.gen, 10))
+	opts = append(opts, jetstream.WithMsgID(fmt.Sprintf("result.%s.%d", j.id, j.gen)))
+	_, err = publishRetrying(ctx, w.js, msg, opts...)
+	return err
+}
+
+// deadLetter records the verdict, then moves the task to the dead letter.
+func (w *Worker) deadLetter(ctx context.Context, j *job, ev Event, reason retry.Reason, code, detail string) {
+	now := w.cfg.Now()
+	ev.Kind, ev.Reason, ev.At, ev.LastCode = EventDead, string(reason), now, firstNonEmpty(code, ev.LastCode)
+	ev.FirstFailure, ev.LastFailure = firstSet(ev.FirstFailure, now), firstSet(ev.LastFailure, now)
+	if detail != "" {
+		ev.Code = truncate(detail, 300)
+	}
+	if !w.record(ctx, j, ev) {
+		return
+	}
+	w.finishDead(ctx, j, reason, ev.LastCode)
+}
+
+// finishDead stores the dead letter and the outcome (both idempotent: message
+// ids), then acks. It runs again, harmlessly, if a worker died half-way.
+func (w *Worker) finishDead(ctx context.Context, j *job, reason retry.Reason, code string) {
+	ev := j.st.last
+	dl := nats.NewMsg(deadSubject(j.id))
+	dl.Data = j.m.Data()
+	for k, v := range j.m.Headers() {
+		if k != headerMsgID && k != headerNatsTTL {
+			dl.Header[k] = v
+		}
+	}
+	dl.Header.Set(HeaderTaskID, j.id)
+	dl.Header.Set(HeaderGen, strconv.FormatUint(j.gen, 10))
+	dl.Header.Set(HeaderAttempts, strconv.Itoa(ev.Attempts))
+	dl.Header.Set(HeaderError, code)
+	dl.Header.Set(HeaderReason, string(reason))
+	dl.Header.Set(HeaderSubject, j.m.Subject())
+	dl.Header.Set(HeaderFirstFail, ev.FirstFailure.UTC().Format(time.RFC3339Nano))
+	dl.Header.Set(HeaderLastFail, ev.LastFailure.UTC().Format(time.RFC3339Nano))
+	if _, err := publishRetrying(ctx, w.js, dl, jetstream.WithMsgID(fmt.Sprintf("dead.%s.%d", j.id, j.gen))); err != nil {
+		j.log.Warn("cannot store the dead letter; the task comes back after the ack wait", slog.Any("error", err))
+		return
+	}
+	out := Outcome{ID: j.id, Status: StatusDead, Error: code, Reason: string(reason), Attempts: ev.Attempts, Method: j.task.Method}
+	if err := w.publishOutcome(ctx, j, out); err != nil {
+		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
+		return
+	}
+	if err := j.m.DoubleAck(ctx); err != nil {
+		j.log.Warn("ack after dead letter", slog.Any("error", err))
+	}
+	j.log.Warn("dead-lettered", slog.String("reason", string(reason)), slog.String("code", code), slog.Int("attempts", ev.Attempts))
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// pageHost returns the host of a task's page URL: logs and the audit trail
+// carry the host only, never the full URL (it can be personal data).
+func pageHost(p Params) string {
+	raw := p["pageurl"]
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "invalid-url"
+	}
+	return u.Hostname()
+}

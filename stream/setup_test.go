@@ -1,0 +1,94 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+)
+
+// bundle is what a test needs: an embedded JetStream server, a connection,
+// and a producer client on it.
+type bundle struct {
+	ns     *server.Server
+	nc     *nats.Conn
+	client *Client
+	top    Topology
+}
+
+func setup(t *testing.T, top Topology) *bundle {
+	t.Helper()
+	ns, err := StartServer(ServerConfig{StoreDir: t.TempDir(), LazySync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	b := &bundle{ns: ns, top: top}
+	b.nc = b.connect(t)
+	ctx := testContext(t)
+	b.client, err = NewClient(ctx, b.nc, ClientConfig{Topology: top, Name: "test-producer"})
+	require.NoError(t, err)
+	return b
+}
+
+func (b *bundle) connect(t *testing.T) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect("", nats.InProcessServer(b.ns))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// runningWorker is a worker pool running in the background of a test.
+type runningWorker struct {
+	w    *Worker
+	stop context.CancelFunc
+	done chan error
+}
+
+// startWorker starts a worker pool on its own connection; it stops at the
+// end of the test.
+func (b *bundle) startWorker(t *testing.T, cfg WorkerConfig) *runningWorker {
+	t.Helper()
+	if cfg.Topology.Stream == "" {
+		cfg.Topology = b.top
+	}
+	if cfg.IdleCheck == 0 {
+		cfg.IdleCheck = 50 * time.Millisecond
+	}
+	if cfg.Policy == (retry.Policy{}) {
+		cfg.Policy = retry.Policy{InitialInterval: 50 * time.Millisecond, MaxInterval: 200 * time.Millisecond, NoJitter: true,
+			CapacityDelay: 50 * time.Millisecond, CapacityMaxDelay: 200 * time.Millisecond}
+	}
+	nc := b.connect(t)
+	w, err := NewWorker(testContext(t), nc, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	rw := &runningWorker{w: w, stop: cancel, done: make(chan error, 1)}
+	go func() { rw.done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-rw.done })
+	return rw
+}
+
+func turnstileTask(id string) Task {
+	return Task{ID: id, Method: "turnstile", Params: Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/checkout/123"}}
+}
+
+// tokenSolver answers every captcha with a token derived from its site key.
+func tokenSolver() solver.Solver {
+	return solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		b, _ := json.Marshal("tok-" + req.Params["sitekey"])
+		return solver.Answer{Solution: b, CaptchaID: "42"}, nil
+	})
+}

@@ -1,0 +1,223 @@
+package stream
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/captchaq/captchaq/solver"
+)
+
+// Task is one captcha to solve, as producers write it (one JSON object per
+// task; JSON lines for the CLI).
+type Task struct {
+	// ID names the task; Submit generates one when it is empty. See ValidateID.
+	ID string `json:"id,omitempty"`
+	// Method is the solving service's method: userrecaptcha, turnstile,
+	// geetest, post, base64.
+	Method string `json:"method"`
+	// Params are the method's parameters, named as the service names them.
+	// JSON numbers and booleans are accepted and kept as their text.
+	Params Params `json:"params"`
+	// Priority is "high" or "normal" (empty means normal). High tasks start
+	// before every queued normal task.
+	Priority string `json:"priority,omitempty"`
+	// Deadline is when the answer stops being useful. Submit sets the
+	// producer's default (10 minutes) when it is zero.
+	Deadline time.Time `json:"deadline,omitzero"`
+}
+
+// Params are a task's method parameters.
+type Params map[string]string
+
+// UnmarshalJSON accepts strings, numbers and booleans as values (min_score
+// 0.3, invisible 1, enterprise true) and keeps each as its text.
+func (p *Params) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("params: want an object of strings, numbers or booleans: %w", err)
+	}
+	out := make(Params, len(raw))
+	for k, v := range raw {
+		v = bytes.TrimSpace(v)
+		switch {
+		case len(v) > 0 && v[0] == '"':
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return fmt.Errorf("params.%s: %w", k, err)
+			}
+			out[k] = s
+		case bytes.Equal(v, []byte("true")):
+			out[k] = "1"
+		case bytes.Equal(v, []byte("false")):
+			out[k] = "0"
+		default:
+			if _, err := strconv.ParseFloat(string(v), 64); err != nil {
+				return fmt.Errorf("params.%s: want a string, number or boolean, got %s", k, truncate(string(v), 40))
+			}
+			out[k] = string(v)
+		}
+	}
+	*p = out
+	return nil
+}
+
+// Lane groups methods by how long they take, so that a backlog of slow ones
+// never starves fast ones. The lane is part of a task's subject.
+type Lane string
+
+const (
+	// LaneSlow holds reCAPTCHA v2 (also invisible, enterprise) and GeeTest:
+	// 15–60 s solves.
+	LaneSlow Lane = "slow"
+	// LaneFast holds Turnstile, reCAPTCHA v3 and images: 2–15 s solves.
+	LaneFast Lane = "fast"
+)
+
+// Lanes lists every lane, in the order workers look at them.
+var Lanes = []Lane{LaneFast, LaneSlow}
+
+// LaneOf returns the lane a task travels in.
+func LaneOf(method string, params Params) Lane {
+	switch method {
+	case "userrecaptcha":
+		if params["version"] == "v3" {
+			return LaneFast
+		}
+		return LaneSlow
+	case "geetest":
+		return LaneSlow
+	default:
+		return LaneFast
+	}
+}
+
+// ErrInvalidTask is the sentinel that every task validation error wraps.
+var ErrInvalidTask = errors.New("invalid task")
+
+// TaskError is a task that failed validation: which one, and what is wrong.
+type TaskError struct {
+	// Line is the 1-based line of the task in its input, or 0.
+	Line int
+	// ID is the task's id, when it has one.
+	ID string
+	// Err names the field and the problem.
+	Err error
+}
+
+func (e *TaskError) Error() string {
+	where := "task"
+	if e.Line > 0 {
+		where = fmt.Sprintf("line %d", e.Line)
+	}
+	if e.ID != "" {
+		where += fmt.Sprintf(" (id %s)", e.ID)
+	}
+	return where + ": " + e.Err.Error()
+}
+
+func (e *TaskError) Unwrap() []error { return []error{ErrInvalidTask, e.Err} }
+
+// Validate checks everything about a task that can be checked without the
+// service: the id (when set), the method and its parameters (solver.Validate,
+// the one place that knows them), the priority and the deadline.
+func (t *Task) Validate(now time.Time) error {
+	wrap := func(err error) error { return &TaskError{ID: t.ID, Err: err} }
+	if t.ID != "" {
+		if err := ValidateID(t.ID); err != nil {
+			return wrap(err)
+		}
+	}
+	if t.Method == "" {
+		return wrap(errors.New("method: required"))
+	}
+	if err := solver.Validate(t.Method, t.Params); err != nil {
+		return wrap(err)
+	}
+	switch t.Priority {
+	case "", priorityNormal, priorityHigh:
+	default:
+		return wrap(fmt.Errorf("priority %q: want %q or %q", t.Priority, priorityHigh, priorityNormal))
+	}
+	if !t.Deadline.IsZero() && !t.Deadline.After(now) {
+		return wrap(fmt.Errorf("deadline %s: already passed", t.Deadline.Format(time.RFC3339)))
+	}
+	return nil
+}
+
+func (t *Task) priority() string {
+	if t.Priority == priorityHigh {
+		return priorityHigh
+	}
+	return priorityNormal
+}
+
+// ParseTask decodes one task from JSON, rejecting unknown fields so that a
+// typo ("prority") is an error rather than a silently ignored setting.
+func ParseTask(b []byte) (Task, error) {
+	var t Task
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&t); err != nil {
+		return Task{}, &TaskError{Err: fmt.Errorf("not a task object: %w", err)}
+	}
+	if dec.More() {
+		return Task{}, &TaskError{ID: t.ID, Err: errors.New("trailing data after the task object")}
+	}
+	return t, nil
+}
+
+// Status is how a task ended.
+type Status string
+
+const (
+	// StatusSolved: the outcome carries the solution.
+	StatusSolved Status = "solved"
+	// StatusDead: the task is in the dead letter; the outcome says why.
+	StatusDead Status = "dead"
+)
+
+// Outcome is how a task ended, as Wait returns it and `captchaq results`
+// prints it. Field names may grow; these stay.
+type Outcome struct {
+	ID     string `json:"id"`
+	Status Status `json:"status"`
+	// Solution is a JSON string for tokens and text, an object for GeeTest.
+	Solution     json.RawMessage `json:"solution,omitempty"`
+	UserAgent    string          `json:"useragent,omitempty"`
+	Error        string          `json:"error,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	Attempts     int             `json:"attempts"`
+	SolveSeconds float64         `json:"solve_seconds,omitempty"`
+	ExpiresAt    time.Time       `json:"expires_at,omitzero"`
+	Method       string          `json:"method,omitempty"`
+	// CaptchaID is the service's id of the captcha, for `captchaq report`.
+	CaptchaID string    `json:"captcha_id,omitempty"`
+	SolvedAt  time.Time `json:"solved_at,omitzero"`
+}
+
+// Text returns the solution as plain text: the token or text answer itself,
+// or the JSON of an object answer (GeeTest).
+func (o *Outcome) Text() string {
+	var s string
+	if err := json.Unmarshal(o.Solution, &s); err == nil {
+		return s
+	}
+	return string(o.Solution)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// validateShape checks what Validate does except the deadline, which a
+// worker judges itself (a passed deadline is expired, not invalid).
+func (t *Task) validateShape() error {
+	return t.Validate(time.Time{})
+}

@@ -1,0 +1,213 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Topology describes the CAPTCHA stream and the workers' consumers. The zero
+// value is usable: every zero field takes the default written beside it.
+//
+// Retention is Limits, not WorkQueue: a task stays in the stream after it is
+// acked, so the stream itself is the audit trail (task, attempts, outcome,
+// dead letter, replay) for Retention, and several readers (waiters, `results
+// --follow`, `trace`) may read the same subjects at once, which WorkQueue
+// forbids. Idempotence comes from the per-task event log, not from deletion.
+type Topology struct {
+	// Stream is the stream's name. Default "CAPTCHA".
+	Stream string
+	// Replicas is the stream's replication factor (3 on a cluster). Default 1.
+	Replicas int
+	// Retention is how long tasks, outcomes without tokens and dead letters
+	// stay (the stream's MaxAge). Default 24h. Tokens leave earlier, with
+	// their own lifetime.
+	Retention time.Duration
+	// MaxBytes bounds the stream's size; the oldest messages go first.
+	// Default 0: bounded by Retention alone.
+	MaxBytes int64
+	// DuplicateWindow is how long a task id is remembered to drop a
+	// re-published task. Default 2m.
+	DuplicateWindow time.Duration
+	// AckWait is how long a worker may stay silent before its task is handed
+	// to another. Workers send a heartbeat every AckWait/3. Default 30s.
+	AckWait time.Duration
+	// LaneLimits caps how many normal-priority tasks of a lane are solved at
+	// once across all workers (the consumer's MaxAckPending), so that a
+	// backlog in one lane leaves threads to the others. High-priority tasks
+	// are capped only by the plan. Default: no cap beyond MaxInFlight.
+	LaneLimits map[Lane]int
+	// MaxInFlight caps tasks handed out at once per consumer when no lane
+	// limit is set. Default 10000.
+	MaxInFlight int
+	// Memory keeps the stream in memory instead of on disk (tests).
+	Memory bool
+}
+
+// Defaults of Topology's zero fields.
+const (
+	DefaultStream          = "CAPTCHA"
+	DefaultRetention       = 24 * time.Hour
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultAckWait         = 30 * time.Second
+	DefaultMaxInFlight     = 10000
+)
+
+func (t Topology) withDefaults() Topology {
+	if t.Stream == "" {
+		t.Stream = DefaultStream
+	}
+	if t.Replicas <= 0 {
+		t.Replicas = 1
+	}
+	if t.Retention <= 0 {
+		t.Retention = DefaultRetention
+	}
+	if t.DuplicateWindow <= 0 {
+		t.DuplicateWindow = DefaultDuplicateWindow
+	}
+	if t.DuplicateWindow > t.Retention {
+		t.DuplicateWindow = t.Retention
+	}
+	if t.AckWait <= 0 {
+		t.AckWait = DefaultAckWait
+	}
+	if t.MaxInFlight <= 0 {
+		t.MaxInFlight = DefaultMaxInFlight
+	}
+	return t
+}
+
+func (t Topology) streamConfig() jetstream.StreamConfig {
+	storage := jetstream.FileStorage
+	if t.Memory {
+		storage = jetstream.MemoryStorage
+	}
+	return jetstream.StreamConfig{
+		Name:        t.Stream,
+		Description: "captchaq: tasks, their life, outcomes and dead letters",
+		Subjects:    []string{SubjectRoot + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      t.Retention,
+		MaxBytes:    orUnlimited(t.MaxBytes),
+		MaxMsgs:     -1,
+		Discard:     jetstream.DiscardOld,
+		Storage:     storage,
+		Replicas:    t.Replicas,
+		Duplicates:  t.DuplicateWindow,
+		AllowMsgTTL: true, // tokens expire with their own lifetime
+		AllowDirect: true, // fast reads of the last event of a task
+	}
+}
+
+func orUnlimited(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// consumerName is the durable name of the workers' consumer for a lane and
+// priority.
+func consumerName(lane Lane, priority string) string {
+	return fmt.Sprintf("workers-%s-%s", lane, priority)
+}
+
+type workerConsumer struct {
+	lane     Lane
+	priority string
+}
+
+// workerConsumers lists the consumers in the order a worker with a free slot
+// looks at them: high priority in every lane first, then normal.
+func workerConsumers() []workerConsumer {
+	var out []workerConsumer
+	for _, p := range []string{priorityHigh, priorityNormal} {
+		for _, l := range Lanes {
+			out = append(out, workerConsumer{lane: l, priority: p})
+		}
+	}
+	return out
+}
+
+func (t Topology) consumerConfig(wc workerConsumer) jetstream.ConsumerConfig {
+	limit := t.MaxInFlight
+	if n := t.LaneLimits[wc.lane]; n > 0 && wc.priority == priorityNormal {
+		limit = n
+	}
+	return jetstream.ConsumerConfig{
+		Durable:       consumerName(wc.lane, wc.priority),
+		Description:   fmt.Sprintf("captchaq workers: %s lane, %s priority", wc.lane, wc.priority),
+		FilterSubject: fmt.Sprintf("%s.%s.%s.*", subjectTasks, wc.lane, wc.priority),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       t.AckWait,
+		// Unlimited: the worker counts attempts itself in the task's event
+		// log and dead-letters the task when the budget is spent, so no task
+		// is ever stranded by MaxDeliver with nobody listening.
+		MaxDeliver:    -1,
+		MaxAckPending: limit,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		ReplayPolicy:  jetstream.ReplayInstantPolicy,
+		Replicas:      0, // as the stream
+	}
+}
+
+// EnsureStream creates the CAPTCHA stream if it does not exist. With update
+// set it also brings an existing stream's configuration to t (servers and
+// admins do that; producers and workers only create). Two processes racing
+// to create it both succeed.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (jetstream.Stream, error) {
+	t = t.withDefaults()
+	cfg := t.streamConfig()
+	for range 3 {
+		s, err := js.Stream(ctx, t.Stream)
+		switch {
+		case err == nil && !update:
+			return s, nil
+		case err == nil:
+			s, err = js.UpdateStream(ctx, cfg)
+			if err != nil {
+				return nil, fmt.Errorf("update stream %s: %w", t.Stream, err)
+			}
+			return s, nil
+		case !errors.Is(err, jetstream.ErrStreamNotFound):
+			return nil, fmt.Errorf("look up stream %s: %w", t.Stream, err)
+		}
+		s, err = js.CreateStream(ctx, cfg)
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil, fmt.Errorf("create stream %s: %w", t.Stream, err)
+		}
+		// Someone else created it between our look-up and our create: look again.
+	}
+	return nil, fmt.Errorf("create stream %s: lost the race three times", t.Stream)
+}
+
+// EnsureTopology creates (or, with update, updates) the stream and the
+// workers' consumers. It is idempotent; start order never matters.
+func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (jetstream.Stream, error) {
+	t = t.withDefaults()
+	s, err := EnsureStream(ctx, js, t, update)
+	if err != nil {
+		return nil, err
+	}
+	for _, wc := range workerConsumers() {
+		cfg := t.consumerConfig(wc)
+		if !update {
+			if _, err := s.Consumer(ctx, cfg.Durable); err == nil {
+				continue
+			}
+		}
+		// CreateOrUpdate is idempotent for an identical config, so racing
+		// processes both succeed.
+		if _, err := s.CreateOrUpdateConsumer(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("create consumer %s: %w", cfg.Durable, err)
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,276 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+)
+
+// WorkerConfig configures a worker pool. The zero value of every field but
+// Solver is usable.
+type WorkerConfig struct {
+	// Solver solves the captchas. Required.
+	Solver solver.Solver
+	// Threads is how many tasks this process solves at once. Default 4.
+	Threads int
+	// Policy decides retries, snoozes and dead letters.
+	Policy retry.Policy
+	// Topology must match the producers'. Workers create missing consumers
+	// but never change existing ones.
+	Topology Topology
+	// Name identifies this worker in the audit trail. Default host-pid-random.
+	Name string
+	// Logger receives one line per outcome and per problem. Default: discard.
+	Logger *slog.Logger
+	// ShutdownGrace is how long in-flight solves may go on after the context
+	// passed to Run ends; what is still running then is handed back without
+	// spending an attempt. Default 30s.
+	ShutdownGrace time.Duration
+	// TokenLifetimes is how long a solution stays usable, by method; the
+	// token leaves the stream then. Default: DefaultTokenLifetimes.
+	TokenLifetimes map[string]time.Duration
+	// DefaultDeadline applies to tasks that carry none (raw publishers):
+	// publish time plus this. Default 10m.
+	DefaultDeadline time.Duration
+	// IdleCheck is how often an idle worker looks for retries that came due;
+	// new tasks wake it at once. Default 1s.
+	IdleCheck time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// DefaultTokenLifetimes are the token lifetimes by method: reCAPTCHA 120 s,
+// Turnstile 300 s, GeeTest 120 s; text answers of images 300 s.
+var DefaultTokenLifetimes = map[string]time.Duration{
+	"userrecaptcha": 120 * time.Second,
+	"turnstile":     300 * time.Second,
+	"geetest":       120 * time.Second,
+	"post":          300 * time.Second,
+	"base64":        300 * time.Second,
+}
+
+// FatalError stops a worker: the service refused the worker itself (wrong
+// key, banned IP). Queued tasks stay untouched for a worker that can work.
+type FatalError struct {
+	Code string
+}
+
+func (e *FatalError) Error() string {
+	return fmt.Sprintf("the solving service refuses this worker (%s): stopped taking tasks; queued tasks are untouched", e.Code)
+}
+
+// Worker pulls tasks, one per free thread, and solves them.
+type Worker struct {
+	cfg   WorkerConfig
+	top   Topology
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	s     jetstream.Stream
+	cons  []jetstream.Consumer
+	log   *slog.Logger
+	fatal chan error
+	turn  int // rotates the lane looked at first, so lanes share fairly
+}
+
+// NewWorker binds a worker pool to the CAPTCHA stream on nc, creating the
+// stream and the consumers if no one has yet.
+func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, error) {
+	if cfg.Solver == nil {
+		return nil, errors.New("worker: no solver")
+	}
+	if cfg.Threads <= 0 {
+		cfg.Threads = 4
+	}
+	if cfg.Name == "" {
+		host, _ := os.Hostname()
+		cfg.Name = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), nuid.Next()[16:])
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 30 * time.Second
+	}
+	if cfg.TokenLifetimes == nil {
+		cfg.TokenLifetimes = DefaultTokenLifetimes
+	}
+	if cfg.DefaultDeadline <= 0 {
+		cfg.DefaultDeadline = DefaultDeadline
+	}
+	if cfg.IdleCheck <= 0 {
+		cfg.IdleCheck = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.Policy = cfg.Policy.WithDefaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	top := cfg.Topology.withDefaults()
+	s, err := EnsureTopology(ctx, js, top, false)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, top: top, nc: nc, js: js, s: s, fatal: make(chan error, 1),
+		log: cfg.Logger.With(slog.String("worker", cfg.Name))}
+	for _, wc := range workerConsumers() {
+		c, err := s.Consumer(ctx, consumerName(wc.lane, wc.priority))
+		if err != nil {
+			return nil, fmt.Errorf("consumer %s: %w", consumerName(wc.lane, wc.priority), err)
+		}
+		w.cons = append(w.cons, c)
+	}
+	return w, nil
+}
+
+// Name is the worker's name in the audit trail.
+func (w *Worker) Name() string { return w.cfg.Name }
+
+// Run pulls and solves tasks until ctx ends, then stops pulling, lets
+// in-flight solves finish within ShutdownGrace, hands back the rest without
+// spending an attempt, and returns nil. It returns a *FatalError when the
+// service refuses the worker itself.
+func (w *Worker) Run(ctx context.Context) error {
+	// hard outlives ctx by the grace period: in-flight solves run under it.
+	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
+	pullCtx, stopPulling := context.WithCancel(ctx)
+	defer stopPulling()
+
+	wake := make(chan struct{}, 1)
+	sub, err := w.nc.Subscribe(subjectAllTasks, func(*nats.Msg) {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe to new tasks: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	free := make(chan struct{}, w.cfg.Threads)
+	for range w.cfg.Threads {
+		free <- struct{}{}
+	}
+	var inflight sync.WaitGroup
+	var fatalErr error
+	idle := time.NewTicker(w.cfg.IdleCheck)
+	defer idle.Stop()
+
+pull:
+	for {
+		select {
+		case <-pullCtx.Done():
+			break pull
+		case fatalErr = <-w.fatal:
+			break pull
+		case <-free:
+		}
+		n := 1
+	more:
+		for n < w.cfg.Threads {
+			select {
+			case <-free:
+				n++
+			default:
+				break more
+			}
+		}
+		msgs := w.fetch(pullCtx, n)
+		for _, m := range msgs {
+			inflight.Add(1)
+			go func() {
+				defer inflight.Done()
+				defer func() { free <- struct{}{} }()
+				w.handle(hard, m)
+			}()
+		}
+		for range n - len(msgs) {
+			free <- struct{}{}
+		}
+		if len(msgs) > 0 {
+			continue
+		}
+		select {
+		case <-pullCtx.Done():
+			break pull
+		case fatalErr = <-w.fatal:
+			break pull
+		case <-wake:
+		case <-idle.C:
+		}
+	}
+
+	done := make(chan struct{})
+	go func() { inflight.Wait(); close(done) }()
+	if fatalErr != nil {
+		cancelHard() // the service refuses us: every solve would fail alike
+	}
+	select {
+	case <-done:
+	case <-time.After(w.cfg.ShutdownGrace):
+		w.log.Warn("shutdown grace over: handing back in-flight tasks")
+		cancelHard()
+		<-done
+	}
+	if fatalErr == nil {
+		select {
+		case fatalErr = <-w.fatal:
+		default:
+		}
+	}
+	return fatalErr
+}
+
+// fetch pulls up to n tasks without waiting: high priority first, in every
+// lane, then normal. Exactly one message is pulled per free thread, so no
+// task's ack timer starts while it waits in a local buffer.
+func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
+	var out []jetstream.Msg
+	w.turn++
+	for _, c := range w.rotated() {
+		if len(out) == n || ctx.Err() != nil {
+			break
+		}
+		batch, err := c.FetchNoWait(n - len(out))
+		if err != nil {
+			w.log.Warn("fetch tasks", slog.String("consumer", c.CachedInfo().Name), slog.Any("error", err))
+			continue
+		}
+		for m := range batch.Messages() {
+			out = append(out, m)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			w.log.Warn("fetch tasks", slog.String("consumer", c.CachedInfo().Name), slog.Any("error", err))
+		}
+	}
+	return out
+}
+
+// rotated returns the consumers in the order to look at them this time: every
+// lane's high-priority consumer before any normal one, and within each
+// priority the lanes in turn.
+func (w *Worker) rotated() []jetstream.Consumer {
+	k := len(Lanes)
+	out := make([]jetstream.Consumer, 0, len(w.cons))
+	for p := 0; p < len(w.cons)/k; p++ {
+		for i := range k {
+			out = append(out, w.cons[p*k+(i+w.turn)%k])
+		}
+	}
+	return out
+}

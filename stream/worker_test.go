@@ -1,0 +1,255 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+)
+
+// blockingSolver signals each solve that starts and holds it until ctx ends.
+func blockingSolver(started chan<- string) solver.Solver {
+	return solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		started <- req.Params["sitekey"]
+		<-ctx.Done()
+		return solver.Answer{}, ctx.Err()
+	})
+}
+
+// events returns every event of task id, oldest first.
+func (b *bundle) events(t *testing.T, id string) []Event {
+	t.Helper()
+	var out []Event
+	err := scanFrom(testContext(t), b.client.s, []string{eventSubject(id)}, 0, false, func(m jetstream.Msg) (bool, error) {
+		var ev Event
+		require.NoError(t, json.Unmarshal(m.Data(), &ev))
+		out = append(out, ev)
+		return false, nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// count returns how many messages the stream holds on subject.
+func (b *bundle) count(t *testing.T, subject string) int {
+	t.Helper()
+	n := 0
+	err := scanFrom(testContext(t), b.client.s, []string{subject}, 0, false, func(jetstream.Msg) (bool, error) {
+		n++
+		return false, nil
+	})
+	require.NoError(t, err)
+	return n
+}
+
+func TestShutdownHandsBackInFlightWithoutSpendingAttempts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	started := make(chan string, 4)
+	a := b.startWorker(t, WorkerConfig{Solver: blockingSolver(started), Threads: 2, ShutdownGrace: 100 * time.Millisecond})
+	_, err := b.client.SubmitAll(ctx, []Task{turnstileTask("h1"), turnstileTask("h2")})
+	require.NoError(t, err)
+	<-started
+	<-started
+
+	a.stop()
+	require.NoError(t, <-a.done)
+	a.done <- nil
+	for _, id := range []string{"h1", "h2"} {
+		evs := b.events(t, id)
+		last := evs[len(evs)-1]
+		require.Equal(t, EventHandback, last.Kind, id)
+		require.Zero(t, last.Attempts, id)
+	}
+
+	b.startWorker(t, WorkerConfig{Solver: tokenSolver()})
+	for _, id := range []string{"h1", "h2"} {
+		out, err := b.client.Wait(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, 1, out.Attempts, "the handed-back attempt is not counted")
+	}
+}
+
+func TestWorkerDiesMidSolveTaskRedeliveredOnce(t *testing.T) {
+	t.Parallel()
+	top := Topology{AckWait: 500 * time.Millisecond}
+	b := setup(t, top)
+	ctx := testContext(t)
+
+	// Worker A takes the task, then its connection dies: no ack, no heartbeat.
+	started := make(chan string, 1)
+	ncA := b.connect(t)
+	wA, err := NewWorker(ctx, ncA, WorkerConfig{Solver: blockingSolver(started), Topology: top, IdleCheck: 50 * time.Millisecond,
+		ShutdownGrace: time.Millisecond})
+	require.NoError(t, err)
+	ctxA, stopA := context.WithCancel(context.Background())
+	doneA := make(chan error, 1)
+	go func() { doneA <- wA.Run(ctxA) }()
+	r, err := b.client.Submit(ctx, turnstileTask("crash"))
+	require.NoError(t, err)
+	<-started
+	ncA.Close()
+
+	b.startWorker(t, WorkerConfig{Solver: tokenSolver()})
+	out, err := b.client.Wait(ctx, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, StatusSolved, out.Status)
+	require.Equal(t, 2, out.Attempts, "the dead worker's attempt counts")
+
+	stopA() // A wakes up; its late writes go nowhere
+	<-doneA
+	require.Equal(t, 1, b.count(t, resultSubject("crash")), "exactly one outcome")
+	evs := b.events(t, "crash")
+	require.True(t, evs[1].Crashed, "the second attempt knows the first died: %+v", evs)
+}
+
+func TestMalformedMessagesAreDeadLetteredAndWorkerGoesOn(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	b.startWorker(t, WorkerConfig{Solver: tokenSolver()})
+	js, err := jetstream.New(b.nc)
+	require.NoError(t, err)
+	raw := map[string]string{
+		"notjson":   `{{{ not json`,
+		"nomethod":  `{"id":"nomethod","method":"telepathy","params":{}}`,
+		"noparams":  `{"id":"noparams","method":"turnstile","params":{"sitekey":"0x4AAAAAAAB"}}`,
+		"mismatch":  `{"id":"other","method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://a.example/"}}`,
+		"hugeimage": `{"id":"hugeimage","method":"base64","params":{"body":"` + string(make([]byte, 0)) + bigBase64(1100*1024) + `"}}`,
+	}
+	for id, body := range raw {
+		_, err := js.Publish(ctx, "captcha.tasks.fast.normal."+id, []byte(body))
+		require.NoError(t, err, id)
+	}
+	r, err := b.client.Submit(ctx, turnstileTask("after-garbage"))
+	require.NoError(t, err)
+	_, err = b.client.Wait(ctx, r.ID)
+	require.NoError(t, err, "the worker still solves good tasks")
+
+	for id := range raw {
+		out, err := b.client.Wait(ctx, id)
+		require.ErrorIs(t, err, ErrNotSolved, id)
+		require.Equal(t, string(retry.ReasonInvalidTask), out.Reason, id)
+		require.Equal(t, 1, b.count(t, deadSubject(id)), id)
+	}
+}
+
+func bigBase64(n int) string {
+	b := make([]byte, n*4/3)
+	for i := range b {
+		b[i] = 'A'
+	}
+	return string(b)
+}
+
+// scriptedSolver fails with the given errors in turn, then solves.
+func scriptedSolver(calls *atomic.Int32, errs ...error) solver.Solver {
+	return solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		n := int(calls.Add(1))
+		if n <= len(errs) {
+			return solver.Answer{}, errs[n-1]
+		}
+		return tokenSolver().Solve(ctx, req)
+	})
+}
+
+func apiErr(code string, class retry.Class) error {
+	return &solver.Error{Code: code, Class: class, Op: "res.php"}
+}
+
+func TestRetryPaths(t *testing.T) {
+	t.Parallel()
+	transient := apiErr("ERROR_SERVER_ERROR", retry.Transient)
+	capacity := apiErr("ERROR_NO_SLOT_AVAILABLE", retry.Capacity)
+	cases := []struct {
+		name         string
+		errs         []error
+		wantStatus   Status
+		wantReason   retry.Reason
+		wantAttempts int
+		wantCalls    int32
+	}{
+		{"transient recovers", []error{transient, transient}, StatusSolved, "", 3, 3},
+		{"permanent dead at once", []error{apiErr("ERROR_PAGEURL", retry.Permanent)}, StatusDead, retry.ReasonPermanent, 1, 1},
+		{"attempts exhausted", []error{transient, apiErr("ERROR_CAPTCHA_UNSOLVABLE", retry.Resubmit), transient, transient}, StatusDead, retry.ReasonAttemptsExhausted, 3, 3},
+		{"capacity never spends attempts", repeat(capacity, 12), StatusSolved, "", 1, 13}, // 12 snoozes ≫ the backoff budget
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, Topology{})
+			ctx := testContext(t)
+			var calls atomic.Int32
+			b.startWorker(t, WorkerConfig{Solver: scriptedSolver(&calls, tc.errs...), Policy: retry.Policy{
+				InitialInterval: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond, NoJitter: true,
+				CapacityDelay: 10 * time.Millisecond, CapacityMaxDelay: 20 * time.Millisecond}})
+			out, err := b.client.Solve(ctx, turnstileTask("r"))
+			if tc.wantStatus == StatusSolved {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, ErrNotSolved)
+				require.Equal(t, 1, b.count(t, deadSubject("r")))
+			}
+			require.Equal(t, tc.wantStatus, out.Status)
+			require.Equal(t, string(tc.wantReason), out.Reason)
+			require.Equal(t, tc.wantAttempts, out.Attempts)
+			require.Equal(t, tc.wantCalls, calls.Load())
+		})
+	}
+}
+
+func repeat(err error, n int) []error {
+	out := make([]error, n)
+	for i := range out {
+		out[i] = err
+	}
+	return out
+}
+
+func TestExpiredTaskNeverReachesTheService(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	task := turnstileTask("exp")
+	task.Deadline = time.Now().Add(time.Minute)
+	r, err := b.client.Submit(ctx, task)
+	require.NoError(t, err)
+	// The worker's clock is past the deadline: no sleeping in the test.
+	late := func() time.Time { return time.Now().Add(time.Hour) }
+	var calls atomic.Int32
+	b.startWorker(t, WorkerConfig{Solver: scriptedSolver(&calls), Now: late})
+	out, err := b.client.Wait(ctx, r.ID)
+	require.ErrorIs(t, err, ErrNotSolved)
+	require.Equal(t, string(retry.ReasonExpired), out.Reason)
+	require.Zero(t, calls.Load())
+}
+
+func TestFatalErrorStopsWorkerAndLeavesTasksUntouched(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	var calls atomic.Int32
+	rw := b.startWorker(t, WorkerConfig{Solver: scriptedSolver(&calls, apiErr("ERROR_WRONG_USER_KEY", retry.Fatal))})
+	_, err := b.client.Submit(ctx, turnstileTask("fatal"))
+	require.NoError(t, err)
+	err = <-rw.done
+	rw.done <- nil
+	var fe *FatalError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "ERROR_WRONG_USER_KEY", fe.Code)
+	evs := b.events(t, "fatal")
+	require.Equal(t, EventHandback, evs[len(evs)-1].Kind)
+	require.Zero(t, evs[len(evs)-1].Attempts)
+	require.Zero(t, b.count(t, deadSubject("fatal")))
+}
+
+var _ = nats.ErrTimeout
