@@ -34,7 +34,7 @@ type Event struct {
 	// Attempts spent on this generation after this event.
 	Attempts int `json:"attempts"`
 	// Snoozes is the number of capacity errors in a row.
-	Snoozes int    `json:"snoozes,omitempty"`
+	Snoozes int       `json:"snoozes,omitempty"`
 	At      time.Time `json:"at"`
 	Worker  string    `json:"worker,omitempty"`
 	// Delivery is the JetStream delivery count of the task message.
@@ -52,7 +52,9 @@ type Event struct {
 	FirstFailure time.Time `json:"first_failure,omitzero"`
 	LastFailure  time.Time `json:"last_failure,omitzero"`
 	LastCode     string    `json:"last_code,omitempty"`
-	Host         string    `json:"host,omitempty"`
+	// Detail says more about a dead letter (what is wrong with an invalid task).
+	Detail string `json:"detail,omitempty"`
+	Host   string `json:"host,omitempty"`
 }
 
 // taskState is the last event of a task and its stream sequence, which the

@@ -213,6 +213,9 @@ func (w *Worker) record(ctx context.Context, j *job, ev Event) bool {
 		return false
 	}
 	j.st = st
+	w.cfg.Observer.Observe(Observation{Kind: ev.Kind, Method: j.task.Method, Lane: LaneOf(j.task.Method, j.task.Params),
+		Code: ev.Code, Reason: ev.Reason, Duration: time.Duration(ev.Seconds * float64(time.Second)),
+		Delay: time.Duration(ev.DelayMS) * time.Millisecond})
 	return true
 }
 
@@ -297,9 +300,7 @@ func (w *Worker) deadLetter(ctx context.Context, j *job, ev Event, reason retry.
 	now := w.cfg.Now()
 	ev.Kind, ev.Reason, ev.At, ev.LastCode = EventDead, string(reason), now, firstNonEmpty(code, ev.LastCode)
 	ev.FirstFailure, ev.LastFailure = firstSet(ev.FirstFailure, now), firstSet(ev.LastFailure, now)
-	if detail != "" {
-		ev.Code = truncate(detail, 300)
-	}
+	ev.Code, ev.Detail = ev.LastCode, truncate(detail, 300)
 	if !w.record(ctx, j, ev) {
 		return
 	}

@@ -16,6 +16,20 @@ import (
 // ends. It uses an ephemeral, unacknowledged consumer that the server drops
 // when it goes quiet.
 func scanFrom(ctx context.Context, s jetstream.Stream, subjects []string, startSeq uint64, follow bool, fn func(jetstream.Msg) (stop bool, err error)) error {
+	return scan(ctx, s, scanOpts{subjects: subjects, startSeq: startSeq, follow: follow}, fn)
+}
+
+// scanOpts say what scan reads: which subjects, from where, and whether to
+// wait for more.
+type scanOpts struct {
+	subjects  []string
+	startSeq  uint64
+	startTime time.Time
+	follow    bool
+}
+
+func scan(ctx context.Context, s jetstream.Stream, o scanOpts, fn func(jetstream.Msg) (stop bool, err error)) error {
+	subjects, startSeq, follow := o.subjects, o.startSeq, o.follow
 	cfg := jetstream.ConsumerConfig{
 		FilterSubjects:    subjects,
 		AckPolicy:         jetstream.AckNonePolicy,
@@ -27,9 +41,13 @@ func scanFrom(ctx context.Context, s jetstream.Stream, subjects []string, startS
 	if len(subjects) == 1 {
 		cfg.FilterSubject, cfg.FilterSubjects = subjects[0], nil
 	}
-	if startSeq > 0 {
+	switch {
+	case startSeq > 0:
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = startSeq
+	case !o.startTime.IsZero():
+		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		cfg.OptStartTime = &o.startTime
 	}
 	cons, err := s.CreateConsumer(ctx, cfg)
 	if err != nil {

@@ -48,6 +48,8 @@ type WorkerConfig struct {
 	IdleCheck time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Observer receives every step of every task, for metrics. Default: none.
+	Observer Observer
 }
 
 // DefaultTokenLifetimes are the token lifetimes by method: reCAPTCHA 120 s,
@@ -113,6 +115,9 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
 	}
 	cfg.Policy = cfg.Policy.WithDefaults()
 	js, err := jetstream.New(nc)

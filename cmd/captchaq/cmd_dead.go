@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/stream"
+)
+
+const deadUsage = `ls [--method M] [--reason R] [--since D] [--pending] [--json]
+       captchaq dead show ID [--json]
+       captchaq dead replay ID... | --all [--method M] [--reason R] [--since D]
+       captchaq dead purge [--method M] [--reason R] [--since D] --yes`
+
+// deadFilterFlags are the filters dead ls, replay --all and purge share.
+type deadFilterFlags struct {
+	method, reason string
+	since          time.Duration
+	pending        bool
+}
+
+func (d *deadFilterFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&d.method, "method", "", "only dead letters of this method")
+	fs.StringVar(&d.reason, "reason", "", "only this reason: permanent, attempts-exhausted, invalid-task, expired, crashed")
+	fs.DurationVar(&d.since, "since", 0, "only dead letters younger than this (e.g. 1h)")
+}
+
+func (d *deadFilterFlags) filter() (stream.DeadFilter, error) {
+	f := stream.DeadFilter{Method: d.method, Reason: retry.Reason(d.reason), Pending: d.pending}
+	if f.Reason != "" && !f.Reason.Valid() {
+		return f, usageError("--reason %q: want one of %v", d.reason, retry.Reasons)
+	}
+	if d.since > 0 {
+		f.Since = time.Now().Add(-d.since)
+	}
+	return f, nil
+}
+
+func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError("usage: captchaq dead %s", deadUsage)
+	}
+	sub, args := args[0], args[1:]
+	fs := newFlagSet("dead "+sub, "[flags]", stderr)
+	var df deadFilterFlags
+	asJSON := fs.Bool("json", false, "print JSON (one object per line)")
+	all := false
+	yes := false
+	switch sub {
+	case "ls":
+		df.register(fs)
+		fs.BoolVar(&df.pending, "pending", false, "only dead letters not replayed yet")
+	case "show":
+	case "replay":
+		df.register(fs)
+		fs.BoolVar(&all, "all", false, "replay every dead letter that matches the filters and was not replayed yet")
+	case "purge":
+		df.register(fs)
+		fs.BoolVar(&yes, "yes", false, "really delete the matching dead letters")
+	default:
+		return usageError("unknown dead subcommand %q; usage: captchaq dead %s", sub, deadUsage)
+	}
+	var nf natsFlags
+	nf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	f, err := df.filter()
+	if err != nil {
+		return err
+	}
+	nc, ae, err := nf.connect(ctx, "captchaq-dead")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "captchaq-dead-" + sub})
+	if err != nil {
+		return explain(err, ae)
+	}
+	enc := json.NewEncoder(stdout)
+	switch sub {
+	case "ls":
+		ds, err := c.DeadLetters(ctx, f)
+		if err != nil {
+			return explain(err, ae)
+		}
+		if *asJSON {
+			for _, d := range ds {
+				d.Task = nil // ls is a listing; show prints the task
+				_ = enc.Encode(d)
+			}
+			return nil
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tMETHOD\tHOST\tREASON\tERROR\tATTEMPTS\tDEAD AT\tREPLAYED")
+		for _, d := range ds {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.Method, d.Host, d.Reason, d.Error, d.Attempts,
+				d.DeadAt.UTC().Format(time.RFC3339), replayedText(d.Replayed))
+		}
+		return tw.Flush()
+	case "show":
+		if fs.NArg() != 1 {
+			return usageError("dead show: want one task id")
+		}
+		d, err := c.DeadLetterOf(ctx, fs.Arg(0))
+		if err != nil {
+			return explain(err, ae)
+		}
+		if *asJSON {
+			return enc.Encode(d)
+		}
+		fmt.Fprintf(stdout, "id:            %s\nmethod:        %s\nhost:          %s\nreason:        %s\nerror:         %s\nattempts:      %d\nsubject:       %s\nfirst failure: %s\nlast failure:  %s\ndead at:       %s\nreplayed:      %s\ndead letter:   %d (task message %d)\n",
+			d.ID, d.Method, d.Host, d.Reason, d.Error, d.Attempts, d.Subject, fmtTime(d.FirstFailure), fmtTime(d.LastFailure),
+			fmtTime(d.DeadAt), replayedText(d.Replayed), d.Seq, d.Gen)
+		return nil
+	case "replay":
+		var receipts []stream.Receipt
+		switch {
+		case all && fs.NArg() > 0:
+			return usageError("dead replay: give ids or --all, not both")
+		case all:
+			receipts, err = c.ReplayAll(ctx, f)
+		case fs.NArg() == 0:
+			return usageError("dead replay: want task ids, or --all")
+		default:
+			var errs []error
+			for _, id := range fs.Args() {
+				r, err := c.Replay(ctx, id)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				receipts = append(receipts, r)
+			}
+			err = errors.Join(errs...)
+		}
+		for _, r := range receipts {
+			_ = enc.Encode(r)
+		}
+		return explain(err, ae)
+	case "purge":
+		if !yes {
+			ds, err := c.DeadLetters(ctx, f)
+			if err != nil {
+				return explain(err, ae)
+			}
+			return usageError("dead purge would delete %d dead letter(s); add --yes to do it", len(ds))
+		}
+		n, err := c.PurgeDead(ctx, f)
+		fmt.Fprintf(stdout, "purged %d dead letter(s)\n", n)
+		return explain(err, ae)
+	}
+	return nil
+}
+
+func replayedText(r *stream.Replay) string {
+	if r == nil {
+		return "no"
+	}
+	return fmt.Sprintf("%s (task message %d)", r.At.UTC().Format(time.RFC3339), r.TaskSeq)
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("trace", "ID [flags]", stderr)
+	asJSON := fs.Bool("json", false, "print JSON lines")
+	var nf natsFlags
+	nf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError("trace: want one task id")
+	}
+	nc, ae, err := nf.connect(ctx, "captchaq-trace")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{})
+	if err != nil {
+		return explain(err, ae)
+	}
+	entries, err := c.Trace(ctx, fs.Arg(0))
+	if err != nil {
+		return explain(err, ae)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, e := range entries {
+			_ = enc.Encode(e)
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tSTEP\tATTEMPT\tWORKER/CLIENT\tCODE\tREASON\tDELAY\tDETAIL")
+	for _, e := range entries {
+		delay := ""
+		if e.Delay > 0 {
+			delay = e.Delay.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format("2006-01-02T15:04:05.000Z"), e.Kind, attemptText(e.Attempt),
+			firstNonEmpty(e.Worker, e.Client), e.Code, e.Reason, delay, e.Detail)
+	}
+	return tw.Flush()
+}
+
+func attemptText(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprint(n)
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

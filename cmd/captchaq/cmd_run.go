@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream"
+)
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run", "[flags] FILE", stderr)
+	workers := fs.Int("workers", 2, "worker pools to run in this process")
+	threads := fs.Int("threads", 8, "threads per worker pool")
+	speed := fs.Float64("fake-speed", 10, "with the emulator: solve this many times faster than the real service (1 = real time)")
+	fakeFaults := fs.Float64("fake-unsolvable", 0, "with the emulator: rate of ERROR_CAPTCHA_UNSOLVABLE answers (0..1)")
+	store := fs.String("store", "", "JetStream store directory (default: a temporary one, removed at exit)")
+	timeout := fs.Duration("timeout", 30*time.Minute, "give up waiting after this long")
+	var sf solverFlags
+	sf.register(fs)
+	var pf policyFlags
+	pf.register(fs)
+	var lf logFlags
+	lf.register(fs)
+	lf.level = "warn"
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError("want one task file (JSON lines)")
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	in, err := openInput(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+
+	// The solver: the real service when there is a key, else the emulator.
+	key, err := apiKey(sf.keyFile)
+	if err != nil {
+		return err
+	}
+	timing := solver.Timing{}
+	if key == "" {
+		if *speed <= 0 {
+			return usageError("--fake-speed must be positive")
+		}
+		url, stop, err := startEmulator(fakeapi.Config{TimeScale: 1 / *speed, Seed: time.Now().UnixNano(),
+			Faults: fakeapi.Faults{Unsolvable: *fakeFaults}})
+		if err != nil {
+			return err
+		}
+		defer stop()
+		sf.url, key, timing = url, fakeapi.TestKey, solver.Timing{Scale: 1 / *speed}
+		fmt.Fprintf(stderr, "no CAPTCHAAI_API_KEY: solving with the emulator at %s, %gx real speed\n", url, *speed)
+	}
+	sc, err := solver.NewClient(solver.Config{BaseURL: sf.url, APIKey: key, Timing: timing, Logger: log})
+	if err != nil {
+		return err
+	}
+
+	dir := *store
+	if dir == "" {
+		dir, err = os.MkdirTemp("", "captchaq-run-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
+	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: dir, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("captchaq-run"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "captchaq-run"})
+	if err != nil {
+		return err
+	}
+	tasks, err := readTasks(in, client)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+
+	wctx, stopWorkers := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stopWorkers(); wg.Wait() }()
+	for i := range *workers {
+		wnc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name(fmt.Sprintf("captchaq-run-worker-%d", i+1)))
+		if err != nil {
+			return err
+		}
+		defer wnc.Close()
+		w, err := stream.NewWorker(ctx, wnc, stream.WorkerConfig{Solver: sc, Threads: *threads, Policy: pf.policy(),
+			Logger: log, Name: fmt.Sprintf("run-worker-%d", i+1), ShutdownGrace: time.Second})
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.Run(wctx); err != nil {
+				log.Error("worker stopped", slog.Any("error", err))
+				stopWorkers()
+			}
+		}()
+	}
+
+	start := time.Now()
+	receipts, err := client.SubmitAll(ctx, tasks)
+	if err != nil {
+		return err
+	}
+	bar := newProgress(stderr, len(receipts))
+	var sum summary
+	wait, cancel := context.WithTimeout(wctx, *timeout)
+	defer cancel()
+	err = client.WaitAll(wait, receipts, func(o stream.Outcome, err error) {
+		sum.add(o, err)
+		bar.update(sum.done())
+	})
+	bar.finish()
+	sum.elapsed = time.Since(start)
+	sum.print(stdout, len(receipts))
+	if err != nil {
+		return fmt.Errorf("%d task(s) without an outcome: %w", len(receipts)-sum.done(), err)
+	}
+	if sum.solved < len(receipts) {
+		return &exitError{code: 1, err: fmt.Errorf("%d of %d tasks not solved", len(receipts)-sum.solved, len(receipts))}
+	}
+	return nil
+}
+
+// startEmulator serves the solving service's emulator on a free port of
+// 127.0.0.1 and returns its URL.
+func startEmulator(cfg fakeapi.Config) (string, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("emulator: %w", err)
+	}
+	srv := &http.Server{Handler: fakeapi.New(cfg), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	return "http://" + l.Addr().String(), func() { _ = srv.Close() }, nil
+}
+
+// summary counts outcomes for the end-of-run report.
+type summary struct {
+	solved, expired, dead int
+	reasons               map[string]int
+	times                 []float64
+	elapsed               time.Duration
+}
+
+func (s *summary) add(o stream.Outcome, err error) {
+	switch {
+	case err == nil:
+		s.solved++
+		s.times = append(s.times, o.SolveSeconds)
+	case errors.Is(err, stream.ErrTokenExpired):
+		s.expired++
+	default:
+		s.dead++
+		if s.reasons == nil {
+			s.reasons = map[string]int{}
+		}
+		s.reasons[o.Reason+" "+o.Error]++
+	}
+}
+
+func (s *summary) done() int { return s.solved + s.expired + s.dead }
+
+func (s *summary) print(w io.Writer, total int) {
+	slices.Sort(s.times)
+	fmt.Fprintf(w, "\ncaptchaq run: %d tasks in %s\n", total, s.elapsed.Round(100*time.Millisecond))
+	fmt.Fprintf(w, "  solved   %d\n  failed   %d (token expired before it was read)\n  dead     %d\n", s.solved, s.expired, s.dead)
+	keys := make([]string, 0, len(s.reasons))
+	for k := range s.reasons {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "           %d × %s\n", s.reasons[k], strings.TrimSpace(k))
+	}
+	if len(s.times) > 0 {
+		fmt.Fprintf(w, "  solve time p50 %.1fs, p95 %.1fs\n", stream.Percentile(s.times, 0.5), stream.Percentile(s.times, 0.95))
+	}
+	if secs := s.elapsed.Seconds(); secs > 0 {
+		fmt.Fprintf(w, "  throughput %.2f tasks/s (%.0f tasks/min)\n", float64(s.done())/secs, float64(s.done())/secs*60)
+	}
+}
+
+// progress draws a progress bar on a terminal, and nothing elsewhere.
+type progress struct {
+	w     io.Writer
+	total int
+	on    bool
+	start time.Time
+}
+
+func newProgress(w io.Writer, total int) *progress {
+	on := false
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			on = true
+		}
+	}
+	p := &progress{w: w, total: total, on: on, start: time.Now()}
+	p.update(0)
+	return p
+}
+
+func (p *progress) update(done int) {
+	if !p.on || p.total == 0 {
+		return
+	}
+	const width = 40
+	n := done * width / p.total
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d  %s ", strings.Repeat("#", n), strings.Repeat(".", width-n), done, p.total,
+		time.Since(p.start).Round(time.Second))
+}
+
+func (p *progress) finish() {
+	if p.on {
+		fmt.Fprintln(p.w)
+	}
+}

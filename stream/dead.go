@@ -1,0 +1,231 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/retry"
+)
+
+// DeadLetter is a task that could not be solved, with why and how far it got.
+type DeadLetter struct {
+	// Seq is the dead letter's stream sequence; it names the letter in replay.
+	Seq          uint64          `json:"seq"`
+	ID           string          `json:"id"`
+	Method       string          `json:"method,omitempty"`
+	Host         string          `json:"host,omitempty"`
+	Reason       retry.Reason    `json:"reason"`
+	Error        string          `json:"error,omitempty"`
+	Attempts     int             `json:"attempts"`
+	Subject      string          `json:"subject"`
+	Gen          uint64          `json:"gen"`
+	FirstFailure time.Time       `json:"first_failure,omitzero"`
+	LastFailure  time.Time       `json:"last_failure,omitzero"`
+	DeadAt       time.Time       `json:"dead_at"`
+	Task         json.RawMessage `json:"task"`
+	// Replayed says when the letter was replayed, if it was.
+	Replayed *Replay `json:"replayed,omitempty"`
+}
+
+// Replay records that a dead letter went back onto the queue.
+type Replay struct {
+	DeadSeq uint64    `json:"dead_seq"`
+	TaskSeq uint64    `json:"task_seq"`
+	At      time.Time `json:"at"`
+	By      string    `json:"by,omitempty"`
+}
+
+// DeadFilter selects dead letters; its zero value selects all.
+type DeadFilter struct {
+	Method string
+	Reason retry.Reason
+	// Since keeps letters that died at or after it.
+	Since time.Time
+	// Pending keeps only letters not yet replayed.
+	Pending bool
+}
+
+func (f DeadFilter) match(d DeadLetter) bool {
+	return (f.Method == "" || f.Method == d.Method) &&
+		(f.Reason == "" || f.Reason == d.Reason) &&
+		(f.Since.IsZero() || !d.DeadAt.Before(f.Since)) &&
+		(!f.Pending || d.Replayed == nil)
+}
+
+// Errors of the dead-letter calls.
+var (
+	// ErrAlreadyReplayed: this dead letter was replayed before; replaying it
+	// again would enqueue the task twice.
+	ErrAlreadyReplayed = errors.New("dead letter already replayed")
+	// ErrNotReplayable: the dead letter holds no valid task (reason
+	// invalid-task); fix it and submit it anew instead.
+	ErrNotReplayable = errors.New("dead letter holds no valid task")
+)
+
+// DeadLetters lists the dead letters that match f, oldest first.
+func (c *Client) DeadLetters(ctx context.Context, f DeadFilter) ([]DeadLetter, error) {
+	return c.deadLetters(ctx, subjectDead+".>", subjectReplays+".>", f)
+}
+
+func (c *Client) deadLetters(ctx context.Context, deadSubj, replaySubj string, f DeadFilter) ([]DeadLetter, error) {
+	if f.Reason != "" && !f.Reason.Valid() {
+		return nil, fmt.Errorf("reason %q: want one of %v", f.Reason, retry.Reasons)
+	}
+	var letters []DeadLetter
+	replays := map[uint64]*Replay{}
+	err := scanFrom(ctx, c.s, []string{deadSubj, replaySubj}, 0, false, func(m jetstream.Msg) (bool, error) {
+		md, err := m.Metadata()
+		if err != nil {
+			return false, err
+		}
+		if m.Subject() == deadSubject(idFromSubject(m.Subject())) {
+			letters = append(letters, parseDeadLetter(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream, md.Timestamp))
+			return false, nil
+		}
+		var r Replay
+		if json.Unmarshal(m.Data(), &r) == nil {
+			replays[r.DeadSeq] = &r
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list dead letters: %w", err)
+	}
+	out := letters[:0]
+	for _, d := range letters {
+		d.Replayed = replays[d.Seq]
+		if f.match(d) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+func parseDeadLetter(subject string, h nats.Header, data []byte, seq uint64, at time.Time) DeadLetter {
+	d := DeadLetter{Seq: seq, ID: idFromSubject(subject), Reason: retry.Reason(h.Get(HeaderReason)), Error: h.Get(HeaderError),
+		Subject: h.Get(HeaderSubject), DeadAt: at, Task: json.RawMessage(data)}
+	d.Attempts, _ = strconv.Atoi(h.Get(HeaderAttempts))
+	d.Gen, _ = strconv.ParseUint(h.Get(HeaderGen), 10, 64)
+	d.FirstFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderFirstFail))
+	d.LastFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderLastFail))
+	if t, err := ParseTask(data); err == nil {
+		d.Method, d.Host = t.Method, pageHost(t.Params)
+	}
+	if !json.Valid(data) {
+		d.Task, _ = json.Marshal(truncate(string(data), 200))
+	}
+	return d
+}
+
+// DeadLetterOf returns the latest dead letter of task id, with its replay
+// status.
+func (c *Client) DeadLetterOf(ctx context.Context, id string) (DeadLetter, error) {
+	if err := ValidateID(id); err != nil {
+		return DeadLetter{}, err
+	}
+	ds, err := c.deadLetters(ctx, deadSubject(id), replaySubject(id), DeadFilter{})
+	if err != nil {
+		return DeadLetter{}, err
+	}
+	if len(ds) == 0 {
+		return DeadLetter{}, fmt.Errorf("dead letter of task %s: %w", id, ErrNotFound)
+	}
+	return ds[len(ds)-1], nil
+}
+
+// Replay puts the latest dead letter of task id back on the queue as a new
+// generation of the same task: fresh attempts and a fresh deadline, the same
+// id, so Wait(id) gets its outcome. Replaying the same letter twice returns
+// ErrAlreadyReplayed and enqueues nothing.
+func (c *Client) Replay(ctx context.Context, id string) (Receipt, error) {
+	d, err := c.DeadLetterOf(ctx, id)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return c.replay(ctx, d)
+}
+
+// ReplayAll replays every dead letter that matches f and was not replayed yet.
+// It stops at the first failure and returns what it replayed so far.
+func (c *Client) ReplayAll(ctx context.Context, f DeadFilter) ([]Receipt, error) {
+	f.Pending = true
+	ds, err := c.DeadLetters(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	var out []Receipt
+	for _, d := range ds {
+		r, err := c.replay(ctx, d)
+		if errors.Is(err, ErrNotReplayable) {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
+	if d.Replayed != nil {
+		return Receipt{ID: d.ID, Seq: d.Replayed.TaskSeq, Duplicate: true}, fmt.Errorf("replay %s (dead letter %d): %w at %s",
+			d.ID, d.Seq, ErrAlreadyReplayed, d.Replayed.At.Format(time.RFC3339))
+	}
+	t, err := ParseTask(d.Task)
+	if err == nil {
+		err = t.validateShape()
+	}
+	if err != nil {
+		return Receipt{}, fmt.Errorf("replay %s (dead letter %d): %w: %v", d.ID, d.Seq, ErrNotReplayable, err)
+	}
+	t.ID, t.Deadline = d.ID, c.cfg.Now().Add(c.cfg.DefaultDeadline)
+	b, err := json.Marshal(t)
+	if err != nil {
+		return Receipt{}, err
+	}
+	msg := nats.NewMsg(taskSubject(LaneOf(t.Method, t.Params), t.priority(), t.ID))
+	msg.Data = b
+	msg.Header.Set(HeaderTaskID, t.ID)
+	msg.Header.Set(HeaderReplayedBy, strconv.FormatUint(d.Seq, 10))
+	if c.cfg.Name != "" {
+		msg.Header.Set(HeaderClient, c.cfg.Name)
+	}
+	// The message id names the dead letter: two replays racing enqueue one task.
+	ack, err := publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(fmt.Sprintf("%s.replay.%d", t.ID, d.Seq)))
+	if err != nil {
+		return Receipt{}, fmt.Errorf("replay %s: %w", d.ID, err)
+	}
+	rec, _ := json.Marshal(Replay{DeadSeq: d.Seq, TaskSeq: ack.Sequence, At: c.cfg.Now(), By: c.cfg.Name})
+	rm := nats.NewMsg(replaySubject(d.ID))
+	rm.Data = rec
+	rm.Header.Set(HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
+	if _, err := publishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replayed.%d", d.Seq))); err != nil {
+		return Receipt{}, fmt.Errorf("record replay of %s: %w", d.ID, err)
+	}
+	return Receipt{ID: d.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// PurgeDead deletes the dead letters that match f and returns how many. The
+// tasks' event logs stay for the audit retention.
+func (c *Client) PurgeDead(ctx context.Context, f DeadFilter) (int, error) {
+	ds, err := c.DeadLetters(ctx, f)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range ds {
+		if err := c.s.DeleteMsg(ctx, d.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return n, fmt.Errorf("purge dead letter %d (%s): %w", d.Seq, d.ID, err)
+		}
+		n++
+	}
+	return n, nil
+}

@@ -1,0 +1,39 @@
+package stream
+
+import "time"
+
+// Observation is one thing a worker did with a task, for metrics. It never
+// carries a token, a page URL or a key.
+type Observation struct {
+	// Kind is the step: an EventKind (attempt, retry, snooze, handback,
+	// solved, dead), or "fetch" for a round of pulling.
+	Kind EventKind
+	// Method is the task's method ("" when unknown: invalid tasks, fetch).
+	Method string
+	Lane   Lane
+	// Code is the service's error code, or a pseudo-code, when there is one.
+	Code string
+	// Reason is the dead-letter reason, for Kind dead.
+	Reason string
+	// Duration is how long the attempt took (retry, snooze, handback, solved,
+	// dead after an attempt).
+	Duration time.Duration
+	// Delay is the wait before the next delivery (retry, snooze).
+	Delay time.Duration
+}
+
+// Observer receives a worker's observations. Observe is called from the
+// worker's goroutines: it must be safe for concurrent use and quick.
+type Observer interface {
+	Observe(Observation)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Observation)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(o Observation) { f(o) }
+
+type nopObserver struct{}
+
+func (nopObserver) Observe(Observation) {}

@@ -1,0 +1,104 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TraceEntry is one step in the life of a task, for audits. It never holds
+// a token or a page URL.
+type TraceEntry struct {
+	Seq  uint64    `json:"seq"`
+	At   time.Time `json:"at"`
+	Kind string    `json:"kind"` // submitted, attempt, retry, snooze, handback, solved, dead, outcome, dead-letter, replayed
+	// Gen is the generation (task message) the step belongs to.
+	Gen     uint64 `json:"gen"`
+	Attempt int    `json:"attempt,omitempty"`
+	Worker  string `json:"worker,omitempty"`
+	Client  string `json:"client,omitempty"`
+	Code    string `json:"code,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	// Delay is the wait before the next delivery (retry, snooze).
+	Delay  time.Duration `json:"delay,omitempty"`
+	Detail string        `json:"detail,omitempty"`
+}
+
+// Trace returns the life of task id, oldest first: each submission (when,
+// from which client), each attempt (worker, start, end, error code), each
+// retry and its delay, the outcome or dead letter, and any replay.
+func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
+	if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	subjects := []string{taskSubjectsFor(id), eventSubject(id), resultSubject(id), deadSubject(id), replaySubject(id)}
+	var out []TraceEntry
+	err := scanFrom(ctx, c.s, subjects, 0, false, func(m jetstream.Msg) (bool, error) {
+		md, err := m.Metadata()
+		if err != nil {
+			return false, err
+		}
+		e := TraceEntry{Seq: md.Sequence.Stream, At: md.Timestamp}
+		h := m.Headers()
+		switch subj := m.Subject(); {
+		case strings.HasPrefix(subj, subjectTasks+"."):
+			e.Kind, e.Gen, e.Client = "submitted", e.Seq, h.Get(HeaderClient)
+			e.Detail = "subject " + subj
+			if t, err := ParseTask(m.Data()); err == nil {
+				e.Detail = fmt.Sprintf("%s on %s, priority %s, deadline %s", t.Method, pageHost(t.Params), t.priority(), t.Deadline.Format(time.RFC3339))
+			}
+			if r := h.Get(HeaderReplayedBy); r != "" {
+				e.Detail += ", replay of dead letter " + r
+			}
+		case strings.HasPrefix(subj, subjectEvents+"."):
+			var ev Event
+			if err := json.Unmarshal(m.Data(), &ev); err != nil {
+				return false, nil
+			}
+			e.Kind, e.Gen, e.Attempt, e.Worker, e.Reason = string(ev.Kind), ev.Gen, ev.Attempts, ev.Worker, ev.Reason
+			e.Code, e.Delay, e.At = firstNonEmpty(ev.Code, ev.LastCode), time.Duration(ev.DelayMS)*time.Millisecond, ev.At
+			switch ev.Kind {
+			case EventAttempt:
+				e.Code = ""
+				e.Detail = fmt.Sprintf("delivery %d", ev.Delivery)
+				if ev.Crashed {
+					e.Detail += ", the previous attempt died with its worker"
+				}
+			case EventSolved:
+				e.Detail = fmt.Sprintf("in %.1fs, token valid until %s", ev.Seconds, ev.ExpiresAt.Format(time.RFC3339))
+			case EventDead:
+				e.Detail = ev.Detail
+			case EventRetry, EventSnooze, EventHandback:
+				e.Detail = fmt.Sprintf("after %.1fs", ev.Seconds)
+			}
+		case strings.HasPrefix(subj, subjectResults+"."):
+			var o Outcome
+			_ = json.Unmarshal(m.Data(), &o)
+			e.Kind, e.Attempt, e.Code, e.Reason = "outcome", o.Attempts, o.Error, o.Reason
+			e.Gen, _ = strconv.ParseUint(h.Get(HeaderGen), 10, 64)
+			e.Detail = "status " + string(o.Status)
+		case strings.HasPrefix(subj, subjectDead+"."):
+			d := parseDeadLetter(subj, h, m.Data(), e.Seq, e.At)
+			e.Kind, e.Gen, e.Attempt, e.Code, e.Reason = "dead-letter", d.Gen, d.Attempts, d.Error, string(d.Reason)
+		case strings.HasPrefix(subj, subjectReplays+"."):
+			var r Replay
+			_ = json.Unmarshal(m.Data(), &r)
+			e.Kind, e.Client, e.Gen = "replayed", r.By, r.TaskSeq
+			e.Detail = fmt.Sprintf("dead letter %d replayed as task message %d", r.DeadSeq, r.TaskSeq)
+		}
+		out = append(out, e)
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("trace %s: %w", id, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("trace %s: %w", id, ErrNotFound)
+	}
+	return out, nil
+}
