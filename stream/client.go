@@ -210,14 +210,32 @@ func (c *Client) Wait(ctx context.Context, id string) (Outcome, error) {
 	if err := ValidateID(id); err != nil {
 		return Outcome{}, err
 	}
-	m, err := c.s.GetLastMsgForSubject(ctx, taskSubjectsFor(id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return Outcome{}, fmt.Errorf("wait for task %s: %w", id, ErrNotFound)
-	}
+	gen, err := c.latestGen(ctx, id)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("wait for task %s: %w", id, err)
 	}
-	return c.waitGen(ctx, id, m.Sequence)
+	return c.waitGen(ctx, id, gen)
+}
+
+// latestGen returns the stream sequence of the latest submission of task id:
+// its task message while it waits or runs, else (the task message is deleted
+// once the task is done) the generation its event log names.
+func (c *Client) latestGen(ctx context.Context, id string) (uint64, error) {
+	m, err := c.s.GetLastMsgForSubject(ctx, taskSubjectsFor(id))
+	if err == nil {
+		return m.Sequence, nil
+	}
+	if !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, err
+	}
+	st, err := loadState(ctx, c.s, id)
+	if err != nil {
+		return 0, err
+	}
+	if st.seq == 0 || st.last.Gen == 0 {
+		return 0, ErrNotFound
+	}
+	return st.last.Gen, nil
 }
 
 // waitGen waits for the outcome of generation gen of task id.

@@ -37,6 +37,9 @@ func TestSameIDSubmittedTwiceIsOneTask(t *testing.T) {
 	require.False(t, r1.Duplicate)
 	require.True(t, r2.Duplicate)
 	require.Equal(t, r1.Seq, r2.Seq)
+	info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(subjectAllTasks))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), info.State.Msgs)
 
 	var solves atomic.Int32
 	b.startWorker(t, WorkerConfig{Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
@@ -47,9 +50,6 @@ func TestSameIDSubmittedTwiceIsOneTask(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, StatusSolved, out.Status)
 	require.Equal(t, int32(1), solves.Load())
-	info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(subjectAllTasks))
-	require.NoError(t, err)
-	require.Len(t, info.State.Subjects, 1)
 }
 
 func TestWaiterAfterOutcomeExists(t *testing.T) {

@@ -52,6 +52,10 @@ type Event struct {
 	FirstFailure time.Time `json:"first_failure,omitzero"`
 	LastFailure  time.Time `json:"last_failure,omitzero"`
 	LastCode     string    `json:"last_code,omitempty"`
+	// Submitted and Client say when and by whom the task was submitted: the
+	// task message itself is deleted once the task is done.
+	Submitted time.Time `json:"submitted,omitzero"`
+	Client    string    `json:"client,omitempty"`
 	// Detail says more about a dead letter (what is wrong with an invalid task).
 	Detail string `json:"detail,omitempty"`
 	Host   string `json:"host,omitempty"`

@@ -23,22 +23,27 @@ type job struct {
 	id       string
 	gen      uint64
 	delivery uint64
-	task     Task
-	invalid  error
-	deadline time.Time
-	st       taskState
-	log      *slog.Logger
+	// submitted is when the task message was stored.
+	submitted time.Time
+	task      Task
+	invalid   error
+	deadline  time.Time
+	st        taskState
+	log       *slog.Logger
+	// thread is the plan thread held for this task (nil without a quota).
+	thread *planThread
 }
 
 // handle takes one delivered task message to its next step. It never panics
 // on a bad message and never acks before the outcome is stored.
-func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
+func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread) {
 	j, err := w.open(ctx, m)
 	if err != nil {
 		w.log.Warn("cannot read task state; delivering it again later", slog.Any("error", err))
 		_ = m.NakWithDelay(w.cfg.IdleCheck)
 		return
 	}
+	j.thread = thread
 	last := j.st.last
 	sameGen := last.Gen == j.gen
 	if sameGen {
@@ -48,7 +53,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 			return
 		case EventSolved:
 			if w.resultStored(ctx, j) || !w.cfg.Now().Before(last.ExpiresAt) {
-				_ = m.DoubleAck(ctx)
+				w.done(ctx, j)
 				return
 			}
 			// The worker died between recording the solve and storing the
@@ -71,6 +76,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 		j.log.Warn("previous attempt died with its worker", slog.Int("attempts", attempts))
 	}
 	base := Event{Gen: j.gen, Worker: w.cfg.Name, Delivery: j.delivery, Host: pageHost(j.task.Params),
+		Submitted: j.submitted, Client: j.m.Headers().Get(HeaderClient),
 		FirstFailure: firstFail, LastFailure: lastFail, LastCode: lastCode, Attempts: attempts, Snoozes: snoozes}
 
 	if j.invalid != nil {
@@ -171,7 +177,7 @@ func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
 	}
-	j.gen, j.delivery = md.Sequence.Stream, md.NumDelivered
+	j.gen, j.delivery, j.submitted = md.Sequence.Stream, md.NumDelivered, md.Timestamp
 	j.id = m.Headers().Get(HeaderTaskID)
 	if j.id == "" {
 		j.id = idFromSubject(m.Subject())
@@ -235,9 +241,11 @@ func (w *Worker) solve(ctx context.Context, j *job) (solver.Answer, error) {
 				return
 			case <-t.C:
 				_ = j.m.InProgress()
+				j.thread.keepAlive()
 			}
 		}
 	}()
+	defer j.thread.release() // the service's thread is free again: give it back at once
 	return w.cfg.Solver.Solve(sctx, solver.Request{Method: j.task.Method, Params: j.task.Params})
 }
 
@@ -261,10 +269,22 @@ func (w *Worker) finishSolved(ctx context.Context, j *job, ev Event, ans solver.
 		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}
-	if err := j.m.DoubleAck(ctx); err != nil {
-		j.log.Warn("ack after solve", slog.Any("error", err))
-	}
+	w.done(ctx, j)
 	j.log.Info("solved", slog.Int("attempts", ev.Attempts), slog.Float64("seconds", out.SolveSeconds))
+}
+
+// done acks a task whose outcome is stored, then deletes the task message:
+// it holds the page URL, which may be personal data and is not needed any
+// more (a dead letter keeps its own copy for replay; the event log keeps the
+// host, the submitter and the times for the audit trail).
+func (w *Worker) done(ctx context.Context, j *job) {
+	if err := j.m.DoubleAck(ctx); err != nil {
+		j.log.Warn("ack", slog.Any("error", err))
+		return
+	}
+	if err := w.s.DeleteMsg(ctx, j.gen); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		j.log.Warn("delete the finished task message", slog.Any("error", err))
+	}
 }
 
 func roundSeconds(d time.Duration) float64 {
@@ -335,9 +355,7 @@ func (w *Worker) finishDead(ctx context.Context, j *job, reason retry.Reason, co
 		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}
-	if err := j.m.DoubleAck(ctx); err != nil {
-		j.log.Warn("ack after dead letter", slog.Any("error", err))
-	}
+	w.done(ctx, j)
 	j.log.Warn("dead-lettered", slog.String("reason", string(reason)), slog.String("code", code), slog.Int("attempts", ev.Attempts))
 }
 

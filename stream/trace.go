@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 	}
 	subjects := []string{taskSubjectsFor(id), eventSubject(id), resultSubject(id), deadSubject(id), replaySubject(id)}
 	var out []TraceEntry
+	submitted := map[uint64]bool{}
 	err := scanFrom(ctx, c.s, subjects, 0, false, func(m jetstream.Msg) (bool, error) {
 		md, err := m.Metadata()
 		if err != nil {
@@ -48,6 +50,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 		switch subj := m.Subject(); {
 		case strings.HasPrefix(subj, subjectTasks+"."):
 			e.Kind, e.Gen, e.Client = "submitted", e.Seq, h.Get(HeaderClient)
+			submitted[e.Gen] = true
 			e.Detail = "subject " + subj
 			if t, err := ParseTask(m.Data()); err == nil {
 				e.Detail = fmt.Sprintf("%s on %s, priority %s, deadline %s", t.Method, pageHost(t.Params), t.priority(), t.Deadline.Format(time.RFC3339))
@@ -59,6 +62,13 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 			var ev Event
 			if err := json.Unmarshal(m.Data(), &ev); err != nil {
 				return false, nil
+			}
+			if !submitted[ev.Gen] && !ev.Submitted.IsZero() {
+				// The task message is deleted once the task is done; its
+				// events remember when and by whom it was submitted.
+				submitted[ev.Gen] = true
+				out = append(out, TraceEntry{Seq: ev.Gen, At: ev.Submitted, Kind: "submitted", Gen: ev.Gen, Client: ev.Client,
+					Detail: "on " + ev.Host})
 			}
 			e.Kind, e.Gen, e.Attempt, e.Worker, e.Reason = string(ev.Kind), ev.Gen, ev.Attempts, ev.Worker, ev.Reason
 			e.Code, e.Delay, e.At = firstNonEmpty(ev.Code, ev.LastCode), time.Duration(ev.DelayMS)*time.Millisecond, ev.At
@@ -100,5 +110,8 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("trace %s: %w", id, ErrNotFound)
 	}
+	// Stream order, except the submissions remembered by events (their task
+	// messages are gone), which go back to when they happened.
+	slices.SortStableFunc(out, func(a, b TraceEntry) int { return a.At.Compare(b.At) })
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -83,6 +84,7 @@ type Worker struct {
 	log   *slog.Logger
 	fatal chan error
 	turn  int // rotates the lane looked at first, so lanes share fairly
+	plan  *planGate
 }
 
 // NewWorker binds a worker pool to the CAPTCHA stream on nc, creating the
@@ -130,7 +132,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, top: top, nc: nc, js: js, s: s, fatal: make(chan error, 1),
-		log: cfg.Logger.With(slog.String("worker", cfg.Name))}
+		log: cfg.Logger.With(slog.String("worker", cfg.Name)), plan: &planGate{js: js}}
 	for _, wc := range workerConsumers() {
 		c, err := s.Consumer(ctx, consumerName(wc.lane, wc.priority))
 		if err != nil {
@@ -195,16 +197,33 @@ pull:
 				break more
 			}
 		}
-		msgs := w.fetch(pullCtx, n)
-		for _, m := range msgs {
+		// A plan thread first (when a plan-wide quota is set), then a task for it.
+		threads, err := w.plan.acquire(pullCtx, n, w.cfg.IdleCheck, w.cfg.Now())
+		if err != nil && pullCtx.Err() == nil {
+			w.log.Warn("take a plan thread", slog.Any("error", err))
+		}
+		for range n - len(threads) {
+			free <- struct{}{}
+		}
+		if len(threads) == 0 {
+			if err != nil {
+				w.pause(pullCtx, w.cfg.IdleCheck)
+			}
+			continue // the quota is in use: acquire waited for a thread already
+		}
+		msgs := w.fetch(pullCtx, len(threads))
+		for i, m := range msgs {
 			inflight.Add(1)
 			go func() {
 				defer inflight.Done()
 				defer func() { free <- struct{}{} }()
-				w.handle(hard, m)
+				defer threads[i].release()
+				defer w.survive(m)
+				w.handle(hard, m, threads[i])
 			}()
 		}
-		for range n - len(msgs) {
+		for _, t := range threads[len(msgs):] {
+			t.release()
 			free <- struct{}{}
 		}
 		if len(msgs) > 0 {
@@ -239,6 +258,26 @@ pull:
 		}
 	}
 	return fatalErr
+}
+
+// survive keeps a bug met on one message from taking the whole worker down:
+// it logs the panic with its stack and lets the task come back after a while.
+func (w *Worker) survive(m jetstream.Msg) {
+	if r := recover(); r != nil {
+		w.log.Error("panic while handling a task; it will be delivered again", slog.Any("panic", r),
+			slog.String("subject", m.Subject()), slog.String("stack", string(debug.Stack())))
+		_ = m.NakWithDelay(w.top.AckWait)
+	}
+}
+
+// pause waits for d or until ctx ends.
+func (w *Worker) pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // fetch pulls up to n tasks without waiting: high priority first, in every

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/captchaq/captchaq/solver"
+)
+
+// runBalance prints the solving service account's balance.
+func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("balance", "[flags]", stderr)
+	var sf solverFlags
+	sf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("balance: unexpected argument %q", fs.Arg(0))
+	}
+	c, err := sf.client(solver.Timing{})
+	if err != nil {
+		return fmt.Errorf("balance: %w", err)
+	}
+	bal, err := c.Balance(ctx)
+	if err != nil {
+		return fmt.Errorf("balance: %w", err)
+	}
+	fmt.Fprintln(stdout, strconv.FormatFloat(bal, 'f', -1, 64))
+	return nil
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/captchaq/captchaq/solver/fakeapi"
+)
+
+// runFakeAPI serves the emulator of the solving service until ctx is done.
+func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("fakeapi", "[flags]", stderr)
+	addr := fs.String("addr", "127.0.0.1:8088", "address to listen on (host:port; port 0 picks one)")
+	threads := fs.Int("threads", 0, "plan threads: captchas solved at once; 0 = unlimited")
+	noSlot := fs.Bool("no-slot-code", false, "answer ERROR_NO_SLOT_AVAILABLE instead of ERROR_ZERO_BALANCE when all threads are busy")
+	seed := fs.Int64("seed", 1, "seed of solve times, faults, ids and tokens")
+	speed := fs.Float64("speed", 1, "solve speed relative to real time (10 = ten times faster)")
+	numericIDs := fs.Bool("numeric-ids", false, "send captcha ids as JSON numbers")
+	geetestString := fs.Bool("geetest-as-string", false, "send GeeTest answers as a JSON-encoded string")
+	unsolvable := fs.Float64("unsolvable", 0, "rate of ERROR_CAPTCHA_UNSOLVABLE answers, 0..1")
+	http500 := fs.Float64("http500", 0, "rate of HTTP 500 replies, 0..1")
+	html := fs.Float64("html", 0, "rate of HTML-page replies, 0..1")
+	garbage := fs.Float64("garbage", 0, "rate of garbage replies, 0..1")
+	slow := fs.Float64("slow", 0, "rate of slow replies, 0..1")
+	slowDelay := fs.Duration("slow-delay", 5*time.Second, "delay of a slow reply")
+	failPage := fs.String("fail-pageurl", "", "tasks whose pageurl contains this fail with --fail-code")
+	failCode := fs.String("fail-code", "ERROR_PAGEURL", "code for tasks matching --fail-pageurl")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("fakeapi: unexpected argument %q", fs.Arg(0))
+	}
+	if *speed <= 0 {
+		return usageError("--speed %v: must be positive", *speed)
+	}
+	for name, r := range map[string]float64{"unsolvable": *unsolvable, "http500": *http500, "html": *html, "garbage": *garbage, "slow": *slow} {
+		if r < 0 || r > 1 {
+			return usageError("--%s %v: must be in 0..1", name, r)
+		}
+	}
+	f := fakeapi.Faults{Unsolvable: *unsolvable, HTTP500: *http500, HTML: *html, Garbage: *garbage, Slow: *slow, SlowDelay: *slowDelay}
+	if *failPage != "" {
+		f.Rules = []fakeapi.Rule{{Param: "pageurl", Contains: *failPage, Code: *failCode}}
+	}
+	api := fakeapi.New(fakeapi.Config{
+		Threads: *threads, NoSlotCode: *noSlot, Seed: *seed, TimeScale: 1 / *speed,
+		NumericIDs: *numericIDs, GeeTestAsString: *geetestString, Faults: f,
+	})
+	return api.ListenAndServe(ctx, *addr, func(a net.Addr) {
+		fmt.Fprintf(stdout, "fakeapi listening on http://%s (key %s)\n", a, fakeapi.TestKey)
+	})
+}

@@ -1,0 +1,452 @@
+package solver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/captchaq/captchaq/retry"
+)
+
+// DefaultBaseURL is CaptchaAI's API.
+const DefaultBaseURL = "https://ocr.captchaai.com"
+
+// Defaults of Config's zero fields.
+const (
+	DefaultMinSubmitInterval = 100 * time.Millisecond
+	DefaultSubmitWindow      = 3 * time.Second
+	// DefaultSubmitBurst leaves a margin for network jitter under the
+	// service's ban threshold of 60 in.php calls in 3 s.
+	DefaultSubmitBurst = 55
+	// DefaultHTTPTimeout bounds one HTTP exchange of the default client.
+	DefaultHTTPTimeout = 30 * time.Second
+)
+
+// maxBody bounds the reply body read: replies are small, answers to grid and
+// GeeTest captchas a few hundred bytes.
+const maxBody = 1 << 20
+
+// Config configures a Client. Every zero field takes the default written
+// beside it; only APIKey is required.
+type Config struct {
+	// BaseURL is the service's root, without /in.php. Default DefaultBaseURL.
+	BaseURL string
+	// APIKey is the account's key. Required. It is sent only in POST bodies
+	// and never appears in errors, logs or URLs.
+	APIKey string
+	// HTTPClient sends the requests. Default: a client of the Client's own
+	// with DefaultHTTPTimeout and connection reuse. A given client is used as
+	// is, never modified.
+	HTTPClient *http.Client
+	// Logger receives debug lines about submissions and polls (captcha id,
+	// method, page host; never the key, a token or a full URL). Default: no
+	// logging.
+	Logger *slog.Logger
+	// Timing says when to poll and when to give up. The zero value is the
+	// production timing, with adaptive polling.
+	Timing Timing
+	// MinSubmitInterval is the least time between two in.php calls of this
+	// key, shared by every Client of the same BaseURL and key in the process.
+	// Zero means 100 ms; negative means no spacing.
+	MinSubmitInterval time.Duration
+	// SubmitBurst and SubmitWindow cap the in.php calls of this key in any
+	// window of SubmitWindow (the service bans for 10 s over 60 in 3 s).
+	// Zero means 55 and 3 s; a negative SubmitBurst means no cap.
+	SubmitBurst  int
+	SubmitWindow time.Duration
+	// PollErrors is how many transient errors in a row (HTTP 5xx, garbage,
+	// network) a captcha's polling tolerates before Solve returns the last
+	// one: the captcha is still being solved, a failed poll does not lose it.
+	// Zero means 3; negative means none.
+	PollErrors int
+}
+
+// Client talks to a 2captcha-compatible service. It is safe for concurrent
+// use; share one per API key.
+type Client struct {
+	base       string
+	key        string
+	http       *http.Client
+	log        *slog.Logger
+	timing     Timing
+	limiter    *submitLimiter
+	poller     poller
+	pollErrors int
+}
+
+var _ Solver = (*Client)(nil)
+
+// NewClient returns a Client for cfg, or an error if cfg is unusable (no API
+// key, a BaseURL that is not an absolute http(s) URL).
+func NewClient(cfg Config) (*Client, error) {
+	if cfg.APIKey == "" {
+		return nil, errors.New("solver: no API key (set CAPTCHAAI_API_KEY or use a key file)")
+	}
+	if strings.ContainsAny(cfg.APIKey, " \t\r\n") {
+		return nil, errors.New("solver: the API key contains white space")
+	}
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("solver: base URL %q is not an absolute http(s) URL", redact(base, cfg.APIKey))
+	}
+	if u.User != nil || u.RawQuery != "" {
+		return nil, errors.New("solver: base URL must not carry credentials or a query")
+	}
+	c := &Client{
+		base:   strings.TrimRight(base, "/"),
+		key:    cfg.APIKey,
+		http:   cfg.HTTPClient,
+		log:    cfg.Logger,
+		timing: cfg.Timing,
+	}
+	if c.http == nil {
+		c.http = newHTTPClient()
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	interval := cfg.MinSubmitInterval
+	if interval == 0 {
+		interval = DefaultMinSubmitInterval
+	}
+	burst, window := cfg.SubmitBurst, cfg.SubmitWindow
+	if burst == 0 {
+		burst = DefaultSubmitBurst
+	}
+	if window <= 0 {
+		window = DefaultSubmitWindow
+	}
+	c.limiter = sharedLimiter(c.base, c.key, max(interval, 0), window, max(burst, 0))
+	switch {
+	case cfg.PollErrors == 0:
+		c.pollErrors = 3
+	case cfg.PollErrors > 0:
+		c.pollErrors = cfg.PollErrors
+	}
+	return c, nil
+}
+
+// newHTTPClient is the default client: its own transport with connection
+// reuse and timeouts on every phase.
+func newHTTPClient() *http.Client {
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 20 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{Transport: tr, Timeout: DefaultHTTPTimeout}
+}
+
+// Solve validates req, submits it and polls until the answer is ready, an
+// error ends it, or ctx is done. Errors from the service are *Error with the
+// API's code and class, and the captcha id once there is one; a request that
+// Validate rejects is a Permanent *Error with CodeInvalidParams. When ctx is
+// done, Solve returns at once with an error wrapping ctx.Err().
+func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
+	id, err := c.Submit(ctx, req)
+	if err != nil {
+		return Answer{}, err
+	}
+	return c.wait(ctx, req, id, time.Now())
+}
+
+// Submit validates req and sends it to in.php, returning the captcha id. It
+// waits for the key's submission rate limit first.
+func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
+	if err := Validate(req.Method, req.Params); err != nil {
+		return "", &Error{Code: CodeInvalidParams, Class: Classify(CodeInvalidParams), Op: "validate", Err: err}
+	}
+	if err := c.limiter.wait(ctx); err != nil {
+		return "", fmt.Errorf("solver: wait for submission slot: %w", err)
+	}
+	body, ctype, err := c.submitBody(req)
+	if err != nil {
+		return "", &Error{Code: CodeInvalidParams, Class: Classify(CodeInvalidParams), Op: "in.php", Err: err}
+	}
+	r, err := c.call(ctx, "in.php", body, ctype)
+	if err != nil {
+		return "", err
+	}
+	id := r.text
+	if id == "" || strings.ContainsAny(id, " \t\r\n{}\"") || len(id) > 64 {
+		return "", c.scrub(&Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "in.php",
+			Err: fmt.Errorf("%w: captcha id %q", errBadReply, truncate(id, 64))})
+	}
+	c.log.LogAttrs(ctx, slog.LevelDebug, "captcha submitted",
+		slog.String("method", req.Method), slog.String("captcha_id", id),
+		slog.String("page_host", pageHost(req.Params["pageurl"])))
+	return id, nil
+}
+
+// Fetch asks res.php once for the answer of captcha id. A captcha that is not
+// solved yet gives a *Error of class retry.Poll (CAPCHA_NOT_READY).
+func (c *Client) Fetch(ctx context.Context, id string) (Answer, error) {
+	r, err := c.call(ctx, "res.php", c.form(url.Values{"action": {"get"}, "id": {id}}), formType)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.CaptchaID = id
+		}
+		return Answer{}, err
+	}
+	return answerOf(r, id), nil
+}
+
+// wait polls res.php for captcha id on the schedule of req's kind.
+func (c *Client) wait(ctx context.Context, req Request, id string, submitted time.Time) (Answer, error) {
+	kind := Kind(req.Method, req.Params)
+	kt := c.timing.forKind(kind)
+	sched := c.poller.schedule(kind, kt)
+	deadline := submitted.Add(kt.maxWait)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+
+	var lastNotReady time.Duration // offset at which the service last said not ready
+	var lastErr error
+	fails := 0
+	for i, off := range sched {
+		at := submitted.Add(off)
+		if at.After(deadline) {
+			break
+		}
+		if d := time.Until(at); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				return Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
+			case <-timer.C:
+			}
+		} else if err := ctx.Err(); err != nil {
+			return Answer{}, fmt.Errorf("solver: captcha %s: %w", id, err)
+		}
+		sent := time.Now()
+		a, err := c.Fetch(ctx, id)
+		// The service answered somewhere between sending and receiving.
+		seen := sent.Add(time.Since(sent) / 2).Sub(submitted)
+		switch cls := ClassOf(err); {
+		case err == nil:
+			c.poller.observe(kind, lastNotReady, seen)
+			c.log.LogAttrs(ctx, slog.LevelDebug, "captcha solved",
+				slog.String("method", req.Method), slog.String("captcha_id", id),
+				slog.Int("polls", i+1), slog.Duration("elapsed", time.Since(submitted)))
+			return a, nil
+		case ctx.Err() != nil:
+			return Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
+		case cls == retry.Poll:
+			lastNotReady, fails = seen, 0
+		case cls == retry.Transient && fails < c.pollErrors:
+			fails++
+			lastErr = err
+			c.log.LogAttrs(ctx, slog.LevelDebug, "poll failed, polling on",
+				slog.String("captcha_id", id), slog.String("code", CodeOf(err)), slog.Int("in_a_row", fails))
+		default:
+			return Answer{}, err
+		}
+	}
+	code, why := CodePollLimit, fmt.Sprintf("no answer after %d res.php calls", len(sched))
+	if len(sched) < kt.maxCalls || !time.Now().Before(deadline) {
+		code, why = CodeTimeout, fmt.Sprintf("no answer within %v", kt.maxWait)
+	}
+	if lastErr != nil {
+		why += fmt.Sprintf(" (last poll error: %v)", lastErr)
+	}
+	return Answer{}, &Error{Code: code, Class: Classify(code), Op: "res.php", CaptchaID: id, Err: errors.New(why)}
+}
+
+// Balance returns the account's balance as the service reports it
+// (action=getbalance). On CaptchaAI, billed by threads, it is informational.
+func (c *Client) Balance(ctx context.Context) (float64, error) {
+	r, err := c.call(ctx, "res.php", c.form(url.Values{"action": {"getbalance"}}), formType)
+	if err != nil {
+		return 0, err
+	}
+	f, perr := strconv.ParseFloat(strings.TrimSpace(r.text), 64)
+	if perr != nil {
+		return 0, c.scrub(&Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "res.php",
+			Err: fmt.Errorf("%w: balance %q is not a number", errBadReply, truncate(r.text, 64))})
+	}
+	return f, nil
+}
+
+// Report tells the service whether the answer of captcha id was accepted by
+// the site (reportgood) or rejected (reportbad). It succeeds when the service
+// answers OK_REPORT_RECORDED.
+func (c *Client) Report(ctx context.Context, id string, good bool) error {
+	action := "reportbad"
+	if good {
+		action = "reportgood"
+	}
+	r, err := c.call(ctx, "res.php", c.form(url.Values{"action": {action}, "id": {id}}), formType)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.CaptchaID = id
+		}
+		return err
+	}
+	if r.text != CodeReportRecorded {
+		return c.scrub(&Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "res.php", CaptchaID: id,
+			Err: fmt.Errorf("%w: %s answered %q, want %s", errBadReply, action, truncate(r.text, 64), CodeReportRecorded)})
+	}
+	return nil
+}
+
+const formType = "application/x-www-form-urlencoded"
+
+// form adds the key and json=1 to v and encodes it.
+func (c *Client) form(v url.Values) []byte {
+	v.Set("key", c.key)
+	v.Set("json", "1")
+	return []byte(v.Encode())
+}
+
+// submitBody encodes an in.php request: a form, or for method post a
+// multipart form whose file part holds the decoded image.
+func (c *Client) submitBody(req Request) ([]byte, string, error) {
+	if req.Method != "post" {
+		v := url.Values{"method": {req.Method}}
+		for k, p := range req.Params {
+			v.Set(k, p)
+		}
+		return c.form(v), formType, nil
+	}
+	img, err := decodeImage(req.Params["file"])
+	if err != nil {
+		return nil, "", fmt.Errorf("decode file: %w", err)
+	}
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	fields := map[string]string{"key": c.key, "method": "post", "json": "1"}
+	for k, p := range req.Params {
+		if k != "file" {
+			fields[k] = p
+		}
+	}
+	for k, p := range fields {
+		if err := mw.WriteField(k, p); err != nil {
+			return nil, "", fmt.Errorf("multipart field %s: %w", k, err)
+		}
+	}
+	fw, err := mw.CreateFormFile("file", "captcha."+imageType(img))
+	if err != nil {
+		return nil, "", fmt.Errorf("multipart file: %w", err)
+	}
+	if _, err := fw.Write(img); err != nil {
+		return nil, "", fmt.Errorf("multipart file: %w", err)
+	}
+	if err := mw.Close(); err != nil {
+		return nil, "", fmt.Errorf("multipart close: %w", err)
+	}
+	return buf.Bytes(), mw.FormDataContentType(), nil
+}
+
+// call POSTs body to op ("in.php" or "res.php") and parses the reply.
+func (c *Client) call(ctx context.Context, op string, body []byte, ctype string) (reply, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/"+op, bytes.NewReader(body))
+	if err != nil {
+		return reply{}, c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op, Err: err})
+	}
+	hreq.Header.Set("Content-Type", ctype)
+	hreq.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return reply{}, fmt.Errorf("solver: %s: %w", op, ctx.Err())
+		}
+		return reply{}, c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op, Err: err})
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		if ctx.Err() != nil {
+			return reply{}, fmt.Errorf("solver: %s: %w", op, ctx.Err())
+		}
+		return reply{}, c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op,
+			Err: fmt.Errorf("read reply: %w", err)})
+	}
+	r, err := parseReply(op, resp.StatusCode, b)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return reply{}, c.scrub(e)
+		}
+		return reply{}, err
+	}
+	return r, nil
+}
+
+// scrub removes the API key from e's message. Since the key travels only in
+// POST bodies it should never be there; a service that echoes it back, or a
+// transport error quoting a request, must still not leak it.
+func (c *Client) scrub(e *Error) *Error {
+	if e.Err != nil && strings.Contains(e.Err.Error(), c.key) {
+		e.Err = errors.New(redact(e.Err.Error(), c.key))
+	}
+	if strings.Contains(e.Code, c.key) {
+		e.Code = redact(e.Code, c.key)
+	}
+	return e
+}
+
+func redact(s, key string) string {
+	if key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, key, "[REDACTED]")
+}
+
+// answerOf turns a res.php reply into an Answer. A GeeTest answer that arrives
+// as a JSON-encoded string holding an object is unwrapped into the object.
+func answerOf(r reply, id string) Answer {
+	sol := r.value
+	if len(sol) > 0 && sol[0] == '"' {
+		t := strings.TrimSpace(r.text)
+		if strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
+			var c bytes.Buffer
+			if json.Compact(&c, []byte(t)) == nil {
+				sol = c.Bytes()
+			}
+		}
+	}
+	return Answer{Solution: sol, UserAgent: r.userAgent, CaptchaID: id}
+}
+
+// pageHost returns the host of a page URL for logs, never the full URL.
+func pageHost(pageURL string) string {
+	if pageURL == "" {
+		return ""
+	}
+	u, err := url.Parse(pageURL)
+	if err != nil {
+		return "(invalid)"
+	}
+	return u.Hostname()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,339 @@
+package solver_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+)
+
+// fastSolve are millisecond solve times for every kind.
+var fastSolve = map[string]fakeapi.Range{
+	fakeapi.KindRecaptcha:   {Min: 5 * time.Millisecond, Max: 20 * time.Millisecond},
+	fakeapi.KindRecaptchaV3: {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
+	fakeapi.KindTurnstile:   {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
+	fakeapi.KindGeeTest:     {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
+	fakeapi.KindImage:       {Min: 1 * time.Millisecond, Max: 5 * time.Millisecond},
+	fakeapi.KindGrid:        {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
+}
+
+// fastTiming polls in milliseconds: first poll 5–15 ms, then every 5 ms, give
+// up after 120–180 ms (the production timing × 0.001).
+var fastTiming = solver.Timing{Scale: 0.001}
+
+// bundle is what a test needs: an emulator, its HTTP server and a client.
+type bundle struct {
+	api    *fakeapi.Server
+	srv    *httptest.Server
+	client *solver.Client
+	resGet atomic.Int64 // res.php requests seen by the server
+	resCh  chan struct{}
+}
+
+type opts struct {
+	api    fakeapi.Config
+	client solver.Config
+	// wrap, if set, wraps the emulator's handler (to watch or fail requests).
+	wrap func(http.Handler) http.Handler
+}
+
+func setup(t *testing.T, o opts) *bundle {
+	t.Helper()
+	if o.api.SolveTime == nil {
+		o.api.SolveTime = fastSolve
+	}
+	b := &bundle{api: fakeapi.New(o.api), resCh: make(chan struct{}, 1024)}
+	var h http.Handler = b.api
+	if o.wrap != nil {
+		h = o.wrap(h)
+	}
+	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/res.php" {
+			b.resGet.Add(1)
+			select {
+			case b.resCh <- struct{}{}:
+			default:
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(b.srv.Close)
+	cfg := o.client
+	cfg.BaseURL = b.srv.URL
+	if cfg.APIKey == "" {
+		cfg.APIKey = fakeapi.TestKey
+	}
+	if cfg.Timing.Scale == 0 {
+		cfg.Timing.Scale = fastTiming.Scale
+	}
+	if cfg.MinSubmitInterval == 0 {
+		cfg.MinSubmitInterval = -1
+	}
+	c, err := solver.NewClient(cfg)
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	b.client = c
+	return b
+}
+
+func recaptcha(page string) solver.Request {
+	return solver.Request{Method: "userrecaptcha", Params: map[string]string{
+		"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-",
+		"pageurl":   page,
+	}}
+}
+
+func turnstile(page string) solver.Request {
+	return solver.Request{Method: "turnstile", Params: map[string]string{
+		"sitekey": "0x4AAAAAAAC3DHQFLr1GavRN",
+		"pageurl": page,
+	}}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func solutionString(t *testing.T, a solver.Answer) string {
+	t.Helper()
+	var s string
+	if err := json.Unmarshal(a.Solution, &s); err != nil {
+		t.Fatalf("solution %s is not a JSON string: %v", a.Solution, err)
+	}
+	return s
+}
+
+func TestSolveRecaptchaV2(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{})
+	a, err := b.client.Solve(ctxT(t), recaptcha("https://shop.example/login"))
+	if err != nil {
+		t.Fatalf("Solve: %v", err)
+	}
+	if tok := solutionString(t, a); !strings.HasPrefix(tok, "03A") || len(tok) < 100 {
+		t.Errorf("token %q does not look like a reCAPTCHA token", tok)
+	}
+	if a.CaptchaID == "" {
+		t.Error("answer has no captcha id")
+	}
+	st := b.api.Stats()
+	if st.Submitted != 1 || st.Solved != 1 {
+		t.Errorf("emulator saw %d submitted, %d solved; want 1, 1", st.Submitted, st.Solved)
+	}
+	if n := st.ResCallsPerCaptcha[a.CaptchaID]; n < 1 || n > solver.DefaultMaxCalls {
+		t.Errorf("res.php calls for the captcha = %d, want 1..%d", n, solver.DefaultMaxCalls)
+	}
+}
+
+func TestSolveTurnstileUserAgent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{api: fakeapi.Config{NumericIDs: true}})
+	req := turnstile("https://shop.example/checkout")
+	req.Params["userAgent"] = "Mozilla/5.0 captchaq-test"
+	a, err := b.client.Solve(ctxT(t), req)
+	if err != nil {
+		t.Fatalf("Solve: %v", err)
+	}
+	if a.UserAgent != "Mozilla/5.0 captchaq-test" {
+		t.Errorf("UserAgent = %q, want the task's", a.UserAgent)
+	}
+	if tok := solutionString(t, a); !strings.HasPrefix(tok, "0.") {
+		t.Errorf("token %q does not look like a Turnstile token", tok)
+	}
+	if a.CaptchaID == "" || strings.Trim(a.CaptchaID, "0123456789") != "" {
+		t.Errorf("captcha id %q from a numeric JSON id is not its digits", a.CaptchaID)
+	}
+}
+
+func TestTokensAreUnique(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{})
+	seen := map[string]bool{}
+	for range 5 {
+		a, err := b.client.Solve(ctxT(t), turnstile("https://a.example/"))
+		if err != nil {
+			t.Fatalf("Solve: %v", err)
+		}
+		tok := solutionString(t, a)
+		if seen[tok] {
+			t.Fatalf("token %q returned twice", tok)
+		}
+		seen[tok] = true
+	}
+}
+
+// TestErrorClasses runs the client against an emulator configured to fail in
+// one way and checks the code and class of the error.
+func TestErrorClasses(t *testing.T) {
+	t.Parallel()
+	const otherKey = "ffffffffffffffffffffffffffffffff"
+	tests := []struct {
+		name      string
+		api       fakeapi.Config
+		key       string
+		req       solver.Request
+		code      string
+		class     retry.Class
+		captchaID bool // the error carries the captcha id
+	}{
+		{
+			name: "permanent rule at in.php",
+			api: fakeapi.Config{Faults: fakeapi.Faults{Rules: []fakeapi.Rule{
+				{Param: "pageurl", Contains: "bad.example", Code: "ERROR_PAGEURL"}}}},
+			req: recaptcha("https://bad.example/x"), code: "ERROR_PAGEURL", class: retry.Permanent,
+		},
+		{
+			name: "unsolvable", api: fakeapi.Config{Faults: fakeapi.Faults{Unsolvable: 1}},
+			req: turnstile("https://a.example/"), code: "ERROR_CAPTCHA_UNSOLVABLE", class: retry.Resubmit, captchaID: true,
+		},
+		{
+			name: "rule on poll",
+			api: fakeapi.Config{Faults: fakeapi.Faults{Rules: []fakeapi.Rule{
+				{Param: "pageurl", Contains: "expire", Code: "ERROR_TOKEN_EXPIRED", OnPoll: true}}}},
+			req: turnstile("https://expire.example/"), code: "ERROR_TOKEN_EXPIRED", class: retry.Resubmit, captchaID: true,
+		},
+		{
+			name: "unknown key", key: otherKey,
+			req: turnstile("https://a.example/"), code: "ERROR_KEY_DOES_NOT_EXIST", class: retry.Fatal,
+		},
+		{
+			name: "key of wrong length", key: "short-key",
+			req: turnstile("https://a.example/"), code: "ERROR_WRONG_USER_KEY", class: retry.Fatal,
+		},
+		{
+			name: "outage", api: fakeapi.Config{Faults: fakeapi.Faults{Outage: true}},
+			req: turnstile("https://a.example/"), code: "HTTP_500", class: retry.Transient,
+		},
+		{
+			name: "html page", api: fakeapi.Config{Faults: fakeapi.Faults{HTML: 1}},
+			req: turnstile("https://a.example/"), code: solver.CodeBadReply, class: retry.Transient,
+		},
+		{
+			name: "garbage", api: fakeapi.Config{Faults: fakeapi.Faults{Garbage: 1}},
+			req: turnstile("https://a.example/"), code: solver.CodeBadReply, class: retry.Transient,
+		},
+		{
+			name: "capacity rule", api: fakeapi.Config{Faults: fakeapi.Faults{Rules: []fakeapi.Rule{{Code: "ERROR_NO_SLOT_AVAILABLE"}}}},
+			req: turnstile("https://a.example/"), code: "ERROR_NO_SLOT_AVAILABLE", class: retry.Capacity,
+		},
+		{
+			name: "invalid params never reach the service",
+			req:  solver.Request{Method: "turnstile", Params: map[string]string{"sitekey": "x"}},
+			code: solver.CodeInvalidParams, class: retry.Permanent,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, opts{api: tt.api, client: solver.Config{APIKey: tt.key}})
+			_, err := b.client.Solve(ctxT(t), tt.req)
+			var e *solver.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Solve error = %v, want a *solver.Error", err)
+			}
+			if e.Code != tt.code || e.Class != tt.class {
+				t.Errorf("error %v: code %s class %s, want %s %s", err, e.Code, e.Class, tt.code, tt.class)
+			}
+			if got := solver.ClassOf(err); got != tt.class {
+				t.Errorf("ClassOf = %s, want %s", got, tt.class)
+			}
+			if tt.captchaID && e.CaptchaID == "" {
+				t.Errorf("error %v carries no captcha id", err)
+			}
+			key := tt.key
+			if key == "" {
+				key = fakeapi.TestKey
+			}
+			if strings.Contains(err.Error(), key) {
+				t.Errorf("error %q contains the API key", err)
+			}
+		})
+	}
+}
+
+func TestCapacityWhileThreadsBusy(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{api: fakeapi.Config{Threads: 1, SolveTime: map[string]fakeapi.Range{
+		fakeapi.KindTurnstile: {Min: time.Hour, Max: time.Hour}}}})
+	ctx, cancel := context.WithCancel(ctxT(t))
+	done := make(chan error, 1)
+	go func() { _, err := b.client.Solve(ctx, turnstile("https://a.example/")); done <- err }()
+	<-b.resCh // the first captcha is being solved and polled
+	_, err := b.client.Solve(ctxT(t), turnstile("https://a.example/"))
+	if got := solver.CodeOf(err); got != "ERROR_ZERO_BALANCE" || solver.ClassOf(err) != retry.Capacity {
+		t.Errorf("second Solve: %v, want ERROR_ZERO_BALANCE (capacity)", err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("first Solve after cancel: %v, want context.Canceled", err)
+	}
+	if st := b.api.Stats(); st.MaxConcurrent != 1 {
+		t.Errorf("MaxConcurrent = %d, want 1", st.MaxConcurrent)
+	}
+}
+
+// TestCancelStopsPolling cancels a Solve that is waiting between polls and
+// expects it back at once, without another res.php call.
+func TestCancelStopsPolling(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{
+		api: fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: {Min: time.Hour, Max: time.Hour}}},
+		// Poll every second: the test cancels while the client waits.
+		client: solver.Config{Timing: solver.Timing{Scale: 0.2, MaxCalls: 20}},
+	})
+	ctx, cancel := context.WithCancel(ctxT(t))
+	done := make(chan error, 1)
+	go func() { _, err := b.client.Solve(ctx, turnstile("https://a.example/")); done <- err }()
+	<-b.resCh // first poll after 1 s (5 s × 0.2)
+	calls := b.resGet.Load()
+	start := time.Now()
+	cancel()
+	err := <-done
+	if el := time.Since(start); el > 200*time.Millisecond {
+		t.Errorf("Solve returned %v after cancel, want at once", el)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Solve: %v, want context.Canceled", err)
+	}
+	if got := b.resGet.Load(); got != calls {
+		t.Errorf("res.php calls went from %d to %d after cancel", calls, got)
+	}
+}
+
+func TestNetworkErrorHasNoKey(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there now
+	key := "deadbeefdeadbeefdeadbeefdeadbeef"
+	c, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: key, MinSubmitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Solve(ctxT(t), turnstile("https://a.example/"))
+	if solver.CodeOf(err) != solver.CodeNetwork || solver.ClassOf(err) != retry.Transient {
+		t.Errorf("Solve: %v, want NETWORK (transient)", err)
+	}
+	if strings.Contains(err.Error(), key) {
+		t.Errorf("error %q contains the key", err)
+	}
+}
+
+func TestNewClientNeedsKey(t *testing.T) {
+	t.Parallel()
+	if _, err := solver.NewClient(solver.Config{}); err == nil {
+		t.Error("NewClient without a key succeeded")
+	}
+}

@@ -1,0 +1,132 @@
+package solver
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/captchaq/captchaq/retry"
+)
+
+// Pseudo-codes for failures that have no API code of their own. They appear in
+// Error.Code next to the API's codes and are classified by Classify like them.
+const (
+	// CodeBadReply: the body was neither a JSON nor a plain-text API reply
+	// (an HTML error page, a truncated or garbage body).
+	CodeBadReply = "BAD_REPLY"
+	// CodeNetwork: the request did not get an HTTP response (DNS, connect,
+	// reset, client timeout).
+	CodeNetwork = "NETWORK"
+	// CodeInvalidParams: Validate rejected the request before it was sent; the
+	// *ValidationError is in the chain.
+	CodeInvalidParams = "INVALID_PARAMS"
+	// CodeTimeout: the local deadline of the method (Timing.MaxWait) passed
+	// while the captcha was not ready. The service may still be solving it, but
+	// nobody waits for that answer: a new submission may do better.
+	CodeTimeout = "LOCAL_TIMEOUT"
+	// CodePollLimit: Timing.MaxCalls res.php calls were spent on one captcha
+	// without an answer.
+	CodePollLimit = "POLL_LIMIT"
+	// CodeNotReady is the API's "not solved yet" answer, spelled as the API
+	// spells it.
+	CodeNotReady = "CAPCHA_NOT_READY"
+	// CodeReportRecorded is the API's answer to reportgood and reportbad.
+	CodeReportRecorded = "OK_REPORT_RECORDED"
+)
+
+// HTTPCode returns the pseudo-code of an HTTP status that is not 200:
+// "HTTP_502" for 502.
+func HTTPCode(status int) string { return "HTTP_" + strconv.Itoa(status) }
+
+// classes is the one table from API code to retry class (DESIGN.md, "The
+// solver API"). Codes not listed here are classified by Classify's rules for
+// prefixes and unknowns.
+var classes = map[string]retry.Class{
+	// poll
+	CodeNotReady:        retry.Poll,
+	"CAPTCHA_NOT_READY": retry.Poll, // the correct spelling, in case a compatible service uses it
+
+	// capacity: no attempt spent
+	"ERROR_NO_SLOT_AVAILABLE": retry.Capacity,
+	"ERROR_ZERO_BALANCE":      retry.Capacity, // CaptchaAI: all plan threads busy
+	"MAX_USER_TURN":           retry.Capacity,
+	"ERROR: 1001":             retry.Capacity,
+	"ERROR: 1002":             retry.Capacity,
+	"ERROR: 1003":             retry.Capacity,
+	"ERROR: 1004":             retry.Capacity,
+	"ERROR: 1005":             retry.Capacity,
+
+	// transient
+	CodeBadReply:                  retry.Transient,
+	CodeNetwork:                   retry.Transient,
+	"ERROR_SERVER_ERROR":          retry.Transient,
+	"ERROR_INTERNAL_SERVER_ERROR": retry.Transient,
+	"ERROR_TOO_MUCH_REQUESTS":     retry.Transient,
+
+	// resubmit
+	"ERROR_CAPTCHA_UNSOLVABLE":      retry.Resubmit,
+	"ERROR_BAD_DUPLICATES":          retry.Resubmit,
+	"ERROR_WRONG_CAPTCHA_ID":        retry.Resubmit,
+	"ERROR_TOKEN_EXPIRED":           retry.Resubmit,
+	"ERROR_PROXY_CONNECTION_FAILED": retry.Resubmit,
+	CodeTimeout:                     retry.Resubmit,
+	CodePollLimit:                   retry.Resubmit,
+
+	// permanent: the task itself is wrong
+	"ERROR_PAGEURL":                  retry.Permanent,
+	"ERROR_GOOGLEKEY":                retry.Permanent,
+	"ERROR_WRONG_GOOGLEKEY":          retry.Permanent,
+	"ERROR_BAD_TOKEN_OR_PAGEURL":     retry.Permanent,
+	"ERROR_BAD_PARAMETERS":           retry.Permanent,
+	"ERROR_PROXY_FORMAT":             retry.Permanent,
+	"ERROR_BAD_PROXY":                retry.Permanent,
+	"ERROR_ZERO_CAPTCHA_FILESIZE":    retry.Permanent,
+	"ERROR_TOO_BIG_CAPTCHA_FILESIZE": retry.Permanent,
+	"ERROR_WRONG_FILE_EXTENSION":     retry.Permanent,
+	"ERROR_IMAGE_TYPE_NOT_SUPPORTED": retry.Permanent,
+	"ERROR_UPLOAD":                   retry.Permanent,
+	"ERROR_CAPTCHAIMAGE_BLOCKED":     retry.Permanent,
+	"ERROR_WRONG_ID_FORMAT":          retry.Permanent,
+	"ERROR_EMPTY_ACTION":             retry.Permanent,
+	"ERROR_DUPLICATE_REPORT":         retry.Permanent,
+	"ERROR_REPORT_NOT_RECORDED":      retry.Permanent,
+	CodeInvalidParams:                retry.Permanent,
+
+	// fatal: the whole worker cannot work
+	"ERROR_WRONG_USER_KEY":     retry.Fatal,
+	"ERROR_KEY_DOES_NOT_EXIST": retry.Fatal,
+	"IP_BANNED":                retry.Fatal,
+	"ERROR_IP_NOT_ALLOWED":     retry.Fatal,
+}
+
+// Classify returns the retry class of an API code or pseudo-code. It is the
+// only place that maps codes to classes.
+//
+// Beyond the table: HTTP_<status> is Transient; "ERROR: 1001"…"ERROR: 1005"
+// with any suffix are Capacity. Every other code — an ERROR_… the table does
+// not know, or anything else — is Transient: an unknown code is more likely a
+// new or rare condition on the service's side than a fault of the task, and a
+// Transient error still ends in the dead letter once the attempt budget is
+// spent, whereas calling it Permanent would throw away solvable tasks and
+// calling it Fatal would stop every worker on one unfamiliar string.
+func Classify(code string) retry.Class {
+	if c, ok := classes[code]; ok {
+		return c
+	}
+	switch {
+	case strings.HasPrefix(code, "HTTP_"):
+		return retry.Transient
+	case len(code) >= len("ERROR: 1001") && code[:len("ERROR: 100")] == "ERROR: 100" &&
+		code[len("ERROR: 100")] >= '1' && code[len("ERROR: 100")] <= '5':
+		return retry.Capacity
+	}
+	return retry.Transient
+}
+
+// Codes returns every code Classify knows by name, in no particular order.
+func Codes() []string {
+	out := make([]string, 0, len(classes))
+	for c := range classes {
+		out = append(out, c)
+	}
+	return out
+}

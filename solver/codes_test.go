@@ -1,0 +1,90 @@
+package solver
+
+import (
+	"testing"
+
+	"github.com/captchaq/captchaq/retry"
+)
+
+// designTable is DESIGN.md's table of codes and classes, written out again so
+// a change to the classification is a change to this test too.
+var designTable = map[string]retry.Class{
+	"CAPCHA_NOT_READY":  retry.Poll,
+	"CAPTCHA_NOT_READY": retry.Poll,
+
+	"ERROR_NO_SLOT_AVAILABLE": retry.Capacity,
+	"ERROR_ZERO_BALANCE":      retry.Capacity,
+	"MAX_USER_TURN":           retry.Capacity,
+	"ERROR: 1001":             retry.Capacity,
+	"ERROR: 1002":             retry.Capacity,
+	"ERROR: 1003":             retry.Capacity,
+	"ERROR: 1004":             retry.Capacity,
+	"ERROR: 1005":             retry.Capacity,
+
+	"HTTP_500":                    retry.Transient,
+	"HTTP_502":                    retry.Transient,
+	"HTTP_503":                    retry.Transient,
+	"BAD_REPLY":                   retry.Transient,
+	"NETWORK":                     retry.Transient,
+	"ERROR_SERVER_ERROR":          retry.Transient,
+	"ERROR_INTERNAL_SERVER_ERROR": retry.Transient,
+	"ERROR_TOO_MUCH_REQUESTS":     retry.Transient,
+
+	"ERROR_CAPTCHA_UNSOLVABLE":      retry.Resubmit,
+	"ERROR_BAD_DUPLICATES":          retry.Resubmit,
+	"ERROR_WRONG_CAPTCHA_ID":        retry.Resubmit,
+	"ERROR_TOKEN_EXPIRED":           retry.Resubmit,
+	"ERROR_PROXY_CONNECTION_FAILED": retry.Resubmit,
+	"LOCAL_TIMEOUT":                 retry.Resubmit,
+	"POLL_LIMIT":                    retry.Resubmit,
+
+	"ERROR_PAGEURL":                  retry.Permanent,
+	"ERROR_GOOGLEKEY":                retry.Permanent,
+	"ERROR_WRONG_GOOGLEKEY":          retry.Permanent,
+	"ERROR_BAD_TOKEN_OR_PAGEURL":     retry.Permanent,
+	"ERROR_BAD_PARAMETERS":           retry.Permanent,
+	"ERROR_PROXY_FORMAT":             retry.Permanent,
+	"ERROR_BAD_PROXY":                retry.Permanent,
+	"ERROR_ZERO_CAPTCHA_FILESIZE":    retry.Permanent,
+	"ERROR_TOO_BIG_CAPTCHA_FILESIZE": retry.Permanent,
+	"ERROR_WRONG_FILE_EXTENSION":     retry.Permanent,
+	"ERROR_IMAGE_TYPE_NOT_SUPPORTED": retry.Permanent,
+	"ERROR_UPLOAD":                   retry.Permanent,
+	"ERROR_CAPTCHAIMAGE_BLOCKED":     retry.Permanent,
+	"ERROR_WRONG_ID_FORMAT":          retry.Permanent,
+	"ERROR_EMPTY_ACTION":             retry.Permanent,
+	"ERROR_DUPLICATE_REPORT":         retry.Permanent,
+	"ERROR_REPORT_NOT_RECORDED":      retry.Permanent,
+	"INVALID_PARAMS":                 retry.Permanent,
+
+	"ERROR_WRONG_USER_KEY":     retry.Fatal,
+	"ERROR_KEY_DOES_NOT_EXIST": retry.Fatal,
+	"IP_BANNED":                retry.Fatal,
+	"ERROR_IP_NOT_ALLOWED":     retry.Fatal,
+
+	// Not in the table: unknown codes are transient (see Classify).
+	"ERROR_SOMETHING_NEW": retry.Transient,
+	"":                    retry.Transient,
+	"ERROR: 1006":         retry.Transient,
+	"ERROR: 10011":        retry.Capacity, // "ERROR: 1001" with a suffix
+}
+
+func TestClassifyEveryCode(t *testing.T) {
+	t.Parallel()
+	for code, want := range designTable {
+		if got := Classify(code); got != want {
+			t.Errorf("Classify(%q) = %s, want %s", code, got, want)
+		}
+	}
+}
+
+// TestEveryKnownCodeIsTested fails when a code is added to the classification
+// without a line in designTable.
+func TestEveryKnownCodeIsTested(t *testing.T) {
+	t.Parallel()
+	for _, code := range Codes() {
+		if _, ok := designTable[code]; !ok {
+			t.Errorf("code %s is classified but not in designTable", code)
+		}
+	}
+}

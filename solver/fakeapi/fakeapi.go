@@ -1,0 +1,975 @@
+// Package fakeapi emulates a 2captcha-compatible solving service (CaptchaAI's
+// in.php and res.php) for tests and demos: key checks, per-method parameter
+// checks with the real error codes, a plan thread cap, solve-time
+// distributions, injectable faults, and counters that tests read.
+//
+// The emulator runs no goroutines: a captcha's readiness is a deadline checked
+// when it is polled.
+package fakeapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// TestKey is a valid key of every Server whose Config.Keys is empty. It is 32
+// characters long, like real keys.
+const TestKey = "0123456789abcdef0123456789abcdef"
+
+// KeyLength is the length of a well-formed key; others get
+// ERROR_WRONG_USER_KEY.
+const KeyLength = 32
+
+// MaxImageSize is the largest image accepted: 1024 KB.
+const MaxImageSize = 1024 * 1024
+
+// Range is a distribution of solve times. With Median zero it is uniform on
+// [Min, Max]; otherwise log-normal with that median and its 99th percentile at
+// Max, redrawn when outside [Min, Max] — the long right tail real solves have.
+type Range struct {
+	Min, Median, Max time.Duration
+}
+
+// Kinds of captcha, the keys of Config.SolveTime. They match the solver
+// package's kinds.
+const (
+	KindRecaptcha   = "recaptcha"    // userrecaptcha v2, invisible, enterprise
+	KindRecaptchaV3 = "recaptcha_v3" // userrecaptcha version=v3
+	KindTurnstile   = "turnstile"
+	KindGeeTest     = "geetest"
+	KindImage       = "image" // post and base64
+	KindGrid        = "grid"  // post and base64 with recaptcha=1
+)
+
+// DefaultSolveTimes are the solve-time distributions of kinds that
+// Config.SolveTime does not name, shaped after CaptchaAI's published speeds.
+func DefaultSolveTimes() map[string]Range {
+	return map[string]Range{
+		KindRecaptcha:   {Min: 8 * time.Second, Median: 18 * time.Second, Max: 60 * time.Second},
+		KindRecaptchaV3: {Min: 3 * time.Second, Median: 7 * time.Second, Max: 25 * time.Second},
+		KindTurnstile:   {Min: 2 * time.Second, Median: 6 * time.Second, Max: 25 * time.Second},
+		KindGeeTest:     {Min: 5 * time.Second, Median: 12 * time.Second, Max: 45 * time.Second},
+		KindImage:       {Min: 1 * time.Second, Median: 3 * time.Second, Max: 12 * time.Second},
+		KindGrid:        {Min: 5 * time.Second, Median: 12 * time.Second, Max: 40 * time.Second},
+	}
+}
+
+// Config configures a Server. The zero value is a healthy service with
+// unlimited threads, the default solve times and TestKey as its only key.
+type Config struct {
+	// Keys are the valid API keys. Empty means []string{TestKey}.
+	Keys []string
+	// Threads is the plan's thread cap: captchas being solved at once. Over
+	// it, in.php answers ERROR_ZERO_BALANCE (CaptchaAI's "no free threads"),
+	// or ERROR_NO_SLOT_AVAILABLE when NoSlotCode is set. Zero means unlimited.
+	Threads int
+	// NoSlotCode makes a full plan answer ERROR_NO_SLOT_AVAILABLE.
+	NoSlotCode bool
+	// SolveTime is the solve-time distribution by kind (Kind*). Missing kinds
+	// use DefaultSolveTimes.
+	SolveTime map[string]Range
+	// TimeScale, when positive, multiplies every solve time (given or
+	// default): 0.01 makes an 18-s reCAPTCHA take 180 ms. Zero means 1.
+	TimeScale float64
+	// Seed seeds the random source of solve times, faults, ids and tokens.
+	// The same seed and the same sequence of requests give the same replies.
+	Seed int64
+	// Faults are the faults injected from the start; see SetFaults.
+	Faults Faults
+	// BurstLimit in.php calls of one key within BurstWindow are allowed; one
+	// more answers MAX_USER_TURN and bans the key's in.php for BanTime.
+	// Zero means 60, 3 s and 10 s.
+	BurstLimit  int
+	BurstWindow time.Duration
+	BanTime     time.Duration
+	// NumericIDs sends captcha ids as JSON numbers (CaptchaAI does, at times).
+	NumericIDs bool
+	// GeeTestAsString sends GeeTest answers as a JSON-encoded string instead
+	// of an object (CaptchaAI does, at times).
+	GeeTestAsString bool
+	// Balance is what getbalance answers. Zero means 100.
+	Balance float64
+	// ResultTTL is how long a ready answer can be fetched. Zero means 10 min.
+	ResultTTL time.Duration
+}
+
+// Faults are injected failures. Rates are probabilities per request, in
+// [0, 1], drawn from the seeded source.
+type Faults struct {
+	// Outage answers every request with an HTTP 500 HTML page.
+	Outage bool
+	// HTTP500 is the rate of HTTP 500 replies with an HTML body.
+	HTTP500 float64
+	// HTML is the rate of HTTP 200 replies whose body is an HTML page.
+	HTML float64
+	// Garbage is the rate of HTTP 200 replies with a body that is no reply.
+	Garbage float64
+	// Slow is the rate of replies delayed by SlowDelay.
+	Slow      float64
+	SlowDelay time.Duration
+	// Unsolvable is the rate of captchas that end in
+	// ERROR_CAPTCHA_UNSOLVABLE instead of an answer.
+	Unsolvable float64
+	// Rules fail matching tasks with a fixed code.
+	Rules []Rule
+}
+
+// Rule fails the tasks it matches with Code: at in.php, or — with OnPoll — at
+// res.php once the captcha's solve time has passed.
+//
+//	Rule{Param: "pageurl", Contains: "bad.example", Code: "ERROR_PAGEURL"}
+type Rule struct {
+	// Param is the parameter looked at; empty means any parameter.
+	Param string
+	// Contains must be in the parameter's value; empty matches every task
+	// that has the parameter (every task, when Param is empty too).
+	Contains string
+	// Code is the API code answered.
+	Code string
+	// OnPoll answers Code from res.php when the captcha would be ready,
+	// instead of from in.php.
+	OnPoll bool
+}
+
+// Stats are the Server's counters.
+type Stats struct {
+	// InCalls and ResCalls count requests to in.php and res.php, faults
+	// included.
+	InCalls, ResCalls int
+	// Submitted counts captchas accepted by in.php.
+	Submitted int
+	// Solved counts answers delivered: the first res.php call that returned a
+	// captcha's answer.
+	Solved int
+	// Failed counts captchas that ended in an error code (unsolvable, OnPoll
+	// rules) delivered by res.php.
+	Failed int
+	// Concurrent is how many captchas are being solved now (submitted, not
+	// yet ready); MaxConcurrent is the most there ever were at once.
+	Concurrent, MaxConcurrent int
+	// ResCallsPerCaptcha counts res.php action=get calls per captcha id;
+	// MaxResCallsPerCaptcha is its largest value.
+	ResCallsPerCaptcha    map[string]int
+	MaxResCallsPerCaptcha int
+	// PickupLagMean and PickupLagMax are the time from a captcha becoming
+	// ready to the res.php call that first returned it, over Pickups captchas.
+	PickupLagMean, PickupLagMax time.Duration
+	Pickups                     int
+	// Codes counts the error codes answered, injected ones included.
+	Codes map[string]int
+	// ReportsGood and ReportsBad count recorded reports.
+	ReportsGood, ReportsBad int
+}
+
+// Server is the emulated service, an http.Handler serving /in.php and
+// /res.php. It is safe for concurrent use.
+type Server struct {
+	cfg  Config
+	keys map[string]bool
+
+	mu       sync.Mutex
+	rng      *rand.Rand
+	faults   Faults
+	nextID   int64
+	captchas map[string]*captcha
+	solving  map[string]*captcha // submitted, not yet ready
+	submits  map[string][]time.Time
+	banned   map[string]time.Time
+	stats    Stats
+	lagSum   time.Duration
+	now      func() time.Time
+}
+
+type captcha struct {
+	id        string
+	kind      string
+	method    string
+	params    map[string]string
+	submitted time.Time
+	readyAt   time.Time
+	code      string // error code answered when ready, "" for an answer
+	answer    json.RawMessage
+	userAgent string
+	fetched   bool
+	reported  bool
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) *Server {
+	if len(cfg.Keys) == 0 {
+		cfg.Keys = []string{TestKey}
+	}
+	if cfg.BurstLimit <= 0 {
+		cfg.BurstLimit = 60
+	}
+	if cfg.BurstWindow <= 0 {
+		cfg.BurstWindow = 3 * time.Second
+	}
+	if cfg.BanTime <= 0 {
+		cfg.BanTime = 10 * time.Second
+	}
+	if cfg.Balance == 0 {
+		cfg.Balance = 100
+	}
+	if cfg.ResultTTL <= 0 {
+		cfg.ResultTTL = 10 * time.Minute
+	}
+	if cfg.TimeScale <= 0 {
+		cfg.TimeScale = 1
+	}
+	s := &Server{
+		cfg:      cfg,
+		keys:     map[string]bool{},
+		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(cfg.Seed)^0x9E3779B97F4A7C15)),
+		faults:   cfg.Faults,
+		captchas: map[string]*captcha{},
+		solving:  map[string]*captcha{},
+		submits:  map[string][]time.Time{},
+		banned:   map[string]time.Time{},
+		now:      time.Now,
+		stats: Stats{
+			ResCallsPerCaptcha: map[string]int{},
+			Codes:              map[string]int{},
+		},
+	}
+	for _, k := range cfg.Keys {
+		s.keys[k] = true
+	}
+	s.nextID = 70_000_000_000 + s.rng.Int64N(1_000_000_000)
+	return s
+}
+
+// SetFaults replaces the injected faults; it takes effect with the next
+// request (tests turn an outage on and off with it).
+func (s *Server) SetFaults(f Faults) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = f
+}
+
+// Faults returns the faults injected now.
+func (s *Server) Faults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults
+}
+
+// Stats returns a copy of the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweep()
+	st := s.stats
+	st.Concurrent = len(s.solving)
+	st.ResCallsPerCaptcha = make(map[string]int, len(s.stats.ResCallsPerCaptcha))
+	for k, v := range s.stats.ResCallsPerCaptcha {
+		st.ResCallsPerCaptcha[k] = v
+	}
+	st.Codes = make(map[string]int, len(s.stats.Codes))
+	for k, v := range s.stats.Codes {
+		st.Codes[k] = v
+	}
+	if st.Pickups > 0 {
+		st.PickupLagMean = s.lagSum / time.Duration(st.Pickups)
+	}
+	return st
+}
+
+// ServeHTTP serves /in.php and /res.php (GET and POST, form and multipart,
+// json=0 and json=1); other paths are 404.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	op := strings.TrimPrefix(r.URL.Path, "/")
+	if op != "in.php" && op != "res.php" {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	form, file, fileName, perr := parseRequest(w, r)
+
+	s.mu.Lock()
+	if op == "in.php" {
+		s.stats.InCalls++
+	} else {
+		s.stats.ResCalls++
+	}
+	f := s.faults
+	slow := f.Slow > 0 && s.rng.Float64() < f.Slow
+	var fault string
+	switch {
+	case f.Outage:
+		fault = "outage"
+	case f.HTTP500 > 0 && s.rng.Float64() < f.HTTP500:
+		fault = "500"
+	case f.HTML > 0 && s.rng.Float64() < f.HTML:
+		fault = "html"
+	case f.Garbage > 0 && s.rng.Float64() < f.Garbage:
+		fault = "garbage"
+	}
+	s.mu.Unlock()
+
+	if slow && f.SlowDelay > 0 {
+		t := time.NewTimer(f.SlowDelay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	switch fault {
+	case "outage", "500":
+		s.count(CodeHTTP500)
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, "<html><head><title>500 Internal Server Error</title></head><body><center><h1>500 Internal Server Error</h1></center><hr><center>nginx</center></body></html>\n")
+		return
+	case "html":
+		s.count(CodeHTML)
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<!DOCTYPE html><html><head><title>Just a moment...</title></head><body>Checking your browser</body></html>\n")
+		return
+	case "garbage":
+		s.count(CodeGarbage)
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "{\"status\":1,\"requ\x00\xff")
+		return
+	}
+
+	jsonOut := form.get("json") == "1"
+	if perr != nil {
+		s.reply(w, jsonOut, "", "ERROR_UPLOAD", nil, "")
+		return
+	}
+	if code := s.checkKey(form.get("key")); code != "" {
+		s.reply(w, jsonOut, "", code, nil, "")
+		return
+	}
+	if op == "in.php" {
+		s.submit(w, jsonOut, form, file, fileName)
+		return
+	}
+	s.result(w, jsonOut, form)
+}
+
+// Pseudo-codes counted in Stats.Codes for injected faults that carry no API
+// code.
+const (
+	CodeHTTP500 = "HTTP_500"
+	CodeHTML    = "HTML_PAGE"
+	CodeGarbage = "GARBAGE"
+)
+
+func (s *Server) count(code string) {
+	s.mu.Lock()
+	s.stats.Codes[code]++
+	s.mu.Unlock()
+}
+
+func (s *Server) checkKey(key string) string {
+	switch {
+	case key == "":
+		return "ERROR_KEY_DOES_NOT_EXIST"
+	case len(key) != KeyLength:
+		return "ERROR_WRONG_USER_KEY"
+	case !s.keys[key]:
+		return "ERROR_KEY_DOES_NOT_EXIST"
+	}
+	return ""
+}
+
+// reply writes an answer: ok (value, useragent) when code is "", else code.
+// The plain-text form is OK|<text> or the bare code.
+func (s *Server) reply(w http.ResponseWriter, jsonOut bool, kind, code string, value json.RawMessage, userAgent string) {
+	if code != "" && code != "CAPCHA_NOT_READY" {
+		s.count(code)
+	}
+	if jsonOut {
+		w.Header().Set("Content-Type", "application/json")
+		var out []byte
+		if code != "" {
+			out, _ = json.Marshal(struct {
+				Status  int    `json:"status"`
+				Request string `json:"request"`
+			}{0, code})
+		} else {
+			out, _ = json.Marshal(struct {
+				Status    int             `json:"status"`
+				Request   json.RawMessage `json:"request"`
+				UserAgent string          `json:"useragent,omitempty"`
+			}{1, value, userAgent})
+		}
+		w.Write(append(out, '\n'))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	if code != "" {
+		io.WriteString(w, code)
+		return
+	}
+	var text string
+	if json.Unmarshal(value, &text) != nil {
+		text = string(value) // a number or an object
+	}
+	io.WriteString(w, "OK|"+text)
+}
+
+func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file []byte, fileName string) {
+	key := form.get("key")
+	method := form.get("method")
+	params := form.params()
+	if method == "post" {
+		if file != nil {
+			params["file"] = "" // present; the bytes are checked below
+		}
+	}
+	code := checkParams(method, params, file, fileName)
+
+	s.mu.Lock()
+	now := s.now()
+	// Burst ban: more than BurstLimit calls in BurstWindow.
+	if until, ok := s.banned[key]; ok && now.Before(until) {
+		s.mu.Unlock()
+		s.reply(w, jsonOut, "", "MAX_USER_TURN", nil, "")
+		return
+	}
+	recent := s.submits[key]
+	cut := 0
+	for cut < len(recent) && now.Sub(recent[cut]) >= s.cfg.BurstWindow {
+		cut++
+	}
+	recent = append(recent[cut:], now)
+	s.submits[key] = recent
+	if len(recent) > s.cfg.BurstLimit {
+		s.banned[key] = now.Add(s.cfg.BanTime)
+		s.mu.Unlock()
+		s.reply(w, jsonOut, "", "MAX_USER_TURN", nil, "")
+		return
+	}
+	if code != "" {
+		s.mu.Unlock()
+		s.reply(w, jsonOut, "", code, nil, "")
+		return
+	}
+	var onPoll string
+	for _, r := range s.faults.Rules {
+		if !r.matches(params) {
+			continue
+		}
+		if !r.OnPoll {
+			s.mu.Unlock()
+			s.reply(w, jsonOut, "", r.Code, nil, "")
+			return
+		}
+		if onPoll == "" {
+			onPoll = r.Code
+		}
+	}
+	s.sweep()
+	if s.cfg.Threads > 0 && len(s.solving) >= s.cfg.Threads {
+		s.mu.Unlock()
+		code := "ERROR_ZERO_BALANCE"
+		if s.cfg.NoSlotCode {
+			code = "ERROR_NO_SLOT_AVAILABLE"
+		}
+		s.reply(w, jsonOut, "", code, nil, "")
+		return
+	}
+	kind := kindOf(method, params)
+	c := &captcha{
+		id:        strconv.FormatInt(s.nextID, 10),
+		kind:      kind,
+		method:    method,
+		params:    params,
+		submitted: now,
+		readyAt:   now.Add(s.solveTime(kind)),
+		code:      onPoll,
+	}
+	s.nextID += 1 + s.rng.Int64N(997)
+	if c.code == "" && s.faults.Unsolvable > 0 && s.rng.Float64() < s.faults.Unsolvable {
+		c.code = "ERROR_CAPTCHA_UNSOLVABLE"
+	}
+	if c.code == "" {
+		c.answer, c.userAgent = s.answer(c)
+	}
+	s.captchas[c.id] = c
+	s.solving[c.id] = c
+	s.stats.Submitted++
+	s.stats.MaxConcurrent = max(s.stats.MaxConcurrent, len(s.solving))
+	s.mu.Unlock()
+
+	id, _ := json.Marshal(c.id)
+	if s.cfg.NumericIDs {
+		id = []byte(c.id)
+	}
+	s.reply(w, jsonOut, kind, "", id, "")
+}
+
+func (r Rule) matches(params map[string]string) bool {
+	if r.Param != "" {
+		v, ok := params[r.Param]
+		return ok && strings.Contains(v, r.Contains)
+	}
+	if r.Contains == "" {
+		return true
+	}
+	for _, v := range params {
+		if strings.Contains(v, r.Contains) {
+			return true
+		}
+	}
+	return false
+}
+
+// sweep moves captchas whose solve time has passed out of solving and forgets
+// answers older than ResultTTL. Callers hold s.mu.
+func (s *Server) sweep() {
+	now := s.now()
+	for id, c := range s.solving {
+		if !now.Before(c.readyAt) {
+			delete(s.solving, id)
+		}
+	}
+	if len(s.captchas) > 1024 {
+		for id, c := range s.captchas {
+			if now.Sub(c.readyAt) > s.cfg.ResultTTL {
+				delete(s.captchas, id)
+			}
+		}
+	}
+}
+
+func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
+	action := form.get("action")
+	id := form.get("id")
+	switch action {
+	case "":
+		s.reply(w, jsonOut, "", "ERROR_EMPTY_ACTION", nil, "")
+		return
+	case "getbalance":
+		v, _ := json.Marshal(strconv.FormatFloat(s.cfg.Balance, 'f', 5, 64))
+		s.reply(w, jsonOut, "", "", v, "")
+		return
+	case "get", "reportgood", "reportbad":
+	default:
+		s.reply(w, jsonOut, "", "ERROR_BAD_PARAMETERS", nil, "")
+		return
+	}
+	if id == "" {
+		s.reply(w, jsonOut, "", "ERROR_WRONG_CAPTCHA_ID", nil, "")
+		return
+	}
+	if _, err := strconv.ParseUint(id, 10, 64); err != nil {
+		s.reply(w, jsonOut, "", "ERROR_WRONG_ID_FORMAT", nil, "")
+		return
+	}
+	s.mu.Lock()
+	now := s.now()
+	s.sweep()
+	c, ok := s.captchas[id]
+	if action == "get" && ok {
+		s.stats.ResCallsPerCaptcha[id]++
+		s.stats.MaxResCallsPerCaptcha = max(s.stats.MaxResCallsPerCaptcha, s.stats.ResCallsPerCaptcha[id])
+	}
+	switch {
+	case !ok:
+		s.mu.Unlock()
+		s.reply(w, jsonOut, "", "ERROR_WRONG_CAPTCHA_ID", nil, "")
+	case action != "get":
+		if c.code != "" || now.Before(c.readyAt) {
+			s.mu.Unlock()
+			s.reply(w, jsonOut, "", "ERROR_REPORT_NOT_RECORDED", nil, "")
+			return
+		}
+		if c.reported {
+			s.mu.Unlock()
+			s.reply(w, jsonOut, "", "ERROR_DUPLICATE_REPORT", nil, "")
+			return
+		}
+		c.reported = true
+		if action == "reportgood" {
+			s.stats.ReportsGood++
+		} else {
+			s.stats.ReportsBad++
+		}
+		s.mu.Unlock()
+		v, _ := json.Marshal("OK_REPORT_RECORDED")
+		s.reply(w, jsonOut, "", "", v, "")
+	case now.Before(c.readyAt):
+		s.mu.Unlock()
+		s.reply(w, jsonOut, "", "CAPCHA_NOT_READY", nil, "")
+	default:
+		first := !c.fetched
+		c.fetched = true
+		if first {
+			lag := now.Sub(c.readyAt)
+			s.stats.Pickups++
+			s.lagSum += lag
+			s.stats.PickupLagMax = max(s.stats.PickupLagMax, lag)
+			if c.code == "" {
+				s.stats.Solved++
+			} else {
+				s.stats.Failed++
+			}
+		}
+		s.mu.Unlock()
+		s.reply(w, jsonOut, c.kind, c.code, c.answer, c.userAgent)
+	}
+}
+
+// solveTime draws a solve time for kind. Callers hold s.mu.
+func (s *Server) solveTime(kind string) time.Duration {
+	r, ok := s.cfg.SolveTime[kind]
+	if !ok {
+		r = DefaultSolveTimes()[kind]
+	}
+	var d time.Duration
+	switch {
+	case r.Max <= r.Min:
+		d = r.Min
+	case r.Median <= 0:
+		d = r.Min + time.Duration(s.rng.Int64N(int64(r.Max-r.Min)+1))
+	default:
+		med := float64(r.Median)
+		sigma := math.Log(float64(r.Max)/med) / 2.326
+		d = r.Max
+		for range 16 {
+			v := time.Duration(med * math.Exp(sigma*s.rng.NormFloat64()))
+			if v >= r.Min && v <= r.Max {
+				d = v
+				break
+			}
+		}
+	}
+	return time.Duration(float64(d) * s.cfg.TimeScale)
+}
+
+// defaultUserAgent is the user agent of Turnstile answers to tasks that name
+// none.
+const defaultUserAgent = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/138.0.0.0 Safari/537.36"
+
+// answer makes a random-looking answer unique to c. Callers hold s.mu.
+func (s *Server) answer(c *captcha) (json.RawMessage, string) {
+	str := func(v string) json.RawMessage { b, _ := json.Marshal(v); return b }
+	switch c.kind {
+	case KindRecaptcha, KindRecaptchaV3:
+		return str("03A" + s.token(c.id, 300)), ""
+	case KindTurnstile:
+		ua := c.params["userAgent"]
+		if ua == "" {
+			ua = defaultUserAgent
+		}
+		return str("0." + s.token(c.id, 240)), ua
+	case KindGeeTest:
+		obj, _ := json.Marshal(map[string]string{
+			"challenge": c.params["challenge"],
+			"validate":  s.hex(32),
+			"seccode":   s.hex(32) + "|jordan",
+		})
+		if s.cfg.GeeTestAsString {
+			return str(string(obj)), ""
+		}
+		return obj, ""
+	case KindGrid:
+		n := 1 + s.rng.IntN(4)
+		cells := make([]string, 0, n)
+		last := 0
+		for range n {
+			last += 1 + s.rng.IntN(2)
+			if last > 9 {
+				break
+			}
+			cells = append(cells, strconv.Itoa(last))
+		}
+		if len(cells) == 0 {
+			cells = append(cells, "1")
+		}
+		return str("click:" + strings.Join(cells, "/")), ""
+	}
+	// Text of an image: numeric=1 digits only.
+	alphabet := "abcdefghjkmnpqrstuvwxyz23456789"
+	if c.params["numeric"] == "1" {
+		alphabet = "0123456789"
+	}
+	b := make([]byte, 5+s.rng.IntN(3))
+	for i := range b {
+		b[i] = alphabet[s.rng.IntN(len(alphabet))]
+	}
+	return str(string(b)), ""
+}
+
+// token returns n random URL-safe characters that embed id, so no two
+// captchas share a token. Callers hold s.mu.
+func (s *Server) token(id string, n int) string {
+	raw := make([]byte, n*3/4+1)
+	for i := range raw {
+		raw[i] = byte(s.rng.Uint32())
+	}
+	t := base64.RawURLEncoding.EncodeToString(raw)
+	mark := base64.RawURLEncoding.EncodeToString([]byte(id))
+	pos := 20
+	return (t[:pos] + mark + t[pos:])[:n]
+}
+
+func (s *Server) hex(n int) string {
+	const digits = "0123456789abcdef"
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = digits[s.rng.IntN(16)]
+	}
+	return string(b)
+}
+
+// kindOf mirrors solver.Kind.
+func kindOf(method string, params map[string]string) string {
+	switch method {
+	case "userrecaptcha":
+		if params["version"] == "v3" {
+			return KindRecaptchaV3
+		}
+		return KindRecaptcha
+	case "turnstile":
+		return KindTurnstile
+	case "geetest":
+		return KindGeeTest
+	case "post", "base64":
+		if params["recaptcha"] == "1" {
+			return KindGrid
+		}
+		return KindImage
+	}
+	return method
+}
+
+// checkParams checks a submission's parameters as the service does, returning
+// its error code or "".
+func checkParams(method string, p map[string]string, file []byte, fileName string) string {
+	if code := checkProxy(p); code != "" {
+		return code
+	}
+	switch method {
+	case "userrecaptcha":
+		switch {
+		case p["googlekey"] == "":
+			return "ERROR_GOOGLEKEY"
+		case !isURL(p["pageurl"]):
+			return "ERROR_PAGEURL"
+		}
+	case "turnstile":
+		switch {
+		case p["sitekey"] == "":
+			return "ERROR_BAD_PARAMETERS"
+		case !isURL(p["pageurl"]):
+			return "ERROR_PAGEURL"
+		}
+	case "geetest":
+		switch {
+		case p["gt"] == "", p["challenge"] == "":
+			return "ERROR_BAD_PARAMETERS"
+		case !isURL(p["pageurl"]):
+			return "ERROR_PAGEURL"
+		}
+	case "post":
+		if file == nil {
+			return "ERROR_ZERO_CAPTCHA_FILESIZE"
+		}
+		if ext := strings.ToLower(fileName[strings.LastIndexByte(fileName, '.')+1:]); fileName != "" &&
+			ext != "jpg" && ext != "jpeg" && ext != "png" && ext != "gif" {
+			return "ERROR_WRONG_FILE_EXTENSION"
+		}
+		return checkImage(file)
+	case "base64":
+		body := strings.Map(func(r rune) rune {
+			if r == '\n' || r == '\r' || r == ' ' {
+				return -1
+			}
+			return r
+		}, p["body"])
+		if body == "" {
+			return "ERROR_ZERO_CAPTCHA_FILESIZE"
+		}
+		img, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(body, "="))
+		if err != nil {
+			return "ERROR_UPLOAD"
+		}
+		return checkImage(img)
+	default:
+		return "ERROR_BAD_PARAMETERS"
+	}
+	return ""
+}
+
+func checkImage(img []byte) string {
+	switch {
+	case len(img) == 0:
+		return "ERROR_ZERO_CAPTCHA_FILESIZE"
+	case len(img) > MaxImageSize:
+		return "ERROR_TOO_BIG_CAPTCHA_FILESIZE"
+	case bytes.HasPrefix(img, []byte{0xFF, 0xD8, 0xFF}),
+		bytes.HasPrefix(img, []byte("\x89PNG\r\n\x1a\n")),
+		bytes.HasPrefix(img, []byte("GIF87a")), bytes.HasPrefix(img, []byte("GIF89a")):
+		return ""
+	}
+	return "ERROR_IMAGE_TYPE_NOT_SUPPORTED"
+}
+
+func checkProxy(p map[string]string) string {
+	proxy, hasProxy := p["proxy"]
+	if t, ok := p["proxytype"]; ok {
+		switch strings.ToUpper(t) {
+		case "HTTP", "HTTPS", "SOCKS4", "SOCKS5":
+		default:
+			return "ERROR_BAD_PROXY"
+		}
+		if !hasProxy {
+			return "ERROR_BAD_PROXY"
+		}
+	}
+	if !hasProxy {
+		return ""
+	}
+	hostport := proxy
+	if i := strings.LastIndexByte(proxy, '@'); i >= 0 {
+		if !strings.Contains(proxy[:i], ":") {
+			return "ERROR_PROXY_FORMAT"
+		}
+		hostport = proxy[i+1:]
+	}
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil || host == "" {
+		return "ERROR_PROXY_FORMAT"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "ERROR_PROXY_FORMAT"
+	}
+	return ""
+}
+
+func isURL(v string) bool {
+	return strings.HasPrefix(v, "http://") && len(v) > len("http://") ||
+		strings.HasPrefix(v, "https://") && len(v) > len("https://")
+}
+
+// values are a request's parameters from the query and the body.
+type values map[string][]string
+
+func (v values) get(k string) string {
+	if vs := v[k]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// params are the task's parameters: everything but the request's own
+// (key, method, json, action, id, soft_id).
+func (v values) params() map[string]string {
+	out := map[string]string{}
+	for k, vs := range v {
+		switch k {
+		case "key", "method", "json", "action", "id", "soft_id", "header_acao":
+			continue
+		}
+		if len(vs) > 0 {
+			out[k] = vs[0]
+		}
+	}
+	return out
+}
+
+// maxRequest bounds a request body: a 1024-KB image, base64-encoded, and the
+// rest.
+const maxRequest = 2*MaxImageSize + 64*1024
+
+// parseRequest reads a request's parameters from the query and the body
+// (form or multipart) and the uploaded file, if any.
+func parseRequest(w http.ResponseWriter, r *http.Request) (v values, file []byte, fileName string, err error) {
+	v = values(r.URL.Query())
+	if r.Method != http.MethodPost {
+		return v, nil, "", nil
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxRequest)
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch ct {
+	case "multipart/form-data":
+		if err := r.ParseMultipartForm(maxRequest); err != nil {
+			return v, nil, "", fmt.Errorf("multipart: %w", err)
+		}
+		for k, vs := range r.MultipartForm.Value {
+			v[k] = append(vs, v[k]...)
+		}
+		if fhs := r.MultipartForm.File["file"]; len(fhs) > 0 {
+			f, err := fhs[0].Open()
+			if err != nil {
+				return v, nil, "", fmt.Errorf("file: %w", err)
+			}
+			defer f.Close()
+			file, err = io.ReadAll(f)
+			if err != nil {
+				return v, nil, "", fmt.Errorf("file: %w", err)
+			}
+			if file == nil {
+				file = []byte{}
+			}
+			fileName = fhs[0].Filename
+		}
+	default:
+		if err := r.ParseForm(); err != nil {
+			return v, nil, "", fmt.Errorf("form: %w", err)
+		}
+		for k, vs := range r.PostForm {
+			v[k] = append(vs, v[k]...)
+		}
+	}
+	if v.get("method") == "post" && file == nil {
+		// A post without a multipart file may carry the file base64-encoded
+		// in a form field, as captchaq tasks do.
+		if b64 := v.get("file"); b64 != "" {
+			if b, err := base64.StdEncoding.DecodeString(b64); err == nil {
+				file = b
+			}
+		}
+	}
+	return v, file, fileName, nil
+}
+
+// ListenAndServe serves s on addr (host:port) until ctx is done, calling
+// ready with the address it listens on once it does.
+func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(net.Addr)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("fakeapi: listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("fakeapi: serve: %w", err)
+	case <-ctx.Done():
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(shut); err != nil {
+			return fmt.Errorf("fakeapi: shutdown: %w", err)
+		}
+		return nil
+	}
+}

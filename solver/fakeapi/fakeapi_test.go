@@ -1,0 +1,217 @@
+package fakeapi
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+var png = append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 32)...)
+
+// do sends a request to s and returns the status and body.
+func do(t *testing.T, s *Server, r *http.Request) (int, string) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	b, _ := io.ReadAll(w.Result().Body)
+	return w.Code, string(b)
+}
+
+func get(path string, v url.Values) *http.Request {
+	return httptest.NewRequest(http.MethodGet, path+"?"+v.Encode(), nil)
+}
+
+func post(path string, v url.Values) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(v.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return r
+}
+
+func multipartPost(t *testing.T, fields map[string]string, name string, file []byte) *http.Request {
+	t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	for k, v := range fields {
+		mw.WriteField(k, v)
+	}
+	fw, _ := mw.CreateFormFile("file", name)
+	fw.Write(file)
+	mw.Close()
+	r := httptest.NewRequest(http.MethodPost, "/in.php", &buf)
+	r.Header.Set("Content-Type", mw.FormDataContentType())
+	return r
+}
+
+func vals(kv ...string) url.Values {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		v.Set(kv[i], kv[i+1])
+	}
+	return v
+}
+
+func TestSubmitChecks(t *testing.T) {
+	t.Parallel()
+	s := New(Config{})
+	k := TestKey
+	tests := []struct {
+		name string
+		req  *http.Request
+		want string
+	}{
+		{"GET plain ok", get("/in.php", vals("key", k, "method", "turnstile", "sitekey", "x", "pageurl", "https://a.example/")), "OK|"},
+		{"POST json ok", post("/in.php", vals("key", k, "method", "userrecaptcha", "googlekey", "g", "pageurl", "https://a.example/", "json", "1")), `{"status":1,"request":"`},
+		{"no key", post("/in.php", vals("method", "turnstile")), "ERROR_KEY_DOES_NOT_EXIST"},
+		{"short key", post("/in.php", vals("key", "abc", "method", "turnstile")), "ERROR_WRONG_USER_KEY"},
+		{"unknown key", post("/in.php", vals("key", strings.Repeat("f", 32), "method", "turnstile")), "ERROR_KEY_DOES_NOT_EXIST"},
+		{"no googlekey", post("/in.php", vals("key", k, "method", "userrecaptcha", "pageurl", "https://a.example/")), "ERROR_GOOGLEKEY"},
+		{"no pageurl", post("/in.php", vals("key", k, "method", "userrecaptcha", "googlekey", "g")), "ERROR_PAGEURL"},
+		{"turnstile no sitekey", post("/in.php", vals("key", k, "method", "turnstile", "pageurl", "https://a.example/")), "ERROR_BAD_PARAMETERS"},
+		{"geetest no gt", post("/in.php", vals("key", k, "method", "geetest", "challenge", "c", "pageurl", "https://a.example/")), "ERROR_BAD_PARAMETERS"},
+		{"unknown method", post("/in.php", vals("key", k, "method", "nope")), "ERROR_BAD_PARAMETERS"},
+		{"bad proxy", post("/in.php", vals("key", k, "method", "turnstile", "sitekey", "x", "pageurl", "https://a.example/", "proxy", "nohost")), "ERROR_PROXY_FORMAT"},
+		{"bad proxytype", post("/in.php", vals("key", k, "method", "turnstile", "sitekey", "x", "pageurl", "https://a.example/", "proxy", "h:1", "proxytype", "FTP")), "ERROR_BAD_PROXY"},
+		{"base64 empty", post("/in.php", vals("key", k, "method", "base64")), "ERROR_ZERO_CAPTCHA_FILESIZE"},
+		{"base64 not an image", post("/in.php", vals("key", k, "method", "base64", "body", base64.StdEncoding.EncodeToString([]byte("BMxxxx")))), "ERROR_IMAGE_TYPE_NOT_SUPPORTED"},
+		{"base64 too big", post("/in.php", vals("key", k, "method", "base64", "body", base64.StdEncoding.EncodeToString(append(png, make([]byte, MaxImageSize)...)))), "ERROR_TOO_BIG_CAPTCHA_FILESIZE"},
+		{"base64 ok", post("/in.php", vals("key", k, "method", "base64", "body", base64.StdEncoding.EncodeToString(png))), "OK|"},
+		{"multipart ok", multipartPost(t, map[string]string{"key": k, "method": "post", "json": "1"}, "c.png", png), `"status":1`},
+		{"multipart bad extension", multipartPost(t, map[string]string{"key": k, "method": "post"}, "c.bmp", png), "ERROR_WRONG_FILE_EXTENSION"},
+		{"post without file", post("/in.php", vals("key", k, "method", "post")), "ERROR_ZERO_CAPTCHA_FILESIZE"},
+		{"res no action", post("/res.php", vals("key", k, "id", "1")), "ERROR_EMPTY_ACTION"},
+		{"res bad id", post("/res.php", vals("key", k, "action", "get", "id", "x1")), "ERROR_WRONG_ID_FORMAT"},
+		{"res unknown id", post("/res.php", vals("key", k, "action", "get", "id", "1")), "ERROR_WRONG_CAPTCHA_ID"},
+		{"balance json", post("/res.php", vals("key", k, "action", "getbalance", "json", "1")), `{"status":1,"request":"100.00000"}`},
+	}
+	for _, tt := range tests {
+		if _, body := do(t, s, tt.req); !strings.HasPrefix(body, tt.want) {
+			t.Errorf("%s: body %q, want prefix %q", tt.name, body, tt.want)
+		}
+	}
+}
+
+// submit returns a new captcha's id.
+func submit(t *testing.T, s *Server, kv ...string) string {
+	t.Helper()
+	v := vals(append([]string{"key", TestKey, "json", "1"}, kv...)...)
+	_, body := do(t, s, post("/in.php", v))
+	var r struct {
+		Status  int
+		Request json.RawMessage
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil || r.Status != 1 {
+		t.Fatalf("submit: %q", body)
+	}
+	return strings.Trim(string(r.Request), `"`)
+}
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_000_000, 0)
+	s := New(Config{Threads: 1, NumericIDs: true, SolveTime: map[string]Range{KindTurnstile: {Min: 10 * time.Second, Max: 10 * time.Second}}})
+	s.now = func() time.Time { return now }
+	id := submit(t, s, "method", "turnstile", "sitekey", "x", "pageurl", "https://a.example/", "userAgent", "UA/1")
+	if _, body := do(t, s, post("/in.php", vals("key", TestKey, "method", "turnstile", "sitekey", "x", "pageurl", "https://a.example/"))); body != "ERROR_ZERO_BALANCE" {
+		t.Errorf("second submit with 1 thread: %q, want ERROR_ZERO_BALANCE", body)
+	}
+	if _, body := do(t, s, get("/res.php", vals("key", TestKey, "action", "get", "id", id))); body != "CAPCHA_NOT_READY" {
+		t.Errorf("before ready: %q", body)
+	}
+	if st := s.Stats(); st.Concurrent != 1 || st.MaxConcurrent != 1 {
+		t.Errorf("concurrent %d max %d, want 1 1", st.Concurrent, st.MaxConcurrent)
+	}
+	now = now.Add(13 * time.Second) // ready 3 s ago
+	_, body := do(t, s, post("/res.php", vals("key", TestKey, "action", "get", "id", id, "json", "1")))
+	var r struct {
+		Status    int
+		Request   string
+		UserAgent string
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil || r.Status != 1 || !strings.HasPrefix(r.Request, "0.") || r.UserAgent != "UA/1" {
+		t.Errorf("answer %q", body)
+	}
+	st := s.Stats()
+	if st.Solved != 1 || st.Pickups != 1 || st.PickupLagMean != 3*time.Second || st.PickupLagMax != 3*time.Second ||
+		st.ResCallsPerCaptcha[id] != 2 || st.Concurrent != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	if _, body := do(t, s, post("/res.php", vals("key", TestKey, "action", "reportbad", "id", id))); body != "OK_REPORT_RECORDED" {
+		t.Errorf("reportbad: %q", body)
+	}
+	// A thread is free again.
+	submit(t, s, "method", "turnstile", "sitekey", "x", "pageurl", "https://a.example/")
+}
+
+func TestFaultsAtRuntime(t *testing.T) {
+	t.Parallel()
+	s := New(Config{})
+	ok := vals("key", TestKey, "action", "getbalance")
+	s.SetFaults(Faults{Outage: true})
+	if code, body := do(t, s, post("/res.php", ok)); code != 500 || !strings.Contains(body, "<html>") {
+		t.Errorf("outage: %d %q", code, body)
+	}
+	s.SetFaults(Faults{Garbage: 1})
+	if code, body := do(t, s, post("/res.php", ok)); code != 200 || strings.HasPrefix(body, "OK|") {
+		t.Errorf("garbage: %d %q", code, body)
+	}
+	s.SetFaults(Faults{})
+	if _, body := do(t, s, post("/res.php", ok)); !strings.HasPrefix(body, "OK|100") {
+		t.Errorf("healthy: %q", body)
+	}
+	if st := s.Stats(); st.Codes[CodeHTTP500] != 1 || st.Codes[CodeGarbage] != 1 || st.ResCalls != 3 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestBurstBan(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_000_000, 0)
+	s := New(Config{BurstLimit: 2})
+	s.now = func() time.Time { return now }
+	for i := range 3 {
+		_, body := do(t, s, post("/in.php", vals("key", TestKey, "method", "turnstile", "sitekey", "x", "pageurl", "https://a.example/")))
+		if want := i < 2; want != strings.HasPrefix(body, "OK|") {
+			t.Errorf("call %d: %q", i, body)
+		}
+	}
+	now = now.Add(5 * time.Second) // window passed, ban (10 s) not
+	if _, body := do(t, s, post("/in.php", vals("key", TestKey, "method", "turnstile", "sitekey", "x", "pageurl", "https://a.example/"))); body != "MAX_USER_TURN" {
+		t.Errorf("during ban: %q", body)
+	}
+	now = now.Add(6 * time.Second)
+	if _, body := do(t, s, post("/in.php", vals("key", TestKey, "method", "turnstile", "sitekey", "x", "pageurl", "https://a.example/"))); !strings.HasPrefix(body, "OK|") {
+		t.Errorf("after ban: %q", body)
+	}
+}
+
+func TestDeterministicWithSeed(t *testing.T) {
+	t.Parallel()
+	run := func() []string {
+		now := time.Unix(1_000_000, 0)
+		s := New(Config{Seed: 42})
+		s.now = func() time.Time { return now }
+		var out []string
+		for range 3 {
+			id := submit(t, s, "method", "userrecaptcha", "googlekey", "g", "pageurl", "https://a.example/")
+			now = now.Add(time.Minute)
+			_, body := do(t, s, post("/res.php", vals("key", TestKey, "action", "get", "id", id)))
+			out = append(out, id, body)
+		}
+		return out
+	}
+	a, b := run(), run()
+	if strings.Join(a, ",") != strings.Join(b, ",") {
+		t.Errorf("two runs with one seed differ:\n%v\n%v", a, b)
+	}
+	if a[1] == a[3] {
+		t.Errorf("two captchas share token %q", a[1])
+	}
+}

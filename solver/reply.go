@@ -1,0 +1,213 @@
+package solver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+)
+
+// reply is one successful API answer: status 1 in JSON, OK|… in plain text.
+type reply struct {
+	// value is the "request" field as JSON: a string, a number or an object.
+	// For plain-text replies it is the text after "OK|" as a JSON string.
+	value json.RawMessage
+	// text is the request as text: the string's contents, the number's digits,
+	// or for an object its JSON.
+	text string
+	// userAgent is the "useragent" field (Turnstile), if any.
+	userAgent string
+}
+
+// errBadReply is the Err of a BAD_REPLY *Error.
+var errBadReply = errors.New("unexpected reply")
+
+// parseReply turns one HTTP answer of in.php or res.php into a reply or a
+// *Error whose Op is op. It accepts the JSON form ({"status":1,"request":…},
+// status and id as numbers or strings) and the plain-text form (OK|…, a bare
+// code). HTTP errors, HTML pages and garbage become Transient errors
+// (HTTP_<status> or BAD_REPLY) that quote the start of the body.
+func parseReply(op string, status int, body []byte) (reply, error) {
+	r, code, err := parseBody(body)
+	switch {
+	case status != http.StatusOK && code != "":
+		// An error page that still carries an API code: trust the code.
+		return reply{}, &Error{Code: code, Class: Classify(code), Op: op}
+	case status != http.StatusOK:
+		return reply{}, &Error{Code: HTTPCode(status), Class: Classify(HTTPCode(status)), Op: op,
+			Err: fmt.Errorf("HTTP %d %s: %s", status, http.StatusText(status), describe(body))}
+	case err != nil:
+		return reply{}, &Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: op, Err: err}
+	case code != "":
+		return reply{}, &Error{Code: code, Class: Classify(code), Op: op}
+	}
+	return r, nil
+}
+
+// parseBody parses a reply body. Exactly one of: a reply (code == "" and err
+// == nil), an API code, or an error saying why the body is not a reply.
+func parseBody(body []byte) (r reply, code string, err error) {
+	b := bytes.TrimSpace(body)
+	if len(b) == 0 {
+		return reply{}, "", fmt.Errorf("%w: empty body", errBadReply)
+	}
+	if b[0] == '{' {
+		return parseJSON(b)
+	}
+	if rest, ok := bytes.CutPrefix(b, []byte("OK|")); ok {
+		if !utf8.Valid(rest) {
+			return reply{}, "", fmt.Errorf("%w: %s", errBadReply, describe(body))
+		}
+		v, _ := json.Marshal(string(rest))
+		return reply{value: v, text: string(rest)}, "", nil
+	}
+	if isCode(b) {
+		return reply{}, string(b), nil
+	}
+	return reply{}, "", fmt.Errorf("%w: %s", errBadReply, describe(body))
+}
+
+// jsonReply is the JSON form of a reply.
+type jsonReply struct {
+	Status    json.RawMessage `json:"status"`
+	Request   json.RawMessage `json:"request"`
+	UserAgent string          `json:"useragent"`
+	ErrorText string          `json:"error_text"`
+}
+
+func parseJSON(b []byte) (reply, string, error) {
+	var j jsonReply
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&j); err != nil {
+		return reply{}, "", fmt.Errorf("%w: invalid JSON (%v): %s", errBadReply, err, describe(b))
+	}
+	if dec.More() {
+		return reply{}, "", fmt.Errorf("%w: trailing data after JSON: %s", errBadReply, describe(b))
+	}
+	var st string
+	switch s := string(bytes.TrimSpace(j.Status)); s {
+	case "1", `"1"`, "true":
+		st = "1"
+	case "0", `"0"`, "false":
+		st = "0"
+	default:
+		return reply{}, "", fmt.Errorf("%w: status %s is neither 0 nor 1: %s", errBadReply, nonEmpty(s), describe(b))
+	}
+	req := bytes.TrimSpace(j.Request)
+	if len(req) == 0 || string(req) == "null" {
+		return reply{}, "", fmt.Errorf("%w: no request field: %s", errBadReply, describe(b))
+	}
+	if st == "0" {
+		var code string
+		if json.Unmarshal(req, &code) != nil || !isCode([]byte(code)) {
+			return reply{}, "", fmt.Errorf("%w: status 0 without an error code: %s", errBadReply, describe(b))
+		}
+		return reply{}, code, nil
+	}
+	r := reply{value: append(json.RawMessage(nil), req...), userAgent: j.UserAgent}
+	switch req[0] {
+	case '"':
+		if err := json.Unmarshal(req, &r.text); err != nil {
+			return reply{}, "", fmt.Errorf("%w: bad request string: %s", errBadReply, describe(b))
+		}
+	case '{':
+		var c bytes.Buffer
+		if err := json.Compact(&c, req); err != nil {
+			return reply{}, "", fmt.Errorf("%w: bad request object: %s", errBadReply, describe(b))
+		}
+		r.value, r.text = c.Bytes(), c.String()
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		r.text = string(req) // an id or a numeric answer sent as a JSON number
+		r.value, _ = json.Marshal(r.text)
+	default:
+		return reply{}, "", fmt.Errorf("%w: request is neither a string, a number nor an object: %s", errBadReply, describe(b))
+	}
+	return r, "", nil
+}
+
+// isCode reports whether b looks like an API code: CAPCHA_NOT_READY,
+// ERROR_…, MAX_USER_TURN, IP_BANNED, OK_REPORT_RECORDED, or "ERROR: 1001".
+func isCode(b []byte) bool {
+	if len(b) == 0 || len(b) > 64 || b[0] < 'A' || b[0] > 'Z' {
+		return false
+	}
+	if rest, ok := bytes.CutPrefix(b, []byte("ERROR: ")); ok {
+		if len(rest) == 0 {
+			return false
+		}
+		for _, c := range rest {
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	for _, c := range b {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// describe names what a body that is not a reply looks like, quoting its
+// start so a log reader can tell an HTML error page from a truncated reply.
+func describe(body []byte) string {
+	b := bytes.TrimSpace(body)
+	kind := "body"
+	if len(b) > 0 && b[0] == '<' {
+		kind = "HTML page"
+		if t := htmlTitle(b); t != "" {
+			kind += " " + strconv.Quote(t)
+		}
+	}
+	const max = 80
+	q := b
+	if len(q) > max {
+		q = q[:max]
+	}
+	s := strconv.Quote(string(bytes.ToValidUTF8(q, []byte("\uFFFD"))))
+	if len(b) > max {
+		s += "…"
+	}
+	return fmt.Sprintf("%s of %d bytes: %s", kind, len(body), s)
+}
+
+// htmlTitle returns the text of the first <title> element, if short.
+func htmlTitle(b []byte) string {
+	lower := asciiLower(b) // same length as b, unlike bytes.ToLower
+	i := bytes.Index(lower, []byte("<title>"))
+	if i < 0 {
+		return ""
+	}
+	start := i + len("<title>")
+	j := bytes.Index(lower[start:], []byte("</title>"))
+	if j < 0 || j > 120 {
+		return ""
+	}
+	return string(bytes.ToValidUTF8(bytes.TrimSpace(b[start:start+j]), []byte("\uFFFD")))
+}
+
+// asciiLower lower-cases the ASCII letters of b into a new slice of the same
+// length.
+func asciiLower(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		out[i] = c
+	}
+	return out
+}
+
+func nonEmpty(s string) string {
+	if s == "" {
+		return "(missing)"
+	}
+	return s
+}

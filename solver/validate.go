@@ -1,0 +1,377 @@
+package solver
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// MaxImageSize is the largest image the service accepts, decoded: 1024 KB.
+const MaxImageSize = 1024 * 1024
+
+// ValidationError says which field of a request is wrong and why. Field is
+// "method" or "params.<name>".
+type ValidationError struct {
+	Field string
+	Msg   string
+}
+
+// Error reads like "params.pageurl: required for method turnstile".
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Msg }
+
+// param describes one parameter of a method.
+type param struct {
+	required bool
+	check    func(v string) string // "" if v is fine, else why not
+}
+
+// method describes one API method: its own parameters (the common ones are in
+// commonParams) and a check across parameters.
+type method struct {
+	params map[string]param
+	cross  func(method string, p map[string]string) *ValidationError
+}
+
+// commonParams are accepted by every method.
+var commonParams = map[string]param{
+	"proxy":     {check: checkProxy},
+	"proxytype": {check: oneOf("HTTP", "HTTPS", "SOCKS4", "SOCKS5")},
+	"userAgent": {check: maxLen(1024)},
+	"cookies":   {check: maxLen(8192)},
+}
+
+// imageParams are the options of the image methods (post, base64), including
+// the grid ones (recaptcha=1 with instructions).
+var imageParams = map[string]param{
+	"numeric":          {check: intRange(0, 4)},
+	"min_len":          {check: intRange(0, 20)},
+	"max_len":          {check: intRange(0, 20)},
+	"phrase":           {check: intRange(0, 1)},
+	"regsense":         {check: intRange(0, 1)},
+	"calc":             {check: intRange(0, 1)},
+	"language":         {check: intRange(0, 2)},
+	"lang":             {check: maxLen(8)},
+	"textinstructions": {check: maxLen(140)},
+	"instructions":     {check: maxLen(140)},
+	"imginstructions":  {check: checkImage},
+	"recaptcha":        {check: intRange(0, 1)},
+	"recaptcharows":    {check: intRange(1, 6)},
+	"recaptchacols":    {check: intRange(1, 6)},
+	"can_no_answer":    {check: intRange(0, 1)},
+}
+
+// methods is the one place that knows each method's parameters.
+var methods = map[string]method{
+	"userrecaptcha": {
+		params: map[string]param{
+			"googlekey":  {required: true, check: checkKey},
+			"pageurl":    {required: true, check: checkPageURL},
+			"invisible":  {check: intRange(0, 1)},
+			"enterprise": {check: intRange(0, 1)},
+			"version":    {check: oneOf("v2", "v3")},
+			"action":     {check: maxLen(256)},
+			"min_score":  {check: checkScore},
+			"data-s":     {check: maxLen(4096)},
+			"domain":     {check: oneOf("google.com", "recaptcha.net")},
+		},
+		cross: func(m string, p map[string]string) *ValidationError {
+			if _, ok := p["min_score"]; ok && p["version"] != "v3" {
+				return &ValidationError{"params.min_score", "only with version=v3 for method " + m}
+			}
+			return nil
+		},
+	},
+	"turnstile": {
+		params: map[string]param{
+			"sitekey":  {required: true, check: checkKey},
+			"pageurl":  {required: true, check: checkPageURL},
+			"action":   {check: maxLen(256)},
+			"data":     {check: maxLen(4096)},
+			"pagedata": {check: maxLen(4096)},
+		},
+	},
+	"geetest": {
+		params: map[string]param{
+			"gt":         {required: true, check: checkKey},
+			"challenge":  {required: true, check: checkKey},
+			"pageurl":    {required: true, check: checkPageURL},
+			"api_server": {check: checkHost},
+		},
+	},
+	"post": {
+		params: with(imageParams, map[string]param{
+			"file": {required: true, check: checkImage},
+		}),
+		cross: checkGrid,
+	},
+	"base64": {
+		params: with(imageParams, map[string]param{
+			"body": {required: true, check: checkImage},
+		}),
+		cross: checkGrid,
+	},
+}
+
+// Methods returns the names of the methods Validate accepts, sorted.
+func Methods() []string {
+	out := make([]string, 0, len(methods))
+	for m := range methods {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Validate checks a request's method and parameters the way the service would,
+// before anything is sent: required parameters are present, every parameter is
+// one the method accepts (the common proxy, proxytype, userAgent and cookies
+// included), values are well-formed, and images (file for post, body for
+// base64, both base64-encoded) are JPEG, PNG or GIF of at most MaxImageSize.
+// Producers and workers share it. A failure is a *ValidationError naming the
+// field.
+func Validate(methodName string, params map[string]string) error {
+	m, ok := methods[methodName]
+	if !ok {
+		if methodName == "" {
+			return &ValidationError{"method", "required"}
+		}
+		return &ValidationError{"method", fmt.Sprintf("unknown method %q (known: %s)", methodName, strings.Join(Methods(), ", "))}
+	}
+	// Deterministic order: required first, then the rest by name.
+	names := make([]string, 0, len(m.params))
+	for n := range m.params {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if _, ok := params[n]; m.params[n].required && !ok {
+			return &ValidationError{"params." + n, "required for method " + methodName}
+		}
+	}
+	given := make([]string, 0, len(params))
+	for n := range params {
+		given = append(given, n)
+	}
+	slices.Sort(given)
+	for _, n := range given {
+		p, ok := m.params[n]
+		if !ok {
+			p, ok = commonParams[n]
+		}
+		if !ok {
+			return &ValidationError{"params." + n, "not a parameter of method " + methodName}
+		}
+		v := params[n]
+		if p.required && strings.TrimSpace(v) == "" {
+			return &ValidationError{"params." + n, "required for method " + methodName}
+		}
+		if p.check != nil {
+			if msg := p.check(v); msg != "" {
+				return &ValidationError{"params." + n, msg}
+			}
+		}
+	}
+	if _, ok := params["proxytype"]; ok && params["proxy"] == "" {
+		return &ValidationError{"params.proxy", "required with proxytype"}
+	}
+	if m.cross != nil {
+		if err := m.cross(methodName, params); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func with(a, b map[string]param) map[string]param {
+	out := make(map[string]param, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+func checkGrid(m string, p map[string]string) *ValidationError {
+	if p["recaptcha"] != "1" {
+		return nil
+	}
+	if p["textinstructions"] == "" && p["instructions"] == "" && p["imginstructions"] == "" {
+		return &ValidationError{"params.textinstructions", "required with recaptcha=1 (grid) for method " + m + " (or imginstructions)"}
+	}
+	return nil
+}
+
+func oneOf(vals ...string) func(string) string {
+	return func(v string) string {
+		for _, a := range vals {
+			if strings.EqualFold(v, a) {
+				return ""
+			}
+		}
+		return "must be one of " + strings.Join(vals, ", ")
+	}
+}
+
+func intRange(lo, hi int) func(string) string {
+	return func(v string) string {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			return fmt.Sprintf("must be an integer from %d to %d", lo, hi)
+		}
+		return ""
+	}
+}
+
+func maxLen(n int) func(string) string {
+	return func(v string) string {
+		if len(v) > n {
+			return fmt.Sprintf("longer than %d bytes", n)
+		}
+		return ""
+	}
+}
+
+func checkScore(v string) string {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0.1 || f > 0.9 {
+		return "must be a number from 0.1 to 0.9"
+	}
+	return ""
+}
+
+func checkKey(v string) string {
+	switch {
+	case strings.TrimSpace(v) == "":
+		return "must not be empty"
+	case len(v) > 256:
+		return "longer than 256 bytes"
+	case strings.ContainsAny(v, " \t\r\n"):
+		return "must not contain white space"
+	}
+	return ""
+}
+
+func checkPageURL(v string) string {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "must be an absolute http or https URL"
+	}
+	if len(v) > 4096 {
+		return "longer than 4096 bytes"
+	}
+	return ""
+}
+
+func checkHost(v string) string {
+	if v == "" || strings.ContainsAny(v, "/ \t:@") {
+		return "must be a host name"
+	}
+	return ""
+}
+
+// checkProxy accepts host:port and login:password@host:port.
+func checkProxy(v string) string {
+	const want = "must be host:port or login:password@host:port"
+	hostport := v
+	if i := strings.LastIndexByte(v, '@'); i >= 0 {
+		cred := v[:i]
+		if c := strings.IndexByte(cred, ':'); c <= 0 || c == len(cred)-1 {
+			return want
+		}
+		hostport = v[i+1:]
+	}
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil || host == "" {
+		return want
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return want
+	}
+	return ""
+}
+
+// checkImage checks a base64-encoded image: decodable, not empty, at most
+// MaxImageSize, JPEG, PNG or GIF.
+func checkImage(v string) string {
+	img, err := decodeImage(v)
+	if err != nil {
+		return "must be base64-encoded: " + err.Error()
+	}
+	switch {
+	case len(img) == 0:
+		return "empty image"
+	case len(img) > MaxImageSize:
+		return fmt.Sprintf("image of %d bytes is larger than %d KB", len(img), MaxImageSize/1024)
+	case imageType(img) == "":
+		return "image must be JPEG, PNG or GIF"
+	}
+	return ""
+}
+
+// decodeImage decodes a base64 image as the API takes it (standard alphabet,
+// padding optional, line breaks ignored).
+func decodeImage(v string) ([]byte, error) {
+	s := strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == ' ' || r == '\t' {
+			return -1
+		}
+		return r
+	}, v)
+	if base64.StdEncoding.DecodedLen(len(s)) > 2*MaxImageSize {
+		return nil, fmt.Errorf("%d base64 bytes is far over the %d KB limit", len(s), MaxImageSize/1024)
+	}
+	return base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
+}
+
+// imageType names the image type from its magic bytes: "jpg", "png", "gif",
+// or "" when it is none of them.
+func imageType(b []byte) string {
+	switch {
+	case bytes.HasPrefix(b, []byte{0xFF, 0xD8, 0xFF}):
+		return "jpg"
+	case bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")):
+		return "png"
+	case bytes.HasPrefix(b, []byte("GIF87a")), bytes.HasPrefix(b, []byte("GIF89a")):
+		return "gif"
+	}
+	return ""
+}
+
+// Kinds of captcha that poll on their own timing (see Kind).
+const (
+	KindRecaptcha   = "recaptcha"    // userrecaptcha v2, invisible, enterprise
+	KindRecaptchaV3 = "recaptcha_v3" // userrecaptcha version=v3
+	KindTurnstile   = "turnstile"
+	KindGeeTest     = "geetest"
+	KindImage       = "image" // post and base64
+	KindGrid        = "grid"  // post and base64 with recaptcha=1
+)
+
+// Kind groups requests whose solve times are alike: it keys Timing's maps and
+// the adaptive poller's learning. Unknown methods are their own kind.
+func Kind(methodName string, params map[string]string) string {
+	switch methodName {
+	case "userrecaptcha":
+		if params["version"] == "v3" {
+			return KindRecaptchaV3
+		}
+		return KindRecaptcha
+	case "turnstile":
+		return KindTurnstile
+	case "geetest":
+		return KindGeeTest
+	case "post", "base64":
+		if params["recaptcha"] == "1" {
+			return KindGrid
+		}
+		return KindImage
+	}
+	return methodName
+}

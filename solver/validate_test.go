@@ -1,0 +1,141 @@
+package solver
+
+import (
+	"encoding/base64"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var (
+	pngImage = base64.StdEncoding.EncodeToString(append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 64)...))
+	gifImage = base64.StdEncoding.EncodeToString(append([]byte("GIF89a"), make([]byte, 64)...))
+	jpgImage = base64.StdEncoding.EncodeToString(append([]byte{0xFF, 0xD8, 0xFF, 0xE0}, make([]byte, 64)...))
+	bmpImage = base64.StdEncoding.EncodeToString(append([]byte("BM"), make([]byte, 64)...))
+	bigImage = base64.StdEncoding.EncodeToString(append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, MaxImageSize)...))
+)
+
+func p(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+func TestValidateAccepts(t *testing.T) {
+	t.Parallel()
+	const page = "https://shop.example/checkout?x=1"
+	tests := []struct {
+		method string
+		params map[string]string
+	}{
+		{"userrecaptcha", p("googlekey", "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl", page)},
+		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "invisible", "1")},
+		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "enterprise", "1", "data-s", "abc")},
+		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "version", "v3", "action", "login", "min_score", "0.3")},
+		{"turnstile", p("sitekey", "0x4AAA", "pageurl", page, "action", "managed", "data", "d", "pagedata", "pd")},
+		{"geetest", p("gt", "81dc9bdb52d04dc20036dbd8313ed055", "challenge", "1a2b", "pageurl", page, "api_server", "api-na.geetest.com")},
+		{"post", p("file", pngImage, "numeric", "1", "min_len", "4", "max_len", "6", "phrase", "0", "regsense", "1", "calc", "0", "language", "2", "textinstructions", "type the red letters")},
+		{"base64", p("body", jpgImage)},
+		{"base64", p("body", gifImage, "recaptcha", "1", "textinstructions", "Select all images with buses", "recaptcharows", "3", "recaptchacols", "3")},
+		{"turnstile", p("sitekey", "0x4AAA", "pageurl", page, "proxy", "user:pass@10.0.0.1:3128", "proxytype", "HTTP",
+			"userAgent", "Mozilla/5.0", "cookies", "a=1; b=2")},
+		{"base64", p("body", pngImage, "proxy", "10.0.0.1:1080", "proxytype", "socks5")},
+	}
+	for _, tt := range tests {
+		if err := Validate(tt.method, tt.params); err != nil {
+			t.Errorf("Validate(%s, %v): %v", tt.method, tt.params, err)
+		}
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	t.Parallel()
+	const page = "https://shop.example/"
+	tests := []struct {
+		method string
+		params map[string]string
+		field  string
+		msg    string
+	}{
+		{"", nil, "method", "required"},
+		{"hcaptcha", p("sitekey", "x"), "method", `unknown method "hcaptcha"`},
+		{"turnstile", p("sitekey", "x"), "params.pageurl", "required for method turnstile"},
+		{"turnstile", p("pageurl", page), "params.sitekey", "required for method turnstile"},
+		{"turnstile", p("sitekey", "", "pageurl", page), "params.sitekey", "required for method turnstile"},
+		{"turnstile", p("sitekey", "x", "pageurl", "shop.example/"), "params.pageurl", "absolute http or https URL"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "siteKey", "y"), "params.siteKey", "not a parameter of method turnstile"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "key", "y"), "params.key", "not a parameter"},
+		{"userrecaptcha", p("pageurl", page), "params.googlekey", "required for method userrecaptcha"},
+		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "invisible", "yes"), "params.invisible", "integer from 0 to 1"},
+		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "min_score", "0.3"), "params.min_score", "only with version=v3"},
+		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "version", "v3", "min_score", "2"), "params.min_score", "0.1 to 0.9"},
+		{"userrecaptcha", p("googlekey", "k k", "pageurl", page), "params.googlekey", "white space"},
+		{"geetest", p("gt", "g", "pageurl", page), "params.challenge", "required for method geetest"},
+		{"post", p(), "params.file", "required for method post"},
+		{"post", p("file", "!!!"), "params.file", "base64"},
+		{"post", p("file", bmpImage), "params.file", "JPEG, PNG or GIF"},
+		{"base64", p("body", bigImage), "params.body", "larger than 1024 KB"},
+		{"base64", p("body", ""), "params.body", "required for method base64"},
+		{"base64", p("body", pngImage, "recaptcha", "1"), "params.textinstructions", "required with recaptcha=1"},
+		{"base64", p("body", pngImage, "numeric", "9"), "params.numeric", "0 to 4"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", "10.0.0.1"), "params.proxy", "host:port"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", "user@10.0.0.1:80"), "params.proxy", "host:port"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", "10.0.0.1:80", "proxytype", "FTP"), "params.proxytype", "one of"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "proxytype", "HTTP"), "params.proxy", "required with proxytype"},
+	}
+	for _, tt := range tests {
+		err := Validate(tt.method, tt.params)
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			t.Errorf("Validate(%s, %v) = %v, want a *ValidationError", tt.method, tt.params, err)
+			continue
+		}
+		if ve.Field != tt.field || !strings.Contains(ve.Msg, tt.msg) {
+			t.Errorf("Validate(%s, %v) = %q, want field %s saying %q", tt.method, tt.params, err, tt.field, tt.msg)
+		}
+		if !strings.HasPrefix(err.Error(), tt.field+": ") {
+			t.Errorf("error %q does not start with its field", err)
+		}
+	}
+}
+
+func TestValidateErrorReads(t *testing.T) {
+	t.Parallel()
+	err := Validate("turnstile", p("sitekey", "x"))
+	if got, want := err.Error(), "params.pageurl: required for method turnstile"; got != want {
+		t.Errorf("error = %q, want %q", got, want)
+	}
+}
+
+func TestMethods(t *testing.T) {
+	t.Parallel()
+	want := []string{"base64", "geetest", "post", "turnstile", "userrecaptcha"}
+	if got := Methods(); !slices.Equal(got, want) {
+		t.Errorf("Methods() = %v, want %v", got, want)
+	}
+}
+
+func TestKind(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		method string
+		params map[string]string
+		want   string
+	}{
+		{"userrecaptcha", nil, KindRecaptcha},
+		{"userrecaptcha", p("invisible", "1"), KindRecaptcha},
+		{"userrecaptcha", p("version", "v3"), KindRecaptchaV3},
+		{"turnstile", nil, KindTurnstile},
+		{"geetest", nil, KindGeeTest},
+		{"post", nil, KindImage},
+		{"base64", p("recaptcha", "1"), KindGrid},
+	}
+	for _, tt := range tests {
+		if got := Kind(tt.method, tt.params); got != tt.want {
+			t.Errorf("Kind(%s, %v) = %s, want %s", tt.method, tt.params, got, tt.want)
+		}
+	}
+}

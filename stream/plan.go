@@ -1,0 +1,197 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The plan-wide thread quota lives in a stream of its own: one message per
+// thread of the plan. A worker must hold one (delivered, not yet acked) while
+// it talks to the service about a captcha, and gives it back with a Nak the
+// moment the service is done with it. The server hands each message to one
+// holder at a time, so the quota holds across every worker process and
+// machine; a holder that dies gives its thread back after AckWait, like any
+// task; a live holder keeps it with InProgress. No lock service, no clock
+// agreement, nothing outside JetStream.
+const (
+	planStreamName   = "CAPTCHA_PLAN"
+	planSubject      = "captcha-plan.threads"
+	planConsumerName = "plan-threads"
+	planMetaThreads  = "captchaq.plan_threads"
+)
+
+// SetPlan sets the plan-wide thread quota: at most threads captchas are at
+// the solving service at once, across all workers. Zero removes the quota
+// (each worker's --threads alone limits it). It is the one place the quota is
+// set; workers pick a change up within PlanRefresh. Threads held while the
+// quota changes are given back as their solves end, so for a moment the old
+// holders and the new quota may overlap.
+func SetPlan(ctx context.Context, js jetstream.JetStream, t Topology, threads int) error {
+	t = t.withDefaults()
+	if threads < 0 {
+		return fmt.Errorf("plan threads %d: want 0 or more", threads)
+	}
+	if threads == 0 {
+		err := js.DeleteStream(ctx, planStreamName)
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("remove the plan quota: %w", err)
+		}
+		return nil
+	}
+	storage := jetstream.FileStorage
+	if t.Memory {
+		storage = jetstream.MemoryStorage
+	}
+	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        planStreamName,
+		Description: "captchaq: one message per thread of the solving plan",
+		Subjects:    []string{planSubject},
+		Retention:   jetstream.LimitsPolicy,
+		MaxMsgs:     -1,
+		Storage:     storage,
+		Replicas:    t.Replicas,
+		Metadata:    map[string]string{planMetaThreads: strconv.Itoa(threads)},
+	})
+	if err != nil {
+		return fmt.Errorf("plan stream: %w", err)
+	}
+	if _, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       planConsumerName,
+		Description:   "captchaq workers hold one message per captcha at the service",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       t.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}); err != nil {
+		return fmt.Errorf("plan consumer: %w", err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("plan stream: %w", err)
+	}
+	if info.State.Msgs == uint64(threads) {
+		return nil
+	}
+	if err := s.Purge(ctx); err != nil {
+		return fmt.Errorf("reset plan threads: %w", err)
+	}
+	gen := strconv.FormatInt(time.Now().UnixNano(), 36)
+	for i := range threads {
+		if _, err := js.Publish(ctx, planSubject, []byte(strconv.Itoa(i)), jetstream.WithMsgID("thread-"+gen+"-"+strconv.Itoa(i))); err != nil {
+			return fmt.Errorf("plan thread %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// PlanThreads returns the plan-wide thread quota, 0 when none is set.
+func PlanThreads(ctx context.Context, js jetstream.JetStream) (int, error) {
+	s, err := js.Stream(ctx, planStreamName)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("plan stream: %w", err)
+	}
+	n, err := strconv.Atoi(s.CachedInfo().Config.Metadata[planMetaThreads])
+	if err != nil {
+		return 0, fmt.Errorf("plan stream: bad %s metadata: %w", planMetaThreads, err)
+	}
+	return n, nil
+}
+
+// PlanRefresh is how often a worker looks whether the plan quota was set,
+// changed or removed.
+const PlanRefresh = 10 * time.Second
+
+// planThread is one held thread of the plan. release gives it back at once;
+// it is safe to call more than once.
+type planThread struct {
+	m    jetstream.Msg
+	once sync.Once
+}
+
+func (p *planThread) release() {
+	if p == nil {
+		return
+	}
+	p.once.Do(func() { _ = p.m.Nak() })
+}
+
+func (p *planThread) keepAlive() {
+	if p != nil {
+		_ = p.m.InProgress()
+	}
+}
+
+// planGate hands out plan threads to a worker.
+type planGate struct {
+	js      jetstream.JetStream
+	mu      sync.Mutex
+	cons    jetstream.Consumer // nil: no quota
+	checked time.Time
+}
+
+// consumer returns the plan's consumer, nil when no quota is set, looking
+// again at most every PlanRefresh.
+func (g *planGate) consumer(ctx context.Context, now time.Time) jetstream.Consumer {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.checked.IsZero() && now.Sub(g.checked) < PlanRefresh {
+		return g.cons
+	}
+	g.checked = now
+	c, err := g.js.Consumer(ctx, planStreamName, planConsumerName)
+	switch {
+	case err == nil:
+		g.cons = c
+	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrConsumerNotFound):
+		g.cons = nil
+	}
+	// On other errors keep what we had: a passing broker problem must not
+	// lift the quota.
+	return g.cons
+}
+
+// acquire takes up to n plan threads, waiting up to wait for the first when
+// none is free. With no quota it returns n nil threads: nothing to hold.
+func (g *planGate) acquire(ctx context.Context, n int, wait time.Duration, now time.Time) ([]*planThread, error) {
+	c := g.consumer(ctx, now)
+	if c == nil {
+		return make([]*planThread, n), nil
+	}
+	var out []*planThread
+	batch, err := c.FetchNoWait(n)
+	if err == nil {
+		for m := range batch.Messages() {
+			out = append(out, &planThread{m: m})
+		}
+		err = batch.Error()
+	}
+	if len(out) > 0 || (err != nil && !errors.Is(err, jetstream.ErrNoMessages)) {
+		return out, ignoreNoMessages(err)
+	}
+	batch, err = c.Fetch(1, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		return nil, err
+	}
+	for m := range batch.Messages() {
+		out = append(out, &planThread{m: m})
+	}
+	return out, ignoreNoMessages(batch.Error())
+}
+
+func ignoreNoMessages(err error) error {
+	if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
+}
