@@ -298,6 +298,9 @@ func (c *Client) Report(ctx context.Context, id string, good bool) error {
 		action = "reportgood"
 	}
 	r, err := c.call(ctx, "res.php", c.form(url.Values{"action": {action}, "id": {id}}), formType)
+	if CodeOf(err) == CodeReportRecorded {
+		return nil // the plain-text form: a bare OK_REPORT_RECORDED
+	}
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {

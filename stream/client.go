@@ -175,8 +175,11 @@ func publishRetrying(ctx context.Context, js jetstream.JetStream, msg *nats.Msg,
 		if err == nil {
 			return ack, nil
 		}
+		var apiErr *jetstream.APIError
 		retryable := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
-			errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrTimeout)
+			errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrTimeout) ||
+			errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
+			(errors.As(err, &apiErr) && apiErr.Code >= 500) // no leader yet, cluster not available
 		if !retryable || ctx.Err() != nil {
 			return nil, err
 		}

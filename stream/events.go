@@ -28,6 +28,9 @@ const (
 // Events never carry a token or a page URL.
 type Event struct {
 	Kind EventKind `json:"kind"`
+	// Method is the task's method, for stats by method after the outcome
+	// (and its token) is gone.
+	Method string `json:"method,omitempty"`
 	// Gen is the stream sequence of the task message this event belongs to:
 	// a replayed task is a new generation with a fresh budget.
 	Gen uint64 `json:"gen"`

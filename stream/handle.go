@@ -52,7 +52,13 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 			w.finishDead(ctx, j, retry.Reason(last.Reason), last.LastCode)
 			return
 		case EventSolved:
-			if w.resultStored(ctx, j) || !w.cfg.Now().Before(last.ExpiresAt) {
+			stored, err := w.resultStored(ctx, j)
+			if err != nil {
+				j.log.Warn("cannot tell whether the outcome is stored; delivering it again later", slog.Any("error", err))
+				_ = m.NakWithDelay(w.cfg.IdleCheck)
+				return
+			}
+			if stored || !w.cfg.Now().Before(last.ExpiresAt) {
 				w.done(ctx, j)
 				return
 			}
@@ -75,7 +81,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 		lastFail, lastCode = now, "WORKER_LOST"
 		j.log.Warn("previous attempt died with its worker", slog.Int("attempts", attempts))
 	}
-	base := Event{Gen: j.gen, Worker: w.cfg.Name, Delivery: j.delivery, Host: pageHost(j.task.Params),
+	base := Event{Gen: j.gen, Method: j.task.Method, Worker: w.cfg.Name, Delivery: j.delivery, Host: pageHost(j.task.Params),
 		Submitted: j.submitted, Client: j.m.Headers().Get(HeaderClient),
 		FirstFailure: firstFail, LastFailure: lastFail, LastCode: lastCode, Attempts: attempts, Snoozes: snoozes}
 
@@ -291,14 +297,19 @@ func roundSeconds(d time.Duration) float64 {
 	return float64(d.Round(time.Millisecond)) / float64(time.Second)
 }
 
-// resultStored reports whether the outcome of this generation is in the stream.
-func (w *Worker) resultStored(ctx context.Context, j *job) bool {
+// resultStored reports whether the outcome of this generation is in the
+// stream. Only a definite "not there" says no: a failed read is an error, so
+// that a broker hiccup never makes the worker pay the service twice.
+func (w *Worker) resultStored(ctx context.Context, j *job) (bool, error) {
 	m, err := w.s.GetLastMsgForSubject(ctx, resultSubject(j.id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
 	if err != nil {
-		return false
+		return false, fmt.Errorf("look up the outcome of task %s: %w", j.id, err)
 	}
 	g, _ := strconv.ParseUint(m.Header.Get(HeaderGen), 10, 64)
-	return g == j.gen
+	return g == j.gen, nil
 }
 
 func (w *Worker) publishOutcome(ctx context.Context, j *job, out Outcome, opts ...jetstream.PublishOpt) error {

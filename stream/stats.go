@@ -3,8 +3,10 @@ package stream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,88 +21,220 @@ type QueueStats struct {
 	// InFlight is how many are held by workers now (solving, or waiting out
 	// a retry delay).
 	InFlight int `json:"in_flight"`
-	// Limit is the most that may be in flight at once.
+	// Limit is the most that may be in flight at once (the lane limit, or
+	// the topology's MaxInFlight).
 	Limit int `json:"limit"`
-	// OldestQueued is the age of the oldest waiting task.
-	OldestQueued time.Duration `json:"oldest_queued_ns"`
+	// OldestQueued is the age of the oldest waiting task; 0 when none waits.
+	OldestQueued time.Duration `json:"-"`
+	// OldestQueuedSeconds is OldestQueued in seconds, for JSON.
+	OldestQueuedSeconds float64 `json:"oldest_queued_seconds"`
 }
 
-// MethodStats are solve times of one method.
+// MethodStats are the outcomes and solve times of one method.
 type MethodStats struct {
-	Solved int     `json:"solved"`
-	P50    float64 `json:"p50_seconds"`
-	P95    float64 `json:"p95_seconds"`
+	Solved int `json:"solved"`
+	Dead   int `json:"dead"`
+	// P50 and P95 are solve times of the attempts that solved, in seconds
+	// (nearest rank).
+	P50 float64 `json:"p50_seconds"`
+	P95 float64 `json:"p95_seconds"`
 }
 
-// Stats is a snapshot of the queue and of recent outcomes.
+// Stats is a snapshot of the queue and of the outcomes of a recent window.
 type Stats struct {
 	At     time.Time    `json:"at"`
 	Queues []QueueStats `json:"queues"`
-	// Window is how far back the outcome counts reach.
-	Window   time.Duration          `json:"window_ns"`
-	Solved   int                    `json:"solved"`
-	Dead     int                    `json:"dead"`
+	// Queued and InFlight add up the queues.
+	Queued   uint64 `json:"queued"`
+	InFlight int    `json:"in_flight"`
+	// OldestQueued is the age of the oldest waiting task of any queue.
+	OldestQueued        time.Duration `json:"-"`
+	OldestQueuedSeconds float64       `json:"oldest_queued_seconds"`
+	// Solving is how many attempts are under way now across all workers:
+	// tasks whose last event is an attempt. PlanThreads is the plan-wide
+	// thread quota it is held to (SetPlan); 0 when none is set.
+	Solving     int `json:"solving"`
+	PlanThreads int `json:"plan_threads"`
+
+	// Window is how far back the counts below reach; 0: everything the
+	// stream keeps (its retention).
+	Window        time.Duration `json:"-"`
+	WindowSeconds float64       `json:"window_seconds"`
+	// Solved and Dead count tasks that ended so in the window.
+	Solved int `json:"solved"`
+	Dead   int `json:"dead"`
+	// Failed counts failed attempts that were retried; Snoozed, attempts put
+	// off because the service had no free thread (no attempt spent).
+	Failed   int                    `json:"failed_attempts"`
+	Snoozed  int                    `json:"snoozed"`
 	ByReason map[string]int         `json:"dead_by_reason"`
 	ByMethod map[string]MethodStats `json:"by_method"`
-	// PerMinute is solved tasks per minute over the window.
-	PerMinute float64 `json:"solved_per_minute"`
+	// PerMinute is solved tasks per minute, from the window's first solve
+	// (or its start, if earlier solves fell out of it) to now, at least a
+	// minute. LastMinute is the solves of the last minute alone.
+	PerMinute  float64 `json:"solved_per_minute"`
+	LastMinute int     `json:"solved_last_minute"`
 }
 
-// Stats reads the queue from the workers' consumers and the outcomes of the
-// last window from the stream.
+// statsEvent is the part of an Event stats reads. Method is read when an
+// event carries it; otherwise the task's outcome names the method.
+type statsEvent struct {
+	Kind    EventKind `json:"kind"`
+	At      time.Time `json:"at"`
+	Seconds float64   `json:"seconds"`
+	Reason  string    `json:"reason"`
+	Method  string    `json:"method"`
+}
+
+// Stats reads the queues from the workers' consumers, the plan quota, and
+// the outcomes of the last window from the tasks' event logs (which outlive
+// the tokens' outcomes).
 func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error) {
 	now := c.cfg.Now()
-	st := Stats{At: now, Window: window, ByReason: map[string]int{}, ByMethod: map[string]MethodStats{}}
+	st := Stats{At: now, Window: window, WindowSeconds: window.Seconds(), ByReason: map[string]int{}, ByMethod: map[string]MethodStats{}}
 	for _, wc := range workerConsumers() {
-		cons, err := c.s.Consumer(ctx, consumerName(wc.lane, wc.priority))
+		name := consumerName(wc.lane, wc.priority)
+		cons, err := c.s.Consumer(ctx, name)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return st, fmt.Errorf("consumer %s: %w (create the topology first: captchaq server or captchaq init)", name, err)
+		}
 		if err != nil {
-			return st, fmt.Errorf("consumer %s: %w (no worker has started yet?)", consumerName(wc.lane, wc.priority), err)
+			return st, fmt.Errorf("consumer %s: %w", name, err)
 		}
 		info := cons.CachedInfo()
 		q := QueueStats{Lane: wc.lane, Priority: wc.priority, Queued: info.NumPending, InFlight: info.NumAckPending, Limit: info.Config.MaxAckPending}
 		if info.NumPending > 0 {
 			if m, err := c.s.GetMsg(ctx, info.Delivered.Stream+1, jetstream.WithGetMsgSubject(info.Config.FilterSubject)); err == nil {
-				q.OldestQueued = now.Sub(m.Time)
+				q.OldestQueued = max(now.Sub(m.Time), 0)
 			}
 		}
+		q.OldestQueuedSeconds = q.OldestQueued.Seconds()
 		st.Queues = append(st.Queues, q)
+		st.Queued += q.Queued
+		st.InFlight += q.InFlight
+		st.OldestQueued = max(st.OldestQueued, q.OldestQueued)
 	}
-	times := map[string][]float64{}
-	start := now.Add(-window)
-	cfg := []string{subjectResults + ".>"}
-	err := scanSince(ctx, c.s, cfg, start, func(m jetstream.Msg) {
-		var o Outcome
-		if json.Unmarshal(m.Data(), &o) != nil {
-			return
-		}
-		switch o.Status {
-		case StatusSolved:
-			st.Solved++
-			times[o.Method] = append(times[o.Method], o.SolveSeconds)
-		case StatusDead:
-			st.Dead++
-			st.ByReason[o.Reason]++
-		}
-	})
+	st.OldestQueuedSeconds = st.OldestQueued.Seconds()
+
+	threads, err := PlanThreads(ctx, c.js)
 	if err != nil {
 		return st, err
 	}
-	for m, ts := range times {
-		slices.Sort(ts)
-		st.ByMethod[m] = MethodStats{Solved: len(ts), P50: Percentile(ts, 0.50), P95: Percentile(ts, 0.95)}
-	}
+	st.PlanThreads = threads
+
+	var start time.Time // zero: everything the stream keeps
 	if window > 0 {
-		st.PerMinute = float64(st.Solved) / window.Minutes()
+		start = now.Add(-window)
+	}
+	if err := c.countOutcomes(ctx, &st, start); err != nil {
+		return st, err
 	}
 	return st, nil
 }
 
-// scanSince reads, without following, the messages on subjects stored since t.
-func scanSince(ctx context.Context, s jetstream.Stream, subjects []string, t time.Time, fn func(jetstream.Msg)) error {
-	return scan(ctx, s, scanOpts{subjects: subjects, startTime: t}, func(m jetstream.Msg) (bool, error) {
-		fn(m)
+// solvingLookback is how far back stats looks for attempts still under way:
+// longer than any solve.
+const solvingLookback = 15 * time.Minute
+
+// countOutcomes fills the window's counts from the event logs, with the
+// method of each task from its event or its outcome, and counts the attempts
+// under way.
+func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) error {
+	type ended struct {
+		id      string
+		ev      statsEvent
+		seconds float64
+	}
+	var (
+		ends       []ended
+		methods    = map[string]string{}
+		lastKind   = map[string]EventKind{}
+		firstSolve time.Time
+	)
+	from := start
+	if lb := st.At.Add(-solvingLookback); !from.IsZero() && lb.Before(from) {
+		from = lb
+	}
+	subjects := []string{subjectEvents + ".>", subjectResults + ".>"}
+	err := scan(ctx, c.s, scanOpts{subjects: subjects, startTime: from}, func(m jetstream.Msg) (bool, error) {
+		id := idFromSubject(m.Subject())
+		if strings.HasPrefix(m.Subject(), subjectResults+".") {
+			var o Outcome
+			if json.Unmarshal(m.Data(), &o) == nil && o.Method != "" {
+				methods[id] = o.Method
+			}
+			return false, nil
+		}
+		var ev statsEvent
+		if json.Unmarshal(m.Data(), &ev) != nil {
+			return false, nil
+		}
+		if ev.Method != "" {
+			methods[id] = ev.Method
+		}
+		lastKind[id] = ev.Kind
+		if ev.At.Before(start) {
+			return false, nil // before the window: only for Solving
+		}
+		switch ev.Kind {
+		case EventRetry:
+			st.Failed++
+		case EventSnooze:
+			st.Snoozed++
+		case EventSolved:
+			if firstSolve.IsZero() || ev.At.Before(firstSolve) {
+				firstSolve = ev.At
+			}
+			if st.At.Sub(ev.At) <= time.Minute {
+				st.LastMinute++
+			}
+			ends = append(ends, ended{id: id, ev: ev})
+		case EventDead:
+			ends = append(ends, ended{id: id, ev: ev})
+		}
 		return false, nil
 	})
+	if err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
+	for _, k := range lastKind {
+		if k == EventAttempt {
+			st.Solving++
+		}
+	}
+	times := map[string][]float64{}
+	for _, e := range ends {
+		method := methods[e.id]
+		if method == "" {
+			method = "unknown"
+		}
+		ms := st.ByMethod[method]
+		if e.ev.Kind == EventSolved {
+			st.Solved++
+			ms.Solved++
+			times[method] = append(times[method], e.ev.Seconds)
+		} else {
+			st.Dead++
+			ms.Dead++
+			st.ByReason[e.ev.Reason]++
+		}
+		st.ByMethod[method] = ms
+	}
+	for method, ts := range times {
+		slices.Sort(ts)
+		ms := st.ByMethod[method]
+		ms.P50, ms.P95 = Percentile(ts, 0.50), Percentile(ts, 0.95)
+		st.ByMethod[method] = ms
+	}
+	if st.Solved > 0 {
+		from := firstSolve
+		if from.Before(start) {
+			from = start
+		}
+		span := max(st.At.Sub(from), time.Minute)
+		st.PerMinute = float64(st.Solved) / span.Minutes()
+	}
+	return nil
 }
 
 // Percentile returns the p-quantile (0..1) of sorted values by the nearest

@@ -81,6 +81,8 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer nc.Close()
+	ctx, cancelFast := ae.failFast(ctx)
+	defer cancelFast()
 	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "captchaq-dead-" + sub})
 	if err != nil {
 		return explain(err, ae)
@@ -191,6 +193,8 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer nc.Close()
+	ctx, cancelFast := ae.failFast(ctx)
+	defer cancelFast()
 	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{})
 	if err != nil {
 		return explain(err, ae)

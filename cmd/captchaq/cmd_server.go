@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
@@ -14,11 +16,24 @@ import (
 	"github.com/captchaq/captchaq/stream"
 )
 
+// adminFlags name the account `captchaq server` uses, in process, to create
+// and update the topology when the config requires authentication.
+type adminFlags struct {
+	user, password string
+}
+
+func (a *adminFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.user, "admin-user", "admin", "user the server creates the stream and consumers as, when nats.conf requires authentication")
+	fs.StringVar(&a.password, "admin-password", "", "that user's password (set the environment variable: a flag value shows in ps)")
+}
+
 func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("server", "[flags]", stderr)
 	config := fs.String("config", "nats.conf", "nats-server config file; empty or missing ./nats.conf: built-in defaults (127.0.0.1:4222)")
 	store := fs.String("store", "", "JetStream store directory (default: the config's store_dir, else ./data/jetstream)")
 	lazy := fs.Bool("lazy-sync", false, "fsync every 2 minutes instead of before every ack (faster; an OS crash can lose acknowledged tasks)")
+	var admin adminFlags
+	admin.register(fs)
 	var top topoFlags
 	top.register(fs)
 	var lf logFlags
@@ -55,24 +70,77 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		ns.WaitForShutdown()
 		log.Info("server stopped")
 	}()
+	if !ns.JetStreamConfig().SyncAlways {
+		log.Warn("JetStream fsyncs lazily: an OS crash or power loss can lose tasks the server acknowledged",
+			slog.Duration("sync_interval", ns.JetStreamConfig().SyncInterval))
+	}
 
-	// Create or bring up to date the topology, as the system account's owner.
-	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.UserInfo(os.Getenv("CAPTCHAQ_ADMIN_USER"), os.Getenv("CAPTCHAQ_ADMIN_PASSWORD")))
+	// Create or bring up to date the topology, as the admin.
+	opts := []nats.Option{nats.InProcessServer(ns), nats.Name("captchaq-server")}
+	if admin.password != "" {
+		opts = append(opts, nats.UserInfo(admin.user, admin.password))
+	}
+	nc, err := nats.Connect("", opts...)
 	if err != nil {
+		if errors.Is(err, nats.ErrAuthorization) {
+			return fmt.Errorf("create the topology: %s refuses user %q: set %s (and %s if the admin is not %q): %w",
+				*config, admin.user, envName("admin-password"), envName("admin-user"), "admin", err)
+		}
 		return fmt.Errorf("connect in-process: %w", err)
 	}
 	defer nc.Close()
+	if err := ensureTopology(ctx, nc, top.topology(), -1); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "captchaq server ready on %s (store %s)\n", ns.ClientURL(), ns.JetStreamConfig().StoreDir)
+	<-ctx.Done()
+	log.Info("shutting down")
+	return nil
+}
+
+// ensureTopology creates or updates the stream and the workers' consumers,
+// and sets the plan quota unless planThreads is negative.
+func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, planThreads int) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := stream.EnsureTopology(tctx, js, top.topology(), true); err != nil {
-		return fmt.Errorf("topology: %w (with authentication on, set CAPTCHAQ_ADMIN_USER and CAPTCHAQ_ADMIN_PASSWORD)", err)
+	if _, err := stream.EnsureTopology(tctx, js, top, true); err != nil {
+		return fmt.Errorf("create the topology: %w", err)
 	}
-	fmt.Fprintf(stdout, "captchaq server ready on %s (store %s)\n", ns.ClientURL(), ns.JetStreamConfig().StoreDir)
-	<-ctx.Done()
-	log.Info("shutting down")
+	if planThreads >= 0 {
+		if err := stream.SetPlan(tctx, js, top, planThreads); err != nil {
+			return fmt.Errorf("set the plan quota: %w", err)
+		}
+	}
+	return nil
+}
+
+// runInit creates or updates the topology on a NATS server that captchaq
+// does not run: a separately installed nats-server or a cluster.
+func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("init", "[flags]", stderr)
+	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
+	var nf natsFlags
+	nf.register(fs)
+	var top topoFlags
+	top.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	nc, ae, err := nf.connect(ctx, "captchaq-init")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	fctx, cancel := ae.failFast(ctx)
+	defer cancel()
+	if err := ensureTopology(fctx, nc, top.topology(), *plan); err != nil {
+		return explain(err, ae)
+	}
+	t := top.topology()
+	fmt.Fprintf(stdout, "stream %s and the workers' consumers are ready on %s (replicas %d)\n", stream.DefaultStream, nc.ConnectedUrlRedacted(), max(t.Replicas, 1))
 	return nil
 }

@@ -16,7 +16,7 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("stats", "[--watch] [--json] [flags]", stderr)
 	watch := fs.Bool("watch", false, "print again every --interval until interrupted")
 	interval := fs.Duration("interval", 2*time.Second, "with --watch, time between snapshots")
-	window := fs.Duration("window", time.Hour, "outcome counts and solve times cover this much recent time")
+	window := fs.Duration("window", time.Hour, "outcome counts and solve times cover this much recent time (0: all the stream keeps)")
 	asJSON := fs.Bool("json", false, "print one JSON object per snapshot")
 	var nf natsFlags
 	nf.register(fs)
@@ -28,13 +28,18 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer nc.Close()
-	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{})
+	fctx, cancel := ae.failFast(ctx)
+	defer cancel()
+	c, err := stream.NewClient(fctx, nc, stream.ClientConfig{})
 	if err != nil {
 		return explain(err, ae)
 	}
 	for {
-		st, err := c.Stats(ctx, *window)
+		st, err := c.Stats(fctx, *window)
 		if err != nil {
+			if *watch && ctx.Err() != nil {
+				return nil
+			}
 			return explain(err, ae)
 		}
 		if *asJSON {
@@ -57,9 +62,20 @@ func printStats(w io.Writer, st stream.Stats) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "%s\nLANE\tPRIORITY\tQUEUED\tIN FLIGHT\tLIMIT\tOLDEST QUEUED\n", st.At.UTC().Format(time.RFC3339))
 	for _, q := range st.Queues {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", q.Lane, q.Priority, q.Queued, q.InFlight, q.Limit, q.OldestQueued.Round(time.Second))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", q.Lane, q.Priority, q.Queued, q.InFlight, q.Limit, age(q.OldestQueued))
 	}
-	fmt.Fprintf(tw, "\nlast %s: solved %d, dead %d, %.1f solved/min\n", st.Window, st.Solved, st.Dead, st.PerMinute)
+	fmt.Fprintf(tw, "total\t\t%d\t%d\t\t%s\n", st.Queued, st.InFlight, age(st.OldestQueued))
+	plan := "no plan quota set"
+	if st.PlanThreads > 0 {
+		plan = fmt.Sprintf("of %d plan threads (%.0f%%)", st.PlanThreads, 100*float64(st.Solving)/float64(st.PlanThreads))
+	}
+	fmt.Fprintf(tw, "\nsolving now: %d %s\n", st.Solving, plan)
+	win := "all retained"
+	if st.Window > 0 {
+		win = "last " + st.Window.String()
+	}
+	fmt.Fprintf(tw, "%s: solved %d, dead %d, failed attempts %d (retried), snoozed %d\n", win, st.Solved, st.Dead, st.Failed, st.Snoozed)
+	fmt.Fprintf(tw, "throughput: %.1f solved/min, %d in the last minute\n", st.PerMinute, st.LastMinute)
 	reasons := make([]string, 0, len(st.ByReason))
 	for r := range st.ByReason {
 		reasons = append(reasons, r)
@@ -74,11 +90,22 @@ func printStats(w io.Writer, st stream.Stats) {
 	}
 	sort.Strings(methods)
 	if len(methods) > 0 {
-		fmt.Fprintln(tw, "\nMETHOD\tSOLVED\tP50\tP95")
+		fmt.Fprintln(tw, "\nMETHOD\tSOLVED\tDEAD\tP50\tP95")
 	}
 	for _, m := range methods {
 		s := st.ByMethod[m]
-		fmt.Fprintf(tw, "%s\t%d\t%.1fs\t%.1fs\n", m, s.Solved, s.P50, s.P95)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1fs\t%.1fs\n", m, s.Solved, s.Dead, s.P50, s.P95)
 	}
 	_ = tw.Flush()
+}
+
+// age prints a queue age, "-" when nothing waits.
+func age(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }

@@ -94,6 +94,8 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer nc.Close()
+	ctx, cancelFast := ae.failFast(ctx)
+	defer cancelFast()
 	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{})
 	if err != nil {
 		return explain(err, ae)
@@ -169,6 +171,8 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer nc.Close()
+	ctx, cancelFast := ae.failFast(ctx)
+	defer cancelFast()
 	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{})
 	if err != nil {
 		return explain(err, ae)
@@ -205,6 +209,8 @@ func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer nc.Close()
+	ctx, cancelFast := ae.failFast(ctx)
+	defer cancelFast()
 	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{})
 	if err != nil {
 		return explain(err, ae)

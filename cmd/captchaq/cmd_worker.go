@@ -2,27 +2,41 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/metrics"
 )
 
 // solverFlags choose the solving service and its key.
 type solverFlags struct {
 	url, keyFile string
+	pollScale    float64
 }
 
 func (s *solverFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.url, "solver-url", solver.DefaultBaseURL, "base URL of the 2captcha-compatible service (in.php, res.php)")
 	fs.StringVar(&s.keyFile, "key-file", "", "file holding the API key (default: env CAPTCHAAI_API_KEY)")
+	fs.Float64Var(&s.pollScale, "poll-scale", 1, "multiply every polling delay by this (only with a sped-up emulator: fakeapi --speed 10 goes with 0.1)")
 }
 
 func (s *solverFlags) client(timing solver.Timing) (*solver.Client, error) {
+	return s.clientWith(timing, nil)
+}
+
+// clientWith builds the solving service's client; hc (nil: the solver's own
+// default) sends its HTTP requests.
+func (s *solverFlags) clientWith(timing solver.Timing, hc *http.Client) (*solver.Client, error) {
 	key, err := apiKey(s.keyFile)
 	if err != nil {
 		return nil, err
@@ -30,7 +44,10 @@ func (s *solverFlags) client(timing solver.Timing) (*solver.Client, error) {
 	if key == "" {
 		return nil, fmt.Errorf("no API key: set CAPTCHAAI_API_KEY or --key-file")
 	}
-	return solver.NewClient(solver.Config{BaseURL: s.url, APIKey: key, Timing: timing})
+	if timing.Scale == 0 && s.pollScale > 0 && s.pollScale != 1 {
+		timing.Scale = s.pollScale
+	}
+	return solver.NewClient(solver.Config{BaseURL: s.url, APIKey: key, Timing: timing, HTTPClient: hc})
 }
 
 // policyFlags tune the retry policy.
@@ -55,6 +72,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	threads := fs.Int("threads", 4, "tasks this process solves at once")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "on SIGTERM, how long in-flight solves may finish before they are handed back")
 	name := fs.String("name", "", "worker name in the audit trail (default host-pid-random)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464); empty: off")
 	var nf natsFlags
 	nf.register(fs)
 	var sf solverFlags
@@ -72,7 +90,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	sc, err := sf.client(solver.Timing{})
+	m := metrics.NewWorker(*threads)
+	sc, err := sf.clientWith(solver.Timing{}, &http.Client{Transport: m.Transport(nil), Timeout: solver.DefaultHTTPTimeout})
 	if err != nil {
 		return err
 	}
@@ -81,15 +100,62 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer nc.Close()
-	w, err := stream.NewWorker(ctx, nc, stream.WorkerConfig{Solver: sc, Threads: *threads, Policy: pf.policy(),
-		Topology: top.topology(), Name: *name, Logger: log, ShutdownGrace: *grace})
+	ae.setLogger(log)
+
+	// Readiness: connected to NATS, bound to the consumers, and taking tasks.
+	var running atomic.Bool
+	ready := func() error {
+		switch {
+		case !nc.IsConnected():
+			return fmt.Errorf("not connected to NATS (%s)", nc.Status())
+		case !running.Load():
+			return errors.New("not taking tasks")
+		}
+		return nil
+	}
+	if *metricsAddr != "" {
+		stopMetrics, addr, err := serveMetrics(*metricsAddr, metrics.Mux(m.Registry(), ready), log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+		log.Info("serving metrics", slog.String("addr", addr))
+	}
+
+	setup, cancel := ae.failFast(ctx)
+	w, err := stream.NewWorker(setup, nc, stream.WorkerConfig{Solver: m.Solver(sc), Threads: *threads, Policy: pf.policy(),
+		Topology: top.topology(), Name: *name, Logger: log, ShutdownGrace: *grace, Observer: m})
+	cancel()
 	if err != nil {
 		return explain(err, ae)
 	}
-	log.Info("worker started", "threads", *threads, "nats", nc.ConnectedUrlRedacted())
-	if err := w.Run(ctx); err != nil {
+	log.Info("worker started", slog.Int("threads", *threads), slog.String("nats", nc.ConnectedUrlRedacted()))
+	running.Store(true)
+	err = w.Run(ctx)
+	running.Store(false)
+	if err != nil {
 		return &exitError{code: 3, err: err}
 	}
 	log.Info("worker stopped")
 	return nil
+}
+
+// serveMetrics serves h on addr in the background and returns a function
+// that stops it, and the address it listens on.
+func serveMetrics(addr string, h http.Handler, log *slog.Logger) (func(), string, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("--metrics-addr: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", slog.Any("error", err))
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, l.Addr().String(), nil
 }

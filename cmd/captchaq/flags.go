@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,9 +44,15 @@ func envName(flagName string) string {
 	return "CAPTCHAQ_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
+// flagSetParsed, when set (by tests), sees every flag set parseFlags parsed.
+var flagSetParsed func(*flag.FlagSet)
+
 // parseFlags sets every flag from its environment variable, then from args:
 // the command line wins.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	if flagSetParsed != nil {
+		defer flagSetParsed(fs)
+	}
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
 		if v, ok := os.LookupEnv(envName(f.Name)); ok {
@@ -109,16 +118,74 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 
 // asyncErrors keeps the last asynchronous error of a connection (permission
 // violations and authorization errors arrive that way, not as the failing
-// call's error) so that a call's timeout can be explained.
+// call's error) so that a call's timeout can be explained, cancels the
+// contexts registered with failFast when the server refuses an operation, and
+// logs connection trouble once a logger is set.
 type asyncErrors struct {
-	mu   sync.Mutex
-	last error
+	who string // "user NAME", "the user of FILE", or "no user": for messages
+
+	mu      sync.Mutex
+	last    error
+	log     *slog.Logger
+	next    int
+	cancels map[int]context.CancelCauseFunc
+}
+
+// PermissionError is a subject the server refused this connection's user.
+type PermissionError struct {
+	// Who names the user: "user producer", "the user of app.creds".
+	Who string
+	// Op is "publish" or "subscribe".
+	Op string
+	// Subject is the refused subject.
+	Subject string
+}
+
+func (e *PermissionError) Error() string {
+	return fmt.Sprintf("permission denied: %s may not %s to %q", e.Who, e.Op, e.Subject)
+}
+
+// Unwrap makes the error match nats.ErrPermissionViolation.
+func (e *PermissionError) Unwrap() error { return nats.ErrPermissionViolation }
+
+var permissionRe = regexp.MustCompile(`(?i)permissions violation for (publish|subscription) to "([^"]+)"`)
+
+// permissionError turns the server's "Permissions Violation for Publish to
+// "X"" into a *PermissionError naming the user; nil if err is no violation.
+func permissionError(who string, err error) *PermissionError {
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		return nil
+	}
+	pe := &PermissionError{Who: who, Op: "publish", Subject: "?"}
+	if m := permissionRe.FindStringSubmatch(err.Error()); m != nil {
+		pe.Subject = m[2]
+		if strings.EqualFold(m[1], "subscription") {
+			pe.Op = "subscribe"
+		}
+	}
+	return pe
 }
 
 func (a *asyncErrors) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
+	if pe := permissionError(a.who, err); pe != nil {
+		err = pe
+	}
 	a.mu.Lock()
 	a.last = err
+	log := a.log
+	var cancels []context.CancelCauseFunc
+	if _, ok := err.(*PermissionError); ok {
+		for _, c := range a.cancels {
+			cancels = append(cancels, c)
+		}
+	}
 	a.mu.Unlock()
+	for _, c := range cancels {
+		c(err)
+	}
+	if log != nil {
+		log.Error("NATS server refused an operation", slog.Any("error", err))
+	}
 }
 
 func (a *asyncErrors) get() error {
@@ -127,15 +194,72 @@ func (a *asyncErrors) get() error {
 	return a.last
 }
 
+// setLogger makes later asynchronous errors, disconnections and
+// reconnections show in log.
+func (a *asyncErrors) setLogger(log *slog.Logger) {
+	a.mu.Lock()
+	a.log = log
+	a.mu.Unlock()
+}
+
+func (a *asyncErrors) logger() *slog.Logger {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.log
+}
+
+// failFast returns a context that ends as soon as the server refuses an
+// operation of this connection, with the *PermissionError as its cause, so
+// that a refused request fails at once rather than after its timeout.
+func (a *asyncErrors) failFast(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	a.mu.Lock()
+	if a.cancels == nil {
+		a.cancels = map[int]context.CancelCauseFunc{}
+	}
+	id := a.next
+	a.next++
+	a.cancels[id] = cancel
+	a.mu.Unlock()
+	return ctx, func() {
+		a.mu.Lock()
+		delete(a.cancels, id)
+		a.mu.Unlock()
+		cancel(context.Canceled)
+	}
+}
+
+// who names the identity the flags connect as, for error messages.
+func (n *natsFlags) who() string {
+	switch {
+	case n.user != "":
+		return "user " + strconv.Quote(n.user)
+	case n.creds != "":
+		return "the user of " + n.creds
+	}
+	return "the anonymous user"
+}
+
 // connect dials NATS with the flags' credentials; name identifies the client.
+// With several URLs it connects to any and fails over to the others.
 func (n *natsFlags) connect(ctx context.Context, name string) (*nats.Conn, *asyncErrors, error) {
-	ae := &asyncErrors{}
+	ae := &asyncErrors{who: n.who()}
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.Timeout(5 * time.Second),
 		nats.ErrorHandler(ae.handler),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if log := ae.logger(); log != nil && err != nil {
+				log.Warn("disconnected from NATS; reconnecting", slog.Any("error", err))
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			if log := ae.logger(); log != nil {
+				log.Info("reconnected to NATS", slog.String("server", nc.ConnectedUrlRedacted()))
+			}
+		}),
 	}
 	if n.user != "" {
 		opts = append(opts, nats.UserInfo(n.user, n.password))
@@ -156,25 +280,56 @@ func (n *natsFlags) connect(ctx context.Context, name string) (*nats.Conn, *asyn
 	}
 	nc, err := nats.Connect(n.url, opts...)
 	if err != nil {
-		who := "without credentials"
-		if n.user != "" {
-			who = "as user " + n.user
-		}
-		return nil, nil, fmt.Errorf("connect to %s %s: %w", n.url, who, err)
+		return nil, nil, n.connectError(err)
 	}
 	return nc, ae, nil
 }
 
-// explain adds the connection's last asynchronous error (a permission
-// violation, say) to an error that would otherwise read as a bare timeout.
+// connectError says in one line why the server would not take us.
+func (n *natsFlags) connectError(err error) error {
+	where := redactURLs(n.url)
+	switch {
+	case errors.Is(err, nats.ErrAuthorization) && n.user == "" && n.creds == "":
+		return fmt.Errorf("connect to %s: the server requires credentials: set --user and --password (%s, %s) or --creds (%s): %w",
+			where, envName("user"), envName("password"), envName("creds"), err)
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
+		return fmt.Errorf("connect to %s: authentication failed for %s (wrong user name or password?): %w", where, n.who(), err)
+	}
+	return fmt.Errorf("connect to %s as %s: %w", where, n.who(), err)
+}
+
+// redactURLs hides passwords in a comma-separated list of URLs.
+func redactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if u, err := url.Parse(p); err == nil && u.User != nil {
+			if _, has := u.User.Password(); has {
+				u.User = url.UserPassword(u.User.Username(), "REDACTED")
+			}
+			p = u.String()
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, ",")
+}
+
+// explain turns an error that would otherwise read as a bare timeout or
+// cancellation into one line that says what the server refused: the
+// connection's last asynchronous error (a permission violation names the
+// subject and the user), or ctx's cause when failFast ended it.
 func explain(err error, ae *asyncErrors) error {
 	if err == nil || ae == nil {
 		return err
 	}
-	if last := ae.get(); last != nil && !strings.Contains(err.Error(), last.Error()) {
-		return fmt.Errorf("%w (server said: %v)", err, last)
+	last := ae.get()
+	if last == nil || strings.Contains(err.Error(), last.Error()) {
+		return err
 	}
-	return err
+	if pe, ok := last.(*PermissionError); ok {
+		return fmt.Errorf("%w (%v)", pe, err)
+	}
+	return fmt.Errorf("%w (server said: %v)", err, last)
 }
 
 // apiKey reads the solving service's key: from CAPTCHAAI_API_KEY, or from

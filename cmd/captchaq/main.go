@@ -35,6 +35,8 @@ var commands = map[string]command{
 	"fakeapi": {"serve the emulator of the solving service (for tests and demos)", runFakeAPI},
 	"balance": {"print the solving service account's balance", runBalance},
 	"report":  {"report a solved captcha as good or bad to the solving service", runReport},
+	"init":    {"create or update the stream, consumers and plan quota on a NATS server captchaq does not run (admin)", runInit},
+	"passwd":  {"print the bcrypt hash of a password read from stdin (for nats.conf)", runPasswd},
 }
 
 // exitError carries a process exit code through the error chain.

@@ -609,6 +609,10 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 			s.stats.ReportsBad++
 		}
 		s.mu.Unlock()
+		if !jsonOut {
+			io.WriteString(w, "OK_REPORT_RECORDED") // bare, as the service sends it
+			return
+		}
 		v, _ := json.Marshal("OK_REPORT_RECORDED")
 		s.reply(w, jsonOut, "", "", v, "")
 	case now.Before(c.readyAt):

@@ -83,7 +83,7 @@ func TestSubmitChecks(t *testing.T) {
 		{"base64 not an image", post("/in.php", vals("key", k, "method", "base64", "body", base64.StdEncoding.EncodeToString([]byte("BMxxxx")))), "ERROR_IMAGE_TYPE_NOT_SUPPORTED"},
 		{"base64 too big", post("/in.php", vals("key", k, "method", "base64", "body", base64.StdEncoding.EncodeToString(append(png, make([]byte, MaxImageSize)...)))), "ERROR_TOO_BIG_CAPTCHA_FILESIZE"},
 		{"base64 ok", post("/in.php", vals("key", k, "method", "base64", "body", base64.StdEncoding.EncodeToString(png))), "OK|"},
-		{"multipart ok", multipartPost(t, map[string]string{"key": k, "method": "post", "json": "1"}, "c.png", png), `"status":1`},
+		{"multipart ok", multipartPost(t, map[string]string{"key": k, "method": "post", "json": "1"}, "c.png", png), `{"status":1,"request":"`},
 		{"multipart bad extension", multipartPost(t, map[string]string{"key": k, "method": "post"}, "c.bmp", png), "ERROR_WRONG_FILE_EXTENSION"},
 		{"post without file", post("/in.php", vals("key", k, "method", "post")), "ERROR_ZERO_CAPTCHA_FILESIZE"},
 		{"res no action", post("/res.php", vals("key", k, "id", "1")), "ERROR_EMPTY_ACTION"},

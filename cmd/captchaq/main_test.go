@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain lets the test binary stand in for the captchaq binary: the
+// process tests start it again with CAPTCHAQ_TEST_MAIN=1 and captchaq's
+// arguments, so real processes are killed without a separate build.
+func TestMain(m *testing.M) {
+	if os.Getenv("CAPTCHAQ_TEST_MAIN") == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// proc is a captchaq process started by a test.
+type proc struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []string
+	added chan struct{} // closed and replaced whenever a line arrives
+	exit  chan error
+}
+
+// startProc runs captchaq with args; env adds to the test's environment.
+// It is killed at the end of the test if still running.
+func startProc(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), "CAPTCHAQ_TEST_MAIN=1"), env...)
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	p := &proc{t: t, cmd: cmd, added: make(chan struct{}), exit: make(chan error, 1)}
+	require.NoError(t, cmd.Start())
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			close(p.added)
+			p.added = make(chan struct{})
+			p.mu.Unlock()
+		}
+	}()
+	go func() {
+		err := cmd.Wait()
+		_ = pw.Close()
+		p.exit <- err
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("output of captchaq %s:\n%s", strings.Join(args, " "), p.output())
+		}
+	})
+	return p
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
+}
+
+// waitLine waits until the process printed a line containing s.
+func (p *proc) waitLine(s string, timeout time.Duration) {
+	p.t.Helper()
+	deadline := time.After(timeout)
+	for {
+		p.mu.Lock()
+		for _, l := range p.lines {
+			if strings.Contains(l, s) {
+				p.mu.Unlock()
+				return
+			}
+		}
+		added := p.added
+		p.mu.Unlock()
+		select {
+		case <-added:
+		case <-deadline:
+			p.t.Fatalf("no line with %q within %s; output:\n%s", s, timeout, p.output())
+		}
+	}
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *proc) wait(timeout time.Duration) int {
+	p.t.Helper()
+	select {
+	case err := <-p.exit:
+		p.exit <- err
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		require.NoError(p.t, err)
+		return 0
+	case <-time.After(timeout):
+		p.t.Fatalf("still running after %s; output:\n%s", timeout, p.output())
+		return -1
+	}
+}
+
+func (p *proc) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(10 * time.Second)
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

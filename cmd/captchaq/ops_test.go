@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/captchaq/captchaq/solver/fakeapi"
+)
+
+// The shipped nats.conf reads the roles' bcrypt hashes from the environment;
+// they are set once for the test binary (parallel tests cannot t.Setenv).
+var (
+	roleEnvOnce   sync.Once
+	rolePasswords = map[string]string{"producer": "producer-pw", "worker": "worker-pw", "admin": "admin-pw"}
+)
+
+func setRoleEnv() {
+	roleEnvOnce.Do(func() {
+		for user, pw := range rolePasswords {
+			h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+			if err != nil {
+				panic(err)
+			}
+			os.Setenv("CAPTCHAQ_"+strings.ToUpper(user)+"_PASSWORD_HASH", string(h))
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for a command writing while a test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startServer runs `captchaq server` with a copy of the shipped nats.conf on
+// a random port and returns its client URL.
+func startServer(t *testing.T) string {
+	t.Helper()
+	setRoleEnv()
+	b, err := os.ReadFile(filepath.Join("..", "..", "nats.conf"))
+	require.NoError(t, err)
+	conf := strings.Replace(string(b), "listen: 127.0.0.1:4222", "listen: 127.0.0.1:-1", 1)
+	require.NotEqual(t, string(b), conf)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "nats.conf")
+	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runServer(ctx, []string{"--config", path, "--store", filepath.Join(dir, "js"), "--admin-password", rolePasswords["admin"],
+			"--log-level", "error"}, &out, io.Discard)
+	}()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	re := regexp.MustCompile(`ready on (nats://\S+)`)
+	var url string
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("server stopped: %v", err)
+		default:
+		}
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			url = m[1]
+			return true
+		}
+		return false
+	}, 20*time.Second, 10*time.Millisecond)
+	return url
+}
+
+func as(user string) []string {
+	return []string{"--user", user, "--password", rolePasswords[user]}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+func httpGet(t *testing.T, url string) (string, int) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return err.Error(), 0
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b), resp.StatusCode
+}
+
+// TestOperationsWalkthrough follows the README: the server with the shipped
+// nats.conf, a worker and a producer under their roles, then stats and
+// /metrics.
+func TestOperationsWalkthrough(t *testing.T) {
+	t.Parallel()
+	url := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	api := httptest.NewServer(fakeapi.New(fakeapi.Config{TimeScale: 0.001, Seed: 7,
+		Faults: fakeapi.Faults{Rules: []fakeapi.Rule{{Param: "pageurl", Contains: "bad.example", Code: "ERROR_PAGEURL"}}}}))
+	t.Cleanup(api.Close)
+	keyFile := filepath.Join(t.TempDir(), "key")
+	require.NoError(t, os.WriteFile(keyFile, []byte(fakeapi.TestKey), 0o600))
+
+	maddr := freeAddr(t)
+	wctx, stopWorker := context.WithCancel(ctx)
+	wdone := make(chan error, 1)
+	go func() {
+		args := append([]string{"--nats", url, "--key-file", keyFile, "--solver-url", api.URL, "--metrics-addr", maddr, "--threads", "2",
+			"--log-format", "json"}, as("worker")...)
+		wdone <- runWorker(wctx, args, io.Discard, io.Discard)
+	}()
+	require.Eventually(t, func() bool {
+		_, code := httpGet(t, "http://"+maddr+"/readyz")
+		return code == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond, "the worker becomes ready")
+
+	tasks := filepath.Join(t.TempDir(), "tasks.jsonl")
+	require.NoError(t, os.WriteFile(tasks, []byte(
+		`{"id":"walk-1","method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://bad.example/checkout"}}`+"\n"), 0o600))
+	var out strings.Builder
+	err := runSubmit(ctx, append(append([]string{"--nats", url, "--wait"}, as("producer")...), tasks), &out, io.Discard)
+	var ee *exitError
+	require.ErrorAs(t, err, &ee, "the task is dead: exit 1")
+	require.Equal(t, 1, ee.code, "%v", err)
+	require.Contains(t, out.String(), `"status":"dead"`)
+	require.Contains(t, out.String(), `"error":"ERROR_PAGEURL"`)
+
+	out.Reset()
+	require.NoError(t, runStats(ctx, append([]string{"--nats", url, "--json"}, as("producer")...), &out, io.Discard))
+	require.Contains(t, out.String(), `"dead":1`)
+	out.Reset()
+	require.NoError(t, runStats(ctx, append([]string{"--nats", url}, as("admin")...), &out, io.Discard))
+	require.Contains(t, out.String(), "dead permanent: 1")
+
+	body, code := httpGet(t, "http://"+maddr+"/metrics")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `captchaq_tasks_total{method="turnstile",outcome="dead"} 1`)
+	require.Contains(t, body, `captchaq_api_calls_total{endpoint="in.php",code="ERROR_PAGEURL"} 1`)
+	body, code = httpGet(t, "http://"+maddr+"/healthz")
+	require.Equal(t, http.StatusOK, code, body)
+
+	stopWorker()
+	require.NoError(t, <-wdone)
+}
+
+// TestPermissionViolationIsOneLine: a refused operation fails at once with
+// one line that names the subject and the user, not after a timeout.
+func TestPermissionViolationIsOneLine(t *testing.T) {
+	t.Parallel()
+	url := startServer(t)
+	ctx := context.Background()
+
+	start := time.Now()
+	err := runInit(ctx, append([]string{"--nats", url}, as("producer")...), io.Discard, io.Discard)
+	require.Error(t, err)
+	require.Less(t, time.Since(start), 3*time.Second, "no request timeout")
+	require.NotContains(t, err.Error(), "\n")
+	require.Regexp(t, `^permission denied: user "producer" may not publish to "\$JS\.API\.STREAM\.UPDATE\.CAPTCHA"`, err.Error())
+	var pe *PermissionError
+	require.ErrorAs(t, err, &pe)
+
+	err = runStats(ctx, append([]string{"--nats", url}, as("worker")...), io.Discard, io.Discard)
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "\n")
+	require.Contains(t, err.Error(), `user "worker" may not publish to "$JS.API.CONSUMER.CREATE.CAPTCHA.`)
+
+	var out strings.Builder
+	require.NoError(t, runInit(ctx, append([]string{"--nats", url, "--plan-threads", "5"}, as("admin")...), &out, io.Discard))
+	require.Contains(t, out.String(), "ready on")
+}
+
+func TestConnectErrorsSayWhy(t *testing.T) {
+	t.Parallel()
+	url := startServer(t)
+	ctx := context.Background()
+	err := runStats(ctx, []string{"--nats", url}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "the server requires credentials: set --user and --password (CAPTCHAQ_USER, CAPTCHAQ_PASSWORD)")
+	err = runStats(ctx, []string{"--nats", url, "--user", "producer", "--password", "not-the-pw-1"}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, `authentication failed for user "producer"`)
+	require.NotContains(t, err.Error(), "not-the-pw-1", "never the password")
+
+	err = runStats(ctx, []string{"--nats", strings.Replace(url, "nats://", "nats://producer:secret@", 1)}, io.Discard, io.Discard)
+	if err != nil {
+		require.NotContains(t, err.Error(), "secret")
+	}
+}
+
+func TestPasswdGenerates(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	require.NoError(t, runPasswd(context.Background(), []string{"--generate", "--cost", "4"}, &out, io.Discard))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 2)
+	require.NoError(t, bcrypt.CompareHashAndPassword([]byte(lines[1]), []byte(lines[0])))
+	require.True(t, strings.HasPrefix(lines[1], "$2a$"))
+	var ee *exitError
+	require.True(t, errors.As(runPasswd(context.Background(), []string{"--cost", "99"}, io.Discard, io.Discard), &ee))
+	require.Equal(t, 2, ee.code)
+}

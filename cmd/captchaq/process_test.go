@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream"
+)
+
+// emulatorURL serves the solving service's emulator on 127.0.0.1.
+func emulatorURL(t *testing.T, cfg fakeapi.Config) (*fakeapi.Server, string) {
+	t.Helper()
+	cfg.BurstLimit = 1 << 20
+	api := fakeapi.New(cfg)
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	return api, srv.URL
+}
+
+// listeningServer starts an embedded nats-server on a random 127.0.0.1 port
+// and creates the topology.
+func listeningServer(t *testing.T, top stream.Topology) (string, jetstream.JetStream, *stream.Client) {
+	t.Helper()
+	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: t.TempDir(), Listen: true, Port: -1, LazySync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	_, err = stream.EnsureTopology(ctx, js, top, true)
+	require.NoError(t, err)
+	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{Topology: top, Name: "process-test"})
+	require.NoError(t, err)
+	return ns.ClientURL(), js, c
+}
+
+var keyEnv = []string{"CAPTCHAAI_API_KEY=" + fakeapi.TestKey}
+
+// The issue's "done when": the sample task file through a separately started
+// server, two worker processes and `submit --wait`, each task ending with
+// exactly one outcome.
+func TestSeparateProcessesEndToEnd(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	port := freePort(t)
+	conf := filepath.Join(dir, "nats.conf")
+	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\njetstream { store_dir: %q }\n", port, filepath.Join(dir, "js"))), 0o600))
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	api, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.01, Seed: 1})
+
+	server := startProc(t, nil, "server", "--config", conf, "--lazy-sync")
+	server.waitLine("captchaq server ready", 30*time.Second)
+	for i := range 2 {
+		w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu, "--poll-scale", "0.01", "--threads", "8",
+			"--name", fmt.Sprintf("proc-worker-%d", i+1))
+		w.waitLine("worker started", 30*time.Second)
+	}
+
+	submit := exec.Command(os.Args[0], "submit", "--nats", url, "--wait", "--timeout", "2m", filepath.Join("..", "..", "testdata", "tasks.jsonl"))
+	submit.Env = append(os.Environ(), "CAPTCHAQ_TEST_MAIN=1")
+	out, err := submit.CombinedOutput()
+	require.NoError(t, err, "submit --wait: %s", out)
+
+	receipts, outcomes := map[string]bool{}, map[string]stream.Outcome{}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		var line struct {
+			stream.Outcome
+			Seq uint64 `json:"seq"`
+		}
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), sc.Text())
+		if line.Status == "" {
+			receipts[line.ID] = true
+			continue
+		}
+		_, dup := outcomes[line.ID]
+		require.False(t, dup, "one outcome per task: %s", line.ID)
+		outcomes[line.ID] = line.Outcome
+	}
+	require.Len(t, receipts, 30)
+	require.Len(t, outcomes, 30)
+	for id, o := range outcomes {
+		require.True(t, receipts[id])
+		require.Equal(t, stream.StatusSolved, o.Status, id)
+		require.NotEmpty(t, o.Solution, id)
+	}
+	require.Equal(t, 30, api.Stats().Solved)
+
+	// Each task has exactly one outcome message in the stream, whoever solved it.
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	s, err := js.Stream(context.Background(), "CAPTCHA")
+	require.NoError(t, err)
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter("captcha.results.>"))
+	require.NoError(t, err)
+	require.Len(t, info.State.Subjects, 30)
+	for subj, n := range info.State.Subjects {
+		require.Equal(t, uint64(1), n, subj)
+	}
+
+	require.NoError(t, server.cmd.Process.Signal(os.Interrupt))
+	require.Zero(t, server.wait(30*time.Second), "clean shutdown")
+}
+
+// A task whose worker process is SIGKILLed on every delivery ends in the
+// dead letter as crashed once the attempt budget is spent. No advisory
+// listener is involved: the next worker to get the task counts the attempts
+// that never ended in its event log.
+func TestWorkerKilledOnEveryDeliveryEndsCrashed(t *testing.T) {
+	t.Parallel()
+	top := stream.Topology{AckWait: time.Second}
+	url, _, client := listeningServer(t, top)
+	api, emu := emulatorURL(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: {Min: time.Hour, Max: time.Hour}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := client.Submit(ctx, stream.Task{ID: "doomed", Method: "turnstile",
+		Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/checkout"}})
+	require.NoError(t, err)
+
+	worker := func() *proc {
+		return startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu, "--max-attempts", "3", "--threads", "1")
+	}
+	for attempt := 1; attempt <= 3; attempt++ {
+		w := worker()
+		// The worker is mid-solve once the service has the captcha.
+		require.Eventually(t, func() bool { return api.Stats().Submitted == attempt }, time.Minute, 10*time.Millisecond)
+		w.kill()
+	}
+	w := worker()
+	out, err := client.Wait(ctx, r.ID)
+	require.ErrorIs(t, err, stream.ErrNotSolved)
+	require.Equal(t, string(retry.ReasonCrashed), out.Reason)
+	require.Equal(t, 3, out.Attempts)
+	require.Equal(t, 3, api.Stats().Submitted, "the dead-lettering worker never sent it again")
+
+	d, err := client.DeadLetterOf(ctx, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, retry.ReasonCrashed, d.Reason)
+	require.Equal(t, "WORKER_LOST", d.Error)
+	tr, err := client.Trace(ctx, r.ID)
+	require.NoError(t, err)
+	attempts := 0
+	for _, e := range tr {
+		if e.Kind == "attempt" {
+			attempts++
+		}
+	}
+	require.Equal(t, 3, attempts)
+	w.kill()
+}
+
+// The plan-wide quota holds across worker processes: 5 processes × 20
+// threads against a 15-thread plan never put more than 15 captchas at the
+// service, and keep all 15 busy.
+func TestPlanQuotaAcrossWorkerProcesses(t *testing.T) {
+	t.Parallel()
+	top := stream.Topology{}
+	url, js, client := listeningServer(t, top)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, stream.SetPlan(ctx, js, top, 15))
+	api, emu := emulatorURL(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: {Min: 600 * time.Millisecond, Max: 600 * time.Millisecond}}})
+	for range 5 {
+		w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu, "--poll-scale", "0.01", "--threads", "20")
+		w.waitLine("worker started", 30*time.Second)
+	}
+	tasks := make([]stream.Task, 90)
+	for i := range tasks {
+		tasks[i] = stream.Task{ID: fmt.Sprintf("p%02d", i), Method: "turnstile",
+			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/checkout"}}
+	}
+	receipts, err := client.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+	solved := 0
+	require.NoError(t, client.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
+		require.NoError(t, err)
+		solved++
+	}))
+	require.Equal(t, 90, solved)
+	require.Equal(t, 15, api.Stats().MaxConcurrent)
+}

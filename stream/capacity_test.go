@@ -1,0 +1,122 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+)
+
+func TestPlanQuotaHoldsAcrossWorkersAndIsUsedInFull(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: fixed(60 * time.Millisecond)}}, 0.002)
+	js, err := jetstream.New(b.nc)
+	require.NoError(t, err)
+	require.NoError(t, SetPlan(ctx, js, b.top, 15))
+	n, err := PlanThreads(ctx, js)
+	require.NoError(t, err)
+	require.Equal(t, 15, n)
+
+	// 5 worker pools × 20 threads = 100 threads against a 15-thread plan.
+	for range 5 {
+		b.startWorker(t, WorkerConfig{Solver: sc, Threads: 20})
+	}
+	tasks := make([]Task, 200)
+	for i := range tasks {
+		tasks[i] = turnstileTask(fmt.Sprintf("q%03d", i))
+	}
+	receipts, err := b.client.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+	solved := 0
+	require.NoError(t, b.client.WaitAll(ctx, receipts, func(o Outcome, err error) {
+		require.NoError(t, err)
+		solved++
+	}))
+	require.Equal(t, len(tasks), solved)
+	st := api.Stats()
+	require.Equal(t, 15, st.MaxConcurrent, "never more than the plan's 15 threads at the service, and all 15 used")
+	require.Zero(t, st.Codes["ERROR_ZERO_BALANCE"])
+}
+
+func TestHighPriorityJumpsTheQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	tasks := make([]Task, 1000)
+	for i := range tasks {
+		tasks[i] = turnstileTask(fmt.Sprintf("n%04d", i))
+		tasks[i].Params["pageurl"] = fmt.Sprintf("https://shop.example/n%04d", i)
+	}
+	_, err := b.client.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+
+	started := make(chan string, 10)
+	gate := make(chan struct{})
+	var once sync.Once
+	b.startWorker(t, WorkerConfig{Threads: 1, Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		started <- req.Params["pageurl"]
+		once.Do(func() { // the first (normal) task holds the only thread
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+		})
+		return tokenSolver().Solve(ctx, req)
+	})})
+	first := <-started
+	require.Contains(t, first, "/n0000", "normal tasks run in order")
+	high := turnstileTask("urgent")
+	high.Params["pageurl"] = "https://shop.example/login/urgent"
+	high.Priority = "high"
+	_, err = b.client.Submit(ctx, high)
+	require.NoError(t, err)
+	close(gate)
+	require.Contains(t, <-started, "/login/urgent", "the high task takes the next free thread, before 999 queued normal ones")
+}
+
+func TestFastLaneIsNotStarvedBySlowBacklog(t *testing.T) {
+	t.Parallel()
+	// Plan of 4 threads; the slow lane may hold at most 3 of them.
+	top := Topology{LaneLimits: map[Lane]int{LaneSlow: 3}}
+	b := setup(t, top)
+	ctx := testContext(t)
+	_, sc := emulator(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{
+		solver.KindRecaptcha: fixed(300 * time.Millisecond), solver.KindTurnstile: fixed(10 * time.Millisecond)}}, 0.002)
+	js, err := jetstream.New(b.nc)
+	require.NoError(t, err)
+	require.NoError(t, SetPlan(ctx, js, top, 4))
+
+	slow := make([]Task, 60)
+	for i := range slow {
+		slow[i] = Task{ID: fmt.Sprintf("slow%02d", i), Method: "userrecaptcha",
+			Params: Params{"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": "https://shop.example/login"}}
+	}
+	_, err = b.client.SubmitAll(ctx, slow)
+	require.NoError(t, err)
+	b.startWorker(t, WorkerConfig{Solver: sc, Threads: 8})
+	fast := make([]Task, 10)
+	for i := range fast {
+		fast[i] = turnstileTask(fmt.Sprintf("fast%02d", i))
+	}
+	receipts, err := b.client.SubmitAll(ctx, fast)
+	require.NoError(t, err)
+	require.NoError(t, b.client.WaitAll(ctx, receipts, func(o Outcome, err error) { require.NoError(t, err) }))
+
+	// Every fast task is done while most of the slow backlog still waits:
+	// 60 slow tasks × 300 ms over 3 threads take 6 s.
+	cons, err := b.client.s.Consumer(ctx, consumerName(LaneSlow, priorityNormal))
+	require.NoError(t, err)
+	info, err := cons.Info(ctx)
+	require.NoError(t, err)
+	require.Greater(t, info.NumPending, uint64(30), "fast tasks did not wait behind the slow backlog")
+	require.LessOrEqual(t, info.NumAckPending, 3, "the slow lane stays within its limit")
+}

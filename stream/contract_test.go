@@ -1,0 +1,162 @@
+package stream_test
+
+// The wire contract (README, "Wire contract (other languages)") seen from a
+// producer that has only a NATS client: these tests publish tasks and read
+// outcomes with nats.go and its jetstream package and encoding/json alone —
+// no type, constant or function of package stream — so that the subjects,
+// headers and JSON fields the README promises cannot drift from what the
+// workers do. Only the workers come from captchaq (through streamtest).
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/streamtest"
+)
+
+// rawProducer is what a Node.js or Python producer has: a NATS connection
+// over TCP and a JetStream context.
+type rawProducer struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+func newRawProducer(t *testing.T, url string) *rawProducer {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.Name("raw-producer"))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return &rawProducer{nc: nc, js: js}
+}
+
+// publish sends a task body on captcha.tasks.<lane>.<priority>.<id> with
+// Nats-Msg-Id: <id>, as the README says.
+func (p *rawProducer) publish(t *testing.T, ctx context.Context, lane, priority, id string, body []byte) *jetstream.PubAck {
+	t.Helper()
+	msg := nats.NewMsg("captcha.tasks." + lane + "." + priority + "." + id)
+	msg.Header.Set("Nats-Msg-Id", id)
+	msg.Data = body
+	ack, err := p.js.PublishMsg(ctx, msg)
+	require.NoError(t, err)
+	require.Equal(t, "CAPTCHA", ack.Stream)
+	return ack
+}
+
+// outcome reads the outcome of the task message at sequence gen from
+// captcha.results.<id>, whether it was stored before or after the call.
+func (p *rawProducer) outcome(t *testing.T, ctx context.Context, id string, gen uint64) (jetstream.Msg, map[string]any) {
+	t.Helper()
+	cons, err := p.js.OrderedConsumer(ctx, "CAPTCHA", jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"captcha.results." + id}})
+	require.NoError(t, err)
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		require.NoError(t, err, "no outcome of task %s", id)
+		if m.Headers().Get("Captchaq-Gen") != strconv.FormatUint(gen, 10) {
+			continue // the outcome of an earlier submission of the same id
+		}
+		var out map[string]any
+		require.NoError(t, json.Unmarshal(m.Data(), &out))
+		return m, out
+	}
+}
+
+func contractContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestContractRawClientSolved(t *testing.T) {
+	t.Parallel()
+	env := streamtest.Start(t, streamtest.WithListen())
+	p := newRawProducer(t, env.URL())
+	ctx := contractContext(t)
+
+	// A core subscription sees the outcome as it is stored (`nats sub`).
+	live, err := p.nc.SubscribeSync("captcha.results.contract-1")
+	require.NoError(t, err)
+
+	body := []byte(`{"id":"contract-1","method":"turnstile",` +
+		`"params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/checkout"},` +
+		`"deadline":"` + time.Now().Add(time.Minute).UTC().Format(time.RFC3339) + `"}`)
+	ack := p.publish(t, ctx, "fast", "normal", "contract-1", body)
+	require.False(t, ack.Duplicate)
+	again := p.publish(t, ctx, "fast", "normal", "contract-1", body)
+	require.True(t, again.Duplicate, "the same Nats-Msg-Id within the window enqueues nothing")
+	require.Equal(t, ack.Sequence, again.Sequence)
+
+	m, out := p.outcome(t, ctx, "contract-1", ack.Sequence)
+	require.Equal(t, "contract-1", out["id"])
+	require.Equal(t, "solved", out["status"])
+	require.IsType(t, "", out["solution"], "a Turnstile token is a JSON string")
+	require.NotEmpty(t, out["solution"])
+	require.NotEmpty(t, out["useragent"])
+	require.EqualValues(t, 1, out["attempts"])
+	require.IsType(t, float64(0), out["solve_seconds"])
+	expires, err := time.Parse(time.RFC3339Nano, out["expires_at"].(string))
+	require.NoError(t, err)
+	require.True(t, expires.After(time.Now()))
+	require.Equal(t, "contract-1", m.Headers().Get("Captchaq-Task-Id"))
+	require.NotEmpty(t, m.Headers().Get("Nats-TTL"), "a token leaves the stream with its lifetime")
+
+	lm, err := live.NextMsg(10 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, strconv.FormatUint(ack.Sequence, 10), lm.Header.Get("Captchaq-Gen"))
+	require.JSONEq(t, string(m.Data()), string(lm.Data))
+}
+
+func TestContractRawClientDead(t *testing.T) {
+	t.Parallel()
+	env := streamtest.Start(t, streamtest.WithListen(), streamtest.WithFaults(fakeapi.Faults{Rules: []fakeapi.Rule{
+		{Param: "pageurl", Contains: "bad.example", Code: "ERROR_PAGEURL"}}}))
+	p := newRawProducer(t, env.URL())
+	ctx := contractContext(t)
+
+	// Slow lane, high priority; params may be numbers and booleans; no deadline.
+	ack := p.publish(t, ctx, "slow", "high", "contract-2", []byte(
+		`{"method":"userrecaptcha","params":{"googlekey":"6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-",`+
+			`"pageurl":"https://bad.example/login","invisible":true},"priority":"high"}`))
+	_, out := p.outcome(t, ctx, "contract-2", ack.Sequence)
+	require.Equal(t, "contract-2", out["id"])
+	require.Equal(t, "dead", out["status"])
+	require.Equal(t, "ERROR_PAGEURL", out["error"])
+	require.Equal(t, "permanent", out["reason"])
+	require.EqualValues(t, 1, out["attempts"])
+	require.NotContains(t, out, "solution")
+
+	// The dead letter keeps the task as published, with why in its headers.
+	dl, err := p.js.OrderedConsumer(ctx, "CAPTCHA", jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"captcha.dead.contract-2"}})
+	require.NoError(t, err)
+	m, err := dl.Next(jetstream.FetchMaxWait(10 * time.Second))
+	require.NoError(t, err)
+	require.Equal(t, "permanent", m.Headers().Get("Captchaq-Reason"))
+	require.Equal(t, "ERROR_PAGEURL", m.Headers().Get("Captchaq-Error"))
+	require.Equal(t, "captcha.tasks.slow.high.contract-2", m.Headers().Get("Captchaq-Subject"))
+}
+
+func TestContractRawClientInvalidTask(t *testing.T) {
+	t.Parallel()
+	env := streamtest.Start(t, streamtest.WithListen())
+	p := newRawProducer(t, env.URL())
+	ctx := contractContext(t)
+
+	// A typo in a field name is not ignored: the task is dead, and says why.
+	ack := p.publish(t, ctx, "fast", "normal", "contract-3", []byte(
+		`{"method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/"},"prority":"high"}`))
+	_, out := p.outcome(t, ctx, "contract-3", ack.Sequence)
+	require.Equal(t, "dead", out["status"])
+	require.Equal(t, "invalid-task", out["reason"])
+	require.Equal(t, "INVALID_TASK", out["error"])
+}

@@ -1,0 +1,53 @@
+package stream
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+)
+
+func TestEmbeddedServerSyncsBeforeAck(t *testing.T) {
+	t.Parallel()
+	ns, err := StartServer(ServerConfig{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	require.True(t, ns.JetStreamConfig().SyncAlways, "the default is sync_interval: always")
+
+	lazy, err := StartServer(ServerConfig{StoreDir: t.TempDir(), LazySync: true})
+	require.NoError(t, err)
+	defer func() { lazy.Shutdown(); lazy.WaitForShutdown() }()
+	require.False(t, lazy.JetStreamConfig().SyncAlways)
+}
+
+// BenchmarkSubmit measures the cost of fsync before every ack: one Submit
+// (a synchronous publish, file storage) at a time, as a producer does.
+//
+//	go test ./stream/ -run '^$' -bench BenchmarkSubmit -benchtime 2000x
+func BenchmarkSubmit(b *testing.B) {
+	for _, lazy := range []bool{false, true} {
+		name := "sync_always"
+		if lazy {
+			name = "lazy_2m"
+		}
+		b.Run(name, func(b *testing.B) {
+			ns, err := StartServer(ServerConfig{StoreDir: b.TempDir(), LazySync: lazy})
+			require.NoError(b, err)
+			defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+			nc, err := nats.Connect("", nats.InProcessServer(ns))
+			require.NoError(b, err)
+			defer nc.Close()
+			ctx := b.Context()
+			c, err := NewClient(ctx, nc, ClientConfig{})
+			require.NoError(b, err)
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := c.Submit(ctx, turnstileTask(fmt.Sprintf("bench-%d", i))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+		})
+	}
+}

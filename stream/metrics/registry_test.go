@@ -1,0 +1,85 @@
+package metrics
+
+import (
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestExposition(t *testing.T) {
+	t.Parallel()
+	r := NewRegistry()
+	c := r.Counter("x_total", "Things\ncounted, with a \\.", "method", "code")
+	g := r.Gauge("x_in_flight", "Now.")
+	h := r.Histogram("x_seconds", "Durations.", []float64{1, 5, math.Inf(1), 1}, "method")
+	r.GaugeFunc("x_func", "From a function.", func() float64 { return 2.5 })
+
+	c.Inc("turnstile", `ERROR_"quoted"`)
+	c.Add(2, "base64", "OK")
+	c.Add(-1, "base64", "OK") // ignored: counters only go up
+	g.Set(3)
+	g.Add(-1)
+	h.Observe(0.5, "turnstile")
+	h.Observe(1, "turnstile") // on a bound: counted in le="1"
+	h.Observe(7, "turnstile")
+
+	var b strings.Builder
+	require.NoError(t, r.WriteText(&b))
+	require.Equal(t, `# HELP x_total Things\ncounted, with a \\.
+# TYPE x_total counter
+x_total{method="base64",code="OK"} 2
+x_total{method="turnstile",code="ERROR_\"quoted\""} 1
+# HELP x_in_flight Now.
+# TYPE x_in_flight gauge
+x_in_flight 2
+# HELP x_seconds Durations.
+# TYPE x_seconds histogram
+x_seconds_bucket{method="turnstile",le="1"} 2
+x_seconds_bucket{method="turnstile",le="5"} 2
+x_seconds_bucket{method="turnstile",le="+Inf"} 3
+x_seconds_sum{method="turnstile"} 8.5
+x_seconds_count{method="turnstile"} 3
+# HELP x_func From a function.
+# TYPE x_func gauge
+x_func 2.5
+`, b.String())
+
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, ContentType, rec.Header().Get("Content-Type"))
+	require.Equal(t, b.String(), rec.Body.String())
+}
+
+func TestRegistryRejectsBadNames(t *testing.T) {
+	t.Parallel()
+	r := NewRegistry()
+	require.Panics(t, func() { r.Counter("bad-name", "") })
+	require.Panics(t, func() { r.Histogram("h", "", nil, "le") })
+	r.Counter("dup", "")
+	require.Panics(t, func() { r.Counter("dup", "") })
+	c := r.Counter("two_labels", "", "a", "b")
+	require.Panics(t, func() { c.Inc("only-one") })
+}
+
+func TestAnswerCode(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]string{
+		`{"status":1,"request":"123"}`:                "OK",
+		`{"status":1,"request":123}`:                  "OK",
+		`{"status":0,"request":"CAPCHA_NOT_READY"}`:   "CAPCHA_NOT_READY",
+		`{"status":0,"request":"ERROR_ZERO_BALANCE"}`: "ERROR_ZERO_BALANCE",
+		"OK|123":               "OK",
+		"ERROR_WRONG_USER_KEY": "ERROR_WRONG_USER_KEY",
+		"ERROR: 1001":          "ERROR: 1001",
+		"<html>502</html>":     "BAD_REPLY",
+		`{"status":`:           "BAD_REPLY",
+	} {
+		require.Equal(t, want, answerCode([]byte(body)), body)
+	}
+	require.Equal(t, "OTHER", codeLabel("error with spaces and https://page.example/x"))
+	require.Equal(t, "other", methodLabel("no-such-method"))
+}

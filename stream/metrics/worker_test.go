@@ -1,0 +1,139 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream"
+)
+
+// TestWorkerMetrics runs a worker with metrics against an embedded server and
+// the API emulator, and reads /metrics as Prometheus would.
+func TestWorkerMetrics(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: t.TempDir(), LazySync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	connect := func() *nats.Conn {
+		nc, err := nats.Connect("", nats.InProcessServer(ns))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		return nc
+	}
+
+	api := httptest.NewServer(fakeapi.New(fakeapi.Config{TimeScale: 0.001, Seed: 1,
+		Faults: fakeapi.Faults{Rules: []fakeapi.Rule{{Param: "pageurl", Contains: "bad.example", Code: "ERROR_PAGEURL"}}}}))
+	t.Cleanup(api.Close)
+
+	m := NewWorker(3)
+	sc, err := solver.NewClient(solver.Config{BaseURL: api.URL, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.001},
+		HTTPClient: &http.Client{Transport: m.Transport(nil), Timeout: 10 * time.Second}, MinSubmitInterval: -1})
+	require.NoError(t, err)
+	w, err := stream.NewWorker(ctx, connect(), stream.WorkerConfig{Solver: m.Solver(sc), Threads: 3, Observer: m,
+		IdleCheck: 50 * time.Millisecond, Policy: retry.Policy{InitialInterval: 10 * time.Millisecond, NoJitter: true}})
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	c, err := stream.NewClient(ctx, connect(), stream.ClientConfig{})
+	require.NoError(t, err)
+	tasks := []stream.Task{
+		{ID: "m1", Method: "turnstile", Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/a"}},
+		{ID: "m2", Method: "turnstile", Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/b"}},
+		{ID: "m3", Method: "turnstile", Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://bad.example/c"}},
+	}
+	receipts, err := c.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+	solved, dead := 0, 0
+	require.NoError(t, c.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
+		switch {
+		case err == nil:
+			solved++
+		case errors.Is(err, stream.ErrNotSolved):
+			dead++
+		}
+	}))
+	require.Equal(t, 2, solved)
+	require.Equal(t, 1, dead)
+
+	ready := errors.New("nats: disconnected")
+	srv := httptest.NewServer(Mux(m.Registry(), func() error { return ready }))
+	t.Cleanup(srv.Close)
+	body, code := get(t, srv.URL+"/metrics")
+	require.Equal(t, http.StatusOK, code)
+	for _, want := range []string{
+		`captchaq_tasks_total{method="turnstile",outcome="solved"} 2`,
+		`captchaq_tasks_total{method="turnstile",outcome="dead"} 1`,
+		`captchaq_dead_letters_total{method="turnstile",reason="permanent"} 1`,
+		`captchaq_attempts_total{method="turnstile"} 3`,
+		`captchaq_solve_duration_seconds_count{method="turnstile"} 2`,
+		`captchaq_api_calls_total{endpoint="in.php",code="ERROR_PAGEURL"} 1`,
+		`captchaq_api_calls_total{endpoint="in.php",code="OK"} 2`,
+		`captchaq_in_flight 0`,
+		`captchaq_threads 3`,
+	} {
+		require.Contains(t, body, want+"\n")
+	}
+	res := regexp.MustCompile(`captchaq_api_calls_total\{endpoint="res.php",code="OK"\} (\d+)`).FindStringSubmatch(body)
+	require.NotNil(t, res, body)
+	n, _ := strconv.Atoi(res[1])
+	require.Equal(t, 2, n, "one answer fetched per solved task")
+
+	body, code = get(t, srv.URL+"/healthz")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ok\n", body)
+	body, code = get(t, srv.URL+"/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "disconnected")
+	ready = nil
+	_, code = get(t, srv.URL+"/readyz")
+	require.Equal(t, http.StatusOK, code)
+}
+
+func get(t *testing.T, url string) (string, int) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b), resp.StatusCode
+}
+
+func TestObserveBoundsLabels(t *testing.T) {
+	t.Parallel()
+	m := NewWorker(1)
+	m.Observe(stream.Observation{Kind: stream.EventRetry, Method: "turnstile", Code: "ERROR_SERVER_ERROR"})
+	m.Observe(stream.Observation{Kind: stream.EventSnooze, Method: "turnstile", Code: "ERROR_ZERO_BALANCE"})
+	m.Observe(stream.Observation{Kind: stream.EventDead, Method: "made-up-by-a-producer", Reason: "invalid-task"})
+	m.Observe(stream.Observation{Kind: stream.EventHandback, Method: "geetest"})
+	var b strings.Builder
+	require.NoError(t, m.Registry().WriteText(&b))
+	for _, want := range []string{
+		`captchaq_retries_total{method="turnstile",code="ERROR_SERVER_ERROR"} 1`,
+		`captchaq_capacity_snoozes_total{method="turnstile",code="ERROR_ZERO_BALANCE"} 1`,
+		`captchaq_dead_letters_total{method="other",reason="invalid-task"} 1`,
+		`captchaq_handbacks_total{method="geetest"} 1`,
+	} {
+		require.Contains(t, b.String(), want+"\n")
+	}
+}

@@ -1,0 +1,96 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+)
+
+func TestStatsCountsQueuesPlanAndOutcomes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	js, err := jetstream.New(b.nc)
+	require.NoError(t, err)
+	require.NoError(t, SetPlan(ctx, js, Topology{}, 3))
+
+	// First a batch that ends: three solved, one solved on its second
+	// attempt, one dead.
+	var flaky atomic.Bool
+	solve := solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		switch req.Params["sitekey"] {
+		case "bad":
+			return solver.Answer{}, &solver.Error{Code: "ERROR_PAGEURL", Class: retry.Permanent, Op: "in.php"}
+		case "flaky":
+			if flaky.CompareAndSwap(false, true) {
+				return solver.Answer{}, &solver.Error{Code: "ERROR_SERVER_ERROR", Class: retry.Transient, Op: "in.php"}
+			}
+		}
+		b, _ := json.Marshal("tok")
+		return solver.Answer{Solution: b}, nil
+	})
+	a := b.startWorker(t, WorkerConfig{Solver: solve, Threads: 2})
+	tasks := []Task{turnstileTask("s1"), turnstileTask("s2"), turnstileTask("s3"), turnstileTask("s4"), turnstileTask("s5")}
+	tasks[3].Params["sitekey"] = "flaky"
+	tasks[4].Params["sitekey"] = "bad"
+	receipts, err := b.client.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+	require.NoError(t, b.client.WaitAll(ctx, receipts, func(Outcome, error) {}))
+	a.stop()
+	require.NoError(t, <-a.done)
+	a.done <- nil
+
+	// Then one task in flight on a busy worker and three queued behind it.
+	started := make(chan string, 1)
+	b.startWorker(t, WorkerConfig{Solver: blockingSolver(started), Threads: 1, ShutdownGrace: 50 * time.Millisecond})
+	_, err = b.client.Submit(ctx, turnstileTask("busy"))
+	require.NoError(t, err)
+	<-started
+	queued := []Task{turnstileTask("q1"), turnstileTask("q2"),
+		{ID: "q3", Method: "userrecaptcha", Priority: "high", Params: Params{"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": "https://shop.example/login"}}}
+	_, err = b.client.SubmitAll(ctx, queued)
+	require.NoError(t, err)
+
+	st, err := b.client.Stats(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), st.Queued)
+	require.Equal(t, 1, st.InFlight)
+	require.Equal(t, 3, st.PlanThreads)
+	require.Equal(t, 1, st.Solving, "the busy solve")
+	require.Positive(t, st.OldestQueued)
+	for _, q := range st.Queues {
+		switch {
+		case q.Lane == LaneFast && q.Priority == priorityNormal:
+			require.Equal(t, uint64(2), q.Queued)
+			require.Equal(t, 1, q.InFlight)
+		case q.Lane == LaneSlow && q.Priority == priorityHigh:
+			require.Equal(t, uint64(1), q.Queued)
+			require.Positive(t, q.OldestQueued)
+		default:
+			require.Zero(t, q.Queued, "%s %s", q.Lane, q.Priority)
+		}
+	}
+	require.Equal(t, 4, st.Solved)
+	require.Equal(t, 1, st.Dead)
+	require.Equal(t, 1, st.Failed, "the flaky task's first attempt")
+	require.Equal(t, map[string]int{"permanent": 1}, st.ByReason)
+	ts := st.ByMethod["turnstile"]
+	require.Equal(t, 4, ts.Solved)
+	require.Equal(t, 1, ts.Dead)
+	require.GreaterOrEqual(t, ts.P95, ts.P50)
+	require.Equal(t, 4, st.LastMinute)
+	require.InDelta(t, 4.0, st.PerMinute, 0.01, "four solves in under a minute: a minute is the shortest span")
+
+	b2, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.Contains(t, string(b2), `"plan_threads":3`)
+	require.Contains(t, string(b2), `"failed_attempts":1`)
+}
