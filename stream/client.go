@@ -53,7 +53,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 	if cfg.Name == "" {
 		cfg.Name = nc.Opts.Name
 	}
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(10*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
@@ -131,24 +131,89 @@ func (c *Client) SubmitAll(ctx context.Context, tasks []Task) ([]Receipt, error)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	out := make([]Receipt, 0, len(prepared))
-	for _, t := range prepared {
-		r, err := c.publish(ctx, t)
+	msgs := make([]*nats.Msg, len(prepared))
+	for i, t := range prepared {
+		m, err := c.taskMsg(t)
 		if err != nil {
-			return out, err
+			return nil, err
 		}
-		out = append(out, r)
+		msgs[i] = m
 	}
-	return out, nil
+	return c.publishAll(ctx, prepared, msgs)
+}
+
+// submitWindow is how many task publishes SubmitAll keeps in flight at once.
+const submitWindow = 256
+
+// publishAll publishes the task messages pipelined, submitWindow at a time,
+// and returns the receipts in order. A publish whose acknowledgement does not
+// come is retried synchronously with the same message id, so nothing is lost
+// and nothing doubled. On an error it returns the receipts of the tasks
+// before the failed one: those are enqueued.
+func (c *Client) publishAll(ctx context.Context, tasks []Task, msgs []*nats.Msg) ([]Receipt, error) {
+	out := make([]Receipt, 0, len(tasks))
+	type pending struct {
+		i   int
+		fut jetstream.PubAckFuture // nil: publish synchronously
+	}
+	var window []pending
+	flush := func() error {
+		for _, p := range window {
+			var ack *jetstream.PubAck
+			if p.fut != nil {
+				select {
+				case ack = <-p.fut.Ok():
+				case <-p.fut.Err():
+				case <-ctx.Done():
+					return fmt.Errorf("submit task %s: %w", tasks[p.i].ID, ctx.Err())
+				}
+			}
+			if ack == nil {
+				var err error
+				if ack, err = c.publishMsg(ctx, tasks[p.i], msgs[p.i]); err != nil {
+					return err
+				}
+			}
+			out = append(out, Receipt{ID: tasks[p.i].ID, Seq: ack.Sequence, Duplicate: ack.Duplicate})
+		}
+		window = window[:0]
+		return nil
+	}
+	for i, t := range tasks {
+		fut, err := c.js.PublishMsgAsync(msgs[i], jetstream.WithMsgID(t.ID), jetstream.WithExpectStream(c.top.Stream))
+		if err != nil {
+			fut = nil
+		}
+		window = append(window, pending{i: i, fut: fut})
+		if len(window) == submitWindow {
+			if err := flush(); err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, flush()
 }
 
 func (c *Client) publish(ctx context.Context, t Task) (Receipt, error) {
+	msg, err := c.taskMsg(t)
+	if err != nil {
+		return Receipt{}, err
+	}
+	ack, err := c.publishMsg(ctx, t, msg)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return Receipt{ID: t.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// taskMsg builds the message of a prepared task.
+func (c *Client) taskMsg(t Task) (*nats.Msg, error) {
 	b, err := json.Marshal(t)
 	if err != nil {
-		return Receipt{}, fmt.Errorf("encode task %s: %w", t.ID, err)
+		return nil, fmt.Errorf("encode task %s: %w", t.ID, err)
 	}
 	if mp := c.nc.MaxPayload(); mp > 0 && int64(len(b)) > mp-1024 {
-		return Receipt{}, &TaskError{ID: t.ID, Err: fmt.Errorf("task is %d bytes, the server takes at most %d", len(b), mp-1024)}
+		return nil, &TaskError{ID: t.ID, Err: fmt.Errorf("task is %d bytes, the server takes at most %d", len(b), mp-1024)}
 	}
 	msg := nats.NewMsg(taskSubject(LaneOf(t.Method, t.Params), t.priority(), t.ID))
 	msg.Data = b
@@ -156,11 +221,16 @@ func (c *Client) publish(ctx context.Context, t Task) (Receipt, error) {
 	if c.cfg.Name != "" {
 		msg.Header.Set(HeaderClient, c.cfg.Name)
 	}
+	return msg, nil
+}
+
+// publishMsg publishes one task message, retrying with its message id.
+func (c *Client) publishMsg(ctx context.Context, t Task, msg *nats.Msg) (*jetstream.PubAck, error) {
 	ack, err := publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(t.ID), jetstream.WithExpectStream(c.top.Stream))
 	if err != nil {
-		return Receipt{}, fmt.Errorf("submit task %s: %w", t.ID, err)
+		return nil, fmt.Errorf("submit task %s: %w", t.ID, err)
 	}
-	return Receipt{ID: t.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	return ack, nil
 }
 
 // publishRetrying publishes msg, retrying with the same options (and so the

@@ -14,37 +14,71 @@ import (
 	"github.com/captchaq/captchaq/retry"
 )
 
-// DeadLetter is a task that could not be solved, with why and how far it got.
+// DeadLetter is a task that could not be solved, with why and how far it got,
+// as DeadLetters lists it and `captchaq dead` prints it. It is part of the
+// wire contract: fields may be added; these keep their names and meaning.
 type DeadLetter struct {
 	// Seq is the dead letter's stream sequence; it names the letter in replay.
-	Seq          uint64          `json:"seq"`
-	ID           string          `json:"id"`
-	Method       string          `json:"method,omitempty"`
-	Host         string          `json:"host,omitempty"`
-	Reason       retry.Reason    `json:"reason"`
-	Error        string          `json:"error,omitempty"`
-	Attempts     int             `json:"attempts"`
-	Subject      string          `json:"subject"`
-	Gen          uint64          `json:"gen"`
-	FirstFailure time.Time       `json:"first_failure,omitzero"`
-	LastFailure  time.Time       `json:"last_failure,omitzero"`
-	DeadAt       time.Time       `json:"dead_at"`
-	Task         json.RawMessage `json:"task"`
-	// Replayed says when the letter was replayed, if it was.
+	Seq uint64 `json:"seq"`
+	// ID is the task's id.
+	ID string `json:"id"`
+	// Method is the task's method; empty when Task is not a valid task.
+	Method string `json:"method,omitempty"`
+	// Host is the host of the task's pageurl (never the full URL):
+	// "invalid-url" when it does not parse, empty when there is none.
+	Host string `json:"host,omitempty"`
+	// Reason is why the task is dead.
+	Reason retry.Reason `json:"reason"`
+	// Error is the code of the task's last failure, as in Outcome.Error.
+	Error string `json:"error,omitempty"`
+	// Attempts is how many solving attempts were spent on the task's
+	// generation that died.
+	Attempts int `json:"attempts"`
+	// Subject is the task subject the task was delivered on
+	// (captcha.tasks.<lane>.<priority>.<id>).
+	Subject string `json:"subject"`
+	// Gen is the stream sequence of the task message that died: which
+	// submission or replay of the id this letter is about.
+	Gen uint64 `json:"gen"`
+	// FirstFailure is when the generation first failed (for a task dead
+	// without an attempt, when it was judged). Zero only when the letter's
+	// headers lack it.
+	FirstFailure time.Time `json:"first_failure,omitzero"`
+	// LastFailure is when the generation last failed; zero like
+	// FirstFailure.
+	LastFailure time.Time `json:"last_failure,omitzero"`
+	// DeadAt is when the letter was stored.
+	DeadAt time.Time `json:"dead_at"`
+	// Task is the task message as it was submitted (JSON), or, when that was
+	// not JSON, a JSON string holding its first 200 bytes.
+	Task json.RawMessage `json:"task"`
+	// Replayed says when the letter was replayed; nil if it was not.
 	Replayed *Replay `json:"replayed,omitempty"`
 }
 
-// Replay records that a dead letter went back onto the queue.
+// Replay records that a dead letter went back onto the queue, as stored on
+// captcha.replays.<id>.
 type Replay struct {
-	DeadSeq uint64    `json:"dead_seq"`
-	TaskSeq uint64    `json:"task_seq"`
-	At      time.Time `json:"at"`
-	By      string    `json:"by,omitempty"`
+	// DeadSeq is the stream sequence of the dead letter replayed
+	// (DeadLetter.Seq).
+	DeadSeq uint64 `json:"dead_seq"`
+	// TaskSeq is the stream sequence of the new task message: the new
+	// generation's Receipt.Seq.
+	TaskSeq uint64 `json:"task_seq"`
+	// At is when the letter was replayed.
+	At time.Time `json:"at"`
+	// By is the name of the client that replayed it (ClientConfig.Name);
+	// empty when it had none.
+	By string `json:"by,omitempty"`
 }
 
-// DeadFilter selects dead letters; its zero value selects all.
+// DeadFilter selects dead letters; its zero value selects all. Set fields
+// combine with AND.
 type DeadFilter struct {
+	// Method keeps letters of tasks of this method; empty means any.
 	Method string
+	// Reason keeps letters dead for this reason; empty means any. It must be
+	// one of retry.Reasons.
 	Reason retry.Reason
 	// Since keeps letters that died at or after it.
 	Since time.Time
@@ -61,10 +95,10 @@ func (f DeadFilter) match(d DeadLetter) bool {
 
 // Errors of the dead-letter calls.
 var (
-	// ErrAlreadyReplayed: this dead letter was replayed before; replaying it
-	// again would enqueue the task twice.
+	// ErrAlreadyReplayed means this dead letter was replayed before;
+	// replaying it again would enqueue the task twice.
 	ErrAlreadyReplayed = errors.New("dead letter already replayed")
-	// ErrNotReplayable: the dead letter holds no valid task (reason
+	// ErrNotReplayable means the dead letter holds no valid task (reason
 	// invalid-task); fix it and submit it anew instead.
 	ErrNotReplayable = errors.New("dead letter holds no valid task")
 )

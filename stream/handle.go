@@ -32,6 +32,8 @@ type job struct {
 	log       *slog.Logger
 	// thread is the plan thread held for this task (nil without a quota).
 	thread *planThread
+	// assumed is true while st is an assumption (first delivery), not a read.
+	assumed bool
 }
 
 // handle takes one delivered task message to its next step. It never panics
@@ -66,20 +68,21 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 			// token: the token is lost, so solve again.
 		}
 	}
-	attempts, snoozes := 0, 0
+	attempts, snoozes, crashes := 0, 0, 0
 	var firstFail, lastFail time.Time
 	lastCode := ""
 	if sameGen {
 		attempts, snoozes, firstFail, lastFail, lastCode = last.Attempts, last.Snoozes, last.FirstFailure, last.LastFailure, last.LastCode
+		attempts, crashes = spentAttempts(last, j.delivery)
 	}
-	crashed := sameGen && (last.Kind == EventAttempt || last.Kind == EventSolved)
+	crashed := crashes > 0
 	if crashed {
 		now := w.cfg.Now()
 		if firstFail.IsZero() {
 			firstFail = now
 		}
 		lastFail, lastCode = now, "WORKER_LOST"
-		j.log.Warn("previous attempt died with its worker", slog.Int("attempts", attempts))
+		j.log.Warn("earlier deliveries died with their worker", slog.Int("lost", crashes), slog.Int("attempts", attempts))
 	}
 	base := Event{Gen: j.gen, Method: j.task.Method, Worker: w.cfg.Name, Delivery: j.delivery, Host: pageHost(j.task.Params),
 		Submitted: j.submitted, Client: j.m.Headers().Get(HeaderClient),
@@ -99,17 +102,20 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 		return
 	}
 
-	// Spend the attempt before talking to the service, so that a worker that
-	// dies now leaves a trace the next delivery counts.
+	// The attempt event goes out while the service works: the audit trail
+	// gets the attempt's start and worker without a round trip in the way.
+	// Crash accounting does not depend on it: a delivery that leaves no end
+	// event is counted as an attempt that died with its worker.
 	start := w.cfg.Now()
 	ev := base
 	ev.Kind, ev.Attempts, ev.At, ev.Crashed = EventAttempt, attempts+1, start, crashed
-	if !w.record(ctx, j, ev) {
-		return
-	}
+	attemptStored := w.recordAsync(j, ev)
 	ans, serr := w.solve(ctx, j)
 	end := w.cfg.Now()
 	ev.Seconds = end.Sub(start).Seconds()
+	if !attemptStored(context.WithoutCancel(ctx)) {
+		return // another worker holds a newer delivery of the task
+	}
 
 	if serr != nil && ctx.Err() != nil {
 		// Shutdown: hand the task back without spending the attempt.
@@ -168,6 +174,24 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 	}
 }
 
+// spentAttempts returns how many attempts a delivery numbered delivery
+// finds spent, given the last event of the task's generation, and how many
+// of them died with their worker. Every delivery that ends normally records
+// an end event (retry, snooze, handback, solved, dead) naming its delivery
+// number; a delivery that left none died with its worker and counts as a
+// spent attempt.
+func spentAttempts(last Event, delivery uint64) (attempts, crashes int) {
+	ended, endDelivery := last.Attempts, last.Delivery
+	if last.Kind == EventAttempt {
+		// That delivery started an attempt and never recorded its end.
+		ended, endDelivery = last.Attempts-1, last.Delivery-1
+	}
+	if delivery > endDelivery+1 {
+		crashes = int(delivery - endDelivery - 1)
+	}
+	return ended + crashes, crashes
+}
+
 func firstSet(t, or time.Time) time.Time {
 	if t.IsZero() {
 		return or
@@ -204,6 +228,13 @@ func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*job, error) {
 	}
 	j.log = w.log.With(slog.String("task_id", j.id), slog.String("method", j.task.Method),
 		slog.String("host", pageHost(j.task.Params)), slog.Uint64("delivery", j.delivery))
+	if j.delivery == 1 {
+		// Nobody has handled this message before: assume an empty event
+		// log and let the first write's compare-and-set say otherwise
+		// (reload), saving a read per task.
+		j.assumed = true
+		return j, nil
+	}
 	j.st, err = loadState(ctx, w.s, j.id)
 	if err != nil {
 		return nil, err
@@ -216,6 +247,9 @@ func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*job, error) {
 // it) or the broker failed (the delivery comes back after AckWait).
 func (w *Worker) record(ctx context.Context, j *job, ev Event) bool {
 	st, err := appendEvent(ctx, w.js, j.id, j.st, ev)
+	if errors.Is(err, errStateMoved) && w.reload(ctx, j) {
+		st, err = appendEvent(ctx, w.js, j.id, j.st, ev)
+	}
 	if errors.Is(err, errStateMoved) {
 		j.log.Warn("another worker took the task over; dropping this delivery", slog.String("event", string(ev.Kind)))
 		return false
@@ -225,10 +259,61 @@ func (w *Worker) record(ctx context.Context, j *job, ev Event) bool {
 		return false
 	}
 	j.st = st
+	w.observe(j, ev)
+	return true
+}
+
+func (w *Worker) observe(j *job, ev Event) {
 	w.cfg.Observer.Observe(Observation{Kind: ev.Kind, Method: j.task.Method, Lane: LaneOf(j.task.Method, j.task.Params),
 		Code: ev.Code, Reason: ev.Reason, Duration: time.Duration(ev.Seconds * float64(time.Second)),
 		Delay: time.Duration(ev.DelayMS) * time.Millisecond})
+}
+
+// reload reads the task's state again after a first delivery, which assumed
+// an empty event log, found events there. It returns true when the events
+// belong to earlier generations (a replay, or an id reused after the
+// duplicate window), so this delivery may go on; false when another worker
+// wrote for this generation.
+func (w *Worker) reload(ctx context.Context, j *job) bool {
+	if !j.assumed {
+		return false
+	}
+	j.assumed = false
+	st, err := loadState(ctx, w.s, j.id)
+	if err != nil || st.last.Gen == j.gen {
+		return false
+	}
+	j.st = st
 	return true
+}
+
+// recordAsync publishes ev without waiting and returns a function that waits
+// for it to be stored, with record's meaning for its result.
+func (w *Worker) recordAsync(j *job, ev Event) func(context.Context) bool {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return func(ctx context.Context) bool { return w.record(ctx, j, ev) }
+	}
+	msg := nats.NewMsg(eventSubject(j.id))
+	msg.Data = b
+	fut, err := w.js.PublishMsgAsync(msg, jetstream.WithExpectLastSequencePerSubject(j.st.seq))
+	if err != nil {
+		return func(ctx context.Context) bool { return w.record(ctx, j, ev) }
+	}
+	return func(ctx context.Context) bool {
+		select {
+		case ack := <-fut.Ok():
+			j.st = taskState{last: ev, seq: ack.Sequence}
+			w.observe(j, ev)
+			return true
+		case <-fut.Err():
+			// A conflict, or the broker failed: the synchronous path knows
+			// how to tell them apart and what to do.
+			return w.record(ctx, j, ev)
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // solve runs the solver under the task's deadline, keeping the lease alive
@@ -283,14 +368,24 @@ func (w *Worker) finishSolved(ctx context.Context, j *job, ev Event, ans solver.
 // it holds the page URL, which may be personal data and is not needed any
 // more (a dead letter keeps its own copy for replay; the event log keeps the
 // host, the submitter and the times for the audit trail).
+//
+// The ack is not confirmed (a lost one brings the task back, and its event
+// log says it is done) and the delete runs in the background: neither holds
+// up the thread.
 func (w *Worker) done(ctx context.Context, j *job) {
-	if err := j.m.DoubleAck(ctx); err != nil {
+	if err := j.m.Ack(); err != nil {
 		j.log.Warn("ack", slog.Any("error", err))
 		return
 	}
-	if err := w.s.DeleteMsg(ctx, j.gen); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		j.log.Warn("delete the finished task message", slog.Any("error", err))
-	}
+	w.background.Add(1)
+	go func() {
+		defer w.background.Done()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := w.s.DeleteMsg(dctx, j.gen); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			j.log.Warn("delete the finished task message", slog.Any("error", err))
+		}
+	}()
 }
 
 func roundSeconds(d time.Duration) float64 {

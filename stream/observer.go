@@ -10,7 +10,8 @@ type Observation struct {
 	Kind EventKind
 	// Method is the task's method ("" when unknown: invalid tasks, fetch).
 	Method string
-	Lane   Lane
+	// Lane is the lane of the task's method (LaneOf).
+	Lane Lane
 	// Code is the service's error code, or a pseudo-code, when there is one.
 	Code string
 	// Reason is the dead-letter reason, for Kind dead.
@@ -25,7 +26,8 @@ type Observation struct {
 // Observer receives a worker's observations. Observe is called from the
 // worker's goroutines: it must be safe for concurrent use and quick.
 type Observer interface {
-	Observe(Observation)
+	// Observe records one observation; it must return quickly.
+	Observe(o Observation)
 }
 
 // ObserverFunc adapts a function to Observer.

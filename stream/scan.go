@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -29,7 +30,50 @@ type scanOpts struct {
 }
 
 func scan(ctx context.Context, s jetstream.Stream, o scanOpts, fn func(jetstream.Msg) (stop bool, err error)) error {
+	delay := 100 * time.Millisecond
+	for {
+		next, err := scanOnce(ctx, s, o, fn)
+		var ce callerError
+		if errors.As(err, &ce) {
+			return ce.err // fn's own error: never read the same messages again
+		}
+		if err == nil || ctx.Err() != nil || !transient(err) {
+			return err
+		}
+		// The consumer's server went away (a leader change, a restart):
+		// read on from the next message with a new consumer.
+		if next > 0 {
+			o.startSeq, o.startTime = next, time.Time{}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// callerError carries the error of scan's callback through scanOnce.
+type callerError struct{ err error }
+
+func (e callerError) Error() string { return e.err.Error() }
+
+// transient reports whether a read error may pass by itself.
+func transient(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+		errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
+		(errors.As(err, &apiErr) && apiErr.Code >= 500)
+}
+
+// scanOnce is one consumer's worth of scan. It returns the sequence to go on
+// from after a transient error (0 when nothing was read yet).
+func scanOnce(ctx context.Context, s jetstream.Stream, o scanOpts, fn func(jetstream.Msg) (stop bool, err error)) (uint64, error) {
 	subjects, startSeq, follow := o.subjects, o.startSeq, o.follow
+	var next uint64
 	cfg := jetstream.ConsumerConfig{
 		FilterSubjects:    subjects,
 		AckPolicy:         jetstream.AckNonePolicy,
@@ -51,7 +95,7 @@ func scan(ctx context.Context, s jetstream.Stream, o scanOpts, fn func(jetstream
 	}
 	cons, err := s.CreateConsumer(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("read %v: %w", subjects, err)
+		return 0, fmt.Errorf("read %v: %w", subjects, err)
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
@@ -59,32 +103,37 @@ func scan(ctx context.Context, s jetstream.Stream, o scanOpts, fn func(jetstream
 		_ = s.DeleteConsumer(dctx, cons.CachedInfo().Name) // best effort: InactiveThreshold cleans up too
 	}()
 	if !follow && cons.CachedInfo().NumPending == 0 {
-		return nil
+		return 0, nil
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(256))
 	if err != nil {
-		return fmt.Errorf("read %v: %w", subjects, err)
+		return 0, fmt.Errorf("read %v: %w", subjects, err)
 	}
 	defer it.Stop()
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return next, ctx.Err()
 			}
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
+				return next, nil
 			}
-			return fmt.Errorf("read %v: %w", subjects, err)
+			return next, fmt.Errorf("read %v: %w", subjects, err)
+		}
+		md, mdErr := m.Metadata()
+		if mdErr == nil {
+			next = md.Sequence.Stream + 1
 		}
 		stop, err := fn(m)
-		if err != nil || stop {
-			return err
+		if err != nil {
+			return 0, callerError{err}
 		}
-		if !follow {
-			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
-				return nil
-			}
+		if stop {
+			return 0, nil
+		}
+		if !follow && mdErr == nil && md.NumPending == 0 {
+			return next, nil
 		}
 	}
 }

@@ -12,9 +12,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// QueueStats is the state of one lane and priority.
+// QueueStats is the state of one lane and priority: one workers' consumer.
+// It is part of the wire contract of `captchaq stats --json`.
 type QueueStats struct {
-	Lane     Lane   `json:"lane"`
+	// Lane is the queue's lane.
+	Lane Lane `json:"lane"`
+	// Priority is the queue's priority: "high" or "normal".
 	Priority string `json:"priority"`
 	// Queued is how many tasks wait for a worker.
 	Queued uint64 `json:"queued"`
@@ -30,50 +33,70 @@ type QueueStats struct {
 	OldestQueuedSeconds float64 `json:"oldest_queued_seconds"`
 }
 
-// MethodStats are the outcomes and solve times of one method.
+// MethodStats are the outcomes and solve times of one method within a Stats
+// window.
 type MethodStats struct {
+	// Solved counts the method's tasks solved in the window.
 	Solved int `json:"solved"`
-	Dead   int `json:"dead"`
-	// P50 and P95 are solve times of the attempts that solved, in seconds
-	// (nearest rank).
+	// Dead counts the method's tasks that died in the window.
+	Dead int `json:"dead"`
+	// P50 is the median solve time of the attempts that solved, in seconds
+	// (nearest rank); 0 when none solved.
 	P50 float64 `json:"p50_seconds"`
+	// P95 is their 95th percentile, likewise.
 	P95 float64 `json:"p95_seconds"`
 }
 
-// Stats is a snapshot of the queue and of the outcomes of a recent window.
+// Stats is a snapshot of the queue and of the outcomes of a recent window,
+// as Client.Stats returns it and `captchaq stats --json` prints it. It is
+// part of the wire contract: fields may be added; these keep their names and
+// meaning.
 type Stats struct {
-	At     time.Time    `json:"at"`
+	// At is when the snapshot was taken; the window ends then.
+	At time.Time `json:"at"`
+	// Queues has one entry per lane and priority.
 	Queues []QueueStats `json:"queues"`
-	// Queued and InFlight add up the queues.
-	Queued   uint64 `json:"queued"`
-	InFlight int    `json:"in_flight"`
-	// OldestQueued is the age of the oldest waiting task of any queue.
-	OldestQueued        time.Duration `json:"-"`
-	OldestQueuedSeconds float64       `json:"oldest_queued_seconds"`
+	// Queued is the sum of the queues' Queued.
+	Queued uint64 `json:"queued"`
+	// InFlight is the sum of the queues' InFlight.
+	InFlight int `json:"in_flight"`
+	// OldestQueued is the age of the oldest waiting task of any queue; 0
+	// when none waits.
+	OldestQueued time.Duration `json:"-"`
+	// OldestQueuedSeconds is OldestQueued in seconds, for JSON.
+	OldestQueuedSeconds float64 `json:"oldest_queued_seconds"`
 	// Solving is how many attempts are under way now across all workers:
-	// tasks whose last event is an attempt. PlanThreads is the plan-wide
-	// thread quota it is held to (SetPlan); 0 when none is set.
-	Solving     int `json:"solving"`
+	// tasks whose last event is an attempt.
+	Solving int `json:"solving"`
+	// PlanThreads is the plan-wide thread quota Solving is held to
+	// (SetPlan); 0 when none is set.
 	PlanThreads int `json:"plan_threads"`
 
 	// Window is how far back the counts below reach; 0: everything the
 	// stream keeps (its retention).
-	Window        time.Duration `json:"-"`
-	WindowSeconds float64       `json:"window_seconds"`
-	// Solved and Dead count tasks that ended so in the window.
+	Window time.Duration `json:"-"`
+	// WindowSeconds is Window in seconds, for JSON; 0 means everything.
+	WindowSeconds float64 `json:"window_seconds"`
+	// Solved counts tasks solved in the window.
 	Solved int `json:"solved"`
-	Dead   int `json:"dead"`
-	// Failed counts failed attempts that were retried; Snoozed, attempts put
-	// off because the service had no free thread (no attempt spent).
-	Failed   int                    `json:"failed_attempts"`
-	Snoozed  int                    `json:"snoozed"`
-	ByReason map[string]int         `json:"dead_by_reason"`
+	// Dead counts tasks that died in the window.
+	Dead int `json:"dead"`
+	// Failed counts failed attempts that were retried in the window.
+	Failed int `json:"failed_attempts"`
+	// Snoozed counts attempts put off in the window because the service had
+	// no free thread (no attempt spent).
+	Snoozed int `json:"snoozed"`
+	// ByReason counts Dead by retry.Reason.
+	ByReason map[string]int `json:"dead_by_reason"`
+	// ByMethod breaks Solved and Dead down by task method ("unknown" when
+	// the audit trail no longer names it).
 	ByMethod map[string]MethodStats `json:"by_method"`
 	// PerMinute is solved tasks per minute, from the window's first solve
 	// (or its start, if earlier solves fell out of it) to now, at least a
-	// minute. LastMinute is the solves of the last minute alone.
-	PerMinute  float64 `json:"solved_per_minute"`
-	LastMinute int     `json:"solved_last_minute"`
+	// minute; 0 when none solved.
+	PerMinute float64 `json:"solved_per_minute"`
+	// LastMinute counts the solves of the last minute alone.
+	LastMinute int `json:"solved_last_minute"`
 }
 
 // statsEvent is the part of an Event stats reads. Method is read when an

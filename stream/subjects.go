@@ -8,6 +8,8 @@ import (
 
 // Subject prefixes. They are part of the wire contract (README, "Wire contract").
 const (
+	// SubjectRoot is the first token of every captchaq subject; the stream
+	// holds SubjectRoot + ".>".
 	SubjectRoot     = "captcha"
 	subjectTasks    = "captcha.tasks"
 	subjectEvents   = "captcha.events"
@@ -17,19 +19,44 @@ const (
 	subjectAllTasks = subjectTasks + ".>"
 )
 
-// Header names carried by captchaq's messages.
+// Header names carried by captchaq's messages. They are part of the wire
+// contract; each says which messages carry it.
 const (
-	HeaderTaskID      = "Captchaq-Task-Id"
-	HeaderGen         = "Captchaq-Gen" // stream sequence of the task message an outcome belongs to
-	HeaderAttempts    = "Captchaq-Attempts"
-	HeaderError       = "Captchaq-Error"
-	HeaderReason      = "Captchaq-Reason"
-	HeaderSubject     = "Captchaq-Subject"
-	HeaderFirstFail   = "Captchaq-First-Failure"
-	HeaderLastFail    = "Captchaq-Last-Failure"
-	HeaderDeadSeq     = "Captchaq-Dead-Seq"
-	HeaderClient      = "Captchaq-Client"
-	HeaderReplayedBy  = "Captchaq-Replay-Of"
+	// HeaderTaskID is the task's id, on task messages, outcomes and dead
+	// letters.
+	HeaderTaskID = "Captchaq-Task-Id"
+	// HeaderGen is the stream sequence (decimal) of the task message an
+	// outcome or dead letter belongs to: which submission of the id it ends.
+	HeaderGen = "Captchaq-Gen"
+	// HeaderAttempts is the number of attempts spent (decimal), on dead
+	// letters.
+	HeaderAttempts = "Captchaq-Attempts"
+	// HeaderError is the code of the last failure, on dead letters (see
+	// Outcome.Error).
+	HeaderError = "Captchaq-Error"
+	// HeaderReason is the retry.Reason, on dead letters.
+	HeaderReason = "Captchaq-Reason"
+	// HeaderSubject is the task subject the task was delivered on, on dead
+	// letters.
+	HeaderSubject = "Captchaq-Subject"
+	// HeaderFirstFail is when the task first failed (RFC 3339, UTC), on dead
+	// letters.
+	HeaderFirstFail = "Captchaq-First-Failure"
+	// HeaderLastFail is when the task last failed (RFC 3339, UTC), on dead
+	// letters.
+	HeaderLastFail = "Captchaq-Last-Failure"
+	// HeaderDeadSeq is the stream sequence (decimal) of the dead letter a
+	// replay record is about, on captcha.replays.<id>.
+	HeaderDeadSeq = "Captchaq-Dead-Seq"
+	// HeaderClient is the producer's name (ClientConfig.Name), on task
+	// messages whose producer has one, and on their dead letters.
+	HeaderClient = "Captchaq-Client"
+	// HeaderReplayedBy is the stream sequence (decimal) of the dead letter a
+	// task message replays, on replayed task messages.
+	HeaderReplayedBy = "Captchaq-Replay-Of"
+)
+
+const (
 	headerMsgID       = "Nats-Msg-Id"
 	headerNatsTTL     = "Nats-TTL"
 	maxIDLength       = 64

@@ -30,7 +30,8 @@ type Task struct {
 	Deadline time.Time `json:"deadline,omitzero"`
 }
 
-// Params are a task's method parameters.
+// Params are a task's method parameters by their API names. Their JSON form
+// is an object whose values may be strings, numbers or booleans.
 type Params map[string]string
 
 // UnmarshalJSON accepts strings, numbers and booleans as values (min_score
@@ -77,10 +78,12 @@ const (
 	LaneFast Lane = "fast"
 )
 
-// Lanes lists every lane, in the order workers look at them.
+// Lanes lists every lane, in the order workers look at them. Callers must
+// not modify it.
 var Lanes = []Lane{LaneFast, LaneSlow}
 
-// LaneOf returns the lane a task travels in.
+// LaneOf returns the lane a task of this method and parameters travels in:
+// LaneSlow for reCAPTCHA v2 and GeeTest, LaneFast for everything else.
 func LaneOf(method string, params Params) Lane {
 	switch method {
 	case "userrecaptcha":
@@ -95,7 +98,8 @@ func LaneOf(method string, params Params) Lane {
 	}
 }
 
-// ErrInvalidTask is the sentinel that every task validation error wraps.
+// ErrInvalidTask is matched (errors.Is) by every task validation error:
+// every *TaskError from Validate, ParseTask and Submit.
 var ErrInvalidTask = errors.New("invalid task")
 
 // TaskError is a task that failed validation: which one, and what is wrong.
@@ -108,6 +112,8 @@ type TaskError struct {
 	Err error
 }
 
+// Error reads like "line 3 (id a1): params.pageurl: required for method
+// turnstile"; the line and the id appear only when known.
 func (e *TaskError) Error() string {
 	where := "task"
 	if e.Line > 0 {
@@ -119,6 +125,9 @@ func (e *TaskError) Error() string {
 	return where + ": " + e.Err.Error()
 }
 
+// Unwrap returns ErrInvalidTask and Err, so errors.Is(err, ErrInvalidTask)
+// holds for every TaskError and errors.As still reaches, say, a
+// *solver.ValidationError.
 func (e *TaskError) Unwrap() []error { return []error{ErrInvalidTask, e.Err} }
 
 // Validate checks everything about a task that can be checked without the
@@ -174,29 +183,55 @@ func ParseTask(b []byte) (Task, error) {
 type Status string
 
 const (
-	// StatusSolved: the outcome carries the solution.
+	// StatusSolved means the task was solved: the outcome carries the
+	// solution until the token expires.
 	StatusSolved Status = "solved"
-	// StatusDead: the task is in the dead letter; the outcome says why.
+	// StatusDead means the task is in the dead letter; the outcome's Reason
+	// and Error say why.
 	StatusDead Status = "dead"
 )
 
-// Outcome is how a task ended, as Wait returns it and `captchaq results`
-// prints it. Field names may grow; these stay.
+// Outcome is how a task ended, as it is stored on captcha.results.<id>, Wait
+// returns it and `captchaq results` prints it. It is part of the wire
+// contract: fields may be added; these keep their names and meaning.
 type Outcome struct {
-	ID     string `json:"id"`
+	// ID is the task's id.
+	ID string `json:"id"`
+	// Status is StatusSolved or StatusDead.
 	Status Status `json:"status"`
-	// Solution is a JSON string for tokens and text, an object for GeeTest.
-	Solution     json.RawMessage `json:"solution,omitempty"`
-	UserAgent    string          `json:"useragent,omitempty"`
-	Error        string          `json:"error,omitempty"`
-	Reason       string          `json:"reason,omitempty"`
-	Attempts     int             `json:"attempts"`
-	SolveSeconds float64         `json:"solve_seconds,omitempty"`
-	ExpiresAt    time.Time       `json:"expires_at,omitzero"`
-	Method       string          `json:"method,omitempty"`
-	// CaptchaID is the service's id of the captcha, for `captchaq report`.
-	CaptchaID string    `json:"captcha_id,omitempty"`
-	SolvedAt  time.Time `json:"solved_at,omitzero"`
+	// Solution is the answer: a JSON string for tokens and text, an object
+	// for GeeTest ({challenge, validate, seccode}). Empty when the task is
+	// dead, and when the token has expired (Wait then returns
+	// ErrTokenExpired).
+	Solution json.RawMessage `json:"solution,omitempty"`
+	// UserAgent is the user agent the token is bound to, when the service
+	// names one (Turnstile); empty otherwise, and whenever Solution is.
+	UserAgent string `json:"useragent,omitempty"`
+	// Error is the code of a dead task's last failure: the API's code or a
+	// pseudo-code (ERROR_PAGEURL, LOCAL_TIMEOUT, DEADLINE_PASSED,
+	// INVALID_TASK, WORKER_LOST, …). Empty when solved.
+	Error string `json:"error,omitempty"`
+	// Reason is why the task is dead, a retry.Reason (permanent,
+	// attempts-exhausted, invalid-task, expired, crashed); empty when solved.
+	Reason string `json:"reason,omitempty"`
+	// Attempts is how many solving attempts were spent on this submission
+	// (capacity snoozes spend none), the successful one included.
+	Attempts int `json:"attempts"`
+	// SolveSeconds is the wall time of the successful attempt, from its start
+	// to the answer, in seconds with millisecond precision; 0 when dead.
+	SolveSeconds float64 `json:"solve_seconds,omitempty"`
+	// ExpiresAt is when the token stops being usable (the solve's end plus
+	// the method's token lifetime); the outcome message leaves the stream
+	// then. Zero when dead.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// Method is the task's method. It may be empty in an outcome Wait
+	// rebuilds from the audit trail after the token expired.
+	Method string `json:"method,omitempty"`
+	// CaptchaID is the service's id of the captcha, for `captchaq report`;
+	// empty when dead.
+	CaptchaID string `json:"captcha_id,omitempty"`
+	// SolvedAt is when the answer arrived; zero when dead.
+	SolvedAt time.Time `json:"solved_at,omitzero"`
 }
 
 // Text returns the solution as plain text: the token or text answer itself,

@@ -49,11 +49,16 @@ type Topology struct {
 
 // Defaults of Topology's zero fields.
 const (
-	DefaultStream          = "CAPTCHA"
-	DefaultRetention       = 24 * time.Hour
+	// DefaultStream is the default Topology.Stream.
+	DefaultStream = "CAPTCHA"
+	// DefaultRetention is the default Topology.Retention.
+	DefaultRetention = 24 * time.Hour
+	// DefaultDuplicateWindow is the default Topology.DuplicateWindow.
 	DefaultDuplicateWindow = 2 * time.Minute
-	DefaultAckWait         = 30 * time.Second
-	DefaultMaxInFlight     = 10000
+	// DefaultAckWait is the default Topology.AckWait.
+	DefaultAckWait = 30 * time.Second
+	// DefaultMaxInFlight is the default Topology.MaxInFlight.
+	DefaultMaxInFlight = 10000
 )
 
 func (t Topology) withDefaults() Topology {

@@ -12,22 +12,42 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// TraceEntry is one step in the life of a task, for audits. It never holds
-// a token or a page URL.
+// TraceEntry is one step in the life of a task, for audits, as Trace returns
+// it and `captchaq trace --json` prints it. It never holds a token or a page
+// URL (page hosts only). It is part of the wire contract: fields may be
+// added; these keep their names and meaning.
 type TraceEntry struct {
-	Seq  uint64    `json:"seq"`
-	At   time.Time `json:"at"`
-	Kind string    `json:"kind"` // submitted, attempt, retry, snooze, handback, solved, dead, outcome, dead-letter, replayed
+	// Seq is the stream sequence of the message the step was read from (for
+	// a submission whose task message is gone, the task message's own).
+	Seq uint64 `json:"seq"`
+	// At is when the step happened.
+	At time.Time `json:"at"`
+	// Kind names the step: submitted, attempt, retry, snooze, handback,
+	// solved, dead (event log); outcome, dead-letter, replayed (the stored
+	// records).
+	Kind string `json:"kind"`
 	// Gen is the generation (task message) the step belongs to.
-	Gen     uint64 `json:"gen"`
-	Attempt int    `json:"attempt,omitempty"`
-	Worker  string `json:"worker,omitempty"`
-	Client  string `json:"client,omitempty"`
-	Code    string `json:"code,omitempty"`
-	Reason  string `json:"reason,omitempty"`
-	// Delay is the wait before the next delivery (retry, snooze).
-	Delay  time.Duration `json:"delay,omitempty"`
-	Detail string        `json:"detail,omitempty"`
+	Gen uint64 `json:"gen"`
+	// Attempt is how many attempts the generation had spent at this step; 0
+	// (omitted) when none or not applicable.
+	Attempt int `json:"attempt,omitempty"`
+	// Worker is the name of the worker that took the step; empty for
+	// producer-side steps.
+	Worker string `json:"worker,omitempty"`
+	// Client is the name of the producer that submitted or replayed the
+	// task; empty when unnamed or not applicable.
+	Client string `json:"client,omitempty"`
+	// Code is the API code or pseudo-code of the failure behind the step;
+	// empty for attempts and successes.
+	Code string `json:"code,omitempty"`
+	// Reason is the retry.Reason of a dead task; empty otherwise.
+	Reason string `json:"reason,omitempty"`
+	// Delay is the wait before the next delivery (retry, snooze); 0
+	// otherwise. In JSON it is an integer of nanoseconds.
+	Delay time.Duration `json:"delay,omitempty"`
+	// Detail is a human-readable note on the step (method and page host,
+	// delivery number, solve time, error detail); its wording may change.
+	Detail string `json:"detail,omitempty"`
 }
 
 // Trace returns the life of task id, oldest first: each submission (when,

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -80,11 +82,13 @@ type Worker struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	s     jetstream.Stream
-	cons  []jetstream.Consumer
+	feeds []*feed
 	log   *slog.Logger
 	fatal chan error
 	turn  int // rotates the lane looked at first, so lanes share fairly
 	plan  *planGate
+	// background counts deletes of finished task messages still under way.
+	background sync.WaitGroup
 }
 
 // NewWorker binds a worker pool to the CAPTCHA stream on nc, creating the
@@ -122,7 +126,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		cfg.Observer = nopObserver{}
 	}
 	cfg.Policy = cfg.Policy.WithDefaults()
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(10*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
@@ -138,7 +142,9 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		if err != nil {
 			return nil, fmt.Errorf("consumer %s: %w", consumerName(wc.lane, wc.priority), err)
 		}
-		w.cons = append(w.cons, c)
+		f := &feed{cons: c, lane: wc.lane, priority: wc.priority}
+		f.news.Store(1) // unknown: look once
+		w.feeds = append(w.feeds, f)
 	}
 	return w, nil
 }
@@ -158,7 +164,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopPulling()
 
 	wake := make(chan struct{}, 1)
-	sub, err := w.nc.Subscribe(subjectAllTasks, func(*nats.Msg) {
+	sub, err := w.nc.Subscribe(subjectAllTasks, func(m *nats.Msg) {
+		w.news(m.Subject)
 		select {
 		case wake <- struct{}{}:
 		default:
@@ -218,6 +225,7 @@ pull:
 				defer inflight.Done()
 				defer func() { free <- struct{}{} }()
 				defer threads[i].release()
+				defer w.laneFreed(laneOfSubject(m.Subject()))
 				defer w.survive(m)
 				w.handle(hard, m, threads[i])
 			}()
@@ -236,6 +244,10 @@ pull:
 			break pull
 		case <-wake:
 		case <-idle.C:
+			// Retries and redeliveries come due without a publish.
+			for _, f := range w.feeds {
+				f.news.Add(1)
+			}
 		}
 	}
 
@@ -257,6 +269,7 @@ pull:
 		default:
 		}
 	}
+	w.background.Wait()
 	return fatalErr
 }
 
@@ -286,35 +299,90 @@ func (w *Worker) pause(ctx context.Context, d time.Duration) {
 func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
 	var out []jetstream.Msg
 	w.turn++
-	for _, c := range w.rotated() {
+	for _, f := range w.rotated() {
 		if len(out) == n || ctx.Err() != nil {
 			break
 		}
-		batch, err := c.FetchNoWait(n - len(out))
+		seen := f.news.Load()
+		if seen == f.emptyAt.Load() {
+			continue // nothing new since it was last found empty
+		}
+		want := n - len(out)
+		batch, err := f.cons.FetchNoWait(want)
 		if err != nil {
-			w.log.Warn("fetch tasks", slog.String("consumer", c.CachedInfo().Name), slog.Any("error", err))
+			w.log.Warn("fetch tasks", slog.String("consumer", f.cons.CachedInfo().Name), slog.Any("error", err))
 			continue
 		}
+		got := 0
 		for m := range batch.Messages() {
 			out = append(out, m)
+			got++
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			w.log.Warn("fetch tasks", slog.String("consumer", c.CachedInfo().Name), slog.Any("error", err))
+			w.log.Warn("fetch tasks", slog.String("consumer", f.cons.CachedInfo().Name), slog.Any("error", err))
+		}
+		if got < want {
+			f.emptyAt.Store(seen)
 		}
 	}
 	return out
 }
 
+// feed is one of the workers' consumers, with what this worker knows of it:
+// news counts events that may have put a task there (a publish seen on the
+// wake-up subscription, a task of its lane finished here, an idle tick), and
+// emptyAt is the value news had when a fetch last came back short. A feed
+// with no news since it was found empty is not asked: no empty round trips.
+type feed struct {
+	cons     jetstream.Consumer
+	lane     Lane
+	priority string
+	news     atomic.Uint64
+	emptyAt  atomic.Uint64
+}
+
+// news notes a task published on subject (captcha.tasks.<lane>.<priority>.<id>).
+func (w *Worker) news(subject string) {
+	rest, ok := strings.CutPrefix(subject, subjectTasks+".")
+	if !ok {
+		return
+	}
+	lane, rest, _ := strings.Cut(rest, ".")
+	priority, _, _ := strings.Cut(rest, ".")
+	for _, f := range w.feeds {
+		if string(f.lane) == lane && f.priority == priority {
+			f.news.Add(1)
+		}
+	}
+}
+
+// laneFreed notes that a task of lane finished here: a lane held at its
+// limit may hand out another one now.
+func (w *Worker) laneFreed(lane Lane) {
+	for _, f := range w.feeds {
+		if f.lane == lane {
+			f.news.Add(1)
+		}
+	}
+}
+
 // rotated returns the consumers in the order to look at them this time: every
 // lane's high-priority consumer before any normal one, and within each
 // priority the lanes in turn.
-func (w *Worker) rotated() []jetstream.Consumer {
+func (w *Worker) rotated() []*feed {
 	k := len(Lanes)
-	out := make([]jetstream.Consumer, 0, len(w.cons))
-	for p := 0; p < len(w.cons)/k; p++ {
+	out := make([]*feed, 0, len(w.feeds))
+	for p := 0; p < len(w.feeds)/k; p++ {
 		for i := range k {
-			out = append(out, w.cons[p*k+(i+w.turn)%k])
+			out = append(out, w.feeds[p*k+(i+w.turn)%k])
 		}
 	}
 	return out
+}
+
+// laneOfSubject returns the lane token of a task subject.
+func laneOfSubject(subject string) Lane {
+	rest, _ := strings.CutPrefix(subject, subjectTasks+".")
+	lane, _, _ := strings.Cut(rest, ".")
+	return Lane(lane)
 }

@@ -153,9 +153,9 @@ func (g *Gauge) Add(v float64, values ...string) {
 	g.f.mu.Unlock()
 }
 
-// GaugeFunc registers a gauge without labels whose value fn returns at each
+// gaugeFunc registers a gauge without labels whose value fn returns at each
 // scrape. fn must be safe for concurrent use and quick.
-func (r *Registry) GaugeFunc(name, help string, fn func() float64) {
+func (r *Registry) gaugeFunc(name, help string, fn func() float64) {
 	r.add(&family{name: name, help: help, kind: kindGauge, fn: fn})
 }
 

@@ -16,7 +16,7 @@ func TestExposition(t *testing.T) {
 	c := r.Counter("x_total", "Things\ncounted, with a \\.", "method", "code")
 	g := r.Gauge("x_in_flight", "Now.")
 	h := r.Histogram("x_seconds", "Durations.", []float64{1, 5, math.Inf(1), 1}, "method")
-	r.GaugeFunc("x_func", "From a function.", func() float64 { return 2.5 })
+	r.gaugeFunc("x_func", "From a function.", func() float64 { return 2.5 })
 
 	c.Inc("turnstile", `ERROR_"quoted"`)
 	c.Add(2, "base64", "OK")

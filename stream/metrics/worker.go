@@ -16,10 +16,15 @@ import (
 	"github.com/captchaq/captchaq/stream"
 )
 
-// Buckets of the solve and API-call duration histograms, in seconds: solves
-// take 2–180 s, single API calls well under a second to a few seconds.
+// Buckets of the solve and API-call duration histograms, in seconds. NewWorker
+// reads them; callers must not modify them.
 var (
-	SolveBuckets   = []float64{1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300}
+	// SolveBuckets are the upper bounds of captchaq_solve_duration_seconds:
+	// solves take 2–180 s.
+	SolveBuckets = []float64{1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300}
+	// APICallBuckets are the upper bounds of
+	// captchaq_api_call_duration_seconds: single API calls take well under a
+	// second to a few seconds.
 	APICallBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 )
 

@@ -22,9 +22,10 @@ import (
 
 // Defaults of the options.
 const (
-	// DefaultSolveMin and DefaultSolveMax bound the emulator's solve time of
-	// every kind of captcha.
+	// DefaultSolveMin is the emulator's shortest solve time, for every kind
+	// of captcha (see WithSolveTime).
 	DefaultSolveMin = time.Millisecond
+	// DefaultSolveMax is the emulator's longest solve time, likewise.
 	DefaultSolveMax = 5 * time.Millisecond
 	// DefaultWorkers is how many worker pools Start runs.
 	DefaultWorkers = 1
