@@ -6,8 +6,8 @@ package retry
 type Class int
 
 const (
-	// Unknown is the zero value: no error, or one nobody classified. Decide
-	// treats an unclassified error as Transient.
+	// Unknown is the zero value: no error, or one nobody classified.
+	// Policy.End treats an unclassified error as Transient.
 	Unknown Class = iota
 	// Poll means the answer is not ready yet (CAPCHA_NOT_READY): poll again.
 	Poll
@@ -39,8 +39,8 @@ func (c Class) String() string {
 	return classNames[c]
 }
 
-// ParseClass is the inverse of String; unknown names give Unknown.
-func ParseClass(s string) Class {
+// parseClass is the inverse of String; unknown names give Unknown.
+func parseClass(s string) Class {
 	for i, n := range classNames {
 		if n == s {
 			return Class(i)

@@ -6,20 +6,20 @@ import "time"
 type Kind int
 
 const (
-	// Proceed: start the attempt (only from Start).
+	// Proceed means start the attempt (returned only by Start).
 	Proceed Kind = iota + 1
-	// Done: the task is solved; record the outcome and ack.
+	// Done means the task is solved: record the outcome and ack.
 	Done
-	// Retry: hand the task back to be delivered again after Action.Delay; the
-	// failed attempt counts against the budget.
+	// Retry means hand the task back to be delivered again after
+	// Action.Delay; the failed attempt counts against the budget.
 	Retry
-	// Snooze: hand the task back to be delivered again after Action.Delay
+	// Snooze means hand the task back to be delivered again after Action.Delay
 	// without spending an attempt.
 	Snooze
-	// DeadLetter: move the task to the dead letter with Action.Reason.
+	// DeadLetter means move the task to the dead letter with Action.Reason.
 	DeadLetter
-	// Stop: the worker cannot work at all (fatal error); hand the task back
-	// untouched, without spending an attempt, and stop taking tasks.
+	// Stop means the worker cannot work at all (fatal error): hand the task
+	// back untouched, without spending an attempt, and stop taking tasks.
 	Stop
 )
 
@@ -35,9 +35,13 @@ func (k Kind) String() string {
 
 // Action is a decision: what to do, after how long, and why.
 type Action struct {
-	Kind   Kind
-	Delay  time.Duration // for Retry and Snooze
-	Reason Reason        // for DeadLetter
+	// Kind is what to do with the task; never zero in a returned Action.
+	Kind Kind
+	// Delay is how long to wait before the task is delivered again; set
+	// (positive) for Retry and Snooze, zero otherwise.
+	Delay time.Duration
+	// Reason is why the task is dead; set for DeadLetter, empty otherwise.
+	Reason Reason
 }
 
 // StartInput is what a worker knows when a task is delivered, before it talks

@@ -90,7 +90,7 @@ func TestZeroPolicyHasDocumentedDefaults(t *testing.T) {
 func TestNamesRoundTrip(t *testing.T) {
 	t.Parallel()
 	for c := Unknown; c <= Fatal; c++ {
-		require.Equal(t, c, ParseClass(c.String()))
+		require.Equal(t, c, parseClass(c.String()))
 	}
 	for _, r := range Reasons {
 		require.True(t, r.Valid())

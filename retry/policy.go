@@ -39,14 +39,21 @@ type Policy struct {
 	CapacityMaxDelay time.Duration
 }
 
-// Defaults of Policy's zero fields.
+// Defaults of Policy's zero fields, applied by WithDefaults.
 const (
-	DefaultMaxAttempts      = 3
-	DefaultInitialInterval  = 2 * time.Second
-	DefaultMultiplier       = 2.0
-	DefaultMaxInterval      = time.Minute
-	DefaultRandomization    = 0.25
-	DefaultCapacityDelay    = 5 * time.Second
+	// DefaultMaxAttempts is the default Policy.MaxAttempts.
+	DefaultMaxAttempts = 3
+	// DefaultInitialInterval is the default Policy.InitialInterval.
+	DefaultInitialInterval = 2 * time.Second
+	// DefaultMultiplier is the default Policy.Multiplier.
+	DefaultMultiplier = 2.0
+	// DefaultMaxInterval is the default Policy.MaxInterval.
+	DefaultMaxInterval = time.Minute
+	// DefaultRandomization is the default Policy.RandomizationFactor.
+	DefaultRandomization = 0.25
+	// DefaultCapacityDelay is the default Policy.CapacityDelay.
+	DefaultCapacityDelay = 5 * time.Second
+	// DefaultCapacityMaxDelay is the default Policy.CapacityMaxDelay.
 	DefaultCapacityMaxDelay = time.Minute
 )
 
@@ -86,9 +93,8 @@ func (p Policy) WithDefaults() Policy {
 }
 
 // Delay is the wait before the next attempt after failedAttempts failed ones
-// (see the formula on Policy). It builds a fresh ExponentialBackOff per call:
-// that type is not goroutine-safe, and a fresh one makes Delay a pure function
-// of its input apart from the jitter.
+// (smaller counts as 1; see the formula on Policy). It is safe for concurrent
+// use and depends only on p and failedAttempts, apart from the jitter.
 func (p Policy) Delay(failedAttempts int) time.Duration {
 	p = p.WithDefaults()
 	if failedAttempts < 1 {
@@ -111,7 +117,9 @@ func (p Policy) Delay(failedAttempts int) time.Duration {
 	return d
 }
 
-// SnoozeDelay is the wait after the k-th consecutive capacity error (k ≥ 1).
+// SnoozeDelay is the wait after the k-th consecutive capacity error (k ≥ 1;
+// smaller k count as 1): min(CapacityDelay × 2^(k-1), CapacityMaxDelay), with
+// no jitter.
 func (p Policy) SnoozeDelay(k int) time.Duration {
 	p = p.WithDefaults()
 	d := p.CapacityDelay

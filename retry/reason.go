@@ -5,19 +5,23 @@ package retry
 type Reason string
 
 const (
-	// Permanent: the service rejected the task itself (bad page URL, site key…).
+	// ReasonPermanent means the service rejected the task itself (bad page URL,
+	// site key…), so no attempt could succeed.
 	ReasonPermanent Reason = "permanent"
-	// AttemptsExhausted: every attempt of the budget failed.
+	// ReasonAttemptsExhausted means every attempt of the budget failed.
 	ReasonAttemptsExhausted Reason = "attempts-exhausted"
-	// InvalidTask: the message on the task subject is not a valid task.
+	// ReasonInvalidTask means the message on the task subject is not a valid
+	// task (bad JSON, ID, method or parameters).
 	ReasonInvalidTask Reason = "invalid-task"
-	// Expired: the task's deadline passed before it could be solved.
+	// ReasonExpired means the task's deadline passed before it could be solved.
 	ReasonExpired Reason = "expired"
-	// Crashed: the workers holding the task died on every attempt of the budget.
+	// ReasonCrashed means the workers holding the task died (or lost their
+	// connection) on every attempt of the budget.
 	ReasonCrashed Reason = "crashed"
 )
 
-// Reasons lists every Reason, for validating filters.
+// Reasons lists every Reason, in no meaningful order, for validating filters
+// and listing choices. Callers must not modify it.
 var Reasons = []Reason{ReasonPermanent, ReasonAttemptsExhausted, ReasonInvalidTask, ReasonExpired, ReasonCrashed}
 
 // Valid reports whether r is one of Reasons.

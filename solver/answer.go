@@ -48,10 +48,14 @@ func (a Answer) Clicks() ([]int, error) {
 }
 
 // GeeTestAnswer is the answer to a GeeTest v3 captcha.
+// Every field is non-empty in an answer GeeTest returns without error.
 type GeeTestAnswer struct {
+	// Challenge is the geetest_challenge to submit with the form.
 	Challenge string `json:"challenge"`
-	Validate  string `json:"validate"`
-	Seccode   string `json:"seccode"`
+	// Validate is the geetest_validate to submit with the form.
+	Validate string `json:"validate"`
+	// Seccode is the geetest_seccode to submit with the form.
+	Seccode string `json:"seccode"`
 }
 
 // GeeTest returns the solution as a GeeTest v3 answer.

@@ -19,15 +19,19 @@ import (
 	"github.com/captchaq/captchaq/retry"
 )
 
-// DefaultBaseURL is CaptchaAI's API.
+// DefaultBaseURL is the root of CaptchaAI's API, Config.BaseURL's default.
 const DefaultBaseURL = "https://ocr.captchaai.com"
 
 // Defaults of Config's zero fields.
 const (
+	// DefaultMinSubmitInterval is the default Config.MinSubmitInterval.
 	DefaultMinSubmitInterval = 100 * time.Millisecond
-	DefaultSubmitWindow      = 3 * time.Second
-	// DefaultSubmitBurst leaves a margin for network jitter under the
-	// service's ban threshold of 60 in.php calls in 3 s.
+	// DefaultSubmitWindow is the default Config.SubmitWindow: the window of
+	// the service's ban threshold.
+	DefaultSubmitWindow = 3 * time.Second
+	// DefaultSubmitBurst is the default Config.SubmitBurst. It leaves a
+	// margin for network jitter under the service's ban threshold of 60
+	// in.php calls in 3 s.
 	DefaultSubmitBurst = 55
 	// DefaultHTTPTimeout bounds one HTTP exchange of the default client.
 	DefaultHTTPTimeout = 30 * time.Second
@@ -60,10 +64,12 @@ type Config struct {
 	// key, shared by every Client of the same BaseURL and key in the process.
 	// Zero means 100 ms; negative means no spacing.
 	MinSubmitInterval time.Duration
-	// SubmitBurst and SubmitWindow cap the in.php calls of this key in any
-	// window of SubmitWindow (the service bans for 10 s over 60 in 3 s).
-	// Zero means 55 and 3 s; a negative SubmitBurst means no cap.
-	SubmitBurst  int
+	// SubmitBurst caps the in.php calls of this key in any window of
+	// SubmitWindow (the service bans for 10 s over 60 in 3 s), shared like
+	// MinSubmitInterval. Zero means DefaultSubmitBurst; negative means no cap.
+	SubmitBurst int
+	// SubmitWindow is the sliding window SubmitBurst counts calls in. Zero
+	// means DefaultSubmitWindow.
 	SubmitWindow time.Duration
 	// PollErrors is how many transient errors in a row (HTTP 5xx, garbage,
 	// network) a captcha's polling tolerates before Solve returns the last

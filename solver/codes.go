@@ -7,23 +7,24 @@ import (
 	"github.com/captchaq/captchaq/retry"
 )
 
-// Pseudo-codes for failures that have no API code of their own. They appear in
-// Error.Code next to the API's codes and are classified by Classify like them.
+// Pseudo-codes for failures that have no API code of their own, and the API
+// codes the client itself branches on. They appear in Error.Code next to the
+// API's codes and are classified by Classify like them.
 const (
-	// CodeBadReply: the body was neither a JSON nor a plain-text API reply
+	// CodeBadReply means the body was neither a JSON nor a plain-text API reply
 	// (an HTML error page, a truncated or garbage body).
 	CodeBadReply = "BAD_REPLY"
-	// CodeNetwork: the request did not get an HTTP response (DNS, connect,
+	// CodeNetwork means the request did not get an HTTP response (DNS, connect,
 	// reset, client timeout).
 	CodeNetwork = "NETWORK"
-	// CodeInvalidParams: Validate rejected the request before it was sent; the
+	// CodeInvalidParams means Validate rejected the request before it was sent; the
 	// *ValidationError is in the chain.
 	CodeInvalidParams = "INVALID_PARAMS"
-	// CodeTimeout: the local deadline of the method (Timing.MaxWait) passed
+	// CodeTimeout means the local deadline of the method (Timing.MaxWait) passed
 	// while the captcha was not ready. The service may still be solving it, but
 	// nobody waits for that answer: a new submission may do better.
 	CodeTimeout = "LOCAL_TIMEOUT"
-	// CodePollLimit: Timing.MaxCalls res.php calls were spent on one captcha
+	// CodePollLimit means Timing.MaxCalls res.php calls were spent on one captcha
 	// without an answer.
 	CodePollLimit = "POLL_LIMIT"
 	// CodeNotReady is the API's "not solved yet" answer, spelled as the API
@@ -122,8 +123,8 @@ func Classify(code string) retry.Class {
 	return retry.Transient
 }
 
-// Codes returns every code Classify knows by name, in no particular order.
-func Codes() []string {
+// knownCodes returns every code Classify knows by name, in no particular order.
+func knownCodes() []string {
 	out := make([]string, 0, len(classes))
 	for c := range classes {
 		out = append(out, c)

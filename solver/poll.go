@@ -61,8 +61,10 @@ func DefaultMaxWait(kind string) time.Duration {
 
 // Defaults of Timing's zero fields.
 const (
+	// DefaultPollInterval is the default Timing.PollInterval.
 	DefaultPollInterval = 5 * time.Second
-	DefaultMaxCalls     = 20
+	// DefaultMaxCalls is the default Timing.MaxCalls.
+	DefaultMaxCalls = 20
 )
 
 // kindTiming is Timing resolved for one kind, defaults and Scale applied.

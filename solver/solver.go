@@ -16,7 +16,11 @@ import (
 // Request is one captcha to solve: an API method and its parameters, as the
 // service names them (googlekey, pageurl, sitekey, body, …).
 type Request struct {
+	// Method is the API's method name (userrecaptcha, turnstile, base64, …);
+	// Methods lists those Validate accepts.
 	Method string
+	// Params are the method's parameters by their API names, without method
+	// and key. Solve does not modify the map.
 	Params map[string]string
 }
 
@@ -35,6 +39,8 @@ type Answer struct {
 // Solver solves one captcha. Implementations must honour ctx: when it is
 // done, Solve returns promptly with ctx's error.
 type Solver interface {
+	// Solve returns the answer to req, or an error whose retry class
+	// (ClassOf) tells the caller whether and how to try again.
 	Solve(ctx context.Context, req Request) (Answer, error)
 }
 
@@ -61,6 +67,8 @@ type Error struct {
 	Err error
 }
 
+// Error returns "<op>: <code> (<class>)", followed by the underlying error
+// when there is one. It never contains the API key.
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("%s: %s (%s)", e.Op, e.Code, e.Class)
 	if e.Err != nil {
@@ -69,6 +77,8 @@ func (e *Error) Error() string {
 	return msg
 }
 
+// Unwrap returns the underlying error (Err), so errors.Is finds, say,
+// context.DeadlineExceeded behind a network failure.
 func (e *Error) Unwrap() error { return e.Err }
 
 // ClassOf returns the retry class of err: the Class of a *Error in its chain,

@@ -17,8 +17,10 @@ const MaxImageSize = 1024 * 1024
 // ValidationError says which field of a request is wrong and why. Field is
 // "method" or "params.<name>".
 type ValidationError struct {
+	// Field is the wrong field: "method" or "params.<name>".
 	Field string
-	Msg   string
+	// Msg says what is wrong with it, e.g. "required for method turnstile".
+	Msg string
 }
 
 // Error reads like "params.pageurl: required for method turnstile".
@@ -348,10 +350,10 @@ func imageType(b []byte) string {
 const (
 	KindRecaptcha   = "recaptcha"    // userrecaptcha v2, invisible, enterprise
 	KindRecaptchaV3 = "recaptcha_v3" // userrecaptcha version=v3
-	KindTurnstile   = "turnstile"
-	KindGeeTest     = "geetest"
-	KindImage       = "image" // post and base64
-	KindGrid        = "grid"  // post and base64 with recaptcha=1
+	KindTurnstile   = "turnstile"    // turnstile
+	KindGeeTest     = "geetest"      // geetest (v3)
+	KindImage       = "image"        // post and base64
+	KindGrid        = "grid"         // post and base64 with recaptcha=1
 )
 
 // Kind groups requests whose solve times are alike: it keys Timing's maps and

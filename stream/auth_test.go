@@ -344,7 +344,7 @@ func TestAuthWorkerNeedsConsumersFromAdmin(t *testing.T) {
 	admin, _ := roleConn(t, ns, "admin")
 	ajs, err := jetstream.New(admin)
 	require.NoError(t, err)
-	_, err = EnsureStream(testContext(t), ajs, Topology{}, true) // the stream, but no consumers
+	_, err = ensureStream(testContext(t), ajs, Topology{}, true) // the stream, but no consumers
 	require.NoError(t, err)
 
 	nc, errs := roleConn(t, ns, "worker")

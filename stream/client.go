@@ -58,7 +58,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	top := cfg.Topology.withDefaults()
-	s, err := EnsureStream(ctx, js, top, false)
+	s, err := ensureStream(ctx, js, top, false)
 	if err != nil {
 		return nil, err
 	}

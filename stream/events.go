@@ -27,6 +27,7 @@ const (
 // state: how many attempts are spent, and whether an attempt is under way.
 // Events never carry a token or a page URL.
 type Event struct {
+	// Kind is the step.
 	Kind EventKind `json:"kind"`
 	// Method is the task's method, for stats by method after the outcome
 	// (and its token) is gone.
@@ -37,21 +38,33 @@ type Event struct {
 	// Attempts spent on this generation after this event.
 	Attempts int `json:"attempts"`
 	// Snoozes is the number of capacity errors in a row.
-	Snoozes int       `json:"snoozes,omitempty"`
-	At      time.Time `json:"at"`
-	Worker  string    `json:"worker,omitempty"`
+	Snoozes int `json:"snoozes,omitempty"`
+	// At is when the step happened, by the worker's clock.
+	At time.Time `json:"at"`
+	// Worker names the worker that took the step.
+	Worker string `json:"worker,omitempty"`
 	// Delivery is the JetStream delivery count of the task message.
-	Delivery  uint64  `json:"delivery,omitempty"`
-	Code      string  `json:"code,omitempty"`
-	Class     string  `json:"class,omitempty"`
-	DelayMS   int64   `json:"delay_ms,omitempty"`
-	Reason    string  `json:"reason,omitempty"`
-	CaptchaID string  `json:"captcha_id,omitempty"`
-	Seconds   float64 `json:"seconds,omitempty"`
+	Delivery uint64 `json:"delivery,omitempty"`
+	// Code is the service's error code of this step, or a pseudo-code
+	// (WORKER_LOST, DEADLINE_PASSED, SHUTDOWN, INVALID_TASK).
+	Code string `json:"code,omitempty"`
+	// Class is the retry class of Code.
+	Class string `json:"class,omitempty"`
+	// DelayMS is the wait in milliseconds before the next delivery (retry, snooze).
+	DelayMS int64 `json:"delay_ms,omitempty"`
+	// Reason is the dead-letter reason (dead).
+	Reason string `json:"reason,omitempty"`
+	// CaptchaID is the service's id of the captcha (solved).
+	CaptchaID string `json:"captcha_id,omitempty"`
+	// Seconds is how long the attempt took.
+	Seconds float64 `json:"seconds,omitempty"`
 	// Crashed marks an attempt that started after the previous one died
 	// with its worker.
-	Crashed      bool      `json:"crashed,omitempty"`
-	ExpiresAt    time.Time `json:"expires_at,omitzero"`
+	Crashed bool `json:"crashed,omitempty"`
+	// ExpiresAt is when the token stops being usable (solved).
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// FirstFailure and LastFailure are when this generation first and last
+	// failed; LastCode is the code of the last failure.
 	FirstFailure time.Time `json:"first_failure,omitzero"`
 	LastFailure  time.Time `json:"last_failure,omitzero"`
 	LastCode     string    `json:"last_code,omitempty"`
@@ -61,7 +74,8 @@ type Event struct {
 	Client    string    `json:"client,omitempty"`
 	// Detail says more about a dead letter (what is wrong with an invalid task).
 	Detail string `json:"detail,omitempty"`
-	Host   string `json:"host,omitempty"`
+	// Host is the host of the task's page URL (never the whole URL).
+	Host string `json:"host,omitempty"`
 }
 
 // taskState is the last event of a task and its stream sequence, which the

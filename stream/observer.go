@@ -6,9 +6,9 @@ import "time"
 // carries a token, a page URL or a key.
 type Observation struct {
 	// Kind is the step: an EventKind (attempt, retry, snooze, handback,
-	// solved, dead), or "fetch" for a round of pulling.
+	// solved, dead).
 	Kind EventKind
-	// Method is the task's method ("" when unknown: invalid tasks, fetch).
+	// Method is the task's method ("" when unknown: invalid tasks).
 	Method string
 	// Lane is the lane of the task's method (LaneOf).
 	Lane Lane

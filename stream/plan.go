@@ -30,7 +30,7 @@ const (
 // SetPlan sets the plan-wide thread quota: at most threads captchas are at
 // the solving service at once, across all workers. Zero removes the quota
 // (each worker's --threads alone limits it). It is the one place the quota is
-// set; workers pick a change up within PlanRefresh. Threads held while the
+// set; workers pick a change up within planRefresh. Threads held while the
 // quota changes are given back as their solves end, so for a moment the old
 // holders and the new quota may overlap.
 func SetPlan(ctx context.Context, js jetstream.JetStream, t Topology, threads int) error {
@@ -108,9 +108,9 @@ func PlanThreads(ctx context.Context, js jetstream.JetStream) (int, error) {
 	return n, nil
 }
 
-// PlanRefresh is how often a worker looks whether the plan quota was set,
+// planRefresh is how often a worker looks whether the plan quota was set,
 // changed or removed.
-const PlanRefresh = 10 * time.Second
+const planRefresh = 10 * time.Second
 
 // planThread is one held thread of the plan. release gives it back at once;
 // it is safe to call more than once.
@@ -141,11 +141,11 @@ type planGate struct {
 }
 
 // consumer returns the plan's consumer, nil when no quota is set, looking
-// again at most every PlanRefresh.
+// again at most every planRefresh.
 func (g *planGate) consumer(ctx context.Context, now time.Time) jetstream.Consumer {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.checked.IsZero() && now.Sub(g.checked) < PlanRefresh {
+	if !g.checked.IsZero() && now.Sub(g.checked) < planRefresh {
 		return g.cons
 	}
 	g.checked = now

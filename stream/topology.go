@@ -160,11 +160,11 @@ func (t Topology) consumerConfig(wc workerConsumer) jetstream.ConsumerConfig {
 	}
 }
 
-// EnsureStream creates the CAPTCHA stream if it does not exist. With update
+// ensureStream creates the CAPTCHA stream if it does not exist. With update
 // set it also brings an existing stream's configuration to t (servers and
 // admins do that; producers and workers only create). Two processes racing
 // to create it both succeed.
-func EnsureStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (jetstream.Stream, error) {
+func ensureStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (jetstream.Stream, error) {
 	t = t.withDefaults()
 	cfg := t.streamConfig()
 	for range 3 {
@@ -197,7 +197,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, t Topology, updat
 // workers' consumers. It is idempotent; start order never matters.
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (jetstream.Stream, error) {
 	t = t.withDefaults()
-	s, err := EnsureStream(ctx, js, t, update)
+	s, err := ensureStream(ctx, js, t, update)
 	if err != nil {
 		return nil, err
 	}

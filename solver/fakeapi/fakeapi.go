@@ -25,22 +25,31 @@ import (
 	"time"
 )
 
-// TestKey is a valid key of every Server whose Config.Keys is empty. It is 32
-// characters long, like real keys.
+// TestKey is a valid key of every Server whose Config.Keys is empty. It is
+// KeyLength characters long, like real keys.
 const TestKey = "0123456789abcdef0123456789abcdef"
 
-// KeyLength is the length of a well-formed key; others get
-// ERROR_WRONG_USER_KEY.
+// KeyLength is the length of a well-formed key. A key of another length gets
+// ERROR_WRONG_USER_KEY; one of this length that is not in Config.Keys gets
+// ERROR_KEY_DOES_NOT_EXIST.
 const KeyLength = 32
 
-// MaxImageSize is the largest image accepted: 1024 KB.
+// MaxImageSize is the largest image accepted, in bytes once decoded: 1024 KB.
+// A larger one gets ERROR_TOO_BIG_CAPTCHA_FILESIZE.
 const MaxImageSize = 1024 * 1024
 
 // Range is a distribution of solve times. With Median zero it is uniform on
 // [Min, Max]; otherwise log-normal with that median and its 99th percentile at
 // Max, redrawn when outside [Min, Max] — the long right tail real solves have.
 type Range struct {
-	Min, Median, Max time.Duration
+	// Min is the shortest solve time drawn.
+	Min time.Duration
+	// Median is the median of the log-normal distribution; zero makes the
+	// distribution uniform.
+	Median time.Duration
+	// Max is the longest solve time drawn; with a Median, also the 99th
+	// percentile.
+	Max time.Duration
 }
 
 // Kinds of captcha, the keys of Config.SolveTime. They match the solver
@@ -48,10 +57,10 @@ type Range struct {
 const (
 	KindRecaptcha   = "recaptcha"    // userrecaptcha v2, invisible, enterprise
 	KindRecaptchaV3 = "recaptcha_v3" // userrecaptcha version=v3
-	KindTurnstile   = "turnstile"
-	KindGeeTest     = "geetest"
-	KindImage       = "image" // post and base64
-	KindGrid        = "grid"  // post and base64 with recaptcha=1
+	KindTurnstile   = "turnstile"    // turnstile
+	KindGeeTest     = "geetest"      // geetest (v3)
+	KindImage       = "image"        // post and base64
+	KindGrid        = "grid"         // post and base64 with recaptcha=1
 )
 
 // DefaultSolveTimes are the solve-time distributions of kinds that
@@ -91,10 +100,13 @@ type Config struct {
 	Faults Faults
 	// BurstLimit in.php calls of one key within BurstWindow are allowed; one
 	// more answers MAX_USER_TURN and bans the key's in.php for BanTime.
-	// Zero means 60, 3 s and 10 s.
-	BurstLimit  int
+	// Zero means 60.
+	BurstLimit int
+	// BurstWindow is the sliding window BurstLimit counts in. Zero means 3 s.
 	BurstWindow time.Duration
-	BanTime     time.Duration
+	// BanTime is how long a key that broke BurstLimit gets MAX_USER_TURN
+	// from in.php. Zero means 10 s.
+	BanTime time.Duration
 	// NumericIDs sends captcha ids as JSON numbers (CaptchaAI does, at times).
 	NumericIDs bool
 	// GeeTestAsString sends GeeTest answers as a JSON-encoded string instead
@@ -118,7 +130,9 @@ type Faults struct {
 	// Garbage is the rate of HTTP 200 replies with a body that is no reply.
 	Garbage float64
 	// Slow is the rate of replies delayed by SlowDelay.
-	Slow      float64
+	Slow float64
+	// SlowDelay is how long a slow reply is held back (not scaled by
+	// TimeScale).
 	SlowDelay time.Duration
 	// Unsolvable is the rate of captchas that end in
 	// ERROR_CAPTCHA_UNSOLVABLE instead of an answer.
@@ -160,14 +174,16 @@ type Stats struct {
 	// Concurrent is how many captchas are being solved now (submitted, not
 	// yet ready); MaxConcurrent is the most there ever were at once.
 	Concurrent, MaxConcurrent int
-	// ResCallsPerCaptcha counts res.php action=get calls per captcha id;
-	// MaxResCallsPerCaptcha is its largest value.
-	ResCallsPerCaptcha    map[string]int
+	// ResCallsPerCaptcha counts res.php action=get calls per captcha id.
+	ResCallsPerCaptcha map[string]int
+	// MaxResCallsPerCaptcha is the largest value in ResCallsPerCaptcha.
 	MaxResCallsPerCaptcha int
 	// PickupLagMean and PickupLagMax are the time from a captcha becoming
 	// ready to the res.php call that first returned it, over Pickups captchas.
 	PickupLagMean, PickupLagMax time.Duration
-	Pickups                     int
+	// Pickups counts the captchas whose final reply (answer or error code)
+	// res.php has returned: the sample of PickupLagMean and PickupLagMax.
+	Pickups int
 	// Codes counts the error codes answered, injected ones included.
 	Codes map[string]int
 	// ReportsGood and ReportsBad count recorded reports.
@@ -371,8 +387,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Pseudo-codes counted in Stats.Codes for injected faults that carry no API
 // code.
 const (
+	// CodeHTTP500 counts HTTP 500 replies (Faults.HTTP500 and Faults.Outage).
 	CodeHTTP500 = "HTTP_500"
-	CodeHTML    = "HTML_PAGE"
+	// CodeHTML counts HTTP 200 replies with an HTML page (Faults.HTML).
+	CodeHTML = "HTML_PAGE"
+	// CodeGarbage counts HTTP 200 replies with a garbage body (Faults.Garbage).
 	CodeGarbage = "GARBAGE"
 )
 
