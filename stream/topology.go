@@ -26,8 +26,9 @@ type Topology struct {
 	// stay (the stream's MaxAge). Default 24h. Tokens leave earlier, with
 	// their own lifetime.
 	Retention time.Duration
-	// MaxBytes bounds the stream's size; the oldest messages go first.
-	// Default 0: bounded by Retention alone.
+	// MaxBytes bounds the stream's size: once full, it refuses new tasks
+	// (and outcomes) until Retention frees room, rather than drop accepted
+	// ones. Default 0: bounded by Retention alone.
 	MaxBytes int64
 	// DuplicateWindow is how long a task id is remembered to drop a
 	// re-published task. Default 2m.
@@ -99,7 +100,9 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 		MaxAge:      t.Retention,
 		MaxBytes:    orUnlimited(t.MaxBytes),
 		MaxMsgs:     -1,
-		Discard:     jetstream.DiscardOld,
+		// At MaxBytes refuse new messages (the producer gets a clear error)
+		// rather than drop the oldest, which may be accepted, queued tasks.
+		Discard:     jetstream.DiscardNew,
 		Storage:     storage,
 		Replicas:    t.Replicas,
 		Duplicates:  t.DuplicateWindow,

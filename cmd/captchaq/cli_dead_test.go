@@ -31,7 +31,8 @@ type cliResult struct {
 func captchaq(t *testing.T, natsURL string, args ...string) cliResult {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "CAPTCHAQ_TEST_MAIN=1", "CAPTCHAQ_NATS="+natsURL)
+	// The race detector sleeps 1 s before a clean exit by default: not here.
+	cmd.Env = append(os.Environ(), "CAPTCHAQ_TEST_MAIN=1", "CAPTCHAQ_NATS="+natsURL, "GORACE=atexit_sleep_ms=0")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	t0 := time.Now()
