@@ -18,7 +18,8 @@ type ServerConfig struct {
 	// fields below override what it says when they are set.
 	ConfigFile string
 	// StoreDir is where JetStream keeps its files. Default: the config
-	// file's store_dir, else a new temporary directory.
+	// file's store_dir, else a new temporary directory, removed when the
+	// server shuts down.
 	StoreDir string
 	// Listen makes the server accept TCP clients on Host:Port (Port -1 picks
 	// a free one). Without it, and without a config file, only in-process
@@ -69,12 +70,13 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	if cfg.StoreDir != "" {
 		opts.StoreDir = cfg.StoreDir
 	}
+	tempDir := ""
 	if opts.StoreDir == "" {
 		dir, err := os.MkdirTemp("", "captchaq-js-")
 		if err != nil {
 			return nil, fmt.Errorf("temporary store: %w", err)
 		}
-		opts.StoreDir = dir
+		opts.StoreDir, tempDir = dir, dir
 	}
 	if !cfg.LazySync && opts.SyncInterval == 0 {
 		opts.SyncAlways = true
@@ -87,6 +89,10 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		ns.SetLoggerV2(&slogAdapter{l: cfg.Logger, verbose: cfg.Verbose}, false, false, false)
 	}
 	go ns.Start()
+	if tempDir != "" {
+		// A store we made up goes away with the server.
+		go func() { ns.WaitForShutdown(); _ = os.RemoveAll(tempDir) }()
+	}
 	if !ns.ReadyForConnections(30 * time.Second) {
 		ns.Shutdown()
 		return nil, errors.New("nats-server not ready within 30s")

@@ -35,9 +35,7 @@ func captchaq(t *testing.T, natsURL string, args ...string) cliResult {
 	cmd.Env = append(os.Environ(), "CAPTCHAQ_TEST_MAIN=1", "CAPTCHAQ_NATS="+natsURL, "GORACE=atexit_sleep_ms=0")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	t0 := time.Now()
 	err := cmd.Run()
-	t.Logf("captchaq %s: %s", strings.Join(args, " "), time.Since(t0))
 	r := cliResult{stdout: out.String(), stderr: errOut.String()}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
