@@ -302,3 +302,24 @@ func TestCLIDeadLettersListShowReplayTracePurge(t *testing.T) {
 	}, got)
 	require.Equal(t, 3, api.Stats().Solved, "good1 and the two replays")
 }
+
+// The synopses say `dead show ID [--json]` and `trace ID [flags]`, but the
+// flag package stops at the first argument that is not a flag: a flag after
+// the id is taken for a second id (exit 2, "want one task id"), and `dead
+// replay ID --json` tries to replay a task named "--json". Worse, the
+// connection flags after an id are ignored without a word: `dead show ID
+// --nats URL` talks to localhost:4222. See the report of the chaos and CLI
+// tests; remove the Skip once parseFlags takes flags anywhere on the line.
+func TestCLIFlagsAfterTaskID(t *testing.T) {
+	t.Skip("known bug: flags after a task id are not parsed (parseFlags uses flag.Parse, which stops at the first argument)")
+	t.Parallel()
+	natsURL, _, client := listeningServer(t, stream.Topology{})
+	_, err := client.Submit(context.Background(), stream.Task{ID: "after", Method: "turnstile",
+		Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/"}})
+	require.NoError(t, err)
+	r := captchaq(t, natsURL, "trace", "after", "--json")
+	require.Zero(t, r.code, r.stderr)
+	require.NotEmpty(t, jsonLines[stream.TraceEntry](t, r.stdout))
+	r = captchaq(t, "nats://127.0.0.1:1", "trace", "after", "--nats", natsURL)
+	require.Zero(t, r.code, "--nats after the id is taken: %s", r.stderr)
+}

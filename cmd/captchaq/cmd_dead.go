@@ -76,17 +76,12 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	nc, ae, err := nf.connect(ctx, "captchaq-dead")
+	ss, err := nf.session(ctx, "captchaq-dead", stream.ClientConfig{Name: "captchaq-dead-" + sub})
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	ctx, cancelFast := ae.failFast(ctx)
-	defer cancelFast()
-	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "captchaq-dead-" + sub})
-	if err != nil {
-		return explain(err, ae)
-	}
+	defer ss.close()
+	ctx, c, ae := ss.ctx, ss.client, ss.ae
 	enc := json.NewEncoder(stdout)
 	switch sub {
 	case "ls":
@@ -188,17 +183,12 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() != 1 {
 		return usageError("trace: want one task id")
 	}
-	nc, ae, err := nf.connect(ctx, "captchaq-trace")
+	ss, err := nf.session(ctx, "captchaq-trace", stream.ClientConfig{})
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	ctx, cancelFast := ae.failFast(ctx)
-	defer cancelFast()
-	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{})
-	if err != nil {
-		return explain(err, ae)
-	}
+	defer ss.close()
+	ctx, c, ae := ss.ctx, ss.client, ss.ae
 	entries, err := c.Trace(ctx, fs.Arg(0))
 	if err != nil {
 		return explain(err, ae)

@@ -89,17 +89,12 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer in.Close()
-	nc, ae, err := nf.connect(ctx, "captchaq-submit")
+	ss, err := nf.session(ctx, "captchaq-submit", stream.ClientConfig{})
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	ctx, cancelFast := ae.failFast(ctx)
-	defer cancelFast()
-	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{})
-	if err != nil {
-		return explain(err, ae)
-	}
+	defer ss.close()
+	ctx, c, ae := ss.ctx, ss.client, ss.ae
 	tasks, err := readTasks(in, c)
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -166,17 +161,12 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *method == "" {
 		return usageError("--method is required")
 	}
-	nc, ae, err := nf.connect(ctx, "captchaq-solve")
+	ss, err := nf.session(ctx, "captchaq-solve", stream.ClientConfig{})
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	ctx, cancelFast := ae.failFast(ctx)
-	defer cancelFast()
-	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{})
-	if err != nil {
-		return explain(err, ae)
-	}
+	defer ss.close()
+	ctx, c, ae := ss.ctx, ss.client, ss.ae
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	out, err := c.Solve(ctx, stream.Task{ID: *id, Method: *method, Params: params, Priority: *priority})
@@ -204,17 +194,12 @@ func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	nc, ae, err := nf.connect(ctx, "captchaq-results")
+	ss, err := nf.session(ctx, "captchaq-results", stream.ClientConfig{})
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	ctx, cancelFast := ae.failFast(ctx)
-	defer cancelFast()
-	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{})
-	if err != nil {
-		return explain(err, ae)
-	}
+	defer ss.close()
+	ctx, c, ae := ss.ctx, ss.client, ss.ae
 	enc := json.NewEncoder(stdout)
 	err = c.Results(ctx, *follow, func(o stream.Outcome) { _ = enc.Encode(o) })
 	if *follow && errors.Is(err, context.Canceled) {

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/captchaq/captchaq/stream"
 )
 
 // newFlagSet returns a flag set whose usage lists each flag's environment
@@ -347,4 +349,30 @@ func apiKey(keyFile string) (string, error) {
 		return k, nil
 	}
 	return strings.TrimSpace(os.Getenv("CAPTCHAAI_API_KEY")), nil
+}
+
+// session is a producer's connection: the client, a context that ends as
+// soon as the server refuses one of its operations, and what explains errors.
+type session struct {
+	ctx    context.Context
+	client *stream.Client
+	ae     *asyncErrors
+	close  func()
+}
+
+// session connects as name and binds a producer client. The caller defers
+// close.
+func (n *natsFlags) session(ctx context.Context, name string, cfg stream.ClientConfig) (*session, error) {
+	nc, ae, err := n.connect(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	fctx, cancel := ae.failFast(ctx)
+	c, err := stream.NewClient(fctx, nc, cfg)
+	if err != nil {
+		cancel()
+		nc.Close()
+		return nil, explain(err, ae)
+	}
+	return &session{ctx: fctx, client: c, ae: ae, close: func() { cancel(); nc.Close() }}, nil
 }
