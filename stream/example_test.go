@@ -27,12 +27,7 @@ func Example() {
 	ctx := context.Background()
 
 	// An embedded nats-server with JetStream, reachable in-process only.
-	dir, err := os.MkdirTemp("", "captchaq-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: dir})
+	ns, err := stream.StartServer(stream.ServerConfig{}) // in-process, temporary store
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -88,12 +83,7 @@ func Example() {
 // each way it can end is a sentinel error to branch on.
 func ExampleClient_Solve() {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "captchaq-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: dir})
+	ns, err := stream.StartServer(stream.ServerConfig{}) // in-process, temporary store
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -169,12 +159,7 @@ func ExampleWorker_Run() {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 
-	dir, err := os.MkdirTemp("", "captchaq-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: dir})
+	ns, err := stream.StartServer(stream.ServerConfig{}) // in-process, temporary store
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -229,12 +214,7 @@ func ExampleWorker_Run() {
 // of the solving service that outlasted the attempt budget.
 func ExampleClient_DeadLetters() {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "captchaq-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: dir})
+	ns, err := stream.StartServer(stream.ServerConfig{}) // in-process, temporary store
 	if err != nil {
 		log.Fatal(err)
 	}
