@@ -156,6 +156,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 		}
 		if w.record(ctx, j, ev) {
 			_ = m.NakWithDelay(act.Delay)
+			w.lookAgainAfter(act.Delay, laneOfSubject(m.Subject()))
 		}
 		j.log.Info("attempt failed", slog.String("code", code), slog.String("class", class.String()),
 			slog.String("next", act.Kind.String()), slog.Duration("delay", act.Delay), slog.Int("attempts", spent))

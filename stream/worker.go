@@ -89,6 +89,8 @@ type Worker struct {
 	plan  *planGate
 	// background counts deletes of finished task messages still under way.
 	background sync.WaitGroup
+	// wake tells an idle dispatch loop to look for tasks now.
+	wake chan struct{}
 }
 
 // NewWorker binds a worker pool to the CAPTCHA stream on nc, creating the
@@ -135,7 +137,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, top: top, nc: nc, js: js, s: s, fatal: make(chan error, 1),
+	w := &Worker{cfg: cfg, top: top, nc: nc, js: js, s: s, fatal: make(chan error, 1), wake: make(chan struct{}, 1),
 		log: cfg.Logger.With(slog.String("worker", cfg.Name)), plan: &planGate{js: js}}
 	for _, wc := range workerConsumers() {
 		c, err := s.Consumer(ctx, consumerName(wc.lane, wc.priority))
@@ -163,13 +165,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	pullCtx, stopPulling := context.WithCancel(ctx)
 	defer stopPulling()
 
-	wake := make(chan struct{}, 1)
 	sub, err := w.nc.Subscribe(subjectAllTasks, func(m *nats.Msg) {
 		w.news(m.Subject)
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
+		w.poke()
 	})
 	if err != nil {
 		return fmt.Errorf("subscribe to new tasks: %w", err)
@@ -242,7 +240,7 @@ pull:
 			break pull
 		case fatalErr = <-w.fatal:
 			break pull
-		case <-wake:
+		case <-w.wake:
 		case <-idle.C:
 			// Retries and redeliveries come due without a publish.
 			for _, f := range w.feeds {
@@ -354,6 +352,27 @@ func (w *Worker) news(subject string) {
 			f.news.Add(1)
 		}
 	}
+}
+
+// poke wakes the dispatch loop if it is idle.
+func (w *Worker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// lookAgainAfter makes the worker look at lane's consumers when a task it
+// handed back with delay d comes due, when that is sooner than the idle
+// check would.
+func (w *Worker) lookAgainAfter(d time.Duration, lane Lane) {
+	if d >= w.cfg.IdleCheck {
+		return
+	}
+	time.AfterFunc(d+10*time.Millisecond, func() {
+		w.laneFreed(lane)
+		w.poke()
+	})
 }
 
 // laneFreed notes that a task of lane finished here: a lane held at its

@@ -42,8 +42,8 @@ func TestChaosFaultsAndKilledWorkersOneOutcomePerTask(t *testing.T) {
 	runChaos(t, chaosRun{tasks: 100, workers: 3, threads: 2, kills: 8, killEvery: 250 * time.Millisecond, timeout: 2 * time.Minute})
 }
 
-// The same for minutes rather than seconds: CAPTCHAQ_SOAK=1 go test -race
-// -run ChaosSoak ./cmd/captchaq/ (about 1000 tasks and 80 kills).
+// The same at ten times the size, about 40 s: 1000 tasks, 4 workers, 80
+// kills. CAPTCHAQ_SOAK=1 go test -race -run ChaosSoak ./cmd/captchaq/
 func TestChaosSoak(t *testing.T) {
 	if os.Getenv("CAPTCHAQ_SOAK") != "1" {
 		t.Skip("soak: set CAPTCHAQ_SOAK=1")
@@ -98,9 +98,17 @@ func runChaos(t *testing.T, run chaosRun) {
 	t.Cleanup(emu.Close)
 
 	n := 0 // worker processes started
+	worker := func() *proc {
+		n++
+		w := startProc(t, keyEnv, "worker", "--nats", natsURL, "--solver-url", emu.URL, "--poll-scale", "0.01",
+			"--threads", itoa(run.threads), "--ack-wait", "1s", "--max-attempts", "3", "--retry-initial", "20ms", "--retry-max", "100ms",
+			"--name", fmt.Sprintf("chaos-worker-%d", n))
+		w.waitLine("worker started", 30*time.Second)
+		return w
+	}
 	workers := make([]*proc, run.workers)
 	for i := range workers {
-		workers[i] = startProcQuiet(t, natsURL, emu.URL, run, &n)
+		workers[i] = worker()
 	}
 
 	tasks := make([]stream.Task, run.tasks)
@@ -144,7 +152,7 @@ func runChaos(t *testing.T, run chaosRun) {
 		i := rng.IntN(len(workers))
 		workers[i].kill()
 		kills++
-		workers[i] = startProcQuiet(t, natsURL, emu.URL, run, &n)
+		workers[i] = worker()
 	}
 	if !finished {
 		select {
@@ -265,17 +273,6 @@ func runChaos(t *testing.T, run chaosRun) {
 	require.Positive(t, crashed, "some kill hit a worker in the middle of a task")
 	require.GreaterOrEqual(t, st.Solved, byStatus[stream.StatusSolved],
 		"answers fetched by workers killed before they stored them are solved again, never the other way round")
-}
-
-// startProcQuiet starts one chaos worker process and waits until it runs.
-func startProcQuiet(t *testing.T, natsURL, emuURL string, run chaosRun, n *int) *proc {
-	t.Helper()
-	*n++
-	w := startProc(t, keyEnv, "worker", "--nats", natsURL, "--solver-url", emuURL, "--poll-scale", "0.01",
-		"--threads", itoa(run.threads), "--ack-wait", "1s", "--max-attempts", "3", "--retry-initial", "20ms", "--retry-max", "100ms",
-		"--name", fmt.Sprintf("chaos-worker-%d", *n))
-	w.waitLine("worker started", 30*time.Second)
-	return w
 }
 
 // subjectCounts returns how many messages the stream holds per subject

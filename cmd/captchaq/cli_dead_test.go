@@ -32,7 +32,7 @@ func captchaq(t *testing.T, natsURL string, args ...string) cliResult {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	// The race detector sleeps 1 s before a clean exit by default: not here.
-	cmd.Env = append(os.Environ(), "CAPTCHAQ_TEST_MAIN=1", "CAPTCHAQ_NATS="+natsURL, "GORACE=atexit_sleep_ms=0")
+	cmd.Env = append(append(os.Environ(), childEnv...), "CAPTCHAQ_NATS="+natsURL)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -303,15 +303,10 @@ func TestCLIDeadLettersListShowReplayTracePurge(t *testing.T) {
 	require.Equal(t, 3, api.Stats().Solved, "good1 and the two replays")
 }
 
-// The synopses say `dead show ID [--json]` and `trace ID [flags]`, but the
-// flag package stops at the first argument that is not a flag: a flag after
-// the id is taken for a second id (exit 2, "want one task id"), and `dead
-// replay ID --json` tries to replay a task named "--json". Worse, the
-// connection flags after an id are ignored without a word: `dead show ID
-// --nats URL` talks to localhost:4222. See the report of the chaos and CLI
-// tests; remove the Skip once parseFlags takes flags anywhere on the line.
+// The synopses say `dead show ID [--json]` and `trace ID [flags]`: flags
+// after the id count, connection flags included (the flag package alone
+// would stop at the id and quietly talk to localhost:4222).
 func TestCLIFlagsAfterTaskID(t *testing.T) {
-	t.Skip("known bug: flags after a task id are not parsed (parseFlags uses flag.Parse, which stops at the first argument)")
 	t.Parallel()
 	natsURL, _, client := listeningServer(t, stream.Topology{})
 	_, err := client.Submit(context.Background(), stream.Task{ID: "after", Method: "turnstile",

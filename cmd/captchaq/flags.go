@@ -66,13 +66,29 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	if len(errs) > 0 {
 		return &exitError{code: 2, err: errors.Join(errs...)}
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	// Flags may come before, between or after the arguments (`dead show ID
+	// --json`): parse, set the first leftover argument aside, go on. A "--"
+	// ends the flags as usual.
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return &exitError{code: 2, err: err}
 		}
-		return &exitError{code: 2, err: err}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional, args = append(positional, rest[0]), rest[1:]
 	}
-	return nil
+	// Leave the arguments where fs.Arg and fs.NArg find them.
+	return fs.Parse(append([]string{"--"}, positional...))
 }
 
 // usageError is a wrong command line: exit code 2.

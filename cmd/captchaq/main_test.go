@@ -31,6 +31,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// childEnv makes the test binary act as captchaq; under the race detector it
+// also skips the detector's one-second pause at exit.
+var childEnv = []string{"CAPTCHAQ_TEST_MAIN=1", "GORACE=atexit_sleep_ms=0"}
+
 // proc is a captchaq process started by a test.
 type proc struct {
 	t     *testing.T
@@ -46,7 +50,7 @@ type proc struct {
 func startProc(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(append(os.Environ(), "CAPTCHAQ_TEST_MAIN=1"), env...)
+	cmd.Env = append(append(os.Environ(), childEnv...), env...)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	p := &proc{t: t, cmd: cmd, added: make(chan struct{}), exit: make(chan error, 1)}

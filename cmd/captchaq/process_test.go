@@ -77,7 +77,7 @@ func TestSeparateProcessesEndToEnd(t *testing.T) {
 	}
 
 	submit := exec.Command(os.Args[0], "submit", "--nats", url, "--wait", "--timeout", "2m", filepath.Join("..", "..", "testdata", "tasks.jsonl"))
-	submit.Env = append(os.Environ(), "CAPTCHAQ_TEST_MAIN=1")
+	submit.Env = append(os.Environ(), childEnv...)
 	out, err := submit.CombinedOutput()
 	require.NoError(t, err, "submit --wait: %s", out)
 
