@@ -330,14 +330,12 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 			found = true
 			return true, nil
 		}
-		var ev Event
-		if json.Unmarshal(m.Data(), &ev) == nil && ev.Gen == gen && ev.Kind == EventSolved {
+		if ev, ok := parseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
 			solvedEv = &ev
 		}
 		// Caught up, solved, and no result: the token's TTL removed it.
-		if solvedEv != nil && md != nil && md.NumPending == 0 && !c.cfg.Now().Before(solvedEv.ExpiresAt) {
-			out = Outcome{ID: id, Status: StatusSolved, Attempts: solvedEv.Attempts, SolveSeconds: solvedEv.Seconds,
-				ExpiresAt: solvedEv.ExpiresAt, CaptchaID: solvedEv.CaptchaID, SolvedAt: solvedEv.At}
+		if solvedEv != nil && md != nil && md.NumPending == 0 && c.tokenGone(*solvedEv) {
+			out = expiredOutcome(id, *solvedEv)
 			return true, nil
 		}
 		return false, nil
@@ -375,7 +373,9 @@ func (c *Client) Solve(ctx context.Context, t Task) (Outcome, error) {
 // WaitAll waits for the outcomes of the given receipts and calls fn with each
 // as it arrives (fn's error, if any, is passed with it: ErrNotSolved or
 // ErrTokenExpired). It reads every outcome with one consumer, however many
-// tasks there are, and returns when all have arrived or ctx ends.
+// tasks there are, and returns when all have arrived or ctx ends. A task
+// solved so long ago that its token has left the stream is reported with
+// ErrTokenExpired, from its event log.
 func (c *Client) WaitAll(ctx context.Context, receipts []Receipt, fn func(Outcome, error)) error {
 	if len(receipts) == 0 {
 		return nil
@@ -386,27 +386,60 @@ func (c *Client) WaitAll(ctx context.Context, receipts []Receipt, fn func(Outcom
 		want[r.ID] = r.Seq
 		start = min(start, r.Seq)
 	}
-	err := scanFrom(ctx, c.s, []string{subjectResults + ".>"}, start, true, func(m jetstream.Msg) (bool, error) {
+	solved := map[string]Event{} // solved events of wanted tasks whose outcome has not come yet
+	err := scanFrom(ctx, c.s, []string{subjectResults + ".>", subjectEvents + ".>"}, start, true, func(m jetstream.Msg) (bool, error) {
 		id := idFromSubject(m.Subject())
-		gen, ok := want[id]
-		if !ok {
-			return false, nil
+		if gen, ok := want[id]; ok {
+			if m.Subject() == resultSubject(id) {
+				if g, _ := strconv.ParseUint(m.Headers().Get(HeaderGen), 10, 64); g == gen {
+					var out Outcome
+					if err := json.Unmarshal(m.Data(), &out); err != nil {
+						return false, fmt.Errorf("outcome of task %s: %w", id, err)
+					}
+					delete(want, id)
+					delete(solved, id)
+					fn(c.checkOutcome(out, true))
+				}
+			} else if ev, ok := parseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
+				solved[id] = ev
+			}
 		}
-		if g, _ := strconv.ParseUint(m.Headers().Get(HeaderGen), 10, 64); g != gen {
-			return false, nil
+		// Caught up: a solved task whose outcome is not there any more
+		// had its token expire before anyone read it.
+		if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+			for id, ev := range solved {
+				if c.tokenGone(ev) {
+					delete(want, id)
+					delete(solved, id)
+					fn(c.checkOutcome(expiredOutcome(id, ev), false))
+				}
+			}
 		}
-		var out Outcome
-		if err := json.Unmarshal(m.Data(), &out); err != nil {
-			return false, fmt.Errorf("outcome of task %s: %w", id, err)
-		}
-		delete(want, id)
-		fn(c.checkOutcome(out, true))
 		return len(want) == 0, nil
 	})
 	if err != nil {
 		return fmt.Errorf("wait for %d tasks: %w", len(want), err)
 	}
 	return nil
+}
+
+// tokenGone reports whether the token of a solve has expired: its outcome
+// then leaves the stream (its TTL ends at ExpiresAt, rounded up to a whole
+// second), and an outcome that is not there is not merely late.
+func (c *Client) tokenGone(ev Event) bool {
+	return !c.cfg.Now().Before(ev.ExpiresAt)
+}
+
+// expiredOutcome is the outcome of a solve whose token has left the stream,
+// rebuilt from its event.
+func expiredOutcome(id string, ev Event) Outcome {
+	return Outcome{ID: id, Status: StatusSolved, Attempts: ev.Attempts, SolveSeconds: ev.Seconds,
+		ExpiresAt: ev.ExpiresAt, CaptchaID: ev.CaptchaID, SolvedAt: ev.At, Method: ev.Method}
+}
+
+func parseEvent(b []byte) (Event, bool) {
+	var ev Event
+	return ev, json.Unmarshal(b, &ev) == nil
 }
 
 // Results calls fn with every outcome in the stream, oldest first (tokens

@@ -355,8 +355,10 @@ func (w *Worker) finishSolved(ctx context.Context, j *job, ev Event, ans solver.
 	out := Outcome{ID: j.id, Status: StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
 		Attempts: ev.Attempts, SolveSeconds: roundSeconds(end.Sub(start)), ExpiresAt: ev.ExpiresAt,
 		Method: j.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: end}
-	// The token leaves the stream when it stops being usable (whole seconds, at least 1).
-	ttl := max(time.Until(ev.ExpiresAt).Truncate(time.Second), time.Second)
+	// The token leaves the stream when it stops being usable: TTLs are whole
+	// seconds, so round up (a waiter that finds no outcome before ExpiresAt
+	// knows it is only late) and take at least 1 s.
+	ttl := max((time.Until(ev.ExpiresAt)+time.Second-1).Truncate(time.Second), time.Second)
 	if err := w.publishOutcome(ctx, j, out, jetstream.WithMsgTTL(ttl)); err != nil {
 		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
 		return

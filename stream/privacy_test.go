@@ -100,4 +100,13 @@ func TestTokensAndPageURLsDoNotOutliveTheirUse(t *testing.T) {
 	require.ErrorIs(t, err, ErrTokenExpired)
 	require.Equal(t, StatusSolved, out.Status)
 	require.Empty(t, out.Solution)
+
+	// So do batch waiters (submit --wait run again on the same file).
+	expired := 0
+	require.NoError(t, b.client.WaitAll(ctx, receipts, func(o Outcome, err error) {
+		require.ErrorIs(t, err, ErrTokenExpired)
+		require.Equal(t, StatusSolved, o.Status)
+		expired++
+	}))
+	require.Equal(t, len(receipts), expired)
 }
