@@ -98,6 +98,9 @@ var (
 	// ErrAlreadyReplayed means this dead letter was replayed before;
 	// replaying it again would enqueue the task twice.
 	ErrAlreadyReplayed = errors.New("dead letter already replayed")
+	// ErrSuperseded means the task id was submitted again after this dead
+	// letter; replaying the older one would run two generations at once.
+	ErrSuperseded = errors.New("a newer submission of the task exists")
 	// ErrNotReplayable means the dead letter holds no valid task (reason
 	// invalid-task); fix it and submit it anew instead.
 	ErrNotReplayable = errors.New("dead letter holds no valid task")
@@ -194,10 +197,19 @@ func (c *Client) ReplayAll(ctx context.Context, f DeadFilter) ([]Receipt, error)
 	if err != nil {
 		return nil, err
 	}
+	// Only the latest letter of each id: replaying two letters of one id
+	// would run two generations of it at once.
+	latest := map[string]int{}
+	for i, d := range ds {
+		latest[d.ID] = i
+	}
 	var out []Receipt
-	for _, d := range ds {
+	for i, d := range ds {
+		if latest[d.ID] != i {
+			continue
+		}
 		r, err := c.replay(ctx, d)
-		if errors.Is(err, ErrNotReplayable) {
+		if errors.Is(err, ErrNotReplayable) || errors.Is(err, ErrSuperseded) {
 			continue
 		}
 		if err != nil {
@@ -212,6 +224,10 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 	if d.Replayed != nil {
 		return Receipt{ID: d.ID, Seq: d.Replayed.TaskSeq, Duplicate: true}, fmt.Errorf("replay %s (dead letter %d): %w at %s",
 			d.ID, d.Seq, ErrAlreadyReplayed, d.Replayed.At.Format(time.RFC3339))
+	}
+	if gen, err := c.latestGen(ctx, d.ID); err == nil && gen > d.Gen {
+		return Receipt{}, fmt.Errorf("replay %s (dead letter %d): %w: the task was submitted again since (task message %d)",
+			d.ID, d.Seq, ErrSuperseded, gen)
 	}
 	t, err := ParseTask(d.Task)
 	if err == nil {
@@ -241,10 +257,13 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 	rm := nats.NewMsg(replaySubject(d.ID))
 	rm.Data = rec
 	rm.Header.Set(HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
+	r := Receipt{ID: d.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}
 	if _, err := publishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replayed.%d", d.Seq))); err != nil {
-		return Receipt{}, fmt.Errorf("record replay of %s: %w", d.ID, err)
+		// The task is queued again; only the record of it failed. Say both.
+		return r, fmt.Errorf("replay %s: the task is queued again (task message %d), but recording the replay failed: %w",
+			d.ID, ack.Sequence, err)
 	}
-	return Receipt{ID: d.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	return r, nil
 }
 
 // PurgeDead deletes the dead letters that match f and returns how many. The

@@ -41,12 +41,17 @@ type job struct {
 func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread) {
 	j, err := w.open(ctx, m)
 	if err != nil {
-		w.log.Warn("cannot read task state; delivering it again later", slog.Any("error", err))
-		_ = m.NakWithDelay(w.cfg.IdleCheck)
+		// Leave it to lapse: a delivery that ends without an event counts
+		// as a lost attempt, and open already retried for a while.
+		w.log.Warn("cannot read task state; it comes back after the ack wait", slog.Any("error", err))
 		return
 	}
 	j.thread = thread
 	last := j.st.last
+	if last.Gen > j.gen {
+		w.superseded(ctx, j)
+		return
+	}
 	sameGen := last.Gen == j.gen
 	if sameGen {
 		switch last.Kind {
@@ -54,10 +59,10 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 			w.finishDead(ctx, j, retry.Reason(last.Reason), last.LastCode)
 			return
 		case EventSolved:
-			stored, err := w.resultStored(ctx, j)
+			var stored bool
+			err := w.patiently(ctx, j, func() (err error) { stored, err = w.resultStored(ctx, j); return err })
 			if err != nil {
-				j.log.Warn("cannot tell whether the outcome is stored; delivering it again later", slog.Any("error", err))
-				_ = m.NakWithDelay(w.cfg.IdleCheck)
+				j.log.Warn("cannot tell whether the outcome is stored; it comes back after the ack wait", slog.Any("error", err))
 				return
 			}
 			if stored || !w.cfg.Now().Before(last.ExpiresAt) {
@@ -113,14 +118,19 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 	ans, serr := w.solve(ctx, j)
 	end := w.cfg.Now()
 	ev.Seconds = end.Sub(start).Seconds()
-	if !attemptStored(context.WithoutCancel(ctx)) {
+	shutdown := ctx.Err() != nil
+	// What follows records what the service already did: it must not fail
+	// because the worker is stopping.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.top.AckWait)
+	defer cancel()
+	if !attemptStored(ctx) {
 		return // another worker holds a newer delivery of the task
 	}
 
-	if serr != nil && ctx.Err() != nil {
+	if serr != nil && shutdown {
 		// Shutdown: hand the task back without spending the attempt.
 		ev.Kind, ev.Attempts, ev.At, ev.Code = EventHandback, attempts, end, "SHUTDOWN"
-		if w.record(context.WithoutCancel(ctx), j, ev) {
+		if w.record(ctx, j, ev) {
 			_ = m.Nak()
 		}
 		j.log.Info("handed back on shutdown")
@@ -236,7 +246,7 @@ func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*job, error) {
 		j.assumed = true
 		return j, nil
 	}
-	j.st, err = loadState(ctx, w.s, j.id)
+	err = w.patiently(ctx, j, func() (err error) { j.st, err = loadState(ctx, w.s, j.id); return err })
 	if err != nil {
 		return nil, err
 	}
@@ -248,8 +258,16 @@ func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*job, error) {
 // it) or the broker failed (the delivery comes back after AckWait).
 func (w *Worker) record(ctx context.Context, j *job, ev Event) bool {
 	st, err := appendEvent(ctx, w.js, j.id, j.st, ev)
-	if errors.Is(err, errStateMoved) && w.reload(ctx, j) {
-		st, err = appendEvent(ctx, w.js, j.id, j.st, ev)
+	if errors.Is(err, errStateMoved) {
+		switch w.onConflict(ctx, j, ev) {
+		case conflictStored:
+			w.observe(j, ev)
+			return true
+		case conflictAppend:
+			st, err = appendEvent(ctx, w.js, j.id, j.st, ev)
+		case conflictSuperseded:
+			return false
+		}
 	}
 	if errors.Is(err, errStateMoved) {
 		j.log.Warn("another worker took the task over; dropping this delivery", slog.String("event", string(ev.Kind)))
@@ -264,28 +282,79 @@ func (w *Worker) record(ctx context.Context, j *job, ev Event) bool {
 	return true
 }
 
+// What onConflict found.
+const (
+	conflictOther      = iota // another delivery of this generation wrote: leave the task to it
+	conflictStored            // the event is already there: our own write whose ack was lost
+	conflictAppend            // only earlier generations wrote (a first delivery assumed an empty log): append again
+	conflictSuperseded        // a later generation of the id exists: this one is done
+)
+
+// onConflict reads the task's state after a compare-and-set failed and says
+// what the failure means.
+func (w *Worker) onConflict(ctx context.Context, j *job, ev Event) int {
+	j.assumed = false
+	st, err := loadState(ctx, w.s, j.id)
+	if err != nil {
+		return conflictOther
+	}
+	last := st.last
+	switch {
+	case last.Gen > j.gen:
+		w.superseded(ctx, j)
+		return conflictSuperseded
+	case last.Gen < j.gen:
+		j.st = st
+		return conflictAppend
+	case last.Delivery == j.delivery && last.Worker == w.cfg.Name && last.Kind == ev.Kind:
+		j.st = st
+		return conflictStored
+	case last.Delivery == j.delivery && last.Worker == w.cfg.Name:
+		j.st = st // our own earlier step of this delivery
+		return conflictAppend
+	}
+	return conflictOther
+}
+
+// superseded retires a task message whose id was submitted again since (a
+// replay, or the id reused after the duplicate window): the newer
+// submission is the one that runs and gets the outcome.
+func (w *Worker) superseded(ctx context.Context, j *job) {
+	j.log.Warn("a newer submission of this task id exists; retiring this one")
+	w.done(ctx, j)
+}
+
+// patiently runs a read of the task's state, retrying it for up to a third of
+// the ack wait while keeping the task's lease, so that a broker hiccup (a
+// leader change) is not mistaken for a lost delivery.
+func (w *Worker) patiently(ctx context.Context, j *job, read func() error) error {
+	deadline := time.Now().Add(w.heartbeat())
+	delay := 50 * time.Millisecond
+	for {
+		err := read()
+		if err == nil || ctx.Err() != nil || time.Now().Add(delay).After(deadline) {
+			return err
+		}
+		_ = j.m.InProgress()
+		w.pause(ctx, delay)
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// heartbeat is how often a held task's lease is renewed: a third of the
+// shortest ack wait of the consumers involved.
+func (w *Worker) heartbeat() time.Duration {
+	aw := w.top.AckWait
+	if w.ackWait > 0 {
+		aw = w.ackWait
+	}
+	return aw / 3
+}
+
 func (w *Worker) observe(j *job, ev Event) {
 	w.cfg.Observer.Observe(Observation{Kind: ev.Kind, Method: j.task.Method, Lane: LaneOf(j.task.Method, j.task.Params),
 		Code: ev.Code, Reason: ev.Reason, Duration: time.Duration(ev.Seconds * float64(time.Second)),
 		Delay: time.Duration(ev.DelayMS) * time.Millisecond})
-}
-
-// reload reads the task's state again after a first delivery, which assumed
-// an empty event log, found events there. It returns true when the events
-// belong to earlier generations (a replay, or an id reused after the
-// duplicate window), so this delivery may go on; false when another worker
-// wrote for this generation.
-func (w *Worker) reload(ctx context.Context, j *job) bool {
-	if !j.assumed {
-		return false
-	}
-	j.assumed = false
-	st, err := loadState(ctx, w.s, j.id)
-	if err != nil || st.last.Gen == j.gen {
-		return false
-	}
-	j.st = st
-	return true
 }
 
 // recordAsync publishes ev without waiting and returns a function that waits
@@ -325,7 +394,11 @@ func (w *Worker) solve(ctx context.Context, j *job) (solver.Answer, error) {
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
-		t := time.NewTicker(w.top.AckWait / 3)
+		every := w.heartbeat()
+		if pw := j.thread.ackWait(); pw > 0 && pw/3 < every {
+			every = pw / 3
+		}
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -358,7 +431,7 @@ func (w *Worker) finishSolved(ctx context.Context, j *job, ev Event, ans solver.
 	// The token leaves the stream when it stops being usable: TTLs are whole
 	// seconds, so round up (a waiter that finds no outcome before ExpiresAt
 	// knows it is only late) and take at least 1 s.
-	ttl := max((time.Until(ev.ExpiresAt)+time.Second-1).Truncate(time.Second), time.Second)
+	ttl := max((time.Until(ev.ExpiresAt) + time.Second - 1).Truncate(time.Second), time.Second)
 	if err := w.publishOutcome(ctx, j, out, jetstream.WithMsgTTL(ttl)); err != nil {
 		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
 		return

@@ -117,6 +117,7 @@ const planRefresh = 10 * time.Second
 type planThread struct {
 	m    jetstream.Msg
 	once sync.Once
+	wait time.Duration // the plan consumer's ack wait
 }
 
 func (p *planThread) release() {
@@ -124,6 +125,14 @@ func (p *planThread) release() {
 		return
 	}
 	p.once.Do(func() { _ = p.m.Nak() })
+}
+
+// ackWait is the plan consumer's ack wait, 0 when unknown.
+func (p *planThread) ackWait() time.Duration {
+	if p == nil {
+		return 0
+	}
+	return p.wait
 }
 
 func (p *planThread) keepAlive() {
@@ -169,10 +178,11 @@ func (g *planGate) acquire(ctx context.Context, n int, wait time.Duration, now t
 		return make([]*planThread, n), nil
 	}
 	var out []*planThread
+	lease := c.CachedInfo().Config.AckWait
 	batch, err := c.FetchNoWait(n)
 	if err == nil {
 		for m := range batch.Messages() {
-			out = append(out, &planThread{m: m})
+			out = append(out, &planThread{m: m, wait: lease})
 		}
 		err = batch.Error()
 	}
@@ -184,7 +194,7 @@ func (g *planGate) acquire(ctx context.Context, n int, wait time.Duration, now t
 		return nil, err
 	}
 	for m := range batch.Messages() {
-		out = append(out, &planThread{m: m})
+		out = append(out, &planThread{m: m, wait: lease})
 	}
 	return out, ignoreNoMessages(batch.Error())
 }

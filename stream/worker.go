@@ -91,6 +91,8 @@ type Worker struct {
 	background sync.WaitGroup
 	// wake tells an idle dispatch loop to look for tasks now.
 	wake chan struct{}
+	// ackWait is the shortest ack wait of the workers' consumers.
+	ackWait time.Duration
 }
 
 // NewWorker binds a worker pool to the CAPTCHA stream on nc, creating the
@@ -144,6 +146,11 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		if err != nil {
 			return nil, fmt.Errorf("consumer %s: %w", consumerName(wc.lane, wc.priority), err)
 		}
+		// Heartbeats follow the consumers' real ack wait, which whoever
+		// created them chose, not this worker's configuration.
+		if aw := c.CachedInfo().Config.AckWait; aw > 0 && (w.ackWait == 0 || aw < w.ackWait) {
+			w.ackWait = aw
+		}
 		f := &feed{cons: c, lane: wc.lane, priority: wc.priority}
 		f.news.Store(1) // unknown: look once
 		w.feeds = append(w.feeds, f)
@@ -191,6 +198,13 @@ pull:
 		case fatalErr = <-w.fatal:
 			break pull
 		case <-free:
+		}
+		select {
+		case <-idle.C:
+			// A worker kept busy by one lane still looks at the others
+			// (retries and redeliveries come due without a publish).
+			w.bumpAll()
+		default:
 		}
 		n := 1
 	more:
@@ -243,9 +257,7 @@ pull:
 		case <-w.wake:
 		case <-idle.C:
 			// Retries and redeliveries come due without a publish.
-			for _, f := range w.feeds {
-				f.news.Add(1)
-			}
+			w.bumpAll()
 		}
 	}
 
@@ -351,6 +363,13 @@ func (w *Worker) news(subject string) {
 		if string(f.lane) == lane && f.priority == priority {
 			f.news.Add(1)
 		}
+	}
+}
+
+// bumpAll marks every consumer as worth asking again.
+func (w *Worker) bumpAll() {
+	for _, f := range w.feeds {
+		f.news.Add(1)
 	}
 }
 

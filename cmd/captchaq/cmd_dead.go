@@ -131,11 +131,12 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			var errs []error
 			for _, id := range fs.Args() {
 				r, err := c.Replay(ctx, id)
+				if r.ID != "" && !r.Duplicate {
+					receipts = append(receipts, r) // queued, even if recording the replay failed
+				}
 				if err != nil {
 					errs = append(errs, err)
-					continue
 				}
-				receipts = append(receipts, r)
 			}
 			err = errors.Join(errs...)
 		}
