@@ -29,16 +29,18 @@ var errBadReply = errors.New("unexpected reply")
 // *Error whose Op is op. It accepts the JSON form ({"status":1,"request":…},
 // status and id as numbers or strings) and the plain-text form (OK|…, a bare
 // code). HTTP errors, HTML pages and garbage become Transient errors
-// (HTTP_<status> or BAD_REPLY) that quote the start of the body.
-func parseReply(op string, status int, body []byte) (reply, error) {
-	r, code, err := parseBody(body)
+// (HTTP_<status> or BAD_REPLY) that quote the start of the body, with every
+// form of key (the API key; "" for none) cut out of it before anything is
+// truncated, so that no part of the key reaches the message.
+func parseReply(op string, status int, body []byte, key string) (reply, error) {
+	r, code, err := parseBody(body, key)
 	switch {
 	case status != http.StatusOK && code != "":
 		// An error page that still carries an API code: trust the code.
 		return reply{}, &Error{Code: code, Class: Classify(code), Op: op}
 	case status != http.StatusOK:
 		return reply{}, &Error{Code: HTTPCode(status), Class: Classify(HTTPCode(status)), Op: op,
-			Err: fmt.Errorf("HTTP %d %s: %s", status, http.StatusText(status), describe(body))}
+			Err: fmt.Errorf("HTTP %d %s: %s", status, http.StatusText(status), describe(body, key))}
 	case err != nil:
 		return reply{}, &Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: op, Err: err}
 	case code != "":
@@ -48,18 +50,19 @@ func parseReply(op string, status int, body []byte) (reply, error) {
 }
 
 // parseBody parses a reply body. Exactly one of: a reply (code == "" and err
-// == nil), an API code, or an error saying why the body is not a reply.
-func parseBody(body []byte) (r reply, code string, err error) {
+// == nil), an API code, or an error saying why the body is not a reply, which
+// never quotes key.
+func parseBody(body []byte, key string) (r reply, code string, err error) {
 	b := bytes.TrimSpace(body)
 	if len(b) == 0 {
 		return reply{}, "", fmt.Errorf("%w: empty body", errBadReply)
 	}
 	if b[0] == '{' {
-		return parseJSON(b)
+		return parseJSON(b, key)
 	}
 	if rest, ok := bytes.CutPrefix(b, []byte("OK|")); ok {
 		if !utf8.Valid(rest) {
-			return reply{}, "", fmt.Errorf("%w: %s", errBadReply, describe(body))
+			return reply{}, "", fmt.Errorf("%w: %s", errBadReply, describe(body, key))
 		}
 		v, _ := json.Marshal(string(rest))
 		return reply{value: v, text: string(rest)}, "", nil
@@ -67,7 +70,7 @@ func parseBody(body []byte) (r reply, code string, err error) {
 	if isCode(b) {
 		return reply{}, string(b), nil
 	}
-	return reply{}, "", fmt.Errorf("%w: %s", errBadReply, describe(body))
+	return reply{}, "", fmt.Errorf("%w: %s", errBadReply, describe(body, key))
 }
 
 // jsonReply is the JSON form of a reply.
@@ -78,15 +81,15 @@ type jsonReply struct {
 	ErrorText string          `json:"error_text"`
 }
 
-func parseJSON(b []byte) (reply, string, error) {
+func parseJSON(b []byte, key string) (reply, string, error) {
 	var j jsonReply
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	if err := dec.Decode(&j); err != nil {
-		return reply{}, "", fmt.Errorf("%w: invalid JSON (%v): %s", errBadReply, err, describe(b))
+		return reply{}, "", fmt.Errorf("%w: invalid JSON (%v): %s", errBadReply, err, describe(b, key))
 	}
 	if dec.More() {
-		return reply{}, "", fmt.Errorf("%w: trailing data after JSON: %s", errBadReply, describe(b))
+		return reply{}, "", fmt.Errorf("%w: trailing data after JSON: %s", errBadReply, describe(b, key))
 	}
 	var st string
 	switch s := string(bytes.TrimSpace(j.Status)); s {
@@ -95,16 +98,16 @@ func parseJSON(b []byte) (reply, string, error) {
 	case "0", `"0"`, "false":
 		st = "0"
 	default:
-		return reply{}, "", fmt.Errorf("%w: status %s is neither 0 nor 1: %s", errBadReply, nonEmpty(s), describe(b))
+		return reply{}, "", fmt.Errorf("%w: status %s is neither 0 nor 1: %s", errBadReply, statusText(s, key), describe(b, key))
 	}
 	req := bytes.TrimSpace(j.Request)
 	if len(req) == 0 || string(req) == "null" {
-		return reply{}, "", fmt.Errorf("%w: no request field: %s", errBadReply, describe(b))
+		return reply{}, "", fmt.Errorf("%w: no request field: %s", errBadReply, describe(b, key))
 	}
 	if st == "0" {
 		var code string
 		if json.Unmarshal(req, &code) != nil || !isCode([]byte(code)) {
-			return reply{}, "", fmt.Errorf("%w: status 0 without an error code: %s", errBadReply, describe(b))
+			return reply{}, "", fmt.Errorf("%w: status 0 without an error code: %s", errBadReply, describe(b, key))
 		}
 		return reply{}, code, nil
 	}
@@ -112,19 +115,19 @@ func parseJSON(b []byte) (reply, string, error) {
 	switch req[0] {
 	case '"':
 		if err := json.Unmarshal(req, &r.text); err != nil {
-			return reply{}, "", fmt.Errorf("%w: bad request string: %s", errBadReply, describe(b))
+			return reply{}, "", fmt.Errorf("%w: bad request string: %s", errBadReply, describe(b, key))
 		}
 	case '{':
 		var c bytes.Buffer
 		if err := json.Compact(&c, req); err != nil {
-			return reply{}, "", fmt.Errorf("%w: bad request object: %s", errBadReply, describe(b))
+			return reply{}, "", fmt.Errorf("%w: bad request object: %s", errBadReply, describe(b, key))
 		}
 		r.value, r.text = c.Bytes(), c.String()
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 		r.text = string(req) // an id or a numeric answer sent as a JSON number
 		r.value, _ = json.Marshal(r.text)
 	default:
-		return reply{}, "", fmt.Errorf("%w: request is neither a string, a number nor an object: %s", errBadReply, describe(b))
+		return reply{}, "", fmt.Errorf("%w: request is neither a string, a number nor an object: %s", errBadReply, describe(b, key))
 	}
 	return r, "", nil
 }
@@ -156,8 +159,10 @@ func isCode(b []byte) bool {
 
 // describe names what a body that is not a reply looks like, quoting its
 // start so a log reader can tell an HTML error page from a truncated reply.
-func describe(body []byte) string {
-	b := bytes.TrimSpace(body)
+// Every form of key is replaced by [REDACTED] first: cutting the quote short
+// after that cannot leave a piece of the key that no longer matches it.
+func describe(body []byte, key string) string {
+	b := bytes.TrimSpace(redactBytes(body, key))
 	kind := "body"
 	if len(b) > 0 && b[0] == '<' {
 		kind = "HTML page"
@@ -205,9 +210,15 @@ func asciiLower(b []byte) []byte {
 	return out
 }
 
-func nonEmpty(s string) string {
-	if s == "" {
+// statusText shows the raw JSON of a status field that is neither 0 nor 1:
+// short ones as they are (less any form of key), long ones by their length
+// only, since quoting part of one could quote part of a key.
+func statusText(s, key string) string {
+	switch {
+	case s == "":
 		return "(missing)"
+	case len(s) > 24:
+		return fmt.Sprintf("(a value of %d bytes)", len(s))
 	}
-	return s
+	return redact(s, key)
 }

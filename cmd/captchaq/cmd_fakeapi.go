@@ -14,7 +14,7 @@ import (
 func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("fakeapi", "[flags]", stderr)
 	addr := fs.String("addr", "127.0.0.1:8088", "address to listen on (host:port; port 0 picks one)")
-	threads := fs.Int("threads", 0, "plan threads: captchas solved at once; 0 = unlimited")
+	threads := fs.Int("plan-threads", 0, "the emulated plan's threads: captchas solved at once, over which in.php answers ERROR_ZERO_BALANCE; 0 = unlimited")
 	noSlot := fs.Bool("no-slot-code", false, "answer ERROR_NO_SLOT_AVAILABLE instead of ERROR_ZERO_BALANCE when all threads are busy")
 	seed := fs.Int64("seed", 1, "seed of solve times, faults, ids and tokens")
 	speed := fs.Float64("speed", 1, "solve speed relative to real time (10 = ten times faster)")

@@ -42,6 +42,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() != 1 {
 		return usageError("want one task file (JSON lines)")
 	}
+	if *workers < 1 || *threads < 1 {
+		return usageError("--workers %d --threads %d: want 1 or more of each", *workers, *threads)
+	}
 	log, err := lf.logger(stderr)
 	if err != nil {
 		return err
@@ -58,6 +61,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	timing := solver.Timing{}
+	if key == "" && sf.url != solver.DefaultBaseURL {
+		return usageError("--solver-url %s needs CAPTCHAAI_API_KEY (or --key-file); without a key run uses its built-in emulator", sf.url)
+	}
 	if key == "" {
 		if *speed <= 0 {
 			return usageError("--fake-speed must be positive")
@@ -70,6 +76,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer stop()
 		sf.url, key, timing = url, fakeapi.TestKey, solver.Timing{Scale: 1 / *speed}
 		fmt.Fprintf(stderr, "no CAPTCHAAI_API_KEY: solving with the emulator at %s, %gx real speed\n", url, *speed)
+	}
+	sf.log = log
+	if timing.Scale == 0 {
+		timing.Scale = sf.pollScale
 	}
 	sc, err := solver.NewClient(solver.Config{BaseURL: sf.url, APIKey: key, Timing: timing, Logger: log})
 	if err != nil {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -32,6 +34,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	config := fs.String("config", "nats.conf", "nats-server config file; empty or missing ./nats.conf: built-in defaults (127.0.0.1:4222)")
 	store := fs.String("store", "", "JetStream store directory (default: the config's store_dir, else ./data/jetstream)")
 	lazy := fs.Bool("lazy-sync", false, "fsync every 2 minutes instead of before every ack (faster; an OS crash can lose acknowledged tasks)")
+	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
 	var admin adminFlags
 	admin.register(fs)
 	var top topoFlags
@@ -59,6 +62,15 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		cfg.Port = 4222
 		if cfg.StoreDir == "" {
 			cfg.StoreDir = "data/jetstream"
+		}
+	}
+	if cfg.ConfigFile == "" {
+		// Say at once that the port is taken, instead of waiting for a
+		// server that cannot start.
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port))); err != nil {
+			return fmt.Errorf("listen on 127.0.0.1:%d: %w", cfg.Port, err)
+		} else {
+			_ = l.Close()
 		}
 	}
 	ns, err := stream.StartServer(cfg)
@@ -89,7 +101,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("connect in-process: %w", err)
 	}
 	defer nc.Close()
-	if err := ensureTopology(ctx, nc, top.topology(), -1); err != nil {
+	if err := ensureTopology(ctx, nc, top.topology(), *plan); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "captchaq server ready on %s (store %s)\n", ns.ClientURL(), ns.JetStreamConfig().StoreDir)

@@ -22,11 +22,17 @@ import (
 type solverFlags struct {
 	url, keyFile string
 	pollScale    float64
+	submitEvery  time.Duration
+	submitBurst  int
+	log          *slog.Logger // the solver client's debug lines (hosts and codes only)
 }
 
 func (s *solverFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.url, "solver-url", solver.DefaultBaseURL, "base URL of the 2captcha-compatible service (in.php, res.php)")
 	fs.StringVar(&s.keyFile, "key-file", "", "file holding the API key (default: env CAPTCHAAI_API_KEY)")
+	fs.DurationVar(&s.submitEvery, "submit-interval", 100*time.Millisecond,
+		"least time between two in.php calls of this process; the service bans a key for 10 s over 60 calls in 3 s, so with N worker processes on one key give each N times 100ms")
+	fs.IntVar(&s.submitBurst, "submit-burst", 55, "at most this many in.php calls of this process in any 3 s; with N processes on one key keep the sum under 60")
 	fs.Float64Var(&s.pollScale, "poll-scale", 1, "multiply every polling delay by this (only with a sped-up emulator: fakeapi --speed 10 goes with 0.1)")
 }
 
@@ -47,7 +53,8 @@ func (s *solverFlags) clientWith(timing solver.Timing, hc *http.Client) (*solver
 	if timing.Scale == 0 && s.pollScale > 0 && s.pollScale != 1 {
 		timing.Scale = s.pollScale
 	}
-	return solver.NewClient(solver.Config{BaseURL: s.url, APIKey: key, Timing: timing, HTTPClient: hc})
+	return solver.NewClient(solver.Config{BaseURL: s.url, APIKey: key, Timing: timing, HTTPClient: hc, Logger: s.log,
+		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst})
 }
 
 // policyFlags tune the retry policy.
@@ -90,8 +97,14 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if *threads < 1 {
+		return usageError("--threads %d: want 1 or more", *threads)
+	}
 	m := metrics.NewWorker(*threads)
-	sc, err := sf.clientWith(solver.Timing{}, &http.Client{Transport: m.Transport(nil), Timeout: solver.DefaultHTTPTimeout})
+	sf.log = log
+	sc, err := sf.clientWith(solver.Timing{}, &http.Client{Transport: m.Transport(nil), Timeout: solver.DefaultHTTPTimeout,
+		// The API never redirects; following one would resend the key elsewhere.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }})
 	if err != nil {
 		return err
 	}

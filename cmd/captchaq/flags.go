@@ -34,7 +34,11 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 			if f.DefValue != "" && f.DefValue != "false" {
 				def = fmt.Sprintf(" (default %s)", f.DefValue)
 			}
-			fmt.Fprintf(stderr, "  --%s  [%s]\n      %s%s\n", f.Name, envName(f.Name), f.Usage, def)
+			env := envName(f.Name)
+			if noEnv[f.Name] {
+				env = "no environment variable: type it"
+			}
+			fmt.Fprintf(stderr, "  --%s  [%s]\n      %s%s\n", f.Name, env, f.Usage, def)
 		})
 	}
 	return fs
@@ -49,6 +53,10 @@ func envName(flagName string) string {
 // flagSetParsed, when set (by tests), sees every flag set parseFlags parsed.
 var flagSetParsed func(*flag.FlagSet)
 
+// noEnv are flags no environment variable may set: confirmations must be
+// typed.
+var noEnv = map[string]bool{"yes": true}
+
 // parseFlags sets every flag from its environment variable, then from args:
 // the command line wins.
 func parseFlags(fs *flag.FlagSet, args []string) error {
@@ -57,6 +65,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
+		if noEnv[f.Name] {
+			return
+		}
 		if v, ok := os.LookupEnv(envName(f.Name)); ok {
 			if err := fs.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))

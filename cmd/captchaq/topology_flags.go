@@ -19,7 +19,7 @@ type topoFlags struct {
 func (t *topoFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&t.replicas, "replicas", 1, "stream replicas (3 on a JetStream cluster)")
 	fs.DurationVar(&t.retention, "retention", stream.DefaultRetention, "audit retention: how long tasks, outcomes without tokens and dead letters stay")
-	fs.Int64Var(&t.maxBytes, "max-bytes", 0, "bound the stream's size in bytes (oldest messages go first); 0: bounded by --retention alone")
+	fs.Int64Var(&t.maxBytes, "max-bytes", 0, "bound the stream's size in bytes: once full it refuses new tasks rather than drop queued ones; 0: bounded by --retention alone")
 	fs.DurationVar(&t.ackWait, "ack-wait", stream.DefaultAckWait, "how long a silent worker keeps a task before it goes to another")
 	fs.DurationVar(&t.dup, "duplicate-window", stream.DefaultDuplicateWindow, "how long a task id is remembered to drop a re-published task")
 	fs.IntVar(&t.slowLimit, "slow-lane-limit", 0, "at most this many normal-priority slow-lane tasks (reCAPTCHA v2, GeeTest) in flight at once across all workers; 0: no limit")
