@@ -50,8 +50,10 @@ type Config struct {
 	// and never appears in errors, logs or URLs.
 	APIKey string
 	// HTTPClient sends the requests. Default: a client of the Client's own
-	// with DefaultHTTPTimeout and connection reuse. A given client is used as
-	// is, never modified.
+	// with DefaultHTTPTimeout and connection reuse that follows no redirect
+	// (the API never redirects; following one would re-send the key). A
+	// given client is used as is, never modified: give it a CheckRedirect
+	// that returns http.ErrUseLastResponse to get the same.
 	HTTPClient *http.Client
 	// Logger receives debug lines about submissions and polls (captcha id,
 	// method, page host; never the key, a token or a full URL). Default: no
@@ -61,12 +63,17 @@ type Config struct {
 	// production timing, with adaptive polling.
 	Timing Timing
 	// MinSubmitInterval is the least time between two in.php calls of this
-	// key, shared by every Client of the same BaseURL and key in the process.
-	// Zero means 100 ms; negative means no spacing.
+	// key, shared by every Client of the same BaseURL and key in the process:
+	// they all wait in one queue, spaced by the longest MinSubmitInterval any
+	// of them was given. Zero means 100 ms; negative means this Client asks
+	// for no spacing, which does not shorten another Client's.
 	MinSubmitInterval time.Duration
 	// SubmitBurst caps the in.php calls of this key in any window of
-	// SubmitWindow (the service bans for 10 s over 60 in 3 s), shared like
-	// MinSubmitInterval. Zero means DefaultSubmitBurst; negative means no cap.
+	// SubmitWindow (the service bans for 10 s over 60 in 3 s). Like
+	// MinSubmitInterval the cap is shared: every (SubmitBurst, SubmitWindow)
+	// of the Clients of one BaseURL and key holds for all their calls
+	// together. Zero means DefaultSubmitBurst; negative means this Client
+	// adds no cap, which does not lift another Client's.
 	SubmitBurst int
 	// SubmitWindow is the sliding window SubmitBurst counts calls in. Zero
 	// means DefaultSubmitWindow.
@@ -161,8 +168,16 @@ func newHTTPClient() *http.Client {
 		ResponseHeaderTimeout: 20 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	return &http.Client{Transport: tr, Timeout: DefaultHTTPTimeout}
+	return &http.Client{Transport: tr, Timeout: DefaultHTTPTimeout, CheckRedirect: refuseRedirect}
 }
+
+// refuseRedirect makes the default client return a redirect as it is instead
+// of following it. The API never redirects, so one means a wrong base URL
+// (http:// for https://, a moved host, a login page in the way), and
+// following a 307 or 308 would send the POST body, API key included, to
+// wherever it points; even a same-host redirect changes nothing about that
+// URL being wrong. The reply then fails as HTTP_<status>, a Fatal code.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Solve validates req, submits it and polls until the answer is ready, an
 // error ends it, or ctx is done. Errors from the service are *Error with the
@@ -197,7 +212,7 @@ func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	id := r.text
 	if id == "" || strings.ContainsAny(id, " \t\r\n{}\"") || len(id) > 64 {
 		return "", c.scrub(&Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "in.php",
-			Err: fmt.Errorf("%w: captcha id %q", errBadReply, truncate(id, 64))})
+			Err: fmt.Errorf("%w: captcha id %q", errBadReply, truncate(redact(id, c.key), 64))})
 	}
 	c.log.LogAttrs(ctx, slog.LevelDebug, "captcha submitted",
 		slog.String("method", req.Method), slog.String("captcha_id", id),
@@ -261,7 +276,10 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			return Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
 		case cls == retry.Poll:
 			lastNotReady, fails = seen, 0
-		case cls == retry.Transient && fails < c.pollErrors:
+		case (cls == retry.Transient || cls == retry.Capacity) && fails < c.pollErrors:
+			// Capacity from res.php is a gateway's HTTP 429: the captcha is
+			// still being solved, so slow down and poll on like after any
+			// passing failure rather than give it up.
 			fails++
 			lastErr = err
 			c.log.LogAttrs(ctx, slog.LevelDebug, "poll failed, polling on",
@@ -290,7 +308,7 @@ func (c *Client) Balance(ctx context.Context) (float64, error) {
 	f, perr := strconv.ParseFloat(strings.TrimSpace(r.text), 64)
 	if perr != nil {
 		return 0, c.scrub(&Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "res.php",
-			Err: fmt.Errorf("%w: balance %q is not a number", errBadReply, truncate(r.text, 64))})
+			Err: fmt.Errorf("%w: balance %q is not a number", errBadReply, truncate(redact(r.text, c.key), 64))})
 	}
 	return f, nil
 }
@@ -316,7 +334,7 @@ func (c *Client) Report(ctx context.Context, id string, good bool) error {
 	}
 	if r.text != CodeReportRecorded {
 		return c.scrub(&Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "res.php", CaptchaID: id,
-			Err: fmt.Errorf("%w: %s answered %q, want %s", errBadReply, action, truncate(r.text, 64), CodeReportRecorded)})
+			Err: fmt.Errorf("%w: %s answered %q, want %s", errBadReply, action, truncate(redact(r.text, c.key), 64), CodeReportRecorded)})
 	}
 	return nil
 }
@@ -394,10 +412,14 @@ func (c *Client) call(ctx context.Context, op string, body []byte, ctype string)
 		return reply{}, c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op,
 			Err: fmt.Errorf("read reply: %w", err)})
 	}
-	r, err := parseReply(op, resp.StatusCode, b)
+	r, err := parseReply(op, resp.StatusCode, b, c.key)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
+			if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode/100 == 3 && e.Err != nil {
+				e.Err = fmt.Errorf("%w (a redirect to %s, not followed: the API never redirects, check the base URL)",
+					e.Err, redirectTarget(loc))
+			}
 			return reply{}, c.scrub(e)
 		}
 		return reply{}, err
@@ -405,24 +427,21 @@ func (c *Client) call(ctx context.Context, op string, body []byte, ctype string)
 	return r, nil
 }
 
-// scrub removes the API key from e's message. Since the key travels only in
-// POST bodies it should never be there; a service that echoes it back, or a
-// transport error quoting a request, must still not leak it.
+// scrub removes every form of the API key from e's message and code. Since
+// the key travels only in POST bodies it should never be there; a service
+// that echoes it back, or a transport error quoting a request, must still not
+// leak it. scrub is the last line of defence only: it sees whole messages, so
+// it cannot find a key that something already cut short. Every text quoted
+// from a reply is redacted before it is truncated (describe, and the
+// truncate calls here).
 func (c *Client) scrub(e *Error) *Error {
-	if e.Err != nil && strings.Contains(e.Err.Error(), c.key) {
-		e.Err = errors.New(redact(e.Err.Error(), c.key))
+	if e.Err != nil {
+		if msg := e.Err.Error(); redact(msg, c.key) != msg {
+			e.Err = errors.New(redact(msg, c.key))
+		}
 	}
-	if strings.Contains(e.Code, c.key) {
-		e.Code = redact(e.Code, c.key)
-	}
+	e.Code = redact(e.Code, c.key)
 	return e
-}
-
-func redact(s, key string) string {
-	if key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, key, "[REDACTED]")
 }
 
 // answerOf turns a res.php reply into an Answer. A GeeTest answer that arrives
@@ -441,6 +460,19 @@ func answerOf(r reply, id string) Answer {
 	return Answer{Solution: sol, UserAgent: r.userAgent, CaptchaID: id}
 }
 
+// redirectTarget names where a Location header points by its host only,
+// never the full URL.
+func redirectTarget(loc string) string {
+	u, err := url.Parse(loc)
+	switch {
+	case err != nil:
+		return "an invalid location"
+	case u.Host == "":
+		return "the same host"
+	}
+	return "host " + u.Host
+}
+
 // pageHost returns the host of a page URL for logs, never the full URL.
 func pageHost(pageURL string) string {
 	if pageURL == "" {
@@ -453,6 +485,8 @@ func pageHost(pageURL string) string {
 	return u.Hostname()
 }
 
+// truncate cuts s to n bytes. A text that may hold the API key must be
+// redacted first (redact), never after.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s

@@ -92,6 +92,25 @@ var classes = map[string]retry.Class{
 	"ERROR_REPORT_NOT_RECORDED":      retry.Permanent,
 	CodeInvalidParams:                retry.Permanent,
 
+	// HTTP statuses that are not Transient (see Classify for the others).
+	// Fatal: the API answers every call 200, even for errors, so these come
+	// from a wrong base URL or a proxy or gateway in the way. Every call of
+	// every task gets the same answer; retrying would only dead-letter the
+	// whole queue, so the worker stops and leaves the tasks where they are.
+	"HTTP_301": retry.Fatal, // redirects: the API never redirects, the base URL is wrong
+	"HTTP_302": retry.Fatal, // (http:// for https://, a moved host); the client
+	"HTTP_303": retry.Fatal, // the package builds does not follow them, so the
+	"HTTP_307": retry.Fatal, // key is never re-sent to where they point
+	"HTTP_308": retry.Fatal,
+	"HTTP_401": retry.Fatal, // a proxy or gateway wants credentials
+	"HTTP_403": retry.Fatal, // a gateway or WAF refuses us
+	"HTTP_404": retry.Fatal, // no in.php/res.php there: wrong base URL or path
+	"HTTP_405": retry.Fatal, // something that is not the API refuses POST
+	"HTTP_407": retry.Fatal, // the HTTP proxy wants credentials
+	"HTTP_410": retry.Fatal, // the endpoint is gone
+	// Capacity: the service or a gateway asks us to slow down; no attempt spent.
+	"HTTP_429": retry.Capacity,
+
 	// fatal: the whole worker cannot work
 	"ERROR_WRONG_USER_KEY":     retry.Fatal,
 	"ERROR_KEY_DOES_NOT_EXIST": retry.Fatal,
@@ -102,8 +121,13 @@ var classes = map[string]retry.Class{
 // Classify returns the retry class of an API code or pseudo-code. It is the
 // only place that maps codes to classes.
 //
-// Beyond the table: HTTP_<status> is Transient; "ERROR: 1001"…"ERROR: 1005"
-// with any suffix are Capacity. Every other code — an ERROR_… the table does
+// Beyond the table: every other HTTP_<status> is Transient: 408 and 5xx are
+// the server or a gateway failing for now, and the other 4xx (400, 413, 414,
+// 431, …) may be about one request (an oversized image, a long page URL) or
+// a gateway's passing mood, so they must not stop every worker the way a
+// Fatal code does, while a Transient error still ends in the dead letter once
+// the task's attempt budget is spent. "ERROR: 1001"…"ERROR: 1005" with any
+// suffix are Capacity. Every other code — an ERROR_… the table does
 // not know, or anything else — is Transient: an unknown code is more likely a
 // new or rare condition on the service's side than a fault of the task, and a
 // Transient error still ends in the dead letter once the attempt budget is

@@ -21,9 +21,16 @@ var designTable = map[string]retry.Class{
 	"ERROR: 1004":             retry.Capacity,
 	"ERROR: 1005":             retry.Capacity,
 
+	"HTTP_429": retry.Capacity,
+
 	"HTTP_500":                    retry.Transient,
 	"HTTP_502":                    retry.Transient,
 	"HTTP_503":                    retry.Transient,
+	"HTTP_504":                    retry.Transient,
+	"HTTP_408":                    retry.Transient,
+	"HTTP_400":                    retry.Transient,
+	"HTTP_413":                    retry.Transient,
+	"HTTP_418":                    retry.Transient,
 	"BAD_REPLY":                   retry.Transient,
 	"NETWORK":                     retry.Transient,
 	"ERROR_SERVER_ERROR":          retry.Transient,
@@ -56,6 +63,19 @@ var designTable = map[string]retry.Class{
 	"ERROR_DUPLICATE_REPORT":         retry.Permanent,
 	"ERROR_REPORT_NOT_RECORDED":      retry.Permanent,
 	"INVALID_PARAMS":                 retry.Permanent,
+
+	// A wrong base URL or a proxy in the way: every call fails alike.
+	"HTTP_301": retry.Fatal,
+	"HTTP_302": retry.Fatal,
+	"HTTP_303": retry.Fatal,
+	"HTTP_307": retry.Fatal,
+	"HTTP_308": retry.Fatal,
+	"HTTP_401": retry.Fatal,
+	"HTTP_403": retry.Fatal,
+	"HTTP_404": retry.Fatal,
+	"HTTP_405": retry.Fatal,
+	"HTTP_407": retry.Fatal,
+	"HTTP_410": retry.Fatal,
 
 	"ERROR_WRONG_USER_KEY":     retry.Fatal,
 	"ERROR_KEY_DOES_NOT_EXIST": retry.Fatal,

@@ -1,6 +1,7 @@
 package solver_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -197,18 +198,23 @@ func TestGiveUpLocally(t *testing.T) {
 	}
 }
 
-// TestPollSurvivesTransientErrors fails some polls with HTTP 500: up to
-// PollErrors in a row are tolerated, one more ends the solve.
+// TestPollSurvivesTransientErrors fails some polls with HTTP 500 (or 429):
+// up to PollErrors in a row are tolerated, one more ends the solve; a Fatal
+// HTTP 404 ends it at once.
 func TestPollSurvivesTransientErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
 		failing []int64 // res.php calls (1-based) that fail
 		wantErr string
+		status  int // of the failing calls; 0 means 500
 	}{
-		{"two fail", []int64{2, 3}, ""},
-		{"three fail", []int64{1, 2, 3}, ""},
-		{"four fail", []int64{1, 2, 3, 4}, "HTTP_500"},
+		{"two fail", []int64{2, 3}, "", 0},
+		{"three fail", []int64{1, 2, 3}, "", 0},
+		{"four fail", []int64{1, 2, 3, 4}, "HTTP_500", 0},
+		{"three rate-limited", []int64{1, 2, 3}, "", http.StatusTooManyRequests},
+		{"four rate-limited", []int64{1, 2, 3, 4}, "HTTP_429", http.StatusTooManyRequests},
+		{"one not found", []int64{1}, "HTTP_404", http.StatusNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,7 +223,7 @@ func TestPollSurvivesTransientErrors(t *testing.T) {
 			fail := func(inner http.Handler) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if r.URL.Path == "/res.php" && slices.Contains(tt.failing, n.Add(1)) {
-						http.Error(w, "<html><title>500</title></html>", http.StatusInternalServerError)
+						http.Error(w, "<html><title>failed</title></html>", cmp.Or(tt.status, http.StatusInternalServerError))
 						return
 					}
 					inner.ServeHTTP(w, r)

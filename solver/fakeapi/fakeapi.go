@@ -174,9 +174,14 @@ type Stats struct {
 	// Concurrent is how many captchas are being solved now (submitted, not
 	// yet ready); MaxConcurrent is the most there ever were at once.
 	Concurrent, MaxConcurrent int
-	// ResCallsPerCaptcha counts res.php action=get calls per captcha id.
+	// ResCallsPerCaptcha counts res.php action=get calls per captcha id, for
+	// the captchas the Server still remembers: an entry goes with its
+	// captcha, once the captcha's answer is older than ResultTTL and more
+	// than 1024 captchas are remembered, so that a long-running emulator
+	// does not grow without bound.
 	ResCallsPerCaptcha map[string]int
-	// MaxResCallsPerCaptcha is the largest value in ResCallsPerCaptcha.
+	// MaxResCallsPerCaptcha is the most res.php action=get calls any captcha
+	// ever got, forgotten ones included.
 	MaxResCallsPerCaptcha int
 	// PickupLagMean and PickupLagMax are the time from a captcha becoming
 	// ready to the res.php call that first returned it, over Pickups captchas.
@@ -556,8 +561,9 @@ func (r Rule) matches(params map[string]string) bool {
 	return false
 }
 
-// sweep moves captchas whose solve time has passed out of solving and forgets
-// answers older than ResultTTL. Callers hold s.mu.
+// sweep moves captchas whose solve time has passed out of solving and, once
+// more than 1024 captchas are remembered, forgets those whose answer is older
+// than ResultTTL, with their ResCallsPerCaptcha entries. Callers hold s.mu.
 func (s *Server) sweep() {
 	now := s.now()
 	for id, c := range s.solving {
@@ -569,6 +575,7 @@ func (s *Server) sweep() {
 		for id, c := range s.captchas {
 			if now.Sub(c.readyAt) > s.cfg.ResultTTL {
 				delete(s.captchas, id)
+				delete(s.stats.ResCallsPerCaptcha, id)
 			}
 		}
 	}

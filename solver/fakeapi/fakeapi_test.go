@@ -215,3 +215,31 @@ func TestDeterministicWithSeed(t *testing.T) {
 		t.Errorf("two captchas share token %q", a[1])
 	}
 }
+
+// TestResCallsForgottenWithCaptchas: a long-running emulator forgets the
+// per-captcha res.php counts with the captchas swept after ResultTTL, while
+// MaxResCallsPerCaptcha still counts the forgotten ones.
+func TestResCallsForgottenWithCaptchas(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_000_000, 0)
+	s := New(Config{BurstLimit: 1 << 20, ResultTTL: time.Minute,
+		SolveTime: map[string]Range{KindTurnstile: {Min: time.Second, Max: time.Second}}})
+	s.now = func() time.Time { return now }
+	const n = 1100
+	for i := range n {
+		id := submit(t, s, "method", "turnstile", "sitekey", "x", "pageurl", "https://a.example/")
+		for range 1 + i%3 {
+			do(t, s, post("/res.php", vals("key", TestKey, "action", "get", "id", id)))
+		}
+	}
+	if st := s.Stats(); len(st.ResCallsPerCaptcha) != n || st.MaxResCallsPerCaptcha != 3 {
+		t.Fatalf("%d captchas with counts, max %d; want %d, 3", len(st.ResCallsPerCaptcha), st.MaxResCallsPerCaptcha, n)
+	}
+	now = now.Add(time.Hour) // every answer is past ResultTTL
+	id := submit(t, s, "method", "turnstile", "sitekey", "x", "pageurl", "https://a.example/")
+	do(t, s, post("/res.php", vals("key", TestKey, "action", "get", "id", id)))
+	st := s.Stats()
+	if len(st.ResCallsPerCaptcha) != 1 || st.ResCallsPerCaptcha[id] != 1 || st.MaxResCallsPerCaptcha != 3 {
+		t.Errorf("after the sweep: counts %v, max %d; want only %s: 1, max 3", st.ResCallsPerCaptcha, st.MaxResCallsPerCaptcha, id)
+	}
+}
