@@ -115,13 +115,20 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 	wctx, stopWorkers := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	defer func() { stopWorkers(); wg.Wait() }()
+	var conns []*nats.Conn
+	defer func() {
+		stopWorkers()
+		wg.Wait() // workers finish their last writes before their connections close
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
 	for i := range *workers {
 		wnc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name(fmt.Sprintf("captchaq-run-worker-%d", i+1)))
 		if err != nil {
 			return err
 		}
-		defer wnc.Close()
+		conns = append(conns, wnc)
 		w, err := stream.NewWorker(ctx, wnc, stream.WorkerConfig{Solver: sc, Threads: *threads, Policy: pf.policy(),
 			Logger: log, Name: fmt.Sprintf("run-worker-%d", i+1), ShutdownGrace: time.Second})
 		if err != nil {
