@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -59,7 +60,9 @@ func TestDeadLetterListReplayTracePurge(t *testing.T) {
 
 	_, err = b.client.Replay(ctx, "d1")
 	require.ErrorIs(t, err, ErrAlreadyReplayed)
-	require.Zero(t, b.count(t, taskSubjectsFor("d1")), "done tasks leave no task message (it holds the page URL)")
+	// Done tasks leave no task message (it holds the page URL); the worker
+	// deletes it in the background once the outcome is stored.
+	require.Eventually(t, func() bool { return b.count(t, taskSubjectsFor("d1")) == 0 }, 10*time.Second, 10*time.Millisecond)
 
 	d, err = b.client.DeadLetterOf(ctx, "d1")
 	require.NoError(t, err)
