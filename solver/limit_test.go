@@ -2,6 +2,7 @@ package solver
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +29,8 @@ func (l *submitLimiter) state() (next time.Time, recent, pending int) {
 // it spaces every call 100 ms.
 func TestLimiterSharedByKeyStrictestWins(t *testing.T) {
 	t.Parallel()
-	url := "http://" + t.Name() + ".example"
+	// Unique per run: the registry of shared limiters lives as long as the process (-count=N).
+	url := fmt.Sprintf("http://%s-%d.example", t.Name(), time.Now().UnixNano())
 	a := sharedLimiter(url, "k", 100*time.Millisecond, time.Second, 0)
 	b := sharedLimiter(url, "k", 50*time.Millisecond, time.Second, 0)
 	none := sharedLimiter(url, "k", 0, time.Second, 0) // negative settings: no limits of its own
