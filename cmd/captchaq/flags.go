@@ -31,7 +31,7 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 		fmt.Fprintf(stderr, "Usage: captchaq %s %s\n\nFlags (each also from its environment variable):\n", name, synopsis)
 		fs.VisitAll(func(f *flag.Flag) {
 			def := ""
-			if f.DefValue != "" && f.DefValue != "false" {
+			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" && !strings.Contains(f.Usage, "(default") {
 				def = fmt.Sprintf(" (default %s)", f.DefValue)
 			}
 			env := envName(f.Name)
