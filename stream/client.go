@@ -318,7 +318,18 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 		solvedEv *Event
 		found    bool
 	)
-	err := scanFrom(ctx, c.s, []string{resultSubject(id), eventSubject(id)}, gen, true, func(m jetstream.Msg) (bool, error) {
+	// Once the solve is known, the token's expiry ends the wait even if its
+	// outcome never comes (stored by nobody) and no other message arrives.
+	sctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	errExpired := errors.New("token expired")
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	err := scanFrom(sctx, c.s, []string{resultSubject(id), eventSubject(id)}, gen, true, func(m jetstream.Msg) (bool, error) {
 		md, _ := m.Metadata()
 		if m.Subject() == resultSubject(id) {
 			if g, _ := strconv.ParseUint(m.Headers().Get(HeaderGen), 10, 64); g != gen {
@@ -332,6 +343,9 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 		}
 		if ev, ok := parseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
 			solvedEv = &ev
+			if timer == nil {
+				timer = time.AfterFunc(max(ev.ExpiresAt.Sub(c.cfg.Now()), 0), func() { stop(errExpired) })
+			}
 		}
 		// Caught up, solved, and no result: the token's TTL removed it.
 		if solvedEv != nil && md != nil && md.NumPending == 0 && c.tokenGone(*solvedEv) {
@@ -340,6 +354,9 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 		}
 		return false, nil
 	})
+	if err != nil && solvedEv != nil && errors.Is(context.Cause(sctx), errExpired) && ctx.Err() == nil {
+		return c.checkOutcome(expiredOutcome(id, *solvedEv), false)
+	}
 	if err != nil {
 		return Outcome{}, fmt.Errorf("wait for task %s: %w", id, err)
 	}

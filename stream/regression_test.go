@@ -106,3 +106,22 @@ func TestReplayAllRunsOneGenerationPerID(t *testing.T) {
 		}
 	}
 }
+
+// A solve whose outcome was never stored (its worker died in between, and the
+// token expired before the task came back) ends Wait at the token's expiry
+// instead of leaving it waiting for a message that will not come.
+func TestWaitEndsAtTokenExpiryWithoutOutcome(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	r, err := b.client.Submit(ctx, turnstileTask("lost"))
+	require.NoError(t, err)
+	js, err := jetstream.New(b.nc)
+	require.NoError(t, err)
+	_, err = appendEvent(ctx, js, "lost", taskState{}, Event{Kind: EventSolved, Gen: r.Seq, Attempts: 1,
+		At: time.Now(), ExpiresAt: time.Now().Add(300 * time.Millisecond)})
+	require.NoError(t, err)
+	out, err := b.client.Wait(ctx, r.ID)
+	require.ErrorIs(t, err, ErrTokenExpired)
+	require.Equal(t, StatusSolved, out.Status)
+}
