@@ -54,6 +54,9 @@ func scan(ctx context.Context, s jetstream.Stream, o scanOpts, fn func(jetstream
 	}
 }
 
+// errScanGap means messages were lost between the server and this reader.
+var errScanGap = errors.New("messages lost in transit")
+
 // callerError carries the error of scan's callback through scanOnce.
 type callerError struct{ err error }
 
@@ -62,7 +65,7 @@ func (e callerError) Error() string { return e.err.Error() }
 // transient reports whether a read error may pass by itself.
 func transient(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+	return errors.Is(err, errScanGap) || errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
 		errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
@@ -110,8 +113,17 @@ func scanOnce(ctx context.Context, s jetstream.Stream, o scanOpts, fn func(jetst
 		return 0, fmt.Errorf("read %v: %w", subjects, err)
 	}
 	defer it.Stop()
+	var consumerSeq uint64
 	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
+		nctx, cancel := ctx, context.CancelFunc(func() {})
+		if !follow {
+			// The last message counted at the start may be deleted before it
+			// is delivered (a TTL, a purge): then no message says "caught
+			// up", and a quiet second asks the consumer instead.
+			nctx, cancel = context.WithTimeout(ctx, time.Second)
+		}
+		m, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return next, ctx.Err()
@@ -119,10 +131,23 @@ func scanOnce(ctx context.Context, s jetstream.Stream, o scanOpts, fn func(jetst
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				return next, nil
 			}
+			if !follow && nctx.Err() != nil {
+				if info, ierr := cons.Info(ctx); ierr == nil && info.NumPending == 0 {
+					return next, nil
+				}
+				continue
+			}
 			return next, fmt.Errorf("read %v: %w", subjects, err)
 		}
 		md, mdErr := m.Metadata()
 		if mdErr == nil {
+			// An unacknowledged consumer does not redeliver what a broken
+			// connection lost: a gap in its sequence means read again from
+			// the last message seen.
+			if consumerSeq > 0 && md.Sequence.Consumer != consumerSeq+1 {
+				return next, errScanGap
+			}
+			consumerSeq = md.Sequence.Consumer
 			next = md.Sequence.Stream + 1
 		}
 		stop, err := fn(m)
