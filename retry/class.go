@@ -38,13 +38,3 @@ func (c Class) String() string {
 	}
 	return classNames[c]
 }
-
-// parseClass is the inverse of String; unknown names give Unknown.
-func parseClass(s string) Class {
-	for i, n := range classNames {
-		if n == s {
-			return Class(i)
-		}
-	}
-	return Unknown
-}

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/captchaq/captchaq/solver"
 )
 
 // TestKey is a valid key of every Server whose Config.Keys is empty. It is
@@ -55,12 +57,12 @@ type Range struct {
 // Kinds of captcha, the keys of Config.SolveTime. They match the solver
 // package's kinds.
 const (
-	KindRecaptcha   = "recaptcha"    // userrecaptcha v2, invisible, enterprise
-	KindRecaptchaV3 = "recaptcha_v3" // userrecaptcha version=v3
-	KindTurnstile   = "turnstile"    // turnstile
-	KindGeeTest     = "geetest"      // geetest (v3)
-	KindImage       = "image"        // post and base64
-	KindGrid        = "grid"         // post and base64 with recaptcha=1
+	KindRecaptcha   = solver.KindRecaptcha   // userrecaptcha v2, invisible, enterprise
+	KindRecaptchaV3 = solver.KindRecaptchaV3 // userrecaptcha version=v3
+	KindTurnstile   = solver.KindTurnstile   // turnstile
+	KindGeeTest     = solver.KindGeeTest     // geetest (v3)
+	KindImage       = solver.KindImage       // post and base64
+	KindGrid        = solver.KindGrid        // post and base64 with recaptcha=1
 )
 
 // DefaultSolveTimes are the solve-time distributions of kinds that
@@ -515,7 +517,7 @@ func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file [
 		s.reply(w, jsonOut, "", code, nil, "")
 		return
 	}
-	kind := kindOf(method, params)
+	kind := solver.Kind(method, params)
 	c := &captcha{
 		id:        strconv.FormatInt(s.nextID, 10),
 		kind:      kind,
@@ -764,27 +766,6 @@ func (s *Server) hex(n int) string {
 		b[i] = digits[s.rng.IntN(16)]
 	}
 	return string(b)
-}
-
-// kindOf mirrors solver.Kind.
-func kindOf(method string, params map[string]string) string {
-	switch method {
-	case "userrecaptcha":
-		if params["version"] == "v3" {
-			return KindRecaptchaV3
-		}
-		return KindRecaptcha
-	case "turnstile":
-		return KindTurnstile
-	case "geetest":
-		return KindGeeTest
-	case "post", "base64":
-		if params["recaptcha"] == "1" {
-			return KindGrid
-		}
-		return KindImage
-	}
-	return method
 }
 
 // checkParams checks a submission's parameters as the service does, returning

@@ -43,8 +43,7 @@ type family struct {
 	name, help string
 	kind       kind
 	labels     []string
-	buckets    []float64      // histograms: upper bounds, ascending, without +Inf
-	fn         func() float64 // gauge functions
+	buckets    []float64 // histograms: upper bounds, ascending, without +Inf
 
 	mu     sync.Mutex
 	series map[string]*series
@@ -153,12 +152,6 @@ func (g *Gauge) Add(v float64, values ...string) {
 	g.f.mu.Unlock()
 }
 
-// gaugeFunc registers a gauge without labels whose value fn returns at each
-// scrape. fn must be safe for concurrent use and quick.
-func (r *Registry) gaugeFunc(name, help string, fn func() float64) {
-	r.add(&family{name: name, help: help, kind: kindGauge, fn: fn})
-}
-
 // Histogram is a family of histograms: counts of observations per bucket,
 // their sum and their count.
 type Histogram struct{ f *family }
@@ -204,10 +197,6 @@ func (r *Registry) WriteText(w io.Writer) error {
 
 func (f *family) write(w *bufio.Writer) {
 	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", f.name, escapeHelp(f.help), f.name, f.kind)
-	if f.fn != nil {
-		fmt.Fprintf(w, "%s %s\n", f.name, formatFloat(f.fn()))
-		return
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	keys := make([]string, 0, len(f.series))
