@@ -216,38 +216,45 @@ pull:
 				break more
 			}
 		}
-		// A plan thread first (when a plan-wide quota is set), then a task for it.
-		threads, err := w.plan.acquire(pullCtx, n, w.cfg.IdleCheck, w.cfg.Now())
-		if err != nil && pullCtx.Err() == nil {
-			w.log.Warn("take a plan thread", slog.Any("error", err))
-		}
-		for range n - len(threads) {
-			free <- struct{}{}
-		}
-		if len(threads) == 0 {
-			if err != nil {
-				w.pause(pullCtx, w.cfg.IdleCheck)
+		if !w.anyNews() {
+			// Nothing can be waiting: take no plan thread just to find that out.
+			for range n {
+				free <- struct{}{}
 			}
-			continue // the quota is in use: acquire waited for a thread already
-		}
-		msgs := w.fetch(pullCtx, len(threads))
-		for i, m := range msgs {
-			inflight.Add(1)
-			go func() {
-				defer inflight.Done()
-				defer func() { free <- struct{}{} }()
-				defer threads[i].release()
-				defer w.laneFreed(laneOfSubject(m.Subject()))
-				defer w.survive(m)
-				w.handle(hard, m, threads[i])
-			}()
-		}
-		for _, t := range threads[len(msgs):] {
-			t.release()
-			free <- struct{}{}
-		}
-		if len(msgs) > 0 {
-			continue
+		} else {
+			// A plan thread first (when a plan-wide quota is set), then a task for it.
+			threads, err := w.plan.acquire(pullCtx, n, w.cfg.IdleCheck, w.cfg.Now())
+			if err != nil && pullCtx.Err() == nil {
+				w.log.Warn("take a plan thread", slog.Any("error", err))
+			}
+			for range n - len(threads) {
+				free <- struct{}{}
+			}
+			if len(threads) == 0 {
+				if err != nil {
+					w.pause(pullCtx, w.cfg.IdleCheck)
+				}
+				continue // the quota is in use: acquire waited for a thread already
+			}
+			msgs := w.fetch(pullCtx, len(threads))
+			for i, m := range msgs {
+				inflight.Add(1)
+				go func() {
+					defer inflight.Done()
+					defer func() { free <- struct{}{} }()
+					defer threads[i].release()
+					defer w.laneFreed(laneOfSubject(m.Subject()))
+					defer w.survive(m)
+					w.handle(hard, m, threads[i])
+				}()
+			}
+			for _, t := range threads[len(msgs):] {
+				t.release()
+				free <- struct{}{}
+			}
+			if len(msgs) > 0 {
+				continue
+			}
 		}
 		select {
 		case <-pullCtx.Done():
@@ -364,6 +371,16 @@ func (w *Worker) news(subject string) {
 			f.news.Add(1)
 		}
 	}
+}
+
+// anyNews reports whether some consumer may have a task for this worker.
+func (w *Worker) anyNews() bool {
+	for _, f := range w.feeds {
+		if f.news.Load() != f.emptyAt.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // bumpAll marks every consumer as worth asking again.
