@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,18 +48,21 @@ func mixedTask(i int) stream.Task {
 }
 
 // tap watches the emulator's traffic: when each captcha was accepted by
-// in.php, when res.php first returned its answer, and how many res.php calls
-// it took. It needs no change to the emulator.
+// in.php, when res.php first returned its answer, and what res.php calls it
+// cost: a single poll costs its captcha one call, a batch poll
+// (action=get&ids=…) costs each captcha it asks about an equal share. It
+// needs no change to the emulator.
 type tap struct {
 	next http.Handler
 	mu   sync.Mutex
 	in   map[string]time.Time
 	pick map[string]time.Time
-	res  map[string]int
+	res  map[string]float64
+	n    map[string]int // res.php calls that asked about the captcha
 }
 
 func newTap(next http.Handler) *tap {
-	return &tap{next: next, in: map[string]time.Time{}, pick: map[string]time.Time{}, res: map[string]int{}}
+	return &tap{next: next, in: map[string]time.Time{}, pick: map[string]time.Time{}, res: map[string]float64{}, n: map[string]int{}}
 }
 
 type recorder struct {
@@ -72,11 +76,15 @@ func (r *recorder) Write(b []byte) (int, error) {
 }
 
 func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var id string
+	var ids []string
 	if r.URL.Path == "/res.php" {
 		_ = r.ParseForm() // the emulator's own ParseForm then finds it done
 		if r.Form.Get("action") == "get" {
-			id = r.Form.Get("id")
+			if id := r.Form.Get("id"); id != "" {
+				ids = []string{id}
+			} else if s := r.Form.Get("ids"); s != "" {
+				ids = strings.Split(s, ",")
+			}
 		}
 	}
 	rec := &recorder{ResponseWriter: w}
@@ -86,24 +94,34 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Status  int             `json:"status"`
 		Request json.RawMessage `json:"request"`
 	}
-	if json.Unmarshal(rec.buf.Bytes(), &reply) != nil || reply.Status != 1 {
-		if id != "" {
-			t.mu.Lock()
-			t.res[id]++
-			t.mu.Unlock()
+	ok := json.Unmarshal(rec.buf.Bytes(), &reply) == nil
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r.URL.Path == "/in.php" {
+		if ok && reply.Status == 1 {
+			t.in[string(bytes.Trim(reply.Request, `"`))] = now
 		}
 		return
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch r.URL.Path {
-	case "/in.php":
-		cid := string(bytes.Trim(reply.Request, `"`))
-		t.in[cid] = now
-	case "/res.php":
-		if id != "" {
-			t.res[id]++
-			if _, ok := t.pick[id]; !ok {
+	states := make([]string, len(ids))
+	if ok && reply.Status == 1 {
+		switch len(ids) {
+		case 1:
+			states[0] = "answer"
+		default:
+			var list string
+			if json.Unmarshal(reply.Request, &list) == nil {
+				if s := strings.Split(list, "|"); len(s) == len(ids) {
+					states = s
+				}
+			}
+		}
+	}
+	for i, id := range ids {
+		t.res[id] += 1 / float64(len(ids))
+		t.n[id]++
+		if st := states[i]; st != "" && st != "CAPCHA_NOT_READY" && !strings.HasPrefix(st, "ERROR") {
+			if _, seen := t.pick[id]; !seen {
 				t.pick[id] = now
 			}
 		}
@@ -122,8 +140,8 @@ type solverBoundResult struct {
 	Busy         float64       // time-average of captchas being solved ÷ plan
 	PickupLag    time.Duration // real-time equivalent
 	PickupLagMax time.Duration
-	ResPerSolve  float64
-	ResMax       int
+	ResPerSolve  float64 // res.php calls per solve, a batch call shared among the captchas it asked about
+	AskedMax     int     // the most res.php calls that asked about one captcha
 	InCalls      int
 	Codes        map[string]int
 }
@@ -131,11 +149,9 @@ type solverBoundResult struct {
 // runSolverBound runs captchaq end to end against the emulator over HTTP with
 // realistic solve times, time-scaled by scale, for window of wall clock after
 // a warm-up, and measures throughput against Little's law.
-func runSolverBound(ctx context.Context, plan int, scale float64, window time.Duration, fixed bool) (solverBoundResult, error) {
-	res := solverBoundResult{Mode: "adaptive", Plan: plan, Window: window}
-	if fixed {
-		res.Mode = "fixed 5 s"
-	}
+func runSolverBound(ctx context.Context, plan int, scale float64, window time.Duration, mode string, timing solver.Timing) (solverBoundResult, error) {
+	res := solverBoundResult{Mode: mode, Plan: plan, Window: window}
+	timing.Scale = scale
 	emu := fakeapi.New(fakeapi.Config{Threads: plan, SolveTime: realisticSolveTimes(), TimeScale: scale, Seed: 7,
 		BurstWindow: time.Duration(3 * float64(time.Second) * scale), BanTime: time.Duration(10 * float64(time.Second) * scale)})
 	tp := newTap(emu)
@@ -148,7 +164,7 @@ func runSolverBound(ctx context.Context, plan int, scale float64, window time.Du
 	defer hs.Close()
 
 	sc, err := solver.NewClient(solver.Config{BaseURL: "http://" + ln.Addr().String(), APIKey: fakeapi.TestKey,
-		Timing:            solver.Timing{Scale: scale, Fixed: fixed},
+		Timing:            timing,
 		MinSubmitInterval: time.Duration(float64(solver.DefaultMinSubmitInterval) * scale),
 		SubmitWindow:      time.Duration(float64(solver.DefaultSubmitWindow) * scale)})
 	if err != nil {
@@ -239,13 +255,14 @@ func runSolverBound(ctx context.Context, plan int, scale float64, window time.Du
 	// emulator's pickup lag, over every captcha picked up so far.
 	tp.mu.Lock()
 	var sum time.Duration
-	var picked, calls int
+	var picked int
+	var calls float64
 	for id, pt := range tp.pick {
 		if it, ok := tp.in[id]; ok {
 			sum += pt.Sub(it)
 			picked++
 			calls += tp.res[id]
-			res.ResMax = max(res.ResMax, tp.res[id])
+			res.AskedMax = max(res.AskedMax, tp.n[id])
 		}
 	}
 	tp.mu.Unlock()
@@ -256,7 +273,7 @@ func runSolverBound(ctx context.Context, plan int, scale float64, window time.Du
 	res.PickupLagMax = toReal(after.PickupLagMax)
 	res.MeanSolve = toReal(sum/time.Duration(picked)) - res.PickupLag
 	res.Limit = float64(plan) / res.MeanSolve.Seconds()
-	res.ResPerSolve = float64(calls) / float64(picked)
+	res.ResPerSolve = calls / float64(picked)
 	res.InCalls = after.InCalls - base.InCalls
 	res.Codes = after.Codes
 	return res, nil

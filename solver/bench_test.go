@@ -34,17 +34,21 @@ func BenchmarkPolling(b *testing.B) {
 		{"image", solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}}},
 	}
 	for _, k := range kinds {
-		for _, fixed := range []bool{true, false} {
-			mode := "adaptive"
-			if fixed {
-				mode = "fixed5s"
-			}
-			b.Run(k.name+"/"+mode, func(b *testing.B) { benchPolling(b, k.req, fixed) })
+		for _, m := range []struct {
+			name   string
+			timing solver.Timing
+		}{
+			{"fixed5s", solver.Timing{Fixed: true, NoBatch: true}},
+			{"adaptive", solver.Timing{NoBatch: true}},
+			{"batch", solver.Timing{}},
+		} {
+			m.timing.Scale = benchScale
+			b.Run(k.name+"/"+m.name, func(b *testing.B) { benchPolling(b, k.req, m.timing) })
 		}
 	}
 }
 
-func benchPolling(b *testing.B, req solver.Request, fixed bool) {
+func benchPolling(b *testing.B, req solver.Request, timing solver.Timing) {
 	const (
 		warmup      = 80  // solves to learn from before measuring
 		perIter     = 120 // solves per benchmark iteration
@@ -56,7 +60,7 @@ func benchPolling(b *testing.B, req solver.Request, fixed bool) {
 	defer srv.Close()
 	c, err := solver.NewClient(solver.Config{
 		BaseURL: srv.URL, APIKey: fakeapi.TestKey,
-		Timing:            solver.Timing{Scale: benchScale, Fixed: fixed},
+		Timing:            timing,
 		MinSubmitInterval: time.Duration(float64(solver.DefaultMinSubmitInterval) * benchScale),
 		SubmitWindow:      time.Duration(float64(solver.DefaultSubmitWindow) * benchScale),
 	})

@@ -95,6 +95,7 @@ type Client struct {
 	timing     Timing
 	limiter    *submitLimiter
 	poller     poller
+	batch      *batcher // nil with Timing.NoBatch
 	pollErrors int
 }
 
@@ -129,6 +130,9 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	if c.http == nil {
 		c.http = newHTTPClient()
+	}
+	if !cfg.Timing.NoBatch {
+		c.batch = newBatcher(c, cfg.Timing.batchGap())
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -234,48 +238,53 @@ func (c *Client) Fetch(ctx context.Context, id string) (Answer, error) {
 	return answerOf(r, id), nil
 }
 
-// wait polls res.php for captcha id on the schedule of req's kind.
+// wait polls res.php for captcha id on the schedule of req's kind: on its own,
+// or through the Client's batcher (batch.go), which tells it when a batch call
+// found it ready.
 func (c *Client) wait(ctx context.Context, req Request, id string, submitted time.Time) (Answer, error) {
 	kind := Kind(req.Method, req.Params)
 	kt := c.timing.forKind(kind)
 	sched := c.poller.schedule(kind, kt)
 	deadline := submitted.Add(kt.maxWait)
+	var w *pollWaiter
+	var news <-chan struct{} // nil without a batcher: never ready
+	if c.batch != nil {
+		if w = c.batch.add(id, kind); w != nil {
+			defer c.batch.remove(w)
+			news = w.signal
+		}
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 
 	var lastNotReady time.Duration // offset at which the service last said not ready
 	var lastErr error
 	fails := 0
-	for i, off := range sched {
-		at := submitted.Add(off)
-		if at.After(deadline) {
-			break
-		}
-		if d := time.Until(at); d > 0 {
-			timer.Reset(d)
-			select {
-			case <-ctx.Done():
-				return Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
-			case <-timer.C:
-			}
-		} else if err := ctx.Err(); err != nil {
-			return Answer{}, fmt.Errorf("solver: captcha %s: %w", id, err)
-		}
+	failedSince := false // a batch call failed since the last scheduled poll
+	polls := 0
+	// fetch asks res.php about id on its own and says whether that ended the
+	// wait, with what. readyAt is when a batch call saw it ready (zero: this
+	// call tells).
+	fetch := func(readyAt time.Time) (done bool, a Answer, err error) {
 		sent := time.Now()
-		a, err := c.Fetch(ctx, id)
+		a, err = c.Fetch(ctx, id)
+		polls++
 		// The service answered somewhere between sending and receiving.
 		seen := sent.Add(time.Since(sent) / 2).Sub(submitted)
+		if !readyAt.IsZero() {
+			seen = readyAt.Sub(submitted)
+		}
 		switch cls := ClassOf(err); {
 		case err == nil:
 			c.poller.observe(kind, lastNotReady, seen)
 			c.log.LogAttrs(ctx, slog.LevelDebug, "captcha solved",
 				slog.String("method", req.Method), slog.String("captcha_id", id),
-				slog.Int("polls", i+1), slog.Duration("elapsed", time.Since(submitted)))
-			return a, nil
+				slog.Int("polls", polls), slog.Duration("elapsed", time.Since(submitted)))
+			return true, a, nil
 		case ctx.Err() != nil:
-			return Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
+			return true, Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
 		case cls == retry.Poll:
-			lastNotReady, fails = seen, 0
+			lastNotReady, fails = max(lastNotReady, seen), 0
 		case (cls == retry.Transient || cls == retry.Capacity) && fails < c.pollErrors:
 			// Capacity from res.php is a gateway's HTTP 429: the captcha is
 			// still being solved, so slow down and poll on like after any
@@ -285,7 +294,66 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			c.log.LogAttrs(ctx, slog.LevelDebug, "poll failed, polling on",
 				slog.String("captcha_id", id), slog.String("code", CodeOf(err)), slog.Int("in_a_row", fails))
 		default:
-			return Answer{}, err
+			return true, Answer{}, err
+		}
+		return false, Answer{}, nil
+	}
+
+	for i := 0; i < len(sched); {
+		at := submitted.Add(sched[i])
+		if at.After(deadline) {
+			break
+		}
+		timer.Reset(time.Until(at))
+		select {
+		case <-ctx.Done():
+			return Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
+		case <-timer.C:
+			// A scheduled poll: with a batcher it earns the call, except
+			// the last, which is always the captcha's own.
+			i++
+			failedSince = false
+			if w != nil && i < len(sched) && c.batch.on() {
+				c.batch.earn()
+				continue
+			}
+			if done, a, err := fetch(time.Time{}); done {
+				return a, err
+			}
+		case <-news:
+			for _, n := range w.take() {
+				switch n.kind {
+				case newsNotReady:
+					lastNotReady, fails = max(lastNotReady, n.seen.Sub(submitted)), 0
+					polls++
+				case newsFailed:
+					if !failedSince {
+						failedSince = true
+						if fails++; fails > c.pollErrors {
+							return Answer{}, n.err
+						}
+						lastErr = n.err
+					}
+				case newsFatal:
+					return Answer{}, n.err
+				case newsAnswer:
+					sol, _ := json.Marshal(n.answer)
+					c.poller.observe(kind, lastNotReady, n.seen.Sub(submitted))
+					c.log.LogAttrs(ctx, slog.LevelDebug, "captcha solved",
+						slog.String("method", req.Method), slog.String("captcha_id", id),
+						slog.Int("polls", polls+1), slog.Duration("elapsed", time.Since(submitted)))
+					return Answer{Solution: sol, CaptchaID: id}, nil
+				case newsFetch:
+					if !n.seen.IsZero() {
+						// The service answered about it: the failures in a
+						// row, if any, are over; fetch the answer it has.
+						fails = 0
+					}
+					if done, a, err := fetch(n.seen); done {
+						return a, err
+					}
+				}
+			}
 		}
 	}
 	code, why := CodePollLimit, fmt.Sprintf("no answer after %d res.php calls", len(sched))
@@ -390,33 +458,15 @@ func (c *Client) submitBody(req Request) ([]byte, string, error) {
 
 // call POSTs body to op ("in.php" or "res.php") and parses the reply.
 func (c *Client) call(ctx context.Context, op string, body []byte, ctype string) (reply, error) {
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/"+op, bytes.NewReader(body))
+	status, b, loc, err := c.exchange(ctx, op, body, ctype)
 	if err != nil {
-		return reply{}, c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op, Err: err})
+		return reply{}, err
 	}
-	hreq.Header.Set("Content-Type", ctype)
-	hreq.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
-	resp, err := c.http.Do(hreq)
-	if err != nil {
-		if ctx.Err() != nil {
-			return reply{}, fmt.Errorf("solver: %s: %w", op, ctx.Err())
-		}
-		return reply{}, c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op, Err: err})
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		if ctx.Err() != nil {
-			return reply{}, fmt.Errorf("solver: %s: %w", op, ctx.Err())
-		}
-		return reply{}, c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op,
-			Err: fmt.Errorf("read reply: %w", err)})
-	}
-	r, err := parseReply(op, resp.StatusCode, b, c.key)
+	r, err := parseReply(op, status, b, c.key)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
-			if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode/100 == 3 && e.Err != nil {
+			if loc != "" && status/100 == 3 && e.Err != nil {
 				e.Err = fmt.Errorf("%w (a redirect to %s, not followed: the API never redirects, check the base URL)",
 					e.Err, redirectTarget(loc))
 			}
@@ -425,6 +475,35 @@ func (c *Client) call(ctx context.Context, op string, body []byte, ctype string)
 		return reply{}, err
 	}
 	return r, nil
+}
+
+// exchange POSTs body to op and returns the reply's status, body (at most
+// maxBody bytes) and Location header. Its errors are network failures and
+// ctx's end.
+func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype string) (status int, b []byte, loc string, err error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/"+op, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, "", c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op, Err: err})
+	}
+	hreq.Header.Set("Content-Type", ctype)
+	hreq.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, nil, "", fmt.Errorf("solver: %s: %w", op, ctx.Err())
+		}
+		return 0, nil, "", c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op, Err: err})
+	}
+	defer resp.Body.Close()
+	b, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, nil, "", fmt.Errorf("solver: %s: %w", op, ctx.Err())
+		}
+		return 0, nil, "", c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op,
+			Err: fmt.Errorf("read reply: %w", err)})
+	}
+	return resp.StatusCode, b, resp.Header.Get("Location"), nil
 }
 
 // scrub removes every form of the API key from e's message and code. Since

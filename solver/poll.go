@@ -30,6 +30,13 @@ type Timing struct {
 	// Resolution is the shortest gap between two polls the adaptive schedule
 	// plans. Zero means PollInterval / 5 (1 s).
 	Resolution time.Duration
+	// NoBatch turns batch polling off: every res.php call asks about one
+	// captcha (see batch.go). Batch polling spends no more calls than single
+	// polling and finds answers sooner when several captchas are in flight.
+	NoBatch bool
+	// BatchGap is the least time between two batch res.php calls of a
+	// Client. Zero means PollInterval / 5 (1 s).
+	BatchGap time.Duration
 	// Scale, when positive, multiplies every duration above after the
 	// defaults are applied: 0.001 turns the 15-s first poll of reCAPTCHA into
 	// 15 ms. Zero means 1.
@@ -66,6 +73,22 @@ const (
 	// DefaultMaxCalls is the default Timing.MaxCalls.
 	DefaultMaxCalls = 20
 )
+
+// batchGap is BatchGap resolved: its default and Scale applied.
+func (t Timing) batchGap() time.Duration {
+	g := t.BatchGap
+	if g <= 0 {
+		g = t.PollInterval
+		if g <= 0 {
+			g = DefaultPollInterval
+		}
+		g /= 5
+	}
+	if s := t.Scale; s > 0 && s != 1 {
+		g = max(time.Duration(float64(g)*s), time.Microsecond)
+	}
+	return g
+}
 
 // kindTiming is Timing resolved for one kind, defaults and Scale applied.
 type kindTiming struct {

@@ -19,6 +19,7 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	seed := fs.Int64("seed", 1, "seed of solve times, faults, ids and tokens")
 	speed := fs.Float64("speed", 1, "solve speed relative to real time (10 = ten times faster)")
 	numericIDs := fs.Bool("numeric-ids", false, "send captcha ids as JSON numbers")
+	noBatch := fs.Bool("no-batch", false, "ignore ids on res.php (answer batch polls like a service without them)")
 	geetestString := fs.Bool("geetest-as-string", false, "send GeeTest answers as a JSON-encoded string")
 	unsolvable := fs.Float64("unsolvable", 0, "rate of ERROR_CAPTCHA_UNSOLVABLE answers, 0..1")
 	http500 := fs.Float64("http500", 0, "rate of HTTP 500 replies, 0..1")
@@ -48,7 +49,7 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	api := fakeapi.New(fakeapi.Config{
 		Threads: *threads, NoSlotCode: *noSlot, Seed: *seed, TimeScale: 1 / *speed,
-		NumericIDs: *numericIDs, GeeTestAsString: *geetestString, Faults: f,
+		NumericIDs: *numericIDs, GeeTestAsString: *geetestString, Faults: f, NoBatch: *noBatch,
 	})
 	return api.ListenAndServe(ctx, *addr, func(a net.Addr) {
 		fmt.Fprintf(stdout, "fakeapi listening on http://%s (key %s)\n", a, fakeapi.TestKey)

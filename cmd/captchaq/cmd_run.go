@@ -81,6 +81,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if timing.Scale == 0 {
 		timing.Scale = sf.pollScale
 	}
+	timing.NoBatch = !sf.batch
 	sc, err := solver.NewClient(solver.Config{BaseURL: sf.url, APIKey: key, Timing: timing, Logger: log})
 	if err != nil {
 		return err

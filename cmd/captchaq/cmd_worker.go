@@ -24,6 +24,7 @@ type solverFlags struct {
 	pollScale    float64
 	submitEvery  time.Duration
 	submitBurst  int
+	batch        bool
 	log          *slog.Logger // the solver client's debug lines (hosts and codes only)
 }
 
@@ -33,6 +34,8 @@ func (s *solverFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&s.submitEvery, "submit-interval", 100*time.Millisecond,
 		"least time between two in.php calls of this process; the service bans a key for 10 s over 60 calls in 3 s, so with N worker processes on one key give each N times 100ms")
 	fs.IntVar(&s.submitBurst, "submit-burst", 55, "at most this many in.php calls of this process in any 3 s; with N processes on one key keep the sum under 60")
+	fs.BoolVar(&s.batch, "poll-batch", true,
+		"ask res.php about all captchas in flight in one call (action=get&ids): fewer calls, answers found sooner; a service without it is detected and polled one by one")
 	fs.Float64Var(&s.pollScale, "poll-scale", 1, "multiply every polling delay by this (only with a sped-up emulator: fakeapi --speed 10 goes with 0.1)")
 }
 
@@ -53,6 +56,7 @@ func (s *solverFlags) clientWith(timing solver.Timing, hc *http.Client) (*solver
 	if timing.Scale == 0 && s.pollScale > 0 && s.pollScale != 1 {
 		timing.Scale = s.pollScale
 	}
+	timing.NoBatch = !s.batch
 	return solver.NewClient(solver.Config{BaseURL: s.url, APIKey: key, Timing: timing, HTTPClient: hc, Logger: s.log,
 		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst})
 }

@@ -118,6 +118,10 @@ type Config struct {
 	Balance float64
 	// ResultTTL is how long a ready answer can be fetched. Zero means 10 min.
 	ResultTTL time.Duration
+	// NoBatch makes res.php ignore ids (action=get&ids=…, batch polls), as a
+	// service without batch polls would: such a call has no id and answers
+	// ERROR_WRONG_CAPTCHA_ID.
+	NoBatch bool
 }
 
 // Faults are injected failures. Rates are probabilities per request, in
@@ -165,6 +169,10 @@ type Stats struct {
 	// InCalls and ResCalls count requests to in.php and res.php, faults
 	// included.
 	InCalls, ResCalls int
+	// BatchCalls counts the res.php calls that asked about several captchas
+	// (action=get&ids=…), also counted in ResCalls; BatchAsked is the sum of
+	// the ids they asked about.
+	BatchCalls, BatchAsked int
 	// Submitted counts captchas accepted by in.php.
 	Submitted int
 	// Solved counts answers delivered: the first res.php call that returned a
@@ -176,7 +184,8 @@ type Stats struct {
 	// Concurrent is how many captchas are being solved now (submitted, not
 	// yet ready); MaxConcurrent is the most there ever were at once.
 	Concurrent, MaxConcurrent int
-	// ResCallsPerCaptcha counts res.php action=get calls per captcha id, for
+	// ResCallsPerCaptcha counts res.php action=get&id calls per captcha id
+	// (batch polls not included), for
 	// the captchas the Server still remembers: an entry goes with its
 	// captcha, once the captcha's answer is older than ResultTTL and more
 	// than 1024 captchas are remembered, so that a long-running emulator
@@ -599,6 +608,10 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 		s.reply(w, jsonOut, "", "ERROR_BAD_PARAMETERS", nil, "")
 		return
 	}
+	if ids := form.get("ids"); action == "get" && id == "" && ids != "" && !s.cfg.NoBatch {
+		s.batch(w, jsonOut, strings.Split(ids, ","))
+		return
+	}
 	if id == "" {
 		s.reply(w, jsonOut, "", "ERROR_WRONG_CAPTCHA_ID", nil, "")
 		return
@@ -647,22 +660,79 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 		s.mu.Unlock()
 		s.reply(w, jsonOut, "", "CAPCHA_NOT_READY", nil, "")
 	default:
-		first := !c.fetched
-		c.fetched = true
-		if first {
-			lag := now.Sub(c.readyAt)
-			s.stats.Pickups++
-			s.lagSum += lag
-			s.stats.PickupLagMax = max(s.stats.PickupLagMax, lag)
-			if c.code == "" {
-				s.stats.Solved++
-			} else {
-				s.stats.Failed++
-			}
-		}
+		s.pickup(c, now)
 		s.mu.Unlock()
 		s.reply(w, jsonOut, c.kind, c.code, c.answer, c.userAgent)
 	}
+}
+
+// pickup records the first time res.php returned c's answer or error code.
+// Callers hold s.mu.
+func (s *Server) pickup(c *captcha, now time.Time) {
+	if c.fetched {
+		return
+	}
+	c.fetched = true
+	lag := now.Sub(c.readyAt)
+	s.stats.Pickups++
+	s.lagSum += lag
+	s.stats.PickupLagMax = max(s.stats.PickupLagMax, lag)
+	if c.code == "" {
+		s.stats.Solved++
+	} else {
+		s.stats.Failed++
+	}
+}
+
+// batch answers a batch poll, action=get&ids=<id>,<id>,… (at most 100 ids):
+// each captcha's state in the order asked, joined by "|": its answer as
+// text, CAPCHA_NOT_READY, or an error code (ERROR_WRONG_CAPTCHA_ID for an
+// unknown id). As plain text the bare list; with json=1 the list is the
+// request string of status 1. A ready captcha counts as picked up.
+func (s *Server) batch(w http.ResponseWriter, jsonOut bool, ids []string) {
+	if len(ids) > 100 {
+		s.reply(w, jsonOut, "", "ERROR_BAD_PARAMETERS", nil, "")
+		return
+	}
+	for _, id := range ids {
+		if _, err := strconv.ParseUint(id, 10, 64); err != nil {
+			s.reply(w, jsonOut, "", "ERROR_WRONG_ID_FORMAT", nil, "")
+			return
+		}
+	}
+	states := make([]string, len(ids))
+	s.mu.Lock()
+	now := s.now()
+	s.sweep()
+	s.stats.BatchCalls++
+	s.stats.BatchAsked += len(ids)
+	for i, id := range ids {
+		c, ok := s.captchas[id]
+		switch {
+		case !ok:
+			states[i] = "ERROR_WRONG_CAPTCHA_ID"
+		case now.Before(c.readyAt):
+			states[i] = "CAPCHA_NOT_READY"
+		case c.code != "":
+			states[i] = c.code
+			s.pickup(c, now)
+		default:
+			var text string
+			if json.Unmarshal(c.answer, &text) != nil {
+				text = string(c.answer) // an object (GeeTest)
+			}
+			states[i] = text
+			s.pickup(c, now)
+		}
+	}
+	s.mu.Unlock()
+	v, _ := json.Marshal(strings.Join(states, "|"))
+	if !jsonOut {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, strings.Join(states, "|"))
+		return
+	}
+	s.reply(w, true, "", "", v, "")
 }
 
 // solveTime draws a solve time for kind. Callers hold s.mu.

@@ -243,3 +243,52 @@ func TestResCallsForgottenWithCaptchas(t *testing.T) {
 		t.Errorf("after the sweep: counts %v, max %d; want only %s: 1, max 3", st.ResCallsPerCaptcha, st.MaxResCallsPerCaptcha, id)
 	}
 }
+
+// TestBatchPoll asks res.php about several captchas at once: their states
+// in order, joined by "|", plain or as the request string of JSON; a ready
+// one counts as picked up. A Server with NoBatch ignores ids.
+func TestBatchPoll(t *testing.T) {
+	clock := time.Unix(1_700_000_000, 0)
+	s := New(Config{Seed: 1, SolveTime: map[string]Range{
+		KindImage:     {Min: time.Second, Max: time.Second},
+		KindRecaptcha: {Min: time.Minute, Max: time.Minute}}})
+	s.now = func() time.Time { return clock }
+	submit := func(kv ...string) string {
+		_, body := do(t, s, post("/in.php", vals(append([]string{"key", TestKey, "json", "1"}, kv...)...)))
+		var r struct{ Request string }
+		if err := json.Unmarshal([]byte(body), &r); err != nil || r.Request == "" {
+			t.Fatalf("in.php: %s", body)
+		}
+		return r.Request
+	}
+	img := submit("method", "base64", "body", base64.StdEncoding.EncodeToString(png))
+	rc := submit("method", "userrecaptcha", "googlekey", "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl", "https://a.example/")
+	clock = clock.Add(2 * time.Second)
+
+	_, body := do(t, s, post("/res.php", vals("key", TestKey, "action", "get", "ids", img+","+rc+",99999")))
+	states := strings.Split(body, "|")
+	if len(states) != 3 || states[0] == "CAPCHA_NOT_READY" || states[1] != "CAPCHA_NOT_READY" || states[2] != "ERROR_WRONG_CAPTCHA_ID" {
+		t.Fatalf("batch poll = %q, want <answer>|CAPCHA_NOT_READY|ERROR_WRONG_CAPTCHA_ID", body)
+	}
+	_, body = do(t, s, post("/res.php", vals("key", TestKey, "action", "get", "ids", img+","+rc, "json", "1")))
+	var j struct {
+		Status  int
+		Request string
+	}
+	if err := json.Unmarshal([]byte(body), &j); err != nil || j.Status != 1 || j.Request != states[0]+"|CAPCHA_NOT_READY" {
+		t.Fatalf("JSON batch poll = %s, want status 1 and %q", body, states[0]+"|CAPCHA_NOT_READY")
+	}
+	st := s.Stats()
+	if st.BatchCalls != 2 || st.BatchAsked != 5 || st.Pickups != 1 || st.Solved != 1 || st.ResCallsPerCaptcha[img] != 0 {
+		t.Errorf("stats: %d batch calls asking %d, %d pickups, %d solved, %d single calls; want 2, 5, 1, 1, 0",
+			st.BatchCalls, st.BatchAsked, st.Pickups, st.Solved, st.ResCallsPerCaptcha[img])
+	}
+	if _, body := do(t, s, post("/res.php", vals("key", TestKey, "action", "get", "ids", img+",x1"))); body != "ERROR_WRONG_ID_FORMAT" {
+		t.Errorf("batch poll with a bad id = %q, want ERROR_WRONG_ID_FORMAT", body)
+	}
+
+	nb := New(Config{Seed: 1, NoBatch: true})
+	if _, body := do(t, nb, post("/res.php", vals("key", TestKey, "action", "get", "ids", "1,2"))); body != "ERROR_WRONG_CAPTCHA_ID" {
+		t.Errorf("NoBatch: batch poll = %q, want ERROR_WRONG_CAPTCHA_ID", body)
+	}
+}

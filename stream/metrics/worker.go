@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"path"
 	"regexp"
 	"strconv"
@@ -122,6 +123,7 @@ func (m *Worker) Transport(base http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
 		start := time.Now()
 		endpoint := path.Base(req.URL.Path)
+		batch := endpoint == "res.php" && asksMany(req)
 		resp, err := base.RoundTrip(req)
 		if err != nil {
 			m.OnCall(endpoint, "NETWORK", time.Since(start))
@@ -135,6 +137,9 @@ func (m *Worker) Transport(base http.RoundTripper) http.RoundTripper {
 				io.Closer
 			}{io.MultiReader(bytes.NewReader(peek), resp.Body), resp.Body}
 			code = answerCode(peek)
+			if batch && (code == "OK" || !codePattern.MatchString(code)) {
+				code = "BATCH" // states of several captchas, read by the solver
+			}
 			if rerr != nil {
 				code = "NETWORK"
 			}
@@ -142,6 +147,25 @@ func (m *Worker) Transport(base http.RoundTripper) http.RoundTripper {
 		m.OnCall(endpoint, code, time.Since(start))
 		return resp, nil
 	})
+}
+
+// asksMany reports whether req is a batch poll (res.php with ids=…), from a
+// copy of its form body.
+func asksMany(req *http.Request) bool {
+	if req.GetBody == nil {
+		return req.URL.Query().Has("ids")
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return false
+	}
+	defer body.Close()
+	b, err := io.ReadAll(io.LimitReader(body, 64<<10))
+	if err != nil {
+		return false
+	}
+	v, err := url.ParseQuery(string(b))
+	return err == nil && v.Has("ids")
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)

@@ -96,7 +96,7 @@ func TestWorkerMetrics(t *testing.T) {
 	res := regexp.MustCompile(`captchaq_api_calls_total\{endpoint="res.php",code="OK"\} (\d+)`).FindStringSubmatch(body)
 	require.NotNil(t, res, body)
 	n, _ := strconv.Atoi(res[1])
-	require.Equal(t, 2, n, "one answer fetched per solved task")
+	require.Equal(t, 2, n, "one answer fetched per solved task (batch polls count as BATCH)")
 
 	body, code = get(t, srv.URL+"/healthz")
 	require.Equal(t, http.StatusOK, code)
@@ -136,4 +136,31 @@ func TestObserveBoundsLabels(t *testing.T) {
 	} {
 		require.Contains(t, b.String(), want+"\n")
 	}
+}
+
+// TestTransportLabelsBatchPolls: a batch poll (res.php with ids=…) counts as
+// BATCH, whatever states its reply lists; a single poll keeps its code.
+func TestTransportLabelsBatchPolls(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		if r.Form.Has("ids") {
+			io.WriteString(w, `{"status":0,"request":"CAPCHA_NOT_READY|CAPCHA_NOT_READY"}`)
+			return
+		}
+		io.WriteString(w, `{"status":0,"request":"CAPCHA_NOT_READY"}`)
+	}))
+	t.Cleanup(srv.Close)
+	m := NewWorker(1)
+	hc := &http.Client{Transport: m.Transport(nil)}
+	for _, form := range []string{"action=get&ids=1,2&json=1", "action=get&id=1&json=1"} {
+		resp, err := hc.Post(srv.URL+"/res.php", "application/x-www-form-urlencoded", strings.NewReader(form))
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	var b strings.Builder
+	require.NoError(t, m.Registry().WriteText(&b))
+	require.Contains(t, b.String(), `captchaq_api_calls_total{endpoint="res.php",code="BATCH"} 1`+"\n")
+	require.Contains(t, b.String(), `captchaq_api_calls_total{endpoint="res.php",code="CAPCHA_NOT_READY"} 1`+"\n")
 }

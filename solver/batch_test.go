@@ -1,0 +1,198 @@
+package solver_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+)
+
+// batchCalls counts res.php requests that ask about several captchas.
+func batchCalls(n *atomic.Int64) func(http.Handler) http.Handler {
+	return func(inner http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/res.php" {
+				_ = r.ParseForm()
+				if r.Form.Get("ids") != "" {
+					n.Add(1)
+				}
+			}
+			inner.ServeHTTP(w, r)
+		})
+	}
+}
+
+// TestBatchPollingMixedKinds solves captchas of every kind at once with batch
+// polling on: each answer is the one res.php gives for its id alone (GeeTest
+// objects whole, Turnstile with its useragent), and batch calls were made.
+func TestBatchPollingMixedKinds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{})
+	img := solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}}
+	reqs := []solver.Request{recaptcha("https://a.example/"), turnstile("https://b.example/"), geetest("https://c.example/"), img}
+	type got struct {
+		kind int
+		a    solver.Answer
+	}
+	var mu sync.Mutex
+	var answers []got
+	var wg sync.WaitGroup
+	for i := range 48 { // under the client's 55 in.php calls in 3 s
+		wg.Go(func() {
+			a, err := b.client.Solve(ctxT(t), reqs[i%len(reqs)])
+			if err != nil {
+				t.Errorf("Solve %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			answers = append(answers, got{i % len(reqs), a})
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, g := range answers {
+		alone, err := b.client.Fetch(ctxT(t), g.a.CaptchaID)
+		if err != nil {
+			t.Fatalf("Fetch %s: %v", g.a.CaptchaID, err)
+		}
+		if !bytes.Equal(g.a.Solution, alone.Solution) || g.a.UserAgent != alone.UserAgent {
+			t.Errorf("kind %d: answer %s (ua %q), res.php alone says %s (ua %q)", g.kind, g.a.Solution, g.a.UserAgent, alone.Solution, alone.UserAgent)
+		}
+		if g.kind == 1 && g.a.UserAgent == "" {
+			t.Errorf("Turnstile answer without its useragent")
+		}
+	}
+	if st := b.api.Stats(); st.BatchCalls == 0 || st.Solved != 48 {
+		t.Errorf("emulator: %d batch calls, %d solved; want some and 48", st.BatchCalls, st.Solved)
+	}
+}
+
+// TestBatchSpendsNoMoreThanSinglePolling: captchas that are never ready
+// cost single polling MaxCalls res.php calls each; with batch polling the
+// same captchas give up the same way and cost at most that in all.
+func TestBatchSpendsNoMoreThanSinglePolling(t *testing.T) {
+	t.Parallel()
+	const n, calls = 20, 6
+	never := fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: time.Hour, Max: time.Hour}}}
+	b := setup(t, opts{api: never, client: solver.Config{Timing: solver.Timing{Scale: 0.001, Fixed: true, MaxCalls: calls}}})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			_, err := b.client.Solve(ctxT(t), recaptcha("https://a.example/"))
+			if solver.CodeOf(err) != solver.CodePollLimit {
+				t.Errorf("Solve: %v, want %s", err, solver.CodePollLimit)
+			}
+		})
+	}
+	wg.Wait()
+	st := b.api.Stats()
+	if st.ResCalls > n*calls || st.BatchCalls == 0 {
+		t.Errorf("%d res.php calls (%d batch), want at most %d and some batch calls", st.ResCalls, st.BatchCalls, n*calls)
+	}
+	// Every captcha's last poll is its own.
+	for id, c := range st.ResCallsPerCaptcha {
+		if c < 1 {
+			t.Errorf("captcha %s: %d calls of its own, want its last poll", id, c)
+		}
+	}
+	t.Logf("%d captchas × %d polls: %d res.php calls, %d of them batch calls asking about %d", n, calls, st.ResCalls, st.BatchCalls, st.BatchAsked)
+}
+
+// TestBatchFallsBackWithoutSupport: a service that ignores ids answers a
+// batch call ERROR_WRONG_CAPTCHA_ID. After two such replies the client polls
+// each captcha on its own, says so once in the log, and every solve succeeds.
+func TestBatchFallsBackWithoutSupport(t *testing.T) {
+	t.Parallel()
+	var asked atomic.Int64
+	var logBuf syncBuffer
+	log := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	slow := map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: 30 * time.Millisecond, Max: 60 * time.Millisecond}}
+	b := setup(t, opts{api: fakeapi.Config{NoBatch: true, SolveTime: slow}, wrap: batchCalls(&asked), client: solver.Config{Logger: log}})
+	solveAll := func(n int) {
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				if _, err := b.client.Solve(ctxT(t), recaptcha("https://a.example/")); err != nil {
+					t.Errorf("Solve: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	solveAll(30)
+	if got := asked.Load(); got != 2 {
+		t.Errorf("%d batch calls, want 2 before batching stops", got)
+	}
+	solveAll(10)
+	if got := asked.Load(); got != 2 {
+		t.Errorf("%d batch calls after it stopped, want still 2", got)
+	}
+	if n := strings.Count(logBuf.String(), "does not answer batch polls"); n != 1 {
+		t.Errorf("log has %d warnings about batch polls, want 1:\n%s", n, logBuf.String())
+	}
+	if st := b.api.Stats(); st.Solved != 40 {
+		t.Errorf("solved %d, want 40", st.Solved)
+	}
+}
+
+// TestBatchFatalReplyEndsEverySolve: a batch call answered with a Fatal code
+// (the key was revoked) ends every captcha it asked about with that code.
+func TestBatchFatalReplyEndsEverySolve(t *testing.T) {
+	t.Parallel()
+	var asked atomic.Int64
+	revoked := func(inner http.Handler) http.Handler {
+		return batchCalls(&asked)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/res.php" && r.Form.Get("ids") != "" {
+				w.Write([]byte(`{"status":0,"request":"ERROR_KEY_DOES_NOT_EXIST"}`))
+				return
+			}
+			inner.ServeHTTP(w, r)
+		}))
+	}
+	never := fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: time.Hour, Max: time.Hour}}}
+	b := setup(t, opts{api: never, wrap: revoked})
+	var fatal atomic.Int64
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			_, err := b.client.Solve(ctxT(t), recaptcha("https://a.example/"))
+			var e *solver.Error
+			if errors.As(err, &e) && e.Class == retry.Fatal && e.Code == "ERROR_KEY_DOES_NOT_EXIST" {
+				fatal.Add(1)
+			} else if solver.CodeOf(err) != solver.CodePollLimit {
+				t.Errorf("Solve: %v, want ERROR_KEY_DOES_NOT_EXIST (fatal)", err)
+			}
+		})
+	}
+	wg.Wait()
+	if asked.Load() == 0 || fatal.Load() == 0 {
+		t.Errorf("%d batch calls, %d solves ended fatal; want some of each", asked.Load(), fatal.Load())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
