@@ -38,7 +38,7 @@ type job struct {
 
 // handle takes one delivered task message to its next step. It never panics
 // on a bad message and never acks before the outcome is stored.
-func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread) {
+func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread, sl *slot) {
 	j, err := w.open(ctx, m)
 	if err != nil {
 		// Leave it to lapse: a delivery that ends without an event counts
@@ -116,6 +116,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 	ev.Kind, ev.Attempts, ev.At, ev.Crashed = EventAttempt, attempts+1, start, crashed
 	attemptStored := w.recordAsync(j, ev)
 	ans, serr := w.solve(ctx, j)
+	sl.solved() // the next task may start while this one is recorded
 	end := w.cfg.Now()
 	ev.Seconds = end.Sub(start).Seconds()
 	shutdown := ctx.Err() != nil

@@ -26,6 +26,9 @@ type WorkerConfig struct {
 	// Solver solves the captchas. Required.
 	Solver solver.Solver
 	// Threads is how many tasks this process solves at once. Default 4.
+	// A task's thread is free for the next task as soon as the service is
+	// done with it; recording its outcome goes on beside, for up to
+	// finishingPerThread × Threads tasks at once.
 	Threads int
 	// Policy decides retries, snoozes and dead letters.
 	Policy retry.Policy
@@ -185,6 +188,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	for range w.cfg.Threads {
 		free <- struct{}{}
 	}
+	finishing := make(chan struct{}, finishingPerThread*w.cfg.Threads)
 	var inflight sync.WaitGroup
 	var fatalErr error
 	idle := time.NewTicker(w.cfg.IdleCheck)
@@ -239,13 +243,14 @@ pull:
 			msgs := w.fetch(pullCtx, len(threads))
 			for i, m := range msgs {
 				inflight.Add(1)
+				sl := &slot{free: free, finishing: finishing}
 				go func() {
 					defer inflight.Done()
-					defer func() { free <- struct{}{} }()
+					defer sl.end()
 					defer threads[i].release()
 					defer w.laneFreed(laneOfSubject(m.Subject()))
 					defer w.survive(m)
-					w.handle(hard, m, threads[i])
+					w.handle(hard, m, threads[i], sl)
 				}()
 			}
 			for _, t := range threads[len(msgs):] {
@@ -288,6 +293,43 @@ pull:
 	}
 	w.background.Wait()
 	return fatalErr
+}
+
+// finishingPerThread × Threads tasks at most record their outcomes after
+// their threads went on to the next task. Recording is two or three
+// exchanges with the broker, no work of the service's; with no room left a
+// task keeps its thread until it is recorded, so a slow broker slows the
+// intake instead of piling up finished solves.
+const finishingPerThread = 4
+
+// slot is a worker thread held by one task.
+type slot struct {
+	free      chan<- struct{}
+	finishing chan struct{}
+	once      sync.Once
+	finisher  bool // holds room in finishing
+}
+
+// solved frees the thread once the service is done with the task, when there
+// is room for one more task recording its outcome.
+func (s *slot) solved() {
+	if s == nil {
+		return
+	}
+	select {
+	case s.finishing <- struct{}{}:
+		s.finisher = true
+		s.once.Do(func() { s.free <- struct{}{} })
+	default:
+	}
+}
+
+// end frees the thread, if solved did not, and the room.
+func (s *slot) end() {
+	s.once.Do(func() { s.free <- struct{}{} })
+	if s.finisher {
+		<-s.finishing
+	}
 }
 
 // survive keeps a bug met on one message from taking the whole worker down:

@@ -253,3 +253,66 @@ func TestFatalErrorStopsWorkerAndLeavesTasksUntouched(t *testing.T) {
 }
 
 var _ = nats.ErrTimeout
+
+// TestThreadFreedWhenServiceIsDone: a thread goes on to the next task as soon
+// as the service is done with one, while that one's outcome is still being
+// recorded. With one thread, the first task's recording is held up (its
+// observer waits) until the second task reaches the service: that can only
+// happen if the thread was freed.
+func TestThreadFreedWhenServiceIsDone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	second := make(chan struct{})
+	var calls atomic.Int32
+	sv := solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		if calls.Add(1) == 2 {
+			close(second)
+		}
+		return solver.Answer{Solution: json.RawMessage(`"tok"`), CaptchaID: "1"}, nil
+	})
+	var held atomic.Bool
+	overlapped := make(chan bool, 1)
+	obs := ObserverFunc(func(o Observation) {
+		if o.Kind != EventAttempt || !held.CompareAndSwap(false, true) {
+			return
+		}
+		select {
+		case <-second:
+			overlapped <- true
+		case <-time.After(10 * time.Second):
+			overlapped <- false
+		}
+	})
+	b.startWorker(t, WorkerConfig{Solver: sv, Threads: 1, Observer: obs})
+	receipts, err := b.client.SubmitAll(ctx, []Task{turnstileTask("first"), turnstileTask("second")})
+	require.NoError(t, err)
+	require.True(t, <-overlapped, "the second task never reached the service while the first was being recorded")
+	n := 0
+	require.NoError(t, b.client.WaitAll(ctx, receipts, func(o Outcome, err error) {
+		require.NoError(t, err)
+		require.Equal(t, StatusSolved, o.Status, o.ID)
+		n++
+	}))
+	require.Equal(t, 2, n)
+}
+
+// TestSlotKeepsThreadWithoutRoom: with no room for another task recording
+// its outcome, a solved task keeps its thread until it is recorded.
+func TestSlotKeepsThreadWithoutRoom(t *testing.T) {
+	t.Parallel()
+	free := make(chan struct{}, 2)
+	finishing := make(chan struct{}, 1)
+	a, b := &slot{free: free, finishing: finishing}, &slot{free: free, finishing: finishing}
+	a.solved()
+	require.Len(t, free, 1, "room to record: the thread is free")
+	b.solved()
+	require.Len(t, free, 1, "no room to record: the thread is kept")
+	a.end()
+	require.Len(t, free, 1, "a's thread was freed once only")
+	require.Empty(t, finishing, "a gave its room back")
+	b.end()
+	require.Len(t, free, 2, "b's thread is freed when it ends")
+	var nilSlot *slot
+	nilSlot.solved() // handle called without a slot
+}
