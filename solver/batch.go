@@ -348,14 +348,16 @@ func parseBatch(status int, body []byte, n int, key string) (states []string, no
 	}
 	_, err = parseReply("res.php", status, body, key)
 	var e *Error
+	what := "one answer" // never quoted: it may be a token
 	switch {
 	case err == nil:
-		// A well-formed single answer where n states were due.
 	case !errors.As(err, &e) || e.Code == CodeBadReply:
 		return nil, false, err // garbage or an HTML page: passing
 	case e.Class == retry.Fatal:
 		return nil, false, err
+	default:
+		what = e.Code
 	}
 	return nil, true, &Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "res.php",
-		Err: fmt.Errorf("%w: not %d states of a batch poll: %s", errBadReply, n, describe(body, key))}
+		Err: fmt.Errorf("%w: %s where a batch poll wants %d states", errBadReply, what, n)}
 }
