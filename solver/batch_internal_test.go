@@ -58,3 +58,28 @@ func TestParseBatchThree(t *testing.T) {
 		t.Fatalf("parseBatch = %q, %v", got, err)
 	}
 }
+
+// FuzzParseBatch: parseBatch never panics, returns n states or an error, and
+// no error quotes the key.
+//
+//	go test -fuzz FuzzParseBatch ./solver/
+func FuzzParseBatch(f *testing.F) {
+	const key = "0123456789abcdef0123456789abcdef"
+	for _, s := range []string{"a|CAPCHA_NOT_READY", `{"status":1,"request":"a|b"}`, `{"status":0,"request":"ERROR_WRONG_USER_KEY"}`,
+		"<html>|</html>", "x|" + key, "ERROR_WRONG_CAPTCHA_ID", "", "|"} {
+		f.Add(200, []byte(s), 2)
+		f.Add(500, []byte(s), 3)
+	}
+	f.Fuzz(func(t *testing.T, status int, body []byte, n int) {
+		if n < 2 || n > 100 {
+			return
+		}
+		states, notBatch, err := parseBatch(status, body, n, key)
+		switch {
+		case err == nil && (len(states) != n || notBatch):
+			t.Fatalf("states %q, notBatch %v for n %d", states, notBatch, n)
+		case err != nil && strings.Contains(err.Error(), key):
+			t.Fatalf("error quotes the key: %v", err)
+		}
+	})
+}
