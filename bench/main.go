@@ -3,7 +3,7 @@
 // on the same machine in the same run, and prints the results as markdown.
 // bench/run.sh runs it and writes BENCHMARKS.md.
 //
-//	captchaq-bench [-quick] [-redis 127.0.0.1:6379] [-only broker,solver,scale,rss]
+//	captchaq-bench [-quick] [-redis 127.0.0.1:6379] [-only broker,solver,scale,rss,atomic]
 //
 // Every scenario is bounded in tasks and time and talks only to 127.0.0.1 or
 // in-process servers. The subcommands serve and worker are the subprocesses
@@ -37,8 +37,9 @@ func main() {
 			fs := flag.NewFlagSet("serve", flag.ExitOnError)
 			dir := fs.String("store", "", "JetStream store directory")
 			syncAlways := fs.Bool("sync-always", false, "fsync before every acknowledgement")
+			pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address")
 			_ = fs.Parse(os.Args[2:])
-			exit(serveMain(ctx, *dir, !*syncAlways))
+			exit(serveMain(ctx, *dir, !*syncAlways, *pprofAddr))
 			return
 		case "worker":
 			fs := flag.NewFlagSet("worker", flag.ExitOnError)
@@ -53,10 +54,12 @@ func main() {
 	}
 	quick := flag.Bool("quick", false, "a short smoke run (fewer tasks, shorter windows)")
 	redisAddr := flag.String("redis", "", "host:port of a redis-server for the Redis-list and asynq rows (skipped when empty)")
-	only := flag.String("only", "broker,solver,scale,rss", "scenarios to run, comma-separated")
+	only := flag.String("only", "broker,solver,scale,rss,atomic", "scenarios to run, comma-separated")
 	systems := flag.String("systems", "", "broker-bound: run only the systems whose name contains this")
 	threadList := flag.String("threads", "1,8,64", "broker-bound: worker threads, comma-separated")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	serverProfiles := flag.String("server-profiles", "", "scale: write the nats-server's CPU profile of each dispatch measurement into this directory")
+	anchor := flag.Bool("scale-anchor", false, "scale: store a never-expiring message at the head of the stream before the backlog")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -73,7 +76,7 @@ func main() {
 		threads = append(threads, n)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	b := &bench{ctx: ctx, quick: *quick, redis: *redisAddr, log: log, filter: *systems, threads: threads}
+	b := &bench{ctx: ctx, quick: *quick, redis: *redisAddr, log: log, filter: *systems, threads: threads, serverProfiles: *serverProfiles, anchor: *anchor}
 	for _, s := range strings.Split(*only, ",") {
 		var err error
 		switch strings.TrimSpace(s) {
@@ -85,6 +88,8 @@ func main() {
 			err = b.scale()
 		case "rss":
 			err = b.rss()
+		case "atomic":
+			err = b.atomicBatch()
 		default:
 			err = fmt.Errorf("unknown scenario %q", s)
 		}
@@ -110,6 +115,11 @@ type bench struct {
 	// filter and threads narrow the broker-bound scenario (profiling).
 	filter  string
 	threads []int
+	// serverProfiles is where the scale scenario writes server CPU profiles.
+	serverProfiles string
+	// anchor stores a never-expiring message at the head of the scale
+	// scenario's stream (the remedy FINDINGS.md describes).
+	anchor bool
 }
 
 func (b *bench) pick(quick, full int) int {
@@ -268,20 +278,32 @@ func (b *bench) scale() error {
 	probes, rate := b.pick(100, 500), 100.0
 	fmt.Printf("## 3. Scale: queue depth\n\n")
 	fmt.Printf("A fresh nats-server subprocess (LazySync, file store) per depth, filled with that many normal-priority Turnstile tasks by 8 producer goroutines calling `Client.Submit` over TCP "+
-		"(no worker running). Then an 8-thread no-op worker starts and %d high-priority tasks are submitted at %.0f/s: "+
-		"dispatch latency is their submit → solver call while the backlog drains. RSS is the server process's VmRSS.\n\n", probes, rate)
+		"(no worker running). Then, twice on the same server, an 8-thread worker starts and %d high-priority tasks are submitted at %.0f/s: "+
+		"dispatch latency is their submit → solver call. First with the backlog held back (the fast lane's normal-priority consumer capped at 1 task in solving by `Topology.LaneLimits`, "+
+		"each backlog solve taking 50 ms, so under 20 backlog tasks/s and a nearly idle CPU: what the depth itself costs), "+
+		"then with the cap lifted and the 8 no-op threads draining the backlog as fast as the 2 cores allow. RSS is the server process's VmRSS.\n\n", probes, rate)
+	if b.anchor {
+		fmt.Printf("With `-scale-anchor`: a message with `Nats-TTL: never` is stored before the backlog, so the stream's first sequence stays below every consumer's position.\n\n")
+	}
 	t := table{head: []string{"queued", "submit /s (all)", "submit /s (last 10 %)", "dispatch p50 / p99", "dispatch mean", "backlog drained /s meanwhile", "server RSS filled", "server RSS after", "server peak RSS", "store on disk"}}
+	dt := table{head: []string{"queued", "backlog drain", "dispatch p50 / p99 / max", "dispatch mean", "backlog drained /s", "CPU used (server + bench), cores"}}
 	for _, d := range depths {
 		b.log.Info("scale", slog.Int("depth", d))
-		r, err := runDepth(b.ctx, d, probes, rate)
+		r, err := runDepth(b.ctx, d, probes, rate, b.anchor, b.serverProfiles)
 		if err != nil {
 			return err
 		}
-		t.add(fmt.Sprint(d), fmt.Sprintf("%.0f", r.SubmitRate), fmt.Sprintf("%.0f", r.TailRate), ms(r.P50)+" / "+ms(r.P99), ms(r.Mean),
-			fmt.Sprintf("%.0f", float64(r.Drained)/r.DrainSeconds), mib(r.RSSFilled), mib(r.RSSAfter), mib(r.HWM), mib(r.Disk))
+		full := r.Phases[len(r.Phases)-1]
+		t.add(fmt.Sprint(d), fmt.Sprintf("%.0f", r.SubmitRate), fmt.Sprintf("%.0f", r.TailRate), ms(full.P50)+" / "+ms(full.P99), ms(full.Mean),
+			fmt.Sprintf("%.0f", float64(full.Drained)/full.Seconds), mib(r.RSSFilled), mib(r.RSSAfter), mib(r.HWM), mib(r.Disk))
+		for _, p := range r.Phases {
+			dt.add(fmt.Sprint(d), p.Drain.name, ms(p.P50)+" / "+ms(p.P99)+" / "+ms(p.Max), ms(p.Mean), fmt.Sprintf("%.0f", float64(p.Drained)/p.Seconds),
+				fmt.Sprintf("%.2f + %.2f", p.ServerCPU.Seconds()/p.Seconds, p.Self.Seconds()/p.Seconds))
+		}
 		runtime.GC()
 	}
 	fmt.Printf("%s\n", t.String())
+	fmt.Printf("Dispatch latency by how fast the backlog drains meanwhile (the full-speed rows are the ones above):\n\n%s\n", dt.String())
 	return nil
 }
 

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"os"
 	"os/exec"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
@@ -85,15 +88,30 @@ func (c *child) stop() {
 
 // serveMain is the serve subcommand: an embedded nats-server on 127.0.0.1
 // (LazySync) with its store in dir; prints its URL, runs until interrupted.
-func serveMain(ctx context.Context, dir string, lazy bool) error {
+// With pprofAddr set it also serves net/http/pprof there and prints the
+// address it got after the URL, on the same line.
+func serveMain(ctx context.Context, dir string, lazy bool, pprofAddr string) error {
 	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: dir, LazySync: lazy, Listen: true})
 	if err != nil {
 		return err
 	}
-	fmt.Println(ns.ClientURL())
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	line := ns.ClientURL()
+	if pprofAddr != "" {
+		ln, err := net.Listen("tcp", pprofAddr)
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", httppprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = hs.Serve(ln) }()
+		defer hs.Close()
+		line += " " + ln.Addr().String()
+	}
+	fmt.Println(line)
 	<-ctx.Done()
-	ns.Shutdown()
-	ns.WaitForShutdown()
 	return nil
 }
 
@@ -120,35 +138,74 @@ func workerMain(ctx context.Context, natsURL, solverURL string, threads int, sca
 
 // depthResult is one queue depth of the scale run.
 type depthResult struct {
-	Depth        int
-	SubmitRate   float64 // whole prefill
-	TailRate     float64 // the last 10 % of the prefill
-	RSSFilled    int64   // server, after the prefill
-	RSSAfter     int64   // server, after the dispatch measurement
-	HWM          int64
-	P50, P99     time.Duration // submit → start of high-priority tasks
-	Mean         time.Duration
-	Drained      int // normal tasks solved meanwhile
-	DrainSeconds float64
-	Disk         int64
+	Depth      int
+	SubmitRate float64 // whole prefill
+	TailRate   float64 // the last 10 % of the prefill
+	RSSFilled  int64   // server, after the prefill
+	RSSAfter   int64   // server, after the dispatch measurements
+	HWM        int64
+	Disk       int64
+	// Phases are the dispatch measurements, one per drain, in drains order.
+	Phases []phaseResult
+}
+
+// drain is how the backlog is worked off while the high-priority probes are
+// measured.
+type drain struct {
+	name string
+	// laneLimit caps the normal-priority fast-lane tasks in solving at once
+	// (Topology.LaneLimits); 0 leaves the default.
+	laneLimit int
+	// solve is how long the solver takes for a backlog task (probes are
+	// instant).
+	solve time.Duration
+}
+
+// drains are the scale run's dispatch measurements, in the order they run
+// against the same filled server. The slow drain goes first so that it
+// finds the whole backlog queued: with one backlog task at a time, each
+// taking 50 ms, the backlog moves at under 20/s and the CPU stays nearly
+// idle, so its latencies show what the queue depth itself costs. The full
+// drain is the original measurement: 8 no-op threads work off the backlog
+// as fast as the 2 cores allow while the probes come in.
+var drains = []drain{
+	{name: "slow (1 backlog task at a time, 50 ms each)", laneLimit: 1, solve: 50 * time.Millisecond},
+	{name: "full speed (8 no-op threads)"},
+}
+
+// phaseResult is one dispatch measurement of a depth.
+type phaseResult struct {
+	Drain           drain
+	P50, P99, Max   time.Duration // submit → start of high-priority tasks
+	Mean            time.Duration
+	Drained         int // normal tasks solved meanwhile
+	Seconds         float64
+	ServerCPU, Self time.Duration // CPU time used meanwhile by the server and by this process
 }
 
 // runDepth fills a fresh server (a subprocess) with depth normal-priority
-// tasks, then starts an 8-thread no-op worker and submits high-priority tasks
-// at a steady rate, measuring how long each waits to be dispatched.
-func runDepth(ctx context.Context, depth, probes int, rate float64) (depthResult, error) {
+// tasks, then, for each drain in turn, starts an 8-thread worker and submits
+// high-priority tasks at a steady rate, measuring how long each waits to be
+// dispatched. With anchor set, a never-expiring message is stored first. With
+// profileDir set, the server's CPU profile of each phase is written there.
+func runDepth(ctx context.Context, depth, probes int, rate float64, anchor bool, profileDir string) (depthResult, error) {
 	res := depthResult{Depth: depth}
 	dir, err := os.MkdirTemp("", "captchaq-bench-scale-")
 	if err != nil {
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := startChild("serve", "-store", dir)
+	args := []string{"serve", "-store", dir}
+	if profileDir != "" {
+		args = append(args, "-pprof", "127.0.0.1:0")
+	}
+	srv, err := startChild(args...)
 	if err != nil {
 		return res, err
 	}
 	defer srv.stop()
-	nc, err := nats.Connect(srv.line, nats.Name("bench-producer"))
+	natsURL, pprofAddr, _ := strings.Cut(srv.line, " ")
+	nc, err := nats.Connect(natsURL, nats.Name("bench-producer"))
 	if err != nil {
 		return res, err
 	}
@@ -156,6 +213,16 @@ func runDepth(ctx context.Context, depth, probes int, rate float64) (depthResult
 	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "bench", DefaultDeadline: time.Hour})
 	if err != nil {
 		return res, err
+	}
+	if anchor {
+		// A message that never expires at the head of the stream: the
+		// stream's first sequence never catches up with the consumers (see
+		// FINDINGS.md, "Scale: dispatch latency").
+		am := nats.NewMsg(stream.SubjectRoot + ".anchor")
+		am.Header.Set("Nats-TTL", "never")
+		if _, err := nc.RequestMsg(am, 5*time.Second); err != nil {
+			return res, fmt.Errorf("anchor: %w", err)
+		}
 	}
 	fill := newClock(depth)
 	tail := depth - depth/10
@@ -178,23 +245,63 @@ func runDepth(ctx context.Context, depth, probes int, rate float64) (depthResult
 	}
 	res.Disk = dirSize(dir)
 
-	probe := newClock(probes)
-	var drained atomic.Int64
-	wnc, err := nats.Connect(srv.line, nats.Name("bench-worker"))
+	for k, d := range drains {
+		var profile string
+		if profileDir != "" {
+			profile = fmt.Sprintf("%s/server-%d-%d.pprof", profileDir, depth, k)
+		}
+		p, err := measureDispatch(ctx, client, natsURL, srv.pid(), d, k, probes, rate, pprofAddr, profile)
+		if err != nil {
+			return res, fmt.Errorf("%s drain: %w", d.name, err)
+		}
+		res.Phases = append(res.Phases, p)
+	}
+	res.RSSAfter, res.HWM, err = procMem(srv.pid())
+	return res, err
+}
+
+// measureDispatch runs one drain against a filled server: an 8-thread worker
+// with that drain's lane limit and backlog solve time, and probes
+// high-priority tasks (ids h<round>-<i>) submitted at rate.
+func measureDispatch(ctx context.Context, client *stream.Client, natsURL string, serverPID int, d drain, round, probes int, rate float64, pprofAddr, profile string) (phaseResult, error) {
+	res := phaseResult{Drain: d}
+	wnc, err := nats.Connect(natsURL, nats.Name("bench-worker"))
 	if err != nil {
 		return res, err
 	}
 	defer wnc.Close()
+	// A worker never changes existing consumers: set this drain's lane limit
+	// (or lift the previous one) the way an operator would.
+	var top stream.Topology
+	if d.laneLimit > 0 {
+		top.LaneLimits = map[stream.Lane]int{stream.LaneFast: d.laneLimit}
+	}
+	js, err := jetstream.New(wnc)
+	if err != nil {
+		return res, err
+	}
+	if _, err := stream.EnsureTopology(ctx, js, top, true); err != nil {
+		return res, err
+	}
+	probe := newClock(probes)
+	var drained atomic.Int64
 	tok := json.RawMessage(`"tok"`)
-	w, err := stream.NewWorker(ctx, wnc, stream.WorkerConfig{Threads: 8, Name: "bench-worker", ShutdownGrace: time.Second,
+	w, err := stream.NewWorker(ctx, wnc, stream.WorkerConfig{Threads: 8, Name: "bench-worker", ShutdownGrace: time.Second, Topology: top,
 		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
 			u := req.Params["pageurl"]
 			if strings.Contains(u, "/high/") {
 				probe.started(indexOfURL(u))
 				probe.completed()
-			} else {
-				drained.Add(1)
+				return solver.Answer{Solution: tok}, nil
 			}
+			if d.solve > 0 {
+				select {
+				case <-ctx.Done():
+					return solver.Answer{}, ctx.Err()
+				case <-time.After(d.solve):
+				}
+			}
+			drained.Add(1)
 			return solver.Answer{Solution: tok}, nil
 		})})
 	if err != nil {
@@ -203,10 +310,19 @@ func runDepth(ctx context.Context, depth, probes int, rate float64) (depthResult
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
+	profiled := make(chan error, 1)
+	if profile != "" {
+		go func() {
+			profiled <- fetchProfile(ctx, pprofAddr, profile, time.Duration(float64(probes)/rate*float64(time.Second)))
+		}()
+	} else {
+		profiled <- nil
+	}
+	serverCPU0, self0 := cpuTime(serverPID), cpuTime(0)
 	start := time.Now()
 	err = produce(ctx, load{Tasks: probes, Rate: rate}, probe, func(i int) error {
 		t := benchTask(i)
-		t.ID = "h" + strconv.Itoa(i)
+		t.ID = "h" + strconv.Itoa(round) + "-" + strconv.Itoa(i)
 		t.Priority = "high"
 		t.Params["pageurl"] = "https://shop.example/high/" + strconv.Itoa(i)
 		_, err := client.Submit(ctx, t)
@@ -215,17 +331,72 @@ func runDepth(ctx context.Context, depth, probes int, rate float64) (depthResult
 	if err == nil {
 		await(ctx, load{Timeout: 60 * time.Second}, probe)
 	}
-	res.DrainSeconds = time.Since(start).Seconds()
+	res.Seconds = time.Since(start).Seconds()
+	res.Drained = int(drained.Load())
+	res.ServerCPU, res.Self = cpuTime(serverPID)-serverCPU0, cpuTime(0)-self0
 	cancel()
 	<-done
 	if err != nil {
 		return res, err
 	}
-	res.Drained = int(drained.Load())
+	if err := <-profiled; err != nil {
+		return res, err
+	}
 	lat := probe.latencies()
 	res.P50, res.P99, res.Mean = percentile(lat, 0.5), percentile(lat, 0.99), mean(lat)
-	res.RSSAfter, res.HWM, err = procMem(srv.pid())
-	return res, err
+	if len(lat) > 0 {
+		res.Max = lat[len(lat)-1]
+	}
+	return res, nil
+}
+
+// fetchProfile writes a CPU profile of the serve subprocess taken over d.
+func fetchProfile(ctx context.Context, addr, path string, d time.Duration) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, max(int(d.Seconds()), 1))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("server profile: %w", err)
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("server profile: %w", err)
+	}
+	return f.Close()
+}
+
+// cpuTime returns the user and system CPU time a process (0: this one) has
+// used, from /proc/<pid>/stat, or 0 if it cannot be read. It assumes the
+// usual 100 clock ticks per second.
+func cpuTime(pid int) time.Duration {
+	path := "/proc/self/stat"
+	if pid > 0 {
+		path = fmt.Sprintf("/proc/%d/stat", pid)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: count fields after it.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	if !ok {
+		return 0
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 func dirSize(dir string) int64 {

@@ -120,3 +120,53 @@ func TestFastLaneIsNotStarvedBySlowBacklog(t *testing.T) {
 	require.Greater(t, info.NumPending, uint64(30), "fast tasks did not wait behind the slow backlog")
 	require.LessOrEqual(t, info.NumAckPending, 3, "the slow lane stays within its limit")
 }
+
+func TestLaneAtItsLimitDoesNotHoldUpDispatch(t *testing.T) {
+	t.Parallel()
+	// The slow lane may hold one task, and that one never finishes: the
+	// lane stays at its limit while fast tasks come in one by one.
+	top := Topology{LaneLimits: map[Lane]int{LaneSlow: 1}}
+	b := setup(t, top)
+	ctx := testContext(t)
+	release := make(chan struct{})
+	started := make(chan time.Time, 1)
+	sv := solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		if req.Method == "userrecaptcha" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return solver.Answer{}, ctx.Err()
+		}
+		started <- time.Now()
+		return solver.Answer{Solution: []byte(`"tok"`)}, nil
+	})
+	slow := make([]Task, 5)
+	for i := range slow {
+		slow[i] = Task{ID: fmt.Sprintf("slow%d", i), Method: "userrecaptcha",
+			Params: Params{"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": "https://shop.example/login"}}
+	}
+	_, err := b.client.SubmitAll(ctx, slow)
+	require.NoError(t, err)
+	b.startWorker(t, WorkerConfig{Solver: sv, Threads: 4, ShutdownGrace: 10 * time.Millisecond})
+	t.Cleanup(func() { close(release) }) // runs before the worker stops
+
+	// A no-wait fetch of the slow lane at its limit used to hold the
+	// dispatch loop for a second (the server keeps such a request open);
+	// the idle check (50 ms here) asks the slow lane again and again.
+	for i := range 8 {
+		task := turnstileTask(fmt.Sprintf("fast%d", i))
+		if i%2 == 1 {
+			task.Priority = "high"
+		}
+		submitted := time.Now()
+		_, err := b.client.Submit(ctx, task)
+		require.NoError(t, err)
+		select {
+		case at := <-started:
+			require.Less(t, at.Sub(submitted), 400*time.Millisecond, "task %s waited behind the slow lane's limit", task.ID)
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+	}
+}

@@ -155,6 +155,9 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 			w.ackWait = aw
 		}
 		f := &feed{cons: c, lane: wc.lane, priority: wc.priority}
+		if mp := c.CachedInfo().Config.MaxAckPending; mp > 0 && mp < top.MaxInFlight {
+			f.limited = true // a lane limit: the lane may well be at it
+		}
 		f.news.Store(1) // unknown: look once
 		w.feeds = append(w.feeds, f)
 	}
@@ -367,9 +370,19 @@ func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
 			continue // nothing new since it was last found empty
 		}
 		want := n - len(out)
-		batch, err := f.cons.FetchNoWait(want)
+		var batch jetstream.MessageBatch
+		var err error
+		if f.limited {
+			batch, want, err = w.fetchLimited(ctx, f, want)
+		} else {
+			batch, err = f.cons.FetchNoWait(want)
+		}
 		if err != nil {
 			w.log.Warn("fetch tasks", slog.String("consumer", f.cons.CachedInfo().Name), slog.Any("error", err))
+			continue
+		}
+		if batch == nil {
+			f.emptyAt.Store(seen) // at its lane limit: a task of the lane finishing makes room
 			continue
 		}
 		got := 0
@@ -387,6 +400,28 @@ func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
 	return out
 }
 
+// fetchLimited pulls up to want tasks from a consumer held to a lane limit
+// (MaxAckPending), asking for no more than the room it has left. The server
+// does not answer a no-wait fetch of a consumer at its MaxAckPending with "no
+// messages": it keeps the request until a task of the lane is acked, and
+// nats.go gives up only after a second of silence, all that time holding up
+// the dispatch loop, high-priority tasks and the other lanes included. So it
+// first asks the consumer for its room: none left returns a nil batch without
+// fetching. It returns how many tasks it asked for.
+func (w *Worker) fetchLimited(ctx context.Context, f *feed, want int) (jetstream.MessageBatch, int, error) {
+	info, err := f.cons.Info(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	room := info.Config.MaxAckPending - info.NumAckPending
+	if room <= 0 {
+		return nil, 0, nil
+	}
+	want = min(want, room)
+	b, err := f.cons.FetchNoWait(want)
+	return b, want, err
+}
+
 // feed is one of the workers' consumers, with what this worker knows of it:
 // news counts events that may have put a task there (a publish seen on the
 // wake-up subscription, a task of its lane finished here, an idle tick), and
@@ -396,8 +431,10 @@ type feed struct {
 	cons     jetstream.Consumer
 	lane     Lane
 	priority string
-	news     atomic.Uint64
-	emptyAt  atomic.Uint64
+	// limited is set when the consumer's MaxAckPending is a lane limit.
+	limited bool
+	news    atomic.Uint64
+	emptyAt atomic.Uint64
 }
 
 // news notes a task published on subject (captcha.tasks.<lane>.<priority>.<id>).
