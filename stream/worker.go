@@ -395,9 +395,46 @@ func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
 		}
 		if got < want {
 			f.emptyAt.Store(seen)
+			w.recheck(f)
 		}
 	}
 	return out
+}
+
+// storeLag bounds how long after the wake-up subscription sees a publish the
+// stream may take to store it: the server hands the message to subscribers
+// and to the stream's own queue at once, so a fetch sent on the news can come
+// back empty for a task stored a moment later.
+const storeLag = 50 * time.Millisecond
+
+// recheckDelays are the waits before looking at a consumer again after a
+// fetch on fresh news found it short: 2, 6 and 18 ms after that fetch.
+var recheckDelays = [...]time.Duration{2 * time.Millisecond, 6 * time.Millisecond, 18 * time.Millisecond}
+
+// recheck looks at f again shortly after a fetch found it short, when the
+// last publish seen for it came within storeLag: the task may not have been
+// stored yet. At most len(recheckDelays) times per publish, so a lane that
+// other workers keep empty costs at most three extra fetches per publish.
+func (w *Worker) recheck(f *feed) {
+	at := f.newsAt.Load()
+	if time.Duration(time.Now().UnixNano()-at) > storeLag {
+		return
+	}
+	f.mu.Lock()
+	if f.recheckFor != at {
+		f.recheckFor, f.rechecks = at, 0
+	}
+	if f.rechecks == len(recheckDelays) {
+		f.mu.Unlock()
+		return
+	}
+	d := recheckDelays[f.rechecks]
+	f.rechecks++
+	f.mu.Unlock()
+	time.AfterFunc(d, func() {
+		f.news.Add(1)
+		w.poke()
+	})
 }
 
 // fetchLimited pulls up to want tasks from a consumer held to a lane limit
@@ -435,6 +472,13 @@ type feed struct {
 	limited bool
 	news    atomic.Uint64
 	emptyAt atomic.Uint64
+	// newsAt is when the wake-up subscription last saw a publish for it
+	// (Unix ns); rechecks counts the rechecks made for the publish seen at
+	// recheckFor.
+	newsAt     atomic.Int64
+	mu         sync.Mutex
+	recheckFor int64
+	rechecks   int
 }
 
 // news notes a task published on subject (captcha.tasks.<lane>.<priority>.<id>).
@@ -447,6 +491,7 @@ func (w *Worker) news(subject string) {
 	priority, _, _ := strings.Cut(rest, ".")
 	for _, f := range w.feeds {
 		if string(f.lane) == lane && f.priority == priority {
+			f.newsAt.Store(time.Now().UnixNano())
 			f.news.Add(1)
 		}
 	}

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -315,4 +316,24 @@ func TestSlotKeepsThreadWithoutRoom(t *testing.T) {
 	require.Len(t, free, 2, "b's thread is freed when it ends")
 	var nilSlot *slot
 	nilSlot.solved() // handle called without a slot
+}
+
+// TestIdleWorkerNeverMissesAPublish: an idle worker learns of a task from
+// its wake-up subscription, which can see the publish before the stream has
+// stored it; the fetch that follows may then find nothing. Tasks submitted
+// one at a time must still each be picked up at once, not at the next idle
+// check (an hour here) or the next publish.
+func TestIdleWorkerNeverMissesAPublish(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	b.startWorker(t, WorkerConfig{Solver: tokenSolver(), Threads: 2, IdleCheck: time.Hour})
+	for i := range 150 {
+		ctx, cancel := context.WithTimeout(testContext(t), 5*time.Second)
+		r, err := b.client.Submit(ctx, turnstileTask(fmt.Sprintf("one-%03d", i)))
+		require.NoError(t, err)
+		o, err := b.client.Wait(ctx, r.ID)
+		cancel()
+		require.NoError(t, err, "task %d was not picked up: the worker missed its publish", i)
+		require.Equal(t, StatusSolved, o.Status)
+	}
 }
