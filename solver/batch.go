@@ -46,16 +46,23 @@ import (
 // to the budget: it returns an answer or a final code, never
 // CAPCHA_NOT_READY, and the budget bounds the asking (charging it made the
 // budget shrink as batching found answers sooner, before the polls that
-// would have earned it). GeeTest answers hold a "|" (seccode "…|jordan"), so GeeTest captchas
-// are polled on their own. A captcha's last scheduled poll is always its own,
-// so giving up (CodePollLimit, CodeTimeout) means what it meant without
-// batching.
+// would have earned it). GeeTest answers hold a "|" (seccode "…|jordan"), so
+// GeeTest captchas are polled on their own. A captcha's last scheduled poll
+// is always its own, so giving up (CodePollLimit, CodeTimeout) means what it
+// meant without batching.
 //
-// A service that does not answer batch calls (replies that are not one state
-// per id, twice, before any that was) gets single polling from then on, with
-// a warning in the log. Once one batch reply was read, a reply with more
-// states than ids is an answer that held a "|" after all: every captcha asked
-// is then fetched on its own, once.
+// When a batch call fails (network, HTTP 5xx or 429, an HTML page, a busy
+// code such as ERROR_TOO_MUCH_REQUESTS) or its reply is not one state per id,
+// every captcha it asked about makes its next scheduled poll on its own: no
+// captcha depends on batch calls working, failures in a row are counted on
+// its own polls as without batching, and nothing is fetched at once in a
+// burst. A service that does not answer batch calls (two replies that are not
+// one state per id — ERROR_WRONG_CAPTCHA_ID for the missing id, a gateway's
+// 404 — before any that was) gets single polling from then on, with a warning
+// in the log; once one batch reply was read, such a reply is taken for an
+// answer that held a "|" after all. A batch reply with a code that refuses
+// the key (ERROR_WRONG_USER_KEY, IP_BANNED) ends every solve it asked about,
+// each with an error of its own naming its captcha.
 
 // maxBatch is the most ids one batch call asks about (2captcha's limit).
 const maxBatch = 100
@@ -74,7 +81,7 @@ type batcher struct {
 
 	mu      sync.Mutex
 	waiting map[*pollWaiter]struct{}
-	tokens  float64 // earned calls not spent yet; negative after fetches on credit
+	tokens  float64 // earned calls not spent yet
 	last    time.Time
 	running bool
 	off     bool
@@ -95,8 +102,8 @@ const (
 	newsNotReady newsKind = iota // the service said CAPCHA_NOT_READY
 	newsAnswer                   // ready, and answer holds the answer
 	newsFetch                    // ready, failed, or unreadable: fetch it on its own now
-	newsFailed                   // the batch call failed (transient); err says how
-	newsFatal                    // the batch call failed for good (the key, the URL); err says how
+	newsFailed                   // the batch call failed or was not understood: poll on your own next; err says how
+	newsFatal                    // the service refuses the key; err says how
 )
 
 type pollNews struct {
@@ -158,8 +165,13 @@ func (b *batcher) add(id, kind string) *pollWaiter {
 func (b *batcher) remove(w *pollWaiter) {
 	b.mu.Lock()
 	delete(b.waiting, w)
-	if len(b.waiting) == 0 && b.stop != nil {
-		b.stop()
+	if len(b.waiting) == 0 {
+		// Calls earned by captchas that are done are not for later ones:
+		// a lone captcha polls on its own schedule.
+		b.tokens = 0
+		if b.stop != nil {
+			b.stop()
+		}
 	}
 	b.mu.Unlock()
 	b.poke()
@@ -205,7 +217,10 @@ func (b *batcher) run() {
 		if d := b.gap - time.Since(b.last); d > 0 {
 			b.mu.Unlock()
 			timer.Reset(d)
-			<-timer.C
+			select {
+			case <-timer.C:
+			case <-b.kick: // maybe the last captcha left
+			}
 			continue
 		}
 		batch := b.pick()
@@ -255,109 +270,146 @@ func (b *batcher) probe(ctx context.Context, ws []*pollWaiter) {
 	sent := time.Now()
 	status, body, _, err := b.c.exchange(ctx, "res.php", b.c.form(url.Values{"action": {"get"}, "ids": {strings.Join(ids, ",")}}), formType)
 	seen := sent.Add(time.Since(sent) / 2)
-	notBatch := false
+	v := batchFailed
+	var states []string
 	if err == nil {
-		var states []string
-		states, notBatch, err = parseBatch(status, body, len(ids), b.c.key)
-		var e *Error
-		if errors.As(err, &e) {
-			err = b.c.scrub(e)
-		}
-		if err == nil {
-			b.mu.Lock()
-			b.strikes, b.works = 0, true
-			b.mu.Unlock()
-			for i, w := range ws {
-				switch st := states[i]; {
-				case st == CodeNotReady:
-					w.tell(pollNews{kind: newsNotReady, seen: seen})
-				case w.direct && !isCode([]byte(st)):
-					w.tell(pollNews{kind: newsAnswer, seen: seen, answer: st})
-				default:
-					w.tell(pollNews{kind: newsFetch, seen: seen})
-				}
-			}
-			return
-		}
+		states, v, err = parseBatch(status, body, len(ids), b.c.key)
 	}
-	switch {
-	case ctx.Err() != nil:
+	if ctx.Err() != nil {
 		return // nobody is waiting any more
-	case ClassOf(err) == retry.Fatal:
-		for _, w := range ws {
-			w.tell(pollNews{kind: newsFatal, err: err})
-		}
-		return
-	case !notBatch:
-		// A passing failure (network, 5xx, an HTML page): the captchas are
-		// still being solved.
-		for _, w := range ws {
-			w.tell(pollNews{kind: newsFailed, err: err})
-		}
-		return
 	}
-	// Not a batch reply: let every captcha asked poll on its own now, and
-	// after batchStrikes such replies in a row stop asking.
 	b.mu.Lock()
-	if !b.works {
-		b.strikes++
-	}
-	if b.strikes >= batchStrikes && !b.off {
-		b.off = true
-		b.c.log.LogAttrs(ctx, slog.LevelWarn, "the solving service does not answer batch polls (res.php action=get&ids); polling each captcha on its own",
-			slog.String("reply", CodeOf(err)))
+	switch v {
+	case batchRead:
+		b.strikes, b.works = 0, true
+	case batchNotRead:
+		if !b.works {
+			b.strikes++
+		}
+		if b.strikes >= batchStrikes && !b.off {
+			b.off = true
+			b.c.log.LogAttrs(ctx, slog.LevelWarn, "the solving service does not answer batch polls (res.php action=get&ids); polling each captcha on its own",
+				slog.String("reply", CodeOf(err)))
+		}
 	}
 	b.mu.Unlock()
-	for _, w := range ws {
-		w.tell(pollNews{kind: newsFetch})
+	for i, w := range ws {
+		switch {
+		case v == batchFatal:
+			w.tell(pollNews{kind: newsFatal, err: forCaptcha(b.c.scrubErr(err), w.id)})
+		case v != batchRead:
+			// A passing failure, or a reply not understood: the captcha
+			// is still being solved; its next scheduled poll is its own.
+			w.tell(pollNews{kind: newsFailed, err: forCaptcha(b.c.scrubErr(err), w.id)})
+		case states[i] == CodeNotReady:
+			w.tell(pollNews{kind: newsNotReady, seen: seen})
+		case isAPICode(states[i]) || !w.direct:
+			// A code, or an answer the reply cannot carry whole: fetch it.
+			w.tell(pollNews{kind: newsFetch, seen: seen})
+		default:
+			w.tell(pollNews{kind: newsAnswer, seen: seen, answer: states[i]})
+		}
 	}
 }
 
+// forCaptcha returns a copy of a *Error err naming captcha id, so that every
+// captcha of a batch gets its own; other errors are returned as they are.
+func forCaptcha(err error, id string) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	c := *e
+	c.CaptchaID = id
+	return &c
+}
+
+// scrubErr is scrub for any error.
+func (c *Client) scrubErr(err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return c.scrub(e)
+	}
+	return err
+}
+
+// isAPICode reports whether a state of a batch reply is one of the service's
+// codes rather than an answer: a code the client knows by name, or one
+// starting ERROR. An image answer in capitals ("DZNEU") is an answer.
+func isAPICode(s string) bool {
+	_, known := classes[s]
+	return known || strings.HasPrefix(s, "ERROR")
+}
+
+// What a batch reply was.
+type batchVerdict int
+
+const (
+	batchRead    batchVerdict = iota // one state per id
+	batchFailed                      // a passing failure: network, HTTP 5xx or 429, an HTML page, garbage, a busy code
+	batchNotRead                     // an answer, but not to a batch poll: no batch polls here, or an answer held a "|"
+	batchFatal                       // a code that refuses the key or the client (ERROR_WRONG_USER_KEY, IP_BANNED, …)
+)
+
 // parseBatch reads a batch reply: n states joined by "|", plain or as the
-// request string of a JSON reply (whatever its status). Otherwise it returns
-// a *Error: the reply's own (an HTTP error, an HTML page, a Fatal key code),
-// with notBatch set when the service answered but not with n states (a code
-// such as ERROR_BAD_PARAMETERS from a service without batch polls, or another
-// count).
-func parseBatch(status int, body []byte, n int, key string) (states []string, notBatch bool, err error) {
+// request string of a JSON reply (whatever its status). Anything else comes
+// with a *Error saying what it was, which never quotes a reply that may hold
+// an answer (a token).
+func parseBatch(status int, body []byte, n int, key string) ([]string, batchVerdict, error) {
+	notRead := func(format string, args ...any) ([]string, batchVerdict, error) {
+		return nil, batchNotRead, &Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "res.php",
+			Err: fmt.Errorf("%w: "+format+" where a batch poll wants %d states", append([]any{errBadReply}, append(args, n)...)...)}
+	}
 	if status != http.StatusOK {
 		_, err := parseReply("res.php", status, body, key)
-		return nil, false, err
+		var e *Error
+		switch {
+		case !errors.As(err, &e) || e.Class != retry.Fatal:
+			return nil, batchFailed, err
+		case strings.HasPrefix(e.Code, "HTTP_"):
+			// A gateway refusing batch polls (401, 403, 404, …) while
+			// single polls may work: each captcha's own poll will tell.
+			return nil, batchNotRead, err
+		}
+		return nil, batchFatal, err
 	}
 	text := string(bytes.TrimSpace(body))
-	if strings.HasPrefix(text, "{") {
+	answered := false // a JSON reply with status 1
+	switch {
+	case strings.HasPrefix(text, "{"):
 		var j jsonReply
-		var s string
-		if json.Unmarshal([]byte(text), &j) == nil && json.Unmarshal(j.Request, &s) == nil {
-			text = s
+		if json.Unmarshal([]byte(text), &j) != nil {
+			return nil, batchFailed, &Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "res.php",
+				Err: fmt.Errorf("%w: a JSON reply of %d bytes that does not decode", errBadReply, len(body))}
 		}
-	}
-	if strings.HasPrefix(text, "<") {
+		if json.Unmarshal(j.Request, &text) != nil {
+			return notRead("a JSON reply whose request is not a string")
+		}
+		answered = strings.Trim(string(j.Status), `" `) == "1"
+	case strings.HasPrefix(text, "<"):
 		// An HTML page (a gateway's, a challenge's), whatever it holds.
 		_, err := parseReply("res.php", status, body, key)
-		return nil, false, err
+		return nil, batchFailed, err
 	}
-	states = strings.Split(text, "|")
-	if len(states) == n && !slices.Contains(states, "") {
-		return states, false, nil
+	if strings.HasPrefix(text, "OK|") || answered && !strings.Contains(text, "|") {
+		return notRead("a single answer")
 	}
-	if len(states) > 1 {
-		// A list of another length: an answer held a "|".
-		return nil, true, &Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "res.php",
-			Err: fmt.Errorf("%w: %d states for %d ids", errBadReply, len(states), n)}
-	}
-	_, err = parseReply("res.php", status, body, key)
-	var e *Error
-	what := "one answer" // never quoted: it may be a token
+	states := strings.Split(text, "|")
 	switch {
-	case err == nil:
-	case !errors.As(err, &e) || e.Code == CodeBadReply:
-		return nil, false, err // garbage or an HTML page: passing
-	case e.Class == retry.Fatal:
-		return nil, false, err
-	default:
-		what = e.Code
+	case len(states) == n && !slices.Contains(states, ""):
+		return states, batchRead, nil
+	case len(states) > 1:
+		return notRead("%d states", len(states))
+	case isAPICode(text):
+		err := &Error{Code: text, Class: Classify(text), Op: "res.php"}
+		switch err.Class {
+		case retry.Fatal:
+			return nil, batchFatal, err
+		case retry.Transient, retry.Capacity:
+			return nil, batchFailed, err // ERROR_TOO_MUCH_REQUESTS, ERROR_NO_SLOT_AVAILABLE, …
+		}
+		return notRead("%s", text) // ERROR_WRONG_CAPTCHA_ID, ERROR_BAD_PARAMETERS, CAPCHA_NOT_READY: ids not read
 	}
-	return nil, true, &Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "res.php",
-		Err: fmt.Errorf("%w: %s where a batch poll wants %d states", errBadReply, what, n)}
+	return nil, batchFailed, &Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "res.php",
+		Err: fmt.Errorf("%w: a reply of %d bytes that is neither states nor a code", errBadReply, len(body))}
 }

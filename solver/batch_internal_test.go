@@ -6,35 +6,44 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/captchaq/captchaq/retry"
 )
 
 func TestParseBatch(t *testing.T) {
 	const key = "0123456789abcdef0123456789abcdef"
 	tests := []struct {
-		name     string
-		status   int
-		body     string
-		want     []string
-		notBatch bool
-		class    retry.Class // of the error, when want is nil
+		name    string
+		status  int
+		body    string
+		want    []string
+		verdict batchVerdict
 	}{
-		{"plain", 200, "03Atok|ERROR_CAPTCHA_UNSOLVABLE", []string{"03Atok", "ERROR_CAPTCHA_UNSOLVABLE"}, false, 0},
-		{"json status 1", 200, `{"status":1,"request":"abc|CAPCHA_NOT_READY"}`, []string{"abc", "CAPCHA_NOT_READY"}, false, 0},
-		{"json status 0", 200, `{"status":0,"request":"CAPCHA_NOT_READY|CAPCHA_NOT_READY"}`, []string{"CAPCHA_NOT_READY", "CAPCHA_NOT_READY"}, false, 0},
-		{"ids ignored", 200, "ERROR_WRONG_CAPTCHA_ID", nil, true, retry.Transient},
-		{"one answer", 200, `{"status":1,"request":"03Atok"}`, nil, true, retry.Transient},
-		{"answer with a pipe", 200, "a|b|c", nil, true, retry.Transient},
-		{"empty state", 200, "a|", nil, true, retry.Transient},
-		{"key revoked", 200, "ERROR_WRONG_USER_KEY", nil, false, retry.Fatal},
-		{"server error", 500, "<html><title>500</title></html>", nil, false, retry.Transient},
-		{"html page", 200, "<html><title>Just a moment | Cloudflare</title></html>", nil, false, retry.Transient},
-		{"echoes the key", 200, "x|" + key + "|y", nil, true, retry.Transient},
+		{"plain", 200, "03Atok|ERROR_CAPTCHA_UNSOLVABLE", []string{"03Atok", "ERROR_CAPTCHA_UNSOLVABLE"}, batchRead},
+		{"json status 1", 200, `{"status":1,"request":"abc|CAPCHA_NOT_READY"}`, []string{"abc", "CAPCHA_NOT_READY"}, batchRead},
+		{"json status 0", 200, `{"status":0,"request":"CAPCHA_NOT_READY|CAPCHA_NOT_READY"}`, []string{"CAPCHA_NOT_READY", "CAPCHA_NOT_READY"}, batchRead},
+		{"ids ignored", 200, "ERROR_WRONG_CAPTCHA_ID", nil, batchNotRead},
+		{"ids ignored, not ready", 200, `{"status":0,"request":"CAPCHA_NOT_READY"}`, nil, batchNotRead},
+		{"one answer", 200, `{"status":1,"request":"03Atok"}`, nil, batchNotRead},
+		{"one answer, plain", 200, "OK|03Atok", nil, batchNotRead},
+		{"one answer in capitals", 200, "DZNEU", nil, batchFailed},
+		{"answer with a pipe", 200, "a|b|c", nil, batchNotRead},
+		{"empty state", 200, "a|", nil, batchNotRead},
+		{"request not a string", 200, `{"status":1,"request":{"1":"03Atok|x","2":"y"}}`, nil, batchNotRead},
+		{"request an array", 200, `{"status":1,"request":["03Atok","CAPCHA_NOT_READY"]}`, nil, batchNotRead},
+		{"truncated JSON", 200, `{"status":1,"request":"03Atok|CAPCHA_NOT_READY`, nil, batchFailed},
+		{"busy", 200, "ERROR_TOO_MUCH_REQUESTS", nil, batchFailed},
+		{"no slot", 200, `{"status":0,"request":"ERROR_NO_SLOT_AVAILABLE"}`, nil, batchFailed},
+		{"key revoked", 200, "ERROR_WRONG_USER_KEY", nil, batchFatal},
+		{"gateway refuses ids", 404, "<html><title>404</title></html>", nil, batchNotRead},
+		{"server error", 500, "<html><title>500</title></html>", nil, batchFailed},
+		{"html page", 200, "<html><title>Just a moment | Cloudflare</title></html>", nil, batchFailed},
+		{"echoes the key", 200, "x|" + key + "|y", nil, batchNotRead},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, notBatch, err := parseBatch(tt.status, []byte(tt.body), 2, key)
+			got, verdict, err := parseBatch(tt.status, []byte(tt.body), 2, key)
+			if verdict != tt.verdict {
+				t.Fatalf("parseBatch = %q, verdict %d, %v; want verdict %d", got, verdict, err, tt.verdict)
+			}
 			if tt.want != nil {
 				if err != nil || !slices.Equal(got, tt.want) {
 					t.Fatalf("parseBatch = %q, %v; want %q", got, err, tt.want)
@@ -42,11 +51,11 @@ func TestParseBatch(t *testing.T) {
 				return
 			}
 			var e *Error
-			if !errors.As(err, &e) || e.Class != tt.class || notBatch != tt.notBatch {
-				t.Fatalf("parseBatch = %q, notBatch %v, %v; want a %s error, notBatch %v", got, notBatch, err, tt.class, tt.notBatch)
+			if !errors.As(err, &e) {
+				t.Fatalf("parseBatch error %v is not a *Error", err)
 			}
-			if strings.Contains(err.Error(), key[:8]) || strings.Contains(err.Error(), "03Atok") {
-				t.Errorf("error quotes the key or a token: %v", err)
+			if msg := err.Error(); strings.Contains(msg, key[:8]) || strings.Contains(msg, "03Atok") || strings.Contains(msg, "DZNEU") {
+				t.Errorf("error quotes the key or an answer: %v", err)
 			}
 		})
 	}
@@ -74,10 +83,10 @@ func FuzzParseBatch(f *testing.F) {
 		if n < 2 || n > 100 {
 			return
 		}
-		states, notBatch, err := parseBatch(status, body, n, key)
+		states, verdict, err := parseBatch(status, body, n, key)
 		switch {
-		case err == nil && (len(states) != n || notBatch):
-			t.Fatalf("states %q, notBatch %v for n %d", states, notBatch, n)
+		case (err == nil) != (verdict == batchRead) || err == nil && len(states) != n:
+			t.Fatalf("states %q, verdict %d, error %v for n %d", states, verdict, err, n)
 		case err != nil && strings.Contains(err.Error(), key):
 			t.Fatalf("error quotes the key: %v", err)
 		}

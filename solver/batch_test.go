@@ -3,6 +3,7 @@ package solver_test
 import (
 	"bytes"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -195,4 +196,99 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// batchReply answers batch calls (ids=…) with reply(k) for the k-th one
+// when it says ok, and hands every other request to the emulator.
+func batchReply(reply func(k int64) (status int, body string, ok bool)) func(http.Handler) http.Handler {
+	var k atomic.Int64
+	return func(inner http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/res.php" {
+				_ = r.ParseForm()
+				if r.Form.Get("ids") != "" {
+					if st, body, ok := reply(k.Add(1)); ok {
+						w.WriteHeader(st)
+						io.WriteString(w, body)
+						return
+					}
+				}
+			}
+			inner.ServeHTTP(w, r)
+		})
+	}
+}
+
+// TestBatchBusyReplyKeepsTheBudget: a service that answers batch calls "too
+// many requests" is asked no more often than single polling would ask it,
+// and batch polling stays on once it worked.
+func TestBatchBusyReplyKeepsTheBudget(t *testing.T) {
+	t.Parallel()
+	const n, calls = 20, 6
+	never := fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: time.Hour, Max: time.Hour}}}
+	busy := batchReply(func(k int64) (int, string, bool) { return 200, "ERROR_TOO_MUCH_REQUESTS", k > 1 })
+	b := setup(t, opts{api: never, wrap: busy, client: solver.Config{Timing: solver.Timing{Scale: 0.001, Fixed: true, MaxCalls: calls}}})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			if _, err := b.client.Solve(ctxT(t), recaptcha("https://a.example/")); solver.CodeOf(err) != solver.CodePollLimit {
+				t.Errorf("Solve: %v, want %s", err, solver.CodePollLimit)
+			}
+		})
+	}
+	wg.Wait()
+	if got := b.resGet.Load(); got > n*calls {
+		t.Errorf("%d res.php calls; single polling makes at most %d", got, n*calls)
+	}
+}
+
+// TestBatchFailuresFallBackToOwnPolls: a gateway that fails every batch call
+// (HTTP 502) while single polls work costs no solve: each captcha polls on its
+// own after a failed batch call.
+func TestBatchFailuresFallBackToOwnPolls(t *testing.T) {
+	t.Parallel()
+	bad := batchReply(func(int64) (int, string, bool) { return 502, "<html><title>502 Bad Gateway</title></html>", true })
+	slow := map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: 60 * time.Millisecond, Max: 70 * time.Millisecond}}
+	b := setup(t, opts{api: fakeapi.Config{SolveTime: slow}, wrap: bad, client: solver.Config{Timing: solver.Timing{Scale: 0.001, Fixed: true}}})
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			if _, err := b.client.Solve(ctxT(t), recaptcha("https://a.example/")); err != nil {
+				t.Errorf("Solve: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestBatchFatalErrorNamesEachCaptcha: a Fatal batch reply ends every solve
+// it asked about with an error of its own that names its captcha.
+func TestBatchFatalErrorNamesEachCaptcha(t *testing.T) {
+	t.Parallel()
+	revoked := batchReply(func(int64) (int, string, bool) { return 200, "ERROR_WRONG_USER_KEY", true })
+	slow := map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: 60 * time.Millisecond, Max: 70 * time.Millisecond}}
+	b := setup(t, opts{api: fakeapi.Config{SolveTime: slow}, wrap: revoked})
+	var mu sync.Mutex
+	seen := map[*solver.Error]bool{}
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() {
+			_, err := b.client.Solve(ctxT(t), recaptcha("https://a.example/"))
+			var e *solver.Error
+			if !errors.As(err, &e) || e.Class != retry.Fatal {
+				t.Errorf("Solve: %v, want ERROR_WRONG_USER_KEY (fatal)", err)
+				return
+			}
+			if e.CaptchaID == "" {
+				t.Errorf("fatal error %v names no captcha", err)
+			}
+			mu.Lock()
+			if seen[e] {
+				t.Errorf("two solves share one *Error")
+			}
+			seen[e] = true
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
 }

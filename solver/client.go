@@ -260,7 +260,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 	var lastNotReady time.Duration // offset at which the service last said not ready
 	var lastErr error
 	fails := 0
-	failedSince := false // a batch call failed since the last scheduled poll
+	own := false // a batch call failed or was not understood: the next scheduled poll is our own
 	polls := 0
 	// fetch asks res.php about id on its own and says whether that ended the
 	// wait, with what. readyAt is when a batch call saw it ready (zero: this
@@ -310,13 +310,14 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			return Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
 		case <-timer.C:
 			// A scheduled poll: with a batcher it earns the call, except
-			// the last, which is always the captcha's own.
+			// the last, which is always the captcha's own, and the first
+			// after a batch call failed.
 			i++
-			failedSince = false
-			if w != nil && i < len(sched) && c.batch.on() {
+			if w != nil && i < len(sched) && !own && c.batch.on() {
 				c.batch.earn()
 				continue
 			}
+			own = false
 			if done, a, err := fetch(time.Time{}); done {
 				return a, err
 			}
@@ -327,13 +328,9 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 					lastNotReady, fails = max(lastNotReady, n.seen.Sub(submitted)), 0
 					polls++
 				case newsFailed:
-					if !failedSince {
-						failedSince = true
-						if fails++; fails > c.pollErrors {
-							return Answer{}, n.err
-						}
-						lastErr = n.err
-					}
+					// Failures in a row are counted on the captcha's own
+					// polls, as without batching.
+					own, lastErr = true, n.err
 				case newsFatal:
 					return Answer{}, n.err
 				case newsAnswer:
