@@ -116,7 +116,9 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 	ev.Kind, ev.Attempts, ev.At, ev.Crashed = EventAttempt, attempts+1, start, crashed
 	attemptStored := w.recordAsync(j, ev)
 	ans, serr := w.solve(ctx, j)
-	sl.solved() // the next task may start while this one is recorded
+	if solver.ClassOf(serr) != retry.Fatal {
+		sl.solved() // the next task may start while this one is recorded
+	}
 	end := w.cfg.Now()
 	ev.Seconds = end.Sub(start).Seconds()
 	shutdown := ctx.Err() != nil

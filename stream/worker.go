@@ -207,6 +207,11 @@ pull:
 		case <-free:
 		}
 		select {
+		case fatalErr = <-w.fatal:
+			break pull // the service refused us meanwhile: not one more task
+		default:
+		}
+		select {
 		case <-idle.C:
 			// A worker kept busy by one lane still looks at the others
 			// (retries and redeliveries come due without a publish).
@@ -365,6 +370,9 @@ func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
 		if len(out) == n || ctx.Err() != nil {
 			break
 		}
+		if f.priority != "high" && w.highRechecking() {
+			break // a high-priority task may be about to show: no normal task takes its thread
+		}
 		seen := f.news.Load()
 		if seen == f.emptyAt.Load() {
 			continue // nothing new since it was last found empty
@@ -412,9 +420,13 @@ const storeLag = 50 * time.Millisecond
 var recheckDelays = [...]time.Duration{2 * time.Millisecond, 6 * time.Millisecond, 18 * time.Millisecond}
 
 // recheck looks at f again shortly after a fetch found it short, when the
-// last publish seen for it came within storeLag: the task may not have been
-// stored yet. At most len(recheckDelays) times per publish, so a lane that
-// other workers keep empty costs at most three extra fetches per publish.
+// last publish seen for it came within storeLag: the task may not be stored,
+// or not yet counted by the consumer (the producer's acknowledgement can come
+// first). At most len(recheckDelays) times per publish, so a lane that other
+// workers keep empty costs at most three extra fetches per publish. It
+// Until it has looked, fetch takes no normal task if the consumer is a
+// high-priority one (a delay of at most 26 ms per high-priority publish that
+// another worker took).
 func (w *Worker) recheck(f *feed) {
 	at := f.newsAt.Load()
 	if time.Duration(time.Now().UnixNano()-at) > storeLag {
@@ -431,10 +443,23 @@ func (w *Worker) recheck(f *feed) {
 	d := recheckDelays[f.rechecks]
 	f.rechecks++
 	f.mu.Unlock()
+	f.rechecking.Add(1)
 	time.AfterFunc(d, func() {
 		f.news.Add(1)
+		f.rechecking.Add(-1)
 		w.poke()
 	})
+}
+
+// highRechecking reports whether a high-priority consumer is to be looked at
+// again shortly (recheck).
+func (w *Worker) highRechecking() bool {
+	for _, f := range w.feeds {
+		if f.priority == "high" && f.rechecking.Load() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // fetchLimited pulls up to want tasks from a consumer held to a lane limit
@@ -476,6 +501,7 @@ type feed struct {
 	// (Unix ns); rechecks counts the rechecks made for the publish seen at
 	// recheckFor.
 	newsAt     atomic.Int64
+	rechecking atomic.Int32 // rechecks scheduled and not yet made
 	mu         sync.Mutex
 	recheckFor int64
 	rechecks   int

@@ -337,3 +337,31 @@ func TestIdleWorkerNeverMissesAPublish(t *testing.T) {
 		require.Equal(t, StatusSolved, o.Status)
 	}
 }
+
+// TestFatalStopsIntakeAtOnce: once the service refuses the worker (a Fatal
+// code), no task beyond those already with the service reaches it: with one
+// thread, exactly one call.
+func TestFatalStopsIntakeAtOnce(t *testing.T) {
+	t.Parallel()
+	for range 3 {
+		b := setup(t, Topology{})
+		ctx := testContext(t)
+		tasks := make([]Task, 20)
+		for i := range tasks {
+			tasks[i] = turnstileTask(fmt.Sprintf("t%02d", i))
+		}
+		_, err := b.client.SubmitAll(ctx, tasks)
+		require.NoError(t, err)
+		var calls atomic.Int32
+		sv := solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+			calls.Add(1)
+			return solver.Answer{}, &solver.Error{Code: "ERROR_WRONG_USER_KEY", Class: retry.Fatal, Op: "in.php"}
+		})
+		rw := b.startWorker(t, WorkerConfig{Solver: sv, Threads: 1})
+		err = <-rw.done
+		rw.done <- err // for the cleanup
+		var fe *FatalError
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, int32(1), calls.Load(), "tasks sent to a service that refused the worker")
+	}
+}
