@@ -186,9 +186,12 @@ type phaseResult struct {
 // runDepth fills a fresh server (a subprocess) with depth normal-priority
 // tasks, then, for each drain in turn, starts an 8-thread worker and submits
 // high-priority tasks at a steady rate, measuring how long each waits to be
-// dispatched. With anchor set, a never-expiring message is stored first. With
-// profileDir set, the server's CPU profile of each phase is written there.
-func runDepth(ctx context.Context, depth, probes int, rate float64, anchor bool, profileDir string) (depthResult, error) {
+// dispatched. With noAnchor set, the stream's anchor (stream.SubjectAnchor)
+// is deleted as soon as the stream exists, and again after each drain's
+// EnsureTopology, which puts it back: the behaviour before the product stored
+// it. With profileDir set, the server's CPU profile of each phase is written
+// there.
+func runDepth(ctx context.Context, depth, probes int, rate float64, noAnchor bool, profileDir string) (depthResult, error) {
 	res := depthResult{Depth: depth}
 	dir, err := os.MkdirTemp("", "captchaq-bench-scale-")
 	if err != nil {
@@ -214,14 +217,9 @@ func runDepth(ctx context.Context, depth, probes int, rate float64, anchor bool,
 	if err != nil {
 		return res, err
 	}
-	if anchor {
-		// A message that never expires at the head of the stream: the
-		// stream's first sequence never catches up with the consumers (see
-		// FINDINGS.md, "Scale: dispatch latency").
-		am := nats.NewMsg(stream.SubjectRoot + ".anchor")
-		am.Header.Set("Nats-TTL", "never")
-		if _, err := nc.RequestMsg(am, 5*time.Second); err != nil {
-			return res, fmt.Errorf("anchor: %w", err)
+	if noAnchor {
+		if err := dropAnchor(ctx, nc); err != nil {
+			return res, err
 		}
 	}
 	fill := newClock(depth)
@@ -250,7 +248,7 @@ func runDepth(ctx context.Context, depth, probes int, rate float64, anchor bool,
 		if profileDir != "" {
 			profile = fmt.Sprintf("%s/server-%d-%d.pprof", profileDir, depth, k)
 		}
-		p, err := measureDispatch(ctx, client, natsURL, srv.pid(), d, k, probes, rate, pprofAddr, profile)
+		p, err := measureDispatch(ctx, client, natsURL, srv.pid(), d, k, probes, rate, noAnchor, pprofAddr, profile)
 		if err != nil {
 			return res, fmt.Errorf("%s drain: %w", d.name, err)
 		}
@@ -262,8 +260,9 @@ func runDepth(ctx context.Context, depth, probes int, rate float64, anchor bool,
 
 // measureDispatch runs one drain against a filled server: an 8-thread worker
 // with that drain's lane limit and backlog solve time, and probes
-// high-priority tasks (ids h<round>-<i>) submitted at rate.
-func measureDispatch(ctx context.Context, client *stream.Client, natsURL string, serverPID int, d drain, round, probes int, rate float64, pprofAddr, profile string) (phaseResult, error) {
+// high-priority tasks (ids h<round>-<i>) submitted at rate. With noAnchor
+// set, it deletes the anchor that EnsureTopology puts back.
+func measureDispatch(ctx context.Context, client *stream.Client, natsURL string, serverPID int, d drain, round, probes int, rate float64, noAnchor bool, pprofAddr, profile string) (phaseResult, error) {
 	res := phaseResult{Drain: d}
 	wnc, err := nats.Connect(natsURL, nats.Name("bench-worker"))
 	if err != nil {
@@ -282,6 +281,11 @@ func measureDispatch(ctx context.Context, client *stream.Client, natsURL string,
 	}
 	if _, err := stream.EnsureTopology(ctx, js, top, true); err != nil {
 		return res, err
+	}
+	if noAnchor {
+		if err := dropAnchor(ctx, wnc); err != nil {
+			return res, err
+		}
 	}
 	probe := newClock(probes)
 	var drained atomic.Int64
@@ -348,6 +352,24 @@ func measureDispatch(ctx context.Context, client *stream.Client, natsURL string,
 		res.Max = lat[len(lat)-1]
 	}
 	return res, nil
+}
+
+// dropAnchor deletes the stream's anchor, so that the stream's first
+// sequence catches up with the consumers as the backlog at its head is
+// worked off (FINDINGS.md, "Scale: dispatch latency").
+func dropAnchor(ctx context.Context, nc *nats.Conn) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	s, err := js.Stream(ctx, stream.DefaultStream)
+	if err != nil {
+		return err
+	}
+	if err := s.Purge(ctx, jetstream.WithPurgeSubject(stream.SubjectAnchor)); err != nil {
+		return fmt.Errorf("delete the anchor: %w", err)
+	}
+	return nil
 }
 
 // fetchProfile writes a CPU profile of the serve subprocess taken over d.

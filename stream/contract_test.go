@@ -10,6 +10,7 @@ package stream_test
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -159,4 +160,31 @@ func TestContractRawClientInvalidTask(t *testing.T) {
 	require.Equal(t, "dead", out["status"])
 	require.Equal(t, "invalid-task", out["reason"])
 	require.Equal(t, "INVALID_TASK", out["error"])
+}
+
+// TestContractStreamSubjects: every subject in the stream is one the README
+// lists, and the anchor (captcha.anchor) is there once and never expires.
+func TestContractStreamSubjects(t *testing.T) {
+	t.Parallel()
+	env := streamtest.Start(t, streamtest.WithListen())
+	p := newRawProducer(t, env.URL())
+	ctx := contractContext(t)
+
+	ack := p.publish(t, ctx, "fast", "high", "contract-4", []byte(
+		`{"method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/"}}`))
+	_, out := p.outcome(t, ctx, "contract-4", ack.Sequence)
+	require.Equal(t, "solved", out["status"])
+
+	s, err := p.js.Stream(ctx, "CAPTCHA")
+	require.NoError(t, err)
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter("captcha.>"))
+	require.NoError(t, err)
+	listed := regexp.MustCompile(`^captcha\.(tasks\.(slow|fast)\.(high|normal)\.[A-Za-z0-9_-]{1,64}|(events|results|dead|replays)\.[A-Za-z0-9_-]{1,64}|anchor)$`)
+	for subj := range info.State.Subjects {
+		require.Regexp(t, listed, subj)
+	}
+	require.Equal(t, uint64(1), info.State.Subjects["captcha.anchor"])
+	anchor, err := s.GetLastMsgForSubject(ctx, "captcha.anchor")
+	require.NoError(t, err)
+	require.Equal(t, "never", anchor.Header.Get("Nats-TTL"))
 }

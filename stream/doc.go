@@ -13,6 +13,7 @@
 //	captcha.results.<id>                  the outcome; a solved one carries the token and a TTL
 //	captcha.dead.<id>                     a dead letter: the original task plus headers
 //	captcha.replays.<id>                  a record that a dead letter was replayed
+//	captcha.anchor                        one message that never expires, at the head; clients ignore it
 //
 // Producers in other languages need only a NATS client: they publish a task
 // JSON on its task subject and read its outcome JSON from captcha.results.<id>

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -163,41 +164,108 @@ func (t Topology) consumerConfig(wc workerConsumer) jetstream.ConsumerConfig {
 	}
 }
 
+// SubjectAnchor is the subject of the stream's anchor: one message that
+// never expires (Nats-TTL: never), stored by whoever creates the stream and
+// put back by EnsureTopology with update. It is part of the wire contract;
+// clients ignore it.
+//
+// It keeps the stream's first sequence below every consumer's position.
+// When a consumer's next sequence is at or below the stream's first
+// sequence, nats-server's file store scans the subjects of every queued task
+// on each delivery (about 40 ms at a million queued, under the store's
+// lock); every task has its own subject and workers delete finished tasks,
+// so a backlog at the head of the stream would take that path on nearly
+// every delivery (bench/FINDINGS.md, "Scale: dispatch latency").
+const SubjectAnchor = SubjectRoot + ".anchor"
+
+// anchorBody says what the anchor is to whoever reads the stream.
+var anchorBody = []byte(`{"captchaq":"anchor","note":"never expires; keeps the stream's first sequence below the workers' consumers, ` +
+	`which spares nats-server a scan of every queued task subject per delivery; clients ignore it"}`)
+
 // ensureStream creates the CAPTCHA stream if it does not exist. With update
 // set it also brings an existing stream's configuration to t (servers and
 // admins do that; producers and workers only create). Two processes racing
-// to create it both succeed.
+// to create it both succeed. Whoever creates or updates the stream also
+// stores its anchor (SubjectAnchor) unless it holds one, when it may publish
+// on it.
 func ensureStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (jetstream.Stream, error) {
 	t = t.withDefaults()
+	s, changed, err := putStream(ctx, js, t, update)
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		// The anchor spares the server work; without it everything still
+		// works. So a stream that refuses it (full at its MaxBytes, say, or
+		// a custom role that may create streams but not publish on
+		// SubjectAnchor) does not stop whoever creates the stream, and the
+		// attempt is bounded: NATS reports a publish permission error only
+		// asynchronously, as a timeout.
+		actx, cancel := context.WithTimeout(ctx, anchorTimeout)
+		_ = storeAnchor(actx, js, t.Stream)
+		cancel()
+	}
+	return s, nil
+}
+
+// anchorTimeout bounds storing the anchor.
+const anchorTimeout = 5 * time.Second
+
+// putStream creates the stream if it does not exist and, with update,
+// updates it if it does. changed reports whether it created or updated it.
+func putStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (s jetstream.Stream, changed bool, err error) {
 	cfg := t.streamConfig()
 	for range 3 {
-		s, err := js.Stream(ctx, t.Stream)
+		s, err = js.Stream(ctx, t.Stream)
 		switch {
 		case err == nil && !update:
-			return s, nil
+			return s, false, nil
 		case err == nil:
 			s, err = js.UpdateStream(ctx, cfg)
 			if err != nil {
-				return nil, fmt.Errorf("update stream %s: %w", t.Stream, err)
+				return nil, false, fmt.Errorf("update stream %s: %w", t.Stream, err)
 			}
-			return s, nil
+			return s, true, nil
 		case !errors.Is(err, jetstream.ErrStreamNotFound):
-			return nil, fmt.Errorf("look up stream %s: %w", t.Stream, err)
+			return nil, false, fmt.Errorf("look up stream %s: %w", t.Stream, err)
 		}
 		s, err = js.CreateStream(ctx, cfg)
 		if err == nil {
-			return s, nil
+			return s, true, nil
 		}
 		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return nil, fmt.Errorf("create stream %s: %w", t.Stream, err)
+			return nil, false, fmt.Errorf("create stream %s: %w", t.Stream, err)
 		}
 		// Someone else created it between our look-up and our create: look again.
 	}
-	return nil, fmt.Errorf("create stream %s: lost the race three times", t.Stream)
+	return nil, false, fmt.Errorf("create stream %s: lost the race three times", t.Stream)
+}
+
+// storeAnchor stores the stream's anchor unless the stream holds one: the
+// publish expects no earlier message on SubjectAnchor, so of racing
+// creators only one stores it, and the others' "wrong last sequence" means
+// it is there. After a purge it lands at the tail, and becomes the head
+// once the older messages have left with the retention.
+func storeAnchor(ctx context.Context, js jetstream.JetStream, streamName string) error {
+	msg := nats.NewMsg(SubjectAnchor)
+	msg.Header.Set(headerNatsTTL, "never")
+	msg.Data = anchorBody
+	_, err := js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithExpectStream(streamName))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return nil // there already
+	}
+	if err != nil {
+		return fmt.Errorf("store the anchor of stream %s: %w", streamName, err)
+	}
+	return nil
 }
 
 // EnsureTopology creates (or, with update, updates) the stream and the
-// workers' consumers. It is idempotent; start order never matters.
+// workers' consumers. When it creates the stream, or runs with update, it
+// also stores the stream's anchor (SubjectAnchor) unless the stream holds
+// one. It is idempotent; start order never matters.
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (jetstream.Stream, error) {
 	t = t.withDefaults()
 	s, err := ensureStream(ctx, js, t, update)
