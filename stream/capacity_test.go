@@ -184,3 +184,50 @@ func TestLaneAtItsLimitDoesNotHoldUpDispatch(t *testing.T) {
 		}
 	}
 }
+
+// TestSteadyHighPriorityTrafficDoesNotStarveNormal: high-priority tasks
+// arriving every few milliseconds go first, but the normal backlog still
+// drains between them.
+func TestSteadyHighPriorityTrafficDoesNotStarveNormal(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	normal := make([]Task, 100)
+	for i := range normal {
+		normal[i] = turnstileTask(fmt.Sprintf("n%03d", i))
+	}
+	receipts, err := b.client.SubmitAll(ctx, normal)
+	require.NoError(t, err)
+	b.startWorker(t, WorkerConfig{Solver: tokenSolver(), Threads: 4})
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			high := turnstileTask(fmt.Sprintf("h%05d", i))
+			high.Priority = "high"
+			if _, err := b.client.Submit(ctx, high); err != nil {
+				return
+			}
+		}
+	}()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n := 0
+	err = b.client.WaitAll(wctx, receipts, func(o Outcome, err error) {
+		if err == nil && o.Status == StatusSolved {
+			n++
+		}
+	})
+	close(stop)
+	<-done
+	require.NoError(t, err, "normal tasks starved by steady high-priority traffic")
+	require.Equal(t, len(normal), n)
+}
