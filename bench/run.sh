@@ -63,7 +63,8 @@ asynq_version="$(cd "$here" && go list -m -f '{{.Version}}' github.com/hibiken/a
 goredis_version="$(cd "$here" && go list -m -f '{{.Version}}' github.com/redis/go-redis/v9)"
 commit="$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 dirty=""
-if [[ -n "$(cd "$root" && git status --porcelain 2>/dev/null)" ]]; then dirty=" (with uncommitted changes)"; fi
+# The previous run's BENCHMARKS.md does not make the tree "dirty".
+if [[ -n "$(cd "$root" && git status --porcelain -- . ':!BENCHMARKS.md' ':!bench/BENCHMARKS.quick.md' 2>/dev/null)" ]]; then dirty=" (with uncommitted changes)"; fi
 
 {
 	echo "# Benchmarks"
@@ -98,7 +99,7 @@ if [[ -n "$(cd "$root" && git status --porcelain 2>/dev/null)" ]]; then dirty=" 
 		echo
 		echo "## Solver polling"
 		echo
-		echo "The solver client's own polling benchmarks (adaptive vs fixed schedule, by kind) are in [solver/BENCHMARKS.md](solver/BENCHMARKS.md)."
+		echo "The solver client's own polling benchmarks (batch, adaptive and fixed schedules, by kind) are in [solver/BENCHMARKS.md](solver/BENCHMARKS.md)."
 	fi
 } >"$out"
 echo "wrote $out" >&2
