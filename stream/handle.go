@@ -413,8 +413,15 @@ func (w *Worker) solve(ctx context.Context, j *job) (solver.Answer, error) {
 			}
 		}
 	}()
-	defer j.thread.release() // the service's thread is free again: give it back at once
-	return w.cfg.Solver.Solve(sctx, solver.Request{Method: j.task.Method, Params: j.task.Params})
+	ans, err := w.cfg.Solver.Solve(sctx, solver.Request{Method: j.task.Method, Params: j.task.Params})
+	if solver.ClassOf(err) != retry.Fatal {
+		// The service's thread is free again: give it back at once. Not
+		// after a Fatal error: the worker is stopping, and a plan thread
+		// given back now could carry one more task to a service that
+		// refuses the key (the worker returns it when the task ends).
+		j.thread.release()
+	}
+	return ans, err
 }
 
 // finishSolved records the solve, stores the outcome with the token for the

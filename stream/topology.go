@@ -244,22 +244,54 @@ func putStream(ctx context.Context, js jetstream.JetStream, t Topology, update b
 // storeAnchor stores the stream's anchor unless the stream holds one: the
 // publish expects no earlier message on SubjectAnchor, so of racing
 // creators only one stores it, and the others' "wrong last sequence" means
-// it is there. After a purge it lands at the tail, and becomes the head
-// once the older messages have left with the retention.
+// it is there. On a replicated stream the leader may instead answer that
+// another write to the subject is in flight (the "constant" variant): then
+// it waits for that write to show, and stores the anchor itself if it never
+// does (the other writer failed). After a purge it lands at the tail, and
+// becomes the head once the older messages have left with the retention.
 func storeAnchor(ctx context.Context, js jetstream.JetStream, streamName string) error {
-	msg := nats.NewMsg(SubjectAnchor)
-	msg.Header.Set(headerNatsTTL, "never")
-	msg.Data = anchorBody
-	_, err := js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithExpectStream(streamName))
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-		return nil // there already
+	for range 3 {
+		msg := nats.NewMsg(SubjectAnchor)
+		msg.Header.Set(headerNatsTTL, "never")
+		msg.Data = anchorBody
+		_, err := js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithExpectStream(streamName))
+		var apiErr *jetstream.APIError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+			return nil // there already
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+			if anchorShows(ctx, js, streamName) {
+				return nil
+			}
+			continue // the other write failed: try ours again
+		default:
+			return fmt.Errorf("store the anchor of stream %s: %w", streamName, err)
+		}
 	}
+	return fmt.Errorf("store the anchor of stream %s: other writes kept getting in the way", streamName)
+}
+
+// anchorShows waits up to a second for the stream's anchor to be readable.
+func anchorShows(ctx context.Context, js jetstream.JetStream, streamName string) bool {
+	s, err := js.Stream(ctx, streamName)
 	if err != nil {
-		return fmt.Errorf("store the anchor of stream %s: %w", streamName, err)
+		return false
 	}
-	return nil
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for range 20 {
+		if _, err := s.GetLastMsgForSubject(ctx, SubjectAnchor); err == nil {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	return false
 }
 
 // EnsureTopology creates (or, with update, updates) the stream and the

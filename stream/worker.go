@@ -248,6 +248,16 @@ pull:
 				}
 				continue // the quota is in use: acquire waited for a thread already
 			}
+			select {
+			case fatalErr = <-w.fatal:
+				// Refused while we waited for a plan thread: not one more task.
+				for _, t := range threads {
+					t.release()
+					free <- struct{}{}
+				}
+				break pull
+			default:
+			}
 			msgs := w.fetch(pullCtx, len(threads))
 			for i, m := range msgs {
 				inflight.Add(1)
@@ -403,9 +413,7 @@ func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
 		}
 		if got < want {
 			f.emptyAt.Store(seen)
-		}
-		if got == 0 {
-			w.recheck(f)
+			w.recheck(f, got == 0)
 		}
 	}
 	return out
@@ -421,16 +429,18 @@ const storeLag = 50 * time.Millisecond
 // fetch on fresh news found it short: 2, 6 and 18 ms after that fetch.
 var recheckDelays = [...]time.Duration{2 * time.Millisecond, 6 * time.Millisecond, 18 * time.Millisecond}
 
-// recheck looks at f again shortly after a fetch found it empty, when the
-// last publish seen for it came within storeLag: the task may not be stored,
+// recheck looks at f again shortly after a fetch found it short, when the
+// last publish seen for it came within storeLag: a task may not be stored,
 // or not yet counted by the consumer (the producer's acknowledgement can come
 // first). At most len(recheckDelays) times per publish, so a lane that other
-// workers keep empty costs at most three extra fetches per publish. Until the
-// first of them has looked, fetch takes no normal task if f is a
-// high-priority consumer: a freshly published high-priority task is not to
-// lose the thread to a normal one; that holds normal tasks back at most 2 ms
-// per high-priority publish this worker found empty.
-func (w *Worker) recheck(f *feed) {
+// workers keep empty costs at most three extra fetches per publish. When the
+// fetch found nothing (empty), until the first of them has looked fetch takes
+// no normal task if f is a high-priority consumer: a freshly published
+// high-priority task is not to lose the thread to a normal one; that holds
+// normal tasks back at most 2 ms per high-priority publish this worker found
+// empty. (Holding them after short fetches too starved the normal backlog
+// under steady high-priority traffic.)
+func (w *Worker) recheck(f *feed, empty bool) {
 	at := f.newsAt.Load()
 	if time.Duration(time.Now().UnixNano()-at) > storeLag {
 		return
@@ -443,15 +453,15 @@ func (w *Worker) recheck(f *feed) {
 		f.mu.Unlock()
 		return
 	}
-	d, first := recheckDelays[f.rechecks], f.rechecks == 0
+	d, hold := recheckDelays[f.rechecks], empty && f.rechecks == 0
 	f.rechecks++
 	f.mu.Unlock()
-	if first {
+	if hold {
 		f.rechecking.Add(1)
 	}
 	time.AfterFunc(d, func() {
 		f.news.Add(1)
-		if first {
+		if hold {
 			f.rechecking.Add(-1)
 		}
 		w.poke()
@@ -508,7 +518,7 @@ type feed struct {
 	// (Unix ns); rechecks counts the rechecks made for the publish seen at
 	// recheckFor.
 	newsAt     atomic.Int64
-	rechecking atomic.Int32 // first rechecks scheduled and not yet made
+	rechecking atomic.Int32 // first rechecks after an empty fetch, scheduled and not yet made
 	mu         sync.Mutex
 	recheckFor int64
 	rechecks   int

@@ -365,3 +365,62 @@ func TestFatalStopsIntakeAtOnce(t *testing.T) {
 		require.Equal(t, int32(1), calls.Load(), "tasks sent to a service that refused the worker")
 	}
 }
+
+// TestFatalStopsIntakeWithPlanQuota: with a plan-wide quota, the plan thread
+// of a task refused with a Fatal code is not handed to another task: with a
+// quota of one, exactly one call reaches the service.
+func TestFatalStopsIntakeWithPlanQuota(t *testing.T) {
+	t.Parallel()
+	for range 3 {
+		b := setup(t, Topology{})
+		ctx := testContext(t)
+		js, err := jetstream.New(b.nc)
+		require.NoError(t, err)
+		require.NoError(t, SetPlan(ctx, js, b.top, 1))
+		tasks := make([]Task, 20)
+		for i := range tasks {
+			tasks[i] = turnstileTask(fmt.Sprintf("t%02d", i))
+		}
+		_, err = b.client.SubmitAll(ctx, tasks)
+		require.NoError(t, err)
+		var calls atomic.Int32
+		sv := solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+			calls.Add(1)
+			// A solve that takes a while: the other thread waits for the
+			// plan thread meanwhile.
+			timer := time.NewTimer(100 * time.Millisecond)
+			defer timer.Stop()
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			return solver.Answer{}, &solver.Error{Code: "ERROR_WRONG_USER_KEY", Class: retry.Fatal, Op: "in.php"}
+		})
+		rw := b.startWorker(t, WorkerConfig{Solver: sv, Threads: 2})
+		err = <-rw.done
+		rw.done <- err
+		var fe *FatalError
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, int32(1), calls.Load(), "tasks sent to a service that refused the worker")
+	}
+}
+
+// TestShortFetchOnFreshNewsLooksAgain: news of two tasks, only the first
+// stored when the worker fetches: it takes that one and looks again shortly
+// for the second instead of waiting for the idle check.
+func TestShortFetchOnFreshNewsLooksAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	w, err := NewWorker(ctx, b.connect(t), WorkerConfig{Solver: tokenSolver(), Threads: 4, IdleCheck: time.Hour})
+	require.NoError(t, err)
+	_, err = b.client.Submit(ctx, turnstileTask("A"))
+	require.NoError(t, err)
+	for _, f := range w.feeds { // past the initial "unknown: look once"
+		f.emptyAt.Store(f.news.Load())
+	}
+	w.news(taskSubject(LaneFast, priorityNormal, "A"))
+	w.news(taskSubject(LaneFast, priorityNormal, "B")) // B's publish seen, B not stored yet
+	require.Len(t, w.fetch(ctx, 4), 1)
+	require.Eventually(t, w.anyNews, 5*time.Second, time.Millisecond, "the worker stopped looking for B")
+}
