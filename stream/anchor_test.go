@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -131,4 +132,22 @@ func TestAnchorKeepsTheFirstSequenceBelowTheQueue(t *testing.T) {
 	require.Equal(t, anchor, info.State.FirstSeq)
 	require.Less(t, info.State.FirstSeq, seqs[1], "below the next queued task")
 	require.Equal(t, uint64(2), info.State.Msgs, "the anchor and the second task")
+}
+
+// TestWorkerWarnsWithoutAnchor: a worker that finds the stream without its
+// anchor says so, and how to put it back.
+func TestWorkerWarnsWithoutAnchor(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	js, err := jetstream.New(b.nc)
+	require.NoError(t, err)
+	s, err := js.Stream(ctx, b.top.withDefaults().Stream)
+	require.NoError(t, err)
+	require.NoError(t, s.Purge(ctx, jetstream.WithPurgeSubject(SubjectAnchor)))
+	var logs lockedBuffer
+	_, err = NewWorker(ctx, b.connect(t), WorkerConfig{Solver: tokenSolver(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	require.Contains(t, logs.String(), "no anchor")
+	require.Contains(t, logs.String(), "captchaq init")
 }

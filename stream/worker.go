@@ -161,6 +161,10 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		f.news.Store(1) // unknown: look once
 		w.feeds = append(w.feeds, f)
 	}
+	if _, err := s.GetLastMsgForSubject(ctx, SubjectAnchor); errors.Is(err, jetstream.ErrMsgNotFound) {
+		w.log.Warn("the stream has no anchor (purged, or dropped by a server restart past the retention): " +
+			"dispatch slows down with a deep backlog; run `captchaq init` to put it back")
+	}
 	return w, nil
 }
 
