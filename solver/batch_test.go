@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/captchaq/captchaq/internal/logbuf"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
@@ -114,7 +115,7 @@ func TestBatchSpendsNoMoreThanSinglePolling(t *testing.T) {
 func TestBatchFallsBackWithoutSupport(t *testing.T) {
 	t.Parallel()
 	var asked atomic.Int64
-	var logBuf syncBuffer
+	var logBuf logbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	slow := map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: 30 * time.Millisecond, Max: 60 * time.Millisecond}}
 	b := setup(t, opts{api: fakeapi.Config{NoBatch: true, SolveTime: slow}, wrap: batchCalls(&asked), client: solver.Config{Logger: log}})
@@ -178,24 +179,6 @@ func TestBatchFatalReplyEndsEverySolve(t *testing.T) {
 	if asked.Load() == 0 || fatal.Load() == 0 {
 		t.Errorf("%d batch calls, %d solves ended fatal; want some of each", asked.Load(), fatal.Load())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // batchReply answers batch calls (ids=…) with reply(k) for the k-th one

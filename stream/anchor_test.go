@@ -9,6 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/internal/logbuf"
 )
 
 // bareServer is an embedded JetStream server on which nobody has created
@@ -145,7 +147,7 @@ func TestWorkerWarnsWithoutAnchor(t *testing.T) {
 	s, err := js.Stream(ctx, b.top.withDefaults().Stream)
 	require.NoError(t, err)
 	require.NoError(t, s.Purge(ctx, jetstream.WithPurgeSubject(SubjectAnchor)))
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	_, err = NewWorker(ctx, b.connect(t), WorkerConfig{Solver: tokenSolver(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)
 	require.Contains(t, logs.String(), "no anchor")

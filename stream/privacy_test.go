@@ -1,39 +1,20 @@
 package stream
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/internal/logbuf"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 )
-
-// lockedBuffer is a log sink for several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // After a batch, once the tokens' lifetime is over, neither the stream nor
 // the logs hold a token, a page URL's path or query, or the API key; the
@@ -42,7 +23,7 @@ func TestTokensAndPageURLsDoNotOutliveTheirUse(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	api := fakeapi.New(fakeapi.Config{BurstLimit: 1 << 20, SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: fixed(20 * time.Millisecond)}})
 	srv := httptest.NewServer(api)

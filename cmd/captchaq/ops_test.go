@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/captchaq/captchaq/internal/logbuf"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 )
 
@@ -41,24 +41,6 @@ func setRoleEnv() {
 	})
 }
 
-// syncBuffer is a bytes.Buffer safe for a command writing while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startServer runs `captchaq server` with a copy of the shipped nats.conf on
 // a random port and returns its client URL.
 func startServer(t *testing.T) string {
@@ -73,7 +55,7 @@ func startServer(t *testing.T) string {
 	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out logbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- runServer(ctx, []string{"--config", path, "--store", filepath.Join(dir, "js"), "--admin-password", rolePasswords["admin"],
