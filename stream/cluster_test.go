@@ -182,3 +182,39 @@ func TestClusterSurvivesStreamLeaderLoss(t *testing.T) {
 		t.Logf("%d of %d tasks were solved more than once across the leader change", twice, len(receipts))
 	}
 }
+
+// TestClusterRacingCreatorsAllSucceed: three processes, one per node, create
+// the topology of a fresh R3 stream at once. All succeed: one creates it, the
+// others find it once its replicas have a leader (a look-up of a stream
+// still electing one used to wait out the whole deadline).
+func TestClusterRacingCreatorsAllSucceed(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ajs, err := jetstream.New(c.connect(t, "admin"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // JetStream is up once the meta group has a leader
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := ajs.AccountInfo(actx)
+		return err == nil
+	}, 20*time.Second, 50*time.Millisecond)
+	errs := make(chan error, len(c.urls))
+	for _, url := range c.urls {
+		nc, err := nats.Connect(url, nats.UserInfo("admin", rolePasswords["admin"]))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		require.NoError(t, err)
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			_, err := EnsureTopology(cctx, js, Topology{Replicas: 3}, false)
+			errs <- err
+		}()
+	}
+	for range c.urls {
+		require.NoError(t, <-errs)
+	}
+}

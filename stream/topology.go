@@ -216,7 +216,7 @@ const anchorTimeout = 5 * time.Second
 func putStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (s jetstream.Stream, changed bool, err error) {
 	cfg := t.streamConfig()
 	for range 3 {
-		s, err = js.Stream(ctx, t.Stream)
+		s, err = lookupStream(ctx, js, t.Stream)
 		switch {
 		case err == nil && !update:
 			return s, false, nil
@@ -239,6 +239,25 @@ func putStream(ctx context.Context, js jetstream.JetStream, t Topology, update b
 		// Someone else created it between our look-up and our create: look again.
 	}
 	return nil, false, fmt.Errorf("create stream %s: lost the race three times", t.Stream)
+}
+
+// lookupTimeout bounds one look-up of the stream.
+const lookupTimeout = time.Second
+
+// lookupStream looks the stream up, asking again every lookupTimeout until
+// ctx ends: on a cluster, a stream that another process is creating answers
+// nothing until its replicas have elected a leader, and a single request
+// would wait out the whole of ctx.
+func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
+	for {
+		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		s, err := js.Stream(lctx, name)
+		cancel()
+		if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			continue
+		}
+		return s, err
+	}
 }
 
 // storeAnchor stores the stream's anchor unless the stream holds one: the
