@@ -231,3 +231,54 @@ func TestSteadyHighPriorityTrafficDoesNotStarveNormal(t *testing.T) {
 	require.NoError(t, err, "normal tasks starved by steady high-priority traffic")
 	require.Equal(t, len(normal), n)
 }
+
+// TestLostLastLaneSlotCostsLittle: two workers both see a lane's last free
+// slot; the one that loses it waits briefly, not the second a fetch of a
+// consumer at its limit used to hold it (and its whole dispatch loop).
+func TestLostLastLaneSlotCostsLittle(t *testing.T) {
+	t.Parallel()
+	top := Topology{LaneLimits: map[Lane]int{LaneSlow: 1}}
+	b := setup(t, top)
+	ctx := testContext(t)
+	slow := make([]Task, 2)
+	for i := range slow {
+		slow[i] = Task{ID: fmt.Sprintf("slow%d", i), Method: "userrecaptcha",
+			Params: Params{"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": "https://shop.example/login"}}
+	}
+	_, err := b.client.SubmitAll(ctx, slow)
+	require.NoError(t, err)
+	w, err := NewWorker(ctx, b.connect(t), WorkerConfig{Solver: tokenSolver(), Topology: top})
+	require.NoError(t, err)
+	var f *feed
+	for _, fd := range w.feeds {
+		if fd.lane == LaneSlow && fd.priority == priorityNormal {
+			f = fd
+		}
+	}
+	require.NotNil(t, f)
+	require.True(t, f.limited)
+	info, err := f.cons.Info(ctx) // this worker sees the last free slot…
+	require.NoError(t, err)
+	require.Equal(t, 1, info.Config.MaxAckPending-info.NumAckPending)
+
+	other, err := b.client.js.Consumer(ctx, b.top.withDefaults().Stream, f.cons.CachedInfo().Name)
+	require.NoError(t, err)
+	taken, err := other.FetchNoWait(1) // …and another worker takes it
+	require.NoError(t, err)
+	require.Len(t, collect(taken), 1)
+
+	start := time.Now()
+	batch, _, err := fetchRoom(f, info, 1)
+	require.NoError(t, err)
+	require.Empty(t, collect(batch))
+	require.Less(t, time.Since(start), 500*time.Millisecond, "the loser of the last slot waited")
+}
+
+// collect drains a fetched batch.
+func collect(b jetstream.MessageBatch) []jetstream.Msg {
+	var out []jetstream.Msg
+	for m := range b.Messages() {
+		out = append(out, m)
+	}
+	return out
+}

@@ -489,18 +489,38 @@ func (w *Worker) highRechecking() bool {
 // messages": it keeps the request until a task of the lane is acked, and
 // nats.go gives up only after a second of silence, all that time holding up
 // the dispatch loop, high-priority tasks and the other lanes included. So it
-// first asks the consumer for its room: none left returns a nil batch without
-// fetching. It returns how many tasks it asked for.
+// first asks the consumer for its room (fetchRoom). It returns how many
+// tasks it asked for.
 func (w *Worker) fetchLimited(ctx context.Context, f *feed, want int) (jetstream.MessageBatch, int, error) {
 	info, err := f.cons.Info(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
+	return fetchRoom(f, info, want)
+}
+
+// limitedFetchWait bounds a fetch from a lane-limited consumer that another
+// worker may have filled since its room was read.
+const limitedFetchWait = 50 * time.Millisecond
+
+// fetchRoom fetches up to want tasks of a lane-limited consumer whose state
+// info read a moment ago: none when it had no room (a nil batch); with tasks
+// waiting, no more than there were, with an expiry of limitedFetchWait, so
+// that another worker taking the room in between (both saw the last free
+// slot) costs this worker 50 ms instead of the second a no-wait fetch at the
+// limit waits; with none waiting, a no-wait fetch, which also brings tasks
+// coming back for a retry.
+func fetchRoom(f *feed, info *jetstream.ConsumerInfo, want int) (jetstream.MessageBatch, int, error) {
 	room := info.Config.MaxAckPending - info.NumAckPending
 	if room <= 0 {
 		return nil, 0, nil
 	}
 	want = min(want, room)
+	if info.NumPending > 0 {
+		want = int(min(uint64(want), info.NumPending))
+		b, err := f.cons.Fetch(want, jetstream.FetchMaxWait(limitedFetchWait))
+		return b, want, err
+	}
 	b, err := f.cons.FetchNoWait(want)
 	return b, want, err
 }
