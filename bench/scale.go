@@ -461,13 +461,11 @@ func runWorkerRSS(ctx context.Context, threads int) (rssResult, error) {
 	const scale = 0.1 // reCAPTCHA 60 s → 6 s: long enough to hold them all at once
 	emu := fakeapi.New(fakeapi.Config{TimeScale: scale, BurstLimit: 100000, Seed: 3,
 		SolveTime: map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: 60 * time.Second, Max: 60 * time.Second}}})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	emuURL, stopEmu, err := fakeapi.ServeLocal(emu)
 	if err != nil {
 		return res, err
 	}
-	hs := &http.Server{Handler: emu, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	defer hs.Close()
+	defer stopEmu()
 	_, connect, stop, err := embedded(true, true)
 	if err != nil {
 		return res, err
@@ -482,7 +480,7 @@ func runWorkerRSS(ctx context.Context, threads int) (rssResult, error) {
 	if err != nil {
 		return res, err
 	}
-	wk, err := startChild("worker", "-nats", nc.ConnectedUrl(), "-solver", "http://"+ln.Addr().String(),
+	wk, err := startChild("worker", "-nats", nc.ConnectedUrl(), "-solver", emuURL,
 		"-threads", strconv.Itoa(threads), "-scale", strconv.FormatFloat(scale, 'g', -1, 64))
 	if err != nil {
 		return res, err

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -155,15 +154,13 @@ func runSolverBound(ctx context.Context, plan int, scale float64, window time.Du
 	emu := fakeapi.New(fakeapi.Config{Threads: plan, SolveTime: realisticSolveTimes(), TimeScale: scale, Seed: 7,
 		BurstWindow: time.Duration(3 * float64(time.Second) * scale), BanTime: time.Duration(10 * float64(time.Second) * scale)})
 	tp := newTap(emu)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	emuURL, stopEmu, err := fakeapi.ServeLocal(tp)
 	if err != nil {
 		return res, err
 	}
-	hs := &http.Server{Handler: tp, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	defer hs.Close()
+	defer stopEmu()
 
-	sc, err := solver.NewClient(solver.Config{BaseURL: "http://" + ln.Addr().String(), APIKey: fakeapi.TestKey,
+	sc, err := solver.NewClient(solver.Config{BaseURL: emuURL, APIKey: fakeapi.TestKey,
 		Timing:            timing,
 		MinSubmitInterval: time.Duration(float64(solver.DefaultMinSubmitInterval) * scale),
 		SubmitWindow:      time.Duration(float64(solver.DefaultSubmitWindow) * scale)})

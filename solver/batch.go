@@ -293,14 +293,15 @@ func (b *batcher) probe(ctx context.Context, ws []*pollWaiter) {
 		}
 	}
 	b.mu.Unlock()
+	err = b.c.scrubErr(err)
 	for i, w := range ws {
 		switch {
 		case v == batchFatal:
-			w.tell(pollNews{kind: newsFatal, err: forCaptcha(b.c.scrubErr(err), w.id)})
+			w.tell(pollNews{kind: newsFatal, err: forCaptcha(err, w.id)})
 		case v != batchRead:
 			// A passing failure, or a reply not understood: the captcha
 			// is still being solved; its next scheduled poll is its own.
-			w.tell(pollNews{kind: newsFailed, err: forCaptcha(b.c.scrubErr(err), w.id)})
+			w.tell(pollNews{kind: newsFailed, err: forCaptcha(err, w.id)})
 		case states[i] == CodeNotReady:
 			w.tell(pollNews{kind: newsNotReady, seen: seen})
 		case isAPICode(states[i]) || !w.direct:

@@ -262,6 +262,15 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 	fails := 0
 	own := false // a batch call failed or was not understood: the next scheduled poll is our own
 	polls := 0
+	// solved learns from the window the answer became ready in, seen after
+	// submission, and logs the solve.
+	solved := func(a Answer, seen time.Duration) (Answer, error) {
+		c.poller.observe(kind, lastNotReady, seen)
+		c.log.LogAttrs(ctx, slog.LevelDebug, "captcha solved",
+			slog.String("method", req.Method), slog.String("captcha_id", id),
+			slog.Int("polls", polls), slog.Duration("elapsed", time.Since(submitted)))
+		return a, nil
+	}
 	// fetch asks res.php about id on its own and says whether that ended the
 	// wait, with what. readyAt is when a batch call saw it ready (zero: this
 	// call tells).
@@ -276,11 +285,8 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		}
 		switch cls := ClassOf(err); {
 		case err == nil:
-			c.poller.observe(kind, lastNotReady, seen)
-			c.log.LogAttrs(ctx, slog.LevelDebug, "captcha solved",
-				slog.String("method", req.Method), slog.String("captcha_id", id),
-				slog.Int("polls", polls), slog.Duration("elapsed", time.Since(submitted)))
-			return true, a, nil
+			a, err = solved(a, seen)
+			return true, a, err
 		case ctx.Err() != nil:
 			return true, Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
 		case cls == retry.Poll:
@@ -334,12 +340,9 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 				case newsFatal:
 					return Answer{}, n.err
 				case newsAnswer:
+					polls++
 					sol, _ := json.Marshal(n.answer)
-					c.poller.observe(kind, lastNotReady, n.seen.Sub(submitted))
-					c.log.LogAttrs(ctx, slog.LevelDebug, "captcha solved",
-						slog.String("method", req.Method), slog.String("captcha_id", id),
-						slog.Int("polls", polls+1), slog.Duration("elapsed", time.Since(submitted)))
-					return Answer{Solution: sol, CaptchaID: id}, nil
+					return solved(Answer{Solution: sol, CaptchaID: id}, n.seen.Sub(submitted))
 				case newsFetch:
 					if !n.seen.IsZero() {
 						// The service answered about it: the failures in a

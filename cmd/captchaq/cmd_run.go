@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -173,13 +171,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // startEmulator serves the solving service's emulator on a free port of
 // 127.0.0.1 and returns its URL.
 func startEmulator(cfg fakeapi.Config) (string, func(), error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, fmt.Errorf("emulator: %w", err)
-	}
-	srv := &http.Server{Handler: fakeapi.New(cfg), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	return "http://" + l.Addr().String(), func() { _ = srv.Close() }, nil
+	return fakeapi.ServeLocal(fakeapi.New(cfg))
 }
 
 // summary counts outcomes for the end-of-run report.

@@ -1054,3 +1054,16 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(net
 		return nil
 	}
 }
+
+// ServeLocal serves h (the emulator, or a handler wrapped around it) on a
+// free port of 127.0.0.1 and returns its base URL and a function that stops
+// it.
+func ServeLocal(h http.Handler) (baseURL string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("fakeapi: listen: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+}

@@ -161,7 +161,7 @@ func asksMany(req *http.Request) bool {
 	}
 	defer body.Close()
 	b, err := io.ReadAll(io.LimitReader(body, 64<<10))
-	if err != nil {
+	if err != nil || !bytes.Contains(b, []byte("ids=")) {
 		return false
 	}
 	v, err := url.ParseQuery(string(b))
