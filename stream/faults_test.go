@@ -111,7 +111,12 @@ func TestFaultTransientErrorsRecover(t *testing.T) {
 	for _, code := range []string{fakeapi.CodeHTTP500, fakeapi.CodeHTML, fakeapi.CodeGarbage} {
 		require.Positive(t, st.Codes[code], "fault %s was injected", code)
 	}
-	require.Equal(t, len(tasks), st.Solved, "each task's answer fetched exactly once")
+	// Every task's answer was picked up at the service; beyond those, only
+	// a captcha whose attempt failed can have been picked up too: a batch
+	// poll in flight may list it ready just as its waiter, after failed
+	// polls of its own, gives it up (an answer no outcome uses).
+	require.GreaterOrEqual(t, st.Solved, len(tasks), "each task's answer picked up")
+	require.LessOrEqual(t, st.Solved, len(tasks)+retries, "no answer picked up outside a failed attempt")
 	require.LessOrEqual(t, st.Submitted, attempts, "no captcha reached the service outside a recorded attempt")
 }
 
