@@ -59,9 +59,14 @@ func TestStatsCountsQueuesPlanAndOutcomes(t *testing.T) {
 	_, err = b.client.SubmitAll(ctx, queued)
 	require.NoError(t, err)
 
-	st, err := b.client.Stats(ctx, time.Hour)
+	// The server acknowledges a publish once the stream stored it; its
+	// consumers count the new message a moment later. Wait for them.
+	var st Stats
+	require.Eventually(t, func() bool {
+		st, err = b.client.Stats(ctx, time.Hour)
+		return err != nil || st.Queued == 3
+	}, 5*time.Second, time.Millisecond, "the three queued tasks were never counted")
 	require.NoError(t, err)
-	require.Equal(t, uint64(3), st.Queued)
 	require.Equal(t, 1, st.InFlight)
 	require.Equal(t, 3, st.PlanThreads)
 	require.Equal(t, 1, st.Solving, "the busy solve")
