@@ -241,22 +241,34 @@ func putStream(ctx context.Context, js jetstream.JetStream, t Topology, update b
 	return nil, false, fmt.Errorf("create stream %s: lost the race three times", t.Stream)
 }
 
-// lookupTimeout bounds one look-up of the stream.
-const lookupTimeout = time.Second
+// lookupTimeout bounds one look-up of the stream or a consumer, and
+// createTimeout one request to create or update a consumer.
+const (
+	lookupTimeout = time.Second
+	createTimeout = 2 * time.Second
+)
 
-// lookupStream looks the stream up, asking again every lookupTimeout until
-// ctx ends: on a cluster, a stream that another process is creating answers
-// nothing until its replicas have elected a leader, and a single request
-// would wait out the whole of ctx.
+// lookupStream looks the stream up, asking again until it is answered.
 func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
+	return untilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, name) })
+}
+
+// untilAnswered sends a JetStream API request again every try until it is
+// answered or ctx ends. On a cluster, a request about a stream that another
+// process is creating gets no answer until the stream's replicas have
+// elected a leader, and a request the meta leader takes just before it
+// loses the leadership (elections come often on a starved machine) gets
+// none at all; a single request would wait out the whole of ctx. Only
+// idempotent requests may go through here.
+func untilAnswered[T any](ctx context.Context, try time.Duration, req func(context.Context) (T, error)) (T, error) {
 	for {
-		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-		s, err := js.Stream(lctx, name)
+		rctx, cancel := context.WithTimeout(ctx, try)
+		v, err := req(rctx)
 		cancel()
 		if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
 			continue
 		}
-		return s, err
+		return v, err
 	}
 }
 
@@ -326,13 +338,20 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, upd
 	for _, wc := range workerConsumers() {
 		cfg := t.consumerConfig(wc)
 		if !update {
-			if _, err := s.Consumer(ctx, cfg.Durable); err == nil {
+			_, err := untilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
+				return s.Consumer(ctx, cfg.Durable)
+			})
+			if err == nil {
 				continue
 			}
 		}
 		// CreateOrUpdate is idempotent for an identical config, so racing
-		// processes both succeed.
-		if _, err := s.CreateOrUpdateConsumer(ctx, cfg); err != nil {
+		// processes all succeed, and a request left unanswered can be sent
+		// again.
+		_, err := untilAnswered(ctx, createTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
+			return s.CreateOrUpdateConsumer(ctx, cfg)
+		})
+		if err != nil {
 			return nil, fmt.Errorf("create consumer %s: %w", cfg.Durable, err)
 		}
 	}
