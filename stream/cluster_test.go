@@ -218,3 +218,40 @@ func TestClusterRacingCreatorsAllSucceed(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 }
+
+// TestUntilAnsweredAsksAgainLonger: a request that times out is sent again
+// with twice the time, up to 16 s; an answer, an error that is not a
+// timeout, or the end of the caller's context ends it.
+func TestUntilAnsweredAsksAgainLonger(t *testing.T) {
+	t.Parallel()
+	var tries []time.Duration
+	v, err := untilAnswered(context.Background(), 4*time.Second, func(ctx context.Context) (int, error) {
+		dl, _ := ctx.Deadline()
+		tries = append(tries, time.Until(dl).Round(time.Second))
+		if len(tries) < 4 {
+			return 0, nats.ErrTimeout
+		}
+		return 7, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 7, v)
+	require.Equal(t, []time.Duration{4 * time.Second, 8 * time.Second, 16 * time.Second, 16 * time.Second}, tries)
+
+	calls := 0
+	_, err = untilAnswered(context.Background(), time.Second, func(context.Context) (int, error) {
+		calls++
+		return 0, jetstream.ErrStreamNotFound
+	})
+	require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
+	require.Equal(t, 1, calls, "an answer, even an error, is not asked again")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	calls = 0
+	_, err = untilAnswered(ctx, time.Second, func(context.Context) (int, error) {
+		calls++
+		cancel()
+		return 0, context.DeadlineExceeded
+	})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, 1, calls, "the caller's context ended")
+}

@@ -259,13 +259,16 @@ func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jet
 // elected a leader, and a request the meta leader takes just before it
 // loses the leadership (elections come often on a starved machine) gets
 // none at all; a single request would wait out the whole of ctx. Only
-// idempotent requests may go through here.
+// idempotent requests may go through here. Each try waits twice as long as
+// the one before, up to 16 s, so a cluster slow to answer at all is still
+// waited for.
 func untilAnswered[T any](ctx context.Context, try time.Duration, req func(context.Context) (T, error)) (T, error) {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, try)
 		v, err := req(rctx)
 		cancel()
 		if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			try = min(2*try, 16*time.Second)
 			continue
 		}
 		return v, err
