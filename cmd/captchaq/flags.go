@@ -135,6 +135,7 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 // natsFlags are the connection flags every command that talks to NATS takes.
 type natsFlags struct {
 	url, user, password, creds, tlsCA string
+	tlsCert, tlsKey                   string
 }
 
 func (n *natsFlags) register(fs *flag.FlagSet) {
@@ -143,6 +144,8 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&n.password, "password", "", "NATS password (prefer the environment variable: a flag value shows in ps)")
 	fs.StringVar(&n.creds, "creds", "", "NATS credentials file (JWT and NKey seed)")
 	fs.StringVar(&n.tlsCA, "tls-ca", "", "CA certificate (PEM) to verify the NATS server's TLS certificate")
+	fs.StringVar(&n.tlsCert, "tls-cert", "", "client certificate (PEM), for a server that requires one (mutual TLS); with --tls-key")
+	fs.StringVar(&n.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
 }
 
 // asyncErrors keeps the last asynchronous error of a connection (permission
@@ -296,22 +299,52 @@ func (n *natsFlags) connect(ctx context.Context, name string) (*nats.Conn, *asyn
 	if n.creds != "" {
 		opts = append(opts, nats.UserCredentials(n.creds))
 	}
-	if n.tlsCA != "" {
-		pem, err := os.ReadFile(n.tlsCA)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("--tls-ca %s: no PEM certificate in it", n.tlsCA)
-		}
-		opts = append(opts, nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+	tc, err := n.tlsConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	if tc != nil {
+		opts = append(opts, nats.Secure(tc))
 	}
 	nc, err := nats.Connect(n.url, opts...)
 	if err != nil {
 		return nil, nil, n.connectError(err)
 	}
 	return nc, ae, nil
+}
+
+// tlsConfig is the TLS the flags ask for: the CA that signed the server's
+// certificate and a client certificate for mutual TLS, or nil for neither
+// (a tls:// URL then verifies the server against the system's roots).
+func (n *natsFlags) tlsConfig() (*tls.Config, error) {
+	if n.tlsCA == "" && n.tlsCert == "" && n.tlsKey == "" {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if n.tlsCA != "" {
+		pem, err := os.ReadFile(n.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca %s: no PEM certificate in it", n.tlsCA)
+		}
+	}
+	switch {
+	case n.tlsCert == "" && n.tlsKey == "":
+	case n.tlsCert == "" || n.tlsKey == "":
+		return nil, usageError("--tls-cert and --tls-key go together (%s, %s): give both or neither", envName("tls-cert"), envName("tls-key"))
+	default:
+		// LoadX509KeyPair's errors name neither file, and never show the
+		// key's bytes.
+		cert, err := tls.LoadX509KeyPair(n.tlsCert, n.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert %s / --tls-key %s: %w", n.tlsCert, n.tlsKey, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
 
 // connectError says in one line why the server would not take us.
@@ -323,6 +356,14 @@ func (n *natsFlags) connectError(err error) error {
 			where, envName("user"), envName("password"), envName("creds"), err)
 	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
 		return fmt.Errorf("connect to %s: authentication failed for %s (wrong user name or password?): %w", where, n.who(), err)
+	// TLS alerts from the server reach us only as text (crypto/tls keeps
+	// their type unexported).
+	case strings.Contains(err.Error(), "tls: certificate required"):
+		return fmt.Errorf("connect to %s: the server requires a client certificate: set --tls-cert and --tls-key (%s, %s): %w",
+			where, envName("tls-cert"), envName("tls-key"), err)
+	case n.tlsCert != "" && strings.Contains(err.Error(), "remote error: tls:"):
+		return fmt.Errorf("connect to %s: the server refused the client certificate --tls-cert %s (signed by a CA it does not trust, expired, or not for client use?): %w",
+			where, n.tlsCert, err)
 	}
 	return fmt.Errorf("connect to %s as %s: %w", where, n.who(), err)
 }
