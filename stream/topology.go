@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -112,6 +113,16 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 	}
 }
 
+// sameStreamConfig reports whether the stream's configuration, as the
+// server has it, holds every setting streamConfig makes.
+func sameStreamConfig(have, want jetstream.StreamConfig) bool {
+	return have.Name == want.Name && have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
+		have.Retention == want.Retention && have.MaxAge == want.MaxAge && have.MaxBytes == want.MaxBytes &&
+		have.MaxMsgs == want.MaxMsgs && have.Discard == want.Discard && have.Storage == want.Storage &&
+		have.Replicas == want.Replicas && have.Duplicates == want.Duplicates &&
+		have.AllowMsgTTL == want.AllowMsgTTL && have.AllowDirect == want.AllowDirect
+}
+
 func orUnlimited(n int64) int64 {
 	if n <= 0 {
 		return -1
@@ -212,7 +223,8 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, t Topology, updat
 const anchorTimeout = 5 * time.Second
 
 // putStream creates the stream if it does not exist and, with update,
-// updates it if it does. changed reports whether it created or updated it.
+// updates it if it does and its configuration differs. changed reports
+// whether it created the stream or was asked to update it.
 func putStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (s jetstream.Stream, changed bool, err error) {
 	cfg := t.streamConfig()
 	for range 3 {
@@ -220,6 +232,12 @@ func putStream(ctx context.Context, js jetstream.JetStream, t Topology, update b
 		switch {
 		case err == nil && !update:
 			return s, false, nil
+		case err == nil && sameStreamConfig(s.CachedInfo().Config, cfg):
+			// Nothing to change, so no update: besides sparing the write,
+			// nats-server v2.15.3 races (a data race in its file store)
+			// between a stream update and a consumer being created on it,
+			// as racing `captchaq server`/`init` runs would do.
+			return s, true, nil
 		case err == nil:
 			s, err = js.UpdateStream(ctx, cfg)
 			if err != nil {
