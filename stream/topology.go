@@ -206,17 +206,21 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, t Topology, updat
 		return nil, err
 	}
 	if changed {
-		// The anchor spares the server work; without it everything still
-		// works. So a stream that refuses it (full at its MaxBytes, say, or
-		// a custom role that may create streams but not publish on
-		// SubjectAnchor) does not stop whoever creates the stream, and the
-		// attempt is bounded: NATS reports a publish permission error only
-		// asynchronously, as a timeout.
-		actx, cancel := context.WithTimeout(ctx, anchorTimeout)
-		_ = storeAnchor(actx, js, t.Stream)
-		cancel()
+		tryStoreAnchor(ctx, js, t.Stream)
 	}
 	return s, nil
+}
+
+// tryStoreAnchor stores the stream's anchor unless it holds one, and gives
+// up quietly. The anchor spares the server work; without it everything
+// still works. So a stream that refuses it (full at its MaxBytes, say, or a
+// role that may not publish on SubjectAnchor) stops nobody, and the attempt
+// is bounded: NATS reports a publish permission error only asynchronously,
+// as a timeout.
+func tryStoreAnchor(ctx context.Context, js jetstream.JetStream, stream string) {
+	actx, cancel := context.WithTimeout(ctx, anchorTimeout)
+	_ = storeAnchor(actx, js, stream)
+	cancel()
 }
 
 // anchorTimeout bounds storing the anchor.
@@ -352,7 +356,7 @@ func anchorShows(ctx context.Context, js jetstream.JetStream, streamName string)
 // one. It is idempotent; start order never matters.
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (jetstream.Stream, error) {
 	t = t.withDefaults()
-	s, err := ensureStream(ctx, js, t, update)
+	s, changed, err := putStream(ctx, js, t, update)
 	if err != nil {
 		return nil, err
 	}
@@ -375,6 +379,12 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, upd
 		if err != nil {
 			return nil, fmt.Errorf("create consumer %s: %w", cfg.Durable, err)
 		}
+	}
+	// After the consumers: a role that may do neither (a producer running
+	// `captchaq init`) is then refused for what init is for, not for the
+	// anchor.
+	if changed {
+		tryStoreAnchor(ctx, js, t.Stream)
 	}
 	return s, nil
 }
