@@ -356,16 +356,28 @@ func (n *natsFlags) connectError(err error) error {
 			where, envName("user"), envName("password"), envName("creds"), err)
 	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
 		return fmt.Errorf("connect to %s: authentication failed for %s (wrong user name or password?): %w", where, n.who(), err)
-	// TLS alerts from the server reach us only as text (crypto/tls keeps
-	// their type unexported).
-	case strings.Contains(err.Error(), "tls: certificate required"):
-		return fmt.Errorf("connect to %s: the server requires a client certificate: set --tls-cert and --tls-key (%s, %s): %w",
+	case closedAtTLSHandshake(err) && n.tlsCert == "":
+		return fmt.Errorf("connect to %s: the server closed the connection at the TLS handshake, as one that requires client certificates (mutual TLS) does: set --tls-cert and --tls-key (%s, %s): %w",
 			where, envName("tls-cert"), envName("tls-key"), err)
-	case n.tlsCert != "" && strings.Contains(err.Error(), "remote error: tls:"):
+	case closedAtTLSHandshake(err):
 		return fmt.Errorf("connect to %s: the server refused the client certificate --tls-cert %s (signed by a CA it does not trust, expired, or not for client use?): %w",
 			where, n.tlsCert, err)
 	}
 	return fmt.Errorf("connect to %s as %s: %w", where, n.who(), err)
+}
+
+// closedAtTLSHandshake reports whether the server ended the connection
+// during or right after the TLS handshake, as a server that checks client
+// certificates does when it refuses one or gets none. Under TLS 1.3 the
+// client's side of the handshake is complete before the server has checked
+// its certificate, so the refusal arrives either as the server's alert
+// ("remote error: tls: …", text only: crypto/tls keeps the alert type
+// unexported) or, depending on timing, as the connection closing under
+// nats.go, which then says so.
+func closedAtTLSHandshake(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "remote error: tls:") ||
+		errors.Is(err, nats.ErrTLS) && strings.Contains(msg, "closed by remote after TLS handshake")
 }
 
 // redactURLs hides passwords in a comma-separated list of URLs.
