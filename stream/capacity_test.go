@@ -249,6 +249,7 @@ func TestLostLastLaneSlotCostsLittle(t *testing.T) {
 	require.NoError(t, err)
 	w, err := NewWorker(ctx, b.connect(t), WorkerConfig{Solver: tokenSolver(), Topology: top})
 	require.NoError(t, err)
+	waitCounted(ctx, t, b.client.s, consumerName(LaneSlow, priorityNormal), 2)
 	var f *feed
 	for _, fd := range w.feeds {
 		if fd.lane == LaneSlow && fd.priority == priorityNormal {

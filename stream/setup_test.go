@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/retry"
@@ -91,4 +92,17 @@ func tokenSolver() solver.Solver {
 		b, _ := json.Marshal("tok-" + req.Params["sitekey"])
 		return solver.Answer{Solution: b, CaptchaID: "42"}, nil
 	})
+}
+
+// waitCounted waits until a consumer counts n messages pending. The server
+// acknowledges a publish once the stream stored it and its consumers count
+// the message a moment later; a no-wait fetch finds only what they counted.
+func waitCounted(ctx context.Context, t *testing.T, s jetstream.Stream, consumer string, n uint64) {
+	t.Helper()
+	cons, err := s.Consumer(ctx, consumer)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumPending == n
+	}, 5*time.Second, time.Millisecond, "consumer %s never counted %d messages", consumer, n)
 }

@@ -416,15 +416,8 @@ func TestShortFetchOnFreshNewsLooksAgain(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.client.Submit(ctx, turnstileTask("A"))
 	require.NoError(t, err)
-	// "A stored": the consumer counts a message a moment after the PubAck,
-	// and a no-wait fetch finds only what it counted.
-	cons, err := b.client.s.Consumer(ctx, consumerName(LaneFast, priorityNormal))
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		info, err := cons.Info(ctx)
-		return err == nil && info.NumPending == 1
-	}, 5*time.Second, time.Millisecond, "the consumer never counted A")
-	for _, f := range w.feeds { // past the initial "unknown: look once"
+	waitCounted(ctx, t, b.client.s, consumerName(LaneFast, priorityNormal), 1) // "A stored"
+	for _, f := range w.feeds {                                                // past the initial "unknown: look once"
 		f.emptyAt.Store(f.news.Load())
 	}
 	w.news(taskSubject(LaneFast, priorityNormal, "A"))
