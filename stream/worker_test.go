@@ -417,7 +417,8 @@ func TestShortFetchOnFreshNewsLooksAgain(t *testing.T) {
 	_, err = b.client.Submit(ctx, turnstileTask("A"))
 	require.NoError(t, err)
 	waitCounted(ctx, t, b.client.s, consumerName(LaneFast, priorityNormal), 1) // "A stored"
-	for _, f := range w.feeds {                                                // past the initial "unknown: look once"
+	// Past the initial "unknown: look once".
+	for _, f := range w.feeds {
 		f.emptyAt.Store(f.news.Load())
 	}
 	w.news(taskSubject(LaneFast, priorityNormal, "A"))
