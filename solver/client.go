@@ -305,8 +305,17 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		return false, Answer{}, nil
 	}
 
+	var fired time.Time // when the last scheduled poll came
 	for i := 0; i < len(sched); {
 		at := submitted.Add(sched[i])
+		if i > 0 {
+			// Behind the schedule (a slow call, a starved process), keep its
+			// spacing from the poll before instead of making up the missed
+			// polls at once: that would send a burst of own polls or, with a
+			// batcher, earn calls faster than it spends them (the unspent
+			// are dropped) and run through the budget without asking.
+			at = latest(at, fired.Add(sched[i]-sched[i-1]))
+		}
 		if at.After(deadline) {
 			break
 		}
@@ -318,6 +327,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			// A scheduled poll: with a batcher it earns the call, except
 			// the last, which is always the captcha's own, and the first
 			// after a batch call failed.
+			fired = time.Now()
 			i++
 			if w != nil && i < len(sched) && !own && c.batch.on() {
 				c.batch.earn()
@@ -571,4 +581,12 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// latest returns the later of two times.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,9 +27,17 @@ var fastSolve = map[string]fakeapi.Range{
 	fakeapi.KindGrid:        {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
 }
 
-// fastTiming polls in milliseconds: first poll 5–15 ms, then every 5 ms, give
-// up after 120–180 ms (the production timing × 0.001).
+// fastTiming polls in milliseconds: first poll 5–15 ms, then every 5 ms (the
+// production timing × 0.001).
 var fastTiming = solver.Timing{Scale: 0.001}
+
+// patientMaxWait is the local deadline setup gives every kind unless a test
+// sets its own: an hour, 3.6 s at Scale 0.001. The production deadlines
+// scaled (120–180 ms) are shorter than a few polls take on a loaded
+// machine under the race detector, and a test that does not test the
+// deadline must not meet it.
+var patientMaxWait = map[string]time.Duration{solver.KindRecaptcha: time.Hour, solver.KindRecaptchaV3: time.Hour,
+	solver.KindTurnstile: time.Hour, solver.KindGeeTest: time.Hour, solver.KindImage: time.Hour, solver.KindGrid: time.Hour}
 
 // bundle is what a test needs: an emulator, its HTTP server and a client.
 type bundle struct {
@@ -74,6 +83,9 @@ func setup(t *testing.T, o opts) *bundle {
 	}
 	if cfg.Timing.Scale == 0 {
 		cfg.Timing.Scale = fastTiming.Scale
+	}
+	if cfg.Timing.MaxWait == nil {
+		cfg.Timing.MaxWait = patientMaxWait
 	}
 	if cfg.MinSubmitInterval == 0 {
 		cfg.MinSubmitInterval = -1
@@ -309,6 +321,52 @@ func TestCancelStopsPolling(t *testing.T) {
 	}
 	if got := b.resGet.Load(); got != calls {
 		t.Errorf("res.php calls went from %d to %d after cancel", calls, got)
+	}
+}
+
+// TestBehindScheduleKeepsSpacing: a res.php call that takes several poll
+// intervals does not make the client send the polls it missed in a burst
+// when it returns: the next poll goes at once, the ones after keep the
+// schedule's spacing.
+func TestBehindScheduleKeepsSpacing(t *testing.T) {
+	t.Parallel()
+	const interval = 100 * time.Millisecond
+	var mu sync.Mutex
+	var at []time.Time
+	slowFirst := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/res.php" {
+				mu.Lock()
+				at = append(at, time.Now())
+				first := len(at) == 1
+				mu.Unlock()
+				if first {
+					time.Sleep(4*interval + interval/2) // the slow reply: a service under load
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	b := setup(t, opts{wrap: slowFirst,
+		api: fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: {Min: time.Hour, Max: time.Hour}}},
+		client: solver.Config{Timing: solver.Timing{Scale: 1, Fixed: true, NoBatch: true, MaxCalls: 6, PollInterval: interval,
+			FirstPoll: map[string]time.Duration{solver.KindTurnstile: 10 * time.Millisecond},
+			MaxWait:   map[string]time.Duration{solver.KindTurnstile: time.Minute}}}})
+	_, err := b.client.Solve(ctxT(t), turnstile("https://a.example/"))
+	if solver.CodeOf(err) != solver.CodePollLimit {
+		t.Fatalf("Solve: %v, want %s", err, solver.CodePollLimit)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(at) != 6 {
+		t.Fatalf("%d res.php calls, want 6", len(at))
+	}
+	// Calls 2..6: the four missed while call 1 was out used to come at once.
+	// transitSlack allows for a call's own delay on the way.
+	for i := 2; i < len(at); i++ {
+		if d := at[i].Sub(at[i-1]); d < interval-transitSlack {
+			t.Errorf("res.php calls %d and %d %v apart, want about %v", i, i+1, d, interval)
+		}
 	}
 }
 

@@ -178,9 +178,11 @@ func TestGiveUpLocally(t *testing.T) {
 		code   string
 		calls  int // res.php calls at most
 	}{
-		// 5 ms first poll, every 5 ms, 120 ms deadline: 20 calls come first.
+		// 5 ms first poll, every 5 ms, 3.6 s deadline: 20 calls come first.
 		{"poll limit", solver.Timing{Scale: 0.001}, solver.CodePollLimit, 20},
-		{"deadline", solver.Timing{Scale: 0.001, MaxCalls: 1000, PollInterval: 40 * time.Second}, solver.CodeTimeout, 4},
+		// Every 40 ms, 120 ms deadline: the deadline comes first.
+		{"deadline", solver.Timing{Scale: 0.001, MaxCalls: 1000, PollInterval: 40 * time.Second,
+			MaxWait: map[string]time.Duration{solver.KindTurnstile: 120 * time.Second}}, solver.CodeTimeout, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
