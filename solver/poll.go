@@ -8,7 +8,11 @@ import (
 )
 
 // Timing says when the client polls res.php and when it gives up. The zero
-// value is the production timing of DESIGN.md; tests set Scale.
+// value is the production timing of DESIGN.md; tests set Scale. Polls are
+// planned from the submission; a captcha that falls behind its plan (a slow
+// call) polls once at once and then keeps the plan's spacing, so it gives
+// up at MaxWait (CodeTimeout) rather than send the polls it missed in a
+// burst.
 type Timing struct {
 	// FirstPoll is the delay from submission to the first res.php call, by
 	// Kind. Missing kinds use DefaultFirstPoll. With adaptive polling it is
