@@ -237,6 +237,26 @@ func TestUntilAnsweredAsksAgainLonger(t *testing.T) {
 	require.Equal(t, 7, v)
 	require.Equal(t, []time.Duration{4 * time.Second, 8 * time.Second, 16 * time.Second, 16 * time.Second}, tries)
 
+	// A caller without a deadline gets answerPatience in all; the error
+	// then says what an unanswered request may mean.
+	var deadlines []time.Time
+	start := time.Now()
+	_, err = untilAnswered(context.Background(), time.Hour, func(ctx context.Context) (int, error) {
+		dl, _ := ctx.Deadline()
+		deadlines = append(deadlines, dl)
+		return 0, nil
+	})
+	require.NoError(t, err)
+	require.WithinDuration(t, start.Add(answerPatience), deadlines[0], time.Second)
+	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancelShort()
+	_, err = untilAnswered(short, time.Second, func(ctx context.Context) (int, error) {
+		<-ctx.Done() // nobody answers
+		return 0, ctx.Err()
+	})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "no answer from JetStream")
+
 	calls := 0
 	_, err = untilAnswered(context.Background(), time.Second, func(context.Context) (int, error) {
 		calls++

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -102,6 +103,11 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 		MaxAge:      t.Retention,
 		MaxBytes:    orUnlimited(t.MaxBytes),
 		MaxMsgs:     -1,
+		// Unlimited, said explicitly: the server fills in -1 for what is not
+		// set, and the configuration it reports must compare equal to this.
+		MaxMsgsPerSubject: -1,
+		MaxMsgSize:        -1,
+		MaxConsumers:      -1,
 		// At MaxBytes refuse new messages (the producer gets a clear error)
 		// rather than drop the oldest, which may be accepted, queued tasks.
 		Discard:     jetstream.DiscardNew,
@@ -114,13 +120,28 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 }
 
 // sameStreamConfig reports whether the stream's configuration, as the
-// server has it, holds every setting streamConfig makes.
+// server reports it, is the one streamConfig makes: every setting, so that a
+// change made by hand (a limit, DenyDelete, a republish) is still undone by
+// an update. The server's own metadata (_nats.*) is not a setting.
 func sameStreamConfig(have, want jetstream.StreamConfig) bool {
-	return have.Name == want.Name && have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
-		have.Retention == want.Retention && have.MaxAge == want.MaxAge && have.MaxBytes == want.MaxBytes &&
-		have.MaxMsgs == want.MaxMsgs && have.Discard == want.Discard && have.Storage == want.Storage &&
-		have.Replicas == want.Replicas && have.Duplicates == want.Duplicates &&
-		have.AllowMsgTTL == want.AllowMsgTTL && have.AllowDirect == want.AllowDirect
+	have.Metadata, want.Metadata = userMetadata(have.Metadata), userMetadata(want.Metadata)
+	return reflect.DeepEqual(have, want)
+}
+
+// userMetadata is md without the keys the server sets (_nats.*), nil when
+// nothing is left.
+func userMetadata(md map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range md {
+		if strings.HasPrefix(k, "_nats.") {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out
 }
 
 func orUnlimited(n int64) int64 {
@@ -201,11 +222,11 @@ var anchorBody = []byte(`{"captchaq":"anchor","note":"never expires; keeps the s
 // on it.
 func ensureStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (jetstream.Stream, error) {
 	t = t.withDefaults()
-	s, changed, err := putStream(ctx, js, t, update)
+	s, put, err := putStream(ctx, js, t, update)
 	if err != nil {
 		return nil, err
 	}
-	if changed {
+	if put != streamFound {
 		tryStoreAnchor(ctx, js, t.Stream)
 	}
 	return s, nil
@@ -226,41 +247,49 @@ func tryStoreAnchor(ctx context.Context, js jetstream.JetStream, stream string) 
 // anchorTimeout bounds storing the anchor.
 const anchorTimeout = 5 * time.Second
 
+// putOutcome is what putStream did.
+type putOutcome int
+
+const (
+	streamFound   putOutcome = iota // it was there, and no update was asked for
+	streamCreated                   // it created the stream
+	streamUpdated                   // it was asked to update the stream: updated, or found as it should be
+)
+
 // putStream creates the stream if it does not exist and, with update,
-// updates it if it does and its configuration differs. changed reports
-// whether it created the stream or was asked to update it.
-func putStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (s jetstream.Stream, changed bool, err error) {
+// updates it if it does and its configuration differs.
+func putStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (s jetstream.Stream, put putOutcome, err error) {
 	cfg := t.streamConfig()
 	for range 3 {
 		s, err = lookupStream(ctx, js, t.Stream)
 		switch {
 		case err == nil && !update:
-			return s, false, nil
+			return s, streamFound, nil
 		case err == nil && sameStreamConfig(s.CachedInfo().Config, cfg):
 			// Nothing to change, so no update: besides sparing the write,
 			// nats-server v2.15.3 races (a data race in its file store)
 			// between a stream update and a consumer being created on it,
 			// as racing `captchaq server`/`init` runs would do.
-			return s, true, nil
+			return s, streamUpdated, nil
 		case err == nil:
 			s, err = js.UpdateStream(ctx, cfg)
 			if err != nil {
-				return nil, false, fmt.Errorf("update stream %s: %w", t.Stream, err)
+				return nil, 0, fmt.Errorf("update stream %s: %w", t.Stream, err)
 			}
-			return s, true, nil
+			return s, streamUpdated, nil
 		case !errors.Is(err, jetstream.ErrStreamNotFound):
-			return nil, false, fmt.Errorf("look up stream %s: %w", t.Stream, err)
+			return nil, 0, fmt.Errorf("look up stream %s: %w", t.Stream, err)
 		}
 		s, err = js.CreateStream(ctx, cfg)
 		if err == nil {
-			return s, true, nil
+			return s, streamCreated, nil
 		}
 		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return nil, false, fmt.Errorf("create stream %s: %w", t.Stream, err)
+			return nil, 0, fmt.Errorf("create stream %s: %w", t.Stream, err)
 		}
 		// Someone else created it between our look-up and our create: look again.
 	}
-	return nil, false, fmt.Errorf("create stream %s: lost the race three times", t.Stream)
+	return nil, 0, fmt.Errorf("create stream %s: lost the race three times", t.Stream)
 }
 
 // lookupTimeout bounds one look-up of the stream or a consumer, and
@@ -284,18 +313,35 @@ func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jet
 // idempotent requests may go through here. Each try waits twice as long as
 // the one before, up to 16 s, so a cluster slow to answer at all is still
 // waited for.
+//
+// A ctx without a deadline gets answerPatience in all: a request refused
+// for want of a permission is not answered either (NATS reports that only
+// asynchronously, to the connection's error handler), and would otherwise
+// be sent again forever.
 func untilAnswered[T any](ctx context.Context, try time.Duration, req func(context.Context) (T, error)) (T, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, answerPatience)
+		defer cancel()
+	}
 	for {
 		rctx, cancel := context.WithTimeout(ctx, try)
 		v, err := req(rctx)
 		cancel()
-		if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+		unanswered := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+		switch {
+		case unanswered && ctx.Err() == nil:
 			try = min(2*try, 16*time.Second)
 			continue
+		case unanswered && errors.Is(ctx.Err(), context.DeadlineExceeded):
+			err = fmt.Errorf("no answer from JetStream (a permission the user lacks? a cluster without a leader?): %w", err)
 		}
 		return v, err
 	}
 }
+
+// answerPatience bounds untilAnswered for a caller that set no deadline.
+const answerPatience = time.Minute
 
 // storeAnchor stores the stream's anchor unless the stream holds one: the
 // publish expects no earlier message on SubjectAnchor, so of racing
@@ -356,9 +402,13 @@ func anchorShows(ctx context.Context, js jetstream.JetStream, streamName string)
 // one. It is idempotent; start order never matters.
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (jetstream.Stream, error) {
 	t = t.withDefaults()
-	s, changed, err := putStream(ctx, js, t, update)
+	s, put, err := putStream(ctx, js, t, update)
 	if err != nil {
 		return nil, err
+	}
+	if put == streamCreated {
+		// At once, before producers fill the new stream.
+		tryStoreAnchor(ctx, js, t.Stream)
 	}
 	for _, wc := range workerConsumers() {
 		cfg := t.consumerConfig(wc)
@@ -380,10 +430,10 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, upd
 			return nil, fmt.Errorf("create consumer %s: %w", cfg.Durable, err)
 		}
 	}
-	// After the consumers: a role that may do neither (a producer running
-	// `captchaq init`) is then refused for what init is for, not for the
-	// anchor.
-	if changed {
+	// Put back (after a purge, a restart) once the consumers are done: a
+	// role that may do neither (a producer running `captchaq init`) is then
+	// refused for what init is for, not for the anchor.
+	if put == streamUpdated {
 		tryStoreAnchor(ctx, js, t.Stream)
 	}
 	return s, nil
