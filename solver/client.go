@@ -306,18 +306,24 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 	}
 
 	var fired time.Time // when the last scheduled poll came
-	for i := 0; i < len(sched); {
-		at := submitted.Add(sched[i])
+	i := 0
+	for i < len(sched) {
+		at, last := submitted.Add(sched[i]), i == len(sched)-1
+		if at.After(deadline) {
+			break
+		}
 		if i > 0 {
 			// Behind the schedule (a slow call, a starved process), keep its
 			// spacing from the poll before instead of making up the missed
 			// polls at once: that would send a burst of own polls or, with a
 			// batcher, earn calls faster than it spends them (the unspent
-			// are dropped) and run through the budget without asking.
+			// are dropped) and run through the budget without asking. A
+			// poll pushed past the deadline is made at the deadline, the
+			// captcha's own and its last.
 			at = latest(at, fired.Add(sched[i]-sched[i-1]))
-		}
-		if at.After(deadline) {
-			break
+			if at.After(deadline) {
+				at, last = deadline, true
+			}
 		}
 		timer.Reset(time.Until(at))
 		select {
@@ -329,13 +335,16 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			// after a batch call failed.
 			fired = time.Now()
 			i++
-			if w != nil && i < len(sched) && !own && c.batch.on() {
+			if w != nil && !last && !own && c.batch.on() {
 				c.batch.earn()
 				continue
 			}
 			own = false
 			if done, a, err := fetch(time.Time{}); done {
 				return a, err
+			}
+			if last {
+				i = len(sched)
 			}
 		case <-news:
 			for _, n := range w.take() {

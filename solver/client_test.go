@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -331,6 +332,53 @@ func TestCancelStopsPolling(t *testing.T) {
 func TestBehindScheduleKeepsSpacing(t *testing.T) {
 	t.Parallel()
 	const interval = 100 * time.Millisecond
+	b, calls := slowFirstPoll(t, interval, time.Minute)
+	_, err := b.client.Solve(ctxT(t), turnstile("https://a.example/"))
+	if solver.CodeOf(err) != solver.CodePollLimit {
+		t.Fatalf("Solve: %v, want %s", err, solver.CodePollLimit)
+	}
+	at := calls()
+	if len(at) != 6 {
+		t.Fatalf("%d res.php calls, want 6", len(at))
+	}
+	// Calls 2..6: the four missed while call 1 was out used to come at once.
+	// transitSlack allows for a call's own delay on the way.
+	for i := 2; i < len(at); i++ {
+		if d := at[i].Sub(at[i-1]); d < interval-transitSlack {
+			t.Errorf("res.php calls %d and %d %v apart, want about %v", i, i+1, d, interval)
+		}
+	}
+}
+
+// TestBehindScheduleGivesUpAtTheDeadline: when keeping the spacing pushes
+// the polls left past the deadline, the captcha makes its own last poll at
+// the deadline and gives up with CodeTimeout, not CodePollLimit: it did not
+// make its polls.
+func TestBehindScheduleGivesUpAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	const interval, maxWait = 100 * time.Millisecond, 600 * time.Millisecond
+	b, calls := slowFirstPoll(t, interval, maxWait)
+	start := time.Now()
+	_, err := b.client.Solve(ctxT(t), turnstile("https://a.example/"))
+	if solver.CodeOf(err) != solver.CodeTimeout {
+		t.Fatalf("Solve: %v, want %s", err, solver.CodeTimeout)
+	}
+	// Polls at 10 ms (answered at 460), 460, 560, and the last at 600.
+	at := calls()
+	if len(at) < 3 || len(at) > 5 {
+		t.Errorf("%d res.php calls, want 3..5", len(at))
+	}
+	if last := at[len(at)-1]; last.Before(start.Add(maxWait)) {
+		t.Errorf("last res.php call %v after the start, want at the deadline (%v) or later", last.Sub(start), maxWait)
+	}
+}
+
+// slowFirstPoll is a client on a fixed schedule (first poll at 10 ms, then
+// every interval, 6 polls at most, local deadline maxWait) against an
+// emulator that never solves and answers the first res.php call only after
+// 4.5 intervals; calls returns when res.php calls arrived.
+func slowFirstPoll(t *testing.T, interval, maxWait time.Duration) (b *bundle, calls func() []time.Time) {
+	t.Helper()
 	var mu sync.Mutex
 	var at []time.Time
 	slowFirst := func(h http.Handler) http.Handler {
@@ -347,26 +395,15 @@ func TestBehindScheduleKeepsSpacing(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	}
-	b := setup(t, opts{wrap: slowFirst,
+	b = setup(t, opts{wrap: slowFirst,
 		api: fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: {Min: time.Hour, Max: time.Hour}}},
 		client: solver.Config{Timing: solver.Timing{Scale: 1, Fixed: true, NoBatch: true, MaxCalls: 6, PollInterval: interval,
 			FirstPoll: map[string]time.Duration{solver.KindTurnstile: 10 * time.Millisecond},
-			MaxWait:   map[string]time.Duration{solver.KindTurnstile: time.Minute}}}})
-	_, err := b.client.Solve(ctxT(t), turnstile("https://a.example/"))
-	if solver.CodeOf(err) != solver.CodePollLimit {
-		t.Fatalf("Solve: %v, want %s", err, solver.CodePollLimit)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(at) != 6 {
-		t.Fatalf("%d res.php calls, want 6", len(at))
-	}
-	// Calls 2..6: the four missed while call 1 was out used to come at once.
-	// transitSlack allows for a call's own delay on the way.
-	for i := 2; i < len(at); i++ {
-		if d := at[i].Sub(at[i-1]); d < interval-transitSlack {
-			t.Errorf("res.php calls %d and %d %v apart, want about %v", i, i+1, d, interval)
-		}
+			MaxWait:   map[string]time.Duration{solver.KindTurnstile: maxWait}}}})
+	return b, func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(at)
 	}
 }
 
