@@ -327,7 +327,7 @@ func submitAll(t *testing.T, cs []*solver.Client, n int) {
 // and checks the in.php calls are spaced by MinSubmitInterval.
 func TestSubmitSpacing(t *testing.T) {
 	t.Parallel()
-	const gap = 50 * time.Millisecond
+	const gap = 100 * time.Millisecond
 	var arr arrivals
 	b := setup(t, opts{client: solver.Config{MinSubmitInterval: gap}, wrap: arr.wrap})
 	second, err := solver.NewClient(solver.Config{BaseURL: b.srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: gap})
@@ -339,8 +339,8 @@ func TestSubmitSpacing(t *testing.T) {
 	if len(at) != 6 {
 		t.Fatalf("%d in.php calls, want 6", len(at))
 	}
-	// Two limiters instead of one would let the calls come in pairs: 100 ms
-	// from first to last instead of 250.
+	// Two limiters instead of one would let the calls come in pairs: 200 ms
+	// from first to last instead of 500.
 	spacedAtLeast(t, at, func(calls int) time.Duration { return time.Duration(calls) * gap })
 }
 

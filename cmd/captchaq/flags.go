@@ -366,17 +366,19 @@ func (n *natsFlags) connectError(err error) error {
 	return fmt.Errorf("connect to %s as %s: %w", where, n.who(), err)
 }
 
-// closedAtTLSHandshake reports whether the server ended the connection
-// during or right after the TLS handshake, as a server that checks client
-// certificates does when it refuses one or gets none. Under TLS 1.3 the
-// client's side of the handshake is complete before the server has checked
-// its certificate, so the refusal arrives either as the server's alert
-// ("remote error: tls: …", text only: crypto/tls keeps the alert type
-// unexported) or, depending on timing, as the connection closing under
-// nats.go, which then says so.
+// closedAtTLSHandshake reports whether the server ended the connection at
+// the TLS handshake as one that checks client certificates does when it
+// refuses one or gets none. Under TLS 1.3 the client's side of the
+// handshake is complete before the server has checked its certificate, so
+// the refusal arrives either as the server's alert about a certificate
+// ("remote error: tls: certificate required", "… bad certificate", "…
+// unknown certificate authority"; text only: crypto/tls keeps the alert
+// type unexported) or, depending on timing, as the connection closing
+// under nats.go, which then says so. Other alerts (a protocol version, a
+// cipher) are not about certificates and get no hint.
 func closedAtTLSHandshake(err error) bool {
 	msg := err.Error()
-	return strings.Contains(msg, "remote error: tls:") ||
+	return strings.Contains(msg, "remote error: tls:") && strings.Contains(msg, "certificate") ||
 		errors.Is(err, nats.ErrTLS) && strings.Contains(msg, "closed by remote after TLS handshake")
 }
 
