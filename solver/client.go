@@ -309,8 +309,8 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 	i := 0
 	for i < len(sched) {
 		at, last := submitted.Add(sched[i]), i == len(sched)-1
-		if at.After(deadline) {
-			break
+		if at.After(deadline) || !time.Now().Before(deadline) {
+			break // past the deadline, planned or because a call took that long
 		}
 		if i > 0 {
 			// Behind the schedule (a slow call, a starved process), keep its

@@ -120,9 +120,13 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 }
 
 // sameStreamConfig reports whether the stream's configuration, as the
-// server reports it, is the one streamConfig makes: every setting, so that a
-// change made by hand (a limit, DenyDelete, a republish) is still undone by
-// an update. The server's own metadata (_nats.*) is not a setting.
+// server reports it, is the one streamConfig makes: every setting, so that an
+// update still sets back what was changed by hand (a limit, a republish, a
+// placement, metadata), as it did when every update was sent. Where the
+// server refuses to (DenyDelete, DenyPurge, Sealed cannot be cleared), the
+// update fails and says so, and `captchaq server`/`init` stop: a worker
+// could not delete finished tasks on such a stream anyway. The server's own
+// metadata (_nats.*) is not a setting.
 func sameStreamConfig(have, want jetstream.StreamConfig) bool {
 	have.Metadata, want.Metadata = userMetadata(have.Metadata), userMetadata(want.Metadata)
 	return reflect.DeepEqual(have, want)
@@ -312,7 +316,7 @@ func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jet
 // none at all; a single request would wait out the whole of ctx. Only
 // idempotent requests may go through here. Each try waits twice as long as
 // the one before, up to 16 s, so a cluster slow to answer at all is still
-// waited for.
+// waited for, up to ctx's deadline or answerPatience.
 //
 // A ctx without a deadline gets answerPatience in all: a request refused
 // for want of a permission is not answered either (NATS reports that only

@@ -357,7 +357,7 @@ func (n *natsFlags) connectError(err error) error {
 	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
 		return fmt.Errorf("connect to %s: authentication failed for %s (wrong user name or password?): %w", where, n.who(), err)
 	case closedAtTLSHandshake(err) && n.tlsCert == "":
-		return fmt.Errorf("connect to %s: the server closed the connection at the TLS handshake, as one that requires client certificates (mutual TLS) does: set --tls-cert and --tls-key (%s, %s): %w",
+		return fmt.Errorf("connect to %s: the server closed the connection at the TLS handshake, likely for want of a client certificate (mutual TLS): set --tls-cert and --tls-key (%s, %s): %w",
 			where, envName("tls-cert"), envName("tls-key"), err)
 	case closedAtTLSHandshake(err):
 		return fmt.Errorf("connect to %s: the server refused the client certificate --tls-cert %s (signed by a CA it does not trust, expired, or not for client use?): %w",
@@ -374,12 +374,16 @@ func (n *natsFlags) connectError(err error) error {
 // ("remote error: tls: certificate required", "… bad certificate", "…
 // unknown certificate authority"; text only: crypto/tls keeps the alert
 // type unexported) or, depending on timing, as the connection closing
-// under nats.go, which then says so. Other alerts (a protocol version, a
-// cipher) are not about certificates and get no hint.
+// under nats.go, which then says so. OpenSSL-based proxies answer a missing
+// certificate with "handshake failure", which a cipher mismatch also gets:
+// the hint is worded as a likelihood. Other alerts (a protocol version) get
+// no hint.
 func closedAtTLSHandshake(err error) bool {
 	msg := err.Error()
-	return strings.Contains(msg, "remote error: tls:") && strings.Contains(msg, "certificate") ||
-		errors.Is(err, nats.ErrTLS) && strings.Contains(msg, "closed by remote after TLS handshake")
+	if _, alert, ok := strings.Cut(msg, "remote error: tls:"); ok {
+		return strings.Contains(alert, "certificate") || strings.Contains(alert, "handshake failure")
+	}
+	return errors.Is(err, nats.ErrTLS) && strings.Contains(msg, "closed by remote after TLS handshake")
 }
 
 // redactURLs hides passwords in a comma-separated list of URLs.

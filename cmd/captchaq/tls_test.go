@@ -127,7 +127,7 @@ func TestTLSClientCertificate(t *testing.T) {
 	nc.Close()
 
 	_, _, err = (&natsFlags{url: url, tlsCA: ca.file}).connect(ctx, "tls-test")
-	require.ErrorContains(t, err, "requires client certificates (mutual TLS) does: set --tls-cert and --tls-key")
+	require.ErrorContains(t, err, "likely for want of a client certificate (mutual TLS): set --tls-cert and --tls-key")
 
 	strangerCert, strangerKey := writePair(t, newTestCA(t).issue(t, 4, x509.ExtKeyUsageClientAuth))
 	_, _, err = (&natsFlags{url: url, tlsCA: ca.file, tlsCert: strangerCert, tlsKey: strangerKey}).connect(ctx, "tls-test")
