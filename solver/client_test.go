@@ -337,15 +337,17 @@ func TestBehindScheduleKeepsSpacing(t *testing.T) {
 	if solver.CodeOf(err) != solver.CodePollLimit {
 		t.Fatalf("Solve: %v, want %s", err, solver.CodePollLimit)
 	}
-	at := calls()
+	at, replied := calls()
 	if len(at) != 6 {
 		t.Fatalf("%d res.php calls, want 6", len(at))
 	}
-	// Calls 2..6: the four missed while call 1 was out used to come at once.
-	// transitSlack allows for a call's own delay on the way.
-	for i := 2; i < len(at); i++ {
-		if d := at[i].Sub(at[i-1]); d < interval-transitSlack {
-			t.Errorf("res.php calls %d and %d %v apart, want about %v", i, i+1, d, interval)
+	// Call 2 goes once call 1 is answered, each later one an interval after
+	// the one before: call k (from 2) no sooner than k−2 intervals after the
+	// reply. A late arrival only makes a call later. The four polls missed
+	// while call 1 was out used to come at once.
+	for k := 2; k <= len(at); k++ {
+		if d, want := at[k-1].Sub(replied), time.Duration(k-2)*interval; d < want {
+			t.Errorf("res.php call %d %v after call 1 was answered, want %v or later", k, d, want)
 		}
 	}
 }
@@ -375,7 +377,7 @@ func TestBehindScheduleGivesUpAtTheDeadline(t *testing.T) {
 			if solver.CodeOf(err) != solver.CodeTimeout {
 				t.Fatalf("Solve: %v, want %s", err, solver.CodeTimeout)
 			}
-			at := calls()
+			at, _ := calls()
 			if len(at) < tt.minCalls || len(at) > tt.maxCalls {
 				t.Errorf("%d res.php calls, want %d..%d", len(at), tt.minCalls, tt.maxCalls)
 			}
@@ -389,11 +391,13 @@ func TestBehindScheduleGivesUpAtTheDeadline(t *testing.T) {
 // slowFirstPoll is a client on a fixed schedule (first poll at 10 ms, then
 // every interval, 6 polls at most, local deadline maxWait) against an
 // emulator that never solves and answers the first res.php call only after
-// 4.5 intervals; calls returns when res.php calls arrived.
-func slowFirstPoll(t *testing.T, interval, maxWait time.Duration) (b *bundle, calls func() []time.Time) {
+// 4.5 intervals; calls returns when res.php calls arrived, and when the
+// first was answered.
+func slowFirstPoll(t *testing.T, interval, maxWait time.Duration) (b *bundle, calls func() ([]time.Time, time.Time)) {
 	t.Helper()
 	var mu sync.Mutex
 	var at []time.Time
+	var replied time.Time
 	slowFirst := func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/res.php" {
@@ -403,6 +407,9 @@ func slowFirstPoll(t *testing.T, interval, maxWait time.Duration) (b *bundle, ca
 				mu.Unlock()
 				if first {
 					time.Sleep(4*interval + interval/2) // the slow reply: a service under load
+					mu.Lock()
+					replied = time.Now()
+					mu.Unlock()
 				}
 			}
 			h.ServeHTTP(w, r)
@@ -413,10 +420,10 @@ func slowFirstPoll(t *testing.T, interval, maxWait time.Duration) (b *bundle, ca
 		client: solver.Config{Timing: solver.Timing{Scale: 1, Fixed: true, NoBatch: true, MaxCalls: 6, PollInterval: interval,
 			FirstPoll: map[string]time.Duration{solver.KindTurnstile: 10 * time.Millisecond},
 			MaxWait:   map[string]time.Duration{solver.KindTurnstile: maxWait}}}})
-	return b, func() []time.Time {
+	return b, func() ([]time.Time, time.Time) {
 		mu.Lock()
 		defer mu.Unlock()
-		return slices.Clone(at)
+		return slices.Clone(at), replied
 	}
 }
 
