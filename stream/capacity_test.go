@@ -111,8 +111,7 @@ func TestFastLaneIsNotStarvedBySlowBacklog(t *testing.T) {
 
 	slow := make([]Task, 60)
 	for i := range slow {
-		slow[i] = Task{ID: fmt.Sprintf("slow%02d", i), Method: "userrecaptcha",
-			Params: Params{"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": "https://shop.example/login"}}
+		slow[i] = recaptchaTask(fmt.Sprintf("slow%02d", i))
 	}
 	_, err = b.client.SubmitAll(ctx, slow)
 	require.NoError(t, err)
@@ -157,8 +156,7 @@ func TestLaneAtItsLimitDoesNotHoldUpDispatch(t *testing.T) {
 	})
 	slow := make([]Task, 5)
 	for i := range slow {
-		slow[i] = Task{ID: fmt.Sprintf("slow%d", i), Method: "userrecaptcha",
-			Params: Params{"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": "https://shop.example/login"}}
+		slow[i] = recaptchaTask(fmt.Sprintf("slow%d", i))
 	}
 	_, err := b.client.SubmitAll(ctx, slow)
 	require.NoError(t, err)
@@ -242,8 +240,7 @@ func TestLostLastLaneSlotCostsLittle(t *testing.T) {
 	ctx := testContext(t)
 	slow := make([]Task, 2)
 	for i := range slow {
-		slow[i] = Task{ID: fmt.Sprintf("slow%d", i), Method: "userrecaptcha",
-			Params: Params{"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": "https://shop.example/login"}}
+		slow[i] = recaptchaTask(fmt.Sprintf("slow%d", i))
 	}
 	_, err := b.client.SubmitAll(ctx, slow)
 	require.NoError(t, err)

@@ -40,7 +40,7 @@ func TestRetryInOneLaneIsNotStarvedByTheOther(t *testing.T) {
 	// Retry delay 300ms >= IdleCheck 100ms: no lookAgainAfter.
 	b.startWorker(t, WorkerConfig{Solver: sv, Threads: 1, IdleCheck: 100 * time.Millisecond,
 		Policy: retry.Policy{InitialInterval: 300 * time.Millisecond, MaxInterval: 300 * time.Millisecond, NoJitter: true}})
-	slow := Task{ID: "slow1", Method: "userrecaptcha", Params: Params{"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": "https://shop.example/login"}}
+	slow := recaptchaTask("slow1")
 	_, err := b.client.Submit(ctx, slow)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return slowCalls.Load() == 1 }, 5*time.Second, 5*time.Millisecond)

@@ -86,6 +86,11 @@ func turnstileTask(id string) Task {
 	return Task{ID: id, Method: "turnstile", Params: Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/checkout/123"}}
 }
 
+// recaptchaTask is a reCAPTCHA v2 task: the slow lane.
+func recaptchaTask(id string) Task {
+	return Task{ID: id, Method: "userrecaptcha", Params: Params{"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": "https://shop.example/login"}}
+}
+
 // tokenSolver answers every captcha with a token derived from its site key.
 func tokenSolver() solver.Solver {
 	return solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {

@@ -54,8 +54,8 @@ func TestStatsCountsQueuesPlanAndOutcomes(t *testing.T) {
 	_, err = b.client.Submit(ctx, turnstileTask("busy"))
 	require.NoError(t, err)
 	<-started
-	queued := []Task{turnstileTask("q1"), turnstileTask("q2"),
-		{ID: "q3", Method: "userrecaptcha", Priority: "high", Params: Params{"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": "https://shop.example/login"}}}
+	queued := []Task{turnstileTask("q1"), turnstileTask("q2"), recaptchaTask("q3")}
+	queued[2].Priority = "high"
 	_, err = b.client.SubmitAll(ctx, queued)
 	require.NoError(t, err)
 
