@@ -77,7 +77,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 	var firstFail, lastFail time.Time
 	lastCode := ""
 	if sameGen {
-		attempts, snoozes, firstFail, lastFail, lastCode = last.Attempts, last.Snoozes, last.FirstFailure, last.LastFailure, last.LastCode
+		snoozes, firstFail, lastFail, lastCode = last.Snoozes, last.FirstFailure, last.LastFailure, last.LastCode
 		attempts, crashes = spentAttempts(last, j.delivery)
 	}
 	crashed := crashes > 0

@@ -164,9 +164,8 @@ const solvingLookback = 15 * time.Minute
 // under way.
 func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) error {
 	type ended struct {
-		id      string
-		ev      statsEvent
-		seconds float64
+		id string
+		ev statsEvent
 	}
 	var (
 		ends       []ended
