@@ -132,12 +132,17 @@ func (c *Client) SubmitAll(ctx context.Context, tasks []Task) ([]Receipt, error)
 		return nil, errors.Join(errs...)
 	}
 	msgs := make([]*nats.Msg, len(prepared))
+	var size int64
 	for i, t := range prepared {
 		m, err := c.taskMsg(t)
 		if err != nil {
 			return nil, err
 		}
 		msgs[i] = m
+		size += int64(len(m.Data))
+	}
+	if err := c.checkRoom(ctx, len(msgs), size); err != nil {
+		return nil, err
 	}
 	return c.publishAll(ctx, prepared, msgs)
 }
@@ -199,6 +204,9 @@ func (c *Client) publish(ctx context.Context, t Task) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, err
 	}
+	if err := c.checkRoom(ctx, 1, int64(len(msg.Data))); err != nil {
+		return Receipt{}, err
+	}
 	ack, err := c.publishMsg(ctx, t, msg)
 	if err != nil {
 		return Receipt{}, err
@@ -228,7 +236,7 @@ func (c *Client) taskMsg(t Task) (*nats.Msg, error) {
 func (c *Client) publishMsg(ctx context.Context, t Task, msg *nats.Msg) (*jetstream.PubAck, error) {
 	ack, err := publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(t.ID), jetstream.WithExpectStream(c.top.Stream))
 	if err != nil {
-		return nil, fmt.Errorf("submit task %s: %w", t.ID, err)
+		return nil, fmt.Errorf("submit task %s: %w", t.ID, c.fullError(ctx, err))
 	}
 	return ack, nil
 }
@@ -236,6 +244,8 @@ func (c *Client) publishMsg(ctx context.Context, t Task, msg *nats.Msg) (*jetstr
 // publishRetrying publishes msg, retrying with the same options (and so the
 // same message id) while the stream has no leader or the request times out,
 // until ctx ends. The message id makes a retry after a lost ack harmless.
+// A stream refusing the message for its limits is not retried: that is not
+// a passing fault of the server.
 func publishRetrying(ctx context.Context, js jetstream.JetStream, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	delay := 50 * time.Millisecond
 	for {
@@ -249,7 +259,7 @@ func publishRetrying(ctx context.Context, js jetstream.JetStream, msg *nats.Msg,
 		retryable := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
 			errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrTimeout) ||
 			errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
-			(errors.As(err, &apiErr) && apiErr.Code >= 500) // no leader yet, cluster not available
+			(errors.As(err, &apiErr) && apiErr.Code >= 500 && !streamRefusedFull(err)) // no leader yet, cluster not available
 		if !retryable || ctx.Err() != nil {
 			return nil, err
 		}
@@ -301,14 +311,18 @@ func (c *Client) latestGen(ctx context.Context, id string) (uint64, error) {
 	if !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, err
 	}
-	st, err := loadState(ctx, c.s, id)
-	if err != nil {
-		return 0, err
-	}
-	if st.seq == 0 || st.last.Gen == 0 {
+	em, err := c.s.GetLastMsgForSubject(ctx, eventSubject(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, ErrNotFound
 	}
-	return st.last.Gen, nil
+	if err != nil {
+		return 0, fmt.Errorf("read events of task %s: %w", id, err)
+	}
+	ev, ok := parseEvent(em.Data)
+	if !ok || ev.Gen == 0 {
+		return 0, ErrNotFound
+	}
+	return ev.Gen, nil
 }
 
 // waitGen waits for the outcome of generation gen of task id.

@@ -249,9 +249,18 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 		msg.Header.Set(HeaderClient, c.cfg.Name)
 	}
 	// The message id names the dead letter: two replays racing enqueue one task.
-	ack, err := publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(fmt.Sprintf("%s.replay.%d", t.ID, d.Seq)))
+	ack, err := publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(replayMsgID(t.ID, strconv.FormatUint(d.Seq, 10))))
 	if err != nil {
-		return Receipt{}, fmt.Errorf("replay %s: %w", d.ID, err)
+		return Receipt{}, fmt.Errorf("replay %s: %w", d.ID, c.fullError(ctx, err))
+	}
+	if ack.Duplicate {
+		// Anyone who may submit tasks can occupy a message id: make sure
+		// the message the stream kept is this replay.
+		if kept, err := c.s.GetMsg(ctx, ack.Sequence); err != nil || kept.Subject != msg.Subject ||
+			kept.Header.Get(HeaderReplayedBy) != msg.Header.Get(HeaderReplayedBy) {
+			return Receipt{}, fmt.Errorf("replay %s (dead letter %d): its message id is taken by another message (%d) "+
+				"within the stream's duplicate window; replay again once the window has passed", d.ID, d.Seq, ack.Sequence)
+		}
 	}
 	rec, _ := json.Marshal(Replay{DeadSeq: d.Seq, TaskSeq: ack.Sequence, At: c.cfg.Now(), By: c.cfg.Name})
 	rm := nats.NewMsg(replaySubject(d.ID))
@@ -275,7 +284,8 @@ func (c *Client) PurgeDead(ctx context.Context, f DeadFilter) (int, error) {
 	}
 	n := 0
 	for _, d := range ds {
-		if err := c.s.DeleteMsg(ctx, d.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		// Erased, not only deleted: a dead letter holds the task's page URL.
+		if err := c.s.SecureDeleteMsg(ctx, d.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return n, fmt.Errorf("purge dead letter %d (%s): %w", d.Seq, d.ID, err)
 		}
 		n++

@@ -1,13 +1,7 @@
 package stream
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // EventKind names a step in a task's life, as the audit trail shows it.
@@ -76,50 +70,4 @@ type Event struct {
 	Detail string `json:"detail,omitempty"`
 	// Host is the host of the task's page URL (never the whole URL).
 	Host string `json:"host,omitempty"`
-}
-
-// taskState is the last event of a task and its stream sequence, which the
-// next event must name to be stored (compare-and-set per subject).
-type taskState struct {
-	last Event
-	seq  uint64 // 0: no event yet
-}
-
-// loadState reads the last event of task id.
-func loadState(ctx context.Context, s jetstream.Stream, id string) (taskState, error) {
-	m, err := s.GetLastMsgForSubject(ctx, eventSubject(id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return taskState{}, nil
-	}
-	if err != nil {
-		return taskState{}, fmt.Errorf("read events of task %s: %w", id, err)
-	}
-	var ev Event
-	if err := json.Unmarshal(m.Data, &ev); err != nil {
-		// A foreign message on our subject: keep the CAS sequence, start afresh.
-		return taskState{seq: m.Sequence}, nil
-	}
-	return taskState{last: ev, seq: m.Sequence}, nil
-}
-
-// errStateMoved means another worker recorded an event for the task after we
-// read its state: it holds a newer delivery of the same task.
-var errStateMoved = errors.New("task state moved on: another worker holds it")
-
-// appendEvent stores ev as the next event of task id, only if the task's last
-// event is still st.seq. It returns the new state.
-func appendEvent(ctx context.Context, js jetstream.JetStream, id string, st taskState, ev Event) (taskState, error) {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return st, fmt.Errorf("encode event: %w", err)
-	}
-	ack, err := js.Publish(ctx, eventSubject(id), b, jetstream.WithExpectLastSequencePerSubject(st.seq))
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-			return st, errStateMoved
-		}
-		return st, fmt.Errorf("record %s of task %s: %w", ev.Kind, id, err)
-	}
-	return taskState{last: ev, seq: ack.Sequence}, nil
 }

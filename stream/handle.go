@@ -1,13 +1,16 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,7 +31,7 @@ type job struct {
 	task      Task
 	invalid   error
 	deadline  time.Time
-	st        taskState
+	st        genState
 	log       *slog.Logger
 	// thread is the plan thread held for this task (nil without a quota).
 	thread *planThread
@@ -37,57 +40,41 @@ type job struct {
 }
 
 // handle takes one delivered task message to its next step. It never panics
-// on a bad message and never acks before the outcome is stored.
+// on a bad message, never starts a solve whose attempt is not recorded, and
+// never acks before the outcome is stored.
 func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread, sl *slot) {
 	j, err := w.open(ctx, m)
 	if err != nil {
-		// Leave it to lapse: a delivery that ends without an event counts
-		// as a lost attempt, and open already retried for a while.
+		// Leave it to lapse: open already retried for a while.
 		w.log.Warn("cannot read task state; it comes back after the ack wait", slog.Any("error", err))
 		return
 	}
 	j.thread = thread
 	last := j.st.last
-	if last.Gen > j.gen {
-		w.superseded(ctx, j)
+	switch {
+	case j.st.outcome:
+		w.done(ctx, j) // an earlier delivery stored the outcome and lost its ack
+		return
+	case last.Kind == EventDead:
+		w.finishDead(ctx, j, retry.Reason(last.Reason), last.LastCode)
+		return
+	case last.Kind == EventSolved && !w.cfg.Now().Before(last.ExpiresAt):
+		// Solved, and the worker stopped before storing the outcome; the
+		// token is dead now, but the generation still gets its outcome.
+		w.finishExpired(ctx, j)
 		return
 	}
-	sameGen := last.Gen == j.gen
-	if sameGen {
-		switch last.Kind {
-		case EventDead:
-			w.finishDead(ctx, j, retry.Reason(last.Reason), last.LastCode)
-			return
-		case EventSolved:
-			var stored bool
-			err := w.patiently(ctx, j, func() (err error) { stored, err = w.resultStored(ctx, j); return err })
-			if err != nil {
-				j.log.Warn("cannot tell whether the outcome is stored; it comes back after the ack wait", slog.Any("error", err))
-				return
-			}
-			if stored || !w.cfg.Now().Before(last.ExpiresAt) {
-				w.done(ctx, j)
-				return
-			}
-			// The worker died between recording the solve and storing the
-			// token: the token is lost, so solve again.
-		}
-	}
-	attempts, snoozes, crashes := 0, 0, 0
-	var firstFail, lastFail time.Time
-	lastCode := ""
-	if sameGen {
-		snoozes, firstFail, lastFail, lastCode = last.Snoozes, last.FirstFailure, last.LastFailure, last.LastCode
-		attempts, crashes = spentAttempts(last, j.delivery)
-	}
-	crashed := crashes > 0
+	// A solve whose outcome was never stored, with its token still alive:
+	// the token went down with its worker, so solve again.
+	snoozes, firstFail, lastFail, lastCode := last.Snoozes, last.FirstFailure, last.LastFailure, last.LastCode
+	attempts, crashed := spentAttempts(last)
 	if crashed {
 		now := w.cfg.Now()
 		if firstFail.IsZero() {
 			firstFail = now
 		}
 		lastFail, lastCode = now, "WORKER_LOST"
-		j.log.Warn("earlier deliveries died with their worker", slog.Int("lost", crashes), slog.Int("attempts", attempts))
+		j.log.Warn("the last attempt died with its worker", slog.Int("attempts", attempts))
 	}
 	base := Event{Gen: j.gen, Method: j.task.Method, Worker: w.cfg.Name, Delivery: j.delivery, Host: pageHost(j.task.Params),
 		Submitted: j.submitted, Client: j.m.Headers().Get(HeaderClient),
@@ -107,14 +94,16 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 		return
 	}
 
-	// The attempt event goes out while the service works: the audit trail
-	// gets the attempt's start and worker without a round trip in the way.
-	// Crash accounting does not depend on it: a delivery that leaves no end
-	// event is counted as an attempt that died with its worker.
+	// The attempt is recorded before the service hears of the captcha: a
+	// solve that could not be counted (a full stream, a broker outage) is
+	// never paid for, and every paid solve is in the audit trail.
 	start := w.cfg.Now()
 	ev := base
 	ev.Kind, ev.Attempts, ev.At, ev.Crashed = EventAttempt, attempts+1, start, crashed
-	attemptStored := w.recordAsync(j, ev)
+	if !w.record(ctx, j, ev) {
+		_ = m.NakWithDelay(w.heartbeat())
+		return
+	}
 	ans, serr := w.solve(ctx, j)
 	if solver.ClassOf(serr) != retry.Fatal {
 		sl.solved() // the next task may start while this one is recorded
@@ -126,17 +115,19 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 	// because the worker is stopping.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.top.AckWait)
 	defer cancel()
-	if !attemptStored(ctx) {
-		return // another worker holds a newer delivery of the task
-	}
 
 	if serr != nil && shutdown {
-		// Shutdown: hand the task back without spending the attempt.
-		ev.Kind, ev.Attempts, ev.At, ev.Code = EventHandback, attempts, end, "SHUTDOWN"
+		// Hand the task back at once without spending the attempt, saying
+		// why the worker stopped.
+		code, class := "SHUTDOWN", ""
+		if f := w.stopCause(); f != nil {
+			code, class = f.Code, retry.Fatal.String()
+		}
+		ev.Kind, ev.Attempts, ev.At, ev.Code, ev.Class = EventHandback, attempts, end, code, class
 		if w.record(ctx, j, ev) {
 			_ = m.Nak()
 		}
-		j.log.Info("handed back on shutdown")
+		j.log.Info("handed back", slog.String("code", code))
 		return
 	}
 	if serr != nil && errors.Is(serr, context.DeadlineExceeded) && !end.Before(j.deadline) {
@@ -176,34 +167,29 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 	case retry.DeadLetter:
 		w.deadLetter(ctx, j, ev, act.Reason, code, "")
 	case retry.Stop:
+		f := &FatalError{Code: code}
+		w.stopWith(f)
 		ev.Kind, ev.Snoozes = EventHandback, 0
 		if w.record(ctx, j, ev) {
-			_ = m.NakWithDelay(w.top.AckWait)
+			_ = m.Nak() // at once: a worker the service accepts may take it
 		}
 		j.log.Error("the solving service refuses this worker; stopping", slog.String("code", code))
 		select {
-		case w.fatal <- &FatalError{Code: code}:
+		case w.fatal <- f:
 		default:
 		}
 	}
 }
 
-// spentAttempts returns how many attempts a delivery numbered delivery
-// finds spent, given the last event of the task's generation, and how many
-// of them died with their worker. Every delivery that ends normally records
-// an end event (retry, snooze, handback, solved, dead) naming its delivery
-// number; a delivery that left none died with its worker and counts as a
-// spent attempt.
-func spentAttempts(last Event, delivery uint64) (attempts, crashes int) {
-	ended, endDelivery := last.Attempts, last.Delivery
-	if last.Kind == EventAttempt {
-		// That delivery started an attempt and never recorded its end.
-		ended, endDelivery = last.Attempts-1, last.Delivery-1
-	}
-	if delivery > endDelivery+1 {
-		crashes = int(delivery - endDelivery - 1)
-	}
-	return ended + crashes, crashes
+// spentAttempts returns how many attempts the last event of a generation
+// says are spent, and whether the last of them died with its worker. Every
+// attempt is recorded before it starts and every attempt that ends records
+// an end event (retry, snooze, handback, solved, dead); an attempt event
+// that is still the last one died with its worker, and stays spent. A
+// delivery that recorded nothing never reached the service and spends
+// nothing.
+func spentAttempts(last Event) (attempts int, crashed bool) {
+	return last.Attempts, last.Kind == EventAttempt
 }
 
 func firstSet(t, or time.Time) time.Time {
@@ -213,8 +199,8 @@ func firstSet(t, or time.Time) time.Time {
 	return t
 }
 
-// open reads what the delivery is: the task, its id and generation, and the
-// task's state in its event log.
+// open reads what the delivery is: the task, its id and generation, whether
+// the message is a valid task at all, and the generation's state.
 func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*job, error) {
 	j := &job{m: m}
 	md, err := m.Metadata()
@@ -222,19 +208,16 @@ func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*job, error) {
 		return nil, fmt.Errorf("metadata: %w", err)
 	}
 	j.gen, j.delivery, j.submitted = md.Sequence.Stream, md.NumDelivered, md.Timestamp
-	j.id = m.Headers().Get(HeaderTaskID)
-	if j.id == "" {
-		j.id = idFromSubject(m.Subject())
-	}
-	if ValidateID(j.id) != nil {
-		j.id = invalidTaskIDStem + strconv.FormatUint(j.gen, 10)
-	}
+	// The id is the subject's last token, whatever the message says: the
+	// stream stores task messages only on captcha.tasks.<lane>.<priority>.*,
+	// so that token always names a subject of its own for the outcome.
+	j.id = idFromSubject(m.Subject())
 	j.task, j.invalid = ParseTask(m.Data())
 	if j.invalid == nil {
-		j.invalid = j.task.validateShape()
+		j.invalid = checkEnvelope(j.id, m.Headers(), j.task)
 	}
-	if j.invalid == nil && j.task.ID != "" && j.task.ID != j.id {
-		j.invalid = fmt.Errorf("id %q in the body differs from %q in the subject and header", j.task.ID, j.id)
+	if j.invalid == nil {
+		j.invalid = j.task.validateShape()
 	}
 	j.deadline = j.task.Deadline
 	if j.deadline.IsZero() {
@@ -242,90 +225,51 @@ func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*job, error) {
 	}
 	j.log = w.log.With(slog.String("task_id", j.id), slog.String("method", j.task.Method),
 		slog.String("host", pageHost(j.task.Params)), slog.Uint64("delivery", j.delivery))
+	j.st = genState{gen: j.gen}
 	if j.delivery == 1 {
-		// Nobody has handled this message before: assume an empty event
-		// log and let the first write's compare-and-set say otherwise
-		// (reload), saving a read per task.
+		// Nobody has handled this message before: assume nothing is
+		// recorded for the id and let the first write's compare-and-set
+		// say otherwise, saving a read per task.
 		j.assumed = true
 		return j, nil
 	}
-	err = w.patiently(ctx, j, func() (err error) { j.st, err = loadState(ctx, w.s, j.id); return err })
+	err = w.patiently(ctx, j, func() (err error) { j.st, err = loadGen(ctx, w.s, j.id, j.gen); return err })
 	if err != nil {
 		return nil, err
 	}
 	return j, nil
 }
 
-// record appends ev to the task's event log. It returns false when the log
-// moved on under us (another worker holds a newer delivery: leave the task to
-// it) or the broker failed (the delivery comes back after AckWait).
-func (w *Worker) record(ctx context.Context, j *job, ev Event) bool {
-	st, err := appendEvent(ctx, w.js, j.id, j.st, ev)
-	if errors.Is(err, errStateMoved) {
-		switch w.onConflict(ctx, j, ev) {
-		case conflictStored:
-			w.observe(j, ev)
-			return true
-		case conflictAppend:
-			st, err = appendEvent(ctx, w.js, j.id, j.st, ev)
-		case conflictSuperseded:
-			return false
-		}
+// checkEnvelope checks what the stream says about a task message against
+// what it says of itself: its id (from the subject) must be valid, and its
+// Nats-Msg-Id, Captchaq-Task-Id header and body id must all be that id. A
+// message that fails is never solved: it ends dead as an invalid task, on
+// its own id. So no one can run a task under an id with another message id
+// (bypassing the duplicate window) or be mistaken for another task.
+func checkEnvelope(id string, h nats.Header, t Task) error {
+	if err := ValidateID(id); err != nil {
+		return fmt.Errorf("subject: %w", err)
 	}
-	if errors.Is(err, errStateMoved) {
-		j.log.Warn("another worker took the task over; dropping this delivery", slog.String("event", string(ev.Kind)))
-		return false
+	if hid := h.Get(HeaderTaskID); hid != "" && hid != id {
+		return fmt.Errorf("header %s %q differs from the id %q in the subject", HeaderTaskID, truncate(hid, 70), id)
 	}
-	if err != nil {
-		j.log.Warn("cannot record task event; it comes back after the ack wait", slog.Any("error", err))
-		return false
+	if t.ID != "" && t.ID != id {
+		return fmt.Errorf("id %q in the body differs from %q in the subject", truncate(t.ID, 70), id)
 	}
-	j.st = st
-	w.observe(j, ev)
-	return true
+	switch msgID := h.Get(headerMsgID); {
+	case msgID == id:
+	case msgID == replayMsgID(id, h.Get(HeaderReplayedBy)) && h.Get(HeaderReplayedBy) != "":
+		// A replay of a dead letter (Client.Replay).
+	case msgID == "":
+		return fmt.Errorf("header %s missing: it must be the task id %q", headerMsgID, id)
+	default:
+		return fmt.Errorf("header %s %q is not the task id %q", headerMsgID, truncate(msgID, 70), id)
+	}
+	return nil
 }
 
-// What onConflict found.
-const (
-	conflictOther      = iota // another delivery of this generation wrote: leave the task to it
-	conflictStored            // the event is already there: our own write whose ack was lost
-	conflictAppend            // only earlier generations wrote (a first delivery assumed an empty log): append again
-	conflictSuperseded        // a later generation of the id exists: this one is done
-)
-
-// onConflict reads the task's state after a compare-and-set failed and says
-// what the failure means.
-func (w *Worker) onConflict(ctx context.Context, j *job, ev Event) int {
-	j.assumed = false
-	st, err := loadState(ctx, w.s, j.id)
-	if err != nil {
-		return conflictOther
-	}
-	last := st.last
-	switch {
-	case last.Gen > j.gen:
-		w.superseded(ctx, j)
-		return conflictSuperseded
-	case last.Gen < j.gen:
-		j.st = st
-		return conflictAppend
-	case last.Delivery == j.delivery && last.Worker == w.cfg.Name && last.Kind == ev.Kind:
-		j.st = st
-		return conflictStored
-	case last.Delivery == j.delivery && last.Worker == w.cfg.Name:
-		j.st = st // our own earlier step of this delivery
-		return conflictAppend
-	}
-	return conflictOther
-}
-
-// superseded retires a task message whose id was submitted again since (a
-// replay, or the id reused after the duplicate window): the newer
-// submission is the one that runs and gets the outcome.
-func (w *Worker) superseded(ctx context.Context, j *job) {
-	j.log.Warn("a newer submission of this task id exists; retiring this one")
-	w.done(ctx, j)
-}
+// replayMsgID is the message id of a replay of dead letter deadSeq of task id.
+func replayMsgID(id, deadSeq string) string { return id + ".replay." + deadSeq }
 
 // patiently runs a read of the task's state, retrying it for up to a third of
 // the ack wait while keeping the task's lease, so that a broker hiccup (a
@@ -358,35 +302,6 @@ func (w *Worker) observe(j *job, ev Event) {
 	w.cfg.Observer.Observe(Observation{Kind: ev.Kind, Method: j.task.Method, Lane: LaneOf(j.task.Method, j.task.Params),
 		Code: ev.Code, Reason: ev.Reason, Duration: time.Duration(ev.Seconds * float64(time.Second)),
 		Delay: time.Duration(ev.DelayMS) * time.Millisecond})
-}
-
-// recordAsync publishes ev without waiting and returns a function that waits
-// for it to be stored, with record's meaning for its result.
-func (w *Worker) recordAsync(j *job, ev Event) func(context.Context) bool {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return func(ctx context.Context) bool { return w.record(ctx, j, ev) }
-	}
-	msg := nats.NewMsg(eventSubject(j.id))
-	msg.Data = b
-	fut, err := w.js.PublishMsgAsync(msg, jetstream.WithExpectLastSequencePerSubject(j.st.seq))
-	if err != nil {
-		return func(ctx context.Context) bool { return w.record(ctx, j, ev) }
-	}
-	return func(ctx context.Context) bool {
-		select {
-		case ack := <-fut.Ok():
-			j.st = taskState{last: ev, seq: ack.Sequence}
-			w.observe(j, ev)
-			return true
-		case <-fut.Err():
-			// A conflict, or the broker failed: the synchronous path knows
-			// how to tell them apart and what to do.
-			return w.record(ctx, j, ev)
-		case <-ctx.Done():
-			return false
-		}
-	}
 }
 
 // solve runs the solver under the task's deadline, keeping the lease alive
@@ -424,8 +339,8 @@ func (w *Worker) solve(ctx context.Context, j *job) (solver.Answer, error) {
 	return ans, err
 }
 
-// finishSolved records the solve, stores the outcome with the token for the
-// token's lifetime, then acks.
+// finishSolved records the solve, stores the outcome with the token, then
+// acks. The token is erased from the stream when it expires.
 func (w *Worker) finishSolved(ctx context.Context, j *job, ev Event, ans solver.Answer, start, end time.Time) {
 	life := w.cfg.TokenLifetimes[j.task.Method]
 	if life <= 0 {
@@ -438,79 +353,80 @@ func (w *Worker) finishSolved(ctx context.Context, j *job, ev Event, ans solver.
 	out := Outcome{ID: j.id, Status: StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
 		Attempts: ev.Attempts, SolveSeconds: roundSeconds(end.Sub(start)), ExpiresAt: ev.ExpiresAt,
 		Method: j.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: end}
-	// The token leaves the stream when it stops being usable: TTLs are whole
-	// seconds, so round up (a waiter that finds no outcome before ExpiresAt
-	// knows it is only late) and take at least 1 s.
-	ttl := max((time.Until(ev.ExpiresAt) + time.Second - 1).Truncate(time.Second), time.Second)
-	if err := w.publishOutcome(ctx, j, out, jetstream.WithMsgTTL(ttl)); err != nil {
+	seq, err := w.storeOutcome(ctx, j, out, jetstream.WithMsgTTL(tokenTTL(ev.ExpiresAt, w.cfg.Now())))
+	if err != nil {
 		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}
+	w.eraseAt(seq, ev.ExpiresAt)
 	w.done(ctx, j)
 	j.log.Info("solved", slog.Int("attempts", ev.Attempts), slog.Float64("seconds", out.SolveSeconds))
 }
 
-// done acks a task whose outcome is stored, then deletes the task message:
+// finishExpired stores the outcome of a solve whose worker stopped before
+// storing it, once the token is dead: solved, no solution, expired. So a
+// waiter following the wire contract learns the end of the generation
+// instead of waiting for an outcome that never comes.
+func (w *Worker) finishExpired(ctx context.Context, j *job) {
+	last := j.st.last
+	out := Outcome{ID: j.id, Status: StatusSolved, Attempts: last.Attempts, SolveSeconds: last.Seconds,
+		ExpiresAt: last.ExpiresAt, Method: last.Method, CaptchaID: last.CaptchaID, SolvedAt: last.At}
+	if _, err := w.storeOutcome(ctx, j, out); err != nil {
+		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
+		return
+	}
+	w.done(ctx, j)
+	j.log.Warn("solved, but the token expired before its outcome was stored", slog.Time("expired", last.ExpiresAt))
+}
+
+// done acks a task whose outcome is stored, then erases the task message:
 // it holds the page URL, which may be personal data and is not needed any
 // more (a dead letter keeps its own copy for replay; the event log keeps the
-// host, the submitter and the times for the audit trail).
+// host, the submitter and the times for the audit trail). Erased, not only
+// deleted: a deleted message's bytes stay in the store's files until its
+// block is compacted.
 //
-// The ack is not confirmed (a lost one brings the task back, and its event
-// log says it is done) and the delete runs in the background: neither holds
-// up the thread.
+// The ack is not confirmed (a lost one brings the task back, and its state
+// says it is done) and the erase runs in the background: neither holds up
+// the thread.
 func (w *Worker) done(ctx context.Context, j *job) {
 	if err := j.m.Ack(); err != nil {
 		j.log.Warn("ack", slog.Any("error", err))
 		return
 	}
-	w.background.Add(1)
-	go func() {
-		defer w.background.Done()
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := w.s.DeleteMsg(dctx, j.gen); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			j.log.Warn("delete the finished task message", slog.Any("error", err))
-		}
-	}()
+	w.erase(ctx, j.gen, "the finished task message")
 }
 
 func roundSeconds(d time.Duration) float64 {
 	return float64(d.Round(time.Millisecond)) / float64(time.Second)
 }
 
-// resultStored reports whether the outcome of this generation is in the
-// stream. Only a definite "not there" says no: a failed read is an error, so
-// that a broker hiccup never makes the worker pay the service twice.
-func (w *Worker) resultStored(ctx context.Context, j *job) (bool, error) {
-	m, err := w.s.GetLastMsgForSubject(ctx, resultSubject(j.id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return false, nil
+// storeOutcome stores out as the outcome of j's generation, unless it is
+// stored already, and returns its sequence (0 when it was there).
+func (w *Worker) storeOutcome(ctx context.Context, j *job, out Outcome, opts ...jetstream.PublishOpt) (uint64, error) {
+	if j.st.outcome {
+		return 0, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("look up the outcome of task %s: %w", j.id, err)
-	}
-	g, _ := strconv.ParseUint(m.Header.Get(HeaderGen), 10, 64)
-	return g == j.gen, nil
-}
-
-func (w *Worker) publishOutcome(ctx context.Context, j *job, out Outcome, opts ...jetstream.PublishOpt) error {
 	b, err := json.Marshal(out)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	msg := nats.NewMsg(resultSubject(j.id))
 	msg.Data = b
 	msg.Header.Set(HeaderTaskID, j.id)
 	msg.Header.Set(HeaderGen, strconv.FormatUint(j.gen, 10))
-	opts = append(opts, jetstream.WithMsgID(fmt.Sprintf("result.%s.%d", j.id, j.gen)))
-	_, err = publishRetrying(ctx, w.js, msg, opts...)
-	return err
+	var seq uint64
+	err = w.store(ctx, j, record{msg: msg, opts: opts,
+		apply: func(st *genState, s uint64) { st.outcome, seq = true, s },
+		in:    func(st genState) bool { return st.outcome },
+	})
+	return seq, err
 }
 
 // deadLetter records the verdict, then moves the task to the dead letter.
 func (w *Worker) deadLetter(ctx context.Context, j *job, ev Event, reason retry.Reason, code, detail string) {
 	now := w.cfg.Now()
-	ev.Kind, ev.Reason, ev.At, ev.LastCode = EventDead, string(reason), now, firstNonEmpty(code, ev.LastCode)
+	ev.Kind, ev.Reason, ev.At, ev.LastCode = EventDead, string(reason), now, cmp.Or(code, ev.LastCode)
 	ev.FirstFailure, ev.LastFailure = firstSet(ev.FirstFailure, now), firstSet(ev.LastFailure, now)
 	ev.Code, ev.Detail = ev.LastCode, truncate(detail, 300)
 	if !w.record(ctx, j, ev) {
@@ -519,31 +435,35 @@ func (w *Worker) deadLetter(ctx context.Context, j *job, ev Event, reason retry.
 	w.finishDead(ctx, j, reason, ev.LastCode)
 }
 
-// finishDead stores the dead letter and the outcome (both idempotent: message
-// ids), then acks. It runs again, harmlessly, if a worker died half-way.
+// finishDead stores the dead letter and the outcome, each unless the
+// generation's state shows it stored, then acks. It runs again, harmlessly,
+// if a worker died half-way.
 func (w *Worker) finishDead(ctx context.Context, j *job, reason retry.Reason, code string) {
 	ev := j.st.last
-	dl := nats.NewMsg(deadSubject(j.id))
-	dl.Data = j.m.Data()
-	for k, v := range j.m.Headers() {
-		if k != headerMsgID && k != headerNatsTTL {
-			dl.Header[k] = v
+	if !j.st.deadLetter {
+		dl := nats.NewMsg(deadSubject(j.id))
+		dl.Data = j.m.Data()
+		copyProducerHeaders(dl.Header, j.m.Headers())
+		dl.Header.Set(HeaderTaskID, j.id)
+		dl.Header.Set(HeaderGen, strconv.FormatUint(j.gen, 10))
+		dl.Header.Set(HeaderAttempts, strconv.Itoa(ev.Attempts))
+		dl.Header.Set(HeaderError, code)
+		dl.Header.Set(HeaderReason, string(reason))
+		dl.Header.Set(HeaderSubject, j.m.Subject())
+		dl.Header.Set(HeaderFirstFail, ev.FirstFailure.UTC().Format(time.RFC3339Nano))
+		dl.Header.Set(HeaderLastFail, ev.LastFailure.UTC().Format(time.RFC3339Nano))
+		err := w.store(ctx, j, record{msg: dl,
+			apply: func(st *genState, _ uint64) { st.deadLetter = true },
+			in:    func(st genState) bool { return st.deadLetter },
+		})
+		if err != nil {
+			j.log.Warn("cannot store the dead letter; the task comes back after the ack wait", slog.Any("error", err))
+			return
 		}
 	}
-	dl.Header.Set(HeaderTaskID, j.id)
-	dl.Header.Set(HeaderGen, strconv.FormatUint(j.gen, 10))
-	dl.Header.Set(HeaderAttempts, strconv.Itoa(ev.Attempts))
-	dl.Header.Set(HeaderError, code)
-	dl.Header.Set(HeaderReason, string(reason))
-	dl.Header.Set(HeaderSubject, j.m.Subject())
-	dl.Header.Set(HeaderFirstFail, ev.FirstFailure.UTC().Format(time.RFC3339Nano))
-	dl.Header.Set(HeaderLastFail, ev.LastFailure.UTC().Format(time.RFC3339Nano))
-	if _, err := publishRetrying(ctx, w.js, dl, jetstream.WithMsgID(fmt.Sprintf("dead.%s.%d", j.id, j.gen))); err != nil {
-		j.log.Warn("cannot store the dead letter; the task comes back after the ack wait", slog.Any("error", err))
-		return
-	}
-	out := Outcome{ID: j.id, Status: StatusDead, Error: code, Reason: string(reason), Attempts: ev.Attempts, Method: j.task.Method}
-	if err := w.publishOutcome(ctx, j, out); err != nil {
+	out := Outcome{ID: j.id, Status: StatusDead, Error: code, Reason: string(reason), Attempts: ev.Attempts,
+		Method: j.task.Method, Detail: ev.Detail}
+	if _, err := w.storeOutcome(ctx, j, out); err != nil {
 		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}
@@ -551,11 +471,20 @@ func (w *Worker) finishDead(ctx context.Context, j *job, reason retry.Reason, co
 	j.log.Warn("dead-lettered", slog.String("reason", string(reason)), slog.String("code", code), slog.Int("attempts", ev.Attempts))
 }
 
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
+// copyProducerHeaders copies a task message's headers onto its dead letter,
+// less the reserved ones: JetStream's (Nats-*: a producer's
+// Nats-Expected-Last-Sequence would make the dead letter unstorable) and
+// those captchaq's workers and replays set (Captchaq-*), which a producer
+// must not be able to forge on a record of the workers. The producer's name
+// (Captchaq-Client) and any header of its own stay.
+func copyProducerHeaders(dst, src nats.Header) {
+	for k, v := range src {
+		ck := http.CanonicalHeaderKey(k)
+		if strings.HasPrefix(ck, "Nats-") || (strings.HasPrefix(ck, "Captchaq-") && ck != HeaderClient) {
+			continue
+		}
+		dst[k] = v
 	}
-	return b
 }
 
 // pageHost returns the host of a task's page URL: logs and the audit trail

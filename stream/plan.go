@@ -49,12 +49,18 @@ func SetPlan(ctx context.Context, js jetstream.JetStream, t Topology, threads in
 	if t.Memory {
 		storage = jetstream.MemoryStorage
 	}
+	// Exactly threads messages, and no room for one more: whatever anyone
+	// publishes on the plan's subject, or has a push consumer deliver there
+	// (JetStream does not check a consumer's deliver subject against its
+	// creator's publish permissions), is refused, so the quota is only ever
+	// what the admin set.
 	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        planStreamName,
 		Description: "captchaq: one message per thread of the solving plan",
 		Subjects:    []string{planSubject},
 		Retention:   jetstream.LimitsPolicy,
-		MaxMsgs:     -1,
+		MaxMsgs:     int64(threads),
+		Discard:     jetstream.DiscardNew,
 		Storage:     storage,
 		Replicas:    t.Replicas,
 		Metadata:    map[string]string{planMetaThreads: strconv.Itoa(threads)},

@@ -118,8 +118,10 @@ func TestWaitEndsAtTokenExpiryWithoutOutcome(t *testing.T) {
 	require.NoError(t, err)
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
-	_, err = appendEvent(ctx, js, "lost", taskState{}, Event{Kind: EventSolved, Gen: r.Seq, Attempts: 1,
+	b0, err := json.Marshal(Event{Kind: EventSolved, Gen: r.Seq, Attempts: 1,
 		At: time.Now(), ExpiresAt: time.Now().Add(300 * time.Millisecond)})
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, eventSubject("lost"), b0)
 	require.NoError(t, err)
 	out, err := b.client.Wait(ctx, r.ID)
 	require.ErrorIs(t, err, ErrTokenExpired)

@@ -9,7 +9,7 @@ import (
 // Subject prefixes. They are part of the wire contract (README, "Wire contract").
 const (
 	// SubjectRoot is the first token of every captchaq subject; the stream
-	// holds SubjectRoot + ".>".
+	// holds the subjects under it that streamSubjects lists.
 	SubjectRoot     = "captcha"
 	subjectTasks    = "captcha.tasks"
 	subjectEvents   = "captcha.events"
@@ -57,12 +57,11 @@ const (
 )
 
 const (
-	headerMsgID       = "Nats-Msg-Id"
-	headerNatsTTL     = "Nats-TTL"
-	maxIDLength       = 64
-	priorityHigh      = "high"
-	priorityNormal    = "normal"
-	invalidTaskIDStem = "invalid-"
+	headerMsgID    = "Nats-Msg-Id"
+	headerNatsTTL  = "Nats-TTL"
+	maxIDLength    = 64
+	priorityHigh   = "high"
+	priorityNormal = "normal"
 )
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -80,6 +79,35 @@ func ValidateID(id string) error {
 	}
 	return nil
 }
+
+// streamSubjects are the subjects the CAPTCHA stream stores: the four task
+// subjects the workers' consumers read, the per-task records, and the
+// anchor. Nothing else under captcha.> is stored, so a publish on a subject
+// no consumer reads (captcha.tasks.fast.urgent.x, captcha.tasks.x, one token
+// too many) is refused at once (no stream answers it) instead of being
+// accepted and never handled; and nothing a producer may publish
+// (captcha.tasks.<lane>.<priority>.<id>) matches idSubjects.
+func streamSubjects() []string {
+	var out []string
+	for _, wc := range workerConsumers() {
+		out = append(out, taskFilter(wc.lane, wc.priority))
+	}
+	return append(out, subjectEvents+".*", subjectResults+".*", subjectDead+".*", subjectReplays+".*", SubjectAnchor)
+}
+
+// taskFilter is the subject filter of the workers' consumer of a lane and
+// priority.
+func taskFilter(lane Lane, priority string) string {
+	return fmt.Sprintf("%s.%s.%s.*", subjectTasks, lane, priority)
+}
+
+// idSubjects matches every record of task id that workers and admins write
+// (captcha.events, results, dead and replays.<id>) and nothing a producer
+// may publish. Every worker write for a task expects the last sequence over
+// it (compare-and-set), so whether an outcome exists is decided on state no
+// producer can change, never by message-id deduplication, whose window a
+// producer can occupy.
+func idSubjects(id string) string { return SubjectRoot + ".*." + id }
 
 func taskSubject(lane Lane, priority, id string) string {
 	return fmt.Sprintf("%s.%s.%s.%s", subjectTasks, lane, priority, id)

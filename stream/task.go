@@ -214,6 +214,10 @@ type Outcome struct {
 	// Reason is why the task is dead, a retry.Reason (permanent,
 	// attempts-exhausted, invalid-task, expired, crashed); empty when solved.
 	Reason string `json:"reason,omitempty"`
+	// Detail says what is wrong with an invalid task ("params.sitekey:
+	// required for method turnstile"); it never carries a token or a page
+	// URL's path.
+	Detail string `json:"detail,omitempty"`
 	// Attempts is how many solving attempts were spent on this submission
 	// (capacity snoozes spend none), the successful one included.
 	Attempts int `json:"attempts"`

@@ -98,7 +98,7 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        t.Stream,
 		Description: "captchaq: tasks, their life, outcomes and dead letters",
-		Subjects:    []string{SubjectRoot + ".>"},
+		Subjects:    streamSubjects(),
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      t.Retention,
 		MaxBytes:    orUnlimited(t.MaxBytes),
@@ -186,7 +186,7 @@ func (t Topology) consumerConfig(wc workerConsumer) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       consumerName(wc.lane, wc.priority),
 		Description:   fmt.Sprintf("captchaq workers: %s lane, %s priority", wc.lane, wc.priority),
-		FilterSubject: fmt.Sprintf("%s.%s.%s.*", subjectTasks, wc.lane, wc.priority),
+		FilterSubject: taskFilter(wc.lane, wc.priority),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       t.AckWait,
 		// Unlimited: the worker counts attempts itself in the task's event

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -91,7 +92,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 					Detail: "on " + ev.Host})
 			}
 			e.Kind, e.Gen, e.Attempt, e.Worker, e.Reason = string(ev.Kind), ev.Gen, ev.Attempts, ev.Worker, ev.Reason
-			e.Code, e.Delay, e.At = firstNonEmpty(ev.Code, ev.LastCode), time.Duration(ev.DelayMS)*time.Millisecond, ev.At
+			e.Code, e.Delay, e.At = cmp.Or(ev.Code, ev.LastCode), time.Duration(ev.DelayMS)*time.Millisecond, ev.At
 			switch ev.Kind {
 			case EventAttempt:
 				e.Code = ""

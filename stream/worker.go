@@ -96,7 +96,19 @@ type Worker struct {
 	wake chan struct{}
 	// ackWait is the shortest ack wait of the workers' consumers.
 	ackWait time.Duration
+	// timers are the erasures of tokens still to come (eraseAt).
+	timersMu      sync.Mutex
+	timers        map[*time.Timer]struct{}
+	timersStopped bool
+	// stopped is the refusal that stops the worker, once the service refused it.
+	stopped atomic.Pointer[FatalError]
 }
+
+// stopWith notes why the worker stops: tasks handed back from now on say so.
+func (w *Worker) stopWith(f *FatalError) { w.stopped.CompareAndSwap(nil, f) }
+
+// stopCause is the refusal that stops the worker, nil when there is none.
+func (w *Worker) stopCause() *FatalError { return w.stopped.Load() }
 
 // NewWorker binds a worker pool to the CAPTCHA stream on nc, creating the
 // stream and the consumers if no one has yet.
@@ -143,7 +155,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, top: top, nc: nc, js: js, s: s, fatal: make(chan error, 1), wake: make(chan struct{}, 1),
-		log: cfg.Logger.With(slog.String("worker", cfg.Name)), plan: &planGate{js: js}}
+		log: cfg.Logger.With(slog.String("worker", cfg.Name)), plan: &planGate{js: js}, timers: map[*time.Timer]struct{}{}}
 	for _, wc := range workerConsumers() {
 		c, err := s.Consumer(ctx, consumerName(wc.lane, wc.priority))
 		if err != nil {
@@ -313,6 +325,7 @@ pull:
 		default:
 		}
 	}
+	w.stopErasures()
 	w.background.Wait()
 	return fatalErr
 }

@@ -275,7 +275,7 @@ func TestThreadFreedWhenServiceIsDone(t *testing.T) {
 	var held atomic.Bool
 	overlapped := make(chan bool, 1)
 	obs := ObserverFunc(func(o Observation) {
-		if o.Kind != EventAttempt || !held.CompareAndSwap(false, true) {
+		if o.Kind != EventSolved || !held.CompareAndSwap(false, true) {
 			return
 		}
 		select {

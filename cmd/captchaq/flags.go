@@ -386,20 +386,38 @@ func closedAtTLSHandshake(err error) bool {
 	return errors.Is(err, nats.ErrTLS) && strings.Contains(msg, "closed by remote after TLS handshake")
 }
 
-// redactURLs hides passwords in a comma-separated list of URLs.
+// redactURLs hides passwords in a comma-separated list of URLs, with or
+// without a scheme (nats.go takes "user:pw@host:port" as well).
 func redactURLs(list string) string {
 	parts := strings.Split(list, ",")
 	for i, p := range parts {
-		p = strings.TrimSpace(p)
-		if u, err := url.Parse(p); err == nil && u.User != nil {
-			if _, has := u.User.Password(); has {
-				u.User = url.UserPassword(u.User.Username(), "REDACTED")
-			}
-			p = u.String()
-		}
-		parts[i] = p
+		parts[i] = redactURL(strings.TrimSpace(p))
 	}
 	return strings.Join(parts, ",")
+}
+
+func redactURL(p string) string {
+	at := strings.LastIndexByte(p, '@')
+	if at < 0 {
+		return p
+	}
+	raw, schemeless := p, !strings.Contains(p, "://")
+	if schemeless {
+		raw = "nats://" + p
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		// Whatever stands before the '@' may be a password.
+		return "REDACTED@" + p[at+1:]
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "REDACTED")
+	}
+	out := u.String()
+	if schemeless {
+		out = strings.TrimPrefix(out, "nats://")
+	}
+	return out
 }
 
 // explain turns an error that would otherwise read as a bare timeout or

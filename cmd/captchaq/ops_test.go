@@ -217,3 +217,20 @@ func TestPasswdGenerates(t *testing.T) {
 	require.True(t, errors.As(runPasswd(context.Background(), []string{"--cost", "99"}, io.Discard, io.Discard), &ee))
 	require.Equal(t, 2, ee.code)
 }
+
+// A password in a URL never reaches an error, with or without a scheme:
+// nats.go takes "user:pw@host:port" as readily as "nats://user:pw@host:port".
+func TestURLPasswordsNeverPrinted(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, u := range []string{"admin:s3cretPW@127.0.0.1:1", "nats://admin:s3cretPW@127.0.0.1:1", "127.0.0.1:1,admin:s3cretPW@127.0.0.1:2", "a:b:s3cretPW@x@127.0.0.1:1"} {
+		var stderr strings.Builder
+		err := runStats(ctx, []string{"--nats", u}, io.Discard, &stderr)
+		require.Error(t, err, u)
+		require.NotContains(t, err.Error()+stderr.String(), "s3cretPW", u)
+		require.Contains(t, err.Error(), "127.0.0.1", "the error still says where: %s", u)
+	}
+	require.Equal(t, "admin:REDACTED@127.0.0.1:1", redactURLs("admin:s3cretPW@127.0.0.1:1"))
+	require.Equal(t, "127.0.0.1:4222", redactURLs("127.0.0.1:4222"))
+}

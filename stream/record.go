@@ -1,0 +1,204 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// genState is what the stream holds of one generation (one submission) of a
+// task: its last event, whether its dead letter and its outcome are stored,
+// and the sequence the next write for the task must expect.
+//
+// Generations of one id share the id's subjects: each one's records are
+// told apart by the generation they name (Event.Gen, header Captchaq-Gen),
+// so two submissions of an id run side by side and each ends with its own
+// outcome.
+type genState struct {
+	gen uint64
+	// last is the generation's last event (zero Kind: none yet) and
+	// lastSeq its stream sequence.
+	last    Event
+	lastSeq uint64
+	// seq is the last sequence over idSubjects(id), whichever generation
+	// wrote it: every write for the task expects it.
+	seq        uint64
+	deadLetter bool
+	outcome    bool
+}
+
+// sameGen reports whether st and o say the same of the generation itself
+// (what other generations wrote may differ).
+func (st genState) sameGen(o genState) bool {
+	return st.lastSeq == o.lastSeq && st.deadLetter == o.deadLetter && st.outcome == o.outcome
+}
+
+// fold takes one record of the task into st.
+func (st *genState) fold(id, subject string, h nats.Header, data []byte, seq uint64) {
+	st.seq = max(st.seq, seq)
+	switch subject {
+	case eventSubject(id):
+		if ev, ok := parseEvent(data); ok && ev.Gen == st.gen {
+			st.last, st.lastSeq = ev, seq
+		}
+	case deadSubject(id):
+		st.deadLetter = st.deadLetter || genOf(h) == st.gen
+	case resultSubject(id):
+		st.outcome = st.outcome || genOf(h) == st.gen
+	}
+}
+
+// genOf is the generation a record's Captchaq-Gen header names, 0 when none.
+func genOf(h nats.Header) uint64 {
+	g, _ := strconv.ParseUint(h.Get(HeaderGen), 10, 64)
+	return g
+}
+
+// loadGen reads the state of generation gen of task id. Usually one direct
+// read answers it (the task's last record is this generation's event); when
+// the last record is another generation's, or a dead letter or an outcome,
+// it reads the task's records from the generation's own task message on
+// (every record of a generation comes after it), one direct read each.
+func loadGen(ctx context.Context, s jetstream.Stream, id string, gen uint64) (genState, error) {
+	st := genState{gen: gen}
+	m, err := s.GetLastMsgForSubject(ctx, idSubjects(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("read the records of task %s: %w", id, err)
+	}
+	st.seq = m.Sequence
+	if m.Sequence < gen {
+		return st, nil // nothing written for this generation yet
+	}
+	if m.Subject == eventSubject(id) {
+		if ev, ok := parseEvent(m.Data); ok && ev.Gen == gen {
+			st.last, st.lastSeq = ev, m.Sequence
+			return st, nil
+		}
+	}
+	// Walk the task's records from the generation's task message on, with
+	// direct reads (workers may not create consumers). A task has a
+	// handful of records per generation.
+	for seq := gen; seq <= st.seq; {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(idSubjects(id)))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return genState{gen: gen}, fmt.Errorf("read the records of task %s: %w", id, err)
+		}
+		st.fold(id, m.Subject, m.Header, m.Data, m.Sequence)
+		seq = m.Sequence + 1
+	}
+	return st, nil
+}
+
+// errStateMoved means another delivery of the same generation recorded a
+// step after this one read the state: it holds the task now.
+var errStateMoved = errors.New("another delivery of the task recorded a step meanwhile")
+
+// record is one write of a worker for a task: an event, a dead letter or an
+// outcome.
+type record struct {
+	msg  *nats.Msg
+	opts []jetstream.PublishOpt
+	// apply notes the stored record in the state.
+	apply func(st *genState, seq uint64)
+	// in reports whether a state read afresh already holds the record (a
+	// write whose acknowledgement was lost).
+	in func(st genState) bool
+}
+
+// storeTries bounds how often a write is sent again because other
+// generations of the same id (or a replay record) moved the task's last
+// sequence meanwhile.
+const storeTries = 5
+
+// store writes r as the next record of j's task, expecting the last
+// sequence over idSubjects. On a conflict it reads the state again: when
+// only other generations wrote, it tries again on the new sequence; when
+// the record is there already, it is done; when this generation moved on,
+// another delivery holds the task (errStateMoved).
+func (w *Worker) store(ctx context.Context, j *job, r record) error {
+	for range storeTries {
+		opts := append([]jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(j.st.seq, idSubjects(j.id))}, r.opts...)
+		ack, err := publishRetrying(ctx, w.js, r.msg, opts...)
+		if err == nil && ack.Duplicate {
+			// No worker write carries a message id, so the stream cannot
+			// have taken this for one it already has.
+			return fmt.Errorf("store %s: taken for a duplicate of message %d", r.msg.Subject, ack.Sequence)
+		}
+		if err == nil {
+			j.st.seq = ack.Sequence
+			r.apply(&j.st, ack.Sequence)
+			return nil
+		}
+		if !wrongLastSequence(err) {
+			return err
+		}
+		before := j.st
+		var st genState
+		if err := w.patiently(ctx, j, func() (err error) { st, err = loadGen(ctx, w.s, j.id, j.gen); return err }); err != nil {
+			return err
+		}
+		j.st, j.assumed = st, false
+		switch {
+		case r.in(st):
+			return nil
+		case !st.sameGen(before):
+			return errStateMoved
+		}
+	}
+	return fmt.Errorf("store %s: other writes for task %s kept getting in the way", r.msg.Subject, j.id)
+}
+
+func wrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// eventRecord is ev as the next event of j's task.
+func eventRecord(j *job, ev Event) (record, error) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return record{}, fmt.Errorf("encode event: %w", err)
+	}
+	msg := nats.NewMsg(eventSubject(j.id))
+	msg.Data = b
+	return record{msg: msg,
+		apply: func(st *genState, seq uint64) { st.last, st.lastSeq = ev, seq },
+		in: func(st genState) bool {
+			l := st.last
+			return l.Kind == ev.Kind && l.Delivery == ev.Delivery && l.Worker == ev.Worker && l.At.Equal(ev.At)
+		},
+	}, nil
+}
+
+// record appends ev to the task's event log. It returns false when another
+// delivery of the task recorded a step meanwhile (leave the task to it) or
+// the broker failed (the delivery comes back after the ack wait).
+func (w *Worker) record(ctx context.Context, j *job, ev Event) bool {
+	r, err := eventRecord(j, ev)
+	if err == nil {
+		err = w.store(ctx, j, r)
+	}
+	switch {
+	case errors.Is(err, errStateMoved):
+		j.log.Warn("another worker took the task over; dropping this delivery", slog.String("event", string(ev.Kind)))
+		return false
+	case err != nil:
+		j.log.Warn("cannot record task event; it comes back later", slog.String("event", string(ev.Kind)), slog.Any("error", err))
+		return false
+	}
+	w.observe(j, ev)
+	return true
+}

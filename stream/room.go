@@ -1,0 +1,116 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A stream bounded by Topology.MaxBytes refuses what does not fit
+// (DiscardNew): nothing accepted is ever dropped to make room. But the
+// workers' records of a task (its events, the outcome, a dead letter) go to
+// the same stream as the task, so a stream filled with tasks would leave no
+// room to record the end of any of them. Producers therefore keep room:
+// a Client refuses a submission when the stream's bytes, the submission and
+// reservePerTask for every queued task (the new ones included) would exceed
+// MaxBytes. The room is what the workers need to record every accepted task
+// to its end; a worker that cannot record an attempt does not start it, so
+// a stream that is full anyway (filled by raw publishers that do not check)
+// costs waiting, never paid solves.
+
+// reservePerTask is the room kept for the records of one queued task: an
+// attempt, a solved or dead event, the outcome (a token of up to 2 KB), and a
+// dead letter's copy of the task, with JetStream's per-message overhead.
+// Measured in room_test.go.
+const reservePerTask = 4 << 10
+
+// ErrStreamFull is matched (errors.Is) by the error of a submission refused
+// because the stream is at its size limit (a *StreamFullError).
+var ErrStreamFull = errors.New("the stream is full")
+
+// StreamFullError is a submission refused for lack of room in the stream.
+type StreamFullError struct {
+	// Stream is the stream's name.
+	Stream string
+	// MaxBytes is the stream's size limit (Topology.MaxBytes).
+	MaxBytes int64
+	// Bytes is what the stream holds now.
+	Bytes uint64
+	// Queued is how many tasks wait or run now; Reserved is the room kept
+	// for their records. Both zero when the server itself refused.
+	Queued   int
+	Reserved int64
+}
+
+func (e *StreamFullError) Error() string {
+	if e.Queued == 0 && e.Reserved == 0 {
+		return fmt.Sprintf("stream %s is full (maximum bytes %d, Topology.MaxBytes or --max-bytes): nothing was submitted; "+
+			"wait for workers to finish queued tasks and for the retention to free room, or raise the limit", e.Stream, e.MaxBytes)
+	}
+	return fmt.Sprintf("stream %s is full: it holds %d of its %d bytes (Topology.MaxBytes or --max-bytes), and %d bytes are kept "+
+		"to record the outcomes of %d queued tasks: nothing was submitted; wait for workers to finish queued tasks, or raise the limit",
+		e.Stream, e.Bytes, e.MaxBytes, e.Reserved, e.Queued)
+}
+
+// Unwrap returns ErrStreamFull.
+func (e *StreamFullError) Unwrap() error { return ErrStreamFull }
+
+// streamRefusedFull reports whether err is JetStream refusing a message for
+// the stream's limits (DiscardNew at MaxBytes or MaxMsgs).
+func streamRefusedFull(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeStreamStoreFailed &&
+		(strings.Contains(apiErr.Description, "maximum bytes exceeded") || strings.Contains(apiErr.Description, "maximum messages exceeded"))
+}
+
+// jsErrCodeStreamStoreFailed is JetStream's error code for a message it
+// could not store (JSStreamStoreFailedF); its description says why.
+const jsErrCodeStreamStoreFailed jetstream.ErrorCode = 10077
+
+// checkRoom refuses a submission of n tasks of size bytes in all when the
+// stream, bounded by MaxBytes, would not keep room for the records of every
+// queued task after it.
+func (c *Client) checkRoom(ctx context.Context, n int, size int64) error {
+	info, err := c.s.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("read the stream's size: %w", err)
+	}
+	limit := info.Config.MaxBytes
+	if limit <= 0 {
+		return nil
+	}
+	queued := 0
+	for _, wc := range workerConsumers() {
+		ci, err := c.s.Consumer(ctx, consumerName(wc.lane, wc.priority))
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("count queued tasks: %w", err)
+		}
+		queued += int(ci.CachedInfo().NumPending) + ci.CachedInfo().NumAckPending
+	}
+	reserved := int64(queued+n) * reservePerTask
+	if int64(info.State.Bytes)+size+reserved > limit {
+		return &StreamFullError{Stream: c.top.Stream, MaxBytes: limit, Bytes: info.State.Bytes, Queued: queued, Reserved: reserved}
+	}
+	return nil
+}
+
+// fullError turns JetStream's refusal of a task for the stream's limits into
+// a *StreamFullError.
+func (c *Client) fullError(ctx context.Context, err error) error {
+	if !streamRefusedFull(err) {
+		return err
+	}
+	limit := int64(-1)
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
+	defer cancel()
+	if info, ierr := c.s.Info(ictx); ierr == nil {
+		limit = info.Config.MaxBytes
+	}
+	return fmt.Errorf("%w (%v)", &StreamFullError{Stream: c.top.Stream, MaxBytes: limit}, err)
+}
