@@ -301,28 +301,56 @@ func (c *Client) Wait(ctx context.Context, id string) (Outcome, error) {
 }
 
 // latestGen returns the stream sequence of the latest submission of task id:
-// its task message while it waits or runs, else (the task message is deleted
-// once the task is done) the generation its event log names.
+// its task message while it waits or runs, else (the task message is erased
+// once the task is done) the generation its event log names. A message
+// published on the id's subject whose envelope does not hold together (its
+// Nats-Msg-Id is not the id, say) is not a submission of the id and is
+// skipped.
 func (c *Client) latestGen(ctx context.Context, id string) (uint64, error) {
 	m, err := c.s.GetLastMsgForSubject(ctx, taskSubjectsFor(id))
-	if err == nil {
+	if err == nil && c.submissionOf(ctx, id, m) {
 		return m.Sequence, nil
 	}
-	if !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, err
 	}
-	em, err := c.s.GetLastMsgForSubject(ctx, eventSubject(id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, ErrNotFound
+	var best uint64
+	forged := map[uint64]bool{}
+	gens := map[uint64]bool{}
+	if err := walk(ctx, c.s, taskSubjectsFor(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+		if c.submissionOf(ctx, id, m) {
+			best = max(best, m.Sequence)
+		}
+	}); err != nil {
+		return 0, err
 	}
-	if err != nil {
+	if err := walk(ctx, c.s, eventSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+		if ev, ok := parseEvent(m.Data); ok && ev.Gen > 0 {
+			gens[ev.Gen] = true
+			forged[ev.Gen] = forged[ev.Gen] || ev.Code == CodeInvalidEnvelope
+		}
+	}); err != nil {
 		return 0, fmt.Errorf("read events of task %s: %w", id, err)
 	}
-	ev, ok := parseEvent(em.Data)
-	if !ok || ev.Gen == 0 {
+	for g := range gens {
+		if !forged[g] {
+			best = max(best, g)
+		}
+	}
+	if best == 0 {
 		return 0, ErrNotFound
 	}
-	return ev.Gen, nil
+	return best, nil
+}
+
+// submissionOf reports whether task message m is a submission of id, as
+// workers judge it (checkEnvelope, verifyReplay).
+func (c *Client) submissionOf(ctx context.Context, id string, m *jetstream.RawStreamMsg) bool {
+	t, _ := ParseTask(m.Data)
+	if checkEnvelope(id, m.Header, t) != nil {
+		return false
+	}
+	return m.Header.Get(headerMsgID) == id || verifyReplay(ctx, c.s, id, m.Sequence, m.Header, t) == nil
 }
 
 // waitGen waits for the outcome of generation gen of task id.

@@ -30,9 +30,12 @@ type job struct {
 	submitted time.Time
 	task      Task
 	invalid   error
-	deadline  time.Time
-	st        genState
-	log       *slog.Logger
+	// forged is set when the message's envelope (subject id, message id,
+	// id header) does not hold together: it is not a submission of its id.
+	forged   bool
+	deadline time.Time
+	st       genState
+	log      *slog.Logger
 	// thread is the plan thread held for this task (nil without a quota).
 	thread *planThread
 	// assumed is true while st is an assumption (first delivery), not a read.
@@ -81,7 +84,11 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 		FirstFailure: firstFail, LastFailure: lastFail, LastCode: lastCode, Attempts: attempts, Snoozes: snoozes}
 
 	if j.invalid != nil {
-		w.deadLetter(ctx, j, base, retry.ReasonInvalidTask, "INVALID_TASK", j.invalid.Error())
+		code := "INVALID_TASK"
+		if j.forged {
+			code = CodeInvalidEnvelope
+		}
+		w.deadLetter(ctx, j, base, retry.ReasonInvalidTask, code, j.invalid.Error())
 		return
 	}
 	act := w.cfg.Policy.Start(retry.StartInput{Attempts: attempts, LastCrashed: crashed, Deadline: j.deadline, Now: w.cfg.Now()})
@@ -98,6 +105,12 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 	// solve that could not be counted (a full stream, a broker outage) is
 	// never paid for, and every paid solve is in the audit trail.
 	start := w.cfg.Now()
+	if !w.room.take(ctx, start) {
+		j.log.Warn("the stream is full: no attempt starts that could not be recorded; it comes back later")
+		_ = m.NakWithDelay(w.heartbeat())
+		return
+	}
+	defer w.room.give()
 	ev := base
 	ev.Kind, ev.Attempts, ev.At, ev.Crashed = EventAttempt, attempts+1, start, crashed
 	if !w.record(ctx, j, ev) {
@@ -213,8 +226,16 @@ func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*job, error) {
 	// so that token always names a subject of its own for the outcome.
 	j.id = idFromSubject(m.Subject())
 	j.task, j.invalid = ParseTask(m.Data())
-	if j.invalid == nil {
-		j.invalid = checkEnvelope(j.id, m.Headers(), j.task)
+	if err := checkEnvelope(j.id, m.Headers(), j.task); err != nil {
+		j.invalid, j.forged = err, true
+	} else if m.Headers().Get(headerMsgID) != j.id {
+		var err error
+		if perr := w.patiently(ctx, j, func() error { err = verifyReplay(ctx, w.s, j.id, j.gen, m.Headers(), j.task); return ignoreForged(err) }); perr != nil {
+			return nil, perr
+		}
+		if err != nil {
+			j.invalid, j.forged = err, true
+		}
 	}
 	if j.invalid == nil {
 		j.invalid = j.task.validateShape()
@@ -247,14 +268,22 @@ func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*job, error) {
 // its own id. So no one can run a task under an id with another message id
 // (bypassing the duplicate window) or be mistaken for another task.
 func checkEnvelope(id string, h nats.Header, t Task) error {
+	if err := checkEnvelopeHeaders(id, h); err != nil {
+		return err
+	}
+	if t.ID != "" && t.ID != id {
+		return fmt.Errorf("id %q in the body differs from %q in the subject", truncate(t.ID, 70), id)
+	}
+	return nil
+}
+
+// checkEnvelopeHeaders is checkEnvelope without the body.
+func checkEnvelopeHeaders(id string, h nats.Header) error {
 	if err := ValidateID(id); err != nil {
 		return fmt.Errorf("subject: %w", err)
 	}
 	if hid := h.Get(HeaderTaskID); hid != "" && hid != id {
 		return fmt.Errorf("header %s %q differs from the id %q in the subject", HeaderTaskID, truncate(hid, 70), id)
-	}
-	if t.ID != "" && t.ID != id {
-		return fmt.Errorf("id %q in the body differs from %q in the subject", truncate(t.ID, 70), id)
 	}
 	switch msgID := h.Get(headerMsgID); {
 	case msgID == id:
@@ -266,6 +295,20 @@ func checkEnvelope(id string, h nats.Header, t Task) error {
 		return fmt.Errorf("header %s %q is not the task id %q", headerMsgID, truncate(msgID, 70), id)
 	}
 	return nil
+}
+
+// CodeInvalidEnvelope is the error code of a task message whose envelope
+// does not hold together (checkEnvelope): it ends dead with reason
+// invalid-task, and Wait(id) does not take it for a submission of its id.
+const CodeInvalidEnvelope = "INVALID_ENVELOPE"
+
+// ignoreForged is err unless it says a message is forged (a verdict, not a
+// failed read).
+func ignoreForged(err error) error {
+	if errors.Is(err, errForged) {
+		return nil
+	}
+	return err
 }
 
 // replayMsgID is the message id of a replay of dead letter deadSeq of task id.

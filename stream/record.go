@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
@@ -87,18 +88,36 @@ func loadGen(ctx context.Context, s jetstream.Stream, id string, gen uint64) (ge
 	// Walk the task's records from the generation's task message on, with
 	// direct reads (workers may not create consumers). A task has a
 	// handful of records per generation.
-	for seq := gen; seq <= st.seq; {
-		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(idSubjects(id)))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
-		if err != nil {
-			return genState{gen: gen}, fmt.Errorf("read the records of task %s: %w", id, err)
-		}
+	last := st.seq
+	err = walk(ctx, s, idSubjects(id), gen, last, func(m *jetstream.RawStreamMsg) {
 		st.fold(id, m.Subject, m.Header, m.Data, m.Sequence)
-		seq = m.Sequence + 1
+	})
+	if err != nil {
+		return genState{gen: gen}, fmt.Errorf("read the records of task %s: %w", id, err)
 	}
 	return st, nil
+}
+
+// walk calls fn with each message on subject (a wildcard is fine) from
+// sequence from up to upTo (0: to the end), in stream order, one direct read
+// each: for the few records of one task, where a consumer would cost more
+// and workers may not create one.
+func walk(ctx context.Context, s jetstream.Stream, subject string, from, upTo uint64, fn func(*jetstream.RawStreamMsg)) error {
+	for seq := max(from, 1); upTo == 0 || seq <= upTo; {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if upTo != 0 && m.Sequence > upTo {
+			return nil
+		}
+		fn(m)
+		seq = m.Sequence + 1
+	}
+	return nil
 }
 
 // errStateMoved means another delivery of the same generation recorded a
@@ -192,6 +211,10 @@ func (w *Worker) record(ctx context.Context, j *job, ev Event) bool {
 		err = w.store(ctx, j, r)
 	}
 	switch {
+	case errors.Is(err, errStateMoved) && j.st.outcome:
+		// An earlier delivery finished the generation and its ack was lost.
+		w.done(ctx, j)
+		return false
 	case errors.Is(err, errStateMoved):
 		j.log.Warn("another worker took the task over; dropping this delivery", slog.String("event", string(ev.Kind)))
 		return false
@@ -201,4 +224,48 @@ func (w *Worker) record(ctx context.Context, j *job, ev Event) bool {
 	}
 	w.observe(j, ev)
 	return true
+}
+
+// errForged marks an envelope check that failed on what the stream holds,
+// as opposed to a read that failed.
+var errForged = errors.New("not a submission of its id")
+
+// verifyReplay checks a task message that carries a replay's message id
+// (Client.Replay): anyone who may submit tasks could put one on a task of
+// their own, so it must name a dead letter of the same id with the same
+// task (method and parameters), or a replay record of the admin's must name
+// it. An error wrapping errForged says it does not; any other error is a
+// failed read.
+func verifyReplay(ctx context.Context, s jetstream.Stream, id string, gen uint64, h nats.Header, t Task) error {
+	deadSeq, err := strconv.ParseUint(h.Get(HeaderReplayedBy), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: header %s %q is not a sequence", errForged, HeaderReplayedBy, truncate(h.Get(HeaderReplayedBy), 30))
+	}
+	d, err := s.GetMsg(ctx, deadSeq)
+	switch {
+	case err == nil && d.Subject == deadSubject(id):
+		dt, perr := ParseTask(d.Data)
+		if perr == nil && dt.Method == t.Method && maps.Equal(dt.Params, t.Params) {
+			return nil
+		}
+		return fmt.Errorf("%w: the task differs from dead letter %d it claims to replay", errForged, deadSeq)
+	case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
+		return err
+	}
+	// The letter is gone (purged after the replay): the admin's replay
+	// record still names this task message.
+	found := false
+	err = walk(ctx, s, replaySubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+		var r Replay
+		if json.Unmarshal(m.Data, &r) == nil && r.DeadSeq == deadSeq && r.TaskSeq == gen {
+			found = true
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("%w: message %d is not a dead letter of %s, and no replay record names this task", errForged, deadSeq, id)
+	}
+	return nil
 }

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -82,22 +85,46 @@ func (c *Client) checkRoom(ctx context.Context, n int, size int64) error {
 	if limit <= 0 {
 		return nil
 	}
-	queued := 0
-	for _, wc := range workerConsumers() {
-		ci, err := c.s.Consumer(ctx, consumerName(wc.lane, wc.priority))
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("count queued tasks: %w", err)
-		}
-		queued += int(ci.CachedInfo().NumPending) + ci.CachedInfo().NumAckPending
+	queued, err := c.queuedTasks(ctx)
+	if err != nil {
+		return err
 	}
 	reserved := int64(queued+n) * reservePerTask
 	if int64(info.State.Bytes)+size+reserved > limit {
 		return &StreamFullError{Stream: c.top.Stream, MaxBytes: limit, Bytes: info.State.Bytes, Queued: queued, Reserved: reserved}
 	}
 	return nil
+}
+
+// queuedTasks counts the tasks that wait or run: what the workers'
+// consumers have pending or handed out, or, before any consumer exists, the
+// task messages in the stream.
+func (c *Client) queuedTasks(ctx context.Context) (int, error) {
+	queued := 0
+	for _, wc := range workerConsumers() {
+		ci, err := c.s.Consumer(ctx, consumerName(wc.lane, wc.priority))
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return c.taskMessages(ctx)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("count queued tasks: %w", err)
+		}
+		queued += int(ci.CachedInfo().NumPending) + ci.CachedInfo().NumAckPending
+	}
+	return queued, nil
+}
+
+// taskMessages counts the task messages in the stream.
+func (c *Client) taskMessages(ctx context.Context) (int, error) {
+	info, err := c.s.Info(ctx, jetstream.WithSubjectFilter(subjectAllTasks))
+	if err != nil {
+		return 0, fmt.Errorf("count queued tasks: %w", err)
+	}
+	n := 0
+	for _, k := range info.State.Subjects {
+		n += int(k)
+	}
+	return n, nil
 }
 
 // fullError turns JetStream's refusal of a task for the stream's limits into
@@ -113,4 +140,52 @@ func (c *Client) fullError(ctx context.Context, err error) error {
 		limit = info.Config.MaxBytes
 	}
 	return fmt.Errorf("%w (%v)", &StreamFullError{Stream: c.top.Stream, MaxBytes: limit}, err)
+}
+
+// workerRoom keeps a worker from starting attempts it could not record to
+// their end in a stream bounded by MaxBytes: an attempt starts only when
+// the stream has reservePerTask free for it and for every other attempt of
+// this worker still under way. Producers that keep room (Client) never let
+// it come to that; a stream filled to the last byte by raw publishers would
+// otherwise take the attempt events of many tasks, pay for their solves, and
+// have no room left for a single outcome.
+type workerRoom struct {
+	s        jetstream.Stream
+	maxBytes int64 // 0: unbounded, nothing to check
+	running  atomic.Int64
+	mu       sync.Mutex
+	bytes    uint64    // the stream's size when last read
+	read     time.Time // when
+}
+
+// roomRefresh is how long a reading of the stream's size is used.
+const roomRefresh = 100 * time.Millisecond
+
+// take reserves room for one attempt, reading the stream's size at most
+// every roomRefresh; false means no room (or the size could not be read).
+func (r *workerRoom) take(ctx context.Context, now time.Time) bool {
+	if r.maxBytes <= 0 {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now.Sub(r.read) >= roomRefresh {
+		info, err := r.s.Info(ctx)
+		if err != nil {
+			return false
+		}
+		r.bytes, r.read, r.maxBytes = info.State.Bytes, now, info.Config.MaxBytes
+	}
+	if r.maxBytes > 0 && int64(r.bytes)+(r.running.Load()+1)*reservePerTask > r.maxBytes {
+		return false
+	}
+	r.running.Add(1)
+	return true
+}
+
+// give returns the room of an attempt that ended (recorded or not).
+func (r *workerRoom) give() {
+	if r.maxBytes > 0 {
+		r.running.Add(-1)
+	}
 }

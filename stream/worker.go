@@ -102,6 +102,8 @@ type Worker struct {
 	timersStopped bool
 	// stopped is the refusal that stops the worker, once the service refused it.
 	stopped atomic.Pointer[FatalError]
+	// room keeps attempts from starting that a full stream could not record.
+	room *workerRoom
 }
 
 // stopWith notes why the worker stops: tasks handed back from now on say so.
@@ -155,7 +157,8 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, top: top, nc: nc, js: js, s: s, fatal: make(chan error, 1), wake: make(chan struct{}, 1),
-		log: cfg.Logger.With(slog.String("worker", cfg.Name)), plan: &planGate{js: js}, timers: map[*time.Timer]struct{}{}}
+		log: cfg.Logger.With(slog.String("worker", cfg.Name)), plan: &planGate{js: js}, timers: map[*time.Timer]struct{}{},
+		room: &workerRoom{s: s, maxBytes: s.CachedInfo().Config.MaxBytes}}
 	for _, wc := range workerConsumers() {
 		c, err := s.Consumer(ctx, consumerName(wc.lane, wc.priority))
 		if err != nil {
@@ -327,6 +330,10 @@ pull:
 	}
 	w.stopErasures()
 	w.background.Wait()
+	// Hand-backs (Nak) are not confirmed by the server: make sure they left
+	// before the caller closes the connection, so handed-back tasks come
+	// back at once rather than after the ack wait.
+	_ = w.nc.FlushTimeout(5 * time.Second)
 	return fatalErr
 }
 

@@ -127,9 +127,11 @@ func TestMalformedMessagesAreDeadLetteredAndWorkerGoesOn(t *testing.T) {
 		"mismatch":  `{"id":"other","method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://a.example/"}}`,
 		"hugeimage": `{"id":"hugeimage","method":"base64","params":{"body":"` + string(make([]byte, 0)) + bigBase64(1100*1024) + `"}}`,
 	}
+	gens := map[string]uint64{}
 	for id, body := range raw {
-		_, err := js.Publish(ctx, "captcha.tasks.fast.normal."+id, []byte(body))
+		ack, err := js.Publish(ctx, "captcha.tasks.fast.normal."+id, []byte(body), jetstream.WithMsgID(id))
 		require.NoError(t, err, id)
+		gens[id] = ack.Sequence
 	}
 	r, err := b.client.Submit(ctx, turnstileTask("after-garbage"))
 	require.NoError(t, err)
@@ -137,7 +139,7 @@ func TestMalformedMessagesAreDeadLetteredAndWorkerGoesOn(t *testing.T) {
 	require.NoError(t, err, "the worker still solves good tasks")
 
 	for id := range raw {
-		out, err := b.client.Wait(ctx, id)
+		out, err := b.client.waitGen(ctx, id, gens[id])
 		require.ErrorIs(t, err, ErrNotSolved, id)
 		require.Equal(t, string(retry.ReasonInvalidTask), out.Reason, id)
 		require.Equal(t, 1, b.count(t, deadSubject(id)), id)
