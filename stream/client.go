@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,6 +40,10 @@ type Client struct {
 	s   jetstream.Stream
 	cfg ClientConfig
 	top Topology
+	// limit is the stream's MaxBytes as read at limitRead (streamLimit).
+	limitMu   sync.Mutex
+	limit     int64
+	limitRead time.Time
 }
 
 // NewClient binds a producer to the CAPTCHA stream on nc, creating the stream
@@ -62,7 +67,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, js: js, s: s, cfg: cfg, top: top}, nil
+	return &Client{nc: nc, js: js, s: s, cfg: cfg, top: top, limit: s.CachedInfo().Config.MaxBytes, limitRead: time.Now()}, nil
 }
 
 // Receipt says where a submitted task went.

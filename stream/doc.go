@@ -6,14 +6,24 @@
 // and speaks no HTTP (package solver); stream/streamtest runs all of it inside
 // a Go test.
 //
-// Subjects (all in one stream, CAPTCHA, on captcha.>):
+// Subjects (all in one stream, CAPTCHA, which stores these and nothing else
+// under captcha.):
 //
-//	captcha.tasks.<lane>.<priority>.<id>  a task, Nats-Msg-Id = <id>
+//	captcha.tasks.<lane>.<priority>.<id>  a task, Nats-Msg-Id = <id>; lane fast|slow, priority high|normal
 //	captcha.events.<id>                   the task's life: attempts, retries, outcome (no token)
 //	captcha.results.<id>                  the outcome; a solved one carries the token and a TTL
 //	captcha.dead.<id>                     a dead letter: the original task plus headers
 //	captcha.replays.<id>                  a record that a dead letter was replayed
 //	captcha.anchor                        one message that never expires, at the head; clients ignore it
+//
+// Integrity: every record a worker writes for a task expects the last
+// sequence over captcha.*.<id> (the task's records, which producers cannot
+// write), so whether a generation already has its outcome is decided by
+// compare-and-set, never by message-id deduplication (record.go). A task
+// message is a submission of its id only if its envelope holds together
+// (checkEnvelope); finished task messages and expired tokens are erased from
+// the store's files (erase.go); a bounded stream keeps room for the records
+// of every queued task (room.go).
 //
 // Producers in other languages need only a NATS client: they publish a task
 // JSON on its task subject and read its outcome JSON from captcha.results.<id>

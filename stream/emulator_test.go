@@ -22,8 +22,16 @@ func emulator(t *testing.T, cfg fakeapi.Config, scale float64) (*fakeapi.Server,
 	api := fakeapi.New(cfg)
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
+	// A patient local deadline (half a minute of real time, whatever the
+	// scale): a solve held up by a loaded machine (the race detector, other
+	// tests) must not time out as LOCAL_TIMEOUT where the test checks
+	// what the service answered.
+	patience := map[string]time.Duration{}
+	for kind := range fakeapi.DefaultSolveTimes() {
+		patience[kind] = time.Duration(float64(30*time.Second) / scale)
+	}
 	c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
-		Timing: solver.Timing{Scale: scale}})
+		Timing: solver.Timing{Scale: scale, MaxWait: patience}})
 	require.NoError(t, err)
 	return api, c
 }

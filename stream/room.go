@@ -77,7 +77,10 @@ const jsErrCodeStreamStoreFailed jetstream.ErrorCode = 10077
 // stream, bounded by MaxBytes, would not keep room for the records of every
 // queued task after it.
 func (c *Client) checkRoom(ctx context.Context, n int, size int64) error {
-	info, err := c.s.Info(ctx)
+	if c.streamLimit(ctx) <= 0 {
+		return nil // unbounded: nothing to keep room in
+	}
+	info, err := untilAnswered(ctx, lookupTimeout, func(ctx context.Context) (*jetstream.StreamInfo, error) { return c.s.Info(ctx) })
 	if err != nil {
 		return fmt.Errorf("read the stream's size: %w", err)
 	}
@@ -94,6 +97,27 @@ func (c *Client) checkRoom(ctx context.Context, n int, size int64) error {
 		return &StreamFullError{Stream: c.top.Stream, MaxBytes: limit, Bytes: info.State.Bytes, Queued: queued, Reserved: reserved}
 	}
 	return nil
+}
+
+// limitRefresh is how long a Client trusts what it last read of the
+// stream's size limit.
+const limitRefresh = 30 * time.Second
+
+// streamLimit is the stream's MaxBytes as last read (at most limitRefresh
+// ago), so that an unbounded stream costs a submission no extra request. A
+// failed read keeps the last value.
+func (c *Client) streamLimit(ctx context.Context) int64 {
+	c.limitMu.Lock()
+	defer c.limitMu.Unlock()
+	if now := time.Now(); now.Sub(c.limitRead) >= limitRefresh {
+		rctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		info, err := c.s.Info(rctx)
+		cancel()
+		if err == nil {
+			c.limit, c.limitRead = info.Config.MaxBytes, now
+		}
+	}
+	return c.limit
 }
 
 // queuedTasks counts the tasks that wait or run: what the workers'
@@ -150,11 +174,14 @@ func (c *Client) fullError(ctx context.Context, err error) error {
 // otherwise take the attempt events of many tasks, pay for their solves, and
 // have no room left for a single outcome.
 type workerRoom struct {
-	s        jetstream.Stream
-	maxBytes int64 // 0: unbounded, nothing to check
+	s jetstream.Stream
+	// maxBytes is the stream's limit when the worker started; 0: unbounded,
+	// nothing to check.
+	maxBytes int64
 	running  atomic.Int64
 	mu       sync.Mutex
-	bytes    uint64    // the stream's size when last read
+	limit    int64     // the stream's limit when last read
+	bytes    uint64    // the stream's size then
 	read     time.Time // when
 }
 
@@ -174,9 +201,9 @@ func (r *workerRoom) take(ctx context.Context, now time.Time) bool {
 		if err != nil {
 			return false
 		}
-		r.bytes, r.read, r.maxBytes = info.State.Bytes, now, info.Config.MaxBytes
+		r.bytes, r.read, r.limit = info.State.Bytes, now, info.Config.MaxBytes
 	}
-	if r.maxBytes > 0 && int64(r.bytes)+(r.running.Load()+1)*reservePerTask > r.maxBytes {
+	if r.limit > 0 && int64(r.bytes)+(r.running.Load()+1)*reservePerTask > r.limit {
 		return false
 	}
 	r.running.Add(1)

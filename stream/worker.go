@@ -197,14 +197,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	pullCtx, stopPulling := context.WithCancel(ctx)
 	defer stopPulling()
 
-	sub, err := w.nc.Subscribe(subjectAllTasks, func(m *nats.Msg) {
-		w.news(m.Subject)
-		w.poke()
-	})
-	if err != nil {
-		return fmt.Errorf("subscribe to new tasks: %w", err)
+	// One subscription per consumer's subjects, not captcha.tasks.>: a
+	// publish on a subject the stream does not store then has no listener
+	// at all, and its publisher learns at once (no responders) instead of
+	// waiting out its timeout.
+	for _, wc := range workerConsumers() {
+		sub, err := w.nc.Subscribe(taskFilter(wc.lane, wc.priority), func(m *nats.Msg) {
+			w.news(m.Subject)
+			w.poke()
+		})
+		if err != nil {
+			return fmt.Errorf("subscribe to new tasks: %w", err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
 	}
-	defer func() { _ = sub.Unsubscribe() }()
 
 	free := make(chan struct{}, w.cfg.Threads)
 	for range w.cfg.Threads {

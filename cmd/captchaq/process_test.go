@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -201,4 +202,34 @@ func TestPlanQuotaAcrossWorkerProcesses(t *testing.T) {
 	}))
 	require.Equal(t, 90, solved)
 	require.Equal(t, 15, api.Stats().MaxConcurrent)
+}
+
+// `captchaq submit` against a full stream exits at once with the reason and
+// the flag that sets the limit, and submits nothing of the file.
+func TestSubmitToAFullStreamSaysSo(t *testing.T) {
+	t.Parallel()
+	top := stream.Topology{MaxBytes: 16 << 10}
+	url, js, client := listeningServer(t, top)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := 0; ; i++ {
+		_, err := client.Submit(ctx, stream.Task{ID: fmt.Sprintf("fill%02d", i), Method: "turnstile",
+			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/checkout"}})
+		if errors.Is(err, stream.ErrStreamFull) {
+			break
+		}
+		require.NoError(t, err)
+	}
+	s, err := js.Stream(ctx, stream.DefaultStream)
+	require.NoError(t, err)
+	before, err := s.Info(ctx)
+	require.NoError(t, err)
+	p := startProc(t, nil, "submit", "--nats", url, filepath.Join("..", "..", "testdata", "tasks.jsonl"))
+	require.Equal(t, 1, p.wait(30*time.Second), "exit status")
+	out := p.output()
+	require.Contains(t, out, "is full")
+	require.Contains(t, out, "--max-bytes")
+	after, err := s.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before.State.Msgs, after.State.Msgs, "nothing of the file was submitted")
 }

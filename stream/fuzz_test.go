@@ -1,0 +1,241 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver"
+)
+
+// Whatever a producer publishes under captcha.tasks.> (any subject, any
+// headers, any body), every message the stream accepts ends with exactly
+// one outcome of its own generation, and every paid solve is the message's
+// own task. The random test runs a fresh mix on every run (the seed is
+// logged; CAPTCHAQ_FUZZ_SEED replays one); FuzzTaskMessage lets `go test
+// -fuzz FuzzTaskMessage ./stream/` search for more.
+
+// fuzzRig is one server and worker shared by the messages of a run.
+type fuzzRig struct {
+	ns     *server.Server
+	js     jetstream.JetStream
+	s      jetstream.Stream
+	mu     sync.Mutex
+	solved map[string]int // solves by site key
+}
+
+func newFuzzRig(t testing.TB) *fuzzRig {
+	ns, err := StartServer(ServerConfig{StoreDir: t.TempDir(), LazySync: true})
+	require.NoError(t, err)
+	r := &fuzzRig{ns: ns, solved: map[string]int{}}
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	require.NoError(t, err)
+	r.js, err = jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	top := Topology{AckWait: 2 * time.Second, DuplicateWindow: time.Minute}
+	r.s, err = EnsureTopology(ctx, r.js, top, true)
+	require.NoError(t, err)
+	wnc, err := nats.Connect("", nats.InProcessServer(ns))
+	require.NoError(t, err)
+	w, err := NewWorker(ctx, wnc, WorkerConfig{Topology: top, Threads: 8, IdleCheck: 20 * time.Millisecond,
+		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.solved[req.Params["sitekey"]]++
+			b, _ := json.Marshal("tok-" + req.Params["sitekey"])
+			return solver.Answer{Solution: b, CaptchaID: "1"}, nil
+		})})
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(wctx) }()
+	cleanup := func() {
+		stop()
+		<-done
+		wnc.Close()
+		nc.Close()
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}
+	if tt, ok := t.(interface{ Cleanup(func()) }); ok {
+		tt.Cleanup(cleanup)
+	}
+	return r
+}
+
+// fuzzMsg is one message a producer might publish.
+type fuzzMsg struct {
+	subject string
+	headers map[string]string
+	body    string
+}
+
+// publish sends m and returns its generation, 0 when the stream did not
+// accept it as a new message.
+func (r *fuzzRig) publish(t testing.TB, m fuzzMsg) uint64 {
+	msg := nats.NewMsg(m.subject)
+	msg.Data = []byte(m.body)
+	for k, v := range m.headers {
+		msg.Header.Set(k, v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	// No retries on "no responders": nats.go waits half a second for a
+	// stream that may be starting; here none will.
+	ack, err := r.js.PublishMsg(ctx, msg, jetstream.WithRetryAttempts(0))
+	if err != nil || ack.Duplicate {
+		return 0
+	}
+	return ack.Sequence
+}
+
+// check waits for the outcome of generation gen of the message published on
+// subject and checks it is the only one, and that a solved outcome is the
+// message's own task's.
+func (r *fuzzRig) check(t testing.TB, subject string, gen uint64, sitekey string) {
+	id := idFromSubject(subject)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var outs []Outcome
+	for ctx.Err() == nil {
+		outs = outs[:0]
+		err := walk(ctx, r.s, resultSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+			if genOf(m.Header) == gen {
+				var o Outcome
+				if json.Unmarshal(m.Data, &o) == nil {
+					outs = append(outs, o)
+				}
+			}
+		})
+		require.NoError(t, err)
+		if len(outs) > 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling the stream: the outcome is an event we cannot subscribe to here
+	}
+	require.Len(t, outs, 1, "message %d on %s: want exactly one outcome", gen, subject)
+	if outs[0].Status == StatusSolved && sitekey != "" {
+		require.Equal(t, `"tok-`+sitekey+`"`, string(outs[0].Solution), "message %d on %s got another task's token", gen, subject)
+	}
+}
+
+// randomMsg makes the n-th message of a run: a mix of valid tasks and every
+// kind of wrong envelope.
+func randomMsg(rng *rand.Rand, n int, ids []string) (fuzzMsg, string) {
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	id := ids[rng.IntN(len(ids))]
+	other := ids[rng.IntN(len(ids))]
+	sitekey := fmt.Sprintf("0xK%04d", n)
+	subject := pick("captcha.tasks.fast.normal.", "captcha.tasks.fast.high.", "captcha.tasks.slow.normal.", "captcha.tasks.slow.high.",
+		"captcha.tasks.fast.urgent.", "captcha.tasks.", "captcha.tasks.fast.normal.x.") + id
+	h := map[string]string{}
+	switch rng.IntN(6) {
+	case 0, 1, 2:
+		h[headerMsgID] = id
+	case 3:
+		h[headerMsgID] = pick("result.", "dead.") + other + "." + strconv.Itoa(rng.IntN(50))
+	case 4:
+		h[headerMsgID] = replayMsgID(id, strconv.Itoa(rng.IntN(50)))
+		h[HeaderReplayedBy] = strconv.Itoa(rng.IntN(50))
+	}
+	if rng.IntN(4) == 0 {
+		h[HeaderTaskID] = pick(id, other)
+	}
+	for _, k := range []string{HeaderGen, HeaderReason, HeaderAttempts, HeaderError, HeaderSubject, HeaderReplayedBy, HeaderClient} {
+		if rng.IntN(8) == 0 {
+			h[k] = pick("1", "forged", "99", "")
+		}
+	}
+	if rng.IntN(10) == 0 {
+		h["Nats-Expected-Last-Sequence"] = strconv.Itoa(rng.IntN(3))
+	}
+	body := pick(
+		`{"method":"turnstile","params":{"sitekey":"`+sitekey+`","pageurl":"https://shop.example/p"}}`,
+		`{"method":"turnstile","params":{"sitekey":"`+sitekey+`","pageurl":"https://shop.example/p"}}`,
+		`{"id":"`+other+`","method":"turnstile","params":{"sitekey":"`+sitekey+`","pageurl":"https://shop.example/p"}}`,
+		`{"method":"turnstile","prority":"high","params":{"sitekey":"`+sitekey+`"}}`,
+		`{{ not json`, ``)
+	return fuzzMsg{subject: subject, headers: h, body: body}, sitekey
+}
+
+func TestRandomTaskMessagesEachEndOnce(t *testing.T) {
+	t.Parallel()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("CAPTCHAQ_FUZZ_SEED"); s != "" {
+		var err error
+		seed, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err)
+	}
+	t.Logf("seed %d (CAPTCHAQ_FUZZ_SEED=%d replays it)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	r := newFuzzRig(t)
+	ids := []string{strings.Repeat("z", 65), "order#5", "café"}
+	for i := range 24 {
+		ids = append(ids, fmt.Sprintf("id-%d", i))
+	}
+	type accepted struct {
+		subject, sitekey string
+		gen              uint64
+	}
+	var got []accepted
+	for n := range 150 {
+		m, sitekey := randomMsg(rng, n, ids)
+		if gen := r.publish(t, m); gen > 0 {
+			got = append(got, accepted{m.subject, sitekey, gen})
+		}
+	}
+	require.NotEmpty(t, got)
+	for _, a := range got {
+		r.check(t, a.subject, a.gen, a.sitekey)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, n := range r.solved {
+		require.Equal(t, 1, n, "site key %s solved %d times", k, n)
+	}
+	t.Logf("%d messages accepted, %d solved", len(got), len(r.solved))
+}
+
+// FuzzTaskMessage publishes one message per input under captcha.tasks.> and
+// checks that, if the stream accepts it, it ends with exactly one outcome.
+func FuzzTaskMessage(f *testing.F) {
+	f.Add("fast.normal.f1", "f1", "", `{"method":"turnstile","params":{"sitekey":"0xF","pageurl":"https://a.example/"}}`)
+	f.Add("fast.normal.f2", "result.f1.3", "", `{"method":"turnstile","params":{"sitekey":"0xF","pageurl":"https://a.example/"}}`)
+	f.Add("slow.high.f3", "f3", "f1", `{"method":"userrecaptcha","params":{"googlekey":"k","pageurl":"https://a.example/"}}`)
+	f.Add("fast.normal.f4", "f4.replay.2", "", `{"method":"turnstile","params":{}}`)
+	f.Add("fast.urgent.f5", "f5", "", `{}`)
+	rig := newFuzzRig(f)
+	var n atomic.Int64
+	f.Fuzz(func(t *testing.T, subject, msgID, taskID, body string) {
+		sitekey := ""
+		if strings.Contains(body, `"0xF"`) {
+			sitekey = fmt.Sprintf("0xZ%d", n.Add(1))
+			body = strings.ReplaceAll(body, `"0xF"`, `"`+sitekey+`"`)
+		}
+		m := fuzzMsg{subject: "captcha.tasks." + subject, headers: map[string]string{}, body: body}
+		if msgID != "" {
+			m.headers[headerMsgID] = msgID
+		}
+		if taskID != "" {
+			m.headers[HeaderTaskID] = taskID
+		}
+		if gen := rig.publish(t, m); gen > 0 {
+			rig.check(t, m.subject, gen, sitekey)
+		}
+	})
+}
