@@ -233,3 +233,42 @@ func TestSubmitToAFullStreamSaysSo(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, before.State.Msgs, after.State.Msgs, "nothing of the file was submitted")
 }
+
+// A worker process the service refuses (a wrong key) stops and hands its
+// tasks back at once, saying why: a worker with a good key solves them long
+// before the 30-s ack wait would have brought them back.
+func TestRefusedWorkerProcessHandsBackAtOnce(t *testing.T) {
+	t.Parallel()
+	url, _, client := listeningServer(t, stream.Topology{})
+	_, emu := emulatorURL(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: {Min: 100 * time.Millisecond, Max: 100 * time.Millisecond}}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var receipts []stream.Receipt
+	for _, id := range []string{"rk-1", "rk-2"} {
+		r, err := client.Submit(ctx, stream.Task{ID: id, Method: "turnstile",
+			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/checkout"}})
+		require.NoError(t, err)
+		receipts = append(receipts, r)
+	}
+	bad := startProc(t, []string{"CAPTCHAAI_API_KEY=ffffffffffffffffffffffffffffffff"}, "worker", "--nats", url, "--solver-url", emu, "--threads", "2")
+	require.NotZero(t, bad.wait(30*time.Second), "the refused worker exits with an error")
+	require.Contains(t, bad.output(), "ERROR_KEY_DOES_NOT_EXIST")
+
+	good := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu, "--poll-scale", "0.01")
+	defer good.kill()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second) // a third of the ack wait
+	defer wcancel()
+	n := 0
+	require.NoError(t, client.WaitAll(wctx, receipts, func(o stream.Outcome, err error) {
+		require.NoError(t, err, o.ID)
+		n++
+	}))
+	require.Equal(t, 2, n)
+	tr, err := client.Trace(ctx, "rk-1")
+	require.NoError(t, err)
+	var codes []string
+	for _, e := range tr {
+		codes = append(codes, string(e.Kind)+":"+e.Code)
+	}
+	require.Contains(t, codes, "handback:ERROR_KEY_DOES_NOT_EXIST", "the refusal is recorded as what it was: %v", codes)
+}
