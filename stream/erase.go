@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,6 +31,12 @@ const (
 	eraseMargin = 30 * time.Second
 	// eraseSweepEvery is how often RunTokenEraser looks for expired tokens.
 	eraseSweepEvery = 10 * time.Second
+	// eraseMaxLag is how long a message may wait for its erasure; past it
+	// the eraser deletes it without erasing (eraser.run).
+	eraseMaxLag = 10 * time.Second
+	// eraseGrace is how long a stopping worker waits for its queued
+	// erasures.
+	eraseGrace = 10 * time.Second
 	// eraseWindow is how far back RunTokenEraser looks: the longest token
 	// lifetime it covers, plus the margin and a sweep.
 	eraseWindow = 15 * time.Minute
@@ -41,18 +48,119 @@ func tokenTTL(expires, now time.Time) time.Duration {
 	return max((expires.Sub(now) + eraseMargin + time.Second - 1).Truncate(time.Second), time.Second)
 }
 
-// erase overwrites message seq of the stream in the background; what names
-// it in a log line.
-func (w *Worker) erase(ctx context.Context, seq uint64, what string) {
-	w.background.Add(1)
-	go func() {
-		defer w.background.Done()
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := w.s.SecureDeleteMsg(dctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			w.log.Warn("erase "+what, slog.Uint64("seq", seq), slog.Any("error", err))
+// erase queues message seq of the stream for erasure; what names it in a
+// log line.
+func (w *Worker) erase(_ context.Context, seq uint64, what string) {
+	w.eraser.add(seq, what)
+}
+
+// eraser erases messages one at a time, in the order asked, beside the
+// worker's threads. One at a time, because nats-server erases a message by
+// rewriting its whole block file (up to 8 MB, fsynced): erasures sent all at
+// once would queue up in the server ahead of every other request of the
+// stream, while one at a time they take their turn and a backlog waits here.
+// bench/FINDINGS.md measures the cost.
+type eraser struct {
+	s     jetstream.Stream
+	log   *slog.Logger
+	mu    sync.Mutex
+	queue []eraseJob
+	wake  chan struct{}
+	// idle is closed while nothing is queued or being erased, and
+	// replaced when an erasure is queued.
+	idle       chan struct{}
+	idleClosed bool
+	// skipped counts messages deleted unerased since warned.
+	skipped int
+	warned  time.Time
+}
+
+type eraseJob struct {
+	seq    uint64
+	what   string
+	queued time.Time
+}
+
+func newEraser(s jetstream.Stream, log *slog.Logger) *eraser {
+	idle := make(chan struct{})
+	close(idle)
+	return &eraser{s: s, log: log, wake: make(chan struct{}, 1), idle: idle, idleClosed: true}
+}
+
+func (e *eraser) add(seq uint64, what string) {
+	e.mu.Lock()
+	if e.idleClosed {
+		e.idle, e.idleClosed = make(chan struct{}), false
+	}
+	e.queue = append(e.queue, eraseJob{seq, what, time.Now()})
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run erases what is queued until ctx ends.
+func (e *eraser) run(ctx context.Context) {
+	for {
+		e.mu.Lock()
+		if len(e.queue) == 0 {
+			if !e.idleClosed {
+				close(e.idle)
+				e.idleClosed = true
+			}
+			e.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.wake:
+			}
+			continue
 		}
-	}()
+		job := e.queue[0]
+		e.mu.Unlock()
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		var err error
+		if time.Since(job.queued) > eraseMaxLag {
+			// Behind: a message waiting here stays readable through the
+			// stream's API. Delete it at once instead; its bytes stay on
+			// disk until the server compacts its block.
+			err = e.s.DeleteMsg(dctx, job.seq)
+			e.behind(time.Now())
+		} else {
+			err = e.s.SecureDeleteMsg(dctx, job.seq)
+		}
+		cancel()
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			if ctx.Err() != nil {
+				return
+			}
+			e.log.Warn("erase "+job.what, slog.Uint64("seq", job.seq), slog.Any("error", err))
+		}
+		e.mu.Lock()
+		e.queue = e.queue[1:]
+		e.mu.Unlock()
+	}
+}
+
+// behind counts a message deleted without erasing its bytes, and says so in
+// the log at most once a minute.
+func (e *eraser) behind(now time.Time) {
+	e.skipped++
+	if now.Sub(e.warned) < time.Minute {
+		return
+	}
+	e.log.Warn("erasing falls behind: messages deleted without erasing their bytes, which stay on disk until the server compacts their blocks",
+		slog.Int("messages", e.skipped), slog.Duration("max_lag", eraseMaxLag))
+	e.skipped, e.warned = 0, now
+}
+
+// drained returns a channel closed once nothing is queued, and how many
+// erasures are queued now.
+func (e *eraser) drained() (<-chan struct{}, int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.idle, len(e.queue)
 }
 
 // eraseAt erases the outcome at seq when its token expires at at. Erasures

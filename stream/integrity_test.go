@@ -308,7 +308,7 @@ func TestStreamFullToTheLastByteNeverPays(t *testing.T) {
 	require.Eventually(t, func() bool { return outcomes() >= 3 }, 20*time.Second, 10*time.Millisecond, "tasks are solved once there is room")
 	// Every paid solve ends with its outcome stored.
 	require.Eventually(t, func() bool { return int(solves.Load()) == outcomes() }, 20*time.Second, 10*time.Millisecond,
-		"paid solves without an outcome")
+		"paid solves without an outcome: %d solves, %d outcomes", solves.Load(), outcomes())
 }
 
 // lineCounter counts the log lines that contain want.

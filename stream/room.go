@@ -183,6 +183,7 @@ type workerRoom struct {
 	limit    int64     // the stream's limit when last read
 	bytes    uint64    // the stream's size then
 	read     time.Time // when
+	ended    int64     // attempts ended since then, whose records the reading may not hold
 }
 
 // roomRefresh is how long a reading of the stream's size is used.
@@ -201,9 +202,9 @@ func (r *workerRoom) take(ctx context.Context, now time.Time) bool {
 		if err != nil {
 			return false
 		}
-		r.bytes, r.read, r.limit = info.State.Bytes, now, info.Config.MaxBytes
+		r.bytes, r.read, r.limit, r.ended = info.State.Bytes, now, info.Config.MaxBytes, 0
 	}
-	if r.limit > 0 && int64(r.bytes)+(r.running.Load()+1)*reservePerTask > r.limit {
+	if r.limit > 0 && int64(r.bytes)+(r.running.Load()+r.ended+1)*reservePerTask > r.limit {
 		return false
 	}
 	r.running.Add(1)
@@ -213,6 +214,9 @@ func (r *workerRoom) take(ctx context.Context, now time.Time) bool {
 // give returns the room of an attempt that ended (recorded or not).
 func (r *workerRoom) give() {
 	if r.maxBytes > 0 {
+		r.mu.Lock()
+		r.ended++
+		r.mu.Unlock()
 		r.running.Add(-1)
 	}
 }

@@ -90,8 +90,10 @@ type Worker struct {
 	fatal chan error
 	turn  int // rotates the lane looked at first, so lanes share fairly
 	plan  *planGate
-	// background counts deletes of finished task messages still under way.
+	// background counts work a task's handling left running after it.
 	background sync.WaitGroup
+	// eraser erases finished task messages and expired tokens.
+	eraser *eraser
 	// wake tells an idle dispatch loop to look for tasks now.
 	wake chan struct{}
 	// ackWait is the shortest ack wait of the workers' consumers.
@@ -159,6 +161,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	w := &Worker{cfg: cfg, top: top, nc: nc, js: js, s: s, fatal: make(chan error, 1), wake: make(chan struct{}, 1),
 		log: cfg.Logger.With(slog.String("worker", cfg.Name)), plan: &planGate{js: js}, timers: map[*time.Timer]struct{}{},
 		room: &workerRoom{s: s, maxBytes: s.CachedInfo().Config.MaxBytes}}
+	w.eraser = newEraser(s, w.log)
 	for _, wc := range workerConsumers() {
 		c, err := s.Consumer(ctx, consumerName(wc.lane, wc.priority))
 		if err != nil {
@@ -194,6 +197,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	// hard outlives ctx by the grace period: in-flight solves run under it.
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()
+	erasing, stopErasing := context.WithCancel(context.WithoutCancel(ctx))
+	erased := make(chan struct{})
+	go func() { defer close(erased); w.eraser.run(erasing) }()
+	defer func() { stopErasing(); <-erased }()
 	pullCtx, stopPulling := context.WithCancel(ctx)
 	defer stopPulling()
 
@@ -336,6 +343,18 @@ pull:
 	}
 	w.stopErasures()
 	w.background.Wait()
+	// Finished task messages still to erase get a moment; what is left
+	// then keeps its bytes on disk until the server compacts its block.
+	if idle, n := w.eraser.drained(); n > 0 {
+		select {
+		case <-idle:
+		case <-time.After(eraseGrace):
+			if _, n := w.eraser.drained(); n > 0 {
+				w.log.Warn("stopping with messages not yet erased: their bytes stay on disk until the server compacts their blocks",
+					slog.Int("messages", n))
+			}
+		}
+	}
 	// Hand-backs (Nak) are not confirmed by the server: make sure they left
 	// before the caller closes the connection, so handed-back tasks come
 	// back at once rather than after the ack wait.
