@@ -27,7 +27,8 @@ type Request struct {
 // Answer is a solved captcha.
 type Answer struct {
 	// Solution is the answer as JSON: a JSON string for tokens and text, an
-	// object for GeeTest ({challenge, validate, seccode}).
+	// object for GeeTest as the service sends it (v3: geetest_challenge,
+	// geetest_validate, geetest_seccode; see GeeTest and GeeTestV4).
 	Solution json.RawMessage
 	// UserAgent is the user agent the token is bound to, when the service says
 	// (Turnstile).

@@ -779,10 +779,13 @@ func (s *Server) answer(c *captcha) (json.RawMessage, string) {
 		}
 		return str("0." + s.token(c.id, 240)), ua
 	case KindGeeTest:
+		// The service's field names (CaptchaAI-Examples,
+		// articles/how-to-solve-geetest-v3-using-api/README.md).
+		validate := s.hex(32)
 		obj, _ := json.Marshal(map[string]string{
-			"challenge": c.params["challenge"],
-			"validate":  s.hex(32),
-			"seccode":   s.hex(32) + "|jordan",
+			"geetest_challenge": c.params["challenge"],
+			"geetest_validate":  validate,
+			"geetest_seccode":   validate + "|jordan",
 		})
 		if s.cfg.GeeTestAsString {
 			return str(string(obj)), ""
