@@ -142,9 +142,10 @@ func (w *pollWaiter) take() []pollNews {
 }
 
 // add registers captcha id of kind as waiting, or returns nil when batching
-// is off or the kind's answers do not survive a batch reply (GeeTest).
+// is off or the kind's answers do not survive a batch reply (GeeTest
+// objects; a Cloudflare cookie without its user_agent).
 func (b *batcher) add(id, kind string) *pollWaiter {
-	if kind == KindGeeTest {
+	if kind == KindGeeTest || kind == KindGeeTestV4 || kind == KindCloudflare {
 		return nil
 	}
 	b.mu.Lock()

@@ -26,6 +26,10 @@ var fastSolve = map[string]fakeapi.Range{
 	fakeapi.KindGeeTest:     {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
 	fakeapi.KindImage:       {Min: 1 * time.Millisecond, Max: 5 * time.Millisecond},
 	fakeapi.KindGrid:        {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
+	fakeapi.KindGeeTestV4:   {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
+	fakeapi.KindHCaptcha:    {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
+	fakeapi.KindCloudflare:  {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
+	fakeapi.KindBLS:         {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
 }
 
 // fastTiming polls in milliseconds: first poll 5–15 ms, then every 5 ms (the
@@ -37,8 +41,13 @@ var fastTiming = solver.Timing{Scale: 0.001}
 // scaled (120–180 ms) are shorter than a few polls take on a loaded
 // machine under the race detector, and a test that does not test the
 // deadline must not meet it.
-var patientMaxWait = map[string]time.Duration{solver.KindRecaptcha: time.Hour, solver.KindRecaptchaV3: time.Hour,
-	solver.KindTurnstile: time.Hour, solver.KindGeeTest: time.Hour, solver.KindImage: time.Hour, solver.KindGrid: time.Hour}
+var patientMaxWait = func() map[string]time.Duration {
+	m := map[string]time.Duration{}
+	for _, k := range solver.Kinds() {
+		m[k] = time.Hour
+	}
+	return m
+}()
 
 // bundle is what a test needs: an emulator, its HTTP server and a client.
 type bundle struct {

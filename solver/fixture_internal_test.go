@@ -102,6 +102,15 @@ func TestFixtureAnswers(t *testing.T) {
 // checkTyped reads a with the typed accessor of fx's method.
 func checkTyped(fx serviceFixture, a Answer) error {
 	switch {
+	case fx.Method == "geetest" && fx.Params["version"] == "4":
+		_, err := a.GeeTestV4()
+		return err
+	case fx.Method == "cloudflare_challenge":
+		_, err := a.Cloudflare()
+		return err
+	case fx.Method == "bls":
+		_, err := a.Cells()
+		return err
 	case fx.Method == "geetest":
 		_, err := a.GeeTest()
 		return err

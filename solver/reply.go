@@ -2,6 +2,7 @@ package solver
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +19,8 @@ type reply struct {
 	// text is the request as text: the string's contents, the number's digits,
 	// or for an object its JSON.
 	text string
-	// userAgent is the "useragent" field (Turnstile), if any.
+	// userAgent is the "useragent" field (Turnstile) or the "user_agent"
+	// field (cloudflare_challenge), if any.
 	userAgent string
 }
 
@@ -75,10 +77,11 @@ func parseBody(body []byte, key string) (r reply, code string, err error) {
 
 // jsonReply is the JSON form of a reply.
 type jsonReply struct {
-	Status    json.RawMessage `json:"status"`
-	Request   json.RawMessage `json:"request"`
-	UserAgent string          `json:"useragent"`
-	ErrorText string          `json:"error_text"`
+	Status     json.RawMessage `json:"status"`
+	Request    json.RawMessage `json:"request"`
+	UserAgent  string          `json:"useragent"`  // Turnstile
+	UserAgent2 string          `json:"user_agent"` // cloudflare_challenge
+	ErrorText  string          `json:"error_text"`
 }
 
 func parseJSON(b []byte, key string) (reply, string, error) {
@@ -111,7 +114,7 @@ func parseJSON(b []byte, key string) (reply, string, error) {
 		}
 		return reply{}, code, nil
 	}
-	r := reply{value: append(json.RawMessage(nil), req...), userAgent: j.UserAgent}
+	r := reply{value: append(json.RawMessage(nil), req...), userAgent: cmp.Or(j.UserAgent, j.UserAgent2)}
 	switch req[0] {
 	case '"':
 		if err := json.Unmarshal(req, &r.text); err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxImageSize is the largest image the service accepts, decoded: 1024 KB.
@@ -58,8 +59,8 @@ var imageParams = map[string]param{
 	"calc":             {check: intRange(0, 1)},
 	"language":         {check: intRange(0, 2)},
 	"lang":             {check: maxLen(8)},
-	"textinstructions": {check: maxLen(140)},
-	"instructions":     {check: maxLen(140)},
+	"textinstructions": {check: maxChars(140)},
+	"instructions":     {check: maxChars(140)},
 	"imginstructions":  {check: checkImage},
 	"recaptcha":        {check: intRange(0, 1)},
 	"recaptcharows":    {check: intRange(1, 6)},
@@ -97,12 +98,50 @@ var methods = map[string]method{
 			"pagedata": {check: maxLen(4096)},
 		},
 	},
+	// GeeTest v3 (gt, challenge) and, with version=4, v4 (gt is the
+	// captcha_id, no challenge): CaptchaAI-Examples,
+	// articles/how-to-solve-geetest-v3-using-api/ and
+	// articles/how-to-solve-geetest-v4-using-api/.
 	"geetest": {
 		params: map[string]param{
 			"gt":         {required: true, check: checkKey},
-			"challenge":  {required: true, check: checkKey},
+			"challenge":  {check: checkKey},
 			"pageurl":    {required: true, check: checkPageURL},
 			"api_server": {check: checkHost},
+			"version":    {check: oneOf("3", "4")},
+		},
+		cross: func(m string, p map[string]string) *ValidationError {
+			if _, ok := p["challenge"]; !ok && p["version"] != "4" {
+				return &ValidationError{"params.challenge", "required for method " + m + " (GeeTest v3; v4 takes version=4 and no challenge)"}
+			}
+			return nil
+		},
+	},
+	// CaptchaAI-Examples, articles/how-to-solve-hcaptcha-using-api/.
+	"hcaptcha": {
+		params: map[string]param{
+			"sitekey":   {required: true, check: checkKey},
+			"pageurl":   {required: true, check: checkPageURL},
+			"invisible": {check: intRange(0, 1)},
+			"data":      {check: maxLen(4096)},
+		},
+	},
+	// The service opens the page through the task's proxy, so proxy and
+	// proxytype are required: CaptchaAI-Examples,
+	// articles/how-to-solve-cloudflare-challenge-using-api/.
+	"cloudflare_challenge": {
+		params: map[string]param{
+			"pageurl":   {required: true, check: checkPageURL},
+			"proxy":     {required: true, check: checkProxy},
+			"proxytype": {required: true, check: oneOf("HTTP", "HTTPS", "SOCKS4", "SOCKS5")},
+		},
+	},
+	// CaptchaAI-Examples, articles/how-to-solve-bls-captcha-step-by-step/
+	// README.md: body and textinstructions, both required.
+	"bls": {
+		params: map[string]param{
+			"body":             {required: true, check: checkImage},
+			"textinstructions": {required: true, check: maxChars(140)},
 		},
 	},
 	"post": {
@@ -240,6 +279,21 @@ func maxLen(n int) func(string) string {
 	}
 }
 
+// maxChars limits a text to n characters (not bytes): the service counts
+// characters, so 140 Cyrillic letters are as fine as 140 Latin ones. The
+// text must be UTF-8.
+func maxChars(n int) func(string) string {
+	return func(v string) string {
+		if !utf8.ValidString(v) {
+			return "must be UTF-8 text"
+		}
+		if c := utf8.RuneCountInString(v); c > n {
+			return fmt.Sprintf("longer than %d characters (%d)", n, c)
+		}
+		return ""
+	}
+}
+
 func checkScore(v string) string {
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || f < 0.1 || f > 0.9 {
@@ -348,13 +402,23 @@ func imageType(b []byte) string {
 
 // Kinds of captcha that poll on their own timing (see Kind).
 const (
-	KindRecaptcha   = "recaptcha"    // userrecaptcha v2, invisible, enterprise
-	KindRecaptchaV3 = "recaptcha_v3" // userrecaptcha version=v3
-	KindTurnstile   = "turnstile"    // turnstile
-	KindGeeTest     = "geetest"      // geetest (v3)
-	KindImage       = "image"        // post and base64
-	KindGrid        = "grid"         // post and base64 with recaptcha=1
+	KindRecaptcha   = "recaptcha"            // userrecaptcha v2, invisible, enterprise
+	KindRecaptchaV3 = "recaptcha_v3"         // userrecaptcha version=v3
+	KindTurnstile   = "turnstile"            // turnstile
+	KindGeeTest     = "geetest"              // geetest (v3)
+	KindGeeTestV4   = "geetest_v4"           // geetest version=4
+	KindHCaptcha    = "hcaptcha"             // hcaptcha
+	KindCloudflare  = "cloudflare_challenge" // cloudflare_challenge
+	KindImage       = "image"                // post and base64
+	KindGrid        = "grid"                 // post and base64 with recaptcha=1
+	KindBLS         = "bls"                  // bls
 )
+
+// Kinds lists every kind Kind returns for a method Validate accepts.
+func Kinds() []string {
+	return []string{KindRecaptcha, KindRecaptchaV3, KindTurnstile, KindGeeTest, KindGeeTestV4,
+		KindHCaptcha, KindCloudflare, KindImage, KindGrid, KindBLS}
+}
 
 // Kind groups requests whose solve times are alike: it keys Timing's maps and
 // the adaptive poller's learning. Unknown methods are their own kind.
@@ -368,7 +432,16 @@ func Kind(methodName string, params map[string]string) string {
 	case "turnstile":
 		return KindTurnstile
 	case "geetest":
+		if params["version"] == "4" {
+			return KindGeeTestV4
+		}
 		return KindGeeTest
+	case "hcaptcha":
+		return KindHCaptcha
+	case "cloudflare_challenge":
+		return KindCloudflare
+	case "bls":
+		return KindBLS
 	case "post", "base64":
 		if params["recaptcha"] == "1" {
 			return KindGrid

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -146,7 +147,7 @@ func (p paramFlag) Set(s string) error {
 
 func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("solve", "--method M --param k=v [--param k=v ...] [flags]", stderr)
-	method := fs.String("method", "", "solving method: userrecaptcha, turnstile, geetest, post, base64")
+	method := fs.String("method", "", "solving method: "+strings.Join(solver.Methods(), ", "))
 	params := stream.Params{}
 	fs.Var(paramFlag(params), "param", "a method parameter as key=value; repeat for each (sitekey=…, pageurl=…)")
 	id := fs.String("id", "", "task id (default: generated)")

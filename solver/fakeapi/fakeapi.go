@@ -61,8 +61,12 @@ const (
 	KindRecaptchaV3 = solver.KindRecaptchaV3 // userrecaptcha version=v3
 	KindTurnstile   = solver.KindTurnstile   // turnstile
 	KindGeeTest     = solver.KindGeeTest     // geetest (v3)
+	KindGeeTestV4   = solver.KindGeeTestV4   // geetest version=4
+	KindHCaptcha    = solver.KindHCaptcha    // hcaptcha
+	KindCloudflare  = solver.KindCloudflare  // cloudflare_challenge
 	KindImage       = solver.KindImage       // post and base64
 	KindGrid        = solver.KindGrid        // post and base64 with recaptcha=1
+	KindBLS         = solver.KindBLS         // bls
 )
 
 // DefaultSolveTimes are the solve-time distributions of kinds that
@@ -75,6 +79,12 @@ func DefaultSolveTimes() map[string]Range {
 		KindGeeTest:     {Min: 5 * time.Second, Median: 12 * time.Second, Max: 45 * time.Second},
 		KindImage:       {Min: 1 * time.Second, Median: 3 * time.Second, Max: 12 * time.Second},
 		KindGrid:        {Min: 5 * time.Second, Median: 12 * time.Second, Max: 40 * time.Second},
+		// Not published; the example pack's first polls (15 s, 20 s for
+		// Cloudflare) suggest these.
+		KindGeeTestV4:  {Min: 5 * time.Second, Median: 12 * time.Second, Max: 45 * time.Second},
+		KindHCaptcha:   {Min: 5 * time.Second, Median: 14 * time.Second, Max: 50 * time.Second},
+		KindCloudflare: {Min: 8 * time.Second, Median: 18 * time.Second, Max: 60 * time.Second},
+		KindBLS:        {Min: 3 * time.Second, Median: 8 * time.Second, Max: 30 * time.Second},
 	}
 }
 
@@ -438,12 +448,22 @@ func (s *Server) reply(w http.ResponseWriter, jsonOut bool, kind, code string, v
 	if jsonOut {
 		w.Header().Set("Content-Type", "application/json")
 		var out []byte
-		if code != "" {
+		switch {
+		case code != "":
 			out, _ = json.Marshal(struct {
 				Status  int    `json:"status"`
 				Request string `json:"request"`
 			}{0, code})
-		} else {
+		case kind == KindCloudflare:
+			// cloudflare_challenge names it user_agent, Turnstile
+			// useragent (CaptchaAI-Examples, articles/how-to-solve-
+			// cloudflare-challenge-using-api/python/solve.py).
+			out, _ = json.Marshal(struct {
+				Status    int             `json:"status"`
+				Request   json.RawMessage `json:"request"`
+				UserAgent string          `json:"user_agent,omitempty"`
+			}{1, value, userAgent})
+		default:
 			out, _ = json.Marshal(struct {
 				Status    int             `json:"status"`
 				Request   json.RawMessage `json:"request"`
@@ -791,6 +811,40 @@ func (s *Server) answer(c *captcha) (json.RawMessage, string) {
 			return str(string(obj)), ""
 		}
 		return obj, ""
+	case KindGeeTestV4:
+		// CaptchaAI-Examples, articles/how-to-solve-geetest-v4-using-api/.
+		obj, _ := json.Marshal(map[string]string{
+			"captcha_id":     c.params["gt"],
+			"lot_number":     s.hex(32),
+			"pass_token":     s.hex(64),
+			"gen_time":       strconv.FormatInt(s.now().Unix(), 10),
+			"captcha_output": s.token(c.id, 120),
+		})
+		if s.cfg.GeeTestAsString {
+			return str(string(obj)), ""
+		}
+		return obj, ""
+	case KindHCaptcha:
+		return str("P1_" + s.token(c.id, 400)), ""
+	case KindCloudflare:
+		ua := c.params["userAgent"]
+		if ua == "" {
+			ua = defaultUserAgent
+		}
+		return str(s.token(c.id, 43) + "-" + strconv.FormatInt(s.now().Unix(), 10) + "-1.2.1.1-" + s.token(c.id, 60)), ua
+	case KindBLS:
+		// Cells of a 3×3 grid, "1,3,5" (CaptchaAI-Examples,
+		// articles/how-to-solve-bls-captcha-step-by-step/README.md).
+		var cells []string
+		for i := 1; i <= 9; i++ {
+			if s.rng.IntN(3) == 0 {
+				cells = append(cells, strconv.Itoa(i))
+			}
+		}
+		if len(cells) == 0 {
+			cells = append(cells, strconv.Itoa(1+s.rng.IntN(9)))
+		}
+		return str(strings.Join(cells, ",")), ""
 	case KindGrid:
 		n := 1 + s.rng.IntN(4)
 		cells := make([]string, 0, n)
@@ -864,11 +918,30 @@ func checkParams(method string, p map[string]string, file []byte, fileName strin
 		}
 	case "geetest":
 		switch {
-		case p["gt"] == "", p["challenge"] == "":
+		case p["gt"] == "", p["challenge"] == "" && p["version"] != "4":
 			return "ERROR_BAD_PARAMETERS"
 		case !isURL(p["pageurl"]):
 			return "ERROR_PAGEURL"
 		}
+	case "hcaptcha":
+		switch {
+		case p["sitekey"] == "":
+			return "ERROR_BAD_PARAMETERS"
+		case !isURL(p["pageurl"]):
+			return "ERROR_PAGEURL"
+		}
+	case "cloudflare_challenge":
+		switch {
+		case !isURL(p["pageurl"]):
+			return "ERROR_PAGEURL"
+		case p["proxy"] == "", p["proxytype"] == "":
+			return "ERROR_BAD_PROXY"
+		}
+	case "bls":
+		if p["textinstructions"] == "" {
+			return "ERROR_BAD_PARAMETERS"
+		}
+		return checkBase64(p["body"])
 	case "post":
 		if file == nil {
 			return "ERROR_ZERO_CAPTCHA_FILESIZE"
@@ -879,24 +952,29 @@ func checkParams(method string, p map[string]string, file []byte, fileName strin
 		}
 		return checkImage(file)
 	case "base64":
-		body := strings.Map(func(r rune) rune {
-			if r == '\n' || r == '\r' || r == ' ' {
-				return -1
-			}
-			return r
-		}, p["body"])
-		if body == "" {
-			return "ERROR_ZERO_CAPTCHA_FILESIZE"
-		}
-		img, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(body, "="))
-		if err != nil {
-			return "ERROR_UPLOAD"
-		}
-		return checkImage(img)
+		return checkBase64(p["body"])
 	default:
 		return "ERROR_BAD_PARAMETERS"
 	}
 	return ""
+}
+
+// checkBase64 checks a base64-encoded image (body of base64 and bls).
+func checkBase64(b64 string) string {
+	body := strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == ' ' {
+			return -1
+		}
+		return r
+	}, b64)
+	if body == "" {
+		return "ERROR_ZERO_CAPTCHA_FILESIZE"
+	}
+	img, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(body, "="))
+	if err != nil {
+		return "ERROR_UPLOAD"
+	}
+	return checkImage(img)
 }
 
 func checkImage(img []byte) string {
