@@ -40,13 +40,21 @@ type method struct {
 	cross  func(method string, p map[string]string) *ValidationError
 }
 
-// commonParams are accepted by every method.
+// commonParams are accepted by every method. soft_id is the developer id
+// the official 2captcha SDK sends on every call (2captcha/2captcha-go,
+// api2captcha.go); header_acao=1 asks for a CORS header on the reply.
 var commonParams = map[string]param{
-	"proxy":     {check: checkProxy},
-	"proxytype": {check: oneOf("HTTP", "HTTPS", "SOCKS4", "SOCKS5")},
-	"userAgent": {check: maxLen(1024)},
-	"cookies":   {check: maxLen(8192)},
+	"proxy":       {check: checkProxy},
+	"proxytype":   {check: oneOf("HTTP", "HTTPS", "SOCKS4", "SOCKS5")},
+	"userAgent":   {check: maxLen(1024)},
+	"cookies":     {check: maxLen(8192)},
+	"soft_id":     {check: intRange(0, 1<<31-1)},
+	"header_acao": {check: intRange(0, 1)},
 }
+
+// reserved are the request fields captchaq sets itself; a task parameter of
+// one of these names would replace them.
+var reserved = map[string]bool{"key": true, "method": true, "json": true}
 
 // imageParams are the options of the image methods (post, base64), including
 // the grid ones (recaptcha=1 with instructions).
@@ -169,12 +177,14 @@ func Methods() []string {
 }
 
 // Validate checks a request's method and parameters the way the service would,
-// before anything is sent: required parameters are present, every parameter is
-// one the method accepts (the common proxy, proxytype, userAgent and cookies
-// included), values are well-formed, and images (file for post, body for
-// base64, both base64-encoded) are JPEG, PNG or GIF of at most MaxImageSize.
-// Producers and workers share it. A failure is a *ValidationError naming the
-// field.
+// before anything is sent: required parameters are present, values of the
+// parameters it knows are well-formed (sizes in characters where the service
+// counts characters), and images (file for post, body for base64 and bls,
+// base64-encoded) are JPEG, PNG or GIF of at most MaxImageSize. Parameters
+// the method does not know pass, since the service ignores them;
+// UnknownParams names them for a warning. Only the names captchaq sets
+// itself (key, method, json) are refused. Producers and
+// workers share it. A failure is a *ValidationError naming the field.
 func Validate(methodName string, params map[string]string) error {
 	m, ok := methods[methodName]
 	if !ok {
@@ -200,12 +210,15 @@ func Validate(methodName string, params map[string]string) error {
 	}
 	slices.Sort(given)
 	for _, n := range given {
+		if reserved[n] {
+			return &ValidationError{"params." + n, "reserved: captchaq sets " + n + " itself"}
+		}
 		p, ok := m.params[n]
 		if !ok {
 			p, ok = commonParams[n]
 		}
 		if !ok {
-			return &ValidationError{"params." + n, "not a parameter of method " + methodName}
+			continue // passed through, as the service ignores it: see UnknownParams
 		}
 		v := params[n]
 		if p.required && strings.TrimSpace(v) == "" {
@@ -226,6 +239,95 @@ func Validate(methodName string, params map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// UnknownParam is a parameter its method does not know: it is passed
+// through to the service, which ignores it.
+type UnknownParam struct {
+	// Name is the parameter's name.
+	Name string
+	// Method is the method it was given to.
+	Method string
+	// Suggest is the known parameter it is a near miss of ("googelkey" for
+	// googlekey), or "".
+	Suggest string
+}
+
+// String reads like `params.googelkey: not a parameter of method
+// userrecaptcha; passed through, the service ignores it (did you mean
+// "googlekey"?)`.
+func (u UnknownParam) String() string {
+	s := "params." + u.Name + ": not a parameter of method " + u.Method + "; passed through, the service ignores it"
+	if u.Suggest != "" {
+		s += fmt.Sprintf(" (did you mean %q?)", u.Suggest)
+	}
+	return s
+}
+
+// UnknownParams returns the parameters of params that methodName does not
+// know, sorted by name, each with the known name it is a near miss of (an
+// edit distance of at most 2, or the same letters in another case). It
+// returns nil for an unknown method: Validate refuses that.
+func UnknownParams(methodName string, params map[string]string) []UnknownParam {
+	m, ok := methods[methodName]
+	if !ok {
+		return nil
+	}
+	var out []UnknownParam
+	for n := range params {
+		if _, ok := m.params[n]; ok {
+			continue
+		}
+		if _, ok := commonParams[n]; ok || reserved[n] {
+			continue
+		}
+		out = append(out, UnknownParam{Name: n, Method: methodName, Suggest: nearest(n, m.params)})
+	}
+	slices.SortFunc(out, func(a, b UnknownParam) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// nearest returns the known parameter name closest to n, if close enough to
+// be a typo of it.
+func nearest(n string, own map[string]param) string {
+	best, bestD := "", 3
+	try := func(k string) {
+		d := editDistance(strings.ToLower(n), strings.ToLower(k))
+		if d < bestD || d == bestD && k < best {
+			best, bestD = k, d
+		}
+	}
+	for k := range own {
+		try(k)
+	}
+	for k := range commonParams {
+		try(k)
+	}
+	if bestD > 2 || bestD >= len(n) {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b, by bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func with(a, b map[string]param) map[string]param {

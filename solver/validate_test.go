@@ -50,6 +50,9 @@ func TestValidateAccepts(t *testing.T) {
 		// 140 characters, 280 bytes: the service counts characters.
 		{"base64", p("body", pngImage, "textinstructions", strings.Repeat("я", 140))},
 		{"bls", p("body", pngImage, "textinstructions", strings.Repeat("я", 140))},
+		// The service ignores what it does not know: passed through.
+		{"base64", p("body", pngImage, "pageurl", page)},
+		{"turnstile", p("sitekey", "0x4AAA", "pageurl", page, "soft_id", "4583", "header_acao", "1", "siteKey", "y")},
 	}
 	for _, tt := range tests {
 		if err := Validate(tt.method, tt.params); err != nil {
@@ -80,8 +83,9 @@ func TestValidateRejects(t *testing.T) {
 		{"turnstile", p("pageurl", page), "params.sitekey", "required for method turnstile"},
 		{"turnstile", p("sitekey", "", "pageurl", page), "params.sitekey", "required for method turnstile"},
 		{"turnstile", p("sitekey", "x", "pageurl", "shop.example/"), "params.pageurl", "absolute http or https URL"},
-		{"turnstile", p("sitekey", "x", "pageurl", page, "siteKey", "y"), "params.siteKey", "not a parameter of method turnstile"},
-		{"turnstile", p("sitekey", "x", "pageurl", page, "key", "y"), "params.key", "not a parameter"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "key", "y"), "params.key", "reserved"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "method", "post"), "params.method", "reserved"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "soft_id", "abc"), "params.soft_id", "integer"},
 		{"userrecaptcha", p("pageurl", page), "params.googlekey", "required for method userrecaptcha"},
 		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "invisible", "yes"), "params.invisible", "integer from 0 to 1"},
 		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "min_score", "0.3"), "params.min_score", "only with version=v3"},
@@ -155,5 +159,32 @@ func TestKind(t *testing.T) {
 		if got := Kind(tt.method, tt.params); got != tt.want {
 			t.Errorf("Kind(%s, %v) = %s, want %s", tt.method, tt.params, got, tt.want)
 		}
+	}
+}
+
+func TestUnknownParams(t *testing.T) {
+	t.Parallel()
+	const page = "https://shop.example/"
+	got := UnknownParams("userrecaptcha", p("googelkey", "k", "googlekey", "k", "pageurl", page, "soft_id", "1", "zzz", "1", "PageUrl", "x"))
+	want := []UnknownParam{
+		{Name: "PageUrl", Method: "userrecaptcha", Suggest: "pageurl"},
+		{Name: "googelkey", Method: "userrecaptcha", Suggest: "googlekey"},
+		{Name: "zzz", Method: "userrecaptcha"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("UnknownParams = %+v, want %+v", got, want)
+	}
+	if s := got[1].String(); !strings.Contains(s, "params.googelkey: not a parameter of method userrecaptcha") ||
+		!strings.Contains(s, `did you mean "googlekey"?`) {
+		t.Errorf("warning %q does not name the parameter and its near miss", s)
+	}
+	if s := got[2].String(); strings.Contains(s, "did you mean") {
+		t.Errorf("warning %q suggests a name for a far miss", s)
+	}
+	if u := UnknownParams("base64", p("body", pngImage, "pageurl", page)); len(u) != 1 || u[0].Suggest != "" {
+		t.Errorf("pageurl on base64: %+v, want one unknown without a suggestion", u)
+	}
+	if u := UnknownParams("turnstile", p("sitekey", "x", "pageurl", page, "soft_id", "1", "header_acao", "1")); u != nil {
+		t.Errorf("soft_id and header_acao are known to every method, got %+v", u)
 	}
 }

@@ -20,7 +20,11 @@ import (
 // skipped) and validates every task with c. It returns all the problems at
 // once, each naming its line, so that a file is fixed in one go; on any
 // problem it returns no tasks.
-func readTasks(r io.Reader, c *stream.Client) ([]stream.Task, error) {
+//
+// A parameter its method does not know is passed through, as the service
+// ignores it, with a warning on warn naming its line and, for a near miss,
+// the known name ("did you mean googlekey?").
+func readTasks(r io.Reader, c *stream.Client, warn io.Writer) ([]stream.Task, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 8<<20)
 	var (
@@ -50,6 +54,9 @@ func readTasks(r io.Reader, c *stream.Client) ([]stream.Task, error) {
 			}
 			errs = append(errs, err)
 			continue
+		}
+		for _, u := range solver.UnknownParams(t.Method, t.Params) {
+			fmt.Fprintf(warn, "warning: line %d (id %s): %s\n", line, t.ID, u)
 		}
 		tasks = append(tasks, t)
 	}
@@ -96,7 +103,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer ss.close()
 	ctx, c, ae := ss.ctx, ss.client, ss.ae
-	tasks, err := readTasks(in, c)
+	tasks, err := readTasks(in, c, stderr)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -170,6 +177,9 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ctx, c, ae := ss.ctx, ss.client, ss.ae
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	for _, u := range solver.UnknownParams(*method, params) {
+		fmt.Fprintf(stderr, "warning: %s\n", u)
+	}
 	out, err := c.Solve(ctx, stream.Task{ID: *id, Method: *method, Params: params, Priority: *priority})
 	if *asJSON && out.ID != "" {
 		_ = json.NewEncoder(stdout).Encode(out)
