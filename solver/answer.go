@@ -19,9 +19,11 @@ func (a Answer) Text() (string, error) {
 	return s, nil
 }
 
-// Clicks returns the cells of a grid answer "click:1/4/7" (1-based, left to
-// right, top to bottom). An answer without clicks ("click:" or "No_matching_images")
-// gives an empty slice.
+// Clicks returns the cells of a grid answer, "click:1/4/7" or "1,4,7" (the
+// two forms CaptchaAI documents, CaptchaAI-Examples,
+// articles/how-to-solve-grid-image-captcha-automatically/README.md), 1-based,
+// left to right, top to bottom. An answer without clicks ("click:" or
+// "No_matching_images") gives an empty slice.
 func (a Answer) Clicks() ([]int, error) {
 	s, err := a.Text()
 	if err != nil {
@@ -30,15 +32,17 @@ func (a Answer) Clicks() ([]int, error) {
 	if strings.EqualFold(s, "No_matching_images") {
 		return []int{}, nil
 	}
-	rest, ok := strings.CutPrefix(s, "click:")
-	if !ok {
-		return nil, fmt.Errorf("solver: grid answer %q does not start with click:", truncate(s, 32))
+	rest, sep := s, ","
+	if r, ok := strings.CutPrefix(s, "click:"); ok {
+		rest, sep = r, "/"
+	} else if strings.Trim(s, "0123456789,") != "" || s == "" {
+		return nil, fmt.Errorf("solver: grid answer %q is neither click:1/4/7 nor 1,4,7", truncate(s, 32))
 	}
 	out := []int{}
 	if rest == "" {
 		return out, nil
 	}
-	for _, f := range strings.Split(rest, "/") {
+	for _, f := range strings.Split(rest, sep) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("solver: grid answer %q: bad cell %q", truncate(s, 32), f)

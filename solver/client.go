@@ -388,7 +388,17 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 // Balance returns the account's balance as the service reports it
 // (action=getbalance). On CaptchaAI, billed by threads, it is informational.
 func (c *Client) Balance(ctx context.Context) (float64, error) {
-	r, err := c.call(ctx, "res.php", c.form(url.Values{"action": {"getbalance"}}), formType)
+	body := c.form(url.Values{"action": {"getbalance"}})
+	status, b, _, err := c.exchange(ctx, "res.php", body, formType)
+	if err != nil {
+		return 0, err
+	}
+	// The plain-text balance is a bare number ("50.2500"), not OK|…
+	// (2captcha/2captcha-go, GetBalance).
+	if f, perr := strconv.ParseFloat(string(bytes.TrimSpace(b)), 64); status == http.StatusOK && perr == nil {
+		return f, nil
+	}
+	r, err := c.callParsed("res.php", status, b, "")
 	if err != nil {
 		return 0, err
 	}
@@ -435,10 +445,10 @@ func (c *Client) form(v url.Values) []byte {
 	return []byte(v.Encode())
 }
 
-// submitBody encodes an in.php request: a form, or for method post a
-// multipart form whose file part holds the decoded image.
+// submitBody encodes an in.php request: a form, or for method post with a
+// file a multipart form whose file part holds the decoded image.
 func (c *Client) submitBody(req Request) ([]byte, string, error) {
-	if req.Method != "post" {
+	if _, file := req.Params["file"]; req.Method != "post" || !file {
 		v := url.Values{"method": {req.Method}}
 		for k, p := range req.Params {
 			v.Set(k, p)
@@ -481,6 +491,11 @@ func (c *Client) call(ctx context.Context, op string, body []byte, ctype string)
 	if err != nil {
 		return reply{}, err
 	}
+	return c.callParsed(op, status, b, loc)
+}
+
+// callParsed parses one reply of op; loc is its Location header.
+func (c *Client) callParsed(op string, status int, b []byte, loc string) (reply, error) {
 	r, err := parseReply(op, status, b, c.key)
 	if err != nil {
 		var e *Error

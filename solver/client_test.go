@@ -224,7 +224,7 @@ func TestErrorClasses(t *testing.T) {
 			name: "rule on poll",
 			api: fakeapi.Config{Faults: fakeapi.Faults{Rules: []fakeapi.Rule{
 				{Param: "pageurl", Contains: "expire", Code: "ERROR_TOKEN_EXPIRED", OnPoll: true}}}},
-			req: turnstile("https://expire.example/"), code: "ERROR_TOKEN_EXPIRED", class: retry.Resubmit, captchaID: true,
+			req: turnstile("https://expire.example/"), code: "ERROR_TOKEN_EXPIRED", class: retry.Permanent, captchaID: true,
 		},
 		{
 			name: "unknown key", key: otherKey,

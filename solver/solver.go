@@ -64,6 +64,9 @@ type Error struct {
 	Op string
 	// CaptchaID is the service's id of the captcha, once it has one.
 	CaptchaID string
+	// Text is the service's own description of Code (the error_text of a
+	// json=1 reply), when it gave one.
+	Text string
 	// Err is the underlying error, if any (network errors, parse errors).
 	Err error
 }
@@ -72,6 +75,9 @@ type Error struct {
 // when there is one. It never contains the API key.
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("%s: %s (%s)", e.Op, e.Code, e.Class)
+	if e.Text != "" {
+		msg += ": " + e.Text
+	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}

@@ -152,11 +152,25 @@ var methods = map[string]method{
 			"textinstructions": {required: true, check: maxChars(140)},
 		},
 	},
+	// post takes the image as file (sent as a multipart upload) or, as
+	// CaptchaAI's grid example sends it, as body (base64, sent as a form):
+	// CaptchaAI-Examples, articles/how-to-solve-grid-image-captcha-automatically/.
 	"post": {
 		params: with(imageParams, map[string]param{
-			"file": {required: true, check: checkImage},
+			"file": {check: checkImage},
+			"body": {check: checkImage},
 		}),
-		cross: checkGrid,
+		cross: func(m string, p map[string]string) *ValidationError {
+			_, file := p["file"]
+			_, body := p["body"]
+			switch {
+			case !file && !body:
+				return &ValidationError{"params.file", "required for method " + m + " (or body)"}
+			case file && body:
+				return &ValidationError{"params.body", "not with file for method " + m + ": give the image once"}
+			}
+			return checkGrid(m, p)
+		},
 	},
 	"base64": {
 		params: with(imageParams, map[string]param{

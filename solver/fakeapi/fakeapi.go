@@ -449,11 +449,17 @@ func (s *Server) reply(w http.ResponseWriter, jsonOut bool, kind, code string, v
 		w.Header().Set("Content-Type", "application/json")
 		var out []byte
 		switch {
-		case code != "":
+		case code == "CAPCHA_NOT_READY":
 			out, _ = json.Marshal(struct {
 				Status  int    `json:"status"`
 				Request string `json:"request"`
 			}{0, code})
+		case code != "":
+			out, _ = json.Marshal(struct {
+				Status    int    `json:"status"`
+				Request   string `json:"request"`
+				ErrorText string `json:"error_text"`
+			}{0, code, errorText(code)})
 		case kind == KindCloudflare:
 			// cloudflare_challenge names it user_agent, Turnstile
 			// useragent (CaptchaAI-Examples, articles/how-to-solve-
@@ -490,6 +496,7 @@ func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file [
 	method := form.get("method")
 	params := form.params()
 	if method == "post" {
+		delete(params, "body")
 		if file != nil {
 			params["file"] = "" // present; the bytes are checked below
 		}
@@ -1099,9 +1106,15 @@ func parseRequest(w http.ResponseWriter, r *http.Request) (v values, file []byte
 		}
 	}
 	if v.get("method") == "post" && file == nil {
-		// A post without a multipart file may carry the file base64-encoded
-		// in a form field, as captchaq tasks do.
-		if b64 := v.get("file"); b64 != "" {
+		// A post without a multipart file may carry the image base64-encoded
+		// in a form field: body, as CaptchaAI's grid example sends it
+		// (CaptchaAI-Examples, articles/how-to-solve-grid-image-captcha-
+		// automatically/), or file.
+		b64 := v.get("body")
+		if b64 == "" {
+			b64 = v.get("file")
+		}
+		if b64 != "" {
 			if b, err := base64.StdEncoding.DecodeString(b64); err == nil {
 				file = b
 			}
