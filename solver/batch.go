@@ -275,6 +275,12 @@ func (b *batcher) probe(ctx context.Context, ws []*pollWaiter) {
 	var states []string
 	if err == nil {
 		states, v, err = parseBatch(status, body, len(ids), b.c.key)
+		var e *Error
+		if errors.As(err, &e) && e.Code != CodeBadReply && b.c.service.Classify(e.Code) == retry.Fatal {
+			// A code that is fatal on this service only (2captcha's
+			// ERROR_ZERO_BALANCE) stops the worker from a batch poll too.
+			e.Class, v = retry.Fatal, batchFatal
+		}
 	}
 	if ctx.Err() != nil {
 		return // nobody is waiting any more

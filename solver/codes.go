@@ -17,6 +17,11 @@ const (
 	// CodeNetwork means the request did not get an HTTP response (DNS, connect,
 	// reset, client timeout).
 	CodeNetwork = "NETWORK"
+	// CodeUnreachable means the request never reached the service: the
+	// connection was refused or timed out, the host does not resolve, or
+	// TLS failed. That is an outage or a wrong base URL, the same for every
+	// task, so it is a capacity wait: tasks wait without spending attempts.
+	CodeUnreachable = "UNREACHABLE"
 	// CodeInvalidParams means Validate rejected the request before it was sent; the
 	// *ValidationError is in the chain.
 	CodeInvalidParams = "INVALID_PARAMS"
@@ -56,6 +61,7 @@ var classes = map[string]retry.Class{
 	"ERROR: 1002":             retry.Capacity, // too many ERROR_ZERO_BALANCE (2captcha: Profile)
 	"ERROR: 1003":             retry.Capacity, // too many ERROR_NO_SLOT_AVAILABLE on a long queue
 	"ERROR: 1005":             retry.Capacity, // too many res.php calls
+	CodeUnreachable:           retry.Capacity,
 
 	// transient
 	CodeBadReply:                  retry.Transient,

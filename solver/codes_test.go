@@ -33,6 +33,7 @@ var designTable = map[string]retry.Class{
 	"HTTP_418":                    retry.Transient,
 	"BAD_REPLY":                   retry.Transient,
 	"NETWORK":                     retry.Transient,
+	"UNREACHABLE":                 retry.Capacity,
 	"ERROR_SERVER_ERROR":          retry.Transient,
 	"ERROR_INTERNAL_SERVER_ERROR": retry.Transient,
 	"ERROR_TOO_MUCH_REQUESTS":     retry.Capacity,

@@ -159,9 +159,16 @@ func (rp *replay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func replayClient(t *testing.T, rp *replay) *solver.Client {
 	t.Helper()
+	return replayClientOf(t, rp, "")
+}
+
+// replayClientOf is replayClient with a service profile ("" for the default,
+// which is CaptchaAI for a local URL).
+func replayClientOf(t *testing.T, rp *replay, svc solver.Service) *solver.Client {
+	t.Helper()
 	srv := httptest.NewServer(rp)
 	t.Cleanup(srv.Close)
-	c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey,
+	c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, Service: svc,
 		Timing: solver.Timing{Scale: 0.001, Fixed: true, NoBatch: true, MaxWait: patientMaxWait}, MinSubmitInterval: -1, SubmitBurst: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -224,31 +231,42 @@ func TestConformanceCodes(t *testing.T) {
 	fx := replyFixtures(t)
 	req := solver.Request{Method: "turnstile", Params: map[string]string{"sitekey": "0x4AAAAAAAC3DHQFLr1GavRN", "pageurl": "https://shop.example/"}}
 	for _, c := range fx.Codes {
-		for form, body := range map[string]string{"json": c.JSON, "plain": c.Plain} {
-			t.Run(c.Code+"/"+form, func(t *testing.T) {
-				t.Parallel()
-				rp := &replay{submit: body, result: "OK|token"}
-				if c.Op == "res.php" {
-					rp.submit, rp.result = "OK|73546281059", body
-				}
-				if c.Class == "poll" {
-					// Not ready is polled on; replay it as a fetch.
-					id, err := replayClient(t, rp).Submit(ctxT(t), req)
-					if err != nil {
-						t.Fatal(err)
+		for _, svc := range solver.Services() {
+			for form, body := range map[string]string{"json": c.JSON, "plain": c.Plain} {
+				t.Run(c.Code+"/"+string(svc)+"/"+form, func(t *testing.T) {
+					t.Parallel()
+					class := c.Class
+					if svc == solver.TwoCaptcha && c.Class2Captch != "" {
+						class = c.Class2Captch
 					}
-					_, err = replayClient(t, rp).Fetch(ctxT(t), id)
-					checkCode(t, err, c.Code, c.Class)
-					return
-				}
-				_, err := replayClient(t, rp).Solve(ctxT(t), req)
-				checkCode(t, err, c.Code, c.Class)
-				var e *solver.Error
-				if form == "json" && errors.As(err, &e) && !strings.Contains(c.JSON, e.Text) || e != nil && e.Text == "" && form == "json" {
-					t.Errorf("error text %q, want the reply's error_text", e.Text)
-				}
-			})
+					replayCode(t, req, c, svc, form, body, class)
+				})
+			}
 		}
+	}
+}
+
+func replayCode(t *testing.T, req solver.Request, c codeFixture, svc solver.Service, form, body, class string) {
+	t.Helper()
+	rp := &replay{submit: body, result: "OK|token"}
+	if c.Op == "res.php" {
+		rp.submit, rp.result = "OK|73546281059", body
+	}
+	if c.Class == "poll" {
+		// Not ready is polled on; replay it as a fetch.
+		id, err := replayClientOf(t, rp, svc).Submit(ctxT(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = replayClientOf(t, rp, svc).Fetch(ctxT(t), id)
+		checkCode(t, err, c.Code, class)
+		return
+	}
+	_, err := replayClientOf(t, rp, svc).Solve(ctxT(t), req)
+	checkCode(t, err, c.Code, class)
+	var e *solver.Error
+	if form == "json" && errors.As(err, &e) && !strings.Contains(c.JSON, e.Text) || e != nil && e.Text == "" && form == "json" {
+		t.Errorf("error text %q, want the reply's error_text", e.Text)
 	}
 }
 
@@ -270,7 +288,7 @@ func TestConformanceCoversCodes(t *testing.T) {
 	for _, c := range replyFixtures(t).Codes {
 		have[c.Code] = true
 	}
-	own := []string{solver.CodeBadReply, solver.CodeNetwork, solver.CodeInvalidParams, solver.CodeTimeout, solver.CodePollLimit,
+	own := []string{solver.CodeBadReply, solver.CodeNetwork, solver.CodeUnreachable, solver.CodeInvalidParams, solver.CodeTimeout, solver.CodePollLimit,
 		"CAPTCHA_NOT_READY"} // the correct spelling, accepted in case a compatible service uses it; no service documents it
 	for _, code := range solver.KnownCodes() {
 		if strings.HasPrefix(code, "HTTP_") || slices.Contains(own, code) {

@@ -95,7 +95,9 @@ type Config struct {
 	Keys []string
 	// Threads is the plan's thread cap: captchas being solved at once. Over
 	// it, in.php answers ERROR_ZERO_BALANCE (CaptchaAI's "no free threads"),
-	// or ERROR_NO_SLOT_AVAILABLE when NoSlotCode is set. Zero means unlimited.
+	// or ERROR_NO_SLOT_AVAILABLE when NoSlotCode is set or the Service is
+	// 2captcha (where ERROR_ZERO_BALANCE means no money). Zero means
+	// unlimited.
 	Threads int
 	// NoSlotCode makes a full plan answer ERROR_NO_SLOT_AVAILABLE.
 	NoSlotCode bool
@@ -128,11 +130,27 @@ type Config struct {
 	Balance float64
 	// ResultTTL is how long a ready answer can be fetched. Zero means 10 min.
 	ResultTTL time.Duration
-	// NoBatch makes res.php ignore ids (action=get&ids=…, batch polls), as a
-	// service without batch polls would: such a call has no id and answers
-	// ERROR_WRONG_CAPTCHA_ID.
-	NoBatch bool
+	// BatchPolls makes res.php answer multi-id polls (action=get&ids=…), a
+	// feature of some 2captcha-compatible services that CaptchaAI does not
+	// document. Off, as on CaptchaAI, res.php ignores ids: such a call has
+	// no id and answers ERROR_WRONG_CAPTCHA_ID.
+	BatchPolls bool
+	// Service is the service emulated: ServiceCaptchaAI (the default) or
+	// Service2Captcha. It decides which methods exist (2captcha has no
+	// cloudflare_challenge, no bls and no GeeTest v4 as geetest with
+	// version=4) and what a full plan answers (see Threads).
+	Service string
+	// NoFunds makes in.php answer ERROR_ZERO_BALANCE to every submission,
+	// as 2captcha does for an account without money. Only with
+	// Service2Captcha: on CaptchaAI that code means a full plan.
+	NoFunds bool
 }
+
+// The services Config.Service emulates.
+const (
+	ServiceCaptchaAI = "captchaai"
+	Service2Captcha  = "2captcha"
+)
 
 // Faults are injected failures. Rates are probabilities per request, in
 // [0, 1], drawn from the seeded source.
@@ -502,6 +520,10 @@ func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file [
 		}
 	}
 	code := checkParams(method, params, file, fileName)
+	if s.cfg.Service == Service2Captcha && (method == "cloudflare_challenge" || method == "bls" ||
+		method == "geetest" && params["version"] == "4") {
+		code = "ERROR_BAD_PARAMETERS" // not a method of 2captcha's in.php
+	}
 
 	s.mu.Lock()
 	now := s.now()
@@ -544,10 +566,15 @@ func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file [
 		}
 	}
 	s.sweep()
+	if s.cfg.Service == Service2Captcha && s.cfg.NoFunds {
+		s.mu.Unlock()
+		s.reply(w, jsonOut, "", "ERROR_ZERO_BALANCE", nil, "")
+		return
+	}
 	if s.cfg.Threads > 0 && len(s.solving) >= s.cfg.Threads {
 		s.mu.Unlock()
 		code := "ERROR_ZERO_BALANCE"
-		if s.cfg.NoSlotCode {
+		if s.cfg.NoSlotCode || s.cfg.Service == Service2Captcha {
 			code = "ERROR_NO_SLOT_AVAILABLE"
 		}
 		s.reply(w, jsonOut, "", code, nil, "")
@@ -627,7 +654,16 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 		s.reply(w, jsonOut, "", "ERROR_EMPTY_ACTION", nil, "")
 		return
 	case "getbalance":
-		v, _ := json.Marshal(strconv.FormatFloat(s.cfg.Balance, 'f', 5, 64))
+		// A bare number in plain text, the request string with json=1
+		// (2captcha/2captcha-go, GetBalance; 2captcha/2captcha-python,
+		// balance).
+		bal := strconv.FormatFloat(s.cfg.Balance, 'f', 5, 64)
+		if !jsonOut {
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, bal)
+			return
+		}
+		v, _ := json.Marshal(bal)
 		s.reply(w, jsonOut, "", "", v, "")
 		return
 	case "get", "reportgood", "reportbad":
@@ -635,7 +671,7 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 		s.reply(w, jsonOut, "", "ERROR_BAD_PARAMETERS", nil, "")
 		return
 	}
-	if ids := form.get("ids"); action == "get" && id == "" && ids != "" && !s.cfg.NoBatch {
+	if ids := form.get("ids"); action == "get" && id == "" && ids != "" && s.cfg.BatchPolls {
 		s.batch(w, jsonOut, strings.Split(ids, ","))
 		return
 	}
