@@ -180,6 +180,12 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	err = w.Run(ctx)
 	running.Store(false)
 	if err != nil {
+		var fe *stream.FatalError
+		if errors.As(err, &fe) {
+			if why := svc.Explain(fe.Code); why != "" {
+				err = fmt.Errorf("%w: %s", err, why)
+			}
+		}
 		return &exitError{code: 3, err: err}
 	}
 	log.Info("worker stopped")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -44,4 +45,25 @@ func TestWorkerSaysTheServiceIsUnreachable(t *testing.T) {
 		}
 	}
 	require.NotZero(t, snoozes, "%+v", tr)
+}
+
+// The profiles at the worker: on 2captcha ERROR_ZERO_BALANCE means no money,
+// so the worker stops, says why, and leaves the task queued; the same code
+// from CaptchaAI (a full plan) only makes the task wait.
+func TestWorkerServiceProfileZeroBalance(t *testing.T) {
+	t.Parallel()
+	natsURL, _, client := listeningServer(t, stream.Topology{})
+	_, emu := emulatorURL(t, fakeapi.Config{Service: fakeapi.Service2Captcha, NoFunds: true})
+	w := startProc(t, keyEnv, "worker", "--nats", natsURL, "--solver-url", emu, "--service", "2captcha", "--poll-scale", "0.01")
+	w.waitLine("worker started", 30*time.Second)
+	_, err := client.Submit(t.Context(), stream.Task{ID: "broke1", Method: "turnstile",
+		Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/"}})
+	require.NoError(t, err)
+	require.Equal(t, 3, w.wait(30*time.Second), "the worker stops: %s", w.output())
+	require.Contains(t, w.output(), "the 2captcha account has no money: top it up")
+	tr, err := client.Trace(t.Context(), "broke1")
+	require.NoError(t, err)
+	for _, e := range tr {
+		require.NotEqual(t, "dead", e.Kind, "the task stays queued: %+v", tr)
+	}
 }
