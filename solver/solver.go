@@ -31,7 +31,7 @@ type Answer struct {
 	// geetest_validate, geetest_seccode; see GeeTest and GeeTestV4).
 	Solution json.RawMessage
 	// UserAgent is the user agent the token is bound to, when the service says
-	// (Turnstile).
+	// (Turnstile's useragent, cloudflare_challenge's user_agent).
 	UserAgent string
 	// CaptchaID is the service's id of the captcha, for reportgood/reportbad.
 	CaptchaID string

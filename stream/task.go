@@ -209,7 +209,8 @@ type Outcome struct {
 	// ErrTokenExpired).
 	Solution json.RawMessage `json:"solution,omitempty"`
 	// UserAgent is the user agent the token is bound to, when the service
-	// names one (Turnstile); empty otherwise, and whenever Solution is.
+	// names one (Turnstile; cloudflare_challenge, whose cookie is useless
+	// without it); empty otherwise, and whenever Solution is.
 	UserAgent string `json:"useragent,omitempty"`
 	// Error is the code of a dead task's last failure: the API's code or a
 	// pseudo-code (ERROR_PAGEURL, LOCAL_TIMEOUT, DEADLINE_PASSED,
