@@ -142,4 +142,8 @@ func TestDeadLetterNamesNetworkError(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, dead, fmt.Sprint(b.events(t, "cut1")))
+	dl, err := b.client.DeadLetterOf(ctx, "cut1")
+	require.NoError(t, err)
+	require.Equal(t, solver.CodeNetwork, dl.Error)
+	require.Contains(t, dl.ErrorText, "EOF", "the dead letter names the network error: %+v", dl)
 }
