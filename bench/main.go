@@ -249,14 +249,17 @@ func (b *bench) solverBound() error {
 	modes := []struct {
 		name   string
 		timing solver.Timing
+		batch  bool // the emulator answers multi-id polls
 	}{
-		{"adaptive + batch (default)", solver.Timing{}},
-		{"adaptive, one by one", solver.Timing{NoBatch: true}},
-		{"fixed 5 s, one by one", solver.Timing{Fixed: true, NoBatch: true}},
+		{"adaptive, one by one (CLI default)", solver.Timing{NoBatch: true}, false},
+		{"fixed 5 s, one by one", solver.Timing{Fixed: true, NoBatch: true}, false},
+		{"adaptive + batch, service without multi-id polls (Go default: detects it)", solver.Timing{}, false},
+		{"adaptive + batch, emulator WITH multi-id polls (not in CaptchaAI's docs)", solver.Timing{}, true},
 	}
+	fmt.Printf("The emulator is the service as documented (no multi-id polls, `action=get&ids=…`), except in the last row, labelled, where it answers them as some 2captcha-compatible services do.\n\n")
 	for _, m := range modes {
 		b.log.Info("solver-bound", slog.String("mode", m.name))
-		r, err := runSolverBound(b.ctx, plan, scale, window, m.name, m.timing)
+		r, err := runSolverBound(b.ctx, plan, scale, window, m.name, m.timing, m.batch)
 		if err != nil {
 			return err
 		}

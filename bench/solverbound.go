@@ -148,10 +148,13 @@ type solverBoundResult struct {
 // runSolverBound runs captchaq end to end against the emulator over HTTP with
 // realistic solve times, time-scaled by scale, for window of wall clock after
 // a warm-up, and measures throughput against Little's law.
-func runSolverBound(ctx context.Context, plan int, scale float64, window time.Duration, mode string, timing solver.Timing) (solverBoundResult, error) {
+//
+// batchPolls makes the emulator answer multi-id polls, which CaptchaAI does
+// not document; without it the emulator is the service as documented.
+func runSolverBound(ctx context.Context, plan int, scale float64, window time.Duration, mode string, timing solver.Timing, batchPolls bool) (solverBoundResult, error) {
 	res := solverBoundResult{Mode: mode, Plan: plan, Window: window}
 	timing.Scale = scale
-	emu := fakeapi.New(fakeapi.Config{Threads: plan, SolveTime: realisticSolveTimes(), TimeScale: scale, Seed: 7,
+	emu := fakeapi.New(fakeapi.Config{Threads: plan, SolveTime: realisticSolveTimes(), TimeScale: scale, Seed: 7, BatchPolls: batchPolls,
 		BurstWindow: time.Duration(3 * float64(time.Second) * scale), BanTime: time.Duration(10 * float64(time.Second) * scale)})
 	tp := newTap(emu)
 	emuURL, stopEmu, err := fakeapi.ServeLocal(tp)

@@ -142,9 +142,10 @@ func (w *pollWaiter) take() []pollNews {
 }
 
 // add registers captcha id of kind as waiting, or returns nil when batching
-// is off or the kind's answers do not survive a batch reply (GeeTest).
+// is off or the kind's answers do not survive a batch reply (GeeTest
+// objects; a Cloudflare cookie without its user_agent).
 func (b *batcher) add(id, kind string) *pollWaiter {
-	if kind == KindGeeTest {
+	if kind == KindGeeTest || kind == KindGeeTestV4 || kind == KindCloudflare {
 		return nil
 	}
 	b.mu.Lock()
@@ -274,6 +275,12 @@ func (b *batcher) probe(ctx context.Context, ws []*pollWaiter) {
 	var states []string
 	if err == nil {
 		states, v, err = parseBatch(status, body, len(ids), b.c.key)
+		var e *Error
+		if errors.As(err, &e) && e.Code != CodeBadReply && b.c.service.Classify(e.Code) == retry.Fatal {
+			// A code that is fatal on this service only (2captcha's
+			// ERROR_ZERO_BALANCE) stops the worker from a batch poll too.
+			e.Class, v = retry.Fatal, batchFatal
+		}
 	}
 	if ctx.Err() != nil {
 		return // nobody is waiting any more

@@ -38,7 +38,7 @@ func batchCalls(n *atomic.Int64) func(http.Handler) http.Handler {
 // objects whole, Turnstile with its useragent), and batch calls were made.
 func TestBatchPollingMixedKinds(t *testing.T) {
 	t.Parallel()
-	b := setup(t, opts{})
+	b := setup(t, opts{api: fakeapi.Config{BatchPolls: true}})
 	img := solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}}
 	reqs := []solver.Request{recaptcha("https://a.example/"), turnstile("https://b.example/"), geetest("https://c.example/"), img}
 	type got struct {
@@ -84,7 +84,7 @@ func TestBatchPollingMixedKinds(t *testing.T) {
 func TestBatchSpendsNoMoreThanSinglePolling(t *testing.T) {
 	t.Parallel()
 	const n, calls = 20, 6
-	never := fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: time.Hour, Max: time.Hour}}}
+	never := fakeapi.Config{BatchPolls: true, SolveTime: map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: time.Hour, Max: time.Hour}}}
 	b := setup(t, opts{api: never, client: solver.Config{Timing: solver.Timing{Scale: 0.001, Fixed: true, MaxCalls: calls}}})
 	var wg sync.WaitGroup
 	for range n {
@@ -118,7 +118,7 @@ func TestBatchFallsBackWithoutSupport(t *testing.T) {
 	var logBuf logbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	slow := map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: 30 * time.Millisecond, Max: 60 * time.Millisecond}}
-	b := setup(t, opts{api: fakeapi.Config{NoBatch: true, SolveTime: slow}, wrap: batchCalls(&asked), client: solver.Config{Logger: log}})
+	b := setup(t, opts{api: fakeapi.Config{SolveTime: slow}, wrap: batchCalls(&asked), client: solver.Config{Logger: log}})
 	solveAll := func(n int) {
 		var wg sync.WaitGroup
 		for range n {
@@ -160,7 +160,7 @@ func TestBatchFatalReplyEndsEverySolve(t *testing.T) {
 			inner.ServeHTTP(w, r)
 		}))
 	}
-	never := fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: time.Hour, Max: time.Hour}}}
+	never := fakeapi.Config{BatchPolls: true, SolveTime: map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: time.Hour, Max: time.Hour}}}
 	b := setup(t, opts{api: never, wrap: revoked})
 	var fatal atomic.Int64
 	var wg sync.WaitGroup
@@ -208,7 +208,7 @@ func batchReply(reply func(k int64) (status int, body string, ok bool)) func(htt
 func TestBatchBusyReplyKeepsTheBudget(t *testing.T) {
 	t.Parallel()
 	const n, calls = 20, 6
-	never := fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: time.Hour, Max: time.Hour}}}
+	never := fakeapi.Config{BatchPolls: true, SolveTime: map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: time.Hour, Max: time.Hour}}}
 	busy := batchReply(func(k int64) (int, string, bool) { return 200, "ERROR_TOO_MUCH_REQUESTS", k > 1 })
 	b := setup(t, opts{api: never, wrap: busy, client: solver.Config{Timing: solver.Timing{Scale: 0.001, Fixed: true, MaxCalls: calls}}})
 	var wg sync.WaitGroup
@@ -232,7 +232,7 @@ func TestBatchFailuresFallBackToOwnPolls(t *testing.T) {
 	t.Parallel()
 	bad := batchReply(func(int64) (int, string, bool) { return 502, "<html><title>502 Bad Gateway</title></html>", true })
 	slow := map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: 60 * time.Millisecond, Max: 70 * time.Millisecond}}
-	b := setup(t, opts{api: fakeapi.Config{SolveTime: slow}, wrap: bad, client: solver.Config{Timing: solver.Timing{Scale: 0.001, Fixed: true}}})
+	b := setup(t, opts{api: fakeapi.Config{BatchPolls: true, SolveTime: slow}, wrap: bad, client: solver.Config{Timing: solver.Timing{Scale: 0.001, Fixed: true}}})
 	var wg sync.WaitGroup
 	for range 10 {
 		wg.Go(func() {
@@ -250,7 +250,7 @@ func TestBatchFatalErrorNamesEachCaptcha(t *testing.T) {
 	t.Parallel()
 	revoked := batchReply(func(int64) (int, string, bool) { return 200, "ERROR_WRONG_USER_KEY", true })
 	slow := map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: 60 * time.Millisecond, Max: 70 * time.Millisecond}}
-	b := setup(t, opts{api: fakeapi.Config{SolveTime: slow}, wrap: revoked})
+	b := setup(t, opts{api: fakeapi.Config{BatchPolls: true, SolveTime: slow}, wrap: revoked})
 	var mu sync.Mutex
 	seen := map[*solver.Error]bool{}
 	var wg sync.WaitGroup

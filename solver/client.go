@@ -78,6 +78,13 @@ type Config struct {
 	// SubmitWindow is the sliding window SubmitBurst counts calls in. Zero
 	// means DefaultSubmitWindow.
 	SubmitWindow time.Duration
+	// Service is the profile of the service at BaseURL: what its codes mean
+	// and which methods it has. Default ServiceOf(BaseURL).
+	Service Service
+	// OutageWarnAfter is how long the service may stay unreachable
+	// (Unreachable) before the Logger says so at WARN, then once a minute.
+	// Zero means DefaultOutageWarnAfter (3 min).
+	OutageWarnAfter time.Duration
 	// PollErrors is how many transient errors in a row (HTTP 5xx, garbage,
 	// network) a captcha's polling tolerates before Solve returns the last
 	// one: the captcha is still being solved, a failed poll does not lose it.
@@ -97,6 +104,8 @@ type Client struct {
 	poller     poller
 	batch      *batcher // nil with Timing.NoBatch
 	pollErrors int
+	service    Service
+	outage     outage
 }
 
 var _ Solver = (*Client)(nil)
@@ -130,6 +139,16 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	if c.http == nil {
 		c.http = newHTTPClient()
+	}
+	c.outage.warnFrom = cfg.OutageWarnAfter
+	if c.outage.warnFrom <= 0 {
+		c.outage.warnFrom = DefaultOutageWarnAfter
+	}
+	c.service = cfg.Service
+	if c.service == "" {
+		c.service = ServiceOf(c.base)
+	} else if _, err := ParseService(string(c.service)); err != nil {
+		return nil, err
 	}
 	if !cfg.Timing.NoBatch {
 		c.batch = newBatcher(c, cfg.Timing.batchGap())
@@ -200,6 +219,9 @@ func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
 // waits for the key's submission rate limit first.
 func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	if err := Validate(req.Method, req.Params); err != nil {
+		return "", &Error{Code: CodeInvalidParams, Class: Classify(CodeInvalidParams), Op: "validate", Err: err}
+	}
+	if err := c.service.Offers(req.Method, req.Params); err != nil {
 		return "", &Error{Code: CodeInvalidParams, Class: Classify(CodeInvalidParams), Op: "validate", Err: err}
 	}
 	if err := c.limiter.wait(ctx); err != nil {
@@ -388,7 +410,17 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 // Balance returns the account's balance as the service reports it
 // (action=getbalance). On CaptchaAI, billed by threads, it is informational.
 func (c *Client) Balance(ctx context.Context) (float64, error) {
-	r, err := c.call(ctx, "res.php", c.form(url.Values{"action": {"getbalance"}}), formType)
+	body := c.form(url.Values{"action": {"getbalance"}})
+	status, b, _, err := c.exchange(ctx, "res.php", body, formType)
+	if err != nil {
+		return 0, err
+	}
+	// The plain-text balance is a bare number ("50.2500"), not OK|…
+	// (2captcha/2captcha-go, GetBalance).
+	if f, perr := strconv.ParseFloat(string(bytes.TrimSpace(b)), 64); status == http.StatusOK && perr == nil {
+		return f, nil
+	}
+	r, err := c.callParsed("res.php", status, b, "")
 	if err != nil {
 		return 0, err
 	}
@@ -435,10 +467,10 @@ func (c *Client) form(v url.Values) []byte {
 	return []byte(v.Encode())
 }
 
-// submitBody encodes an in.php request: a form, or for method post a
-// multipart form whose file part holds the decoded image.
+// submitBody encodes an in.php request: a form, or for method post with a
+// file a multipart form whose file part holds the decoded image.
 func (c *Client) submitBody(req Request) ([]byte, string, error) {
-	if req.Method != "post" {
+	if _, file := req.Params["file"]; req.Method != "post" || !file {
 		v := url.Values{"method": {req.Method}}
 		for k, p := range req.Params {
 			v.Set(k, p)
@@ -481,10 +513,16 @@ func (c *Client) call(ctx context.Context, op string, body []byte, ctype string)
 	if err != nil {
 		return reply{}, err
 	}
+	return c.callParsed(op, status, b, loc)
+}
+
+// callParsed parses one reply of op; loc is its Location header.
+func (c *Client) callParsed(op string, status int, b []byte, loc string) (reply, error) {
 	r, err := parseReply(op, status, b, c.key)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
+			e.Class = c.service.Classify(e.Code)
 			if loc != "" && status/100 == 3 && e.Err != nil {
 				e.Err = fmt.Errorf("%w (a redirect to %s, not followed: the API never redirects, check the base URL)",
 					e.Err, redirectTarget(loc))
@@ -511,8 +549,15 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 		if ctx.Err() != nil {
 			return 0, nil, "", fmt.Errorf("solver: %s: %w", op, ctx.Err())
 		}
+		if what := unreachable(err, c.base); what != "" {
+			what += ": is the service's URL right?"
+			c.outage.fail(ctx, c.log, redact(what, c.key))
+			return 0, nil, "", c.scrub(&Error{Code: CodeUnreachable, Class: Classify(CodeUnreachable), Op: op,
+				Err: fmt.Errorf("%s (%w)", what, err)})
+		}
 		return 0, nil, "", c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op, Err: err})
 	}
+	c.outage.ok(ctx, c.log)
 	defer resp.Body.Close()
 	b, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {

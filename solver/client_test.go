@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -26,6 +27,10 @@ var fastSolve = map[string]fakeapi.Range{
 	fakeapi.KindGeeTest:     {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
 	fakeapi.KindImage:       {Min: 1 * time.Millisecond, Max: 5 * time.Millisecond},
 	fakeapi.KindGrid:        {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
+	fakeapi.KindGeeTestV4:   {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
+	fakeapi.KindHCaptcha:    {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
+	fakeapi.KindCloudflare:  {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
+	fakeapi.KindBLS:         {Min: 2 * time.Millisecond, Max: 10 * time.Millisecond},
 }
 
 // fastTiming polls in milliseconds: first poll 5–15 ms, then every 5 ms (the
@@ -37,8 +42,13 @@ var fastTiming = solver.Timing{Scale: 0.001}
 // scaled (120–180 ms) are shorter than a few polls take on a loaded
 // machine under the race detector, and a test that does not test the
 // deadline must not meet it.
-var patientMaxWait = map[string]time.Duration{solver.KindRecaptcha: time.Hour, solver.KindRecaptchaV3: time.Hour,
-	solver.KindTurnstile: time.Hour, solver.KindGeeTest: time.Hour, solver.KindImage: time.Hour, solver.KindGrid: time.Hour}
+var patientMaxWait = func() map[string]time.Duration {
+	m := map[string]time.Duration{}
+	for _, k := range solver.Kinds() {
+		m[k] = time.Hour
+	}
+	return m
+}()
 
 // bundle is what a test needs: an emulator, its HTTP server and a client.
 type bundle struct {
@@ -215,7 +225,7 @@ func TestErrorClasses(t *testing.T) {
 			name: "rule on poll",
 			api: fakeapi.Config{Faults: fakeapi.Faults{Rules: []fakeapi.Rule{
 				{Param: "pageurl", Contains: "expire", Code: "ERROR_TOKEN_EXPIRED", OnPoll: true}}}},
-			req: turnstile("https://expire.example/"), code: "ERROR_TOKEN_EXPIRED", class: retry.Resubmit, captchaID: true,
+			req: turnstile("https://expire.example/"), code: "ERROR_TOKEN_EXPIRED", class: retry.Permanent, captchaID: true,
 		},
 		{
 			name: "unknown key", key: otherKey,
@@ -427,7 +437,10 @@ func slowFirstPoll(t *testing.T, interval, maxWait time.Duration) (b *bundle, ca
 	}
 }
 
-func TestNetworkErrorHasNoKey(t *testing.T) {
+// TestUnreachableIsAnOutage: nothing listens at the base URL. That is no
+// fault of the task: UNREACHABLE, a capacity wait, saying what failed and
+// where; the client reports the outage until a call gets through.
+func TestUnreachableIsAnOutage(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
@@ -437,12 +450,61 @@ func TestNetworkErrorHasNoKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if since, err := c.Unreachable(); err != nil || !since.IsZero() {
+		t.Fatalf("a new client reports an outage: %v %v", since, err)
+	}
 	_, err = c.Solve(ctxT(t), turnstile("https://a.example/"))
-	if solver.CodeOf(err) != solver.CodeNetwork || solver.ClassOf(err) != retry.Transient {
-		t.Errorf("Solve: %v, want NETWORK (transient)", err)
+	if solver.CodeOf(err) != solver.CodeUnreachable || solver.ClassOf(err) != retry.Capacity {
+		t.Errorf("Solve: %v, want UNREACHABLE (capacity)", err)
+	}
+	host := strings.TrimPrefix(url, "http://")
+	if want := "connection refused to " + host; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
 	}
 	if strings.Contains(err.Error(), key) {
 		t.Errorf("error %q contains the key", err)
+	}
+	since, uerr := c.Unreachable()
+	if since.IsZero() || uerr == nil || !strings.Contains(uerr.Error(), "connection refused to "+host) {
+		t.Errorf("Unreachable() = %v, %v; want the outage", since, uerr)
+	}
+
+	// DNS: a name that does not resolve (the dialer says so, as the
+	// resolver would, without asking one).
+	noSuchHost := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no such host", Name: "captchaq-test.invalid", IsNotFound: true}}
+	}}}
+	c, err = solver.NewClient(solver.Config{BaseURL: "http://captchaq-test.invalid", APIKey: key, MinSubmitInterval: -1, HTTPClient: noSuchHost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Balance(ctxT(t))
+	if solver.CodeOf(err) != solver.CodeUnreachable || !strings.Contains(err.Error(), "captchaq-test.invalid") {
+		t.Errorf("Balance at an unknown host: %v, want UNREACHABLE naming the host", err)
+	}
+
+	// TLS: https to a plain-HTTP server.
+	api := httptest.NewServer(fakeapi.New(fakeapi.Config{}))
+	defer api.Close()
+	c, err = solver.NewClient(solver.Config{BaseURL: strings.Replace(api.URL, "http://", "https://", 1), APIKey: fakeapi.TestKey, MinSubmitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Balance(ctxT(t))
+	if solver.CodeOf(err) != solver.CodeUnreachable || !strings.Contains(err.Error(), "TLS") {
+		t.Errorf("https to a plain server: %v, want UNREACHABLE saying TLS", err)
+	}
+
+	// Once a call gets through, the outage is over.
+	c, err = solver.NewClient(solver.Config{BaseURL: api.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Balance(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if since, err := c.Unreachable(); err != nil || !since.IsZero() {
+		t.Errorf("after a good call: outage %v %v", since, err)
 	}
 }
 

@@ -17,6 +17,11 @@ const (
 	// CodeNetwork means the request did not get an HTTP response (DNS, connect,
 	// reset, client timeout).
 	CodeNetwork = "NETWORK"
+	// CodeUnreachable means the request never reached the service: the
+	// connection was refused or timed out, the host does not resolve, or
+	// TLS failed. That is an outage or a wrong base URL, the same for every
+	// task, so it is a capacity wait: tasks wait without spending attempts.
+	CodeUnreachable = "UNREACHABLE"
 	// CodeInvalidParams means Validate rejected the request before it was sent; the
 	// *ValidationError is in the chain.
 	CodeInvalidParams = "INVALID_PARAMS"
@@ -46,33 +51,38 @@ var classes = map[string]retry.Class{
 	CodeNotReady:        retry.Poll,
 	"CAPTCHA_NOT_READY": retry.Poll, // the correct spelling, in case a compatible service uses it
 
-	// capacity: no attempt spent
+	// capacity: no attempt spent. The rate limits are all here: waiting is
+	// what helps, and no task is at fault.
 	"ERROR_NO_SLOT_AVAILABLE": retry.Capacity,
-	"ERROR_ZERO_BALANCE":      retry.Capacity, // CaptchaAI: all plan threads busy
+	"ERROR_ZERO_BALANCE":      retry.Capacity, // CaptchaAI: all plan threads busy (2captcha: Profile)
 	"MAX_USER_TURN":           retry.Capacity,
-	"ERROR: 1001":             retry.Capacity,
-	"ERROR: 1002":             retry.Capacity,
-	"ERROR: 1003":             retry.Capacity,
-	"ERROR: 1004":             retry.Capacity,
-	"ERROR: 1005":             retry.Capacity,
+	"ERROR_TOO_MUCH_REQUESTS": retry.Capacity,
+	"ERROR: 1001":             retry.Capacity, // too many ERROR_NO_SLOT_AVAILABLE: blocked for minutes
+	"ERROR: 1002":             retry.Capacity, // too many ERROR_ZERO_BALANCE (2captcha: Profile)
+	"ERROR: 1003":             retry.Capacity, // too many ERROR_NO_SLOT_AVAILABLE on a long queue
+	"ERROR: 1005":             retry.Capacity, // too many res.php calls
+	CodeUnreachable:           retry.Capacity,
 
 	// transient
 	CodeBadReply:                  retry.Transient,
 	CodeNetwork:                   retry.Transient,
 	"ERROR_SERVER_ERROR":          retry.Transient,
 	"ERROR_INTERNAL_SERVER_ERROR": retry.Transient,
-	"ERROR_TOO_MUCH_REQUESTS":     retry.Transient,
 
 	// resubmit
 	"ERROR_CAPTCHA_UNSOLVABLE":      retry.Resubmit,
 	"ERROR_BAD_DUPLICATES":          retry.Resubmit,
 	"ERROR_WRONG_CAPTCHA_ID":        retry.Resubmit,
-	"ERROR_TOKEN_EXPIRED":           retry.Resubmit,
 	"ERROR_PROXY_CONNECTION_FAILED": retry.Resubmit,
 	CodeTimeout:                     retry.Resubmit,
 	CodePollLimit:                   retry.Resubmit,
 
 	// permanent: the task itself is wrong
+	// ERROR_TOKEN_EXPIRED: the GeeTest challenge inside the task is stale, so
+	// no submission of the same task can succeed; the producer must fetch a
+	// fresh one.
+	"ERROR_TOKEN_EXPIRED":            retry.Permanent,
+	"ERROR_DOMAIN_NOT_ALLOWED":       retry.Permanent,
 	"ERROR_PAGEURL":                  retry.Permanent,
 	"ERROR_GOOGLEKEY":                retry.Permanent,
 	"ERROR_WRONG_GOOGLEKEY":          retry.Permanent,
@@ -116,6 +126,10 @@ var classes = map[string]retry.Class{
 	"ERROR_KEY_DOES_NOT_EXIST": retry.Fatal,
 	"IP_BANNED":                retry.Fatal,
 	"ERROR_IP_NOT_ALLOWED":     retry.Fatal,
+	"ERROR_IP_BLOCKED":         retry.Fatal,
+	// The IP is blocked after requests with a wrong key: the cause of
+	// IP_BANNED, and only a corrected key helps.
+	"ERROR: 1004": retry.Fatal,
 }
 
 // Classify returns the retry class of an API code or pseudo-code. It is the
@@ -127,7 +141,7 @@ var classes = map[string]retry.Class{
 // a gateway's passing mood, so they must not stop every worker the way a
 // Fatal code does, while a Transient error still ends in the dead letter once
 // the task's attempt budget is spent. "ERROR: 1001"…"ERROR: 1005" with any
-// suffix are Capacity. Every other code — an ERROR_… the table does
+// suffix are Capacity, except 1004 (fatal, in the table). Every other code — an ERROR_… the table does
 // not know, or anything else — is Transient: an unknown code is more likely a
 // new or rare condition on the service's side than a fault of the task, and a
 // Transient error still ends in the dead letter once the attempt budget is
@@ -140,6 +154,8 @@ func Classify(code string) retry.Class {
 	switch {
 	case strings.HasPrefix(code, "HTTP_"):
 		return retry.Transient
+	case strings.HasPrefix(code, "ERROR: 1004"):
+		return retry.Fatal
 	case len(code) >= len("ERROR: 1001") && code[:len("ERROR: 100")] == "ERROR: 100" &&
 		code[len("ERROR: 100")] >= '1' && code[len("ERROR: 100")] <= '5':
 		return retry.Capacity

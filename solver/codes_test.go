@@ -18,7 +18,7 @@ var designTable = map[string]retry.Class{
 	"ERROR: 1001":             retry.Capacity,
 	"ERROR: 1002":             retry.Capacity,
 	"ERROR: 1003":             retry.Capacity,
-	"ERROR: 1004":             retry.Capacity,
+	"ERROR: 1004":             retry.Fatal,
 	"ERROR: 1005":             retry.Capacity,
 
 	"HTTP_429": retry.Capacity,
@@ -33,14 +33,15 @@ var designTable = map[string]retry.Class{
 	"HTTP_418":                    retry.Transient,
 	"BAD_REPLY":                   retry.Transient,
 	"NETWORK":                     retry.Transient,
+	"UNREACHABLE":                 retry.Capacity,
 	"ERROR_SERVER_ERROR":          retry.Transient,
 	"ERROR_INTERNAL_SERVER_ERROR": retry.Transient,
-	"ERROR_TOO_MUCH_REQUESTS":     retry.Transient,
+	"ERROR_TOO_MUCH_REQUESTS":     retry.Capacity,
 
 	"ERROR_CAPTCHA_UNSOLVABLE":      retry.Resubmit,
 	"ERROR_BAD_DUPLICATES":          retry.Resubmit,
 	"ERROR_WRONG_CAPTCHA_ID":        retry.Resubmit,
-	"ERROR_TOKEN_EXPIRED":           retry.Resubmit,
+	"ERROR_TOKEN_EXPIRED":           retry.Permanent,
 	"ERROR_PROXY_CONNECTION_FAILED": retry.Resubmit,
 	"LOCAL_TIMEOUT":                 retry.Resubmit,
 	"POLL_LIMIT":                    retry.Resubmit,
@@ -81,6 +82,8 @@ var designTable = map[string]retry.Class{
 	"ERROR_KEY_DOES_NOT_EXIST": retry.Fatal,
 	"IP_BANNED":                retry.Fatal,
 	"ERROR_IP_NOT_ALLOWED":     retry.Fatal,
+	"ERROR_IP_BLOCKED":         retry.Fatal,
+	"ERROR_DOMAIN_NOT_ALLOWED": retry.Permanent,
 
 	// Not in the table: unknown codes are transient (see Classify).
 	"ERROR_SOMETHING_NEW": retry.Transient,

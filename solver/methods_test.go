@@ -65,6 +65,37 @@ func TestEveryMethod(t *testing.T) {
 			}},
 		{name: "geetest object", req: geetest(page), check: geetestOK},
 		{name: "geetest as string", api: fakeapi.Config{GeeTestAsString: true}, req: geetest(page), check: geetestOK},
+		{name: "geetest v4", req: solver.Request{Method: "geetest", Params: map[string]string{
+			"gt": "e392e1d7fd421dc63325744d5a2b9c73", "version": "4", "pageurl": page}},
+			check: func(t *testing.T, a solver.Answer) {
+				g, err := a.GeeTestV4()
+				if err != nil || g.CaptchaID != "e392e1d7fd421dc63325744d5a2b9c73" {
+					t.Errorf("GeeTest v4 answer %s: %+v, %v; want the task's gt as captcha_id", a.Solution, g, err)
+				}
+			}},
+		{name: "geetest v4 as string", api: fakeapi.Config{GeeTestAsString: true}, req: solver.Request{Method: "geetest", Params: map[string]string{
+			"gt": "e392e1d7fd421dc63325744d5a2b9c73", "version": "4", "pageurl": page}},
+			check: func(t *testing.T, a solver.Answer) {
+				if _, err := a.GeeTestV4(); err != nil {
+					t.Errorf("GeeTest v4 answer %s: %v", a.Solution, err)
+				}
+			}},
+		{name: "hcaptcha", req: solver.Request{Method: "hcaptcha", Params: map[string]string{
+			"sitekey": "a5f74b19-9e45-40e0-b45d-47ff91b7a6c2", "pageurl": page}}, check: tokenPrefix("P1_")},
+		{name: "cloudflare challenge", req: solver.Request{Method: "cloudflare_challenge", Params: with(proxy, map[string]string{"pageurl": page})},
+			check: func(t *testing.T, a solver.Answer) {
+				cf, err := a.Cloudflare()
+				if err != nil || cf.UserAgent != "Mozilla/5.0 captchaq" || len(cf.Clearance) < 40 {
+					t.Errorf("Cloudflare answer %s (ua %q): %+v, %v; want a cookie and the task's user agent", a.Solution, a.UserAgent, cf, err)
+				}
+			}},
+		{name: "bls", req: solver.Request{Method: "bls", Params: map[string]string{"body": pngB64, "textinstructions": "Выберите все изображения с числом 317"}},
+			check: func(t *testing.T, a solver.Answer) {
+				cells, err := a.Cells()
+				if err != nil || len(cells) == 0 {
+					t.Errorf("BLS answer %s: %v, %v", a.Solution, cells, err)
+				}
+			}},
 		{name: "post multipart", req: solver.Request{Method: "post", Params: map[string]string{"file": pngB64, "numeric": "1", "min_len": "4"}},
 			ctype: "multipart/form-data", check: func(t *testing.T, a solver.Answer) {
 				s, err := a.Text()

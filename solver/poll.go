@@ -48,11 +48,16 @@ type Timing struct {
 }
 
 // DefaultFirstPoll is the first-poll delay of a Kind when Timing.FirstPoll
-// does not say: 15 s for reCAPTCHA and GeeTest, 10 s for reCAPTCHA v3, 5 s for
-// Turnstile, images, grids and anything else.
+// does not say: 20 s for Cloudflare challenges, 15 s for reCAPTCHA, GeeTest
+// (v3 and v4), hCaptcha and BLS, 10 s for reCAPTCHA v3, 5 s for Turnstile,
+// images, grids and anything else. The new kinds' delays are the ones
+// CaptchaAI's example pack waits (CaptchaAI-Examples,
+// articles/how-to-solve-*-using-api/python/solve.py).
 func DefaultFirstPoll(kind string) time.Duration {
 	switch kind {
-	case KindRecaptcha, KindGeeTest:
+	case KindCloudflare:
+		return 20 * time.Second
+	case KindRecaptcha, KindGeeTest, KindGeeTestV4, KindHCaptcha, KindBLS:
 		return 15 * time.Second
 	case KindRecaptchaV3:
 		return 10 * time.Second

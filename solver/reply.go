@@ -2,11 +2,13 @@ package solver
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -18,8 +20,12 @@ type reply struct {
 	// text is the request as text: the string's contents, the number's digits,
 	// or for an object its JSON.
 	text string
-	// userAgent is the "useragent" field (Turnstile), if any.
+	// userAgent is the "useragent" field (Turnstile) or the "user_agent"
+	// field (cloudflare_challenge), if any.
 	userAgent string
+	// errorText is the "error_text" of a status 0 reply: set only beside
+	// an API code, redacted and cut to 200 bytes.
+	errorText string
 }
 
 // errBadReply is the Err of a BAD_REPLY *Error.
@@ -37,14 +43,14 @@ func parseReply(op string, status int, body []byte, key string) (reply, error) {
 	switch {
 	case status != http.StatusOK && code != "":
 		// An error page that still carries an API code: trust the code.
-		return reply{}, &Error{Code: code, Class: Classify(code), Op: op}
+		return reply{}, &Error{Code: code, Class: Classify(code), Op: op, Text: r.errorText}
 	case status != http.StatusOK:
 		return reply{}, &Error{Code: HTTPCode(status), Class: Classify(HTTPCode(status)), Op: op,
 			Err: fmt.Errorf("HTTP %d %s: %s", status, http.StatusText(status), describe(body, key))}
 	case err != nil:
 		return reply{}, &Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: op, Err: err}
 	case code != "":
-		return reply{}, &Error{Code: code, Class: Classify(code), Op: op}
+		return reply{}, &Error{Code: code, Class: Classify(code), Op: op, Text: r.errorText}
 	}
 	return r, nil
 }
@@ -75,10 +81,11 @@ func parseBody(body []byte, key string) (r reply, code string, err error) {
 
 // jsonReply is the JSON form of a reply.
 type jsonReply struct {
-	Status    json.RawMessage `json:"status"`
-	Request   json.RawMessage `json:"request"`
-	UserAgent string          `json:"useragent"`
-	ErrorText string          `json:"error_text"`
+	Status     json.RawMessage `json:"status"`
+	Request    json.RawMessage `json:"request"`
+	UserAgent  string          `json:"useragent"`  // Turnstile
+	UserAgent2 string          `json:"user_agent"` // cloudflare_challenge
+	ErrorText  string          `json:"error_text"`
 }
 
 func parseJSON(b []byte, key string) (reply, string, error) {
@@ -109,9 +116,9 @@ func parseJSON(b []byte, key string) (reply, string, error) {
 		if json.Unmarshal(req, &code) != nil || !isCode([]byte(code)) {
 			return reply{}, "", fmt.Errorf("%w: status 0 without an error code: %s", errBadReply, describe(b, key))
 		}
-		return reply{}, code, nil
+		return reply{errorText: truncate(strings.ToValidUTF8(redact(j.ErrorText, key), "\uFFFD"), 200)}, code, nil
 	}
-	r := reply{value: append(json.RawMessage(nil), req...), userAgent: j.UserAgent}
+	r := reply{value: append(json.RawMessage(nil), req...), userAgent: cmp.Or(j.UserAgent, j.UserAgent2)}
 	switch req[0] {
 	case '"':
 		if err := json.Unmarshal(req, &r.text); err != nil {

@@ -27,8 +27,8 @@ func TestParseReply(t *testing.T) {
 		{name: "json status string", status: 200, body: `{"status":"1","request":"7"}`, text: "7", value: `"7"`},
 		{name: "json big id number keeps digits", status: 200, body: `{"status":1,"request":123456789012345678901}`, text: "123456789012345678901", value: `"123456789012345678901"`},
 		{name: "json token with useragent", status: 200, body: `{"status":1,"request":"0.abc","useragent":"Mozilla/5.0 X"}`, text: "0.abc", value: `"0.abc"`, ua: "Mozilla/5.0 X"},
-		{name: "json object", status: 200, body: `{"status":1,"request":{"challenge":"c", "validate":"v","seccode":"s|jordan"}}`,
-			text: `{"challenge":"c","validate":"v","seccode":"s|jordan"}`, value: `{"challenge":"c","validate":"v","seccode":"s|jordan"}`},
+		{name: "json object", status: 200, body: `{"status":1,"request":{"geetest_challenge":"c", "geetest_validate":"v","geetest_seccode":"s|jordan"}}`,
+			text: `{"geetest_challenge":"c","geetest_validate":"v","geetest_seccode":"s|jordan"}`, value: `{"geetest_challenge":"c","geetest_validate":"v","geetest_seccode":"s|jordan"}`},
 		{name: "json error", status: 200, body: `{"status":0,"request":"ERROR_PAGEURL","error_text":"bad"}`, code: "ERROR_PAGEURL", class: retry.Permanent},
 		{name: "json not ready", status: 200, body: `{"status":0,"request":"CAPCHA_NOT_READY"}`, code: "CAPCHA_NOT_READY", class: retry.Poll},
 		{name: "json 1001", status: 200, body: `{"status":0,"request":"ERROR: 1001"}`, code: "ERROR: 1001", class: retry.Capacity},
@@ -79,7 +79,7 @@ func TestParseReply(t *testing.T) {
 
 func TestAnswerOfGeeTestString(t *testing.T) {
 	t.Parallel()
-	obj := `{"challenge":"c","validate":"v","seccode":"s|jordan"}`
+	obj := `{"geetest_challenge":"c","geetest_validate":"v","geetest_seccode":"s|jordan"}`
 	enc, _ := json.Marshal(obj)
 	for _, body := range []string{
 		`{"status":1,"request":` + obj + `}`,
@@ -104,7 +104,7 @@ func FuzzParseReply(f *testing.F) {
 		`{"status":1,"request":"73542817351"}`,
 		`{"status":1,"request":73542817351}`,
 		`{"status":0,"request":"ERROR_ZERO_BALANCE"}`,
-		`{"status":1,"request":{"challenge":"c","validate":"v","seccode":"s"}}`,
+		`{"status":1,"request":{"geetest_challenge":"c","geetest_validate":"v","geetest_seccode":"s"}}`,
 		"OK|0.abc", "CAPCHA_NOT_READY", "ERROR: 1001", "<html></html>", "",
 	} {
 		f.Add(200, []byte(s))

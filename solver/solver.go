@@ -27,10 +27,11 @@ type Request struct {
 // Answer is a solved captcha.
 type Answer struct {
 	// Solution is the answer as JSON: a JSON string for tokens and text, an
-	// object for GeeTest ({challenge, validate, seccode}).
+	// object for GeeTest as the service sends it (v3: geetest_challenge,
+	// geetest_validate, geetest_seccode; see GeeTest and GeeTestV4).
 	Solution json.RawMessage
 	// UserAgent is the user agent the token is bound to, when the service says
-	// (Turnstile).
+	// (Turnstile's useragent, cloudflare_challenge's user_agent).
 	UserAgent string
 	// CaptchaID is the service's id of the captcha, for reportgood/reportbad.
 	CaptchaID string
@@ -63,6 +64,9 @@ type Error struct {
 	Op string
 	// CaptchaID is the service's id of the captcha, once it has one.
 	CaptchaID string
+	// Text is the service's own description of Code (the error_text of a
+	// json=1 reply), when it gave one.
+	Text string
 	// Err is the underlying error, if any (network errors, parse errors).
 	Err error
 }
@@ -71,6 +75,9 @@ type Error struct {
 // when there is one. It never contains the API key.
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("%s: %s (%s)", e.Op, e.Code, e.Class)
+	if e.Text != "" {
+		msg += ": " + e.Text
+	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}

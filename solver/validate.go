@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxImageSize is the largest image the service accepts, decoded: 1024 KB.
@@ -39,13 +40,21 @@ type method struct {
 	cross  func(method string, p map[string]string) *ValidationError
 }
 
-// commonParams are accepted by every method.
+// commonParams are accepted by every method. soft_id is the developer id
+// the official 2captcha SDK sends on every call (2captcha/2captcha-go,
+// api2captcha.go); header_acao=1 asks for a CORS header on the reply.
 var commonParams = map[string]param{
-	"proxy":     {check: checkProxy},
-	"proxytype": {check: oneOf("HTTP", "HTTPS", "SOCKS4", "SOCKS5")},
-	"userAgent": {check: maxLen(1024)},
-	"cookies":   {check: maxLen(8192)},
+	"proxy":       {check: checkProxy},
+	"proxytype":   {check: oneOf("HTTP", "HTTPS", "SOCKS4", "SOCKS5")},
+	"userAgent":   {check: maxLen(1024)},
+	"cookies":     {check: maxLen(8192)},
+	"soft_id":     {check: intRange(0, 1<<31-1)},
+	"header_acao": {check: intRange(0, 1)},
 }
+
+// reserved are the request fields captchaq sets itself; a task parameter of
+// one of these names would replace them.
+var reserved = map[string]bool{"key": true, "method": true, "json": true}
 
 // imageParams are the options of the image methods (post, base64), including
 // the grid ones (recaptcha=1 with instructions).
@@ -58,8 +67,8 @@ var imageParams = map[string]param{
 	"calc":             {check: intRange(0, 1)},
 	"language":         {check: intRange(0, 2)},
 	"lang":             {check: maxLen(8)},
-	"textinstructions": {check: maxLen(140)},
-	"instructions":     {check: maxLen(140)},
+	"textinstructions": {check: maxChars(140)},
+	"instructions":     {check: maxChars(140)},
 	"imginstructions":  {check: checkImage},
 	"recaptcha":        {check: intRange(0, 1)},
 	"recaptcharows":    {check: intRange(1, 6)},
@@ -97,19 +106,71 @@ var methods = map[string]method{
 			"pagedata": {check: maxLen(4096)},
 		},
 	},
+	// GeeTest v3 (gt, challenge) and, with version=4, v4 (gt is the
+	// captcha_id, no challenge): CaptchaAI-Examples,
+	// articles/how-to-solve-geetest-v3-using-api/ and
+	// articles/how-to-solve-geetest-v4-using-api/.
 	"geetest": {
 		params: map[string]param{
 			"gt":         {required: true, check: checkKey},
-			"challenge":  {required: true, check: checkKey},
+			"challenge":  {check: checkKey},
 			"pageurl":    {required: true, check: checkPageURL},
 			"api_server": {check: checkHost},
+			"version":    {check: oneOf("3", "4")},
+		},
+		cross: func(m string, p map[string]string) *ValidationError {
+			if _, ok := p["challenge"]; !ok && p["version"] != "4" {
+				return &ValidationError{"params.challenge", "required for method " + m + " (GeeTest v3; v4 takes version=4 and no challenge)"}
+			}
+			return nil
 		},
 	},
+	// CaptchaAI-Examples, articles/how-to-solve-hcaptcha-using-api/.
+	"hcaptcha": {
+		params: map[string]param{
+			"sitekey":   {required: true, check: checkKey},
+			"pageurl":   {required: true, check: checkPageURL},
+			"invisible": {check: intRange(0, 1)},
+			"data":      {check: maxLen(4096)},
+		},
+	},
+	// The service opens the page through the task's proxy, so proxy and
+	// proxytype are required: CaptchaAI-Examples,
+	// articles/how-to-solve-cloudflare-challenge-using-api/.
+	"cloudflare_challenge": {
+		params: map[string]param{
+			"pageurl":   {required: true, check: checkPageURL},
+			"proxy":     {required: true, check: checkProxy},
+			"proxytype": {required: true, check: oneOf("HTTP", "HTTPS", "SOCKS4", "SOCKS5")},
+		},
+	},
+	// CaptchaAI-Examples, articles/how-to-solve-bls-captcha-step-by-step/
+	// README.md: body and textinstructions, both required.
+	"bls": {
+		params: map[string]param{
+			"body":             {required: true, check: checkImage},
+			"textinstructions": {required: true, check: maxChars(140)},
+		},
+	},
+	// post takes the image as file (sent as a multipart upload) or, as
+	// CaptchaAI's grid example sends it, as body (base64, sent as a form):
+	// CaptchaAI-Examples, articles/how-to-solve-grid-image-captcha-automatically/.
 	"post": {
 		params: with(imageParams, map[string]param{
-			"file": {required: true, check: checkImage},
+			"file": {check: checkImage},
+			"body": {check: checkImage},
 		}),
-		cross: checkGrid,
+		cross: func(m string, p map[string]string) *ValidationError {
+			_, file := p["file"]
+			_, body := p["body"]
+			switch {
+			case !file && !body:
+				return &ValidationError{"params.file", "required for method " + m + " (or body)"}
+			case file && body:
+				return &ValidationError{"params.body", "not with file for method " + m + ": give the image once"}
+			}
+			return checkGrid(m, p)
+		},
 	},
 	"base64": {
 		params: with(imageParams, map[string]param{
@@ -130,12 +191,14 @@ func Methods() []string {
 }
 
 // Validate checks a request's method and parameters the way the service would,
-// before anything is sent: required parameters are present, every parameter is
-// one the method accepts (the common proxy, proxytype, userAgent and cookies
-// included), values are well-formed, and images (file for post, body for
-// base64, both base64-encoded) are JPEG, PNG or GIF of at most MaxImageSize.
-// Producers and workers share it. A failure is a *ValidationError naming the
-// field.
+// before anything is sent: required parameters are present, values of the
+// parameters it knows are well-formed (sizes in characters where the service
+// counts characters), and images (file for post, body for base64 and bls,
+// base64-encoded) are JPEG, PNG or GIF of at most MaxImageSize. Parameters
+// the method does not know pass, since the service ignores them;
+// UnknownParams names them for a warning. Only the names captchaq sets
+// itself (key, method, json) are refused. Producers and
+// workers share it. A failure is a *ValidationError naming the field.
 func Validate(methodName string, params map[string]string) error {
 	m, ok := methods[methodName]
 	if !ok {
@@ -161,12 +224,15 @@ func Validate(methodName string, params map[string]string) error {
 	}
 	slices.Sort(given)
 	for _, n := range given {
+		if reserved[n] {
+			return &ValidationError{"params." + n, "reserved: captchaq sets " + n + " itself"}
+		}
 		p, ok := m.params[n]
 		if !ok {
 			p, ok = commonParams[n]
 		}
 		if !ok {
-			return &ValidationError{"params." + n, "not a parameter of method " + methodName}
+			continue // passed through, as the service ignores it: see UnknownParams
 		}
 		v := params[n]
 		if p.required && strings.TrimSpace(v) == "" {
@@ -187,6 +253,95 @@ func Validate(methodName string, params map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// UnknownParam is a parameter its method does not know: it is passed
+// through to the service, which ignores it.
+type UnknownParam struct {
+	// Name is the parameter's name.
+	Name string
+	// Method is the method it was given to.
+	Method string
+	// Suggest is the known parameter it is a near miss of ("googelkey" for
+	// googlekey), or "".
+	Suggest string
+}
+
+// String reads like `params.googelkey: not a parameter of method
+// userrecaptcha; passed through, the service ignores it (did you mean
+// "googlekey"?)`.
+func (u UnknownParam) String() string {
+	s := "params." + u.Name + ": not a parameter of method " + u.Method + "; passed through, the service ignores it"
+	if u.Suggest != "" {
+		s += fmt.Sprintf(" (did you mean %q?)", u.Suggest)
+	}
+	return s
+}
+
+// UnknownParams returns the parameters of params that methodName does not
+// know, sorted by name, each with the known name it is a near miss of (an
+// edit distance of at most 2, or the same letters in another case). It
+// returns nil for an unknown method: Validate refuses that.
+func UnknownParams(methodName string, params map[string]string) []UnknownParam {
+	m, ok := methods[methodName]
+	if !ok {
+		return nil
+	}
+	var out []UnknownParam
+	for n := range params {
+		if _, ok := m.params[n]; ok {
+			continue
+		}
+		if _, ok := commonParams[n]; ok || reserved[n] {
+			continue
+		}
+		out = append(out, UnknownParam{Name: n, Method: methodName, Suggest: nearest(n, m.params)})
+	}
+	slices.SortFunc(out, func(a, b UnknownParam) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// nearest returns the known parameter name closest to n, if close enough to
+// be a typo of it.
+func nearest(n string, own map[string]param) string {
+	best, bestD := "", 3
+	try := func(k string) {
+		d := editDistance(strings.ToLower(n), strings.ToLower(k))
+		if d < bestD || d == bestD && k < best {
+			best, bestD = k, d
+		}
+	}
+	for k := range own {
+		try(k)
+	}
+	for k := range commonParams {
+		try(k)
+	}
+	if bestD > 2 || bestD >= len(n) {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b, by bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func with(a, b map[string]param) map[string]param {
@@ -235,6 +390,21 @@ func maxLen(n int) func(string) string {
 	return func(v string) string {
 		if len(v) > n {
 			return fmt.Sprintf("longer than %d bytes", n)
+		}
+		return ""
+	}
+}
+
+// maxChars limits a text to n characters (not bytes): the service counts
+// characters, so 140 Cyrillic letters are as fine as 140 Latin ones. The
+// text must be UTF-8.
+func maxChars(n int) func(string) string {
+	return func(v string) string {
+		if !utf8.ValidString(v) {
+			return "must be UTF-8 text"
+		}
+		if c := utf8.RuneCountInString(v); c > n {
+			return fmt.Sprintf("longer than %d characters (%d)", n, c)
 		}
 		return ""
 	}
@@ -348,13 +518,23 @@ func imageType(b []byte) string {
 
 // Kinds of captcha that poll on their own timing (see Kind).
 const (
-	KindRecaptcha   = "recaptcha"    // userrecaptcha v2, invisible, enterprise
-	KindRecaptchaV3 = "recaptcha_v3" // userrecaptcha version=v3
-	KindTurnstile   = "turnstile"    // turnstile
-	KindGeeTest     = "geetest"      // geetest (v3)
-	KindImage       = "image"        // post and base64
-	KindGrid        = "grid"         // post and base64 with recaptcha=1
+	KindRecaptcha   = "recaptcha"            // userrecaptcha v2, invisible, enterprise
+	KindRecaptchaV3 = "recaptcha_v3"         // userrecaptcha version=v3
+	KindTurnstile   = "turnstile"            // turnstile
+	KindGeeTest     = "geetest"              // geetest (v3)
+	KindGeeTestV4   = "geetest_v4"           // geetest version=4
+	KindHCaptcha    = "hcaptcha"             // hcaptcha
+	KindCloudflare  = "cloudflare_challenge" // cloudflare_challenge
+	KindImage       = "image"                // post and base64
+	KindGrid        = "grid"                 // post and base64 with recaptcha=1
+	KindBLS         = "bls"                  // bls
 )
+
+// Kinds lists every kind Kind returns for a method Validate accepts.
+func Kinds() []string {
+	return []string{KindRecaptcha, KindRecaptchaV3, KindTurnstile, KindGeeTest, KindGeeTestV4,
+		KindHCaptcha, KindCloudflare, KindImage, KindGrid, KindBLS}
+}
 
 // Kind groups requests whose solve times are alike: it keys Timing's maps and
 // the adaptive poller's learning. Unknown methods are their own kind.
@@ -368,7 +548,16 @@ func Kind(methodName string, params map[string]string) string {
 	case "turnstile":
 		return KindTurnstile
 	case "geetest":
+		if params["version"] == "4" {
+			return KindGeeTestV4
+		}
 		return KindGeeTest
+	case "hcaptcha":
+		return KindHCaptcha
+	case "cloudflare_challenge":
+		return KindCloudflare
+	case "bls":
+		return KindBLS
 	case "post", "base64":
 		if params["recaptcha"] == "1" {
 			return KindGrid

@@ -43,6 +43,16 @@ func TestValidateAccepts(t *testing.T) {
 		{"turnstile", p("sitekey", "0x4AAA", "pageurl", page, "proxy", "user:pass@10.0.0.1:3128", "proxytype", "HTTP",
 			"userAgent", "Mozilla/5.0", "cookies", "a=1; b=2")},
 		{"base64", p("body", pngImage, "proxy", "10.0.0.1:1080", "proxytype", "socks5")},
+		{"geetest", p("gt", "e392e1d7fd421dc63325744d5a2b9c73", "version", "4", "pageurl", page)},
+		{"hcaptcha", p("sitekey", "a5f74b19-9e45-40e0-b45d-47ff91b7a6c2", "pageurl", page)},
+		{"cloudflare_challenge", p("pageurl", page, "proxy", "user:pass@10.0.0.1:3128", "proxytype", "HTTP")},
+		{"bls", p("body", pngImage, "textinstructions", "select 317")},
+		// 140 characters, 280 bytes: the service counts characters.
+		{"base64", p("body", pngImage, "textinstructions", strings.Repeat("я", 140))},
+		{"bls", p("body", pngImage, "textinstructions", strings.Repeat("я", 140))},
+		// The service ignores what it does not know: passed through.
+		{"base64", p("body", pngImage, "pageurl", page)},
+		{"turnstile", p("sitekey", "0x4AAA", "pageurl", page, "soft_id", "4583", "header_acao", "1", "siteKey", "y")},
 	}
 	for _, tt := range tests {
 		if err := Validate(tt.method, tt.params); err != nil {
@@ -61,13 +71,21 @@ func TestValidateRejects(t *testing.T) {
 		msg    string
 	}{
 		{"", nil, "method", "required"},
-		{"hcaptcha", p("sitekey", "x"), "method", `unknown method "hcaptcha"`},
+		{"funcaptcha", p("publickey", "x"), "method", `unknown method "funcaptcha"`},
+		{"hcaptcha", p("sitekey", "x"), "params.pageurl", "required for method hcaptcha"},
+		{"cloudflare_challenge", p("pageurl", page), "params.proxy", "required for method cloudflare_challenge"},
+		{"cloudflare_challenge", p("pageurl", page, "proxy", "10.0.0.1:80"), "params.proxytype", "required for method cloudflare_challenge"},
+		{"geetest", p("gt", "g", "pageurl", page, "version", "3"), "params.challenge", "required for method geetest"},
+		{"geetest", p("gt", "g", "pageurl", page, "version", "5"), "params.version", "one of 3, 4"},
+		{"bls", p("body", pngImage), "params.textinstructions", "required for method bls"},
+		{"bls", p("body", pngImage, "textinstructions", strings.Repeat("я", 141)), "params.textinstructions", "longer than 140 characters"},
 		{"turnstile", p("sitekey", "x"), "params.pageurl", "required for method turnstile"},
 		{"turnstile", p("pageurl", page), "params.sitekey", "required for method turnstile"},
 		{"turnstile", p("sitekey", "", "pageurl", page), "params.sitekey", "required for method turnstile"},
 		{"turnstile", p("sitekey", "x", "pageurl", "shop.example/"), "params.pageurl", "absolute http or https URL"},
-		{"turnstile", p("sitekey", "x", "pageurl", page, "siteKey", "y"), "params.siteKey", "not a parameter of method turnstile"},
-		{"turnstile", p("sitekey", "x", "pageurl", page, "key", "y"), "params.key", "not a parameter"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "key", "y"), "params.key", "reserved"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "method", "post"), "params.method", "reserved"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "soft_id", "abc"), "params.soft_id", "integer"},
 		{"userrecaptcha", p("pageurl", page), "params.googlekey", "required for method userrecaptcha"},
 		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "invisible", "yes"), "params.invisible", "integer from 0 to 1"},
 		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "min_score", "0.3"), "params.min_score", "only with version=v3"},
@@ -112,7 +130,7 @@ func TestValidateErrorReads(t *testing.T) {
 
 func TestMethods(t *testing.T) {
 	t.Parallel()
-	want := []string{"base64", "geetest", "post", "turnstile", "userrecaptcha"}
+	want := []string{"base64", "bls", "cloudflare_challenge", "geetest", "hcaptcha", "post", "turnstile", "userrecaptcha"}
 	if got := Methods(); !slices.Equal(got, want) {
 		t.Errorf("Methods() = %v, want %v", got, want)
 	}
@@ -132,10 +150,41 @@ func TestKind(t *testing.T) {
 		{"geetest", nil, KindGeeTest},
 		{"post", nil, KindImage},
 		{"base64", p("recaptcha", "1"), KindGrid},
+		{"geetest", p("version", "4"), KindGeeTestV4},
+		{"hcaptcha", nil, KindHCaptcha},
+		{"cloudflare_challenge", nil, KindCloudflare},
+		{"bls", nil, KindBLS},
 	}
 	for _, tt := range tests {
 		if got := Kind(tt.method, tt.params); got != tt.want {
 			t.Errorf("Kind(%s, %v) = %s, want %s", tt.method, tt.params, got, tt.want)
 		}
+	}
+}
+
+func TestUnknownParams(t *testing.T) {
+	t.Parallel()
+	const page = "https://shop.example/"
+	got := UnknownParams("userrecaptcha", p("googelkey", "k", "googlekey", "k", "pageurl", page, "soft_id", "1", "zzz", "1", "PageUrl", "x"))
+	want := []UnknownParam{
+		{Name: "PageUrl", Method: "userrecaptcha", Suggest: "pageurl"},
+		{Name: "googelkey", Method: "userrecaptcha", Suggest: "googlekey"},
+		{Name: "zzz", Method: "userrecaptcha"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("UnknownParams = %+v, want %+v", got, want)
+	}
+	if s := got[1].String(); !strings.Contains(s, "params.googelkey: not a parameter of method userrecaptcha") ||
+		!strings.Contains(s, `did you mean "googlekey"?`) {
+		t.Errorf("warning %q does not name the parameter and its near miss", s)
+	}
+	if s := got[2].String(); strings.Contains(s, "did you mean") {
+		t.Errorf("warning %q suggests a name for a far miss", s)
+	}
+	if u := UnknownParams("base64", p("body", pngImage, "pageurl", page)); len(u) != 1 || u[0].Suggest != "" {
+		t.Errorf("pageurl on base64: %+v, want one unknown without a suggestion", u)
+	}
+	if u := UnknownParams("turnstile", p("sitekey", "x", "pageurl", page, "soft_id", "1", "header_acao", "1")); u != nil {
+		t.Errorf("soft_id and header_acao are known to every method, got %+v", u)
 	}
 }

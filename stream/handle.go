@@ -178,7 +178,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 		j.log.Info("attempt failed", slog.String("code", code), slog.String("class", class.String()),
 			slog.String("next", act.Kind.String()), slog.Duration("delay", act.Delay), slog.Int("attempts", spent))
 	case retry.DeadLetter:
-		w.deadLetter(ctx, j, ev, act.Reason, code, "")
+		w.deadLetter(ctx, j, ev, act.Reason, code, failureText(serr))
 	case retry.Stop:
 		f := &FatalError{Code: code}
 		w.stopWith(f)
@@ -491,6 +491,9 @@ func (w *Worker) finishDead(ctx context.Context, j *job, reason retry.Reason, co
 		dl.Header.Set(HeaderGen, strconv.FormatUint(j.gen, 10))
 		dl.Header.Set(HeaderAttempts, strconv.Itoa(ev.Attempts))
 		dl.Header.Set(HeaderError, code)
+		if ev.Detail != "" {
+			dl.Header.Set(HeaderErrorText, ev.Detail)
+		}
 		dl.Header.Set(HeaderReason, string(reason))
 		dl.Header.Set(HeaderSubject, j.m.Subject())
 		dl.Header.Set(HeaderFirstFail, ev.FirstFailure.UTC().Format(time.RFC3339Nano))
@@ -504,7 +507,7 @@ func (w *Worker) finishDead(ctx context.Context, j *job, reason retry.Reason, co
 			return
 		}
 	}
-	out := Outcome{ID: j.id, Status: StatusDead, Error: code, Reason: string(reason), Attempts: ev.Attempts,
+	out := Outcome{ID: j.id, Status: StatusDead, Error: code, ErrorText: ev.Detail, Reason: string(reason), Attempts: ev.Attempts,
 		Method: j.task.Method, Detail: ev.Detail}
 	if _, err := w.storeOutcome(ctx, j, out); err != nil {
 		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))

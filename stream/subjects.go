@@ -34,6 +34,11 @@ const (
 	// HeaderError is the code of the last failure, on dead letters (see
 	// Outcome.Error).
 	HeaderError = "Captchaq-Error"
+	// HeaderErrorText says more about HeaderError, on dead letters: the
+	// service's own description of its code (error_text), what failed on
+	// the way (a network error), or what is wrong with an invalid task (see
+	// Outcome.ErrorText).
+	HeaderErrorText = "Captchaq-Error-Text"
 	// HeaderReason is the retry.Reason, on dead letters.
 	HeaderReason = "Captchaq-Reason"
 	// HeaderSubject is the task subject the task was delivered on, on dead

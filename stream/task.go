@@ -17,7 +17,8 @@ type Task struct {
 	// ID names the task; Submit generates one when it is empty. See ValidateID.
 	ID string `json:"id,omitempty"`
 	// Method is the solving service's method: userrecaptcha, turnstile,
-	// geetest, post, base64.
+	// geetest (v3; v4 with version=4), hcaptcha, cloudflare_challenge,
+	// post, base64, bls (solver.Methods).
 	Method string `json:"method"`
 	// Params are the method's parameters, named as the service names them.
 	// JSON numbers and booleans are accepted and kept as their text.
@@ -71,10 +72,12 @@ func (p *Params) UnmarshalJSON(b []byte) error {
 type Lane string
 
 const (
-	// LaneSlow holds reCAPTCHA v2 (also invisible, enterprise) and GeeTest:
-	// 15–60 s solves.
+	// LaneSlow holds reCAPTCHA v2 (also invisible, enterprise), GeeTest (v3
+	// and v4), hCaptcha and Cloudflare challenges: 15–60 s solves, whose
+	// first poll CaptchaAI's examples wait 15–20 s for.
 	LaneSlow Lane = "slow"
-	// LaneFast holds Turnstile, reCAPTCHA v3 and images: 2–15 s solves.
+	// LaneFast holds Turnstile, reCAPTCHA v3, images, grids and BLS: 2–15 s
+	// solves.
 	LaneFast Lane = "fast"
 )
 
@@ -83,7 +86,8 @@ const (
 var Lanes = []Lane{LaneFast, LaneSlow}
 
 // LaneOf returns the lane a task of this method and parameters travels in:
-// LaneSlow for reCAPTCHA v2 and GeeTest, LaneFast for everything else.
+// LaneSlow for reCAPTCHA v2, GeeTest, hCaptcha and cloudflare_challenge,
+// LaneFast for everything else.
 func LaneOf(method string, params Params) Lane {
 	switch method {
 	case "userrecaptcha":
@@ -91,7 +95,7 @@ func LaneOf(method string, params Params) Lane {
 			return LaneFast
 		}
 		return LaneSlow
-	case "geetest":
+	case "geetest", "hcaptcha", "cloudflare_challenge":
 		return LaneSlow
 	default:
 		return LaneFast
@@ -205,12 +209,18 @@ type Outcome struct {
 	// ErrTokenExpired).
 	Solution json.RawMessage `json:"solution,omitempty"`
 	// UserAgent is the user agent the token is bound to, when the service
-	// names one (Turnstile); empty otherwise, and whenever Solution is.
+	// names one (Turnstile; cloudflare_challenge, whose cookie is useless
+	// without it); empty otherwise, and whenever Solution is.
 	UserAgent string `json:"useragent,omitempty"`
 	// Error is the code of a dead task's last failure: the API's code or a
 	// pseudo-code (ERROR_PAGEURL, LOCAL_TIMEOUT, DEADLINE_PASSED,
 	// INVALID_TASK, WORKER_LOST, …). Empty when solved.
 	Error string `json:"error,omitempty"`
+	// ErrorText says more about Error, when known: the service's own
+	// description of its code (its error_text), what failed on the way
+	// ("read: connection reset by peer"), or what is wrong with an invalid
+	// task. Never a key or a token.
+	ErrorText string `json:"error_text,omitempty"`
 	// Reason is why the task is dead, a retry.Reason (permanent,
 	// attempts-exhausted, invalid-task, expired, crashed); empty when solved.
 	Reason string `json:"reason,omitempty"`

@@ -59,13 +59,19 @@ type WorkerConfig struct {
 }
 
 // DefaultTokenLifetimes are the token lifetimes by method: reCAPTCHA 120 s,
-// Turnstile 300 s, GeeTest 120 s; text answers of images 300 s.
+// Turnstile 300 s, GeeTest (v3 and v4) 120 s, hCaptcha 120 s; a
+// cloudflare_challenge cookie 300 s (the site sets its real lifetime, often
+// longer; the outcome need not outlive the first use); text answers of
+// images and BLS cells 300 s.
 var DefaultTokenLifetimes = map[string]time.Duration{
-	"userrecaptcha": 120 * time.Second,
-	"turnstile":     300 * time.Second,
-	"geetest":       120 * time.Second,
-	"post":          300 * time.Second,
-	"base64":        300 * time.Second,
+	"userrecaptcha":        120 * time.Second,
+	"turnstile":            300 * time.Second,
+	"geetest":              120 * time.Second,
+	"hcaptcha":             120 * time.Second,
+	"cloudflare_challenge": 300 * time.Second,
+	"post":                 300 * time.Second,
+	"base64":               300 * time.Second,
+	"bls":                  300 * time.Second,
 }
 
 // FatalError stops a worker: the service refused the worker itself (wrong

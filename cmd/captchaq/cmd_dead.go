@@ -114,8 +114,12 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *asJSON {
 			return enc.Encode(d)
 		}
+		errText := d.Error
+		if d.ErrorText != "" {
+			errText += "\nerror text:    " + d.ErrorText
+		}
 		fmt.Fprintf(stdout, "id:            %s\nmethod:        %s\nhost:          %s\nreason:        %s\nerror:         %s\nattempts:      %d\nsubject:       %s\nfirst failure: %s\nlast failure:  %s\ndead at:       %s\nreplayed:      %s\ndead letter:   %d (task message %d)\n",
-			d.ID, d.Method, d.Host, d.Reason, d.Error, d.Attempts, d.Subject, fmtTime(d.FirstFailure), fmtTime(d.LastFailure),
+			d.ID, d.Method, d.Host, d.Reason, errText, d.Attempts, d.Subject, fmtTime(d.FirstFailure), fmtTime(d.LastFailure),
 			fmtTime(d.DeadAt), replayedText(d.Replayed), d.Seq, d.Gen)
 		return nil
 	case "replay":

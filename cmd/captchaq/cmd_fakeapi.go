@@ -19,7 +19,9 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	seed := fs.Int64("seed", 1, "seed of solve times, faults, ids and tokens")
 	speed := fs.Float64("speed", 1, "solve speed relative to real time (10 = ten times faster)")
 	numericIDs := fs.Bool("numeric-ids", false, "send captcha ids as JSON numbers")
-	noBatch := fs.Bool("no-batch", false, "ignore ids on res.php (answer batch polls like a service without them)")
+	batchPolls := fs.Bool("batch-polls", false, "answer multi-id polls (res.php action=get&ids=…), which CaptchaAI does not document; off, ids are ignored as on CaptchaAI")
+	service := fs.String("service", fakeapi.ServiceCaptchaAI, "the service emulated: captchaai or 2captcha (2captcha: no cloudflare_challenge, bls or geetest version=4; a full plan answers ERROR_NO_SLOT_AVAILABLE)")
+	noFunds := fs.Bool("no-funds", false, "with --service 2captcha, answer every submission ERROR_ZERO_BALANCE (an account without money)")
 	geetestString := fs.Bool("geetest-as-string", false, "send GeeTest answers as a JSON-encoded string")
 	unsolvable := fs.Float64("unsolvable", 0, "rate of ERROR_CAPTCHA_UNSOLVABLE answers, 0..1")
 	http500 := fs.Float64("http500", 0, "rate of HTTP 500 replies, 0..1")
@@ -38,6 +40,12 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *speed <= 0 {
 		return usageError("--speed %v: must be positive", *speed)
 	}
+	if *service != fakeapi.ServiceCaptchaAI && *service != fakeapi.Service2Captcha {
+		return usageError("--service %q: want captchaai or 2captcha", *service)
+	}
+	if *noFunds && *service != fakeapi.Service2Captcha {
+		return usageError("--no-funds needs --service 2captcha: on CaptchaAI ERROR_ZERO_BALANCE means a full plan (--plan-threads)")
+	}
 	for name, r := range map[string]float64{"unsolvable": *unsolvable, "http500": *http500, "html": *html, "garbage": *garbage, "slow": *slow} {
 		if r < 0 || r > 1 {
 			return usageError("--%s %v: must be in 0..1", name, r)
@@ -49,7 +57,8 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	api := fakeapi.New(fakeapi.Config{
 		Threads: *threads, NoSlotCode: *noSlot, Seed: *seed, TimeScale: 1 / *speed,
-		NumericIDs: *numericIDs, GeeTestAsString: *geetestString, Faults: f, NoBatch: *noBatch,
+		NumericIDs: *numericIDs, GeeTestAsString: *geetestString, Faults: f,
+		BatchPolls: *batchPolls, Service: *service, NoFunds: *noFunds,
 	})
 	return api.ListenAndServe(ctx, *addr, func(a net.Addr) {
 		fmt.Fprintf(stdout, "fakeapi listening on http://%s (key %s)\n", a, fakeapi.TestKey)

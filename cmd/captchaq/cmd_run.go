@@ -80,7 +80,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		timing.Scale = sf.pollScale
 	}
 	timing.NoBatch = !sf.batch
-	sc, err := solver.NewClient(solver.Config{BaseURL: sf.url, APIKey: key, Timing: timing, Logger: log})
+	svc, err := sf.profile()
+	if err != nil {
+		return err
+	}
+	sc, err := solver.NewClient(solver.Config{BaseURL: sf.url, APIKey: key, Timing: timing, Logger: log, Service: svc,
+		OutageWarnAfter: sf.outageWarn})
 	if err != nil {
 		return err
 	}
@@ -107,7 +112,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	tasks, err := readTasks(in, client)
+	tasks, err := readTasks(in, client, stderr)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

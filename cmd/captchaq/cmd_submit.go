@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -19,7 +20,11 @@ import (
 // skipped) and validates every task with c. It returns all the problems at
 // once, each naming its line, so that a file is fixed in one go; on any
 // problem it returns no tasks.
-func readTasks(r io.Reader, c *stream.Client) ([]stream.Task, error) {
+//
+// A parameter its method does not know is passed through, as the service
+// ignores it, with a warning on warn naming its line and, for a near miss,
+// the known name ("did you mean googlekey?").
+func readTasks(r io.Reader, c *stream.Client, warn io.Writer) ([]stream.Task, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 8<<20)
 	var (
@@ -49,6 +54,9 @@ func readTasks(r io.Reader, c *stream.Client) ([]stream.Task, error) {
 			}
 			errs = append(errs, err)
 			continue
+		}
+		for _, u := range solver.UnknownParams(t.Method, t.Params) {
+			fmt.Fprintf(warn, "warning: line %d (id %s): %s\n", line, t.ID, u)
 		}
 		tasks = append(tasks, t)
 	}
@@ -95,7 +103,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer ss.close()
 	ctx, c, ae := ss.ctx, ss.client, ss.ae
-	tasks, err := readTasks(in, c)
+	tasks, err := readTasks(in, c, stderr)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -146,7 +154,7 @@ func (p paramFlag) Set(s string) error {
 
 func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("solve", "--method M --param k=v [--param k=v ...] [flags]", stderr)
-	method := fs.String("method", "", "solving method: userrecaptcha, turnstile, geetest, post, base64")
+	method := fs.String("method", "", "solving method: "+strings.Join(solver.Methods(), ", "))
 	params := stream.Params{}
 	fs.Var(paramFlag(params), "param", "a method parameter as key=value; repeat for each (sitekey=…, pageurl=…)")
 	id := fs.String("id", "", "task id (default: generated)")
@@ -169,6 +177,9 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ctx, c, ae := ss.ctx, ss.client, ss.ae
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	for _, u := range solver.UnknownParams(*method, params) {
+		fmt.Fprintf(stderr, "warning: %s\n", u)
+	}
 	out, err := c.Solve(ctx, stream.Task{ID: *id, Method: *method, Params: params, Priority: *priority})
 	if *asJSON && out.ID != "" {
 		_ = json.NewEncoder(stdout).Encode(out)

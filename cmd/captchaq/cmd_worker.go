@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,8 @@ type solverFlags struct {
 	submitEvery  time.Duration
 	submitBurst  int
 	batch        bool
+	service      string
+	outageWarn   time.Duration
 	log          *slog.Logger // the solver client's debug lines (hosts and codes only)
 }
 
@@ -34,8 +37,12 @@ func (s *solverFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&s.submitEvery, "submit-interval", 100*time.Millisecond,
 		"least time between two in.php calls of this process; the service bans a key for 10 s over 60 calls in 3 s, so with N worker processes on one key give each N times 100ms")
 	fs.IntVar(&s.submitBurst, "submit-burst", 55, "at most this many in.php calls of this process in any 3 s; with N processes on one key keep the sum under 60")
-	fs.BoolVar(&s.batch, "poll-batch", true,
-		"ask res.php about all captchas in flight in one call (action=get&ids): fewer calls, answers found sooner; a service without it is detected and polled one by one")
+	fs.BoolVar(&s.batch, "poll-batch", false,
+		"ask res.php about all captchas in flight in one call (action=get&ids), which CaptchaAI does not document: fewer calls and answers found sooner where a service has it; one without it is detected and polled one by one")
+	fs.StringVar(&s.service, "service", "",
+		"the service's profile, captchaai or 2captcha: what ERROR_ZERO_BALANCE means (CaptchaAI: all plan threads busy, wait; 2captcha: no money, stop) and which methods exist (default: from the --solver-url host)")
+	fs.DurationVar(&s.outageWarn, "outage-warn-after", solver.DefaultOutageWarnAfter,
+		"when the service cannot be reached at all (connection refused, DNS, TLS), tasks wait without spending attempts; after this long the log says so at WARN every minute")
 	fs.Float64Var(&s.pollScale, "poll-scale", 1, "multiply every polling delay by this (only with a sped-up emulator: fakeapi --speed 10 goes with 0.1)")
 }
 
@@ -57,8 +64,24 @@ func (s *solverFlags) clientWith(timing solver.Timing, hc *http.Client) (*solver
 		timing.Scale = s.pollScale
 	}
 	timing.NoBatch = !s.batch
+	svc, err := s.profile()
+	if err != nil {
+		return nil, err
+	}
 	return solver.NewClient(solver.Config{BaseURL: s.url, APIKey: key, Timing: timing, HTTPClient: hc, Logger: s.log,
-		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst})
+		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn})
+}
+
+// profile is the --service profile, or the one of the --solver-url host.
+func (s *solverFlags) profile() (solver.Service, error) {
+	if s.service == "" {
+		return solver.ServiceOf(s.url), nil
+	}
+	svc, err := solver.ParseService(s.service)
+	if err != nil {
+		return "", usageError("--service: %v", err)
+	}
+	return svc, nil
 }
 
 // policyFlags tune the retry policy.
@@ -128,6 +151,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		case !running.Load():
 			return errors.New("not taking tasks")
 		}
+		if since, err := sc.Unreachable(); err != nil {
+			return fmt.Errorf("the solving service is unreachable since %s: %v (--solver-url %s)",
+				since.UTC().Format(time.RFC3339), err, redactURL(sf.url))
+		}
 		return nil
 	}
 	if *metricsAddr != "" {
@@ -146,11 +173,19 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return explain(err, ae)
 	}
-	log.Info("worker started", slog.Int("threads", *threads), slog.String("nats", nc.ConnectedUrlRedacted()))
+	svc, _ := sf.profile()
+	log.Info("worker started", slog.Int("threads", *threads), slog.String("nats", nc.ConnectedUrlRedacted()),
+		slog.String("service", string(svc)), slog.String("solver", redactURL(sf.url)))
 	running.Store(true)
 	err = w.Run(ctx)
 	running.Store(false)
 	if err != nil {
+		var fe *stream.FatalError
+		if errors.As(err, &fe) {
+			if why := svc.Explain(fe.Code); why != "" {
+				err = fmt.Errorf("%w: %s", err, why)
+			}
+		}
 		return &exitError{code: 3, err: err}
 	}
 	log.Info("worker stopped")
@@ -175,4 +210,13 @@ func serveMetrics(addr string, h http.Handler, log *slog.Logger) (func(), string
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, l.Addr().String(), nil
+}
+
+// redactURL shows a base URL by scheme and host only.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(invalid URL)"
+	}
+	return u.Scheme + "://" + u.Host
 }

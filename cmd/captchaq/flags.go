@@ -391,12 +391,12 @@ func closedAtTLSHandshake(err error) bool {
 func redactURLs(list string) string {
 	parts := strings.Split(list, ",")
 	for i, p := range parts {
-		parts[i] = redactURL(strings.TrimSpace(p))
+		parts[i] = redactNATSURL(strings.TrimSpace(p))
 	}
 	return strings.Join(parts, ",")
 }
 
-func redactURL(p string) string {
+func redactNATSURL(p string) string {
 	at := strings.LastIndexByte(p, '@')
 	if at < 0 {
 		return p

@@ -8,7 +8,6 @@
 package fakeapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -61,8 +60,12 @@ const (
 	KindRecaptchaV3 = solver.KindRecaptchaV3 // userrecaptcha version=v3
 	KindTurnstile   = solver.KindTurnstile   // turnstile
 	KindGeeTest     = solver.KindGeeTest     // geetest (v3)
+	KindGeeTestV4   = solver.KindGeeTestV4   // geetest version=4
+	KindHCaptcha    = solver.KindHCaptcha    // hcaptcha
+	KindCloudflare  = solver.KindCloudflare  // cloudflare_challenge
 	KindImage       = solver.KindImage       // post and base64
 	KindGrid        = solver.KindGrid        // post and base64 with recaptcha=1
+	KindBLS         = solver.KindBLS         // bls
 )
 
 // DefaultSolveTimes are the solve-time distributions of kinds that
@@ -75,6 +78,12 @@ func DefaultSolveTimes() map[string]Range {
 		KindGeeTest:     {Min: 5 * time.Second, Median: 12 * time.Second, Max: 45 * time.Second},
 		KindImage:       {Min: 1 * time.Second, Median: 3 * time.Second, Max: 12 * time.Second},
 		KindGrid:        {Min: 5 * time.Second, Median: 12 * time.Second, Max: 40 * time.Second},
+		// Not published; the example pack's first polls (15 s, 20 s for
+		// Cloudflare) suggest these.
+		KindGeeTestV4:  {Min: 5 * time.Second, Median: 12 * time.Second, Max: 45 * time.Second},
+		KindHCaptcha:   {Min: 5 * time.Second, Median: 14 * time.Second, Max: 50 * time.Second},
+		KindCloudflare: {Min: 8 * time.Second, Median: 18 * time.Second, Max: 60 * time.Second},
+		KindBLS:        {Min: 3 * time.Second, Median: 8 * time.Second, Max: 30 * time.Second},
 	}
 }
 
@@ -85,7 +94,9 @@ type Config struct {
 	Keys []string
 	// Threads is the plan's thread cap: captchas being solved at once. Over
 	// it, in.php answers ERROR_ZERO_BALANCE (CaptchaAI's "no free threads"),
-	// or ERROR_NO_SLOT_AVAILABLE when NoSlotCode is set. Zero means unlimited.
+	// or ERROR_NO_SLOT_AVAILABLE when NoSlotCode is set or the Service is
+	// 2captcha (where ERROR_ZERO_BALANCE means no money). Zero means
+	// unlimited.
 	Threads int
 	// NoSlotCode makes a full plan answer ERROR_NO_SLOT_AVAILABLE.
 	NoSlotCode bool
@@ -118,11 +129,27 @@ type Config struct {
 	Balance float64
 	// ResultTTL is how long a ready answer can be fetched. Zero means 10 min.
 	ResultTTL time.Duration
-	// NoBatch makes res.php ignore ids (action=get&ids=…, batch polls), as a
-	// service without batch polls would: such a call has no id and answers
-	// ERROR_WRONG_CAPTCHA_ID.
-	NoBatch bool
+	// BatchPolls makes res.php answer multi-id polls (action=get&ids=…), a
+	// feature of some 2captcha-compatible services that CaptchaAI does not
+	// document. Off, as on CaptchaAI, res.php ignores ids: such a call has
+	// no id and answers ERROR_WRONG_CAPTCHA_ID.
+	BatchPolls bool
+	// Service is the service emulated: ServiceCaptchaAI (the default) or
+	// Service2Captcha. It decides which methods exist (2captcha has no
+	// cloudflare_challenge, no bls and no GeeTest v4 as geetest with
+	// version=4) and what a full plan answers (see Threads).
+	Service string
+	// NoFunds makes in.php answer ERROR_ZERO_BALANCE to every submission,
+	// as 2captcha does for an account without money. Only with
+	// Service2Captcha: on CaptchaAI that code means a full plan.
+	NoFunds bool
 }
+
+// The services Config.Service emulates.
+const (
+	ServiceCaptchaAI = "captchaai"
+	Service2Captcha  = "2captcha"
+)
 
 // Faults are injected failures. Rates are probabilities per request, in
 // [0, 1], drawn from the seeded source.
@@ -438,12 +465,28 @@ func (s *Server) reply(w http.ResponseWriter, jsonOut bool, kind, code string, v
 	if jsonOut {
 		w.Header().Set("Content-Type", "application/json")
 		var out []byte
-		if code != "" {
+		switch {
+		case code == "CAPCHA_NOT_READY":
 			out, _ = json.Marshal(struct {
 				Status  int    `json:"status"`
 				Request string `json:"request"`
 			}{0, code})
-		} else {
+		case code != "":
+			out, _ = json.Marshal(struct {
+				Status    int    `json:"status"`
+				Request   string `json:"request"`
+				ErrorText string `json:"error_text"`
+			}{0, code, errorText(code)})
+		case kind == KindCloudflare:
+			// cloudflare_challenge names it user_agent, Turnstile
+			// useragent (CaptchaAI-Examples, articles/how-to-solve-
+			// cloudflare-challenge-using-api/python/solve.py).
+			out, _ = json.Marshal(struct {
+				Status    int             `json:"status"`
+				Request   json.RawMessage `json:"request"`
+				UserAgent string          `json:"user_agent,omitempty"`
+			}{1, value, userAgent})
+		default:
 			out, _ = json.Marshal(struct {
 				Status    int             `json:"status"`
 				Request   json.RawMessage `json:"request"`
@@ -470,11 +513,16 @@ func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file [
 	method := form.get("method")
 	params := form.params()
 	if method == "post" {
+		delete(params, "body")
 		if file != nil {
 			params["file"] = "" // present; the bytes are checked below
 		}
 	}
 	code := checkParams(method, params, file, fileName)
+	if s.cfg.Service == Service2Captcha && (method == "cloudflare_challenge" || method == "bls" ||
+		method == "geetest" && params["version"] == "4") {
+		code = "ERROR_BAD_PARAMETERS" // not a method of 2captcha's in.php
+	}
 
 	s.mu.Lock()
 	now := s.now()
@@ -517,10 +565,15 @@ func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file [
 		}
 	}
 	s.sweep()
+	if s.cfg.Service == Service2Captcha && s.cfg.NoFunds {
+		s.mu.Unlock()
+		s.reply(w, jsonOut, "", "ERROR_ZERO_BALANCE", nil, "")
+		return
+	}
 	if s.cfg.Threads > 0 && len(s.solving) >= s.cfg.Threads {
 		s.mu.Unlock()
 		code := "ERROR_ZERO_BALANCE"
-		if s.cfg.NoSlotCode {
+		if s.cfg.NoSlotCode || s.cfg.Service == Service2Captcha {
 			code = "ERROR_NO_SLOT_AVAILABLE"
 		}
 		s.reply(w, jsonOut, "", code, nil, "")
@@ -600,7 +653,16 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 		s.reply(w, jsonOut, "", "ERROR_EMPTY_ACTION", nil, "")
 		return
 	case "getbalance":
-		v, _ := json.Marshal(strconv.FormatFloat(s.cfg.Balance, 'f', 5, 64))
+		// A bare number in plain text, the request string with json=1
+		// (2captcha/2captcha-go, GetBalance; 2captcha/2captcha-python,
+		// balance).
+		bal := strconv.FormatFloat(s.cfg.Balance, 'f', 5, 64)
+		if !jsonOut {
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, bal)
+			return
+		}
+		v, _ := json.Marshal(bal)
 		s.reply(w, jsonOut, "", "", v, "")
 		return
 	case "get", "reportgood", "reportbad":
@@ -608,7 +670,7 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 		s.reply(w, jsonOut, "", "ERROR_BAD_PARAMETERS", nil, "")
 		return
 	}
-	if ids := form.get("ids"); action == "get" && id == "" && ids != "" && !s.cfg.NoBatch {
+	if ids := form.get("ids"); action == "get" && id == "" && ids != "" && s.cfg.BatchPolls {
 		s.batch(w, jsonOut, strings.Split(ids, ","))
 		return
 	}
@@ -762,191 +824,6 @@ func (s *Server) solveTime(kind string) time.Duration {
 	return time.Duration(float64(d) * s.cfg.TimeScale)
 }
 
-// defaultUserAgent is the user agent of Turnstile answers to tasks that name
-// none.
-const defaultUserAgent = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/138.0.0.0 Safari/537.36"
-
-// answer makes a random-looking answer unique to c. Callers hold s.mu.
-func (s *Server) answer(c *captcha) (json.RawMessage, string) {
-	str := func(v string) json.RawMessage { b, _ := json.Marshal(v); return b }
-	switch c.kind {
-	case KindRecaptcha, KindRecaptchaV3:
-		return str("03A" + s.token(c.id, 300)), ""
-	case KindTurnstile:
-		ua := c.params["userAgent"]
-		if ua == "" {
-			ua = defaultUserAgent
-		}
-		return str("0." + s.token(c.id, 240)), ua
-	case KindGeeTest:
-		obj, _ := json.Marshal(map[string]string{
-			"challenge": c.params["challenge"],
-			"validate":  s.hex(32),
-			"seccode":   s.hex(32) + "|jordan",
-		})
-		if s.cfg.GeeTestAsString {
-			return str(string(obj)), ""
-		}
-		return obj, ""
-	case KindGrid:
-		n := 1 + s.rng.IntN(4)
-		cells := make([]string, 0, n)
-		last := 0
-		for range n {
-			last += 1 + s.rng.IntN(2)
-			if last > 9 {
-				break
-			}
-			cells = append(cells, strconv.Itoa(last))
-		}
-		if len(cells) == 0 {
-			cells = append(cells, "1")
-		}
-		return str("click:" + strings.Join(cells, "/")), ""
-	}
-	// Text of an image: numeric=1 digits only.
-	alphabet := "abcdefghjkmnpqrstuvwxyz23456789"
-	if c.params["numeric"] == "1" {
-		alphabet = "0123456789"
-	}
-	b := make([]byte, 5+s.rng.IntN(3))
-	for i := range b {
-		b[i] = alphabet[s.rng.IntN(len(alphabet))]
-	}
-	return str(string(b)), ""
-}
-
-// token returns n random URL-safe characters that embed id, so no two
-// captchas share a token. Callers hold s.mu.
-func (s *Server) token(id string, n int) string {
-	raw := make([]byte, n*3/4+1)
-	for i := range raw {
-		raw[i] = byte(s.rng.Uint32())
-	}
-	t := base64.RawURLEncoding.EncodeToString(raw)
-	mark := base64.RawURLEncoding.EncodeToString([]byte(id))
-	pos := 20
-	return (t[:pos] + mark + t[pos:])[:n]
-}
-
-func (s *Server) hex(n int) string {
-	const digits = "0123456789abcdef"
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = digits[s.rng.IntN(16)]
-	}
-	return string(b)
-}
-
-// checkParams checks a submission's parameters as the service does, returning
-// its error code or "".
-func checkParams(method string, p map[string]string, file []byte, fileName string) string {
-	if code := checkProxy(p); code != "" {
-		return code
-	}
-	switch method {
-	case "userrecaptcha":
-		switch {
-		case p["googlekey"] == "":
-			return "ERROR_GOOGLEKEY"
-		case !isURL(p["pageurl"]):
-			return "ERROR_PAGEURL"
-		}
-	case "turnstile":
-		switch {
-		case p["sitekey"] == "":
-			return "ERROR_BAD_PARAMETERS"
-		case !isURL(p["pageurl"]):
-			return "ERROR_PAGEURL"
-		}
-	case "geetest":
-		switch {
-		case p["gt"] == "", p["challenge"] == "":
-			return "ERROR_BAD_PARAMETERS"
-		case !isURL(p["pageurl"]):
-			return "ERROR_PAGEURL"
-		}
-	case "post":
-		if file == nil {
-			return "ERROR_ZERO_CAPTCHA_FILESIZE"
-		}
-		if ext := strings.ToLower(fileName[strings.LastIndexByte(fileName, '.')+1:]); fileName != "" &&
-			ext != "jpg" && ext != "jpeg" && ext != "png" && ext != "gif" {
-			return "ERROR_WRONG_FILE_EXTENSION"
-		}
-		return checkImage(file)
-	case "base64":
-		body := strings.Map(func(r rune) rune {
-			if r == '\n' || r == '\r' || r == ' ' {
-				return -1
-			}
-			return r
-		}, p["body"])
-		if body == "" {
-			return "ERROR_ZERO_CAPTCHA_FILESIZE"
-		}
-		img, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(body, "="))
-		if err != nil {
-			return "ERROR_UPLOAD"
-		}
-		return checkImage(img)
-	default:
-		return "ERROR_BAD_PARAMETERS"
-	}
-	return ""
-}
-
-func checkImage(img []byte) string {
-	switch {
-	case len(img) == 0:
-		return "ERROR_ZERO_CAPTCHA_FILESIZE"
-	case len(img) > MaxImageSize:
-		return "ERROR_TOO_BIG_CAPTCHA_FILESIZE"
-	case bytes.HasPrefix(img, []byte{0xFF, 0xD8, 0xFF}),
-		bytes.HasPrefix(img, []byte("\x89PNG\r\n\x1a\n")),
-		bytes.HasPrefix(img, []byte("GIF87a")), bytes.HasPrefix(img, []byte("GIF89a")):
-		return ""
-	}
-	return "ERROR_IMAGE_TYPE_NOT_SUPPORTED"
-}
-
-func checkProxy(p map[string]string) string {
-	proxy, hasProxy := p["proxy"]
-	if t, ok := p["proxytype"]; ok {
-		switch strings.ToUpper(t) {
-		case "HTTP", "HTTPS", "SOCKS4", "SOCKS5":
-		default:
-			return "ERROR_BAD_PROXY"
-		}
-		if !hasProxy {
-			return "ERROR_BAD_PROXY"
-		}
-	}
-	if !hasProxy {
-		return ""
-	}
-	hostport := proxy
-	if i := strings.LastIndexByte(proxy, '@'); i >= 0 {
-		if !strings.Contains(proxy[:i], ":") {
-			return "ERROR_PROXY_FORMAT"
-		}
-		hostport = proxy[i+1:]
-	}
-	host, port, err := net.SplitHostPort(hostport)
-	if err != nil || host == "" {
-		return "ERROR_PROXY_FORMAT"
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "ERROR_PROXY_FORMAT"
-	}
-	return ""
-}
-
-func isURL(v string) bool {
-	return strings.HasPrefix(v, "http://") && len(v) > len("http://") ||
-		strings.HasPrefix(v, "https://") && len(v) > len("https://")
-}
-
 // values are a request's parameters from the query and the body.
 type values map[string][]string
 
@@ -1018,9 +895,15 @@ func parseRequest(w http.ResponseWriter, r *http.Request) (v values, file []byte
 		}
 	}
 	if v.get("method") == "post" && file == nil {
-		// A post without a multipart file may carry the file base64-encoded
-		// in a form field, as captchaq tasks do.
-		if b64 := v.get("file"); b64 != "" {
+		// A post without a multipart file may carry the image base64-encoded
+		// in a form field: body, as CaptchaAI's grid example sends it
+		// (CaptchaAI-Examples, articles/how-to-solve-grid-image-captcha-
+		// automatically/), or file.
+		b64 := v.get("body")
+		if b64 == "" {
+			b64 = v.get("file")
+		}
+		if b64 != "" {
 			if b, err := base64.StdEncoding.DecodeString(b64); err == nil {
 				file = b
 			}

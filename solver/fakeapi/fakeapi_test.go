@@ -159,11 +159,11 @@ func TestFaultsAtRuntime(t *testing.T) {
 		t.Errorf("outage: %d %q", code, body)
 	}
 	s.SetFaults(Faults{Garbage: 1})
-	if code, body := do(t, s, post("/res.php", ok)); code != 200 || strings.HasPrefix(body, "OK|") {
+	if code, body := do(t, s, post("/res.php", ok)); code != 200 || body == "100.00000" {
 		t.Errorf("garbage: %d %q", code, body)
 	}
 	s.SetFaults(Faults{})
-	if _, body := do(t, s, post("/res.php", ok)); !strings.HasPrefix(body, "OK|100") {
+	if _, body := do(t, s, post("/res.php", ok)); body != "100.00000" {
 		t.Errorf("healthy: %q", body)
 	}
 	if st := s.Stats(); st.Codes[CodeHTTP500] != 1 || st.Codes[CodeGarbage] != 1 || st.ResCalls != 3 {
@@ -246,10 +246,10 @@ func TestResCallsForgottenWithCaptchas(t *testing.T) {
 
 // TestBatchPoll asks res.php about several captchas at once: their states
 // in order, joined by "|", plain or as the request string of JSON; a ready
-// one counts as picked up. A Server with NoBatch ignores ids.
+// one counts as picked up. A Server without BatchPolls (the default) ignores ids.
 func TestBatchPoll(t *testing.T) {
 	clock := time.Unix(1_700_000_000, 0)
-	s := New(Config{Seed: 1, SolveTime: map[string]Range{
+	s := New(Config{Seed: 1, BatchPolls: true, SolveTime: map[string]Range{
 		KindImage:     {Min: time.Second, Max: time.Second},
 		KindRecaptcha: {Min: time.Minute, Max: time.Minute}}})
 	s.now = func() time.Time { return clock }
@@ -287,8 +287,8 @@ func TestBatchPoll(t *testing.T) {
 		t.Errorf("batch poll with a bad id = %q, want ERROR_WRONG_ID_FORMAT", body)
 	}
 
-	nb := New(Config{Seed: 1, NoBatch: true})
+	nb := New(Config{Seed: 1})
 	if _, body := do(t, nb, post("/res.php", vals("key", TestKey, "action", "get", "ids", "1,2"))); body != "ERROR_WRONG_CAPTCHA_ID" {
-		t.Errorf("NoBatch: batch poll = %q, want ERROR_WRONG_CAPTCHA_ID", body)
+		t.Errorf("without BatchPolls: batch poll = %q, want ERROR_WRONG_CAPTCHA_ID", body)
 	}
 }

@@ -209,7 +209,8 @@ func answerCode(body []byte) string {
 // without end.
 var (
 	codePattern = regexp.MustCompile(`^[A-Z][A-Z0-9_]{1,47}(: ?[0-9]{1,5})?$`)
-	knownMethod = map[string]bool{"userrecaptcha": true, "turnstile": true, "geetest": true, "post": true, "base64": true}
+	knownMethod = map[string]bool{"userrecaptcha": true, "turnstile": true, "geetest": true, "post": true, "base64": true,
+		"hcaptcha": true, "cloudflare_challenge": true, "bls": true}
 )
 
 func methodLabel(m string) string {

@@ -81,8 +81,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	e.Server = ns
 
 	solveTime := map[string]fakeapi.Range{}
-	for _, k := range []string{fakeapi.KindRecaptcha, fakeapi.KindRecaptchaV3, fakeapi.KindTurnstile,
-		fakeapi.KindGeeTest, fakeapi.KindImage, fakeapi.KindGrid} {
+	for _, k := range solver.Kinds() {
 		solveTime[k] = fakeapi.Range{Min: cfg.solveMin, Max: cfg.solveMax}
 	}
 	e.Emulator = fakeapi.New(fakeapi.Config{
@@ -257,8 +256,7 @@ func pollTiming(lo, hi time.Duration) solver.Timing {
 	first := map[string]time.Duration{}
 	wait := map[string]time.Duration{}
 	maxWait := 10*hi + time.Second
-	for _, k := range []string{solver.KindRecaptcha, solver.KindRecaptchaV3, solver.KindTurnstile,
-		solver.KindGeeTest, solver.KindImage, solver.KindGrid} {
+	for _, k := range solver.Kinds() {
 		first[k] = max(lo, 500*time.Microsecond)
 		wait[k] = maxWait
 	}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream"
+)
+
+// A worker process pointed where nothing listens: its log and /readyz say
+// what failed and where, and the queued task spends no attempt.
+func TestWorkerSaysTheServiceIsUnreachable(t *testing.T) {
+	t.Parallel()
+	natsURL, _, client := listeningServer(t, stream.Topology{})
+	nowhere, maddr := freeAddr(t), freeAddr(t)
+	w := startProc(t, keyEnv, "worker", "--nats", natsURL, "--solver-url", "http://"+nowhere, "--poll-scale", "0.01",
+		"--metrics-addr", maddr, "--outage-warn-after", "1s")
+	w.waitLine("worker started", 30*time.Second)
+	ctx := t.Context()
+	_, err := client.Submit(ctx, stream.Task{ID: "nowhere1", Method: "turnstile",
+		Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/"}})
+	require.NoError(t, err)
+	w.waitLine("connection refused to "+nowhere+": is the service's URL right?", 30*time.Second)
+	var body string
+	require.Eventually(t, func() bool {
+		var code int
+		body, code = httpGet(t, "http://"+maddr+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "connection refused to "+nowhere)
+	}, 10*time.Second, 20*time.Millisecond, "/readyz says the service is unreachable: %s", body)
+	require.Contains(t, body, "--solver-url http://"+nowhere)
+	w.waitLine("still unreachable", 30*time.Second)
+	tr, err := client.Trace(ctx, "nowhere1")
+	require.NoError(t, err)
+	snoozes := 0
+	for _, e := range tr {
+		require.NotEqual(t, "dead", e.Kind, "%+v", tr)
+		if e.Kind == "snooze" {
+			require.Zero(t, e.Attempt, "no attempt spent: %+v", e)
+			snoozes++
+		}
+	}
+	require.NotZero(t, snoozes, "%+v", tr)
+}
+
+// The profiles at the worker: on 2captcha ERROR_ZERO_BALANCE means no money,
+// so the worker stops, says why, and leaves the task queued; the same code
+// from CaptchaAI (a full plan) only makes the task wait.
+func TestWorkerServiceProfileZeroBalance(t *testing.T) {
+	t.Parallel()
+	natsURL, _, client := listeningServer(t, stream.Topology{})
+	_, emu := emulatorURL(t, fakeapi.Config{Service: fakeapi.Service2Captcha, NoFunds: true})
+	w := startProc(t, keyEnv, "worker", "--nats", natsURL, "--solver-url", emu, "--service", "2captcha", "--poll-scale", "0.01")
+	w.waitLine("worker started", 30*time.Second)
+	_, err := client.Submit(t.Context(), stream.Task{ID: "broke1", Method: "turnstile",
+		Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/"}})
+	require.NoError(t, err)
+	require.Equal(t, 3, w.wait(30*time.Second), "the worker stops: %s", w.output())
+	require.Contains(t, w.output(), "the 2captcha account has no money: top it up")
+	tr, err := client.Trace(t.Context(), "broke1")
+	require.NoError(t, err)
+	for _, e := range tr {
+		require.NotEqual(t, "dead", e.Kind, "the task stays queued: %+v", tr)
+	}
+}

@@ -1,0 +1,142 @@
+package fakeapi
+
+import (
+	"bytes"
+	"encoding/base64"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// checkParams checks a submission's parameters as the service does, returning
+// its error code or "".
+func checkParams(method string, p map[string]string, file []byte, fileName string) string {
+	if code := checkProxy(p); code != "" {
+		return code
+	}
+	switch method {
+	case "userrecaptcha":
+		switch {
+		case p["googlekey"] == "":
+			return "ERROR_GOOGLEKEY"
+		case !isURL(p["pageurl"]):
+			return "ERROR_PAGEURL"
+		}
+	case "turnstile":
+		switch {
+		case p["sitekey"] == "":
+			return "ERROR_BAD_PARAMETERS"
+		case !isURL(p["pageurl"]):
+			return "ERROR_PAGEURL"
+		}
+	case "geetest":
+		switch {
+		case p["gt"] == "", p["challenge"] == "" && p["version"] != "4":
+			return "ERROR_BAD_PARAMETERS"
+		case !isURL(p["pageurl"]):
+			return "ERROR_PAGEURL"
+		}
+	case "hcaptcha":
+		switch {
+		case p["sitekey"] == "":
+			return "ERROR_BAD_PARAMETERS"
+		case !isURL(p["pageurl"]):
+			return "ERROR_PAGEURL"
+		}
+	case "cloudflare_challenge":
+		switch {
+		case !isURL(p["pageurl"]):
+			return "ERROR_PAGEURL"
+		case p["proxy"] == "", p["proxytype"] == "":
+			return "ERROR_BAD_PROXY"
+		}
+	case "bls":
+		if p["textinstructions"] == "" {
+			return "ERROR_BAD_PARAMETERS"
+		}
+		return checkBase64(p["body"])
+	case "post":
+		if file == nil {
+			return "ERROR_ZERO_CAPTCHA_FILESIZE"
+		}
+		if ext := strings.ToLower(fileName[strings.LastIndexByte(fileName, '.')+1:]); fileName != "" &&
+			ext != "jpg" && ext != "jpeg" && ext != "png" && ext != "gif" {
+			return "ERROR_WRONG_FILE_EXTENSION"
+		}
+		return checkImage(file)
+	case "base64":
+		return checkBase64(p["body"])
+	default:
+		return "ERROR_BAD_PARAMETERS"
+	}
+	return ""
+}
+
+// checkBase64 checks a base64-encoded image (body of base64 and bls).
+func checkBase64(b64 string) string {
+	body := strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == ' ' {
+			return -1
+		}
+		return r
+	}, b64)
+	if body == "" {
+		return "ERROR_ZERO_CAPTCHA_FILESIZE"
+	}
+	img, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(body, "="))
+	if err != nil {
+		return "ERROR_UPLOAD"
+	}
+	return checkImage(img)
+}
+
+func checkImage(img []byte) string {
+	switch {
+	case len(img) == 0:
+		return "ERROR_ZERO_CAPTCHA_FILESIZE"
+	case len(img) > MaxImageSize:
+		return "ERROR_TOO_BIG_CAPTCHA_FILESIZE"
+	case bytes.HasPrefix(img, []byte{0xFF, 0xD8, 0xFF}),
+		bytes.HasPrefix(img, []byte("\x89PNG\r\n\x1a\n")),
+		bytes.HasPrefix(img, []byte("GIF87a")), bytes.HasPrefix(img, []byte("GIF89a")):
+		return ""
+	}
+	return "ERROR_IMAGE_TYPE_NOT_SUPPORTED"
+}
+
+func checkProxy(p map[string]string) string {
+	proxy, hasProxy := p["proxy"]
+	if t, ok := p["proxytype"]; ok {
+		switch strings.ToUpper(t) {
+		case "HTTP", "HTTPS", "SOCKS4", "SOCKS5":
+		default:
+			return "ERROR_BAD_PROXY"
+		}
+		if !hasProxy {
+			return "ERROR_BAD_PROXY"
+		}
+	}
+	if !hasProxy {
+		return ""
+	}
+	hostport := proxy
+	if i := strings.LastIndexByte(proxy, '@'); i >= 0 {
+		if !strings.Contains(proxy[:i], ":") {
+			return "ERROR_PROXY_FORMAT"
+		}
+		hostport = proxy[i+1:]
+	}
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil || host == "" {
+		return "ERROR_PROXY_FORMAT"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "ERROR_PROXY_FORMAT"
+	}
+	return ""
+}
+
+func isURL(v string) bool {
+	return strings.HasPrefix(v, "http://") && len(v) > len("http://") ||
+		strings.HasPrefix(v, "https://") && len(v) > len("https://")
+}

@@ -1,0 +1,101 @@
+package solver
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/captchaq/captchaq/retry"
+)
+
+// Service is a profile of one 2captcha-compatible service: where its API
+// means something else than another's, or lacks a method. The zero value is
+// not a profile; ServiceOf picks one from a base URL.
+type Service string
+
+// The services captchaq knows.
+const (
+	// CaptchaAI (ocr.captchaai.com) bills concurrent threads: its
+	// ERROR_ZERO_BALANCE means "no free threads" (docs.captchaai.com,
+	// api/api-error-handling), a capacity wait. Its methods are the ones
+	// Methods lists. It documents no multi-id poll.
+	CaptchaAI Service = "captchaai"
+	// TwoCaptcha (2captcha.com) bills per captcha: its ERROR_ZERO_BALANCE
+	// means the account has no money (2captcha.com/api-docs/error-codes:
+	// "You don't have funds on your account"), and ERROR: 1002 follows it;
+	// waiting does not help, so both are fatal: the worker stops and
+	// leaves the queue untouched. It has no cloudflare_challenge and no
+	// bls, and names GeeTest v4 geetest_v4 (2captcha/2captcha-python,
+	// twocaptcha/solver.py), which captchaq does not send: geetest with
+	// version=4 is refused before it is sent.
+	TwoCaptcha Service = "2captcha"
+)
+
+// Services lists the profiles, for flag help.
+func Services() []Service { return []Service{CaptchaAI, TwoCaptcha} }
+
+// ParseService returns the profile named s ("captchaai" or "2captcha").
+func ParseService(s string) (Service, error) {
+	switch Service(strings.ToLower(strings.TrimSpace(s))) {
+	case CaptchaAI:
+		return CaptchaAI, nil
+	case TwoCaptcha:
+		return TwoCaptcha, nil
+	}
+	return "", fmt.Errorf("solver: unknown service %q (want captchaai or 2captcha)", s)
+}
+
+// ServiceOf returns the profile of the service at baseURL: TwoCaptcha for
+// 2captcha.com and its subdomains, CaptchaAI for every other host (its own,
+// the emulator, a proxy in front of it).
+func ServiceOf(baseURL string) Service {
+	u, err := url.Parse(baseURL)
+	if err == nil {
+		h := strings.ToLower(u.Hostname())
+		if h == "2captcha.com" || strings.HasSuffix(h, ".2captcha.com") {
+			return TwoCaptcha
+		}
+	}
+	return CaptchaAI
+}
+
+// Classify returns the retry class of code on this service: Classify's,
+// but for the codes whose meaning depends on the service.
+func (s Service) Classify(code string) retry.Class {
+	if s == TwoCaptcha {
+		switch code {
+		case "ERROR_ZERO_BALANCE", "ERROR: 1002":
+			return retry.Fatal
+		}
+	}
+	return Classify(code)
+}
+
+// Offers returns nil when the service has the method of a request Validate
+// accepted, else an error naming the service.
+func (s Service) Offers(methodName string, params map[string]string) error {
+	if s != TwoCaptcha {
+		return nil
+	}
+	switch {
+	case methodName == "cloudflare_challenge", methodName == "bls":
+		return &ValidationError{"method", fmt.Sprintf("%s is not a method of service profile %s (CaptchaAI offers it)", methodName, s)}
+	case methodName == "geetest" && params["version"] == "4":
+		return &ValidationError{"params.version", fmt.Sprintf("GeeTest v4 as method geetest with version=4 is CaptchaAI's form; service profile %s names it geetest_v4, which captchaq does not send", s)}
+	}
+	return nil
+}
+
+// Explain says what a code means on this service, for the codes whose
+// meaning an operator must know to act: "" for the others.
+func (s Service) Explain(code string) string {
+	switch {
+	case code == "ERROR_ZERO_BALANCE" && s == TwoCaptcha:
+		return "the 2captcha account has no money: top it up"
+	case code == "ERROR: 1002" && s == TwoCaptcha:
+		return "2captcha blocks the key after repeated ERROR_ZERO_BALANCE: top the account up"
+	case code == "ERROR_ZERO_BALANCE":
+		return "all the CaptchaAI plan's threads are busy"
+	}
+	return ""
+}
