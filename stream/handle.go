@@ -97,6 +97,10 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 		w.deadLetter(ctx, j, base, retry.ReasonInvalidTask, "INVALID_TASK", j.invalid.Error())
 		return
 	}
+	if detail, ok := w.canceled(ctx, j); ok {
+		w.deadLetter(ctx, j, base, retry.ReasonCanceled, "CANCELED", detail)
+		return
+	}
 	act := w.cfg.Policy.Start(retry.StartInput{Attempts: attempts, LastCrashed: crashed, Deadline: j.deadline, Now: w.cfg.Now()})
 	if act.Kind == retry.DeadLetter {
 		code := lastCode
@@ -512,7 +516,7 @@ func (w *Worker) deadLetter(ctx context.Context, j *job, ev Event, reason retry.
 	now := w.cfg.Now()
 	ev.Kind, ev.Reason, ev.At, ev.LastCode = EventDead, string(reason), now, firstNonEmpty(code, ev.LastCode)
 	ev.FirstFailure, ev.LastFailure = firstSet(ev.FirstFailure, now), firstSet(ev.LastFailure, now)
-	ev.Code, ev.Detail = ev.LastCode, truncate(detail, 300)
+	ev.Code, ev.Detail = ev.LastCode, safeDetail(detail)
 	if !w.record(ctx, j, ev) {
 		return
 	}
@@ -535,6 +539,9 @@ func (w *Worker) finishDead(ctx context.Context, j *job, reason retry.Reason, co
 	dl.Header.Set(HeaderAttempts, strconv.Itoa(ev.Attempts))
 	dl.Header.Set(HeaderError, code)
 	dl.Header.Set(HeaderReason, string(reason))
+	if ev.Detail != "" {
+		dl.Header.Set(HeaderDetail, ev.Detail)
+	}
 	dl.Header.Set(HeaderSubject, j.m.Subject())
 	dl.Header.Set(HeaderFirstFail, ev.FirstFailure.UTC().Format(time.RFC3339Nano))
 	dl.Header.Set(HeaderLastFail, ev.LastFailure.UTC().Format(time.RFC3339Nano))
@@ -542,7 +549,7 @@ func (w *Worker) finishDead(ctx context.Context, j *job, reason retry.Reason, co
 		j.log.Warn("cannot store the dead letter; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}
-	out := Outcome{ID: j.id, Status: StatusDead, Error: code, Reason: string(reason), Attempts: ev.Attempts, Method: j.task.Method}
+	out := Outcome{ID: j.id, Status: StatusDead, Error: code, Reason: string(reason), Attempts: ev.Attempts, Method: j.task.Method, Detail: ev.Detail}
 	if err := w.publishOutcome(ctx, j, out); err != nil {
 		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
 		return

@@ -36,6 +36,9 @@ const (
 	HeaderError = "Captchaq-Error"
 	// HeaderReason is the retry.Reason, on dead letters.
 	HeaderReason = "Captchaq-Reason"
+	// HeaderDetail says more about a dead task in words (Outcome.Detail),
+	// on dead letters that have it.
+	HeaderDetail = "Captchaq-Detail"
 	// HeaderSubject is the task subject the task was delivered on, on dead
 	// letters.
 	HeaderSubject = "Captchaq-Subject"

@@ -227,6 +227,10 @@ type Outcome struct {
 	// Method is the task's method. It may be empty in an outcome Wait
 	// rebuilds from the audit trail after the token expired.
 	Method string `json:"method,omitempty"`
+	// Detail says more about a dead task in words: what is wrong with an
+	// invalid task (`unknown field "prority"`), who canceled it. It never
+	// holds a token or a URL (a URL becomes its host). Empty when solved.
+	Detail string `json:"detail,omitempty"`
 	// CaptchaID is the service's id of the captcha, for `captchaq report`;
 	// empty when dead.
 	CaptchaID string `json:"captcha_id,omitempty"`

@@ -200,6 +200,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	var fatalErr error
 	idle := time.NewTicker(w.cfg.IdleCheck)
 	defer idle.Stop()
+	// Heartbeats for `captchaq workers ls`, until the worker stops pulling.
+	announced := w.announce(pullCtx, func() int { return w.cfg.Threads - len(free) })
+	defer func() { stopPulling(); announced() }()
 
 pull:
 	for {
