@@ -107,7 +107,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	tasks, err := readTasks(in, client)
+	tasks, _, err := readTasks(in, client)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream"
+)
+
+// run runs captchaq in this process and returns what it printed.
+func runInProcess(args ...string) cliResult {
+	var out, errOut strings.Builder
+	code := realMain(context.Background(), args, &out, &errOut)
+	return cliResult{stdout: out.String(), stderr: errOut.String(), code: code}
+}
+
+// Every command and verb answers --help and `captchaq help …` with its own
+// usage and exit code 0.
+func TestHelpForEveryCommand(t *testing.T) {
+	t.Parallel()
+	groups := verbGroups
+	var lines [][]string
+	for name := range commands {
+		lines = append(lines, []string{name})
+		for _, v := range groups[name] {
+			lines = append(lines, []string{name, v.name})
+		}
+	}
+	sort.Slice(lines, func(i, j int) bool { return strings.Join(lines[i], " ") < strings.Join(lines[j], " ") })
+	for _, line := range lines {
+		name := strings.Join(line, " ")
+		for _, args := range [][]string{append(append([]string{}, line...), "--help"), append([]string{"help"}, line...)} {
+			r := runInProcess(args...)
+			require.Equal(t, 0, r.code, "captchaq %s: %s", strings.Join(args, " "), r.stderr)
+			help := r.stderr + r.stdout
+			if _, group := groups[name]; group {
+				for _, v := range groups[name] {
+					require.Contains(t, help, "captchaq "+name+" "+v.name+" ", "captchaq %s lists its verbs", strings.Join(args, " "))
+				}
+				continue
+			}
+			require.Contains(t, help, "Usage: captchaq "+name+" ", "captchaq %s", strings.Join(args, " "))
+			if name != "passwd" && name != "fakeapi" {
+				require.Contains(t, help, "  --", "captchaq %s lists flags", strings.Join(args, " "))
+			}
+		}
+	}
+	r := runInProcess("help")
+	require.Equal(t, 0, r.code)
+	for name := range commands {
+		require.Contains(t, r.stdout, "  "+name+" ")
+	}
+	r = runInProcess("--version")
+	require.Equal(t, 0, r.code)
+	require.Regexp(t, `^captchaq \S.*\(go1\.`, r.stdout)
+
+	r = runInProcess("dead", "bury")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, `unknown verb "bury": want one of ls, show, replay, purge`)
+	r = runInProcess("nope")
+	require.Equal(t, 2, r.code)
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
+}
+
+// A bad flag or flag value is one line that names the flag as --flag and
+// points to --help; no usage dump.
+func TestBadFlagIsOneLine(t *testing.T) {
+	t.Parallel()
+	for args, want := range map[string]string{
+		"solve --method turnstile --param x": `invalid value "x" for flag --param: want key=value, got "x" (see captchaq solve --help)`,
+		"stats --interval soon":              `invalid value "soon" for flag --interval: parse error (see captchaq stats --help)`,
+		"dead ls --frobnicate":               `flag provided but not defined: --frobnicate (see captchaq dead ls --help)`,
+		"submit --json=maybe x":              `flag provided but not defined: --json (see captchaq submit --help)`,
+		"worker --threads":                   `flag needs an argument: --threads (see captchaq worker --help)`,
+	} {
+		r := runInProcess(strings.Fields(args)...)
+		require.Equal(t, 2, r.code, args)
+		require.Equal(t, "captchaq "+strings.Fields(args)[0]+": "+want+"\n", r.stderr, args)
+		require.Empty(t, r.stdout)
+	}
+}
+
+// balance and report take only the service's flags (report also NATS's,
+// for a task id); report says which id it wants.
+func TestBalanceAndReportFlags(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"balance", "report"} {
+		r := runInProcess(name, "--help")
+		require.Contains(t, r.stderr, "--solver-url")
+		for _, f := range []string{"--poll-batch", "--poll-scale", "--submit-interval", "--submit-burst"} {
+			require.NotContains(t, r.stderr, f, "%s --help", name)
+		}
+	}
+	r := runInProcess("report", "--help")
+	require.Contains(t, r.stderr, "captcha_id")
+	require.Contains(t, r.stderr, "task id")
+}
+
+// `report good TASK_ID` looks up the task's captcha id and reports that.
+func TestReportByTaskID(t *testing.T) {
+	t.Parallel()
+	natsURL, _, client := listeningServer(t, stream.Topology{})
+	api, emu := emulatorURL(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: {Min: time.Millisecond, Max: 2 * time.Millisecond}}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	startWorker(t, ctx, natsURL, emu)
+	out, err := client.Solve(ctx, stream.Task{ID: "demo-001", Method: "turnstile", Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/"}})
+	require.NoError(t, err)
+	require.NotEmpty(t, out.CaptchaID)
+
+	r := captchaqEnv(t, natsURL, keyEnv, "report", "good", "demo-001", "--solver-url", emu)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "reported captcha "+out.CaptchaID+" (task demo-001) as good\n", r.stdout)
+	require.Equal(t, 1, api.Stats().ReportsGood)
+
+	r = captchaqEnv(t, natsURL, keyEnv, "report", "bad", "no-such-task", "--solver-url", emu)
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, `"no-such-task" is not a captcha id (digits), and no task has that id`)
+}
+
+// startWorker runs a worker in this process against the emulator.
+func startWorker(t *testing.T, ctx context.Context, natsURL, emu string) {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	sc, err := solver.NewClient(solver.Config{BaseURL: emu, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.001}})
+	require.NoError(t, err)
+	w, err := stream.NewWorker(ctx, nc, stream.WorkerConfig{Solver: sc, Threads: 2, IdleCheck: 50 * time.Millisecond})
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-done })
+}
+
+// captchaqEnv is captchaq with more environment.
+func captchaqEnv(t *testing.T, natsURL string, env []string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(append(os.Environ(), childEnv...), "CAPTCHAQ_NATS="+natsURL), env...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	r := cliResult{stdout: out.String(), stderr: errOut.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return r
+}
+
+// waitCounted waits until a consumer counts n messages pending.
+func waitCounted(ctx context.Context, t *testing.T, s jetstream.Stream, consumer string, n uint64) {
+	t.Helper()
+	cons, err := s.Consumer(ctx, consumer)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumPending == n
+	}, 20*time.Second, 5*time.Millisecond, "consumer %s never counted %d messages", consumer, n)
+}
+
+// Ctrl-C on `submit --wait` exits 130 and says the tasks are still queued
+// and how to resume; --timeout says the same with exit 1.
+func TestSubmitWaitInterrupted(t *testing.T) {
+	t.Parallel()
+	natsURL, _, _ := listeningServer(t, stream.Topology{})
+	file := filepath.Join(t.TempDir(), "tasks.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte(`{"id":"q-1","method":"turnstile","params":{"sitekey":"k","pageurl":"https://a.example/"}}
+{"id":"q-2","method":"turnstile","params":{"sitekey":"k","pageurl":"https://a.example/"}}
+`), 0o600))
+	p := startProc(t, nil, "submit", "--wait", "--nats", natsURL, file)
+	p.waitLine(`"id":"q-2"`, 20*time.Second)
+	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
+	require.Equal(t, 130, p.wait(20*time.Second))
+	require.Contains(t, p.output(), "captchaq submit: interrupted by interrupt: 2 task(s) without an outcome yet are still queued or being solved; run the same command within 2m0s to resume waiting")
+	require.NotContains(t, p.output(), "context canceled")
+
+	r := captchaq(t, natsURL, "submit", "--wait", "--timeout", "300ms", file)
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "--timeout 300ms passed: 2 task(s) without an outcome yet are still queued")
+	require.Equal(t, 2, strings.Count(r.stdout, `"duplicate":true`), "submitted again, queued nothing twice")
+}
+
+// `solve --timeout` with no worker says so; Ctrl-C on solve cancels its
+// task, which then ends dead/canceled without reaching the service.
+func TestSolveTimeoutAndInterrupt(t *testing.T) {
+	t.Parallel()
+	natsURL, js, client := listeningServer(t, stream.Topology{})
+	r := captchaq(t, natsURL, "solve", "--method", "turnstile", "--param", "sitekey=k", "--param", "pageurl=https://a.example/", "--timeout", "300ms")
+	require.Equal(t, 1, r.code)
+	require.Regexp(t, `^captchaq solve: no answer within --timeout 300ms: no worker took task \S+ \(is one running against this server\? `+"`captchaq workers ls`"+` lists them\); its deadline has passed, so it ends dead/expired\n$`, r.stderr)
+
+	p := startProc(t, nil, "solve", "--nats", natsURL, "--id", "ctrl-c", "--method", "turnstile", "--param", "sitekey=k", "--param", "pageurl=https://a.example/")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := js.Stream(ctx, stream.DefaultStream)
+	require.NoError(t, err)
+	waitCounted(ctx, t, s, "workers-fast-high", 2) // the timed-out task and this one
+	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
+	require.Equal(t, 130, p.wait(20*time.Second))
+	require.Contains(t, p.output(), "captchaq solve: interrupted by interrupt: task ctrl-c canceled: no worker will solve it (it ends dead/canceled)")
+
+	api, emu := emulatorURL(t, fakeapi.Config{})
+	startWorker(t, ctx, natsURL, emu)
+	out, err := client.Wait(ctx, "ctrl-c")
+	require.ErrorIs(t, err, stream.ErrNotSolved)
+	require.Equal(t, string(retry.ReasonCanceled), out.Reason)
+	require.Zero(t, api.Stats().Submitted)
+}
