@@ -96,6 +96,8 @@ type Worker struct {
 	wake chan struct{}
 	// ackWait is the shortest ack wait of the workers' consumers.
 	ackWait time.Duration
+	// busy counts the tasks being handled, for the heartbeat.
+	busy atomic.Int32
 }
 
 // NewWorker binds a worker pool to the CAPTCHA stream on nc, creating the
@@ -201,7 +203,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	idle := time.NewTicker(w.cfg.IdleCheck)
 	defer idle.Stop()
 	// Heartbeats for `captchaq workers ls`, until the worker stops pulling.
-	announced := w.announce(pullCtx, func() int { return w.cfg.Threads - len(free) })
+	announced := w.announce(pullCtx, func() int { return int(w.busy.Load()) })
 	defer func() { stopPulling(); announced() }()
 
 pull:
@@ -269,8 +271,10 @@ pull:
 			for i, m := range msgs {
 				inflight.Add(1)
 				sl := &slot{free: free, finishing: finishing}
+				w.busy.Add(1)
 				go func() {
 					defer inflight.Done()
+					defer w.busy.Add(-1)
 					defer sl.end()
 					defer threads[i].release()
 					defer w.laneFreed(laneOfSubject(m.Subject()))

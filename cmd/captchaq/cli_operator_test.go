@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -222,4 +223,38 @@ func TestSolveTimeoutAndInterrupt(t *testing.T) {
 	require.ErrorIs(t, err, stream.ErrNotSolved)
 	require.Equal(t, string(retry.ReasonCanceled), out.Reason)
 	require.Zero(t, api.Stats().Submitted)
+}
+
+// snapshotWriter ends its context after n stats snapshots.
+type snapshotWriter struct {
+	strings.Builder
+	n      int
+	cancel context.CancelFunc
+}
+
+func (w *snapshotWriter) Write(p []byte) (int, error) {
+	n, err := w.Builder.Write(p)
+	if strings.Count(w.String(), "METHOD") >= w.n || strings.Count(w.String(), "workers alive") >= w.n {
+		w.cancel()
+	}
+	return n, err
+}
+
+// Piped, stats --watch appends snapshots (no terminal codes); --interval has
+// a floor.
+func TestStatsWatchPipedAndIntervalFloor(t *testing.T) {
+	t.Parallel()
+	natsURL, _, _ := listeningServer(t, stream.Topology{})
+	r := runInProcess("stats", "--watch", "--interval", "0", "--nats", natsURL)
+	require.Equal(t, 2, r.code)
+	require.Equal(t, "captchaq stats: --interval 0s: at least 500ms (each snapshot reads the stream)\n", r.stderr)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	wctx, stop := context.WithCancel(ctx)
+	w := &snapshotWriter{n: 2, cancel: stop}
+	require.NoError(t, runStats(wctx, []string{"--watch", "--interval", "500ms", "--nats", natsURL}, w, io.Discard))
+	require.Equal(t, 2, strings.Count(w.String(), "\nLANE "), w.String())
+	require.NotContains(t, w.String(), "\x1b[")
+	require.Contains(t, w.String(), "workers alive: 0\n")
 }
