@@ -258,3 +258,76 @@ func TestStatsWatchPipedAndIntervalFloor(t *testing.T) {
 	require.NotContains(t, w.String(), "\x1b[")
 	require.Contains(t, w.String(), "workers alive: 0\n")
 }
+
+// A server whose config requires authentication, started without the
+// admin's password, says at once what it needs.
+func TestServerSaysItNeedsTheAdminPassword(t *testing.T) {
+	t.Parallel()
+	setRoleEnv()
+	b, err := os.ReadFile(filepath.Join("..", "..", "nats.conf"))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	require.NoError(t, os.WriteFile(conf, []byte(strings.Replace(string(b), "listen: 127.0.0.1:4222", "listen: 127.0.0.1:-1", 1)), 0o600))
+	start := time.Now()
+	err = runServer(context.Background(), []string{"--config", conf, "--store", filepath.Join(dir, "js")}, io.Discard, io.Discard)
+	require.EqualError(t, err, conf+` requires authentication: set CAPTCHAQ_ADMIN_PASSWORD to the password of user "admin", which creates the stream and consumers (CAPTCHAQ_ADMIN_USER names another user)`)
+	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+// run, piped: one JSON line per outcome as it lands, a summary on stderr
+// that names the dead ids and the real API, and a store kept for dead ls.
+func TestRunPipedKeepsItsStore(t *testing.T) {
+	t.Parallel()
+	_, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.001, Faults: fakeapi.Faults{Rules: []fakeapi.Rule{
+		{Param: "pageurl", Contains: "bad.example", Code: "ERROR_PAGEURL"}}}})
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tasks.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte(`{"id":"r-ok","method":"turnstile","params":{"sitekey":"k","pageurl":"https://a.example/x"}}
+{"id":"r-bad-2","method":"turnstile","params":{"sitekey":"k","pageurl":"https://bad.example/x"}}
+{"id":"r-bad-1","method":"turnstile","params":{"sitekey":"k","pageurl":"https://bad.example/y"}}
+`), 0o600))
+	store := filepath.Join(dir, "store")
+	r := captchaqEnv(t, "", keyEnv, "run", "--store", store, "--solver-url", emu, "--poll-scale", "0.001", file)
+	require.Equal(t, 1, r.code, r.stderr)
+	outs := jsonLines[stream.Outcome](t, r.stdout)
+	require.Len(t, outs, 3)
+	status := map[string]stream.Status{}
+	for _, o := range outs {
+		status[o.ID] = o.Status
+	}
+	require.Equal(t, map[string]stream.Status{"r-ok": "solved", "r-bad-1": "dead", "r-bad-2": "dead"}, status)
+	host := strings.TrimPrefix(emu, "http://")
+	require.Contains(t, r.stderr, "real API: "+host+" (CAPTCHAAI_API_KEY is set: each solve is paid for)")
+	require.Contains(t, r.stderr, "2 × permanent ERROR_PAGEURL: r-bad-1, r-bad-2\n")
+	require.NotContains(t, r.stderr, "expired")
+	require.Contains(t, r.stderr, "store    kept in "+store)
+
+	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: store, LazySync: true})
+	require.NoError(t, err)
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	require.NoError(t, err)
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{})
+	require.NoError(t, err)
+	ds, err := c.DeadLetters(ctx, stream.DeadFilter{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"r-bad-1", "r-bad-2"}, letterIDs(ds))
+}
+
+// Ctrl-C on run says what was lost, and exits 130.
+func TestRunInterrupted(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "tasks.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte(`{"id":"slow-1","method":"userrecaptcha","params":{"googlekey":"k","pageurl":"https://a.example/x"}}
+{"id":"slow-2","method":"userrecaptcha","params":{"googlekey":"k","pageurl":"https://a.example/x"}}
+`), 0o600))
+	p := startProc(t, []string{"CAPTCHAAI_API_KEY="}, "run", "--fake-speed", "0.01", file)
+	p.waitLine("submitted 2 tasks; waiting for their outcomes", 20*time.Second)
+	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
+	require.Equal(t, 130, p.wait(20*time.Second))
+	require.Contains(t, p.output(), "captchaq run: interrupted by interrupt: 2 task(s) had no outcome yet and are lost with this run's temporary store (--store DIR keeps them)")
+}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -58,6 +59,14 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	default:
 		return fmt.Errorf("--config %s: %w", *config, statErr)
 	}
+	if cfg.ConfigFile != "" && admin.password == "" {
+		// An in-process client the config refuses only learns so after the
+		// server's write deadline, in words about pipes: say it first.
+		if opts, err := server.ProcessConfigFile(cfg.ConfigFile); err == nil && requiresAuth(opts) {
+			return fmt.Errorf("%s requires authentication: set %s to the password of user %q, which creates the stream and consumers (%s names another user)",
+				cfg.ConfigFile, envName("admin-password"), admin.user, envName("admin-user"))
+		}
+	}
 	if cfg.ConfigFile == "" {
 		cfg.Port = 4222
 		if cfg.StoreDir == "" {
@@ -94,8 +103,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	nc, err := nats.Connect("", opts...)
 	if err != nil {
-		if errors.Is(err, nats.ErrAuthorization) {
-			return fmt.Errorf("create the topology: %s refuses user %q: set %s (and %s if the admin is not %q): %w",
+		if errors.Is(err, nats.ErrAuthorization) || (admin.password != "" && errors.Is(err, io.ErrClosedPipe)) {
+			return fmt.Errorf("create the topology: %s refuses user %q (wrong password?): set %s (and %s if the admin is not %q): %w",
 				*config, admin.user, envName("admin-password"), envName("admin-user"), "admin", err)
 		}
 		return fmt.Errorf("connect in-process: %w", err)
@@ -108,6 +117,13 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	<-ctx.Done()
 	log.Info("shutting down")
 	return nil
+}
+
+// requiresAuth reports whether a server with opts refuses clients without
+// credentials.
+func requiresAuth(opts *server.Options) bool {
+	return len(opts.Users) > 0 || len(opts.Nkeys) > 0 || opts.Username != "" || opts.Authorization != "" ||
+		len(opts.TrustedOperators) > 0 || opts.AuthCallout != nil
 }
 
 // ensureTopology creates or updates the stream and the workers' consumers,
