@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/internal/logbuf"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
@@ -330,4 +332,37 @@ func TestRunInterrupted(t *testing.T) {
 	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
 	require.Equal(t, 130, p.wait(20*time.Second))
 	require.Contains(t, p.output(), "captchaq run: interrupted by interrupt: 2 task(s) had no outcome yet and are lost with this run's temporary store (--store DIR keeps them)")
+}
+
+// `captchaq dashboard` serves the page and its snapshots; beyond loopback
+// it wants a token.
+func TestDashboardCommand(t *testing.T) {
+	t.Parallel()
+	r := runInProcess("dashboard", "--addr", "0.0.0.0:0")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, "--addr 0.0.0.0:0 is beyond loopback: set --token (CAPTCHAQ_TOKEN)")
+
+	natsURL, _, client := listeningServer(t, stream.Topology{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := client.Submit(ctx, stream.Task{ID: "dash-1", Method: "turnstile", Params: stream.Params{"sitekey": "k", "pageurl": "https://a.example/secret"}})
+	require.NoError(t, err)
+	addr := freeAddr(t)
+	dctx, stop := context.WithCancel(ctx)
+	var out logbuf.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runDashboard(dctx, []string{"--addr", addr, "--nats", natsURL, "--log-level", "error"}, &out, io.Discard)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "captchaq dashboard on http://"+addr+"/") }, 10*time.Second, 10*time.Millisecond)
+	page, code := httpGet(t, "http://"+addr+"/")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, page, `<meta name="csrf" content="`)
+	snap, code := httpGet(t, "http://"+addr+"/api/snapshot")
+	require.Equal(t, http.StatusOK, code, snap)
+	require.Contains(t, snap, `"id":"dash-1"`)
+	require.Contains(t, snap, `"host":"a.example"`)
+	require.NotContains(t, snap, "/secret", "no page URL reaches the browser")
+	stop()
+	require.NoError(t, <-done)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/captchaq/captchaq/dashboard"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -36,6 +37,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	store := fs.String("store", "", "JetStream store directory (default: the config's store_dir, else ./data/jetstream)")
 	lazy := fs.Bool("lazy-sync", false, "fsync every 2 minutes instead of before every ack (faster; an OS crash can lose acknowledged tasks)")
 	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
+	dash := fs.String("dashboard", "", "also serve the web dashboard on this address (e.g. 127.0.0.1:8080; beyond loopback only with --dashboard-token); empty: off")
+	dashToken := fs.String("dashboard-token", "", "require this token of the dashboard's browsers (open it with ?token=…)")
 	var admin adminFlags
 	admin.register(fs)
 	var top topoFlags
@@ -48,6 +51,11 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	log, err := lf.logger(stderr)
 	if err != nil {
 		return err
+	}
+	if *dash != "" {
+		if err := checkDashAddr(*dash, *dashToken); err != nil {
+			return err
+		}
 	}
 	cfg := stream.ServerConfig{StoreDir: *store, LazySync: *lazy, Logger: log, Verbose: true, Listen: true}
 	switch _, statErr := os.Stat(*config); {
@@ -114,6 +122,19 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	fmt.Fprintf(stdout, "captchaq server ready on %s (store %s)\n", ns.ClientURL(), ns.JetStreamConfig().StoreDir)
+	if *dash != "" {
+		// The page reads through the server's own connection; changes take
+		// the operator's credentials, checked by the server as for any client.
+		client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "captchaq-dashboard", Topology: top.topology()})
+		if err != nil {
+			return err
+		}
+		url := ns.ClientURL()
+		connect := func(ctx context.Context, user, password string) (*nats.Conn, error) {
+			return nats.Connect(url, nats.UserInfo(user, password), nats.Name("captchaq-dashboard-change"), nats.Timeout(5*time.Second))
+		}
+		return serveDashboard(ctx, dashboard.Config{Client: client, Connect: connect, Token: *dashToken, Logger: log}, *dash, stdout, log)
+	}
 	<-ctx.Done()
 	log.Info("shutting down")
 	return nil

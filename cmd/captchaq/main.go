@@ -25,23 +25,24 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"server":  {"run the NATS JetStream server (embedded nats-server) from nats.conf", runServer},
-	"worker":  {"pull tasks and solve them through the solving service", runWorker},
-	"submit":  {"submit tasks from a JSON-lines file (or -), optionally wait for outcomes", runSubmit},
-	"solve":   {"solve one captcha and print the answer (for scripts and CI)", runSolve},
-	"results": {"print outcomes as JSON lines, optionally following new ones", runResults},
-	"dead":    {"list, show, replay and purge dead letters", runDead},
-	"trace":   {"show the life of one task, for audits", runTrace},
-	"stats":   {"show queue depth, in-flight work, outcomes and solve times", runStats},
-	"run":     {"all in one: embedded server, emulator or real API, workers; submit FILE and wait", runRun},
-	"fakeapi": {"serve the emulator of the solving service (for tests and demos)", runFakeAPI},
-	"balance": {"print the solving service account's balance", runBalance},
-	"report":  {"report a solved captcha as good or bad to the solving service", runReport},
-	"task":    {"list the tasks that wait or run, show one, cancel one", runTask},
-	"lane":    {"pause or resume a lane: workers take none of its tasks meanwhile (admin)", runLane},
-	"workers": {"list the workers alive, from their heartbeats", runWorkers},
-	"init":    {"create or update the stream, consumers and plan quota on a NATS server captchaq does not run (admin)", runInit},
-	"passwd":  {"print the bcrypt hash of a password read from stdin (for nats.conf)", runPasswd},
+	"server":    {"run the NATS JetStream server (embedded nats-server) from nats.conf", runServer},
+	"worker":    {"pull tasks and solve them through the solving service", runWorker},
+	"submit":    {"submit tasks from a JSON-lines file (or -), optionally wait for outcomes", runSubmit},
+	"solve":     {"solve one captcha and print the answer (for scripts and CI)", runSolve},
+	"results":   {"print outcomes as JSON lines, optionally following new ones", runResults},
+	"dead":      {"list, show, replay and purge dead letters", runDead},
+	"trace":     {"show the life of one task, for audits", runTrace},
+	"stats":     {"show queue depth, in-flight work, outcomes and solve times", runStats},
+	"run":       {"all in one: embedded server, emulator or real API, workers; submit FILE and wait", runRun},
+	"fakeapi":   {"serve the emulator of the solving service (for tests and demos)", runFakeAPI},
+	"balance":   {"print the solving service account's balance", runBalance},
+	"report":    {"report a solved captcha as good or bad to the solving service", runReport},
+	"task":      {"list the tasks that wait or run, show one, cancel one", runTask},
+	"lane":      {"pause or resume a lane: workers take none of its tasks meanwhile (admin)", runLane},
+	"workers":   {"list the workers alive, from their heartbeats", runWorkers},
+	"dashboard": {"serve the live web dashboard (127.0.0.1:8080 by default)", runDashboard},
+	"init":      {"create or update the stream, consumers and plan quota on a NATS server captchaq does not run (admin)", runInit},
+	"passwd":    {"print the bcrypt hash of a password read from stdin (for nats.conf)", runPasswd},
 }
 
 // verbGroups are the commands that take a verb, with their verbs.
@@ -117,6 +118,9 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// `captchaq help dead ls` is `captchaq dead ls --help`.
 		args = append(slices.Clone(args[1:]), "--help")
 	}
+	if args[0] == "dash" {
+		args = append([]string{"dashboard"}, args[1:]...) // the short name
+	}
 	cmd, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "captchaq: unknown command %q; run `captchaq help` for the commands\n", args[0])
@@ -181,7 +185,7 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nEvery flag can also be set by an environment variable CAPTCHAQ_<FLAG> (--solver-url: CAPTCHAQ_SOLVER_URL);\nthe API key comes from CAPTCHAAI_API_KEY or --key-file, never from a flag value.\nRun `captchaq help COMMAND` (or `captchaq COMMAND --help`) for a command's flags; `captchaq --version` for the version.")
 }
