@@ -275,6 +275,7 @@ func (b *batcher) probe(ctx context.Context, ws []*pollWaiter) {
 	if err == nil {
 		states, v, err = parseBatch(status, body, len(ids), b.c.key)
 	}
+	b.c.observe("res.php", true, sent, err)
 	if ctx.Err() != nil {
 		return // nobody is waiting any more
 	}

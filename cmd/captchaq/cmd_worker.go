@@ -26,6 +26,7 @@ type solverFlags struct {
 	submitBurst  int
 	batch        bool
 	log          *slog.Logger // the solver client's debug lines (hosts and codes only)
+	onCall       func(solver.Call)
 }
 
 // register adds every solver flag: the service's and the solving ones.
@@ -71,7 +72,7 @@ func (s *solverFlags) clientWith(timing solver.Timing, hc *http.Client) (*solver
 	}
 	timing.NoBatch = !s.batch
 	return solver.NewClient(solver.Config{BaseURL: s.url, APIKey: key, Timing: timing, HTTPClient: hc, Logger: s.log,
-		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst})
+		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, OnCall: s.onCall})
 }
 
 // policyFlags tune the retry policy.
@@ -119,9 +120,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	m := metrics.NewWorker(*threads)
 	sf.log = log
-	sc, err := sf.clientWith(solver.Timing{}, &http.Client{Transport: m.Transport(nil), Timeout: solver.DefaultHTTPTimeout,
-		// The API never redirects; following one would resend the key elsewhere.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }})
+	// The solver reports each call itself: its own transport (connection
+	// reuse, timeouts) stays, and no reply is read twice.
+	sf.onCall = m.SolverCall
+	sc, err := sf.client(solver.Timing{})
 	if err != nil {
 		return err
 	}
