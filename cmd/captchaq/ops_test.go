@@ -190,7 +190,7 @@ func TestOperationsWalkthrough(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, `captchaq_tasks_total{method="turnstile",outcome="dead"} 2`, "the bad page and the canceled task")
 	require.Contains(t, body, `captchaq_dead_letters_total{method="turnstile",reason="canceled"} 1`)
-	require.Contains(t, body, `captchaq_api_calls_total{endpoint="in.php",code="ERROR_PAGEURL"} 1`)
+	require.Contains(t, body, `captchaq_api_calls_total{code="ERROR_PAGEURL",endpoint="in.php"} 1`)
 	body, code = httpGet(t, "http://"+maddr+"/healthz")
 	require.Equal(t, http.StatusOK, code, body)
 
