@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
 	"time"
@@ -269,7 +270,7 @@ func cancelOf(ctx context.Context, s jetstream.Stream, id string) (*CancelRecord
 func (w *Worker) canceled(ctx context.Context, j *job) (string, bool) {
 	rec, err := cancelOf(ctx, w.s, j.id)
 	if err != nil {
-		j.log.Warn("cannot read the task's cancel record; solving it", "error", err)
+		j.log.Warn("cannot read the task's cancel record; solving it", slog.Any("error", err))
 		return "", false
 	}
 	if rec == nil || rec.Gen != j.gen {

@@ -3,10 +3,12 @@ package stream
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/retry"
@@ -197,4 +199,31 @@ func TestInvalidTaskOutcomeSaysWhy(t *testing.T) {
 
 	require.Equal(t, `params.x: want a string, got ["<url on shop.example>"]`, safeDetail(`params.x: want a string, got ["https://shop.example/secret/path?q=1"]`))
 	require.NotContains(t, safeDetail("see ftp://files.example/a/b"), "/a/b")
+}
+
+// BenchmarkCancelCheck is what the cancel check adds to each delivery: one
+// read of a task's cancel record, which is nearly always absent.
+func BenchmarkCancelCheck(b *testing.B) {
+	ns, err := StartServer(ServerConfig{StoreDir: b.TempDir(), LazySync: true})
+	require.NoError(b, err)
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	require.NoError(b, err)
+	defer nc.Close()
+	ctx := context.Background()
+	c, err := NewClient(ctx, nc, ClientConfig{})
+	require.NoError(b, err)
+	for i := range 1000 {
+		_, err := c.Submit(ctx, turnstileTask(fmt.Sprintf("t-%d", i)))
+		require.NoError(b, err)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		rec, err := cancelOf(ctx, c.s, fmt.Sprintf("t-%d", i%1000))
+		if err != nil || rec != nil {
+			b.Fatal(rec, err)
+		}
+		i++
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"regexp"
 	"slices"
@@ -76,7 +77,7 @@ func (w *Worker) announce(ctx context.Context, inUse func() int) func() {
 		bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		if _, err := w.js.PublishMsg(bctx, msg, jetstream.WithMsgTTL(HeartbeatTTL)); err != nil && ctx.Err() == nil {
-			w.log.Debug("heartbeat not stored", "error", err)
+			w.log.Debug("heartbeat not stored", slog.Any("error", err))
 		}
 	}
 	done := make(chan struct{})

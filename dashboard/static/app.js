@@ -24,10 +24,22 @@ function el(tag, props, ...children) {
 
 function td(v, cls) { return el("td", cls ? { class: cls } : {}, v); }
 
+// fill replaces a table's rows, unless they would look the same: rows that
+// stay put keep their nodes, so a click on one of their buttons is never
+// lost to a redraw.
 function fill(tableId, rows, emptyText) {
   const body = document.querySelector("#" + tableId + " tbody");
   const cols = document.querySelectorAll("#" + tableId + " thead th").length;
-  body.replaceChildren(...(rows.length ? rows : [el("tr", { class: "empty" }, el("td", { colSpan: cols }, emptyText))]));
+  if (!rows.length) rows = [el("tr", { class: "empty" }, el("td", { colSpan: cols }, emptyText))];
+  const sig = rows.map(r => r.outerHTML + (r.querySelector("button") ? "|" + String(r.querySelector("button").disabled) : "")).join("");
+  if (body.dataset.sig === sig) return;
+  body.dataset.sig = sig;
+  body.replaceChildren(...rows);
+}
+
+function clock(iso) {
+  if (!iso || iso.startsWith("0001")) return "-";
+  return new Date(iso).toLocaleTimeString();
 }
 
 function age(fromISO, now) {
@@ -84,7 +96,7 @@ function render(s) {
 
   fill("tasks", s.tasks.map(t => el("tr", { data: { task: t.id } },
     el("td", {}, taskLink(t.id)), td(t.lane), td(t.priority), td(t.canceled ? t.status + " (canceled)" : t.status, t.status),
-    td(t.method || "-"), td(t.host || "-"), td(t.attempts, "num"), td(t.last_code || "-"), td(age(t.submitted, now)), td(t.worker || "-"),
+    td(t.method || "-"), td(t.host || "-"), td(t.attempts, "num"), td(t.last_code || "-"), td(clock(t.submitted)), td(t.worker || "-"),
     el("td", {}, t.canceled ? "" : adminButton("cancel", () => change("/api/cancel", { id: t.id }))))), "nothing waits or runs");
 
   fill("outcomes", s.outcomes.map(o => el("tr", { data: { task: o.id } },
@@ -172,9 +184,9 @@ async function showTask(id) {
   const panel = document.getElementById("task-panel");
   document.getElementById("task-id").textContent = id;
   const t = out.task;
-  document.getElementById("task-state").textContent =
-    `${t.status}${t.canceled ? " (canceled)" : ""}: ${t.method || "?"} on ${t.host || "?"}, ${t.lane || "?"} lane, ${t.priority || "?"} priority, ${t.attempts} attempt(s)` +
-    (t.last_code ? `, last ${t.last_code}` : "");
+  const parts = [t.method && t.host ? `${t.method} on ${t.host}` : t.method || t.host,
+    t.lane && `${t.lane} lane`, t.priority && `${t.priority} priority`, `${t.attempts} attempt(s)`, t.last_code && `last ${t.last_code}`];
+  document.getElementById("task-state").textContent = `${t.status}${t.canceled ? " (canceled)" : ""}: ` + parts.filter(Boolean).join(", ");
   fill("trace", (out.trace || []).map(e => el("tr", {},
     td(new Date(e.at).toISOString()), td(e.kind), td(e.attempt || ""), td(e.worker || e.client || ""), td(e.code || ""), td(e.reason || ""),
     td(e.delay ? dur(e.delay / 1e9) : ""), td(e.detail || "", "detail"))), "no steps");
