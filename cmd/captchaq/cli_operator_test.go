@@ -366,3 +366,29 @@ func TestDashboardCommand(t *testing.T) {
 	stop()
 	require.NoError(t, <-done)
 }
+
+// `server --dashboard` serves the page beside the server; reads need no
+// credentials of the browser's, changes the admin's.
+func TestServerServesTheDashboard(t *testing.T) {
+	t.Parallel()
+	setRoleEnv()
+	b, err := os.ReadFile(filepath.Join("..", "..", "nats.conf"))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	require.NoError(t, os.WriteFile(conf, []byte(strings.Replace(string(b), "listen: 127.0.0.1:4222", "listen: 127.0.0.1:-1", 1)), 0o600))
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out logbuf.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runServer(ctx, []string{"--config", conf, "--store", filepath.Join(dir, "js"), "--admin-password", rolePasswords["admin"],
+			"--log-level", "error", "--dashboard", addr}, &out, io.Discard)
+	}()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "captchaq dashboard on http://"+addr+"/") }, 20*time.Second, 10*time.Millisecond)
+	snap, code := httpGet(t, "http://"+addr+"/api/snapshot")
+	require.Equal(t, http.StatusOK, code, snap)
+	require.Contains(t, snap, `"queues":[`)
+	require.NotContains(t, snap, `"error"`)
+}
