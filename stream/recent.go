@@ -32,3 +32,16 @@ func (c *Client) RecentOutcomes(ctx context.Context, since time.Time, limit int)
 	}
 	return out, nil
 }
+
+// OutcomesSince calls fn with every outcome stored since since (zero: all
+// the stream keeps), oldest first; with follow it then waits for new ones
+// until ctx ends.
+func (c *Client) OutcomesSince(ctx context.Context, since time.Time, follow bool, fn func(Outcome)) error {
+	return scan(ctx, c.s, scanOpts{subjects: []string{subjectResults + ".>"}, startTime: since, follow: follow}, func(m jetstream.Msg) (bool, error) {
+		var o Outcome
+		if json.Unmarshal(m.Data(), &o) == nil && o.ID != "" {
+			fn(o)
+		}
+		return false, nil
+	})
+}

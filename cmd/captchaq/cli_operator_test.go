@@ -225,6 +225,19 @@ func TestSolveTimeoutAndInterrupt(t *testing.T) {
 	require.ErrorIs(t, err, stream.ErrNotSolved)
 	require.Equal(t, string(retry.ReasonCanceled), out.Reason)
 	require.Zero(t, api.Stats().Submitted)
+
+	// results filters by id, status and age.
+	r = captchaq(t, natsURL, "results", "--id", "ctrl-c")
+	require.Equal(t, 0, r.code, r.stderr)
+	outs := jsonLines[stream.Outcome](t, r.stdout)
+	require.Len(t, outs, 1)
+	require.Equal(t, "canceled", outs[0].Reason)
+	r = captchaq(t, natsURL, "results", "--status", "solved", "--since", "1h")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Empty(t, r.stdout)
+	r = captchaq(t, natsURL, "results", "--status", "lost")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, `--status "lost": want solved or dead`)
 }
 
 // snapshotWriter ends its context after n stats snapshots.

@@ -266,12 +266,25 @@ func solveGaveUp(ctx context.Context, c *stream.Client, id string, timeout time.
 }
 
 func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("results", "[--follow] [flags]", stderr)
+	fs := newFlagSet("results", "[--follow] [--id ID] [--status solved|dead] [--since D] [flags]", stderr)
 	follow := fs.Bool("follow", false, "after the stored outcomes, keep printing new ones until interrupted")
+	id := fs.String("id", "", "only this task's outcomes")
+	status := fs.String("status", "", "only outcomes of this status: solved or dead")
+	since := fs.Duration("since", 0, "only outcomes stored within this long (e.g. 1h; default: all the stream keeps)")
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	switch {
+	case *id != "" && stream.ValidateID(*id) != nil:
+		return usageError("--id: %v", stream.ValidateID(*id))
+	case *status != "" && *status != string(stream.StatusSolved) && *status != string(stream.StatusDead):
+		return usageError("--status %q: want solved or dead", *status)
+	case *since < 0:
+		return usageError("--since %s: want a positive duration", *since)
+	case fs.NArg() > 0:
+		return usageError("results: unexpected argument %q (a task id goes with --id)", fs.Arg(0))
 	}
 	ss, err := nf.session(ctx, "captchaq-results", stream.ClientConfig{})
 	if err != nil {
@@ -280,7 +293,15 @@ func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer ss.close()
 	ctx, c, ae := ss.ctx, ss.client, ss.ae
 	enc := json.NewEncoder(stdout)
-	err = c.Results(ctx, *follow, func(o stream.Outcome) { _ = enc.Encode(o) })
+	var from time.Time
+	if *since > 0 {
+		from = time.Now().Add(-*since)
+	}
+	err = c.OutcomesSince(ctx, from, *follow, func(o stream.Outcome) {
+		if (*id == "" || o.ID == *id) && (*status == "" || string(o.Status) == *status) {
+			_ = enc.Encode(o)
+		}
+	})
 	if *follow && errors.Is(err, context.Canceled) {
 		return nil
 	}

@@ -118,8 +118,9 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// `captchaq help dead ls` is `captchaq dead ls --help`.
 		args = append(slices.Clone(args[1:]), "--help")
 	}
-	if args[0] == "dash" {
-		args = append([]string{"dashboard"}, args[1:]...) // the short name
+	// Short and plural names an operator may reach for.
+	if alias, ok := map[string]string{"dash": "dashboard", "tasks": "task"}[args[0]]; ok {
+		args = append([]string{alias}, args[1:]...)
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
