@@ -484,7 +484,8 @@ func (c *Client) submitBody(req Request) ([]byte, string, error) {
 // call POSTs body to op ("in.php" or "res.php") and parses the reply.
 func (c *Client) call(ctx context.Context, op string, body []byte, ctype string) (_ reply, err error) {
 	start := time.Now()
-	defer func() { c.observe(op, false, start, err) }()
+	ctx, endTrace := traceCall(ctx, op)
+	defer func() { c.observe(op, false, start, err); endTrace(err) }()
 	status, b, loc, err := c.exchange(ctx, op, body, ctype)
 	if err != nil {
 		return reply{}, err

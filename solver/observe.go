@@ -1,7 +1,13 @@
 package solver
 
 import (
+	"context"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/captchaq/captchaq/retry"
 )
@@ -37,4 +43,21 @@ func (c *Client) observe(op string, batch bool, start time.Time, err error) {
 		}
 	}
 	c.onCall(call)
+}
+
+// traceCall starts the span of one request to the service, a child of ctx's
+// (the worker's attempt); with no tracer provider installed it records
+// nothing. The span carries the endpoint and the answer code, never the key,
+// a token or a URL.
+func traceCall(ctx context.Context, op string) (context.Context, func(error)) {
+	ctx, span := otel.Tracer("github.com/captchaq/captchaq/solver").Start(ctx, op, trace.WithSpanKind(trace.SpanKindClient))
+	return ctx, func(err error) {
+		code := "OK"
+		if err != nil {
+			code = CodeOf(err)
+			span.SetStatus(codes.Error, code)
+		}
+		span.SetAttributes(attribute.String("captchaq.code", code))
+		span.End()
+	}
 }

@@ -137,6 +137,7 @@ func (c *Client) SubmitAll(ctx context.Context, tasks []Task) ([]Receipt, error)
 		if err != nil {
 			return nil, err
 		}
+		injectTrace(ctx, m)
 		msgs[i] = m
 	}
 	return c.publishAll(ctx, prepared, msgs)
@@ -199,6 +200,7 @@ func (c *Client) publish(ctx context.Context, t Task) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, err
 	}
+	injectTrace(ctx, msg)
 	ack, err := c.publishMsg(ctx, t, msg)
 	if err != nil {
 		return Receipt{}, err

@@ -119,7 +119,9 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 	ev := base
 	ev.Kind, ev.Attempts, ev.At, ev.Crashed = EventAttempt, attempts+1, start, crashed
 	attemptStored := w.recordAsync(j, ev)
-	ans, serr := w.solve(ctx, j)
+	tctx, endTrace := traceAttempt(ctx, j)
+	ans, serr := w.solve(tctx, j)
+	endTrace(serr)
 	if solver.ClassOf(serr) != retry.Fatal {
 		sl.solved() // the next task may start while this one is recorded
 	}

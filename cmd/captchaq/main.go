@@ -16,6 +16,9 @@ import (
 	"slices"
 	"sort"
 	"syscall"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // command is one subcommand: what it does in a line, and how to run it.
@@ -44,6 +47,10 @@ var commands = map[string]command{
 	"init":      {"create or update the stream, consumers and plan quota on a NATS server captchaq does not run (admin)", runInit},
 	"passwd":    {"print the bcrypt hash of a password read from stdin (for nats.conf)", runPasswd},
 }
+
+// tracedCommands start a span of their own when tracing is on: those that
+// submit tasks.
+var tracedCommands = map[string]bool{"submit": true, "solve": true, "run": true}
 
 // verbGroups are the commands that take a verb, with their verbs.
 var verbGroups = map[string][]subcommand{"dead": deadVerbs, "task": taskVerbs, "lane": laneVerbs, "workers": workersVerbs}
@@ -127,7 +134,20 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "captchaq: unknown command %q; run `captchaq help` for the commands\n", args[0])
 		return 2
 	}
-	err := cmd.run(ctx, args[1:], stdout, stderr)
+	stopTracing, err := startTracing(ctx, "captchaq-"+args[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "captchaq %s: %v\n", args[0], err)
+		return 2
+	}
+	defer stopTracing()
+	if tracedCommands[args[0]] {
+		// A producer's own span: the task's trace starts here and goes on
+		// in the worker that takes it.
+		var span trace.Span
+		ctx, span = otel.Tracer("github.com/captchaq/captchaq/cmd/captchaq").Start(ctx, "captchaq "+args[0])
+		defer span.End()
+	}
+	err = cmd.run(ctx, args[1:], stdout, stderr)
 	var ee *exitError
 	sig, wasInterrupted := interruptOf(ctx)
 	switch {
