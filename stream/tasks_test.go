@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/retry"
@@ -142,6 +143,16 @@ func TestPauseLane(t *testing.T) {
 	ti, err := b.client.TaskOf(ctx, "paused")
 	require.NoError(t, err)
 	require.Equal(t, TaskQueued, ti.Status)
+	// A topology update (captchaq server starting again) keeps the pause.
+	js, err := jetstream.New(b.nc)
+	require.NoError(t, err)
+	_, err = EnsureTopology(ctx, js, Topology{}, true)
+	require.NoError(t, err)
+	st, err = b.client.Stats(ctx, time.Hour)
+	require.NoError(t, err)
+	for _, q := range st.Queues {
+		require.Equal(t, q.Lane == LaneFast, q.Paused, "after an update: %s %s", q.Lane, q.Priority)
+	}
 	require.NoError(t, b.client.ResumeLane(ctx, LaneFast))
 	_, err = b.client.Wait(ctx, "paused")
 	require.NoError(t, err)
