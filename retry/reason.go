@@ -18,11 +18,15 @@ const (
 	// ReasonCrashed means the workers holding the task died (or lost their
 	// connection) on every attempt of the budget.
 	ReasonCrashed Reason = "crashed"
+	// ReasonCanceled means someone asked that the task not be solved
+	// (captchaq task cancel, or an interrupted captchaq solve) before a
+	// worker started on it.
+	ReasonCanceled Reason = "canceled"
 )
 
 // Reasons lists every Reason, in no meaningful order, for validating filters
 // and listing choices. Callers must not modify it.
-var Reasons = []Reason{ReasonPermanent, ReasonAttemptsExhausted, ReasonInvalidTask, ReasonExpired, ReasonCrashed}
+var Reasons = []Reason{ReasonPermanent, ReasonAttemptsExhausted, ReasonInvalidTask, ReasonExpired, ReasonCrashed, ReasonCanceled}
 
 // Valid reports whether r is one of Reasons.
 func (r Reason) Valid() bool {

@@ -282,6 +282,7 @@ func (b *batcher) probe(ctx context.Context, ws []*pollWaiter) {
 			e.Class, v = retry.Fatal, batchFatal
 		}
 	}
+	b.c.observe("res.php", true, sent, err)
 	if ctx.Err() != nil {
 		return // nobody is waiting any more
 	}

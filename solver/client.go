@@ -90,6 +90,10 @@ type Config struct {
 	// one: the captcha is still being solved, a failed poll does not lose it.
 	// Zero means 3; negative means none.
 	PollErrors int
+	// OnCall, when set, is told of every request to the service as it
+	// ends, from the reply this Client parsed (no second read of it). It
+	// must be quick and safe for concurrent use.
+	OnCall func(Call)
 }
 
 // Client talks to a 2captcha-compatible service. It is safe for concurrent
@@ -106,6 +110,7 @@ type Client struct {
 	pollErrors int
 	service    Service
 	outage     outage
+	onCall     func(Call)
 }
 
 var _ Solver = (*Client)(nil)
@@ -136,6 +141,7 @@ func NewClient(cfg Config) (*Client, error) {
 		http:   cfg.HTTPClient,
 		log:    cfg.Logger,
 		timing: cfg.Timing,
+		onCall: cfg.OnCall,
 	}
 	if c.http == nil {
 		c.http = newHTTPClient()
@@ -508,7 +514,10 @@ func (c *Client) submitBody(req Request) ([]byte, string, error) {
 }
 
 // call POSTs body to op ("in.php" or "res.php") and parses the reply.
-func (c *Client) call(ctx context.Context, op string, body []byte, ctype string) (reply, error) {
+func (c *Client) call(ctx context.Context, op string, body []byte, ctype string) (_ reply, err error) {
+	start := time.Now()
+	ctx, endTrace := traceCall(ctx, op)
+	defer func() { c.observe(op, false, start, err); endTrace(err) }()
 	status, b, loc, err := c.exchange(ctx, op, body, ctype)
 	if err != nil {
 		return reply{}, err

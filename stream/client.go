@@ -40,6 +40,11 @@ type Client struct {
 	s   jetstream.Stream
 	cfg ClientConfig
 	top Topology
+	// cancelKeys holds the cancel secret of each task Solve submitted, by
+	// id, until its outcome arrives.
+	cancelKeys sync.Map
+	// cancelHashes holds the hash taskMsg puts on a task Solve is submitting.
+	cancelHashes sync.Map
 	// limit is the stream's MaxBytes as read at limitRead (streamLimit).
 	limitMu   sync.Mutex
 	limit     int64
@@ -143,6 +148,7 @@ func (c *Client) SubmitAll(ctx context.Context, tasks []Task) ([]Receipt, error)
 		if err != nil {
 			return nil, err
 		}
+		injectTrace(ctx, m)
 		msgs[i] = m
 		size += int64(len(m.Data))
 	}
@@ -209,6 +215,7 @@ func (c *Client) publish(ctx context.Context, t Task) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, err
 	}
+	injectTrace(ctx, msg)
 	if err := c.checkRoom(ctx, 1, int64(len(msg.Data))); err != nil {
 		return Receipt{}, err
 	}
@@ -233,6 +240,9 @@ func (c *Client) taskMsg(t Task) (*nats.Msg, error) {
 	msg.Header.Set(HeaderTaskID, t.ID)
 	if c.cfg.Name != "" {
 		msg.Header.Set(HeaderClient, c.cfg.Name)
+	}
+	if h, ok := c.cancelHashes.Load(t.ID); ok {
+		msg.Header.Set(HeaderCancelHash, h.(string))
 	}
 	return msg, nil
 }
@@ -427,11 +437,25 @@ func (c *Client) Solve(ctx context.Context, t Task) (Outcome, error) {
 	if dl, ok := ctx.Deadline(); ok && t.Deadline.IsZero() {
 		t.Deadline = dl
 	}
+	// Solve's caller may cancel the task (Cancel): its message carries the
+	// hash of a secret only this Client knows.
+	if t.ID == "" {
+		t.ID = nuid.Next()
+	}
+	secret, hash := newCancelKey()
+	c.cancelKeys.Store(t.ID, secret)
+	c.cancelHashes.Store(t.ID, hash)
 	r, err := c.Submit(ctx, t)
+	c.cancelHashes.Delete(t.ID)
 	if err != nil {
+		c.cancelKeys.Delete(t.ID)
 		return Outcome{}, err
 	}
-	return c.waitGen(ctx, r.ID, r.Seq)
+	out, err := c.waitGen(ctx, r.ID, r.Seq)
+	if ctx.Err() == nil {
+		c.cancelKeys.Delete(t.ID) // ended: nothing left to cancel
+	}
+	return out, err
 }
 
 // WaitAll waits for the outcomes of the given receipts and calls fn with each

@@ -179,7 +179,7 @@ func TestContractStreamSubjects(t *testing.T) {
 	require.NoError(t, err)
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter("captcha.>"))
 	require.NoError(t, err)
-	listed := regexp.MustCompile(`^captcha\.(tasks\.(slow|fast)\.(high|normal)\.[A-Za-z0-9_-]{1,64}|(events|results|dead|replays)\.[A-Za-z0-9_-]{1,64}|anchor)$`)
+	listed := regexp.MustCompile(`^captcha\.(tasks\.(slow|fast)\.(high|normal)\.[A-Za-z0-9_-]{1,64}|(events|results|dead|replays|cancels|workers)\.[A-Za-z0-9_-]{1,64}|anchor)$`)
 	for subj := range info.State.Subjects {
 		require.Regexp(t, listed, subj)
 	}

@@ -31,8 +31,8 @@ type DeadLetter struct {
 	Reason retry.Reason `json:"reason"`
 	// Error is the code of the task's last failure, as in Outcome.Error.
 	Error string `json:"error,omitempty"`
-	// ErrorText says more about Error, as in Outcome.ErrorText.
-	ErrorText string `json:"error_text,omitempty"`
+	// Detail says more about why, in words (Outcome.Detail).
+	Detail string `json:"detail,omitempty"`
 	// Attempts is how many solving attempts were spent on the task's
 	// generation that died.
 	Attempts int `json:"attempts"`
@@ -149,7 +149,7 @@ func (c *Client) deadLetters(ctx context.Context, deadSubj, replaySubj string, f
 
 func parseDeadLetter(subject string, h nats.Header, data []byte, seq uint64, at time.Time) DeadLetter {
 	d := DeadLetter{Seq: seq, ID: idFromSubject(subject), Reason: retry.Reason(h.Get(HeaderReason)), Error: h.Get(HeaderError),
-		ErrorText: h.Get(HeaderErrorText), Subject: h.Get(HeaderSubject), DeadAt: at, Task: json.RawMessage(data)}
+		Detail: h.Get(HeaderDetail), Subject: h.Get(HeaderSubject), DeadAt: at, Task: json.RawMessage(data)}
 	d.Attempts, _ = strconv.Atoi(h.Get(HeaderAttempts))
 	d.Gen, _ = strconv.ParseUint(h.Get(HeaderGen), 10, 64)
 	d.FirstFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderFirstFail))

@@ -91,6 +91,10 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 		w.deadLetter(ctx, j, base, retry.ReasonInvalidTask, code, j.invalid.Error())
 		return
 	}
+	if detail, ok := w.canceled(ctx, j); ok {
+		w.deadLetter(ctx, j, base, retry.ReasonCanceled, "CANCELED", detail)
+		return
+	}
 	act := w.cfg.Policy.Start(retry.StartInput{Attempts: attempts, LastCrashed: crashed, Deadline: j.deadline, Now: w.cfg.Now()})
 	if act.Kind == retry.DeadLetter {
 		code := lastCode
@@ -117,7 +121,9 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 		_ = m.NakWithDelay(w.heartbeat())
 		return
 	}
-	ans, serr := w.solve(ctx, j)
+	tctx, endTrace := traceAttempt(ctx, j)
+	ans, serr := w.solve(tctx, j)
+	endTrace(serr)
 	if solver.ClassOf(serr) != retry.Fatal {
 		sl.solved() // the next task may start while this one is recorded
 	}
@@ -471,7 +477,7 @@ func (w *Worker) deadLetter(ctx context.Context, j *job, ev Event, reason retry.
 	now := w.cfg.Now()
 	ev.Kind, ev.Reason, ev.At, ev.LastCode = EventDead, string(reason), now, cmp.Or(code, ev.LastCode)
 	ev.FirstFailure, ev.LastFailure = firstSet(ev.FirstFailure, now), firstSet(ev.LastFailure, now)
-	ev.Code, ev.Detail = ev.LastCode, truncate(detail, 300)
+	ev.Code, ev.Detail = ev.LastCode, safeDetail(detail)
 	if !w.record(ctx, j, ev) {
 		return
 	}
@@ -492,7 +498,7 @@ func (w *Worker) finishDead(ctx context.Context, j *job, reason retry.Reason, co
 		dl.Header.Set(HeaderAttempts, strconv.Itoa(ev.Attempts))
 		dl.Header.Set(HeaderError, code)
 		if ev.Detail != "" {
-			dl.Header.Set(HeaderErrorText, ev.Detail)
+			dl.Header.Set(HeaderDetail, ev.Detail)
 		}
 		dl.Header.Set(HeaderReason, string(reason))
 		dl.Header.Set(HeaderSubject, j.m.Subject())
@@ -507,7 +513,7 @@ func (w *Worker) finishDead(ctx context.Context, j *job, reason retry.Reason, co
 			return
 		}
 	}
-	out := Outcome{ID: j.id, Status: StatusDead, Error: code, ErrorText: ev.Detail, Reason: string(reason), Attempts: ev.Attempts,
+	out := Outcome{ID: j.id, Status: StatusDead, Error: code, Reason: string(reason), Attempts: ev.Attempts,
 		Method: j.task.Method, Detail: ev.Detail}
 	if _, err := w.storeOutcome(ctx, j, out); err != nil {
 		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))

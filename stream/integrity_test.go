@@ -623,3 +623,45 @@ func TestFatalRefusalRecordedAsSuch(t *testing.T) {
 		require.Equal(t, "ERROR_WRONG_USER_KEY", evs[1].Code, id)
 	}
 }
+
+// A producer cancels only a task it submitted with Solve: another
+// producer's cancel record is ignored (no secret), and the admin's subject
+// is refused to it.
+func TestProducerCannotCancelAnothersTask(t *testing.T) {
+	t.Parallel()
+	a := attackSetup(t)
+	ctx := testContext(t)
+	r, err := a.victim.Submit(ctx, turnstileTask("mine-1"))
+	require.NoError(t, err)
+	forged, _ := json.Marshal(CancelRecord{ID: "mine-1", Gen: r.Seq, By: "attacker", Secret: "guess"})
+	_, err = a.attacker.Publish(ctx, cancelSubject("mine-1", r.Seq), forged)
+	require.NoError(t, err, "producers may publish owners' cancels")
+	anc, errs := roleConn(t, a.ns, "producer")
+	ajs, err := jetstream.New(anc)
+	require.NoError(t, err)
+	denied(t, errs, adminCancelSubject("mine-1", r.Seq), func(ctx context.Context) error {
+		_, err := ajs.Publish(ctx, adminCancelSubject("mine-1", r.Seq), forged)
+		return err
+	})
+
+	// The owner's own cancel, from Solve, holds.
+	solved := make(chan error, 1)
+	go func() {
+		_, err := a.victim.Solve(ctx, turnstileTask("mine-2"))
+		solved <- err
+	}()
+	require.Eventually(t, func() bool {
+		ti, err := a.victim.TaskOf(ctx, "mine-2")
+		return err == nil && ti.Status == TaskQueued
+	}, 10*time.Second, 10*time.Millisecond)
+	_, err = a.victim.Cancel(ctx, "mine-2", "changed my mind")
+	require.NoError(t, err)
+
+	a.startWorker(t)
+	out, err := a.victim.waitGen(ctx, "mine-1", r.Seq)
+	require.NoError(t, err, "the forged cancel changed nothing")
+	require.Equal(t, StatusSolved, out.Status)
+	err = <-solved
+	require.ErrorIs(t, err, ErrNotSolved)
+	require.Equal(t, int32(1), a.solves.Load())
+}

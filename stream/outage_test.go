@@ -133,7 +133,7 @@ func TestDeadLetterNamesNetworkError(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, StatusDead, out.Status, "%+v", out)
 	require.Equal(t, solver.CodeNetwork, out.Error)
-	require.Contains(t, out.ErrorText, "EOF", "the outcome names the network error: %+v", out)
+	require.Contains(t, out.Detail, "EOF", "the outcome names the network error: %+v", out)
 	dead := 0
 	for _, ev := range b.events(t, "cut1") {
 		if ev.Kind == EventDead {
@@ -145,5 +145,5 @@ func TestDeadLetterNamesNetworkError(t *testing.T) {
 	dl, err := b.client.DeadLetterOf(ctx, "cut1")
 	require.NoError(t, err)
 	require.Equal(t, solver.CodeNetwork, dl.Error)
-	require.Contains(t, dl.ErrorText, "EOF", "the dead letter names the network error: %+v", dl)
+	require.Contains(t, dl.Detail, "EOF", "the dead letter names the network error: %+v", dl)
 }

@@ -269,3 +269,23 @@ func verifyReplay(ctx context.Context, s jetstream.Stream, id string, gen uint64
 	}
 	return nil
 }
+
+// eventState is the last event of a task, whichever generation it belongs
+// to, and its sequence (0: no event yet).
+type eventState struct {
+	last Event
+	seq  uint64
+}
+
+// lastEvent reads the last event of task id.
+func lastEvent(ctx context.Context, s jetstream.Stream, id string) (eventState, error) {
+	m, err := s.GetLastMsgForSubject(ctx, eventSubject(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return eventState{}, nil
+	}
+	if err != nil {
+		return eventState{}, fmt.Errorf("read events of task %s: %w", id, err)
+	}
+	ev, _ := parseEvent(m.Data)
+	return eventState{last: ev, seq: m.Sequence}, nil
+}

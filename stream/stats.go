@@ -24,9 +24,20 @@ type QueueStats struct {
 	// InFlight is how many are held by workers now (solving, or waiting out
 	// a retry delay).
 	InFlight int `json:"in_flight"`
+	// Solving is how many of them are at the solving service now.
+	Solving int `json:"solving"`
+	// Retrying is how many wait out a retry or capacity delay.
+	Retrying int `json:"retrying"`
 	// Limit is the most that may be in flight at once (the lane limit, or
 	// the topology's MaxInFlight).
 	Limit int `json:"limit"`
+	// LaneLimit is the lane limit (Topology.LaneLimits); 0 when the queue
+	// has none, only the topology's MaxInFlight.
+	LaneLimit int `json:"lane_limit"`
+	// Paused says workers take nothing from the queue (PauseLane) until
+	// PausedUntil.
+	Paused      bool      `json:"paused,omitempty"`
+	PausedUntil time.Time `json:"paused_until,omitzero"`
 	// OldestQueued is the age of the oldest waiting task; 0 when none waits.
 	OldestQueued time.Duration `json:"-"`
 	// OldestQueuedSeconds is OldestQueued in seconds, for JSON.
@@ -68,6 +79,11 @@ type Stats struct {
 	// Solving is how many attempts are under way now across all workers:
 	// tasks whose last event is an attempt.
 	Solving int `json:"solving"`
+	// Retrying is how many tasks wait out a retry or capacity delay: held
+	// by the broker for a later delivery, at no worker.
+	Retrying int `json:"retrying"`
+	// Workers are the workers alive (seen within HeartbeatTTL).
+	Workers []WorkerInfo `json:"workers"`
 	// PlanThreads is the plan-wide thread quota Solving is held to
 	// (SetPlan); 0 when none is set.
 	PlanThreads int `json:"plan_threads"`
@@ -91,10 +107,13 @@ type Stats struct {
 	// ByMethod breaks Solved and Dead down by task method ("unknown" when
 	// the audit trail no longer names it).
 	ByMethod map[string]MethodStats `json:"by_method"`
-	// PerMinute is solved tasks per minute, from the window's first solve
-	// (or its start, if earlier solves fell out of it) to now, at least a
-	// minute; 0 when none solved.
+	// PerMinute is solved tasks per minute while solving: over the span
+	// from the window's first solve (or its start, if earlier solves fell
+	// out of it) to its last, at least a minute; 0 when none solved. It does
+	// not decay while nothing runs: LastSolve says how long that has been.
 	PerMinute float64 `json:"solved_per_minute"`
+	// LastSolve is when the window's last solve happened; zero when none.
+	LastSolve time.Time `json:"last_solve,omitzero"`
 	// LastMinute counts the solves of the last minute alone.
 	LastMinute int `json:"solved_last_minute"`
 }
@@ -107,6 +126,8 @@ type statsEvent struct {
 	Seconds float64   `json:"seconds"`
 	Reason  string    `json:"reason"`
 	Method  string    `json:"method"`
+	Gen     uint64    `json:"gen"`
+	DelayMS int64     `json:"delay_ms"`
 }
 
 // Stats reads the queues from the workers' consumers, the plan quota, and
@@ -125,7 +146,14 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 			return st, fmt.Errorf("consumer %s: %w", name, err)
 		}
 		info := cons.CachedInfo()
-		q := QueueStats{Lane: wc.lane, Priority: wc.priority, Queued: info.NumPending, InFlight: info.NumAckPending, Limit: info.Config.MaxAckPending}
+		q := QueueStats{Lane: wc.lane, Priority: wc.priority, Queued: info.NumPending, InFlight: info.NumAckPending, Limit: info.Config.MaxAckPending,
+			Paused: info.Paused}
+		if q.Limit > 0 && q.Limit < c.top.MaxInFlight {
+			q.LaneLimit = q.Limit
+		}
+		if info.Paused {
+			q.PausedUntil = now.Add(info.PauseRemaining)
+		}
 		if info.NumPending > 0 {
 			if m, err := c.s.GetMsg(ctx, info.Delivered.Stream+1, jetstream.WithGetMsgSubject(info.Config.FilterSubject)); err == nil {
 				q.OldestQueued = max(now.Sub(m.Time), 0)
@@ -149,7 +177,14 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 	if window > 0 {
 		start = now.Add(-window)
 	}
-	if err := c.countOutcomes(ctx, &st, start); err != nil {
+	held, err := c.countOutcomes(ctx, &st, start)
+	if err != nil {
+		return st, err
+	}
+	if err := c.countHeld(ctx, &st, held); err != nil {
+		return st, err
+	}
+	if st.Workers, err = c.Workers(ctx); err != nil {
 		return st, err
 	}
 	return st, nil
@@ -162,7 +197,7 @@ const solvingLookback = 15 * time.Minute
 // countOutcomes fills the window's counts from the event logs, with the
 // method of each task from its event or its outcome, and counts the attempts
 // under way.
-func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) error {
+func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) (map[string]TaskStatus, error) {
 	type ended struct {
 		id string
 		ev statsEvent
@@ -170,7 +205,7 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 	var (
 		ends       []ended
 		methods    = map[string]string{}
-		lastKind   = map[string]EventKind{}
+		last       = map[string]Event{}
 		firstSolve time.Time
 	)
 	from := start
@@ -194,7 +229,7 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 		if ev.Method != "" {
 			methods[id] = ev.Method
 		}
-		lastKind[id] = ev.Kind
+		last[id] = Event{Kind: ev.Kind, Gen: ev.Gen, At: ev.At, DelayMS: ev.DelayMS}
 		if ev.At.Before(start) {
 			return false, nil // before the window: only for Solving
 		}
@@ -207,6 +242,9 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 			if firstSolve.IsZero() || ev.At.Before(firstSolve) {
 				firstSolve = ev.At
 			}
+			if ev.At.After(st.LastSolve) {
+				st.LastSolve = ev.At
+			}
 			if st.At.Sub(ev.At) <= time.Minute {
 				st.LastMinute++
 			}
@@ -217,11 +255,17 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("stats: %w", err)
+		return nil, fmt.Errorf("stats: %w", err)
 	}
-	for _, k := range lastKind {
-		if k == EventAttempt {
+	held := map[string]TaskStatus{}
+	for id, ev := range last {
+		switch status, _ := statusOf(ev, ev.Gen, st.At); status {
+		case TaskSolving:
 			st.Solving++
+			held[id] = status
+		case TaskRetrying:
+			st.Retrying++
+			held[id] = status
 		}
 	}
 	times := map[string][]float64{}
@@ -253,8 +297,37 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 		if from.Before(start) {
 			from = start
 		}
-		span := max(st.At.Sub(from), time.Minute)
+		span := max(st.LastSolve.Sub(from), time.Minute)
 		st.PerMinute = float64(st.Solved) / span.Minutes()
+	}
+	return held, nil
+}
+
+// countHeld counts the tasks at the service and those waiting out a delay by
+// the queue they came from: one read of each one's task message.
+func (c *Client) countHeld(ctx context.Context, st *Stats, held map[string]TaskStatus) error {
+	at := map[string]int{}
+	for i, q := range st.Queues {
+		at[string(q.Lane)+"."+q.Priority] = i
+	}
+	for id, status := range held {
+		m, err := c.s.GetLastMsgForSubject(ctx, taskSubjectsFor(id))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // ended meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("stats: %w", err)
+		}
+		ti, ok := taskInfoOf(m.Subject, nil, m.Sequence, m.Time)
+		i, known := at[string(ti.Lane)+"."+ti.Priority]
+		if !ok || !known {
+			continue
+		}
+		if status == TaskSolving {
+			st.Queues[i].Solving++
+		} else {
+			st.Queues[i].Retrying++
+		}
 	}
 	return nil
 }

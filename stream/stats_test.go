@@ -76,6 +76,8 @@ func TestStatsCountsQueuesPlanAndOutcomes(t *testing.T) {
 		case q.Lane == LaneFast && q.Priority == priorityNormal:
 			require.Equal(t, uint64(2), q.Queued)
 			require.Equal(t, 1, q.InFlight)
+			require.Equal(t, 1, q.Solving, "the busy solve, counted in its queue")
+			require.Zero(t, q.Retrying)
 		case q.Lane == LaneSlow && q.Priority == priorityHigh:
 			require.Equal(t, uint64(1), q.Queued)
 			require.Positive(t, q.OldestQueued)
@@ -93,6 +95,27 @@ func TestStatsCountsQueuesPlanAndOutcomes(t *testing.T) {
 	require.GreaterOrEqual(t, ts.P95, ts.P50)
 	require.Equal(t, 4, st.LastMinute)
 	require.InDelta(t, 4.0, st.PerMinute, 0.01, "four solves in under a minute: a minute is the shortest span")
+	for _, q := range st.Queues {
+		require.Zero(t, q.LaneLimit, "no lane limit set")
+		require.False(t, q.Paused)
+	}
+	running := 0
+	for _, w := range st.Workers {
+		if !w.Stopped {
+			running++
+		}
+	}
+	require.Equal(t, 1, running, "the running worker announced itself (and the one stopped before it said so)")
+
+	// Half an hour later with nothing solved since, the rate while solving
+	// is the same: it does not decay while idle.
+	later, err := NewClient(ctx, b.nc, ClientConfig{Now: func() time.Time { return time.Now().Add(30 * time.Minute) }})
+	require.NoError(t, err)
+	idle, err := later.Stats(ctx, 0)
+	require.NoError(t, err)
+	require.InDelta(t, st.PerMinute, idle.PerMinute, 0.01)
+	require.Equal(t, st.LastSolve, idle.LastSolve)
+	require.Zero(t, idle.LastMinute)
 
 	b2, err := json.Marshal(st)
 	require.NoError(t, err)

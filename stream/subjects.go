@@ -34,13 +34,11 @@ const (
 	// HeaderError is the code of the last failure, on dead letters (see
 	// Outcome.Error).
 	HeaderError = "Captchaq-Error"
-	// HeaderErrorText says more about HeaderError, on dead letters: the
-	// service's own description of its code (error_text), what failed on
-	// the way (a network error), or what is wrong with an invalid task (see
-	// Outcome.ErrorText).
-	HeaderErrorText = "Captchaq-Error-Text"
 	// HeaderReason is the retry.Reason, on dead letters.
 	HeaderReason = "Captchaq-Reason"
+	// HeaderDetail says more about a dead task in words (Outcome.Detail),
+	// on dead letters that have it.
+	HeaderDetail = "Captchaq-Detail"
 	// HeaderSubject is the task subject the task was delivered on, on dead
 	// letters.
 	HeaderSubject = "Captchaq-Subject"
@@ -97,7 +95,8 @@ func streamSubjects() []string {
 	for _, wc := range workerConsumers() {
 		out = append(out, taskFilter(wc.lane, wc.priority))
 	}
-	return append(out, subjectEvents+".*", subjectResults+".*", subjectDead+".*", subjectReplays+".*", SubjectAnchor)
+	return append(out, subjectEvents+".*", subjectResults+".*", subjectDead+".*", subjectReplays+".*", SubjectAnchor,
+		subjectCancels+".*.*", subjectCancels+".*.*.admin", subjectWorkers+".*")
 }
 
 // taskFilter is the subject filter of the workers' consumer of a lane and

@@ -216,17 +216,14 @@ type Outcome struct {
 	// pseudo-code (ERROR_PAGEURL, LOCAL_TIMEOUT, DEADLINE_PASSED,
 	// INVALID_TASK, WORKER_LOST, …). Empty when solved.
 	Error string `json:"error,omitempty"`
-	// ErrorText says more about Error, when known: the service's own
-	// description of its code (its error_text), what failed on the way
-	// ("read: connection reset by peer"), or what is wrong with an invalid
-	// task. Never a key or a token.
-	ErrorText string `json:"error_text,omitempty"`
 	// Reason is why the task is dead, a retry.Reason (permanent,
 	// attempts-exhausted, invalid-task, expired, crashed); empty when solved.
 	Reason string `json:"reason,omitempty"`
-	// Detail says what is wrong with an invalid task ("params.sitekey:
-	// required for method turnstile"); it never carries a token or a page
-	// URL's path.
+	// Detail says more about Error, in words, when known: the service's own
+	// description of its code (its error_text), what failed on the way
+	// ("read: connection reset by peer"), what is wrong with an invalid task
+	// ("params.sitekey: required for method turnstile"), or why it was
+	// canceled. Never a key, a token or a page URL's path.
 	Detail string `json:"detail,omitempty"`
 	// Attempts is how many solving attempts were spent on this submission
 	// (capacity snoozes spend none), the successful one included.

@@ -112,6 +112,8 @@ type Worker struct {
 	stopped atomic.Pointer[FatalError]
 	// room keeps attempts from starting that a full stream could not record.
 	room *workerRoom
+	// busy counts the tasks being handled, for the heartbeat.
+	busy atomic.Int32
 }
 
 // stopWith notes why the worker stops: tasks handed back from now on say so.
@@ -234,6 +236,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	var fatalErr error
 	idle := time.NewTicker(w.cfg.IdleCheck)
 	defer idle.Stop()
+	// Heartbeats for `captchaq workers ls`, until the worker stops pulling.
+	announced := w.announce(pullCtx, func() int { return int(w.busy.Load()) })
+	defer func() { stopPulling(); announced() }()
 
 pull:
 	for {
@@ -300,8 +305,10 @@ pull:
 			for i, m := range msgs {
 				inflight.Add(1)
 				sl := &slot{free: free, finishing: finishing}
+				w.busy.Add(1)
 				go func() {
 					defer inflight.Done()
+					defer w.busy.Add(-1)
 					defer sl.end()
 					defer threads[i].release()
 					defer w.laneFreed(laneOfSubject(m.Subject()))

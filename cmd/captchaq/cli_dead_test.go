@@ -173,7 +173,7 @@ func TestCLIDeadLettersListShowReplayTracePurge(t *testing.T) {
 	r = captchaq(t, natsURL, "dead", "show", "bad1")
 	require.Zero(t, r.code, r.stderr)
 	for _, want := range []string{`id:\s+bad1`, `method:\s+turnstile`, `host:\s+bad\.example`, `reason:\s+permanent`,
-		`error:\s+ERROR_PAGEURL`, `error text:\s+pageurl parameter is missing in your request\.`, `attempts:\s+1`, `subject:\s+captcha\.tasks\.fast\.normal\.bad1`, `replayed:\s+no`, `dead letter:\s+\d+ \(task message \d+\)`} {
+		`error:\s+ERROR_PAGEURL`, `detail:\s+pageurl parameter is missing in your request\.`, `attempts:\s+1`, `subject:\s+captcha\.tasks\.fast\.normal\.bad1`, `replayed:\s+no`, `dead letter:\s+\d+ \(task message \d+\)`} {
 		require.Regexp(t, "(?m)^"+want+"$", r.stdout)
 	}
 	require.NotContains(t, r.stdout, "secret-path")

@@ -13,7 +13,7 @@ import (
 func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("balance", "[flags]", stderr)
 	var sf solverFlags
-	sf.register(fs)
+	sf.registerService(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -14,10 +14,12 @@ import (
 	"github.com/captchaq/captchaq/stream"
 )
 
-const deadUsage = `ls [--method M] [--reason R] [--since D] [--pending] [--json]
-       captchaq dead show ID [--json]
-       captchaq dead replay ID... | --all [--method M] [--reason R] [--since D]
-       captchaq dead purge [--method M] [--reason R] [--since D] --yes`
+var deadVerbs = []subcommand{
+	{"ls", "[--method M] [--reason R] [--since D] [--pending] [--json]", "list dead letters"},
+	{"show", "ID [--json]", "show one task's latest dead letter, with its reason and detail"},
+	{"replay", "ID... | --all [--method M] [--reason R] [--since D]", "put dead letters back on the queue as new submissions (admin)"},
+	{"purge", "[--method M] [--reason R] [--since D] --yes", "delete dead letters (admin)"},
+}
 
 // deadFilterFlags are the filters dead ls, replay --all and purge share.
 type deadFilterFlags struct {
@@ -28,7 +30,7 @@ type deadFilterFlags struct {
 
 func (d *deadFilterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.method, "method", "", "only dead letters of this method")
-	fs.StringVar(&d.reason, "reason", "", "only this reason: permanent, attempts-exhausted, invalid-task, expired, crashed")
+	fs.StringVar(&d.reason, "reason", "", "only this reason: permanent, attempts-exhausted, invalid-task, expired, crashed, canceled")
 	fs.DurationVar(&d.since, "since", 0, "only dead letters younger than this (e.g. 1h)")
 }
 
@@ -44,11 +46,11 @@ func (d *deadFilterFlags) filter() (stream.DeadFilter, error) {
 }
 
 func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError("usage: captchaq dead %s", deadUsage)
+	sub, args, err := pickSubcommand("dead", deadVerbs, args, stderr)
+	if err != nil {
+		return err
 	}
-	sub, args := args[0], args[1:]
-	fs := newFlagSet("dead "+sub, "[flags]", stderr)
+	fs := newFlagSet("dead "+sub, synopsisOf(deadVerbs, sub), stderr)
 	var df deadFilterFlags
 	asJSON := fs.Bool("json", false, "print JSON (one object per line)")
 	all := false
@@ -64,8 +66,6 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "purge":
 		df.register(fs)
 		fs.BoolVar(&yes, "yes", false, "really delete the matching dead letters")
-	default:
-		return usageError("unknown dead subcommand %q; usage: captchaq dead %s", sub, deadUsage)
 	}
 	var nf natsFlags
 	nf.register(fs)
@@ -114,12 +114,8 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *asJSON {
 			return enc.Encode(d)
 		}
-		errText := d.Error
-		if d.ErrorText != "" {
-			errText += "\nerror text:    " + d.ErrorText
-		}
-		fmt.Fprintf(stdout, "id:            %s\nmethod:        %s\nhost:          %s\nreason:        %s\nerror:         %s\nattempts:      %d\nsubject:       %s\nfirst failure: %s\nlast failure:  %s\ndead at:       %s\nreplayed:      %s\ndead letter:   %d (task message %d)\n",
-			d.ID, d.Method, d.Host, d.Reason, errText, d.Attempts, d.Subject, fmtTime(d.FirstFailure), fmtTime(d.LastFailure),
+		fmt.Fprintf(stdout, "id:            %s\nmethod:        %s\nhost:          %s\nreason:        %s\nerror:         %s\ndetail:        %s\nattempts:      %d\nsubject:       %s\nfirst failure: %s\nlast failure:  %s\ndead at:       %s\nreplayed:      %s\ndead letter:   %d (task message %d)\n",
+			d.ID, d.Method, d.Host, d.Reason, d.Error, orDash(d.Detail), d.Attempts, d.Subject, fmtTime(d.FirstFailure), fmtTime(d.LastFailure),
 			fmtTime(d.DeadAt), replayedText(d.Replayed), d.Seq, d.Gen)
 		return nil
 	case "replay":
@@ -230,4 +226,21 @@ func firstNonEmpty(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// synopsisOf is the synopsis of verb name.
+func synopsisOf(subs []subcommand, name string) string {
+	for _, s := range subs {
+		if s.name == name {
+			return s.synopsis
+		}
+	}
+	return "[flags]"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -25,7 +27,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	threads := fs.Int("threads", 8, "threads per worker pool")
 	speed := fs.Float64("fake-speed", 10, "with the emulator: solve this many times faster than the real service (1 = real time)")
 	fakeFaults := fs.Float64("fake-unsolvable", 0, "with the emulator: rate of ERROR_CAPTCHA_UNSOLVABLE answers (0..1)")
-	store := fs.String("store", "", "JetStream store directory (default: a temporary one, removed at exit)")
+	store := fs.String("store", "", "JetStream store directory, kept after the run for trace and dead ls (default: a temporary one, removed at exit)")
+	asJSON := fs.Bool("json", false, "print each outcome as a JSON line (the default when stdout is not a terminal; on one, a table)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up waiting after this long")
 	var sf solverFlags
 	sf.register(fs)
@@ -74,6 +77,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer stop()
 		sf.url, key, timing = url, fakeapi.TestKey, solver.Timing{Scale: 1 / *speed}
 		fmt.Fprintf(stderr, "no CAPTCHAAI_API_KEY: solving with the emulator at %s, %gx real speed\n", url, *speed)
+	} else {
+		fmt.Fprintf(stderr, "real API: %s (CAPTCHAAI_API_KEY is set: each solve is paid for)\n", urlHost(sf.url))
 	}
 	sf.log = log
 	if timing.Scale == 0 {
@@ -112,7 +117,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	tasks, err := readTasks(in, client, stderr)
+	tasks, _, err := readTasks(in, client, stderr)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -149,23 +154,47 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 
 	start := time.Now()
+	bar := newProgress(stderr)
 	receipts, err := client.SubmitAll(ctx, tasks)
 	if err != nil {
+		if sig, ok := interruptOf(ctx); ok {
+			return &exitError{code: sig.exitCode(), err: fmt.Errorf("%s while submitting: nothing was solved", sig)}
+		}
 		return err
 	}
-	bar := newProgress(stderr, len(receipts))
+	if !bar.on {
+		fmt.Fprintf(stderr, "submitted %d tasks; waiting for their outcomes\n", len(receipts))
+	}
+	bar.begin(len(receipts))
+	rows := newOutcomePrinter(stdout, *asJSON || !isTerminal(stdout), bar)
 	var sum summary
 	wait, cancel := context.WithTimeout(wctx, *timeout)
 	defer cancel()
 	err = client.WaitAll(wait, receipts, func(o stream.Outcome, err error) {
 		sum.add(o, err)
+		rows.print(o, err)
 		bar.update(sum.done())
 	})
 	bar.finish()
 	sum.elapsed = time.Since(start)
-	sum.print(stdout, len(receipts))
+	sum.print(stderr, len(receipts))
+	if *store != "" {
+		fmt.Fprintf(stderr, "  store    kept in %s: `captchaq server --config '' --store %s`, then `captchaq trace ID`, `captchaq dead ls`\n", dir, dir)
+	}
 	if err != nil {
-		return fmt.Errorf("%d task(s) without an outcome: %w", len(receipts)-sum.done(), err)
+		lost := len(receipts) - sum.done()
+		what := fmt.Sprintf("%d task(s) had no outcome yet and are lost with this run's temporary store (--store DIR keeps them)", lost)
+		if *store != "" {
+			what = fmt.Sprintf("%d task(s) had no outcome yet; they stay queued in %s, and `captchaq run --store %s` with the same file solves them (ids submitted again within %s are not queued twice; later, a worker against that store does)",
+				lost, dir, dir, stream.DefaultDuplicateWindow)
+		}
+		if sig, ok := interruptOf(ctx); ok {
+			return &exitError{code: sig.exitCode(), err: fmt.Errorf("%s: %s", sig, what)}
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("--timeout %s passed: %s", *timeout, what)
+		}
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if sum.solved < len(receipts) {
 		return &exitError{code: 1, err: fmt.Errorf("%d of %d tasks not solved", len(receipts)-sum.solved, len(receipts))}
@@ -179,10 +208,65 @@ func startEmulator(cfg fakeapi.Config) (string, func(), error) {
 	return fakeapi.ServeLocal(fakeapi.New(cfg))
 }
 
+// urlHost is the host of a URL, for messages (never its path or query).
+func urlHost(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return "(unparsable --solver-url)"
+}
+
+// outcomePrinter prints each outcome as it lands: JSON lines, or a table's
+// rows on a terminal (above the progress bar).
+type outcomePrinter struct {
+	w       io.Writer
+	json    bool
+	bar     *progress
+	headed  bool
+	started time.Time
+}
+
+func newOutcomePrinter(w io.Writer, asJSON bool, bar *progress) *outcomePrinter {
+	return &outcomePrinter{w: w, json: asJSON, bar: bar, started: time.Now()}
+}
+
+const outcomeRow = "%-24s %-8s %-14s %8s %8s  %s\n"
+
+func (p *outcomePrinter) print(o stream.Outcome, err error) {
+	if p.json {
+		_ = json.NewEncoder(p.w).Encode(o)
+		return
+	}
+	p.bar.clear()
+	if !p.headed {
+		fmt.Fprintf(p.w, outcomeRow, "ID", "STATUS", "METHOD", "ATTEMPTS", "SECONDS", "ANSWER / WHY")
+		p.headed = true
+	}
+	status, why := string(o.Status), truncate(o.Text(), 40)
+	switch {
+	case errors.Is(err, stream.ErrTokenExpired):
+		status, why = "expired", "solved, but the token expired before it was read"
+	case err != nil:
+		why = strings.TrimSpace(o.Reason + " " + o.Error + " " + o.Detail)
+	}
+	secs := ""
+	if o.SolveSeconds > 0 {
+		secs = fmt.Sprintf("%.1f", o.SolveSeconds)
+	}
+	fmt.Fprintf(p.w, outcomeRow, truncate(o.ID, 24), status, o.Method, fmt.Sprint(o.Attempts), secs, why)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
 // summary counts outcomes for the end-of-run report.
 type summary struct {
 	solved, expired, dead int
-	reasons               map[string]int
+	reasons               map[string][]string // "reason code" → task ids
 	times                 []float64
 	elapsed               time.Duration
 }
@@ -197,9 +281,10 @@ func (s *summary) add(o stream.Outcome, err error) {
 	default:
 		s.dead++
 		if s.reasons == nil {
-			s.reasons = map[string]int{}
+			s.reasons = map[string][]string{}
 		}
-		s.reasons[o.Reason+" "+o.Error]++
+		k := o.Reason + " " + o.Error
+		s.reasons[k] = append(s.reasons[k], o.ID)
 	}
 }
 
@@ -208,14 +293,24 @@ func (s *summary) done() int { return s.solved + s.expired + s.dead }
 func (s *summary) print(w io.Writer, total int) {
 	slices.Sort(s.times)
 	fmt.Fprintf(w, "\ncaptchaq run: %d tasks in %s\n", total, s.elapsed.Round(100*time.Millisecond))
-	fmt.Fprintf(w, "  solved   %d\n  failed   %d (token expired before it was read)\n  dead     %d\n", s.solved, s.expired, s.dead)
+	fmt.Fprintf(w, "  solved   %d\n", s.solved)
+	if s.expired > 0 {
+		fmt.Fprintf(w, "  expired  %d (solved, but the token expired before it was read)\n", s.expired)
+	}
+	fmt.Fprintf(w, "  dead     %d\n", s.dead)
 	keys := make([]string, 0, len(s.reasons))
 	for k := range s.reasons {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "           %d × %s\n", s.reasons[k], strings.TrimSpace(k))
+		ids := s.reasons[k]
+		slices.Sort(ids)
+		more := ""
+		if len(ids) > 10 {
+			ids, more = ids[:10], fmt.Sprintf(" and %d more (captchaq dead ls)", len(ids)-10)
+		}
+		fmt.Fprintf(w, "           %d × %s: %s%s\n", len(s.reasons[k]), strings.TrimSpace(k), strings.Join(ids, ", "), more)
 	}
 	if len(s.times) > 0 {
 		fmt.Fprintf(w, "  solve time p50 %.1fs, p95 %.1fs\n", stream.Percentile(s.times, 0.5), stream.Percentile(s.times, 0.95))
@@ -233,16 +328,14 @@ type progress struct {
 	start time.Time
 }
 
-func newProgress(w io.Writer, total int) *progress {
-	on := false
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			on = true
-		}
-	}
-	p := &progress{w: w, total: total, on: on, start: time.Now()}
+func newProgress(w io.Writer) *progress {
+	return &progress{w: w, on: isTerminal(w), start: time.Now()}
+}
+
+// begin draws the bar for total tasks.
+func (p *progress) begin(total int) {
+	p.total = total
 	p.update(0)
-	return p
 }
 
 func (p *progress) update(done int) {
@@ -253,6 +346,14 @@ func (p *progress) update(done int) {
 	n := done * width / p.total
 	fmt.Fprintf(p.w, "\r[%s%s] %d/%d  %s ", strings.Repeat("#", n), strings.Repeat(".", width-n), done, p.total,
 		time.Since(p.start).Round(time.Second))
+}
+
+// clear erases the bar, so that a line can be printed where it was; the
+// next update draws it again.
+func (p *progress) clear() {
+	if p.on {
+		fmt.Fprint(p.w, "\r\x1b[K")
+	}
 }
 
 func (p *progress) finish() {

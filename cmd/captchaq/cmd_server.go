@@ -12,9 +12,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/captchaq/captchaq/dashboard"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -35,6 +37,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	store := fs.String("store", "", "JetStream store directory (default: the config's store_dir, else ./data/jetstream)")
 	lazy := fs.Bool("lazy-sync", false, "fsync every 2 minutes instead of before every ack (faster; an OS crash can lose acknowledged tasks)")
 	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
+	dash := fs.String("dashboard", "", "also serve the web dashboard on this address (e.g. 127.0.0.1:8080; beyond loopback only with --dashboard-token); empty: off")
+	dashToken := fs.String("dashboard-token", "", "require this token of the dashboard's browsers (open it with ?token=…)")
 	var admin adminFlags
 	admin.register(fs)
 	var top topoFlags
@@ -48,6 +52,11 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if *dash != "" {
+		if err := checkDashAddr(*dash, *dashToken); err != nil {
+			return err
+		}
+	}
 	cfg := stream.ServerConfig{StoreDir: *store, LazySync: *lazy, Logger: log, Verbose: true, Listen: true}
 	switch _, statErr := os.Stat(*config); {
 	case *config == "":
@@ -57,6 +66,14 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		log.Warn("no ./nats.conf: built-in defaults, 127.0.0.1:4222 without authentication")
 	default:
 		return fmt.Errorf("--config %s: %w", *config, statErr)
+	}
+	if cfg.ConfigFile != "" && admin.password == "" {
+		// An in-process client the config refuses only learns so after the
+		// server's write deadline, in words about pipes: say it first.
+		if opts, err := server.ProcessConfigFile(cfg.ConfigFile); err == nil && requiresAuth(opts) {
+			return fmt.Errorf("%s requires authentication: set %s to the password of user %q, which creates the stream and consumers (%s names another user)",
+				cfg.ConfigFile, envName("admin-password"), admin.user, envName("admin-user"))
+		}
 	}
 	if cfg.ConfigFile == "" {
 		cfg.Port = 4222
@@ -94,8 +111,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	nc, err := nats.Connect("", opts...)
 	if err != nil {
-		if errors.Is(err, nats.ErrAuthorization) {
-			return fmt.Errorf("create the topology: %s refuses user %q: set %s (and %s if the admin is not %q): %w",
+		if errors.Is(err, nats.ErrAuthorization) || (admin.password != "" && errors.Is(err, io.ErrClosedPipe)) {
+			return fmt.Errorf("create the topology: %s refuses user %q (wrong password?): set %s (and %s if the admin is not %q): %w",
 				*config, admin.user, envName("admin-password"), envName("admin-user"), "admin", err)
 		}
 		return fmt.Errorf("connect in-process: %w", err)
@@ -113,9 +130,29 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		defer func() { stopEraser(); <-erased }()
 	}
 	fmt.Fprintf(stdout, "captchaq server ready on %s (store %s)\n", ns.ClientURL(), ns.JetStreamConfig().StoreDir)
+	if *dash != "" {
+		// The page reads through the server's own connection; changes take
+		// the operator's credentials, checked by the server as for any client.
+		client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "captchaq-dashboard", Topology: top.topology()})
+		if err != nil {
+			return err
+		}
+		url := ns.ClientURL()
+		connect := func(ctx context.Context, user, password string) (*nats.Conn, error) {
+			return nats.Connect(url, nats.UserInfo(user, password), nats.Name("captchaq-dashboard-change"), nats.Timeout(5*time.Second))
+		}
+		return serveDashboard(ctx, dashboard.Config{Client: client, Connect: connect, Token: *dashToken, Logger: log}, *dash, stdout, log)
+	}
 	<-ctx.Done()
 	log.Info("shutting down")
 	return nil
+}
+
+// requiresAuth reports whether a server with opts refuses clients without
+// credentials.
+func requiresAuth(opts *server.Options) bool {
+	return len(opts.Users) > 0 || len(opts.Nkeys) > 0 || opts.Username != "" || opts.Authorization != "" ||
+		len(opts.TrustedOperators) > 0 || opts.AuthCallout != nil
 }
 
 // ensureTopology creates or updates the stream and the workers' consumers,

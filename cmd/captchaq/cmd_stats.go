@@ -5,23 +5,35 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/captchaq/captchaq/stream"
 )
 
+// minInterval is the shortest --interval: each snapshot reads the stream's
+// recent events, and a redraw faster than the eye gains nothing.
+const minInterval = 500 * time.Millisecond
+
 func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("stats", "[--watch] [--json] [flags]", stderr)
-	watch := fs.Bool("watch", false, "print again every --interval until interrupted")
-	interval := fs.Duration("interval", 2*time.Second, "with --watch, time between snapshots")
+	watch := fs.Bool("watch", false, "print again every --interval until interrupted: redrawn on a terminal, appended when piped")
+	interval := fs.Duration("interval", 2*time.Second, "with --watch, time between snapshots (at least 500ms)")
 	window := fs.Duration("window", time.Hour, "outcome counts and solve times cover this much recent time (0: all the stream keeps)")
 	asJSON := fs.Bool("json", false, "print one JSON object per snapshot")
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *interval < minInterval {
+		return usageError("--interval %s: at least %s (each snapshot reads the stream)", *interval, minInterval)
+	}
+	if *window < 0 {
+		return usageError("--window %s: want 0 (all) or a positive duration", *window)
 	}
 	nc, ae, err := nf.connect(ctx, "captchaq-stats")
 	if err != nil {
@@ -34,7 +46,8 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return explain(err, ae)
 	}
-	for {
+	redraw := *watch && !*asJSON && isTerminal(stdout)
+	for n := 0; ; n++ {
 		st, err := c.Stats(fctx, *window)
 		if err != nil {
 			if *watch && ctx.Err() != nil {
@@ -42,9 +55,18 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 			return explain(err, ae)
 		}
-		if *asJSON {
+		switch {
+		case *asJSON:
 			_ = json.NewEncoder(stdout).Encode(st)
-		} else {
+		case redraw:
+			var b strings.Builder
+			printStats(&b, st)
+			// Home, the snapshot, then clear what an older, longer one left.
+			fmt.Fprint(stdout, "\x1b[H\x1b[2J"+b.String())
+		default:
+			if n > 0 {
+				fmt.Fprintln(stdout)
+			}
 			printStats(stdout, st)
 		}
 		if !*watch {
@@ -58,24 +80,61 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 }
 
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
 func printStats(w io.Writer, st stream.Stats) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "%s\nLANE\tPRIORITY\tQUEUED\tIN FLIGHT\tLIMIT\tOLDEST QUEUED\n", st.At.UTC().Format(time.RFC3339))
+	fmt.Fprintf(tw, "%s\nLANE\tPRIORITY\tQUEUED\tSOLVING\tRETRYING\tLIMIT\tOLDEST QUEUED\tSTATE\n", st.At.UTC().Format(time.RFC3339))
 	for _, q := range st.Queues {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", q.Lane, q.Priority, q.Queued, q.InFlight, q.Limit, age(q.OldestQueued))
+		limit := "no limit"
+		if q.LaneLimit > 0 {
+			limit = fmt.Sprint(q.LaneLimit)
+		}
+		state := "taking tasks"
+		if q.Paused {
+			state = "paused until " + q.PausedUntil.UTC().Format(time.RFC3339)
+			if q.PausedUntil.Sub(st.At) > 50*365*24*time.Hour {
+				state = "paused"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", q.Lane, q.Priority, q.Queued, q.Solving, q.Retrying, limit, age(q.OldestQueued), state)
 	}
-	fmt.Fprintf(tw, "total\t\t%d\t%d\t\t%s\n", st.Queued, st.InFlight, age(st.OldestQueued))
-	plan := "no plan quota set"
+	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t\t%s\t\n", st.Queued, st.Solving, st.Retrying, age(st.OldestQueued))
 	if st.PlanThreads > 0 {
-		plan = fmt.Sprintf("of %d plan threads (%.0f%%)", st.PlanThreads, 100*float64(st.Solving)/float64(st.PlanThreads))
+		fmt.Fprintf(tw, "\nsolving now: %d of %d plan threads (%.0f%%)\n", st.Solving, st.PlanThreads, 100*float64(st.Solving)/float64(st.PlanThreads))
+	} else {
+		fmt.Fprintf(tw, "\nsolving now: %d (no plan-wide thread quota: each worker's --threads caps its own)\n", st.Solving)
 	}
-	fmt.Fprintf(tw, "\nsolving now: %d %s\n", st.Solving, plan)
+	fmt.Fprintf(tw, "waiting to retry: %d (held for a later delivery, at no worker)\n", st.Retrying)
+	fmt.Fprintf(tw, "workers alive: %d", len(st.Workers))
+	threads, inUse := 0, 0
+	for _, x := range st.Workers {
+		if !x.Stopped {
+			threads += x.Threads
+			inUse += x.InUse
+		}
+	}
+	if len(st.Workers) > 0 {
+		fmt.Fprintf(tw, ", %d of %d threads in use", inUse, threads)
+	}
+	fmt.Fprintln(tw)
 	win := "all retained"
 	if st.Window > 0 {
 		win = "last " + st.Window.String()
 	}
 	fmt.Fprintf(tw, "%s: solved %d, dead %d, failed attempts %d (retried), snoozed %d\n", win, st.Solved, st.Dead, st.Failed, st.Snoozed)
-	fmt.Fprintf(tw, "throughput: %.1f solved/min, %d in the last minute\n", st.PerMinute, st.LastMinute)
+	if st.Solved > 0 {
+		fmt.Fprintf(tw, "throughput: %.1f solved/min while solving, %d in the last minute, last solve %s ago\n",
+			st.PerMinute, st.LastMinute, age(max(st.At.Sub(st.LastSolve), time.Millisecond)))
+	}
 	reasons := make([]string, 0, len(st.ByReason))
 	for r := range st.ByReason {
 		reasons = append(reasons, r)

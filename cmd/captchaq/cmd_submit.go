@@ -19,25 +19,29 @@ import (
 // readTasks reads JSON lines (blank lines and lines starting with # are
 // skipped) and validates every task with c. It returns all the problems at
 // once, each naming its line, so that a file is fixed in one go; on any
-// problem it returns no tasks.
+// problem it returns no tasks. named says whether every task named its id
+// (submitting the file again then queues nothing twice).
 //
 // A parameter its method does not know is passed through, as the service
 // ignores it, with a warning on warn naming its line and, for a near miss,
 // the known name ("did you mean googlekey?").
-func readTasks(r io.Reader, c *stream.Client, warn io.Writer) ([]stream.Task, error) {
+func readTasks(r io.Reader, c *stream.Client, warn io.Writer) (tasks []stream.Task, named bool, err error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 8<<20)
 	var (
-		tasks []stream.Task
-		errs  []error
-		seen  = map[string]int{}
+		errs []error
+		seen = map[string]int{}
 	)
+	named = true
 	for line := 1; sc.Scan(); line++ {
 		b := bytes.TrimSpace(sc.Bytes())
 		if len(b) == 0 || b[0] == '#' {
 			continue
 		}
 		t, err := stream.ParseTask(b)
+		if t.ID == "" {
+			named = false
+		}
 		if err == nil {
 			t, err = c.Prepare(t)
 		}
@@ -61,12 +65,12 @@ func readTasks(r io.Reader, c *stream.Client, warn io.Writer) ([]stream.Task, er
 		tasks = append(tasks, t)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read tasks: %w", err)
+		return nil, false, fmt.Errorf("read tasks: %w", err)
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%d invalid task(s), nothing submitted:\n%w", len(errs), errors.Join(errs...))
+		return nil, false, fmt.Errorf("%d invalid task(s), nothing submitted:\n%w", len(errs), errors.Join(errs...))
 	}
-	return tasks, nil
+	return tasks, named, nil
 }
 
 func openInput(name string) (io.ReadCloser, error) {
@@ -103,7 +107,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer ss.close()
 	ctx, c, ae := ss.ctx, ss.client, ss.ae
-	tasks, err := readTasks(in, c, stderr)
+	tasks, named, err := readTasks(in, c, stderr)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -123,20 +127,42 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
-	failed := 0
+	failed, arrived := 0, 0
 	err = c.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
+		arrived++
 		if err != nil {
 			failed++
 		}
 		_ = enc.Encode(o)
 	})
 	if err != nil {
-		return explain(err, ae)
+		return stillQueued(ctx, err, ae, len(receipts)-arrived, named, *timeout)
 	}
 	if failed > 0 {
 		return &exitError{code: 1, err: fmt.Errorf("%d of %d tasks not solved", failed, len(receipts))}
 	}
 	return nil
+}
+
+// stillQueued says what became of tasks a wait gave up on: they stay
+// queued, and how to see their outcomes. Interrupted, the exit code is the
+// signal's (130 for Ctrl-C).
+func stillQueued(ctx context.Context, err error, ae *asyncErrors, pending int, named bool, timeout time.Duration) error {
+	sig, interrupted := interruptOf(ctx)
+	if !interrupted && !errors.Is(err, context.DeadlineExceeded) {
+		return explain(err, ae)
+	}
+	why := fmt.Sprintf("--timeout %s passed", timeout)
+	code := 1
+	if interrupted {
+		why, code = sig.Error(), sig.exitCode()
+	}
+	hint := "follow their outcomes with `captchaq results --follow`"
+	if named {
+		hint = fmt.Sprintf("run the same command within %s to resume waiting (ids submitted again that soon are not queued twice), or follow them with `captchaq results --follow`",
+			stream.DefaultDuplicateWindow)
+	}
+	return &exitError{code: code, err: fmt.Errorf("%s: %d task(s) without an outcome yet are still queued or being solved; %s", why, pending, hint)}
 }
 
 // paramFlag collects repeated --param k=v.
@@ -175,12 +201,19 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer ss.close()
 	ctx, c, ae := ss.ctx, ss.client, ss.ae
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	if *timeout <= 0 {
+		return usageError("--timeout %s: want a positive duration", *timeout)
+	}
+	task, err := c.Prepare(stream.Task{ID: *id, Method: *method, Params: params, Priority: *priority, Deadline: time.Now().Add(*timeout)})
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	sctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	for _, u := range solver.UnknownParams(*method, params) {
 		fmt.Fprintf(stderr, "warning: %s\n", u)
 	}
-	out, err := c.Solve(ctx, stream.Task{ID: *id, Method: *method, Params: params, Priority: *priority})
+	out, err := c.Solve(sctx, task)
 	if *asJSON && out.ID != "" {
 		_ = json.NewEncoder(stdout).Encode(out)
 	}
@@ -188,6 +221,9 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		var te *stream.TaskError
 		if errors.As(err, &te) {
 			return &exitError{code: 2, err: err}
+		}
+		if sctx.Err() != nil {
+			return solveGaveUp(ctx, c, task.ID, *timeout, ae, err)
 		}
 		return explain(err, ae)
 	}
@@ -197,13 +233,69 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
+// solveGaveUp says, in the user's terms, why solve has no answer: Ctrl-C
+// (the task is canceled, so no worker pays for it later) or --timeout (what
+// the task is doing: never taken by a worker, at the service, or retrying).
+func solveGaveUp(ctx context.Context, c *stream.Client, id string, timeout time.Duration, ae *asyncErrors, err error) error {
+	// The task's state is read, and a cancel stored, after ctx ended.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if sig, ok := interruptOf(ctx); ok {
+		t, cerr := c.Cancel(lctx, id, "captchaq solve interrupted")
+		var msg string
+		switch {
+		case errors.Is(cerr, stream.ErrNotFound):
+			msg = fmt.Sprintf("task %s was not submitted", id)
+		case errors.Is(cerr, stream.ErrTaskEnded):
+			msg = fmt.Sprintf("task %s had just ended: `captchaq results` or `captchaq trace %s` shows how", id, id)
+		case cerr != nil:
+			msg = fmt.Sprintf("task %s could not be canceled (%v): a worker may still solve it", id, explain(cerr, ae))
+		case t.Status == stream.TaskSolving:
+			msg = fmt.Sprintf("task %s canceled, but its attempt was already at the service: that answer is still stored and paid for; no retry follows", id)
+		default:
+			msg = fmt.Sprintf("task %s canceled: no worker will solve it (it ends dead/canceled)", id)
+		}
+		return &exitError{code: sig.exitCode(), err: fmt.Errorf("%s: %s", sig, msg)}
+	}
+	t, terr := c.TaskOf(lctx, id)
+	var msg string
+	switch {
+	case terr != nil:
+		return explain(fmt.Errorf("no answer within --timeout %s: %w", timeout, err), ae)
+	case t.Status == stream.TaskQueued && t.Worker == "":
+		msg = fmt.Sprintf("no worker took task %s (is one running against this server? `captchaq workers ls` lists them)", id)
+	case t.Status == stream.TaskQueued:
+		msg = fmt.Sprintf("task %s was handed back by worker %s and waits for another", id, t.Worker)
+	case t.Status == stream.TaskSolving:
+		msg = fmt.Sprintf("task %s is still at the solving service (worker %s, attempt %d)", id, t.Worker, t.Attempts)
+	case t.Status == stream.TaskRetrying:
+		msg = fmt.Sprintf("task %s failed %d time(s) (last %s) and waits to retry", id, t.Attempts, t.LastCode)
+	default:
+		msg = fmt.Sprintf("task %s ended just now: `captchaq trace %s` shows how", id, id)
+	}
+	return fmt.Errorf("no answer within --timeout %s: %s; its deadline has passed, so it ends dead/expired", timeout, msg)
+}
+
 func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("results", "[--follow] [flags]", stderr)
+	fs := newFlagSet("results", "[--follow] [--id ID] [--status solved|dead] [--since D] [flags]", stderr)
 	follow := fs.Bool("follow", false, "after the stored outcomes, keep printing new ones until interrupted")
+	id := fs.String("id", "", "only this task's outcomes")
+	status := fs.String("status", "", "only outcomes of this status: solved or dead")
+	since := fs.Duration("since", 0, "only outcomes stored within this long (e.g. 1h; default: all the stream keeps)")
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	switch {
+	case *id != "" && stream.ValidateID(*id) != nil:
+		return usageError("--id: %v", stream.ValidateID(*id))
+	case *status != "" && *status != string(stream.StatusSolved) && *status != string(stream.StatusDead):
+		return usageError("--status %q: want solved or dead", *status)
+	case *since < 0:
+		return usageError("--since %s: want a positive duration", *since)
+	case fs.NArg() > 0:
+		return usageError("results: unexpected argument %q (a task id goes with --id)", fs.Arg(0))
 	}
 	ss, err := nf.session(ctx, "captchaq-results", stream.ClientConfig{})
 	if err != nil {
@@ -212,7 +304,15 @@ func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer ss.close()
 	ctx, c, ae := ss.ctx, ss.client, ss.ae
 	enc := json.NewEncoder(stdout)
-	err = c.Results(ctx, *follow, func(o stream.Outcome) { _ = enc.Encode(o) })
+	var from time.Time
+	if *since > 0 {
+		from = time.Now().Add(-*since)
+	}
+	err = c.OutcomesSince(ctx, from, *follow, func(o stream.Outcome) {
+		if (*id == "" || o.ID == *id) && (*status == "" || string(o.Status) == *status) {
+			_ = enc.Encode(o)
+		}
+	})
 	if *follow && errors.Is(err, context.Canceled) {
 		return nil
 	}

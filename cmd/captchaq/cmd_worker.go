@@ -29,11 +29,25 @@ type solverFlags struct {
 	service      string
 	outageWarn   time.Duration
 	log          *slog.Logger // the solver client's debug lines (hosts and codes only)
+	onCall       func(solver.Call)
 }
 
+// register adds every solver flag: the service's and the solving ones.
 func (s *solverFlags) register(fs *flag.FlagSet) {
+	s.registerService(fs)
+	s.registerSolving(fs)
+}
+
+// registerService adds the flags that choose the service and its key: all
+// that balance and report need.
+func (s *solverFlags) registerService(fs *flag.FlagSet) {
+	s.pollScale, s.submitEvery, s.submitBurst, s.batch = 1, 100*time.Millisecond, 55, true
 	fs.StringVar(&s.url, "solver-url", solver.DefaultBaseURL, "base URL of the 2captcha-compatible service (in.php, res.php)")
 	fs.StringVar(&s.keyFile, "key-file", "", "file holding the API key (default: env CAPTCHAAI_API_KEY)")
+}
+
+// registerSolving adds the flags that pace submitting and polling.
+func (s *solverFlags) registerSolving(fs *flag.FlagSet) {
 	fs.DurationVar(&s.submitEvery, "submit-interval", 100*time.Millisecond,
 		"least time between two in.php calls of this process; the service bans a key for 10 s over 60 calls in 3 s, so with N worker processes on one key give each N times 100ms")
 	fs.IntVar(&s.submitBurst, "submit-burst", 55, "at most this many in.php calls of this process in any 3 s; with N processes on one key keep the sum under 60")
@@ -69,7 +83,7 @@ func (s *solverFlags) clientWith(timing solver.Timing, hc *http.Client) (*solver
 		return nil, err
 	}
 	return solver.NewClient(solver.Config{BaseURL: s.url, APIKey: key, Timing: timing, HTTPClient: hc, Logger: s.log,
-		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn})
+		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn, OnCall: s.onCall})
 }
 
 // profile is the --service profile, or the one of the --solver-url host.
@@ -129,9 +143,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	m := metrics.NewWorker(*threads)
 	sf.log = log
-	sc, err := sf.clientWith(solver.Timing{}, &http.Client{Transport: m.Transport(nil), Timeout: solver.DefaultHTTPTimeout,
-		// The API never redirects; following one would resend the key elsewhere.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }})
+	// The solver reports each call itself: its own transport (connection
+	// reuse, timeouts) stays, and no reply is read twice.
+	sf.onCall = m.SolverCall
+	sc, err := sf.client(solver.Timing{})
 	if err != nil {
 		return err
 	}

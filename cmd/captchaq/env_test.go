@@ -16,10 +16,10 @@ import (
 func commandLines() map[string]command {
 	out := map[string]command{}
 	for name, c := range commands {
-		if name == "dead" {
-			for _, sub := range []string{"ls", "show", "replay", "purge"} {
-				out["dead "+sub] = command{run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-					return runDead(ctx, append([]string{sub}, args...), stdout, stderr)
+		if verbs, ok := verbGroups[name]; ok {
+			for _, v := range verbs {
+				out[name+" "+v.name] = command{run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+					return c.run(ctx, append([]string{v.name}, args...), stdout, stderr)
 				}}
 			}
 			continue

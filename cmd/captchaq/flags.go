@@ -80,13 +80,21 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	// Flags may come before, between or after the arguments (`dead show ID
 	// --json`): parse, set the first leftover argument aside, go on. A "--"
 	// ends the flags as usual.
+	// The flag package prints its error and the whole usage on a bad flag;
+	// the caller prints one line instead (flagError), and the usage only
+	// when asked for.
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	defer func() { fs.Usage = usage; fs.SetOutput(out) }()
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				usage()
 				return err
 			}
-			return &exitError{code: 2, err: err}
+			return flagError(fs.Name(), err)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -100,6 +108,16 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	// Leave the arguments where fs.Arg and fs.NArg find them.
 	return fs.Parse(append([]string{"--"}, positional...))
+}
+
+// dashFlag finds the flag package's spelling of a flag name, "-name".
+var dashFlag = regexp.MustCompile(`(^|[\s:])-([A-Za-z0-9][A-Za-z0-9_-]*)`)
+
+// flagError is a bad flag or flag value as one line: the flag spelled
+// --name as the usage spells it, and where to read more.
+func flagError(command string, err error) error {
+	msg := dashFlag.ReplaceAllString(err.Error(), "$1--$2")
+	return &exitError{code: 2, err: fmt.Errorf("%s (see captchaq %s --help)", msg, command)}
 }
 
 // usageError is a wrong command line: exit code 2.
@@ -479,4 +497,46 @@ func (n *natsFlags) session(ctx context.Context, name string, cfg stream.ClientC
 		return nil, explain(err, ae)
 	}
 	return &session{ctx: fctx, client: c, ae: ae, close: func() { cancel(); nc.Close() }}, nil
+}
+
+// subcommand is one verb of a command that has several (dead, task, lane,
+// workers): its synopsis and what it does.
+type subcommand struct {
+	name, synopsis, summary string
+}
+
+// pickSubcommand takes the verb off args. With none, an unknown one, or a
+// request for help (`dead --help`, `dead help`, `help dead`) it prints the
+// command's verbs and returns flag.ErrHelp (help) or a usage error.
+func pickSubcommand(command string, subs []subcommand, args []string, stderr io.Writer) (string, []string, error) {
+	list := func(w io.Writer) {
+		fmt.Fprintf(w, "Usage:\n")
+		for _, s := range subs {
+			fmt.Fprintf(w, "  captchaq %s %s %s\n      %s\n", command, s.name, s.synopsis, s.summary)
+		}
+		fmt.Fprintf(w, "\nRun `captchaq %s VERB --help` for a verb's flags.\n", command)
+	}
+	if len(args) == 0 {
+		var b strings.Builder
+		list(&b)
+		return "", nil, usageError("%s: want a verb\n%s", command, strings.TrimRight(b.String(), "\n"))
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		if len(args) > 1 && args[0] == "help" {
+			return args[1], []string{"--help"}, nil
+		}
+		list(stderr)
+		return "", nil, flag.ErrHelp
+	}
+	for _, s := range subs {
+		if s.name == args[0] {
+			return args[0], args[1:], nil
+		}
+	}
+	names := make([]string, len(subs))
+	for i, s := range subs {
+		names[i] = s.name
+	}
+	return "", nil, usageError("%s: unknown verb %q: want one of %s (see captchaq %s --help)", command, args[0], strings.Join(names, ", "), command)
 }

@@ -12,8 +12,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"slices"
 	"sort"
 	"syscall"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // command is one subcommand: what it does in a line, and how to run it.
@@ -23,21 +28,32 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"server":  {"run the NATS JetStream server (embedded nats-server) from nats.conf", runServer},
-	"worker":  {"pull tasks and solve them through the solving service", runWorker},
-	"submit":  {"submit tasks from a JSON-lines file (or -), optionally wait for outcomes", runSubmit},
-	"solve":   {"solve one captcha and print the answer (for scripts and CI)", runSolve},
-	"results": {"print outcomes as JSON lines, optionally following new ones", runResults},
-	"dead":    {"list, show, replay and purge dead letters", runDead},
-	"trace":   {"show the life of one task, for audits", runTrace},
-	"stats":   {"show queue depth, in-flight work, outcomes and solve times", runStats},
-	"run":     {"all in one: embedded server, emulator or real API, workers; submit FILE and wait", runRun},
-	"fakeapi": {"serve the emulator of the solving service (for tests and demos)", runFakeAPI},
-	"balance": {"print the solving service account's balance", runBalance},
-	"report":  {"report a solved captcha as good or bad to the solving service", runReport},
-	"init":    {"create or update the stream, consumers and plan quota on a NATS server captchaq does not run (admin)", runInit},
-	"passwd":  {"print the bcrypt hash of a password read from stdin (for nats.conf)", runPasswd},
+	"server":    {"run the NATS JetStream server (embedded nats-server) from nats.conf", runServer},
+	"worker":    {"pull tasks and solve them through the solving service", runWorker},
+	"submit":    {"submit tasks from a JSON-lines file (or -), optionally wait for outcomes", runSubmit},
+	"solve":     {"solve one captcha and print the answer (for scripts and CI)", runSolve},
+	"results":   {"print outcomes as JSON lines, optionally following new ones", runResults},
+	"dead":      {"list, show, replay and purge dead letters", runDead},
+	"trace":     {"show the life of one task, for audits", runTrace},
+	"stats":     {"show queue depth, in-flight work, outcomes and solve times", runStats},
+	"run":       {"all in one: embedded server, emulator or real API, workers; submit FILE and wait", runRun},
+	"fakeapi":   {"serve the emulator of the solving service (for tests and demos)", runFakeAPI},
+	"balance":   {"print the solving service account's balance", runBalance},
+	"report":    {"report a solved captcha as good or bad to the solving service", runReport},
+	"task":      {"list the tasks that wait or run, show one, cancel one", runTask},
+	"lane":      {"pause or resume a lane: workers take none of its tasks meanwhile (admin)", runLane},
+	"workers":   {"list the workers alive, from their heartbeats", runWorkers},
+	"dashboard": {"serve the live web dashboard (127.0.0.1:8080 by default)", runDashboard},
+	"init":      {"create or update the stream, consumers and plan quota on a NATS server captchaq does not run (admin)", runInit},
+	"passwd":    {"print the bcrypt hash of a password read from stdin (for nats.conf)", runPasswd},
 }
+
+// tracedCommands start a span of their own when tracing is on: those that
+// submit tasks.
+var tracedCommands = map[string]bool{"submit": true, "solve": true, "run": true}
+
+// verbGroups are the commands that take a verb, with their verbs.
+var verbGroups = map[string][]subcommand{"dead": deadVerbs, "task": taskVerbs, "lane": laneVerbs, "workers": workersVerbs}
 
 // exitError carries a process exit code through the error chain.
 type exitError struct {
@@ -49,32 +65,101 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // a second Ctrl-C ends the process at once
-	}()
+	ctx, stop := withSignals(context.Background())
+	defer stop()
 	os.Exit(realMain(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// interrupted is the cause of a context that a signal ended.
+type interrupted struct{ sig os.Signal }
+
+func (i interrupted) Error() string { return "interrupted by " + i.sig.String() }
+
+// exitCode is the shell's code for a process the signal ended: 128 + its
+// number (130 for Ctrl-C, 143 for SIGTERM).
+func (i interrupted) exitCode() int {
+	if s, ok := i.sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 130
+}
+
+// withSignals returns a context that SIGINT or SIGTERM ends, with an
+// interrupted cause; a second signal ends the process at once.
+func withSignals(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case sig := <-ch:
+			cancel(interrupted{sig})
+			signal.Stop(ch)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel(context.Canceled) }
+}
+
+// interruptOf returns the signal that ended ctx, if one did.
+func interruptOf(ctx context.Context) (interrupted, bool) {
+	var i interrupted
+	ok := errors.As(context.Cause(ctx), &i)
+	return i, ok
+}
+
 func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		usage(stdout)
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "version" {
+		fmt.Fprintln(stdout, "captchaq", version())
+		return 0
+	}
+	if args[0] == "help" {
+		if len(args) == 1 {
+			usage(stdout)
+			return 0
+		}
+		// `captchaq help dead ls` is `captchaq dead ls --help`.
+		args = append(slices.Clone(args[1:]), "--help")
+	}
+	// Short and plural names an operator may reach for.
+	if alias, ok := map[string]string{"dash": "dashboard", "tasks": "task"}[args[0]]; ok {
+		args = append([]string{alias}, args[1:]...)
+	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "captchaq: unknown command %q\n\n", args[0])
-		usage(stderr)
+		fmt.Fprintf(stderr, "captchaq: unknown command %q; run `captchaq help` for the commands\n", args[0])
 		return 2
 	}
-	err := cmd.run(ctx, args[1:], stdout, stderr)
+	stopTracing, err := startTracing(ctx, "captchaq-"+args[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "captchaq %s: %v\n", args[0], err)
+		return 2
+	}
+	defer stopTracing()
+	if tracedCommands[args[0]] {
+		// A producer's own span: the task's trace starts here and goes on
+		// in the worker that takes it.
+		var span trace.Span
+		ctx, span = otel.Tracer("github.com/captchaq/captchaq/cmd/captchaq").Start(ctx, "captchaq "+args[0])
+		defer span.End()
+	}
+	err = cmd.run(ctx, args[1:], stdout, stderr)
 	var ee *exitError
+	sig, wasInterrupted := interruptOf(ctx)
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case wasInterrupted && !errors.As(err, &ee):
+		// The command said nothing of its own about the work: say that
+		// it was interrupted, without the context's Go words.
+		fmt.Fprintf(stderr, "captchaq %s: %v\n", args[0], sig)
+		return sig.exitCode()
 	case errors.As(err, &ee):
 		if ee.err != nil && ee.err.Error() != "" {
 			fmt.Fprintf(stderr, "captchaq %s: %v\n", args[0], ee.err)
@@ -86,6 +171,33 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 }
 
+// version is the module's version, or the commit it was built from.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown version)"
+	}
+	v := bi.Main.Version
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if (v == "" || v == "(devel)") && rev != "" {
+		v = "commit " + rev[:min(12, len(rev))] + dirty
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	return v + " (" + bi.GoVersion + ")"
+}
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "captchaq: a durable CAPTCHA-solving queue on NATS JetStream\n\nUsage: captchaq COMMAND [flags]\n\nCommands:")
 	names := make([]string, 0, len(commands))
@@ -94,7 +206,7 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nEvery flag can also be set by an environment variable CAPTCHAQ_<FLAG> (--solver-url: CAPTCHAQ_SOLVER_URL);\nthe API key comes from CAPTCHAAI_API_KEY or --key-file, never from a flag value.\nRun `captchaq COMMAND --help` for a command's flags.")
+	fmt.Fprintln(w, "\nEvery flag can also be set by an environment variable CAPTCHAQ_<FLAG> (--solver-url: CAPTCHAQ_SOLVER_URL);\nthe API key comes from CAPTCHAAI_API_KEY or --key-file, never from a flag value.\nRun `captchaq help COMMAND` (or `captchaq COMMAND --help`) for a command's flags; `captchaq --version` for the version.")
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +22,7 @@ import (
 // arguments, so real processes are killed without a separate build.
 func TestMain(m *testing.M) {
 	if os.Getenv("CAPTCHAQ_TEST_MAIN") == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		ctx, stop := withSignals(context.Background())
 		code := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
 		stop()
 		os.Exit(code)

@@ -51,7 +51,7 @@ type Worker struct {
 // NewWorker registers a worker's metrics in a new registry; threads is the
 // worker's --threads, exported as captchaq_threads.
 func NewWorker(threads int) *Worker {
-	r := NewRegistry()
+	r := NewRegistry().WithRuntime()
 	m := &Worker{
 		reg:       r,
 		tasks:     r.Counter("captchaq_tasks_total", "Tasks that reached an outcome in this worker, by method and outcome (solved, dead).", "method", "outcome"),

@@ -44,7 +44,7 @@ func TestWorkerMetrics(t *testing.T) {
 
 	m := NewWorker(3)
 	sc, err := solver.NewClient(solver.Config{BaseURL: api.URL, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.001},
-		HTTPClient: &http.Client{Transport: m.Transport(nil), Timeout: 10 * time.Second}, MinSubmitInterval: -1})
+		OnCall: m.SolverCall, MinSubmitInterval: -1})
 	require.NoError(t, err)
 	w, err := stream.NewWorker(ctx, connect(), stream.WorkerConfig{Solver: m.Solver(sc), Threads: 3, Observer: m,
 		IdleCheck: 50 * time.Millisecond, Policy: retry.Policy{InitialInterval: 10 * time.Millisecond, NoJitter: true}})
@@ -86,14 +86,19 @@ func TestWorkerMetrics(t *testing.T) {
 		`captchaq_dead_letters_total{method="turnstile",reason="permanent"} 1`,
 		`captchaq_attempts_total{method="turnstile"} 3`,
 		`captchaq_solve_duration_seconds_count{method="turnstile"} 2`,
-		`captchaq_api_calls_total{endpoint="in.php",code="ERROR_PAGEURL"} 1`,
-		`captchaq_api_calls_total{endpoint="in.php",code="OK"} 2`,
+		`captchaq_api_calls_total{code="ERROR_PAGEURL",endpoint="in.php"} 1`,
+		`captchaq_api_calls_total{code="OK",endpoint="in.php"} 2`,
 		`captchaq_in_flight 0`,
 		`captchaq_threads 3`,
 	} {
 		require.Contains(t, body, want+"\n")
 	}
-	res := regexp.MustCompile(`captchaq_api_calls_total\{endpoint="res.php",code="OK"\} (\d+)`).FindStringSubmatch(body)
+	// The Go runtime's and the process's collectors.
+	for _, want := range []string{"# TYPE go_goroutines gauge", "# TYPE go_memstats_heap_alloc_bytes gauge",
+		"# TYPE process_cpu_seconds_total counter", "# TYPE process_resident_memory_bytes gauge"} {
+		require.Contains(t, body, want+"\n")
+	}
+	res := regexp.MustCompile(`captchaq_api_calls_total\{code="OK",endpoint="res.php"\} (\d+)`).FindStringSubmatch(body)
 	require.NotNil(t, res, body)
 	n, _ := strconv.Atoi(res[1])
 	require.Equal(t, 2, n, "one answer fetched per solved task (batch polls count as BATCH)")
@@ -129,8 +134,8 @@ func TestObserveBoundsLabels(t *testing.T) {
 	var b strings.Builder
 	require.NoError(t, m.Registry().WriteText(&b))
 	for _, want := range []string{
-		`captchaq_retries_total{method="turnstile",code="ERROR_SERVER_ERROR"} 1`,
-		`captchaq_capacity_snoozes_total{method="turnstile",code="ERROR_ZERO_BALANCE"} 1`,
+		`captchaq_retries_total{code="ERROR_SERVER_ERROR",method="turnstile"} 1`,
+		`captchaq_capacity_snoozes_total{code="ERROR_ZERO_BALANCE",method="turnstile"} 1`,
 		`captchaq_dead_letters_total{method="other",reason="invalid-task"} 1`,
 		`captchaq_handbacks_total{method="geetest"} 1`,
 	} {
@@ -161,6 +166,6 @@ func TestTransportLabelsBatchPolls(t *testing.T) {
 	}
 	var b strings.Builder
 	require.NoError(t, m.Registry().WriteText(&b))
-	require.Contains(t, b.String(), `captchaq_api_calls_total{endpoint="res.php",code="BATCH"} 1`+"\n")
-	require.Contains(t, b.String(), `captchaq_api_calls_total{endpoint="res.php",code="CAPCHA_NOT_READY"} 1`+"\n")
+	require.Contains(t, b.String(), `captchaq_api_calls_total{code="BATCH",endpoint="res.php"} 1`+"\n")
+	require.Contains(t, b.String(), `captchaq_api_calls_total{code="CAPCHA_NOT_READY",endpoint="res.php"} 1`+"\n")
 }

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/captchaq/captchaq/dashboard"
+	"github.com/captchaq/captchaq/stream"
+)
+
+func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("dashboard", "[--addr 127.0.0.1:8080] [flags]", stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "listen on this address; beyond loopback only with --token")
+	token := fs.String("token", "", "require this token of every browser (open the page with ?token=…); required beyond loopback")
+	refresh := fs.Duration("refresh", time.Second, "how often the page gets a new snapshot (at least 250ms)")
+	var nf natsFlags
+	nf.register(fs)
+	var lf logFlags
+	lf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("dashboard: unexpected argument %q", fs.Arg(0))
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	if *refresh < 250*time.Millisecond {
+		return usageError("--refresh %s: at least 250ms", *refresh)
+	}
+	if err := checkDashAddr(*addr, *token); err != nil {
+		return err
+	}
+	ss, err := nf.session(ctx, "captchaq-dashboard", stream.ClientConfig{Name: "captchaq-dashboard"})
+	if err != nil {
+		return err
+	}
+	defer ss.close()
+	connect := func(ctx context.Context, user, password string) (*nats.Conn, error) {
+		as := nf
+		as.user, as.password, as.creds = user, password, ""
+		nc, _, err := as.connect(ctx, "captchaq-dashboard-change")
+		return nc, err
+	}
+	return serveDashboard(ss.ctx, dashboard.Config{Client: ss.client, Connect: connect, Refresh: *refresh, Token: *token, Logger: log},
+		*addr, stdout, log)
+}
+
+// checkDashAddr refuses to listen beyond loopback without a token.
+func checkDashAddr(addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usageError("--addr %q: want host:port: %v", addr, err)
+	}
+	if ip := net.ParseIP(host); token == "" && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
+		return usageError("--addr %s is beyond loopback: set --token (%s) so that only those given it can open the page", addr, envName("token"))
+	}
+	return nil
+}
+
+// serveDashboard serves the dashboard on addr until ctx ends.
+func serveDashboard(ctx context.Context, cfg dashboard.Config, addr string, stdout io.Writer, log *slog.Logger) error {
+	d, err := dashboard.New(cfg)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	// Requests end with ctx: the event streams would otherwise outlive it.
+	srv := &http.Server{Handler: d, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	url := "http://" + l.Addr().String() + "/"
+	if cfg.Token != "" {
+		url += "?token=…"
+	}
+	fmt.Fprintf(stdout, "captchaq dashboard on %s\n", url)
+	select {
+	case <-ctx.Done():
+	case err := <-done:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx) // event streams end with their requests' contexts
+	log.Info("dashboard stopped")
+	return nil
+}

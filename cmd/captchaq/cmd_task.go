@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/captchaq/captchaq/stream"
+)
+
+var taskVerbs = []subcommand{
+	{"ls", "[--lane fast|slow] [--status queued|solving|retrying] [--limit N] [--json]", "list the tasks that wait or run, oldest first"},
+	{"show", "ID [--json]", "show where one task stands"},
+	{"cancel", "ID...", "ask that tasks not be solved: each ends dead/canceled at its next delivery, without a call to the service; an attempt already at the service is not stopped"},
+}
+
+func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	sub, args, err := pickSubcommand("task", taskVerbs, args, stderr)
+	if err != nil {
+		return err
+	}
+	fs := newFlagSet("task "+sub, synopsisOf(taskVerbs, sub), stderr)
+	var (
+		lane, status string
+		limit        int
+		asJSON       bool
+	)
+	switch sub {
+	case "ls":
+		fs.StringVar(&lane, "lane", "", "only this lane: fast or slow")
+		fs.StringVar(&status, "status", "", "only this status: queued, solving or retrying")
+		fs.IntVar(&limit, "limit", 100, "list at most this many; 0: all (one read per task)")
+		fs.BoolVar(&asJSON, "json", false, "print JSON lines")
+	case "show":
+		fs.BoolVar(&asJSON, "json", false, "print JSON")
+	}
+	var nf natsFlags
+	nf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	f := stream.TaskFilter{Lane: stream.Lane(lane), Status: stream.TaskStatus(status), Limit: limit}
+	switch {
+	case lane != "" && f.Lane != stream.LaneFast && f.Lane != stream.LaneSlow:
+		return usageError("--lane %q: want fast or slow", lane)
+	case status != "" && f.Status != stream.TaskQueued && f.Status != stream.TaskSolving && f.Status != stream.TaskRetrying:
+		return usageError("--status %q: want queued, solving or retrying", status)
+	case limit < 0:
+		return usageError("--limit %d: want 0 or more", limit)
+	case sub == "ls" && fs.NArg() > 0:
+		return usageError("task ls: unexpected argument %q", fs.Arg(0))
+	case sub == "show" && fs.NArg() != 1:
+		return usageError("task show: want one task id")
+	case sub == "cancel" && fs.NArg() == 0:
+		return usageError("task cancel: want task ids")
+	}
+	ss, err := nf.session(ctx, "captchaq-task", stream.ClientConfig{Name: "captchaq-task-" + sub})
+	if err != nil {
+		return err
+	}
+	defer ss.close()
+	ctx, c, ae := ss.ctx, ss.client, ss.ae
+	enc := json.NewEncoder(stdout)
+	switch sub {
+	case "ls":
+		ts, err := c.Tasks(ctx, f)
+		if err != nil {
+			return explain(err, ae)
+		}
+		if asJSON {
+			for _, t := range ts {
+				_ = enc.Encode(t)
+			}
+			return nil
+		}
+		printTasks(stdout, ts)
+		if limit > 0 && len(ts) == limit {
+			fmt.Fprintf(stdout, "(the first %d; --limit 0 lists all)\n", limit)
+		}
+		return nil
+	case "show":
+		t, err := c.TaskOf(ctx, fs.Arg(0))
+		if err != nil {
+			return explain(err, ae)
+		}
+		if asJSON {
+			return enc.Encode(t)
+		}
+		printTasks(stdout, []stream.TaskInfo{t})
+		return nil
+	}
+	var errs []error
+	for _, id := range fs.Args() {
+		t, err := c.Cancel(ctx, id, "operator")
+		switch {
+		case err != nil:
+			errs = append(errs, explain(err, ae))
+		case t.Status == stream.TaskSolving:
+			fmt.Fprintf(stdout, "task %s: canceled, but its attempt is already at the service (worker %s): that answer is still stored; no retry follows\n", id, t.Worker)
+		default:
+			fmt.Fprintf(stdout, "task %s: canceled (was %s); it ends dead/canceled at its next delivery, without a call to the service\n", id, t.Status)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func printTasks(w io.Writer, ts []stream.TaskInfo) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tLANE\tPRIORITY\tSTATUS\tMETHOD\tHOST\tATTEMPTS\tLAST CODE\tAGE\tWORKER\tNOTE")
+	now := time.Now()
+	for _, t := range ts {
+		note := ""
+		switch {
+		case t.Canceled:
+			note = "canceled"
+		case !t.RetryAt.IsZero():
+			note = "retry in " + age(t.RetryAt.Sub(now))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.ID, orDash(string(t.Lane)), orDash(t.Priority), t.Status,
+			orDash(t.Method), orDash(t.Host), t.Attempts, orDash(t.LastCode), age(now.Sub(t.Submitted)), orDash(t.Worker), note)
+	}
+	_ = tw.Flush()
+}
+
+var laneVerbs = []subcommand{
+	{"pause", "fast|slow [--for D]", "workers take none of the lane's tasks (both priorities) until resumed or --for has passed; tasks already taken finish (admin)"},
+	{"resume", "fast|slow", "workers take the lane's tasks again (admin)"},
+}
+
+func runLane(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	sub, args, err := pickSubcommand("lane", laneVerbs, args, stderr)
+	if err != nil {
+		return err
+	}
+	fs := newFlagSet("lane "+sub, synopsisOf(laneVerbs, sub), stderr)
+	var d time.Duration
+	if sub == "pause" {
+		fs.DurationVar(&d, "for", 0, "resume by itself after this long (default: until `captchaq lane resume`)")
+	}
+	var nf natsFlags
+	nf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError("lane %s: want one lane, fast or slow", sub)
+	}
+	lane := stream.Lane(fs.Arg(0))
+	if lane != stream.LaneFast && lane != stream.LaneSlow {
+		return usageError("lane %s %q: want fast or slow", sub, fs.Arg(0))
+	}
+	if d < 0 {
+		return usageError("--for %s: want a positive duration", d)
+	}
+	ss, err := nf.session(ctx, "captchaq-lane", stream.ClientConfig{})
+	if err != nil {
+		return err
+	}
+	defer ss.close()
+	if sub == "resume" {
+		if err := ss.client.ResumeLane(ss.ctx, lane); err != nil {
+			return explain(err, ss.ae)
+		}
+		fmt.Fprintf(stdout, "lane %s resumed: workers take its tasks again\n", lane)
+		return nil
+	}
+	until, what := time.Now().Add(100*365*24*time.Hour), "until `captchaq lane resume "+string(lane)+"`"
+	if d > 0 {
+		until = time.Now().Add(d)
+		what = "until " + until.UTC().Format(time.RFC3339)
+	}
+	if err := ss.client.PauseLane(ss.ctx, lane, until); err != nil {
+		return explain(err, ss.ae)
+	}
+	fmt.Fprintf(stdout, "lane %s paused %s: its tasks queue, tasks already taken finish\n", lane, what)
+	return nil
+}
+
+var workersVerbs = []subcommand{
+	{"ls", "[--json]", "list the workers alive: name, threads, in use, last seen"},
+}
+
+func runWorkers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	sub, args, err := pickSubcommand("workers", workersVerbs, args, stderr)
+	if err != nil {
+		return err
+	}
+	fs := newFlagSet("workers "+sub, synopsisOf(workersVerbs, sub), stderr)
+	asJSON := fs.Bool("json", false, "print JSON lines")
+	var nf natsFlags
+	nf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("workers ls: unexpected argument %q", fs.Arg(0))
+	}
+	ss, err := nf.session(ctx, "captchaq-workers", stream.ClientConfig{})
+	if err != nil {
+		return err
+	}
+	defer ss.close()
+	ws, err := ss.client.Workers(ss.ctx)
+	if err != nil {
+		return explain(err, ss.ae)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, w := range ws {
+			_ = enc.Encode(w)
+		}
+		return nil
+	}
+	printWorkers(stdout, ws)
+	return nil
+}
+
+func printWorkers(w io.Writer, ws []stream.WorkerInfo) {
+	if len(ws) == 0 {
+		fmt.Fprintf(w, "no worker seen in the last %s\n", stream.HeartbeatTTL)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tHOST\tPID\tTHREADS\tIN USE\tUP\tLAST SEEN\tSTATE")
+	now := time.Now()
+	for _, x := range ws {
+		state := "running"
+		if x.Stopped {
+			state = "stopped"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s ago\t%s\n", x.Name, orDash(x.Host), x.PID, x.Threads, x.InUse,
+			age(x.At.Sub(x.Started)), age(max(now.Sub(x.At), time.Millisecond)), state)
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,450 @@
+// Package dashboard serves captchaq's live web dashboard: queues by lane and
+// priority (queued, solving, retrying), the plan's threads in use, the
+// workers alive, solve times by method, recent outcomes, the tasks that wait
+// or run with their traces, and the dead letters.
+//
+// The page is one HTML file, a stylesheet and a plain script, embedded in the
+// binary: nothing is fetched from elsewhere and nothing is built at run
+// time. It is kept up to date by server-sent events (/api/events), one
+// snapshot of the stream per refresh interval.
+//
+// Reading needs no more than the dashboard's own NATS connection (a producer
+// may read everything). Changing anything (replay or purge dead letters,
+// cancel a task, pause or resume a lane) takes the operator's own NATS
+// credentials, sent with each request (HTTP Basic, from the page's sign-in
+// form, never stored by the browser as site credentials); the dashboard
+// connects with them and first checks that they carry the admin's
+// permissions (JetStream account info, which nats.conf grants the admin
+// alone), so producer credentials are refused before anything is done.
+// Those requests are POSTs with a JSON body, a token of this dashboard's in
+// a header, and, when the browser sends one, an Origin of this host: a page
+// of another site cannot make them.
+package dashboard
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/stream"
+)
+
+//go:embed static
+var static embed.FS
+
+// Config configures a dashboard.
+type Config struct {
+	// Client reads the stream for the page. Required.
+	Client *stream.Client
+	// Connect opens a NATS connection with the operator's credentials, for
+	// one change. Required for changes; nil makes the dashboard read-only.
+	Connect func(ctx context.Context, user, password string) (*nats.Conn, error)
+	// Refresh is how often the page gets a new snapshot. Default 1s.
+	Refresh time.Duration
+	// Token, when set, is required of every request (query ?token= once,
+	// then a cookie): for a dashboard listening beyond loopback.
+	Token string
+	// Logger gets one line per change and per failed snapshot. Default:
+	// discard.
+	Logger *slog.Logger
+}
+
+// Dashboard is the web dashboard's HTTP handler.
+type Dashboard struct {
+	cfg  Config
+	csrf string
+	page *template.Template
+	mux  *http.ServeMux
+}
+
+// New returns the dashboard's handler.
+func New(cfg Config) (*Dashboard, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("dashboard: no client")
+	}
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	page, err := template.ParseFS(static, "static/index.html")
+	if err != nil {
+		return nil, err
+	}
+	d := &Dashboard{cfg: cfg, csrf: base64.RawURLEncoding.EncodeToString(b), page: page, mux: http.NewServeMux()}
+	assets, _ := fs.Sub(static, "static")
+	d.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(assets)))
+	d.mux.HandleFunc("GET /{$}", d.index)
+	d.mux.HandleFunc("GET /api/snapshot", d.snapshotJSON)
+	d.mux.HandleFunc("GET /api/events", d.events)
+	d.mux.HandleFunc("GET /api/task", d.task)
+	d.mux.HandleFunc("POST /api/replay", d.change(d.replay))
+	d.mux.HandleFunc("POST /api/purge", d.change(d.purge))
+	d.mux.HandleFunc("POST /api/cancel", d.change(d.cancel))
+	d.mux.HandleFunc("POST /api/lane", d.change(d.lane))
+	return d, nil
+}
+
+// ServeHTTP serves the page and its API.
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	if d.cfg.Token != "" && !d.tokenOK(w, r) {
+		http.Error(w, "this dashboard needs its token: open it with ?token=…", http.StatusUnauthorized)
+		return
+	}
+	d.mux.ServeHTTP(w, r)
+}
+
+const tokenCookie = "captchaq_dashboard"
+
+func (d *Dashboard) tokenOK(w http.ResponseWriter, r *http.Request) bool {
+	same := func(s string) bool { return subtle.ConstantTimeCompare([]byte(s), []byte(d.cfg.Token)) == 1 }
+	if c, err := r.Cookie(tokenCookie); err == nil && same(c.Value) {
+		return true
+	}
+	if same(r.URL.Query().Get("token")) {
+		http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: d.cfg.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		return true
+	}
+	return false
+}
+
+func (d *Dashboard) index(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = d.page.Execute(w, map[string]any{"CSRF": d.csrf, "ReadOnly": d.cfg.Connect == nil})
+}
+
+// Snapshot is what the page shows at one moment. It never holds a token (a
+// solution) or a page URL: outcomes lose their solution, dead letters their
+// task body.
+type Snapshot struct {
+	At       time.Time           `json:"at"`
+	Stats    stream.Stats        `json:"stats"`
+	Tasks    []stream.TaskInfo   `json:"tasks"`
+	Outcomes []stream.Outcome    `json:"outcomes"`
+	Dead     []stream.DeadLetter `json:"dead"`
+	// Error says what could not be read, if anything.
+	Error string `json:"error,omitempty"`
+}
+
+// Limits of a snapshot: the page shows the newest.
+const (
+	snapshotTasks    = 200
+	snapshotOutcomes = 100
+	snapshotDead     = 100
+	outcomesWindow   = 30 * time.Minute
+)
+
+func (d *Dashboard) snapshot(ctx context.Context) Snapshot {
+	c := d.cfg.Client
+	s := Snapshot{At: time.Now()}
+	var errs []error
+	var err error
+	if s.Stats, err = c.Stats(ctx, time.Hour); err != nil {
+		errs = append(errs, err)
+	}
+	if s.Tasks, err = c.Tasks(ctx, stream.TaskFilter{Limit: snapshotTasks}); err != nil {
+		errs = append(errs, err)
+	}
+	if s.Outcomes, err = c.RecentOutcomes(ctx, s.At.Add(-outcomesWindow), snapshotOutcomes); err != nil {
+		errs = append(errs, err)
+	}
+	for i := range s.Outcomes {
+		s.Outcomes[i].Solution, s.Outcomes[i].UserAgent = nil, ""
+	}
+	dead, err := c.DeadLetters(ctx, stream.DeadFilter{})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for i := len(dead) - 1; i >= 0 && len(s.Dead) < snapshotDead; i-- {
+		dl := dead[i]
+		dl.Task = nil // holds the page URL
+		s.Dead = append(s.Dead, dl)
+	}
+	if s.Tasks == nil {
+		s.Tasks = []stream.TaskInfo{}
+	}
+	if s.Outcomes == nil {
+		s.Outcomes = []stream.Outcome{}
+	}
+	if s.Dead == nil {
+		s.Dead = []stream.DeadLetter{}
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.Error = err.Error()
+		d.cfg.Logger.Warn("dashboard snapshot", slog.Any("error", err))
+	}
+	return s
+}
+
+func (d *Dashboard) snapshotJSON(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, d.snapshot(r.Context()))
+}
+
+// events streams a snapshot per refresh interval as server-sent events until
+// the page goes away.
+func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	ctx := r.Context()
+	t := time.NewTicker(d.cfg.Refresh)
+	defer t.Stop()
+	for {
+		b, err := json.Marshal(d.snapshot(ctx))
+		if err != nil {
+			return
+		}
+		if _, err := fmt.Fprintf(w, "event: snapshot\ndata: %s\n\n", b); err != nil {
+			return
+		}
+		fl.Flush()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// task answers where a task stands and its whole trace.
+func (d *Dashboard) task(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	if err := stream.ValidateID(id); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	ti, err := d.cfg.Client.TaskOf(r.Context(), id)
+	if errors.Is(err, stream.ErrNotFound) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no task " + id + " in the stream (never submitted, or older than the retention)"})
+		return
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
+		return
+	}
+	tr, err := d.cfg.Client.Trace(r.Context(), id)
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"task": ti, "trace": tr})
+}
+
+// changeFunc makes one change with a client that has the admin's
+// credentials, and says what it did.
+type changeFunc func(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error)
+
+// errBadRequest marks a change request that is wrong in itself.
+var errBadRequest = errors.New("bad request")
+
+// change guards a change: same origin, this dashboard's CSRF token, a JSON
+// body, and the operator's credentials, which must carry the admin's
+// permissions.
+func (d *Dashboard) change(fn changeFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		fail := func(code int, format string, args ...any) {
+			writeJSON(w, code, map[string]string{"error": fmt.Sprintf(format, args...)})
+		}
+		if o := r.Header.Get("Origin"); o != "" {
+			if u, err := url.Parse(o); err != nil || u.Host != r.Host {
+				fail(http.StatusForbidden, "request from another site (Origin %s)", o)
+				return
+			}
+		}
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Captchaq-CSRF")), []byte(d.csrf)) != 1 {
+			fail(http.StatusForbidden, "missing or stale page token: reload the dashboard")
+			return
+		}
+		if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+			fail(http.StatusUnsupportedMediaType, "want a JSON body")
+			return
+		}
+		if d.cfg.Connect == nil {
+			fail(http.StatusForbidden, "this dashboard is read-only")
+			return
+		}
+		user, password, ok := r.BasicAuth()
+		if !ok || user == "" {
+			fail(http.StatusUnauthorized, "sign in with the admin's NATS user and password to change anything")
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		if err != nil {
+			fail(http.StatusBadRequest, "read the request: %v", err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+		defer cancel()
+		nc, err := d.cfg.Connect(ctx, user, password)
+		if err != nil {
+			fail(http.StatusUnauthorized, "NATS refused user %q: %v", user, err)
+			return
+		}
+		defer nc.Close()
+		if err := isAdmin(ctx, nc); err != nil {
+			fail(http.StatusForbidden, "user %q may not change anything here: replay, purge, cancel and pause need the admin's permissions (%v)", user, err)
+			return
+		}
+		c, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "captchaq-dashboard-" + user})
+		if err != nil {
+			fail(http.StatusBadGateway, "%v", err)
+			return
+		}
+		msg, err := fn(ctx, c, body)
+		switch {
+		case errors.Is(err, errBadRequest):
+			fail(http.StatusBadRequest, "%v", err)
+		case err != nil:
+			d.cfg.Logger.Warn("dashboard change failed", slog.String("user", user), slog.String("path", r.URL.Path), slog.Any("error", err))
+			fail(http.StatusConflict, "%v", err)
+		default:
+			d.cfg.Logger.Info("dashboard change", slog.String("user", user), slog.String("path", r.URL.Path), slog.String("done", msg))
+			writeJSON(w, http.StatusOK, map[string]string{"ok": msg})
+		}
+	}
+}
+
+// isAdmin checks that nc's user has the admin's permissions, by asking for
+// the JetStream account's info: the shipped nats.conf grants that to the
+// admin alone, and a server without users to everyone. A refusal comes back
+// as a permission violation on the connection, or as no answer.
+func isAdmin(ctx context.Context, nc *nats.Conn) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeoutCause(ctx, 5*time.Second, errors.New("no answer to a JetStream account info request"))
+	defer cancel()
+	refused := make(chan error, 1)
+	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			select {
+			case refused <- err:
+			default:
+			}
+			cancel()
+		}
+	})
+	if _, err := js.AccountInfo(actx); err != nil {
+		select {
+		case rerr := <-refused:
+			return rerr
+		default:
+		}
+		if cause := context.Cause(actx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return cause
+		}
+		return err
+	}
+	return nil
+}
+
+func decode[T any](body json.RawMessage) (T, error) {
+	var v T
+	if err := json.Unmarshal(body, &v); err != nil {
+		return v, fmt.Errorf("%w: %v", errBadRequest, err)
+	}
+	return v, nil
+}
+
+func (d *Dashboard) replay(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
+	req, err := decode[struct{ ID string }](body)
+	if err != nil {
+		return "", err
+	}
+	if err := stream.ValidateID(req.ID); err != nil {
+		return "", fmt.Errorf("%w: %v", errBadRequest, err)
+	}
+	r, err := c.Replay(ctx, req.ID)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("task %s is queued again (task message %d)", r.ID, r.Seq), nil
+}
+
+func (d *Dashboard) purge(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
+	req, err := decode[struct{ Reason string }](body)
+	if err != nil {
+		return "", err
+	}
+	f := stream.DeadFilter{Reason: retry.Reason(req.Reason)}
+	if f.Reason != "" && !f.Reason.Valid() {
+		return "", fmt.Errorf("%w: reason %q: want one of %v", errBadRequest, req.Reason, retry.Reasons)
+	}
+	n, err := c.PurgeDead(ctx, f)
+	return fmt.Sprintf("purged %d dead letter(s)", n), err
+}
+
+func (d *Dashboard) cancel(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
+	req, err := decode[struct{ ID string }](body)
+	if err != nil {
+		return "", err
+	}
+	t, err := c.Cancel(ctx, req.ID, "dashboard")
+	if err != nil {
+		return "", err
+	}
+	if t.Status == stream.TaskSolving {
+		return fmt.Sprintf("task %s canceled; its attempt already at the service still finishes", req.ID), nil
+	}
+	return fmt.Sprintf("task %s canceled: it ends dead/canceled without a call to the service", req.ID), nil
+}
+
+func (d *Dashboard) lane(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
+	req, err := decode[struct{ Lane, Action string }](body)
+	if err != nil {
+		return "", err
+	}
+	lane := stream.Lane(req.Lane)
+	switch req.Action {
+	case "pause":
+		if err := c.PauseLane(ctx, lane, time.Now().Add(100*365*24*time.Hour)); err != nil {
+			return "", err
+		}
+		return "lane " + req.Lane + " paused", nil
+	case "resume":
+		if err := c.ResumeLane(ctx, lane); err != nil {
+			return "", err
+		}
+		return "lane " + req.Lane + " resumed", nil
+	}
+	return "", fmt.Errorf("%w: action %q: want pause or resume", errBadRequest, req.Action)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
