@@ -393,12 +393,18 @@ func TestReservedHeadersNeverReachTheDeadLetter(t *testing.T) {
 	require.Equal(t, "abc", dm.Header.Get("X-Trace"), "headers of the producer's own stay")
 }
 
-// frozenDelivery takes task id's first delivery off the workers' fast
-// consumer and never acks it, as a worker that froze would; it returns once
-// the delivery is out.
-func frozenDelivery(ctx context.Context, t *testing.T, js jetstream.JetStream, top Topology) {
+// frozenTask submits task id to a stream with a one-second ack wait and
+// takes its first delivery off the workers' fast consumer without ever
+// acking it, as a worker that froze would.
+func frozenTask(t *testing.T, id string) (*bundle, jetstream.JetStream, jetstream.Stream, Receipt) {
 	t.Helper()
-	_, err := EnsureTopology(ctx, js, top, false)
+	b := setup(t, Topology{AckWait: time.Second})
+	ctx := testContext(t)
+	js, err := jetstream.New(b.nc)
+	require.NoError(t, err)
+	s, err := EnsureTopology(ctx, js, b.top, false)
+	require.NoError(t, err)
+	r, err := b.client.Submit(ctx, turnstileTask(id))
 	require.NoError(t, err)
 	c, err := js.Consumer(ctx, DefaultStream, consumerName(LaneFast, priorityNormal))
 	require.NoError(t, err)
@@ -409,6 +415,7 @@ func frozenDelivery(ctx context.Context, t *testing.T, js jetstream.JetStream, t
 		n++
 	}
 	require.Equal(t, 1, n)
+	return b, js, s, r
 }
 
 func publishRecord(ctx context.Context, t *testing.T, js jetstream.JetStream, subject string, gen uint64, v any) {
@@ -430,15 +437,8 @@ func TestOneOutcomePerGenerationAfterALostAck(t *testing.T) {
 	for _, kind := range []EventKind{EventDead, EventSolved} {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, Topology{AckWait: time.Second})
+			b, js, s, r := frozenTask(t, "frozen")
 			ctx := testContext(t)
-			js, err := jetstream.New(b.nc)
-			require.NoError(t, err)
-			s, err := js.Stream(ctx, DefaultStream)
-			require.NoError(t, err)
-			r, err := b.client.Submit(ctx, turnstileTask("frozen"))
-			require.NoError(t, err)
-			frozenDelivery(ctx, t, js, b.top)
 			now := time.Now()
 			at := Event{Kind: EventAttempt, Gen: r.Seq, Attempts: 1, Delivery: 1, Worker: "frozen-worker", At: now}
 			publishRecord(ctx, t, js, eventSubject("frozen"), r.Seq, at)
@@ -479,15 +479,8 @@ func TestOneOutcomePerGenerationAfterALostAck(t *testing.T) {
 // instead of acking with none: a wire client waiting for it learns the end.
 func TestLateRedeliveryStoresAnExpiredOutcome(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{AckWait: time.Second})
+	b, js, s, r := frozenTask(t, "late")
 	ctx := testContext(t)
-	js, err := jetstream.New(b.nc)
-	require.NoError(t, err)
-	s, err := js.Stream(ctx, DefaultStream)
-	require.NoError(t, err)
-	r, err := b.client.Submit(ctx, turnstileTask("late"))
-	require.NoError(t, err)
-	frozenDelivery(ctx, t, js, b.top)
 	past := time.Now().Add(-time.Minute)
 	publishRecord(ctx, t, js, eventSubject("late"), r.Seq, Event{Kind: EventAttempt, Gen: r.Seq, Attempts: 1, Delivery: 1, Worker: "frozen", At: past})
 	publishRecord(ctx, t, js, eventSubject("late"), r.Seq, Event{Kind: EventSolved, Gen: r.Seq, Attempts: 1, Delivery: 1, Worker: "frozen",
@@ -498,7 +491,7 @@ func TestLateRedeliveryStoresAnExpiredOutcome(t *testing.T) {
 	require.Equal(t, StatusSolved, o.Status)
 	require.Empty(t, o.Solution)
 	require.Equal(t, "77", o.CaptchaID)
-	_, err = b.client.waitGen(ctx, "late", r.Seq)
+	_, err := b.client.waitGen(ctx, "late", r.Seq)
 	require.ErrorIs(t, err, ErrTokenExpired)
 	require.Zero(t, solves.Load(), "the expired solve is not paid for again")
 }
