@@ -19,6 +19,7 @@ import (
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // load is one broker-bound run: how many tasks, how many worker threads, and
@@ -135,7 +136,7 @@ func embedded(lazy, tcp bool) (*server.Server, func(...nats.Option) (*nats.Conn,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: dir, LazySync: lazy, Listen: tcp})
+	ns, err := broker.Start(broker.Config{StoreDir: dir, LazySync: lazy, Listen: tcp})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, nil, err

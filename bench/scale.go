@@ -23,6 +23,7 @@ import (
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // child is a subprocess of this program (serve or worker).
@@ -91,7 +92,7 @@ func (c *child) stop() {
 // With pprofAddr set it also serves net/http/pprof there and prints the
 // address it got after the URL, on the same line.
 func serveMain(ctx context.Context, dir string, lazy bool, pprofAddr string) error {
-	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: dir, LazySync: lazy, Listen: true})
+	ns, err := broker.Start(broker.Config{StoreDir: dir, LazySync: lazy, Listen: true})
 	if err != nil {
 		return err
 	}

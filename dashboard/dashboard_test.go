@@ -22,6 +22,7 @@ import (
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 var passwords = map[string]string{"producer": "producer-dash-secret", "worker": "worker-dash-secret", "admin": "admin-dash-secret"}
@@ -42,7 +43,7 @@ func setup(t *testing.T) *bundle {
 		require.NoError(t, err)
 		t.Setenv("CAPTCHAQ_"+strings.ToUpper(user)+"_PASSWORD_HASH", string(h))
 	}
-	ns, err := stream.StartServer(stream.ServerConfig{ConfigFile: filepath.Join("..", "nats.conf"), Port: -1, StoreDir: t.TempDir(), LazySync: true})
+	ns, err := broker.Start(broker.Config{ConfigFile: filepath.Join("..", "nats.conf"), Port: -1, StoreDir: t.TempDir(), LazySync: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	b := &bundle{url: ns.ClientURL()}

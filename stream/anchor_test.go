@@ -11,13 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/internal/logbuf"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // bareServer is an embedded JetStream server on which nobody has created
 // the stream yet.
 func bareServer(t *testing.T) *server.Server {
 	t.Helper()
-	ns, err := StartServer(ServerConfig{StoreDir: t.TempDir(), LazySync: true})
+	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	return ns

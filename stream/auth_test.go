@@ -20,6 +20,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // The shipped nats.conf reads the roles' bcrypt hashes from the environment.
@@ -54,7 +55,7 @@ var shippedConfig = filepath.Join("..", "nats.conf")
 func authServer(t *testing.T) *server.Server {
 	t.Helper()
 	setRoleEnv(t)
-	ns, err := StartServer(ServerConfig{ConfigFile: shippedConfig, Port: -1, StoreDir: t.TempDir()})
+	ns, err := broker.Start(broker.Config{ConfigFile: shippedConfig, Port: -1, StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	admin, _ := roleConn(t, ns, "admin")
@@ -338,7 +339,7 @@ func TestAuthWorkerCannotDeleteStreamOrCreateConsumers(t *testing.T) {
 func TestAuthWorkerNeedsConsumersFromAdmin(t *testing.T) {
 	t.Parallel()
 	setRoleEnv(t)
-	ns, err := StartServer(ServerConfig{ConfigFile: shippedConfig, Port: -1, StoreDir: t.TempDir()})
+	ns, err := broker.Start(broker.Config{ConfigFile: shippedConfig, Port: -1, StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	admin, _ := roleConn(t, ns, "admin")

@@ -1,10 +1,10 @@
 // Package stream is captchaq's JetStream side: the CAPTCHA stream and its
 // consumers (Topology), the task and outcome wire types (Task, Outcome), the
 // producer Client (Submit, Wait, Solve, dead letters, Replay, Trace, Stats),
-// the Worker pool that feeds tasks to a solver.Solver, and an embedded
-// nats-server (StartServer). It decides nothing about retries (package retry)
-// and speaks no HTTP (package solver); stream/streamtest runs all of it inside
-// a Go test.
+// and the Worker pool that feeds tasks to a solver.Solver. It decides
+// nothing about retries (package retry) and speaks no HTTP (package solver);
+// it links no nats-server: stream/broker runs an embedded one, and
+// stream/streamtest runs all of it inside a Go test.
 //
 // Subjects (all in one stream, CAPTCHA, which stores these and nothing else
 // under captcha.):

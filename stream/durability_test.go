@@ -6,16 +6,18 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 func TestEmbeddedServerSyncsBeforeAck(t *testing.T) {
 	t.Parallel()
-	ns, err := StartServer(ServerConfig{StoreDir: t.TempDir()})
+	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 	require.True(t, ns.JetStreamConfig().SyncAlways, "the default is sync_interval: always")
 
-	lazy, err := StartServer(ServerConfig{StoreDir: t.TempDir(), LazySync: true})
+	lazy, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true})
 	require.NoError(t, err)
 	defer func() { lazy.Shutdown(); lazy.WaitForShutdown() }()
 	require.False(t, lazy.JetStreamConfig().SyncAlways)
@@ -32,7 +34,7 @@ func BenchmarkSubmit(b *testing.B) {
 			name = "lazy_2m"
 		}
 		b.Run(name, func(b *testing.B) {
-			ns, err := StartServer(ServerConfig{StoreDir: b.TempDir(), LazySync: lazy})
+			ns, err := broker.Start(broker.Config{StoreDir: b.TempDir(), LazySync: lazy})
 			require.NoError(b, err)
 			defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 			nc, err := nats.Connect("", nats.InProcessServer(ns))

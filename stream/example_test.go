@@ -16,6 +16,7 @@ import (
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // Submit a task and wait for its outcome. Everything runs in this process: an
@@ -27,7 +28,7 @@ func Example() {
 	ctx := context.Background()
 
 	// An embedded nats-server with JetStream, reachable in-process only.
-	ns, err := stream.StartServer(stream.ServerConfig{}) // in-process, temporary store
+	ns, err := broker.Start(broker.Config{}) // in-process, temporary store
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func Example() {
 // each way it can end is a sentinel error to branch on.
 func ExampleClient_Solve() {
 	ctx := context.Background()
-	ns, err := stream.StartServer(stream.ServerConfig{}) // in-process, temporary store
+	ns, err := broker.Start(broker.Config{}) // in-process, temporary store
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func ExampleWorker_Run() {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 
-	ns, err := stream.StartServer(stream.ServerConfig{}) // in-process, temporary store
+	ns, err := broker.Start(broker.Config{}) // in-process, temporary store
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func ExampleWorker_Run() {
 // of the solving service that outlasted the attempt budget.
 func ExampleClient_DeadLetters() {
 	ctx := context.Background()
-	ns, err := stream.StartServer(stream.ServerConfig{}) // in-process, temporary store
+	ns, err := broker.Start(broker.Config{}) // in-process, temporary store
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // Whatever a producer publishes under captcha.tasks.> (any subject, any
@@ -38,7 +39,7 @@ type fuzzRig struct {
 }
 
 func newFuzzRig(t testing.TB) *fuzzRig {
-	ns, err := StartServer(ServerConfig{StoreDir: t.TempDir(), LazySync: true})
+	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true})
 	require.NoError(t, err)
 	r := &fuzzRig{ns: ns, solved: map[string]int{}}
 	nc, err := nats.Connect("", nats.InProcessServer(ns))

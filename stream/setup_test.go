@@ -13,6 +13,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // bundle is what a test needs: an embedded JetStream server, a connection,
@@ -26,7 +27,7 @@ type bundle struct {
 
 func setup(t *testing.T, top Topology) *bundle {
 	t.Helper()
-	ns, err := StartServer(ServerConfig{StoreDir: t.TempDir(), LazySync: true})
+	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	b := &bundle{ns: ns, top: top}

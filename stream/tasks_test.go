@@ -14,6 +14,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // A queued task that is canceled ends dead/canceled at its delivery without
@@ -215,7 +216,7 @@ func TestInvalidTaskOutcomeSaysWhy(t *testing.T) {
 // BenchmarkCancelCheck is what the cancel check adds to each delivery: one
 // read of a task's cancel record, which is nearly always absent.
 func BenchmarkCancelCheck(b *testing.B) {
-	ns, err := StartServer(ServerConfig{StoreDir: b.TempDir(), LazySync: true})
+	ns, err := broker.Start(broker.Config{StoreDir: b.TempDir(), LazySync: true})
 	require.NoError(b, err)
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 	nc, err := nats.Connect("", nats.InProcessServer(ns))

@@ -21,6 +21,7 @@ import (
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // run runs captchaq in this process and returns what it printed.
@@ -318,7 +319,7 @@ func TestRunPipedKeepsItsStore(t *testing.T) {
 	require.NotContains(t, r.stderr, "expired")
 	require.Contains(t, r.stderr, "store    kept in "+store)
 
-	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: store, LazySync: true})
+	ns, err := broker.Start(broker.Config{StoreDir: store, LazySync: true})
 	require.NoError(t, err)
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 	nc, err := nats.Connect("", nats.InProcessServer(ns))

@@ -19,6 +19,7 @@ import (
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -103,7 +104,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		defer os.RemoveAll(dir)
 	}
-	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: dir, Logger: log})
+	ns, err := broker.Start(broker.Config{StoreDir: dir, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/captchaq/captchaq/dashboard"
 	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // adminFlags name the account `captchaq server` uses, in process, to create
@@ -57,7 +58,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	cfg := stream.ServerConfig{StoreDir: *store, LazySync: *lazy, Logger: log, Verbose: true, Listen: true}
+	cfg := broker.Config{StoreDir: *store, LazySync: *lazy, Logger: log, Verbose: true, Listen: true}
 	switch _, statErr := os.Stat(*config); {
 	case *config == "":
 	case statErr == nil:
@@ -90,7 +91,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			_ = l.Close()
 		}
 	}
-	ns, err := stream.StartServer(cfg)
+	ns, err := broker.Start(cfg)
 	if err != nil {
 		return err
 	}

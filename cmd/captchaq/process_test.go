@@ -22,6 +22,7 @@ import (
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // emulatorURL serves the solving service's emulator on 127.0.0.1.
@@ -38,7 +39,7 @@ func emulatorURL(t *testing.T, cfg fakeapi.Config) (*fakeapi.Server, string) {
 // and creates the topology.
 func listeningServer(t *testing.T, top stream.Topology) (string, jetstream.JetStream, *stream.Client) {
 	t.Helper()
-	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: t.TempDir(), Listen: true, Port: -1, LazySync: true})
+	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), Listen: true, Port: -1, LazySync: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	nc, err := nats.Connect(ns.ClientURL())

@@ -19,6 +19,7 @@ import (
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // TestWorkerMetrics runs a worker with metrics against an embedded server and
@@ -28,7 +29,7 @@ func TestWorkerMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: t.TempDir(), LazySync: true})
+	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	connect := func() *nats.Conn {

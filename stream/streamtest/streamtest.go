@@ -18,6 +18,7 @@ import (
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // Defaults of the options.
@@ -73,7 +74,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	}
 	e := &Env{t: t, cfg: cfg, Topology: stream.Topology{Memory: true}}
 
-	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: t.TempDir(), LazySync: true, Listen: cfg.listen})
+	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true, Listen: cfg.listen})
 	if err != nil {
 		t.Fatalf("streamtest: start nats-server: %v", err)
 	}

@@ -1,4 +1,8 @@
-package stream
+// Package broker runs an embedded nats-server with JetStream: what
+// `captchaq server` and `captchaq run` serve, and what tests and benchmarks
+// start in-process. It is a package of its own so that a service that only
+// submits tasks or runs workers (package stream) does not link nats-server.
+package broker
 
 import (
 	"errors"
@@ -10,10 +14,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// ServerConfig configures an embedded nats-server. The zero value runs an
+// Config configures an embedded nats-server. The zero value runs an
 // in-process-only server (no TCP port) with its JetStream store in a new
 // temporary directory and fsync before every acknowledgement.
-type ServerConfig struct {
+type Config struct {
 	// ConfigFile is a nats-server config file (nats.conf) to load first; the
 	// fields below override what it says when they are set.
 	ConfigFile string
@@ -40,9 +44,9 @@ type ServerConfig struct {
 	Verbose bool
 }
 
-// StartServer starts an embedded nats-server with JetStream and waits until it
+// Start starts an embedded nats-server with JetStream and waits until it
 // accepts connections. Shut it down with Shutdown and WaitForShutdown.
-func StartServer(cfg ServerConfig) (*server.Server, error) {
+func Start(cfg Config) (*server.Server, error) {
 	opts := &server.Options{}
 	if cfg.ConfigFile != "" {
 		var err error
