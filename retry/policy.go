@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -57,7 +58,37 @@ const (
 	DefaultCapacityMaxDelay = time.Minute
 )
 
-// WithDefaults returns p with every zero field set to its default.
+// Validate reports the first field of p that is out of range, by name. Zero
+// fields are fine: they take their defaults. Nothing is ever silently
+// replaced: a negative interval, a multiplier below 1, a jitter of 1 or more,
+// or a cap below its start is an error.
+func (p Policy) Validate() error {
+	switch {
+	case p.MaxAttempts < 0:
+		return fmt.Errorf("retry policy: MaxAttempts %d: want 0 (default %d) or more", p.MaxAttempts, DefaultMaxAttempts)
+	case p.InitialInterval < 0:
+		return fmt.Errorf("retry policy: InitialInterval %s: want 0 (default %s) or more", p.InitialInterval, DefaultInitialInterval)
+	case p.Multiplier != 0 && p.Multiplier < 1:
+		return fmt.Errorf("retry policy: Multiplier %g: want 0 (default %g) or at least 1", p.Multiplier, DefaultMultiplier)
+	case p.MaxInterval < 0:
+		return fmt.Errorf("retry policy: MaxInterval %s: want 0 (default %s) or more", p.MaxInterval, DefaultMaxInterval)
+	case p.MaxInterval > 0 && p.MaxInterval < p.InitialInterval:
+		return fmt.Errorf("retry policy: MaxInterval %s is below InitialInterval %s", p.MaxInterval, p.InitialInterval)
+	case p.RandomizationFactor < 0 || p.RandomizationFactor >= 1:
+		return fmt.Errorf("retry policy: RandomizationFactor %g: want 0 (default %g) up to, not including, 1", p.RandomizationFactor, DefaultRandomization)
+	case p.CapacityDelay < 0:
+		return fmt.Errorf("retry policy: CapacityDelay %s: want 0 (default %s) or more", p.CapacityDelay, DefaultCapacityDelay)
+	case p.CapacityMaxDelay < 0:
+		return fmt.Errorf("retry policy: CapacityMaxDelay %s: want 0 (default %s) or more", p.CapacityMaxDelay, DefaultCapacityMaxDelay)
+	case p.CapacityMaxDelay > 0 && p.CapacityMaxDelay < p.CapacityDelay:
+		return fmt.Errorf("retry policy: CapacityMaxDelay %s is below CapacityDelay %s", p.CapacityMaxDelay, p.CapacityDelay)
+	}
+	return nil
+}
+
+// WithDefaults returns p with every zero field set to its default (a policy
+// that fails Validate is brought into range the same way, for callers that
+// did not validate it).
 func (p Policy) WithDefaults() Policy {
 	if p.MaxAttempts <= 0 {
 		p.MaxAttempts = DefaultMaxAttempts

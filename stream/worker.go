@@ -58,6 +58,32 @@ type WorkerConfig struct {
 	Observer Observer
 }
 
+// validate reports the first field of cfg that is out of range, by name.
+// Zero fields take their defaults; nothing else is replaced.
+func (cfg WorkerConfig) validate() error {
+	switch {
+	case cfg.Solver == nil:
+		return errors.New("worker: no Solver")
+	case cfg.Threads < 0:
+		return fmt.Errorf("worker: Threads %d: want 0 (default 4) or more", cfg.Threads)
+	case cfg.ShutdownGrace < 0:
+		return fmt.Errorf("worker: ShutdownGrace %s: want 0 (default 30s) or more", cfg.ShutdownGrace)
+	case cfg.DefaultDeadline < 0:
+		return fmt.Errorf("worker: DefaultDeadline %s: want 0 (default %s) or more", cfg.DefaultDeadline, DefaultDeadline)
+	case cfg.IdleCheck < 0:
+		return fmt.Errorf("worker: IdleCheck %s: want 0 (default 1s) or more", cfg.IdleCheck)
+	}
+	for method, d := range cfg.TokenLifetimes {
+		if d <= 0 {
+			return fmt.Errorf("worker: TokenLifetimes[%q] %s: want a positive duration", method, d)
+		}
+	}
+	if err := cfg.Policy.Validate(); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	return nil
+}
+
 // DefaultTokenLifetimes are the token lifetimes by method: reCAPTCHA 120 s,
 // Turnstile 300 s, GeeTest (v3 and v4) 120 s, hCaptcha 120 s; a
 // cloudflare_challenge cookie 300 s (the site sets its real lifetime, often
@@ -125,10 +151,10 @@ func (w *Worker) stopCause() *FatalError { return w.stopped.Load() }
 // NewWorker binds a worker pool to the CAPTCHA stream on nc, creating the
 // stream and the consumers if no one has yet.
 func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, error) {
-	if cfg.Solver == nil {
-		return nil, errors.New("worker: no solver")
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	if cfg.Threads <= 0 {
+	if cfg.Threads == 0 {
 		cfg.Threads = 4
 	}
 	if cfg.Name == "" {

@@ -428,3 +428,20 @@ func TestShortFetchOnFreshNewsLooksAgain(t *testing.T) {
 	require.Len(t, w.fetch(ctx, 4), 1)
 	require.Eventually(t, w.anyNews, 5*time.Second, time.Millisecond, "the worker stopped looking for B")
 }
+
+// A worker configuration out of range is refused with the field's name,
+// never replaced by a default.
+func TestWorkerConfigRefusedNotReplaced(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	for want, cfg := range map[string]WorkerConfig{
+		"Threads -3":          {Solver: tokenSolver(), Threads: -3},
+		"RandomizationFactor": {Solver: tokenSolver(), Policy: retry.Policy{RandomizationFactor: 1.5}},
+		"TokenLifetimes":      {Solver: tokenSolver(), TokenLifetimes: map[string]time.Duration{"turnstile": 0}},
+		"no Solver":           {},
+	} {
+		_, err := NewWorker(ctx, b.nc, cfg)
+		require.ErrorContains(t, err, want)
+	}
+}
