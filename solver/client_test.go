@@ -353,8 +353,8 @@ func TestBehindScheduleKeepsSpacing(t *testing.T) {
 	}
 	// Call 2 goes once call 1 is answered, each later one an interval after
 	// the one before: call k (from 2) no sooner than k−2 intervals after the
-	// reply. A late arrival only makes a call later. The four polls missed
-	// while call 1 was out used to come at once.
+	// reply. A late arrival only makes a call later; the four polls missed
+	// while call 1 was out must not come at once.
 	for k := 2; k <= len(at); k++ {
 		if d, want := at[k-1].Sub(replied), time.Duration(k-2)*interval; d < want {
 			t.Errorf("res.php call %d %v after call 1 was answered, want %v or later", k, d, want)

@@ -43,9 +43,9 @@ const (
 // "HTTP_502" for 502.
 func HTTPCode(status int) string { return "HTTP_" + strconv.Itoa(status) }
 
-// classes is the one table from API code to retry class (DESIGN.md, "The
-// solver API"). Codes not listed here are classified by Classify's rules for
-// prefixes and unknowns.
+// classes is the one table from API code to retry class; each code's source
+// is its fixture in testdata/service/replies.json. Codes not listed here are
+// classified by Classify's rules for prefixes and unknowns.
 var classes = map[string]retry.Class{
 	// poll
 	CodeNotReady:        retry.Poll,

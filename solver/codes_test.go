@@ -6,8 +6,8 @@ import (
 	"github.com/captchaq/captchaq/retry"
 )
 
-// designTable is DESIGN.md's table of codes and classes, written out again so
-// a change to the classification is a change to this test too.
+// designTable is the table of codes and classes the design chose, written
+// out again so a change to the classification is a change to this test too.
 var designTable = map[string]retry.Class{
 	"CAPCHA_NOT_READY":  retry.Poll,
 	"CAPTCHA_NOT_READY": retry.Poll,

@@ -8,7 +8,8 @@ import (
 )
 
 // Timing says when the client polls res.php and when it gives up. The zero
-// value is the production timing of DESIGN.md; tests set Scale. Polls are
+// value is the production timing (the service's documented waits: first
+// poll after 5–20 s by kind, then every 5 s); tests set Scale. Polls are
 // planned from the submission; a captcha that falls behind its plan (a slow
 // call) polls once at once and then keeps the plan's spacing, so it gives
 // up at MaxWait (CodeTimeout) rather than send the polls it missed in a

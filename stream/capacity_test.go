@@ -163,7 +163,7 @@ func TestLaneAtItsLimitDoesNotHoldUpDispatch(t *testing.T) {
 	b.startWorker(t, WorkerConfig{Solver: sv, Threads: 4, ShutdownGrace: 10 * time.Millisecond})
 	t.Cleanup(func() { close(release) }) // runs before the worker stops
 
-	// A no-wait fetch of the slow lane at its limit used to hold the
+	// A no-wait fetch of the slow lane at its limit would hold the
 	// dispatch loop for a second (the server keeps such a request open);
 	// the idle check (50 ms here) asks the slow lane again and again.
 	for i := range 8 {
@@ -234,7 +234,7 @@ func TestSteadyHighPriorityTrafficDoesNotStarveNormal(t *testing.T) {
 
 // TestLostLastLaneSlotCostsLittle: two workers both see a lane's last free
 // slot; the one that loses it waits briefly, not the second a fetch of a
-// consumer at its limit used to hold it (and its whole dispatch loop).
+// consumer at its limit would hold it (and its whole dispatch loop).
 func TestLostLastLaneSlotCostsLittle(t *testing.T) {
 	t.Parallel()
 	top := Topology{LaneLimits: map[Lane]int{LaneSlow: 1}}

@@ -186,7 +186,7 @@ func TestClusterSurvivesStreamLeaderLoss(t *testing.T) {
 // TestClusterRacingCreatorsAllSucceed: three processes, one per node, create
 // the topology of a fresh R3 stream at once. All succeed: one creates it, the
 // others find it once its replicas have a leader (a look-up of a stream
-// still electing one used to wait out the whole deadline).
+// still electing one is asked again, not waited out to the deadline).
 func TestClusterRacingCreatorsAllSucceed(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t)

@@ -12,7 +12,7 @@ import (
 	"github.com/captchaq/captchaq/solver/fakeapi"
 )
 
-// The retry paths of issue 4, end to end: a real worker, real JetStream and
+// The retry paths, end to end: a real worker, real JetStream and
 // real HTTP to the service's emulator (solver/fakeapi) with injected faults.
 // Solve times are tens of milliseconds and the client polls at 1/1000 of the
 // production schedule (a 5-s first poll is 5 ms).

@@ -122,7 +122,7 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 // sameStreamConfig reports whether the stream's configuration, as the
 // server reports it, is the one streamConfig makes: every setting, so that an
 // update still sets back what was changed by hand (a limit, a republish, a
-// placement, metadata), as it did when every update was sent. Where the
+// placement, metadata). Where the
 // server refuses to (DenyDelete, DenyPurge, Sealed cannot be cleared), the
 // update fails and says so, and `captchaq server`/`init` stop: a worker
 // could not delete finished tasks on such a stream anyway. The server's own

@@ -526,8 +526,8 @@ var recheckDelays = [...]time.Duration{2 * time.Millisecond, 6 * time.Millisecon
 // no normal task if f is a high-priority consumer: a freshly published
 // high-priority task is not to lose the thread to a normal one; that holds
 // normal tasks back at most 2 ms per high-priority publish this worker found
-// empty. (Holding them after short fetches too starved the normal backlog
-// under steady high-priority traffic.)
+// empty. Only after an empty fetch: holding them after short fetches too
+// would starve the normal backlog under steady high-priority traffic.
 func (w *Worker) recheck(f *feed, empty bool) {
 	at := f.newsAt.Load()
 	if time.Duration(time.Now().UnixNano()-at) > storeLag {

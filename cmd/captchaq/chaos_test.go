@@ -33,7 +33,7 @@ type chaosRun struct {
 	timeout   time.Duration
 }
 
-// The "done when": under injected faults and repeated worker kills,
+// Under injected faults and repeated worker kills,
 // every submitted task ends with exactly one outcome, solved or dead with a
 // reason, and the service is never asked to solve a task that already has
 // its outcome.

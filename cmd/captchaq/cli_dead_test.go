@@ -94,7 +94,7 @@ func withoutReplayed(steps []string) ([]string, int) {
 	return slices.Delete(slices.Clone(steps), at, at+1), at
 }
 
-// The CLI face of issue 4: with a real server, a real worker process and the
+// The CLI face of the retry paths: with a real server, a real worker process and the
 // emulator rejecting some pages, an operator lists, inspects, replays,
 // traces and purges dead letters with the captchaq binary, and every command
 // says what happened through its output and exit code.

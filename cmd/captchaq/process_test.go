@@ -58,7 +58,7 @@ func listeningServer(t *testing.T, top stream.Topology) (string, jetstream.JetSt
 
 var keyEnv = []string{"CAPTCHAAI_API_KEY=" + fakeapi.TestKey}
 
-// The issue's "done when": the sample task file through a separately started
+// The sample task file through a separately started
 // server, two worker processes and `submit --wait`, each task ending with
 // exactly one outcome.
 func TestSeparateProcessesEndToEnd(t *testing.T) {
