@@ -248,7 +248,7 @@ func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	}
 	c.log.LogAttrs(ctx, slog.LevelDebug, "captcha submitted",
 		slog.String("method", req.Method), slog.String("captcha_id", id),
-		slog.String("page_host", pageHost(req.Params["pageurl"])))
+		slog.String("page_host", PageHost(req.Params["pageurl"])))
 	return id, nil
 }
 
@@ -625,14 +625,17 @@ func redirectTarget(loc string) string {
 	return "host " + u.Host
 }
 
-// pageHost returns the host of a page URL for logs, never the full URL.
-func pageHost(pageURL string) string {
+// PageHost returns the host of a page URL, which is all that logs and the
+// audit trail carry of it (the path and query can be personal data): empty
+// when there is no URL, "invalid-url" when it does not parse or names no
+// host.
+func PageHost(pageURL string) string {
 	if pageURL == "" {
 		return ""
 	}
 	u, err := url.Parse(pageURL)
-	if err != nil {
-		return "(invalid)"
+	if err != nil || u.Host == "" {
+		return "invalid-url"
 	}
 	return u.Hostname()
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -539,16 +538,5 @@ func copyProducerHeaders(dst, src nats.Header) {
 	}
 }
 
-// pageHost returns the host of a task's page URL: logs and the audit trail
-// carry the host only, never the full URL (it can be personal data).
-func pageHost(p Params) string {
-	raw := p["pageurl"]
-	if raw == "" {
-		return ""
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "invalid-url"
-	}
-	return u.Hostname()
-}
+// pageHost returns the host of a task's page URL (solver.PageHost).
+func pageHost(p Params) string { return solver.PageHost(p["pageurl"]) }

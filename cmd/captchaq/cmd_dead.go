@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -209,7 +210,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			delay = e.Delay.String()
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format("2006-01-02T15:04:05.000Z"), e.Kind, attemptText(e.Attempt),
-			firstNonEmpty(e.Worker, e.Client), e.Code, e.Reason, delay, e.Detail)
+			cmp.Or(e.Worker, e.Client), e.Code, e.Reason, delay, e.Detail)
 	}
 	return tw.Flush()
 }
@@ -219,13 +220,6 @@ func attemptText(n int) string {
 		return ""
 	}
 	return fmt.Sprint(n)
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // synopsisOf is the synopsis of verb name.
