@@ -16,6 +16,15 @@
 //	captcha.replays.<id>                  a record that a dead letter was replayed
 //	captcha.anchor                        one message that never expires, at the head; clients ignore it
 //
+// Where things are: worker.go runs the pool (Run: free threads, plan
+// threads, shutdown); dispatch.go picks up tasks (which consumer to ask,
+// when); handle.go executes one delivery (its envelope, its state, the
+// attempt, the solve, the verdict); record.go reads and writes a task's
+// records by compare-and-set; finish.go writes the end of a generation
+// (outcome, dead letter, ack); erase.go and room.go keep the store clean and
+// bounded; client.go submits and wait.go waits; topology.go, plan.go and
+// subjects.go are the stream's shape.
+//
 // Integrity: every record a worker writes for a task expects the last
 // sequence over captcha.*.<id> (the task's records, which producers cannot
 // write), so whether a generation already has its outcome is decided by

@@ -1,15 +1,10 @@
 package stream
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -385,157 +380,6 @@ func (w *Worker) solve(ctx context.Context, j *job) (solver.Answer, error) {
 		j.thread.release()
 	}
 	return ans, err
-}
-
-// finishSolved records the solve, stores the outcome with the token, then
-// acks. The token is erased from the stream when it expires.
-func (w *Worker) finishSolved(ctx context.Context, j *job, ev Event, ans solver.Answer, start, end time.Time) {
-	life := w.cfg.TokenLifetimes[j.task.Method]
-	if life <= 0 {
-		life = 2 * time.Minute
-	}
-	ev.Kind, ev.CaptchaID, ev.ExpiresAt = EventSolved, ans.CaptchaID, end.Add(life)
-	if !w.record(ctx, j, ev) {
-		return
-	}
-	out := Outcome{ID: j.id, Status: StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
-		Attempts: ev.Attempts, SolveSeconds: roundSeconds(end.Sub(start)), ExpiresAt: ev.ExpiresAt,
-		Method: j.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: end}
-	seq, err := w.storeOutcome(ctx, j, out, jetstream.WithMsgTTL(tokenTTL(ev.ExpiresAt, w.cfg.Now())))
-	if err != nil {
-		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
-		return
-	}
-	w.eraseAt(seq, ev.ExpiresAt)
-	w.done(ctx, j)
-	j.log.Info("solved", slog.Int("attempts", ev.Attempts), slog.Float64("seconds", out.SolveSeconds))
-}
-
-// finishExpired stores the outcome of a solve whose worker stopped before
-// storing it, once the token is dead: solved, no solution, expired. So a
-// waiter following the wire contract learns the end of the generation
-// instead of waiting for an outcome that never comes.
-func (w *Worker) finishExpired(ctx context.Context, j *job) {
-	last := j.st.last
-	out := Outcome{ID: j.id, Status: StatusSolved, Attempts: last.Attempts, SolveSeconds: last.Seconds,
-		ExpiresAt: last.ExpiresAt, Method: last.Method, CaptchaID: last.CaptchaID, SolvedAt: last.At}
-	if _, err := w.storeOutcome(ctx, j, out); err != nil {
-		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
-		return
-	}
-	w.done(ctx, j)
-	j.log.Warn("solved, but the token expired before its outcome was stored", slog.Time("expired", last.ExpiresAt))
-}
-
-// done acks a task whose outcome is stored, then erases the task message:
-// it holds the page URL, which may be personal data and is not needed any
-// more (a dead letter keeps its own copy for replay; the event log keeps the
-// host, the submitter and the times for the audit trail). Erased, not only
-// deleted: a deleted message's bytes stay in the store's files until its
-// block is compacted.
-//
-// The ack is not confirmed (a lost one brings the task back, and its state
-// says it is done) and the erase runs in the background: neither holds up
-// the thread.
-func (w *Worker) done(ctx context.Context, j *job) {
-	if err := j.m.Ack(); err != nil {
-		j.log.Warn("ack", slog.Any("error", err))
-		return
-	}
-	w.erase(ctx, j.gen, "the finished task message")
-}
-
-func roundSeconds(d time.Duration) float64 {
-	return float64(d.Round(time.Millisecond)) / float64(time.Second)
-}
-
-// storeOutcome stores out as the outcome of j's generation, unless it is
-// stored already, and returns its sequence (0 when it was there).
-func (w *Worker) storeOutcome(ctx context.Context, j *job, out Outcome, opts ...jetstream.PublishOpt) (uint64, error) {
-	if j.st.outcome {
-		return 0, nil
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return 0, err
-	}
-	msg := nats.NewMsg(resultSubject(j.id))
-	msg.Data = b
-	msg.Header.Set(HeaderTaskID, j.id)
-	msg.Header.Set(HeaderGen, strconv.FormatUint(j.gen, 10))
-	var seq uint64
-	err = w.store(ctx, j, record{msg: msg, opts: opts,
-		apply: func(st *genState, s uint64) { st.outcome, seq = true, s },
-		in:    func(st genState) bool { return st.outcome },
-	})
-	return seq, err
-}
-
-// deadLetter records the verdict, then moves the task to the dead letter.
-func (w *Worker) deadLetter(ctx context.Context, j *job, ev Event, reason retry.Reason, code, detail string) {
-	now := w.cfg.Now()
-	ev.Kind, ev.Reason, ev.At, ev.LastCode = EventDead, string(reason), now, cmp.Or(code, ev.LastCode)
-	ev.FirstFailure, ev.LastFailure = firstSet(ev.FirstFailure, now), firstSet(ev.LastFailure, now)
-	ev.Code, ev.Detail = ev.LastCode, safeDetail(detail)
-	if !w.record(ctx, j, ev) {
-		return
-	}
-	w.finishDead(ctx, j, reason, ev.LastCode)
-}
-
-// finishDead stores the dead letter and the outcome, each unless the
-// generation's state shows it stored, then acks. It runs again, harmlessly,
-// if a worker died half-way.
-func (w *Worker) finishDead(ctx context.Context, j *job, reason retry.Reason, code string) {
-	ev := j.st.last
-	if !j.st.deadLetter {
-		dl := nats.NewMsg(deadSubject(j.id))
-		dl.Data = j.m.Data()
-		copyProducerHeaders(dl.Header, j.m.Headers())
-		dl.Header.Set(HeaderTaskID, j.id)
-		dl.Header.Set(HeaderGen, strconv.FormatUint(j.gen, 10))
-		dl.Header.Set(HeaderAttempts, strconv.Itoa(ev.Attempts))
-		dl.Header.Set(HeaderError, code)
-		if ev.Detail != "" {
-			dl.Header.Set(HeaderDetail, ev.Detail)
-		}
-		dl.Header.Set(HeaderReason, string(reason))
-		dl.Header.Set(HeaderSubject, j.m.Subject())
-		dl.Header.Set(HeaderFirstFail, ev.FirstFailure.UTC().Format(time.RFC3339Nano))
-		dl.Header.Set(HeaderLastFail, ev.LastFailure.UTC().Format(time.RFC3339Nano))
-		err := w.store(ctx, j, record{msg: dl,
-			apply: func(st *genState, _ uint64) { st.deadLetter = true },
-			in:    func(st genState) bool { return st.deadLetter },
-		})
-		if err != nil {
-			j.log.Warn("cannot store the dead letter; the task comes back after the ack wait", slog.Any("error", err))
-			return
-		}
-	}
-	out := Outcome{ID: j.id, Status: StatusDead, Error: code, Reason: string(reason), Attempts: ev.Attempts,
-		Method: j.task.Method, Detail: ev.Detail}
-	if _, err := w.storeOutcome(ctx, j, out); err != nil {
-		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
-		return
-	}
-	w.done(ctx, j)
-	j.log.Warn("dead-lettered", slog.String("reason", string(reason)), slog.String("code", code), slog.Int("attempts", ev.Attempts))
-}
-
-// copyProducerHeaders copies a task message's headers onto its dead letter,
-// less the reserved ones: JetStream's (Nats-*: a producer's
-// Nats-Expected-Last-Sequence would make the dead letter unstorable) and
-// those captchaq's workers and replays set (Captchaq-*), which a producer
-// must not be able to forge on a record of the workers. The producer's name
-// (Captchaq-Client) and any header of its own stay.
-func copyProducerHeaders(dst, src nats.Header) {
-	for k, v := range src {
-		ck := http.CanonicalHeaderKey(k)
-		if strings.HasPrefix(ck, "Nats-") || (strings.HasPrefix(ck, "Captchaq-") && ck != HeaderClient) {
-			continue
-		}
-		dst[k] = v
-	}
 }
 
 // pageHost returns the host of a task's page URL (solver.PageHost).

@@ -1,0 +1,273 @@
+// Waiting for outcomes: by id (Wait), by receipt (Solve, WaitAll), or all of
+// them as they come (Results).
+
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+// Errors Wait returns.
+var (
+	// ErrNotFound: the stream has no task with this id (never submitted, or
+	// older than the retention).
+	ErrNotFound = errors.New("no such task")
+	// ErrTokenExpired: the task was solved, but its token's lifetime ended
+	// before it was read; the Outcome still says when it was solved.
+	ErrTokenExpired = errors.New("token expired before it was read")
+	// ErrNotSolved: the task ended in the dead letter; the Outcome says why.
+	ErrNotSolved = errors.New("task not solved")
+)
+
+// Wait blocks until task id has an outcome and returns it. It works whether
+// the outcome was published before or after Wait began. For a replayed task
+// it waits for the outcome of the latest submission. A dead task returns its
+// Outcome with an error wrapping ErrNotSolved; a solved task whose token has
+// expired returns its Outcome (without solution) and ErrTokenExpired.
+func (c *Client) Wait(ctx context.Context, id string) (Outcome, error) {
+	if err := ValidateID(id); err != nil {
+		return Outcome{}, err
+	}
+	gen, err := c.latestGen(ctx, id)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("wait for task %s: %w", id, err)
+	}
+	return c.waitGen(ctx, id, gen)
+}
+
+// latestGen returns the stream sequence of the latest submission of task id:
+// its task message while it waits or runs, else (the task message is erased
+// once the task is done) the generation its event log names. A message
+// published on the id's subject whose envelope does not hold together (its
+// Nats-Msg-Id is not the id, say) is not a submission of the id and is
+// skipped.
+func (c *Client) latestGen(ctx context.Context, id string) (uint64, error) {
+	m, err := c.s.GetLastMsgForSubject(ctx, taskSubjectsFor(id))
+	if err == nil && c.submissionOf(ctx, id, m) {
+		return m.Sequence, nil
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, err
+	}
+	var best uint64
+	forged := map[uint64]bool{}
+	gens := map[uint64]bool{}
+	if err := walk(ctx, c.s, taskSubjectsFor(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+		if c.submissionOf(ctx, id, m) {
+			best = max(best, m.Sequence)
+		}
+	}); err != nil {
+		return 0, err
+	}
+	if err := walk(ctx, c.s, eventSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+		if ev, ok := parseEvent(m.Data); ok && ev.Gen > 0 {
+			gens[ev.Gen] = true
+			forged[ev.Gen] = forged[ev.Gen] || ev.Code == CodeInvalidEnvelope
+		}
+	}); err != nil {
+		return 0, fmt.Errorf("read events of task %s: %w", id, err)
+	}
+	for g := range gens {
+		if !forged[g] {
+			best = max(best, g)
+		}
+	}
+	if best == 0 {
+		return 0, ErrNotFound
+	}
+	return best, nil
+}
+
+// submissionOf reports whether task message m is a submission of id, as
+// workers judge it (checkEnvelope, verifyReplay).
+func (c *Client) submissionOf(ctx context.Context, id string, m *jetstream.RawStreamMsg) bool {
+	t, _ := ParseTask(m.Data)
+	if checkEnvelope(id, m.Header, t) != nil {
+		return false
+	}
+	return m.Header.Get(headerMsgID) == id || verifyReplay(ctx, c.s, id, m.Sequence, m.Header, t) == nil
+}
+
+// waitGen waits for the outcome of generation gen of task id.
+func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, error) {
+	var (
+		out      Outcome
+		solvedEv *Event
+		found    bool
+	)
+	// Once the solve is known, the token's expiry ends the wait even if its
+	// outcome never comes (stored by nobody) and no other message arrives.
+	sctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	errExpired := errors.New("token expired")
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	err := scanFrom(sctx, c.s, []string{resultSubject(id), eventSubject(id)}, gen, true, func(m jetstream.Msg) (bool, error) {
+		md, _ := m.Metadata()
+		if m.Subject() == resultSubject(id) {
+			if g, _ := strconv.ParseUint(m.Headers().Get(HeaderGen), 10, 64); g != gen {
+				return false, nil
+			}
+			if err := json.Unmarshal(m.Data(), &out); err != nil {
+				return false, fmt.Errorf("outcome of task %s: %w", id, err)
+			}
+			found = true
+			return true, nil
+		}
+		if ev, ok := parseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
+			solvedEv = &ev
+			if timer == nil {
+				timer = time.AfterFunc(max(ev.ExpiresAt.Sub(c.cfg.Now()), 0), func() { stop(errExpired) })
+			}
+		}
+		// Caught up, solved, and no result: the token's TTL removed it.
+		if solvedEv != nil && md != nil && md.NumPending == 0 && c.tokenGone(*solvedEv) {
+			out = expiredOutcome(id, *solvedEv)
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil && solvedEv != nil && errors.Is(context.Cause(sctx), errExpired) && ctx.Err() == nil {
+		return c.checkOutcome(expiredOutcome(id, *solvedEv), false)
+	}
+	if err != nil {
+		return Outcome{}, fmt.Errorf("wait for task %s: %w", id, err)
+	}
+	return c.checkOutcome(out, found)
+}
+
+func (c *Client) checkOutcome(out Outcome, found bool) (Outcome, error) {
+	switch {
+	case out.Status == StatusDead:
+		return out, fmt.Errorf("task %s: %w: %s (%s)", out.ID, ErrNotSolved, out.Reason, out.Error)
+	case !found || !c.cfg.Now().Before(out.ExpiresAt):
+		out.Solution = nil
+		return out, fmt.Errorf("task %s: %w (expired %s)", out.ID, ErrTokenExpired, out.ExpiresAt.Format(time.RFC3339))
+	}
+	return out, nil
+}
+
+// Solve submits a task and waits for its outcome: the one call a checkout
+// flow needs. Without a task deadline, ctx's deadline (if any) becomes it.
+func (c *Client) Solve(ctx context.Context, t Task) (Outcome, error) {
+	if dl, ok := ctx.Deadline(); ok && t.Deadline.IsZero() {
+		t.Deadline = dl
+	}
+	// Solve's caller may cancel the task (Cancel): its message carries the
+	// hash of a secret only this Client knows.
+	if t.ID == "" {
+		t.ID = nuid.Next()
+	}
+	secret, hash := newCancelKey()
+	c.cancelKeys.Store(t.ID, secret)
+	c.cancelHashes.Store(t.ID, hash)
+	r, err := c.Submit(ctx, t)
+	c.cancelHashes.Delete(t.ID)
+	if err != nil {
+		c.cancelKeys.Delete(t.ID)
+		return Outcome{}, err
+	}
+	out, err := c.waitGen(ctx, r.ID, r.Seq)
+	if ctx.Err() == nil {
+		c.cancelKeys.Delete(t.ID) // ended: nothing left to cancel
+	}
+	return out, err
+}
+
+// WaitAll waits for the outcomes of the given receipts and calls fn with each
+// as it arrives (fn's error, if any, is passed with it: ErrNotSolved or
+// ErrTokenExpired). It reads every outcome with one consumer, however many
+// tasks there are, and returns when all have arrived or ctx ends. A task
+// solved so long ago that its token has left the stream is reported with
+// ErrTokenExpired, from its event log.
+func (c *Client) WaitAll(ctx context.Context, receipts []Receipt, fn func(Outcome, error)) error {
+	if len(receipts) == 0 {
+		return nil
+	}
+	want := make(map[string]uint64, len(receipts))
+	start := receipts[0].Seq
+	for _, r := range receipts {
+		want[r.ID] = r.Seq
+		start = min(start, r.Seq)
+	}
+	solved := map[string]Event{} // solved events of wanted tasks whose outcome has not come yet
+	err := scanFrom(ctx, c.s, []string{subjectResults + ".>", subjectEvents + ".>"}, start, true, func(m jetstream.Msg) (bool, error) {
+		id := idFromSubject(m.Subject())
+		if gen, ok := want[id]; ok {
+			if m.Subject() == resultSubject(id) {
+				if g, _ := strconv.ParseUint(m.Headers().Get(HeaderGen), 10, 64); g == gen {
+					var out Outcome
+					if err := json.Unmarshal(m.Data(), &out); err != nil {
+						return false, fmt.Errorf("outcome of task %s: %w", id, err)
+					}
+					delete(want, id)
+					delete(solved, id)
+					fn(c.checkOutcome(out, true))
+				}
+			} else if ev, ok := parseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
+				solved[id] = ev
+			}
+		}
+		// Caught up: a solved task whose outcome is not there any more
+		// had its token expire before anyone read it.
+		if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+			for id, ev := range solved {
+				if c.tokenGone(ev) {
+					delete(want, id)
+					delete(solved, id)
+					fn(c.checkOutcome(expiredOutcome(id, ev), false))
+				}
+			}
+		}
+		return len(want) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for %d tasks: %w", len(want), err)
+	}
+	return nil
+}
+
+// tokenGone reports whether the token of a solve has expired: its outcome
+// then leaves the stream (its TTL ends at ExpiresAt, rounded up to a whole
+// second), and an outcome that is not there is not merely late.
+func (c *Client) tokenGone(ev Event) bool {
+	return !c.cfg.Now().Before(ev.ExpiresAt)
+}
+
+// expiredOutcome is the outcome of a solve whose token has left the stream,
+// rebuilt from its event.
+func expiredOutcome(id string, ev Event) Outcome {
+	return Outcome{ID: id, Status: StatusSolved, Attempts: ev.Attempts, SolveSeconds: ev.Seconds,
+		ExpiresAt: ev.ExpiresAt, CaptchaID: ev.CaptchaID, SolvedAt: ev.At, Method: ev.Method}
+}
+
+func parseEvent(b []byte) (Event, bool) {
+	var ev Event
+	return ev, json.Unmarshal(b, &ev) == nil
+}
+
+// Results calls fn with every outcome in the stream, oldest first (tokens
+// only while they live). With follow it then waits for new ones until ctx
+// ends.
+func (c *Client) Results(ctx context.Context, follow bool, fn func(Outcome)) error {
+	return scanFrom(ctx, c.s, []string{subjectResults + ".>"}, 0, follow, func(m jetstream.Msg) (bool, error) {
+		var out Outcome
+		if err := json.Unmarshal(m.Data(), &out); err != nil {
+			return false, nil // not ours; skip
+		}
+		fn(out)
+		return false, nil
+	})
+}
