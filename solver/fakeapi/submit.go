@@ -1,0 +1,179 @@
+// in.php: a captcha submitted, checked as the service checks it, and given
+// its solve time.
+
+package fakeapi
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/captchaq/captchaq/solver"
+)
+
+func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file []byte, fileName string) {
+	key := form.get("key")
+	method := form.get("method")
+	params := form.params()
+	if method == "post" {
+		delete(params, "body")
+		if file != nil {
+			params["file"] = "" // present; the bytes are checked below
+		}
+	}
+	code := checkParams(method, params, file, fileName)
+	if s.cfg.Service == Service2Captcha && (method == "cloudflare_challenge" || method == "bls" ||
+		method == "geetest" && params["version"] == "4") {
+		code = "ERROR_BAD_PARAMETERS" // not a method of 2captcha's in.php
+	}
+
+	s.mu.Lock()
+	now := s.now()
+	// Burst ban: more than BurstLimit calls in BurstWindow.
+	if until, ok := s.banned[key]; ok && now.Before(until) {
+		s.mu.Unlock()
+		s.reply(w, jsonOut, "", "MAX_USER_TURN", nil, "")
+		return
+	}
+	recent := s.submits[key]
+	cut := 0
+	for cut < len(recent) && now.Sub(recent[cut]) >= s.cfg.BurstWindow {
+		cut++
+	}
+	recent = append(recent[cut:], now)
+	s.submits[key] = recent
+	if len(recent) > s.cfg.BurstLimit {
+		s.banned[key] = now.Add(s.cfg.BanTime)
+		s.mu.Unlock()
+		s.reply(w, jsonOut, "", "MAX_USER_TURN", nil, "")
+		return
+	}
+	if code != "" {
+		s.mu.Unlock()
+		s.reply(w, jsonOut, "", code, nil, "")
+		return
+	}
+	var onPoll string
+	for _, r := range s.faults.Rules {
+		if !r.matches(params) {
+			continue
+		}
+		if !r.OnPoll {
+			s.mu.Unlock()
+			s.reply(w, jsonOut, "", r.Code, nil, "")
+			return
+		}
+		if onPoll == "" {
+			onPoll = r.Code
+		}
+	}
+	s.sweep()
+	if s.cfg.Service == Service2Captcha && s.cfg.NoFunds {
+		s.mu.Unlock()
+		s.reply(w, jsonOut, "", "ERROR_ZERO_BALANCE", nil, "")
+		return
+	}
+	if s.cfg.Threads > 0 && len(s.solving) >= s.cfg.Threads {
+		s.mu.Unlock()
+		code := "ERROR_ZERO_BALANCE"
+		if s.cfg.NoSlotCode || s.cfg.Service == Service2Captcha {
+			code = "ERROR_NO_SLOT_AVAILABLE"
+		}
+		s.reply(w, jsonOut, "", code, nil, "")
+		return
+	}
+	kind := solver.Kind(method, params)
+	c := &captcha{
+		id:        strconv.FormatInt(s.nextID, 10),
+		kind:      kind,
+		method:    method,
+		params:    params,
+		submitted: now,
+		readyAt:   now.Add(s.solveTime(kind)),
+		code:      onPoll,
+	}
+	s.nextID += 1 + s.rng.Int64N(997)
+	if c.code == "" && s.faults.Unsolvable > 0 && s.rng.Float64() < s.faults.Unsolvable {
+		c.code = "ERROR_CAPTCHA_UNSOLVABLE"
+	}
+	if c.code == "" {
+		c.answer, c.userAgent = s.answer(c)
+	}
+	s.captchas[c.id] = c
+	s.solving[c.id] = c
+	s.stats.Submitted++
+	s.stats.MaxConcurrent = max(s.stats.MaxConcurrent, len(s.solving))
+	s.mu.Unlock()
+
+	id, _ := json.Marshal(c.id)
+	if s.cfg.NumericIDs {
+		id = []byte(c.id)
+	}
+	s.reply(w, jsonOut, kind, "", id, "")
+}
+
+func (r Rule) matches(params map[string]string) bool {
+	if r.Param != "" {
+		v, ok := params[r.Param]
+		return ok && strings.Contains(v, r.Contains)
+	}
+	if r.Contains == "" {
+		return true
+	}
+	for _, v := range params {
+		if strings.Contains(v, r.Contains) {
+			return true
+		}
+	}
+	return false
+}
+
+// sweep moves captchas whose solve time has passed out of solving and, once
+// more than 1024 captchas are remembered, forgets those whose answer is older
+// than ResultTTL, with their ResCallsPerCaptcha entries. Callers hold s.mu.
+func (s *Server) sweep() {
+	now := s.now()
+	for id, c := range s.solving {
+		if !now.Before(c.readyAt) {
+			delete(s.solving, id)
+		}
+	}
+	if len(s.captchas) > 1024 {
+		for id, c := range s.captchas {
+			if now.Sub(c.readyAt) > s.cfg.ResultTTL {
+				delete(s.captchas, id)
+				delete(s.stats.ResCallsPerCaptcha, id)
+			}
+		}
+	}
+}
+
+// solveTime draws a solve time for kind. Callers hold s.mu.
+func (s *Server) solveTime(kind string) time.Duration {
+	r, ok := s.cfg.SolveTime[kind]
+	if !ok {
+		r = DefaultSolveTimes()[kind]
+	}
+	var d time.Duration
+	switch {
+	case r.Max <= r.Min:
+		d = r.Min
+	case r.Median <= 0:
+		d = r.Min + time.Duration(s.rng.Int64N(int64(r.Max-r.Min)+1))
+	default:
+		med := float64(r.Median)
+		sigma := math.Log(float64(r.Max)/med) / 2.326
+		d = r.Max
+		for range 16 {
+			v := time.Duration(med * math.Exp(sigma*s.rng.NormFloat64()))
+			if v >= r.Min && v <= r.Max {
+				d = v
+				break
+			}
+		}
+	}
+	return time.Duration(float64(d) * s.cfg.TimeScale)
+}

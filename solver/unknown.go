@@ -1,0 +1,99 @@
+// Parameters the service does not know: passed through, as the service
+// ignores them, and named in a warning (with a near known name).
+
+package solver
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// UnknownParam is a parameter its method does not know: it is passed
+// through to the service, which ignores it.
+type UnknownParam struct {
+	// Name is the parameter's name.
+	Name string
+	// Method is the method it was given to.
+	Method string
+	// Suggest is the known parameter it is a near miss of ("googelkey" for
+	// googlekey), or "".
+	Suggest string
+}
+
+// String reads like `params.googelkey: not a parameter of method
+// userrecaptcha; passed through, the service ignores it (did you mean
+// "googlekey"?)`.
+func (u UnknownParam) String() string {
+	s := "params." + u.Name + ": not a parameter of method " + u.Method + "; passed through, the service ignores it"
+	if u.Suggest != "" {
+		s += fmt.Sprintf(" (did you mean %q?)", u.Suggest)
+	}
+	return s
+}
+
+// UnknownParams returns the parameters of params that methodName does not
+// know, sorted by name, each with the known name it is a near miss of (an
+// edit distance of at most 2, or the same letters in another case). It
+// returns nil for an unknown method: Validate refuses that.
+func UnknownParams(methodName string, params map[string]string) []UnknownParam {
+	m, ok := methods[methodName]
+	if !ok {
+		return nil
+	}
+	var out []UnknownParam
+	for n := range params {
+		if _, ok := m.params[n]; ok {
+			continue
+		}
+		if _, ok := commonParams[n]; ok || reserved[n] {
+			continue
+		}
+		out = append(out, UnknownParam{Name: n, Method: methodName, Suggest: nearest(n, m.params)})
+	}
+	slices.SortFunc(out, func(a, b UnknownParam) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// nearest returns the known parameter name closest to n, if close enough to
+// be a typo of it.
+func nearest(n string, own map[string]param) string {
+	best, bestD := "", 3
+	try := func(k string) {
+		d := editDistance(strings.ToLower(n), strings.ToLower(k))
+		if d < bestD || d == bestD && k < best {
+			best, bestD = k, d
+		}
+	}
+	for k := range own {
+		try(k)
+	}
+	for k := range commonParams {
+		try(k)
+	}
+	if bestD > 2 || bestD >= len(n) {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b, by bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

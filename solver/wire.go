@@ -1,0 +1,179 @@
+// The HTTP exchange with the service: request bodies, one call with its
+// reply read once, and what an error may say (never the key).
+
+package solver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+const formType = "application/x-www-form-urlencoded"
+
+// form adds the key and json=1 to v and encodes it.
+func (c *Client) form(v url.Values) []byte {
+	v.Set("key", c.key)
+	v.Set("json", "1")
+	return []byte(v.Encode())
+}
+
+// submitBody encodes an in.php request: a form, or for method post with a
+// file a multipart form whose file part holds the decoded image.
+func (c *Client) submitBody(req Request) ([]byte, string, error) {
+	if _, file := req.Params["file"]; req.Method != "post" || !file {
+		v := url.Values{"method": {req.Method}}
+		for k, p := range req.Params {
+			v.Set(k, p)
+		}
+		return c.form(v), formType, nil
+	}
+	img, err := decodeImage(req.Params["file"])
+	if err != nil {
+		return nil, "", fmt.Errorf("decode file: %w", err)
+	}
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	fields := map[string]string{"key": c.key, "method": "post", "json": "1"}
+	for k, p := range req.Params {
+		if k != "file" {
+			fields[k] = p
+		}
+	}
+	for k, p := range fields {
+		if err := mw.WriteField(k, p); err != nil {
+			return nil, "", fmt.Errorf("multipart field %s: %w", k, err)
+		}
+	}
+	fw, err := mw.CreateFormFile("file", "captcha."+imageType(img))
+	if err != nil {
+		return nil, "", fmt.Errorf("multipart file: %w", err)
+	}
+	if _, err := fw.Write(img); err != nil {
+		return nil, "", fmt.Errorf("multipart file: %w", err)
+	}
+	if err := mw.Close(); err != nil {
+		return nil, "", fmt.Errorf("multipart close: %w", err)
+	}
+	return buf.Bytes(), mw.FormDataContentType(), nil
+}
+
+// call POSTs body to op ("in.php" or "res.php") and parses the reply.
+func (c *Client) call(ctx context.Context, op string, body []byte, ctype string) (_ reply, err error) {
+	start := time.Now()
+	ctx, endTrace := traceCall(ctx, op)
+	defer func() { c.observe(op, false, start, err); endTrace(err) }()
+	status, b, loc, err := c.exchange(ctx, op, body, ctype)
+	if err != nil {
+		return reply{}, err
+	}
+	return c.callParsed(op, status, b, loc)
+}
+
+// callParsed parses one reply of op; loc is its Location header.
+func (c *Client) callParsed(op string, status int, b []byte, loc string) (reply, error) {
+	r, err := parseReply(op, status, b, c.key)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.Class = c.service.Classify(e.Code)
+			if loc != "" && status/100 == 3 && e.Err != nil {
+				e.Err = fmt.Errorf("%w (a redirect to %s, not followed: the API never redirects, check the base URL)",
+					e.Err, redirectTarget(loc))
+			}
+			return reply{}, c.scrub(e)
+		}
+		return reply{}, err
+	}
+	return r, nil
+}
+
+// exchange POSTs body to op and returns the reply's status, body (at most
+// maxBody bytes) and Location header. Its errors are network failures and
+// ctx's end.
+func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype string) (status int, b []byte, loc string, err error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/"+op, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, "", c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op, Err: err})
+	}
+	hreq.Header.Set("Content-Type", ctype)
+	hreq.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, nil, "", fmt.Errorf("solver: %s: %w", op, ctx.Err())
+		}
+		if what := unreachable(err, c.base); what != "" {
+			what += ": is the service's URL right?"
+			c.outage.fail(ctx, c.log, redact(what, c.key))
+			return 0, nil, "", c.scrub(&Error{Code: CodeUnreachable, Class: Classify(CodeUnreachable), Op: op,
+				Err: fmt.Errorf("%s (%w)", what, err)})
+		}
+		return 0, nil, "", c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op, Err: err})
+	}
+	c.outage.ok(ctx, c.log)
+	defer resp.Body.Close()
+	b, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, nil, "", fmt.Errorf("solver: %s: %w", op, ctx.Err())
+		}
+		return 0, nil, "", c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op,
+			Err: fmt.Errorf("read reply: %w", err)})
+	}
+	return resp.StatusCode, b, resp.Header.Get("Location"), nil
+}
+
+// scrub removes every form of the API key from e's message and code. Since
+// the key travels only in POST bodies it should never be there; a service
+// that echoes it back, or a transport error quoting a request, must still not
+// leak it. scrub is the last line of defence only: it sees whole messages, so
+// it cannot find a key that something already cut short. Every text quoted
+// from a reply is redacted before it is truncated (describe, and the
+// truncate calls here).
+func (c *Client) scrub(e *Error) *Error {
+	if e.Err != nil {
+		if msg := e.Err.Error(); redact(msg, c.key) != msg {
+			e.Err = errors.New(redact(msg, c.key))
+		}
+	}
+	e.Code = redact(e.Code, c.key)
+	return e
+}
+
+// answerOf turns a res.php reply into an Answer. A GeeTest answer that arrives
+// as a JSON-encoded string holding an object is unwrapped into the object.
+func answerOf(r reply, id string) Answer {
+	sol := r.value
+	if len(sol) > 0 && sol[0] == '"' {
+		t := strings.TrimSpace(r.text)
+		if strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
+			var c bytes.Buffer
+			if json.Compact(&c, []byte(t)) == nil {
+				sol = c.Bytes()
+			}
+		}
+	}
+	return Answer{Solution: sol, UserAgent: r.userAgent, CaptchaID: id}
+}
+
+// redirectTarget names where a Location header points by its host only,
+// never the full URL.
+func redirectTarget(loc string) string {
+	u, err := url.Parse(loc)
+	switch {
+	case err != nil:
+		return "an invalid location"
+	case u.Host == "":
+		return "the same host"
+	}
+	return "host " + u.Host
+}
