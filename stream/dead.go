@@ -239,17 +239,11 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 		return Receipt{}, fmt.Errorf("replay %s (dead letter %d): %w: %v", d.ID, d.Seq, ErrNotReplayable, err)
 	}
 	t.ID, t.Deadline = d.ID, c.cfg.Now().Add(c.cfg.DefaultDeadline)
-	b, err := json.Marshal(t)
+	msg, err := c.taskMsg(t)
 	if err != nil {
-		return Receipt{}, err
+		return Receipt{}, fmt.Errorf("replay %s (dead letter %d): %w", d.ID, d.Seq, err)
 	}
-	msg := nats.NewMsg(taskSubject(LaneOf(t.Method, t.Params), t.priority(), t.ID))
-	msg.Data = b
-	msg.Header.Set(HeaderTaskID, t.ID)
 	msg.Header.Set(HeaderReplayedBy, strconv.FormatUint(d.Seq, 10))
-	if c.cfg.Name != "" {
-		msg.Header.Set(HeaderClient, c.cfg.Name)
-	}
 	// The message id names the dead letter: two replays racing enqueue one task.
 	ack, err := publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(replayMsgID(t.ID, strconv.FormatUint(d.Seq, 10))))
 	if err != nil {
