@@ -104,7 +104,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 	// never paid for, and every paid solve is in the audit trail.
 	start := w.cfg.Now()
 	if !w.room.take(ctx, start) {
-		j.log.Warn("the stream is full: no attempt starts that could not be recorded; it comes back later")
+		j.log.Warn("the stream is full (or its size could not be read): no attempt starts that could not be recorded; it comes back later")
 		_ = m.NakWithDelay(w.heartbeat())
 		return
 	}
