@@ -280,7 +280,11 @@ func (c *Client) cancelRequested(ctx context.Context, id string, gen uint64, h n
 // nil when there is none: an admin's, or an owner's whose secret matches
 // the task message's Captchaq-Cancel-Hash (header h).
 func cancelOf(ctx context.Context, s jetstream.Stream, id string, gen uint64, h nats.Header) (*CancelRecord, error) {
-	for _, subject := range []string{adminCancelSubject(id, gen), cancelSubject(id, gen)} {
+	subjects := []string{adminCancelSubject(id, gen)}
+	if h.Get(HeaderCancelHash) != "" {
+		subjects = append(subjects, cancelSubject(id, gen)) // only an owner's task can have an owner's cancel
+	}
+	for _, subject := range subjects {
 		m, err := s.GetLastMsgForSubject(ctx, subject)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
