@@ -164,26 +164,6 @@ func (k kindTiming) extend(s []time.Duration) []time.Duration {
 	return s
 }
 
-// Adaptive polling.
-//
-// Every fetched answer tells the client that the captcha became ready within
-// (lo, hi]: after the last res.php call that said CAPCHA_NOT_READY (or the
-// submission) and before the call that returned it. The poller keeps the last
-// learnWindow such intervals per kind and fits a log-normal distribution of
-// solve times to them (see fitLogNormal).
-//
-// Given that distribution, the fixed schedule (FirstPoll, then every
-// PollInterval) costs some expected number of res.php calls B per captcha. The
-// adaptive schedule is the set of poll times, on a grid of Resolution, that
-// minimises the expected pickup lag (ready → fetched) among schedules whose
-// expected number of calls is at most B: it polls densely where solves are
-// likely and sparsely in the tail. When no schedule beats the fixed one's lag
-// at that cost, it takes the one with the fewest calls at no more lag. It is found by dynamic programming on the
-// Lagrangian lag + λ·calls (the optimal-inspection problem), bisecting λ until
-// the calls fit the budget, and is used only when its expected lag beats the
-// fixed schedule's. After its last planned poll it continues with the fixed
-// interval, so solves slower than any seen are still fetched and learned.
-
 const (
 	learnWindow = 64 // observations kept per kind
 	minLearned  = 10 // observations before the adaptive schedule is used

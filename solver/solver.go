@@ -1,7 +1,3 @@
-// Package solver talks HTTP to a 2captcha-compatible solving service
-// (CaptchaAI: in.php to submit, res.php to poll). It turns every reply into an
-// Answer or a typed *Error that keeps the API's code and its retry.Class, and
-// validates each method's parameters for producers and workers alike.
 package solver
 
 import (

@@ -10,19 +10,6 @@ import (
 	"github.com/captchaq/captchaq/stream/broker"
 )
 
-func TestEmbeddedServerSyncsBeforeAck(t *testing.T) {
-	t.Parallel()
-	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	require.True(t, ns.JetStreamConfig().SyncAlways, "the default is sync_interval: always")
-
-	lazy, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true})
-	require.NoError(t, err)
-	defer func() { lazy.Shutdown(); lazy.WaitForShutdown() }()
-	require.False(t, lazy.JetStreamConfig().SyncAlways)
-}
-
 // BenchmarkSubmit measures the cost of fsync before every ack: one Submit
 // (a synchronous publish, file storage) at a time, as a producer does.
 //

@@ -1,0 +1,72 @@
+// Package solver talks HTTP to a 2captcha-compatible solving service
+// (CaptchaAI: in.php to submit, res.php to poll). It turns every reply into an
+// Answer or a typed *Error that keeps the API's code and its retry.Class, and
+// validates each method's parameters for producers and workers alike.
+//
+// # Adaptive polling
+//
+// Every fetched answer tells the client that the captcha became ready within
+// (lo, hi]: after the last res.php call that said CAPCHA_NOT_READY (or the
+// submission) and before the call that returned it. The poller keeps the last
+// learnWindow such intervals per kind and fits a log-normal distribution of
+// solve times to them (see fitLogNormal).
+//
+// Given that distribution, the fixed schedule (FirstPoll, then every
+// PollInterval) costs some expected number of res.php calls B per captcha. The
+// adaptive schedule is the set of poll times, on a grid of Resolution, that
+// minimises the expected pickup lag (ready → fetched) among schedules whose
+// expected number of calls is at most B: it polls densely where solves are
+// likely and sparsely in the tail. When no schedule beats the fixed one's lag
+// at that cost, it takes the one with the fewest calls at no more lag. It is found by dynamic programming on the
+// Lagrangian lag + λ·calls (the optimal-inspection problem), bisecting λ until
+// the calls fit the budget, and is used only when its expected lag beats the
+// fixed schedule's. After its last planned poll it continues with the fixed
+// interval, so solves slower than any seen are still fetched and learned.
+//
+// # Batch polling
+//
+// res.php answers for many captchas in one call: action=get&ids=<id>,<id>,…
+// (at most maxBatch) returns their states in the order asked, joined by "|":
+// an answer, CAPCHA_NOT_READY or an error code each. One such call costs the
+// service and the key's request limits what one single poll does, so a Client
+// with several captchas in flight polls them together.
+//
+// The budget is that of single polling: every captcha keeps its poll schedule
+// (fixed or adaptive), and each poll it would have made earns the Client one
+// res.php call instead of being made. A batcher spends the earned calls on
+// batch calls at most one per BatchGap, each asking about every captcha in
+// flight (the maxBatch least recently asked when there are more). A Client
+// with one captcha in flight therefore polls exactly as before; with n in
+// flight, calls come up to n times as often and each finds every ready
+// answer, so the pickup lag falls from about half a poll interval to about
+// half of BatchGap, while the calls per solve fall once n calls a poll
+// interval exceed one per BatchGap. Unspent calls beyond a burst of two are
+// dropped: that is the saving.
+//
+// A batch reply is split on "|", so it carries only answers that cannot hold
+// one and need nothing beside the text: reCAPTCHA tokens, image text, grid
+// cells. Those are taken from it. A Turnstile captcha it finds ready is then
+// fetched on its own with action=get&id, for the useragent the batch reply
+// drops; so is a captcha for which it names an error code, so that the code
+// is classified on the path it has always taken. Such a fetch is not charged
+// to the budget: it returns an answer or a final code, never
+// CAPCHA_NOT_READY, and the budget bounds the asking (charging it made the
+// budget shrink as batching found answers sooner, before the polls that
+// would have earned it). GeeTest answers hold a "|" (seccode "…|jordan"), so
+// GeeTest captchas are polled on their own. A captcha's last scheduled poll
+// is always its own, so giving up (CodePollLimit, CodeTimeout) means what it
+// meant without batching.
+//
+// When a batch call fails (network, HTTP 5xx or 429, an HTML page, a busy
+// code such as ERROR_TOO_MUCH_REQUESTS) or its reply is not one state per id,
+// every captcha it asked about makes its next scheduled poll on its own: no
+// captcha depends on batch calls working, failures in a row are counted on
+// its own polls as without batching, and nothing is fetched at once in a
+// burst. A service that does not answer batch calls (two replies that are not
+// one state per id — ERROR_WRONG_CAPTCHA_ID for the missing id, a gateway's
+// 404 — before any that was) gets single polling from then on, with a warning
+// in the log; once one batch reply was read, such a reply is taken for an
+// answer that held a "|" after all. A batch reply with a code that refuses
+// the key (ERROR_WRONG_USER_KEY, IP_BANNED) ends every solve it asked about,
+// each with an error of its own naming its captcha.
+package solver
