@@ -32,8 +32,7 @@ func (c *Client) Balance(ctx context.Context) (float64, error) {
 	}
 	f, perr := strconv.ParseFloat(strings.TrimSpace(r.text), 64)
 	if perr != nil {
-		return 0, c.scrub(&Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "res.php",
-			Err: fmt.Errorf("%w: balance %q is not a number", errBadReply, truncate(redact(r.text, c.key), 64))})
+		return 0, c.scrub(newError("res.php", CodeBadReply, fmt.Errorf("%w: balance %q is not a number", errBadReply, truncate(redact(r.text, c.key), 64))))
 	}
 	return f, nil
 }
@@ -58,8 +57,7 @@ func (c *Client) Report(ctx context.Context, id string, good bool) error {
 		return err
 	}
 	if r.text != CodeReportRecorded {
-		return c.scrub(&Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "res.php", CaptchaID: id,
-			Err: fmt.Errorf("%w: %s answered %q, want %s", errBadReply, action, truncate(redact(r.text, c.key), 64), CodeReportRecorded)})
+		return c.scrub(newError("res.php", CodeBadReply, fmt.Errorf("%w: %s answered %q, want %s", errBadReply, action, truncate(redact(r.text, c.key), 64), CodeReportRecorded)).about(id))
 	}
 	return nil
 }

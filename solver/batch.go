@@ -319,8 +319,7 @@ const (
 // an answer (a token).
 func parseBatch(status int, body []byte, n int, key string) ([]string, batchVerdict, error) {
 	notRead := func(format string, args ...any) ([]string, batchVerdict, error) {
-		return nil, batchNotRead, &Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "res.php",
-			Err: fmt.Errorf("%w: "+format+" where a batch poll wants %d states", append([]any{errBadReply}, append(args, n)...)...)}
+		return nil, batchNotRead, newError("res.php", CodeBadReply, fmt.Errorf("%w: "+format+" where a batch poll wants %d states", append([]any{errBadReply}, append(args, n)...)...))
 	}
 	if status != http.StatusOK {
 		_, err := parseReply("res.php", status, body, key)
@@ -341,8 +340,7 @@ func parseBatch(status int, body []byte, n int, key string) ([]string, batchVerd
 	case strings.HasPrefix(text, "{"):
 		var j jsonReply
 		if json.Unmarshal([]byte(text), &j) != nil {
-			return nil, batchFailed, &Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "res.php",
-				Err: fmt.Errorf("%w: a JSON reply of %d bytes that does not decode", errBadReply, len(body))}
+			return nil, batchFailed, newError("res.php", CodeBadReply, fmt.Errorf("%w: a JSON reply of %d bytes that does not decode", errBadReply, len(body)))
 		}
 		if json.Unmarshal(j.Request, &text) != nil {
 			return notRead("a JSON reply whose request is not a string")
@@ -363,7 +361,7 @@ func parseBatch(status int, body []byte, n int, key string) ([]string, batchVerd
 	case len(states) > 1:
 		return notRead("%d states", len(states))
 	case isAPICode(text):
-		err := &Error{Code: text, Class: Classify(text), Op: "res.php"}
+		err := newError("res.php", text, nil)
 		switch err.Class {
 		case retry.Fatal:
 			return nil, batchFatal, err
@@ -372,6 +370,5 @@ func parseBatch(status int, body []byte, n int, key string) ([]string, batchVerd
 		}
 		return notRead("%s", text) // ERROR_WRONG_CAPTCHA_ID, ERROR_BAD_PARAMETERS, CAPCHA_NOT_READY: ids not read
 	}
-	return nil, batchFailed, &Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "res.php",
-		Err: fmt.Errorf("%w: a reply of %d bytes that is neither states nor a code", errBadReply, len(body))}
+	return nil, batchFailed, newError("res.php", CodeBadReply, fmt.Errorf("%w: a reply of %d bytes that is neither states nor a code", errBadReply, len(body)))
 }

@@ -221,17 +221,17 @@ func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
 // waits for the key's submission rate limit first.
 func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	if err := Validate(req.Method, req.Params); err != nil {
-		return "", &Error{Code: CodeInvalidParams, Class: Classify(CodeInvalidParams), Op: "validate", Err: err}
+		return "", newError("validate", CodeInvalidParams, err)
 	}
 	if err := c.service.Offers(req.Method, req.Params); err != nil {
-		return "", &Error{Code: CodeInvalidParams, Class: Classify(CodeInvalidParams), Op: "validate", Err: err}
+		return "", newError("validate", CodeInvalidParams, err)
 	}
 	if err := c.limiter.wait(ctx); err != nil {
 		return "", fmt.Errorf("solver: wait for submission slot: %w", err)
 	}
 	body, ctype, err := c.submitBody(req)
 	if err != nil {
-		return "", &Error{Code: CodeInvalidParams, Class: Classify(CodeInvalidParams), Op: "in.php", Err: err}
+		return "", newError("in.php", CodeInvalidParams, err)
 	}
 	r, err := c.call(ctx, "in.php", body, ctype)
 	if err != nil {
@@ -239,8 +239,7 @@ func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	}
 	id := r.text
 	if id == "" || strings.ContainsAny(id, " \t\r\n{}\"") || len(id) > 64 {
-		return "", c.scrub(&Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: "in.php",
-			Err: fmt.Errorf("%w: captcha id %q", errBadReply, truncate(redact(id, c.key), 64))})
+		return "", c.scrub(newError("in.php", CodeBadReply, fmt.Errorf("%w: captcha id %q", errBadReply, truncate(redact(id, c.key), 64))))
 	}
 	c.log.LogAttrs(ctx, slog.LevelDebug, "captcha submitted",
 		slog.String("method", req.Method), slog.String("captcha_id", id),
@@ -406,7 +405,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 	if lastErr != nil {
 		why += fmt.Sprintf(" (last poll error: %v)", lastErr)
 	}
-	return Answer{}, &Error{Code: code, Class: Classify(code), Op: "res.php", CaptchaID: id, Err: errors.New(why)}
+	return Answer{}, newError("res.php", code, errors.New(why)).about(id)
 }
 
 // PageHost returns the host of a page URL, which is all that logs and the

@@ -43,14 +43,13 @@ func parseReply(op string, status int, body []byte, key string) (reply, error) {
 	switch {
 	case status != http.StatusOK && code != "":
 		// An error page that still carries an API code: trust the code.
-		return reply{}, &Error{Code: code, Class: Classify(code), Op: op, Text: r.errorText}
+		return reply{}, newError(op, code, nil).saying(r.errorText)
 	case status != http.StatusOK:
-		return reply{}, &Error{Code: HTTPCode(status), Class: Classify(HTTPCode(status)), Op: op,
-			Err: fmt.Errorf("HTTP %d %s: %s", status, http.StatusText(status), describe(body, key))}
+		return reply{}, newError(op, HTTPCode(status), fmt.Errorf("HTTP %d %s: %s", status, http.StatusText(status), describe(body, key)))
 	case err != nil:
-		return reply{}, &Error{Code: CodeBadReply, Class: Classify(CodeBadReply), Op: op, Err: err}
+		return reply{}, newError(op, CodeBadReply, err)
 	case code != "":
-		return reply{}, &Error{Code: code, Class: Classify(code), Op: op, Text: r.errorText}
+		return reply{}, newError(op, code, nil).saying(r.errorText)
 	}
 	return r, nil
 }

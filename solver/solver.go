@@ -69,6 +69,25 @@ type Error struct {
 
 // Error returns "<op>: <code> (<class>)", followed by the underlying error
 // when there is one. It never contains the API key.
+// newError is the error of an operation (in.php, res.php, validate) that
+// ended with code, classified by the one table (Classify); err is what
+// failed underneath, if anything.
+func newError(op, code string, err error) *Error {
+	return &Error{Code: code, Class: Classify(code), Op: op, Err: err}
+}
+
+// about names the service's captcha the error is about.
+func (e *Error) about(captchaID string) *Error {
+	e.CaptchaID = captchaID
+	return e
+}
+
+// saying adds the service's description of the code (its error_text).
+func (e *Error) saying(text string) *Error {
+	e.Text = text
+	return e
+}
+
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("%s: %s (%s)", e.Op, e.Code, e.Class)
 	if e.Text != "" {

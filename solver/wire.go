@@ -102,7 +102,7 @@ func (c *Client) callParsed(op string, status int, b []byte, loc string) (reply,
 func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype string) (status int, b []byte, loc string, err error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/"+op, bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, "", c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op, Err: err})
+		return 0, nil, "", c.scrub(newError(op, CodeNetwork, err))
 	}
 	hreq.Header.Set("Content-Type", ctype)
 	hreq.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
@@ -114,10 +114,9 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 		if what := unreachable(err, c.base); what != "" {
 			what += ": is the service's URL right?"
 			c.outage.fail(ctx, c.log, redact(what, c.key))
-			return 0, nil, "", c.scrub(&Error{Code: CodeUnreachable, Class: Classify(CodeUnreachable), Op: op,
-				Err: fmt.Errorf("%s (%w)", what, err)})
+			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, fmt.Errorf("%s (%w)", what, err)))
 		}
-		return 0, nil, "", c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op, Err: err})
+		return 0, nil, "", c.scrub(newError(op, CodeNetwork, err))
 	}
 	c.outage.ok(ctx, c.log)
 	defer resp.Body.Close()
@@ -126,8 +125,7 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 		if ctx.Err() != nil {
 			return 0, nil, "", fmt.Errorf("solver: %s: %w", op, ctx.Err())
 		}
-		return 0, nil, "", c.scrub(&Error{Code: CodeNetwork, Class: Classify(CodeNetwork), Op: op,
-			Err: fmt.Errorf("read reply: %w", err)})
+		return 0, nil, "", c.scrub(newError(op, CodeNetwork, fmt.Errorf("read reply: %w", err)))
 	}
 	return resp.StatusCode, b, resp.Header.Get("Location"), nil
 }
