@@ -261,7 +261,7 @@ func (c *Client) publishMsg(ctx context.Context, t Task, msg *nats.Msg) (*jetstr
 // A stream refusing the message for its limits is not retried: that is not
 // a passing fault of the server.
 func publishRetrying(ctx context.Context, js jetstream.JetStream, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	delay := 50 * time.Millisecond
+	var b brokerBackoff
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		ack, err := js.PublishMsg(pctx, msg, opts...)
@@ -269,19 +269,11 @@ func publishRetrying(ctx context.Context, js jetstream.JetStream, msg *nats.Msg,
 		if err == nil {
 			return ack, nil
 		}
-		var apiErr *jetstream.APIError
-		retryable := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
-			errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrTimeout) ||
-			errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
-			(errors.As(err, &apiErr) && apiErr.Code >= 500 && !streamRefusedFull(err)) // no leader yet, cluster not available
-		if !retryable || ctx.Err() != nil {
+		if !passing(err) || ctx.Err() != nil {
 			return nil, err
 		}
-		select {
-		case <-ctx.Done():
+		if !b.wait(ctx) {
 			return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		case <-time.After(delay):
 		}
-		delay = min(delay*2, time.Second)
 	}
 }

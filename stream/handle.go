@@ -319,15 +319,18 @@ func replayMsgID(id, deadSeq string) string { return id + ".replay." + deadSeq }
 // leader change) is not mistaken for a lost delivery.
 func (w *Worker) patiently(ctx context.Context, j *job, read func() error) error {
 	deadline := time.Now().Add(w.heartbeat())
-	delay := 50 * time.Millisecond
+	var b brokerBackoff
 	for {
 		err := read()
-		if err == nil || ctx.Err() != nil || time.Now().Add(delay).After(deadline) {
+		// Any error: a read that fails for good fails again within the
+		// third of an ack wait this allows.
+		if err == nil || ctx.Err() != nil || time.Now().Add(b.next).After(deadline) {
 			return err
 		}
 		_ = j.m.InProgress()
-		w.pause(ctx, delay)
-		delay = min(2*delay, time.Second)
+		if !b.wait(ctx) {
+			return err
+		}
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -30,7 +29,7 @@ type scanOpts struct {
 }
 
 func scan(ctx context.Context, s jetstream.Stream, o scanOpts, fn func(jetstream.Msg) (stop bool, err error)) error {
-	delay := 100 * time.Millisecond
+	var b brokerBackoff
 	for {
 		next, err := scanOnce(ctx, s, o, fn)
 		var ce callerError
@@ -45,12 +44,9 @@ func scan(ctx context.Context, s jetstream.Stream, o scanOpts, fn func(jetstream
 		if next > 0 {
 			o.startSeq, o.startTime = next, time.Time{}
 		}
-		select {
-		case <-ctx.Done():
+		if !b.wait(ctx) {
 			return ctx.Err()
-		case <-time.After(delay):
 		}
-		delay = min(2*delay, 2*time.Second)
 	}
 }
 
@@ -62,14 +58,11 @@ type callerError struct{ err error }
 
 func (e callerError) Error() string { return e.err.Error() }
 
-// transient reports whether a read error may pass by itself.
+// transient reports whether a read error may pass by itself: a broker fault
+// (passing), or the scan's consumer lost (deleted, gone quiet, a gap).
 func transient(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.Is(err, errScanGap) || errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
-		errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
-		(errors.As(err, &apiErr) && apiErr.Code >= 500)
+	return passing(err) || errors.Is(err, errScanGap) || errors.Is(err, jetstream.ErrNoHeartbeat) ||
+		errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound)
 }
 
 // scanOnce is one consumer's worth of scan. It returns the sequence to go on

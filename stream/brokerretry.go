@@ -1,0 +1,56 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Every JetStream call that is retried here (a publish, a read of a task's
+// state, a scan) is retried on the same errors, passing, and paced by the
+// same backoff, brokerBackoff. A request that gets no answer at all is the
+// one other case: untilAnswered sends it again with a longer timeout each
+// time, because a cluster electing a leader answers nothing until it has one.
+
+// passing reports whether err is a fault of the broker that passes by
+// itself: no answer in time, no responders (a stream or its leader not there
+// yet), a connection being re-established, or a server error (5xx) other
+// than a refusal for the stream's limits, which waiting does not lift.
+func passing(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
+		(errors.As(err, &apiErr) && apiErr.Code >= 500 && !streamRefusedFull(err))
+}
+
+// brokerBackoff paces the retries of a JetStream call: 50 ms after the first
+// failure, twice as long after each next one, at most a second.
+type brokerBackoff struct{ next time.Duration }
+
+// wait sleeps the next pause or until ctx ends, and reports whether the
+// pause was slept.
+func (b *brokerBackoff) wait(ctx context.Context) bool {
+	d := b.pause()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// pause returns the next pause and grows the one after it.
+func (b *brokerBackoff) pause() time.Duration {
+	if b.next == 0 {
+		b.next = 50 * time.Millisecond
+	}
+	d := b.next
+	b.next = min(2*b.next, time.Second)
+	return d
+}
