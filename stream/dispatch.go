@@ -26,7 +26,7 @@ func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
 		if len(out) == n || ctx.Err() != nil {
 			break
 		}
-		if f.priority != "high" && w.highRechecking() {
+		if f.priority != priorityHigh && w.highRechecking() {
 			break // a high-priority task may be about to show: no normal task takes its thread
 		}
 		seen := f.news.Load()
@@ -118,7 +118,7 @@ func (w *Worker) recheck(f *feed, empty bool) {
 // again in a moment (recheck's first look).
 func (w *Worker) highRechecking() bool {
 	for _, f := range w.feeds {
-		if f.priority == "high" && f.rechecking.Load() > 0 {
+		if f.priority == priorityHigh && f.rechecking.Load() > 0 {
 			return true
 		}
 	}

@@ -319,7 +319,7 @@ func (c *Client) countHeld(ctx context.Context, st *Stats, held map[string]TaskS
 			return fmt.Errorf("stats: %w", err)
 		}
 		ti, ok := taskInfoOf(m.Subject, nil, m.Sequence, m.Time)
-		i, known := at[string(ti.Lane)+"."+ti.Priority]
+		i, known := at[string(ti.Lane)+"."+string(ti.Priority)]
 		if !ok || !known {
 			continue
 		}

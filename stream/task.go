@@ -23,13 +23,24 @@ type Task struct {
 	// Params are the method's parameters, named as the service names them.
 	// JSON numbers and booleans are accepted and kept as their text.
 	Params Params `json:"params"`
-	// Priority is "high" or "normal" (empty means normal). High tasks start
+	// Priority is PriorityHigh or PriorityNormal (empty means normal). High tasks start
 	// before every queued normal task.
-	Priority string `json:"priority,omitempty"`
+	Priority Priority `json:"priority,omitempty"`
 	// Deadline is when the answer stops being useful. Submit sets the
 	// producer's default (10 minutes) when it is zero.
 	Deadline time.Time `json:"deadline,omitzero"`
 }
+
+// Priority orders tasks: every queued high-priority task starts before any
+// normal one. It is part of the wire contract (the task's "priority" and a
+// token of its subject).
+type Priority string
+
+// The priorities.
+const (
+	PriorityHigh   Priority = priorityHigh
+	PriorityNormal Priority = priorityNormal
+)
 
 // Params are a task's method parameters by their API names. Their JSON form
 // is an object whose values may be strings, numbers or booleans.

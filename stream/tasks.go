@@ -45,7 +45,7 @@ type TaskInfo struct {
 	ID string `json:"id"`
 	// Lane and Priority are those of the queue it waits in.
 	Lane     Lane   `json:"lane"`
-	Priority string `json:"priority"`
+	Priority Priority `json:"priority"`
 	// Gen is the stream sequence of its task message.
 	Gen uint64 `json:"gen"`
 	// Method and Host are the task's method and its page's host.
@@ -148,7 +148,7 @@ func taskInfoOf(subject string, data []byte, seq uint64, at time.Time) (TaskInfo
 	if len(parts) != 5 {
 		return TaskInfo{}, false
 	}
-	ti := TaskInfo{ID: parts[4], Lane: Lane(parts[2]), Priority: parts[3], Gen: seq, Submitted: at, Since: at}
+	ti := TaskInfo{ID: parts[4], Lane: Lane(parts[2]), Priority: Priority(parts[3]), Gen: seq, Submitted: at, Since: at}
 	if t, err := ParseTask(data); err == nil {
 		ti.Method, ti.Host = t.Method, pageHost(t.Params)
 	}

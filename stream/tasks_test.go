@@ -32,7 +32,7 @@ func TestCancelQueuedTaskNeverReachesTheService(t *testing.T) {
 	for _, ti := range ts {
 		require.Equal(t, TaskQueued, ti.Status)
 		require.Equal(t, LaneFast, ti.Lane)
-		require.Equal(t, "normal", ti.Priority)
+		require.Equal(t, PriorityNormal, ti.Priority)
 		require.Equal(t, "shop.example", ti.Host)
 	}
 

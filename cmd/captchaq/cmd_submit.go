@@ -204,7 +204,7 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *timeout <= 0 {
 		return usageError("--timeout %s: want a positive duration", *timeout)
 	}
-	task, err := c.Prepare(stream.Task{ID: *id, Method: *method, Params: params, Priority: *priority, Deadline: time.Now().Add(*timeout)})
+	task, err := c.Prepare(stream.Task{ID: *id, Method: *method, Params: params, Priority: stream.Priority(*priority), Deadline: time.Now().Add(*timeout)})
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

@@ -120,7 +120,7 @@ func printTasks(w io.Writer, ts []stream.TaskInfo) {
 		case !t.RetryAt.IsZero():
 			note = "retry in " + age(t.RetryAt.Sub(now))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.ID, orDash(string(t.Lane)), orDash(t.Priority), t.Status,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.ID, orDash(string(t.Lane)), orDash(string(t.Priority)), t.Status,
 			orDash(t.Method), orDash(t.Host), t.Attempts, orDash(t.LastCode), age(now.Sub(t.Submitted)), orDash(t.Worker), note)
 	}
 	_ = tw.Flush()
