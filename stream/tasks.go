@@ -44,7 +44,7 @@ type TaskInfo struct {
 	// ID is the task's id.
 	ID string `json:"id"`
 	// Lane and Priority are those of the queue it waits in.
-	Lane     Lane   `json:"lane"`
+	Lane     Lane     `json:"lane"`
 	Priority Priority `json:"priority"`
 	// Gen is the stream sequence of its task message.
 	Gen uint64 `json:"gen"`
