@@ -47,23 +47,46 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 		return
 	}
 	j.thread = thread
+	if w.resume(ctx, j) {
+		return
+	}
+	base, crashed, ok := w.admit(ctx, j)
+	if !ok {
+		return
+	}
+	w.attempt(ctx, j, base, crashed, sl)
+}
+
+// resume finishes a generation that an earlier delivery took to its end
+// but did not finish (its worker stopped, or its ack was lost), and reports
+// whether it did.
+func (w *Worker) resume(ctx context.Context, j *job) bool {
 	last := j.st.last
 	switch {
 	case j.st.outcome:
 		w.done(ctx, j) // an earlier delivery stored the outcome and lost its ack
-		return
+		return true
 	case last.Kind == EventDead:
 		w.finishDead(ctx, j, retry.Reason(last.Reason), last.LastCode)
-		return
+		return true
 	case last.Kind == EventSolved && !w.cfg.Now().Before(last.ExpiresAt):
 		// Solved, and the worker stopped before storing the outcome; the
 		// token is dead now, but the generation still gets its outcome.
 		w.finishExpired(ctx, j)
-		return
+		return true
 	}
 	// A solve whose outcome was never stored, with its token still alive:
-	// the token went down with its worker, so solve again.
-	snoozes, firstFail, lastFail, lastCode := last.Snoozes, last.FirstFailure, last.LastFailure, last.LastCode
+	// the token went down with its worker, so it is solved again.
+	return false
+}
+
+// admit decides whether the delivery may make an attempt: not when the
+// message is not a valid task, was canceled, or has its budget or deadline
+// spent (each ends it dead). It returns the event every step of the attempt
+// starts from, and whether the last attempt died with its worker.
+func (w *Worker) admit(ctx context.Context, j *job) (base Event, crashed bool, ok bool) {
+	last := j.st.last
+	firstFail, lastFail, lastCode := last.FirstFailure, last.LastFailure, last.LastCode
 	attempts, crashed := spentAttempts(last)
 	if crashed {
 		now := w.cfg.Now()
@@ -73,9 +96,9 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 		lastFail, lastCode = now, "WORKER_LOST"
 		j.log.Warn("the last attempt died with its worker", slog.Int("attempts", attempts))
 	}
-	base := Event{Gen: j.gen, Method: j.task.Method, Worker: w.cfg.Name, Delivery: j.delivery, Host: pageHost(j.task.Params),
+	base = Event{Gen: j.gen, Method: j.task.Method, Worker: w.cfg.Name, Delivery: j.delivery, Host: pageHost(j.task.Params),
 		Submitted: j.submitted, Client: j.m.Headers().Get(HeaderClient),
-		FirstFailure: firstFail, LastFailure: lastFail, LastCode: lastCode, Attempts: attempts, Snoozes: snoozes}
+		FirstFailure: firstFail, LastFailure: lastFail, LastCode: lastCode, Attempts: attempts, Snoozes: last.Snoozes}
 
 	if j.invalid != nil {
 		code := "INVALID_TASK"
@@ -83,11 +106,11 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 			code = CodeInvalidEnvelope
 		}
 		w.deadLetter(ctx, j, base, retry.ReasonInvalidTask, code, j.invalid.Error())
-		return
+		return base, crashed, false
 	}
 	if detail, ok := w.canceled(ctx, j); ok {
 		w.deadLetter(ctx, j, base, retry.ReasonCanceled, "CANCELED", detail)
-		return
+		return base, crashed, false
 	}
 	act := w.cfg.Policy.Start(retry.StartInput{Attempts: attempts, LastCrashed: crashed, Deadline: j.deadline, Now: w.cfg.Now()})
 	if act.Kind == retry.DeadLetter {
@@ -96,12 +119,20 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 			code = "DEADLINE_PASSED"
 		}
 		w.deadLetter(ctx, j, base, act.Reason, code, "")
-		return
+		return base, crashed, false
 	}
+	return base, crashed, true
+}
 
-	// The attempt is recorded before the service hears of the captcha: a
-	// solve that could not be counted (a full stream, a broker outage) is
-	// never paid for, and every paid solve is in the audit trail.
+// attempt records an attempt, has the service solve the captcha, and
+// records what came of it: the solve, a retry or snooze, a dead letter, or
+// a hand-back.
+//
+// The attempt is recorded before the service hears of the captcha: a solve
+// that could not be counted (a full stream, a broker outage) is never paid
+// for, and every paid solve is in the audit trail.
+func (w *Worker) attempt(ctx context.Context, j *job, base Event, crashed bool, sl *slot) {
+	m, attempts, snoozes := j.m, base.Attempts, base.Snoozes
 	start := w.cfg.Now()
 	if !w.room.take(ctx, start) {
 		j.log.Warn("the stream is full (or its size could not be read): no attempt starts that could not be recorded; it comes back later")
@@ -144,7 +175,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 		return
 	}
 	if serr != nil && errors.Is(serr, context.DeadlineExceeded) && !end.Before(j.deadline) {
-		ev.FirstFailure, ev.LastFailure, ev.LastCode = firstSet(firstFail, end), end, "DEADLINE_PASSED"
+		ev.FirstFailure, ev.LastFailure, ev.LastCode = firstSet(base.FirstFailure, end), end, "DEADLINE_PASSED"
 		w.deadLetter(ctx, j, ev, retry.ReasonExpired, "DEADLINE_PASSED", "")
 		return
 	}
@@ -153,7 +184,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 	if class == retry.Capacity || class == retry.Fatal {
 		spent = attempts
 	}
-	act = w.cfg.Policy.End(retry.EndInput{Attempts: spent, Failed: serr != nil, Class: class,
+	act := w.cfg.Policy.End(retry.EndInput{Attempts: spent, Failed: serr != nil, Class: class,
 		Snoozes: snoozes + 1, Deadline: j.deadline, Now: end})
 	code := solver.CodeOf(serr)
 	if serr != nil && code == "" {
@@ -161,7 +192,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, thread *planThread
 	}
 	ev.At, ev.Attempts, ev.Code, ev.Class = end, spent, code, class.String()
 	if serr != nil {
-		ev.FirstFailure, ev.LastFailure, ev.LastCode = firstSet(firstFail, end), end, code
+		ev.FirstFailure, ev.LastFailure, ev.LastCode = firstSet(base.FirstFailure, end), end, code
 	}
 	switch act.Kind {
 	case retry.Done:
