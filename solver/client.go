@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/retry"
 )
 
@@ -423,14 +424,9 @@ func PageHost(pageURL string) string {
 	return u.Hostname()
 }
 
-// truncate cuts s to n bytes. A text that may hold the API key must be
-// redacted first (redact), never after.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
+// truncate cuts s to n bytes (text.Cut). A text that may hold the API key
+// must be redacted first (redact), never after: a cut key escapes redaction.
+func truncate(s string, n int) string { return text.Cut(s, n) }
 
 // latest returns the later of two times.
 func latest(a, b time.Time) time.Time {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/solver"
 )
 
@@ -266,12 +267,8 @@ func (o *Outcome) Text() string {
 	return string(o.Solution)
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
+// truncate cuts s to n bytes (text.Cut).
+func truncate(s string, n int) string { return text.Cut(s, n) }
 
 // validateShape checks what Validate does except the deadline, which a
 // worker judges itself (a passed deadline is expired, not invalid).

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
@@ -257,12 +258,8 @@ func (p *outcomePrinter) print(o stream.Outcome, err error) {
 	fmt.Fprintf(p.w, outcomeRow, truncate(o.ID, 24), status, o.Method, fmt.Sprint(o.Attempts), secs, why)
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
-}
+// truncate fits s in a table cell of n bytes, "…" included (text.Cut).
+func truncate(s string, n int) string { return text.Cut(s, n-1) }
 
 // summary counts outcomes for the end-of-run report.
 type summary struct {
