@@ -5,9 +5,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"testing"
+
 	"github.com/captchaq/captchaq/solver"
 	"github.com/nats-io/nats.go/jetstream"
-	"testing"
 
 	"github.com/stretchr/testify/require"
 )

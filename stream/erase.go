@@ -50,7 +50,7 @@ func tokenTTL(expires, now time.Time) time.Duration {
 
 // erase queues message seq of the stream for erasure; what names it in a
 // log line.
-func (w *Worker) erase(_ context.Context, seq uint64, what string) {
+func (w *Worker) erase(seq uint64, what string) {
 	w.eraser.add(seq, what)
 }
 
@@ -181,7 +181,7 @@ func (w *Worker) eraseAt(seq uint64, at time.Time) {
 		stopped := w.timersStopped
 		w.timersMu.Unlock()
 		if !stopped {
-			w.erase(context.Background(), seq, "an expired token")
+			w.erase(seq, "an expired token")
 		}
 	})
 	w.timers[t] = struct{}{}

@@ -40,7 +40,7 @@ func (w *Worker) finishSolved(ctx context.Context, j *job, ev Event, ans solver.
 		return
 	}
 	w.eraseAt(seq, ev.ExpiresAt)
-	w.done(ctx, j)
+	w.done(j)
 	j.log.Info("solved", slog.Int("attempts", ev.Attempts), slog.Float64("seconds", out.SolveSeconds))
 }
 
@@ -56,7 +56,7 @@ func (w *Worker) finishExpired(ctx context.Context, j *job) {
 		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}
-	w.done(ctx, j)
+	w.done(j)
 	j.log.Warn("solved, but the token expired before its outcome was stored", slog.Time("expired", last.ExpiresAt))
 }
 
@@ -70,12 +70,12 @@ func (w *Worker) finishExpired(ctx context.Context, j *job) {
 // The ack is not confirmed (a lost one brings the task back, and its state
 // says it is done) and the erase runs in the background: neither holds up
 // the thread.
-func (w *Worker) done(ctx context.Context, j *job) {
+func (w *Worker) done(j *job) {
 	if err := j.m.Ack(); err != nil {
 		j.log.Warn("ack", slog.Any("error", err))
 		return
 	}
-	w.erase(ctx, j.gen, "the finished task message")
+	w.erase(j.gen, "the finished task message")
 }
 
 func roundSeconds(d time.Duration) float64 {
@@ -151,7 +151,7 @@ func (w *Worker) finishDead(ctx context.Context, j *job, reason retry.Reason, co
 		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}
-	w.done(ctx, j)
+	w.done(j)
 	j.log.Warn("dead-lettered", slog.String("reason", string(reason)), slog.String("code", code), slog.Int("attempts", ev.Attempts))
 }
 

@@ -109,29 +109,11 @@ func (r *fuzzRig) publish(t testing.TB, m fuzzMsg) uint64 {
 // subject and checks it is the only one, and that a solved outcome is the
 // message's own task's.
 func (r *fuzzRig) check(t testing.TB, subject string, gen uint64, sitekey string) {
-	id := idFromSubject(subject)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var outs []Outcome
-	for ctx.Err() == nil {
-		outs = outs[:0]
-		err := walk(ctx, r.s, resultSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
-			if genOf(m.Header) == gen {
-				var o Outcome
-				if json.Unmarshal(m.Data, &o) == nil {
-					outs = append(outs, o)
-				}
-			}
-		})
-		require.NoError(t, err)
-		if len(outs) > 0 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond) // polling the stream: the outcome is an event we cannot subscribe to here
-	}
-	require.Len(t, outs, 1, "message %d on %s: want exactly one outcome", gen, subject)
-	if outs[0].Status == StatusSolved && sitekey != "" {
-		require.Equal(t, `"tok-`+sitekey+`"`, string(outs[0].Solution), "message %d on %s got another task's token", gen, subject)
+	out := waitOutcome(ctx, t, r.s, idFromSubject(subject), gen)
+	if out.Status == StatusSolved && sitekey != "" {
+		require.Equal(t, `"tok-`+sitekey+`"`, string(out.Solution), "message %d on %s got another task's token", gen, subject)
 	}
 }
 

@@ -64,7 +64,7 @@ func (w *Worker) resume(ctx context.Context, j *job) bool {
 	last := j.st.last
 	switch {
 	case j.st.outcome:
-		w.done(ctx, j) // an earlier delivery stored the outcome and lost its ack
+		w.done(j) // an earlier delivery stored the outcome and lost its ack
 		return true
 	case last.Kind == EventDead:
 		w.finishDead(ctx, j, retry.Reason(last.Reason), last.LastCode)

@@ -97,8 +97,19 @@ func publishRaw(ctx context.Context, t *testing.T, js jetstream.JetStream, subje
 	return ack
 }
 
+// raw is a plain JetStream client of the bundle's server and its CAPTCHA
+// stream, for what a test publishes or reads as a raw client would.
+func (b *bundle) raw(t *testing.T) (jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	js, err := jetstream.New(b.nc)
+	require.NoError(t, err)
+	s, err := js.Stream(testContext(t), b.top.withDefaults().Stream)
+	require.NoError(t, err)
+	return js, s
+}
+
 // outcomesOf returns every outcome stored for generation gen of id.
-func outcomesOf(ctx context.Context, t *testing.T, s jetstream.Stream, id string, gen uint64) []Outcome {
+func outcomesOf(ctx context.Context, t testing.TB, s jetstream.Stream, id string, gen uint64) []Outcome {
 	t.Helper()
 	var out []Outcome
 	require.NoError(t, walk(ctx, s, resultSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
@@ -113,7 +124,7 @@ func outcomesOf(ctx context.Context, t *testing.T, s jetstream.Stream, id string
 
 // waitOutcome waits, up to 20 s, for generation gen of id to have an
 // outcome stored, and returns it.
-func waitOutcome(ctx context.Context, t *testing.T, s jetstream.Stream, id string, gen uint64) Outcome {
+func waitOutcome(ctx context.Context, t testing.TB, s jetstream.Stream, id string, gen uint64) Outcome {
 	t.Helper()
 	var got []Outcome
 	require.Eventually(t, func() bool {
@@ -200,10 +211,7 @@ func TestTwoGenerationsOfOneIDEachGetAnOutcome(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{DuplicateWindow: time.Second})
 	ctx := testContext(t)
-	js, err := jetstream.New(b.nc)
-	require.NoError(t, err)
-	s, err := js.Stream(ctx, DefaultStream)
-	require.NoError(t, err)
+	js, s := b.raw(t)
 	first := publishRaw(ctx, t, js, "captcha.tasks.fast.normal.twice", turnstileBody, map[string]string{"Nats-Msg-Id": "twice"})
 	// The duplicate window has to pass for the id to be taken again.
 	var second *jetstream.PubAck
@@ -367,10 +375,7 @@ func TestReservedHeadersNeverReachTheDeadLetter(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
-	js, err := jetstream.New(b.nc)
-	require.NoError(t, err)
-	s, err := js.Stream(ctx, DefaultStream)
-	require.NoError(t, err)
+	js, s := b.raw(t)
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
 	ack := publishRaw(ctx, t, js, "captcha.tasks.fast.normal.pin-1", `{"method":"turnstile","prority":"high","params":{}}`, map[string]string{
@@ -524,10 +529,7 @@ func TestInvalidIDIsNeverSolved(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
-	js, err := jetstream.New(b.nc)
-	require.NoError(t, err)
-	s, err := js.Stream(ctx, DefaultStream)
-	require.NoError(t, err)
+	js, s := b.raw(t)
 	var solves atomic.Int32
 	b.startWorker(t, WorkerConfig{Solver: countingSolver(&solves)})
 	for _, id := range []string{strings.Repeat("a", 65), "order#1", "café"} {

@@ -213,7 +213,7 @@ func (w *Worker) record(ctx context.Context, j *job, ev Event) bool {
 	switch {
 	case errors.Is(err, errStateMoved) && j.st.outcome:
 		// An earlier delivery finished the generation and its ack was lost.
-		w.done(ctx, j)
+		w.done(j)
 		return false
 	case errors.Is(err, errStateMoved):
 		j.log.Warn("another worker took the task over; dropping this delivery", slog.String("event", string(ev.Kind)))

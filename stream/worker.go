@@ -121,8 +121,6 @@ type Worker struct {
 	fatal chan error
 	turn  int // rotates the lane looked at first, so lanes share fairly
 	plan  *planGate
-	// background counts work a task's handling left running after it.
-	background sync.WaitGroup
 	// eraser erases finished task messages and expired tokens.
 	eraser *eraser
 	// wake tells an idle dispatch loop to look for tasks now.
@@ -380,7 +378,6 @@ pull:
 		}
 	}
 	w.stopErasures()
-	w.background.Wait()
 	// Finished task messages still to erase get a moment; what is left
 	// then keeps its bytes on disk until the server compacts its block.
 	if idle, n := w.eraser.drained(); n > 0 {
