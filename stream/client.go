@@ -44,6 +44,8 @@ type Client struct {
 	cancelKeys sync.Map
 	// cancelHashes holds the hash taskMsg puts on a task Solve is submitting.
 	cancelHashes sync.Map
+	// room is the last reading of the room a bounded stream has (checkRoom).
+	room clientRoom
 	// limit is the stream's MaxBytes as read at limitRead (streamLimit).
 	limitMu   sync.Mutex
 	limit     int64

@@ -80,23 +80,43 @@ func (c *Client) checkRoom(ctx context.Context, n int, size int64) error {
 	if c.streamLimit(ctx) <= 0 {
 		return nil // unbounded: nothing to keep room in
 	}
-	info, err := untilAnswered(ctx, lookupTimeout, func(ctx context.Context) (*jetstream.StreamInfo, error) { return c.s.Info(ctx) })
-	if err != nil {
-		return fmt.Errorf("read the stream's size: %w", err)
+	c.room.mu.Lock()
+	defer c.room.mu.Unlock()
+	r := &c.room
+	if now := time.Now(); now.Sub(r.read) >= roomRefresh {
+		info, err := untilAnswered(ctx, lookupTimeout, func(ctx context.Context) (*jetstream.StreamInfo, error) { return c.s.Info(ctx) })
+		if err != nil {
+			return fmt.Errorf("read the stream's size: %w", err)
+		}
+		queued, err := c.queuedTasks(ctx)
+		if err != nil {
+			return err
+		}
+		r.limit, r.bytes, r.queued, r.read = info.Config.MaxBytes, int64(info.State.Bytes), queued, now
 	}
-	limit := info.Config.MaxBytes
-	if limit <= 0 {
+	if r.limit <= 0 {
 		return nil
 	}
-	queued, err := c.queuedTasks(ctx)
-	if err != nil {
-		return err
+	reserved := int64(r.queued+n) * reservePerTask
+	if r.bytes+size+reserved > r.limit {
+		return &StreamFullError{Stream: c.top.Stream, MaxBytes: r.limit, Bytes: uint64(r.bytes), Queued: r.queued, Reserved: reserved}
 	}
-	reserved := int64(queued+n) * reservePerTask
-	if int64(info.State.Bytes)+size+reserved > limit {
-		return &StreamFullError{Stream: c.top.Stream, MaxBytes: limit, Bytes: info.State.Bytes, Queued: queued, Reserved: reserved}
-	}
+	// Until the next reading, count what this Client submits itself.
+	r.bytes, r.queued = r.bytes+size, r.queued+n
 	return nil
+}
+
+// clientRoom is a Client's last reading of the room in a bounded stream,
+// with what it submitted since: a submission costs the five requests of a
+// reading at most once per roomRefresh. What other producers submitted in
+// that time is seen at the next reading; the server's own limit still
+// refuses what does not fit.
+type clientRoom struct {
+	mu     sync.Mutex
+	limit  int64
+	bytes  int64
+	queued int
+	read   time.Time
 }
 
 // limitRefresh is how long a Client trusts what it last read of the
