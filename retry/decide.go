@@ -2,12 +2,12 @@ package retry
 
 import "time"
 
-// Kind is what a worker does with a task.
-type Kind int
+// Step is what a worker does next with a task.
+type Step int
 
 const (
 	// Proceed means start the attempt (returned only by Start).
-	Proceed Kind = iota + 1
+	Proceed Step = iota + 1
 	// Done means the task is solved: record the outcome and ack.
 	Done
 	// Retry means hand the task back to be delivered again after
@@ -23,20 +23,20 @@ const (
 	Stop
 )
 
-var kindNames = [...]string{"", "proceed", "done", "retry", "snooze", "dead-letter", "stop"}
+var stepNames = [...]string{"", "proceed", "done", "retry", "snooze", "dead-letter", "stop"}
 
 // String returns the lower-case name used in logs and the audit trail.
-func (k Kind) String() string {
-	if k <= 0 || int(k) >= len(kindNames) {
+func (k Step) String() string {
+	if k <= 0 || int(k) >= len(stepNames) {
 		return "invalid"
 	}
-	return kindNames[k]
+	return stepNames[k]
 }
 
 // Action is a decision: what to do, after how long, and why.
 type Action struct {
-	// Kind is what to do with the task; never zero in a returned Action.
-	Kind Kind
+	// Step is what to do with the task; never zero in a returned Action.
+	Step Step
 	// Delay is how long to wait before the task is delivered again; set
 	// (positive) for Retry and Snooze, zero otherwise.
 	Delay time.Duration
@@ -66,13 +66,13 @@ func (p Policy) Start(in StartInput) Action {
 	p = p.WithDefaults()
 	switch {
 	case !in.Deadline.IsZero() && !in.Now.Before(in.Deadline):
-		return Action{Kind: DeadLetter, Reason: ReasonExpired}
+		return Action{Step: DeadLetter, Reason: ReasonExpired}
 	case in.Attempts >= p.MaxAttempts && in.LastCrashed:
-		return Action{Kind: DeadLetter, Reason: ReasonCrashed}
+		return Action{Step: DeadLetter, Reason: ReasonCrashed}
 	case in.Attempts >= p.MaxAttempts:
-		return Action{Kind: DeadLetter, Reason: ReasonAttemptsExhausted}
+		return Action{Step: DeadLetter, Reason: ReasonAttemptsExhausted}
 	}
-	return Action{Kind: Proceed}
+	return Action{Step: Proceed}
 }
 
 // minSnooze is the shortest snooze worth handing a task back for.
@@ -111,31 +111,31 @@ type EndInput struct {
 func (p Policy) End(in EndInput) Action {
 	p = p.WithDefaults()
 	if !in.Failed {
-		return Action{Kind: Done}
+		return Action{Step: Done}
 	}
 	var a Action
 	switch in.Class {
 	case Fatal:
-		return Action{Kind: Stop}
+		return Action{Step: Stop}
 	case Permanent:
-		return Action{Kind: DeadLetter, Reason: ReasonPermanent}
+		return Action{Step: DeadLetter, Reason: ReasonPermanent}
 	case Capacity:
-		a = Action{Kind: Snooze, Delay: p.SnoozeDelay(max(in.Snoozes, 1))}
+		a = Action{Step: Snooze, Delay: p.SnoozeDelay(max(in.Snoozes, 1))}
 		if left := in.Deadline.Sub(in.Now); !in.Deadline.IsZero() && a.Delay >= left {
 			a.Delay = left / 2
 			if a.Delay < minSnooze {
-				return Action{Kind: DeadLetter, Reason: ReasonExpired}
+				return Action{Step: DeadLetter, Reason: ReasonExpired}
 			}
 			return a
 		}
 	default:
 		if in.Attempts >= p.MaxAttempts {
-			return Action{Kind: DeadLetter, Reason: ReasonAttemptsExhausted}
+			return Action{Step: DeadLetter, Reason: ReasonAttemptsExhausted}
 		}
-		a = Action{Kind: Retry, Delay: p.Delay(in.Attempts)}
+		a = Action{Step: Retry, Delay: p.Delay(in.Attempts)}
 	}
 	if !in.Deadline.IsZero() && !in.Now.Add(a.Delay).Before(in.Deadline) {
-		return Action{Kind: DeadLetter, Reason: ReasonExpired}
+		return Action{Step: DeadLetter, Reason: ReasonExpired}
 	}
 	return a
 }

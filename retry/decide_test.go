@@ -22,13 +22,13 @@ func TestStart(t *testing.T) {
 		in   StartInput
 		want Action
 	}{
-		{"fresh task", StartInput{Now: t0}, Action{Kind: Proceed}},
-		{"budget left", StartInput{Attempts: 2, Now: t0, Deadline: t0.Add(time.Minute)}, Action{Kind: Proceed}},
-		{"budget left after a crash", StartInput{Attempts: 2, LastCrashed: true, Now: t0}, Action{Kind: Proceed}},
-		{"deadline passed", StartInput{Now: t0, Deadline: t0}, Action{Kind: DeadLetter, Reason: ReasonExpired}},
-		{"deadline beats budget", StartInput{Attempts: 3, Now: t0.Add(time.Second), Deadline: t0}, Action{Kind: DeadLetter, Reason: ReasonExpired}},
-		{"budget spent by crashes", StartInput{Attempts: 3, LastCrashed: true, Now: t0}, Action{Kind: DeadLetter, Reason: ReasonCrashed}},
-		{"budget spent by failures", StartInput{Attempts: 3, Now: t0}, Action{Kind: DeadLetter, Reason: ReasonAttemptsExhausted}},
+		{"fresh task", StartInput{Now: t0}, Action{Step: Proceed}},
+		{"budget left", StartInput{Attempts: 2, Now: t0, Deadline: t0.Add(time.Minute)}, Action{Step: Proceed}},
+		{"budget left after a crash", StartInput{Attempts: 2, LastCrashed: true, Now: t0}, Action{Step: Proceed}},
+		{"deadline passed", StartInput{Now: t0, Deadline: t0}, Action{Step: DeadLetter, Reason: ReasonExpired}},
+		{"deadline beats budget", StartInput{Attempts: 3, Now: t0.Add(time.Second), Deadline: t0}, Action{Step: DeadLetter, Reason: ReasonExpired}},
+		{"budget spent by crashes", StartInput{Attempts: 3, LastCrashed: true, Now: t0}, Action{Step: DeadLetter, Reason: ReasonCrashed}},
+		{"budget spent by failures", StartInput{Attempts: 3, Now: t0}, Action{Step: DeadLetter, Reason: ReasonAttemptsExhausted}},
 	}
 	for _, tc := range cases {
 		require.Equal(t, tc.want, p.Start(tc.in), tc.name)
@@ -44,21 +44,21 @@ func TestEnd(t *testing.T) {
 		in   EndInput
 		want Action
 	}{
-		{"solved", EndInput{Attempts: 1, Now: t0}, Action{Kind: Done}},
-		{"fatal", EndInput{Failed: true, Class: Fatal, Now: t0}, Action{Kind: Stop}},
-		{"permanent on first attempt", EndInput{Attempts: 1, Failed: true, Class: Permanent, Now: t0}, Action{Kind: DeadLetter, Reason: ReasonPermanent}},
-		{"transient 1", EndInput{Attempts: 1, Failed: true, Class: Transient, Now: t0, Deadline: far}, Action{Kind: Retry, Delay: time.Second}},
-		{"transient 2", EndInput{Attempts: 2, Failed: true, Class: Transient, Now: t0, Deadline: far}, Action{Kind: Retry, Delay: 2 * time.Second}},
-		{"resubmit", EndInput{Attempts: 1, Failed: true, Class: Resubmit, Now: t0}, Action{Kind: Retry, Delay: time.Second}},
-		{"unclassified is transient", EndInput{Attempts: 1, Failed: true, Class: Unknown, Now: t0}, Action{Kind: Retry, Delay: time.Second}},
-		{"budget spent", EndInput{Attempts: 3, Failed: true, Class: Transient, Now: t0}, Action{Kind: DeadLetter, Reason: ReasonAttemptsExhausted}},
-		{"retry would miss the deadline", EndInput{Attempts: 1, Failed: true, Class: Transient, Now: t0, Deadline: t0.Add(time.Second)}, Action{Kind: DeadLetter, Reason: ReasonExpired}},
-		{"capacity first", EndInput{Attempts: 0, Failed: true, Class: Capacity, Snoozes: 1, Now: t0}, Action{Kind: Snooze, Delay: 5 * time.Second}},
-		{"capacity grows", EndInput{Attempts: 0, Failed: true, Class: Capacity, Snoozes: 3, Now: t0}, Action{Kind: Snooze, Delay: 20 * time.Second}},
-		{"capacity caps", EndInput{Attempts: 0, Failed: true, Class: Capacity, Snoozes: 50, Now: t0}, Action{Kind: Snooze, Delay: 40 * time.Second}},
-		{"capacity never exhausts the budget", EndInput{Attempts: 3, Failed: true, Class: Capacity, Snoozes: 1000, Now: t0, Deadline: far}, Action{Kind: Snooze, Delay: 40 * time.Second}},
-		{"capacity near the deadline halves the wait", EndInput{Failed: true, Class: Capacity, Snoozes: 1, Now: t0, Deadline: t0.Add(4 * time.Second)}, Action{Kind: Snooze, Delay: 2 * time.Second}},
-		{"capacity at the deadline expires", EndInput{Failed: true, Class: Capacity, Snoozes: 1, Now: t0, Deadline: t0.Add(600 * time.Millisecond)}, Action{Kind: DeadLetter, Reason: ReasonExpired}},
+		{"solved", EndInput{Attempts: 1, Now: t0}, Action{Step: Done}},
+		{"fatal", EndInput{Failed: true, Class: Fatal, Now: t0}, Action{Step: Stop}},
+		{"permanent on first attempt", EndInput{Attempts: 1, Failed: true, Class: Permanent, Now: t0}, Action{Step: DeadLetter, Reason: ReasonPermanent}},
+		{"transient 1", EndInput{Attempts: 1, Failed: true, Class: Transient, Now: t0, Deadline: far}, Action{Step: Retry, Delay: time.Second}},
+		{"transient 2", EndInput{Attempts: 2, Failed: true, Class: Transient, Now: t0, Deadline: far}, Action{Step: Retry, Delay: 2 * time.Second}},
+		{"resubmit", EndInput{Attempts: 1, Failed: true, Class: Resubmit, Now: t0}, Action{Step: Retry, Delay: time.Second}},
+		{"unclassified is transient", EndInput{Attempts: 1, Failed: true, Class: Unknown, Now: t0}, Action{Step: Retry, Delay: time.Second}},
+		{"budget spent", EndInput{Attempts: 3, Failed: true, Class: Transient, Now: t0}, Action{Step: DeadLetter, Reason: ReasonAttemptsExhausted}},
+		{"retry would miss the deadline", EndInput{Attempts: 1, Failed: true, Class: Transient, Now: t0, Deadline: t0.Add(time.Second)}, Action{Step: DeadLetter, Reason: ReasonExpired}},
+		{"capacity first", EndInput{Attempts: 0, Failed: true, Class: Capacity, Snoozes: 1, Now: t0}, Action{Step: Snooze, Delay: 5 * time.Second}},
+		{"capacity grows", EndInput{Attempts: 0, Failed: true, Class: Capacity, Snoozes: 3, Now: t0}, Action{Step: Snooze, Delay: 20 * time.Second}},
+		{"capacity caps", EndInput{Attempts: 0, Failed: true, Class: Capacity, Snoozes: 50, Now: t0}, Action{Step: Snooze, Delay: 40 * time.Second}},
+		{"capacity never exhausts the budget", EndInput{Attempts: 3, Failed: true, Class: Capacity, Snoozes: 1000, Now: t0, Deadline: far}, Action{Step: Snooze, Delay: 40 * time.Second}},
+		{"capacity near the deadline halves the wait", EndInput{Failed: true, Class: Capacity, Snoozes: 1, Now: t0, Deadline: t0.Add(4 * time.Second)}, Action{Step: Snooze, Delay: 2 * time.Second}},
+		{"capacity at the deadline expires", EndInput{Failed: true, Class: Capacity, Snoozes: 1, Now: t0, Deadline: t0.Add(600 * time.Millisecond)}, Action{Step: DeadLetter, Reason: ReasonExpired}},
 	}
 	for _, tc := range cases {
 		require.Equal(t, tc.want, p.End(tc.in), tc.name)

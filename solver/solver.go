@@ -67,8 +67,6 @@ type Error struct {
 	Err error
 }
 
-// Error returns "<op>: <code> (<class>)", followed by the underlying error
-// when there is one. It never contains the API key.
 // newError is the error of an operation (in.php, res.php, validate) that
 // ended with code, classified by the one table (Classify); err is what
 // failed underneath, if anything.
@@ -88,6 +86,8 @@ func (e *Error) saying(text string) *Error {
 	return e
 }
 
+// Error returns "<op>: <code> (<class>)", then the service's description
+// and the underlying error when there are any. It never contains the API key.
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("%s: %s (%s)", e.Op, e.Code, e.Class)
 	if e.Text != "" {

@@ -24,7 +24,8 @@ type ClientConfig struct {
 	// Name identifies this producer in the audit trail (header
 	// Captchaq-Client). Default: the NATS connection's name.
 	Name string
-	// Now is the clock. Default time.Now.
+	// Now is the clock of what the client stamps and decides on (see the
+	// package documentation, "Clocks"). Default time.Now.
 	Now func() time.Time
 }
 

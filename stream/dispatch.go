@@ -274,3 +274,40 @@ func laneOfSubject(subject string) Lane {
 	lane, _, _ := strings.Cut(rest, ".")
 	return Lane(lane)
 }
+
+// finishingPerThread × Threads tasks at most record their outcomes after
+// their threads went on to the next task. Recording is two or three
+// exchanges with the broker, no work of the service's; with no room left a
+// task keeps its thread until it is recorded, so a slow broker slows the
+// intake instead of piling up finished solves.
+const finishingPerThread = 4
+
+// slot is a worker thread held by one task.
+type slot struct {
+	free      chan<- struct{}
+	finishing chan struct{}
+	once      sync.Once
+	finisher  bool // holds room in finishing
+}
+
+// solved frees the thread once the service is done with the task, when there
+// is room for one more task recording its outcome.
+func (s *slot) solved() {
+	if s == nil {
+		return
+	}
+	select {
+	case s.finishing <- struct{}{}:
+		s.finisher = true
+		s.once.Do(func() { s.free <- struct{}{} })
+	default:
+	}
+}
+
+// end frees the thread, if solved did not, and the room.
+func (s *slot) end() {
+	s.once.Do(func() { s.free <- struct{}{} })
+	if s.finisher {
+		<-s.finishing
+	}
+}

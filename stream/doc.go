@@ -18,12 +18,19 @@
 //
 // Where things are: worker.go runs the pool (Run: free threads, plan
 // threads, shutdown); dispatch.go picks up tasks (which consumer to ask,
-// when); handle.go executes one delivery (its envelope, its state, the
-// attempt, the solve, the verdict); record.go reads and writes a task's
-// records by compare-and-set; finish.go writes the end of a generation
+// when); execute.go executes one delivery (type delivery: resume, admit,
+// attempt, solve), reading it with envelope.go and deciding each step with
+// the pure functions of decide.go; record.go reads and writes a task's
+// records by compare-and-set; outcome.go writes the end of a generation
 // (outcome, dead letter, ack); erase.go and room.go keep the store clean and
 // bounded; client.go submits and wait.go waits; topology.go, plan.go and
 // subjects.go are the stream's shape.
+//
+// Clocks: WorkerConfig.Now and ClientConfig.Now are the clock of everything
+// recorded or decided on (event times, deadlines, token expiry, TTLs). The
+// pacing of a process's own exchanges with the broker (lease renewals,
+// cached readings, backoff, the eraser's lag) measures real elapsed time
+// and uses the monotonic clock, so a test's frozen clock cannot stall them.
 //
 // Integrity: every record a worker writes for a task expects the last
 // sequence over captcha.*.<id> (the task's records, which producers cannot

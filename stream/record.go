@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
@@ -146,37 +145,37 @@ const storeTries = 5
 // only other generations wrote, it tries again on the new sequence; when
 // the record is there already, it is done; when this generation moved on,
 // another delivery holds the task (errStateMoved).
-func (w *Worker) store(ctx context.Context, j *job, r record) error {
+func (d *delivery) store(ctx context.Context, r record) error {
 	for range storeTries {
-		opts := append([]jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(j.st.seq, idSubjects(j.id))}, r.opts...)
-		ack, err := publishRetrying(ctx, w.js, r.msg, opts...)
+		opts := append([]jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(d.st.seq, idSubjects(d.id))}, r.opts...)
+		ack, err := publishRetrying(ctx, d.w.js, r.msg, opts...)
 		if err == nil && ack.Duplicate {
 			// No worker write carries a message id, so the stream cannot
 			// have taken this for one it already has.
 			return fmt.Errorf("store %s: taken for a duplicate of message %d", r.msg.Subject, ack.Sequence)
 		}
 		if err == nil {
-			j.st.seq = ack.Sequence
-			r.apply(&j.st, ack.Sequence)
+			d.st.seq = ack.Sequence
+			r.apply(&d.st, ack.Sequence)
 			return nil
 		}
 		if !wrongLastSequence(err) {
 			return err
 		}
-		before := j.st
 		var st genState
-		if err := w.patiently(ctx, j, func() (err error) { st, err = loadGen(ctx, w.s, j.id, j.gen); return err }); err != nil {
+		if err := d.patiently(ctx, func() (err error) { st, err = loadGen(ctx, d.w.s, d.id, d.gen); return err }); err != nil {
 			return err
 		}
-		j.st, j.assumed = st, false
-		switch {
-		case r.in(st):
+		before := d.st
+		d.st, d.assumed = st, false
+		switch onConflict(before, st, r.in(st)) {
+		case conflictStored:
 			return nil
-		case !st.sameGen(before):
+		case conflictMoved:
 			return errStateMoved
 		}
 	}
-	return fmt.Errorf("store %s: other writes for task %s kept getting in the way", r.msg.Subject, j.id)
+	return fmt.Errorf("store %s: other writes for task %s kept getting in the way", r.msg.Subject, d.id)
 }
 
 func wrongLastSequence(err error) bool {
@@ -186,12 +185,12 @@ func wrongLastSequence(err error) bool {
 }
 
 // eventRecord is ev as the next event of j's task.
-func eventRecord(j *job, ev Event) (record, error) {
+func eventRecord(d *delivery, ev Event) (record, error) {
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return record{}, fmt.Errorf("encode event: %w", err)
 	}
-	msg := nats.NewMsg(eventSubject(j.id))
+	msg := nats.NewMsg(eventSubject(d.id))
 	msg.Data = b
 	return record{msg: msg,
 		apply: func(st *genState, seq uint64) { st.last, st.lastSeq = ev, seq },
@@ -205,69 +204,25 @@ func eventRecord(j *job, ev Event) (record, error) {
 // record appends ev to the task's event log. It returns false when another
 // delivery of the task recorded a step meanwhile (leave the task to it) or
 // the broker failed (the delivery comes back after the ack wait).
-func (w *Worker) record(ctx context.Context, j *job, ev Event) bool {
-	r, err := eventRecord(j, ev)
+func (d *delivery) record(ctx context.Context, ev Event) bool {
+	r, err := eventRecord(d, ev)
 	if err == nil {
-		err = w.store(ctx, j, r)
+		err = d.store(ctx, r)
 	}
 	switch {
-	case errors.Is(err, errStateMoved) && j.st.outcome:
+	case errors.Is(err, errStateMoved) && d.st.outcome:
 		// An earlier delivery finished the generation and its ack was lost.
-		w.done(j)
+		d.done()
 		return false
 	case errors.Is(err, errStateMoved):
-		j.log.Warn("another worker took the task over; dropping this delivery", slog.String("event", string(ev.Kind)))
+		d.log.Warn("another worker took the task over; dropping this delivery", slog.String("event", string(ev.Kind)))
 		return false
 	case err != nil:
-		j.log.Warn("cannot record task event; it comes back later", slog.String("event", string(ev.Kind)), slog.Any("error", err))
+		d.log.Warn("cannot record task event; it comes back later", slog.String("event", string(ev.Kind)), slog.Any("error", err))
 		return false
 	}
-	w.observe(j, ev)
+	d.observe(ev)
 	return true
-}
-
-// errForged marks an envelope check that failed on what the stream holds,
-// as opposed to a read that failed.
-var errForged = errors.New("not a submission of its id")
-
-// verifyReplay checks a task message that carries a replay's message id
-// (Client.Replay): anyone who may submit tasks could put one on a task of
-// their own, so it must name a dead letter of the same id with the same
-// task (method and parameters), or a replay record of the admin's must name
-// it. An error wrapping errForged says it does not; any other error is a
-// failed read.
-func verifyReplay(ctx context.Context, s jetstream.Stream, id string, gen uint64, h nats.Header, t Task) error {
-	deadSeq, err := strconv.ParseUint(h.Get(HeaderReplayedBy), 10, 64)
-	if err != nil {
-		return fmt.Errorf("%w: header %s %q is not a sequence", errForged, HeaderReplayedBy, truncate(h.Get(HeaderReplayedBy), 30))
-	}
-	d, err := s.GetMsg(ctx, deadSeq)
-	switch {
-	case err == nil && d.Subject == deadSubject(id):
-		dt, perr := ParseTask(d.Data)
-		if perr == nil && dt.Method == t.Method && maps.Equal(dt.Params, t.Params) {
-			return nil
-		}
-		return fmt.Errorf("%w: the task differs from dead letter %d it claims to replay", errForged, deadSeq)
-	case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
-		return err
-	}
-	// The letter is gone (purged after the replay): the admin's replay
-	// record still names this task message.
-	found := false
-	err = walk(ctx, s, replaySubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
-		var r Replay
-		if json.Unmarshal(m.Data, &r) == nil && r.DeadSeq == deadSeq && r.TaskSeq == gen {
-			found = true
-		}
-	})
-	if err != nil {
-		return err
-	}
-	if !found {
-		return fmt.Errorf("%w: message %d is not a dead letter of %s, and no replay record names this task", errForged, deadSeq, id)
-	}
-	return nil
 }
 
 // eventState is the last event of a task, whichever generation it belongs

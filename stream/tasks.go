@@ -328,10 +328,10 @@ func newCancelKey() (secret, hash string) {
 // dead letter's detail if so. A failed read is taken as "not canceled": a
 // cancel is a request, and losing one to a broker hiccup costs a solve, not
 // a task.
-func (w *Worker) canceled(ctx context.Context, j *job) (string, bool) {
-	rec, err := cancelOf(ctx, w.s, j.id, j.gen, j.m.Headers())
+func (d *delivery) canceled(ctx context.Context) (string, bool) {
+	rec, err := cancelOf(ctx, d.w.s, d.id, d.gen, d.m.Headers())
 	if err != nil {
-		j.log.Warn("cannot read the task's cancel record; solving it", slog.Any("error", err))
+		d.log.Warn("cannot read the task's cancel record; solving it", slog.Any("error", err))
 		return "", false
 	}
 	if rec == nil {

@@ -46,11 +46,11 @@ func injectTrace(ctx context.Context, msg *nats.Msg) {
 // traceAttempt starts the span of one solving attempt, as a child of the
 // producer's span whose context the task message carries; end closes it
 // with the attempt's error.
-func traceAttempt(ctx context.Context, j *job) (context.Context, func(error)) {
-	parent := traceContext.Extract(ctx, headerCarrier(j.m.Headers()))
+func traceAttempt(ctx context.Context, d *delivery) (context.Context, func(error)) {
+	parent := traceContext.Extract(ctx, headerCarrier(d.m.Headers()))
 	ctx, span := tracer().Start(parent, "captchaq attempt", trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attribute.String("captchaq.task_id", j.id), attribute.String("captchaq.method", j.task.Method),
-			attribute.Int64("captchaq.delivery", int64(j.delivery)), attribute.String("server.address", pageHost(j.task.Params))))
+		trace.WithAttributes(attribute.String("captchaq.task_id", d.id), attribute.String("captchaq.method", d.task.Method),
+			attribute.Int64("captchaq.delivery", int64(d.number)), attribute.String("server.address", pageHost(d.task.Params))))
 	return ctx, func(err error) {
 		if err != nil {
 			span.SetStatus(codes.Error, solver.CodeOf(err))

@@ -51,7 +51,8 @@ type WorkerConfig struct {
 	// IdleCheck is how often an idle worker looks for retries that came due;
 	// new tasks wake it at once. Default 1s.
 	IdleCheck time.Duration
-	// Now is the clock. Default time.Now.
+	// Now is the clock of what the worker records and decides on (see the
+	// package documentation, "Clocks"). Default time.Now.
 	Now func() time.Time
 	// Observer receives every step of every task, for metrics. Default: none.
 	Observer Observer
@@ -336,7 +337,7 @@ pull:
 					defer threads[i].release()
 					defer w.laneFreed(laneOfSubject(m.Subject()))
 					defer w.survive(m)
-					w.handle(hard, m, threads[i], sl)
+					w.execute(hard, m, threads[i], sl)
 				}()
 			}
 			for _, t := range threads[len(msgs):] {
@@ -395,43 +396,6 @@ pull:
 	// back at once rather than after the ack wait.
 	_ = w.nc.FlushTimeout(5 * time.Second)
 	return fatalErr
-}
-
-// finishingPerThread × Threads tasks at most record their outcomes after
-// their threads went on to the next task. Recording is two or three
-// exchanges with the broker, no work of the service's; with no room left a
-// task keeps its thread until it is recorded, so a slow broker slows the
-// intake instead of piling up finished solves.
-const finishingPerThread = 4
-
-// slot is a worker thread held by one task.
-type slot struct {
-	free      chan<- struct{}
-	finishing chan struct{}
-	once      sync.Once
-	finisher  bool // holds room in finishing
-}
-
-// solved frees the thread once the service is done with the task, when there
-// is room for one more task recording its outcome.
-func (s *slot) solved() {
-	if s == nil {
-		return
-	}
-	select {
-	case s.finishing <- struct{}{}:
-		s.finisher = true
-		s.once.Do(func() { s.free <- struct{}{} })
-	default:
-	}
-}
-
-// end frees the thread, if solved did not, and the room.
-func (s *slot) end() {
-	s.once.Do(func() { s.free <- struct{}{} })
-	if s.finisher {
-		<-s.finishing
-	}
 }
 
 // survive keeps a bug met on one message from taking the whole worker down:

@@ -1,6 +1,6 @@
-// Finishing a task: the records that end a generation (the solve and its
-// outcome, or the verdict, the dead letter and the outcome), then the ack
-// and the erasure of the task message.
+// Where a task's outcome is written: the records that end a generation (the
+// solve and its outcome, or the verdict, the dead letter and the outcome),
+// then the ack and the erasure of the task message.
 
 package stream
 
@@ -22,42 +22,42 @@ import (
 
 // finishSolved records the solve, stores the outcome with the token, then
 // acks. The token is erased from the stream when it expires.
-func (w *Worker) finishSolved(ctx context.Context, j *job, ev Event, ans solver.Answer, start, end time.Time) {
-	life := w.cfg.TokenLifetimes[j.task.Method]
+func (d *delivery) finishSolved(ctx context.Context, ev Event, ans solver.Answer, start, end time.Time) {
+	life := d.w.cfg.TokenLifetimes[d.task.Method]
 	if life <= 0 {
 		life = 2 * time.Minute
 	}
 	ev.Kind, ev.CaptchaID, ev.ExpiresAt = EventSolved, ans.CaptchaID, end.Add(life)
-	if !w.record(ctx, j, ev) {
+	if !d.record(ctx, ev) {
 		return
 	}
-	out := Outcome{ID: j.id, Status: StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
+	out := Outcome{ID: d.id, Status: StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
 		Attempts: ev.Attempts, SolveSeconds: roundSeconds(end.Sub(start)), ExpiresAt: ev.ExpiresAt,
-		Method: j.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: end}
-	seq, err := w.storeOutcome(ctx, j, out, jetstream.WithMsgTTL(tokenTTL(ev.ExpiresAt, w.cfg.Now())))
+		Method: d.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: end}
+	seq, err := d.storeOutcome(ctx, out, jetstream.WithMsgTTL(tokenTTL(ev.ExpiresAt, d.w.cfg.Now())))
 	if err != nil {
-		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
+		d.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}
-	w.eraseAt(seq, ev.ExpiresAt)
-	w.done(j)
-	j.log.Info("solved", slog.Int("attempts", ev.Attempts), slog.Float64("seconds", out.SolveSeconds))
+	d.w.eraseAt(seq, ev.ExpiresAt)
+	d.done()
+	d.log.Info("solved", slog.Int("attempts", ev.Attempts), slog.Float64("seconds", out.SolveSeconds))
 }
 
 // finishExpired stores the outcome of a solve whose worker stopped before
 // storing it, once the token is dead: solved, no solution, expired. So a
 // waiter following the wire contract learns the end of the generation
 // instead of waiting for an outcome that never comes.
-func (w *Worker) finishExpired(ctx context.Context, j *job) {
-	last := j.st.last
-	out := Outcome{ID: j.id, Status: StatusSolved, Attempts: last.Attempts, SolveSeconds: last.Seconds,
+func (d *delivery) finishExpired(ctx context.Context) {
+	last := d.st.last
+	out := Outcome{ID: d.id, Status: StatusSolved, Attempts: last.Attempts, SolveSeconds: last.Seconds,
 		ExpiresAt: last.ExpiresAt, Method: last.Method, CaptchaID: last.CaptchaID, SolvedAt: last.At}
-	if _, err := w.storeOutcome(ctx, j, out); err != nil {
-		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
+	if _, err := d.storeOutcome(ctx, out); err != nil {
+		d.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}
-	w.done(j)
-	j.log.Warn("solved, but the token expired before its outcome was stored", slog.Time("expired", last.ExpiresAt))
+	d.done()
+	d.log.Warn("solved, but the token expired before its outcome was stored", slog.Time("expired", last.ExpiresAt))
 }
 
 // done acks a task whose outcome is stored, then erases the task message:
@@ -70,12 +70,12 @@ func (w *Worker) finishExpired(ctx context.Context, j *job) {
 // The ack is not confirmed (a lost one brings the task back, and its state
 // says it is done) and the erase runs in the background: neither holds up
 // the thread.
-func (w *Worker) done(j *job) {
-	if err := j.m.Ack(); err != nil {
-		j.log.Warn("ack", slog.Any("error", err))
+func (d *delivery) done() {
+	if err := d.m.Ack(); err != nil {
+		d.log.Warn("ack", slog.Any("error", err))
 		return
 	}
-	w.erase(j.gen, "the finished task message")
+	d.w.erase(d.gen, "the finished task message")
 }
 
 func roundSeconds(d time.Duration) float64 {
@@ -84,75 +84,76 @@ func roundSeconds(d time.Duration) float64 {
 
 // storeOutcome stores out as the outcome of j's generation, unless it is
 // stored already, and returns its sequence (0 when it was there).
-func (w *Worker) storeOutcome(ctx context.Context, j *job, out Outcome, opts ...jetstream.PublishOpt) (uint64, error) {
-	if j.st.outcome {
+func (d *delivery) storeOutcome(ctx context.Context, out Outcome, opts ...jetstream.PublishOpt) (uint64, error) {
+	if d.st.outcome {
 		return 0, nil
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
 		return 0, err
 	}
-	msg := nats.NewMsg(resultSubject(j.id))
+	msg := nats.NewMsg(resultSubject(d.id))
 	msg.Data = b
-	msg.Header.Set(HeaderTaskID, j.id)
-	msg.Header.Set(HeaderGen, strconv.FormatUint(j.gen, 10))
+	msg.Header.Set(HeaderTaskID, d.id)
+	msg.Header.Set(HeaderGen, strconv.FormatUint(d.gen, 10))
 	var seq uint64
-	err = w.store(ctx, j, record{msg: msg, opts: opts,
+	err = d.store(ctx, record{msg: msg, opts: opts,
 		apply: func(st *genState, s uint64) { st.outcome, seq = true, s },
 		in:    func(st genState) bool { return st.outcome },
 	})
 	return seq, err
 }
 
-// deadLetter records the verdict, then moves the task to the dead letter.
-func (w *Worker) deadLetter(ctx context.Context, j *job, ev Event, reason retry.Reason, code, detail string) {
-	now := w.cfg.Now()
-	ev.Kind, ev.Reason, ev.At, ev.LastCode = EventDead, string(reason), now, cmp.Or(code, ev.LastCode)
+// deadLetter records the verdict v on ev, then moves the task to the dead
+// letter.
+func (d *delivery) deadLetter(ctx context.Context, ev Event, v verdict) {
+	now := d.w.cfg.Now()
+	ev.Kind, ev.Reason, ev.At, ev.LastCode = EventDead, string(v.reason), now, cmp.Or(v.code, ev.LastCode)
 	ev.FirstFailure, ev.LastFailure = firstSet(ev.FirstFailure, now), firstSet(ev.LastFailure, now)
-	ev.Code, ev.Detail = ev.LastCode, safeDetail(detail)
-	if !w.record(ctx, j, ev) {
+	ev.Code, ev.Detail = ev.LastCode, safeDetail(v.detail)
+	if !d.record(ctx, ev) {
 		return
 	}
-	w.finishDead(ctx, j, reason, ev.LastCode)
+	d.finishDead(ctx, v.reason, ev.LastCode)
 }
 
 // finishDead stores the dead letter and the outcome, each unless the
 // generation's state shows it stored, then acks. It runs again, harmlessly,
 // if a worker died half-way.
-func (w *Worker) finishDead(ctx context.Context, j *job, reason retry.Reason, code string) {
-	ev := j.st.last
-	if !j.st.deadLetter {
-		dl := nats.NewMsg(deadSubject(j.id))
-		dl.Data = j.m.Data()
-		copyProducerHeaders(dl.Header, j.m.Headers())
-		dl.Header.Set(HeaderTaskID, j.id)
-		dl.Header.Set(HeaderGen, strconv.FormatUint(j.gen, 10))
+func (d *delivery) finishDead(ctx context.Context, reason retry.Reason, code string) {
+	ev := d.st.last
+	if !d.st.deadLetter {
+		dl := nats.NewMsg(deadSubject(d.id))
+		dl.Data = d.m.Data()
+		copyProducerHeaders(dl.Header, d.m.Headers())
+		dl.Header.Set(HeaderTaskID, d.id)
+		dl.Header.Set(HeaderGen, strconv.FormatUint(d.gen, 10))
 		dl.Header.Set(HeaderAttempts, strconv.Itoa(ev.Attempts))
 		dl.Header.Set(HeaderError, code)
 		if ev.Detail != "" {
 			dl.Header.Set(HeaderDetail, ev.Detail)
 		}
 		dl.Header.Set(HeaderReason, string(reason))
-		dl.Header.Set(HeaderSubject, j.m.Subject())
+		dl.Header.Set(HeaderSubject, d.m.Subject())
 		dl.Header.Set(HeaderFirstFail, ev.FirstFailure.UTC().Format(time.RFC3339Nano))
 		dl.Header.Set(HeaderLastFail, ev.LastFailure.UTC().Format(time.RFC3339Nano))
-		err := w.store(ctx, j, record{msg: dl,
+		err := d.store(ctx, record{msg: dl,
 			apply: func(st *genState, _ uint64) { st.deadLetter = true },
 			in:    func(st genState) bool { return st.deadLetter },
 		})
 		if err != nil {
-			j.log.Warn("cannot store the dead letter; the task comes back after the ack wait", slog.Any("error", err))
+			d.log.Warn("cannot store the dead letter; the task comes back after the ack wait", slog.Any("error", err))
 			return
 		}
 	}
-	out := Outcome{ID: j.id, Status: StatusDead, Error: code, Reason: string(reason), Attempts: ev.Attempts,
-		Method: j.task.Method, Detail: ev.Detail}
-	if _, err := w.storeOutcome(ctx, j, out); err != nil {
-		j.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
+	out := Outcome{ID: d.id, Status: StatusDead, Error: code, Reason: string(reason), Attempts: ev.Attempts,
+		Method: d.task.Method, Detail: ev.Detail}
+	if _, err := d.storeOutcome(ctx, out); err != nil {
+		d.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}
-	w.done(j)
-	j.log.Warn("dead-lettered", slog.String("reason", string(reason)), slog.String("code", code), slog.Int("attempts", ev.Attempts))
+	d.done()
+	d.log.Warn("dead-lettered", slog.String("reason", string(reason)), slog.String("code", code), slog.Int("attempts", ev.Attempts))
 }
 
 // copyProducerHeaders copies a task message's headers onto its dead letter,

@@ -1,0 +1,163 @@
+// Reading a delivery: what the task message is, and whether its envelope
+// (subject, message id, id header, body id) holds together.
+
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// open reads what the delivery is: the task, its id and generation, whether
+// the message is a valid task at all, and the generation's state.
+func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*delivery, error) {
+	d := &delivery{w: w, m: m}
+	md, err := m.Metadata()
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	d.gen, d.number, d.submitted = md.Sequence.Stream, md.NumDelivered, md.Timestamp
+	// The id is the subject's last token, whatever the message says: the
+	// stream stores task messages only on captcha.tasks.<lane>.<priority>.*,
+	// so that token always names a subject of its own for the outcome.
+	d.id = idFromSubject(m.Subject())
+	d.task, d.invalid = ParseTask(m.Data())
+	if err := checkEnvelope(d.id, m.Headers(), d.task); err != nil {
+		d.invalid, d.forged = err, true
+	} else if m.Headers().Get(headerMsgID) != d.id {
+		var err error
+		if perr := d.patiently(ctx, func() error { err = verifyReplay(ctx, w.s, d.id, d.gen, m.Headers(), d.task); return ignoreForged(err) }); perr != nil {
+			return nil, perr
+		}
+		if err != nil {
+			d.invalid, d.forged = err, true
+		}
+	}
+	if d.invalid == nil {
+		d.invalid = d.task.validateShape()
+	}
+	d.deadline = d.task.Deadline
+	if d.deadline.IsZero() {
+		d.deadline = md.Timestamp.Add(w.cfg.DefaultDeadline)
+	}
+	d.log = w.log.With(slog.String("task_id", d.id), slog.String("method", d.task.Method),
+		slog.String("host", pageHost(d.task.Params)), slog.Uint64("delivery", d.number))
+	d.st = genState{gen: d.gen}
+	if d.number == 1 {
+		// Nobody has handled this message before: assume nothing is
+		// recorded for the id and let the first write's compare-and-set
+		// say otherwise, saving a read per task.
+		d.assumed = true
+		return d, nil
+	}
+	err = d.patiently(ctx, func() (err error) { d.st, err = loadGen(ctx, w.s, d.id, d.gen); return err })
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// checkEnvelope checks what the stream says about a task message against
+// what it says of itself: its id (from the subject) must be valid, and its
+// Nats-Msg-Id, Captchaq-Task-Id header and body id must all be that id. A
+// message that fails is never solved: it ends dead as an invalid task, on
+// its own id. So no one can run a task under an id with another message id
+// (bypassing the duplicate window) or be mistaken for another task.
+func checkEnvelope(id string, h nats.Header, t Task) error {
+	if err := checkEnvelopeHeaders(id, h); err != nil {
+		return err
+	}
+	if t.ID != "" && t.ID != id {
+		return fmt.Errorf("id %q in the body differs from %q in the subject", truncate(t.ID, 70), id)
+	}
+	return nil
+}
+
+// checkEnvelopeHeaders is checkEnvelope without the body.
+func checkEnvelopeHeaders(id string, h nats.Header) error {
+	if err := ValidateID(id); err != nil {
+		return fmt.Errorf("subject: %w", err)
+	}
+	if hid := h.Get(HeaderTaskID); hid != "" && hid != id {
+		return fmt.Errorf("header %s %q differs from the id %q in the subject", HeaderTaskID, truncate(hid, 70), id)
+	}
+	switch msgID := h.Get(headerMsgID); {
+	case msgID == id:
+	case msgID == replayMsgID(id, h.Get(HeaderReplayedBy)) && h.Get(HeaderReplayedBy) != "":
+		// A replay of a dead letter (Client.Replay).
+	case msgID == "":
+		return fmt.Errorf("header %s missing: it must be the task id %q", headerMsgID, id)
+	default:
+		return fmt.Errorf("header %s %q is not the task id %q", headerMsgID, truncate(msgID, 70), id)
+	}
+	return nil
+}
+
+// CodeInvalidEnvelope is the error code of a task message whose envelope
+// does not hold together (checkEnvelope): it ends dead with reason
+// invalid-task, and Wait(id) does not take it for a submission of its id.
+const CodeInvalidEnvelope = "INVALID_ENVELOPE"
+
+// ignoreForged is err unless it says a message is forged (a verdict, not a
+// failed read).
+func ignoreForged(err error) error {
+	if errors.Is(err, errForged) {
+		return nil
+	}
+	return err
+}
+
+// replayMsgID is the message id of a replay of dead letter deadSeq of task id.
+func replayMsgID(id, deadSeq string) string { return id + ".replay." + deadSeq }
+
+// errForged marks an envelope check that failed on what the stream holds,
+// as opposed to a read that failed.
+var errForged = errors.New("not a submission of its id")
+
+// verifyReplay checks a task message that carries a replay's message id
+// (Client.Replay): anyone who may submit tasks could put one on a task of
+// their own, so it must name a dead letter of the same id with the same
+// task (method and parameters), or a replay record of the admin's must name
+// it. An error wrapping errForged says it does not; any other error is a
+// failed read.
+func verifyReplay(ctx context.Context, s jetstream.Stream, id string, gen uint64, h nats.Header, t Task) error {
+	deadSeq, err := strconv.ParseUint(h.Get(HeaderReplayedBy), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: header %s %q is not a sequence", errForged, HeaderReplayedBy, truncate(h.Get(HeaderReplayedBy), 30))
+	}
+	d, err := s.GetMsg(ctx, deadSeq)
+	switch {
+	case err == nil && d.Subject == deadSubject(id):
+		dt, perr := ParseTask(d.Data)
+		if perr == nil && dt.Method == t.Method && maps.Equal(dt.Params, t.Params) {
+			return nil
+		}
+		return fmt.Errorf("%w: the task differs from dead letter %d it claims to replay", errForged, deadSeq)
+	case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
+		return err
+	}
+	// The letter is gone (purged after the replay): the admin's replay
+	// record still names this task message.
+	found := false
+	err = walk(ctx, s, replaySubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+		var r Replay
+		if json.Unmarshal(m.Data, &r) == nil && r.DeadSeq == deadSeq && r.TaskSeq == gen {
+			found = true
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("%w: message %d is not a dead letter of %s, and no replay record names this task", errForged, deadSeq, id)
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+// Executing one delivery of a task message: the executor type, delivery,
+// owns the delivery's state and every write made for it. Dispatch
+// (dispatch.go, worker.go) hands it a message and a plan thread; what to
+// record and what comes next is decided by the pure functions of
+// decide.go; the records are written by record.go and outcome.go.
+
+package stream
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+)
+
+// delivery is one delivery of a task message being executed.
+type delivery struct {
+	w      *Worker
+	m      jetstream.Msg
+	id     string
+	gen    uint64
+	number uint64 // the delivery's number (1: the first)
+	// submitted is when the task message was stored.
+	submitted time.Time
+	task      Task
+	invalid   error
+	// forged is set when the message's envelope (subject id, message id,
+	// id header) does not hold together: it is not a submission of its id.
+	forged   bool
+	deadline time.Time
+	st       genState
+	log      *slog.Logger
+	// thread is the plan thread held for this task (nil without a quota).
+	thread *planThread
+	// assumed is true while st is an assumption (first delivery), not a read.
+	assumed bool
+}
+
+// execute takes one delivered task message to its next step. It never
+// panics on a bad message, never starts a solve whose attempt is not
+// recorded, and never acks before the outcome is stored.
+func (w *Worker) execute(ctx context.Context, m jetstream.Msg, thread *planThread, sl *slot) {
+	d, err := w.open(ctx, m)
+	if err != nil {
+		// Leave it to lapse: open already retried for a while.
+		w.log.Warn("cannot read task state; it comes back after the ack wait", slog.Any("error", err))
+		return
+	}
+	d.thread = thread
+	if d.resume(ctx) {
+		return
+	}
+	base, crashed, ok := d.admit(ctx)
+	if !ok {
+		return
+	}
+	d.attempt(ctx, base, crashed, sl)
+}
+
+// resume finishes a generation that an earlier delivery took to its end
+// but did not finish, and reports whether it did.
+func (d *delivery) resume(ctx context.Context) bool {
+	switch resumeFrom(d.st, d.w.cfg.Now()) {
+	case resumeAck:
+		d.done()
+	case resumeDead:
+		d.finishDead(ctx, retry.Reason(d.st.last.Reason), d.st.last.LastCode)
+	case resumeExpired:
+		d.finishExpired(ctx)
+	default:
+		return false
+	}
+	return true
+}
+
+// admit decides whether the delivery may make an attempt: not when the
+// message is not a valid task, was canceled, or has its budget or deadline
+// spent (each ends it dead). It returns the event every step of the attempt
+// starts from, and whether the last attempt died with its worker.
+func (d *delivery) admit(ctx context.Context) (base Event, crashed bool, ok bool) {
+	carried, crashed := carryOver(d.st.last, d.w.cfg.Now())
+	if crashed {
+		d.log.Warn("the last attempt died with its worker", slog.Int("attempts", carried.Attempts))
+	}
+	base = carried
+	base.Gen, base.Method, base.Worker, base.Delivery, base.Host = d.gen, d.task.Method, d.w.cfg.Name, d.number, pageHost(d.task.Params)
+	base.Submitted, base.Client = d.submitted, d.m.Headers().Get(HeaderClient)
+
+	if d.invalid != nil {
+		d.deadLetter(ctx, base, invalidVerdict(d.invalid, d.forged))
+		return base, crashed, false
+	}
+	if detail, ok := d.canceled(ctx); ok {
+		d.deadLetter(ctx, base, canceledVerdict(detail))
+		return base, crashed, false
+	}
+	if v, ok := startVerdict(d.w.cfg.Policy, carried, crashed, d.deadline, d.w.cfg.Now()); !ok {
+		d.deadLetter(ctx, base, v)
+		return base, crashed, false
+	}
+	return base, crashed, true
+}
+
+// attempt records an attempt, has the service solve the captcha, and
+// records what came of it (afterAttempt): the solve, a retry or snooze, a
+// dead letter, or a hand-back.
+//
+// The attempt is recorded before the service hears of the captcha: a solve
+// that could not be counted (a full stream, a broker outage) is never paid
+// for, and every paid solve is in the audit trail.
+func (d *delivery) attempt(ctx context.Context, base Event, crashed bool, sl *slot) {
+	start := d.w.cfg.Now()
+	if !d.w.room.take(ctx, start) {
+		d.log.Warn("the stream is full (or its size could not be read): no attempt starts that could not be recorded; it comes back later")
+		_ = d.m.NakWithDelay(d.w.heartbeat())
+		return
+	}
+	defer d.w.room.give()
+	ev := base
+	ev.Kind, ev.Attempts, ev.At, ev.Crashed = EventAttempt, base.Attempts+1, start, crashed
+	if !d.record(ctx, ev) {
+		_ = d.m.NakWithDelay(d.w.heartbeat())
+		return
+	}
+	tctx, endTrace := traceAttempt(ctx, d)
+	ans, serr := d.solve(tctx)
+	endTrace(serr)
+	if solver.ClassOf(serr) != retry.Fatal {
+		sl.solved() // the next task may start while this one is recorded
+	}
+	end := d.w.cfg.Now()
+	ev.Seconds = end.Sub(start).Seconds()
+	res := attemptResult{ev: ev, err: serr, shutdown: ctx.Err() != nil, end: end, deadline: d.deadline}
+	if f := d.w.stopCause(); f != nil {
+		res.stopCode = f.Code
+	}
+	// What follows records what the service already did: it must not fail
+	// because the worker is stopping.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.w.top.AckWait)
+	defer cancel()
+
+	nx := afterAttempt(d.w.cfg.Policy, res)
+	switch nx.kind {
+	case nextSolved:
+		d.finishSolved(ctx, nx.ev, ans, start, end)
+	case nextRetry:
+		if d.record(ctx, nx.ev) {
+			_ = d.m.NakWithDelay(nx.delay)
+			d.w.lookAgainAfter(nx.delay, laneOfSubject(d.m.Subject()))
+		}
+		d.log.Info("attempt failed", slog.String("code", nx.ev.Code), slog.String("class", nx.ev.Class),
+			slog.String("next", string(nx.ev.Kind)), slog.Duration("delay", nx.delay), slog.Int("attempts", nx.ev.Attempts))
+	case nextDead:
+		d.deadLetter(ctx, nx.ev, nx.verdict)
+	case nextHandback:
+		if d.record(ctx, nx.ev) {
+			_ = d.m.Nak()
+		}
+		d.log.Info("handed back", slog.String("code", nx.ev.Code))
+	case nextStop:
+		f := &FatalError{Code: nx.ev.Code}
+		d.w.stopWith(f)
+		if d.record(ctx, nx.ev) {
+			_ = d.m.Nak() // at once: a worker the service accepts may take it
+		}
+		d.log.Error("the solving service refuses this worker; stopping", slog.String("code", f.Code))
+		select {
+		case d.w.fatal <- f:
+		default:
+		}
+	}
+}
+
+// patiently runs a read of the task's state, retrying it for up to a third of
+// the ack wait while keeping the task's lease, so that a broker hiccup (a
+// leader change) is not mistaken for a lost delivery.
+func (d *delivery) patiently(ctx context.Context, read func() error) error {
+	deadline := time.Now().Add(d.w.heartbeat())
+	var b brokerBackoff
+	for {
+		err := read()
+		// Any error: a read that fails for good fails again within the
+		// third of an ack wait this allows.
+		if err == nil || ctx.Err() != nil || time.Now().Add(b.next).After(deadline) {
+			return err
+		}
+		_ = d.m.InProgress()
+		if !b.wait(ctx) {
+			return err
+		}
+	}
+}
+
+// heartbeat is how often a held task's lease is renewed: a third of the
+// shortest ack wait of the consumers involved.
+func (w *Worker) heartbeat() time.Duration {
+	aw := w.top.AckWait
+	if w.ackWait > 0 {
+		aw = w.ackWait
+	}
+	return aw / 3
+}
+
+func (d *delivery) observe(ev Event) {
+	d.w.cfg.Observer.Observe(Observation{Kind: ev.Kind, Method: d.task.Method, Lane: LaneOf(d.task.Method, d.task.Params),
+		Code: ev.Code, Reason: ev.Reason, Duration: time.Duration(ev.Seconds * float64(time.Second)),
+		Delay: time.Duration(ev.DelayMS) * time.Millisecond})
+}
+
+// solve runs the solver under the task's deadline, keeping the lease alive
+// with InProgress while it works.
+func (d *delivery) solve(ctx context.Context) (solver.Answer, error) {
+	sctx, cancel := context.WithDeadline(ctx, d.deadline)
+	defer cancel()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		every := d.w.heartbeat()
+		if pw := d.thread.ackWait(); pw > 0 && pw/3 < every {
+			every = pw / 3
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = d.m.InProgress()
+				d.thread.keepAlive()
+			}
+		}
+	}()
+	ans, err := d.w.cfg.Solver.Solve(sctx, solver.Request{Method: d.task.Method, Params: d.task.Params})
+	if solver.ClassOf(err) != retry.Fatal {
+		// The service's thread is free again: give it back at once. Not
+		// after a Fatal error: the worker is stopping, and a plan thread
+		// given back now could carry one more task to a service that
+		// refuses the key (the worker returns it when the task ends).
+		d.thread.release()
+	}
+	return ans, err
+}
+
+// pageHost returns the host of a task's page URL (solver.PageHost).
+func pageHost(p Params) string { return solver.PageHost(p["pageurl"]) }
