@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -31,6 +32,12 @@ type load struct {
 	Producers int
 	Rate      float64
 	Timeout   time.Duration
+	// BrokerPID is the broker's process when it is not this one (a
+	// redis-server), so that its CPU time counts; 0 for in-process servers.
+	BrokerPID int
+	// Profile, when not empty, is the file a CPU profile of this process
+	// over the run goes to.
+	Profile string
 }
 
 // outcome is what one run measured.
@@ -39,9 +46,18 @@ type outcome struct {
 	Elapsed  time.Duration // first submit to last completion
 	P50, P99 time.Duration // submit → start of solving
 	Mean     time.Duration
+	CPU      cpuUse // from just before the first submit until the processes settled
 }
 
 func (o outcome) rate() float64 { return float64(o.Tasks) / o.Elapsed.Seconds() }
+
+// cpuPerTask is the CPU time the run cost per task.
+func (o outcome) cpuPerTask() time.Duration {
+	if o.Tasks == 0 {
+		return 0
+	}
+	return o.CPU.Total / time.Duration(o.Tasks)
+}
 
 func summarize(clk *clock) (outcome, error) {
 	lat := clk.latencies()
@@ -116,6 +132,31 @@ func produce(ctx context.Context, l load, clk *clock, submit func(i int) error) 
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// measure submits the load with submit, waits until every task completed
+// (or the load's timeout passed) and returns what the run measured, with the
+// CPU time from just before the first submit until the processes settled
+// after the last completion.
+func measure(ctx context.Context, l load, clk *clock, submit func(i int) error) (outcome, error) {
+	m, err := startMeter(l.BrokerPID, l.Profile)
+	if err != nil {
+		return outcome{}, err
+	}
+	err = produce(ctx, l, clk, submit)
+	if err == nil {
+		await(ctx, l, clk)
+	}
+	cpu, cerr := m.settle()
+	if err != nil {
+		return outcome{}, err
+	}
+	if cerr != nil {
+		return outcome{}, cerr
+	}
+	o, err := summarize(clk)
+	o.CPU = cpu
+	return o, err
 }
 
 // await waits until every task completed or the load's timeout passed.
@@ -196,14 +237,10 @@ func runCaptchaq(ctx context.Context, l load, lazy, tcp bool) (outcome, error) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
 	defer func() { cancel(); <-done }()
-	if err := produce(ctx, l, clk, func(i int) error {
+	return measure(ctx, l, clk, func(i int) error {
 		_, err := client.Submit(ctx, benchTask(i))
 		return err
-	}); err != nil {
-		return outcome{}, err
-	}
-	await(ctx, l, clk)
-	return summarize(clk)
+	})
 }
 
 // runFloor runs the load through bare JetStream: one stream, one durable pull
@@ -258,19 +295,15 @@ func runFloor(ctx context.Context, l load) (outcome, error) {
 	for i := range payloads {
 		payloads[i], _ = json.Marshal(benchTask(i))
 	}
-	if err := produce(ctx, l, clk, func(i int) error {
+	return measure(ctx, l, clk, func(i int) error {
 		id := "b" + strconv.Itoa(i)
 		_, err := pjs.Publish(ctx, "floor.tasks."+id, payloads[i], jetstream.WithMsgID(id))
 		return err
-	}); err != nil {
-		return outcome{}, err
-	}
-	await(ctx, l, clk)
-	return summarize(clk)
+	})
 }
 
-// runRedisList runs the load through the design users build by hand on
-// Redis: RPUSH the task JSON; per thread BLPOP, handler, HSET the result,
+// runRedisList runs the load through the design users build by hand on the
+// redis-server at addr: RPUSH the task JSON; per thread BLPOP, handler, HSET the result,
 // PUBLISH a notification.
 func runRedisList(ctx context.Context, l load, addr string) (outcome, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: l.Threads + l.Producers + 8})
@@ -309,16 +342,12 @@ func runRedisList(ctx context.Context, l load, addr string) (outcome, error) {
 	for i := range payloads {
 		payloads[i], _ = json.Marshal(benchTask(i))
 	}
-	if err := produce(ctx, l, clk, func(i int) error {
+	return measure(ctx, l, clk, func(i int) error {
 		return rdb.RPush(ctx, queue, payloads[i]).Err()
-	}); err != nil {
-		return outcome{}, err
-	}
-	await(ctx, l, clk)
-	return summarize(clk)
+	})
 }
 
-// runAsynq runs the load through hibiken/asynq on the same redis-server:
+// runAsynq runs the load through hibiken/asynq on the redis-server at addr:
 // Client.Enqueue and a Server with Concurrency = threads, defaults otherwise.
 func runAsynq(ctx context.Context, l load, addr string) (outcome, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
@@ -350,12 +379,61 @@ func runAsynq(ctx context.Context, l load, addr string) (outcome, error) {
 	for i := range payloads {
 		payloads[i], _ = json.Marshal(benchTask(i))
 	}
-	if err := produce(ctx, l, clk, func(i int) error {
+	return measure(ctx, l, clk, func(i int) error {
 		_, err := client.EnqueueContext(ctx, asynq.NewTask("captcha:solve", payloads[i]))
 		return err
-	}); err != nil {
-		return outcome{}, err
+	})
+}
+
+// probeRedis checks that the redis-server at addr persists as its rows say:
+// with durable, an append-only file fsynced on every write (appendonly yes,
+// appendfsync always); without, no append-only file and no snapshots
+// (appendonly no, save ""). It returns the server's process id when that
+// process runs on this host, so that its CPU time can be read, else 0.
+func probeRedis(ctx context.Context, addr string, durable bool) (int, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	conf := map[string]string{}
+	for _, key := range []string{"appendonly", "appendfsync", "save"} {
+		v, err := rdb.ConfigGet(ctx, key).Result()
+		if err != nil {
+			return 0, fmt.Errorf("redis at %s: CONFIG GET %s: %w", addr, key, err)
+		}
+		conf[key] = v[key]
 	}
-	await(ctx, l, clk)
-	return summarize(clk)
+	switch {
+	case durable && (conf["appendonly"] != "yes" || conf["appendfsync"] != "always"):
+		return 0, fmt.Errorf("redis at %s: appendonly %q, appendfsync %q; the durable rows need appendonly yes and appendfsync always", addr, conf["appendonly"], conf["appendfsync"])
+	case !durable && (conf["appendonly"] != "no" || conf["save"] != ""):
+		return 0, fmt.Errorf("redis at %s: appendonly %q, save %q; the no-persistence rows need appendonly no and save \"\"", addr, conf["appendonly"], conf["save"])
+	}
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, fmt.Errorf("redis at %s: INFO server: %w", addr, err)
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, fmt.Errorf("redis address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return 0, nil
+	}
+	for line := range strings.Lines(info) {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:")
+		if !ok {
+			continue
+		}
+		pid, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, nil
+		}
+		// A server in another PID namespace (a container) has an id that
+		// names some other process here, or none.
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil || !strings.HasPrefix(string(comm), "redis-server") {
+			return 0, nil
+		}
+		return pid, nil
+	}
+	return 0, nil
 }

@@ -3,7 +3,8 @@
 // on the same machine in the same run, and prints the results as markdown.
 // bench/run.sh runs it and writes BENCHMARKS.md.
 //
-//	captchaq-bench [-quick] [-redis 127.0.0.1:6379] [-only broker,solver,scale,rss,atomic]
+//	captchaq-bench [-quick] [-redis 127.0.0.1:6379] [-redis-durable 127.0.0.1:6380]
+//	               [-only broker,solver,scale,rss,atomic] [-profile-dir DIR]
 //
 // Every scenario is bounded in tasks and time and talks only to 127.0.0.1 or
 // in-process servers. The subcommands serve and worker are the subprocesses
@@ -19,7 +20,6 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,14 +53,22 @@ func main() {
 		}
 	}
 	quick := flag.Bool("quick", false, "a short smoke run (fewer tasks, shorter windows)")
-	redisAddr := flag.String("redis", "", "host:port of a redis-server for the Redis-list and asynq rows (skipped when empty)")
+	redisAddr := flag.String("redis", "", "host:port of a redis-server without persistence (appendonly no, save \"\") for the Redis-list and asynq rows (skipped when empty)")
+	redisDurable := flag.String("redis-durable", "", "host:port of a redis-server with appendonly yes, appendfsync always for the durable Redis-list and asynq rows (skipped when empty)")
 	only := flag.String("only", "broker,solver,scale,rss,atomic", "scenarios to run, comma-separated")
 	systems := flag.String("systems", "", "broker-bound: run only the systems whose name contains this")
 	threadList := flag.String("threads", "1,8,64", "broker-bound: worker threads, comma-separated")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	profileDir := flag.String("profile-dir", "", "broker-bound: write a CPU profile of each captchaq and floor burst (this process, the embedded nats-server included) into this directory")
 	serverProfiles := flag.String("server-profiles", "", "scale: write the nats-server's CPU profile of each dispatch measurement into this directory")
 	noAnchor := flag.Bool("scale-no-anchor", false, "scale: delete the stream's anchor (captcha.anchor) before the backlog, to show dispatch without it")
 	flag.Parse()
+	if *cpuProfile != "" && *profileDir != "" {
+		exit(fmt.Errorf("-cpuprofile and -profile-dir both start the process's CPU profile: give one"))
+	}
+	if *profileDir != "" {
+		exit(os.MkdirAll(*profileDir, 0o755))
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		exit(err)
@@ -76,7 +84,8 @@ func main() {
 		threads = append(threads, n)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	b := &bench{ctx: ctx, quick: *quick, redis: *redisAddr, log: log, filter: *systems, threads: threads, serverProfiles: *serverProfiles, noAnchor: *noAnchor}
+	b := &bench{ctx: ctx, quick: *quick, redis: *redisAddr, redisDurable: *redisDurable, log: log, filter: *systems, threads: threads,
+		profileDir: *profileDir, serverProfiles: *serverProfiles, noAnchor: *noAnchor}
 	for _, s := range strings.Split(*only, ",") {
 		var err error
 		switch strings.TrimSpace(s) {
@@ -110,11 +119,15 @@ func exit(err error) {
 type bench struct {
 	ctx   context.Context
 	quick bool
-	redis string
-	log   *slog.Logger
+	// redis and redisDurable are the redis-servers of the Redis rows:
+	// without persistence, and with appendfsync always.
+	redis, redisDurable string
+	log                 *slog.Logger
 	// filter and threads narrow the broker-bound scenario (profiling).
 	filter  string
 	threads []int
+	// profileDir is where the broker-bound scenario writes CPU profiles.
+	profileDir string
 	// serverProfiles is where the scale scenario writes server CPU profiles.
 	serverProfiles string
 	// noAnchor deletes the scale scenario's stream anchor, to show the
@@ -127,111 +140,6 @@ func (b *bench) pick(quick, full int) int {
 		return quick
 	}
 	return full
-}
-
-// system is one of the compared designs.
-type system struct {
-	name string
-	run  func(context.Context, load) (outcome, error)
-}
-
-func (b *bench) systems() []system {
-	out := []system{
-		{"captchaq, LazySync, TCP", func(ctx context.Context, l load) (outcome, error) { return runCaptchaq(ctx, l, true, true) }},
-		{"captchaq, SyncAlways (default), TCP", func(ctx context.Context, l load) (outcome, error) { return runCaptchaq(ctx, l, false, true) }},
-		{"captchaq, LazySync, in-process", func(ctx context.Context, l load) (outcome, error) { return runCaptchaq(ctx, l, true, false) }},
-		{"bare JetStream (floor), LazySync, TCP", runFloor},
-	}
-	if b.redis != "" {
-		out = append(out,
-			system{"Redis list (RPUSH/BLPOP/HSET/PUBLISH)", func(ctx context.Context, l load) (outcome, error) { return runRedisList(ctx, l, b.redis) }},
-			system{"hibiken/asynq", func(ctx context.Context, l load) (outcome, error) { return runAsynq(ctx, l, b.redis) }})
-	}
-	if b.filter != "" {
-		out = slices.DeleteFunc(out, func(s system) bool { return !strings.Contains(s.name, b.filter) })
-	}
-	return out
-}
-
-func (b *bench) broker() error {
-	tasks := b.pick(2000, 20000)
-	syncTasks := b.pick(1000, 5000)
-	paced, rate := b.pick(200, 1000), 500.0
-	const producers = 4
-	fmt.Printf("## 1. Broker-bound: no-op solver\n\n")
-	fmt.Printf("Burst: %d tasks submitted by %d producer goroutines (one call per task: `Client.Submit`, `js.Publish`, `RPUSH`, `Enqueue`) while the workers run; "+
-		"tasks/s = tasks ÷ (first submit → last completion). SyncAlways rows use %d tasks (fsync per write is slow). "+
-		"Paced: %d tasks submitted at a steady %.0f/s by one producer, so the latency is dispatch, not backlog. "+
-		"Latency is submit (stamped just before the publish call) → the solver or handler being called.\n\n",
-		tasks, producers, syncTasks, paced, rate)
-	type row struct {
-		sys            string
-		threads        int
-		burst, pace    outcome
-		burstErr, pErr error
-	}
-	var rows []row
-	for _, threads := range b.threads {
-		for _, s := range b.systems() {
-			n := tasks
-			if strings.Contains(s.name, "SyncAlways") {
-				n = syncTasks
-			}
-			r := row{sys: s.name, threads: threads}
-			b.log.Info("broker-bound", slog.String("system", s.name), slog.Int("threads", threads), slog.Int("tasks", n))
-			r.burst, r.burstErr = s.run(b.ctx, load{Tasks: n, Threads: threads, Producers: producers, Timeout: 5 * time.Minute})
-			r.pace, r.pErr = s.run(b.ctx, load{Tasks: paced, Threads: threads, Rate: rate, Timeout: time.Minute})
-			if b.ctx.Err() != nil {
-				return b.ctx.Err()
-			}
-			rows = append(rows, r)
-		}
-	}
-	t := table{head: []string{"threads", "system", "tasks/s (burst)", "burst p50 / p99", "paced p50 / p99", "captchaq LazySync TCP ÷ this"}}
-	var headline table
-	headline.head = []string{"threads", "captchaq ÷ floor", "captchaq ÷ Redis list", "captchaq ÷ asynq", "SyncAlways ÷ LazySync"}
-	for _, threads := range b.threads {
-		var ref float64
-		ratios := map[string]string{}
-		for _, r := range rows {
-			if r.threads == threads && strings.HasPrefix(r.sys, "captchaq, LazySync, TCP") && r.burstErr == nil {
-				ref = r.burst.rate()
-			}
-		}
-		for _, r := range rows {
-			if r.threads != threads {
-				continue
-			}
-			cells := []string{fmt.Sprint(threads), r.sys}
-			if r.burstErr != nil {
-				cells = append(cells, "failed: "+r.burstErr.Error(), "", "")
-			} else {
-				cells = append(cells, fmt.Sprintf("%.0f", r.burst.rate()), ms(r.burst.P50)+" / "+ms(r.burst.P99))
-			}
-			if r.pErr != nil {
-				cells = append(cells, "failed: "+r.pErr.Error())
-			} else {
-				cells = append(cells, ms(r.pace.P50)+" / "+ms(r.pace.P99))
-			}
-			ratio := ""
-			if ref > 0 && r.burstErr == nil {
-				ratio = fmt.Sprintf("%.2f×", ref/r.burst.rate())
-				ratios[r.sys] = ratio
-			}
-			cells = append(cells, ratio)
-			t.add(cells...)
-		}
-		var syncRatio string
-		for _, r := range rows {
-			if r.threads == threads && strings.Contains(r.sys, "SyncAlways") && r.burstErr == nil && ref > 0 {
-				syncRatio = fmt.Sprintf("%.2f×", r.burst.rate()/ref)
-			}
-		}
-		headline.add(fmt.Sprint(threads), ratios["bare JetStream (floor), LazySync, TCP"], ratios["Redis list (RPUSH/BLPOP/HSET/PUBLISH)"], ratios["hibiken/asynq"], syncRatio)
-	}
-	fmt.Printf("Headline ratios (captchaq with LazySync over TCP, the fair match for Redis without fsync; tasks/s ÷ tasks/s, burst):\n\n%s\n", headline.String())
-	fmt.Printf("All rows:\n\n%s\n", t.String())
-	return nil
 }
 
 func (b *bench) solverBound() error {

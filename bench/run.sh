@@ -2,13 +2,18 @@
 # Runs every captchaq benchmark side by side on this machine and writes
 # BENCHMARKS.md at the repository root.
 #
-#   bench/run.sh            # the full run (about 10 minutes on 2 cores)
-#   QUICK=1 bench/run.sh    # a short smoke run; writes bench/BENCHMARKS.quick.md instead
+#   bench/run.sh                        # the full run (about 10 minutes on 2 cores)
+#   QUICK=1 bench/run.sh                # a short smoke run; writes bench/BENCHMARKS.quick.md instead
+#   PROFILE_DIR=/tmp/prof bench/run.sh  # also a CPU profile of each captchaq and floor burst
+#   ONLY=broker QUICK=1 bench/run.sh    # only the named scenarios (captchaq-bench -only)
 #
-# It installs redis-server from Debian's packages only if it is missing,
-# starts its own redis-server on 127.0.0.1 on a free port with a temporary
-# directory and no persistence (--save '' --appendonly no: no fsync, no
-# snapshots), and stops it at the end. All traffic stays on 127.0.0.1.
+# It installs redis-server from Debian's packages only if it is missing and
+# starts two redis-servers of its own on 127.0.0.1, each on a free port with
+# a temporary directory: one without persistence (--save '' --appendonly no:
+# no fsync, no snapshots) for the Redis rows that match captchaq's LazySync,
+# one with an append-only file fsynced on every write (--save ''
+# --appendonly yes --appendfsync always) for the rows that match captchaq's
+# default. It stops both at the end. All traffic stays on 127.0.0.1.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,39 +24,69 @@ if [[ "${QUICK:-}" == 1 ]]; then
 	args+=(-quick)
 	out="$here/BENCHMARKS.quick.md"
 fi
+if [[ -n "${PROFILE_DIR:-}" ]]; then
+	args+=(-profile-dir "$PROFILE_DIR")
+fi
+if [[ -n "${ONLY:-}" ]]; then
+	args+=(-only "$ONLY")
+fi
 
 if ! command -v redis-server >/dev/null; then
 	echo "redis-server is missing: installing it from Debian's packages" >&2
-	apt-get update && apt-get install -y redis-server
+	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server
 fi
 
 work="$(mktemp -d /tmp/captchaq-bench-XXXXXX)"
-redis_pid=""
+redis_pids=()
 cleanup() {
-	if [[ -n "$redis_pid" ]]; then
-		kill "$redis_pid" 2>/dev/null || true
-		wait "$redis_pid" 2>/dev/null || true
-	fi
+	for pid in "${redis_pids[@]}"; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
-# A free port: the first one from 16379 on that nothing answers on.
-port=16379
-while (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
-	port=$((port + 1))
-done
-redis-server --bind 127.0.0.1 --port "$port" --dir "$work" --save '' --appendonly no \
-	--logfile "$work/redis.log" --daemonize no &
-redis_pid=$!
-for _ in $(seq 100); do
-	redis-cli -p "$port" ping >/dev/null 2>&1 && break
-	sleep 0.1
-done
-redis-cli -p "$port" ping >/dev/null
+# free_port prints the first port from $1 on that nothing answers on.
+free_port() {
+	local port=$1
+	while (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+		port=$((port + 1))
+	done
+	echo "$port"
+}
+
+# start_redis NAME PORT ARGS... starts a redis-server on 127.0.0.1:PORT with
+# its own directory $work/NAME and the persistence ARGS, and waits until it
+# answers.
+start_redis() {
+	local name=$1 port=$2
+	shift 2
+	mkdir -p "$work/$name"
+	redis-server --bind 127.0.0.1 --port "$port" --dir "$work/$name" "$@" \
+		--logfile "$work/$name/redis.log" --daemonize no &
+	redis_pids+=($!)
+	for _ in $(seq 100); do
+		redis-cli -p "$port" ping >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	redis-cli -p "$port" ping >/dev/null
+}
+
+# quoted prints its arguments as a shell would read them back.
+quoted() {
+	printf '%q ' "$@" | sed 's/ $//'
+}
+
+plain_args=(--save '' --appendonly no)
+durable_args=(--save '' --appendonly yes --appendfsync always)
+port="$(free_port 16379)"
+start_redis plain "$port" "${plain_args[@]}"
+durable_port="$(free_port $((port + 1)))"
+start_redis durable "$durable_port" "${durable_args[@]}"
 
 (cd "$here" && go build -o "$work/captchaq-bench" .)
-cmd=("$work/captchaq-bench" -redis "127.0.0.1:$port" "${args[@]}")
+cmd=("$work/captchaq-bench" -redis "127.0.0.1:$port" -redis-durable "127.0.0.1:$durable_port" "${args[@]}")
 started="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 SECONDS=0
 "${cmd[@]}" >"$work/results.md"
@@ -78,7 +113,7 @@ if [[ -n "$(cd "$root" && git status --porcelain -- . ':!BENCHMARKS.md' ':!bench
 	echo "| | |"
 	echo "| --- | --- |"
 	echo "| date | $started (took ${took} s) |"
-	echo "| command | \`${QUICK:+QUICK=1 }bench/run.sh\` → \`captchaq-bench -redis 127.0.0.1:$port${args[*]:+ ${args[*]}}\` |"
+	echo "| command | \`${ONLY:+ONLY=$ONLY }${QUICK:+QUICK=1 }${PROFILE_DIR:+PROFILE_DIR=$PROFILE_DIR }bench/run.sh\` → \`captchaq-bench -redis 127.0.0.1:$port -redis-durable 127.0.0.1:$durable_port${args[*]:+ ${args[*]}}\` |"
 	echo "| commit | $commit$dirty |"
 	echo "| CPU | $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') |"
 	echo "| memory | $(free -g | awk '/^Mem:/ {print $2}') GiB |"
@@ -86,7 +121,9 @@ if [[ -n "$(cd "$root" && git status --porcelain -- . ':!BENCHMARKS.md' ':!bench
 	echo "| Go | $(go env GOVERSION) |"
 	echo "| nats-server (embedded) | $nats_version |"
 	echo "| nats.go | $natsgo_version |"
-	echo "| redis-server | $(redis-server --version | sed 's/^Redis server //') — started with \`--save '' --appendonly no\` (no persistence, no fsync) |"
+	echo "| redis-server | $(redis-server --version | sed 's/^Redis server //') |"
+	echo "| redis-server, rows without persistence | 127.0.0.1:$port, started with \`$(quoted "${plain_args[@]}")\` (no append-only file, no snapshots, no fsync) |"
+	echo "| redis-server, rows with \`appendfsync always\` | 127.0.0.1:$durable_port, started with \`$(quoted "${durable_args[@]}")\` (an append-only file fsynced before the server replies to the writes; no snapshots) |"
 	echo "| go-redis | $goredis_version |"
 	echo "| hibiken/asynq | $asynq_version |"
 	echo
