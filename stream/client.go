@@ -35,11 +35,13 @@ const DefaultDeadline = 10 * time.Minute
 // Client submits tasks and waits for their outcomes. It is safe for
 // concurrent use.
 type Client struct {
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	s   jetstream.Stream
-	cfg ClientConfig
-	top Topology
+	nc *nats.Conn
+	js jetstream.JetStream
+	s  jetstream.Stream
+	// tokens is the token stream (token.go).
+	tokens jetstream.Stream
+	cfg    ClientConfig
+	top    Topology
 	// cancelKeys holds the cancel secret of each task Solve submitted, by
 	// id, until its outcome arrives.
 	cancelKeys sync.Map
@@ -74,7 +76,11 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, js: js, s: s, cfg: cfg, top: top, limit: s.CachedInfo().Config.MaxBytes, limitRead: time.Now()}, nil
+	tokens, err := lookupStream(ctx, js, top.TokenStream())
+	if err != nil {
+		return nil, fmt.Errorf("look up stream %s: %w", top.TokenStream(), err)
+	}
+	return &Client{nc: nc, js: js, s: s, tokens: tokens, cfg: cfg, top: top, limit: s.CachedInfo().Config.MaxBytes, limitRead: time.Now()}, nil
 }
 
 // Receipt says where a submitted task went.

@@ -100,16 +100,31 @@ func TestContractRawClientSolved(t *testing.T) {
 	m, out := p.outcome(t, ctx, "contract-1", ack.Sequence)
 	require.Equal(t, "contract-1", out["id"])
 	require.Equal(t, "solved", out["status"])
-	require.IsType(t, "", out["solution"], "a Turnstile token is a JSON string")
-	require.NotEmpty(t, out["solution"])
-	require.NotEmpty(t, out["useragent"])
+	require.NotContains(t, out, "solution", "the outcome in CAPTCHA, a file-backed stream, has no token")
 	require.EqualValues(t, 1, out["attempts"])
 	require.IsType(t, float64(0), out["solve_seconds"])
 	expires, err := time.Parse(time.RFC3339Nano, out["expires_at"].(string))
 	require.NoError(t, err)
 	require.True(t, expires.After(time.Now()))
 	require.Equal(t, "contract-1", m.Headers().Get("Captchaq-Task-Id"))
-	require.NotEmpty(t, m.Headers().Get("Nats-TTL"), "a token leaves the stream with its lifetime")
+	require.Empty(t, m.Headers().Get("Nats-TTL"), "the outcome stays for the audit")
+
+	// The token: the last message on captcha.tokens.<id>.<gen> in the
+	// memory-backed stream CAPTCHA_TOKENS, while it lives
+	// (`nats stream get CAPTCHA_TOKENS --last-for=captcha.tokens.contract-1.<gen>`).
+	gen := m.Headers().Get("Captchaq-Gen")
+	tokens, err := p.js.Stream(ctx, "CAPTCHA_TOKENS")
+	require.NoError(t, err)
+	require.Equal(t, jetstream.MemoryStorage, tokens.CachedInfo().Config.Storage)
+	tm, err := tokens.GetLastMsgForSubject(ctx, "captcha.tokens.contract-1."+gen)
+	require.NoError(t, err)
+	var tok map[string]any
+	require.NoError(t, json.Unmarshal(tm.Data, &tok))
+	require.IsType(t, "", tok["solution"], "a Turnstile token is a JSON string")
+	require.NotEmpty(t, tok["solution"])
+	require.NotEmpty(t, tok["useragent"])
+	require.Equal(t, out["expires_at"], tok["expires_at"])
+	require.NotEmpty(t, tm.Header.Get("Nats-TTL"), "a token leaves its stream with its lifetime")
 
 	lm, err := live.NextMsg(10 * time.Second)
 	require.NoError(t, err)

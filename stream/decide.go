@@ -21,10 +21,13 @@ type resumeStep int
 
 const (
 	// resumeNothing: nothing ended yet; the delivery goes on to admission.
-	// This includes a solve whose outcome was never stored while its token
-	// is still alive: the token went down with its worker, so it is solved
-	// again.
 	resumeNothing resumeStep = iota
+	// resumeToken: an attempt died with its worker, or a solve was recorded
+	// without its outcome while its token may live: if the token stream
+	// holds the generation's token, the solve is recorded from it
+	// (finishFromToken); otherwise the delivery goes on to admission and the
+	// task is solved again.
+	resumeToken
 	// resumeAck: the outcome is stored; only the ack was lost.
 	resumeAck
 	// resumeDead: the verdict is recorded; the dead letter and the outcome
@@ -44,6 +47,8 @@ func resumeFrom(st genState, now time.Time) resumeStep {
 		return resumeDead
 	case last.Kind == EventSolved && !now.Before(last.ExpiresAt):
 		return resumeExpired
+	case last.Kind == EventSolved, last.Kind == EventAttempt:
+		return resumeToken
 	}
 	return resumeNothing
 }

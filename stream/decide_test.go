@@ -35,13 +35,13 @@ func TestResumeFrom(t *testing.T) {
 		want resumeStep
 	}{
 		{"nothing recorded", genState{}, resumeNothing},
-		{"an attempt that died with its worker", genState{last: Event{Kind: EventAttempt, Attempts: 1}}, resumeNothing},
+		{"an attempt that died with its worker: its token may be stored", genState{last: Event{Kind: EventAttempt, Attempts: 1}}, resumeToken},
 		{"a retry that came due", genState{last: Event{Kind: EventRetry, Attempts: 1}}, resumeNothing},
 		{"outcome stored, ack lost", genState{last: Event{Kind: EventSolved}, outcome: true}, resumeAck},
 		{"dead letter stored, ack lost", genState{last: Event{Kind: EventDead}, deadLetter: true, outcome: true}, resumeAck},
 		{"verdict recorded, dead letter not", genState{last: Event{Kind: EventDead}}, resumeDead},
 		{"verdict and dead letter, no outcome", genState{last: Event{Kind: EventDead}, deadLetter: true}, resumeDead},
-		{"solved, token alive, no outcome: solved again", genState{last: Event{Kind: EventSolved, ExpiresAt: d0.Add(time.Second)}}, resumeNothing},
+		{"solved, token alive, no outcome", genState{last: Event{Kind: EventSolved, ExpiresAt: d0.Add(time.Second)}}, resumeToken},
 		{"solved, token dead, no outcome", genState{last: Event{Kind: EventSolved, ExpiresAt: d0}}, resumeExpired},
 	}
 	for _, c := range cases {

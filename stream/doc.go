@@ -7,14 +7,15 @@
 // stream/streamtest runs all of it inside a Go test.
 //
 // Subjects (all in one stream, CAPTCHA, which stores these and nothing else
-// under captcha.):
+// under captcha., but for the tokens):
 //
 //	captcha.tasks.<lane>.<priority>.<id>  a task, Nats-Msg-Id = <id>; lane fast|slow, priority high|normal
-//	captcha.events.<id>                   the task's life: attempts, retries, outcome (no token)
-//	captcha.results.<id>                  the outcome; a solved one carries the token and a TTL
+//	captcha.events.<id>                   the task's life: attempts, retries, hand-backs, the verdict
+//	captcha.results.<id>                  the outcome (no token): for a solved task, the record of the solve
 //	captcha.dead.<id>                     a dead letter: the original task plus headers
 //	captcha.replays.<id>                  a record that a dead letter was replayed
 //	captcha.anchor                        one message that never expires, at the head; clients ignore it
+//	captcha.tokens.<id>.<gen>             in CAPTCHA_TOKENS, in memory: a solved outcome with its token, until it expires
 //
 // Where things are: worker.go runs the pool (Run: free threads, plan
 // threads, shutdown); dispatch.go picks up tasks (which consumer to ask,
@@ -22,7 +23,7 @@
 // attempt, solve), reading it with envelope.go and deciding each step with
 // the pure functions of decide.go; record.go reads and writes a task's
 // records by compare-and-set; outcome.go writes the end of a generation
-// (outcome, dead letter, ack); erase.go and room.go keep the store clean and
+// (outcome, dead letter, ack) and token.go the token; erase.go and room.go keep the store clean and
 // bounded; client.go submits and wait.go waits; topology.go, plan.go and
 // subjects.go are the stream's shape.
 //
@@ -37,9 +38,9 @@
 // write), so whether a generation already has its outcome is decided by
 // compare-and-set, never by message-id deduplication (record.go). A task
 // message is a submission of its id only if its envelope holds together
-// (checkEnvelope); finished task messages and expired tokens are erased from
-// the store's files (erase.go); a bounded stream keeps room for the records
-// of every queued task (room.go).
+// (checkEnvelope); tokens never reach the store's files (token.go), and
+// finished task messages are erased from them (erase.go); a bounded stream
+// keeps room for the records of every queued task (room.go).
 //
 // Producers in other languages need only a NATS client: they publish a task
 // JSON on its task subject and read its outcome JSON from captcha.results.<id>

@@ -13,7 +13,7 @@ const (
 	EventRetry    EventKind = "retry"    // the attempt failed; delivered again after a delay
 	EventSnooze   EventKind = "snooze"   // no free thread at the service; no attempt spent
 	EventHandback EventKind = "handback" // the worker stopped; no attempt spent
-	EventSolved   EventKind = "solved"   // solved; the token went to captcha.results.<id>
+	EventSolved   EventKind = "solved"   // solved: an Observation only; the outcome records a solve (older workers wrote this event too)
 	EventDead     EventKind = "dead"     // moved to captcha.dead.<id>
 )
 

@@ -71,6 +71,8 @@ func (d *delivery) resume(ctx context.Context) bool {
 		d.finishDead(ctx, retry.Reason(d.st.last.Reason), d.st.last.LastCode)
 	case resumeExpired:
 		d.finishExpired(ctx)
+	case resumeToken:
+		return d.finishFromToken(ctx)
 	default:
 		return false
 	}

@@ -34,6 +34,7 @@ type fuzzRig struct {
 	ns     *server.Server
 	js     jetstream.JetStream
 	s      jetstream.Stream
+	tokens jetstream.Stream
 	mu     sync.Mutex
 	solved map[string]int // solves by site key
 }
@@ -50,6 +51,8 @@ func newFuzzRig(t testing.TB) *fuzzRig {
 	defer cancel()
 	top := Topology{AckWait: 2 * time.Second, DuplicateWindow: time.Minute}
 	r.s, err = EnsureTopology(ctx, r.js, top, true)
+	require.NoError(t, err)
+	r.tokens, err = r.js.Stream(ctx, top.TokenStream())
 	require.NoError(t, err)
 	wnc, err := nats.Connect("", nats.InProcessServer(ns))
 	require.NoError(t, err)
@@ -111,9 +114,13 @@ func (r *fuzzRig) publish(t testing.TB, m fuzzMsg) uint64 {
 func (r *fuzzRig) check(t testing.TB, subject string, gen uint64, sitekey string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out := waitOutcome(ctx, t, r.s, idFromSubject(subject), gen)
+	id := idFromSubject(subject)
+	out := waitOutcome(ctx, t, r.s, id, gen)
 	if out.Status == StatusSolved && sitekey != "" {
-		require.Equal(t, `"tok-`+sitekey+`"`, string(out.Solution), "message %d on %s got another task's token", gen, subject)
+		tok, found, err := readToken(ctx, r.tokens, id, gen)
+		require.NoError(t, err)
+		require.True(t, found, "message %d on %s: no token", gen, subject)
+		require.Equal(t, `"tok-`+sitekey+`"`, string(tok.Solution), "message %d on %s got another task's token", gen, subject)
 	}
 }
 

@@ -501,6 +501,53 @@ func TestLateRedeliveryStoresAnExpiredOutcome(t *testing.T) {
 	require.Zero(t, solves.Load(), "the expired solve is not paid for again")
 }
 
+// A worker that stored a solve's token and stopped before recording the
+// solve (its attempt is the last event), or after recording it but before
+// storing the outcome: the next delivery records the solve from the token
+// stream and stores the outcome, and the service is not paid again.
+func TestRedeliveryRecordsASolveFromItsStoredToken(t *testing.T) {
+	t.Parallel()
+	for _, recorded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("solve recorded %v", recorded), func(t *testing.T) {
+			t.Parallel()
+			b, js, s, r := frozenTask(t, "tokened")
+			ctx := testContext(t)
+			now := time.Now()
+			publishRecord(ctx, t, js, eventSubject("tokened"), r.Seq, Event{Kind: EventAttempt, Gen: r.Seq, Attempts: 1, Delivery: 1, Worker: "frozen", At: now})
+			out := Outcome{ID: "tokened", Status: StatusSolved, Solution: json.RawMessage(`"the-stored-token"`), Attempts: 1,
+				SolveSeconds: 1.5, ExpiresAt: now.Add(5 * time.Minute), Method: "turnstile", CaptchaID: "4242", SolvedAt: now}
+			publishRecord(ctx, t, js, tokenSubject("tokened", r.Seq), r.Seq, out)
+			if recorded {
+				publishRecord(ctx, t, js, eventSubject("tokened"), r.Seq, Event{Kind: EventSolved, Gen: r.Seq, Attempts: 1, Delivery: 1,
+					Worker: "frozen", At: now, ExpiresAt: out.ExpiresAt, CaptchaID: "4242"})
+			}
+			var solves atomic.Int32
+			b.startWorker(t, WorkerConfig{Solver: countingSolver(&solves)})
+			o := waitOutcome(ctx, t, s, "tokened", r.Seq)
+			require.Equal(t, StatusSolved, o.Status)
+			require.Empty(t, o.Solution, "the outcome in the CAPTCHA stream has no token")
+			got, err := b.client.Wait(ctx, "tokened")
+			require.NoError(t, err)
+			require.Equal(t, `"the-stored-token"`, string(got.Solution))
+			require.Equal(t, "4242", got.CaptchaID)
+			require.Zero(t, solves.Load(), "the stored solve is not paid for again")
+			solved := 0
+			for _, ev := range b.events(t, "tokened") {
+				if ev.Kind == EventSolved {
+					solved++
+					require.Equal(t, "4242", ev.CaptchaID)
+					require.Equal(t, 1, ev.Attempts)
+				}
+			}
+			want := 0 // the outcome records the solve
+			if recorded {
+				want = 1 // the one an older worker wrote
+			}
+			require.Equal(t, want, solved, "no solved event of its own")
+		})
+	}
+}
+
 // Subjects under captcha.tasks that no consumer reads are refused at
 // publish: nothing is accepted that would never be handled.
 func TestOffContractSubjectsAreRefused(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -17,31 +18,49 @@ import (
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
-// finishSolved records the solve, stores the outcome with the token, then
-// acks. The token is erased from the stream when it expires.
+// finishSolved stores the token (token.go), then the outcome without it,
+// which is the record of the solve (compare-and-set like every record: one
+// per generation), then acks.
 func (d *delivery) finishSolved(ctx context.Context, ev Event, ans solver.Answer, start, end time.Time) {
 	life := d.w.cfg.TokenLifetimes[d.task.Method]
 	if life <= 0 {
 		life = 2 * time.Minute
 	}
 	ev.Kind, ev.CaptchaID, ev.ExpiresAt = EventSolved, ans.CaptchaID, end.Add(life)
-	if !d.record(ctx, ev) {
-		return
-	}
 	out := Outcome{ID: d.id, Status: StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
 		Attempts: ev.Attempts, SolveSeconds: roundSeconds(end.Sub(start)), ExpiresAt: ev.ExpiresAt,
 		Method: d.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: end}
-	seq, err := d.storeOutcome(ctx, out, jetstream.WithMsgTTL(tokenTTL(ev.ExpiresAt, d.w.cfg.Now())))
-	if err != nil {
-		d.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
+	if err := d.storeToken(ctx, out); err != nil {
+		d.log.Warn("cannot store the token; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}
-	d.w.eraseAt(seq, ev.ExpiresAt)
-	d.done()
+	if !d.finishWith(ctx, withoutToken(out)) {
+		return
+	}
+	d.observe(ev)
 	d.log.Info("solved", slog.Int("attempts", ev.Attempts), slog.Float64("seconds", out.SolveSeconds))
+}
+
+// finishWith stores out as the generation's outcome and acks, and reports
+// whether it did. When another delivery finished the generation meanwhile,
+// it acks; when another holds it, it leaves the task to that one.
+func (d *delivery) finishWith(ctx context.Context, out Outcome) bool {
+	_, err := d.storeOutcome(ctx, out)
+	switch {
+	case errors.Is(err, errStateMoved) && d.st.outcome:
+		d.done()
+		return false
+	case errors.Is(err, errStateMoved):
+		d.log.Warn("another worker took the task over; dropping this delivery")
+		return false
+	case err != nil:
+		d.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
+		return false
+	}
+	d.done()
+	return true
 }
 
 // finishExpired stores the outcome of a solve whose worker stopped before
@@ -82,9 +101,10 @@ func roundSeconds(d time.Duration) float64 {
 	return float64(d.Round(time.Millisecond)) / float64(time.Second)
 }
 
-// storeOutcome stores out as the outcome of j's generation, unless it is
-// stored already, and returns its sequence (0 when it was there).
-func (d *delivery) storeOutcome(ctx context.Context, out Outcome, opts ...jetstream.PublishOpt) (uint64, error) {
+// storeOutcome stores out as the outcome of the delivery's generation,
+// unless it is stored already, and returns its sequence (0 when it was
+// there).
+func (d *delivery) storeOutcome(ctx context.Context, out Outcome) (uint64, error) {
 	if d.st.outcome {
 		return 0, nil
 	}
@@ -97,7 +117,7 @@ func (d *delivery) storeOutcome(ctx context.Context, out Outcome, opts ...jetstr
 	msg.Header.Set(HeaderTaskID, d.id)
 	msg.Header.Set(HeaderGen, strconv.FormatUint(d.gen, 10))
 	var seq uint64
-	err = d.store(ctx, record{msg: msg, opts: opts,
+	err = d.store(ctx, record{msg: msg,
 		apply: func(st *genState, s uint64) { st.outcome, seq = true, s },
 		in:    func(st genState) bool { return st.outcome },
 	})

@@ -10,8 +10,8 @@ import (
 )
 
 // RecentOutcomes returns the outcomes stored since since, newest first, at
-// most limit of them (0: all). Tokens are in them while they live; callers
-// that show outcomes to people decide whether to show those.
+// most limit of them (0: all), without their tokens (Wait and Results
+// have those).
 func (c *Client) RecentOutcomes(ctx context.Context, since time.Time, limit int) ([]Outcome, error) {
 	var out []Outcome
 	err := scan(ctx, c.s, scanOpts{subjects: []string{subjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
@@ -34,14 +34,19 @@ func (c *Client) RecentOutcomes(ctx context.Context, since time.Time, limit int)
 }
 
 // OutcomesSince calls fn with every outcome stored since since (zero: all
-// the stream keeps), oldest first; with follow it then waits for new ones
-// until ctx ends.
+// the stream keeps), oldest first, each with its token while the token
+// stream holds it; with follow it then waits for new ones until ctx ends.
 func (c *Client) OutcomesSince(ctx context.Context, since time.Time, follow bool, fn func(Outcome)) error {
 	return scan(ctx, c.s, scanOpts{subjects: []string{subjectResults + ".>"}, startTime: since, follow: follow}, func(m jetstream.Msg) (bool, error) {
 		var o Outcome
-		if json.Unmarshal(m.Data(), &o) == nil && o.ID != "" {
-			fn(o)
+		if json.Unmarshal(m.Data(), &o) != nil || o.ID == "" {
+			return false, nil
 		}
+		o, _, err := c.withToken(ctx, o, genOf(m.Headers()))
+		if err != nil {
+			return false, err
+		}
+		fn(o)
 		return false, nil
 	})
 }

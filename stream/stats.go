@@ -215,15 +215,23 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 	subjects := []string{subjectEvents + ".>", subjectResults + ".>"}
 	err := scan(ctx, c.s, scanOpts{subjects: subjects, startTime: from}, func(m jetstream.Msg) (bool, error) {
 		id := idFromSubject(m.Subject())
+		var ev statsEvent
 		if strings.HasPrefix(m.Subject(), subjectResults+".") {
 			var o Outcome
-			if json.Unmarshal(m.Data(), &o) == nil && o.Method != "" {
+			if json.Unmarshal(m.Data(), &o) != nil {
+				return false, nil
+			}
+			if o.Method != "" {
 				methods[id] = o.Method
 			}
-			return false, nil
-		}
-		var ev statsEvent
-		if json.Unmarshal(m.Data(), &ev) != nil {
+			if o.Status != StatusSolved {
+				return false, nil // the dead event counts it
+			}
+			// A solved outcome is the record of the solve.
+			ev = statsEvent{Kind: EventSolved, At: o.SolvedAt, Seconds: o.SolveSeconds, Method: o.Method, Gen: genOf(m.Headers())}
+		} else if json.Unmarshal(m.Data(), &ev) != nil || ev.Kind == EventSolved {
+			// A solved event (written by workers before the outcome became
+			// the record of a solve) is counted by its outcome.
 			return false, nil
 		}
 		if ev.Method != "" {

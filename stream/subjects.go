@@ -16,6 +16,7 @@ const (
 	subjectResults  = "captcha.results"
 	subjectDead     = "captcha.dead"
 	subjectReplays  = "captcha.replays"
+	subjectTokens   = "captcha.tokens"
 	subjectAllTasks = subjectTasks + ".>"
 )
 
@@ -122,6 +123,12 @@ func eventSubject(id string) string    { return subjectEvents + "." + id }
 func resultSubject(id string) string   { return subjectResults + "." + id }
 func deadSubject(id string) string     { return subjectDead + "." + id }
 func replaySubject(id string) string   { return subjectReplays + "." + id }
+
+// tokenSubject is where the token of generation gen of task id is kept, in
+// the token stream (Topology.TokenStream).
+func tokenSubject(id string, gen uint64) string {
+	return fmt.Sprintf("%s.%s.%d", subjectTokens, id, gen)
+}
 
 // idFromSubject returns the last token of a subject: the task id on every
 // per-task subject.

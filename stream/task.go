@@ -218,7 +218,8 @@ type Outcome struct {
 	// Solution is the answer: a JSON string for tokens and text, an object
 	// for GeeTest ({challenge, validate, seccode}). Empty when the task is
 	// dead, and when the token has expired (Wait then returns
-	// ErrTokenExpired).
+	// ErrTokenExpired). The outcome message on captcha.results.<id> never
+	// carries it: the token stream does, while the token lives (token.go).
 	Solution json.RawMessage `json:"solution,omitempty"`
 	// UserAgent is the user agent the token is bound to, when the service
 	// names one (Turnstile; cloudflare_challenge, whose cookie is useless
@@ -244,8 +245,8 @@ type Outcome struct {
 	// to the answer, in seconds with millisecond precision; 0 when dead.
 	SolveSeconds float64 `json:"solve_seconds,omitempty"`
 	// ExpiresAt is when the token stops being usable (the solve's end plus
-	// the method's token lifetime); the outcome message leaves the stream
-	// then. Zero when dead.
+	// the method's token lifetime); the token leaves the token stream then.
+	// Zero when dead.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	// Method is the task's method. It may be empty in an outcome Wait
 	// rebuilds from the audit trail after the token expired.

@@ -126,6 +126,9 @@ func (c *Client) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
 			return false, err
 		}
 		c.fill(&ti, st.last, now)
+		if st.outcome {
+			ti.Status = TaskDone
+		}
 		if ti.Status == TaskDone || (f.Status != "" && ti.Status != f.Status) {
 			return false, nil
 		}
@@ -187,7 +190,14 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 		return TaskInfo{}, fmt.Errorf("task %s: %w", id, err)
 	}
 	ti, _ := taskInfoOf(m.Subject, m.Data, m.Sequence, m.Time)
-	c.fill(&ti, st.last, c.cfg.Now())
+	gst, err := loadGen(ctx, c.s, id, ti.Gen)
+	if err != nil {
+		return TaskInfo{}, fmt.Errorf("task %s: %w", id, err)
+	}
+	c.fill(&ti, gst.last, c.cfg.Now())
+	if gst.outcome {
+		ti.Status = TaskDone // its message is about to be erased
+	}
 	if ti.Canceled, err = c.cancelRequested(ctx, id, ti.Gen, m.Header); err != nil {
 		return ti, err
 	}

@@ -119,6 +119,45 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 	}
 }
 
+// tokenStreamConfig is the configuration of the token stream (TokenStream):
+// solved tokens, each stored by the worker that solved it with its
+// lifetime as its TTL. In memory: a token never reaches the store's files,
+// so it needs no erasure when it expires (nats-server erases a message by
+// rewriting its whole block file). A broker restart within a token's
+// lifetime loses it; the outcome and the solved event stay (file-backed),
+// so a waiter learns the task was solved and its token is gone
+// (ErrTokenExpired). On a cluster the stream has the topology's replicas,
+// so losing one server loses no token.
+func (t Topology) tokenStreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        t.TokenStream(),
+		Description: "captchaq: solved tokens, in memory, each until its expiry",
+		Subjects:    []string{subjectTokens + ".*.*"},
+		Retention:   jetstream.LimitsPolicy,
+		// A backstop only: every token has its own TTL.
+		MaxAge:            tokenStreamMaxAge,
+		MaxBytes:          -1,
+		MaxMsgs:           -1,
+		MaxMsgsPerSubject: -1,
+		MaxMsgSize:        -1,
+		MaxConsumers:      -1,
+		Discard:           jetstream.DiscardOld,
+		Storage:           jetstream.MemoryStorage,
+		Replicas:          t.Replicas,
+		Duplicates:        DefaultDuplicateWindow,
+		AllowMsgTTL:       true,
+		AllowDirect:       true,
+	}
+}
+
+// tokenStreamMaxAge is the token stream's MaxAge: past the longest token
+// lifetime captchaq knows.
+const tokenStreamMaxAge = 15 * time.Minute
+
+// TokenStream is the name of the stream that keeps solved tokens (in
+// memory): the topology's stream name with "_TOKENS" ("CAPTCHA_TOKENS").
+func (t Topology) TokenStream() string { return t.withDefaults().Stream + "_TOKENS" }
+
 // sameStreamConfig reports whether the stream's configuration, as the
 // server reports it, is the one streamConfig makes: every setting, so that an
 // update still sets back what was changed by hand (a limit, a republish, a
@@ -218,7 +257,8 @@ const SubjectAnchor = SubjectRoot + ".anchor"
 var anchorBody = []byte(`{"captchaq":"anchor","note":"never expires; keeps the stream's first sequence below the workers' consumers, ` +
 	`which spares nats-server a scan of every queued task subject per delivery; clients ignore it"}`)
 
-// ensureStream creates the CAPTCHA stream if it does not exist. With update
+// ensureStream creates the CAPTCHA stream and its token stream if they do
+// not exist. With update
 // set it also brings an existing stream's configuration to t (servers and
 // admins do that; producers and workers only create). Two processes racing
 // to create it both succeed. Whoever creates or updates the stream also
@@ -232,6 +272,9 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, t Topology, updat
 	}
 	if put != streamFound {
 		tryStoreAnchor(ctx, js, t.Stream)
+	}
+	if _, _, err := putStreamConfig(ctx, js, t.tokenStreamConfig(), update); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -263,9 +306,14 @@ const (
 // putStream creates the stream if it does not exist and, with update,
 // updates it if it does and its configuration differs.
 func putStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (s jetstream.Stream, put putOutcome, err error) {
-	cfg := t.streamConfig()
+	return putStreamConfig(ctx, js, t.streamConfig(), update)
+}
+
+// putStreamConfig creates the stream cfg names if it does not exist and,
+// with update, updates it to cfg if it does and its configuration differs.
+func putStreamConfig(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, update bool) (s jetstream.Stream, put putOutcome, err error) {
 	for range 3 {
-		s, err = lookupStream(ctx, js, t.Stream)
+		s, err = lookupStream(ctx, js, cfg.Name)
 		switch {
 		case err == nil && !update:
 			return s, streamFound, nil
@@ -278,22 +326,22 @@ func putStream(ctx context.Context, js jetstream.JetStream, t Topology, update b
 		case err == nil:
 			s, err = js.UpdateStream(ctx, cfg)
 			if err != nil {
-				return nil, 0, fmt.Errorf("update stream %s: %w", t.Stream, err)
+				return nil, 0, fmt.Errorf("update stream %s: %w", cfg.Name, err)
 			}
 			return s, streamUpdated, nil
 		case !errors.Is(err, jetstream.ErrStreamNotFound):
-			return nil, 0, fmt.Errorf("look up stream %s: %w", t.Stream, err)
+			return nil, 0, fmt.Errorf("look up stream %s: %w", cfg.Name, err)
 		}
 		s, err = js.CreateStream(ctx, cfg)
 		if err == nil {
 			return s, streamCreated, nil
 		}
 		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return nil, 0, fmt.Errorf("create stream %s: %w", t.Stream, err)
+			return nil, 0, fmt.Errorf("create stream %s: %w", cfg.Name, err)
 		}
 		// Someone else created it between our look-up and our create: look again.
 	}
-	return nil, 0, fmt.Errorf("create stream %s: lost the race three times", t.Stream)
+	return nil, 0, fmt.Errorf("create stream %s: lost the race three times", cfg.Name)
 }
 
 // lookupTimeout bounds one look-up of the stream or a consumer, and
@@ -413,6 +461,9 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, upd
 	if put == streamCreated {
 		// At once, before producers fill the new stream.
 		tryStoreAnchor(ctx, js, t.Stream)
+	}
+	if _, _, err := putStreamConfig(ctx, js, t.tokenStreamConfig(), update); err != nil {
+		return nil, err
 	}
 	for _, wc := range workerConsumers() {
 		cfg := t.consumerConfig(wc)

@@ -113,6 +113,9 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 			e.Kind, e.Attempt, e.Code, e.Reason = "outcome", o.Attempts, o.Error, o.Reason
 			e.Gen, _ = strconv.ParseUint(h.Get(HeaderGen), 10, 64)
 			e.Detail = "status " + string(o.Status)
+			if o.Status == StatusSolved {
+				e.Detail += fmt.Sprintf(", in %.1fs, token valid until %s", o.SolveSeconds, o.ExpiresAt.Format(time.RFC3339))
+			}
 		case strings.HasPrefix(subj, subjectDead+"."):
 			d := parseDeadLetter(subj, h, m.Data(), e.Seq, e.At)
 			e.Kind, e.Gen, e.Attempt, e.Code, e.Reason = "dead-letter", d.Gen, d.Attempts, d.Error, string(d.Reason)

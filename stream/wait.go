@@ -132,7 +132,8 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 				timer = time.AfterFunc(max(ev.ExpiresAt.Sub(c.cfg.Now()), 0), func() { stop(errExpired) })
 			}
 		}
-		// Caught up, solved, and no result: the token's TTL removed it.
+		// Caught up, solved, no outcome, and the token expired: the
+		// worker stopped before storing the outcome, and it is no use now.
 		if solvedEv != nil && md != nil && md.NumPending == 0 && c.tokenGone(*solvedEv) {
 			out = expiredOutcome(id, *solvedEv)
 			return true, nil
@@ -145,6 +146,11 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 	if err != nil {
 		return Outcome{}, fmt.Errorf("wait for task %s: %w", id, err)
 	}
+	if found {
+		if out, found, err = c.withToken(ctx, out, gen); err != nil {
+			return Outcome{}, fmt.Errorf("wait for task %s: %w", id, err)
+		}
+	}
 	return c.checkOutcome(out, found)
 }
 
@@ -152,9 +158,13 @@ func (c *Client) checkOutcome(out Outcome, found bool) (Outcome, error) {
 	switch {
 	case out.Status == StatusDead:
 		return out, fmt.Errorf("task %s: %w: %s (%s)", out.ID, ErrNotSolved, out.Reason, out.Error)
-	case !found || !c.cfg.Now().Before(out.ExpiresAt):
-		out.Solution = nil
+	case !c.cfg.Now().Before(out.ExpiresAt):
+		out.Solution, out.UserAgent = nil, ""
 		return out, fmt.Errorf("task %s: %w (expired %s)", out.ID, ErrTokenExpired, out.ExpiresAt.Format(time.RFC3339))
+	case !found:
+		out.Solution, out.UserAgent = nil, ""
+		return out, fmt.Errorf("task %s: %w: the token stream lost it before its expiry at %s (a broker restart)",
+			out.ID, ErrTokenExpired, out.ExpiresAt.Format(time.RFC3339))
 	}
 	return out, nil
 }
@@ -214,7 +224,11 @@ func (c *Client) WaitAll(ctx context.Context, receipts []Receipt, fn func(Outcom
 					}
 					delete(want, id)
 					delete(solved, id)
-					fn(c.checkOutcome(out, true))
+					out, found, err := c.withToken(ctx, out, gen)
+					if err != nil {
+						return false, fmt.Errorf("wait for task %s: %w", id, err)
+					}
+					fn(c.checkOutcome(out, found))
 				}
 			} else if ev, ok := parseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
 				solved[id] = ev
@@ -239,9 +253,8 @@ func (c *Client) WaitAll(ctx context.Context, receipts []Receipt, fn func(Outcom
 	return nil
 }
 
-// tokenGone reports whether the token of a solve has expired: its outcome
-// then leaves the stream (its TTL ends at ExpiresAt, rounded up to a whole
-// second), and an outcome that is not there is not merely late.
+// tokenGone reports whether the token of a solve has expired: an outcome
+// not stored by then is no use any more, so a waiter need not wait for it.
 func (c *Client) tokenGone(ev Event) bool {
 	return !c.cfg.Now().Before(ev.ExpiresAt)
 }
@@ -258,14 +271,18 @@ func parseEvent(b []byte) (Event, bool) {
 	return ev, json.Unmarshal(b, &ev) == nil
 }
 
-// Results calls fn with every outcome in the stream, oldest first (tokens
-// only while they live). With follow it then waits for new ones until ctx
+// Results calls fn with every outcome in the stream, oldest first, with its
+// token while the token stream holds it. With follow it then waits for new ones until ctx
 // ends.
 func (c *Client) Results(ctx context.Context, follow bool, fn func(Outcome)) error {
 	return scanFrom(ctx, c.s, []string{subjectResults + ".>"}, 0, follow, func(m jetstream.Msg) (bool, error) {
 		var out Outcome
 		if err := json.Unmarshal(m.Data(), &out); err != nil {
 			return false, nil // not ours; skip
+		}
+		out, _, err := c.withToken(ctx, out, genOf(m.Headers()))
+		if err != nil {
+			return false, err
 		}
 		fn(out)
 		return false, nil

@@ -128,10 +128,8 @@ type Worker struct {
 	wake chan struct{}
 	// ackWait is the shortest ack wait of the workers' consumers.
 	ackWait time.Duration
-	// timers are the erasures of tokens still to come (eraseAt).
-	timersMu      sync.Mutex
-	timers        map[*time.Timer]struct{}
-	timersStopped bool
+	// tokens is the token stream (token.go).
+	tokens jetstream.Stream
 	// stopped is the refusal that stops the worker, once the service refused it.
 	stopped atomic.Pointer[FatalError]
 	// room keeps attempts from starting that a full stream could not record.
@@ -190,8 +188,12 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, top: top, nc: nc, js: js, s: s, fatal: make(chan error, 1), wake: make(chan struct{}, 1),
-		log: cfg.Logger.With(slog.String("worker", cfg.Name)), plan: &planGate{js: js}, timers: map[*time.Timer]struct{}{},
+	tokens, err := lookupStream(ctx, js, top.TokenStream())
+	if err != nil {
+		return nil, fmt.Errorf("look up stream %s: %w", top.TokenStream(), err)
+	}
+	w := &Worker{cfg: cfg, top: top, nc: nc, js: js, s: s, tokens: tokens, fatal: make(chan error, 1), wake: make(chan struct{}, 1),
+		log: cfg.Logger.With(slog.String("worker", cfg.Name)), plan: &planGate{js: js},
 		room: &workerRoom{s: s, maxBytes: s.CachedInfo().Config.MaxBytes}}
 	w.eraser = newEraser(s, w.log)
 	for _, wc := range workerConsumers() {
@@ -378,7 +380,6 @@ pull:
 		default:
 		}
 	}
-	w.stopErasures()
 	// Finished task messages still to erase get a moment; what is left
 	// then keeps its bytes on disk until the server compacts its block.
 	if idle, n := w.eraser.drained(); n > 0 {

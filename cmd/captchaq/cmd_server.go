@@ -122,14 +122,6 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := ensureTopology(ctx, nc, top.topology(), *plan); err != nil {
 		return err
 	}
-	// Tokens whose worker stopped before they expired are erased from the
-	// store's files here (workers erase their own).
-	if js, err := jetstream.New(nc); err == nil {
-		eraser, stopEraser := context.WithCancel(ctx)
-		erased := make(chan struct{})
-		go func() { defer close(erased); stream.RunTokenEraser(eraser, js, top.topology(), log) }()
-		defer func() { stopEraser(); <-erased }()
-	}
 	fmt.Fprintf(stdout, "captchaq server ready on %s (store %s)\n", ns.ClientURL(), ns.JetStreamConfig().StoreDir)
 	if *dash != "" {
 		// The page reads through the server's own connection; changes take

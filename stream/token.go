@@ -1,0 +1,120 @@
+// Where a solved task's token lives: in the token stream
+// (Topology.TokenStream, memory-backed), on captcha.tokens.<id>.<gen>, as
+// the whole outcome with its solution, for the token's lifetime (its TTL).
+// The outcome on captcha.results.<id>, in the file-backed CAPTCHA stream, is
+// the record of the solve: it carries everything but the solution, and
+// stays for the audit.
+//
+// So no token is ever written to the store's files, and no token has to be
+// erased when it expires. The token is stored before the solve is
+// recorded: a worker that stops in between leaves it for the next
+// delivery, which records the solve from it instead of paying the service
+// again.
+
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// storeToken stores out, a solved outcome with its solution, in the token
+// stream until it expires.
+func (d *delivery) storeToken(ctx context.Context, out Outcome) error {
+	b, err := json.Marshal(out)
+	if err != nil {
+		return fmt.Errorf("encode token: %w", err)
+	}
+	msg := nats.NewMsg(tokenSubject(d.id, d.gen))
+	msg.Data = b
+	msg.Header.Set(HeaderTaskID, d.id)
+	msg.Header.Set(HeaderGen, strconv.FormatUint(d.gen, 10))
+	_, err = publishRetrying(ctx, d.w.js, msg, jetstream.WithExpectStream(d.w.top.TokenStream()),
+		jetstream.WithMsgTTL(tokenTTL(out.ExpiresAt, d.w.cfg.Now())))
+	if err != nil {
+		return fmt.Errorf("store the token of task %s: %w", d.id, err)
+	}
+	return nil
+}
+
+// readToken reads the token of generation gen of task id from the token
+// stream tokens: the solved outcome with its solution, and whether it is
+// there (it is not once expired, or after a broker restart).
+func readToken(ctx context.Context, tokens jetstream.Stream, id string, gen uint64) (Outcome, bool, error) {
+	m, err := tokens.GetLastMsgForSubject(ctx, tokenSubject(id, gen))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Outcome{}, false, nil
+	}
+	if err != nil {
+		return Outcome{}, false, fmt.Errorf("read the token of task %s: %w", id, err)
+	}
+	var out Outcome
+	if err := json.Unmarshal(m.Data, &out); err != nil {
+		return Outcome{}, false, fmt.Errorf("token of task %s: %w", id, err)
+	}
+	return out, true, nil
+}
+
+// withoutToken is out as the CAPTCHA stream keeps it: no solution.
+func withoutToken(out Outcome) Outcome {
+	out.Solution, out.UserAgent = nil, ""
+	return out
+}
+
+// finishFromToken ends a generation whose solve an earlier delivery stored
+// in the token stream but did not record (its worker stopped after the
+// token): it stores the outcome and acks, without asking the service
+// again. It reports whether it did; without a live token the delivery goes
+// on to admission.
+func (d *delivery) finishFromToken(ctx context.Context) bool {
+	var (
+		out   Outcome
+		found bool
+	)
+	err := d.patiently(ctx, func() (err error) { out, found, err = readToken(ctx, d.w.tokens, d.id, d.gen); return err })
+	if err != nil {
+		d.log.Warn("cannot read the token stream; solving the task again", slog.Any("error", err))
+		return false
+	}
+	if !found || !d.w.cfg.Now().Before(out.ExpiresAt) {
+		return false
+	}
+	if d.finishWith(ctx, withoutToken(out)) {
+		d.log.Info("solved by an earlier delivery whose worker stopped; recorded from its token", slog.Int("attempts", out.Attempts))
+	}
+	return true
+}
+
+// withToken puts the token of generation gen back into out, a solved
+// outcome as the CAPTCHA stream keeps it, from the token stream. It reports
+// whether the token is there; it is not once expired or after a broker
+// restart within its lifetime. An outcome stored by an older worker,
+// solution included, is returned as it is.
+func (c *Client) withToken(ctx context.Context, out Outcome, gen uint64) (Outcome, bool, error) {
+	if out.Status != StatusSolved || len(out.Solution) > 0 {
+		return out, true, nil
+	}
+	if !c.cfg.Now().Before(out.ExpiresAt) {
+		return out, false, nil
+	}
+	tok, found, err := readToken(ctx, c.tokens, out.ID, gen)
+	if err != nil || !found {
+		return out, false, err
+	}
+	out.Solution, out.UserAgent = tok.Solution, tok.UserAgent
+	return out, true, nil
+}
+
+// tokenTTL is the TTL of a token that expires at expires: whole seconds
+// (what JetStream takes), rounded up, at least one.
+func tokenTTL(expires, now time.Time) time.Duration {
+	return max((expires.Sub(now) + time.Second - 1).Truncate(time.Second), time.Second)
+}
