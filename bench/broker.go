@@ -32,6 +32,11 @@ type load struct {
 	Producers int
 	Rate      float64
 	Timeout   time.Duration
+	// TokenLife, when positive, is the token lifetime of captchaq's workers
+	// (the product's default otherwise): short, it brings the cost of a
+	// token's expiry into a burst, as a pool running for longer than a
+	// lifetime pays it.
+	TokenLife time.Duration
 	// BrokerPID is the broker's process when it is not this one (a
 	// redis-server), so that its CPU time counts; 0 for in-process servers.
 	BrokerPID int
@@ -195,6 +200,16 @@ func embedded(lazy, tcp bool) (*server.Server, func(...nats.Option) (*nats.Conn,
 // runCaptchaq runs the load through captchaq: Client.Submit, a Worker with
 // l.Threads threads and a no-op solver.
 func runCaptchaq(ctx context.Context, l load, lazy, tcp bool) (outcome, error) {
+	return runCaptchaqWith(ctx, l, lazy, tcp, false)
+}
+
+// runCaptchaqNoErase is runCaptchaq over TCP with workers that delete
+// finished task messages without erasing them (WorkerConfig.NoErase).
+func runCaptchaqNoErase(ctx context.Context, l load, lazy bool) (outcome, error) {
+	return runCaptchaqWith(ctx, l, lazy, true, true)
+}
+
+func runCaptchaqWith(ctx context.Context, l load, lazy, tcp, noErase bool) (outcome, error) {
 	_, connect, stop, err := embedded(lazy, tcp)
 	if err != nil {
 		return outcome{}, err
@@ -228,7 +243,9 @@ func runCaptchaq(ctx context.Context, l load, lazy, tcp bool) (outcome, error) {
 				clk.completed()
 			}
 		}),
-		ShutdownGrace: time.Second,
+		ShutdownGrace:  time.Second,
+		TokenLifetimes: tokenLifetimes(l.TokenLife),
+		NoErase:        noErase,
 	})
 	if err != nil {
 		return outcome{}, err
@@ -436,4 +453,17 @@ func probeRedis(ctx context.Context, addr string, durable bool) (int, error) {
 		return pid, nil
 	}
 	return 0, nil
+}
+
+// tokenLifetimes is the workers' token lifetimes for a load: life for every
+// method when positive, the product's defaults otherwise.
+func tokenLifetimes(life time.Duration) map[string]time.Duration {
+	if life <= 0 {
+		return nil
+	}
+	out := map[string]time.Duration{}
+	for m := range stream.DefaultTokenLifetimes {
+		out[m] = life
+	}
+	return out
 }

@@ -18,6 +18,8 @@ const (
 	keyInProcess   = "captchaq-lazysync-inprocess"
 	keyFloor       = "floor"
 	keyList        = "redis-list"
+	keyLazyNoErase = "captchaq-lazysync-no-erase"
+	keySyncNoErase = "captchaq-syncalways-no-erase"
 	keyAsynq       = "asynq"
 	keyListAlways  = "redis-list-appendfsync-always"
 	keyAsynqAlways = "asynq-appendfsync-always"
@@ -50,6 +52,12 @@ func (b *bench) systems() ([]system, error) {
 			run: func(ctx context.Context, l load) (outcome, error) { return runCaptchaq(ctx, l, false, true) }},
 		{key: keyInProcess, name: "captchaq, LazySync, in-process", profiled: true,
 			run: func(ctx context.Context, l load) (outcome, error) { return runCaptchaq(ctx, l, true, false) }},
+		// Not privacy-faithful: finished tasks' page URLs stay in the
+		// store's files (worker --no-erase), to show what erasure costs.
+		{key: keyLazyNoErase, name: "captchaq, LazySync, TCP, --no-erase (page URLs stay on disk)", profiled: true,
+			run: func(ctx context.Context, l load) (outcome, error) { return runCaptchaqNoErase(ctx, l, true) }},
+		{key: keySyncNoErase, name: "captchaq, SyncAlways, TCP, --no-erase (page URLs stay on disk)", durable: true, profiled: true,
+			run: func(ctx context.Context, l load) (outcome, error) { return runCaptchaqNoErase(ctx, l, false) }},
 		{key: keyFloor, name: "bare JetStream (floor), LazySync, TCP", profiled: true, run: runFloor},
 	}
 	if b.redis != "" {
@@ -176,7 +184,7 @@ func (b *bench) broker() error {
 				n = durableTasks
 			}
 			r := brokerRow{sys: s, threads: threads}
-			burst := load{Tasks: n, Threads: threads, Producers: producers, Timeout: 5 * time.Minute, BrokerPID: s.brokerPID}
+			burst := load{Tasks: n, Threads: threads, Producers: producers, Timeout: 5 * time.Minute, BrokerPID: s.brokerPID, TokenLife: b.tokenLife}
 			if b.profileDir != "" && s.profiled {
 				burst.Profile = filepath.Join(b.profileDir, fmt.Sprintf("%s-%dthreads.pprof", s.key, threads))
 			}

@@ -61,6 +61,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	profileDir := flag.String("profile-dir", "", "broker-bound: write a CPU profile of each captchaq and floor burst (this process, the embedded nats-server included) into this directory")
 	serverProfiles := flag.String("server-profiles", "", "scale: write the nats-server's CPU profile of each dispatch measurement into this directory")
+	tokenLife := flag.Duration("token-lifetime", 0, "broker-bound: captchaq's token lifetime for every method (0: the product's defaults); short, a burst pays what a token's expiry costs")
 	noAnchor := flag.Bool("scale-no-anchor", false, "scale: delete the stream's anchor (captcha.anchor) before the backlog, to show dispatch without it")
 	flag.Parse()
 	if *cpuProfile != "" && *profileDir != "" {
@@ -85,7 +86,7 @@ func main() {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	b := &bench{ctx: ctx, quick: *quick, redis: *redisAddr, redisDurable: *redisDurable, log: log, filter: *systems, threads: threads,
-		profileDir: *profileDir, serverProfiles: *serverProfiles, noAnchor: *noAnchor}
+		profileDir: *profileDir, serverProfiles: *serverProfiles, noAnchor: *noAnchor, tokenLife: *tokenLife}
 	for _, s := range strings.Split(*only, ",") {
 		var err error
 		switch strings.TrimSpace(s) {
@@ -133,6 +134,8 @@ type bench struct {
 	// noAnchor deletes the scale scenario's stream anchor, to show the
 	// dispatch latency without it (FINDINGS.md, "Scale: dispatch latency").
 	noAnchor bool
+	// tokenLife is captchaq's token lifetime in broker-bound bursts (0: the defaults).
+	tokenLife time.Duration
 }
 
 func (b *bench) pick(quick, full int) int {

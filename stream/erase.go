@@ -48,6 +48,8 @@ type eraser struct {
 	// replaced when an erasure is queued.
 	idle       chan struct{}
 	idleClosed bool
+	// plain deletes every message without erasing it (WorkerConfig.NoErase).
+	plain bool
 	// skipped counts messages deleted unerased since warned.
 	skipped int
 	warned  time.Time
@@ -99,7 +101,9 @@ func (e *eraser) run(ctx context.Context) {
 		e.mu.Unlock()
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		var err error
-		if time.Since(job.queued) > eraseMaxLag {
+		if e.plain {
+			err = e.s.DeleteMsg(dctx, job.seq)
+		} else if time.Since(job.queued) > eraseMaxLag {
 			// Behind: a message waiting here stays readable through the
 			// stream's API. Delete it at once instead; its bytes stay on
 			// disk until the server compacts its block.

@@ -176,3 +176,22 @@ func TestTokensOfAStoppedWorkerNeverReachTheDisk(t *testing.T) {
 	require.ErrorIs(t, err, ErrTokenExpired)
 	require.Empty(t, out.Solution)
 }
+
+// With NoErase a finished task's message is deleted, not erased: gone from
+// the stream, while its page URL stays in the store's files, as documented.
+func TestNoEraseDeletesWithoutErasing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	b.startWorker(t, WorkerConfig{Solver: countingSolver(new(atomic.Int32)), NoErase: true})
+	task := turnstileTask("plain1")
+	task.Params["pageurl"] = "https://shop.example/qa/plain-delete-marker"
+	_, err := b.client.Solve(ctx, task)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(subjectAllTasks))
+		return err == nil && len(info.State.Subjects) == 0
+	}, 15*time.Second, 20*time.Millisecond, "the finished task message stayed in the stream")
+	require.Equal(t, []string{"plain-delete-marker"}, storeHolds(t, b.ns.JetStreamConfig().StoreDir, []string{"plain-delete-marker"}),
+		"deleted without erasing: the bytes stay until compaction")
+}

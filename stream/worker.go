@@ -54,6 +54,13 @@ type WorkerConfig struct {
 	// Now is the clock of what the worker records and decides on (see the
 	// package documentation, "Clocks"). Default time.Now.
 	Now func() time.Time
+	// NoErase deletes a finished task's message instead of erasing it: its
+	// page URL then stays in the store's files until the server compacts
+	// the block (the last block never is). For deployments whose page URLs
+	// are not sensitive, such as a QA suite against its own shop: nats-server
+	// erases a message by rewriting its whole block file, which bounds the
+	// broker-bound rate (bench/FINDINGS.md, "Erasure"). Default: erase.
+	NoErase bool
 	// Observer receives every step of every task, for metrics. Default: none.
 	Observer Observer
 }
@@ -196,6 +203,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		log: cfg.Logger.With(slog.String("worker", cfg.Name)), plan: &planGate{js: js},
 		room: &workerRoom{s: s, maxBytes: s.CachedInfo().Config.MaxBytes}}
 	w.eraser = newEraser(s, w.log)
+	w.eraser.plain = cfg.NoErase
 	for _, wc := range workerConsumers() {
 		c, err := s.Consumer(ctx, consumerName(wc.lane, wc.priority))
 		if err != nil {
