@@ -6,6 +6,7 @@
 #   QUICK=1 bench/run.sh                # a short smoke run; writes bench/BENCHMARKS.quick.md instead
 #   PROFILE_DIR=/tmp/prof bench/run.sh  # also a CPU profile of each captchaq and floor burst
 #   ONLY=broker QUICK=1 bench/run.sh    # only the named scenarios (captchaq-bench -only)
+#   THREADS=8,64 bench/run.sh           # broker-bound: only these thread counts
 #
 # It installs redis-server from Debian's packages only if it is missing and
 # starts two redis-servers of its own on 127.0.0.1, each on a free port with
@@ -29,6 +30,9 @@ if [[ -n "${PROFILE_DIR:-}" ]]; then
 fi
 if [[ -n "${ONLY:-}" ]]; then
 	args+=(-only "$ONLY")
+fi
+if [[ -n "${THREADS:-}" ]]; then
+	args+=(-threads "$THREADS")
 fi
 
 if ! command -v redis-server >/dev/null; then
@@ -113,7 +117,7 @@ if [[ -n "$(cd "$root" && git status --porcelain -- . ':!BENCHMARKS.md' ':!bench
 	echo "| | |"
 	echo "| --- | --- |"
 	echo "| date | $started (took ${took} s) |"
-	echo "| command | \`${ONLY:+ONLY=$ONLY }${QUICK:+QUICK=1 }${PROFILE_DIR:+PROFILE_DIR=$PROFILE_DIR }bench/run.sh\` → \`captchaq-bench -redis 127.0.0.1:$port -redis-durable 127.0.0.1:$durable_port${args[*]:+ ${args[*]}}\` |"
+	echo "| command | \`${ONLY:+ONLY=$ONLY }${THREADS:+THREADS=$THREADS }${QUICK:+QUICK=1 }${PROFILE_DIR:+PROFILE_DIR=$PROFILE_DIR }bench/run.sh\` → \`captchaq-bench -redis 127.0.0.1:$port -redis-durable 127.0.0.1:$durable_port${args[*]:+ ${args[*]}}\` |"
 	echo "| commit | $commit$dirty |"
 	echo "| CPU | $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') |"
 	echo "| memory | $(free -g | awk '/^Mem:/ {print $2}') GiB |"
