@@ -146,7 +146,10 @@ func (t Topology) tokenStreamConfig() jetstream.StreamConfig {
 		Replicas:          t.Replicas,
 		Duplicates:        DefaultDuplicateWindow,
 		AllowMsgTTL:       true,
-		AllowDirect:       true,
+		// Reads go to the stream's leader: on a cluster a direct get may be
+		// answered by a replica that has not stored the token yet, and a
+		// waiter would take a token stored just before the outcome for lost.
+		AllowDirect: false,
 	}
 }
 
