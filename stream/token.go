@@ -118,3 +118,45 @@ func (c *Client) withToken(ctx context.Context, out Outcome, gen uint64) (Outcom
 func tokenTTL(expires, now time.Time) time.Duration {
 	return max((expires.Sub(now) + time.Second - 1).Truncate(time.Second), time.Second)
 }
+
+// tokenStreamConfig is the configuration of the token stream (TokenStream):
+// solved tokens, each stored by the worker that solved it with its
+// lifetime as its TTL. In memory: a token never reaches the store's files,
+// so it needs no erasure when it expires (nats-server erases a message by
+// rewriting its whole block file). A broker restart within a token's
+// lifetime loses it; the outcome and the solved event stay (file-backed),
+// so a waiter learns the task was solved and its token is gone
+// (ErrTokenExpired). On a cluster the stream has the topology's replicas,
+// so losing one server loses no token.
+func (t Topology) tokenStreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        t.TokenStream(),
+		Description: "captchaq: solved tokens, in memory, each until its expiry",
+		Subjects:    []string{subjectTokens + ".*.*"},
+		Retention:   jetstream.LimitsPolicy,
+		// A backstop only: every token has its own TTL.
+		MaxAge:            tokenStreamMaxAge,
+		MaxBytes:          -1,
+		MaxMsgs:           -1,
+		MaxMsgsPerSubject: -1,
+		MaxMsgSize:        -1,
+		MaxConsumers:      -1,
+		Discard:           jetstream.DiscardOld,
+		Storage:           jetstream.MemoryStorage,
+		Replicas:          t.Replicas,
+		Duplicates:        DefaultDuplicateWindow,
+		AllowMsgTTL:       true,
+		// Reads go to the stream's leader: on a cluster a direct get may be
+		// answered by a replica that has not stored the token yet, and a
+		// waiter would take a token stored just before the outcome for lost.
+		AllowDirect: false,
+	}
+}
+
+// tokenStreamMaxAge is the token stream's MaxAge: past the longest token
+// lifetime captchaq knows.
+const tokenStreamMaxAge = 15 * time.Minute
+
+// TokenStream is the name of the stream that keeps solved tokens (in
+// memory): the topology's stream name with "_TOKENS" ("CAPTCHA_TOKENS").
+func (t Topology) TokenStream() string { return t.withDefaults().Stream + "_TOKENS" }
