@@ -317,45 +317,6 @@ func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jet
 	return untilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, name) })
 }
 
-// untilAnswered sends a JetStream API request again every try until it is
-// answered or ctx ends. On a cluster, a request about a stream that another
-// process is creating gets no answer until the stream's replicas have
-// elected a leader, and a request the meta leader takes just before it
-// loses the leadership (elections come often on a starved machine) gets
-// none at all; a single request would wait out the whole of ctx. Only
-// idempotent requests may go through here. Each try waits twice as long as
-// the one before, up to 16 s, so a cluster slow to answer at all is still
-// waited for, up to ctx's deadline or answerPatience.
-//
-// A ctx without a deadline gets answerPatience in all: a request refused
-// for want of a permission is not answered either (NATS reports that only
-// asynchronously, to the connection's error handler), and would otherwise
-// be sent again forever.
-func untilAnswered[T any](ctx context.Context, try time.Duration, req func(context.Context) (T, error)) (T, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, answerPatience)
-		defer cancel()
-	}
-	for {
-		rctx, cancel := context.WithTimeout(ctx, try)
-		v, err := req(rctx)
-		cancel()
-		unanswered := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
-		switch {
-		case unanswered && ctx.Err() == nil:
-			try = min(2*try, 16*time.Second)
-			continue
-		case unanswered && errors.Is(ctx.Err(), context.DeadlineExceeded):
-			err = fmt.Errorf("no answer from JetStream (a permission the user lacks? a cluster without a leader?): %w", err)
-		}
-		return v, err
-	}
-}
-
-// answerPatience bounds untilAnswered for a caller that set no deadline.
-const answerPatience = time.Minute
-
 // storeAnchor stores the stream's anchor unless the stream holds one: the
 // publish expects no earlier message on SubjectAnchor, so of racing
 // creators only one stores it, and the others' "wrong last sequence" means
