@@ -91,6 +91,12 @@ type Config struct {
 	// ends, from the reply this Client parsed (no second read of it). It
 	// must be quick and safe for concurrent use.
 	OnCall func(Call)
+	// Now is the clock: every time the Client reads (poll times, observed
+	// ready times, call durations, submission spacing, outage spans) comes
+	// from it, and every wait is the difference of two of its readings.
+	// Give it the worker's clock (stream.WorkerConfig.Now). Default
+	// time.Now.
+	Now func() time.Time
 }
 
 // Client talks to a 2captcha-compatible service. It is safe for concurrent
@@ -108,6 +114,7 @@ type Client struct {
 	service    Service
 	outage     outage
 	onCall     func(Call)
+	now        func() time.Time
 }
 
 var _ Solver = (*Client)(nil)
@@ -139,6 +146,10 @@ func NewClient(cfg Config) (*Client, error) {
 		log:    cfg.Logger,
 		timing: cfg.Timing,
 		onCall: cfg.OnCall,
+		now:    cfg.Now,
+	}
+	if c.now == nil {
+		c.now = time.Now
 	}
 	if c.http == nil {
 		c.http = newHTTPClient()
@@ -215,7 +226,7 @@ func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
-	return c.wait(ctx, req, id, time.Now())
+	return c.wait(ctx, req, id, c.now())
 }
 
 // Submit validates req and sends it to in.php, returning the captcha id. It
@@ -227,7 +238,7 @@ func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	if err := c.service.Offers(req.Method, req.Params); err != nil {
 		return "", newError("validate", CodeInvalidParams, err)
 	}
-	if err := c.limiter.wait(ctx); err != nil {
+	if err := c.limiter.wait(ctx, c.now); err != nil {
 		return "", fmt.Errorf("solver: wait for submission slot: %w", err)
 	}
 	body, ctype, err := c.submitBody(req)
@@ -292,18 +303,18 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		c.poller.observe(kind, lastNotReady, seen)
 		c.log.LogAttrs(ctx, slog.LevelDebug, "captcha solved",
 			slog.String("method", req.Method), slog.String("captcha_id", id),
-			slog.Int("polls", polls), slog.Duration("elapsed", time.Since(submitted)))
+			slog.Int("polls", polls), slog.Duration("elapsed", c.now().Sub(submitted)))
 		return a, nil
 	}
 	// fetch asks res.php about id on its own and says whether that ended the
 	// wait, with what. readyAt is when a batch call saw it ready (zero: this
 	// call tells).
 	fetch := func(readyAt time.Time) (done bool, a Answer, err error) {
-		sent := time.Now()
+		sent := c.now()
 		a, err = c.Fetch(ctx, id)
 		polls++
 		// The service answered somewhere between sending and receiving.
-		seen := sent.Add(time.Since(sent) / 2).Sub(submitted)
+		seen := sent.Add(c.now().Sub(sent) / 2).Sub(submitted)
 		if !readyAt.IsZero() {
 			seen = readyAt.Sub(submitted)
 		}
@@ -333,7 +344,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 	i := 0
 	for i < len(sched) {
 		at, last := submitted.Add(sched[i]), i == len(sched)-1
-		if at.After(deadline) || !time.Now().Before(deadline) {
+		if at.After(deadline) || !c.now().Before(deadline) {
 			break // past the deadline, planned or because a call took that long
 		}
 		if i > 0 {
@@ -349,7 +360,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 				at, last = deadline, true
 			}
 		}
-		timer.Reset(time.Until(at))
+		timer.Reset(at.Sub(c.now()))
 		select {
 		case <-ctx.Done():
 			return Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
@@ -357,7 +368,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			// A scheduled poll: with a batcher it earns the call, except
 			// the last, which is always the captcha's own, and the first
 			// after a batch call failed.
-			fired = time.Now()
+			fired = c.now()
 			i++
 			if w != nil && !last && !own && c.batch.on() {
 				c.batch.earn()
@@ -400,7 +411,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		}
 	}
 	code, why := CodePollLimit, fmt.Sprintf("no answer after %d res.php calls", len(sched))
-	if len(sched) < kt.maxCalls || !time.Now().Before(deadline) {
+	if len(sched) < kt.maxCalls || !c.now().Before(deadline) {
 		code, why = CodeTimeout, fmt.Sprintf("no answer within %v", kt.maxWait)
 	}
 	if lastErr != nil {
