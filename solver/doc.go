@@ -11,17 +11,35 @@
 // learnWindow such intervals per kind and fits a log-normal distribution of
 // solve times to them (see fitLogNormal).
 //
+// An answer found at a captcha's first poll is left-censored, (0, hi]: it
+// says the solve took at most hi, not how much less. The fit takes it as
+// that (its expectation step truncates the distribution above hi), so such
+// answers pull the fitted mass below hi but cannot say where. Probes say
+// where: while fewer than probeNeed of a kind's recent answers came after a
+// CAPCHA_NOT_READY, one captcha in probeEvery polls once more, at half the
+// tightest bound seen (probeAt). Each probe halves what is known or brackets
+// the ready time, so a service or a kind faster than the schedule assumes
+// is found after a few dozen answers, and a kind that is not stops being
+// probed; a probe is one call more for that captcha, within MaxCalls.
+//
 // Given that distribution, the fixed schedule (FirstPoll, then every
 // PollInterval) costs some expected number of res.php calls B per captcha. The
 // adaptive schedule is the set of poll times, on a grid of Resolution, that
 // minimises the expected pickup lag (ready → fetched) among schedules whose
-// expected number of calls is at most B: it polls densely where solves are
-// likely and sparsely in the tail. When no schedule beats the fixed one's lag
-// at that cost, it takes the one with the fewest calls at no more lag. It is found by dynamic programming on the
+// expected number of calls is at most B (at least 1.02, so that a first poll
+// earlier than one that finds every answer may miss a few): it polls densely
+// where solves are likely and sparsely in the tail. When no schedule beats
+// the fixed one's lag at that cost, it takes the one with the fewest calls
+// at no more lag. It is found by dynamic programming on the
 // Lagrangian lag + λ·calls (the optimal-inspection problem), bisecting λ until
 // the calls fit the budget, and is used only when its expected lag beats the
 // fixed schedule's. After its last planned poll it continues with the fixed
 // interval, so solves slower than any seen are still fetched and learned.
+//
+// What a Client learned can outlive it and be shared by a pool
+// (Client.ShareTimings with a TimingStore): a compact summary per kind
+// (Learned: median, spread, how many answers), merged by the store and
+// pooled with each Client's own answers.
 //
 // # Batch polling
 //

@@ -6,19 +6,26 @@ import (
 	"time"
 )
 
-// planAdaptive returns the adaptive poll times for the observations (see the
-// comment above), or the fixed schedule when it does not do better.
-func planAdaptive(obs []readyWindow, k kindTiming) []time.Duration {
+// budgetSlack is how many calls per captcha beyond one the adaptive
+// schedule may spend where the fixed schedule spends fewer: when the fixed
+// schedule's first poll finds nearly every answer, an earlier first poll
+// needs a second call for the few it misses.
+const budgetSlack = 0.02
+
+// planAdaptive returns the adaptive poll times for a log-normal distribution
+// of ready times (μ, σ of the log in nanoseconds; see the package doc), or
+// the fixed schedule when it does not do better.
+func planAdaptive(mu, sigma float64, k kindTiming) []time.Duration {
 	fixed := k.fixedSchedule()
 	g := k.resolution
-	mu, sigma := fitLogNormal(obs)
 	horizon := min(time.Duration(math.Exp(mu+3.3*sigma))+2*g, k.maxWait)
 	n := int((horizon + g - 1) / g)
 	if n < 2 || n > 4096 {
 		return fixed
 	}
 	d := discretize(mu, sigma, g, n)
-	budget, fixedLag := d.evaluate(fixed)
+	fixedCalls, fixedLag := d.evaluate(fixed)
+	budget := max(fixedCalls, 1+budgetSlack)
 
 	// C[i], M[i]: probability and first moment (in grid units) of ready by
 	// t(i) = i·g.
@@ -90,7 +97,7 @@ func planAdaptive(obs []readyWindow, k kindTiming) []time.Duration {
 		}
 	}
 	if best != nil {
-		if calls, _ := d.evaluate(k.extend(slices.Clone(best))); calls < budget*0.97 {
+		if calls, _ := d.evaluate(k.extend(slices.Clone(best))); calls < fixedCalls*0.97 {
 			return best
 		}
 	}
@@ -127,7 +134,7 @@ func fitLogNormal(obs []readyWindow) (mu, sigma float64) {
 	}
 	n := float64(len(ws))
 	mu = sum / n
-	sigma = math.Max(math.Sqrt(math.Max(sum2/n-mu*mu, 0)), 0.05)
+	sigma = math.Max(math.Sqrt(math.Max(sum2/n-mu*mu, 0)), minSigma)
 	for range 50 {
 		var m1, m2 float64
 		for _, w := range ws {
@@ -160,7 +167,7 @@ func fitLogNormal(obs []readyWindow) (mu, sigma float64) {
 			m2 += e2
 		}
 		nmu := m1 / n
-		nsigma := math.Max(math.Sqrt(math.Max(m2/n-nmu*nmu, 0)), 0.05)
+		nsigma := math.Max(math.Sqrt(math.Max(m2/n-nmu*nmu, 0)), minSigma)
 		done := math.Abs(nmu-mu) < 1e-6 && math.Abs(nsigma-sigma) < 1e-6
 		mu, sigma = nmu, nsigma
 		if done {
