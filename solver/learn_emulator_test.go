@@ -34,7 +34,7 @@ func TestLearnsFasterServiceEmulated(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const total, warm = 200, 20
-	req := solver.Request{Method: "base64", Params: map[string]string{"body": "R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7"}}
+	req := solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}}
 	var mu sync.Mutex
 	var solved int
 	var first fakeapi.Stats

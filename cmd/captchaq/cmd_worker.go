@@ -30,6 +30,7 @@ type solverFlags struct {
 	outageWarn   time.Duration
 	log          *slog.Logger // the solver client's debug lines (hosts and codes only)
 	onCall       func(solver.Call)
+	now          func() time.Time // the clock the worker reads too
 }
 
 // register adds every solver flag: the service's and the solving ones.
@@ -83,7 +84,7 @@ func (s *solverFlags) clientWith(timing solver.Timing, hc *http.Client) (*solver
 		return nil, err
 	}
 	return solver.NewClient(solver.Config{BaseURL: s.url, APIKey: key, Timing: timing, HTTPClient: hc, Logger: s.log,
-		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn, OnCall: s.onCall})
+		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn, OnCall: s.onCall, Now: s.now})
 }
 
 // profile is the --service profile, or the one of the --solver-url host.
@@ -146,6 +147,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// The solver reports each call itself: its own transport (connection
 	// reuse, timeouts) stays, and no reply is read twice.
 	sf.onCall = m.SolverCall
+	sf.now = time.Now // one clock for the worker and its solver
 	sc, err := sf.client(solver.Timing{})
 	if err != nil {
 		return err
@@ -183,7 +185,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	setup, cancel := ae.failFast(ctx)
 	w, err := stream.NewWorker(setup, nc, stream.WorkerConfig{Solver: m.Solver(sc), Threads: *threads, Policy: pf.policy(),
-		Topology: top.topology(), Name: *name, Logger: log, ShutdownGrace: *grace, Observer: m})
+		Topology: top.topology(), Name: *name, Logger: log, ShutdownGrace: *grace, Observer: m, Now: sf.now})
 	cancel()
 	if err != nil {
 		return explain(err, ae)
