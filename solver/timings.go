@@ -2,7 +2,6 @@ package solver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -84,35 +83,18 @@ type TimingStore interface {
 	MergeTimings(ctx context.Context, fresh map[string]Learned) (map[string]Learned, error)
 }
 
-// ShareTimings merges what c learned with store at once and then every
-// interval until ctx ends, and plans every kind with what the pool learned
-// from then on (pooled with c's own answers). It returns nil when ctx ends;
-// a failed merge is reported to onError (nil: ignored) and tried again at the
-// next interval, c polling on with what it has.
-func (c *Client) ShareTimings(ctx context.Context, store TimingStore, interval time.Duration, onError func(error)) error {
-	if interval <= 0 {
-		return errors.New("solver: ShareTimings interval must be positive")
+// ShareTimings merges what c learned since its last share into store and
+// plans every kind with what the store then holds (pooled with c's own
+// answers) until the next share. Call it at start, to begin with what a
+// pool learned, and then every so often. When the merge fails, c keeps
+// what it had and shares those answers next time.
+func (c *Client) ShareTimings(ctx context.Context, store TimingStore) error {
+	fresh := c.poller.kindsLearned(c.now())
+	pooled, err := store.MergeTimings(ctx, fresh)
+	if err != nil {
+		c.poller.unshare(fresh)
+		return fmt.Errorf("solver: share timings: %w", err)
 	}
-	share := func() {
-		fresh := c.poller.kindsLearned(c.now())
-		pooled, err := store.MergeTimings(ctx, fresh)
-		if err != nil {
-			c.poller.unshare(fresh)
-			if onError != nil && ctx.Err() == nil {
-				onError(err)
-			}
-			return
-		}
-		c.poller.setPriors(pooled)
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		share()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	c.poller.setPriors(pooled)
+	return nil
 }

@@ -45,10 +45,7 @@ func SetPlan(ctx context.Context, js jetstream.JetStream, t Topology, threads in
 		}
 		return nil
 	}
-	storage := jetstream.FileStorage
-	if t.Memory {
-		storage = jetstream.MemoryStorage
-	}
+	storage := t.storage()
 	// Exactly threads messages, and no room for one more: whatever anyone
 	// publishes on the plan's subject, or has a push consumer deliver there
 	// (JetStream does not check a consumer's deliver subject against its

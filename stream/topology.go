@@ -90,11 +90,17 @@ func (t Topology) withDefaults() Topology {
 	return t
 }
 
-func (t Topology) streamConfig() jetstream.StreamConfig {
-	storage := jetstream.FileStorage
+// storage is where the streams keep their messages: on disk, in memory with
+// Memory.
+func (t Topology) storage() jetstream.StorageType {
 	if t.Memory {
-		storage = jetstream.MemoryStorage
+		return jetstream.MemoryStorage
 	}
+	return jetstream.FileStorage
+}
+
+func (t Topology) streamConfig() jetstream.StreamConfig {
+	storage := t.storage()
 	return jetstream.StreamConfig{
 		Name:        t.Stream,
 		Description: "captchaq: tasks, their life, outcomes and dead letters",

@@ -156,8 +156,8 @@ func requiresAuth(opts *server.Options) bool {
 		len(opts.TrustedOperators) > 0 || opts.AuthCallout != nil
 }
 
-// ensureTopology creates or updates the stream and the workers' consumers,
-// and sets the plan quota unless planThreads is negative.
+// ensureTopology creates or updates the stream, the workers' consumers and
+// the timings bucket, and sets the plan quota unless planThreads is negative.
 func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, planThreads int) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -167,6 +167,9 @@ func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, pla
 	defer cancel()
 	if _, err := stream.EnsureTopology(tctx, js, top, true); err != nil {
 		return fmt.Errorf("create the topology: %w", err)
+	}
+	if _, err := stream.EnsureTimings(tctx, js, top); err != nil {
+		return fmt.Errorf("create the timings bucket: %w", err)
 	}
 	if planThreads >= 0 {
 		if err := stream.SetPlan(tctx, js, top, planThreads); err != nil {

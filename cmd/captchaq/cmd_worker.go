@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
@@ -122,6 +125,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "on SIGTERM, how long in-flight solves may finish before they are handed back")
 	name := fs.String("name", "", "worker name in the audit trail (default host-pid-random)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464); empty: off")
+	shareEvery := fs.Duration("share-timings", 30*time.Second,
+		"merge the solve times this worker learned into the pool's (KV bucket "+stream.TimingsBucket+") this often, and poll with the pool's; 0: learn alone, forget on exit")
 	var nf natsFlags
 	nf.register(fs)
 	var sf solverFlags
@@ -190,6 +195,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return explain(err, ae)
 	}
+	if *shareEvery > 0 {
+		stopSharing := shareTimings(ctx, nc, top.topology(), sc, *shareEvery, log)
+		defer stopSharing()
+	}
 	svc, _ := sf.profile()
 	log.Info("worker started", slog.Int("threads", *threads), slog.String("nats", nc.ConnectedUrlRedacted()),
 		slog.String("service", string(svc)), slog.String("solver", redactURL(sf.url)))
@@ -207,6 +216,54 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	log.Info("worker stopped")
 	return nil
+}
+
+// shareTimings starts sc with the pool's learned solve times and shares what
+// sc learns with the pool every interval, until the returned function is
+// called, which shares once more. Without the
+// bucket (a server whose admin has not run init since it exists) the worker
+// says so once and learns alone.
+func shareTimings(ctx context.Context, nc *nats.Conn, top stream.Topology, sc *solver.Client, every time.Duration, log *slog.Logger) func() {
+	js, err := jetstream.New(nc)
+	if err == nil {
+		var store *stream.Timings
+		if store, err = stream.OpenTimings(ctx, js, top); err == nil {
+			// The pool's timings before the first task, then every interval.
+			warned := false
+			share := func(ctx context.Context) {
+				if err := sc.ShareTimings(ctx, store); err != nil && ctx.Err() == nil && !warned {
+					warned = true
+					log.Warn("could not share learned solve times; polling on with this worker's own", slog.Any("error", err))
+				}
+			}
+			share(ctx)
+			ctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				t := time.NewTicker(every)
+				defer t.Stop()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-t.C:
+						share(ctx)
+					}
+				}
+			}()
+			return func() {
+				cancel()
+				<-done
+				// What this worker learned since the last share outlives it.
+				last, stop := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+				defer stop()
+				share(last)
+			}
+		}
+	}
+	log.Warn("solve times are not shared with the pool: this worker learns alone", slog.Any("error", err))
+	return func() {}
 }
 
 // serveMetrics serves h on addr in the background and returns a function
