@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/internal/text"
+	"github.com/captchaq/captchaq/retry"
 )
 
 // DefaultBaseURL is the root of CaptchaAI's API, Config.BaseURL's default.
@@ -95,6 +96,12 @@ type Config struct {
 	// Give it the worker's clock (stream.WorkerConfig.Now). Default
 	// time.Now.
 	Now func() time.Time
+	// LearnPlan, for a plan whose size is not told (no plan-wide quota),
+	// keeps this Client's captchas on the service's threads (submitted,
+	// neither answered nor probably solved) within a window learned from
+	// in.php's capacity refusals (window.go): Solve waits for room in it.
+	// Off: Solve submits at once and the caller limits the concurrency.
+	LearnPlan bool
 }
 
 // Client talks to a 2captcha-compatible service. It is safe for concurrent
@@ -113,6 +120,8 @@ type Client struct {
 	outage     outage
 	onCall     func(Call)
 	now        func() time.Time
+	hold       holdBack
+	win        *window // nil without Config.LearnPlan
 }
 
 var _ Solver = (*Client)(nil)
@@ -148,6 +157,9 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if cfg.LearnPlan {
+		c.win = newWindow()
 	}
 	if c.http == nil {
 		c.http = newHTTPClient()
@@ -219,12 +231,59 @@ func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLa
 // API's code and class, and the captcha id once there is one; a request that
 // Validate rejects is a Permanent *Error with CodeInvalidParams. When ctx is
 // done, Solve returns at once with an error wrapping ctx.Err().
+//
+// With Config.LearnPlan, Solve first waits for a thread of the plan window
+// (window.go), which it holds until the answer comes or the captcha is
+// probably solved.
 func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
+	var round int
+	held := false
+	if c.win != nil {
+		r, err := c.win.acquire(ctx)
+		if err != nil {
+			return Answer{}, fmt.Errorf("solver: wait for a thread of the plan window: %w", err)
+		}
+		round, held = r, true
+	}
+	free := func() {
+		if held {
+			held = false
+			c.win.release()
+		}
+	}
+	defer free()
 	id, err := c.Submit(ctx, req)
 	if err != nil {
+		if planFull(c.service, err) {
+			c.hold.refused()
+			if c.win != nil {
+				c.win.refused(round)
+			}
+		}
 		return Answer{}, err
 	}
-	return c.wait(ctx, req, id, c.now())
+	c.hold.accepted()
+	if c.win != nil {
+		c.win.accepted()
+	}
+	return c.wait(ctx, req, id, c.now(), free)
+}
+
+// planFull reports whether err is in.php's answer that every thread of the
+// plan is busy: ERROR_NO_SLOT_AVAILABLE, or CaptchaAI's ERROR_ZERO_BALANCE.
+func planFull(s Service, err error) bool {
+	code := CodeOf(err)
+	return code == "ERROR_NO_SLOT_AVAILABLE" || code == "ERROR_ZERO_BALANCE" && s.Classify(code) == retry.Capacity
+}
+
+// PlanWindow returns the plan window learned so far (Config.LearnPlan):
+// how many captchas this Client keeps on the service's threads at most; 0
+// without LearnPlan.
+func (c *Client) PlanWindow() int {
+	if c.win == nil {
+		return 0
+	}
+	return c.win.size()
 }
 
 // Submit validates req and sends it to in.php, returning the captcha id. It

@@ -39,6 +39,8 @@ type kindStats struct {
 	plan     []time.Duration
 	hasPlan  bool
 	planFrom kindTiming
+	mu       float64 // the fit plan was computed from (fit)
+	sigma    float64
 	probes   int     // captchas scheduled while the kind is probed
 	prior    Learned // what the pool learned (Client.ShareTimings); N = 0: nothing
 }
@@ -107,8 +109,8 @@ func (ks *kindStats) planned(k kindTiming) []time.Duration {
 		return k.fixedSchedule()
 	}
 	if !ks.hasPlan || ks.fresh >= replanEvery || ks.planFrom != k {
-		mu, sigma := ks.fit()
-		ks.plan = k.extend(planAdaptive(mu, sigma, k))
+		ks.mu, ks.sigma = ks.fit()
+		ks.plan = k.extend(planAdaptive(ks.mu, ks.sigma, k))
 		ks.hasPlan, ks.fresh, ks.planFrom = true, 0, k
 	}
 	return ks.plan

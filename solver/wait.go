@@ -13,12 +13,22 @@ import (
 
 // wait polls res.php for captcha id on the schedule of req's kind: on its own,
 // or through the Client's batcher (batch.go), which tells it when a batch call
-// found it ready.
-func (c *Client) wait(ctx context.Context, req Request, id string, submitted time.Time) (Answer, error) {
+// found it ready. When the captcha is probably solved (ready.go), it calls
+// early, and the WithProbablyReady function of ctx if there is one.
+func (c *Client) wait(ctx context.Context, req Request, id string, submitted time.Time, early func()) (Answer, error) {
 	kind := Kind(req.Method, req.Params)
 	kt := c.timing.forKind(kind)
 	sched := c.poller.schedule(kind, kt)
 	deadline := submitted.Add(kt.maxWait)
+	hook := probablyReadyHook(ctx)
+	var probably <-chan time.Time // nil: never
+	if hook != nil || c.win != nil {
+		if d, ok := c.poller.readyBy(kind, kt, 1-c.hold.rate()); ok {
+			t := time.NewTimer(submitted.Add(d).Sub(c.now()))
+			defer t.Stop()
+			probably = t.C
+		}
+	}
 	var w *pollWaiter
 	var news <-chan struct{} // nil without a batcher: never ready
 	if c.batch != nil {
@@ -118,6 +128,12 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			}
 			if last {
 				i = len(sched)
+			}
+		case <-probably:
+			probably = nil
+			early()
+			if hook != nil {
+				hook()
 			}
 		case <-news:
 			for _, n := range w.take() {
