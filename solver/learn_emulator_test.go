@@ -18,19 +18,8 @@ func TestLearnsFasterServiceEmulated(t *testing.T) {
 	t.Parallel()
 	const scale = 0.05
 	s := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
-	api := fakeapi.New(fakeapi.Config{Seed: 11, TimeScale: scale, BurstWindow: s(3 * time.Second), BanTime: s(10 * time.Second),
-		SolveTime: map[string]fakeapi.Range{fakeapi.KindImage: {Min: 500 * time.Millisecond, Max: 1300 * time.Millisecond}}})
-	url, stop, err := fakeapi.ServeLocal(api)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	c, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey,
-		MinSubmitInterval: s(solver.DefaultMinSubmitInterval), SubmitWindow: s(solver.DefaultSubmitWindow),
-		Timing: solver.Timing{Scale: scale, NoBatch: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	api, c := scaledEmulator(t, fakeapi.Config{Seed: 11,
+		SolveTime: map[string]fakeapi.Range{fakeapi.KindImage: {Min: 500 * time.Millisecond, Max: 1300 * time.Millisecond}}}, scale, false)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const total, warm = 200, 20
