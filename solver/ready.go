@@ -36,6 +36,15 @@ func WithProbablyReady(ctx context.Context, f func()) context.Context {
 	return context.WithValue(ctx, readyKey{}, f)
 }
 
+// ProbablyReady calls the function WithProbablyReady put in ctx, if there
+// is one: how a Solver other than Client (an in-process solver, a test)
+// says that the captcha of the Solve call under ctx is probably solved.
+func ProbablyReady(ctx context.Context) {
+	if f := probablyReadyHook(ctx); f != nil {
+		f()
+	}
+}
+
 // probablyReadyHook returns the function WithProbablyReady put in ctx, nil
 // when there is none.
 func probablyReadyHook(ctx context.Context) func() {

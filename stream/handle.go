@@ -147,7 +147,7 @@ func (w *Worker) attempt(ctx context.Context, j *job, base Event, crashed bool, 
 		return
 	}
 	tctx, endTrace := traceAttempt(ctx, j)
-	ans, serr := w.solve(tctx, j)
+	ans, serr := w.solve(w.plan.earlyRelease(tctx, j.thread), j)
 	endTrace(serr)
 	if solver.ClassOf(serr) != retry.Fatal {
 		sl.solved() // the next task may start while this one is recorded

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -20,8 +21,9 @@ import (
 // the pool's timings.
 const TimingsBucket = "captchaq-timings"
 
-// timingsMaxValue bounds one value: a Learned is under 100 bytes.
-const timingsMaxValue = 1024
+// timingsMaxValue bounds one value: a Learned is under 100 bytes, the plan
+// windows about 80 bytes a worker.
+const timingsMaxValue = 64 * 1024
 
 // mergeTries is how often a merge is tried when other workers update the
 // same key meanwhile.
@@ -137,4 +139,97 @@ func (s *Timings) Load(ctx context.Context) (map[string]solver.Learned, error) {
 		}
 	}
 	return out, nil
+}
+
+// planWindowsKey holds the plan windows the workers learned
+// (solver.Config.LearnPlan), by worker name: {"<name>":{"limit":N,"at":T}}.
+const planWindowsKey = "plan_windows"
+
+// windowFresh is how long a worker's plan window counts after it wrote it:
+// a worker that stopped writing is gone.
+const windowFresh = 2 * time.Minute
+
+// PlanWindow is one worker's learned plan window.
+type PlanWindow struct {
+	// Limit is how many captchas the worker keeps on the service's threads
+	// at most.
+	Limit int `json:"limit"`
+	// At is when the worker wrote it.
+	At time.Time `json:"at"`
+}
+
+// PutWindow records worker's learned plan window limit at now, and drops
+// the windows of workers silent for windowFresh.
+func (s *Timings) PutWindow(ctx context.Context, worker string, limit int, now time.Time) error {
+	for range mergeTries {
+		e, err := s.kv.Get(ctx, planWindowsKey)
+		ws := map[string]PlanWindow{}
+		if err == nil {
+			_ = json.Unmarshal(e.Value(), &ws) // unreadable: replaced
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("plan windows: %w", err)
+		}
+		for name, w := range ws {
+			if now.Sub(w.At) > windowFresh {
+				delete(ws, name)
+			}
+		}
+		ws[worker] = PlanWindow{Limit: limit, At: now}
+		b, _ := json.Marshal(ws)
+		if e == nil {
+			_, err = s.kv.Create(ctx, planWindowsKey, b)
+		} else {
+			_, err = s.kv.Update(ctx, planWindowsKey, b, e.Revision())
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			continue
+		default:
+			return fmt.Errorf("plan windows: %w", err)
+		}
+	}
+	return fmt.Errorf("plan windows: still updated by others after %d tries", mergeTries)
+}
+
+// Windows returns the plan windows of the workers that wrote theirs within
+// windowFresh of now, by worker name.
+func (s *Timings) Windows(ctx context.Context, now time.Time) (map[string]PlanWindow, error) {
+	e, err := s.kv.Get(ctx, planWindowsKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("plan windows: %w", err)
+	}
+	ws := map[string]PlanWindow{}
+	_ = json.Unmarshal(e.Value(), &ws)
+	for name, w := range ws {
+		if now.Sub(w.At) > windowFresh {
+			delete(ws, name)
+		}
+	}
+	return ws, nil
+}
+
+// learnedPlan fills st's LearnedPlan from the workers' plan windows; a
+// missing bucket means none learns.
+func (c *Client) learnedPlan(ctx context.Context, st *Stats, now time.Time) error {
+	kv, err := c.js.KeyValue(ctx, TimingsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("timings bucket %s: %w", TimingsBucket, err)
+	}
+	ws, err := (&Timings{kv: kv}).Windows(ctx, now)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		st.LearnedPlan += w.Limit
+		st.LearnedPlanWorkers++
+	}
+	return nil
 }

@@ -160,3 +160,25 @@ func TestAuthWorkerSharesTimings(t *testing.T) {
 		return err
 	})
 }
+
+// TestStatsShowLearnedPlan: without a quota, Stats sums the plan windows the
+// workers wrote lately; a window older than windowFresh no longer counts.
+func TestStatsShowLearnedPlan(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	js, err := jetstream.New(b.nc)
+	require.NoError(t, err)
+	_, err = EnsureTopology(ctx, js, b.top, true)
+	require.NoError(t, err)
+	ts, err := OpenTimings(ctx, js, b.top)
+	require.NoError(t, err)
+	now := time.Now()
+	require.NoError(t, ts.PutWindow(ctx, "gone", 40, now.Add(-windowFresh-time.Second)))
+	require.NoError(t, ts.PutWindow(ctx, "w1", 7, now))
+	require.NoError(t, ts.PutWindow(ctx, "w2", 8, now))
+	st, err := b.client.Stats(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 15, st.LearnedPlan)
+	require.Equal(t, 2, st.LearnedPlanWorkers)
+}

@@ -34,6 +34,7 @@ type solverFlags struct {
 	log          *slog.Logger // the solver client's debug lines (hosts and codes only)
 	onCall       func(solver.Call)
 	now          func() time.Time // the clock the worker reads too
+	learnPlan    bool             // learn the plan window (solver.Config.LearnPlan)
 }
 
 // register adds every solver flag: the service's and the solving ones.
@@ -87,7 +88,7 @@ func (s *solverFlags) clientWith(timing solver.Timing, hc *http.Client) (*solver
 		return nil, err
 	}
 	return solver.NewClient(solver.Config{BaseURL: s.url, APIKey: key, Timing: timing, HTTPClient: hc, Logger: s.log,
-		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn, OnCall: s.onCall, Now: s.now})
+		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn, OnCall: s.onCall, Now: s.now, LearnPlan: s.learnPlan})
 }
 
 // profile is the --service profile, or the one of the --solver-url host.
@@ -125,6 +126,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "on SIGTERM, how long in-flight solves may finish before they are handed back")
 	name := fs.String("name", "", "worker name in the audit trail (default host-pid-random)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464); empty: off")
+	learnPlan := fs.Bool("learn-plan", true,
+		"when no plan-wide quota is set (--plan-threads on server/init), keep this worker's captchas at the service within a window learned from its capacity refusals; `captchaq stats` shows the pool's sum")
 	shareEvery := fs.Duration("share-timings", 30*time.Second,
 		"merge the solve times this worker learned into the pool's (KV bucket "+stream.TimingsBucket+") this often, and poll with the pool's; 0: learn alone, forget on exit")
 	var nf natsFlags
@@ -153,16 +156,22 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// reuse, timeouts) stays, and no reply is read twice.
 	sf.onCall = m.SolverCall
 	sf.now = time.Now // one clock for the worker and its solver
-	sc, err := sf.client(solver.Timing{})
-	if err != nil {
-		return err
-	}
 	nc, ae, err := nf.connect(ctx, "captchaq-worker")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	ae.setLogger(log)
+	if *learnPlan {
+		sf.learnPlan, err = noPlanQuota(ctx, nc)
+		if err != nil {
+			return explain(err, ae)
+		}
+	}
+	sc, err := sf.client(solver.Timing{})
+	if err != nil {
+		return err
+	}
 
 	// Readiness: connected to NATS, bound to the consumers, and taking tasks.
 	var running atomic.Bool
@@ -196,7 +205,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return explain(err, ae)
 	}
 	if *shareEvery > 0 {
-		stopSharing := shareTimings(ctx, nc, top.topology(), sc, *shareEvery, log)
+		stopSharing := shareTimings(ctx, nc, top.topology(), sc, *shareEvery, w.Name(), log)
 		defer stopSharing()
 	}
 	svc, _ := sf.profile()
@@ -218,12 +227,25 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
+// noPlanQuota reports whether no plan-wide thread quota is set.
+func noPlanQuota(ctx context.Context, nc *nats.Conn) (bool, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return false, err
+	}
+	n, err := stream.PlanThreads(ctx, js)
+	if err != nil {
+		return false, fmt.Errorf("read the plan quota: %w", err)
+	}
+	return n == 0, nil
+}
+
 // shareTimings starts sc with the pool's learned solve times and shares what
 // sc learns with the pool every interval, until the returned function is
 // called, which shares once more. Without the
 // bucket (a server whose admin has not run init since it exists) the worker
 // says so once and learns alone.
-func shareTimings(ctx context.Context, nc *nats.Conn, top stream.Topology, sc *solver.Client, every time.Duration, log *slog.Logger) func() {
+func shareTimings(ctx context.Context, nc *nats.Conn, top stream.Topology, sc *solver.Client, every time.Duration, name string, log *slog.Logger) func() {
 	js, err := jetstream.New(nc)
 	if err == nil {
 		var store *stream.Timings
@@ -231,7 +253,11 @@ func shareTimings(ctx context.Context, nc *nats.Conn, top stream.Topology, sc *s
 			// The pool's timings before the first task, then every interval.
 			warned := false
 			share := func(ctx context.Context) {
-				if err := sc.ShareTimings(ctx, store); err != nil && ctx.Err() == nil && !warned {
+				err := sc.ShareTimings(ctx, store)
+				if n := sc.PlanWindow(); n > 0 && err == nil {
+					err = store.PutWindow(ctx, name, n, time.Now())
+				}
+				if err != nil && ctx.Err() == nil && !warned {
 					warned = true
 					log.Warn("could not share learned solve times; polling on with this worker's own", slog.Any("error", err))
 				}
