@@ -102,6 +102,10 @@ type Config struct {
 	// in.php's capacity refusals (window.go): Solve waits for room in it.
 	// Off: Solve submits at once and the caller limits the concurrency.
 	LearnPlan bool
+	// Pingback, with the 2captcha profile, has the service call back when
+	// an answer is ready (pingback.go) instead of being polled. Other
+	// profiles ignore it. Default: none.
+	Pingback *Pingback
 }
 
 // Client talks to a 2captcha-compatible service. It is safe for concurrent
@@ -120,8 +124,25 @@ type Client struct {
 	outage     outage
 	onCall     func(Call)
 	now        func() time.Time
-	hold       holdBack
+	occ        *occupancy
 	win        *window // nil without Config.LearnPlan
+	pingback   *Pingback
+}
+
+// pingsBack reports whether the service calls back (Config.Pingback).
+func (c *Client) pingsBack() bool { return c.pingback != nil && c.service == TwoCaptcha }
+
+// pingbackGrace is how long after the usual first poll a captcha waiting for
+// a callback is polled anyway.
+func (c *Client) pingbackGrace() time.Duration {
+	g := c.pingback.Grace
+	if g <= 0 {
+		g = DefaultPingbackGrace
+		if s := c.timing.Scale; s > 0 {
+			g = time.Duration(float64(g) * s)
+		}
+	}
+	return g
 }
 
 var _ Solver = (*Client)(nil)
@@ -147,13 +168,14 @@ func NewClient(cfg Config) (*Client, error) {
 		return nil, errors.New("solver: base URL must not carry credentials or a query")
 	}
 	c := &Client{
-		base:   strings.TrimRight(base, "/"),
-		key:    cfg.APIKey,
-		http:   cfg.HTTPClient,
-		log:    cfg.Logger,
-		timing: cfg.Timing,
-		onCall: cfg.OnCall,
-		now:    cfg.Now,
+		base:     strings.TrimRight(base, "/"),
+		key:      cfg.APIKey,
+		http:     cfg.HTTPClient,
+		log:      cfg.Logger,
+		timing:   cfg.Timing,
+		onCall:   cfg.OnCall,
+		now:      cfg.Now,
+		pingback: cfg.Pingback,
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -161,6 +183,7 @@ func NewClient(cfg Config) (*Client, error) {
 	if cfg.LearnPlan {
 		c.win = newWindow()
 	}
+	c.occ = newOccupancy(c, cfg.Timing.batchGap()/5, cfg.Timing.batchGap())
 	if c.http == nil {
 		c.http = newHTTPClient()
 	}
@@ -255,18 +278,33 @@ func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
 	id, err := c.Submit(ctx, req)
 	if err != nil {
 		if planFull(c.service, err) {
-			c.hold.refused()
 			if c.win != nil {
 				c.win.refused(round)
 			}
+			c.occ.refused(ctx)
 		}
 		return Answer{}, err
 	}
-	c.hold.accepted()
+	submitted := c.now()
+	c.occ.accepted()
 	if c.win != nil {
 		c.win.accepted()
 	}
-	return c.wait(ctx, req, id, c.now(), free)
+	var h *holder
+	if hook := probablyReadyHook(ctx); hook != nil || c.win != nil {
+		kind := Kind(req.Method, req.Params)
+		h = c.occ.add(kind, c.timing.forKind(kind), submitted, func() {
+			free()
+			if hook != nil {
+				hook()
+			}
+		})
+	}
+	a, err := c.wait(ctx, req, id, submitted, h)
+	if h != nil {
+		c.occ.done(h, err == nil)
+	}
+	return a, err
 }
 
 // planFull reports whether err is in.php's answer that every thread of the
@@ -297,6 +335,14 @@ func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	}
 	if err := c.limiter.wait(ctx, c.now); err != nil {
 		return "", fmt.Errorf("solver: wait for submission slot: %w", err)
+	}
+	if c.pingsBack() {
+		params := make(map[string]string, len(req.Params)+1)
+		for k, v := range req.Params {
+			params[k] = v
+		}
+		params["pingback"] = c.pingback.url
+		req.Params = params
 	}
 	body, ctype, err := c.submitBody(req)
 	if err != nil {

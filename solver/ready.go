@@ -3,35 +3,44 @@ package solver
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
 
 // The service frees a plan thread when it has solved a captcha, not when the
-// client fetches the answer: between the two, the thread is paid and idle.
-// A Client can tell when a captcha is probably solved from what it learned
-// of the kind's ready times, and say so (WithProbablyReady, and its own
-// plan window, window.go), so that the next captcha goes to the service
-// about when a thread frees there.
+// client fetches the answer: between the two the thread is paid and idle.
+// A Client estimates how many of its captchas the service is still solving
+// from what it learned of their kinds' ready times, and hands threads back
+// (WithProbablyReady, and its own plan window, window.go) so that the next
+// captcha goes to the service about when a thread frees there.
 //
-// "Probably" is the kind's fitted distribution at 1 − miss: the captcha is
-// still being solved with probability miss. A capacity refusal at in.php
-// says a thread was not free after all: miss halves (down to minMiss); each
-// accepted submission lets it creep back up by missStep (up to maxMiss), so
-// the hand-out comes as early as refusals allow.
+// Every BatchGap / 5 (200 ms), each captcha in flight has a chance S of still being
+// solved: the survival of its kind's fitted distribution at its age, given
+// that it was not ready at its last CAPCHA_NOT_READY. Of them, about
+// E = ΣS are still being solved, give or take σ = √ΣS(1−S); of the n that
+// still hold threads, n − E − z·σ (rounded) threads are then probably free
+// at the service, and that many holders, the likeliest done first, hand
+// theirs back. z grows by zUp at
+// every capacity refusal at in.php (a thread was not free after all) and
+// shrinks by zDown with each accepted submission, so refusals stay a small
+// share of in.php calls (about zDown/zUp) while threads come back as early
+// as they allow. Kinds not learned yet count as still being solved.
 const (
-	maxMiss  = 0.10
-	minMiss  = 0.002
-	missStep = 0.002
+	zStart = 0.5
+	zUp    = 0.25
+	zDown  = 0.02
+	zMax   = 3.0
+	zMin   = -2.0
 )
 
 type readyKey struct{}
 
 // WithProbablyReady returns a copy of ctx under which Client.Solve calls f
-// once, on the goroutine that called Solve and before Solve returns, when the
-// captcha it submitted is probably solved at the service (see above). It is
-// not called for a kind the Client has not learned yet, nor when the
-// answer or an error comes first. f must be quick.
+// at most once, on the goroutine that called Solve and before Solve returns,
+// when the captcha it submitted is probably solved at the service (see
+// above). It is not called when the answer or an error comes first. f must
+// be quick.
 func WithProbablyReady(ctx context.Context, f func()) context.Context {
 	return context.WithValue(ctx, readyKey{}, f)
 }
@@ -45,64 +54,200 @@ func ProbablyReady(ctx context.Context) {
 	}
 }
 
-// probablyReadyHook returns the function WithProbablyReady put in ctx, nil
-// when there is none.
 func probablyReadyHook(ctx context.Context) func() {
 	f, _ := ctx.Value(readyKey{}).(func())
 	return f
 }
 
-// holdBack is a Client's miss rate: how early it says a captcha is probably
-// ready. It is safe for concurrent use.
-type holdBack struct {
-	mu   sync.Mutex
-	miss float64
+// holder is a captcha that holds a thread, as the occupancy sees it.
+type holder struct {
+	kind      string
+	k         kindTiming
+	submitted time.Time
+	lo        time.Duration // offset of its last CAPCHA_NOT_READY; guarded by occupancy.mu
+	back      chan struct{} // closed when it should hand its thread back
+	onBack    func()        // what handing it back does, on the goroutine of Solve
+	handed    bool          // guarded by occupancy.mu
 }
 
-func (h *holdBack) rate() float64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.miss == 0 {
-		h.miss = maxMiss
+// occupancy decides which of a Client's captchas hand their threads back
+// (see above). It is safe for concurrent use; a goroutine runs while there
+// are holders.
+type occupancy struct {
+	c       *Client
+	every   time.Duration // between two estimates
+	hold    time.Duration // the longest hold after a refusal
+	mu      sync.Mutex
+	holders map[*holder]struct{}
+	z       float64
+	running bool
+	freed   chan struct{} // closed and replaced when a captcha of the Client is answered
+}
+
+func newOccupancy(c *Client, every, hold time.Duration) *occupancy {
+	return &occupancy{c: c, every: every, hold: hold, holders: map[*holder]struct{}{}, z: zStart, freed: make(chan struct{})}
+}
+
+// add registers a captcha that holds a thread from submitted on; onBack
+// hands it back.
+func (o *occupancy) add(kind string, k kindTiming, submitted time.Time, onBack func()) *holder {
+	h := &holder{kind: kind, k: k, submitted: submitted, back: make(chan struct{}), onBack: onBack}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.holders[h] = struct{}{}
+	if !o.running {
+		o.running = true
+		go o.run()
 	}
-	return h.miss
+	return h
 }
 
-// refused halves the miss rate: a thread was not free when it was thought to
-// be.
-func (h *holdBack) refused() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.miss == 0 {
-		h.miss = maxMiss
+// notReady records that h (nil: none) was not ready at offset lo.
+func (o *occupancy) notReady(h *holder, lo time.Duration) {
+	if h == nil {
+		return
 	}
-	h.miss = max(h.miss/2, minMiss)
+	o.mu.Lock()
+	h.lo = max(h.lo, lo)
+	o.mu.Unlock()
 }
 
-// accepted lets the miss rate creep back up.
-func (h *holdBack) accepted() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.miss == 0 {
-		h.miss = maxMiss
+// done unregisters h; answered says its answer came, so a thread at the
+// service is free for sure.
+func (o *occupancy) done(h *holder, answered bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.holders, h)
+	if answered {
+		close(o.freed)
+		o.freed = make(chan struct{})
 	}
-	h.miss = min(h.miss+missStep, maxMiss)
 }
 
-// readyBy returns the offset from submission by which a captcha of kind is
-// ready with probability q, from the kind's plan; false when the kind is not
-// learned yet.
-func (p *poller) readyBy(kind string, k kindTiming, q float64) (time.Duration, bool) {
+// refused makes the hand-back more careful, and waits until a captcha of the
+// Client is answered or BatchGap (1 s) passes: the thread of the refused
+// submission, which its caller gives back when Solve returns, must not carry
+// the next captcha into the same full plan at once.
+func (o *occupancy) refused(ctx context.Context) {
+	o.mu.Lock()
+	o.z = min(o.z+zUp, zMax)
+	freed := o.freed
+	o.mu.Unlock()
+	t := time.NewTimer(o.hold)
+	defer t.Stop()
+	select {
+	case <-freed:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// accepted makes the hand-back a little bolder.
+func (o *occupancy) accepted() {
+	o.mu.Lock()
+	o.z = max(o.z-zDown, zMin)
+	o.mu.Unlock()
+}
+
+func (o *occupancy) run() {
+	t := time.NewTicker(o.every)
+	defer t.Stop()
+	for range t.C {
+		o.mu.Lock()
+		if len(o.holders) == 0 {
+			o.running = false
+			o.mu.Unlock()
+			return
+		}
+		o.handBack(o.c.now())
+		o.mu.Unlock()
+	}
+}
+
+// handBack signals the holders that are probably done (see above): E and σ
+// count every captcha of the Client still in flight, those that handed their
+// threads back too, against the threads it still holds. Callers hold o.mu.
+func (o *occupancy) handBack(now time.Time) {
+	type est struct {
+		h *holder
+		s float64
+	}
+	ests := make([]est, 0, len(o.holders))
+	var e, v float64
+	for h := range o.holders {
+		s := o.c.poller.survival(h.kind, h.k, now.Sub(h.submitted), h.lo)
+		e += s
+		v += s * (1 - s)
+		if !h.handed {
+			ests = append(ests, est{h, s})
+		}
+	}
+	free := int(math.Round(float64(len(ests)) - e - o.z*math.Sqrt(v)))
+	if free <= 0 {
+		return
+	}
+	slices.SortFunc(ests, func(a, b est) int { return cmpFloat(a.s, b.s) })
+	for _, x := range ests[:min(free, len(ests))] {
+		x.h.handed = true
+		close(x.h.back)
+	}
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// survival returns the chance that a captcha of kind, not ready at offset lo,
+// is still being solved at offset age; 1 when the kind is not learned. It
+// reads the kind's own answers where they say enough (each spread evenly
+// over the window it was ready in), the fitted distribution beyond them
+// and for the pool's learning alone.
+func (p *poller) survival(kind string, k kindTiming, age, lo time.Duration) float64 {
 	if k.fixed {
-		return 0, false
+		return 1
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ks := p.stats(kind)
 	ks.planned(k)
 	if !ks.hasPlan {
-		return 0, false
+		return 1
 	}
-	z := math.Sqrt2 * math.Erfinv(2*q-1)
-	return time.Duration(math.Exp(ks.mu + ks.sigma*z)), true
+	if n := len(ks.obs); n >= minLearned {
+		if from := empiricalSurvival(ks.obs, lo); from >= 2/float64(n) {
+			return math.Min(empiricalSurvival(ks.obs, age)/from, 1)
+		}
+	}
+	surv := func(t time.Duration) float64 {
+		if t <= 0 {
+			return 1
+		}
+		return 1 - normCDF((math.Log(float64(t))-ks.mu)/ks.sigma)
+	}
+	from := surv(lo)
+	if from <= 1e-12 {
+		return 0
+	}
+	return math.Min(surv(age)/from, 1)
+}
+
+// empiricalSurvival is the share of obs not ready by t, each observation
+// spread evenly over its window.
+func empiricalSurvival(obs []readyWindow, t time.Duration) float64 {
+	var ready float64
+	for _, o := range obs {
+		switch {
+		case t >= o.hi:
+			ready++
+		case t > o.lo:
+			ready += float64(t-o.lo) / float64(o.hi-o.lo)
+		}
+	}
+	return 1 - ready/float64(len(obs))
 }

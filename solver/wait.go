@@ -13,25 +13,33 @@ import (
 
 // wait polls res.php for captcha id on the schedule of req's kind: on its own,
 // or through the Client's batcher (batch.go), which tells it when a batch call
-// found it ready. When the captcha is probably solved (ready.go), it calls
-// early, and the WithProbablyReady function of ctx if there is one.
-func (c *Client) wait(ctx context.Context, req Request, id string, submitted time.Time, early func()) (Answer, error) {
+// found it ready. When h (nil: none) is told to hand its thread back
+// (ready.go), it calls h.onBack.
+func (c *Client) wait(ctx context.Context, req Request, id string, submitted time.Time, h *holder) (Answer, error) {
 	kind := Kind(req.Method, req.Params)
 	kt := c.timing.forKind(kind)
 	sched := c.poller.schedule(kind, kt)
 	deadline := submitted.Add(kt.maxWait)
-	hook := probablyReadyHook(ctx)
-	var probably <-chan time.Time // nil: never
-	if hook != nil || c.win != nil {
-		if d, ok := c.poller.readyBy(kind, kt, 1-c.hold.rate()); ok {
-			t := time.NewTimer(submitted.Add(d).Sub(c.now()))
-			defer t.Stop()
-			probably = t.C
+	var called <-chan struct{} // the service's callback (pingback.go); nil: none
+	callbacks := 0
+	if c.pingsBack() {
+		ch, stop := c.pingback.register(id)
+		defer stop()
+		called = ch
+		// Polls only for a callback that does not come.
+		pk := kt
+		pk.first += c.pingbackGrace()
+		if sched = pk.fixedSchedule(); len(sched) == 0 {
+			sched = []time.Duration{kt.maxWait}
 		}
+	}
+	var handBack <-chan struct{} // nil: never
+	if h != nil {
+		handBack = h.back
 	}
 	var w *pollWaiter
 	var news <-chan struct{} // nil without a batcher: never ready
-	if c.batch != nil {
+	if c.batch != nil && called == nil {
 		if w = c.batch.add(id, kind); w != nil {
 			defer c.batch.remove(w)
 			news = w.signal
@@ -74,6 +82,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			return true, Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
 		case cls == retry.Poll:
 			lastNotReady, fails = max(lastNotReady, seen), 0
+			c.occ.notReady(h, lastNotReady)
 		case (cls == retry.Transient || cls == retry.Capacity) && fails < c.pollErrors:
 			// Capacity from res.php is a gateway's HTTP 429: the captcha is
 			// still being solved, so slow down and poll on like after any
@@ -129,17 +138,25 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			if last {
 				i = len(sched)
 			}
-		case <-probably:
-			probably = nil
-			early()
-			if hook != nil {
-				hook()
+		case <-handBack:
+			handBack = nil
+			h.onBack()
+		case <-called:
+			// Ready about now: fetch the answer (never taken from the
+			// callback), and learn the ready time as this moment.
+			if callbacks++; callbacks >= pingbackFetches {
+				called = nil
+			}
+			lastNotReady = max(lastNotReady, c.now().Sub(submitted)-time.Millisecond)
+			if done, a, err := fetch(time.Time{}); done {
+				return a, err
 			}
 		case <-news:
 			for _, n := range w.take() {
 				switch n.kind {
 				case newsNotReady:
 					lastNotReady, fails = max(lastNotReady, n.seen.Sub(submitted)), 0
+					c.occ.notReady(h, lastNotReady)
 					polls++
 				case newsFailed:
 					// Failures in a row are counted on the captcha's own

@@ -2,6 +2,7 @@ package solver
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 )
@@ -69,29 +70,69 @@ func TestWindowWaits(t *testing.T) {
 	}
 }
 
-// TestHoldBack: refusals halve the miss rate, accepted submissions let it
-// creep back up, within its bounds.
-func TestHoldBack(t *testing.T) {
+// TestHandBack: of a Client's captchas holding threads, those its learned
+// distribution says are done hand their threads back, the likeliest first,
+// as many as the expected free threads less the margin; kinds not learned
+// never do.
+func TestHandBack(t *testing.T) {
 	t.Parallel()
-	var h holdBack
-	if got := h.rate(); got != maxMiss {
-		t.Fatalf("initial miss rate %v, want %v", got, maxMiss)
+	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	h.refused()
-	h.refused()
-	if got := h.rate(); got != maxMiss/4 {
-		t.Fatalf("miss rate %v after two refusals, want %v", got, maxMiss/4)
+	for i := range 40 {
+		c.poller.observe(KindImage, time.Second, time.Second+time.Duration(i)*5*time.Millisecond)
 	}
-	for range 100 {
-		h.refused()
+	k := c.timing.forKind(KindImage)
+	now := time.Now()
+	o := newOccupancy(c, time.Hour, time.Hour)
+	var old, young, unknown []*holder
+	for range 10 {
+		old = append(old, o.add(KindImage, k, now.Add(-5*time.Second), nil))
+		young = append(young, o.add(KindImage, k, now.Add(-100*time.Millisecond), nil))
+		unknown = append(unknown, o.add(KindTurnstile, c.timing.forKind(KindTurnstile), now.Add(-time.Hour), nil))
 	}
-	if got := h.rate(); got != minMiss {
-		t.Fatalf("miss rate %v after many refusals, want the floor %v", got, minMiss)
+	o.mu.Lock()
+	o.handBack(now)
+	o.mu.Unlock()
+	closed := func(hs []*holder) (n int) {
+		for _, h := range hs {
+			select {
+			case <-h.back:
+				n++
+			default:
+			}
+		}
+		return n
 	}
-	for range 1000 {
-		h.accepted()
+	if n := closed(old); n != 10 {
+		t.Errorf("%d of 10 captchas surely done handed back, want 10", n)
 	}
-	if got := h.rate(); got != maxMiss {
-		t.Fatalf("miss rate %v after many accepted, want %v", got, maxMiss)
+	if n := closed(young); n != 0 {
+		t.Errorf("%d of 10 captchas surely not done handed back, want 0", n)
+	}
+	if n := closed(unknown); n != 0 {
+		t.Errorf("%d of 10 captchas of a kind not learned handed back, want 0", n)
+	}
+	o.mu.Lock()
+	o.handBack(now) // nothing handed twice
+	o.mu.Unlock()
+
+	// Captchas just past the median: over half are done; the margin keeps
+	// the hand-back under that.
+	o2 := newOccupancy(c, time.Hour, time.Hour)
+	c.poller.mu.Lock()
+	median := time.Duration(math.Exp(c.poller.stats(KindImage).mu))
+	c.poller.mu.Unlock()
+	var mid []*holder
+	for range 40 {
+		mid = append(mid, o2.add(KindImage, k, now.Add(-median*11/10), nil))
+	}
+	done := 40 * (1 - c.poller.survival(KindImage, k, median*11/10, 0))
+	o2.mu.Lock()
+	o2.handBack(now)
+	o2.mu.Unlock()
+	if n := closed(mid); n == 0 || float64(n) >= done {
+		t.Errorf("%d of 40 captchas just past the median handed back, want some, fewer than the %.1f expected done", n, done)
 	}
 }
