@@ -62,10 +62,11 @@ type tap struct {
 	pick map[string]time.Time
 	res  map[string]float64
 	n    map[string]int // res.php calls that asked about the captcha
+	nr   map[string]int // single res.php calls that answered CAPCHA_NOT_READY
 }
 
 func newTap(next http.Handler) *tap {
-	return &tap{next: next, in: map[string]time.Time{}, pick: map[string]time.Time{}, res: map[string]float64{}, n: map[string]int{}}
+	return &tap{next: next, in: map[string]time.Time{}, pick: map[string]time.Time{}, res: map[string]float64{}, n: map[string]int{}, nr: map[string]int{}}
 }
 
 type recorder struct {
@@ -107,6 +108,9 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	states := make([]string, len(ids))
+	if ok && reply.Status == 0 && len(ids) == 1 && string(reply.Request) == `"CAPCHA_NOT_READY"` {
+		t.nr[ids[0]]++
+	}
 	if ok && reply.Status == 1 {
 		switch len(ids) {
 		case 1:
@@ -152,6 +156,9 @@ type solverScenario struct {
 	learnPlan bool
 	// workers run, each with its own client and threads threads (0: plan).
 	workers, threads int
+	// pingback: the 2captcha profile, whose service calls back
+	// (solver.Pingback) instead of being polled.
+	pingback bool
 }
 
 // solverBoundResult is one solver-bound run; times are real-time
@@ -166,6 +173,8 @@ type solverBoundResult struct {
 	LagP95      time.Duration
 	ResPerSolve float64 // res.php calls per solve, a batch call shared among the captchas it asked about
 	AskedMax    int     // the most res.php calls that asked about one captcha
+	NotReady    float64 // res.php calls per solve that answered CAPCHA_NOT_READY
+	Callbacks   int     // callbacks received (pingback)
 	InCalls     int
 	Refused     int // in.php refused for capacity (ERROR_ZERO_BALANCE, ERROR_NO_SLOT_AVAILABLE)
 	Window      int // the learned plan windows' sum at the end (learnPlan)
@@ -183,7 +192,7 @@ func (b *bench) solverBound() error {
 		"Pickup lag (ready → the first res.php reply that carried the answer), mean solve and res.php per solve are of the captchas picked up in the window.\n\n",
 		scale, 1/scale, window, time.Duration(float64(window)/scale))
 	t := table{head: []string{"scenario", "plan", "solved", "mean solve", "plan used (throughput ÷ limit)", "busy ÷ plan", "mean pickup lag", "p95 pickup lag",
-		"res.php per solve", "most res.php for one captcha", "in.php calls", "refused for capacity"}}
+		"res.php per solve", "of them CAPCHA_NOT_READY", "most res.php for one captcha", "in.php calls", "refused for capacity"}}
 	rows := []solverScenario{
 		{name: "fixed 5 s (DESIGN's first polls, then every 5 s), one by one", plan: 50, timing: solver.Timing{Fixed: true, NoBatch: true}},
 		{name: "adaptive, one by one (CLI default), worker threads = plan", plan: 50, timing: solver.Timing{NoBatch: true}},
@@ -195,6 +204,7 @@ func (b *bench) solverBound() error {
 		{name: "unconfigured plan, no learning (before): 5 workers × 20 threads", plan: 50, timing: solver.Timing{NoBatch: true}, workers: 5, threads: 20},
 		{name: "fast service (0.5–1.3 s), adaptive, one by one", plan: 5, timing: solver.Timing{NoBatch: true}, solve: fastSolveTimes()},
 		{name: "fast service (0.5–1.3 s), fixed 5 s", plan: 5, timing: solver.Timing{Fixed: true, NoBatch: true}, solve: fastSolveTimes()},
+		{name: "pingback (2captcha profile: the service calls back), worker threads = plan", plan: 50, timing: solver.Timing{NoBatch: true}, pingback: true},
 		{name: "adaptive + batch, emulator WITH multi-id polls (not in CaptchaAI's docs)", plan: 50, timing: solver.Timing{}, batch: true},
 	}
 	for _, sc := range rows {
@@ -212,7 +222,7 @@ func (b *bench) solverBound() error {
 			plan += fmt.Sprintf(" (learned: %d)", r.Window)
 		}
 		t.add(sc.name, plan, fmt.Sprint(r.Solved), ms(r.MeanSolve), fmt.Sprintf("%.1f %%", 100*r.Throughput/r.Limit), fmt.Sprintf("%.1f %%", 100*r.Busy),
-			ms(r.LagMean), ms(r.LagP95), fmt.Sprintf("%.2f", r.ResPerSolve), fmt.Sprint(r.AskedMax), fmt.Sprint(r.InCalls), refused)
+			ms(r.LagMean), ms(r.LagP95), fmt.Sprintf("%.2f", r.ResPerSolve), fmt.Sprintf("%.2f", r.NotReady), fmt.Sprint(r.AskedMax), fmt.Sprint(r.InCalls), refused)
 	}
 	fmt.Printf("%s\n", t.String())
 	fmt.Printf("res.php per solve counts HTTP calls: a batch call (`action=get&ids=…`) is shared equally among the captchas it asked about. " +
@@ -234,7 +244,23 @@ func runSolverBound(ctx context.Context, sc solverScenario, scale float64, windo
 		meanSolve += (r.Min + r.Max) / 2 / time.Duration(len(solve))
 	}
 	scaled := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
-	emu := fakeapi.New(fakeapi.Config{Threads: sc.plan, SolveTime: solve, TimeScale: scale, Seed: 7, BatchPolls: sc.batch,
+	service := fakeapi.ServiceCaptchaAI
+	var pb *solver.Pingback
+	if sc.pingback {
+		service = fakeapi.Service2Captcha
+		var cbURL string
+		var stopCB func()
+		var err error
+		cbURL, stopCB, err = fakeapi.ServeLocal(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { pb.ServeHTTP(w, r) }))
+		if err != nil {
+			return res, err
+		}
+		defer stopCB()
+		if pb, err = solver.NewPingback(cbURL + "/pingback"); err != nil {
+			return res, err
+		}
+	}
+	emu := fakeapi.New(fakeapi.Config{Threads: sc.plan, SolveTime: solve, TimeScale: scale, Seed: 7, BatchPolls: sc.batch, Service: service,
 		BurstWindow: scaled(3 * time.Second), BanTime: scaled(10 * time.Second)})
 	tp := newTap(emu)
 	emuURL, stopEmu, err := fakeapi.ServeLocal(tp)
@@ -249,6 +275,7 @@ func runSolverBound(ctx context.Context, sc solverScenario, scale float64, windo
 	clients := make([]*solver.Client, workers)
 	for i := range clients {
 		clients[i], err = solver.NewClient(solver.Config{BaseURL: emuURL, APIKey: fakeapi.TestKey, Timing: timing, LearnPlan: sc.learnPlan,
+			Service: solver.Service(service), Pingback: pb,
 			MinSubmitInterval: scaled(solver.DefaultMinSubmitInterval), SubmitWindow: scaled(solver.DefaultSubmitWindow)})
 		if err != nil {
 			return res, err
@@ -384,11 +411,13 @@ func runSolverBound(ctx context.Context, sc solverScenario, scale float64, windo
 	var sum time.Duration
 	var picked int
 	var calls float64
+	var notReady int
 	for id, pt := range tp.pick {
 		if it, ok := tp.in[id]; ok && !pt.Before(start) && pt.Before(end) {
 			sum += pt.Sub(it)
 			picked++
 			calls += tp.res[id]
+			notReady += tp.nr[id]
 			res.AskedMax = max(res.AskedMax, tp.n[id])
 		}
 	}
@@ -399,6 +428,10 @@ func runSolverBound(ctx context.Context, sc solverScenario, scale float64, windo
 	res.MeanSolve = toReal(sum/time.Duration(picked)) - res.LagMean
 	res.Limit = float64(sc.plan) / res.MeanSolve.Seconds()
 	res.ResPerSolve = calls / float64(picked)
+	res.NotReady = float64(notReady) / float64(picked)
+	if pb != nil {
+		res.Callbacks = pb.Callbacks()
+	}
 	res.InCalls = after.InCalls - base.InCalls
 	for _, code := range []string{"ERROR_ZERO_BALANCE", "ERROR_NO_SLOT_AVAILABLE"} {
 		res.Refused += after.Codes[code] - base.Codes[code]

@@ -216,3 +216,21 @@ func (p *poller) unshare(fresh map[string]Learned) {
 		ks.unshared = min(ks.unshared+l.N, learnWindow)
 	}
 }
+
+// readyBy returns the offset from submission by which a captcha of kind is
+// ready with probability q under the kind's fit; false when the kind is not
+// learned yet.
+func (p *poller) readyBy(kind string, k kindTiming, q float64) (time.Duration, bool) {
+	if k.fixed {
+		return 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ks := p.stats(kind)
+	ks.planned(k)
+	if !ks.hasPlan {
+		return 0, false
+	}
+	z := math.Sqrt2 * math.Erfinv(2*q-1)
+	return time.Duration(math.Exp(ks.mu + ks.sigma*z)), true
+}

@@ -33,8 +33,9 @@ import (
 // tells the waiting captcha to fetch its answer from res.php at once, at
 // most pingbackFetches times, which is also what bounds a flood of forged
 // callbacks against the call budget. Polling goes on behind it on a sparse
-// schedule (Pingback.Grace after the usual first poll), so a callback that
-// never comes costs lag, not the captcha.
+// schedule (Pingback.Grace after the usual first poll or the kind's learned
+// 99.5th percentile), so a callback that never comes costs lag, not the
+// captcha.
 
 // pingbackFetches is how many callbacks a captcha answers with a res.php
 // call.
@@ -42,6 +43,10 @@ const pingbackFetches = 3
 
 // DefaultPingbackGrace is the default Pingback.Grace.
 const DefaultPingbackGrace = 30 * time.Second
+
+// pingbackQuantile: a captcha waiting for a callback is polled once its
+// kind's learned ready time at this quantile, and Grace, have passed.
+const pingbackQuantile = 0.995
 
 // maxEarly bounds the callbacks kept for captchas whose in.php reply has not
 // arrived yet.
@@ -52,9 +57,11 @@ const maxEarly = 4096
 // reach it, give it to Config.Pingback, and give the service its URL only
 // through the Client. It is safe for concurrent use.
 type Pingback struct {
-	// Grace is how long after the usual first poll a captcha that waits
-	// for a callback is polled anyway. Zero means DefaultPingbackGrace
-	// (scaled by the Client's Timing.Scale).
+	// Grace is how long after the usual first poll, or after the time by
+	// which nearly every captcha of its kind was ready (the learned 99.5th
+	// percentile), a captcha that waits for a callback is polled anyway.
+	// Zero means DefaultPingbackGrace (scaled by the Client's
+	// Timing.Scale).
 	Grace time.Duration
 
 	url    string // public URL with the secret path

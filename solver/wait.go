@@ -26,9 +26,14 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		ch, stop := c.pingback.register(id)
 		defer stop()
 		called = ch
-		// Polls only for a callback that does not come.
+		// Polls only for a callback that does not come: Grace after the
+		// usual first poll, or after nearly every captcha of the kind was
+		// ready, whichever is later.
 		pk := kt
 		pk.first += c.pingbackGrace()
+		if d, ok := c.poller.readyBy(kind, kt, pingbackQuantile); ok {
+			pk.first = max(pk.first, d+c.pingbackGrace())
+		}
 		if sched = pk.fixedSchedule(); len(sched) == 0 {
 			sched = []time.Duration{kt.maxWait}
 		}

@@ -35,6 +35,7 @@ type solverFlags struct {
 	onCall       func(solver.Call)
 	now          func() time.Time // the clock the worker reads too
 	learnPlan    bool             // learn the plan window (solver.Config.LearnPlan)
+	pingback     *solver.Pingback // the service calls back (2captcha only)
 }
 
 // register adds every solver flag: the service's and the solving ones.
@@ -88,7 +89,7 @@ func (s *solverFlags) clientWith(timing solver.Timing, hc *http.Client) (*solver
 		return nil, err
 	}
 	return solver.NewClient(solver.Config{BaseURL: s.url, APIKey: key, Timing: timing, HTTPClient: hc, Logger: s.log,
-		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn, OnCall: s.onCall, Now: s.now, LearnPlan: s.learnPlan})
+		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn, OnCall: s.onCall, Now: s.now, LearnPlan: s.learnPlan, Pingback: s.pingback})
 }
 
 // profile is the --service profile, or the one of the --solver-url host.
@@ -128,6 +129,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464); empty: off")
 	learnPlan := fs.Bool("learn-plan", true,
 		"when no plan-wide quota is set (--plan-threads on server/init), keep this worker's captchas at the service within a window learned from its capacity refusals; `captchaq stats` shows the pool's sum")
+	pingbackListen := fs.String("pingback-listen", "", "with the 2captcha profile: receive the service's callbacks (pingback) on this address, e.g. 0.0.0.0:8089; needs --pingback-url")
+	pingbackURL := fs.String("pingback-url", "", "the public URL the service calls back, routed to --pingback-listen (registered in 2captcha's pingback settings); a secret path segment is added")
 	shareEvery := fs.Duration("share-timings", 30*time.Second,
 		"merge the solve times this worker learned into the pool's (KV bucket "+stream.TimingsBucket+") this often, and poll with the pool's; 0: learn alone, forget on exit")
 	var nf natsFlags
@@ -149,6 +152,27 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *threads < 1 {
 		return usageError("--threads %d: want 1 or more", *threads)
+	}
+	if (*pingbackListen == "") != (*pingbackURL == "") {
+		return usageError("--pingback-listen and --pingback-url go together")
+	}
+	if *pingbackListen != "" {
+		if svc, err := sf.profile(); err != nil {
+			return err
+		} else if svc != solver.TwoCaptcha {
+			return usageError("--pingback-listen: the %s profile does not call back (2captcha does: --service 2captcha)", svc)
+		}
+		pb, err := solver.NewPingback(*pingbackURL)
+		if err != nil {
+			return usageError("--pingback-url: %v", err)
+		}
+		stop, addr, err := serveHTTP(*pingbackListen, pb, log)
+		if err != nil {
+			return fmt.Errorf("--pingback-listen: %w", err)
+		}
+		defer stop()
+		sf.pingback = pb
+		log.Info("receiving the service's callbacks", slog.String("addr", addr), slog.String("url_host", hostOf(*pingbackURL)))
 	}
 	m := metrics.NewWorker(*threads)
 	sf.log = log
@@ -189,9 +213,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return nil
 	}
 	if *metricsAddr != "" {
-		stopMetrics, addr, err := serveMetrics(*metricsAddr, metrics.Mux(m.Registry(), ready), log)
+		stopMetrics, addr, err := serveHTTP(*metricsAddr, metrics.Mux(m.Registry(), ready), log)
 		if err != nil {
-			return err
+			return fmt.Errorf("--metrics-addr: %w", err)
 		}
 		defer stopMetrics()
 		log.Info("serving metrics", slog.String("addr", addr))
@@ -292,17 +316,26 @@ func shareTimings(ctx context.Context, nc *nats.Conn, top stream.Topology, sc *s
 	return func() {}
 }
 
-// serveMetrics serves h on addr in the background and returns a function
-// that stops it, and the address it listens on.
-func serveMetrics(addr string, h http.Handler, log *slog.Logger) (func(), string, error) {
+// hostOf is a URL's host, all that logs show of it.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid)"
+	}
+	return u.Host
+}
+
+// serveHTTP serves h on addr in the background and returns a function that
+// stops it, and the address it listens on.
+func serveHTTP(addr string, h http.Handler, log *slog.Logger) (func(), string, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, "", fmt.Errorf("--metrics-addr: %w", err)
+		return nil, "", err
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server stopped", slog.Any("error", err))
+			log.Error("HTTP listener stopped", slog.String("addr", l.Addr().String()), slog.Any("error", err))
 		}
 	}()
 	return func() {
