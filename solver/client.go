@@ -257,7 +257,11 @@ func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLa
 //
 // With Config.LearnPlan, Solve first waits for a thread of the plan window
 // (window.go), which it holds until the answer comes or the captcha is
-// probably solved.
+// probably solved (ready.go). With LearnPlan or WithProbablyReady, a
+// capacity refusal of the plan (ERROR_NO_SLOT_AVAILABLE, CaptchaAI's
+// ERROR_ZERO_BALANCE) is returned once another captcha of the Client is
+// answered or BatchGap (1 s) passed, so the caller's thread does not carry
+// the next captcha into the same full plan at once.
 func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
 	var round int
 	held := false
@@ -275,13 +279,17 @@ func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
 		}
 	}
 	defer free()
+	hook := probablyReadyHook(ctx)
+	handsBack := hook != nil || c.win != nil
 	id, err := c.Submit(ctx, req)
 	if err != nil {
 		if planFull(c.service, err) {
 			if c.win != nil {
 				c.win.refused(round)
 			}
-			c.occ.refused(ctx)
+			if handsBack {
+				c.occ.refused(ctx)
+			}
 		}
 		return Answer{}, err
 	}
@@ -291,7 +299,7 @@ func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
 		c.win.accepted()
 	}
 	var h *holder
-	if hook := probablyReadyHook(ctx); hook != nil || c.win != nil {
+	if handsBack {
 		kind := Kind(req.Method, req.Params)
 		h = c.occ.add(kind, c.timing.forKind(kind), submitted, func() {
 			free()
