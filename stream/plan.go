@@ -118,6 +118,15 @@ func SetPlan(ctx context.Context, js jetstream.JetStream, t Topology, threads in
 	return nil
 }
 
+// storage is where the streams keep their messages: on disk, in memory with
+// Memory.
+func (t Topology) storage() jetstream.StorageType {
+	if t.Memory {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
 // PlanThreads returns the plan-wide thread quota, 0 when none is set.
 func PlanThreads(ctx context.Context, js jetstream.JetStream) (int, error) {
 	n, _, err := planSettings(ctx, js)

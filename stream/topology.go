@@ -90,15 +90,6 @@ func (t Topology) withDefaults() Topology {
 	return t
 }
 
-// storage is where the streams keep their messages: on disk, in memory with
-// Memory.
-func (t Topology) storage() jetstream.StorageType {
-	if t.Memory {
-		return jetstream.MemoryStorage
-	}
-	return jetstream.FileStorage
-}
-
 func (t Topology) streamConfig() jetstream.StreamConfig {
 	storage := t.storage()
 	return jetstream.StreamConfig{
