@@ -34,8 +34,11 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		if d, ok := c.poller.readyBy(kind, kt, pingbackQuantile); ok {
 			pk.first = max(pk.first, d+c.pingbackGrace())
 		}
+		// The callbacks' fetches count against MaxCalls too.
 		if sched = pk.fixedSchedule(); len(sched) == 0 {
 			sched = []time.Duration{kt.maxWait}
+		} else if n := max(kt.maxCalls-pingbackFetches, 1); len(sched) > n {
+			sched = sched[:n]
 		}
 	}
 	var handBack <-chan struct{} // nil: never
