@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -176,8 +177,9 @@ type solverBoundResult struct {
 	NotReady    float64 // res.php calls per solve that answered CAPCHA_NOT_READY
 	Callbacks   int     // callbacks received (pingback)
 	InCalls     int
-	Refused     int // in.php refused for capacity (ERROR_ZERO_BALANCE, ERROR_NO_SLOT_AVAILABLE)
-	Window      int // the learned plan windows' sum at the end (learnPlan)
+	Refused     int            // in.php refused for capacity (ERROR_ZERO_BALANCE, ERROR_NO_SLOT_AVAILABLE)
+	Window      int            // the learned plan windows' sum at the end (learnPlan)
+	Failed      map[string]int // failed attempts (retried or dead) by code, whole run
 }
 
 func (b *bench) solverBound() error {
@@ -192,7 +194,7 @@ func (b *bench) solverBound() error {
 		"Pickup lag (ready → the first res.php reply that carried the answer), mean solve and res.php per solve are of the captchas picked up in the window.\n\n",
 		scale, 1/scale, window, time.Duration(float64(window)/scale))
 	t := table{head: []string{"scenario", "plan", "solved", "mean solve", "plan used (throughput ÷ limit)", "busy ÷ plan", "mean pickup lag", "p95 pickup lag",
-		"res.php per solve", "of them CAPCHA_NOT_READY", "most res.php for one captcha", "in.php calls", "refused for capacity"}}
+		"res.php per solve", "of them CAPCHA_NOT_READY", "most res.php for one captcha", "in.php calls", "refused for capacity", "failed attempts"}}
 	rows := []solverScenario{
 		{name: "fixed 5 s (DESIGN's first polls, then every 5 s), one by one", plan: 50, timing: solver.Timing{Fixed: true, NoBatch: true}},
 		{name: "adaptive, one by one (CLI default), worker threads = plan", plan: 50, timing: solver.Timing{NoBatch: true}},
@@ -222,7 +224,7 @@ func (b *bench) solverBound() error {
 			plan += fmt.Sprintf(" (learned: %d)", r.Window)
 		}
 		t.add(sc.name, plan, fmt.Sprint(r.Solved), ms(r.MeanSolve), fmt.Sprintf("%.1f %%", 100*r.Throughput/r.Limit), fmt.Sprintf("%.1f %%", 100*r.Busy),
-			ms(r.LagMean), ms(r.LagP95), fmt.Sprintf("%.2f", r.ResPerSolve), fmt.Sprintf("%.2f", r.NotReady), fmt.Sprint(r.AskedMax), fmt.Sprint(r.InCalls), refused)
+			ms(r.LagMean), ms(r.LagP95), fmt.Sprintf("%.2f", r.ResPerSolve), fmt.Sprintf("%.2f", r.NotReady), fmt.Sprint(r.AskedMax), fmt.Sprint(r.InCalls), refused, failures(r.Failed))
 	}
 	fmt.Printf("%s\n", t.String())
 	fmt.Printf("res.php per solve counts HTTP calls: a batch call (`action=get&ids=…`) is shared equally among the captchas it asked about. " +
@@ -323,6 +325,8 @@ func runSolverBound(ctx context.Context, sc solverScenario, scale float64, windo
 
 	var solvedAt sync.Map // task completion times, ns
 	var solvedN atomic.Int64
+	var failedMu sync.Mutex
+	res.Failed = map[string]int{}
 	threads := sc.threads
 	if threads == 0 {
 		threads = sc.plan
@@ -339,8 +343,13 @@ func runSolverBound(ctx context.Context, sc solverScenario, scale float64, windo
 		w, err := stream.NewWorker(ctx, wnc, stream.WorkerConfig{Solver: c, Threads: threads, Name: fmt.Sprintf("bench-worker-%d", i), ShutdownGrace: time.Millisecond,
 			Policy: retry.Policy{CapacityDelay: scaled(retry.DefaultCapacityDelay), CapacityMaxDelay: scaled(retry.DefaultCapacityMaxDelay)},
 			Observer: stream.ObserverFunc(func(o stream.Observation) {
-				if o.Kind == stream.EventSolved {
+				switch o.Kind {
+				case stream.EventSolved:
 					solvedAt.Store(solvedN.Add(1), time.Now())
+				case stream.EventRetry, stream.EventDead:
+					failedMu.Lock()
+					res.Failed[o.Code]++
+					failedMu.Unlock()
 				}
 			})})
 		if err != nil {
@@ -437,4 +446,16 @@ func runSolverBound(ctx context.Context, sc solverScenario, scale float64, windo
 		res.Refused += after.Codes[code] - base.Codes[code]
 	}
 	return res, nil
+}
+
+// failures lists failed attempts by code, "0" when there were none.
+func failures(m map[string]int) string {
+	if len(m) == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, code := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", code, m[code]))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -64,6 +64,15 @@ func planAdaptive(mu, sigma float64, k kindTiming) []time.Duration {
 		return s
 	}
 
+	// A schedule must still be polling when nearly every captcha is ready
+	// (the fit's 99.9th percentile, or MaxWait): one that spends its
+	// MaxCalls sooner gives up on slow captchas (CodePollLimit).
+	reach := min(time.Duration(math.Exp(mu+3.09*sigma)), k.maxWait, fixed[len(fixed)-1])
+	covers := func(s []time.Duration) bool {
+		e := k.extend(slices.Clone(s))
+		return len(e) > 0 && e[len(e)-1] >= reach
+	}
+
 	// Bisect λ (lag in grid units per call) on a log scale: the smallest λ
 	// whose schedule fits the call budget has the least lag.
 	lo, hi := math.Log(1e-4), math.Log(float64(n)*4)
@@ -72,7 +81,7 @@ func planAdaptive(mu, sigma float64, k kindTiming) []time.Duration {
 		mid := (lo + hi) / 2
 		s := plan(math.Exp(mid))
 		calls, _ := d.evaluate(s)
-		if calls <= budget && len(s) <= k.maxCalls {
+		if calls <= budget && len(s) <= k.maxCalls && covers(s) {
 			best, hi = s, mid
 		} else {
 			lo = mid
@@ -90,7 +99,7 @@ func planAdaptive(mu, sigma float64, k kindTiming) []time.Duration {
 	for range 40 {
 		mid := (lo + hi) / 2
 		s := plan(math.Exp(mid))
-		if _, lag := d.evaluate(k.extend(slices.Clone(s))); lag <= fixedLag && len(s) <= k.maxCalls {
+		if _, lag := d.evaluate(k.extend(slices.Clone(s))); lag <= fixedLag && len(s) <= k.maxCalls && covers(s) {
 			best, lo = s, mid
 		} else {
 			hi = mid

@@ -111,6 +111,7 @@ func (ks *kindStats) planned(k kindTiming) []time.Duration {
 	if !ks.hasPlan || ks.fresh >= replanEvery || ks.planFrom != k {
 		ks.mu, ks.sigma = ks.fit()
 		ks.plan = k.extend(planAdaptive(ks.mu, ks.sigma, k))
+		ks.plan = k.reserve(ks.plan)
 		ks.hasPlan, ks.fresh, ks.planFrom = true, 0, k
 	}
 	return ks.plan

@@ -173,3 +173,50 @@ func TestLeftCensoredPullDown(t *testing.T) {
 		t.Errorf("median %v of answers ready in 0.5–1.3 s, want 0.7–1.1 s", m)
 	}
 }
+
+// TestPlanReachesSlowCaptchas: however densely the adaptive schedule polls
+// where answers are likely, it is still polling when the slowest captchas
+// of the kind are ready, within MaxCalls: none gives up (CodePollLimit)
+// for want of calls.
+func TestPlanReachesSlowCaptchas(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		kind   string
+		lo, hi time.Duration
+	}{
+		{KindRecaptcha, 15 * time.Second, 60 * time.Second},
+		{KindTurnstile, 5 * time.Second, 15 * time.Second},
+		{KindImage, 2 * time.Second, 8 * time.Second},
+	} {
+		k := Timing{}.forKind(tt.kind)
+		var p poller
+		simulate(&p, tt.kind, k, 50, uniform(6, 400, tt.lo, tt.hi))
+		for i := range 8 { // probing and not
+			s := p.schedule(tt.kind, k)
+			if len(s) > k.maxCalls || s[len(s)-1] < tt.hi {
+				t.Errorf("%s schedule %d: %d polls ending at %v, want ≤ %d reaching %v: %v", tt.kind, i, len(s), s[len(s)-1], k.maxCalls, tt.hi, s)
+			}
+		}
+	}
+}
+
+// TestPlanReachesTheDeadline: the first answers of a kind are its fastest,
+// and a fit to them alone can plan polls that spend MaxCalls long before
+// MaxWait. The plan then keeps its last calls for the rest of the wait:
+// it still polls at MaxWait.
+func TestPlanReachesTheDeadline(t *testing.T) {
+	t.Parallel()
+	k := Timing{}.forKind(KindRecaptcha)
+	var p poller
+	for i := range minLearned {
+		p.observe(KindRecaptcha, 15*time.Second, 15*time.Second+time.Duration(i)*20*time.Millisecond)
+	}
+	s := p.planFor(KindRecaptcha, k)
+	if len(s) > k.maxCalls || s[len(s)-1] != k.maxWait {
+		t.Errorf("plan of %d polls %v, want ≤ %d ending at MaxWait %v", len(s), s, k.maxCalls, k.maxWait)
+	}
+	short := []time.Duration{15 * time.Second, 20 * time.Second, k.maxWait}
+	if got := k.reserve(short); !slices.Equal(got, short) {
+		t.Errorf("reserve changed %v, which spends few calls, to %v", short, got)
+	}
+}

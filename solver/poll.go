@@ -1,6 +1,7 @@
 package solver
 
 import (
+	"slices"
 	"time"
 )
 
@@ -159,4 +160,24 @@ func (k kindTiming) extend(s []time.Duration) []time.Duration {
 		s = s[:k.maxCalls]
 	}
 	return s
+}
+
+// reserveCalls is how many of MaxCalls a plan that would spend them all
+// before MaxWait keeps for the rest of the wait.
+const reserveCalls = 3
+
+// reserve returns s, or, when s spends MaxCalls before MaxWait, s with its
+// last reserveCalls polls spread evenly up to MaxWait: however wrong the fit
+// (the first answers learned from are the fastest), a slow captcha is still
+// polled until the deadline instead of giving up (CodePollLimit) early.
+func (k kindTiming) reserve(s []time.Duration) []time.Duration {
+	if len(s) < k.maxCalls || k.maxCalls <= reserveCalls || s[len(s)-1] >= k.maxWait {
+		return s
+	}
+	out := slices.Clone(s[:k.maxCalls-reserveCalls])
+	from := out[len(out)-1]
+	for i := 1; i <= reserveCalls; i++ {
+		out = append(out, from+(k.maxWait-from)*time.Duration(i)/reserveCalls)
+	}
+	return out
 }
