@@ -183,7 +183,7 @@ type solverBoundResult struct {
 }
 
 func (b *bench) solverBound() error {
-	const scale = 0.05
+	const scale = 0.1
 	window := time.Duration(b.pick(10, 30)) * time.Second
 	fmt.Printf("## 2. Solver-bound: captchaq end to end against the emulator over HTTP\n\n")
 	fmt.Printf("Solve times uniform: realistic mix reCAPTCHA v2 15–60 s, Turnstile 5–15 s, images 2–8 s (one third each); the fast service 0.5–1.3 s for all three. "+

@@ -8,24 +8,9 @@ import (
 	"time"
 )
 
-// The service frees a plan thread when it has solved a captcha, not when the
-// client fetches the answer: between the two the thread is paid and idle.
-// A Client estimates how many of its captchas the service is still solving
-// from what it learned of their kinds' ready times, and hands threads back
-// (WithProbablyReady, and its own plan window, window.go) so that the next
-// captcha goes to the service about when a thread frees there.
-//
-// Every BatchGap / 5 (200 ms), each captcha in flight has a chance S of still being
-// solved: the survival of its kind's fitted distribution at its age, given
-// that it was not ready at its last CAPCHA_NOT_READY. Of them, about
-// E = ΣS are still being solved, give or take σ = √ΣS(1−S); of the n that
-// still hold threads, n − E − z·σ (rounded) threads are then probably free
-// at the service, and that many holders, the likeliest done first, hand
-// theirs back. z grows by zUp at
-// every capacity refusal at in.php (a thread was not free after all) and
-// shrinks by zDown with each accepted submission, so refusals stay a small
-// share of in.php calls (about zDown/zUp) while threads come back as early
-// as they allow. Kinds not learned yet count as still being solved.
+// The margin z of the hand-back (package doc, "Threads handed back"): its
+// start, its step up at a plan-full refusal, its step down at an accepted
+// submission, and its bounds.
 const (
 	zStart = 0.5
 	zUp    = 0.25

@@ -5,16 +5,8 @@ import (
 	"sync"
 )
 
-// A plan whose size nobody told (Config.LearnPlan) is found the way TCP
-// finds a path's capacity: a Client keeps at most limit of its captchas on
-// the service's threads (submitted, neither answered nor probably ready,
-// ready.go), and learns limit from in.php's answers. Each accepted
-// submission adds 1 (slow start: the limit doubles every round) until the
-// first capacity refusal, then 1/limit (about one per round); a refusal
-// multiplies it by windowDecrease, at most once per round (a refusal of a
-// submission that was admitted before the last decrease says nothing new).
-// Clients of several workers on one key each find a share, as TCP flows do;
-// the sum is the plan.
+// The plan window's start, cap and decrease (package doc, "The plan
+// window").
 const (
 	windowStart    = 4
 	windowMax      = 10000
