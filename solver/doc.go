@@ -26,7 +26,7 @@
 // PollInterval) costs some expected number of res.php calls B per captcha. The
 // adaptive schedule is the set of poll times, on a grid of Resolution, that
 // minimises the expected pickup lag (ready → fetched) among schedules whose
-// expected number of calls is at most B (at least 1.02, so that a first poll
+// expected number of calls is at most B (at least 1.1, so that a first poll
 // earlier than one that finds every answer may miss a few): it polls densely
 // where solves are likely and sparsely in the tail. When no schedule beats
 // the fixed one's lag at that cost, it takes the one with the fewest calls

@@ -10,7 +10,7 @@ import (
 // schedule may spend where the fixed schedule spends fewer: when the fixed
 // schedule's first poll finds nearly every answer, an earlier first poll
 // needs a second call for the few it misses.
-const budgetSlack = 0.02
+const budgetSlack = 0.1
 
 // planAdaptive returns the adaptive poll times for a log-normal distribution
 // of ready times (μ, σ of the log in nanoseconds; see the package doc), or

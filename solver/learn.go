@@ -90,6 +90,7 @@ func (p *poller) schedule(kind string, k kindTiming) []time.Duration {
 	ks := p.stats(kind)
 	base := ks.planned(k)
 	at := probeAt(ks.obs, base, k)
+
 	if at <= 0 {
 		return base
 	}
