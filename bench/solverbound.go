@@ -205,6 +205,8 @@ func (b *bench) solverBound() error {
 		{name: "adaptive, quota told (`--plan-threads 50`), 2 × 50 worker threads", plan: 50, timing: solver.Timing{NoBatch: true}, quota: true, threads: 100},
 		{name: "adaptive, quota told with early hand-out (`--plan-threads 50 --plan-early`), 2 × 50 worker threads", plan: 50,
 			timing: solver.Timing{NoBatch: true}, quota: true, early: true, threads: 100},
+		{name: "fixed 5 s, quota told with early hand-out (`--plan-threads 50 --plan-early`), 2 × 50 worker threads", plan: 50,
+			timing: solver.Timing{Fixed: true, NoBatch: true}, quota: true, early: true, threads: 100},
 		{name: "unconfigured plan: no quota, 5 workers × 20 threads, plan windows learned (`--learn-plan`)", plan: 50,
 			timing: solver.Timing{NoBatch: true}, learnPlan: true, workers: 5, threads: 20},
 		{name: "unconfigured plan, no learning (before): 5 workers × 20 threads", plan: 50, timing: solver.Timing{NoBatch: true}, workers: 5, threads: 20},

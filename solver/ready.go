@@ -194,12 +194,13 @@ func cmpFloat(a, b float64) int {
 // over the window it was ready in), the fitted distribution beyond them
 // and for the pool's learning alone.
 func (p *poller) survival(kind string, k kindTiming, age, lo time.Duration) float64 {
-	if k.fixed {
-		return 1
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ks := p.stats(kind)
+	if k.fixed {
+		// Polled on the fixed schedule, still learned from.
+		k.fixed = false
+	}
 	ks.planned(k)
 	if !ks.hasPlan {
 		return 1
