@@ -24,8 +24,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/captchaq/captchaq/solver"
 )
 
 func main() {
@@ -143,45 +141,6 @@ func (b *bench) pick(quick, full int) int {
 		return quick
 	}
 	return full
-}
-
-func (b *bench) solverBound() error {
-	plan := 50
-	scale := 0.05
-	window := time.Duration(b.pick(10, 60)) * time.Second
-	fmt.Printf("## 2. Solver-bound: captchaq end to end against the emulator over HTTP\n\n")
-	fmt.Printf("Plan %d threads (emulator `Threads: %d`, worker `Threads: %d`); solve times uniform: reCAPTCHA v2 15–60 s, Turnstile 5–15 s, images 2–8 s, "+
-		"tasks in turn (one third each); time scale %.2f (emulator `TimeScale` and solver `Timing.Scale`, and the in.php spacing scaled alike), so 1 s of wall clock is %.0f s of real time; "+
-		"a warm-up of one longest solve, then a measured window of %s wall clock (%s real). Times below are real-time equivalents (wall ÷ scale). "+
-		"Mean solve time is measured at the emulator's HTTP edge (first answered res.php − in.php, less the emulator's mean pickup lag). "+
-		"Busy = time-average of the emulator's captchas in solving ÷ plan (Little's law: the same ratio, measured directly).\n\n",
-		plan, plan, plan, scale, 1/scale, window, time.Duration(float64(window)/scale))
-	t := table{head: []string{"polling", "solved in window", "mean solve", "throughput /s", "Little limit /s", "throughput ÷ limit", "busy ÷ plan", "mean pickup lag", "max pickup lag", "res.php per solve", "most res.php asking about one captcha", "over-plan refusals"}}
-	modes := []struct {
-		name   string
-		timing solver.Timing
-		batch  bool // the emulator answers multi-id polls
-	}{
-		{"adaptive, one by one (CLI default)", solver.Timing{NoBatch: true}, false},
-		{"fixed 5 s, one by one", solver.Timing{Fixed: true, NoBatch: true}, false},
-		{"adaptive + batch, service without multi-id polls (Go default: detects it)", solver.Timing{}, false},
-		{"adaptive + batch, emulator WITH multi-id polls (not in CaptchaAI's docs)", solver.Timing{}, true},
-	}
-	fmt.Printf("The emulator is the service as documented (no multi-id polls, `action=get&ids=…`), except in the last row, labelled, where it answers them as some 2captcha-compatible services do.\n\n")
-	for _, m := range modes {
-		b.log.Info("solver-bound", slog.String("mode", m.name))
-		r, err := runSolverBound(b.ctx, plan, scale, window, m.name, m.timing, m.batch)
-		if err != nil {
-			return err
-		}
-		t.add(r.Mode, fmt.Sprint(r.Solved), ms(r.MeanSolve), fmt.Sprintf("%.3f", r.Throughput), fmt.Sprintf("%.3f", r.Limit),
-			fmt.Sprintf("%.1f %%", 100*r.Throughput/r.Limit), fmt.Sprintf("%.1f %%", 100*r.Busy), ms(r.PickupLag), ms(r.PickupLagMax),
-			fmt.Sprintf("%.2f", r.ResPerSolve), fmt.Sprint(r.AskedMax), fmt.Sprint(r.Codes["ERROR_ZERO_BALANCE"]+r.Codes["ERROR_NO_SLOT_AVAILABLE"]))
-	}
-	fmt.Printf("%s\n", t.String())
-	fmt.Printf("res.php per solve counts HTTP calls: a batch call (`action=get&ids=…`, every captcha in flight at once) is shared equally among the captchas it asked about. " +
-		"The pickup lag is the emulator's: ready → the first res.php reply that carried the captcha's state.\n\n")
-	return nil
 }
 
 func (b *bench) scale() error {

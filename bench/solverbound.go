@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,7 +16,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
@@ -58,10 +63,11 @@ type tap struct {
 	pick map[string]time.Time
 	res  map[string]float64
 	n    map[string]int // res.php calls that asked about the captcha
+	nr   map[string]int // single res.php calls that answered CAPCHA_NOT_READY
 }
 
 func newTap(next http.Handler) *tap {
-	return &tap{next: next, in: map[string]time.Time{}, pick: map[string]time.Time{}, res: map[string]float64{}, n: map[string]int{}}
+	return &tap{next: next, in: map[string]time.Time{}, pick: map[string]time.Time{}, res: map[string]float64{}, n: map[string]int{}, nr: map[string]int{}}
 }
 
 type recorder struct {
@@ -103,6 +109,9 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	states := make([]string, len(ids))
+	if ok && reply.Status == 0 && len(ids) == 1 && string(reply.Request) == `"CAPCHA_NOT_READY"` {
+		t.nr[ids[0]]++
+	}
 	if ok && reply.Status == 1 {
 		switch len(ids) {
 		case 1:
@@ -127,35 +136,144 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// solverBoundResult is one solver-bound run.
-type solverBoundResult struct {
-	Mode         string
-	Plan         int
-	Window       time.Duration // wall clock
-	Solved       int           // completions within the window
-	MeanSolve    time.Duration // emulator's solve time, real-time equivalent
-	Throughput   float64       // solves per real-time second
-	Limit        float64       // plan ÷ mean solve, per real-time second
-	Busy         float64       // time-average of captchas being solved ÷ plan
-	PickupLag    time.Duration // real-time equivalent
-	PickupLagMax time.Duration
-	ResPerSolve  float64 // res.php calls per solve, a batch call shared among the captchas it asked about
-	AskedMax     int     // the most res.php calls that asked about one captcha
-	InCalls      int
-	Codes        map[string]int
+// fastSolveTimes are a service faster than the default first polls
+// assume: every kind ready in 0.5–1.3 s.
+func fastSolveTimes() map[string]fakeapi.Range {
+	r := fakeapi.Range{Min: 500 * time.Millisecond, Max: 1300 * time.Millisecond}
+	return map[string]fakeapi.Range{fakeapi.KindRecaptcha: r, fakeapi.KindTurnstile: r, fakeapi.KindImage: r}
 }
 
-// runSolverBound runs captchaq end to end against the emulator over HTTP with
-// realistic solve times, time-scaled by scale, for window of wall clock after
-// a warm-up, and measures throughput against Little's law.
-//
-// batchPolls makes the emulator answer multi-id polls, which CaptchaAI does
-// not document; without it the emulator is the service as documented.
-func runSolverBound(ctx context.Context, plan int, scale float64, window time.Duration, mode string, timing solver.Timing, batchPolls bool) (solverBoundResult, error) {
-	res := solverBoundResult{Mode: mode, Plan: plan, Window: window}
-	timing.Scale = scale
-	emu := fakeapi.New(fakeapi.Config{Threads: plan, SolveTime: realisticSolveTimes(), TimeScale: scale, Seed: 7, BatchPolls: batchPolls,
-		BurstWindow: time.Duration(3 * float64(time.Second) * scale), BanTime: time.Duration(10 * float64(time.Second) * scale)})
+// solverScenario is one row of the solver-bound table.
+type solverScenario struct {
+	name   string
+	plan   int // the emulator's threads
+	timing solver.Timing
+	batch  bool                     // the emulator answers multi-id polls
+	solve  map[string]fakeapi.Range // nil: realisticSolveTimes
+	// quota sets the plan-wide quota to plan (stream.SetPlan); early gives
+	// its threads back when a captcha is probably solved (stream.PlanEarly).
+	quota, early bool
+	// learnPlan: no quota told, each worker's client learns its plan window.
+	learnPlan bool
+	// workers run, each with its own client and threads threads (0: plan).
+	workers, threads int
+	// pingback: the 2captcha profile, whose service calls back
+	// (solver.Pingback) instead of being polled.
+	pingback bool
+	// scale overrides the table's time scale (0: the table's): sub-second
+	// solves need a finer one, or the machine's scheduling noise, scaled
+	// up, is what the row measures.
+	scale float64
+}
+
+// solverBoundResult is one solver-bound run; times are real-time
+// equivalents, counts are of the measured window.
+type solverBoundResult struct {
+	Solved      int // completions within the window
+	MeanSolve   time.Duration
+	Throughput  float64 // solves per real-time second
+	Limit       float64 // plan ÷ mean solve, per real-time second
+	Busy        float64 // time-average of captchas being solved ÷ plan
+	LagMean     time.Duration
+	LagP95      time.Duration
+	ResPerSolve float64 // res.php calls per solve, a batch call shared among the captchas it asked about
+	AskedMax    int     // the most res.php calls that asked about one captcha
+	NotReady    float64 // res.php calls per solve that answered CAPCHA_NOT_READY
+	Callbacks   int     // callbacks received (pingback)
+	InCalls     int
+	Refused     int            // in.php refused for capacity (ERROR_ZERO_BALANCE, ERROR_NO_SLOT_AVAILABLE)
+	Window      int            // the learned plan windows' sum at the end (learnPlan)
+	Failed      map[string]int // failed attempts (retried or dead) by code, whole run
+}
+
+func (b *bench) solverBound() error {
+	const scale = 0.1
+	window := time.Duration(b.pick(10, 30)) * time.Second
+	fmt.Printf("## 2. Solver-bound: captchaq end to end against the emulator over HTTP\n\n")
+	fmt.Printf("Solve times uniform: realistic mix reCAPTCHA v2 15–60 s, Turnstile 5–15 s, images 2–8 s (one third each); the fast service 0.5–1.3 s for all three. "+
+		"Time scale %.2f (0.5 for the fast-service rows; emulator `TimeScale`, solver `Timing.Scale`, in.php spacing and ban window scaled alike), so 1 s of wall clock is %.0f s of real time; "+
+		"a warm-up of one minute (real) and 20 answers of each kind, then a measured window of %s wall clock (%s real). Times are real-time equivalents. "+
+		"The emulator is the service as documented: no multi-id polls (`action=get&ids=…`) except in the row that says so; a full plan answers ERROR_ZERO_BALANCE (CaptchaAI's code). "+
+		"Plan used = throughput ÷ Little's limit (plan ÷ mean solve); busy = time-average of the emulator's captchas being solved ÷ plan. "+
+		"Pickup lag (ready → the first res.php reply that carried the answer), mean solve and res.php per solve are of the captchas picked up in the window.\n\n",
+		scale, 1/scale, window, time.Duration(float64(window)/scale))
+	t := table{head: []string{"scenario", "plan", "solved", "mean solve", "plan used (throughput ÷ limit)", "busy ÷ plan", "mean pickup lag", "p95 pickup lag",
+		"res.php per solve", "of them CAPCHA_NOT_READY", "most res.php for one captcha", "in.php calls", "refused for capacity", "failed attempts"}}
+	rows := []solverScenario{
+		{name: "fixed 5 s (DESIGN's first polls, then every 5 s), one by one", plan: 50, timing: solver.Timing{Fixed: true, NoBatch: true}},
+		{name: "adaptive, one by one (CLI default), worker threads = plan", plan: 50, timing: solver.Timing{NoBatch: true}},
+		{name: "adaptive, quota told (`--plan-threads 50`), 2 × 50 worker threads", plan: 50, timing: solver.Timing{NoBatch: true}, quota: true, threads: 100},
+		{name: "adaptive, quota told with early hand-out (`--plan-threads 50 --plan-early`), 2 × 50 worker threads", plan: 50,
+			timing: solver.Timing{NoBatch: true}, quota: true, early: true, threads: 100},
+		{name: "fixed 5 s, quota told with early hand-out (`--plan-threads 50 --plan-early`), 2 × 50 worker threads", plan: 50,
+			timing: solver.Timing{Fixed: true, NoBatch: true}, quota: true, early: true, threads: 100},
+		{name: "unconfigured plan: no quota, 5 workers × 20 threads, plan windows learned (`--learn-plan`)", plan: 50,
+			timing: solver.Timing{NoBatch: true}, learnPlan: true, workers: 5, threads: 20},
+		{name: "unconfigured plan, no learning (before): 5 workers × 20 threads", plan: 50, timing: solver.Timing{NoBatch: true}, workers: 5, threads: 20},
+		{name: "fast service (0.5–1.3 s), adaptive, one by one", plan: 5, timing: solver.Timing{NoBatch: true}, solve: fastSolveTimes(), scale: 0.5},
+		{name: "fast service (0.5–1.3 s), fixed 5 s", plan: 5, timing: solver.Timing{Fixed: true, NoBatch: true}, solve: fastSolveTimes(), scale: 0.5},
+		{name: "pingback (2captcha profile: the service calls back), worker threads = plan", plan: 50, timing: solver.Timing{NoBatch: true}, pingback: true},
+		{name: "adaptive + batch, emulator WITH multi-id polls (not in CaptchaAI's docs)", plan: 50, timing: solver.Timing{}, batch: true},
+	}
+	for _, sc := range rows {
+		if b.filter != "" && !strings.Contains(sc.name, b.filter) {
+			continue
+		}
+		b.log.Info("solver-bound", slog.String("scenario", sc.name))
+		s := scale
+		if sc.scale > 0 {
+			s = sc.scale
+		}
+		r, err := runSolverBound(b.ctx, sc, s, window)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.name, err)
+		}
+		refused := fmt.Sprintf("%d (%.1f %%)", r.Refused, 100*float64(r.Refused)/float64(max(r.InCalls, 1)))
+		plan := fmt.Sprint(sc.plan)
+		if sc.learnPlan {
+			plan += fmt.Sprintf(" (learned: %d)", r.Window)
+		}
+		t.add(sc.name, plan, fmt.Sprint(r.Solved), ms(r.MeanSolve), fmt.Sprintf("%.1f %%", 100*r.Throughput/r.Limit), fmt.Sprintf("%.1f %%", 100*r.Busy),
+			ms(r.LagMean), ms(r.LagP95), fmt.Sprintf("%.2f", r.ResPerSolve), fmt.Sprintf("%.2f", r.NotReady), fmt.Sprint(r.AskedMax), fmt.Sprint(r.InCalls), refused, failures(r.Failed))
+	}
+	fmt.Printf("%s\n", t.String())
+	fmt.Printf("res.php per solve counts HTTP calls: a batch call (`action=get&ids=…`) is shared equally among the captchas it asked about. " +
+		"A refused in.php costs no attempt: the task is snoozed and tried again.\n\n")
+	return nil
+}
+
+// runSolverBound runs captchaq end to end against the emulator over HTTP,
+// time-scaled by scale, for window of wall clock after a minute (real) of
+// warm-up, and measures throughput against Little's law.
+func runSolverBound(ctx context.Context, sc solverScenario, scale float64, window time.Duration) (solverBoundResult, error) {
+	var res solverBoundResult
+	solve := sc.solve
+	if solve == nil {
+		solve = realisticSolveTimes()
+	}
+	var meanSolve time.Duration // of the mix, one third each kind
+	for _, r := range solve {
+		meanSolve += (r.Min + r.Max) / 2 / time.Duration(len(solve))
+	}
+	scaled := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
+	service := fakeapi.ServiceCaptchaAI
+	var pb *solver.Pingback
+	if sc.pingback {
+		service = fakeapi.Service2Captcha
+		var cbURL string
+		var stopCB func()
+		var err error
+		cbURL, stopCB, err = fakeapi.ServeLocal(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { pb.ServeHTTP(w, r) }))
+		if err != nil {
+			return res, err
+		}
+		defer stopCB()
+		if pb, err = solver.NewPingback(cbURL + "/pingback"); err != nil {
+			return res, err
+		}
+	}
+	emu := fakeapi.New(fakeapi.Config{Threads: sc.plan, SolveTime: solve, TimeScale: scale, Seed: 7, BatchPolls: sc.batch, Service: service,
+		BurstWindow: scaled(3 * time.Second), BanTime: scaled(10 * time.Second)})
 	tp := newTap(emu)
 	emuURL, stopEmu, err := fakeapi.ServeLocal(tp)
 	if err != nil {
@@ -163,12 +281,17 @@ func runSolverBound(ctx context.Context, plan int, scale float64, window time.Du
 	}
 	defer stopEmu()
 
-	sc, err := solver.NewClient(solver.Config{BaseURL: emuURL, APIKey: fakeapi.TestKey,
-		Timing:            timing,
-		MinSubmitInterval: time.Duration(float64(solver.DefaultMinSubmitInterval) * scale),
-		SubmitWindow:      time.Duration(float64(solver.DefaultSubmitWindow) * scale)})
-	if err != nil {
-		return res, err
+	timing := sc.timing
+	timing.Scale = scale
+	workers := max(sc.workers, 1)
+	clients := make([]*solver.Client, workers)
+	for i := range clients {
+		clients[i], err = solver.NewClient(solver.Config{BaseURL: emuURL, APIKey: fakeapi.TestKey, Timing: timing, LearnPlan: sc.learnPlan,
+			Service: solver.Service(service), Pingback: pb,
+			MinSubmitInterval: scaled(solver.DefaultMinSubmitInterval), SubmitWindow: scaled(solver.DefaultSubmitWindow)})
+		if err != nil {
+			return res, err
+		}
 	}
 	_, connect, stop, err := embedded(true, false)
 	if err != nil {
@@ -184,11 +307,24 @@ func runSolverBound(ctx context.Context, plan int, scale float64, window time.Du
 	if err != nil {
 		return res, err
 	}
+	if sc.quota {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return res, err
+		}
+		var opts []stream.PlanOption
+		if sc.early {
+			opts = append(opts, stream.PlanEarly())
+		}
+		if err := stream.SetPlan(ctx, js, stream.Topology{}, sc.plan, opts...); err != nil {
+			return res, err
+		}
+	}
 	// Enough tasks that the queue never runs dry: 1.5× what the plan can
-	// solve in the warm-up and the window at the mean of the mix (17.5 s).
-	warm := time.Duration(60 * float64(time.Second) * scale) // the longest solve
-	perSec := float64(plan) / (17.5 * scale)
-	n := int(1.5*perSec*(warm+window+time.Second).Seconds()) + plan
+	// solve in the warm-up and the window.
+	warm := scaled(time.Minute)
+	perSec := float64(sc.plan) / scaled(meanSolve).Seconds()
+	n := int(1.5*perSec*(warm+window+time.Second).Seconds()) + 2*sc.plan
 	tasks := make([]stream.Task, n)
 	for i := range tasks {
 		tasks[i] = mixedTask(i)
@@ -199,29 +335,60 @@ func runSolverBound(ctx context.Context, plan int, scale float64, window time.Du
 
 	var solvedAt sync.Map // task completion times, ns
 	var solvedN atomic.Int64
-	wnc, err := connect(nats.Name("bench-worker"))
-	if err != nil {
-		return res, err
-	}
-	defer wnc.Close()
-	w, err := stream.NewWorker(ctx, wnc, stream.WorkerConfig{Solver: sc, Threads: plan, Name: "bench-worker", ShutdownGrace: time.Millisecond,
-		Observer: stream.ObserverFunc(func(o stream.Observation) {
-			if o.Kind == stream.EventSolved {
-				solvedAt.Store(solvedN.Add(1), time.Now())
-			}
-		})})
-	if err != nil {
-		return res, err
+	var failedMu sync.Mutex
+	res.Failed = map[string]int{}
+	byMethod := map[string]int{} // solves by method, guarded by failedMu
+	threads := sc.threads
+	if threads == 0 {
+		threads = sc.plan
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	defer func() { cancel(); <-done }()
+	var running sync.WaitGroup
+	defer func() { cancel(); running.Wait() }()
+	for i, c := range clients {
+		wnc, err := connect(nats.Name(fmt.Sprintf("bench-worker-%d", i)))
+		if err != nil {
+			return res, err
+		}
+		defer wnc.Close()
+		w, err := stream.NewWorker(ctx, wnc, stream.WorkerConfig{Solver: c, Threads: threads, Name: fmt.Sprintf("bench-worker-%d", i), ShutdownGrace: time.Millisecond,
+			Policy: retry.Policy{CapacityDelay: scaled(retry.DefaultCapacityDelay), CapacityMaxDelay: scaled(retry.DefaultCapacityMaxDelay)},
+			Observer: stream.ObserverFunc(func(o stream.Observation) {
+				switch o.Kind {
+				case stream.EventSolved:
+					solvedAt.Store(solvedN.Add(1), time.Now())
+					failedMu.Lock()
+					byMethod[o.Method]++
+					failedMu.Unlock()
+				case stream.EventRetry, stream.EventDead:
+					failedMu.Lock()
+					res.Failed[o.Code]++
+					failedMu.Unlock()
+				}
+			})})
+		if err != nil {
+			return res, err
+		}
+		running.Go(func() { _ = w.Run(wctx) })
+	}
 
+	// Warm up for a minute, and until 20 answers of each kind came.
 	select {
 	case <-time.After(warm):
 	case <-ctx.Done():
 		return res, ctx.Err()
+	}
+	learned := func() bool {
+		failedMu.Lock()
+		defer failedMu.Unlock()
+		return len(byMethod) == 3 && byMethod["userrecaptcha"] >= 20 && byMethod["turnstile"] >= 20 && byMethod["base64"] >= 20
+	}
+	for !learned() {
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
 	}
 	// The window: sample the emulator's concurrency every 20 ms.
 	base := emu.Stats()
@@ -242,6 +409,10 @@ func runSolverBound(ctx context.Context, plan int, scale float64, window time.Du
 	tick.Stop()
 	end := time.Now()
 	after := emu.Stats()
+	lags := emu.PickupLags(base.Pickups)
+	for _, c := range clients {
+		res.Window += c.PlanWindow()
+	}
 	solvedAt.Range(func(_, v any) bool {
 		if t := v.(time.Time); !t.Before(start) && t.Before(end) {
 			res.Solved++
@@ -249,32 +420,61 @@ func runSolverBound(ctx context.Context, plan int, scale float64, window time.Du
 		return true
 	})
 	toReal := func(d time.Duration) time.Duration { return time.Duration(float64(d) / scale) }
-	res.Busy = busySum / float64(samples) / float64(plan)
+	res.Busy = busySum / float64(samples) / float64(sc.plan)
 	res.Throughput = float64(res.Solved) / toReal(end.Sub(start)).Seconds()
-	// Mean solve time: from in.php to first answered res.php, less the
-	// emulator's pickup lag, over every captcha picked up so far.
+	if len(lags) == 0 {
+		return res, fmt.Errorf("nothing picked up in the window")
+	}
+	var lagSum time.Duration
+	for _, l := range lags {
+		lagSum += l
+	}
+	slices.Sort(lags)
+	res.LagMean = toReal(lagSum / time.Duration(len(lags)))
+	res.LagP95 = toReal(lags[len(lags)*95/100])
+	// Mean solve time and calls: from in.php to first answered res.php, less
+	// the pickup lag, over the captchas picked up in the window (in a steady
+	// state, completions in a window sample the solve times without bias).
 	tp.mu.Lock()
 	var sum time.Duration
 	var picked int
 	var calls float64
+	var notReady int
 	for id, pt := range tp.pick {
-		if it, ok := tp.in[id]; ok {
+		if it, ok := tp.in[id]; ok && !pt.Before(start) && pt.Before(end) {
 			sum += pt.Sub(it)
 			picked++
 			calls += tp.res[id]
+			notReady += tp.nr[id]
 			res.AskedMax = max(res.AskedMax, tp.n[id])
 		}
 	}
 	tp.mu.Unlock()
-	if picked == 0 || after.Pickups == 0 {
-		return res, fmt.Errorf("nothing solved in the window")
+	if picked == 0 {
+		return res, fmt.Errorf("nothing submitted and solved in the window")
 	}
-	res.PickupLag = toReal(after.PickupLagMean)
-	res.PickupLagMax = toReal(after.PickupLagMax)
-	res.MeanSolve = toReal(sum/time.Duration(picked)) - res.PickupLag
-	res.Limit = float64(plan) / res.MeanSolve.Seconds()
+	res.MeanSolve = toReal(sum/time.Duration(picked)) - res.LagMean
+	res.Limit = float64(sc.plan) / res.MeanSolve.Seconds()
 	res.ResPerSolve = calls / float64(picked)
+	res.NotReady = float64(notReady) / float64(picked)
+	if pb != nil {
+		res.Callbacks = pb.Callbacks()
+	}
 	res.InCalls = after.InCalls - base.InCalls
-	res.Codes = after.Codes
+	for _, code := range []string{"ERROR_ZERO_BALANCE", "ERROR_NO_SLOT_AVAILABLE"} {
+		res.Refused += after.Codes[code] - base.Codes[code]
+	}
 	return res, nil
+}
+
+// failures lists failed attempts by code, "0" when there were none.
+func failures(m map[string]int) string {
+	if len(m) == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, code := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", code, m[code]))
+	}
+	return strings.Join(parts, ", ")
 }

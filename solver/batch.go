@@ -106,7 +106,7 @@ func (b *batcher) add(id, kind string) *pollWaiter {
 	if b.off {
 		return nil
 	}
-	w := &pollWaiter{id: id, direct: kind != KindTurnstile, asked: time.Now(), signal: make(chan struct{}, 1)}
+	w := &pollWaiter{id: id, direct: kind != KindTurnstile, asked: b.c.now(), signal: make(chan struct{}, 1)}
 	b.waiting[w] = struct{}{}
 	if !b.running {
 		b.running = true
@@ -168,7 +168,7 @@ func (b *batcher) run() {
 			<-b.kick
 			continue
 		}
-		if d := b.gap - time.Since(b.last); d > 0 {
+		if d := b.gap - b.c.now().Sub(b.last); d > 0 {
 			b.mu.Unlock()
 			timer.Reset(d)
 			select {
@@ -179,7 +179,7 @@ func (b *batcher) run() {
 		}
 		batch := b.pick()
 		b.tokens--
-		b.last = time.Now()
+		b.last = b.c.now()
 		ctx, cancel := context.WithCancel(context.Background())
 		b.stop = cancel
 		b.mu.Unlock()
@@ -208,7 +208,7 @@ func (b *batcher) pick() []*pollWaiter {
 		slices.SortFunc(all, func(x, y *pollWaiter) int { return x.asked.Compare(y.asked) })
 		all = all[:maxBatch]
 	}
-	now := time.Now()
+	now := b.c.now()
 	for _, w := range all {
 		w.asked = now
 	}
@@ -221,9 +221,9 @@ func (b *batcher) probe(ctx context.Context, ws []*pollWaiter) {
 	for i, w := range ws {
 		ids[i] = w.id
 	}
-	sent := time.Now()
+	sent := b.c.now()
 	status, body, _, err := b.c.exchange(ctx, "res.php", b.c.form(url.Values{"action": {"get"}, "ids": {strings.Join(ids, ",")}}), formType)
-	seen := sent.Add(time.Since(sent) / 2)
+	seen := sent.Add(b.c.now().Sub(sent) / 2)
 	v := batchFailed
 	var states []string
 	if err == nil {

@@ -2,7 +2,6 @@ package solver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -91,6 +90,22 @@ type Config struct {
 	// ends, from the reply this Client parsed (no second read of it). It
 	// must be quick and safe for concurrent use.
 	OnCall func(Call)
+	// Now is the clock: every time the Client reads (poll times, observed
+	// ready times, call durations, submission spacing, outage spans) comes
+	// from it, and every wait is the difference of two of its readings.
+	// Give it the worker's clock (stream.WorkerConfig.Now). Default
+	// time.Now.
+	Now func() time.Time
+	// LearnPlan, for a plan whose size is not told (no plan-wide quota),
+	// keeps this Client's captchas on the service's threads (submitted,
+	// neither answered nor probably solved) within a window learned from
+	// in.php's capacity refusals (window.go): Solve waits for room in it.
+	// Off: Solve submits at once and the caller limits the concurrency.
+	LearnPlan bool
+	// Pingback, with the 2captcha profile, has the service call back when
+	// an answer is ready (pingback.go) instead of being polled. Other
+	// profiles ignore it. Default: none.
+	Pingback *Pingback
 }
 
 // Client talks to a 2captcha-compatible service. It is safe for concurrent
@@ -108,6 +123,26 @@ type Client struct {
 	service    Service
 	outage     outage
 	onCall     func(Call)
+	now        func() time.Time
+	occ        *occupancy
+	win        *window // nil without Config.LearnPlan
+	pingback   *Pingback
+}
+
+// pingsBack reports whether the service calls back (Config.Pingback).
+func (c *Client) pingsBack() bool { return c.pingback != nil && c.service == TwoCaptcha }
+
+// pingbackGrace is how long after the usual first poll a captcha waiting for
+// a callback is polled anyway.
+func (c *Client) pingbackGrace() time.Duration {
+	g := c.pingback.Grace
+	if g <= 0 {
+		g = DefaultPingbackGrace
+		if s := c.timing.Scale; s > 0 {
+			g = time.Duration(float64(g) * s)
+		}
+	}
+	return g
 }
 
 var _ Solver = (*Client)(nil)
@@ -133,13 +168,22 @@ func NewClient(cfg Config) (*Client, error) {
 		return nil, errors.New("solver: base URL must not carry credentials or a query")
 	}
 	c := &Client{
-		base:   strings.TrimRight(base, "/"),
-		key:    cfg.APIKey,
-		http:   cfg.HTTPClient,
-		log:    cfg.Logger,
-		timing: cfg.Timing,
-		onCall: cfg.OnCall,
+		base:     strings.TrimRight(base, "/"),
+		key:      cfg.APIKey,
+		http:     cfg.HTTPClient,
+		log:      cfg.Logger,
+		timing:   cfg.Timing,
+		onCall:   cfg.OnCall,
+		now:      cfg.Now,
+		pingback: cfg.Pingback,
 	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if cfg.LearnPlan {
+		c.win = newWindow()
+	}
+	c.occ = newOccupancy(c, cfg.Timing.batchGap()/5, cfg.Timing.batchGap())
 	if c.http == nil {
 		c.http = newHTTPClient()
 	}
@@ -210,12 +254,82 @@ func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLa
 // API's code and class, and the captcha id once there is one; a request that
 // Validate rejects is a Permanent *Error with CodeInvalidParams. When ctx is
 // done, Solve returns at once with an error wrapping ctx.Err().
+//
+// With Config.LearnPlan, Solve first waits for a thread of the plan window
+// (window.go), which it holds until the answer comes or the captcha is
+// probably solved (ready.go). With LearnPlan or WithProbablyReady, a
+// capacity refusal of the plan (ERROR_NO_SLOT_AVAILABLE, CaptchaAI's
+// ERROR_ZERO_BALANCE) is returned once another captcha of the Client is
+// answered or BatchGap (1 s) passed, so the caller's thread does not carry
+// the next captcha into the same full plan at once.
 func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
+	var round int
+	held := false
+	if c.win != nil {
+		r, err := c.win.acquire(ctx)
+		if err != nil {
+			return Answer{}, fmt.Errorf("solver: wait for a thread of the plan window: %w", err)
+		}
+		round, held = r, true
+	}
+	free := func() {
+		if held {
+			held = false
+			c.win.release()
+		}
+	}
+	defer free()
+	hook := probablyReadyHook(ctx)
+	handsBack := hook != nil || c.win != nil
 	id, err := c.Submit(ctx, req)
 	if err != nil {
+		if planFull(c.service, err) {
+			if c.win != nil {
+				c.win.refused(round)
+			}
+			if handsBack {
+				c.occ.refused(ctx)
+			}
+		}
 		return Answer{}, err
 	}
-	return c.wait(ctx, req, id, time.Now())
+	submitted := c.now()
+	c.occ.accepted()
+	if c.win != nil {
+		c.win.accepted()
+	}
+	var h *holder
+	if handsBack {
+		kind := Kind(req.Method, req.Params)
+		h = c.occ.add(kind, c.timing.forKind(kind), submitted, func() {
+			free()
+			if hook != nil {
+				hook()
+			}
+		})
+	}
+	a, err := c.wait(ctx, req, id, submitted, h)
+	if h != nil {
+		c.occ.done(h, err == nil)
+	}
+	return a, err
+}
+
+// planFull reports whether err is in.php's answer that every thread of the
+// plan is busy: ERROR_NO_SLOT_AVAILABLE, or CaptchaAI's ERROR_ZERO_BALANCE.
+func planFull(s Service, err error) bool {
+	code := CodeOf(err)
+	return code == "ERROR_NO_SLOT_AVAILABLE" || code == "ERROR_ZERO_BALANCE" && s.Classify(code) == retry.Capacity
+}
+
+// PlanWindow returns the plan window learned so far (Config.LearnPlan):
+// how many captchas this Client keeps on the service's threads at most; 0
+// without LearnPlan.
+func (c *Client) PlanWindow() int {
+	if c.win == nil {
+		return 0
+	}
+	return c.win.size()
 }
 
 // Submit validates req and sends it to in.php, returning the captcha id. It
@@ -227,8 +341,16 @@ func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	if err := c.service.Offers(req.Method, req.Params); err != nil {
 		return "", newError("validate", CodeInvalidParams, err)
 	}
-	if err := c.limiter.wait(ctx); err != nil {
+	if err := c.limiter.wait(ctx, c.now); err != nil {
 		return "", fmt.Errorf("solver: wait for submission slot: %w", err)
+	}
+	if c.pingsBack() {
+		params := make(map[string]string, len(req.Params)+1)
+		for k, v := range req.Params {
+			params[k] = v
+		}
+		params["pingback"] = c.pingback.url
+		req.Params = params
 	}
 	body, ctype, err := c.submitBody(req)
 	if err != nil {
@@ -260,153 +382,6 @@ func (c *Client) Fetch(ctx context.Context, id string) (Answer, error) {
 		return Answer{}, err
 	}
 	return answerOf(r, id), nil
-}
-
-// wait polls res.php for captcha id on the schedule of req's kind: on its own,
-// or through the Client's batcher (batch.go), which tells it when a batch call
-// found it ready.
-func (c *Client) wait(ctx context.Context, req Request, id string, submitted time.Time) (Answer, error) {
-	kind := Kind(req.Method, req.Params)
-	kt := c.timing.forKind(kind)
-	sched := c.poller.schedule(kind, kt)
-	deadline := submitted.Add(kt.maxWait)
-	var w *pollWaiter
-	var news <-chan struct{} // nil without a batcher: never ready
-	if c.batch != nil {
-		if w = c.batch.add(id, kind); w != nil {
-			defer c.batch.remove(w)
-			news = w.signal
-		}
-	}
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-
-	var lastNotReady time.Duration // offset at which the service last said not ready
-	var lastErr error
-	fails := 0
-	own := false // a batch call failed or was not understood: the next scheduled poll is our own
-	polls := 0
-	// solved learns from the window the answer became ready in, seen after
-	// submission, and logs the solve.
-	solved := func(a Answer, seen time.Duration) (Answer, error) {
-		c.poller.observe(kind, lastNotReady, seen)
-		c.log.LogAttrs(ctx, slog.LevelDebug, "captcha solved",
-			slog.String("method", req.Method), slog.String("captcha_id", id),
-			slog.Int("polls", polls), slog.Duration("elapsed", time.Since(submitted)))
-		return a, nil
-	}
-	// fetch asks res.php about id on its own and says whether that ended the
-	// wait, with what. readyAt is when a batch call saw it ready (zero: this
-	// call tells).
-	fetch := func(readyAt time.Time) (done bool, a Answer, err error) {
-		sent := time.Now()
-		a, err = c.Fetch(ctx, id)
-		polls++
-		// The service answered somewhere between sending and receiving.
-		seen := sent.Add(time.Since(sent) / 2).Sub(submitted)
-		if !readyAt.IsZero() {
-			seen = readyAt.Sub(submitted)
-		}
-		switch cls := ClassOf(err); {
-		case err == nil:
-			a, err = solved(a, seen)
-			return true, a, err
-		case ctx.Err() != nil:
-			return true, Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
-		case cls == retry.Poll:
-			lastNotReady, fails = max(lastNotReady, seen), 0
-		case (cls == retry.Transient || cls == retry.Capacity) && fails < c.pollErrors:
-			// Capacity from res.php is a gateway's HTTP 429: the captcha is
-			// still being solved, so slow down and poll on like after any
-			// passing failure rather than give it up.
-			fails++
-			lastErr = err
-			c.log.LogAttrs(ctx, slog.LevelDebug, "poll failed, polling on",
-				slog.String("captcha_id", id), slog.String("code", CodeOf(err)), slog.Int("in_a_row", fails))
-		default:
-			return true, Answer{}, err
-		}
-		return false, Answer{}, nil
-	}
-
-	var fired time.Time // when the last scheduled poll came
-	i := 0
-	for i < len(sched) {
-		at, last := submitted.Add(sched[i]), i == len(sched)-1
-		if at.After(deadline) || !time.Now().Before(deadline) {
-			break // past the deadline, planned or because a call took that long
-		}
-		if i > 0 {
-			// Behind the schedule (a slow call, a starved process), keep its
-			// spacing from the poll before instead of making up the missed
-			// polls at once: that would send a burst of own polls or, with a
-			// batcher, earn calls faster than it spends them (the unspent
-			// are dropped) and run through the budget without asking. A
-			// poll pushed past the deadline is made at the deadline, the
-			// captcha's own and its last.
-			at = latest(at, fired.Add(sched[i]-sched[i-1]))
-			if at.After(deadline) {
-				at, last = deadline, true
-			}
-		}
-		timer.Reset(time.Until(at))
-		select {
-		case <-ctx.Done():
-			return Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
-		case <-timer.C:
-			// A scheduled poll: with a batcher it earns the call, except
-			// the last, which is always the captcha's own, and the first
-			// after a batch call failed.
-			fired = time.Now()
-			i++
-			if w != nil && !last && !own && c.batch.on() {
-				c.batch.earn()
-				continue
-			}
-			own = false
-			if done, a, err := fetch(time.Time{}); done {
-				return a, err
-			}
-			if last {
-				i = len(sched)
-			}
-		case <-news:
-			for _, n := range w.take() {
-				switch n.kind {
-				case newsNotReady:
-					lastNotReady, fails = max(lastNotReady, n.seen.Sub(submitted)), 0
-					polls++
-				case newsFailed:
-					// Failures in a row are counted on the captcha's own
-					// polls, as without batching.
-					own, lastErr = true, n.err
-				case newsFatal:
-					return Answer{}, n.err
-				case newsAnswer:
-					polls++
-					sol, _ := json.Marshal(n.answer)
-					return solved(Answer{Solution: sol, CaptchaID: id}, n.seen.Sub(submitted))
-				case newsFetch:
-					if !n.seen.IsZero() {
-						// The service answered about it: the failures in a
-						// row, if any, are over; fetch the answer it has.
-						fails = 0
-					}
-					if done, a, err := fetch(n.seen); done {
-						return a, err
-					}
-				}
-			}
-		}
-	}
-	code, why := CodePollLimit, fmt.Sprintf("no answer after %d res.php calls", len(sched))
-	if len(sched) < kt.maxCalls || !time.Now().Before(deadline) {
-		code, why = CodeTimeout, fmt.Sprintf("no answer within %v", kt.maxWait)
-	}
-	if lastErr != nil {
-		why += fmt.Sprintf(" (last poll error: %v)", lastErr)
-	}
-	return Answer{}, newError("res.php", code, errors.New(why)).about(id)
 }
 
 // PageHost returns the host of a page URL, which is all that logs and the

@@ -11,17 +11,71 @@
 // learnWindow such intervals per kind and fits a log-normal distribution of
 // solve times to them (see fitLogNormal).
 //
+// An answer found at a captcha's first poll is left-censored, (0, hi]: it
+// says the solve took at most hi, not how much less. The fit takes it as
+// that (its expectation step truncates the distribution above hi), so such
+// answers pull the fitted mass below hi but cannot say where. Probes say
+// where: while fewer than probeNeed of a kind's recent answers came after a
+// CAPCHA_NOT_READY, one captcha in probeEvery polls once more, at half the
+// tightest bound seen (probeAt). Each probe halves what is known or brackets
+// the ready time, so a service or a kind faster than the schedule assumes
+// is found after a few dozen answers, and a kind that is not stops being
+// probed; a probe is one call more for that captcha, within MaxCalls.
+//
 // Given that distribution, the fixed schedule (FirstPoll, then every
 // PollInterval) costs some expected number of res.php calls B per captcha. The
 // adaptive schedule is the set of poll times, on a grid of Resolution, that
 // minimises the expected pickup lag (ready → fetched) among schedules whose
-// expected number of calls is at most B: it polls densely where solves are
-// likely and sparsely in the tail. When no schedule beats the fixed one's lag
-// at that cost, it takes the one with the fewest calls at no more lag. It is found by dynamic programming on the
+// expected number of calls is at most B (at least 1.1, so that a first poll
+// earlier than one that finds every answer may miss a few): it polls densely
+// where solves are likely and sparsely in the tail. When no schedule beats
+// the fixed one's lag at that cost, it takes the one with the fewest calls
+// at no more lag. It is found by dynamic programming on the
 // Lagrangian lag + λ·calls (the optimal-inspection problem), bisecting λ until
 // the calls fit the budget, and is used only when its expected lag beats the
 // fixed schedule's. After its last planned poll it continues with the fixed
 // interval, so solves slower than any seen are still fetched and learned.
+//
+// What a Client learned can outlive it and be shared by a pool
+// (Client.ShareTimings with a TimingStore): a compact summary per kind
+// (Learned: median, spread, how many answers), merged by the store and
+// pooled with each Client's own answers.
+//
+// # Threads handed back
+//
+// The service frees a plan thread when it has solved a captcha, not when the
+// client fetches the answer: between the two the thread is paid and idle.
+// A Client estimates how many of its captchas the service is still solving
+// and hands threads back (WithProbablyReady for the caller's thread, and
+// its own plan window) so that the next captcha goes to the service about
+// when a thread frees there (ready.go).
+//
+// Every BatchGap / 5 (200 ms), each captcha in flight has a chance S of still
+// being solved: the survival of its kind's ready times at its age, given
+// that it was not ready at its last CAPCHA_NOT_READY (the kind's own
+// answers, each spread over its window, where they say enough; the fit
+// beyond). About E = ΣS of them are still being solved, give or take
+// σ = √ΣS(1−S); of the n that still hold threads, n − E − z·σ (rounded) are
+// then probably free at the service, and that many holders, the likeliest
+// done first, hand theirs back. z grows at every plan-full refusal at
+// in.php (a thread was not free after all; the refused Solve then holds its
+// thread until an answer comes or BatchGap passes) and shrinks a little
+// with each accepted submission, so refusals stay a small share of in.php
+// calls (about zDown/zUp) while threads come back as early as they allow.
+// Kinds not learned yet count as still being solved.
+//
+// # The plan window
+//
+// A plan whose size nobody told (Config.LearnPlan) is found the way TCP
+// finds a path's capacity (window.go): a Client keeps at most limit of its
+// captchas on the service's threads (submitted, neither answered nor
+// handed back), and learns limit from in.php's answers. Each accepted
+// submission adds 1 (slow start: the limit doubles every round) until the
+// first plan-full refusal, then 1/limit (about one per round); a refusal
+// multiplies it by windowDecrease (from what was held, in slow start), at
+// most once per round: a refusal of a submission admitted before the last
+// decrease says nothing new. Clients of several workers on one key each
+// find a share, as TCP flows do; the sum is the plan.
 //
 // # Batch polling
 //

@@ -60,16 +60,17 @@ func (l *submitLimiter) tighten(interval time.Duration, burst int, window time.D
 	}
 }
 
-// wait blocks until the caller may send an in.php call, or ctx is done.
-func (l *submitLimiter) wait(ctx context.Context) error {
+// wait blocks until the caller may send an in.php call, or ctx is done,
+// reading the time from now.
+func (l *submitLimiter) wait(ctx context.Context, now func() time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	r := l.reserve(time.Now())
+	r := l.reserve(now())
 	if r == nil {
 		return nil
 	}
-	t := time.NewTimer(time.Until(r.at))
+	t := time.NewTimer(r.at.Sub(now()))
 	defer t.Stop()
 	select {
 	case <-t.C:

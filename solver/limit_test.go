@@ -113,7 +113,7 @@ func TestLimiterGivesBackCancelledSlots(t *testing.T) {
 func TestLimiterShortDeadlinesDoNotPushNext(t *testing.T) {
 	t.Parallel()
 	l := newLimiter(time.Hour, 0, 0)
-	if err := l.wait(context.Background()); err != nil {
+	if err := l.wait(context.Background(), time.Now); err != nil {
 		t.Fatal(err)
 	}
 	before, _, _ := l.state()
@@ -122,7 +122,7 @@ func TestLimiterShortDeadlinesDoNotPushNext(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 			defer cancel()
-			if err := l.wait(ctx); err != context.DeadlineExceeded {
+			if err := l.wait(ctx, time.Now); err != context.DeadlineExceeded {
 				t.Errorf("wait: %v, want deadline exceeded", err)
 			}
 		})

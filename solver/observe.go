@@ -35,7 +35,7 @@ func (c *Client) observe(op string, batch bool, start time.Time, err error) {
 	if c.onCall == nil {
 		return
 	}
-	call := Call{Op: op, Batch: batch, Code: "OK", Duration: time.Since(start)}
+	call := Call{Op: op, Batch: batch, Code: "OK", Duration: c.now().Sub(start)}
 	if err != nil {
 		call.Code, call.Class = CodeOf(err), ClassOf(err)
 		if call.Code == "" {

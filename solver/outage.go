@@ -85,9 +85,8 @@ type outage struct {
 
 // fail records an unreachable call and logs: once at INFO when the outage
 // starts, then at WARN every minute once it has lasted warnFrom.
-func (o *outage) fail(ctx context.Context, log *slog.Logger, what string) {
+func (o *outage) fail(ctx context.Context, log *slog.Logger, what string, now time.Time) {
 	o.mu.Lock()
-	now := time.Now()
 	start := o.since.IsZero()
 	if start {
 		o.since = now
@@ -110,9 +109,9 @@ func (o *outage) fail(ctx context.Context, log *slog.Logger, what string) {
 }
 
 // ok records a call that got an HTTP reply: the outage, if any, is over.
-func (o *outage) ok(ctx context.Context, log *slog.Logger) {
+func (o *outage) ok(ctx context.Context, log *slog.Logger, now time.Time) {
 	o.mu.Lock()
-	was, lasted := !o.since.IsZero(), time.Since(o.since)
+	was, lasted := !o.since.IsZero(), now.Sub(o.since)
 	o.since, o.last, o.warned = time.Time{}, "", time.Time{}
 	o.mu.Unlock()
 	if was {

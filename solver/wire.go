@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 )
 
 const formType = "application/x-www-form-urlencoded"
@@ -68,7 +67,7 @@ func (c *Client) submitBody(req Request) ([]byte, string, error) {
 
 // call POSTs body to op ("in.php" or "res.php") and parses the reply.
 func (c *Client) call(ctx context.Context, op string, body []byte, ctype string) (_ reply, err error) {
-	start := time.Now()
+	start := c.now()
 	ctx, endTrace := traceCall(ctx, op)
 	defer func() { c.observe(op, false, start, err); endTrace(err) }()
 	status, b, loc, err := c.exchange(ctx, op, body, ctype)
@@ -113,12 +112,12 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 		}
 		if what := unreachable(err, c.base); what != "" {
 			what += ": is the service's URL right?"
-			c.outage.fail(ctx, c.log, redact(what, c.key))
+			c.outage.fail(ctx, c.log, redact(what, c.key), c.now())
 			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, fmt.Errorf("%s (%w)", what, err)))
 		}
 		return 0, nil, "", c.scrub(newError(op, CodeNetwork, err))
 	}
-	c.outage.ok(ctx, c.log)
+	c.outage.ok(ctx, c.log, c.now())
 	defer resp.Body.Close()
 	b, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {

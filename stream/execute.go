@@ -129,7 +129,7 @@ func (d *delivery) attempt(ctx context.Context, base Event, crashed bool, sl *sl
 		return
 	}
 	tctx, endTrace := traceAttempt(ctx, d)
-	ans, serr := d.solve(tctx)
+	ans, serr := d.solve(d.w.plan.earlyRelease(tctx, d.thread))
 	endTrace(serr)
 	if solver.ClassOf(serr) != retry.Fatal {
 		sl.solved() // the next task may start while this one is recorded

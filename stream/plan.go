@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/solver"
 )
 
 // The plan-wide thread quota lives in a stream of its own: one message per
@@ -25,7 +28,23 @@ const (
 	planSubject      = "captcha-plan.threads"
 	planConsumerName = "plan-threads"
 	planMetaThreads  = "captchaq.plan_threads"
+	planMetaEarly    = "captchaq.plan_early"
 )
+
+// PlanOption is an optional setting of SetPlan.
+type PlanOption func(*planOptions)
+
+type planOptions struct{ early bool }
+
+// PlanEarly makes workers give a plan thread back when the captcha holding it
+// is probably solved at the service (solver.WithProbablyReady), not when its
+// answer is fetched, so the next captcha is submitted about when the service
+// frees the thread. The service then may, for a moment, be sent more
+// captchas than the plan's threads: a wrong guess is refused there with a
+// capacity code (no attempt spent), and the solver guesses later after
+// each refusal. Without it captchaq never has more captchas at the
+// service than the quota.
+func PlanEarly() PlanOption { return func(o *planOptions) { o.early = true } }
 
 // SetPlan sets the plan-wide thread quota: at most threads captchas are at
 // the solving service at once, across all workers. Zero removes the quota
@@ -33,8 +52,12 @@ const (
 // set; workers pick a change up within planRefresh. Threads held while the
 // quota changes are given back as their solves end, so for a moment the old
 // holders and the new quota may overlap.
-func SetPlan(ctx context.Context, js jetstream.JetStream, t Topology, threads int) error {
+func SetPlan(ctx context.Context, js jetstream.JetStream, t Topology, threads int, opts ...PlanOption) error {
 	t = t.withDefaults()
+	var o planOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if threads < 0 {
 		return fmt.Errorf("plan threads %d: want 0 or more", threads)
 	}
@@ -45,10 +68,7 @@ func SetPlan(ctx context.Context, js jetstream.JetStream, t Topology, threads in
 		}
 		return nil
 	}
-	storage := jetstream.FileStorage
-	if t.Memory {
-		storage = jetstream.MemoryStorage
-	}
+	storage := t.storage()
 	// Exactly threads messages, and no room for one more: whatever anyone
 	// publishes on the plan's subject, or has a push consumer deliver there
 	// (JetStream does not check a consumer's deliver subject against its
@@ -63,7 +83,7 @@ func SetPlan(ctx context.Context, js jetstream.JetStream, t Topology, threads in
 		Discard:     jetstream.DiscardNew,
 		Storage:     storage,
 		Replicas:    t.Replicas,
-		Metadata:    map[string]string{planMetaThreads: strconv.Itoa(threads)},
+		Metadata:    map[string]string{planMetaThreads: strconv.Itoa(threads), planMetaEarly: strconv.FormatBool(o.early)},
 	})
 	if err != nil {
 		return fmt.Errorf("plan stream: %w", err)
@@ -98,20 +118,37 @@ func SetPlan(ctx context.Context, js jetstream.JetStream, t Topology, threads in
 	return nil
 }
 
+// storage is where the streams keep their messages: on disk, in memory with
+// Memory.
+func (t Topology) storage() jetstream.StorageType {
+	if t.Memory {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
 // PlanThreads returns the plan-wide thread quota, 0 when none is set.
 func PlanThreads(ctx context.Context, js jetstream.JetStream) (int, error) {
+	n, _, err := planSettings(ctx, js)
+	return n, err
+}
+
+// planSettings returns the plan-wide thread quota (0: none) and whether its
+// threads are given back early (PlanEarly).
+func planSettings(ctx context.Context, js jetstream.JetStream) (threads int, early bool, err error) {
 	s, err := js.Stream(ctx, planStreamName)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 0, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("plan stream: %w", err)
+		return 0, false, fmt.Errorf("plan stream: %w", err)
 	}
-	n, err := strconv.Atoi(s.CachedInfo().Config.Metadata[planMetaThreads])
+	meta := s.CachedInfo().Config.Metadata
+	n, err := strconv.Atoi(meta[planMetaThreads])
 	if err != nil {
-		return 0, fmt.Errorf("plan stream: bad %s metadata: %w", planMetaThreads, err)
+		return 0, false, fmt.Errorf("plan stream: bad %s metadata: %w", planMetaThreads, err)
 	}
-	return n, nil
+	return n, meta[planMetaEarly] == "true", nil
 }
 
 // planRefresh is how often a worker looks whether the plan quota was set,
@@ -121,16 +158,17 @@ const planRefresh = 10 * time.Second
 // planThread is one held thread of the plan. release gives it back at once;
 // it is safe to call more than once.
 type planThread struct {
-	m    jetstream.Msg
-	once sync.Once
-	wait time.Duration // the plan consumer's ack wait
+	m        jetstream.Msg
+	once     sync.Once
+	released atomic.Bool
+	wait     time.Duration // the plan consumer's ack wait
 }
 
 func (p *planThread) release() {
 	if p == nil {
 		return
 	}
-	p.once.Do(func() { _ = p.m.Nak() })
+	p.once.Do(func() { p.released.Store(true); _ = p.m.Nak() })
 }
 
 // ackWait is the plan consumer's ack wait, 0 when unknown.
@@ -141,8 +179,9 @@ func (p *planThread) ackWait() time.Duration {
 	return p.wait
 }
 
+// keepAlive extends the lease of a thread not given back yet.
 func (p *planThread) keepAlive() {
-	if p != nil {
+	if p != nil && !p.released.Load() {
 		_ = p.m.InProgress()
 	}
 }
@@ -152,7 +191,23 @@ type planGate struct {
 	js      jetstream.JetStream
 	mu      sync.Mutex
 	cons    jetstream.Consumer // nil: no quota
+	early   bool               // the quota's threads are given back early (PlanEarly)
 	checked time.Time
+}
+
+// earlyRelease returns ctx, under which the solver gives t back when its
+// captcha is probably solved, if the quota says so (PlanEarly); else ctx.
+func (g *planGate) earlyRelease(ctx context.Context, t *planThread) context.Context {
+	if t == nil {
+		return ctx
+	}
+	g.mu.Lock()
+	early := g.early
+	g.mu.Unlock()
+	if !early {
+		return ctx
+	}
+	return solver.WithProbablyReady(ctx, t.release)
 }
 
 // consumer returns the plan's consumer, nil when no quota is set, looking
@@ -168,8 +223,11 @@ func (g *planGate) consumer(ctx context.Context, now time.Time) jetstream.Consum
 	switch {
 	case err == nil:
 		g.cons = c
+		if _, early, err := planSettings(ctx, g.js); err == nil {
+			g.early = early
+		}
 	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrConsumerNotFound):
-		g.cons = nil
+		g.cons, g.early = nil, false
 	}
 	// On other errors keep what we had: a passing broker problem must not
 	// lift the quota.

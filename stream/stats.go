@@ -87,6 +87,12 @@ type Stats struct {
 	// PlanThreads is the plan-wide thread quota Solving is held to
 	// (SetPlan); 0 when none is set.
 	PlanThreads int `json:"plan_threads"`
+	// LearnedPlan is, without a quota, the plan size the workers learned
+	// from the service's capacity refusals: the sum of their plan windows
+	// (solver.Config.LearnPlan, written to TimingsBucket); 0 when none
+	// learns. LearnedPlanWorkers counts the workers that sum holds.
+	LearnedPlan        int `json:"learned_plan"`
+	LearnedPlanWorkers int `json:"learned_plan_workers"`
 
 	// Window is how far back the counts below reach; 0: everything the
 	// stream keeps (its retention).
@@ -172,6 +178,11 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 		return st, err
 	}
 	st.PlanThreads = threads
+	if threads == 0 {
+		if err := c.learnedPlan(ctx, &st, now); err != nil {
+			return st, err
+		}
+	}
 
 	var start time.Time // zero: everything the stream keeps
 	if window > 0 {

@@ -91,10 +91,7 @@ func (t Topology) withDefaults() Topology {
 }
 
 func (t Topology) streamConfig() jetstream.StreamConfig {
-	storage := jetstream.FileStorage
-	if t.Memory {
-		storage = jetstream.MemoryStorage
-	}
+	storage := t.storage()
 	return jetstream.StreamConfig{
 		Name:        t.Stream,
 		Description: "captchaq: tasks, their life, outcomes and dead letters",

@@ -91,8 +91,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	now := time.Now // one clock for the workers and their solver
 	sc, err := solver.NewClient(solver.Config{BaseURL: sf.url, APIKey: key, Timing: timing, Logger: log, Service: svc,
-		OutageWarnAfter: sf.outageWarn})
+		OutageWarnAfter: sf.outageWarn, Now: now})
 	if err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		conns = append(conns, wnc)
 		w, err := stream.NewWorker(ctx, wnc, stream.WorkerConfig{Solver: sc, Threads: *threads, Policy: pf.policy(),
-			Logger: log, Name: fmt.Sprintf("run-worker-%d", i+1), ShutdownGrace: time.Second})
+			Logger: log, Name: fmt.Sprintf("run-worker-%d", i+1), ShutdownGrace: time.Second, Now: now})
 		if err != nil {
 			return err
 		}

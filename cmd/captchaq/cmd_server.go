@@ -38,6 +38,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	store := fs.String("store", "", "JetStream store directory (default: the config's store_dir, else ./data/jetstream)")
 	lazy := fs.Bool("lazy-sync", false, "fsync every 2 minutes instead of before every ack (faster; an OS crash can lose acknowledged tasks)")
 	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
+	early := fs.Bool("plan-early", false, planEarlyUsage)
 	dash := fs.String("dashboard", "", "also serve the web dashboard on this address (e.g. 127.0.0.1:8080; beyond loopback only with --dashboard-token); empty: off")
 	dashToken := fs.String("dashboard-token", "", "require this token of the dashboard's browsers (open it with ?token=…)")
 	var admin adminFlags
@@ -119,7 +120,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("connect in-process: %w", err)
 	}
 	defer nc.Close()
-	if err := ensureTopology(ctx, nc, top.topology(), *plan); err != nil {
+	if err := ensureTopology(ctx, nc, top.topology(), *plan, *early); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "captchaq server ready on %s (store %s)\n", ns.ClientURL(), ns.JetStreamConfig().StoreDir)
@@ -148,9 +149,13 @@ func requiresAuth(opts *server.Options) bool {
 		len(opts.TrustedOperators) > 0 || opts.AuthCallout != nil
 }
 
-// ensureTopology creates or updates the stream and the workers' consumers,
-// and sets the plan quota unless planThreads is negative.
-func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, planThreads int) error {
+// planEarlyUsage is the --plan-early flag's help.
+const planEarlyUsage = "with --plan-threads: give a thread back when its captcha is probably solved (from the learned solve times), not when the answer is fetched, " +
+	"so the service's threads stay busy; the service may then be sent more captchas than the quota for a moment and refuse a few (no attempt spent)"
+
+// ensureTopology creates or updates the stream, the workers' consumers and
+// the timings bucket, and sets the plan quota unless planThreads is negative.
+func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, planThreads int, early bool) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -160,8 +165,15 @@ func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, pla
 	if _, err := stream.EnsureTopology(tctx, js, top, true); err != nil {
 		return fmt.Errorf("create the topology: %w", err)
 	}
+	if _, err := stream.EnsureTimings(tctx, js, top); err != nil {
+		return fmt.Errorf("create the timings bucket: %w", err)
+	}
 	if planThreads >= 0 {
-		if err := stream.SetPlan(tctx, js, top, planThreads); err != nil {
+		var opts []stream.PlanOption
+		if early {
+			opts = append(opts, stream.PlanEarly())
+		}
+		if err := stream.SetPlan(tctx, js, top, planThreads, opts...); err != nil {
 			return fmt.Errorf("set the plan quota: %w", err)
 		}
 	}
@@ -173,6 +185,7 @@ func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, pla
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("init", "[flags]", stderr)
 	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
+	early := fs.Bool("plan-early", false, planEarlyUsage)
 	var nf natsFlags
 	nf.register(fs)
 	var top topoFlags
@@ -187,7 +200,7 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer nc.Close()
 	fctx, cancel := ae.failFast(ctx)
 	defer cancel()
-	if err := ensureTopology(fctx, nc, top.topology(), *plan); err != nil {
+	if err := ensureTopology(fctx, nc, top.topology(), *plan, *early); err != nil {
 		return explain(err, ae)
 	}
 	t := top.topology()

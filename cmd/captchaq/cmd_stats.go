@@ -112,6 +112,10 @@ func printStats(w io.Writer, st stream.Stats) {
 		fmt.Fprintf(tw, "\nsolving now: %d of %d plan threads (%.0f%%)\n", st.Solving, st.PlanThreads, 100*float64(st.Solving)/float64(st.PlanThreads))
 	} else {
 		fmt.Fprintf(tw, "\nsolving now: %d (no plan-wide thread quota: each worker's --threads caps its own)\n", st.Solving)
+		if st.LearnedPlan > 0 {
+			fmt.Fprintf(tw, "learned plan: about %d threads (the plan windows of %d workers, from the service's capacity refusals); "+
+				"set it: captchaq init --plan-threads %d\n", st.LearnedPlan, st.LearnedPlanWorkers, st.LearnedPlan)
+		}
 	}
 	fmt.Fprintf(tw, "waiting to retry: %d (held for a later delivery, at no worker)\n", st.Retrying)
 	fmt.Fprintf(tw, "workers alive: %d", len(st.Workers))

@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
@@ -30,6 +33,9 @@ type solverFlags struct {
 	outageWarn   time.Duration
 	log          *slog.Logger // the solver client's debug lines (hosts and codes only)
 	onCall       func(solver.Call)
+	now          func() time.Time // the clock the worker reads too
+	learnPlan    bool             // learn the plan window (solver.Config.LearnPlan)
+	pingback     *solver.Pingback // the service calls back (2captcha only)
 }
 
 // register adds every solver flag: the service's and the solving ones.
@@ -83,7 +89,7 @@ func (s *solverFlags) clientWith(timing solver.Timing, hc *http.Client) (*solver
 		return nil, err
 	}
 	return solver.NewClient(solver.Config{BaseURL: s.url, APIKey: key, Timing: timing, HTTPClient: hc, Logger: s.log,
-		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn, OnCall: s.onCall})
+		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn, OnCall: s.onCall, Now: s.now, LearnPlan: s.learnPlan, Pingback: s.pingback})
 }
 
 // profile is the --service profile, or the one of the --solver-url host.
@@ -122,6 +128,12 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	name := fs.String("name", "", "worker name in the audit trail (default host-pid-random)")
 	noErase := fs.Bool("no-erase", false, "delete finished tasks' messages without erasing them: their page URLs stay in the store's files until compaction; for page URLs that are not sensitive (4-5x the broker-bound rate)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464); empty: off")
+	learnPlan := fs.Bool("learn-plan", true,
+		"when no plan-wide quota is set (--plan-threads on server/init), keep this worker's captchas at the service within a window learned from its capacity refusals; `captchaq stats` shows the pool's sum")
+	pingbackListen := fs.String("pingback-listen", "", "with the 2captcha profile: receive the service's callbacks (pingback) on this address, e.g. 0.0.0.0:8089; needs --pingback-url")
+	pingbackURL := fs.String("pingback-url", "", "the public URL the service calls back, routed to --pingback-listen (registered in 2captcha's pingback settings); a secret path segment is added")
+	shareEvery := fs.Duration("share-timings", 30*time.Second,
+		"merge the solve times this worker learned into the pool's (KV bucket "+stream.TimingsBucket+") this often, and poll with the pool's; 0: learn alone, forget on exit")
 	var nf natsFlags
 	nf.register(fs)
 	var sf solverFlags
@@ -142,21 +154,49 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *threads < 1 {
 		return usageError("--threads %d: want 1 or more", *threads)
 	}
+	if (*pingbackListen == "") != (*pingbackURL == "") {
+		return usageError("--pingback-listen and --pingback-url go together")
+	}
+	if *pingbackListen != "" {
+		if svc, err := sf.profile(); err != nil {
+			return err
+		} else if svc != solver.TwoCaptcha {
+			return usageError("--pingback-listen: the %s profile does not call back (2captcha does: --service 2captcha)", svc)
+		}
+		pb, err := solver.NewPingback(*pingbackURL)
+		if err != nil {
+			return usageError("--pingback-url: %v", err)
+		}
+		stop, addr, err := serveHTTP(*pingbackListen, pb, log)
+		if err != nil {
+			return fmt.Errorf("--pingback-listen: %w", err)
+		}
+		defer stop()
+		sf.pingback = pb
+		log.Info("receiving the service's callbacks", slog.String("addr", addr), slog.String("url_host", hostOf(*pingbackURL)))
+	}
 	m := metrics.NewWorker(*threads)
 	sf.log = log
 	// The solver reports each call itself: its own transport (connection
 	// reuse, timeouts) stays, and no reply is read twice.
 	sf.onCall = m.SolverCall
-	sc, err := sf.client(solver.Timing{})
-	if err != nil {
-		return err
-	}
+	sf.now = time.Now // one clock for the worker and its solver
 	nc, ae, err := nf.connect(ctx, "captchaq-worker")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	ae.setLogger(log)
+	if *learnPlan {
+		sf.learnPlan, err = noPlanQuota(ctx, nc)
+		if err != nil {
+			return explain(err, ae)
+		}
+	}
+	sc, err := sf.client(solver.Timing{})
+	if err != nil {
+		return err
+	}
 
 	// Readiness: connected to NATS, bound to the consumers, and taking tasks.
 	var running atomic.Bool
@@ -174,9 +214,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return nil
 	}
 	if *metricsAddr != "" {
-		stopMetrics, addr, err := serveMetrics(*metricsAddr, metrics.Mux(m.Registry(), ready), log)
+		stopMetrics, addr, err := serveHTTP(*metricsAddr, metrics.Mux(m.Registry(), ready), log)
 		if err != nil {
-			return err
+			return fmt.Errorf("--metrics-addr: %w", err)
 		}
 		defer stopMetrics()
 		log.Info("serving metrics", slog.String("addr", addr))
@@ -184,10 +224,14 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	setup, cancel := ae.failFast(ctx)
 	w, err := stream.NewWorker(setup, nc, stream.WorkerConfig{Solver: m.Solver(sc), Threads: *threads, Policy: pf.policy(),
-		Topology: top.topology(), Name: *name, Logger: log, ShutdownGrace: *grace, Observer: m, NoErase: *noErase})
+		Topology: top.topology(), Name: *name, Logger: log, ShutdownGrace: *grace, Observer: m, NoErase: *noErase, Now: sf.now})
 	cancel()
 	if err != nil {
 		return explain(err, ae)
+	}
+	if *shareEvery > 0 {
+		stopSharing := shareTimings(ctx, nc, top.topology(), sc, *shareEvery, w.Name(), log)
+		defer stopSharing()
 	}
 	svc, _ := sf.profile()
 	log.Info("worker started", slog.Int("threads", *threads), slog.String("nats", nc.ConnectedUrlRedacted()),
@@ -208,17 +252,91 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// serveMetrics serves h on addr in the background and returns a function
-// that stops it, and the address it listens on.
-func serveMetrics(addr string, h http.Handler, log *slog.Logger) (func(), string, error) {
+// noPlanQuota reports whether no plan-wide thread quota is set.
+func noPlanQuota(ctx context.Context, nc *nats.Conn) (bool, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return false, err
+	}
+	n, err := stream.PlanThreads(ctx, js)
+	if err != nil {
+		return false, fmt.Errorf("read the plan quota: %w", err)
+	}
+	return n == 0, nil
+}
+
+// shareTimings starts sc with the pool's learned solve times and shares what
+// sc learns with the pool every interval, until the returned function is
+// called, which shares once more. Without the
+// bucket (a server whose admin has not run init since it exists) the worker
+// says so once and learns alone.
+func shareTimings(ctx context.Context, nc *nats.Conn, top stream.Topology, sc *solver.Client, every time.Duration, name string, log *slog.Logger) func() {
+	js, err := jetstream.New(nc)
+	if err == nil {
+		var store *stream.Timings
+		if store, err = stream.OpenTimings(ctx, js, top); err == nil {
+			// The pool's timings before the first task, then every interval.
+			warned := false
+			share := func(ctx context.Context) {
+				err := sc.ShareTimings(ctx, store)
+				if n := sc.PlanWindow(); n > 0 && err == nil {
+					err = store.PutWindow(ctx, name, n, time.Now())
+				}
+				if err != nil && ctx.Err() == nil && !warned {
+					warned = true
+					log.Warn("could not share learned solve times; polling on with this worker's own", slog.Any("error", err))
+				}
+			}
+			share(ctx)
+			ctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				t := time.NewTicker(every)
+				defer t.Stop()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-t.C:
+						share(ctx)
+					}
+				}
+			}()
+			return func() {
+				cancel()
+				<-done
+				// What this worker learned since the last share outlives it.
+				last, stop := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+				defer stop()
+				share(last)
+			}
+		}
+	}
+	log.Warn("solve times are not shared with the pool: this worker learns alone", slog.Any("error", err))
+	return func() {}
+}
+
+// hostOf is a URL's host, all that logs show of it.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid)"
+	}
+	return u.Host
+}
+
+// serveHTTP serves h on addr in the background and returns a function that
+// stops it, and the address it listens on.
+func serveHTTP(addr string, h http.Handler, log *slog.Logger) (func(), string, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, "", fmt.Errorf("--metrics-addr: %w", err)
+		return nil, "", err
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server stopped", slog.Any("error", err))
+			log.Error("HTTP listener stopped", slog.String("addr", l.Addr().String()), slog.Any("error", err))
 		}
 	}()
 	return func() {

@@ -174,6 +174,10 @@ type Stats struct {
 	Pickups int
 	// Codes counts the error codes answered, injected ones included.
 	Codes map[string]int
+	// Pingbacks counts the callbacks sent (2captcha's pingback, with
+	// Service2Captcha), counted as they leave; PingbacksFailed those of
+	// them that got no HTTP reply.
+	Pingbacks, PingbacksFailed int
 	// ReportsGood and ReportsBad count recorded reports.
 	ReportsGood, ReportsBad int
 }
@@ -204,4 +208,20 @@ func (s *Server) Stats() Stats {
 		st.PickupLagMean = s.lagSum / time.Duration(st.Pickups)
 	}
 	return st
+}
+
+// maxLags bounds the pickup lags a Server keeps for PickupLags.
+const maxLags = 1 << 16
+
+// PickupLags returns the pickup lags (ready → the res.php reply that first
+// returned the captcha) of the pickups after the first n, in order: those
+// since a Stats whose Pickups was n. Only the last 32768 to 65536 are kept.
+func (s *Server) PickupLags(n int) []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := max(n-s.lagsFrom, 0)
+	if i >= len(s.lags) {
+		return nil
+	}
+	return append([]time.Duration(nil), s.lags[i:]...)
 }

@@ -3,8 +3,9 @@
 // checks with the real error codes, a plan thread cap, solve-time
 // distributions, injectable faults, and counters that tests read.
 //
-// The emulator runs no goroutines: a captcha's readiness is a deadline checked
-// when it is polled.
+// A captcha's readiness is a deadline checked when it is polled; the
+// emulator runs no goroutines but the timers of 2captcha's callbacks
+// (pingback, with Service2Captcha).
 package fakeapi
 
 import (
@@ -72,6 +73,8 @@ type Server struct {
 	banned   map[string]time.Time
 	stats    Stats
 	lagSum   time.Duration
+	lags     []time.Duration // pickup lags of pickups lagsFrom, lagsFrom+1, …
+	lagsFrom int
 	now      func() time.Time
 }
 

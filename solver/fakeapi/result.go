@@ -104,6 +104,10 @@ func (s *Server) pickup(c *captcha, now time.Time) {
 	lag := now.Sub(c.readyAt)
 	s.stats.Pickups++
 	s.lagSum += lag
+	if len(s.lags) == maxLags {
+		s.lags, s.lagsFrom = s.lags[maxLags/2:], s.lagsFrom+maxLags/2
+	}
+	s.lags = append(s.lags, lag)
 	s.stats.PickupLagMax = max(s.stats.PickupLagMax, lag)
 	if c.code == "" {
 		s.stats.Solved++

@@ -4,9 +4,11 @@
 package fakeapi
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -104,6 +106,9 @@ func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file [
 	}
 	s.captchas[c.id] = c
 	s.solving[c.id] = c
+	if cb := params["pingback"]; cb != "" && s.cfg.Service == Service2Captcha {
+		s.callBack(c, cb, c.readyAt.Sub(now))
+	}
 	s.stats.Submitted++
 	s.stats.MaxConcurrent = max(s.stats.MaxConcurrent, len(s.solving))
 	s.mu.Unlock()
@@ -176,4 +181,41 @@ func (s *Server) solveTime(kind string) time.Duration {
 		}
 	}
 	return time.Duration(float64(d) * s.cfg.TimeScale)
+}
+
+// callBack has 2captcha's pingback call url when c is ready, after d: a POST
+// of the form fields id and code (the answer as text, or the error code),
+// as 2captcha documents it
+// (2captcha.com/h/how-to-configure-automatic-response-retrieval-via-pingback,
+// "Incoming request format"). Callers hold s.mu.
+func (s *Server) callBack(c *captcha, url string, d time.Duration) {
+	code := c.code
+	if code == "" {
+		var text string
+		if json.Unmarshal(c.answer, &text) != nil {
+			text = string(c.answer) // an object (GeeTest)
+		}
+		code = text
+	}
+	form := neturl.Values{"id": {c.id}, "code": {code}}
+	time.AfterFunc(d, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(form.Encode()))
+		if err != nil {
+			return
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		s.mu.Lock()
+		s.stats.Pingbacks++
+		s.mu.Unlock()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			s.mu.Lock()
+			s.stats.PingbacksFailed++
+			s.mu.Unlock()
+			return
+		}
+		_ = resp.Body.Close()
+	})
 }

@@ -1,0 +1,228 @@
+package solver
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// budgetSlack is how many calls per captcha beyond one the adaptive
+// schedule may spend where the fixed schedule spends fewer: when the fixed
+// schedule's first poll finds nearly every answer, an earlier first poll
+// needs a second call for the few it misses.
+const budgetSlack = 0.1
+
+// planAdaptive returns the adaptive poll times for a log-normal distribution
+// of ready times (μ, σ of the log in nanoseconds; see the package doc), or
+// the fixed schedule when it does not do better.
+func planAdaptive(mu, sigma float64, k kindTiming) []time.Duration {
+	fixed := k.fixedSchedule()
+	g := k.resolution
+	horizon := min(time.Duration(math.Exp(mu+3.3*sigma))+2*g, k.maxWait)
+	n := int((horizon + g - 1) / g)
+	if n < 2 || n > 4096 {
+		return fixed
+	}
+	d := discretize(mu, sigma, g, n)
+	fixedCalls, fixedLag := d.evaluate(fixed)
+	budget := max(fixedCalls, 1+budgetSlack)
+
+	// C[i], M[i]: probability and first moment (in grid units) of ready by
+	// t(i) = i·g.
+	C := make([]float64, n+1)
+	M := make([]float64, n+1)
+	for i := 1; i <= n; i++ {
+		C[i] = C[i-1] + d.mass[i]
+		M[i] = M[i-1] + d.mass[i]*d.pos[i]/float64(g)
+	}
+	const eps = 1e-9
+	surv := func(j int) float64 { return math.Max(0, 1-C[j]) }
+
+	W := make([]float64, n+1)
+	next := make([]int, n+1)
+	plan := func(lambda float64) []time.Duration {
+		W[n] = 0
+		for j := n - 1; j >= 0; j-- {
+			if surv(j) <= eps {
+				W[j], next[j] = 0, -1
+				continue
+			}
+			best, arg := math.Inf(1), n
+			cost := lambda * surv(j)
+			for kk := j + 1; kk <= n; kk++ {
+				v := cost + float64(kk)*(C[kk]-C[j]) - (M[kk] - M[j]) + W[kk]
+				if v < best {
+					best, arg = v, kk
+				}
+			}
+			W[j], next[j] = best, arg
+		}
+		var s []time.Duration
+		for j := 0; surv(j) > eps && next[j] > 0 && len(s) <= k.maxCalls; j = next[j] {
+			s = append(s, time.Duration(next[j])*g)
+		}
+		return s
+	}
+
+	// A schedule must still be polling when nearly every captcha is ready
+	// (the fit's 99.9th percentile, or MaxWait): one that spends its
+	// MaxCalls sooner gives up on slow captchas (CodePollLimit).
+	reach := min(time.Duration(math.Exp(mu+3.09*sigma)), k.maxWait, fixed[len(fixed)-1])
+	covers := func(s []time.Duration) bool {
+		e := k.extend(slices.Clone(s))
+		return len(e) > 0 && e[len(e)-1] >= reach
+	}
+
+	// Bisect λ (lag in grid units per call) on a log scale: the smallest λ
+	// whose schedule fits the call budget has the least lag.
+	lo, hi := math.Log(1e-4), math.Log(float64(n)*4)
+	var best []time.Duration
+	for range 40 {
+		mid := (lo + hi) / 2
+		s := plan(math.Exp(mid))
+		calls, _ := d.evaluate(s)
+		if calls <= budget && len(s) <= k.maxCalls && covers(s) {
+			best, hi = s, mid
+		} else {
+			lo = mid
+		}
+	}
+	if best != nil {
+		if _, lag := d.evaluate(k.extend(slices.Clone(best))); lag < fixedLag*0.98 {
+			return best
+		}
+	}
+	// No lag to win at the fixed schedule's cost: save calls instead, at no
+	// more lag (a service slower than FirstPoll assumes).
+	lo, hi = math.Log(1e-4), math.Log(float64(n)*4)
+	best = nil
+	for range 40 {
+		mid := (lo + hi) / 2
+		s := plan(math.Exp(mid))
+		if _, lag := d.evaluate(k.extend(slices.Clone(s))); lag <= fixedLag && len(s) <= k.maxCalls && covers(s) {
+			best, lo = s, mid
+		} else {
+			hi = mid
+		}
+	}
+	if best != nil {
+		if calls, _ := d.evaluate(k.extend(slices.Clone(best))); calls < fixedCalls*0.97 {
+			return best
+		}
+	}
+	return fixed
+}
+
+// dist is a distribution of ready times on the grid: mass[i] in cell
+// (t(i-1), t(i)], centred at pos[i].
+type dist struct {
+	mass []float64
+	pos  []float64 // seconds… in time.Duration units as float64
+}
+
+// fitLogNormal fits a log-normal distribution (μ, σ of the log of the solve
+// time in nanoseconds) to interval-censored observations by
+// expectation-maximisation: each window contributes the moments of the
+// current normal truncated to it. Solve times are right-skewed, and a smooth
+// two-parameter fit keeps the schedule from chasing the accidents of a small
+// sample — the poll times shape the windows observed next, and a
+// nonparametric estimate feeds on its own clumps.
+func fitLogNormal(obs []readyWindow) (mu, sigma float64) {
+	type win struct{ a, b float64 } // log bounds; a = -Inf for "since submission"
+	ws := make([]win, 0, len(obs))
+	var sum, sum2 float64
+	for _, o := range obs {
+		w := win{math.Inf(-1), math.Log(float64(max(o.hi, time.Microsecond)))}
+		if o.lo > 0 {
+			w.a = math.Log(float64(o.lo))
+		}
+		ws = append(ws, w)
+		mid := math.Log(float64(max((o.lo+o.hi)/2, time.Microsecond)))
+		sum += mid
+		sum2 += mid * mid
+	}
+	n := float64(len(ws))
+	mu = sum / n
+	sigma = math.Max(math.Sqrt(math.Max(sum2/n-mu*mu, 0)), minSigma)
+	for range 50 {
+		var m1, m2 float64
+		for _, w := range ws {
+			if w.b-w.a < 1e-6 {
+				m1 += w.b
+				m2 += w.b * w.b
+				continue
+			}
+			al, be := (w.a-mu)/sigma, (w.b-mu)/sigma
+			z := normCDF(be) - normCDF(al)
+			if z < 1e-12 {
+				// The model says the window cannot happen: take its
+				// upper bound (or its middle) as a point.
+				x := w.b
+				if !math.IsInf(w.a, -1) {
+					x = (w.a + w.b) / 2
+				}
+				m1 += x
+				m2 += x * x
+				continue
+			}
+			pa, pb := normPDF(al), normPDF(be)
+			apa := 0.0
+			if !math.IsInf(al, -1) {
+				apa = al * pa
+			}
+			e1 := mu + sigma*(pa-pb)/z
+			e2 := mu*mu + 2*mu*sigma*(pa-pb)/z + sigma*sigma*(1+(apa-be*pb)/z)
+			m1 += e1
+			m2 += e2
+		}
+		nmu := m1 / n
+		nsigma := math.Max(math.Sqrt(math.Max(m2/n-nmu*nmu, 0)), minSigma)
+		done := math.Abs(nmu-mu) < 1e-6 && math.Abs(nsigma-sigma) < 1e-6
+		mu, sigma = nmu, nsigma
+		if done {
+			break
+		}
+	}
+	return mu, sigma
+}
+
+func normPDF(x float64) float64 { return math.Exp(-x*x/2) / math.Sqrt(2*math.Pi) }
+func normCDF(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
+
+// discretize puts a log-normal distribution on the grid of step g with n
+// cells; the tail beyond the last cell goes into it.
+func discretize(mu, sigma float64, g time.Duration, n int) dist {
+	d := dist{mass: make([]float64, n+1), pos: make([]float64, n+1)}
+	cdf := func(t time.Duration) float64 {
+		if t <= 0 {
+			return 0
+		}
+		return normCDF((math.Log(float64(t)) - mu) / sigma)
+	}
+	for i := 1; i <= n; i++ {
+		d.mass[i] = cdf(time.Duration(i)*g) - cdf(time.Duration(i-1)*g)
+		d.pos[i] = float64(time.Duration(i)*g) - float64(g)/2
+	}
+	d.mass[n] += 1 - cdf(time.Duration(n)*g)
+	return d
+}
+
+// evaluate returns the expected res.php calls and pickup lag (in seconds) of
+// polling at times s under d. Mass after the last poll counts len(s) calls and
+// no lag: the schedules compared all cover MaxWait.
+func (d dist) evaluate(s []time.Duration) (calls, lag float64) {
+	for i := 1; i < len(d.mass); i++ {
+		if d.mass[i] == 0 {
+			continue
+		}
+		at := time.Duration(d.pos[i])
+		j, _ := slices.BinarySearch(s, at)
+		if j == len(s) {
+			calls += d.mass[i] * float64(len(s))
+			continue
+		}
+		calls += d.mass[i] * float64(j+1)
+		lag += d.mass[i] * (s[j] - at).Seconds()
+	}
+	return calls, lag
+}

@@ -1,0 +1,238 @@
+package solver
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+const (
+	learnWindow = 64 // observations kept per kind
+	minLearned  = 10 // observations before the adaptive schedule is used
+	replanEvery = 4  // new observations before the schedule is recomputed
+	// probeEvery: while a kind is probed, one captcha in probeEvery makes an
+	// early poll.
+	probeEvery = 4
+	// probeNeed is how many observations with a lower bound (a
+	// CAPCHA_NOT_READY before the answer) the window must hold before the
+	// probing of a kind stops.
+	probeNeed = 8
+)
+
+// readyWindow is an observation: the captcha became ready in (lo, hi] after
+// submission. lo = 0 is left-censored: ready before the first poll, by how
+// much it does not say.
+type readyWindow struct{ lo, hi time.Duration }
+
+// poller learns solve times per kind and plans poll schedules. It is safe for
+// concurrent use.
+type poller struct {
+	mu    sync.Mutex
+	kinds map[string]*kindStats
+}
+
+type kindStats struct {
+	obs      []readyWindow // ring of the last learnWindow observations
+	next     int           // ring position of the next observation
+	fresh    int           // observations since plan was computed
+	unshared int           // observations since the kind was last shared (Client.ShareTimings)
+	plan     []time.Duration
+	hasPlan  bool
+	planFrom kindTiming
+	mu       float64 // the fit plan was computed from (fit)
+	sigma    float64
+	probes   int     // captchas scheduled while the kind is probed
+	prior    Learned // what the pool learned (Client.ShareTimings); N = 0: nothing
+}
+
+// observe records that a captcha of kind became ready in (lo, hi].
+func (p *poller) observe(kind string, lo, hi time.Duration) {
+	if hi <= 0 || lo < 0 || lo > hi {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ks := p.stats(kind)
+	if len(ks.obs) < learnWindow {
+		ks.obs = append(ks.obs, readyWindow{lo, hi})
+	} else {
+		ks.obs[ks.next] = readyWindow{lo, hi}
+	}
+	ks.next = (ks.next + 1) % learnWindow
+	ks.fresh++
+	ks.unshared = min(ks.unshared+1, learnWindow)
+}
+
+func (p *poller) stats(kind string) *kindStats {
+	if p.kinds == nil {
+		p.kinds = map[string]*kindStats{}
+	}
+	ks, ok := p.kinds[kind]
+	if !ok {
+		ks = &kindStats{}
+		p.kinds[kind] = ks
+	}
+	return ks
+}
+
+// schedule returns the offsets from submission at which to call res.php for
+// a captcha of kind. The slice must not be modified.
+//
+// It is the kind's plan (planned). While the kind is probed (probeAt),
+// every probeEvery-th captcha polls once more before the plan's first poll,
+// the calls still capped at MaxCalls.
+func (p *poller) schedule(kind string, k kindTiming) []time.Duration {
+	if k.fixed {
+		return k.fixedSchedule()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ks := p.stats(kind)
+	base := ks.planned(k)
+	at := probeAt(ks.obs, base, k)
+
+	if at <= 0 {
+		return base
+	}
+	ks.probes++
+	if ks.probes%probeEvery != 1 {
+		return base
+	}
+	s := append([]time.Duration{at}, base...)
+	return s[:min(len(s), k.maxCalls)]
+}
+
+// planned returns the kind's schedule without probes: the fixed one until
+// minLearned answers were seen here or by the pool, then the adaptive one,
+// recomputed every replanEvery answers. Callers hold the poller's lock.
+func (ks *kindStats) planned(k kindTiming) []time.Duration {
+	if len(ks.obs) < minLearned && ks.prior.N < minLearned {
+		return k.fixedSchedule()
+	}
+	if !ks.hasPlan || ks.fresh >= replanEvery || ks.planFrom != k {
+		ks.mu, ks.sigma = ks.fit()
+		ks.plan = k.extend(planAdaptive(ks.mu, ks.sigma, k))
+		ks.plan = k.reserve(ks.plan)
+		ks.hasPlan, ks.fresh, ks.planFrom = true, 0, k
+	}
+	return ks.plan
+}
+
+// probeAt returns when a probing captcha of a kind makes its early poll,
+// or 0 when the kind needs no probing.
+//
+// An answer found at a captcha's first poll says only that it was ready by
+// then. While fewer than probeNeed of the window's observations say more
+// (ready after some poll), a probe polls at half the tightest such bound
+// seen, or half the plan's first poll if that is earlier: it either halves
+// what is known or brackets the ready time. So a service, or a kind, faster
+// than the schedule assumes is found in a few probes, and one that is not
+// stops the probing after probeNeed of them.
+func probeAt(obs []readyWindow, base []time.Duration, k kindTiming) time.Duration {
+	if len(obs) == 0 || len(base) == 0 {
+		return 0
+	}
+	bounded, tight := 0, time.Duration(math.MaxInt64)
+	for _, o := range obs {
+		if o.lo > 0 {
+			bounded++
+		} else {
+			tight = min(tight, o.hi)
+		}
+	}
+	if bounded >= probeNeed || tight == math.MaxInt64 {
+		return 0
+	}
+	at := min(tight, base[0]) / 2
+	if at < k.resolution/4 {
+		return 0 // as early as polling gets: nothing more to learn
+	}
+	return at
+}
+
+// fit returns the log-normal fit (μ, σ of the log of the ready time in
+// nanoseconds) the kind is planned with: its own window's, pooled with what
+// the pool learned (prior), each weighted by the observations it
+// summarises.
+func (ks *kindStats) fit() (mu, sigma float64) {
+	own := len(ks.obs)
+	if own > 0 {
+		mu, sigma = fitLogNormal(ks.obs)
+	}
+	if ks.prior.N == 0 {
+		return mu, sigma
+	}
+	pm, ps := ks.prior.logNanos()
+	if own == 0 {
+		return pm, ps
+	}
+	return pool(mu, sigma, float64(own), pm, ps, float64(min(ks.prior.N, learnWindow)))
+}
+
+// pool returns the log-normal whose log has the mean and variance of two
+// samples together, summarised by (μ, σ, weight) each.
+func pool(mu1, s1, w1, mu2, s2, w2 float64) (mu, sigma float64) {
+	w := w1 + w2
+	mu = (w1*mu1 + w2*mu2) / w
+	m2 := (w1*(s1*s1+mu1*mu1) + w2*(s2*s2+mu2*mu2)) / w
+	return mu, math.Max(math.Sqrt(math.Max(m2-mu*mu, 0)), minSigma)
+}
+
+// kindsLearned returns, per kind with observations not yet shared, the fit
+// of its window weighted by those observations, and counts them shared.
+func (p *poller) kindsLearned(now time.Time) map[string]Learned {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]Learned{}
+	for kind, ks := range p.kinds {
+		if ks.unshared == 0 || len(ks.obs) == 0 {
+			continue
+		}
+		mu, sigma := fitLogNormal(ks.obs)
+		out[kind] = learnedOf(mu, sigma, ks.unshared, now)
+		ks.unshared = 0
+	}
+	return out
+}
+
+// setPriors makes what the pool learned the prior of each kind it names.
+func (p *poller) setPriors(pooled map[string]Learned) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for kind, l := range pooled {
+		if l.valid() != nil {
+			continue
+		}
+		ks := p.stats(kind)
+		ks.prior, ks.hasPlan = l, false
+	}
+}
+
+// unshare counts the answers of fresh, which could not be shared, as not
+// shared yet.
+func (p *poller) unshare(fresh map[string]Learned) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for kind, l := range fresh {
+		ks := p.stats(kind)
+		ks.unshared = min(ks.unshared+l.N, learnWindow)
+	}
+}
+
+// readyBy returns the offset from submission by which a captcha of kind is
+// ready with probability q under the kind's fit; false when the kind is not
+// learned yet.
+func (p *poller) readyBy(kind string, k kindTiming, q float64) (time.Duration, bool) {
+	if k.fixed {
+		return 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ks := p.stats(kind)
+	ks.planned(k)
+	if !ks.hasPlan {
+		return 0, false
+	}
+	z := math.Sqrt2 * math.Erfinv(2*q-1)
+	return time.Duration(math.Exp(ks.mu + ks.sigma*z)), true
+}

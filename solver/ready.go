@@ -1,0 +1,239 @@
+package solver
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync"
+	"time"
+)
+
+// The margin z of the hand-back (package doc, "Threads handed back"): its
+// start, its step up at a plan-full refusal, its step down at an accepted
+// submission, and its bounds.
+const (
+	zStart = 0.5
+	zUp    = 0.25
+	zDown  = 0.02
+	zMax   = 3.0
+	zMin   = -2.0
+)
+
+type readyKey struct{}
+
+// WithProbablyReady returns a copy of ctx under which Client.Solve calls f
+// at most once, on the goroutine that called Solve and before Solve returns,
+// when the captcha it submitted is probably solved at the service (see
+// above). It is not called when the answer or an error comes first. f must
+// be quick.
+func WithProbablyReady(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, readyKey{}, f)
+}
+
+// ProbablyReady calls the function WithProbablyReady put in ctx, if there
+// is one: how a Solver other than Client (an in-process solver, a test)
+// says that the captcha of the Solve call under ctx is probably solved.
+func ProbablyReady(ctx context.Context) {
+	if f := probablyReadyHook(ctx); f != nil {
+		f()
+	}
+}
+
+func probablyReadyHook(ctx context.Context) func() {
+	f, _ := ctx.Value(readyKey{}).(func())
+	return f
+}
+
+// holder is a captcha that holds a thread, as the occupancy sees it.
+type holder struct {
+	kind      string
+	k         kindTiming
+	submitted time.Time
+	lo        time.Duration // offset of its last CAPCHA_NOT_READY; guarded by occupancy.mu
+	back      chan struct{} // closed when it should hand its thread back
+	onBack    func()        // what handing it back does, on the goroutine of Solve
+	handed    bool          // guarded by occupancy.mu
+}
+
+// occupancy decides which of a Client's captchas hand their threads back
+// (see above). It is safe for concurrent use; a goroutine runs while there
+// are holders.
+type occupancy struct {
+	c       *Client
+	every   time.Duration // between two estimates
+	hold    time.Duration // the longest hold after a refusal
+	mu      sync.Mutex
+	holders map[*holder]struct{}
+	z       float64
+	running bool
+	freed   chan struct{} // closed and replaced when a captcha of the Client is answered
+}
+
+func newOccupancy(c *Client, every, hold time.Duration) *occupancy {
+	return &occupancy{c: c, every: every, hold: hold, holders: map[*holder]struct{}{}, z: zStart, freed: make(chan struct{})}
+}
+
+// add registers a captcha that holds a thread from submitted on; onBack
+// hands it back.
+func (o *occupancy) add(kind string, k kindTiming, submitted time.Time, onBack func()) *holder {
+	h := &holder{kind: kind, k: k, submitted: submitted, back: make(chan struct{}), onBack: onBack}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.holders[h] = struct{}{}
+	if !o.running {
+		o.running = true
+		go o.run()
+	}
+	return h
+}
+
+// notReady records that h (nil: none) was not ready at offset lo.
+func (o *occupancy) notReady(h *holder, lo time.Duration) {
+	if h == nil {
+		return
+	}
+	o.mu.Lock()
+	h.lo = max(h.lo, lo)
+	o.mu.Unlock()
+}
+
+// done unregisters h; answered says its answer came, so a thread at the
+// service is free for sure.
+func (o *occupancy) done(h *holder, answered bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.holders, h)
+	if answered {
+		close(o.freed)
+		o.freed = make(chan struct{})
+	}
+}
+
+// refused makes the hand-back more careful, and waits until a captcha of the
+// Client is answered or BatchGap (1 s) passes: the thread of the refused
+// submission, which its caller gives back when Solve returns, must not carry
+// the next captcha into the same full plan at once.
+func (o *occupancy) refused(ctx context.Context) {
+	o.mu.Lock()
+	o.z = min(o.z+zUp, zMax)
+	freed := o.freed
+	o.mu.Unlock()
+	t := time.NewTimer(o.hold)
+	defer t.Stop()
+	select {
+	case <-freed:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// accepted makes the hand-back a little bolder.
+func (o *occupancy) accepted() {
+	o.mu.Lock()
+	o.z = max(o.z-zDown, zMin)
+	o.mu.Unlock()
+}
+
+func (o *occupancy) run() {
+	t := time.NewTicker(o.every)
+	defer t.Stop()
+	for range t.C {
+		o.mu.Lock()
+		if len(o.holders) == 0 {
+			o.running = false
+			o.mu.Unlock()
+			return
+		}
+		o.handBack(o.c.now())
+		o.mu.Unlock()
+	}
+}
+
+// handBack signals the holders that are probably done (see above): E and σ
+// count every captcha of the Client still in flight, those that handed their
+// threads back too, against the threads it still holds. Callers hold o.mu.
+func (o *occupancy) handBack(now time.Time) {
+	type est struct {
+		h *holder
+		s float64
+	}
+	ests := make([]est, 0, len(o.holders))
+	var e, v float64
+	for h := range o.holders {
+		s := o.c.poller.survival(h.kind, h.k, now.Sub(h.submitted), h.lo)
+		e += s
+		v += s * (1 - s)
+		if !h.handed {
+			ests = append(ests, est{h, s})
+		}
+	}
+	free := int(math.Round(float64(len(ests)) - e - o.z*math.Sqrt(v)))
+	if free <= 0 {
+		return
+	}
+	slices.SortFunc(ests, func(a, b est) int { return cmpFloat(a.s, b.s) })
+	for _, x := range ests[:min(free, len(ests))] {
+		x.h.handed = true
+		close(x.h.back)
+	}
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// survival returns the chance that a captcha of kind, not ready at offset lo,
+// is still being solved at offset age; 1 when the kind is not learned. It
+// reads the kind's own answers where they say enough (each spread evenly
+// over the window it was ready in), the fitted distribution beyond them
+// and for the pool's learning alone.
+func (p *poller) survival(kind string, k kindTiming, age, lo time.Duration) float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ks := p.stats(kind)
+	if k.fixed {
+		// Polled on the fixed schedule, still learned from.
+		k.fixed = false
+	}
+	ks.planned(k)
+	if !ks.hasPlan {
+		return 1
+	}
+	if n := len(ks.obs); n >= minLearned {
+		if from := empiricalSurvival(ks.obs, lo); from >= 2/float64(n) {
+			return math.Min(empiricalSurvival(ks.obs, age)/from, 1)
+		}
+	}
+	surv := func(t time.Duration) float64 {
+		if t <= 0 {
+			return 1
+		}
+		return 1 - normCDF((math.Log(float64(t))-ks.mu)/ks.sigma)
+	}
+	from := surv(lo)
+	if from <= 1e-12 {
+		return 0
+	}
+	return math.Min(surv(age)/from, 1)
+}
+
+// empiricalSurvival is the share of obs not ready by t, each observation
+// spread evenly over its window.
+func empiricalSurvival(obs []readyWindow, t time.Duration) float64 {
+	var ready float64
+	for _, o := range obs {
+		switch {
+		case t >= o.hi:
+			ready++
+		case t > o.lo:
+			ready += float64(t-o.lo) / float64(o.hi-o.lo)
+		}
+	}
+	return 1 - ready/float64(len(obs))
+}

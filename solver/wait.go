@@ -1,0 +1,200 @@
+package solver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/captchaq/captchaq/retry"
+)
+
+// wait polls res.php for captcha id on the schedule of req's kind: on its own,
+// or through the Client's batcher (batch.go), which tells it when a batch call
+// found it ready. When h (nil: none) is told to hand its thread back
+// (ready.go), it calls h.onBack.
+func (c *Client) wait(ctx context.Context, req Request, id string, submitted time.Time, h *holder) (Answer, error) {
+	kind := Kind(req.Method, req.Params)
+	kt := c.timing.forKind(kind)
+	sched := c.poller.schedule(kind, kt)
+	deadline := submitted.Add(kt.maxWait)
+	var called <-chan struct{} // the service's callback (pingback.go); nil: none
+	callbacks := 0
+	if c.pingsBack() {
+		ch, stop := c.pingback.register(id)
+		defer stop()
+		called = ch
+		// Polls only for a callback that does not come: Grace after the
+		// usual first poll, or after nearly every captcha of the kind was
+		// ready, whichever is later.
+		pk := kt
+		pk.first += c.pingbackGrace()
+		if d, ok := c.poller.readyBy(kind, kt, pingbackQuantile); ok {
+			pk.first = max(pk.first, d+c.pingbackGrace())
+		}
+		// The callbacks' fetches count against MaxCalls too.
+		if sched = pk.fixedSchedule(); len(sched) == 0 {
+			sched = []time.Duration{kt.maxWait}
+		} else if n := max(kt.maxCalls-pingbackFetches, 1); len(sched) > n {
+			sched = sched[:n]
+		}
+	}
+	var handBack <-chan struct{} // nil: never
+	if h != nil {
+		handBack = h.back
+	}
+	var w *pollWaiter
+	var news <-chan struct{} // nil without a batcher: never ready
+	if c.batch != nil && called == nil {
+		if w = c.batch.add(id, kind); w != nil {
+			defer c.batch.remove(w)
+			news = w.signal
+		}
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+
+	var lastNotReady time.Duration // offset at which the service last said not ready
+	var lastErr error
+	fails := 0
+	own := false // a batch call failed or was not understood: the next scheduled poll is our own
+	polls := 0
+	// solved learns from the window the answer became ready in, seen after
+	// submission, and logs the solve.
+	solved := func(a Answer, seen time.Duration) (Answer, error) {
+		c.poller.observe(kind, lastNotReady, seen)
+		c.log.LogAttrs(ctx, slog.LevelDebug, "captcha solved",
+			slog.String("method", req.Method), slog.String("captcha_id", id),
+			slog.Int("polls", polls), slog.Duration("elapsed", c.now().Sub(submitted)))
+		return a, nil
+	}
+	// fetch asks res.php about id on its own and says whether that ended the
+	// wait, with what. readyAt is when a batch call saw it ready (zero: this
+	// call tells).
+	fetch := func(readyAt time.Time) (done bool, a Answer, err error) {
+		sent := c.now()
+		a, err = c.Fetch(ctx, id)
+		polls++
+		// The service answered somewhere between sending and receiving.
+		seen := sent.Add(c.now().Sub(sent) / 2).Sub(submitted)
+		if !readyAt.IsZero() {
+			seen = readyAt.Sub(submitted)
+		}
+		switch cls := ClassOf(err); {
+		case err == nil:
+			a, err = solved(a, seen)
+			return true, a, err
+		case ctx.Err() != nil:
+			return true, Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
+		case cls == retry.Poll:
+			lastNotReady, fails = max(lastNotReady, seen), 0
+			c.occ.notReady(h, lastNotReady)
+		case (cls == retry.Transient || cls == retry.Capacity) && fails < c.pollErrors:
+			// Capacity from res.php is a gateway's HTTP 429: the captcha is
+			// still being solved, so slow down and poll on like after any
+			// passing failure rather than give it up.
+			fails++
+			lastErr = err
+			c.log.LogAttrs(ctx, slog.LevelDebug, "poll failed, polling on",
+				slog.String("captcha_id", id), slog.String("code", CodeOf(err)), slog.Int("in_a_row", fails))
+		default:
+			return true, Answer{}, err
+		}
+		return false, Answer{}, nil
+	}
+
+	var fired time.Time // when the last scheduled poll came
+	i := 0
+	for i < len(sched) {
+		at, last := submitted.Add(sched[i]), i == len(sched)-1
+		if at.After(deadline) || !c.now().Before(deadline) {
+			break // past the deadline, planned or because a call took that long
+		}
+		if i > 0 {
+			// Behind the schedule (a slow call, a starved process), keep its
+			// spacing from the poll before instead of making up the missed
+			// polls at once: that would send a burst of own polls or, with a
+			// batcher, earn calls faster than it spends them (the unspent
+			// are dropped) and run through the budget without asking. A
+			// poll pushed past the deadline is made at the deadline, the
+			// captcha's own and its last.
+			at = latest(at, fired.Add(sched[i]-sched[i-1]))
+			if at.After(deadline) {
+				at, last = deadline, true
+			}
+		}
+		timer.Reset(at.Sub(c.now()))
+		select {
+		case <-ctx.Done():
+			return Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
+		case <-timer.C:
+			// A scheduled poll: with a batcher it earns the call, except
+			// the last, which is always the captcha's own, and the first
+			// after a batch call failed.
+			fired = c.now()
+			i++
+			if w != nil && !last && !own && c.batch.on() {
+				c.batch.earn()
+				continue
+			}
+			own = false
+			if done, a, err := fetch(time.Time{}); done {
+				return a, err
+			}
+			if last {
+				i = len(sched)
+			}
+		case <-handBack:
+			handBack = nil
+			h.onBack()
+		case <-called:
+			// Ready about now: fetch the answer (never taken from the
+			// callback), and learn the ready time as this moment.
+			if callbacks++; callbacks >= pingbackFetches {
+				called = nil
+			}
+			lastNotReady = max(lastNotReady, c.now().Sub(submitted)-time.Millisecond)
+			if done, a, err := fetch(time.Time{}); done {
+				return a, err
+			}
+		case <-news:
+			for _, n := range w.take() {
+				switch n.kind {
+				case newsNotReady:
+					lastNotReady, fails = max(lastNotReady, n.seen.Sub(submitted)), 0
+					c.occ.notReady(h, lastNotReady)
+					polls++
+				case newsFailed:
+					// Failures in a row are counted on the captcha's own
+					// polls, as without batching.
+					own, lastErr = true, n.err
+				case newsFatal:
+					return Answer{}, n.err
+				case newsAnswer:
+					polls++
+					sol, _ := json.Marshal(n.answer)
+					return solved(Answer{Solution: sol, CaptchaID: id}, n.seen.Sub(submitted))
+				case newsFetch:
+					if !n.seen.IsZero() {
+						// The service answered about it: the failures in a
+						// row, if any, are over; fetch the answer it has.
+						fails = 0
+					}
+					if done, a, err := fetch(n.seen); done {
+						return a, err
+					}
+				}
+			}
+		}
+	}
+	code, why := CodePollLimit, fmt.Sprintf("no answer after %d res.php calls", len(sched))
+	if len(sched) < kt.maxCalls || !c.now().Before(deadline) {
+		code, why = CodeTimeout, fmt.Sprintf("no answer within %v", kt.maxWait)
+	}
+	if lastErr != nil {
+		why += fmt.Sprintf(" (last poll error: %v)", lastErr)
+	}
+	return Answer{}, newError("res.php", code, errors.New(why)).about(id)
+}

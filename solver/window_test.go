@@ -1,0 +1,138 @@
+package solver
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+)
+
+// TestWindowAIMD: the limit doubles a round in slow start, shrinks by
+// windowDecrease from what was held at the first refusal, grows by about one
+// a round after, and shrinks once for refusals of one round.
+func TestWindowAIMD(t *testing.T) {
+	t.Parallel()
+	w := newWindow()
+	ctx := context.Background()
+	for range 12 { // 4 → 16
+		if _, err := w.acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w.accepted()
+	}
+	if got := w.size(); got != 16 {
+		t.Fatalf("limit %d after 12 accepted in slow start, want 16", got)
+	}
+	round, _ := w.acquire(ctx) // the 13th held
+	w.refused(round)
+	w.release()
+	if got := w.size(); got != 10 { // 13 × 0.8
+		t.Fatalf("limit %d after a refusal with 13 held, want 10", got)
+	}
+	w.refused(round) // the same round: nothing new
+	if got := w.size(); got != 10 {
+		t.Fatalf("limit %d after a second refusal of the same round, want 10", got)
+	}
+	for range 12 {
+		w.release()
+	}
+	for range 10 {
+		if _, err := w.acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w.accepted()
+		w.release()
+	}
+	if got := w.size(); got != 10 && got != 11 {
+		t.Fatalf("limit %d after a round of accepted, want about 11", got)
+	}
+}
+
+// TestWindowWaits: at the limit, acquire waits for a release, or for ctx.
+func TestWindowWaits(t *testing.T) {
+	t.Parallel()
+	w := newWindow()
+	for range windowStart {
+		if _, err := w.acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := w.acquire(ctx); err == nil {
+		t.Fatal("acquire beyond the limit did not wait")
+	}
+	got := make(chan error, 1)
+	go func() { _, err := w.acquire(context.Background()); got <- err }()
+	w.release()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHandBack: of a Client's captchas holding threads, those its learned
+// distribution says are done hand their threads back, the likeliest first,
+// as many as the expected free threads less the margin; kinds not learned
+// never do.
+func TestHandBack(t *testing.T) {
+	t.Parallel()
+	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		c.poller.observe(KindImage, time.Second, time.Second+time.Duration(i)*5*time.Millisecond)
+	}
+	k := c.timing.forKind(KindImage)
+	now := time.Now()
+	o := newOccupancy(c, time.Hour, time.Hour)
+	var old, young, unknown []*holder
+	for range 10 {
+		old = append(old, o.add(KindImage, k, now.Add(-5*time.Second), nil))
+		young = append(young, o.add(KindImage, k, now.Add(-100*time.Millisecond), nil))
+		unknown = append(unknown, o.add(KindTurnstile, c.timing.forKind(KindTurnstile), now.Add(-time.Hour), nil))
+	}
+	o.mu.Lock()
+	o.handBack(now)
+	o.mu.Unlock()
+	closed := func(hs []*holder) (n int) {
+		for _, h := range hs {
+			select {
+			case <-h.back:
+				n++
+			default:
+			}
+		}
+		return n
+	}
+	if n := closed(old); n != 10 {
+		t.Errorf("%d of 10 captchas surely done handed back, want 10", n)
+	}
+	if n := closed(young); n != 0 {
+		t.Errorf("%d of 10 captchas surely not done handed back, want 0", n)
+	}
+	if n := closed(unknown); n != 0 {
+		t.Errorf("%d of 10 captchas of a kind not learned handed back, want 0", n)
+	}
+	o.mu.Lock()
+	o.handBack(now) // nothing handed twice
+	o.mu.Unlock()
+
+	// Captchas just past the median: over half are done; the margin keeps
+	// the hand-back under that.
+	o2 := newOccupancy(c, time.Hour, time.Hour)
+	c.poller.mu.Lock()
+	median := time.Duration(math.Exp(c.poller.stats(KindImage).mu))
+	c.poller.mu.Unlock()
+	var mid []*holder
+	for range 40 {
+		mid = append(mid, o2.add(KindImage, k, now.Add(-median*11/10), nil))
+	}
+	done := 40 * (1 - c.poller.survival(KindImage, k, median*11/10, 0))
+	o2.mu.Lock()
+	o2.handBack(now)
+	o2.mu.Unlock()
+	if n := closed(mid); n == 0 || float64(n) >= done {
+		t.Errorf("%d of 40 captchas just past the median handed back, want some, fewer than the %.1f expected done", n, done)
+	}
+}
