@@ -248,7 +248,22 @@ func TestBatchFailuresFallBackToOwnPolls(t *testing.T) {
 // it asked about with an error of its own that names its captcha.
 func TestBatchFatalErrorNamesEachCaptcha(t *testing.T) {
 	t.Parallel()
-	revoked := batchReply(func(int64) (int, string, bool) { return 200, "ERROR_WRONG_USER_KEY", true })
+	// The key is revoked once the captchas are in: every res.php call is
+	// refused, a batch call (which names every captcha it asks about) and a
+	// captcha polled on its own (a probe, or one alone in flight) alike.
+	var batches atomic.Int64
+	revoked := func(inner http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/res.php" {
+				inner.ServeHTTP(w, r)
+				return
+			}
+			if _ = r.ParseForm(); r.Form.Get("ids") != "" {
+				batches.Add(1)
+			}
+			io.WriteString(w, "ERROR_WRONG_USER_KEY")
+		})
+	}
 	slow := map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: 60 * time.Millisecond, Max: 70 * time.Millisecond}}
 	b := setup(t, opts{api: fakeapi.Config{BatchPolls: true, SolveTime: slow}, wrap: revoked})
 	var mu sync.Mutex
@@ -274,4 +289,7 @@ func TestBatchFatalErrorNamesEachCaptcha(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if batches.Load() == 0 {
+		t.Errorf("no batch call was made: the test proves nothing about batch replies")
+	}
 }
