@@ -43,7 +43,7 @@ type WorkerConfig struct {
 	// spending an attempt. Default 30s.
 	ShutdownGrace time.Duration
 	// TokenLifetimes is how long a solution stays usable, by method; the
-	// token leaves the stream then. Default: DefaultTokenLifetimes.
+	// token leaves the token stream then. Default: DefaultTokenLifetimes.
 	TokenLifetimes map[string]time.Duration
 	// DefaultDeadline applies to tasks that carry none (raw publishers):
 	// publish time plus this. Default 10m.
@@ -129,7 +129,7 @@ type Worker struct {
 	fatal chan error
 	turn  int // rotates the lane looked at first, so lanes share fairly
 	plan  *planGate
-	// eraser erases finished task messages and expired tokens.
+	// eraser erases finished task messages.
 	eraser *eraser
 	// wake tells an idle dispatch loop to look for tasks now.
 	wake chan struct{}
