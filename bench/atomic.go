@@ -12,16 +12,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// atomicBatch measures what folding a solve's two writes (the solved event,
-// compare-and-set on the task's event log, and the outcome) into one atomic
+// atomicBatch measures what folding two writes of a solve (a solved event,
+// compare-and-set on the task's records, and an outcome) into one atomic
 // batch publish (nats-server 2.12+, AllowAtomicPublish) would cost, against
-// the two synchronous publishes captchaq makes, on a LazySync embedded
-// server over TCP.
+// two synchronous publishes, on a LazySync embedded server over TCP: the
+// choice captchaq faced before the outcome became the solve's only record.
 func (b *bench) atomicBatch() error {
 	n := b.pick(1000, 6000)
 	fmt.Printf("## 5. Atomic batch publish: one exchange for the solve's two writes?\n\n")
 	fmt.Printf("%d solves per row, each writing a solved event (with `Nats-Expected-Last-Subject-Sequence`) and an outcome to a stream with `AllowAtomicPublish`, "+
-		"LazySync, file storage, over TCP: as two synchronous publishes (captchaq's way), and as one atomic batch (`Nats-Batch-Id`, `Nats-Batch-Sequence`, "+
+		"LazySync, file storage, over TCP: as two synchronous publishes (what captchaq wrote per solve until the outcome became the solve's only record), and as one atomic batch (`Nats-Batch-Id`, `Nats-Batch-Sequence`, "+
 		"the commit a request). nats-server stages every atomic batch of a file-backed single-replica stream in a file store of its own "+
 		"(server/jetstream_batching.go, `newBatchStore`), which is what the second row pays for.\n\n", n)
 	t := table{head: []string{"goroutines", "two publishes, solves/s", "one atomic batch, solves/s", "batch ÷ two"}}
