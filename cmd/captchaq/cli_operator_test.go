@@ -280,13 +280,9 @@ func TestStatsWatchPipedAndIntervalFloor(t *testing.T) {
 func TestServerSaysItNeedsTheAdminPassword(t *testing.T) {
 	t.Parallel()
 	setRoleEnv()
-	b, err := os.ReadFile(filepath.Join("..", "..", "nats.conf"))
-	require.NoError(t, err)
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "nats.conf")
-	require.NoError(t, os.WriteFile(conf, []byte(strings.Replace(string(b), "listen: 127.0.0.1:4222", "listen: 127.0.0.1:-1", 1)), 0o600))
+	dir, conf := shippedConfig(t)
 	start := time.Now()
-	err = runServer(context.Background(), []string{"--config", conf, "--store", filepath.Join(dir, "js")}, io.Discard, io.Discard)
+	err := runServer(context.Background(), []string{"--config", conf, "--store", filepath.Join(dir, "js")}, io.Discard, io.Discard)
 	require.EqualError(t, err, conf+` requires authentication: set CAPTCHAQ_ADMIN_PASSWORD to the password of user "admin", which creates the stream and consumers (CAPTCHAQ_ADMIN_USER names another user)`)
 	require.Less(t, time.Since(start), 5*time.Second)
 }
@@ -386,11 +382,7 @@ func TestDashboardCommand(t *testing.T) {
 func TestServerServesTheDashboard(t *testing.T) {
 	t.Parallel()
 	setRoleEnv()
-	b, err := os.ReadFile(filepath.Join("..", "..", "nats.conf"))
-	require.NoError(t, err)
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "nats.conf")
-	require.NoError(t, os.WriteFile(conf, []byte(strings.Replace(string(b), "listen: 127.0.0.1:4222", "listen: 127.0.0.1:-1", 1)), 0o600))
+	dir, conf := shippedConfig(t)
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var out logbuf.Buffer

@@ -41,18 +41,26 @@ func setRoleEnv() {
 	})
 }
 
+// shippedConfig writes a copy of the shipped nats.conf that listens on a
+// random port into a new directory, and returns both.
+func shippedConfig(t *testing.T) (dir, path string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "nats.conf"))
+	require.NoError(t, err)
+	conf := strings.Replace(string(b), "listen: 127.0.0.1:4222", "listen: 127.0.0.1:-1", 1)
+	require.NotEqual(t, string(b), conf, "the shipped nats.conf no longer listens on 127.0.0.1:4222")
+	dir = t.TempDir()
+	path = filepath.Join(dir, "nats.conf")
+	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
+	return dir, path
+}
+
 // startServer runs `captchaq server` with a copy of the shipped nats.conf on
 // a random port and returns its client URL.
 func startServer(t *testing.T) string {
 	t.Helper()
 	setRoleEnv()
-	b, err := os.ReadFile(filepath.Join("..", "..", "nats.conf"))
-	require.NoError(t, err)
-	conf := strings.Replace(string(b), "listen: 127.0.0.1:4222", "listen: 127.0.0.1:-1", 1)
-	require.NotEqual(t, string(b), conf)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "nats.conf")
-	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
+	dir, path := shippedConfig(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var out logbuf.Buffer
