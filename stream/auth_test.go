@@ -291,6 +291,21 @@ func TestAuthProducerCannotConsumeDeleteOrPurge(t *testing.T) {
 			return err
 		})
 	})
+	t.Run("forge a token", func(t *testing.T) {
+		denied(t, errs, "captcha.tokens.p-1.1", func(ctx context.Context) error {
+			_, err := js.Publish(ctx, "captcha.tokens.p-1.1", []byte(`{"id":"p-1","status":"solved","solution":"forged"}`))
+			return err
+		})
+	})
+	t.Run("delete a token", func(t *testing.T) {
+		denied(t, errs, "$JS.API.STREAM.MSG.DELETE.CAPTCHA_TOKENS", func(ctx context.Context) error {
+			ts, err := js.Stream(ctx, Topology{}.TokenStream())
+			if err != nil {
+				return err
+			}
+			return ts.DeleteMsg(ctx, 1)
+		})
+	})
 	t.Run("ack a task", func(t *testing.T) {
 		denied(t, errs, "$JS.ACK.CAPTCHA.workers-fast-normal.1.1.1.1.0", func(ctx context.Context) error {
 			_, err := nc.RequestWithContext(ctx, "$JS.ACK.CAPTCHA.workers-fast-normal.1.1.1.1.0", []byte("+ACK"))
