@@ -88,7 +88,7 @@ func TestAnchorStoredByProducersAndWorkersThatCreateTheStream(t *testing.T) {
 	t.Parallel()
 	for name, create := range map[string]func(ctx context.Context, js jetstream.JetStream) error{
 		"producer": func(ctx context.Context, js jetstream.JetStream) error {
-			_, err := ensureStream(ctx, js, Topology{}, false) // as NewClient
+			_, _, err := ensureStream(ctx, js, Topology{}, false) // as NewClient
 			return err
 		},
 		"worker": func(ctx context.Context, js jetstream.JetStream) error {

@@ -360,7 +360,7 @@ func TestAuthWorkerNeedsConsumersFromAdmin(t *testing.T) {
 	admin, _ := roleConn(t, ns, "admin")
 	ajs, err := jetstream.New(admin)
 	require.NoError(t, err)
-	_, err = ensureStream(testContext(t), ajs, Topology{}, true) // the stream, but no consumers
+	_, _, err = ensureStream(testContext(t), ajs, Topology{}, true) // the stream, but no consumers
 	require.NoError(t, err)
 
 	nc, errs := roleConn(t, ns, "worker")

@@ -72,13 +72,9 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	top := cfg.Topology.withDefaults()
-	s, err := ensureStream(ctx, js, top, false)
+	s, tokens, err := ensureStream(ctx, js, top, false)
 	if err != nil {
 		return nil, err
-	}
-	tokens, err := lookupStream(ctx, js, top.TokenStream())
-	if err != nil {
-		return nil, fmt.Errorf("look up stream %s: %w", top.TokenStream(), err)
 	}
 	return &Client{nc: nc, js: js, s: s, tokens: tokens, cfg: cfg, top: top, limit: s.CachedInfo().Config.MaxBytes, limitRead: time.Now()}, nil
 }

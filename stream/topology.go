@@ -216,25 +216,24 @@ var anchorBody = []byte(`{"captchaq":"anchor","note":"never expires; keeps the s
 	`which spares nats-server a scan of every queued task subject per delivery; clients ignore it"}`)
 
 // ensureStream creates the CAPTCHA stream and its token stream if they do
-// not exist. With update
-// set it also brings an existing stream's configuration to t (servers and
-// admins do that; producers and workers only create). Two processes racing
-// to create it both succeed. Whoever creates or updates the stream also
-// stores its anchor (SubjectAnchor) unless it holds one, when it may publish
-// on it.
-func ensureStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (jetstream.Stream, error) {
+// not exist, and returns both. With update set it also brings existing
+// streams' configurations to t (servers and admins do that; producers and
+// workers only create). Two processes racing to create them both succeed.
+// Whoever creates or updates the stream also stores its anchor
+// (SubjectAnchor) unless it holds one, when it may publish on it.
+func ensureStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (s, tokens jetstream.Stream, err error) {
 	t = t.withDefaults()
 	s, put, err := putStream(ctx, js, t, update)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if put != streamFound {
 		tryStoreAnchor(ctx, js, t.Stream)
 	}
-	if _, _, err := putStreamConfig(ctx, js, t.tokenStreamConfig(), update); err != nil {
-		return nil, err
+	if tokens, _, err = putStreamConfig(ctx, js, t.tokenStreamConfig(), update); err != nil {
+		return nil, nil, err
 	}
-	return s, nil
+	return s, tokens, nil
 }
 
 // tryStoreAnchor stores the stream's anchor unless it holds one, and gives
@@ -372,17 +371,23 @@ func anchorShows(ctx context.Context, js jetstream.JetStream, streamName string)
 // also stores the stream's anchor (SubjectAnchor) unless the stream holds
 // one. It is idempotent; start order never matters.
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (jetstream.Stream, error) {
+	s, _, err := ensureTopology(ctx, js, t, update)
+	return s, err
+}
+
+// ensureTopology is EnsureTopology, returning the token stream too.
+func ensureTopology(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (s, tokens jetstream.Stream, err error) {
 	t = t.withDefaults()
 	s, put, err := putStream(ctx, js, t, update)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if put == streamCreated {
 		// At once, before producers fill the new stream.
 		tryStoreAnchor(ctx, js, t.Stream)
 	}
-	if _, _, err := putStreamConfig(ctx, js, t.tokenStreamConfig(), update); err != nil {
-		return nil, err
+	if tokens, _, err = putStreamConfig(ctx, js, t.tokenStreamConfig(), update); err != nil {
+		return nil, nil, err
 	}
 	for _, wc := range workerConsumers() {
 		cfg := t.consumerConfig(wc)
@@ -401,7 +406,7 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, upd
 			return s.CreateOrUpdateConsumer(ctx, cfg)
 		})
 		if err != nil {
-			return nil, fmt.Errorf("create consumer %s: %w", cfg.Durable, err)
+			return nil, nil, fmt.Errorf("create consumer %s: %w", cfg.Durable, err)
 		}
 	}
 	// Put back (after a purge, a restart) once the consumers are done: a
@@ -410,5 +415,5 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, upd
 	if put == streamUpdated {
 		tryStoreAnchor(ctx, js, t.Stream)
 	}
-	return s, nil
+	return s, tokens, nil
 }

@@ -191,13 +191,9 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	top := cfg.Topology.withDefaults()
-	s, err := EnsureTopology(ctx, js, top, false)
+	s, tokens, err := ensureTopology(ctx, js, top, false)
 	if err != nil {
 		return nil, err
-	}
-	tokens, err := lookupStream(ctx, js, top.TokenStream())
-	if err != nil {
-		return nil, fmt.Errorf("look up stream %s: %w", top.TokenStream(), err)
 	}
 	w := &Worker{cfg: cfg, top: top, nc: nc, js: js, s: s, tokens: tokens, fatal: make(chan error, 1), wake: make(chan struct{}, 1),
 		log: cfg.Logger.With(slog.String("worker", cfg.Name)), plan: &planGate{js: js},
