@@ -22,9 +22,10 @@ type resumeStep int
 const (
 	// resumeNothing: nothing ended yet; the delivery goes on to admission.
 	resumeNothing resumeStep = iota
-	// resumeToken: an attempt died with its worker, or a solve was recorded
-	// without its outcome while its token may live: if the token stream
-	// holds the generation's token, the solve is recorded from it
+	// resumeToken: an attempt died with its worker (or, in records of
+	// workers from before the outcome became the solve's record, a solved
+	// event has no outcome while its token may live): if the token stream
+	// holds the generation's token, the outcome is stored from it
 	// (finishFromToken); otherwise the delivery goes on to admission and the
 	// task is solved again.
 	resumeToken
@@ -33,8 +34,9 @@ const (
 	// resumeDead: the verdict is recorded; the dead letter and the outcome
 	// are stored unless already there.
 	resumeDead
-	// resumeExpired: solved, but the outcome was never stored and the token
-	// is dead: the generation gets an expired outcome (solved, no solution).
+	// resumeExpired (records of older workers only: a solved event with no
+	// outcome, its token dead): the generation gets an expired outcome
+	// (solved, no solution).
 	resumeExpired
 )
 

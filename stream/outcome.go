@@ -63,10 +63,12 @@ func (d *delivery) finishWith(ctx context.Context, out Outcome) bool {
 	return true
 }
 
-// finishExpired stores the outcome of a solve whose worker stopped before
-// storing it, once the token is dead: solved, no solution, expired. So a
-// waiter following the wire contract learns the end of the generation
-// instead of waiting for an outcome that never comes.
+// finishExpired stores the outcome of a solve recorded by a solved event
+// (records of workers from before the outcome became the solve's record)
+// whose worker stopped before storing the outcome, once the token is dead:
+// solved, no solution, expired. So a waiter following the wire contract
+// learns the end of the generation instead of waiting for an outcome that
+// never comes.
 func (d *delivery) finishExpired(ctx context.Context) {
 	last := d.st.last
 	out := Outcome{ID: d.id, Status: StatusSolved, Attempts: last.Attempts, SolveSeconds: last.Seconds,
