@@ -176,13 +176,24 @@ func await(ctx context.Context, l load, clk *clock) {
 }
 
 // embedded starts a nats-server for one run, listening on 127.0.0.1 when tcp
-// is set, with a store that is removed by the returned stop function.
+// is set, with a plaintext store (nats-server's default) that is removed by
+// the returned stop function.
 func embedded(lazy, tcp bool) (*server.Server, func(...nats.Option) (*nats.Conn, error), func(), error) {
+	return embeddedStore(lazy, tcp, "")
+}
+
+// benchStoreKey encrypts the store of the captchaq rows, as the shipped
+// nats.conf does with CAPTCHAQ_STORE_KEY.
+const benchStoreKey = "bench-store-key-0123456789abcdef0123456789"
+
+// embeddedStore is embedded with the store encrypted at rest by key (none:
+// plaintext).
+func embeddedStore(lazy, tcp bool, key string) (*server.Server, func(...nats.Option) (*nats.Conn, error), func(), error) {
 	dir, err := os.MkdirTemp("", "captchaq-bench-js-")
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ns, err := broker.Start(broker.Config{StoreDir: dir, LazySync: lazy, Listen: tcp})
+	ns, err := broker.Start(broker.Config{StoreDir: dir, LazySync: lazy, Listen: tcp, StoreKey: key})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, nil, err
@@ -198,19 +209,15 @@ func embedded(lazy, tcp bool) (*server.Server, func(...nats.Option) (*nats.Conn,
 }
 
 // runCaptchaq runs the load through captchaq: Client.Submit, a Worker with
-// l.Threads threads and a no-op solver.
-func runCaptchaq(ctx context.Context, l load, lazy, tcp bool) (outcome, error) {
-	return runCaptchaqWith(ctx, l, lazy, tcp, false)
-}
-
-// runCaptchaqNoErase is runCaptchaq over TCP with workers that delete
-// finished task messages without erasing them (WorkerConfig.NoErase).
-func runCaptchaqNoErase(ctx context.Context, l load, lazy bool) (outcome, error) {
-	return runCaptchaqWith(ctx, l, lazy, true, true)
-}
-
-func runCaptchaqWith(ctx context.Context, l load, lazy, tcp, noErase bool) (outcome, error) {
-	_, connect, stop, err := embedded(lazy, tcp)
+// l.Threads threads and a no-op solver, on an encrypted store (the shipped
+// default), or on a plaintext one, where workers erase each finished task's
+// message by a rewrite of its block.
+func runCaptchaq(ctx context.Context, l load, lazy, tcp, plaintext bool) (outcome, error) {
+	key := benchStoreKey
+	if plaintext {
+		key = ""
+	}
+	_, connect, stop, err := embeddedStore(lazy, tcp, key)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -245,7 +252,6 @@ func runCaptchaqWith(ctx context.Context, l load, lazy, tcp, noErase bool) (outc
 		}),
 		ShutdownGrace:  time.Second,
 		TokenLifetimes: tokenLifetimes(l.TokenLife),
-		NoErase:        noErase,
 	})
 	if err != nil {
 		return outcome{}, err

@@ -43,6 +43,7 @@ func setup(t *testing.T) *bundle {
 		require.NoError(t, err)
 		t.Setenv("CAPTCHAQ_"+strings.ToUpper(user)+"_PASSWORD_HASH", string(h))
 	}
+	t.Setenv("CAPTCHAQ_STORE_KEY", "dashboard-test-store-key-0123456789") // the shipped nats.conf encrypts the store
 	ns, err := broker.Start(broker.Config{ConfigFile: filepath.Join("..", "nats.conf"), Port: -1, StoreDir: t.TempDir(), LazySync: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })

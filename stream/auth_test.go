@@ -23,6 +23,9 @@ import (
 	"github.com/captchaq/captchaq/stream/broker"
 )
 
+// testStoreKey is the store key the tests give the shipped nats.conf.
+const testStoreKey = "test-store-key-0123456789abcdef0123"
+
 // The shipped nats.conf reads the roles' bcrypt hashes from the environment.
 // Tests run in parallel (t.Setenv is not allowed there), so the variables
 // are set once for the whole test binary; nothing else reads them.
@@ -42,6 +45,10 @@ func setRoleEnv(t *testing.T) {
 			if err := os.Setenv("CAPTCHAQ_"+strings.ToUpper(user)+"_PASSWORD_HASH", string(h)); err != nil {
 				panic(err)
 			}
+		}
+		// The shipped nats.conf encrypts the store with this key.
+		if err := os.Setenv("CAPTCHAQ_STORE_KEY", testStoreKey); err != nil {
+			panic(err)
 		}
 	})
 }
@@ -143,15 +150,20 @@ func TestShippedConfigParses(t *testing.T) {
 
 func TestShippedConfigFailsWithoutSecrets(t *testing.T) {
 	t.Parallel()
-	// A copy whose hash variables name nothing in the environment: the server
-	// must refuse to start rather than run without passwords.
+	setRoleEnv(t)
+	// A copy where one secret's variable names nothing in the environment:
+	// the server must refuse to start rather than run without passwords, or
+	// with a store in the clear.
 	b, err := os.ReadFile(shippedConfig)
 	require.NoError(t, err)
-	conf := strings.ReplaceAll(string(b), "CAPTCHAQ_", "CAPTCHAQ_UNSET_FOR_TEST_")
-	path := filepath.Join(t.TempDir(), "nats.conf")
-	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
-	_, err = server.ProcessConfigFile(path)
-	require.ErrorContains(t, err, "CAPTCHAQ_UNSET_FOR_TEST_PRODUCER_PASSWORD_HASH")
+	for _, name := range []string{"PRODUCER_PASSWORD_HASH", "WORKER_PASSWORD_HASH", "ADMIN_PASSWORD_HASH", "STORE_KEY"} {
+		require.Contains(t, string(b), "$CAPTCHAQ_"+name)
+		conf := strings.ReplaceAll(string(b), "$CAPTCHAQ_"+name, "$CAPTCHAQ_UNSET_FOR_TEST_"+name)
+		path := filepath.Join(t.TempDir(), "nats.conf")
+		require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
+		_, err = server.ProcessConfigFile(path)
+		require.ErrorContains(t, err, "CAPTCHAQ_UNSET_FOR_TEST_"+name)
+	}
 }
 
 func TestAuthRefusesMissingOrWrongCredentials(t *testing.T) {

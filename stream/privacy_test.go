@@ -26,10 +26,22 @@ import (
 
 // After a batch, once the tokens' lifetime is over, neither the stream nor
 // the logs hold a token, a page URL's path or query, or the API key; the
-// outcomes without tokens stay for the audit.
+// outcomes without tokens stay for the audit. The store's files never hold a
+// token; on an encrypted store (the default) they never hold a page URL
+// either, and on a plaintext one the workers erase each finished task's.
 func TestTokensAndPageURLsDoNotOutliveTheirUse(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
+	t.Run("encrypted store", func(t *testing.T) {
+		t.Parallel()
+		testTokensAndPageURLs(t, setup(t, Topology{}), true)
+	})
+	t.Run("plaintext store", func(t *testing.T) {
+		t.Parallel()
+		testTokensAndPageURLs(t, setupPlaintext(t, Topology{}), false)
+	})
+}
+
+func testTokensAndPageURLs(t *testing.T, b *bundle, encrypted bool) {
 	ctx := testContext(t)
 	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -56,8 +68,14 @@ func TestTokensAndPageURLsDoNotOutliveTheirUse(t *testing.T) {
 	}))
 	require.Len(t, tokens, 10)
 	dir := b.ns.JetStreamConfig().StoreDir
-	// The scan reads what is on disk: it sees what the audit trail keeps.
-	require.NotEmpty(t, storeHolds(t, dir, []string{"priv0", "shop.example"}), "the scan below would prove nothing")
+	if encrypted {
+		// What the stream holds is on disk, and none of it readable.
+		require.Eventually(t, func() bool { return blockBytes(t, dir) > 0 }, 15*time.Second, 20*time.Millisecond, "nothing reached the store's files")
+		require.Empty(t, storeHolds(t, dir, []string{"priv", "shop.example", "secret-path", "turnstile"}), "an encrypted store's files hold text in the clear")
+	} else {
+		// The scan reads what is on disk: it sees what the audit trail keeps.
+		require.NotEmpty(t, storeHolds(t, dir, []string{"priv0", "shop.example"}), "the scan below would prove nothing")
+	}
 	// While they live, the tokens are nowhere in the store's files: the
 	// token stream keeps them in memory.
 	require.Empty(t, storeHolds(t, dir, tokens), "live tokens on disk")
@@ -139,11 +157,57 @@ func storeHolds(t *testing.T, dir string, needles []string) []string {
 	return slices.Sorted(maps.Keys(found))
 }
 
+// blockBytes is the size of the message blocks under dir.
+func blockBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".blk") {
+			return err
+		}
+		if info, err := d.Info(); err == nil {
+			n += info.Size()
+		}
+		return nil
+	}))
+	return n
+}
+
+// A pending task's page URL is in the store's files from the moment the
+// task is accepted on a plaintext store, and never readable there on an
+// encrypted one, while the stream serves it to workers all the same.
+func TestEncryptedStoreNeverHoldsATaskInTheClear(t *testing.T) {
+	t.Parallel()
+	for _, encrypted := range []bool{false, true} {
+		b := setupPlaintext(t, Topology{})
+		if encrypted {
+			b = setup(t, Topology{})
+		}
+		ctx := testContext(t)
+		task := turnstileTask("pending1")
+		task.Params["pageurl"] = "https://shop.example/cart/pending-marker"
+		_, err := b.client.Submit(ctx, task)
+		require.NoError(t, err)
+		info, err := b.client.TaskOf(ctx, "pending1")
+		require.NoError(t, err)
+		require.Equal(t, TaskQueued, info.Status, "encrypted=%v", encrypted)
+		dir := b.ns.JetStreamConfig().StoreDir
+		if !encrypted {
+			require.Eventually(t, func() bool { return len(storeHolds(t, dir, []string{"pending-marker"})) == 1 }, 15*time.Second, 20*time.Millisecond,
+				"a plaintext store's files hold the pending task's page URL: the scan works")
+			continue
+		}
+		require.Eventually(t, func() bool { return blockBytes(t, dir) > int64(len(task.Params["pageurl"])) }, 15*time.Second, 20*time.Millisecond,
+			"the task never reached the store's files")
+		require.Empty(t, storeHolds(t, dir, []string{"pending-marker", "shop.example", "pending1"}))
+	}
+}
+
 // A worker that stops before the tokens it stored expire leaves none of
 // them on disk, and they still leave with their lifetime.
 func TestTokensOfAStoppedWorkerNeverReachTheDisk(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
+	b := setupPlaintext(t, Topology{}) // so that the scan can see the store's other contents
 	ctx := testContext(t)
 	w := b.startWorker(t, WorkerConfig{Solver: countingSolver(new(atomic.Int32)), Threads: 4,
 		TokenLifetimes: map[string]time.Duration{"turnstile": 5 * time.Second}})
@@ -178,10 +242,11 @@ func TestTokensOfAStoppedWorkerNeverReachTheDisk(t *testing.T) {
 }
 
 // With NoErase a finished task's message is deleted, not erased: gone from
-// the stream, while its page URL stays in the store's files, as documented.
+// the stream, while on a plaintext store its page URL stays in the store's
+// files, as documented.
 func TestNoEraseDeletesWithoutErasing(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
+	b := setupPlaintext(t, Topology{})
 	ctx := testContext(t)
 	b.startWorker(t, WorkerConfig{Solver: countingSolver(new(atomic.Int32)), NoErase: true})
 	task := turnstileTask("plain1")

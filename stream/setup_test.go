@@ -25,9 +25,23 @@ type bundle struct {
 	top    Topology
 }
 
+// setup starts a bundle on an encrypted store, as `captchaq server` runs
+// with the shipped nats.conf.
 func setup(t *testing.T, top Topology) *bundle {
 	t.Helper()
-	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true})
+	return setupStore(t, top, testStoreKey)
+}
+
+// setupPlaintext starts a bundle on a store without encryption at rest,
+// where workers erase what a plain delete would leave in the files.
+func setupPlaintext(t *testing.T, top Topology) *bundle {
+	t.Helper()
+	return setupStore(t, top, "")
+}
+
+func setupStore(t *testing.T, top Topology, key string) *bundle {
+	t.Helper()
+	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true, StoreKey: key})
 	require.NoError(t, err)
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	b := &bundle{ns: ns, top: top}

@@ -300,7 +300,8 @@ func TestRunPipedKeepsItsStore(t *testing.T) {
 {"id":"r-bad-1","method":"turnstile","params":{"sitekey":"k","pageurl":"https://bad.example/y"}}
 `), 0o600))
 	store := filepath.Join(dir, "store")
-	r := captchaqEnv(t, "", keyEnv, "run", "--store", store, "--solver-url", emu, "--poll-scale", "0.001", file)
+	const storeKey = "run-test-store-key-0123456789abcdef" // a kept store is encrypted with CAPTCHAQ_STORE_KEY
+	r := captchaqEnv(t, "", append([]string{"CAPTCHAQ_STORE_KEY=" + storeKey}, keyEnv...), "run", "--store", store, "--solver-url", emu, "--poll-scale", "0.001", file)
 	require.Equal(t, 1, r.code, r.stderr)
 	outs := jsonLines[stream.Outcome](t, r.stdout)
 	require.Len(t, outs, 3)
@@ -315,7 +316,9 @@ func TestRunPipedKeepsItsStore(t *testing.T) {
 	require.NotContains(t, r.stderr, "expired")
 	require.Contains(t, r.stderr, "store    kept in "+store)
 
-	ns, err := broker.Start(broker.Config{StoreDir: store, LazySync: true})
+	_, err := broker.Start(broker.Config{StoreDir: store, LazySync: true})
+	require.ErrorContains(t, err, "could not open", "the kept store opened without its key")
+	ns, err := broker.Start(broker.Config{StoreDir: store, LazySync: true, StoreKey: storeKey})
 	require.NoError(t, err)
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 	nc, err := nats.Connect("", nats.InProcessServer(ns))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,15 +99,18 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 
-	dir := *store
+	dir, key := *store, os.Getenv(storeKeyEnv)
 	if dir == "" {
 		dir, err = os.MkdirTemp("", "captchaq-run-")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
+		// The store lives as long as this run, so can its key: nothing
+		// it holds is readable from its files, even before they go.
+		key = rand.Text() + rand.Text()
 	}
-	ns, err := broker.Start(broker.Config{StoreDir: dir, Logger: log})
+	ns, err := broker.Start(broker.Config{StoreDir: dir, Logger: log, StoreKey: key})
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	cfg := broker.Config{StoreDir: *store, LazySync: *lazy, Logger: log, Verbose: true, Listen: true}
+	cfg := broker.Config{StoreDir: *store, LazySync: *lazy, Logger: log, Verbose: true, Listen: true, StoreKey: os.Getenv(storeKeyEnv)}
 	switch _, statErr := os.Stat(*config); {
 	case *config == "":
 	case statErr == nil:

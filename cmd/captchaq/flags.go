@@ -46,6 +46,11 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 
 // envName is the environment variable of a flag: CAPTCHAQ_ and the flag's
 // name in upper snake case.
+// storeKeyEnv holds the key that encrypts the JetStream store at rest
+// (`captchaq server` and `run`; the shipped nats.conf reads it too). Only the
+// environment sets it: a flag value shows in ps.
+const storeKeyEnv = "CAPTCHAQ_STORE_KEY"
+
 func envName(flagName string) string {
 	return "CAPTCHAQ_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }

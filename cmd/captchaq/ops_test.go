@@ -22,6 +22,9 @@ import (
 	"github.com/captchaq/captchaq/solver/fakeapi"
 )
 
+// testStoreKey is the store key the tests give the shipped nats.conf.
+const testStoreKey = "test-store-key-0123456789abcdef0123"
+
 // The shipped nats.conf reads the roles' bcrypt hashes from the environment;
 // they are set once for the test binary (parallel tests cannot t.Setenv).
 var (
@@ -37,6 +40,10 @@ func setRoleEnv() {
 				panic(err)
 			}
 			os.Setenv("CAPTCHAQ_"+strings.ToUpper(user)+"_PASSWORD_HASH", string(h))
+		}
+		// The shipped nats.conf encrypts the store with this key.
+		if err := os.Setenv("CAPTCHAQ_STORE_KEY", testStoreKey); err != nil {
+			panic(err)
 		}
 	})
 }

@@ -5,10 +5,12 @@
 package broker
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -16,7 +18,8 @@ import (
 
 // Config configures an embedded nats-server. The zero value runs an
 // in-process-only server (no TCP port) with its JetStream store in a new
-// temporary directory and fsync before every acknowledgement.
+// temporary directory, encrypted with a key of its own, and fsync before
+// every acknowledgement.
 type Config struct {
 	// ConfigFile is a nats-server config file (nats.conf) to load first; the
 	// fields below override what it says when they are set.
@@ -42,7 +45,22 @@ type Config struct {
 	Logger *slog.Logger
 	// Verbose forwards the server's notices too.
 	Verbose bool
+	// StoreKey encrypts the JetStream store at rest (nats-server's
+	// ChaCha20-Poly1305 encryption; a config file's `jetstream { key }`
+	// does the same). At least MinStoreKeyLen characters. Default: the
+	// config file's key; else, for a temporary store, a random key that
+	// lives as long as the server; else none: a plaintext store.
+	//
+	// An encrypted store keeps every message's bytes (page URLs among them)
+	// unreadable on disk without the key, from the moment it is stored; a
+	// plaintext store holds them readable until a worker erases them, at
+	// the price of a block rewrite per message (package stream, erase.go).
+	StoreKey string
 }
+
+// MinStoreKeyLen is the shortest StoreKey accepted: 32 characters, such as
+// 16 random bytes in hex (`openssl rand -hex 32` gives 64).
+const MinStoreKeyLen = 32
 
 // Start starts an embedded nats-server with JetStream and waits until it
 // accepts connections. Shut it down with Shutdown and WaitForShutdown.
@@ -81,6 +99,22 @@ func Start(cfg Config) (*server.Server, error) {
 			return nil, fmt.Errorf("temporary store: %w", err)
 		}
 		opts.StoreDir, tempDir = dir, dir
+		if opts.JetStreamKey == "" {
+			// The store lives as long as the server, so can its key.
+			opts.JetStreamKey, opts.JetStreamCipher = rand.Text()+rand.Text(), server.ChaCha
+		}
+	}
+	if cfg.StoreKey != "" {
+		opts.JetStreamKey = cfg.StoreKey
+		opts.JetStreamCipher = server.ChaCha
+	}
+	if k := opts.JetStreamKey; k != "" && len(k) < MinStoreKeyLen {
+		// The key's length only: the key itself is never in a message.
+		return nil, fmt.Errorf("the store key is %d characters; at least %d are needed (e.g. `openssl rand -hex 32`)", len(k), MinStoreKeyLen)
+	}
+	if opts.JetStreamKey == "" && cfg.Logger != nil {
+		cfg.Logger.Warn("the JetStream store is not encrypted at rest: page URLs are readable in its files until workers erase them, one block rewrite per finished task (slow at high rates); set a store key (CAPTCHAQ_STORE_KEY) to encrypt it",
+			slog.String("store", opts.StoreDir))
 	}
 	if !cfg.LazySync && opts.SyncInterval == 0 {
 		opts.SyncAlways = true
@@ -101,7 +135,65 @@ func Start(cfg Config) (*server.Server, error) {
 		ns.Shutdown()
 		return nil, errors.New("nats-server not ready within 30s")
 	}
+	if err := checkStoreOpened(ns, opts); err != nil {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, err
+	}
 	return ns, nil
+}
+
+// checkStoreOpened fails when the store holds a file-backed stream that the
+// server did not open. nats-server skips, with a log line, a stream it
+// cannot decrypt (another key, or no key for an encrypted store) and then
+// answers "stream not found": whoever ensures the topology next would
+// create a new, empty stream over the old one's directory, and every task
+// and outcome it held would be lost. A clustered server recovers its
+// streams later, through its meta group, so only a standalone one is
+// checked.
+func checkStoreOpened(ns *server.Server, opts *server.Options) error {
+	if ns.JetStreamIsClustered() {
+		return nil
+	}
+	dir := ns.JetStreamConfig().StoreDir
+	accounts, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("read the store %s: %w", dir, err)
+	}
+	info, err := ns.Jsz(&server.JSzOptions{Accounts: true, Streams: true})
+	if err != nil {
+		return fmt.Errorf("list the streams nats-server opened: %w", err)
+	}
+	opened := map[string]bool{}
+	for _, acc := range info.AccountDetails {
+		for _, st := range acc.Streams {
+			opened[acc.Name+"/"+st.Name] = true
+		}
+	}
+	for _, acc := range accounts {
+		if !acc.IsDir() {
+			continue
+		}
+		streams, err := os.ReadDir(filepath.Join(dir, acc.Name(), "streams"))
+		if err != nil {
+			continue // not an account's directory
+		}
+		for _, st := range streams {
+			if st.IsDir() && !opened[acc.Name()+"/"+st.Name()] {
+				why := "it is encrypted with another key than the one given"
+				if opts.JetStreamKey == "" {
+					why = "it is encrypted and no store key is set"
+				}
+				return fmt.Errorf("the store %s holds stream %s (account %s), which nats-server could not open: %s, or its files are damaged (the server's log says which); "+
+					"not starting, so that nothing creates an empty stream over it: start again with the key it was written with (CAPTCHAQ_STORE_KEY)",
+					dir, st.Name(), acc.Name(), why)
+			}
+		}
+	}
+	return nil
 }
 
 // slogAdapter turns nats-server's logger interface into slog records.

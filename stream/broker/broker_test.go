@@ -1,10 +1,16 @@
 package broker
 
 import (
+	"bytes"
+	"context"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
@@ -32,4 +38,109 @@ func TestEmbeddedServerConfiguredToSyncBeforeAck(t *testing.T) {
 	tmp.WaitForShutdown()
 	require.Eventually(t, func() bool { _, err := os.Stat(dir); return os.IsNotExist(err) }, 5*time.Second, 10*time.Millisecond,
 		"a store Start made up goes away with the server")
+}
+
+// An encrypted store keeps a message's bytes unreadable on disk, from the
+// moment it is stored; a store opened with another key, or without one,
+// refuses to start instead of letting a new stream be created over the old
+// (nats-server skips a stream it cannot decrypt and answers "not found");
+// the right key opens it with nothing lost.
+func TestEncryptedStoreRefusesTheWrongKeyAndKeepsItsMessages(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	key := "first-key-0123456789abcdef0123456789"
+	publish(t, Config{StoreDir: dir, StoreKey: key}, "a-page-url-marker")
+	require.Empty(t, filesHolding(t, dir, "a-page-url-marker"), "the store's files hold the message in the clear")
+
+	for name, cfg := range map[string]Config{
+		"another key": {StoreDir: dir, StoreKey: "other-key-0123456789abcdef0123456789"},
+		"no key":      {StoreDir: dir},
+	} {
+		_, err := Start(cfg)
+		require.Error(t, err, name)
+		require.ErrorContains(t, err, "stream T", name)
+		require.ErrorContains(t, err, "could not open", name)
+		require.NotContains(t, err.Error(), "other-key", "%s: the key is never in a message", name)
+	}
+	require.Equal(t, uint64(1), messages(t, Config{StoreDir: dir, StoreKey: key}), "the right key opens the store with its message")
+}
+
+// A plaintext store opened with a key is encrypted in place by nats-server,
+// and keeps its messages.
+func TestPlaintextStoreIsEncryptedWhenAKeyIsGiven(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	publish(t, Config{StoreDir: dir}, "a-plain-marker")
+	require.NotEmpty(t, filesHolding(t, dir, "a-plain-marker"), "the scan below would prove nothing")
+	require.Equal(t, uint64(1), messages(t, Config{StoreDir: dir, StoreKey: "late-key-0123456789abcdef0123456789"}))
+	require.Empty(t, filesHolding(t, dir, "a-plain-marker"))
+}
+
+// A key too short to be one is refused, by its length alone.
+func TestShortStoreKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	_, err := Start(Config{StoreDir: t.TempDir(), StoreKey: "hunter2"})
+	require.ErrorContains(t, err, "the store key is 7 characters; at least 32")
+	require.NotContains(t, err.Error(), "hunter2")
+}
+
+// publish starts a server on cfg, creates the file-backed stream T and
+// stores one message, then stops the server.
+func publish(t *testing.T, cfg Config, msg string) {
+	t.Helper()
+	ns, err := Start(cfg)
+	require.NoError(t, err)
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}})
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, "t.a", []byte(msg))
+	require.NoError(t, err)
+}
+
+// messages starts a server on cfg and returns how many messages stream T
+// holds.
+func messages(t *testing.T, cfg Config) uint64 {
+	t.Helper()
+	ns, err := Start(cfg)
+	require.NoError(t, err)
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, "T")
+	require.NoError(t, err)
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	return info.State.Msgs
+}
+
+// filesHolding returns the files under dir that contain needle.
+func filesHolding(t *testing.T, dir, needle string) []string {
+	t.Helper()
+	var found []string
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, []byte(needle)) {
+			found = append(found, path)
+		}
+		return nil
+	}))
+	return found
 }

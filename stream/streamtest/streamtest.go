@@ -2,6 +2,7 @@ package streamtest
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -74,7 +75,9 @@ func Start(t testing.TB, opts ...Option) *Env {
 	}
 	e := &Env{t: t, cfg: cfg, Topology: stream.Topology{Memory: true}}
 
-	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true, Listen: cfg.listen})
+	// Encrypted at rest, as `captchaq server` runs with the shipped
+	// nats.conf; the key lives as long as the store.
+	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true, Listen: cfg.listen, StoreKey: rand.Text() + rand.Text()})
 	if err != nil {
 		t.Fatalf("streamtest: start nats-server: %v", err)
 	}
