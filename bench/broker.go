@@ -269,8 +269,8 @@ func runCaptchaq(ctx context.Context, l load, lazy, tcp, plaintext bool) (outcom
 // runFloor runs the load through bare JetStream: one stream, one durable pull
 // consumer, sync publish, and per thread Fetch(1) + handler + Ack. No task
 // validation, no event log, no result message.
-func runFloor(ctx context.Context, l load) (outcome, error) {
-	_, connect, stop, err := embedded(true, true)
+func runFloor(ctx context.Context, l load, lazy bool) (outcome, error) {
+	_, connect, stop, err := embedded(lazy, true)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -310,6 +310,110 @@ func runFloor(ctx context.Context, l load) (outcome, error) {
 					clk.started(indexOfID(m.Subject()[len("floor.tasks."):]))
 					_ = m.Ack()
 					clk.completed()
+				}
+			}
+		})
+	}
+	payloads := make([][]byte, l.Tasks)
+	for i := range payloads {
+		payloads[i], _ = json.Marshal(benchTask(i))
+	}
+	return measure(ctx, l, clk, func(i int) error {
+		id := "b" + strconv.Itoa(i)
+		_, err := pjs.Publish(ctx, "floor.tasks."+id, payloads[i], jetstream.WithMsgID(id))
+		return err
+	})
+}
+
+// runFloorExchanges is runFloor making, per task, the exchanges captchaq's
+// worker makes for a first delivery that succeeds, with no captchaq code:
+// the direct read of the task's last record, the attempt event, the token
+// (in a memory stream), the outcome (each a synchronous publish that
+// expects the subject's last sequence, as captchaq's compare-and-set
+// does), the ack, and the delete of the task message; the store is
+// encrypted, as captchaq's default. The producer publishes the same task
+// JSON. The gap between this row and the floor is what those exchanges
+// cost on nats-server; the gap between it and captchaq is captchaq's code.
+func runFloorExchanges(ctx context.Context, l load, lazy bool) (outcome, error) {
+	_, connect, stop, err := embeddedStore(lazy, true, benchStoreKey)
+	if err != nil {
+		return outcome{}, err
+	}
+	defer stop()
+	pnc, err := connect()
+	if err != nil {
+		return outcome{}, err
+	}
+	defer pnc.Close()
+	wnc, err := connect()
+	if err != nil {
+		return outcome{}, err
+	}
+	defer wnc.Close()
+	pjs, _ := jetstream.New(pnc)
+	wjs, _ := jetstream.New(wnc)
+	s, err := pjs.CreateStream(ctx, jetstream.StreamConfig{Name: "FLOOR", Subjects: []string{"floor.>"}, Storage: jetstream.FileStorage, AllowDirect: true})
+	if err != nil {
+		return outcome{}, err
+	}
+	if _, err := pjs.CreateStream(ctx, jetstream.StreamConfig{Name: "FLOOR_TOKENS", Subjects: []string{"floortok.>"}, Storage: jetstream.MemoryStorage,
+		AllowMsgTTL: true}); err != nil {
+		return outcome{}, err
+	}
+	cons, err := wjs.CreateOrUpdateConsumer(ctx, "FLOOR", jetstream.ConsumerConfig{Durable: "floor", AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: 30 * time.Second, MaxAckPending: 10000, FilterSubject: "floor.tasks.>"})
+	if err != nil {
+		return outcome{}, err
+	}
+	event, token, result := []byte(`{"kind":"attempt","attempts":1}`), []byte(`{"token":"tok"}`), []byte(`{"status":"solved"}`)
+	clk := newClock(l.Tasks)
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	// One goroutine deletes, one at a time beside the threads, as
+	// captchaq's eraser does.
+	deletes := make(chan uint64, l.Tasks)
+	wg.Go(func() {
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case seq := <-deletes:
+				_ = s.SecureDeleteMsg(wctx, seq)
+			}
+		}
+	})
+	for range l.Threads {
+		wg.Go(func() {
+			for wctx.Err() == nil {
+				batch, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+				if err != nil {
+					continue
+				}
+				for m := range batch.Messages() {
+					id := m.Subject()[len("floor.tasks."):]
+					meta, err := m.Metadata()
+					if err != nil {
+						continue
+					}
+					last, err := s.GetLastMsgForSubject(wctx, "floor.*."+id)
+					if err != nil {
+						continue
+					}
+					ev, err := wjs.Publish(wctx, "floor.events."+id, event, jetstream.WithExpectLastSequenceForSubject(last.Sequence, "floor.*."+id))
+					if err != nil {
+						continue
+					}
+					clk.started(indexOfID(id))
+					if _, err := wjs.Publish(wctx, "floortok."+id, token, jetstream.WithMsgTTL(time.Minute)); err != nil {
+						continue
+					}
+					if _, err := wjs.Publish(wctx, "floor.results."+id, result, jetstream.WithExpectLastSequenceForSubject(ev.Sequence, "floor.*."+id)); err != nil {
+						continue
+					}
+					_ = m.Ack()
+					clk.completed()
+					deletes <- meta.Sequence.Stream
 				}
 			}
 		})

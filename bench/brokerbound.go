@@ -13,16 +13,20 @@ import (
 // Keys of the broker-bound systems: what the report's ratios look rows up by
 // and what the profile files are named after.
 const (
-	keyLazy        = "captchaq-lazysync-tcp"
-	keySync        = "captchaq-syncalways-tcp"
-	keyInProcess   = "captchaq-lazysync-inprocess"
-	keyFloor       = "floor"
-	keyList        = "redis-list"
-	keyLazyPlain   = "captchaq-lazysync-plaintext"
-	keySyncPlain   = "captchaq-syncalways-plaintext"
-	keyAsynq       = "asynq"
-	keyListAlways  = "redis-list-appendfsync-always"
-	keyAsynqAlways = "asynq-appendfsync-always"
+	keyLazy      = "captchaq-lazysync-tcp"
+	keySync      = "captchaq-syncalways-tcp"
+	keyInProcess = "captchaq-lazysync-inprocess"
+	keyFloor     = "floor"
+	// keyFloorExchanges is the floor making captchaq's exchanges per task.
+	keyFloorExchanges     = "floor-captchaq-exchanges"
+	keyFloorSync          = "floor-syncalways"
+	keyFloorExchangesSync = "floor-captchaq-exchanges-syncalways"
+	keyList               = "redis-list"
+	keyLazyPlain          = "captchaq-lazysync-plaintext"
+	keySyncPlain          = "captchaq-syncalways-plaintext"
+	keyAsynq              = "asynq"
+	keyListAlways         = "redis-list-appendfsync-always"
+	keyAsynqAlways        = "asynq-appendfsync-always"
 )
 
 // system is one of the compared designs.
@@ -58,7 +62,17 @@ func (b *bench) systems() ([]system, error) {
 			run: func(ctx context.Context, l load) (outcome, error) { return runCaptchaq(ctx, l, true, true, true) }},
 		{key: keySyncPlain, name: "captchaq, SyncAlways, TCP, plaintext store (erasure by block rewrite)", durable: true, profiled: true,
 			run: func(ctx context.Context, l load) (outcome, error) { return runCaptchaq(ctx, l, false, true, true) }},
-		{key: keyFloor, name: "bare JetStream (floor), LazySync, TCP", profiled: true, run: runFloor},
+		{key: keyFloor, name: "bare JetStream (floor), LazySync, TCP", profiled: true,
+			run: func(ctx context.Context, l load) (outcome, error) { return runFloor(ctx, l, true) }},
+		// What captchaq's guarantees cost in exchanges alone, with none of
+		// its code: the floor plus the reads and writes captchaq makes per
+		// task, on an encrypted store.
+		{key: keyFloorExchanges, name: "bare JetStream doing captchaq's exchanges (read, 3 stored writes, ack, delete), LazySync, TCP, encrypted", profiled: true,
+			run: func(ctx context.Context, l load) (outcome, error) { return runFloorExchanges(ctx, l, true) }},
+		{key: keyFloorSync, name: "bare JetStream (floor), SyncAlways, TCP", durable: true, profiled: true,
+			run: func(ctx context.Context, l load) (outcome, error) { return runFloor(ctx, l, false) }},
+		{key: keyFloorExchangesSync, name: "bare JetStream doing captchaq's exchanges, SyncAlways, TCP, encrypted", durable: true, profiled: true,
+			run: func(ctx context.Context, l load) (outcome, error) { return runFloorExchanges(ctx, l, false) }},
 	}
 	if b.redis != "" {
 		pid, err := probeRedis(b.ctx, b.redis, false)
@@ -85,7 +99,9 @@ func (b *bench) systems() ([]system, error) {
 				run: func(ctx context.Context, l load) (outcome, error) { return runAsynq(ctx, l, addr) }})
 	}
 	if b.filter != "" {
-		out = slices.DeleteFunc(out, func(s system) bool { return !strings.Contains(s.name, b.filter) })
+		out = slices.DeleteFunc(out, func(s system) bool {
+			return !slices.ContainsFunc(strings.Split(b.filter, "|"), func(f string) bool { return strings.Contains(s.name, f) })
+		})
 	}
 	return out, nil
 }
@@ -214,6 +230,11 @@ func (b *bench) broker() error {
 	fmt.Printf("Headline ratios (tasks/s ÷ tasks/s, burst; \"captchaq\" is LazySync over TCP, the fair match for Redis without fsync, and SyncAlways, captchaq's default, the match for Redis with `appendfsync always`; "+
 		"CPU/task ÷ CPU/task, burst):\n\n%s\n", headline.String())
 	fmt.Printf("%s\n", rows.targets(b.threads))
+	if ex := rows.exchanges(b.threads); ex != "" {
+		fmt.Printf("What the exchanges alone cost: bare JetStream making, per task, the reads and writes captchaq's guarantees take (the direct read of the task's last record, "+
+			"the attempt event, the token in a memory stream, the outcome, each a synchronous compare-and-set publish; the ack; the delete, one at a time beside the threads), "+
+			"on an encrypted store, with none of captchaq's code: the same targets held against it.\n\n%s\n", ex)
+	}
 	t := table{head: []string{"threads", "system", "tasks/s (burst)", "CPU µs/task (burst)", "burst p50 / p99", "paced p50 / p99", "captchaq LazySync TCP ÷ this"}}
 	for _, r := range rows {
 		cells := []string{fmt.Sprint(r.threads), r.sys.name}
@@ -232,6 +253,40 @@ func (b *bench) broker() error {
 	}
 	fmt.Printf("All rows:\n\n%s\n", t.String())
 	return nil
+}
+
+// exchanges is the table that holds the broker-cost targets against the
+// floor doing captchaq's exchanges, and captchaq against that row; empty
+// when the run did not measure it.
+func (rs brokerRows) exchanges(threads []int) string {
+	t := table{head: []string{"threads", "exchanges ÷ floor", "exchanges ÷ asynq", "exchanges ÷ Redis list", "exchanges, SyncAlways ÷ asynq, appendfsync always",
+		"CPU/task: exchanges ÷ floor", "paced p50 (exchanges)", "captchaq ÷ exchanges", "captchaq SyncAlways ÷ exchanges SyncAlways", "CPU/task: captchaq ÷ exchanges"}}
+	for _, n := range threads {
+		ex := rs.find(n, keyFloorExchanges)
+		if ex == nil {
+			continue
+		}
+		cells := []string{fmt.Sprint(n)}
+		for _, pair := range [][2]string{{keyFloorExchanges, keyFloor}, {keyFloorExchanges, keyAsynq}, {keyFloorExchanges, keyList}, {keyFloorExchangesSync, keyAsynqAlways}} {
+			cells = append(cells, ratioCell(rs.rateRatio(n, pair[0], pair[1])))
+		}
+		v, _, ok := rs.cpuRatio(n, keyFloorExchanges, keyFloor)
+		cells = append(cells, ratioCell(v, ok))
+		if ex.paceErr == nil {
+			cells = append(cells, ms(ex.pace.P50))
+		} else {
+			cells = append(cells, "")
+		}
+		for _, pair := range [][2]string{{keyLazy, keyFloorExchanges}, {keySync, keyFloorExchangesSync}} {
+			cells = append(cells, ratioCell(rs.rateRatio(n, pair[0], pair[1])))
+		}
+		v, _, ok = rs.cpuRatio(n, keyLazy, keyFloorExchanges)
+		t.add(append(cells, ratioCell(v, ok))...)
+	}
+	if len(t.rows) == 0 {
+		return ""
+	}
+	return t.String()
 }
 
 // targetThreads are the thread counts the broker-cost targets are stated at.

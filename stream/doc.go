@@ -39,7 +39,8 @@
 // compare-and-set, never by message-id deduplication (record.go). A task
 // message is a submission of its id only if its envelope holds together
 // (checkEnvelope); tokens never reach the store's files (token.go), and
-// finished task messages are erased from them (erase.go); a bounded stream
+// finished task messages leave them (erase.go: a delete on an encrypted
+// store, the default, an erasure on a plaintext one); a bounded stream
 // keeps room for the records of every queued task (room.go).
 //
 // Producers in other languages need only a NATS client: they publish a task

@@ -15,8 +15,13 @@ import (
 // bytes stay in the block file until the block is compacted, and the last
 // block never is. So a finished task's message (it holds the page URL) is
 // erased (SecureDeleteMsg overwrites the message) by the worker that stored
-// its outcome, at once (Worker.done). Tokens never reach the store's files:
-// they live in the memory-backed token stream (token.go).
+// its outcome, at once (Worker.done). On a store encrypted at rest (the
+// shipped nats.conf's, and every store package broker starts with a key)
+// nats-server makes the same request a plain delete: nothing in the files
+// is readable without the key, so there is nothing to overwrite, and no
+// block rewrite to pay. A worker cannot tell which store it has, so it
+// always asks for the erasure. Tokens never reach the store's files: they
+// live in the memory-backed token stream (token.go).
 const (
 	// eraseMaxLag is how long a message may wait for its erasure; past it
 	// the eraser deletes it without erasing (eraser.run).

@@ -54,12 +54,14 @@ type WorkerConfig struct {
 	// Now is the clock of what the worker records and decides on (see the
 	// package documentation, "Clocks"). Default time.Now.
 	Now func() time.Time
-	// NoErase deletes a finished task's message instead of erasing it: its
-	// page URL then stays in the store's files until the server compacts
-	// the block (the last block never is). For deployments whose page URLs
-	// are not sensitive, such as a QA suite against its own shop: nats-server
-	// erases a message by rewriting its whole block file, which bounds the
-	// broker-bound rate (bench/FINDINGS.md, "Erasure"). Default: erase.
+	// NoErase deletes a finished task's message instead of erasing it: on
+	// a store without encryption at rest its page URL then stays in the
+	// store's files until the server compacts the block (the last block
+	// never is). For such stores whose page URLs are not sensitive, such as
+	// a QA suite against its own shop: nats-server erases a message by
+	// rewriting its whole block file, which bounds the broker-bound rate
+	// (bench/FINDINGS.md, "Erasure"). On an encrypted store (the default)
+	// an erasure is a delete already. Default: erase.
 	NoErase bool
 	// Observer receives every step of every task, for metrics. Default: none.
 	Observer Observer
