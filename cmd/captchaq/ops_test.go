@@ -291,3 +291,54 @@ func TestURLPasswordsNeverPrinted(t *testing.T) {
 	require.Equal(t, "admin:REDACTED@127.0.0.1:1", redactURLs("admin:s3cretPW@127.0.0.1:1"))
 	require.Equal(t, "127.0.0.1:4222", redactURLs("127.0.0.1:4222"))
 }
+
+// `captchaq server` with the shipped nats.conf encrypts its store with
+// CAPTCHAQ_STORE_KEY and never logs the key, even at debug level; started
+// again with another key it refuses, naming the stream and neither key,
+// and leaves the store as it was for the right key. Not parallel: it sets
+// the environment.
+func TestServerStoreKeyEncryptsAndIsNeverLogged(t *testing.T) {
+	setRoleEnv()
+	dir, path := shippedConfig(t)
+	store := filepath.Join(dir, "js")
+	key := "first-server-store-key-0123456789abcdef"
+	t.Setenv("CAPTCHAQ_STORE_KEY", key)
+	serve := func() (stdout, stderr string, err error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var out, errOut logbuf.Buffer
+		done := make(chan error, 1)
+		go func() {
+			done <- runServer(ctx, []string{"--config", path, "--store", store, "--admin-password", rolePasswords["admin"], "--log-level", "debug"}, &out, &errOut)
+		}()
+		for {
+			select {
+			case err := <-done:
+				return out.String(), errOut.String(), err
+			case <-time.After(10 * time.Millisecond):
+				if strings.Contains(out.String(), "ready on") {
+					cancel()
+					err := <-done
+					return out.String(), errOut.String(), err
+				}
+			}
+		}
+	}
+	stdout, stderr, err := serve()
+	require.NoError(t, err, stderr)
+	require.Contains(t, stderr, "Encryption", "nats-server's start-up notices, which name the store's cipher, are in the log")
+	require.NotContains(t, stdout+stderr, key)
+	require.NotContains(t, stderr, "not encrypted at rest")
+
+	t.Setenv("CAPTCHAQ_STORE_KEY", "other-server-store-key-0123456789abcdef")
+	stdout, stderr, err = serve()
+	require.ErrorContains(t, err, "stream CAPTCHA")
+	require.ErrorContains(t, err, "could not open")
+	for _, k := range []string{key, "other-server-store-key"} {
+		require.NotContains(t, err.Error()+stdout+stderr, k)
+	}
+
+	t.Setenv("CAPTCHAQ_STORE_KEY", key)
+	_, stderr, err = serve()
+	require.NoError(t, err, "the right key opens the store again: %s", stderr)
+}
