@@ -666,6 +666,37 @@ func TestFatalRefusalRecordedAsSuch(t *testing.T) {
 	}
 }
 
+// Nor can a producer hide an owner's cancel behind a forged record of its
+// own, published after it on the same subject: the worker looks for a
+// valid record among all of the generation's, not only the last.
+func TestProducerCannotSuppressAnothersCancel(t *testing.T) {
+	t.Parallel()
+	a := attackSetup(t)
+	ctx := testContext(t)
+	solved := make(chan error, 1)
+	go func() {
+		_, err := a.victim.Solve(ctx, turnstileTask("hid-1"))
+		solved <- err
+	}()
+	var ti TaskInfo
+	require.Eventually(t, func() bool {
+		var err error
+		ti, err = a.victim.TaskOf(ctx, "hid-1")
+		return err == nil && ti.Status == TaskQueued
+	}, 10*time.Second, 10*time.Millisecond)
+	_, err := a.victim.Cancel(ctx, "hid-1", "changed my mind")
+	require.NoError(t, err)
+	for i := range 3 {
+		forged, _ := json.Marshal(CancelRecord{ID: "hid-1", Gen: ti.Gen, By: "attacker", Secret: fmt.Sprintf("guess-%d", i)})
+		_, err = a.attacker.Publish(ctx, cancelSubject("hid-1", ti.Gen), forged)
+		require.NoError(t, err)
+	}
+
+	a.startWorker(t)
+	require.ErrorIs(t, <-solved, ErrNotSolved, "the owner's cancel was hidden")
+	require.Equal(t, int32(0), a.solves.Load(), "a canceled task was paid for")
+}
+
 // A producer cancels only a task it submitted with Solve: another
 // producer's cancel record is ignored (no secret), and the admin's subject
 // is refused to it.

@@ -102,6 +102,11 @@ func loadGen(ctx context.Context, s jetstream.Stream, id string, gen uint64) (ge
 // each: for the few records of one task, where a consumer would cost more
 // and workers may not create one.
 func walk(ctx context.Context, s jetstream.Stream, subject string, from, upTo uint64, fn func(*jetstream.RawStreamMsg)) error {
+	return walkWhile(ctx, s, subject, from, upTo, func(m *jetstream.RawStreamMsg) bool { fn(m); return true })
+}
+
+// walkWhile is walk that stops after the first message fn returns false for.
+func walkWhile(ctx context.Context, s jetstream.Stream, subject string, from, upTo uint64, fn func(*jetstream.RawStreamMsg) bool) error {
 	for seq := max(from, 1); upTo == 0 || seq <= upTo; {
 		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -113,7 +118,9 @@ func walk(ctx context.Context, s jetstream.Stream, subject string, from, upTo ui
 		if upTo != 0 && m.Sequence > upTo {
 			return nil
 		}
-		fn(m)
+		if !fn(m) {
+			return nil
+		}
 		seq = m.Sequence + 1
 	}
 	return nil

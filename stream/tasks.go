@@ -289,29 +289,45 @@ func (c *Client) cancelRequested(ctx context.Context, id string, gen uint64, h n
 // cancelOf returns the valid cancel record of generation gen of task id,
 // nil when there is none: an admin's, or an owner's whose secret matches
 // the task message's Captchaq-Cancel-Hash (header h).
+//
+// Only the admin may publish on the admin's subject, so its last record is
+// the one. Any producer may publish on an owner's subject, so a forged
+// record after the owner's must not hide it: the generation's records there
+// are read oldest first (they all come after its task message, sequence
+// gen) until one holds the secret. With no cancel, as for nearly every
+// task, that is one read.
 func cancelOf(ctx context.Context, s jetstream.Stream, id string, gen uint64, h nats.Header) (*CancelRecord, error) {
-	subjects := []string{adminCancelSubject(id, gen)}
-	if h.Get(HeaderCancelHash) != "" {
-		subjects = append(subjects, cancelSubject(id, gen)) // only an owner's task can have an owner's cancel
-	}
-	for _, subject := range subjects {
-		m, err := s.GetLastMsgForSubject(ctx, subject)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read cancel record of task %s: %w", id, err)
-		}
+	parse := func(m *jetstream.RawStreamMsg) *CancelRecord {
 		var rec CancelRecord
 		if json.Unmarshal(m.Data, &rec) != nil || rec.Gen != gen {
-			continue // not ours
+			return nil // not ours
 		}
-		if subject == cancelSubject(id, gen) && !ownsCancel(h, rec.Secret) {
-			continue // someone else's
-		}
-		return &rec, nil
+		return &rec
 	}
-	return nil, nil
+	m, err := s.GetLastMsgForSubject(ctx, adminCancelSubject(id, gen))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("read cancel record of task %s: %w", id, err)
+	default:
+		if rec := parse(m); rec != nil {
+			return rec, nil
+		}
+	}
+	if h.Get(HeaderCancelHash) == "" {
+		return nil, nil // only an owner's task can have an owner's cancel
+	}
+	var found *CancelRecord
+	err = walkWhile(ctx, s, cancelSubject(id, gen), gen, 0, func(m *jetstream.RawStreamMsg) bool {
+		if rec := parse(m); rec != nil && ownsCancel(h, rec.Secret) {
+			found = rec
+		}
+		return found == nil // someone else's: read on
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read cancel record of task %s: %w", id, err)
+	}
+	return found, nil
 }
 
 // ownsCancel reports whether secret cancels a task message with headers h.
