@@ -67,7 +67,7 @@ func (b *bench) systems() ([]system, error) {
 		// What captchaq's guarantees cost in exchanges alone, with none of
 		// its code: the floor plus the reads and writes captchaq makes per
 		// task, on an encrypted store.
-		{key: keyFloorExchanges, name: "bare JetStream doing captchaq's exchanges (read, 3 stored writes, ack, delete), LazySync, TCP, encrypted", profiled: true,
+		{key: keyFloorExchanges, name: "bare JetStream doing captchaq's exchanges (cancel read, 3 stored writes, ack, delete), LazySync, TCP, encrypted", profiled: true,
 			run: func(ctx context.Context, l load) (outcome, error) { return runFloorExchanges(ctx, l, true) }},
 		{key: keyFloorSync, name: "bare JetStream (floor), SyncAlways, TCP", durable: true, profiled: true,
 			run: func(ctx context.Context, l load) (outcome, error) { return runFloor(ctx, l, false) }},
@@ -231,8 +231,8 @@ func (b *bench) broker() error {
 		"CPU/task ÷ CPU/task, burst):\n\n%s\n", headline.String())
 	fmt.Printf("%s\n", rows.targets(b.threads))
 	if ex := rows.exchanges(b.threads); ex != "" {
-		fmt.Printf("What the exchanges alone cost: bare JetStream making, per task, the reads and writes captchaq's guarantees take (the direct read of the task's last record, "+
-			"the attempt event, the token in a memory stream, the outcome, each a synchronous compare-and-set publish; the ack; the delete, one at a time beside the threads), "+
+		fmt.Printf("What the exchanges alone cost: bare JetStream making, per task, the reads and writes captchaq's guarantees take for a first delivery that succeeds (the direct read of the task's cancel record, "+
+			"the attempt event, the token in a memory stream, the outcome, each a synchronous publish, the two records compare-and-set; the ack; the delete, one at a time beside the threads), "+
 			"on an encrypted store, with none of captchaq's code: the same targets held against it.\n\n%s\n", ex)
 	}
 	t := table{head: []string{"threads", "system", "tasks/s (burst)", "CPU µs/task (burst)", "burst p50 / p99", "paced p50 / p99", "captchaq LazySync TCP ÷ this"}}

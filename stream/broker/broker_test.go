@@ -88,25 +88,31 @@ func TestShortStoreKeyIsRefused(t *testing.T) {
 // stores one message, then stops the server.
 func publish(t *testing.T, cfg Config, msg string) {
 	t.Helper()
-	ns, err := Start(cfg)
-	require.NoError(t, err)
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}})
-	require.NoError(t, err)
-	_, err = js.Publish(ctx, "t.a", []byte(msg))
-	require.NoError(t, err)
+	withServer(t, cfg, func(ctx context.Context, js jetstream.JetStream) {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}})
+		require.NoError(t, err)
+		_, err = js.Publish(ctx, "t.a", []byte(msg))
+		require.NoError(t, err)
+	})
 }
 
 // messages starts a server on cfg and returns how many messages stream T
 // holds.
-func messages(t *testing.T, cfg Config) uint64 {
+func messages(t *testing.T, cfg Config) (n uint64) {
+	t.Helper()
+	withServer(t, cfg, func(ctx context.Context, js jetstream.JetStream) {
+		s, err := js.Stream(ctx, "T")
+		require.NoError(t, err)
+		info, err := s.Info(ctx)
+		require.NoError(t, err)
+		n = info.State.Msgs
+	})
+	return n
+}
+
+// withServer starts a server on cfg, runs fn with an in-process JetStream
+// client of it, and stops the server.
+func withServer(t *testing.T, cfg Config, fn func(context.Context, jetstream.JetStream)) {
 	t.Helper()
 	ns, err := Start(cfg)
 	require.NoError(t, err)
@@ -118,11 +124,7 @@ func messages(t *testing.T, cfg Config) uint64 {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, "T")
-	require.NoError(t, err)
-	info, err := s.Info(ctx)
-	require.NoError(t, err)
-	return info.State.Msgs
+	fn(ctx, js)
 }
 
 // filesHolding returns the files under dir that contain needle.
