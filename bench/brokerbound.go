@@ -100,7 +100,12 @@ func (b *bench) systems() ([]system, error) {
 	}
 	if b.filter != "" {
 		out = slices.DeleteFunc(out, func(s system) bool {
-			return !slices.ContainsFunc(strings.Split(b.filter, "|"), func(f string) bool { return strings.Contains(s.name, f) })
+			return !slices.ContainsFunc(strings.Split(b.filter, "|"), func(f string) bool {
+				if exact, ok := strings.CutPrefix(f, "="); ok {
+					return s.name == exact
+				}
+				return strings.Contains(s.name, f)
+			})
 		})
 	}
 	return out, nil

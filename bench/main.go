@@ -54,7 +54,7 @@ func main() {
 	redisAddr := flag.String("redis", "", "host:port of a redis-server without persistence (appendonly no, save \"\") for the Redis-list and asynq rows (skipped when empty)")
 	redisDurable := flag.String("redis-durable", "", "host:port of a redis-server with appendonly yes, appendfsync always for the durable Redis-list and asynq rows (skipped when empty)")
 	only := flag.String("only", "broker,solver,scale,rss,atomic", "scenarios to run, comma-separated")
-	systems := flag.String("systems", "", "broker-bound: run only the systems whose name contains this")
+	systems := flag.String("systems", "", "broker-bound: run only the systems whose name contains this (several: a|b; =name: exactly that name)")
 	threadList := flag.String("threads", "1,8,64", "broker-bound: worker threads, comma-separated")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	profileDir := flag.String("profile-dir", "", "broker-bound: write a CPU profile of each captchaq and floor burst (this process, the embedded nats-server included) into this directory")

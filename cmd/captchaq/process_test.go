@@ -39,7 +39,7 @@ func emulatorURL(t *testing.T, cfg fakeapi.Config) (*fakeapi.Server, string) {
 // and creates the topology.
 func listeningServer(t *testing.T, top stream.Topology) (string, jetstream.JetStream, *stream.Client) {
 	t.Helper()
-	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), Listen: true, Port: -1, LazySync: true})
+	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), Listen: true, Port: -1, LazySync: true, StoreKey: testStoreKey}) // encrypted, as shipped
 	require.NoError(t, err)
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	nc, err := nats.Connect(ns.ClientURL())
