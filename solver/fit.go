@@ -28,7 +28,7 @@ const (
 	shapeFolds   = 4
 	shapeMargin  = 1.0
 	refineSteps  = 30
-	refineSmooth = 2
+	refineSmooth = 3
 )
 
 // planAdaptive returns the adaptive poll times for the distribution of ready

@@ -7,7 +7,7 @@ import (
 )
 
 const (
-	learnWindow = 64 // observations kept per kind
+	learnWindow = 128 // observations kept per kind
 	minLearned  = 10 // observations before the adaptive schedule is used
 	replanEvery = 4  // new observations before the schedule is recomputed
 	// probeEvery: while a kind is probed, one captcha in probeEvery makes an
