@@ -265,8 +265,12 @@ func shaped(d dist, obs []readyWindow, prior float64, g time.Duration) dist {
 }
 
 // cellShares returns the share of each grid cell (of step g, n cells, the
-// last holding the tail) inside o's window, from cell from on.
+// last holding the tail) inside o's window, from cell from on; a window
+// without width is its cell.
 func cellShares(o readyWindow, g time.Duration, n int) (from int, share []float64) {
+	if o.hi <= o.lo {
+		return max(min(int((o.hi+g-1)/g), n), 1), []float64{1}
+	}
 	a := min(int(o.lo/g)+1, n)
 	b := max(min(int((o.hi+g-1)/g), n), a)
 	share = make([]float64, b-a+1)
