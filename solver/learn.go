@@ -8,8 +8,8 @@ import (
 
 const (
 	learnWindow = 128 // observations kept per kind
-	minLearned  = 10 // observations before the adaptive schedule is used
-	replanEvery = 4  // new observations before the schedule is recomputed
+	minLearned  = 10  // observations before the adaptive schedule is used
+	replanEvery = 4   // new observations before the schedule is recomputed
 	// probeEvery: while a kind is probed, one captcha in probeEvery makes an
 	// early poll.
 	probeEvery = 4
