@@ -22,6 +22,21 @@
 // is found after a few dozen answers, and a kind that is not stops being
 // probed; a probe is one call more for that captcha, within MaxCalls.
 //
+// A log-normal suits solve times with a long right tail, and its two
+// parameters cannot chase the accidents of a small sample. Ready times
+// bounded on both sides (every captcha of a kind answered within 15–60 s)
+// it fits badly: it puts mass far beyond the slowest answer, where the
+// schedule then spends its calls, and none of the schedules it allows beats
+// the fixed one. So the schedule is planned for the shape the answers show
+// (shaped) when that predicts them better: with at least shapeMin answers,
+// 4-fold cross-validation scores the log-normal fit and the answers'
+// self-consistent estimate (each answer spread over its window in
+// proportion to the estimate, repeated; smoothed over a few grid cells;
+// the fit counting as one answer, or as what the pool learned) by the
+// log-likelihood of the held-out windows, and the estimate is used only
+// when it scores higher by shapeMargin. Where the log-normal fits, the
+// schedule is planned for it.
+//
 // Given that distribution, the fixed schedule (FirstPoll, then every
 // PollInterval) costs some expected number of res.php calls B per captcha. The
 // adaptive schedule is the set of poll times, on a grid of Resolution, that
@@ -33,7 +48,8 @@
 // at no more lag. It is found by dynamic programming on the
 // Lagrangian lag + λ·calls (the optimal-inspection problem), bisecting λ until
 // the calls fit the budget, and is used only when its expected lag beats the
-// fixed schedule's. After its last planned poll it continues with the fixed
+// fixed schedule's. It plans no polls beyond the distribution's 99.9th
+// percentile: after its last planned poll it continues with the fixed
 // interval, so solves slower than any seen are still fetched and learned.
 //
 // What a Client learned can outlive it and be shared by a pool

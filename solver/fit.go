@@ -12,10 +12,31 @@ import (
 // needs a second call for the few it misses.
 const budgetSlack = 0.1
 
-// planAdaptive returns the adaptive poll times for a log-normal distribution
-// of ready times (μ, σ of the log in nanoseconds; see the package doc), or
-// the fixed schedule when it does not do better.
-func planAdaptive(mu, sigma float64, k kindTiming) []time.Duration {
+// tailShare is the share of captchas still being solved beyond which the
+// adaptive schedule plans no polls of its own: the fixed interval polls on
+// from there (kindTiming.extend).
+const tailShare = 0.001
+
+// The shape of the distribution a schedule is planned for (shaped): the
+// answers' own shape is tried only with at least shapeMin of them, judged
+// by shapeFolds-fold cross-validation, and taken only when it predicts the
+// held-out answers better than the log-normal fit by shapeMargin nats in
+// all. refine takes refineSteps expectation-maximisation steps and smooths
+// what the answers say over refineSmooth grid cells either side.
+const (
+	shapeMin     = 32
+	shapeFolds   = 4
+	shapeMargin  = 1.0
+	refineSteps  = 30
+	refineSmooth = 3
+)
+
+// planAdaptive returns the adaptive poll times for the distribution of ready
+// times that a log-normal fit (μ, σ of the log in nanoseconds) and the
+// answers obs say together (shaped; see the package doc), or the fixed
+// schedule when it does not do better. prior is how many answers the fit
+// counts as beyond obs.
+func planAdaptive(mu, sigma float64, obs []readyWindow, prior float64, k kindTiming) []time.Duration {
 	fixed := k.fixedSchedule()
 	g := k.resolution
 	horizon := min(time.Duration(math.Exp(mu+3.3*sigma))+2*g, k.maxWait)
@@ -23,7 +44,7 @@ func planAdaptive(mu, sigma float64, k kindTiming) []time.Duration {
 	if n < 2 || n > 4096 {
 		return fixed
 	}
-	d := discretize(mu, sigma, g, n)
+	d := shaped(discretize(mu, sigma, g, n), obs, prior, g)
 	fixedCalls, fixedLag := d.evaluate(fixed)
 	budget := max(fixedCalls, 1+budgetSlack)
 
@@ -57,17 +78,20 @@ func planAdaptive(mu, sigma float64, k kindTiming) []time.Duration {
 			}
 			W[j], next[j] = best, arg
 		}
+		// Beyond the 99.9th percentile the fixed interval polls on
+		// (extend): polls planned into a tail nothing was seen in would
+		// spend MaxCalls on nearly nothing.
 		var s []time.Duration
-		for j := 0; surv(j) > eps && next[j] > 0 && len(s) <= k.maxCalls; j = next[j] {
+		for j := 0; surv(j) > tailShare && next[j] > 0 && len(s) <= k.maxCalls; j = next[j] {
 			s = append(s, time.Duration(next[j])*g)
 		}
 		return s
 	}
 
 	// A schedule must still be polling when nearly every captcha is ready
-	// (the fit's 99.9th percentile, or MaxWait): one that spends its
-	// MaxCalls sooner gives up on slow captchas (CodePollLimit).
-	reach := min(time.Duration(math.Exp(mu+3.09*sigma)), k.maxWait, fixed[len(fixed)-1])
+	// (the distribution's 99.9th percentile, or MaxWait): one that spends
+	// its MaxCalls sooner gives up on slow captchas (CodePollLimit).
+	reach := min(d.quantile(1-tailShare, g), k.maxWait, fixed[len(fixed)-1])
 	covers := func(s []time.Duration) bool {
 		e := k.extend(slices.Clone(s))
 		return len(e) > 0 && e[len(e)-1] >= reach
@@ -205,6 +229,172 @@ func discretize(mu, sigma float64, g time.Duration, n int) dist {
 	}
 	d.mass[n] += 1 - cdf(time.Duration(n)*g)
 	return d
+}
+
+// shaped returns the distribution a schedule is planned for (see the
+// package doc): d, the log-normal fit on the grid of step g, or, when the
+// answers obs predict their held-out windows better by their own shape
+// (cross-validated), d refined by them, d counting as prior answers (at
+// least one).
+func shaped(d dist, obs []readyWindow, prior float64, g time.Duration) dist {
+	if len(obs) < shapeMin {
+		return d
+	}
+	n := len(d.mass) - 1
+	var fitScore, shapeScore float64
+	train := make([]readyWindow, 0, len(obs))
+	var test []readyWindow
+	for f := range shapeFolds {
+		train, test = train[:0], test[:0]
+		for i, o := range obs {
+			if i%shapeFolds == f {
+				test = append(test, o)
+			} else {
+				train = append(train, o)
+			}
+		}
+		mu, sigma := fitLogNormal(train)
+		fd := discretize(mu, sigma, g, n)
+		fitScore += fd.logLikelihood(test, g)
+		shapeScore += fd.refine(train, g, 1).logLikelihood(test, g)
+	}
+	if shapeScore < fitScore+shapeMargin {
+		return d
+	}
+	return d.refine(obs, g, max(prior, 1))
+}
+
+// cellShares returns the share of each grid cell (of step g, n cells, the
+// last holding the tail) inside o's window, from cell from on; a window
+// without width is its cell.
+func cellShares(o readyWindow, g time.Duration, n int) (from int, share []float64) {
+	if o.hi <= o.lo {
+		return max(min(int((o.hi+g-1)/g), n), 1), []float64{1}
+	}
+	a := min(int(o.lo/g)+1, n)
+	b := max(min(int((o.hi+g-1)/g), n), a)
+	share = make([]float64, b-a+1)
+	for i := a; i <= b; i++ {
+		lo, hi := time.Duration(i-1)*g, time.Duration(i)*g
+		if i == n {
+			hi = max(hi, o.hi)
+		}
+		if ov := min(hi, o.hi) - max(lo, o.lo); ov > 0 {
+			share[i-a] = float64(ov) / float64(hi-lo)
+		}
+	}
+	return a, share
+}
+
+// refine returns the distribution on d's grid (of step g) that the answers
+// obs say, d counting as prior answers spread as it says: the
+// self-consistent estimate of interval-censored data (each answer spread
+// over the cells of its window in proportion to the estimate, repeated),
+// started from and pulled towards d, what the answers say smoothed at the
+// last step over refineSmooth cells either side within their span. Between
+// the answers' bounds it is what they say; where they say nothing (beyond
+// the slowest), d's.
+func (d dist) refine(obs []readyWindow, g time.Duration, prior float64) dist {
+	n := len(d.mass) - 1
+	type span struct {
+		from  int
+		share []float64
+	}
+	spans := make([]span, len(obs))
+	for i, o := range obs {
+		spans[i].from, spans[i].share = cellShares(o, g, n)
+	}
+	p := slices.Clone(d.mass)
+	acc := make([]float64, n+1)
+	for step := range refineSteps {
+		clear(acc)
+		for _, sp := range spans {
+			var total, width float64
+			for i, f := range sp.share {
+				total += p[sp.from+i] * f
+				width += f
+			}
+			for i, f := range sp.share {
+				switch {
+				case total > 1e-12:
+					acc[sp.from+i] += p[sp.from+i] * f / total
+				case width > 0:
+					acc[sp.from+i] += f / width
+				}
+			}
+		}
+		if step == refineSteps-1 {
+			acc = smoothSupport(acc, refineSmooth)
+		}
+		w := float64(len(spans)) + prior
+		for i := range p {
+			p[i] = (acc[i] + prior*d.mass[i]) / w
+		}
+	}
+	return dist{mass: p, pos: d.pos}
+}
+
+// smoothSupport averages p over a triangular kernel of radius r cells
+// within the cells from its first to its last with mass, keeping its sum.
+func smoothSupport(p []float64, r int) []float64 {
+	first, last := -1, -1
+	var sum float64
+	for i, m := range p {
+		if m > 0 {
+			if first < 0 {
+				first = i
+			}
+			last = i
+			sum += m
+		}
+	}
+	if first < 0 {
+		return p
+	}
+	out := make([]float64, len(p))
+	var osum float64
+	for i := first; i <= last; i++ {
+		var v, w float64
+		for j := max(i-r, first); j <= min(i+r, last); j++ {
+			k := float64(r + 1 - max(i-j, j-i))
+			v += k * p[j]
+			w += k
+		}
+		out[i] = v / w
+		osum += out[i]
+	}
+	for i := range out {
+		out[i] *= sum / osum
+	}
+	return out
+}
+
+// logLikelihood is the log of the chance of obs's windows under d (on the
+// grid of step g), each cell's mass spread evenly over it.
+func (d dist) logLikelihood(obs []readyWindow, g time.Duration) float64 {
+	n := len(d.mass) - 1
+	var ll float64
+	for _, o := range obs {
+		from, share := cellShares(o, g, n)
+		var p float64
+		for i, f := range share {
+			p += d.mass[from+i] * f
+		}
+		ll += math.Log(max(p, 1e-12))
+	}
+	return ll
+}
+
+// quantile returns the end of the first cell (of step g) by which d reaches
+// q.
+func (d dist) quantile(q float64, g time.Duration) time.Duration {
+	var c float64
+	for i := 1; i < len(d.mass); i++ {
+		if c += d.mass[i]; c >= q {
+			return time.Duration(i) * g
+		}
+	}
+	return time.Duration(len(d.mass)-1) * g
 }
 
 // evaluate returns the expected res.php calls and pickup lag (in seconds) of

@@ -7,9 +7,9 @@ import (
 )
 
 const (
-	learnWindow = 64 // observations kept per kind
-	minLearned  = 10 // observations before the adaptive schedule is used
-	replanEvery = 4  // new observations before the schedule is recomputed
+	learnWindow = 128 // observations kept per kind
+	minLearned  = 10  // observations before the adaptive schedule is used
+	replanEvery = 4   // new observations before the schedule is recomputed
 	// probeEvery: while a kind is probed, one captcha in probeEvery makes an
 	// early poll.
 	probeEvery = 4
@@ -111,7 +111,7 @@ func (ks *kindStats) planned(k kindTiming) []time.Duration {
 	}
 	if !ks.hasPlan || ks.fresh >= replanEvery || ks.planFrom != k {
 		ks.mu, ks.sigma = ks.fit()
-		ks.plan = k.extend(planAdaptive(ks.mu, ks.sigma, k))
+		ks.plan = k.extend(planAdaptive(ks.mu, ks.sigma, ks.obs, float64(min(ks.prior.N, learnWindow)), k))
 		ks.plan = k.reserve(ks.plan)
 		ks.hasPlan, ks.fresh, ks.planFrom = true, 0, k
 	}

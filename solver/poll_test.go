@@ -95,6 +95,86 @@ func TestAdaptiveNeverWorse(t *testing.T) {
 	}
 }
 
+// TestAdaptiveBoundedSolveTimes: ready times bounded on both sides
+// (reCAPTCHA uniform on 15–60 s) are not log-normal, and a log-normal fit
+// finds no schedule better than the fixed one at its calls. Planned for the
+// shape the answers show, the schedule picks answers up clearly sooner, at
+// no more calls, over several samples.
+func TestAdaptiveBoundedSolveTimes(t *testing.T) {
+	t.Parallel()
+	var fixedLag, lag time.Duration
+	var fixedCalls, calls int
+	for seed := uint64(11); seed < 14; seed++ {
+		ready := uniform(seed, 600, 15*time.Second, 60*time.Second)
+		for _, fixed := range []bool{true, false} {
+			var p poller
+			lags, n := simulate(&p, KindRecaptcha, Timing{Fixed: fixed}.forKind(KindRecaptcha), 17, ready)
+			l, c := mean(lags[100:]), 0
+			for _, x := range n[100:] {
+				c += x
+			}
+			if fixed {
+				fixedLag, fixedCalls = fixedLag+l, fixedCalls+c
+			} else {
+				lag, calls = lag+l, calls+c
+			}
+		}
+	}
+	t.Logf("fixed: %v lag, %d calls; adaptive: %v lag, %d calls", fixedLag/3, fixedCalls, lag/3, calls)
+	if lag > fixedLag*95/100 {
+		t.Errorf("adaptive mean lag %v, want clearly below the fixed schedule's %v", lag/3, fixedLag/3)
+	}
+	if calls > fixedCalls*102/100 {
+		t.Errorf("adaptive spent %d res.php calls, the fixed schedule %d", calls, fixedCalls)
+	}
+}
+
+// TestShaped: answers from a log-normal service leave the log-normal fit
+// as it is; answers uniform on 15–60 s replace it by their own shape, which
+// keeps almost no mass beyond the slowest answer.
+func TestShaped(t *testing.T) {
+	t.Parallel()
+	k := Timing{}.forKind(KindRecaptcha)
+	fixed := k.fixedSchedule()
+	observed := func(ready []time.Duration) []readyWindow {
+		var obs []readyWindow
+		for _, d := range ready {
+			obs = append(obs, observeBy(fixed, d))
+		}
+		return obs
+	}
+	grid := func(obs []readyWindow) dist {
+		mu, sigma := fitLogNormal(obs)
+		return discretize(mu, sigma, k.resolution, 180)
+	}
+	beyond := func(d dist, t time.Duration) float64 {
+		var m float64
+		for i := int(t/k.resolution) + 1; i < len(d.mass); i++ {
+			m += d.mass[i]
+		}
+		return m
+	}
+
+	obs := observed(lognormal(3, learnWindow, 8*time.Second, 18*time.Second, 60*time.Second))
+	d := grid(obs)
+	if got := shaped(d, obs, 0, k.resolution); !slices.Equal(got.mass, d.mass) {
+		t.Errorf("log-normal answers: the fit was replaced (mass beyond 60 s %.4f, fit's %.4f)", beyond(got, time.Minute), beyond(d, time.Minute))
+	}
+	if got := shaped(d, obs[:shapeMin-1], 0, k.resolution); !slices.Equal(got.mass, d.mass) {
+		t.Errorf("%d answers: the fit was replaced", shapeMin-1)
+	}
+
+	obs = observed(uniform(3, learnWindow, 15*time.Second, 60*time.Second))
+	d = grid(obs)
+	got := shaped(d, obs, 0, k.resolution)
+	if slices.Equal(got.mass, d.mass) {
+		t.Fatalf("uniform answers: the log-normal fit was kept")
+	}
+	if b, fit := beyond(got, time.Minute), beyond(d, time.Minute); b > 0.01 || b > fit/4 {
+		t.Errorf("uniform answers: mass beyond 60 s %.4f, want under 1 %% (the fit's: %.4f)", b, fit)
+	}
+}
+
 func TestPollerFixedUntilLearned(t *testing.T) {
 	t.Parallel()
 	var p poller
