@@ -46,6 +46,21 @@ type system struct {
 	run       func(context.Context, load) (outcome, error)
 }
 
+// selected reports whether -systems picks the system or scenario called
+// name: every one when it is empty; else one that contains one of its
+// |-separated parts, or is exactly a part that starts with "=".
+func (b *bench) selected(name string) bool {
+	if b.filter == "" {
+		return true
+	}
+	return slices.ContainsFunc(strings.Split(b.filter, "|"), func(f string) bool {
+		if exact, ok := strings.CutPrefix(f, "="); ok {
+			return name == exact
+		}
+		return strings.Contains(name, f)
+	})
+}
+
 // systems returns the systems the run compares, after checking that each
 // redis-server given persists as its rows say.
 func (b *bench) systems() ([]system, error) {
@@ -99,14 +114,7 @@ func (b *bench) systems() ([]system, error) {
 				run: func(ctx context.Context, l load) (outcome, error) { return runAsynq(ctx, l, addr) }})
 	}
 	if b.filter != "" {
-		out = slices.DeleteFunc(out, func(s system) bool {
-			return !slices.ContainsFunc(strings.Split(b.filter, "|"), func(f string) bool {
-				if exact, ok := strings.CutPrefix(f, "="); ok {
-					return s.name == exact
-				}
-				return strings.Contains(s.name, f)
-			})
-		})
+		out = slices.DeleteFunc(out, func(s system) bool { return !b.selected(s.name) })
 	}
 	return out, nil
 }

@@ -54,11 +54,12 @@ func main() {
 	redisAddr := flag.String("redis", "", "host:port of a redis-server without persistence (appendonly no, save \"\") for the Redis-list and asynq rows (skipped when empty)")
 	redisDurable := flag.String("redis-durable", "", "host:port of a redis-server with appendonly yes, appendfsync always for the durable Redis-list and asynq rows (skipped when empty)")
 	only := flag.String("only", "broker,solver,scale,rss,atomic", "scenarios to run, comma-separated")
-	systems := flag.String("systems", "", "broker-bound: run only the systems whose name contains this (several: a|b; =name: exactly that name)")
+	systems := flag.String("systems", "", "broker-bound systems and solver-bound scenarios: run only those whose name contains this (several: a|b; =name: exactly that name)")
 	threadList := flag.String("threads", "1,8,64", "broker-bound: worker threads, comma-separated")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	profileDir := flag.String("profile-dir", "", "broker-bound: write a CPU profile of each captchaq and floor burst (this process, the embedded nats-server included) into this directory")
 	serverProfiles := flag.String("server-profiles", "", "scale: write the nats-server's CPU profile of each dispatch measurement into this directory")
+	solverWindow := flag.Duration("solver-window", 0, "solver-bound: the measured window of wall clock (0: 30 s, 10 s with -quick; at time scale 0.1 a second is ten of real time); longer, plan used counts more solves and wavers less")
 	tokenLife := flag.Duration("token-lifetime", 0, "broker-bound: captchaq's token lifetime for every method (0: the product's defaults); short, a burst pays what a token's expiry costs")
 	noAnchor := flag.Bool("scale-no-anchor", false, "scale: delete the stream's anchor (captcha.anchor) before the backlog, to show dispatch without it")
 	flag.Parse()
@@ -84,7 +85,8 @@ func main() {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	b := &bench{ctx: ctx, quick: *quick, redis: *redisAddr, redisDurable: *redisDurable, log: log, filter: *systems, threads: threads,
-		profileDir: *profileDir, serverProfiles: *serverProfiles, noAnchor: *noAnchor, tokenLife: *tokenLife}
+		profileDir: *profileDir, serverProfiles: *serverProfiles, noAnchor: *noAnchor, tokenLife: *tokenLife,
+		solverWindow: *solverWindow}
 	for _, s := range strings.Split(*only, ",") {
 		var err error
 		switch strings.TrimSpace(s) {
@@ -134,6 +136,9 @@ type bench struct {
 	noAnchor bool
 	// tokenLife is captchaq's token lifetime in broker-bound bursts (0: the defaults).
 	tokenLife time.Duration
+	// solverWindow is the solver-bound scenario's measured window of wall
+	// clock (0: the default).
+	solverWindow time.Duration
 }
 
 func (b *bench) pick(quick, full int) int {

@@ -189,6 +189,9 @@ type solverBoundResult struct {
 func (b *bench) solverBound() error {
 	const scale = 0.1
 	window := time.Duration(b.pick(10, 30)) * time.Second
+	if b.solverWindow > 0 {
+		window = b.solverWindow
+	}
 	fmt.Printf("## 2. Solver-bound: captchaq end to end against the emulator over HTTP\n\n")
 	fmt.Printf("Solve times uniform: realistic mix reCAPTCHA v2 15–60 s, Turnstile 5–15 s, images 2–8 s (one third each); the fast service 0.5–1.3 s for all three. "+
 		"Time scale %.2f (0.5 for the fast-service rows; emulator `TimeScale`, solver `Timing.Scale`, in.php spacing and ban window scaled alike), so 1 s of wall clock is %.0f s of real time; "+
@@ -216,7 +219,7 @@ func (b *bench) solverBound() error {
 		{name: "adaptive + batch, emulator WITH multi-id polls (not in CaptchaAI's docs)", plan: 50, timing: solver.Timing{}, batch: true},
 	}
 	for _, sc := range rows {
-		if b.filter != "" && !strings.Contains(sc.name, b.filter) {
+		if !b.selected(sc.name) {
 			continue
 		}
 		b.log.Info("solver-bound", slog.String("scenario", sc.name))
