@@ -92,6 +92,14 @@ func Start(cfg Config) (*server.Server, error) {
 	if cfg.StoreDir != "" {
 		opts.StoreDir = cfg.StoreDir
 	}
+	if cfg.StoreKey != "" {
+		opts.JetStreamKey = cfg.StoreKey
+		opts.JetStreamCipher = server.ChaCha
+	}
+	if k := opts.JetStreamKey; k != "" && len(k) < MinStoreKeyLen {
+		// The key's length only: the key itself is never in a message.
+		return nil, fmt.Errorf("the store key is %d characters; at least %d are needed (e.g. `openssl rand -hex 32`)", len(k), MinStoreKeyLen)
+	}
 	tempDir := ""
 	if opts.StoreDir == "" {
 		dir, err := os.MkdirTemp("", "captchaq-js-")
@@ -103,14 +111,6 @@ func Start(cfg Config) (*server.Server, error) {
 			// The store lives as long as the server, so can its key.
 			opts.JetStreamKey, opts.JetStreamCipher = rand.Text()+rand.Text(), server.ChaCha
 		}
-	}
-	if cfg.StoreKey != "" {
-		opts.JetStreamKey = cfg.StoreKey
-		opts.JetStreamCipher = server.ChaCha
-	}
-	if k := opts.JetStreamKey; k != "" && len(k) < MinStoreKeyLen {
-		// The key's length only: the key itself is never in a message.
-		return nil, fmt.Errorf("the store key is %d characters; at least %d are needed (e.g. `openssl rand -hex 32`)", len(k), MinStoreKeyLen)
 	}
 	if opts.JetStreamKey == "" && cfg.Logger != nil {
 		cfg.Logger.Warn("the JetStream store is not encrypted at rest: page URLs are readable in its files until workers erase them, one block rewrite per finished task (slow at high rates); set a store key (CAPTCHAQ_STORE_KEY) to encrypt it",

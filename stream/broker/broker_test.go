@@ -146,3 +146,44 @@ func filesHolding(t *testing.T, dir, needle string) []string {
 	}))
 	return found
 }
+
+// A temporary store (no StoreDir, no key) is encrypted with a key of its
+// own: what it holds is not readable in its files while the server runs.
+func TestTemporaryStoreIsEncrypted(t *testing.T) {
+	t.Parallel()
+	ns, err := Start(Config{})
+	require.NoError(t, err)
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}})
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, "t.a", []byte("a-temporary-marker"))
+	require.NoError(t, err)
+	dir := ns.JetStreamConfig().StoreDir
+	require.Eventually(t, func() bool { return len(filesHolding(t, dir, "t.a")) > 0 || blocksWritten(t, dir) }, 10*time.Second, 10*time.Millisecond,
+		"nothing reached the store's files")
+	require.Empty(t, filesHolding(t, dir, "a-temporary-marker"))
+	require.Empty(t, filesHolding(t, dir, "t.a"), "not even the subject is in the clear")
+}
+
+// blocksWritten reports whether any message block under dir holds bytes.
+func blocksWritten(t *testing.T, dir string) bool {
+	t.Helper()
+	written := false
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".blk" {
+			return err
+		}
+		if info, err := d.Info(); err == nil && info.Size() > 0 {
+			written = true
+		}
+		return nil
+	}))
+	return written
+}
