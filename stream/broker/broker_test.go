@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -88,7 +89,7 @@ func TestShortStoreKeyIsRefused(t *testing.T) {
 // stores one message, then stops the server.
 func publish(t *testing.T, cfg Config, msg string) {
 	t.Helper()
-	withServer(t, cfg, func(ctx context.Context, js jetstream.JetStream) {
+	withServer(t, cfg, func(ctx context.Context, _ *server.Server, js jetstream.JetStream) {
 		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}})
 		require.NoError(t, err)
 		_, err = js.Publish(ctx, "t.a", []byte(msg))
@@ -100,7 +101,7 @@ func publish(t *testing.T, cfg Config, msg string) {
 // holds.
 func messages(t *testing.T, cfg Config) (n uint64) {
 	t.Helper()
-	withServer(t, cfg, func(ctx context.Context, js jetstream.JetStream) {
+	withServer(t, cfg, func(ctx context.Context, _ *server.Server, js jetstream.JetStream) {
 		s, err := js.Stream(ctx, "T")
 		require.NoError(t, err)
 		info, err := s.Info(ctx)
@@ -112,7 +113,7 @@ func messages(t *testing.T, cfg Config) (n uint64) {
 
 // withServer starts a server on cfg, runs fn with an in-process JetStream
 // client of it, and stops the server.
-func withServer(t *testing.T, cfg Config, fn func(context.Context, jetstream.JetStream)) {
+func withServer(t *testing.T, cfg Config, fn func(context.Context, *server.Server, jetstream.JetStream)) {
 	t.Helper()
 	ns, err := Start(cfg)
 	require.NoError(t, err)
@@ -124,7 +125,7 @@ func withServer(t *testing.T, cfg Config, fn func(context.Context, jetstream.Jet
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	fn(ctx, js)
+	fn(ctx, ns, js)
 }
 
 // filesHolding returns the files under dir that contain needle.
@@ -151,25 +152,17 @@ func filesHolding(t *testing.T, dir, needle string) []string {
 // own: what it holds is not readable in its files while the server runs.
 func TestTemporaryStoreIsEncrypted(t *testing.T) {
 	t.Parallel()
-	ns, err := Start(Config{})
-	require.NoError(t, err)
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}})
-	require.NoError(t, err)
-	_, err = js.Publish(ctx, "t.a", []byte("a-temporary-marker"))
-	require.NoError(t, err)
-	dir := ns.JetStreamConfig().StoreDir
-	require.Eventually(t, func() bool { return len(filesHolding(t, dir, "t.a")) > 0 || blocksWritten(t, dir) }, 10*time.Second, 10*time.Millisecond,
-		"nothing reached the store's files")
-	require.Empty(t, filesHolding(t, dir, "a-temporary-marker"))
-	require.Empty(t, filesHolding(t, dir, "t.a"), "not even the subject is in the clear")
+	withServer(t, Config{}, func(ctx context.Context, ns *server.Server, js jetstream.JetStream) {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}})
+		require.NoError(t, err)
+		_, err = js.Publish(ctx, "t.a", []byte("a-temporary-marker"))
+		require.NoError(t, err)
+		dir := ns.JetStreamConfig().StoreDir
+		require.Eventually(t, func() bool { return len(filesHolding(t, dir, "t.a")) > 0 || blocksWritten(t, dir) }, 10*time.Second, 10*time.Millisecond,
+			"nothing reached the store's files")
+		require.Empty(t, filesHolding(t, dir, "a-temporary-marker"))
+		require.Empty(t, filesHolding(t, dir, "t.a"), "not even the subject is in the clear")
+	})
 }
 
 // blocksWritten reports whether any message block under dir holds bytes.
