@@ -79,8 +79,15 @@ func TestWorkerMetrics(t *testing.T) {
 	ready := errors.New("nats: disconnected")
 	srv := httptest.NewServer(Mux(m.Registry(), func() error { return ready }))
 	t.Cleanup(srv.Close)
-	body, code := get(t, srv.URL+"/metrics")
-	require.Equal(t, http.StatusOK, code)
+	// A waiter sees an outcome as soon as it is stored; the worker counts
+	// it a moment later, when the write returns: scrape until it has.
+	var body string
+	require.Eventually(t, func() bool {
+		var code int
+		body, code = get(t, srv.URL+"/metrics")
+		return code == http.StatusOK && strings.Contains(body, `captchaq_tasks_total{method="turnstile",outcome="solved"} 2`+"\n") &&
+			strings.Contains(body, `captchaq_tasks_total{method="turnstile",outcome="dead"} 1`+"\n")
+	}, 10*time.Second, 10*time.Millisecond, "the worker never counted its outcomes")
 	for _, want := range []string{
 		`captchaq_tasks_total{method="turnstile",outcome="solved"} 2`,
 		`captchaq_tasks_total{method="turnstile",outcome="dead"} 1`,
@@ -104,7 +111,7 @@ func TestWorkerMetrics(t *testing.T) {
 	n, _ := strconv.Atoi(res[1])
 	require.Equal(t, 2, n, "one answer fetched per solved task (batch polls count as BATCH)")
 
-	body, code = get(t, srv.URL+"/healthz")
+	body, code := get(t, srv.URL+"/healthz")
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, "ok\n", body)
 	body, code = get(t, srv.URL+"/readyz")
