@@ -206,12 +206,17 @@ func TestOperationsWalkthrough(t *testing.T) {
 	require.Contains(t, out.String(), `"reason":"canceled"`)
 	require.Contains(t, out.String(), `"detail":"canceled by captchaq-task-cancel: operator"`)
 
-	body, code := httpGet(t, "http://"+maddr+"/metrics")
-	require.Equal(t, http.StatusOK, code)
-	require.Contains(t, body, `captchaq_tasks_total{method="turnstile",outcome="dead"} 2`, "the bad page and the canceled task")
+	// The waiter saw the dead letter as it was stored; the worker counts it
+	// when its write returns: scrape until it has.
+	var body string
+	require.Eventually(t, func() bool {
+		var code int
+		body, code = httpGet(t, "http://"+maddr+"/metrics")
+		return code == http.StatusOK && strings.Contains(body, `captchaq_tasks_total{method="turnstile",outcome="dead"} 2`)
+	}, 10*time.Second, 10*time.Millisecond, "the bad page and the canceled task")
 	require.Contains(t, body, `captchaq_dead_letters_total{method="turnstile",reason="canceled"} 1`)
 	require.Contains(t, body, `captchaq_api_calls_total{code="ERROR_PAGEURL",endpoint="in.php"} 1`)
-	body, code = httpGet(t, "http://"+maddr+"/healthz")
+	body, code := httpGet(t, "http://"+maddr+"/healthz")
 	require.Equal(t, http.StatusOK, code, body)
 
 	stopWorker()
