@@ -117,6 +117,10 @@ func (d *delivery) admit(ctx context.Context) (base Event, crashed bool, ok bool
 func (d *delivery) attempt(ctx context.Context, base Event, crashed bool, sl *slot) {
 	start := d.w.cfg.Now()
 	if !d.w.room.take(ctx, start) {
+		if ctx.Err() != nil {
+			_ = d.m.Nak() // stopping: another worker may take it now
+			return
+		}
 		d.log.Warn("the stream is full (or its size could not be read): no attempt starts that could not be recorded; it comes back later")
 		_ = d.m.NakWithDelay(d.w.heartbeat())
 		return
@@ -125,6 +129,13 @@ func (d *delivery) attempt(ctx context.Context, base Event, crashed bool, sl *sl
 	ev := base
 	ev.Kind, ev.Attempts, ev.At, ev.Crashed = EventAttempt, base.Attempts+1, start, crashed
 	if !d.record(ctx, ev) {
+		if ctx.Err() != nil {
+			// The worker is stopping (its write was cut short, not refused):
+			// hand the task back at once, as a stopping worker does with
+			// every task it holds, instead of after a heartbeat.
+			_ = d.m.Nak()
+			return
+		}
 		_ = d.m.NakWithDelay(d.w.heartbeat())
 		return
 	}
