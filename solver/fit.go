@@ -97,38 +97,42 @@ func planAdaptive(mu, sigma float64, obs []readyWindow, prior float64, k kindTim
 		return len(e) > 0 && e[len(e)-1] >= reach
 	}
 
-	// Bisect λ (lag in grid units per call) on a log scale: the smallest λ
-	// whose schedule fits the call budget has the least lag.
-	lo, hi := math.Log(1e-4), math.Log(float64(n)*4)
-	var best []time.Duration
-	for range 40 {
-		mid := (lo + hi) / 2
-		s := plan(math.Exp(mid))
-		calls, _ := d.evaluate(s)
-		if calls <= budget && len(s) <= k.maxCalls && covers(s) {
-			best, hi = s, mid
-		} else {
-			lo = mid
+	// bisect searches λ (lag in grid units per call) on a log scale for the
+	// schedule at the edge of ok: ok holds for small λ (many calls, little
+	// lag) up to some λ when low is set, and from some λ up otherwise. It
+	// returns the schedule at that edge for which ok holds, nil if none.
+	bisect := func(ok func([]time.Duration) bool, low bool) []time.Duration {
+		lo, hi := math.Log(1e-4), math.Log(float64(n)*4)
+		var best []time.Duration
+		for range 40 {
+			mid := (lo + hi) / 2
+			s := plan(math.Exp(mid))
+			good := ok(s) && len(s) <= k.maxCalls && covers(s)
+			switch {
+			case good && low:
+				best, lo = s, mid
+			case good:
+				best, hi = s, mid
+			case low:
+				hi = mid
+			default:
+				lo = mid
+			}
 		}
+		return best
 	}
+
+	// The smallest λ whose schedule fits the call budget has the least lag.
+	best := bisect(func(s []time.Duration) bool { calls, _ := d.evaluate(s); return calls <= budget }, false)
 	if best != nil {
 		if _, lag := d.evaluate(k.extend(slices.Clone(best))); lag < fixedLag*0.98 {
 			return best
 		}
 	}
 	// No lag to win at the fixed schedule's cost: save calls instead, at no
-	// more lag (a service slower than FirstPoll assumes).
-	lo, hi = math.Log(1e-4), math.Log(float64(n)*4)
-	best = nil
-	for range 40 {
-		mid := (lo + hi) / 2
-		s := plan(math.Exp(mid))
-		if _, lag := d.evaluate(k.extend(slices.Clone(s))); lag <= fixedLag && len(s) <= k.maxCalls && covers(s) {
-			best, lo = s, mid
-		} else {
-			hi = mid
-		}
-	}
+	// more lag (a service slower than FirstPoll assumes): the largest λ
+	// whose schedule lags no more than the fixed one.
+	best = bisect(func(s []time.Duration) bool { _, lag := d.evaluate(k.extend(slices.Clone(s))); return lag <= fixedLag }, true)
 	if best != nil {
 		if calls, _ := d.evaluate(k.extend(slices.Clone(best))); calls < fixedCalls*0.97 {
 			return best

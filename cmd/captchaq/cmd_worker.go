@@ -126,7 +126,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	threads := fs.Int("threads", 4, "tasks this process solves at once")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "on SIGTERM, how long in-flight solves may finish before they are handed back")
 	name := fs.String("name", "", "worker name in the audit trail (default host-pid-random)")
-	noErase := fs.Bool("no-erase", false, "delete finished tasks' messages without erasing them: on a store without encryption at rest their page URLs stay in its files until compaction (6x the broker-bound rate there); an encrypted store (the default) never erases")
+	noErase := fs.Bool("no-erase", false, "delete finished tasks' messages without erasing them: on a store without encryption at rest their page URLs stay in its files until compaction (2.6-6x the broker-bound rate there); an encrypted store (the default) never erases")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464); empty: off")
 	learnPlan := fs.Bool("learn-plan", true,
 		"when no plan-wide quota is set (--plan-threads on server/init), keep this worker's captchas at the service within a window learned from its capacity refusals; `captchaq stats` shows the pool's sum")
