@@ -1,0 +1,282 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream"
+)
+
+// Config configures a Gateway.
+type Config struct {
+	// Conn is the gateway's NATS connection: producer credentials are all
+	// it needs. Required.
+	Conn *nats.Conn
+	// Topology must match the workers' (stream.ClientConfig.Topology).
+	Topology stream.Topology
+	// Keys are the callers. At least one.
+	Keys []Key
+	// Limits are the per-key rate limits; the zero value mirrors the
+	// service's.
+	Limits Limits
+	// PlanThreads is the plan's thread count that keys' shares divide.
+	// 0: read from the stream's plan (stream.PlanThreads) at start; when
+	// no plan is set either, shares are not enforced (and New says so in
+	// the log).
+	PlanThreads int
+	// Pingback configures the callbacks to callers' pingback URLs.
+	Pingback Pingback
+	// Logger receives the gateway's log; default slog.Default(). It never
+	// gets a key, a token or a page URL beyond its host.
+	Logger *slog.Logger
+	// Now is the clock of rate limits, deadlines and token expiry; default
+	// time.Now. Give the producers' and workers' clock.
+	Now func() time.Time
+}
+
+// Gateway serves in.php and res.php (ServeHTTP) for its keys. Build it with
+// New and Close it when done. It is safe for concurrent use.
+type Gateway struct {
+	cfg     Config
+	log     *slog.Logger
+	callers map[[32]byte]*caller
+	reader  *stream.Client
+	threads int
+
+	mu      sync.Mutex
+	tasks   map[string]*entry // by captchaq task id
+	sweptAt time.Time
+
+	stop     context.CancelFunc
+	ctx      context.Context
+	bg       sync.WaitGroup
+	pingwait sync.WaitGroup
+}
+
+// caller is a key at run time: its producer client, its limits, and how
+// many of its tasks are unfinished (under Gateway.mu).
+type caller struct {
+	Key
+	client   *stream.Client
+	submits  *window
+	polls    *window
+	inFlight int
+}
+
+// entry is a task the gateway submitted, while it remembers it.
+type entry struct {
+	caller   *caller
+	num      string // the id the caller knows
+	gen      uint64 // the generation its submission got; 0 until Submit returns
+	method   string
+	pingback string
+	done     bool
+	doneAt   time.Time
+	out      stream.Outcome
+}
+
+// keepDone is how long a finished task's outcome stays in memory; after
+// that, polls read it from the stream. Its token is dropped from memory
+// at its expiry in any case.
+const keepDone = 10 * time.Minute
+
+// New binds the gateway's producers (one stream.Client per key, named
+// after its producer) and starts following the stream's outcomes.
+func New(ctx context.Context, cfg Config) (*Gateway, error) {
+	if cfg.Conn == nil {
+		return nil, errors.New("gateway: Config.Conn: required")
+	}
+	if len(cfg.Keys) == 0 {
+		return nil, errors.New("gateway: Config.Keys: no keys")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.PlanThreads < 0 {
+		return nil, fmt.Errorf("gateway: Config.PlanThreads %d: negative", cfg.PlanThreads)
+	}
+	cfg.Limits = cfg.Limits.withDefaults()
+	cfg.Pingback = cfg.Pingback.withDefaults()
+	g := &Gateway{cfg: cfg, log: cfg.Logger, callers: map[[32]byte]*caller{}, tasks: map[string]*entry{}}
+	producers := map[string]bool{}
+	for i, k := range cfg.Keys {
+		if err := k.Validate(); err != nil {
+			return nil, fmt.Errorf("gateway: Config.Keys[%d]: %w", i, err)
+		}
+		h := sha256.Sum256([]byte(k.Key))
+		if g.callers[h] != nil || producers[k.Producer] {
+			return nil, fmt.Errorf("gateway: Config.Keys[%d] (producer %s): key or producer named twice", i, k.Producer)
+		}
+		producers[k.Producer] = true
+		c, err := stream.NewClient(ctx, cfg.Conn, stream.ClientConfig{Topology: cfg.Topology, Name: k.Producer,
+			DefaultDeadline: time.Duration(k.Deadline), Now: cfg.Now})
+		if err != nil {
+			return nil, fmt.Errorf("gateway: producer %s: %w", k.Producer, err)
+		}
+		g.callers[h] = &caller{Key: k, client: c,
+			submits: newWindow(cfg.Limits.Submits, cfg.Limits.SubmitWindow, cfg.Limits.BanTime),
+			polls:   newWindow(cfg.Limits.Polls, cfg.Limits.PollWindow, 0)}
+		if g.reader == nil {
+			g.reader = c
+		}
+	}
+	g.threads = cfg.PlanThreads
+	if g.threads == 0 {
+		if js, err := jetstream.New(cfg.Conn); err == nil {
+			g.threads, _ = stream.PlanThreads(ctx, js)
+		}
+	}
+	for _, c := range g.callers {
+		if c.Share > 0 && g.threads == 0 {
+			g.log.Warn("no plan thread count (set one with `captchaq server --plan-threads` or the gateway's --plan-threads): keys' shares are not enforced")
+			break
+		}
+	}
+	g.ctx, g.stop = context.WithCancel(context.Background())
+	g.bg.Add(1)
+	go g.follow(time.Now().Add(-time.Second))
+	return g, nil
+}
+
+// Close stops following outcomes and sending pingbacks, and waits for
+// both.
+func (g *Gateway) Close() {
+	g.stop()
+	g.bg.Wait()
+	g.pingwait.Wait()
+}
+
+// follow keeps the outcomes of the gateway's tasks in memory as the stream
+// stores them, and sends their pingbacks. One reader for every task: a
+// poll of an unfinished task costs no broker call. On a read error it
+// starts again a little before the time it stopped.
+func (g *Gateway) follow(since time.Time) {
+	defer g.bg.Done()
+	for g.ctx.Err() == nil {
+		err := g.reader.OutcomesSince(g.ctx, since, true, g.record)
+		if g.ctx.Err() != nil {
+			return
+		}
+		g.log.Warn("following outcomes stopped; starting again", slog.Any("error", err))
+		since = time.Now().Add(-time.Minute)
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		g.sweep()
+	}
+}
+
+// record takes an outcome the stream stored: the end of a task the
+// gateway waits for (its first outcome after the submission), or nothing
+// of the gateway's.
+func (g *Gateway) record(o stream.Outcome) {
+	now := g.cfg.Now()
+	g.mu.Lock()
+	e := g.tasks[o.ID]
+	if e == nil || e.done {
+		g.mu.Unlock()
+		return
+	}
+	e.done, e.doneAt, e.out = true, now, o
+	e.caller.inFlight--
+	pb := e.pingback
+	g.mu.Unlock()
+	if pb != "" {
+		g.pingwait.Add(1)
+		go g.sendPingback(e.num, pb, g.answerOf(o, e.method, now))
+	}
+	g.sweepMaybe(now)
+}
+
+// sweepMaybe sweeps at most every 30 s.
+func (g *Gateway) sweepMaybe(now time.Time) {
+	g.mu.Lock()
+	due := now.Sub(g.sweptAt) > 30*time.Second
+	if due {
+		g.sweptAt = now
+	}
+	g.mu.Unlock()
+	if due {
+		g.sweep()
+	}
+}
+
+// sweep forgets finished tasks after keepDone and drops tokens from memory
+// at their expiry.
+func (g *Gateway) sweep() {
+	now := g.cfg.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, e := range g.tasks {
+		if !e.done {
+			continue
+		}
+		if now.Sub(e.doneAt) > keepDone {
+			delete(g.tasks, id)
+			continue
+		}
+		if e.out.Solution != nil && !now.Before(e.out.ExpiresAt) {
+			e.out.Solution, e.out.UserAgent = nil, ""
+		}
+	}
+}
+
+// ServeHTTP serves /in.php and /res.php, GET and POST; anything else is
+// 404.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	op := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+	if op != "in.php" && op != "res.php" {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	f, err := readForm(w, r)
+	rep := newReplier(w, f)
+	if err != nil {
+		rep.code("ERROR_BAD_PARAMETERS", err.Error())
+		return
+	}
+	c := g.callers[sha256.Sum256([]byte(f["key"]))]
+	if c == nil || f["key"] == "" {
+		// The service's answer to a key it does not know
+		// (solver/testdata/service/replies.json, ERROR_KEY_DOES_NOT_EXIST).
+		rep.code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
+		return
+	}
+	if op == "in.php" {
+		g.submit(r.Context(), c, f, rep)
+		return
+	}
+	g.result(r.Context(), c, f, rep)
+}
+
+// newNumber draws a task's caller-facing id: 18 decimal digits, the first
+// not 0, so it reads as a number and parses as a 64-bit integer.
+func newNumber() string {
+	n, _ := rand.Int(rand.Reader, big.NewInt(9e17))
+	return n.Add(n, big.NewInt(1e17)).String()
+}
+
+// taskID is the captchaq id of a caller's task.
+func taskID(producer, num string) string { return producer + "-" + num }

@@ -1,0 +1,35 @@
+package gateway_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/gateway"
+)
+
+func TestParseKeys(t *testing.T) {
+	t.Parallel()
+	keys, err := gateway.ParseKeys([]byte(`{"keys": [
+		{"key": "crawler-0123456789abcdef", "producer": "crawler", "priority": "high", "deadline": "5m", "share": 0.5},
+		{"key": "checkout-0123456789abcdef", "producer": "checkout"}]}`))
+	require.NoError(t, err)
+	require.Len(t, keys, 2)
+	require.Equal(t, gateway.Duration(5*time.Minute), keys[0].Deadline)
+	require.Equal(t, 0.5, keys[0].Share)
+
+	for _, tc := range []struct{ file, want string }{
+		{`{"keys": []}`, "no keys"},
+		{`{"keys": [{"key": "short", "producer": "a"}]}`, "keys[0]: key: at least 16 characters"},
+		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a-b"}]}`, `producer "a-b"`},
+		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a", "share": 2}]}`, "share 2"},
+		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a", "priorty": "high"}]}`, `unknown field "priorty"`},
+		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a", "deadline": "soon"}]}`, "soon"},
+		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a"}, {"key": "crawler-0123456789abcdef", "producer": "b"}]}`, "keys[1] (producer b): the same key"},
+		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a"}, {"key": "checkout-0123456789abcdef", "producer": "a"}]}`, "producer a named twice"},
+	} {
+		_, err := gateway.ParseKeys([]byte(tc.file))
+		require.ErrorContains(t, err, tc.want, tc.file)
+	}
+}

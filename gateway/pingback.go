@@ -1,0 +1,110 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Pingback configures the callbacks the gateway makes when a caller gave
+// in.php a pingback URL. The zero value is usable.
+//
+// The gateway calls the URL with GET and the query fields id (the id in.php
+// answered) and code (the answer as res.php's plain text gives it after
+// OK|, or the error code), as CaptchaAI calls back
+// (blog.captchaai.com/captchaai-pingback-task-notification-patterns:
+// "CaptchaAI sends GET request to your callback: URL?id=TASK_ID&code=TOKEN";
+// 2captcha sends the same two fields as a POST form). It calls once the
+// outcome is stored in the stream, never before, so res.php answers the
+// same at that moment; any 2xx reply ends it, anything else is retried.
+type Pingback struct {
+	// Attempts is how many calls are made at most; default 5.
+	Attempts int
+	// Backoff is the pause after the first failed call, doubled after each
+	// further one up to a minute; default 1 s.
+	Backoff time.Duration
+	// Timeout bounds each call; default 10 s.
+	Timeout time.Duration
+	// Client makes the calls; default a client of its own.
+	Client *http.Client
+}
+
+func (p Pingback) withDefaults() Pingback {
+	if p.Attempts <= 0 {
+		p.Attempts = 5
+	}
+	if p.Backoff <= 0 {
+		p.Backoff = time.Second
+	}
+	if p.Timeout <= 0 {
+		p.Timeout = 10 * time.Second
+	}
+	if p.Client == nil {
+		p.Client = &http.Client{}
+	}
+	return p
+}
+
+// sendPingback calls back target for task num with its answer a, retrying
+// with backoff until a 2xx reply, the attempts run out or the gateway
+// closes. Logs name the URL's host only.
+func (g *Gateway) sendPingback(num, target string, a answer) {
+	defer g.pingwait.Done()
+	code := a.code
+	if code == "" {
+		code = a.plain
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		return
+	}
+	q := u.Query()
+	q.Set("id", num)
+	q.Set("code", code)
+	u.RawQuery = q.Encode()
+	p := g.cfg.Pingback
+	pause := p.Backoff
+	log := g.log.With(slog.String("host", u.Hostname()), slog.String("id", num))
+	for attempt := 1; ; attempt++ {
+		status, err := g.call(u.String())
+		if err == nil && status/100 == 2 {
+			return
+		}
+		if attempt >= p.Attempts {
+			log.Warn("pingback: giving up", slog.Int("attempts", attempt), slog.Int("status", status), slog.Any("error", redactErr(err)))
+			return
+		}
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Minute)
+	}
+}
+
+func (g *Gateway) call(target string) (int, error) {
+	ctx, cancel := context.WithTimeout(g.ctx, g.cfg.Pingback.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := g.cfg.Pingback.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// redactErr drops the URL (whose query holds the token) from an HTTP
+// client's error.
+func redactErr(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}

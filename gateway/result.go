@@ -1,0 +1,191 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/captchaq/captchaq/stream"
+)
+
+// answer is what res.php says of one task: an error code (code set, or
+// CAPCHA_NOT_READY), or the answer.
+type answer struct {
+	code, text string          // the code and its error_text
+	value      json.RawMessage // the answer, under json=1
+	plain      string          // the answer, in plain text
+	ua         string          // the user agent the token is bound to
+	uaField    string          // useragent or user_agent
+}
+
+const notReady = "CAPCHA_NOT_READY" // spelled as the service spells it
+
+// result serves res.php: action=get (id, or ids for several),
+// getbalance, reportgood and reportbad.
+func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
+	if !c.polls.allow(g.cfg.Now()) {
+		rep.code("ERROR: 1005", "more than the allowed res.php requests within the window: poll less often")
+		return
+	}
+	switch f["action"] {
+	case "":
+		rep.code("ERROR_EMPTY_ACTION", "action: required")
+	case "get":
+		if ids := f["ids"]; ids != "" && f["id"] == "" {
+			g.several(ctx, c, strings.Split(ids, ","), rep)
+			return
+		}
+		a := g.state(ctx, c, f["id"])
+		if a.code != "" {
+			rep.code(a.code, a.text)
+			return
+		}
+		rep.ok(a.value, a.plain, a.ua, a.uaField)
+	case "getbalance":
+		rep.bare(strconv.Itoa(g.balance(c)))
+	case "reportgood", "reportbad":
+		// The gateway holds no key of the service's, so it cannot
+		// report; the service's own code for a report it did not take
+		// (solver/testdata/service/replies.json).
+		rep.code("ERROR_REPORT_NOT_RECORDED", "the gateway does not forward reports: the operator reports with `captchaq report good|bad TASK_ID`")
+	default:
+		rep.code("ERROR_BAD_PARAMETERS", "action: want get, getbalance, reportgood or reportbad")
+	}
+}
+
+// several answers action=get&ids=…: each task's state in the order asked,
+// joined by "|" (a CAPCHA_NOT_READY, an error code, or the answer's text),
+// as 2captcha-compatible services answer a batch poll (the emulator's
+// batch mirrors it). At most 100 ids.
+func (g *Gateway) several(ctx context.Context, c *caller, ids []string, rep replier) {
+	if len(ids) > 100 {
+		rep.code("ERROR_BAD_PARAMETERS", "ids: at most 100")
+		return
+	}
+	states := make([]string, len(ids))
+	for i, id := range ids {
+		a := g.state(ctx, c, strings.TrimSpace(id))
+		states[i] = a.code
+		if a.code == "" {
+			states[i] = a.plain
+		}
+	}
+	joined := strings.Join(states, "|")
+	if !rep.json {
+		rep.plain(joined) // bare, without OK|
+		return
+	}
+	rep.ok(jsonString(joined), joined, "", "")
+}
+
+// state says where task num of caller c stands. An id that is not c's
+// finds nothing: ERROR_WRONG_CAPTCHA_ID, as the service answers an id that
+// is not the account's.
+func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
+	if num == "" {
+		return answer{code: "ERROR_WRONG_CAPTCHA_ID", text: "id: required"}
+	}
+	if len(num) > 19 || strings.Trim(num, "0123456789") != "" {
+		return answer{code: "ERROR_WRONG_ID_FORMAT", text: "id: digits only"}
+	}
+	id := taskID(c.Producer, num)
+	now := g.cfg.Now()
+	g.mu.Lock()
+	e := g.tasks[id]
+	var (
+		known, done bool
+		out         stream.Outcome
+		method      string
+	)
+	if e != nil {
+		known, done, out, method = true, e.done, e.out, e.method
+	}
+	g.mu.Unlock()
+	switch {
+	case known && !done:
+		return answer{code: notReady}
+	case known:
+		return g.answerOf(out, method, now)
+	}
+	// Not in memory (submitted before a restart, or forgotten): the
+	// stream knows.
+	ti, err := c.client.TaskOf(ctx, id)
+	switch {
+	case errors.Is(err, stream.ErrNotFound):
+		return answer{code: "ERROR_WRONG_CAPTCHA_ID", text: "no task of this key has this id"}
+	case err != nil:
+		g.log.Warn("res.php: read task", slog.String("producer", c.Producer), slog.Any("error", err))
+		return answer{code: "ERROR_SERVER_ERROR", text: "the queue could not be read: retry"}
+	case ti.Status != stream.TaskDone:
+		return answer{code: notReady}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err = c.client.Wait(wctx, id)
+	if err != nil && !errors.Is(err, stream.ErrNotSolved) && !errors.Is(err, stream.ErrTokenExpired) {
+		g.log.Warn("res.php: read outcome", slog.String("producer", c.Producer), slog.Any("error", err))
+		return answer{code: "ERROR_SERVER_ERROR", text: "the queue could not be read: retry"}
+	}
+	return g.answerOf(out, ti.Method, now)
+}
+
+// answerOf is res.php's answer for an outcome.
+//
+// A dead task answers its last code when it is one of the service's
+// (ERROR_CAPTCHA_UNSOLVABLE, ERROR_PAGEURL, ERROR_BAD_PARAMETERS, …: the
+// codes callers already handle); captchaq's own codes for what the service
+// never answers (LOCAL_TIMEOUT, DEADLINE_PASSED, WORKER_LOST, canceled…)
+// answer ERROR_CAPTCHA_UNSOLVABLE, and an invalid task
+// ERROR_BAD_PARAMETERS. A token that expired before it was read answers
+// ERROR_CAPTCHA_UNSOLVABLE too: the caller needs a new one, as after an
+// unsolvable captcha.
+func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) answer {
+	if out.Status == stream.StatusDead {
+		code := out.Error
+		switch {
+		case code == "INVALID_TASK":
+			code = "ERROR_BAD_PARAMETERS"
+		case !strings.HasPrefix(code, "ERROR_"):
+			code = "ERROR_CAPTCHA_UNSOLVABLE"
+		}
+		return answer{code: code, text: strings.TrimSpace(out.Error + ": " + out.Detail)}
+	}
+	if len(out.Solution) == 0 || !now.Before(out.ExpiresAt) {
+		return answer{code: "ERROR_CAPTCHA_UNSOLVABLE", text: "solved, but the token expired before it was read: submit again"}
+	}
+	if method == "" {
+		method = out.Method
+	}
+	a := answer{value: out.Solution, plain: out.Text(), ua: out.UserAgent, uaField: "useragent"}
+	if method == "cloudflare_challenge" {
+		a.uaField = "user_agent"
+	}
+	return a
+}
+
+// balance answers getbalance. The gateway holds no key of the service's,
+// so it has no money figure to give: it answers how many tasks the key
+// may still have in flight now — its free slots under its share, or the
+// plan's thread count for a key without a share (100 when no plan is
+// set) — so a script that checks its balance before submitting goes on
+// while there is room and waits when it reads 0.
+func (g *Gateway) balance(c *caller) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if slots := g.slots(c); slots > 0 {
+		return max(0, slots-c.inFlight)
+	}
+	if g.threads > 0 {
+		return g.threads
+	}
+	return 100
+}
+
+func jsonString(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
+}

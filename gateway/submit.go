@@ -1,0 +1,162 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream"
+)
+
+// requestFields are in.php's fields that are not the task's parameters:
+// the call's own (key, method, json, action, id), the caller's to the
+// service that captchaq does not pass on (soft_id, the developer id the
+// SDKs send: 2captcha/2captcha-go Client.Solve, @2captcha/captcha-solver
+// defaultPayload; header_acao), the gateway's (pingback, priority,
+// deadline).
+var requestFields = map[string]bool{"key": true, "method": true, "json": true, "action": true, "id": true,
+	"soft_id": true, "header_acao": true, "pingback": true, "priority": true, "deadline": true}
+
+// submit serves in.php: it submits a task for the caller and answers its
+// id, OK|<id> or {"status":1,"request":"<id>"}.
+func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
+	now := g.cfg.Now()
+	if !c.submits.allow(now) {
+		rep.code("MAX_USER_TURN", "more than the allowed in.php requests within the window: wait")
+		return
+	}
+	t := stream.Task{Method: f["method"], Params: stream.Params{}, Priority: c.Priority}
+	for k, v := range f {
+		if !requestFields[k] {
+			t.Params[k] = v
+		}
+	}
+	if t.Method == "" {
+		rep.code("ERROR_BAD_PARAMETERS", "method: required")
+		return
+	}
+	if p := f["priority"]; p != "" {
+		if p != string(stream.PriorityHigh) && p != string(stream.PriorityNormal) {
+			rep.code("ERROR_BAD_PARAMETERS", "priority: want high or normal")
+			return
+		}
+		t.Priority = stream.Priority(p)
+	}
+	if d := f["deadline"]; d != "" {
+		secs, err := strconv.Atoi(d)
+		if err != nil || secs < 1 {
+			rep.code("ERROR_BAD_PARAMETERS", "deadline: want whole seconds from now, 1 or more")
+			return
+		}
+		t.Deadline = now.Add(time.Duration(secs) * time.Second)
+	}
+	pingback := f["pingback"]
+	if pingback != "" {
+		if u, err := url.Parse(pingback); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			rep.code("ERROR_BAD_PARAMETERS", "pingback: want an http or https URL")
+			return
+		}
+	}
+	if err := solver.Validate(t.Method, t.Params); err != nil {
+		code, text := validationCode(err)
+		rep.code(code, text)
+		return
+	}
+
+	g.mu.Lock()
+	if slots := g.slots(c); slots > 0 && c.inFlight >= slots {
+		g.mu.Unlock()
+		rep.code("ERROR_NO_SLOT_AVAILABLE", "this key's share of the plan is in use: retry later")
+		return
+	}
+	// The entry goes in before the task does: its outcome may come before
+	// Submit returns.
+	var e *entry
+	for e == nil || g.tasks[taskID(c.Producer, e.num)] != nil {
+		e = &entry{caller: c, num: newNumber(), method: t.Method, pingback: pingback}
+	}
+	t.ID = taskID(c.Producer, e.num)
+	g.tasks[t.ID] = e
+	c.inFlight++
+	g.mu.Unlock()
+
+	r, err := c.client.Submit(ctx, t)
+	if err == nil && r.Duplicate {
+		err = errors.New("the id is taken by another task in the duplicate window")
+	}
+	if err != nil {
+		g.mu.Lock()
+		delete(g.tasks, t.ID)
+		c.inFlight--
+		g.mu.Unlock()
+		var ve *solver.ValidationError
+		switch {
+		case errors.Is(err, stream.ErrStreamFull):
+			// The service's answer when it takes no captcha now; callers
+			// wait and submit again (solver/testdata/service/replies.json,
+			// ERROR_NO_SLOT_AVAILABLE, class capacity).
+			rep.code("ERROR_NO_SLOT_AVAILABLE", "the queue is full: retry later")
+		case errors.As(err, &ve):
+			code, text := validationCode(ve)
+			rep.code(code, text)
+		case errors.Is(err, stream.ErrInvalidTask):
+			rep.code("ERROR_BAD_PARAMETERS", err.Error())
+		default:
+			g.log.Warn("in.php: submit failed", slog.String("producer", c.Producer), slog.Any("error", err))
+			rep.code("ERROR_SERVER_ERROR", "the queue did not take the task: retry")
+		}
+		return
+	}
+	g.mu.Lock()
+	e.gen = r.Seq
+	g.mu.Unlock()
+	rep.ok(jsonString(e.num), e.num, "", "")
+}
+
+// slots is how many unfinished tasks c may have: its share of the plan's
+// threads, at least 1; 0 for no limit. Callers hold g.mu.
+func (g *Gateway) slots(c *caller) int {
+	if c.Share <= 0 || g.threads <= 0 {
+		return 0
+	}
+	return max(1, int(c.Share*float64(g.threads)))
+}
+
+// validationCode is the service's code for a parameter captchaq refuses,
+// as the service answers the same mistake (the emulator's checkParams
+// mirrors CaptchaAI's per-method answers: ERROR_PAGEURL, ERROR_GOOGLEKEY,
+// the image codes, ERROR_BAD_PROXY/ERROR_PROXY_FORMAT, else
+// ERROR_BAD_PARAMETERS), and what captchaq found wrong.
+func validationCode(err error) (string, string) {
+	var ve *solver.ValidationError
+	if !errors.As(err, &ve) {
+		return "ERROR_BAD_PARAMETERS", err.Error()
+	}
+	msg := ve.Error()
+	switch ve.Field {
+	case "params.pageurl":
+		return "ERROR_PAGEURL", msg
+	case "params.googlekey":
+		return "ERROR_GOOGLEKEY", msg
+	case "params.proxy":
+		return "ERROR_PROXY_FORMAT", msg
+	case "params.proxytype":
+		return "ERROR_BAD_PROXY", msg
+	case "params.file", "params.body", "params.imginstructions":
+		switch {
+		case strings.Contains(ve.Msg, "required"), strings.Contains(ve.Msg, "empty"):
+			return "ERROR_ZERO_CAPTCHA_FILESIZE", msg
+		case strings.Contains(ve.Msg, "larger"), strings.Contains(ve.Msg, "far over"):
+			return "ERROR_TOO_BIG_CAPTCHA_FILESIZE", msg
+		case strings.Contains(ve.Msg, "base64"):
+			return "ERROR_UPLOAD", msg
+		}
+		return "ERROR_IMAGE_TYPE_NOT_SUPPORTED", msg
+	}
+	return "ERROR_BAD_PARAMETERS", msg
+}
