@@ -40,6 +40,15 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 		rep.code("ERROR_BAD_PARAMETERS", "method: required")
 		return
 	}
+	if t.Method == "geetest_v4" {
+		// 2captcha's name for GeeTest v4, as its SDKs send it
+		// (2captcha/2captcha-go GeeTestV4.ToRequest: method geetest_v4,
+		// captcha_id; @2captcha/captcha-solver geetestV4 likewise) is
+		// CaptchaAI's geetest with version=4 and the captcha_id as gt
+		// (CaptchaAI-Examples, articles/how-to-solve-geetest-v4-using-api/).
+		t.Method, t.Params["version"], t.Params["gt"] = "geetest", "4", t.Params["captcha_id"]
+		delete(t.Params, "captcha_id")
+	}
 	if p := f["priority"]; p != "" {
 		if p != string(stream.PriorityHigh) && p != string(stream.PriorityNormal) {
 			rep.code("ERROR_BAD_PARAMETERS", "priority: want high or normal")
