@@ -40,11 +40,18 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var lf logFlags
 	lf.register(fs)
 	lf.level = "warn"
+	var gf gatewayFlags
+	gf.register(fs, "gateway-")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usageError("want one task file (JSON lines)")
+	if fs.NArg() != 1 && (gf.addr == "" || fs.NArg() != 0) {
+		return usageError("want one task file (JSON lines); with --gateway, none serves until interrupted")
+	}
+	if gf.addr != "" {
+		if err := gf.check("gateway-"); err != nil {
+			return err
+		}
 	}
 	if *workers < 1 || *threads < 1 {
 		return usageError("--workers %d --threads %d: want 1 or more of each", *workers, *threads)
@@ -53,9 +60,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	in, err := openInput(fs.Arg(0))
-	if err != nil {
-		return err
+	in := io.NopCloser(strings.NewReader("")) // --gateway alone: no file
+	if fs.NArg() == 1 {
+		if in, err = openInput(fs.Arg(0)); err != nil {
+			return err
+		}
 	}
 	defer in.Close()
 
@@ -158,6 +167,18 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				stopWorkers()
 			}
 		}()
+	}
+
+	if gf.addr != "" {
+		stopGW, err := gf.startIn(wctx, ns, now, stderr, log)
+		if err != nil {
+			return err
+		}
+		defer stopGW()
+		if fs.NArg() == 0 {
+			<-wctx.Done()
+			return nil
+		}
 	}
 
 	start := time.Now()

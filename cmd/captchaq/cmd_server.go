@@ -47,12 +47,19 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	top.register(fs)
 	var lf logFlags
 	lf.register(fs)
+	var gf gatewayFlags
+	gf.register(fs, "gateway-")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	log, err := lf.logger(stderr)
 	if err != nil {
 		return err
+	}
+	if gf.addr != "" {
+		if err := gf.check("gateway-"); err != nil {
+			return err
+		}
 	}
 	if *dash != "" {
 		if err := checkDashAddr(*dash, *dashToken); err != nil {
@@ -124,6 +131,13 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	fmt.Fprintf(stdout, "captchaq server ready on %s (store %s)\n", ns.ClientURL(), ns.JetStreamConfig().StoreDir)
+	if gf.addr != "" {
+		stopGW, err := gf.startIn(ctx, ns, time.Now, stdout, log)
+		if err != nil {
+			return err
+		}
+		defer stopGW()
+	}
 	if *dash != "" {
 		// The page reads through the server's own connection; changes take
 		// the operator's credentials, checked by the server as for any client.

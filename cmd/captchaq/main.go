@@ -46,6 +46,7 @@ var commands = map[string]command{
 	"dashboard": {"serve the live web dashboard (127.0.0.1:8080 by default)", runDashboard},
 	"init":      {"create or update the stream, consumers and plan quota on a NATS server captchaq does not run (admin)", runInit},
 	"passwd":    {"print the bcrypt hash of a password read from stdin (for nats.conf)", runPasswd},
+	"gateway":   {"serve the solving service's API (in.php, res.php) in front of captchaq, for existing scripts and SDKs", runGateway},
 }
 
 // tracedCommands start a span of their own when tracing is on: those that

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/captchaq/captchaq/gateway"
+	"github.com/captchaq/captchaq/stream"
+)
+
+// gatewayFlags are the gateway's own flags. `captchaq gateway` names them
+// --addr, --keys, --https-cert, --https-key, --plan-threads; `run` and
+// `server` take them with the prefix gateway- (--gateway ADDR for the
+// address), so they do not collide with their own.
+type gatewayFlags struct {
+	addr, keys, cert, key string
+	planThreads           int
+	// user and password are the producer credentials `server` connects
+	// the gateway with (in-process; run's server has no users).
+	user, password string
+}
+
+func (g *gatewayFlags) register(fs *flag.FlagSet, prefix string) {
+	addrName, addrDefault, addrUsage := "addr", "127.0.0.1:8090", "listen on this address (beyond loopback only with --https-cert and --https-key)"
+	if prefix != "" {
+		addrName, addrDefault, addrUsage = "gateway", "", "also serve the 2captcha-compatible gateway (in.php, res.php) on this address, e.g. 127.0.0.1:8090; with --gateway-keys; empty: off"
+	}
+	fs.StringVar(&g.addr, addrName, addrDefault, addrUsage)
+	fs.StringVar(&g.keys, prefix+"keys", "", "the gateway's key file: {\"keys\": [{\"key\": \"…\", \"producer\": \"crawler\", \"priority\": \"high\", \"deadline\": \"5m\", \"share\": 0.5}]} (docs/gateway.md)")
+	fs.StringVar(&g.cert, prefix+"https-cert", "", "serve HTTPS with this certificate (PEM); with --"+prefix+"https-key")
+	fs.StringVar(&g.key, prefix+"https-key", "", "private key (PEM) of --"+prefix+"https-cert")
+	fs.IntVar(&g.planThreads, prefix+"plan-threads", 0, "the plan's thread count keys' shares divide; 0: the stream's plan (captchaq server --plan-threads)")
+	if prefix != "" {
+		fs.StringVar(&g.user, prefix+"user", "producer", "with a nats.conf that has users: the producer user the gateway connects as")
+		fs.StringVar(&g.password, prefix+"password", "", "its password (prefer the environment variable: a flag value shows in ps)")
+	}
+}
+
+// check validates the flags before anything starts.
+func (g *gatewayFlags) check(flagPrefix string) error {
+	if g.keys == "" {
+		return usageError("--%skeys: required: the gateway's callers and their keys (docs/gateway.md)", flagPrefix)
+	}
+	if (g.cert == "") != (g.key == "") {
+		return usageError("--%shttps-cert and --%shttps-key go together", flagPrefix, flagPrefix)
+	}
+	host, _, err := net.SplitHostPort(g.addr)
+	if err != nil {
+		return usageError("gateway address %q: want host:port: %v", g.addr, err)
+	}
+	if ip := net.ParseIP(host); g.cert == "" && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
+		return usageError("gateway address %s is beyond loopback: set --%shttps-cert and --%shttps-key, since callers send their keys with every request", g.addr, flagPrefix, flagPrefix)
+	}
+	if g.planThreads < 0 {
+		return usageError("--%splan-threads %d: negative", flagPrefix, g.planThreads)
+	}
+	return nil
+}
+
+// start binds the gateway on nc and listens; it serves in the background
+// until stop, which waits for it. Errors while serving are logged.
+func (g *gatewayFlags) start(ctx context.Context, nc *nats.Conn, top stream.Topology, now func() time.Time, out io.Writer, log *slog.Logger) (stop func(), err error) {
+	keys, err := gateway.LoadKeys(g.keys)
+	if err != nil {
+		return nil, err
+	}
+	gw, err := gateway.New(ctx, gateway.Config{Conn: nc, Topology: top, Keys: keys, PlanThreads: g.planThreads, Logger: log, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", g.addr)
+	if err != nil {
+		gw.Close()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	scheme := "http"
+	if g.cert != "" {
+		pair, err := tls.LoadX509KeyPair(g.cert, g.key)
+		if err != nil {
+			l.Close()
+			gw.Close()
+			return nil, fmt.Errorf("gateway: HTTPS certificate: %w", err)
+		}
+		l, scheme = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}), "https"
+	}
+	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("gateway stopped serving", slog.Any("error", err))
+		}
+	}()
+	fmt.Fprintf(out, "captchaq gateway on %s://%s/ (in.php, res.php; %d keys)\n", scheme, l.Addr(), len(keys))
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-done
+		gw.Close()
+		log.Info("gateway stopped")
+	}, nil
+}
+
+// startIn starts the gateway on an in-process connection to ns, as the
+// producer user when a password is set (`run` and `server`).
+func (g *gatewayFlags) startIn(ctx context.Context, ns *server.Server, now func() time.Time, out io.Writer, log *slog.Logger) (stop func(), err error) {
+	opts := []nats.Option{nats.InProcessServer(ns), nats.Name("captchaq-gateway")}
+	if g.password != "" {
+		opts = append(opts, nats.UserInfo(g.user, g.password))
+	}
+	nc, err := nats.Connect("", opts...)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: connect in-process as %q: %w", g.user, err)
+	}
+	stopGW, err := g.start(ctx, nc, stream.Topology{}, now, out, log)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return func() { stopGW(); nc.Close() }, nil
+}
+
+// runGateway serves the 2captcha-compatible HTTP API as a producer.
+func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("gateway", "[flags]\n\n"+
+		"Serves the solving service's own API (in.php, res.php: CaptchaAI's and 2captcha's dialect) in front of\n"+
+		"captchaq, so that a script or SDK becomes a producer by changing its base URL and key (docs/gateway.md).\n"+
+		"It connects to NATS as a producer (--nats, --user, --password).", stderr)
+	var gf gatewayFlags
+	gf.register(fs, "")
+	var nf natsFlags
+	nf.register(fs)
+	var lf logFlags
+	lf.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("gateway: unexpected argument %q", fs.Arg(0))
+	}
+	if err := gf.check(""); err != nil {
+		return err
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	nc, ae, err := nf.connect(ctx, "captchaq-gateway")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ae.setLogger(log)
+	stop, err := gf.start(ctx, nc, stream.Topology{}, time.Now, stdout, log)
+	if err != nil {
+		return explain(err, ae)
+	}
+	<-ctx.Done()
+	stop()
+	return nil
+}
