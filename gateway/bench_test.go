@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,22 +63,26 @@ func BenchmarkSubmitDirect(b *testing.B) {
 	env := streamtest.Start(b, streamtest.WithWorkers(0))
 	ctx := context.Background()
 	b.ReportAllocs()
+	cpu := cpuTime()
 	for b.Loop() {
 		if _, err := env.Client.Submit(ctx, benchTask); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, cpu)
 }
 
 func BenchmarkSubmitGateway(b *testing.B) {
 	_, base, c := benchSetup(b, streamtest.WithWorkers(0))
 	u := inURL(base)
 	b.ReportAllocs()
+	cpu := cpuTime()
 	for b.Loop() {
 		if out := get(b, c, u); !strings.HasPrefix(out, "OK|") {
 			b.Fatal(out)
 		}
 	}
+	reportCPU(b, cpu)
 }
 
 // The latency of one solve, one at a time, against the emulator (1-5 ms
@@ -122,6 +127,18 @@ func BenchmarkSolveGateway(b *testing.B) {
 		lat = append(lat, time.Since(start))
 	}
 	reportP50(b, lat)
+}
+
+// cpuTime is the process's CPU time so far (user and system): the
+// benchmark, the HTTP client and server, and the embedded nats-server.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func reportCPU(b *testing.B, since time.Duration) {
+	b.ReportMetric(float64((cpuTime()-since).Microseconds())/float64(b.N), "cpu-µs/task")
 }
 
 func reportP50(b *testing.B, lat []time.Duration) {
