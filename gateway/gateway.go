@@ -55,9 +55,8 @@ type Gateway struct {
 	reader  *stream.Client
 	threads int
 
-	mu      sync.Mutex
-	tasks   map[string]*entry // by captchaq task id
-	sweptAt time.Time
+	mu    sync.Mutex
+	tasks map[string]*entry // by captchaq task id
 
 	stop     context.CancelFunc
 	ctx      context.Context
@@ -82,9 +81,12 @@ type entry struct {
 	gen      uint64 // the generation its submission got; 0 until Submit returns
 	method   string
 	pingback string
-	done     bool
-	doneAt   time.Time
-	out      stream.Outcome
+	// sent is when it was submitted (real time: where a restarted
+	// follower starts); deadline is when the task stops being useful.
+	sent, deadline time.Time
+	done           bool
+	doneAt         time.Time
+	out            stream.Outcome
 }
 
 // keepDone is how long a finished task's outcome stays in memory; after
@@ -148,8 +150,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		}
 	}
 	g.ctx, g.stop = context.WithCancel(context.Background())
-	g.bg.Add(1)
+	g.bg.Add(2)
 	go g.follow(time.Now().Add(-time.Second))
+	go g.janitor()
 	return g, nil
 }
 
@@ -173,13 +176,41 @@ func (g *Gateway) follow(since time.Time) {
 			return
 		}
 		g.log.Warn("following outcomes stopped; starting again", slog.Any("error", err))
-		since = time.Now().Add(-time.Minute)
 		select {
 		case <-g.ctx.Done():
 			return
 		case <-time.After(time.Second):
 		}
-		g.sweep()
+		since = g.oldestPending(time.Now().Add(-time.Second))
+	}
+}
+
+// oldestPending is a little before the submission of the oldest task the
+// gateway waits for, or def when it waits for none: a follower started
+// there misses no outcome of them.
+func (g *Gateway) oldestPending(def time.Time) time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, e := range g.tasks {
+		if !e.done && e.sent.Before(def) {
+			def = e.sent
+		}
+	}
+	return def.Add(-time.Second)
+}
+
+// janitor sweeps every 30 s until Close.
+func (g *Gateway) janitor() {
+	defer g.bg.Done()
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-tick.C:
+			g.sweep()
+		}
 	}
 }
 
@@ -202,30 +233,22 @@ func (g *Gateway) record(o stream.Outcome) {
 		g.pingwait.Add(1)
 		go g.sendPingback(e.num, pb, g.answerOf(o, e.method, now))
 	}
-	g.sweepMaybe(now)
 }
 
-// sweepMaybe sweeps at most every 30 s.
-func (g *Gateway) sweepMaybe(now time.Time) {
-	g.mu.Lock()
-	due := now.Sub(g.sweptAt) > 30*time.Second
-	if due {
-		g.sweptAt = now
-	}
-	g.mu.Unlock()
-	if due {
-		g.sweep()
-	}
-}
-
-// sweep forgets finished tasks after keepDone and drops tokens from memory
-// at their expiry.
+// sweep forgets finished tasks after keepDone, drops tokens from memory at
+// their expiry, and forgets unfinished tasks a minute past their deadline
+// (no worker took them, or their outcome was lost): they stop counting
+// against the key's share, and polls read them from the stream.
 func (g *Gateway) sweep() {
 	now := g.cfg.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for id, e := range g.tasks {
 		if !e.done {
+			if !e.deadline.IsZero() && now.Sub(e.deadline) > time.Minute {
+				delete(g.tasks, id)
+				e.caller.inFlight--
+			}
 			continue
 		}
 		if now.Sub(e.doneAt) > keepDone {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -87,7 +88,7 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 	// Submit returns.
 	var e *entry
 	for e == nil || g.tasks[taskID(c.Producer, e.num)] != nil {
-		e = &entry{caller: c, num: newNumber(), method: t.Method, pingback: pingback}
+		e = &entry{caller: c, num: newNumber(), method: t.Method, pingback: pingback, sent: time.Now()}
 	}
 	t.ID = taskID(c.Producer, e.num)
 	g.tasks[t.ID] = e
@@ -121,8 +122,12 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 		}
 		return
 	}
+	deadline := t.Deadline
+	if deadline.IsZero() {
+		deadline = now.Add(cmp.Or(time.Duration(c.Deadline), stream.DefaultDeadline))
+	}
 	g.mu.Lock()
-	e.gen = r.Seq
+	e.gen, e.deadline = r.Seq, deadline
 	g.mu.Unlock()
 	rep.ok(jsonString(e.num), e.num, "", "")
 }
