@@ -87,6 +87,10 @@ func TestGatewayCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, tasks, 1)
 	require.Equal(t, "cli-"+id, tasks[0].ID)
+	// trace shows it like any other task, submitted by the key's producer.
+	tr := startProc(t, nil, "trace", "cli-"+id, "--nats", natsURL, "--json")
+	require.Equal(t, 0, tr.wait(30*time.Second), tr.output())
+	require.Contains(t, tr.output(), `"client":"cli"`)
 	require.Equal(t, "ERROR_KEY_DOES_NOT_EXIST", gatewayGet(t, "http://"+addr, "in.php", "key", "nope", "method", "turnstile"))
 }
 
