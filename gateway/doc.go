@@ -20,6 +20,9 @@
 // submission got (its stream sequence) is kept with the task while the
 // gateway runs; the first outcome stored after it is that generation's
 // (a replay's outcome can only come after the dead letter that ends it).
+// A task the gateway no longer holds in memory (after a restart) is read
+// as any producer reads it, by id: its latest generation, which is a
+// replay's if an operator replayed it from the dead letter.
 //
 // # State
 //

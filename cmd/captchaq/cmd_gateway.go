@@ -94,7 +94,7 @@ func (g *gatewayFlags) start(ctx context.Context, nc *nats.Conn, top stream.Topo
 		}
 		l, scheme = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}), "https"
 	}
-	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -122,7 +122,8 @@ func (g *gatewayFlags) startIn(ctx context.Context, ns *server.Server, now func(
 	}
 	nc, err := nats.Connect("", opts...)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: connect in-process as %q: %w", g.user, err)
+		return nil, fmt.Errorf("gateway: connect in-process as %q (with a nats.conf that has users, set %s to that producer's password): %w",
+			g.user, envName("gateway-password"), err)
 	}
 	stopGW, err := g.start(ctx, nc, stream.Topology{}, now, out, log)
 	if err != nil {
