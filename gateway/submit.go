@@ -107,9 +107,11 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 		var ve *solver.ValidationError
 		switch {
 		case errors.Is(err, stream.ErrStreamFull):
-			// The service's answer when it takes no captcha now; callers
-			// wait and submit again (solver/testdata/service/replies.json,
-			// ERROR_NO_SLOT_AVAILABLE, class capacity).
+			// The service's answer when it takes no captcha now, which
+			// its callers retry after a pause ("transient: all workers
+			// busy, retry after 5 seconds",
+			// blog.captchaai.com/captchaai-api-error-handling-decision-tree;
+			// solver/testdata/service/replies.json classes it capacity).
 			rep.code("ERROR_NO_SLOT_AVAILABLE", "the queue is full: retry later")
 		case errors.As(err, &ve):
 			code, text := validationCode(ve)
