@@ -140,6 +140,17 @@ func TestSubmitAndPollJSON(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&in))
 	resp.Body.Close()
 	require.Equal(t, "*", resp.Header.Get("Access-Control-Allow-Origin"))
+	req, err := http.NewRequest(http.MethodOptions, b.url+"/in.php", nil)
+	require.NoError(t, err)
+	req.Header.Set("Origin", "https://shop.example")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	req.Header.Set("Access-Control-Request-Headers", "content-type")
+	pre, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	pre.Body.Close()
+	require.Equal(t, http.StatusNoContent, pre.StatusCode, "a browser's preflight of the SDK's JSON POST")
+	require.Equal(t, "*", pre.Header.Get("Access-Control-Allow-Origin"))
+	require.Contains(t, pre.Header.Get("Access-Control-Allow-Headers"), "Content-Type")
 	require.Equal(t, 1, in.Status, in.Request)
 	var res struct {
 		Status  int             `json:"status"`
