@@ -94,6 +94,23 @@ func TestGatewayCommand(t *testing.T) {
 	require.Equal(t, "ERROR_KEY_DOES_NOT_EXIST", gatewayGet(t, "http://"+addr, "in.php", "key", "nope", "method", "turnstile"))
 }
 
+// `captchaq server --gateway ADDR`: the gateway in the server's process,
+// on an in-process connection.
+func TestServerServesTheGateway(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\njetstream { store_dir: %q }\n", freePort(t), filepath.Join(dir, "js"))), 0o600))
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	p := startProc(t, nil, "server", "--config", conf, "--gateway", addr, "--gateway-keys", gatewayKeyFile(t))
+	p.waitLine("captchaq gateway on http://"+addr, 30*time.Second)
+	out := gatewayGet(t, "http://"+addr, "in.php", gatewayTurnstile...)
+	require.True(t, strings.HasPrefix(out, "OK|"), out)
+	require.Equal(t, "CAPCHA_NOT_READY", gatewayGet(t, "http://"+addr, "res.php", "key", gatewayKey, "action", "get", "id", strings.TrimPrefix(out, "OK|")), "no workers")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
+	require.Equal(t, 0, p.wait(30*time.Second))
+}
+
 // Wrong gateway flags are refused before anything starts, naming the flag.
 func TestGatewayFlagsRefused(t *testing.T) {
 	t.Parallel()
