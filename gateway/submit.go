@@ -102,7 +102,9 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 	if err != nil {
 		g.mu.Lock()
 		delete(g.tasks, t.ID)
-		c.inFlight--
+		if !e.done { // not counted down by an outcome that came anyway
+			c.inFlight--
+		}
 		g.mu.Unlock()
 		var ve *solver.ValidationError
 		switch {
