@@ -300,7 +300,7 @@ func (w *Worker) StoreRefusing(ctx context.Context) error {
 	if !ok || !st.Refusing {
 		return nil
 	}
-	msg := fmt.Sprintf("the broker's store (%s) refuses writes since before %s: %s", st.Dir, st.At.UTC().Format(time.RFC3339), st.Error)
+	msg := fmt.Sprintf("the broker's store (%s) refuses writes (measured at %s): %s", st.Dir, st.At.UTC().Format(time.RFC3339), st.Error)
 	if st.Action != "" {
 		msg += "; " + st.Action
 	}

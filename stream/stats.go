@@ -202,9 +202,11 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 	if st.Workers, err = c.Workers(ctx); err != nil {
 		return st, err
 	}
-	if store, err := ReadStoreStatus(ctx, c.nc); err == nil {
+	sctx, cancel := context.WithTimeout(ctx, storeStatusTimeout)
+	if store, err := ReadStoreStatus(sctx, c.nc); err == nil {
 		st.Store = &store
 	}
+	cancel()
 	return st, nil
 }
 
