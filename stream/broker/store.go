@@ -80,8 +80,9 @@ type Guard struct {
 	log   *slog.Logger
 	mu    sync.Mutex
 	state StoreState
-	// latched is set while a stream is latched by a write error.
-	latched bool
+	// latched is set while a stream is latched by a write error; failed
+	// once reopening failed (the operator restarts: no more tries).
+	latched, failed bool
 	stop    context.CancelFunc
 	done    chan struct{}
 }
@@ -138,7 +139,7 @@ func (g *Guard) run(ctx context.Context) {
 func (g *Guard) check() {
 	st := g.measure()
 	g.mu.Lock()
-	was, latched := g.state, g.latched
+	was, latched := g.state, g.latched && !g.failed
 	g.state = st
 	g.mu.Unlock()
 	switch {
@@ -213,7 +214,7 @@ func (g *Guard) reopen() {
 func (g *Guard) fail(err error) {
 	g.log.Error("could not reopen the JetStream store after its write error: restart captchaq server", slog.Any("error", err))
 	g.mu.Lock()
-	g.latched = false // not again: the operator restarts
+	g.failed = true // not again: the operator restarts
 	g.state.Action = "restart captchaq server (its JetStream store could not be reopened: " + err.Error() + ")"
 	g.mu.Unlock()
 }
