@@ -123,7 +123,8 @@ func (c *Client) checkRoom(ctx context.Context, n int, size int64) error {
 	if r.bytes+size+reserved > r.limit {
 		e := &StreamFullError{Stream: c.top.Stream, MaxBytes: r.limit, Bytes: uint64(r.bytes), Queued: r.queued, Reserved: reserved}
 		if r.byStore {
-			e.Store = &r.status
+			st := r.status
+			e.Store = &st
 		}
 		return e
 	}

@@ -79,12 +79,13 @@ type Guard struct {
 	cfg   GuardConfig
 	log   *slog.Logger
 	mu    sync.Mutex
-	state StoreState
+	state StoreState // the loop's last measurement
+	fresh StoreState // Status's last measurement
 	// latched is set while a stream is latched by a write error; failed
 	// once reopening failed (the operator restarts: no more tries).
 	latched, failed bool
-	stop    context.CancelFunc
-	done    chan struct{}
+	stop            context.CancelFunc
+	done            chan struct{}
 }
 
 // WatchStore starts a Guard on ns's JetStream store; it runs until Stop or
@@ -114,8 +115,23 @@ func (g *Guard) Stop() {
 // submission fits, so a reading as old as the Guard's interval would let
 // a fast producer past the room.
 func (g *Guard) Status() StoreState {
-	return g.measure()
+	g.mu.Lock()
+	if last := g.fresh; !last.At.IsZero() && time.Since(last.At) < statusReuse {
+		g.mu.Unlock()
+		return last
+	}
+	g.mu.Unlock()
+	st := g.measure()
+	g.mu.Lock()
+	g.fresh = st
+	g.mu.Unlock()
+	return st
 }
+
+// statusReuse is how long Status answers with its last measurement: many
+// producers asking at once cost one measurement, and the room they see is
+// at most this old (a fast producer is then held by the margin).
+const statusReuse = 20 * time.Millisecond
 
 func (g *Guard) run(ctx context.Context) {
 	defer close(g.done)

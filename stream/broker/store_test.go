@@ -116,4 +116,3 @@ func skipOrFail(t *testing.T, why string) {
 	}
 	t.Skipf("a small disk (tmpfs) is needed and could not be mounted: %s", why)
 }
-
