@@ -23,7 +23,7 @@ func TestGuardRoomFollowsJetStreamLimit(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "nats.conf")
-	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("jetstream { store_dir: %q, max_file_store: 1MB }\n", filepath.Join(dir, "js"))), 0o600))
+	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("host: 127.0.0.1\nport: -1\njetstream { store_dir: %q, max_file_store: 1MB }\n", filepath.Join(dir, "js"))), 0o600))
 	withServer(t, Config{ConfigFile: conf}, func(ctx context.Context, ns *server.Server, js jetstream.JetStream) {
 		g := WatchStore(ns, GuardConfig{Every: 50 * time.Millisecond})
 		defer g.Stop()
