@@ -293,8 +293,11 @@ func (g *Guard) measure() StoreState {
 		}
 	}
 	var why []string
+	action := ""
 	if st.Used > st.MaxStore {
 		why = append(why, fmt.Sprintf("JetStream's storage limit is exceeded (%d of %d bytes): it refuses every write until streams shrink", st.Used, st.MaxStore))
+		action = "wait for the streams to shrink (expired records), or raise max_file_store in the server's config and restart it " +
+			"(a limit measured from the free disk space at start does not grow when space is freed later; a restart measures it again)"
 	}
 	h := g.ns.Healthz(&server.HealthzOptions{Details: true})
 	latched := false
@@ -314,6 +317,9 @@ func (g *Guard) measure() StoreState {
 	g.mu.Unlock()
 	if len(why) > 0 {
 		st.Refusing, st.Error = true, strings.Join(why, "; ")
+		if st.Action == "" {
+			st.Action = action
+		}
 	}
 	return st
 }
