@@ -253,7 +253,11 @@ func (c *Client) taskMsg(t Task) (*nats.Msg, error) {
 
 // publishMsg publishes one task message, retrying with its message id.
 func (c *Client) publishMsg(ctx context.Context, t Task, msg *nats.Msg) (*jetstream.PubAck, error) {
-	ack, err := publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(t.ID), jetstream.WithExpectStream(c.top.Stream))
+	var ack *jetstream.PubAck
+	err := c.whileStoreTakes(ctx, func(ctx context.Context) (err error) {
+		ack, err = publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(t.ID), jetstream.WithExpectStream(c.top.Stream))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("submit task %s: %w", t.ID, c.fullError(ctx, err))
 	}

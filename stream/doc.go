@@ -40,8 +40,9 @@
 // message is a submission of its id only if its envelope holds together
 // (checkEnvelope); tokens never reach the store's files (token.go), and
 // finished task messages leave them (erase.go: a delete on an encrypted
-// store, the default, an erasure on a plaintext one); a bounded stream
-// keeps room for the records of every queued task (room.go).
+// store, the default, an erasure on a plaintext one); the stream keeps room
+// for the records of every queued task, within its MaxBytes and within what
+// the server's store can still take (room.go, store.go).
 //
 // Producers in other languages need only a NATS client: they publish a task
 // JSON on its task subject and read its outcome JSON from captcha.results.<id>

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -46,9 +47,18 @@ type StreamFullError struct {
 	// for their records. Both zero when the server itself refused.
 	Queued   int
 	Reserved int64
+	// Store, when set, is the store whose space (disk or JetStream's
+	// limits), not Topology.MaxBytes, bounds the stream; MaxBytes is then
+	// the stream's size plus the store's room.
+	Store *StoreStatus
 }
 
 func (e *StreamFullError) Error() string {
+	if st := e.Store; st != nil {
+		return fmt.Sprintf("stream %s is full: the broker's store (%s) has room for %d more bytes (%d free on its disk, JetStream limit %d of which %d used), "+
+			"and %d bytes are kept to record the outcomes of %d queued tasks: nothing was submitted; wait for workers to finish queued tasks, or free space on the store's disk",
+			e.Stream, st.Dir, st.Room, st.Free, st.MaxStore, st.Used, e.Reserved, e.Queued)
+	}
 	if e.Queued == 0 && e.Reserved == 0 {
 		return fmt.Sprintf("stream %s is full (maximum bytes %d, Topology.MaxBytes or --max-bytes): nothing was submitted; "+
 			"wait for workers to finish queued tasks and for the retention to free room, or raise the limit", e.Stream, e.MaxBytes)
@@ -74,11 +84,18 @@ func streamRefusedFull(err error) bool {
 const jsErrCodeStreamStoreFailed jetstream.ErrorCode = 10077
 
 // checkRoom refuses a submission of n tasks of size bytes in all when the
-// stream, bounded by MaxBytes, would not keep room for the records of every
-// queued task after it.
+// stream would not keep room for the records of every queued task after it.
+// The stream's room is the least of its MaxBytes and, where the server
+// reports its store (StoreStatus), of what the store can still take: the
+// server's and the accounts' JetStream limits and the free disk space. A
+// store that refuses writes refuses the submission at once.
 func (c *Client) checkRoom(ctx context.Context, n int, size int64) error {
-	if c.streamLimit(ctx) <= 0 {
-		return nil // unbounded: nothing to keep room in
+	st, haveStore := c.room.store.read(ctx, c.nc)
+	if haveStore && st.Refusing {
+		return &StoreRefusingError{Status: st}
+	}
+	if c.streamLimit(ctx) <= 0 && !haveStore {
+		return nil // unbounded, and no store to measure: nothing to keep room in
 	}
 	c.room.mu.Lock()
 	defer c.room.mu.Unlock()
@@ -92,14 +109,24 @@ func (c *Client) checkRoom(ctx context.Context, n int, size int64) error {
 		if err != nil {
 			return err
 		}
-		r.limit, r.bytes, r.queued, r.read = info.Config.MaxBytes, int64(info.State.Bytes), queued, now
+		r.limit, r.bytes, r.queued, r.read, r.byStore = info.Config.MaxBytes, int64(info.State.Bytes), queued, now, false
+		if haveStore {
+			if sl := r.bytes + st.Room; r.limit <= 0 || sl < r.limit {
+				r.limit, r.byStore, r.status = sl, true, st
+			}
+		}
 	}
 	if r.limit <= 0 {
 		return nil
 	}
 	reserved := int64(r.queued+n) * reservePerTask
 	if r.bytes+size+reserved > r.limit {
-		return &StreamFullError{Stream: c.top.Stream, MaxBytes: r.limit, Bytes: uint64(r.bytes), Queued: r.queued, Reserved: reserved}
+		e := &StreamFullError{Stream: c.top.Stream, MaxBytes: r.limit, Bytes: uint64(r.bytes), Queued: r.queued, Reserved: reserved}
+		if r.byStore {
+			st := r.status
+			e.Store = &st
+		}
+		return e
 	}
 	// Until the next reading, count what this Client submits itself.
 	r.bytes, r.queued = r.bytes+size, r.queued+n
@@ -113,10 +140,15 @@ func (c *Client) checkRoom(ctx context.Context, n int, size int64) error {
 // refuses what does not fit.
 type clientRoom struct {
 	mu     sync.Mutex
-	limit  int64
+	limit  int64 // the stream's room: its MaxBytes, or less where the store has less
 	bytes  int64
 	queued int
 	read   time.Time
+	// byStore says the store, not MaxBytes, set limit, as status read.
+	byStore bool
+	status  StoreStatus
+	// store is the last reading of the server's store.
+	store storeWatch
 }
 
 // limitRefresh is how long a Client trusts what it last read of the
@@ -187,23 +219,28 @@ func (c *Client) fullError(ctx context.Context, err error) error {
 }
 
 // workerRoom keeps a worker from starting attempts it could not record to
-// their end in a stream bounded by MaxBytes: an attempt starts only when
-// the stream has reservePerTask free for it and for every other attempt of
-// this worker still under way. Producers that keep room (Client) never let
-// it come to that; a stream filled to the last byte by raw publishers would
-// otherwise take the attempt events of many tasks, pay for their solves, and
-// have no room left for a single outcome.
+// their end: an attempt starts only when the stream (bounded by MaxBytes, or
+// by what the server's store can still take) has reservePerTask free for it
+// and for every other attempt of this worker still under way, and never
+// while the store refuses writes. Producers that keep room (Client) never
+// let it come to that; a stream filled to the last byte by raw publishers,
+// or a disk filled by something else, would otherwise take the attempt
+// events of many tasks, pay for their solves, and have no room left for a
+// single outcome.
 type workerRoom struct {
 	s jetstream.Stream
+	// nc asks the server for its store's status; nil: only MaxBytes counts.
+	nc *nats.Conn
 	// maxBytes is the stream's limit when the worker started; 0: unbounded,
-	// nothing to check.
+	// only the store's room counts.
 	maxBytes int64
 	running  atomic.Int64
 	mu       sync.Mutex
-	limit    int64     // the stream's limit when last read
+	limit    int64     // the room's limit when last read; 0: none
 	bytes    uint64    // the stream's size then
 	read     time.Time // when
 	ended    int64     // attempts ended since then, whose records the reading may not hold
+	store    storeWatch
 }
 
 // roomRefresh is how long a reading of the stream's size is used.
@@ -212,7 +249,16 @@ const roomRefresh = 100 * time.Millisecond
 // take reserves room for one attempt, reading the stream's size at most
 // every roomRefresh; false means no room (or the size could not be read).
 func (r *workerRoom) take(ctx context.Context, now time.Time) bool {
-	if r.maxBytes <= 0 {
+	var st StoreStatus
+	haveStore := false
+	if r.nc != nil {
+		st, haveStore = r.store.read(ctx, r.nc)
+	}
+	if haveStore && st.Refusing {
+		return false
+	}
+	if r.maxBytes <= 0 && !haveStore {
+		r.running.Add(1)
 		return true
 	}
 	r.mu.Lock()
@@ -223,6 +269,11 @@ func (r *workerRoom) take(ctx context.Context, now time.Time) bool {
 			return false
 		}
 		r.bytes, r.read, r.limit, r.ended = info.State.Bytes, now, info.Config.MaxBytes, 0
+		if haveStore {
+			if sl := int64(r.bytes) + st.Room; r.limit <= 0 || sl < r.limit {
+				r.limit = sl
+			}
+		}
 	}
 	if r.limit > 0 && int64(r.bytes)+(r.running.Load()+r.ended+1)*reservePerTask > r.limit {
 		return false
@@ -233,10 +284,60 @@ func (r *workerRoom) take(ctx context.Context, now time.Time) bool {
 
 // give returns the room of an attempt that ended (recorded or not).
 func (r *workerRoom) give() {
-	if r.maxBytes > 0 {
-		r.mu.Lock()
-		r.ended++
-		r.mu.Unlock()
-		r.running.Add(-1)
+	r.mu.Lock()
+	r.ended++
+	r.mu.Unlock()
+	r.running.Add(-1)
+}
+
+// StoreRefusing reports the broker's store refusing writes, as the server
+// that runs it last said (at most roomRefresh ago): nil when it takes
+// writes or reports nothing.
+func (w *Worker) StoreRefusing(ctx context.Context) error {
+	if w.room.nc == nil {
+		return nil
 	}
+	st, ok := w.room.store.read(ctx, w.room.nc)
+	if !ok || !st.Refusing {
+		return nil
+	}
+	msg := fmt.Sprintf("the broker's store (%s) refuses writes (measured at %s): %s", st.Dir, st.At.UTC().Format(time.RFC3339), st.Error)
+	if st.Action != "" {
+		msg += "; " + st.Action
+	}
+	return errors.New(msg)
+}
+
+// whileStoreTakes runs publish, and stops it with a *StoreRefusingError
+// when the server reports its store refusing writes meanwhile: a store
+// latched by a write error answers no publish, so a producer would
+// otherwise wait out its whole deadline without a word. Such a store has
+// stored nothing since.
+func (c *Client) whileStoreTakes(ctx context.Context, publish func(ctx context.Context) error) error {
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(storeStatusTimeout)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-pctx.Done():
+				return
+			case <-t.C:
+				if st, ok := c.room.store.read(pctx, c.nc); ok && st.Refusing {
+					cancel(&StoreRefusingError{Status: st})
+					return
+				}
+			}
+		}
+	}()
+	err := publish(pctx)
+	close(done)
+	if cause := context.Cause(pctx); err != nil && ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
 }

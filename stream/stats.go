@@ -122,6 +122,10 @@ type Stats struct {
 	LastSolve time.Time `json:"last_solve,omitzero"`
 	// LastMinute counts the solves of the last minute alone.
 	LastMinute int `json:"solved_last_minute"`
+
+	// Store is the broker's store, as the server that runs it reports it
+	// (SubjectStoreStatus); nil when it reports none.
+	Store *StoreStatus `json:"store,omitempty"`
 }
 
 // statsEvent is the part of an Event stats reads. Method is read when an
@@ -198,6 +202,11 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 	if st.Workers, err = c.Workers(ctx); err != nil {
 		return st, err
 	}
+	sctx, cancel := context.WithTimeout(ctx, storeStatusTimeout)
+	if store, err := ReadStoreStatus(sctx, c.nc); err == nil {
+		st.Store = &store
+	}
+	cancel()
 	return st, nil
 }
 

@@ -199,7 +199,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	}
 	w := &Worker{cfg: cfg, top: top, nc: nc, js: js, s: s, tokens: tokens, fatal: make(chan error, 1), wake: make(chan struct{}, 1),
 		log: cfg.Logger.With(slog.String("worker", cfg.Name)), plan: &planGate{js: js},
-		room: &workerRoom{s: s, maxBytes: s.CachedInfo().Config.MaxBytes}}
+		room: &workerRoom{s: s, nc: nc, maxBytes: s.CachedInfo().Config.MaxBytes}}
 	w.eraser = newEraser(s, w.log)
 	w.eraser.plain = cfg.NoErase
 	for _, wc := range workerConsumers() {

@@ -129,6 +129,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer nc.Close()
+	stopGuard, err := guardStore(ns, nc, stream.Topology{}, log, func() error {
+		return ensureTopology(ctx, nc, stream.Topology{}, -1, false)
+	})
+	if err != nil {
+		return err
+	}
+	defer stopGuard()
 	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "captchaq-run"})
 	if err != nil {
 		return err

@@ -127,6 +127,13 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("connect in-process: %w", err)
 	}
 	defer nc.Close()
+	stopGuard, err := guardStore(ns, nc, top.topology(), log, func() error {
+		return ensureTopology(ctx, nc, top.topology(), -1, false)
+	})
+	if err != nil {
+		return err
+	}
+	defer stopGuard()
 	if err := ensureTopology(ctx, nc, top.topology(), *plan, *early); err != nil {
 		return err
 	}

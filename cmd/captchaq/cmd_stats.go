@@ -117,6 +117,7 @@ func printStats(w io.Writer, st stream.Stats) {
 				"set it: captchaq init --plan-threads %d\n", st.LearnedPlan, st.LearnedPlanWorkers, st.LearnedPlan)
 		}
 	}
+	printStore(tw, st.Store)
 	fmt.Fprintf(tw, "waiting to retry: %d (held for a later delivery, at no worker)\n", st.Retrying)
 	fmt.Fprintf(tw, "workers alive: %d", len(st.Workers))
 	threads, inUse := 0, 0

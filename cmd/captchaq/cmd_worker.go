@@ -200,12 +200,16 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	// Readiness: connected to NATS, bound to the consumers, and taking tasks.
 	var running atomic.Bool
+	var worker atomic.Pointer[stream.Worker]
 	ready := func() error {
 		switch {
 		case !nc.IsConnected():
 			return fmt.Errorf("not connected to NATS (%s)", nc.Status())
 		case !running.Load():
 			return errors.New("not taking tasks")
+		}
+		if err := worker.Load().StoreRefusing(ctx); err != nil {
+			return err
 		}
 		if since, err := sc.Unreachable(); err != nil {
 			return fmt.Errorf("the solving service is unreachable since %s: %v (--solver-url %s)",
@@ -236,6 +240,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	svc, _ := sf.profile()
 	log.Info("worker started", slog.Int("threads", *threads), slog.String("nats", nc.ConnectedUrlRedacted()),
 		slog.String("service", string(svc)), slog.String("solver", redactURL(sf.url)))
+	worker.Store(w)
 	running.Store(true)
 	err = w.Run(ctx)
 	running.Store(false)

@@ -161,6 +161,7 @@ func TestOperationsWalkthrough(t *testing.T) {
 	out.Reset()
 	require.NoError(t, runStats(ctx, append([]string{"--nats", url, "--json"}, as("producer")...), &out, io.Discard))
 	require.Contains(t, out.String(), `"dead":1`)
+	require.Contains(t, out.String(), `"store":{`, "the shipped roles let a producer read the store's state")
 	out.Reset()
 	require.NoError(t, runStats(ctx, append([]string{"--nats", url}, as("admin")...), &out, io.Discard))
 	require.Contains(t, out.String(), "dead permanent: 1")
@@ -169,6 +170,7 @@ func TestOperationsWalkthrough(t *testing.T) {
 	require.NotContains(t, out.String(), "no plan quota set")
 	require.Contains(t, out.String(), "workers alive: 1, 0 of 2 threads in use")
 	require.Contains(t, out.String(), "waiting to retry: 0")
+	require.Regexp(t, `(?m)^store: room for \d+\.\d MiB more`, out.String())
 
 	// The operator's verbs under the shipped roles: producers read and
 	// cancel; only the admin pauses a lane.

@@ -123,6 +123,8 @@ func Start(cfg Config) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new nats-server: %w", err)
 	}
+	maxStoreSet.Store(ns, opts.JetStreamMaxStore)
+	go func() { ns.WaitForShutdown(); maxStoreSet.Delete(ns) }()
 	if cfg.Logger != nil {
 		ns.SetLoggerV2(&slogAdapter{l: cfg.Logger, verbose: cfg.Verbose}, false, false, false)
 	}

@@ -1,0 +1,118 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+)
+
+// The Guard's room is bounded by JetStream's storage limit: with
+// max_file_store at 1 MB, the room shrinks as a stream fills, and once the
+// server refuses writes for its limit the Guard reports the store refusing.
+func TestGuardRoomFollowsJetStreamLimit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("host: 127.0.0.1\nport: -1\njetstream { store_dir: %q, max_file_store: 1MB }\n", filepath.Join(dir, "js"))), 0o600))
+	withServer(t, Config{ConfigFile: conf}, func(ctx context.Context, ns *server.Server, js jetstream.JetStream) {
+		g := WatchStore(ns, GuardConfig{Every: 50 * time.Millisecond})
+		defer g.Stop()
+		st := g.Status()
+		require.Equal(t, int64(1<<20), st.MaxStore)
+		require.Equal(t, st.MaxStore, st.Room, "nothing stored yet: the whole limit is room")
+		require.False(t, st.Refusing)
+
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s"}})
+		require.NoError(t, err)
+		payload := make([]byte, 32<<10)
+		for i := 0; ; i++ {
+			_, err := js.Publish(ctx, "s", payload)
+			if err != nil {
+				var apiErr *jetstream.APIError
+				require.True(t, errors.As(err, &apiErr), "%v", err)
+				require.Contains(t, apiErr.Description, "insufficient resources")
+				break
+			}
+			require.Less(t, i, 100)
+			if i == 10 {
+				mid := g.Status()
+				require.Less(t, mid.Room, st.Room-10*int64(len(payload)), "the room shrinks with what is stored")
+			}
+		}
+		st = g.Status()
+		require.True(t, st.Refusing, "%+v", st)
+		require.Contains(t, st.Error, "storage limit is exceeded")
+		require.Zero(t, st.Room)
+	})
+}
+
+// A disk filled by another file latches the stream that meets it (nats-
+// server's critical write error); the Guard reports it, and once the file
+// is gone reopens JetStream in place: the stream takes writes again, with
+// what it held, and the hooks ran around the reopening.
+func TestGuardReopensLatchedStoreWhenSpaceReturns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "not root")
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", dir).CombinedOutput(); err != nil {
+		skipOrFail(t, fmt.Sprintf("mount -t tmpfs: %v: %s", err, out))
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	var reopening, reopened atomic.Int32
+	withServer(t, Config{StoreDir: filepath.Join(dir, "js")}, func(ctx context.Context, ns *server.Server, js jetstream.JetStream) {
+		g := WatchStore(ns, GuardConfig{Every: 50 * time.Millisecond,
+			Reopening: func() { reopening.Add(1) }, Reopened: func() error { reopened.Add(1); return nil }})
+		defer g.Stop()
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s"}})
+		require.NoError(t, err)
+		_, err = js.Publish(ctx, "s", []byte("before"))
+		require.NoError(t, err)
+
+		filler := filepath.Join(dir, "filler")
+		f, err := os.Create(filler)
+		require.NoError(t, err)
+		for _, werr := f.Write(make([]byte, 1<<20)); werr == nil; _, werr = f.Write(make([]byte, 1<<20)) {
+		}
+		require.NoError(t, f.Close())
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err = js.Publish(pctx, "s", make([]byte, 64<<10))
+		cancel()
+		require.Error(t, err, "a full disk stores nothing")
+		require.Eventually(t, func() bool { return g.Status().Refusing }, 5*time.Second, 20*time.Millisecond)
+		require.Contains(t, g.Status().Error, "write error")
+		require.Zero(t, reopening.Load(), "no reopening while the disk is full")
+
+		require.NoError(t, os.Remove(filler))
+		require.Eventually(t, func() bool { return reopened.Load() == 1 && !g.Status().Refusing }, 10*time.Second, 20*time.Millisecond)
+		require.Equal(t, int32(1), reopening.Load())
+		_, err = js.Publish(ctx, "s", []byte("after"))
+		require.NoError(t, err, "the stream takes writes again")
+		s, err := js.Stream(ctx, "S")
+		require.NoError(t, err)
+		m, err := s.GetMsg(ctx, 1)
+		require.NoError(t, err)
+		require.Equal(t, "before", string(m.Data), "what the stream held is still there")
+	})
+}
+
+// skipOrFail skips a test that needs root to mount a small disk, except in
+// CI, which runs as root.
+func skipOrFail(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("a small disk (tmpfs) is needed and could not be mounted: %s", why)
+	}
+	t.Skipf("a small disk (tmpfs) is needed and could not be mounted: %s", why)
+}
