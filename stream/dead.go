@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -86,10 +87,13 @@ type DeadFilter struct {
 	Since time.Time
 	// Pending keeps only letters not yet replayed.
 	Pending bool
+	// IDs keeps the letters of these task ids; empty means any.
+	IDs []string
 }
 
 func (f DeadFilter) match(d DeadLetter) bool {
-	return (f.Method == "" || f.Method == d.Method) &&
+	return (len(f.IDs) == 0 || slices.Contains(f.IDs, d.ID)) &&
+		(f.Method == "" || f.Method == d.Method) &&
 		(f.Reason == "" || f.Reason == d.Reason) &&
 		(f.Since.IsZero() || !d.DeadAt.Before(f.Since)) &&
 		(!f.Pending || d.Replayed == nil)
@@ -278,6 +282,14 @@ func (c *Client) PurgeDead(ctx context.Context, f DeadFilter) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return c.PurgeDeadLetters(ctx, ds)
+}
+
+// PurgeDeadLetters deletes exactly the dead letters ds (as DeadLetters
+// listed them: by their stream sequence, so a letter that arrived since the
+// listing stays) and returns how many. The tasks' event logs stay for the
+// audit retention.
+func (c *Client) PurgeDeadLetters(ctx context.Context, ds []DeadLetter) (int, error) {
 	n := 0
 	for _, d := range ds {
 		// Erased, not only deleted: a dead letter holds the task's page URL.

@@ -28,6 +28,9 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := wantArgs(fs, 0); err != nil {
+		return err
+	}
 	if fs.NArg() > 0 {
 		return usageError("dashboard: unexpected argument %q", fs.Arg(0))
 	}

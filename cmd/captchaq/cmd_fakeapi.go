@@ -34,6 +34,9 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := wantArgs(fs, 0); err != nil {
+		return err
+	}
 	if fs.NArg() > 0 {
 		return usageError("fakeapi: unexpected argument %q", fs.Arg(0))
 	}

@@ -22,6 +22,9 @@ func runPasswd(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := wantArgs(fs, 0); err != nil {
+		return err
+	}
 	if *cost < bcrypt.MinCost || *cost > bcrypt.MaxCost {
 		return usageError("--cost %d: want %d to %d", *cost, bcrypt.MinCost, bcrypt.MaxCost)
 	}

@@ -27,6 +27,9 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := wantArgs(fs, 2); err != nil {
+		return err
+	}
 	if fs.NArg() != 2 {
 		return usageError("report: want good|bad and the captcha id, got %d arguments", fs.NArg())
 	}

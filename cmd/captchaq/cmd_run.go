@@ -43,6 +43,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := wantArgs(fs, 1); err != nil {
+		return err
+	}
 	if fs.NArg() != 1 {
 		return usageError("want one task file (JSON lines)")
 	}

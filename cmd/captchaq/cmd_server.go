@@ -50,6 +50,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := wantArgs(fs, 0); err != nil {
+		return err
+	}
 	log, err := lf.logger(stderr)
 	if err != nil {
 		return err
@@ -191,6 +194,9 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var top topoFlags
 	top.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 0); err != nil {
 		return err
 	}
 	nc, ae, err := nf.connect(ctx, "captchaq-init")

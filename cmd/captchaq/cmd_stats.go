@@ -29,6 +29,9 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := wantArgs(fs, 0); err != nil {
+		return err
+	}
 	if *interval < minInterval {
 		return usageError("--interval %s: at least %s (each snapshot reads the stream)", *interval, minInterval)
 	}

@@ -93,6 +93,9 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := wantArgs(fs, 1); err != nil {
+		return err
+	}
 	if fs.NArg() != 1 {
 		return usageError("want one task file (JSON lines) or - for standard input")
 	}
@@ -192,6 +195,9 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := wantArgs(fs, 0); err != nil {
+		return err
+	}
 	if *method == "" {
 		return usageError("--method is required")
 	}
@@ -285,6 +291,9 @@ func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 0); err != nil {
 		return err
 	}
 	switch {

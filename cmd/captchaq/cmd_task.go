@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"text/tabwriter"
 	"time"
 
@@ -17,6 +18,9 @@ var taskVerbs = []subcommand{
 	{"show", "ID [--json]", "show where one task stands"},
 	{"cancel", "ID...", "ask that tasks not be solved: each ends dead/canceled at its next delivery, without a call to the service; an attempt already at the service is not stopped"},
 }
+
+// taskArgs is how many arguments each task verb takes at most.
+var taskArgs = map[string]int{"ls": 0, "show": 1, "cancel": math.MaxInt}
 
 func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	sub, args, err := pickSubcommand("task", taskVerbs, args, stderr)
@@ -41,6 +45,9 @@ func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, taskArgs[sub]); err != nil {
 		return err
 	}
 	f := stream.TaskFilter{Lane: stream.Lane(lane), Status: stream.TaskStatus(status), Limit: limit}
@@ -146,6 +153,9 @@ func runLane(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := wantArgs(fs, 1); err != nil {
+		return err
+	}
 	if fs.NArg() != 1 {
 		return usageError("lane %s: want one lane, fast or slow", sub)
 	}
@@ -194,6 +204,9 @@ func runWorkers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 0); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

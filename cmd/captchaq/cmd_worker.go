@@ -147,6 +147,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := wantArgs(fs, 0); err != nil {
+		return err
+	}
 	log, err := lf.logger(stderr)
 	if err != nil {
 		return err

@@ -60,7 +60,7 @@ var flagSetParsed func(*flag.FlagSet)
 
 // noEnv are flags no environment variable may set: confirmations must be
 // typed.
-var noEnv = map[string]bool{"yes": true}
+var noEnv = map[string]bool{"yes": true, "all": true}
 
 // parseFlags sets every flag from its environment variable, then from args:
 // the command line wins.
@@ -123,6 +123,29 @@ var dashFlag = regexp.MustCompile(`(^|[\s:])-([A-Za-z0-9][A-Za-z0-9_-]*)`)
 func flagError(command string, err error) error {
 	msg := dashFlag.ReplaceAllString(err.Error(), "$1--$2")
 	return &exitError{code: 2, err: fmt.Errorf("%s (see captchaq %s --help)", msg, command)}
+}
+
+// wantArgs refuses a command line with more arguments than the command
+// takes (n; 0 for none), naming the ones it does not take, before the
+// command does anything.
+func wantArgs(fs *flag.FlagSet, n int) error {
+	if fs.NArg() <= n {
+		return nil
+	}
+	extra := fs.Args()[n:]
+	quoted := make([]string, len(extra))
+	for i, a := range extra {
+		quoted[i] = strconv.Quote(a)
+	}
+	what := "no arguments"
+	if n > 0 {
+		what = fmt.Sprintf("%d argument(s)", n)
+	}
+	s := ""
+	if len(extra) > 1 {
+		s = "s"
+	}
+	return usageError("%s: unexpected argument%s %s: it takes %s (see captchaq %s --help)", fs.Name(), s, strings.Join(quoted, " "), what, fs.Name())
 }
 
 // usageError is a wrong command line: exit code 2.

@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 
 	"go.opentelemetry.io/otel"
@@ -162,13 +163,36 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return sig.exitCode()
 	case errors.As(err, &ee):
 		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintf(stderr, "captchaq %s: %v\n", args[0], ee.err)
+			fmt.Fprintln(stderr, prefixed(args, ee.err))
 		}
 		return ee.code
 	default:
-		fmt.Fprintf(stderr, "captchaq %s: %v\n", args[0], err)
+		fmt.Fprintln(stderr, prefixed(args, err))
 		return 1
 	}
+}
+
+// prefixed is err's message after one "captchaq COMMAND: " (COMMAND with
+// its verb, for the commands that take one): a message that already starts
+// with the command's name ("dead show: want one task id") does not get it
+// twice.
+func prefixed(args []string, err error) string {
+	name := args[0]
+	if verbs, ok := verbGroups[name]; ok && len(args) > 1 {
+		for _, v := range verbs {
+			if v.name == args[1] {
+				name += " " + v.name
+			}
+		}
+	}
+	msg := err.Error()
+	for _, p := range []string{name + ": ", args[0] + ": "} {
+		if rest, ok := strings.CutPrefix(msg, p); ok {
+			msg = rest
+			break
+		}
+	}
+	return "captchaq " + name + ": " + msg
 }
 
 // version is the module's version, or the commit it was built from.

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// argsTaken is how many arguments each command line takes; -1: any number
+// (ids). A command missing here fails the test: every command must say.
+var argsTaken = map[string]int{
+	"server": 0, "init": 0, "worker": 0, "stats": 0, "fakeapi": 0, "balance": 0, "dashboard": 0, "passwd": 0,
+	"results": 0, "solve": 0, "workers ls": 0, "task ls": 0, "dead ls": 0,
+	"dead show": 1, "trace": 1, "task show": 1, "lane pause": 1, "lane resume": 1, "run": 1, "submit": 1,
+	"report":      2,
+	"dead replay": -1, "dead purge": -1, "task cancel": -1,
+}
+
+// Every command refuses an argument it does not take, with one line that
+// names it, before it connects to anything or reads anything.
+func TestEveryCommandRefusesStrayArguments(t *testing.T) {
+	// Nothing listens on port 1: a command that went on would fail to
+	// connect (exit 1), or wait for its server.
+	t.Setenv("CAPTCHAQ_NATS", "nats://127.0.0.1:1")
+	lines := commandLines()
+	names := make([]string, 0, len(lines))
+	for n := range lines {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		n, ok := argsTaken[name]
+		require.True(t, ok, "captchaq %s: say in argsTaken how many arguments it takes", name)
+		if n < 0 {
+			continue
+		}
+		args := strings.Fields(name)
+		for i := range n {
+			args = append(args, "arg"+itoa(i))
+		}
+		args = append(args, "extra-arg")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var out, errOut strings.Builder
+		code := realMain(ctx, args, &out, &errOut)
+		cancel()
+		require.Equal(t, 2, code, "captchaq %s: %s", strings.Join(args, " "), errOut.String())
+		require.Equal(t, 1, strings.Count(errOut.String(), "\n"), "one line: %q", errOut.String())
+		require.Contains(t, errOut.String(), `"extra-arg"`, "captchaq %s names the argument", strings.Join(args, " "))
+		require.True(t, strings.HasPrefix(errOut.String(), "captchaq "+name+": "), "%q", errOut.String())
+		require.NotContains(t, errOut.String(), ": "+args[0]+":", "one prefix")
+		require.Empty(t, out.String())
+	}
+}
