@@ -49,7 +49,8 @@ func TestHelpForEveryCommand(t *testing.T) {
 		for _, args := range [][]string{append(append([]string{}, line...), "--help"), append([]string{"help"}, line...)} {
 			r := runInProcess(args...)
 			require.Equal(t, 0, r.code, "captchaq %s: %s", strings.Join(args, " "), r.stderr)
-			help := r.stderr + r.stdout
+			require.Empty(t, r.stderr, "captchaq %s: help goes to stdout (| less)", strings.Join(args, " "))
+			help := r.stdout
 			if _, group := groups[name]; group {
 				for _, v := range groups[name] {
 					require.Contains(t, help, "captchaq "+name+" "+v.name+" ", "captchaq %s lists its verbs", strings.Join(args, " "))

@@ -11,7 +11,7 @@ import (
 
 // runBalance prints the solving service account's balance.
 func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("balance", "[flags]", stderr)
+	fs := newFlagSet("balance", "[flags]", stdout)
 	var sf solverFlags
 	sf.registerService(fs)
 	if err := parseFlags(fs, args); err != nil {

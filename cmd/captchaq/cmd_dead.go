@@ -53,11 +53,11 @@ func (d *deadFilterFlags) filter() (stream.DeadFilter, error) {
 }
 
 func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	sub, args, err := pickSubcommand("dead", deadVerbs, args, stderr)
+	sub, args, err := pickSubcommand("dead", deadVerbs, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("dead "+sub, synopsisOf(deadVerbs, sub), stderr)
+	fs := newFlagSet("dead "+sub, synopsisOf(deadVerbs, sub), stdout)
 	var df deadFilterFlags
 	asJSON := fs.Bool("json", false, "print JSON (one object per line)")
 	all, yes, dryRun := false, false, false
@@ -233,7 +233,7 @@ func fmtTime(t time.Time) string {
 }
 
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("trace", "ID [flags]", stderr)
+	fs := newFlagSet("trace", "ID [flags]", stdout)
 	asJSON := fs.Bool("json", false, "print JSON lines")
 	var nf natsFlags
 	nf.register(fs)

@@ -16,7 +16,7 @@ import (
 // CAPTCHAQ_*_PASSWORD_HASH variables. The password comes from standard input
 // (never from a flag, which ps shows) or is generated.
 func runPasswd(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("passwd", "[--generate] < password", stderr)
+	fs := newFlagSet("passwd", "[--generate] < password", stdout)
 	generate := fs.Bool("generate", false, "make a random password; print it on the first line and its hash on the second")
 	cost := fs.Int("cost", 11, "bcrypt cost: each step doubles the work of checking a password at connect")
 	if err := parseFlags(fs, args); err != nil {

@@ -25,7 +25,7 @@ import (
 )
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", "[flags] FILE", stderr)
+	fs := newFlagSet("run", "[flags] FILE", stdout)
 	workers := fs.Int("workers", 2, "worker pools to run in this process")
 	threads := fs.Int("threads", 8, "threads per worker pool")
 	speed := fs.Float64("fake-speed", 10, "with the emulator: solve this many times faster than the real service (1 = real time)")

@@ -33,7 +33,7 @@ func (a *adminFlags) register(fs *flag.FlagSet) {
 }
 
 func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("server", "[flags]", stderr)
+	fs := newFlagSet("server", "[flags]", stdout)
 	config := fs.String("config", "nats.conf", "nats-server config file; empty or missing ./nats.conf: built-in defaults (127.0.0.1:4222)")
 	store := fs.String("store", "", "JetStream store directory (default: the config's store_dir, else ./data/jetstream)")
 	lazy := fs.Bool("lazy-sync", false, "fsync every 2 minutes instead of before every ack (faster; an OS crash can lose acknowledged tasks)")
@@ -186,7 +186,7 @@ func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, pla
 // runInit creates or updates the topology on a NATS server that captchaq
 // does not run: a separately installed nats-server or a cluster.
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("init", "[flags]", stderr)
+	fs := newFlagSet("init", "[flags]", stdout)
 	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
 	early := fs.Bool("plan-early", false, planEarlyUsage)
 	var nf natsFlags

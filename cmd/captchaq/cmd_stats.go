@@ -19,7 +19,7 @@ import (
 const minInterval = 500 * time.Millisecond
 
 func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("stats", "[--watch] [--json] [flags]", stderr)
+	fs := newFlagSet("stats", "[--watch] [--json] [flags]", stdout)
 	watch := fs.Bool("watch", false, "print again every --interval until interrupted: redrawn on a terminal, appended when piped")
 	interval := fs.Duration("interval", 2*time.Second, "with --watch, time between snapshots (at least 500ms)")
 	window := fs.Duration("window", time.Hour, "outcome counts and solve times cover this much recent time (0: all the stream keeps)")

@@ -85,7 +85,7 @@ func openInput(name string) (io.ReadCloser, error) {
 }
 
 func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("submit", "[flags] FILE|-", stderr)
+	fs := newFlagSet("submit", "[flags] FILE|-", stdout)
 	wait := fs.Bool("wait", false, "after submitting, print each outcome as it arrives; exit 1 unless every task is solved")
 	timeout := fs.Duration("timeout", 0, "with --wait, give up after this long (default: no limit)")
 	var nf natsFlags
@@ -182,7 +182,7 @@ func (p paramFlag) Set(s string) error {
 }
 
 func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("solve", "--method M --param k=v [--param k=v ...] [flags]", stderr)
+	fs := newFlagSet("solve", "--method M --param k=v [--param k=v ...] [flags]", stdout)
 	method := fs.String("method", "", "solving method: "+strings.Join(solver.Methods(), ", "))
 	params := stream.Params{}
 	fs.Var(paramFlag(params), "param", "a method parameter as key=value; repeat for each (sitekey=…, pageurl=…)")
@@ -283,7 +283,7 @@ func solveGaveUp(ctx context.Context, c *stream.Client, id string, timeout time.
 }
 
 func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("results", "[--follow] [--id ID] [--status solved|dead] [--since D] [flags]", stderr)
+	fs := newFlagSet("results", "[--follow] [--id ID] [--status solved|dead] [--since D] [flags]", stdout)
 	follow := fs.Bool("follow", false, "after the stored outcomes, keep printing new ones until interrupted")
 	id := fs.String("id", "", "only this task's outcomes")
 	status := fs.String("status", "", "only outcomes of this status: solved or dead")

@@ -23,11 +23,11 @@ var taskVerbs = []subcommand{
 var taskArgs = map[string]int{"ls": 0, "show": 1, "cancel": math.MaxInt}
 
 func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	sub, args, err := pickSubcommand("task", taskVerbs, args, stderr)
+	sub, args, err := pickSubcommand("task", taskVerbs, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("task "+sub, synopsisOf(taskVerbs, sub), stderr)
+	fs := newFlagSet("task "+sub, synopsisOf(taskVerbs, sub), stdout)
 	var (
 		lane, status string
 		limit        int
@@ -139,11 +139,11 @@ var laneVerbs = []subcommand{
 }
 
 func runLane(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	sub, args, err := pickSubcommand("lane", laneVerbs, args, stderr)
+	sub, args, err := pickSubcommand("lane", laneVerbs, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("lane "+sub, synopsisOf(laneVerbs, sub), stderr)
+	fs := newFlagSet("lane "+sub, synopsisOf(laneVerbs, sub), stdout)
 	var d time.Duration
 	if sub == "pause" {
 		fs.DurationVar(&d, "for", 0, "resume by itself after this long (default: until `captchaq lane resume`)")
@@ -195,11 +195,11 @@ var workersVerbs = []subcommand{
 }
 
 func runWorkers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	sub, args, err := pickSubcommand("workers", workersVerbs, args, stderr)
+	sub, args, err := pickSubcommand("workers", workersVerbs, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("workers "+sub, synopsisOf(workersVerbs, sub), stderr)
+	fs := newFlagSet("workers "+sub, synopsisOf(workersVerbs, sub), stdout)
 	asJSON := fs.Bool("json", false, "print JSON lines")
 	var nf natsFlags
 	nf.register(fs)

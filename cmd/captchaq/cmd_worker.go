@@ -122,7 +122,7 @@ func (p *policyFlags) policy() retry.Policy {
 }
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("worker", "[flags]", stderr)
+	fs := newFlagSet("worker", "[flags]", stdout)
 	threads := fs.Int("threads", 4, "tasks this process solves at once")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "on SIGTERM, how long in-flight solves may finish before they are handed back")
 	name := fs.String("name", "", "worker name in the audit trail (default host-pid-random)")

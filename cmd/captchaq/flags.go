@@ -23,12 +23,13 @@ import (
 )
 
 // newFlagSet returns a flag set whose usage lists each flag's environment
-// variable.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+// variable. The usage goes to stdout (help asked for is output: `captchaq
+// worker --help | less`); errors are one line on stderr (parseFlags).
+func newFlagSet(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: captchaq %s %s\n\nFlags (each also from its environment variable):\n", name, synopsis)
+		fmt.Fprintf(stdout, "Usage: captchaq %s %s\n\nFlags (each also from its environment variable):\n", name, synopsis)
 		fs.VisitAll(func(f *flag.Flag) {
 			def := ""
 			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" && !strings.Contains(f.Usage, "(default") {
@@ -38,7 +39,7 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 			if noEnv[f.Name] {
 				env = "no environment variable: type it"
 			}
-			fmt.Fprintf(stderr, "  --%s  [%s]\n      %s%s\n", f.Name, env, f.Usage, def)
+			fmt.Fprintf(stdout, "  --%s  [%s]\n      %s%s\n", f.Name, env, f.Usage, def)
 		})
 	}
 	return fs
@@ -536,7 +537,7 @@ type subcommand struct {
 // pickSubcommand takes the verb off args. With none, an unknown one, or a
 // request for help (`dead --help`, `dead help`, `help dead`) it prints the
 // command's verbs and returns flag.ErrHelp (help) or a usage error.
-func pickSubcommand(command string, subs []subcommand, args []string, stderr io.Writer) (string, []string, error) {
+func pickSubcommand(command string, subs []subcommand, args []string, stdout io.Writer) (string, []string, error) {
 	list := func(w io.Writer) {
 		fmt.Fprintf(w, "Usage:\n")
 		for _, s := range subs {
@@ -554,7 +555,7 @@ func pickSubcommand(command string, subs []subcommand, args []string, stderr io.
 		if len(args) > 1 && args[0] == "help" {
 			return args[1], []string{"--help"}, nil
 		}
-		list(stderr)
+		list(stdout)
 		return "", nil, flag.ErrHelp
 	}
 	for _, s := range subs {
