@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/term"
 )
 
 // runPasswd prints the bcrypt hash of a password for nats.conf's
@@ -31,6 +32,22 @@ func runPasswd(_ context.Context, args []string, stdout, stderr io.Writer) error
 	var pw string
 	if *generate {
 		pw = rand.Text() // 26 base32 characters: 130 bits
+	} else if fd := int(os.Stdin.Fd()); term.IsTerminal(fd) {
+		// Typed at a terminal: not echoed, and typed twice.
+		var err error
+		if pw, err = readSecret(fd, stderr, "Password: "); err != nil {
+			return err
+		}
+		if pw == "" {
+			return usageError("empty password (or use --generate)")
+		}
+		again, err := readSecret(fd, stderr, "Again: ")
+		if err != nil {
+			return err
+		}
+		if again != pw {
+			return fmt.Errorf("the two passwords differ; nothing printed")
+		}
 	} else {
 		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
 		if err != nil && err != io.EOF {
@@ -50,4 +67,16 @@ func runPasswd(_ context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintln(stdout, string(h))
 	return nil
+}
+
+// readSecret prompts on w and reads a line from the terminal fd without
+// echoing it.
+func readSecret(fd int, w io.Writer, prompt string) (string, error) {
+	fmt.Fprint(w, prompt)
+	b, err := term.ReadPassword(fd)
+	fmt.Fprintln(w)
+	if err != nil {
+		return "", fmt.Errorf("read the password from the terminal: %w", err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
 }

@@ -195,9 +195,21 @@ func prefixed(args []string, err error) string {
 	return "captchaq " + name + ": " + msg
 }
 
-// version is the module's version, or the commit it was built from.
+// buildVersion, when the build sets it (go build -ldflags "-X
+// main.buildVersion=v1.4.0"), is the version captchaq reports.
+var buildVersion string
+
+// version is the version the build was given, else the module's version
+// (go install …@v1.4.0), else the commit it was built from (a checkout, with
+// "+dirty" when it had changes), and the Go version.
 func version() string {
 	bi, ok := debug.ReadBuildInfo()
+	if buildVersion != "" {
+		if ok {
+			return buildVersion + " (" + bi.GoVersion + ")"
+		}
+		return buildVersion
+	}
 	if !ok {
 		return "(unknown version)"
 	}

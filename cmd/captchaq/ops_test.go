@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -346,4 +347,67 @@ func TestServerStoreKeyEncryptsAndIsNeverLogged(t *testing.T) {
 	t.Setenv("CAPTCHAQ_STORE_KEY", key)
 	_, stderr, err = serve()
 	require.NoError(t, err, "the right key opens the store again: %s", stderr)
+}
+
+// passwd at a terminal reads the password without echoing it, twice. The
+// terminal is script(1)'s pseudo-terminal (util-linux, on every Debian).
+func TestPasswdAtATerminalDoesNotEcho(t *testing.T) {
+	t.Parallel()
+	script, err := exec.LookPath("script")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("script(1) (util-linux) is missing")
+		}
+		t.Skip("script(1) is missing: no pseudo-terminal to test with")
+	}
+	cmd := exec.Command(script, "-q", "-e", "-c", os.Args[0]+" passwd --cost 4", "/dev/null")
+	cmd.Env = append(os.Environ(), childEnv...)
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	outR, outW := io.Pipe()
+	cmd.Stdout, cmd.Stderr = outW, outW
+	require.NoError(t, cmd.Start())
+	lines := make(chan string, 16)
+	var all strings.Builder
+	go func() {
+		buf := make([]byte, 256)
+		for {
+			n, err := outR.Read(buf)
+			if n > 0 {
+				all.Write(buf[:n])
+				lines <- all.String()
+			}
+			if err != nil {
+				close(lines)
+				return
+			}
+		}
+	}()
+	waitFor := func(s string) string {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for {
+			select {
+			case got, ok := <-lines:
+				require.True(t, ok, "output ended before %q", s)
+				if strings.Contains(got, s) {
+					return got
+				}
+			case <-deadline:
+				t.Fatalf("no %q", s)
+			}
+		}
+	}
+	waitFor("Password: ")
+	_, err = io.WriteString(in, "n0tEch0ed\n")
+	require.NoError(t, err)
+	waitFor("Again: ")
+	_, err = io.WriteString(in, "n0tEch0ed\n")
+	require.NoError(t, err)
+	got := waitFor("$2a$04$")
+	require.NoError(t, cmd.Wait())
+	outW.Close()
+	require.NotContains(t, got, "n0tEch0ed", "the password is not echoed")
+	hash := strings.TrimSpace(got[strings.Index(got, "$2a$"):])
+	require.NoError(t, bcrypt.CompareHashAndPassword([]byte(hash), []byte("n0tEch0ed")))
 }
