@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/stream"
 )
 
 // argsTaken is how many arguments each command line takes; -1: any number
@@ -54,4 +56,18 @@ func TestEveryCommandRefusesStrayArguments(t *testing.T) {
 		require.NotContains(t, errOut.String(), ": "+args[0]+":", "one prefix")
 		require.Empty(t, out.String())
 	}
+}
+
+// An empty answer to a question about one task, and an empty task file,
+// say so and exit non-zero.
+func TestEmptyAnswersSaySo(t *testing.T) {
+	t.Parallel()
+	natsURL, _, _ := listeningServer(t, stream.Topology{})
+	r := captchaq(t, natsURL, "results", "--id", "nosuch")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Equal(t, "captchaq results: no outcome of task nosuch: an unknown id, one that is not finished yet (captchaq task show nosuch), or older than the stream keeps\n", r.stderr)
+	require.Empty(t, r.stdout)
+	r = captchaq(t, natsURL, "submit", "-") // standard input: /dev/null
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "captchaq submit: no task in standard input: want one JSON object per line\n", r.stderr)
 }

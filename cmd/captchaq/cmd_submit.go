@@ -114,6 +114,9 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
+	if len(tasks) == 0 {
+		return usageError("no task in %s: want one JSON object per line", inputName(fs.Arg(0)))
+	}
 	receipts, err := c.SubmitAll(ctx, tasks)
 	enc := json.NewEncoder(stdout)
 	for _, r := range receipts {
@@ -317,13 +320,28 @@ func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *since > 0 {
 		from = time.Now().Add(-*since)
 	}
+	printed := 0
 	err = c.OutcomesSince(ctx, from, *follow, func(o stream.Outcome) {
 		if (*id == "" || o.ID == *id) && (*status == "" || string(o.Status) == *status) {
+			printed++
 			_ = enc.Encode(o)
 		}
 	})
 	if *follow && errors.Is(err, context.Canceled) {
 		return nil
 	}
+	if err == nil && *id != "" && printed == 0 {
+		// Asked about one task, an empty answer must not read as success.
+		return fmt.Errorf("no outcome of task %s%s: an unknown id, one that is not finished yet (captchaq task show %s), or older than the stream keeps",
+			*id, map[bool]string{true: " with status " + *status}[*status != ""], *id)
+	}
 	return explain(err, ae)
+}
+
+// inputName is how messages name a task file argument.
+func inputName(arg string) string {
+	if arg == "-" {
+		return "standard input"
+	}
+	return arg
 }
