@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -70,4 +73,26 @@ func TestEmptyAnswersSaySo(t *testing.T) {
 	r = captchaq(t, natsURL, "submit", "-") // standard input: /dev/null
 	require.Equal(t, 2, r.code, r.stderr)
 	require.Equal(t, "captchaq submit: no task in standard input: want one JSON object per line\n", r.stderr)
+}
+
+// `captchaq server` with the shipped nats.conf and an environment that
+// lacks one of its variables says which, what it is for, and how to run
+// without: not the config parser's "variable reference … can not be found".
+func TestServerSaysWhichVariableToSet(t *testing.T) {
+	t.Parallel()
+	dir, conf := shippedConfig(t)
+	cmd := exec.Command(os.Args[0], "server", "--config", conf, "--store", filepath.Join(dir, "js"))
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CAPTCHAQ_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, childEnv...)
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "captchaq server: "+conf+" reads CAPTCHAQ_")
+	require.Contains(t, string(out), "from the environment, and it is not set")
+	require.Contains(t, string(out), "--config ''")
+	require.NotContains(t, string(out), "can not be found")
+	require.Equal(t, 1, strings.Count(string(out), "\n"), string(out))
 }

@@ -197,7 +197,7 @@ func TestSubmitWaitInterrupted(t *testing.T) {
 	p.waitLine(`"id":"q-2"`, 20*time.Second)
 	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
 	require.Equal(t, 130, p.wait(20*time.Second))
-	require.Contains(t, p.output(), "captchaq submit: interrupted by interrupt: 2 task(s) without an outcome yet are still queued or being solved; run the same command within 2m0s to resume waiting")
+	require.Contains(t, p.output(), "captchaq submit: interrupted (Ctrl-C): 2 task(s) without an outcome yet are still queued or being solved; run the same command within 2m0s to resume waiting")
 	require.NotContains(t, p.output(), "context canceled")
 
 	r := captchaq(t, natsURL, "submit", "--wait", "--timeout", "300ms", file)
@@ -223,7 +223,7 @@ func TestSolveTimeoutAndInterrupt(t *testing.T) {
 	waitCounted(ctx, t, s, "workers-fast-high", 2) // the timed-out task and this one
 	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
 	require.Equal(t, 130, p.wait(20*time.Second))
-	require.Contains(t, p.output(), "captchaq solve: interrupted by interrupt: task ctrl-c canceled: no worker will solve it (it ends dead/canceled)")
+	require.Contains(t, p.output(), "captchaq solve: interrupted (Ctrl-C): task ctrl-c canceled: no worker will solve it (it ends dead/canceled)")
 
 	api, emu := emulatorURL(t, fakeapi.Config{})
 	startWorker(t, ctx, natsURL, emu)
@@ -349,7 +349,7 @@ func TestRunInterrupted(t *testing.T) {
 	p.waitLine("submitted 2 tasks; waiting for their outcomes", 20*time.Second)
 	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
 	require.Equal(t, 130, p.wait(20*time.Second))
-	require.Contains(t, p.output(), "captchaq run: interrupted by interrupt: 2 task(s) had no outcome yet and are lost with this run's temporary store (--store DIR keeps them)")
+	require.Contains(t, p.output(), "captchaq run: interrupted (Ctrl-C): 2 task(s) had no outcome yet and are lost with this run's temporary store (--store DIR keeps them)")
 }
 
 // `captchaq dashboard` serves the page and its snapshots; beyond loopback

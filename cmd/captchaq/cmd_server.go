@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -71,6 +73,13 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		log.Warn("no ./nats.conf: built-in defaults, 127.0.0.1:4222 without authentication")
 	default:
 		return fmt.Errorf("--config %s: %w", *config, statErr)
+	}
+	if cfg.ConfigFile != "" {
+		if _, err := server.ProcessConfigFile(cfg.ConfigFile); err != nil {
+			if m := missingVarRe.FindStringSubmatch(err.Error()); m != nil {
+				return missingVar(cfg.ConfigFile, m[1])
+			}
+		}
 	}
 	if cfg.ConfigFile != "" && admin.password == "" {
 		// An in-process client the config refuses only learns so after the
@@ -212,4 +221,22 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	t := top.topology()
 	fmt.Fprintf(stdout, "stream %s and the workers' consumers are ready on %s (replicas %d)\n", stream.DefaultStream, nc.ConnectedUrlRedacted(), max(t.Replicas, 1))
 	return nil
+}
+
+// missingVarRe finds the variable nats-server's config parser could not
+// resolve ("variable reference for 'X' on line 39 can not be found").
+var missingVarRe = regexp.MustCompile(`variable reference for '([^']+)'`)
+
+// missingVar says which environment variable a config reads and is not set,
+// what it is for, and how to make it.
+func missingVar(config, name string) error {
+	why := ""
+	switch {
+	case name == storeKeyEnv:
+		why = " (the key that encrypts the store at rest, at least 32 characters: export " + name + "=$(openssl rand -hex 32), and keep it: the store opens only with it)"
+	case strings.HasSuffix(name, "_PASSWORD_HASH"):
+		why = " (the bcrypt hash of a role's password: export " + name + "=$(captchaq passwd))"
+	}
+	return fmt.Errorf("%s reads %s from the environment, and it is not set%s; for a quick local trial without users or encryption, run `captchaq server --config ''`",
+		config, name, why)
 }
