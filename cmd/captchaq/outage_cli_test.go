@@ -2,6 +2,8 @@ package main
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -66,4 +68,18 @@ func TestWorkerServiceProfileZeroBalance(t *testing.T) {
 	for _, e := range tr {
 		require.NotEqual(t, "dead", e.Kind, "the task stays queued: %+v", tr)
 	}
+}
+
+// run against a solving service that cannot be reached says so within
+// seconds, instead of waiting silently for its --timeout.
+func TestRunSaysTheServiceIsUnreachable(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "one.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte(`{"id":"t1","method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/"}}`+"\n"), 0o600))
+	start := time.Now()
+	p := startProc(t, keyEnv, "run", "--json", "--timeout", "1m", "--solver-url", "http://127.0.0.1:"+itoa(freePort(t)), file)
+	p.waitLine("cannot be reached", 15*time.Second)
+	require.Less(t, time.Since(start), 15*time.Second)
+	require.Contains(t, p.output(), "captchaq run: the solving service at 127.0.0.1:")
+	require.NotContains(t, p.output(), fakeapi.TestKey, "the key never shows")
 }

@@ -74,14 +74,19 @@ func TestSeparateProcessesEndToEnd(t *testing.T) {
 	server.waitLine("captchaq server ready", 30*time.Second)
 	for i := range 2 {
 		w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu, "--poll-scale", "0.01", "--threads", "8",
-			"--name", fmt.Sprintf("proc-worker-%d", i+1))
+			"--retry-initial", "20ms", "--retry-max", "50ms", "--name", fmt.Sprintf("proc-worker-%d", i+1))
 		w.waitLine("worker started", 30*time.Second)
 	}
 
 	submit := exec.Command(os.Args[0], "submit", "--nats", url, "--wait", "--timeout", "2m", filepath.Join("..", "..", "testdata", "tasks.jsonl"))
 	submit.Env = append(os.Environ(), childEnv...)
-	out, err := submit.CombinedOutput()
-	require.NoError(t, err, "submit --wait: %s", out)
+	submit.Stderr = &strings.Builder{}
+	out, err := submit.Output()
+	// The demo file fails three tasks on purpose (the emulator's demo site
+	// keys): submit --wait exits 1 and names how many were not solved.
+	require.Error(t, err, "submit --wait: %s", out)
+	require.Equal(t, 1, submit.ProcessState.ExitCode())
+	require.Contains(t, submit.Stderr.(*strings.Builder).String(), "2 of 30 tasks not solved")
 
 	receipts, outcomes := map[string]bool{}, map[string]stream.Outcome{}
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
@@ -103,10 +108,24 @@ func TestSeparateProcessesEndToEnd(t *testing.T) {
 	require.Len(t, outcomes, 30)
 	for id, o := range outcomes {
 		require.True(t, receipts[id])
-		require.Equal(t, stream.StatusSolved, o.Status, id)
-		require.NotEmpty(t, o.Solution, id)
+		switch id {
+		case "demo-007": // site key "unsolvable": every attempt fails
+			require.Equal(t, stream.StatusDead, o.Status, id)
+			require.Equal(t, string(retry.ReasonAttemptsExhausted), string(o.Reason), id)
+			require.Equal(t, retry.DefaultMaxAttempts, o.Attempts, id)
+		case "demo-016": // site key "perm-fail": a permanent error, no retry
+			require.Equal(t, stream.StatusDead, o.Status, id)
+			require.Equal(t, string(retry.ReasonPermanent), string(o.Reason), id)
+			require.Equal(t, 1, o.Attempts, id)
+		case "demo-006": // site key "flaky-2": solved on the third attempt
+			require.Equal(t, stream.StatusSolved, o.Status, id)
+			require.Equal(t, 3, o.Attempts, id)
+		default:
+			require.Equal(t, stream.StatusSolved, o.Status, id)
+			require.NotEmpty(t, o.Solution, id)
+		}
 	}
-	require.Equal(t, 30, api.Stats().Solved)
+	require.Equal(t, 28, api.Stats().Solved)
 
 	// Each task has exactly one outcome message in the stream, whoever solved it.
 	nc, err := nats.Connect(url)
