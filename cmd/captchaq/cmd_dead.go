@@ -222,6 +222,9 @@ func replayedText(r *stream.Replay) string {
 	if r == nil {
 		return "no"
 	}
+	if r.TaskSeq == 0 {
+		return fmt.Sprintf("started %s, not known to have queued: replay it again to finish", r.At.UTC().Format(time.RFC3339))
+	}
 	return fmt.Sprintf("%s (task message %d)", r.At.UTC().Format(time.RFC3339), r.TaskSeq)
 }
 

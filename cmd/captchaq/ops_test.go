@@ -16,11 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/captchaq/captchaq/internal/logbuf"
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream"
 )
 
 // testStoreKey is the store key the tests give the shipped nats.conf.
@@ -410,4 +413,59 @@ func TestPasswdAtATerminalDoesNotEcho(t *testing.T) {
 	require.NotContains(t, got, "n0tEch0ed", "the password is not echoed")
 	hash := strings.TrimSpace(got[strings.Index(got, "$2a$"):])
 	require.NoError(t, bcrypt.CompareHashAndPassword([]byte(hash), []byte("n0tEch0ed")))
+}
+
+// A producer may submit tasks but not record replays: its `dead replay` is
+// refused before anything is queued or paid for, and the letter still reads
+// as not replayed. The admin's replay queues it and records it.
+func TestProducerReplayRefusedBeforeQueueing(t *testing.T) {
+	t.Parallel()
+	url := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	api, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.001})
+	nc, err := nats.Connect(url, nats.UserInfo("worker", rolePasswords["worker"]))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	sc, err := solver.NewClient(solver.Config{BaseURL: emu, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.001}})
+	require.NoError(t, err)
+	w, err := stream.NewWorker(ctx, nc, stream.WorkerConfig{Solver: sc, Threads: 2, IdleCheck: 50 * time.Millisecond})
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	file := filepath.Join(t.TempDir(), "t.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte(`{"id":"pf1","method":"turnstile","params":{"sitekey":"perm-fail","pageurl":"https://shop.example/"}}`+"\n"), 0o600))
+	r := captchaq(t, url, append([]string{"submit", "--wait", file}, as("producer")...)...)
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Equal(t, 1, api.Stats().InCalls)
+
+	start := time.Now()
+	r = captchaq(t, url, append([]string{"dead", "replay", "pf1"}, as("producer")...)...)
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Less(t, time.Since(start), 10*time.Second, "refused at once, not after a timeout")
+	require.Contains(t, r.stderr, `permission denied: user "producer" may not publish to "captcha.replays.pf1"`)
+	require.Contains(t, r.stderr, "nothing queued")
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
+	require.Empty(t, r.stdout)
+	r = captchaq(t, url, append([]string{"dead", "show", "pf1"}, as("admin")...)...)
+	require.Zero(t, r.code, r.stderr)
+	require.Regexp(t, `(?m)^replayed:\s+no$`, r.stdout, "a refused replay records nothing")
+	r = captchaq(t, url, append([]string{"task", "ls", "--json"}, as("admin")...)...)
+	require.Zero(t, r.code, r.stderr)
+	require.Empty(t, r.stdout, "a refused replay queues nothing")
+
+	r = captchaq(t, url, append([]string{"dead", "replay", "pf1"}, as("admin")...)...)
+	require.Zero(t, r.code, r.stderr)
+	receipts := jsonLines[stream.Receipt](t, r.stdout)
+	require.Len(t, receipts, 1)
+	require.Eventually(t, func() bool { return api.Stats().InCalls == 2 }, 30*time.Second, 20*time.Millisecond, "the replay is taken and sent")
+	r = captchaq(t, url, append([]string{"dead", "ls", "--json"}, as("admin")...)...)
+	require.Zero(t, r.code, r.stderr)
+	letters := jsonLines[stream.DeadLetter](t, r.stdout)
+	require.NotEmpty(t, letters)
+	require.NotNil(t, letters[0].Replayed, "the first letter reads as replayed")
+	require.Equal(t, receipts[0].Seq, letters[0].Replayed.TaskSeq)
 }
