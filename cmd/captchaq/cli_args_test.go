@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -95,4 +96,43 @@ func TestServerSaysWhichVariableToSet(t *testing.T) {
 	require.Contains(t, string(out), "--config ''")
 	require.NotContains(t, string(out), "can not be found")
 	require.Equal(t, 1, strings.Count(string(out), "\n"), string(out))
+}
+
+// stats suggests a plan size only from the windows of workers alive, and
+// only from windows learned from refusals: a worker against a service that
+// never refuses writes none, and stats says the plan was never reached.
+func TestStatsPlanOnlyFromLiveWorkersThatSawRefusals(t *testing.T) {
+	t.Parallel()
+	natsURL, js, client := listeningServer(t, stream.Topology{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	api, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.001})
+	w := startProc(t, keyEnv, "worker", "--nats", natsURL, "--solver-url", emu, "--poll-scale", "0.001", "--threads", "2",
+		"--name", "live-w", "--share-timings", "100ms")
+	w.waitLine("worker started", 30*time.Second)
+	_, err := client.Submit(ctx, stream.Task{ID: "p1", Method: "turnstile", Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/"}})
+	require.NoError(t, err)
+	_, err = client.Wait(ctx, "p1")
+	require.NoError(t, err)
+	require.Zero(t, api.Stats().Codes["ERROR_ZERO_BALANCE"], "the emulator refused nothing")
+	store, err := stream.OpenTimings(ctx, js, stream.Topology{})
+	require.NoError(t, err)
+	// Fifteen sharing intervals pass: still no window, for want of a
+	// refusal (a worker that shared its window would have at the first).
+	require.Never(t, func() bool {
+		ws, err := store.Windows(ctx, time.Now())
+		require.NoError(t, err)
+		return len(ws) > 0
+	}, 1500*time.Millisecond, 50*time.Millisecond, "no refusal seen: no window shared")
+	r := captchaq(t, natsURL, "stats")
+	require.Zero(t, r.code, r.stderr)
+	require.Contains(t, r.stdout, "plan never reached")
+	require.NotContains(t, r.stdout, "--plan-threads")
+
+	// A window of a worker that is gone counts for nothing.
+	require.NoError(t, store.PutWindow(ctx, "live-w", 7, time.Now()))
+	require.NoError(t, store.PutWindow(ctx, "gone-w", 350, time.Now()))
+	r = captchaq(t, natsURL, "stats")
+	require.Zero(t, r.code, r.stderr)
+	require.Contains(t, r.stdout, "captchaq init --plan-threads 7\n", r.stdout)
 }

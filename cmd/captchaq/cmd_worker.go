@@ -282,7 +282,9 @@ func shareTimings(ctx context.Context, nc *nats.Conn, top stream.Topology, sc *s
 			warned := false
 			share := func(ctx context.Context) {
 				err := sc.ShareTimings(ctx, store)
-				if n := sc.PlanWindow(); n > 0 && err == nil {
+				// A window is a plan size only once the service has
+				// refused a submission for want of threads.
+				if n := sc.PlanWindow(); n > 0 && sc.PlanReached() && err == nil {
 					err = store.PutWindow(ctx, name, n, time.Now())
 				}
 				if err != nil && ctx.Err() == nil && !warned {
