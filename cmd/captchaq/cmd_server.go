@@ -132,7 +132,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("connect in-process: %w", err)
 	}
 	defer nc.Close()
-	if err := ensureTopology(ctx, nc, top.topology(), *plan, *early); err != nil {
+	if err := ensureTopologyPatiently(ctx, ns, nc, top.topology(), *plan, *early, log); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "captchaq server ready on %s (store %s)\n", ns.ClientURL(), ns.JetStreamConfig().StoreDir)
@@ -190,6 +190,38 @@ func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, pla
 		}
 	}
 	return nil
+}
+
+// ensureTopologyPatiently is ensureTopology for a server: a node of a
+// cluster whose peers are not up yet has no JetStream leader to create the
+// stream with, so it waits for them with backoff and says so, as a worker
+// waits for its NATS server. A single server tries once.
+func ensureTopologyPatiently(ctx context.Context, ns *server.Server, nc *nats.Conn, top stream.Topology, planThreads int, early bool, log *slog.Logger) error {
+	if !ns.JetStreamIsClustered() {
+		return ensureTopology(ctx, nc, top, planThreads, early)
+	}
+	wait, start := natsWaitFirst, time.Now()
+	for {
+		if ns.JetStreamIsLeader() || ns.JetStreamIsCurrent() {
+			err := ensureTopology(ctx, nc, top, planThreads, early)
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
+			log.Warn("the cluster could not create the topology yet; trying again", slog.Any("error", err), slog.Duration("retry_in", wait))
+		} else {
+			log.Warn("waiting for the cluster's peers: no JetStream leader yet", slog.Int("routes", ns.NumRoutes()),
+				slog.Duration("for", time.Since(start).Round(time.Second)), slog.Duration("retry_in", wait))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("no JetStream leader in the cluster after %s (%d route(s) up): are the other nodes started, and do their routes reach this one?",
+				time.Since(start).Round(time.Second), ns.NumRoutes())
+		case <-t.C:
+		}
+		wait = min(2*wait, natsWaitMax)
+	}
 }
 
 // runInit creates or updates the topology on a NATS server that captchaq

@@ -184,7 +184,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// reuse, timeouts) stays, and no reply is read twice.
 	sf.onCall = m.SolverCall
 	sf.now = time.Now // one clock for the worker and its solver
-	nc, ae, err := nf.connect(ctx, "captchaq-worker")
+	nc, ae, err := nf.connectPatiently(ctx, "captchaq-worker", log)
 	if err != nil {
 		return err
 	}

@@ -360,6 +360,41 @@ func (n *natsFlags) connect(ctx context.Context, name string) (*nats.Conn, *asyn
 	return nc, ae, nil
 }
 
+// Backoff of connectPatiently between attempts.
+const (
+	natsWaitFirst = 250 * time.Millisecond
+	natsWaitMax   = 15 * time.Second
+)
+
+// connectPatiently is connect for long-running commands (worker): while no
+// server answers at the URLs it waits, with backoff, and says so in log,
+// as a worker does for the solving service. A server that answers and
+// refuses (credentials, TLS) is an error at once: waiting would not help.
+func (n *natsFlags) connectPatiently(ctx context.Context, name string, log *slog.Logger) (*nats.Conn, *asyncErrors, error) {
+	wait := natsWaitFirst
+	start := time.Now()
+	for {
+		nc, ae, err := n.connect(ctx, name)
+		if err == nil || !errors.Is(err, nats.ErrNoServers) {
+			if err == nil && time.Since(start) > natsWaitFirst {
+				log.Info("connected to the NATS server", slog.String("nats", nc.ConnectedUrlRedacted()),
+					slog.Duration("after", time.Since(start).Round(time.Second)))
+			}
+			return nc, ae, err
+		}
+		log.Warn("waiting for the NATS server: none answers yet", slog.String("nats", redactURLs(n.url)),
+			slog.Duration("for", time.Since(start).Round(time.Second)), slog.Duration("retry_in", wait))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, fmt.Errorf("no NATS server answered at %s in %s: %w", redactURLs(n.url), time.Since(start).Round(time.Second), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, natsWaitMax)
+	}
+}
+
 // tlsConfig is the TLS the flags ask for: the CA that signed the server's
 // certificate and a client certificate for mutual TLS, or nil for neither
 // (a tls:// URL then verifies the server against the system's roots).
