@@ -21,7 +21,7 @@ import (
 var deadVerbs = []subcommand{
 	{"ls", "[--method M] [--reason R] [--since D] [--pending] [--json]", "list dead letters"},
 	{"show", "ID [--json]", "show one task's latest dead letter, with its reason and detail"},
-	{"replay", "ID... | --all [--method M] [--reason R] [--since D]", "put dead letters back on the queue as new submissions (admin)"},
+	{"replay", "ID... | --all [--method M] [--reason R] [--since D] [--wait]", "put dead letters back on the queue as new submissions (admin); --wait prints their outcomes"},
 	{"purge", "ID... | --all [--method M] [--reason R] [--since D] [--dry-run] --yes", "delete the dead letters of the ids named, or every one that matches the filters (admin); --dry-run lists them"},
 }
 
@@ -60,7 +60,7 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("dead "+sub, synopsisOf(deadVerbs, sub), stdout)
 	var df deadFilterFlags
 	asJSON := fs.Bool("json", false, "print JSON (one object per line)")
-	all, yes, dryRun := false, false, false
+	all, yes, dryRun, wait := false, false, false, false
 	switch sub {
 	case "ls":
 		df.register(fs)
@@ -69,6 +69,7 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "replay":
 		df.register(fs)
 		fs.BoolVar(&all, "all", false, "replay every dead letter that matches the filters and was not replayed yet")
+		fs.BoolVar(&wait, "wait", false, "then wait for the replayed tasks' outcomes and print them (exit 1 unless all are solved)")
 	case "purge":
 		df.register(fs)
 		fs.BoolVar(&all, "all", false, "delete every dead letter that matches the filters (all of them without a filter)")
@@ -154,7 +155,23 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		for _, r := range receipts {
 			_ = enc.Encode(r)
 		}
-		return explain(err, ae)
+		if err != nil || !wait {
+			return explain(err, ae)
+		}
+		failed := 0
+		err = c.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
+			if err != nil {
+				failed++
+			}
+			_ = enc.Encode(o)
+		})
+		if err != nil {
+			return stillQueued(ctx, err, ae, len(receipts), false, 0)
+		}
+		if failed > 0 {
+			return &exitError{code: 1, err: fmt.Errorf("%d of %d replayed tasks not solved", failed, len(receipts))}
+		}
+		return nil
 	case "purge":
 		return purgeDead(ctx, c, ae, df, f, fs.Args(), all, yes, dryRun, stdout)
 	}

@@ -37,6 +37,7 @@ func (a *adminFlags) register(fs *flag.FlagSet) {
 func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("server", "[flags]", stdout)
 	config := fs.String("config", "nats.conf", "nats-server config file; empty or missing ./nats.conf: built-in defaults (127.0.0.1:4222)")
+	listen := fs.String("listen", "127.0.0.1:4222", "without a config file (--config ''): the address clients connect to")
 	store := fs.String("store", "", "JetStream store directory (default: the config's store_dir, else ./data/jetstream)")
 	lazy := fs.Bool("lazy-sync", false, "fsync every 2 minutes instead of before every ack (faster; an OS crash can lose acknowledged tasks)")
 	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
@@ -90,7 +91,14 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	if cfg.ConfigFile == "" {
-		cfg.Port = 4222
+		host, port, err := net.SplitHostPort(*listen)
+		if err == nil {
+			cfg.Port, err = strconv.Atoi(port)
+		}
+		if err != nil || cfg.Port < 1 || cfg.Port > 65535 {
+			return usageError("--listen %q: want HOST:PORT, e.g. 127.0.0.1:4222", *listen)
+		}
+		cfg.Host = host
 		if cfg.StoreDir == "" {
 			cfg.StoreDir = "data/jetstream"
 		}
@@ -98,8 +106,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if cfg.ConfigFile == "" {
 		// Say at once that the port is taken, instead of waiting for a
 		// server that cannot start.
-		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port))); err != nil {
-			return fmt.Errorf("listen on 127.0.0.1:%d: %w", cfg.Port, err)
+		if l, err := net.Listen("tcp", *listen); err != nil {
+			return fmt.Errorf("listen on %s: %w", *listen, err)
 		} else {
 			_ = l.Close()
 		}
