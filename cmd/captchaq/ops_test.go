@@ -123,7 +123,7 @@ func httpGet(t *testing.T, url string) (string, int) {
 	return string(b), resp.StatusCode
 }
 
-// TestOperationsWalkthrough follows the README: the server with the shipped
+// TestOperationsWalkthrough follows docs/operations.md: the server with the shipped
 // nats.conf, a worker and a producer under their roles, then stats and
 // /metrics.
 func TestOperationsWalkthrough(t *testing.T) {
