@@ -32,7 +32,7 @@ import (
 //   - The README's fixed ports are the defaults a newcomer uses; here they
 //     would clash with other tests, so the test moves them: the server's
 //     127.0.0.1:4222 through the environment every command reads
-//     (CAPTCHAQ_LISTEN for `server --config ”`, CAPTCHAQ_NATS for the
+//     (CAPTCHAQ_LISTEN for a server without a config file, CAPTCHAQ_NATS for the
 //     others), and the emulator's 127.0.0.1:8088 by replacing that text
 //     with a free port.
 //   - Nothing may reach the paid service: the environment starts without
