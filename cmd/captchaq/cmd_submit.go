@@ -222,7 +222,11 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, u := range solver.UnknownParams(*method, params) {
 		fmt.Fprintf(stderr, "warning: %s\n", u)
 	}
+	watched, stopWatch := make(chan struct{}), make(chan struct{})
+	go func() { defer close(watched); watchTask(sctx, stopWatch, c, task.ID, stderr) }()
 	out, err := c.Solve(sctx, task)
+	close(stopWatch)
+	<-watched
 	if *asJSON && out.ID != "" {
 		_ = json.NewEncoder(stdout).Encode(out)
 	}
@@ -344,4 +348,40 @@ func inputName(arg string) string {
 		return "standard input"
 	}
 	return arg
+}
+
+// watchTask says on w, once each, when a worker could not reach the solving
+// service for task id or the service refused its key: the task then waits,
+// and nobody should stare at a silent terminal until --timeout. It reads
+// the task's event log every second until stop is closed or ctx ends.
+func watchTask(ctx context.Context, stop <-chan struct{}, c *stream.Client, id string, w io.Writer) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	said := map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		entries, err := c.Trace(ctx, id)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			var line string
+			switch e.Code {
+			case solver.CodeUnreachable:
+				line = fmt.Sprintf("captchaq solve: worker %s cannot reach the solving service (its log says where); task %s waits without spending attempts", e.Worker, id)
+			case "ERROR_WRONG_USER_KEY", "ERROR_KEY_DOES_NOT_EXIST":
+				line = fmt.Sprintf("captchaq solve: the solving service refuses the API key of worker %s (%s); task %s waits for a worker that can solve it", e.Worker, e.Code, id)
+			}
+			if line != "" && !said[e.Code+e.Worker] {
+				said[e.Code+e.Worker] = true
+				fmt.Fprintln(w, line)
+			}
+		}
+	}
 }

@@ -83,3 +83,17 @@ func TestRunSaysTheServiceIsUnreachable(t *testing.T) {
 	require.Contains(t, p.output(), "captchaq run: the solving service at 127.0.0.1:")
 	require.NotContains(t, p.output(), fakeapi.TestKey, "the key never shows")
 }
+
+// solve, waiting on a worker that cannot reach the solving service, says so
+// within seconds instead of at its --timeout.
+func TestSolveSaysTheServiceIsUnreachable(t *testing.T) {
+	t.Parallel()
+	natsURL, _, _ := listeningServer(t, stream.Topology{})
+	w := startProc(t, keyEnv, "worker", "--nats", natsURL, "--solver-url", "http://127.0.0.1:"+itoa(freePort(t)), "--name", "cut-off")
+	w.waitLine("worker started", 30*time.Second)
+	start := time.Now()
+	p := startProc(t, nil, "solve", "--nats", natsURL, "--method", "turnstile", "--param", "sitekey=0x4AAAAAAAB",
+		"--param", "pageurl=https://shop.example/", "--timeout", "1m")
+	p.waitLine("worker cut-off cannot reach the solving service", 15*time.Second)
+	require.Less(t, time.Since(start), 15*time.Second)
+}
