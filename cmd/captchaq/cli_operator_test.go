@@ -108,14 +108,14 @@ func TestBalanceAndReportFlags(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"balance", "report"} {
 		r := runInProcess(name, "--help")
-		require.Contains(t, r.stderr, "--solver-url")
+		require.Contains(t, r.stdout, "--solver-url")
 		for _, f := range []string{"--poll-batch", "--poll-scale", "--submit-interval", "--submit-burst"} {
-			require.NotContains(t, r.stderr, f, "%s --help", name)
+			require.NotContains(t, r.stdout, f, "%s --help", name)
 		}
 	}
 	r := runInProcess("report", "--help")
-	require.Contains(t, r.stderr, "captcha_id")
-	require.Contains(t, r.stderr, "task id")
+	require.Contains(t, r.stdout, "captcha_id")
+	require.Contains(t, r.stdout, "task id")
 }
 
 // `report good TASK_ID` looks up the task's captcha id and reports that.

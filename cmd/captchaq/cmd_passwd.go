@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,17 +34,24 @@ func runPasswd(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if *generate {
 		pw = rand.Text() // 26 base32 characters: 130 bits
 	} else if fd := int(os.Stdin.Fd()); term.IsTerminal(fd) {
-		// Typed at a terminal: not echoed, and typed twice.
-		var err error
-		if pw, err = readSecret(fd, stderr, "Password: "); err != nil {
+		// Typed at a terminal: not echoed, and typed twice. The terminal
+		// stops echoing before the first prompt shows, so that nothing
+		// typed after it appears on the screen.
+		state, err := term.MakeRaw(fd)
+		if err != nil {
+			return fmt.Errorf("read the password from the terminal: %w", err)
+		}
+		pw, err = readSecret(os.Stdin, stderr, "Password: ")
+		var again string
+		if err == nil && pw != "" {
+			again, err = readSecret(os.Stdin, stderr, "Again: ")
+		}
+		_ = term.Restore(fd, state)
+		if err != nil {
 			return err
 		}
 		if pw == "" {
 			return usageError("empty password (or use --generate)")
-		}
-		again, err := readSecret(fd, stderr, "Again: ")
-		if err != nil {
-			return err
 		}
 		if again != pw {
 			return fmt.Errorf("the two passwords differ; nothing printed")
@@ -69,14 +77,33 @@ func runPasswd(_ context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// readSecret prompts on w and reads a line from the terminal fd without
-// echoing it.
-func readSecret(fd int, w io.Writer, prompt string) (string, error) {
+// readSecret prompts on w and reads a line from r, a terminal in raw mode
+// (no echo): Enter ends it, Backspace takes back a character, Ctrl-C and
+// Ctrl-D give up.
+func readSecret(r io.Reader, w io.Writer, prompt string) (string, error) {
 	fmt.Fprint(w, prompt)
-	b, err := term.ReadPassword(fd)
-	fmt.Fprintln(w)
-	if err != nil {
-		return "", fmt.Errorf("read the password from the terminal: %w", err)
+	defer fmt.Fprint(w, "\r\n") // raw mode: no carriage return of its own
+	var line []byte
+	b := make([]byte, 1)
+	for {
+		n, err := r.Read(b)
+		if err != nil {
+			return "", fmt.Errorf("read the password from the terminal: %w", err)
+		}
+		if n == 0 {
+			continue
+		}
+		switch b[0] {
+		case '\r', '\n':
+			return string(line), nil
+		case 0x03, 0x04: // Ctrl-C, Ctrl-D
+			return "", &exitError{code: 130, err: errors.New("no password typed")}
+		case 0x7f, 0x08: // Backspace
+			if len(line) > 0 {
+				line = line[:len(line)-1]
+			}
+		default:
+			line = append(line, b[0])
+		}
 	}
-	return strings.TrimRight(string(b), "\r\n"), nil
 }
