@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/internal/logbuf"
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
 )
@@ -96,4 +100,23 @@ func TestSolveSaysTheServiceIsUnreachable(t *testing.T) {
 		"--param", "pageurl=https://shop.example/", "--timeout", "1m")
 	p.waitLine("worker cut-off cannot reach the solving service", 15*time.Second)
 	require.Less(t, time.Since(start), 15*time.Second)
+}
+
+// run's progress bar on a terminal: its clock moves every second while no
+// outcome lands.
+func TestProgressClockMoves(t *testing.T) {
+	t.Parallel()
+	var out logbuf.Buffer
+	bar := &progress{w: &out, on: true, start: time.Now()}
+	bar.begin(30)
+	sc, err := solver.NewClient(solver.Config{BaseURL: "http://127.0.0.1:1", APIKey: fakeapi.TestKey})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); watchService(ctx, bar, sc, "http://127.0.0.1:1") }()
+	require.Contains(t, out.String(), "] 0/30  0s ")
+	moved := regexp.MustCompile(`\] 0/30  [1-9]\d*s `)
+	require.Eventually(t, func() bool { return moved.MatchString(out.String()) }, 10*time.Second, 50*time.Millisecond, "%q", out.String())
+	cancel()
+	<-done
 }
