@@ -120,3 +120,19 @@ func TestProgressClockMoves(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// run with a key the service refuses says so within seconds and ends with
+// that reason, not with a bare "context canceled".
+func TestRunSaysTheServiceRefusesTheKey(t *testing.T) {
+	t.Parallel()
+	_, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.001})
+	file := filepath.Join(t.TempDir(), "one.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte(`{"id":"t1","method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/"}}`+"\n"), 0o600))
+	start := time.Now()
+	p := startProc(t, []string{"CAPTCHAAI_API_KEY=ffffffffffffffffffffffffffffffff"}, "run", "--json", "--timeout", "1m", "--solver-url", emu, file)
+	require.Equal(t, 1, p.wait(30*time.Second))
+	require.Less(t, time.Since(start), 30*time.Second)
+	require.Contains(t, p.output(), "captchaq run: the solving service refuses this worker (ERROR_KEY_DOES_NOT_EXIST)")
+	require.NotContains(t, p.output(), "context canceled")
+	require.NotContains(t, p.output(), "ffffffffffffffffffffffffffffffff", "the key never shows")
+}
