@@ -238,6 +238,9 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if sctx.Err() != nil {
 			return solveGaveUp(ctx, c, task.ID, *timeout, ae, err)
 		}
+		if errors.Is(err, stream.ErrNotSolved) {
+			return fmt.Errorf("task %s not solved: %s", out.ID, deadWords(out))
+		}
 		return explain(err, ae)
 	}
 	if !*asJSON {
@@ -384,4 +387,21 @@ func watchTask(ctx context.Context, stop <-chan struct{}, c *stream.Client, id s
 			}
 		}
 	}
+}
+
+// deadWords says why a task ended dead, as a user reads it: the reason, what
+// the service did (its code in words where it has some), and the detail.
+func deadWords(o stream.Outcome) string {
+	msg := o.Reason
+	switch o.Error {
+	case "":
+	case solver.CodeUnreachable:
+		msg += ": the solving service could not be reached"
+	default:
+		msg += ": " + o.Error
+	}
+	if o.Detail != "" {
+		msg += " (" + o.Detail + ")"
+	}
+	return msg
 }

@@ -102,6 +102,20 @@ func TestSolveSaysTheServiceIsUnreachable(t *testing.T) {
 	require.Less(t, time.Since(start), 15*time.Second)
 }
 
+// solve of a task that ends dead says why in words: the reason, the
+// service's code and its words, once.
+func TestSolveSaysWhyNotSolved(t *testing.T) {
+	t.Parallel()
+	natsURL, _, _ := listeningServer(t, stream.Topology{})
+	_, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.001})
+	w := startProc(t, keyEnv, "worker", "--nats", natsURL, "--solver-url", emu, "--poll-scale", "0.001")
+	w.waitLine("worker started", 30*time.Second)
+	r := captchaq(t, natsURL, "solve", "--id", "pf", "--method", "turnstile", "--param", "sitekey=perm-fail",
+		"--param", "pageurl=https://shop.example/", "--timeout", "30s")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Equal(t, "captchaq solve: task pf not solved: permanent: ERROR_WRONG_GOOGLEKEY (googlekey parameter is missing or has an incorrect format.)\n", r.stderr)
+}
+
 // run's progress bar on a terminal: its clock moves every second while no
 // outcome lands.
 func TestProgressClockMoves(t *testing.T) {
