@@ -332,6 +332,18 @@ func (c *Client) PlanWindow() int {
 	return c.win.size()
 }
 
+// PlanReached reports whether the service has refused a submission of this
+// Client for want of plan threads: until then PlanWindow is a guess that
+// only grows, not a plan size learned.
+func (c *Client) PlanReached() bool {
+	if c.win == nil {
+		return false
+	}
+	c.win.mu.Lock()
+	defer c.win.mu.Unlock()
+	return !c.win.slow
+}
+
 // Submit validates req and sends it to in.php, returning the captcha id. It
 // waits for the key's submission rate limit first.
 func (c *Client) Submit(ctx context.Context, req Request) (string, error) {

@@ -1,10 +1,10 @@
 package stream_test
 
-// The wire contract (README, "Wire contract (other languages)") seen from a
+// The wire contract (docs/wire-contract.md) seen from a
 // producer that has only a NATS client: these tests publish tasks and read
 // outcomes with nats.go and its jetstream package and encoding/json alone —
 // no type, constant or function of package stream — so that the subjects,
-// headers and JSON fields the README promises cannot drift from what the
+// headers and JSON fields docs/wire-contract.md promises cannot drift from what the
 // workers do. Only the workers come from captchaq (through streamtest).
 
 import (
@@ -41,7 +41,7 @@ func newRawProducer(t *testing.T, url string) *rawProducer {
 }
 
 // publish sends a task body on captcha.tasks.<lane>.<priority>.<id> with
-// Nats-Msg-Id: <id>, as the README says.
+// Nats-Msg-Id: <id>, as docs/wire-contract.md says.
 func (p *rawProducer) publish(t *testing.T, ctx context.Context, lane, priority, id string, body []byte) *jetstream.PubAck {
 	t.Helper()
 	msg := nats.NewMsg("captcha.tasks." + lane + "." + priority + "." + id)
@@ -177,7 +177,7 @@ func TestContractRawClientInvalidTask(t *testing.T) {
 	require.Equal(t, "INVALID_TASK", out["error"])
 }
 
-// TestContractStreamSubjects: every subject in the stream is one the README
+// TestContractStreamSubjects: every subject in the stream is one docs/wire-contract.md
 // lists, and the anchor (captcha.anchor) is there once and never expires.
 func TestContractStreamSubjects(t *testing.T) {
 	t.Parallel()

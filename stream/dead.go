@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -65,7 +66,8 @@ type Replay struct {
 	// (DeadLetter.Seq).
 	DeadSeq uint64 `json:"dead_seq"`
 	// TaskSeq is the stream sequence of the new task message: the new
-	// generation's Receipt.Seq.
+	// generation's Receipt.Seq. Zero in the record written before the task
+	// was queued: a replay started, not known to have queued.
 	TaskSeq uint64 `json:"task_seq"`
 	// At is when the letter was replayed.
 	At time.Time `json:"at"`
@@ -86,10 +88,13 @@ type DeadFilter struct {
 	Since time.Time
 	// Pending keeps only letters not yet replayed.
 	Pending bool
+	// IDs keeps the letters of these task ids; empty means any.
+	IDs []string
 }
 
 func (f DeadFilter) match(d DeadLetter) bool {
-	return (f.Method == "" || f.Method == d.Method) &&
+	return (len(f.IDs) == 0 || slices.Contains(f.IDs, d.ID)) &&
+		(f.Method == "" || f.Method == d.Method) &&
 		(f.Reason == "" || f.Reason == d.Reason) &&
 		(f.Since.IsZero() || !d.DeadAt.Before(f.Since)) &&
 		(!f.Pending || d.Replayed == nil)
@@ -129,7 +134,7 @@ func (c *Client) deadLetters(ctx context.Context, deadSubj, replaySubj string, f
 			return false, nil
 		}
 		var r Replay
-		if json.Unmarshal(m.Data(), &r) == nil {
+		if json.Unmarshal(m.Data(), &r) == nil && (replays[r.DeadSeq] == nil || r.TaskSeq != 0) {
 			replays[r.DeadSeq] = &r
 		}
 		return false, nil
@@ -222,12 +227,28 @@ func (c *Client) ReplayAll(ctx context.Context, f DeadFilter) ([]Receipt, error)
 	return out, nil
 }
 
+// replay queues dead letter d again. It writes its record in two steps: a
+// record that the replay started, before anything is queued, and one naming
+// the new task message once it is. The first is the rights check: the
+// replay records are the admin's (a worker accepts a replay whose letter is
+// gone on the strength of one), so a caller who may submit tasks but not
+// record replays is refused before anything is queued or paid for. And a
+// replay that queued is recorded as one even if the second write never
+// happens: the letter reads as replayed, and replaying it again finishes
+// the record instead of queueing the task a second time.
 func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
-	if d.Replayed != nil {
+	if d.Replayed != nil && d.Replayed.TaskSeq != 0 {
 		return Receipt{ID: d.ID, Seq: d.Replayed.TaskSeq, Duplicate: true}, fmt.Errorf("replay %s (dead letter %d): %w at %s",
 			d.ID, d.Seq, ErrAlreadyReplayed, d.Replayed.At.Format(time.RFC3339))
 	}
+	resuming := d.Replayed != nil // started, not known to have queued
 	if gen, err := c.latestGen(ctx, d.ID); err == nil && gen > d.Gen {
+		if resuming {
+			if m, err := c.s.GetMsg(ctx, gen); err == nil && m.Header.Get(HeaderReplayedBy) == strconv.FormatUint(d.Seq, 10) {
+				// The started replay did queue it: finish its record.
+				return c.recordReplay(ctx, d, Receipt{ID: d.ID, Seq: gen, Duplicate: true})
+			}
+		}
 		return Receipt{}, fmt.Errorf("replay %s (dead letter %d): %w: the task was submitted again since (task message %d)",
 			d.ID, d.Seq, ErrSuperseded, gen)
 	}
@@ -244,10 +265,19 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 		return Receipt{}, fmt.Errorf("replay %s (dead letter %d): %w", d.ID, d.Seq, err)
 	}
 	msg.Header.Set(HeaderReplayedBy, strconv.FormatUint(d.Seq, 10))
+	if !resuming {
+		started, _ := json.Marshal(Replay{DeadSeq: d.Seq, At: c.cfg.Now(), By: c.cfg.Name})
+		rm := nats.NewMsg(replaySubject(d.ID))
+		rm.Data = started
+		rm.Header.Set(HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
+		if _, err := publishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replaying.%d", d.Seq))); err != nil {
+			return Receipt{}, fmt.Errorf("replay %s: nothing queued: recording the replay failed: %w", d.ID, err)
+		}
+	}
 	// The message id names the dead letter: two replays racing enqueue one task.
 	ack, err := publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(replayMsgID(t.ID, strconv.FormatUint(d.Seq, 10))))
 	if err != nil {
-		return Receipt{}, fmt.Errorf("replay %s: %w", d.ID, c.fullError(ctx, err))
+		return Receipt{}, fmt.Errorf("replay %s: %w (the replay is recorded as started: replay it again to finish)", d.ID, c.fullError(ctx, err))
 	}
 	if ack.Duplicate {
 		// Anyone who may submit tasks can occupy a message id: make sure
@@ -258,15 +288,21 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 				"within the stream's duplicate window; replay again once the window has passed", d.ID, d.Seq, ack.Sequence)
 		}
 	}
-	rec, _ := json.Marshal(Replay{DeadSeq: d.Seq, TaskSeq: ack.Sequence, At: c.cfg.Now(), By: c.cfg.Name})
+	return c.recordReplay(ctx, d, Receipt{ID: d.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate})
+}
+
+// recordReplay writes the record that dead letter d was replayed as task
+// message r.Seq.
+func (c *Client) recordReplay(ctx context.Context, d DeadLetter, r Receipt) (Receipt, error) {
+	rec, _ := json.Marshal(Replay{DeadSeq: d.Seq, TaskSeq: r.Seq, At: c.cfg.Now(), By: c.cfg.Name})
 	rm := nats.NewMsg(replaySubject(d.ID))
 	rm.Data = rec
 	rm.Header.Set(HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
-	r := Receipt{ID: d.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}
 	if _, err := publishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replayed.%d", d.Seq))); err != nil {
-		// The task is queued again; only the record of it failed. Say both.
-		return r, fmt.Errorf("replay %s: the task is queued again (task message %d), but recording the replay failed: %w",
-			d.ID, ack.Sequence, err)
+		// The task is queued again, and the started record says so; only
+		// the final record failed. Say both.
+		return r, fmt.Errorf("replay %s: the task is queued again (task message %d), but recording it failed: %w; replay it again to finish the record",
+			d.ID, r.Seq, err)
 	}
 	return r, nil
 }
@@ -278,6 +314,14 @@ func (c *Client) PurgeDead(ctx context.Context, f DeadFilter) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return c.PurgeDeadLetters(ctx, ds)
+}
+
+// PurgeDeadLetters deletes exactly the dead letters ds (as DeadLetters
+// listed them: by their stream sequence, so a letter that arrived since the
+// listing stays) and returns how many. The tasks' event logs stay for the
+// audit retention.
+func (c *Client) PurgeDeadLetters(ctx context.Context, ds []DeadLetter) (int, error) {
 	n := 0
 	for _, d := range ds {
 		// Erased, not only deleted: a dead letter holds the task's page URL.

@@ -46,6 +46,6 @@
 //
 // Producers in other languages need only a NATS client: they publish a task
 // JSON on its task subject and read its outcome JSON from captcha.results.<id>
-// (README, "Wire contract (other languages)"; contract_test.go keeps the two
+// (docs/wire-contract.md; contract_test.go keeps the two
 // in step).
 package stream

@@ -182,11 +182,6 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 		return st, err
 	}
 	st.PlanThreads = threads
-	if threads == 0 {
-		if err := c.learnedPlan(ctx, &st, now); err != nil {
-			return st, err
-		}
-	}
 
 	var start time.Time // zero: everything the stream keeps
 	if window > 0 {
@@ -207,6 +202,13 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 		st.Store = &store
 	}
 	cancel()
+	if threads == 0 {
+		// From the workers alive only: a stopped worker's window is
+		// no part of the pool's plan.
+		if err := c.learnedPlan(ctx, &st, now); err != nil {
+			return st, err
+		}
+	}
 	return st, nil
 }
 

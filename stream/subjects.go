@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Subject prefixes. They are part of the wire contract (README, "Wire contract").
+// Subject prefixes. They are part of the wire contract (docs/wire-contract.md).
 const (
 	// SubjectRoot is the first token of every captchaq subject; the stream
 	// holds the subjects under it that streamSubjects lists.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -213,8 +214,8 @@ func (s *Timings) Windows(ctx context.Context, now time.Time) (map[string]PlanWi
 	return ws, nil
 }
 
-// learnedPlan fills st's LearnedPlan from the workers' plan windows; a
-// missing bucket means none learns.
+// learnedPlan fills st's LearnedPlan from the plan windows of the workers
+// in st.Workers that have not stopped; a missing bucket means none learns.
 func (c *Client) learnedPlan(ctx context.Context, st *Stats, now time.Time) error {
 	kv, err := c.js.KeyValue(ctx, TimingsBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -227,7 +228,10 @@ func (c *Client) learnedPlan(ctx context.Context, st *Stats, now time.Time) erro
 	if err != nil {
 		return err
 	}
-	for _, w := range ws {
+	for name, w := range ws {
+		if !slices.ContainsFunc(st.Workers, func(wi WorkerInfo) bool { return wi.Name == name && !wi.Stopped }) {
+			continue
+		}
 		st.LearnedPlan += w.Limit
 		st.LearnedPlanWorkers++
 	}

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -162,7 +163,8 @@ func TestAuthWorkerSharesTimings(t *testing.T) {
 }
 
 // TestStatsShowLearnedPlan: without a quota, Stats sums the plan windows the
-// workers wrote lately; a window older than windowFresh no longer counts.
+// workers alive wrote lately; a window older than windowFresh, or of a
+// worker that stopped or sends no heartbeat, does not count.
 func TestStatsShowLearnedPlan(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
@@ -177,6 +179,16 @@ func TestStatsShowLearnedPlan(t *testing.T) {
 	require.NoError(t, ts.PutWindow(ctx, "gone", 40, now.Add(-windowFresh-time.Second)))
 	require.NoError(t, ts.PutWindow(ctx, "w1", 7, now))
 	require.NoError(t, ts.PutWindow(ctx, "w2", 8, now))
+	require.NoError(t, ts.PutWindow(ctx, "stopped", 100, now))
+	require.NoError(t, ts.PutWindow(ctx, "silent", 200, now))
+	// Only the workers alive count: w1 and w2 beat, "stopped" said it
+	// stopped, "silent" sent no heartbeat.
+	for _, wi := range []WorkerInfo{{Name: "w1", Threads: 1, At: now}, {Name: "w2", Threads: 1, At: now}, {Name: "stopped", Threads: 1, At: now, Stopped: true}} {
+		b, err := json.Marshal(wi)
+		require.NoError(t, err)
+		_, err = js.Publish(ctx, heartbeatSubject(wi.Name), b)
+		require.NoError(t, err)
+	}
 	st, err := b.client.Stats(ctx, 0)
 	require.NoError(t, err)
 	require.Equal(t, 15, st.LearnedPlan)

@@ -122,6 +122,12 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 		case strings.HasPrefix(subj, subjectReplays+"."):
 			var r Replay
 			_ = json.Unmarshal(m.Data(), &r)
+			if r.TaskSeq == 0 {
+				// A replay's first record, written before it queued
+				// anything: its task message shows as the next
+				// submission, and the final record as the replay.
+				return false, nil
+			}
 			e.Kind, e.Client, e.Gen = "replayed", r.By, r.TaskSeq
 			e.Detail = fmt.Sprintf("dead letter %d replayed as task message %d", r.DeadSeq, r.TaskSeq)
 		}

@@ -49,7 +49,8 @@ func TestHelpForEveryCommand(t *testing.T) {
 		for _, args := range [][]string{append(append([]string{}, line...), "--help"), append([]string{"help"}, line...)} {
 			r := runInProcess(args...)
 			require.Equal(t, 0, r.code, "captchaq %s: %s", strings.Join(args, " "), r.stderr)
-			help := r.stderr + r.stdout
+			require.Empty(t, r.stderr, "captchaq %s: help goes to stdout (| less)", strings.Join(args, " "))
+			help := r.stdout
 			if _, group := groups[name]; group {
 				for _, v := range groups[name] {
 					require.Contains(t, help, "captchaq "+name+" "+v.name+" ", "captchaq %s lists its verbs", strings.Join(args, " "))
@@ -92,7 +93,11 @@ func TestBadFlagIsOneLine(t *testing.T) {
 	} {
 		r := runInProcess(strings.Fields(args)...)
 		require.Equal(t, 2, r.code, args)
-		require.Equal(t, "captchaq "+strings.Fields(args)[0]+": "+want+"\n", r.stderr, args)
+		name := strings.Fields(args)[0]
+		if _, verbs := verbGroups[name]; verbs {
+			name += " " + strings.Fields(args)[1] // the verb is part of the command's name
+		}
+		require.Equal(t, "captchaq "+name+": "+want+"\n", r.stderr, args)
 		require.Empty(t, r.stdout)
 	}
 }
@@ -103,14 +108,14 @@ func TestBalanceAndReportFlags(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"balance", "report"} {
 		r := runInProcess(name, "--help")
-		require.Contains(t, r.stderr, "--solver-url")
+		require.Contains(t, r.stdout, "--solver-url")
 		for _, f := range []string{"--poll-batch", "--poll-scale", "--submit-interval", "--submit-burst"} {
-			require.NotContains(t, r.stderr, f, "%s --help", name)
+			require.NotContains(t, r.stdout, f, "%s --help", name)
 		}
 	}
 	r := runInProcess("report", "--help")
-	require.Contains(t, r.stderr, "captcha_id")
-	require.Contains(t, r.stderr, "task id")
+	require.Contains(t, r.stdout, "captcha_id")
+	require.Contains(t, r.stdout, "task id")
 }
 
 // `report good TASK_ID` looks up the task's captcha id and reports that.
@@ -192,7 +197,7 @@ func TestSubmitWaitInterrupted(t *testing.T) {
 	p.waitLine(`"id":"q-2"`, 20*time.Second)
 	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
 	require.Equal(t, 130, p.wait(20*time.Second))
-	require.Contains(t, p.output(), "captchaq submit: interrupted by interrupt: 2 task(s) without an outcome yet are still queued or being solved; run the same command within 2m0s to resume waiting")
+	require.Contains(t, p.output(), "captchaq submit: interrupted (Ctrl-C): 2 task(s) without an outcome yet are still queued or being solved; run the same command within 2m0s to resume waiting")
 	require.NotContains(t, p.output(), "context canceled")
 
 	r := captchaq(t, natsURL, "submit", "--wait", "--timeout", "300ms", file)
@@ -218,7 +223,7 @@ func TestSolveTimeoutAndInterrupt(t *testing.T) {
 	waitCounted(ctx, t, s, "workers-fast-high", 2) // the timed-out task and this one
 	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
 	require.Equal(t, 130, p.wait(20*time.Second))
-	require.Contains(t, p.output(), "captchaq solve: interrupted by interrupt: task ctrl-c canceled: no worker will solve it (it ends dead/canceled)")
+	require.Contains(t, p.output(), "captchaq solve: interrupted (Ctrl-C): task ctrl-c canceled: no worker will solve it (it ends dead/canceled)")
 
 	api, emu := emulatorURL(t, fakeapi.Config{})
 	startWorker(t, ctx, natsURL, emu)
@@ -344,7 +349,7 @@ func TestRunInterrupted(t *testing.T) {
 	p.waitLine("submitted 2 tasks; waiting for their outcomes", 20*time.Second)
 	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
 	require.Equal(t, 130, p.wait(20*time.Second))
-	require.Contains(t, p.output(), "captchaq run: interrupted by interrupt: 2 task(s) had no outcome yet and are lost with this run's temporary store (--store DIR keeps them)")
+	require.Contains(t, p.output(), "captchaq run: interrupted (Ctrl-C): 2 task(s) had no outcome yet and are lost with this run's temporary store (--store DIR keeps them)")
 }
 
 // `captchaq dashboard` serves the page and its snapshots; beyond loopback

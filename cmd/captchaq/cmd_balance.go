@@ -11,10 +11,13 @@ import (
 
 // runBalance prints the solving service account's balance.
 func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("balance", "[flags]", stderr)
+	fs := newFlagSet("balance", "[flags]", stdout)
 	var sf solverFlags
 	sf.registerService(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 0); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

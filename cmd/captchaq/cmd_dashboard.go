@@ -17,7 +17,7 @@ import (
 )
 
 func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("dashboard", "[--addr 127.0.0.1:8080] [flags]", stderr)
+	fs := newFlagSet("dashboard", "[--addr 127.0.0.1:8080] [flags]", stdout)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen on this address; beyond loopback only with --token")
 	token := fs.String("token", "", "require this token of every browser (open the page with ?token=…); required beyond loopback")
 	refresh := fs.Duration("refresh", time.Second, "how often the page gets a new snapshot (at least 250ms)")
@@ -26,6 +26,9 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var lf logFlags
 	lf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 0); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -8,6 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -18,9 +21,12 @@ import (
 var deadVerbs = []subcommand{
 	{"ls", "[--method M] [--reason R] [--since D] [--pending] [--json]", "list dead letters"},
 	{"show", "ID [--json]", "show one task's latest dead letter, with its reason and detail"},
-	{"replay", "ID... | --all [--method M] [--reason R] [--since D]", "put dead letters back on the queue as new submissions (admin)"},
-	{"purge", "[--method M] [--reason R] [--since D] --yes", "delete dead letters (admin)"},
+	{"replay", "ID... | --all [--method M] [--reason R] [--since D] [--wait]", "put dead letters back on the queue as new submissions (admin); --wait prints their outcomes"},
+	{"purge", "ID... | --all [--method M] [--reason R] [--since D] [--dry-run] --yes", "delete the dead letters of the ids named, or every one that matches the filters (admin); --dry-run lists them"},
 }
+
+// deadArgs is how many arguments each dead verb takes at most.
+var deadArgs = map[string]int{"ls": 0, "show": 1, "replay": math.MaxInt, "purge": math.MaxInt}
 
 // deadFilterFlags are the filters dead ls, replay --all and purge share.
 type deadFilterFlags struct {
@@ -47,15 +53,14 @@ func (d *deadFilterFlags) filter() (stream.DeadFilter, error) {
 }
 
 func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	sub, args, err := pickSubcommand("dead", deadVerbs, args, stderr)
+	sub, args, err := pickSubcommand("dead", deadVerbs, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("dead "+sub, synopsisOf(deadVerbs, sub), stderr)
+	fs := newFlagSet("dead "+sub, synopsisOf(deadVerbs, sub), stdout)
 	var df deadFilterFlags
 	asJSON := fs.Bool("json", false, "print JSON (one object per line)")
-	all := false
-	yes := false
+	all, yes, dryRun, wait := false, false, false, false
 	switch sub {
 	case "ls":
 		df.register(fs)
@@ -64,13 +69,19 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "replay":
 		df.register(fs)
 		fs.BoolVar(&all, "all", false, "replay every dead letter that matches the filters and was not replayed yet")
+		fs.BoolVar(&wait, "wait", false, "then wait for the replayed tasks' outcomes and print them (exit 1 unless all are solved)")
 	case "purge":
 		df.register(fs)
-		fs.BoolVar(&yes, "yes", false, "really delete the matching dead letters")
+		fs.BoolVar(&all, "all", false, "delete every dead letter that matches the filters (all of them without a filter)")
+		fs.BoolVar(&yes, "yes", false, "really delete them")
+		fs.BoolVar(&dryRun, "dry-run", false, "list what would be deleted, delete nothing")
 	}
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, deadArgs[sub]); err != nil {
 		return err
 	}
 	f, err := df.filter()
@@ -144,25 +155,92 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		for _, r := range receipts {
 			_ = enc.Encode(r)
 		}
-		return explain(err, ae)
-	case "purge":
-		if !yes {
-			ds, err := c.DeadLetters(ctx, f)
-			if err != nil {
-				return explain(err, ae)
-			}
-			return usageError("dead purge would delete %d dead letter(s); add --yes to do it", len(ds))
+		if err != nil || !wait {
+			return explain(err, ae)
 		}
-		n, err := c.PurgeDead(ctx, f)
-		fmt.Fprintf(stdout, "purged %d dead letter(s)\n", n)
-		return explain(err, ae)
+		failed := 0
+		err = c.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
+			if err != nil {
+				failed++
+			}
+			_ = enc.Encode(o)
+		})
+		if err != nil {
+			return stillQueued(ctx, err, ae, len(receipts), false, 0)
+		}
+		if failed > 0 {
+			return &exitError{code: 1, err: fmt.Errorf("%d of %d replayed tasks not solved", failed, len(receipts))}
+		}
+		return nil
+	case "purge":
+		return purgeDead(ctx, c, ae, df, f, fs.Args(), all, yes, dryRun, stdout)
 	}
 	return nil
+}
+
+// purgeDead deletes exactly what the command line names: the dead letters of
+// the ids given (every one of them must have one), or with --all or a
+// filter every letter that matches. Without --yes, or with --dry-run, it
+// lists them and deletes nothing.
+func purgeDead(ctx context.Context, c *stream.Client, ae *asyncErrors, df deadFilterFlags, f stream.DeadFilter,
+	ids []string, all, yes, dryRun bool, stdout io.Writer) error {
+	filtered := df.method != "" || df.reason != "" || df.since > 0
+	switch {
+	case len(ids) > 0 && (all || filtered):
+		return usageError("dead purge: give ids, or --all and filters, not both")
+	case len(ids) == 0 && !all && !filtered:
+		return usageError("dead purge: want task ids, --all, or a filter (--method, --reason, --since); --dry-run lists what would go")
+	}
+	for _, id := range ids {
+		if err := stream.ValidateID(id); err != nil {
+			return usageError("dead purge: %v", err)
+		}
+	}
+	f.IDs = ids
+	ds, err := c.DeadLetters(ctx, f)
+	if err != nil {
+		return explain(err, ae)
+	}
+	if missing := idsWithout(ids, ds); len(missing) > 0 {
+		return fmt.Errorf("dead purge: no dead letter of %s; nothing deleted", strings.Join(missing, ", "))
+	}
+	if dryRun || !yes {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tMETHOD\tREASON\tERROR\tDEAD AT")
+		for _, d := range ds {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.ID, d.Method, d.Reason, d.Error, d.DeadAt.UTC().Format(time.RFC3339))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if dryRun {
+			fmt.Fprintf(stdout, "would delete %d dead letter(s)\n", len(ds))
+			return nil
+		}
+		return usageError("dead purge would delete %d dead letter(s); add --yes to do it", len(ds))
+	}
+	n, err := c.PurgeDeadLetters(ctx, ds)
+	fmt.Fprintf(stdout, "purged %d dead letter(s)\n", n)
+	return explain(err, ae)
+}
+
+// idsWithout returns the ids no letter of ds belongs to.
+func idsWithout(ids []string, ds []stream.DeadLetter) []string {
+	var out []string
+	for _, id := range ids {
+		if !slices.ContainsFunc(ds, func(d stream.DeadLetter) bool { return d.ID == id }) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func replayedText(r *stream.Replay) string {
 	if r == nil {
 		return "no"
+	}
+	if r.TaskSeq == 0 {
+		return fmt.Sprintf("started %s, not known to have queued: replay it again to finish", r.At.UTC().Format(time.RFC3339))
 	}
 	return fmt.Sprintf("%s (task message %d)", r.At.UTC().Format(time.RFC3339), r.TaskSeq)
 }
@@ -175,11 +253,14 @@ func fmtTime(t time.Time) string {
 }
 
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("trace", "ID [flags]", stderr)
+	fs := newFlagSet("trace", "ID [flags]", stdout)
 	asJSON := fs.Bool("json", false, "print JSON lines")
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 1); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

@@ -12,7 +12,11 @@ import (
 
 // runFakeAPI serves the emulator of the solving service until ctx is done.
 func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("fakeapi", "[flags]", stderr)
+	fs := newFlagSet("fakeapi", "[flags]\n\n"+
+		"Failure on demand: a task whose site key (sitekey, googlekey, gt or captcha_id) is\n"+
+		"  perm-fail    gets ERROR_WRONG_GOOGLEKEY from in.php, every time (dead at once, permanent)\n"+
+		"  unsolvable   gets ERROR_CAPTCHA_UNSOLVABLE from res.php, every time (retried, then dead)\n"+
+		"  flaky-N      gets ERROR_CAPTCHA_UNSOLVABLE the first N times per site key and page URL, then an answer", stdout)
 	addr := fs.String("addr", "127.0.0.1:8088", "address to listen on (host:port; port 0 picks one)")
 	threads := fs.Int("plan-threads", 0, "the emulated plan's threads: captchas solved at once, over which in.php answers ERROR_ZERO_BALANCE; 0 = unlimited")
 	noSlot := fs.Bool("no-slot-code", false, "answer ERROR_NO_SLOT_AVAILABLE instead of ERROR_ZERO_BALANCE when all threads are busy")
@@ -32,6 +36,9 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	failPage := fs.String("fail-pageurl", "", "tasks whose pageurl contains this fail with --fail-code")
 	failCode := fs.String("fail-code", "ERROR_PAGEURL", "code for tasks matching --fail-pageurl")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 0); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -138,7 +138,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("gateway", "[flags]\n\n"+
 		"Serves the solving service's own API (in.php, res.php: CaptchaAI's and 2captcha's dialect) in front of\n"+
 		"captchaq, so that a script or SDK becomes a producer by changing its base URL and key (docs/gateway.md).\n"+
-		"It connects to NATS as a producer (--nats, --user, --password).", stderr)
+		"It connects to NATS as a producer (--nats, --user, --password).", stdout)
 	var gf gatewayFlags
 	gf.register(fs, "")
 	var nf natsFlags
@@ -148,8 +148,8 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError("gateway: unexpected argument %q", fs.Arg(0))
+	if err := wantArgs(fs, 0); err != nil {
+		return err
 	}
 	if err := gf.check(""); err != nil {
 		return err

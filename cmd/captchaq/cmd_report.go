@@ -19,12 +19,15 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("report", "good|bad CAPTCHA_ID|TASK_ID [flags]\n\n"+
 		"CAPTCHA_ID is the solving service's id of the captcha: the outcome's captcha_id (digits).\n"+
 		"Given a captchaq task id instead, report looks its captcha_id up on the NATS server (--nats and\n"+
-		"the connection flags; any role may read it).", stderr)
+		"the connection flags; any role may read it).", stdout)
 	var sf solverFlags
 	sf.registerService(fs)
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 2); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {

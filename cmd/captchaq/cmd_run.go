@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/captchaq/captchaq/internal/text"
+	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
@@ -25,7 +26,7 @@ import (
 )
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", "[flags] FILE", stderr)
+	fs := newFlagSet("run", "[flags] FILE", stdout)
 	workers := fs.Int("workers", 2, "worker pools to run in this process")
 	threads := fs.Int("threads", 8, "threads per worker pool")
 	speed := fs.Float64("fake-speed", 10, "with the emulator: solve this many times faster than the real service (1 = real time)")
@@ -43,6 +44,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var gf gatewayFlags
 	gf.register(fs, "gateway-")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 1); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 && (gf.addr == "" || fs.NArg() != 0) {
@@ -145,7 +149,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return &exitError{code: 2, err: err}
 	}
 
-	wctx, stopWorkers := context.WithCancel(ctx)
+	// A worker that stops (the service refuses the key) stops the run, and
+	// its error says why.
+	wctx, stopWorkersCause := context.WithCancelCause(ctx)
+	stopWorkers := func() { stopWorkersCause(nil) }
 	var wg sync.WaitGroup
 	var conns []*nats.Conn
 	defer func() {
@@ -171,7 +178,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			defer wg.Done()
 			if err := w.Run(wctx); err != nil {
 				log.Error("worker stopped", slog.Any("error", err))
-				stopWorkers()
+				stopWorkersCause(err)
 			}
 		}()
 	}
@@ -201,6 +208,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stderr, "submitted %d tasks; waiting for their outcomes\n", len(receipts))
 	}
 	bar.begin(len(receipts))
+	watchCtx, stopWatch := context.WithCancel(wctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); watchService(watchCtx, bar, sc, sf.url) }()
 	rows := newOutcomePrinter(stdout, *asJSON || !isTerminal(stdout), bar)
 	var sum summary
 	wait, cancel := context.WithTimeout(wctx, *timeout)
@@ -210,12 +220,15 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		rows.print(o, err)
 		bar.update(sum.done())
 	})
+	stopWatch()
+	<-watched
 	bar.finish()
 	sum.elapsed = time.Since(start)
 	sum.print(stderr, len(receipts))
 	if *store != "" {
 		fmt.Fprintf(stderr, "  store    kept in %s: `captchaq server --config '' --store %s`, then `captchaq trace ID`, `captchaq dead ls`\n", dir, dir)
 	}
+	sum.tryNext(stderr, *store, fs.Arg(0))
 	if err != nil {
 		lost := len(receipts) - sum.done()
 		what := fmt.Sprintf("%d task(s) had no outcome yet and are lost with this run's temporary store (--store DIR keeps them)", lost)
@@ -228,6 +241,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("--timeout %s passed: %s", *timeout, what)
+		}
+		if cause := context.Cause(wctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return fmt.Errorf("%v; %s", cause, what)
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -351,12 +367,50 @@ func (s *summary) print(w io.Writer, total int) {
 	}
 }
 
-// progress draws a progress bar on a terminal, and nothing elsewhere.
+// tryNext, when tasks went dead, names the commands that show a dead
+// task's life and replay it: against the store run kept, or how to keep one.
+func (s *summary) tryNext(w io.Writer, store, file string) {
+	// An id that ran out of attempts first: a replay may well solve it.
+	id := ""
+	for k, ids := range s.reasons {
+		first := slices.Min(ids)
+		exhausted := strings.HasPrefix(k, string(retry.ReasonAttemptsExhausted)+" ")
+		if id == "" || exhausted && !s.exhausted(id) || exhausted == s.exhausted(id) && first < id {
+			id = first
+		}
+	}
+	if id == "" {
+		return
+	}
+	if store == "" {
+		fmt.Fprintf(w, "  try      keep the store to look into the dead tasks: `captchaq run --store demo %s`, then\n"+
+			"           `captchaq server --config '' --store demo &`, `captchaq trace %s`, `captchaq dead replay %s`\n", file, id, id)
+		return
+	}
+	fmt.Fprintf(w, "  try      with `captchaq server --config '' --store %s` running: `captchaq trace %s` (its whole life), `captchaq dead replay %s` (queue it again: a worker solves it)\n",
+		store, id, id)
+}
+
+// exhausted reports whether task id went dead for want of attempts.
+func (s *summary) exhausted(id string) bool {
+	for k, ids := range s.reasons {
+		if strings.HasPrefix(k, string(retry.ReasonAttemptsExhausted)+" ") && slices.Contains(ids, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// progress draws a progress bar on a terminal, and nothing elsewhere. Its
+// clock moves every second (tick), outcomes or not.
 type progress struct {
 	w     io.Writer
 	total int
 	on    bool
 	start time.Time
+
+	mu   sync.Mutex
+	done int
 }
 
 func newProgress(w io.Writer) *progress {
@@ -365,17 +419,33 @@ func newProgress(w io.Writer) *progress {
 
 // begin draws the bar for total tasks.
 func (p *progress) begin(total int) {
+	p.mu.Lock()
 	p.total = total
+	p.mu.Unlock()
 	p.update(0)
 }
 
 func (p *progress) update(done int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done = done
+	p.draw()
+}
+
+// tick redraws the bar with the time elapsed.
+func (p *progress) tick() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.draw()
+}
+
+func (p *progress) draw() {
 	if !p.on || p.total == 0 {
 		return
 	}
 	const width = 40
-	n := done * width / p.total
-	fmt.Fprintf(p.w, "\r[%s%s] %d/%d  %s ", strings.Repeat("#", n), strings.Repeat(".", width-n), done, p.total,
+	n := p.done * width / p.total
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d  %s ", strings.Repeat("#", n), strings.Repeat(".", width-n), p.done, p.total,
 		time.Since(p.start).Round(time.Second))
 }
 
@@ -383,12 +453,58 @@ func (p *progress) update(done int) {
 // next update draws it again.
 func (p *progress) clear() {
 	if p.on {
+		p.mu.Lock()
+		fmt.Fprint(p.w, "\r\x1b[K")
+		p.mu.Unlock()
+	}
+}
+
+// say prints a line above the bar.
+func (p *progress) say(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.on {
 		fmt.Fprint(p.w, "\r\x1b[K")
 	}
+	fmt.Fprintln(p.w, line)
+	p.draw()
 }
 
 func (p *progress) finish() {
 	if p.on {
 		fmt.Fprintln(p.w)
+	}
+}
+
+// unreachableAfter is how long the solving service may fail to answer
+// before run says so: long enough to pass over one refused connection,
+// short enough that nobody watches a frozen screen wondering.
+const unreachableAfter = 2 * time.Second
+
+// watchService moves the bar's clock every second and says on the
+// terminal, once per outage, when the solving service cannot be reached,
+// and again when it answers. It returns when ctx ends.
+func watchService(ctx context.Context, bar *progress, sc *solver.Client, url string) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	said := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		since, err := sc.Unreachable()
+		switch {
+		case err != nil && !said && time.Since(since) >= unreachableAfter:
+			said = true
+			bar.say(fmt.Sprintf("captchaq run: the solving service at %s cannot be reached (%v); the tasks wait without spending attempts until it answers",
+				urlHost(url), err))
+		case err == nil && said:
+			said = false
+			bar.say("captchaq run: the solving service answers again")
+		default:
+			bar.tick()
+		}
 	}
 }

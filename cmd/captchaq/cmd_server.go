@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -33,8 +35,9 @@ func (a *adminFlags) register(fs *flag.FlagSet) {
 }
 
 func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("server", "[flags]", stderr)
+	fs := newFlagSet("server", "[flags]", stdout)
 	config := fs.String("config", "nats.conf", "nats-server config file; empty or missing ./nats.conf: built-in defaults (127.0.0.1:4222)")
+	listen := fs.String("listen", "127.0.0.1:4222", "without a config file (--config ''): the address clients connect to")
 	store := fs.String("store", "", "JetStream store directory (default: the config's store_dir, else ./data/jetstream)")
 	lazy := fs.Bool("lazy-sync", false, "fsync every 2 minutes instead of before every ack (faster; an OS crash can lose acknowledged tasks)")
 	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
@@ -50,6 +53,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var gf gatewayFlags
 	gf.register(fs, "gateway-")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 0); err != nil {
 		return err
 	}
 	log, err := lf.logger(stderr)
@@ -76,6 +82,13 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	default:
 		return fmt.Errorf("--config %s: %w", *config, statErr)
 	}
+	if cfg.ConfigFile != "" {
+		if _, err := server.ProcessConfigFile(cfg.ConfigFile); err != nil {
+			if m := missingVarRe.FindStringSubmatch(err.Error()); m != nil {
+				return missingVar(cfg.ConfigFile, m[1])
+			}
+		}
+	}
 	if cfg.ConfigFile != "" && admin.password == "" {
 		// An in-process client the config refuses only learns so after the
 		// server's write deadline, in words about pipes: say it first.
@@ -85,7 +98,14 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	if cfg.ConfigFile == "" {
-		cfg.Port = 4222
+		host, port, err := net.SplitHostPort(*listen)
+		if err == nil {
+			cfg.Port, err = strconv.Atoi(port)
+		}
+		if err != nil || cfg.Port < 1 || cfg.Port > 65535 {
+			return usageError("--listen %q: want HOST:PORT, e.g. 127.0.0.1:4222", *listen)
+		}
+		cfg.Host = host
 		if cfg.StoreDir == "" {
 			cfg.StoreDir = "data/jetstream"
 		}
@@ -93,8 +113,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if cfg.ConfigFile == "" {
 		// Say at once that the port is taken, instead of waiting for a
 		// server that cannot start.
-		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port))); err != nil {
-			return fmt.Errorf("listen on 127.0.0.1:%d: %w", cfg.Port, err)
+		if l, err := net.Listen("tcp", *listen); err != nil {
+			return fmt.Errorf("listen on %s: %w", *listen, err)
 		} else {
 			_ = l.Close()
 		}
@@ -134,7 +154,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer stopGuard()
-	if err := ensureTopology(ctx, nc, top.topology(), *plan, *early); err != nil {
+	if err := ensureTopologyPatiently(ctx, ns, nc, top.topology(), *plan, *early, log); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "captchaq server ready on %s (store %s)\n", ns.ClientURL(), ns.JetStreamConfig().StoreDir)
@@ -201,10 +221,42 @@ func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, pla
 	return nil
 }
 
+// ensureTopologyPatiently is ensureTopology for a server: a node of a
+// cluster whose peers are not up yet has no JetStream leader to create the
+// stream with, so it waits for them with backoff and says so, as a worker
+// waits for its NATS server. A single server tries once.
+func ensureTopologyPatiently(ctx context.Context, ns *server.Server, nc *nats.Conn, top stream.Topology, planThreads int, early bool, log *slog.Logger) error {
+	if !ns.JetStreamIsClustered() {
+		return ensureTopology(ctx, nc, top, planThreads, early)
+	}
+	wait, start := natsWaitFirst, time.Now()
+	for {
+		if ns.JetStreamIsLeader() || ns.JetStreamIsCurrent() {
+			err := ensureTopology(ctx, nc, top, planThreads, early)
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
+			log.Warn("the cluster could not create the topology yet; trying again", slog.Any("error", err), slog.Duration("retry_in", wait))
+		} else {
+			log.Warn("waiting for the cluster's peers: no JetStream leader yet", slog.Int("routes", ns.NumRoutes()),
+				slog.Duration("for", time.Since(start).Round(time.Second)), slog.Duration("retry_in", wait))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("no JetStream leader in the cluster after %s (%d route(s) up): are the other nodes started, and do their routes reach this one?",
+				time.Since(start).Round(time.Second), ns.NumRoutes())
+		case <-t.C:
+		}
+		wait = min(2*wait, natsWaitMax)
+	}
+}
+
 // runInit creates or updates the topology on a NATS server that captchaq
 // does not run: a separately installed nats-server or a cluster.
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("init", "[flags]", stderr)
+	fs := newFlagSet("init", "[flags]", stdout)
 	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
 	early := fs.Bool("plan-early", false, planEarlyUsage)
 	var nf natsFlags
@@ -212,6 +264,9 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var top topoFlags
 	top.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 0); err != nil {
 		return err
 	}
 	nc, ae, err := nf.connect(ctx, "captchaq-init")
@@ -227,4 +282,22 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	t := top.topology()
 	fmt.Fprintf(stdout, "stream %s and the workers' consumers are ready on %s (replicas %d)\n", stream.DefaultStream, nc.ConnectedUrlRedacted(), max(t.Replicas, 1))
 	return nil
+}
+
+// missingVarRe finds the variable nats-server's config parser could not
+// resolve ("variable reference for 'X' on line 39 can not be found").
+var missingVarRe = regexp.MustCompile(`variable reference for '([^']+)'`)
+
+// missingVar says which environment variable a config reads and is not set,
+// what it is for, and how to make it.
+func missingVar(config, name string) error {
+	why := ""
+	switch {
+	case name == storeKeyEnv:
+		why = " (the key that encrypts the store at rest, at least 32 characters: export " + name + "=$(openssl rand -hex 32), and keep it: the store opens only with it)"
+	case strings.HasSuffix(name, "_PASSWORD_HASH"):
+		why = " (the bcrypt hash of a role's password: export " + name + "=$(captchaq passwd))"
+	}
+	return fmt.Errorf("%s reads %s from the environment, and it is not set%s; for a quick local trial without users or encryption, run `captchaq server --config ''`",
+		config, name, why)
 }

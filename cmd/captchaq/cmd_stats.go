@@ -19,7 +19,7 @@ import (
 const minInterval = 500 * time.Millisecond
 
 func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("stats", "[--watch] [--json] [flags]", stderr)
+	fs := newFlagSet("stats", "[--watch] [--json] [flags]", stdout)
 	watch := fs.Bool("watch", false, "print again every --interval until interrupted: redrawn on a terminal, appended when piped")
 	interval := fs.Duration("interval", 2*time.Second, "with --watch, time between snapshots (at least 500ms)")
 	window := fs.Duration("window", time.Hour, "outcome counts and solve times cover this much recent time (0: all the stream keeps)")
@@ -27,6 +27,9 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 0); err != nil {
 		return err
 	}
 	if *interval < minInterval {
@@ -115,6 +118,8 @@ func printStats(w io.Writer, st stream.Stats) {
 		if st.LearnedPlan > 0 {
 			fmt.Fprintf(tw, "learned plan: about %d threads (the plan windows of %d workers, from the service's capacity refusals); "+
 				"set it: captchaq init --plan-threads %d\n", st.LearnedPlan, st.LearnedPlanWorkers, st.LearnedPlan)
+		} else if len(st.Workers) > 0 {
+			fmt.Fprintf(tw, "plan never reached: no worker alive has seen the service refuse a submission for want of threads, so there is no plan size to suggest\n")
 		}
 	}
 	printStore(tw, st.Store)

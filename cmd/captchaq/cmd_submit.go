@@ -85,12 +85,15 @@ func openInput(name string) (io.ReadCloser, error) {
 }
 
 func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("submit", "[flags] FILE|-", stderr)
+	fs := newFlagSet("submit", "[flags] FILE|-", stdout)
 	wait := fs.Bool("wait", false, "after submitting, print each outcome as it arrives; exit 1 unless every task is solved")
 	timeout := fs.Duration("timeout", 0, "with --wait, give up after this long (default: no limit)")
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 1); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -110,6 +113,9 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	tasks, named, err := readTasks(in, c, stderr)
 	if err != nil {
 		return &exitError{code: 2, err: err}
+	}
+	if len(tasks) == 0 {
+		return usageError("no task in %s: want one JSON object per line", inputName(fs.Arg(0)))
 	}
 	receipts, err := c.SubmitAll(ctx, tasks)
 	enc := json.NewEncoder(stdout)
@@ -179,7 +185,7 @@ func (p paramFlag) Set(s string) error {
 }
 
 func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("solve", "--method M --param k=v [--param k=v ...] [flags]", stderr)
+	fs := newFlagSet("solve", "--method M --param k=v [--param k=v ...] [flags]", stdout)
 	method := fs.String("method", "", "solving method: "+strings.Join(solver.Methods(), ", "))
 	params := stream.Params{}
 	fs.Var(paramFlag(params), "param", "a method parameter as key=value; repeat for each (sitekey=…, pageurl=…)")
@@ -190,6 +196,9 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 0); err != nil {
 		return err
 	}
 	if *method == "" {
@@ -213,7 +222,11 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, u := range solver.UnknownParams(*method, params) {
 		fmt.Fprintf(stderr, "warning: %s\n", u)
 	}
+	watched, stopWatch := make(chan struct{}), make(chan struct{})
+	go func() { defer close(watched); watchTask(sctx, stopWatch, c, task.ID, stderr) }()
 	out, err := c.Solve(sctx, task)
+	close(stopWatch)
+	<-watched
 	if *asJSON && out.ID != "" {
 		_ = json.NewEncoder(stdout).Encode(out)
 	}
@@ -224,6 +237,9 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if sctx.Err() != nil {
 			return solveGaveUp(ctx, c, task.ID, *timeout, ae, err)
+		}
+		if errors.Is(err, stream.ErrNotSolved) {
+			return fmt.Errorf("task %s not solved: %s", out.ID, deadWords(out))
 		}
 		return explain(err, ae)
 	}
@@ -277,7 +293,7 @@ func solveGaveUp(ctx context.Context, c *stream.Client, id string, timeout time.
 }
 
 func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("results", "[--follow] [--id ID] [--status solved|dead] [--since D] [flags]", stderr)
+	fs := newFlagSet("results", "[--follow] [--id ID] [--status solved|dead] [--since D] [flags]", stdout)
 	follow := fs.Bool("follow", false, "after the stored outcomes, keep printing new ones until interrupted")
 	id := fs.String("id", "", "only this task's outcomes")
 	status := fs.String("status", "", "only outcomes of this status: solved or dead")
@@ -285,6 +301,9 @@ func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 0); err != nil {
 		return err
 	}
 	switch {
@@ -308,13 +327,81 @@ func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *since > 0 {
 		from = time.Now().Add(-*since)
 	}
+	printed := 0
 	err = c.OutcomesSince(ctx, from, *follow, func(o stream.Outcome) {
 		if (*id == "" || o.ID == *id) && (*status == "" || string(o.Status) == *status) {
+			printed++
 			_ = enc.Encode(o)
 		}
 	})
 	if *follow && errors.Is(err, context.Canceled) {
 		return nil
 	}
+	if err == nil && *id != "" && printed == 0 {
+		// Asked about one task, an empty answer must not read as success.
+		return fmt.Errorf("no outcome of task %s%s: an unknown id, one that is not finished yet (captchaq task show %s), or older than the stream keeps",
+			*id, map[bool]string{true: " with status " + *status}[*status != ""], *id)
+	}
 	return explain(err, ae)
+}
+
+// inputName is how messages name a task file argument.
+func inputName(arg string) string {
+	if arg == "-" {
+		return "standard input"
+	}
+	return arg
+}
+
+// watchTask says on w, once each, when a worker could not reach the solving
+// service for task id or the service refused its key: the task then waits,
+// and nobody should stare at a silent terminal until --timeout. It reads
+// the task's event log every second until stop is closed or ctx ends.
+func watchTask(ctx context.Context, stop <-chan struct{}, c *stream.Client, id string, w io.Writer) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	said := map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		entries, err := c.Trace(ctx, id)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			var line string
+			switch e.Code {
+			case solver.CodeUnreachable:
+				line = fmt.Sprintf("captchaq solve: worker %s cannot reach the solving service (its log says where); task %s waits without spending attempts", e.Worker, id)
+			case "ERROR_WRONG_USER_KEY", "ERROR_KEY_DOES_NOT_EXIST":
+				line = fmt.Sprintf("captchaq solve: the solving service refuses the API key of worker %s (%s); task %s waits for a worker that can solve it", e.Worker, e.Code, id)
+			}
+			if line != "" && !said[e.Code+e.Worker] {
+				said[e.Code+e.Worker] = true
+				fmt.Fprintln(w, line)
+			}
+		}
+	}
+}
+
+// deadWords says why a task ended dead, as a user reads it: the reason, what
+// the service did (its code in words where it has some), and the detail.
+func deadWords(o stream.Outcome) string {
+	msg := o.Reason
+	switch o.Error {
+	case "":
+	case solver.CodeUnreachable:
+		msg += ": the solving service could not be reached"
+	default:
+		msg += ": " + o.Error
+	}
+	if o.Detail != "" {
+		msg += " (" + o.Detail + ")"
+	}
+	return msg
 }

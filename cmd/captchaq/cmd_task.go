@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"text/tabwriter"
 	"time"
 
@@ -18,12 +19,15 @@ var taskVerbs = []subcommand{
 	{"cancel", "ID...", "ask that tasks not be solved: each ends dead/canceled at its next delivery, without a call to the service; an attempt already at the service is not stopped"},
 }
 
+// taskArgs is how many arguments each task verb takes at most.
+var taskArgs = map[string]int{"ls": 0, "show": 1, "cancel": math.MaxInt}
+
 func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	sub, args, err := pickSubcommand("task", taskVerbs, args, stderr)
+	sub, args, err := pickSubcommand("task", taskVerbs, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("task "+sub, synopsisOf(taskVerbs, sub), stderr)
+	fs := newFlagSet("task "+sub, synopsisOf(taskVerbs, sub), stdout)
 	var (
 		lane, status string
 		limit        int
@@ -41,6 +45,9 @@ func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, taskArgs[sub]); err != nil {
 		return err
 	}
 	f := stream.TaskFilter{Lane: stream.Lane(lane), Status: stream.TaskStatus(status), Limit: limit}
@@ -132,11 +139,11 @@ var laneVerbs = []subcommand{
 }
 
 func runLane(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	sub, args, err := pickSubcommand("lane", laneVerbs, args, stderr)
+	sub, args, err := pickSubcommand("lane", laneVerbs, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("lane "+sub, synopsisOf(laneVerbs, sub), stderr)
+	fs := newFlagSet("lane "+sub, synopsisOf(laneVerbs, sub), stdout)
 	var d time.Duration
 	if sub == "pause" {
 		fs.DurationVar(&d, "for", 0, "resume by itself after this long (default: until `captchaq lane resume`)")
@@ -144,6 +151,9 @@ func runLane(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 1); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -185,15 +195,18 @@ var workersVerbs = []subcommand{
 }
 
 func runWorkers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	sub, args, err := pickSubcommand("workers", workersVerbs, args, stderr)
+	sub, args, err := pickSubcommand("workers", workersVerbs, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("workers "+sub, synopsisOf(workersVerbs, sub), stderr)
+	fs := newFlagSet("workers "+sub, synopsisOf(workersVerbs, sub), stdout)
 	asJSON := fs.Bool("json", false, "print JSON lines")
 	var nf natsFlags
 	nf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 0); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

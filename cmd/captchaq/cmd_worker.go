@@ -122,7 +122,7 @@ func (p *policyFlags) policy() retry.Policy {
 }
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("worker", "[flags]", stderr)
+	fs := newFlagSet("worker", "[flags]", stdout)
 	threads := fs.Int("threads", 4, "tasks this process solves at once")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "on SIGTERM, how long in-flight solves may finish before they are handed back")
 	name := fs.String("name", "", "worker name in the audit trail (default host-pid-random)")
@@ -145,6 +145,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var lf logFlags
 	lf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := wantArgs(fs, 0); err != nil {
 		return err
 	}
 	log, err := lf.logger(stderr)
@@ -181,7 +184,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// reuse, timeouts) stays, and no reply is read twice.
 	sf.onCall = m.SolverCall
 	sf.now = time.Now // one clock for the worker and its solver
-	nc, ae, err := nf.connect(ctx, "captchaq-worker")
+	nc, ae, err := nf.connectPatiently(ctx, "captchaq-worker", log)
 	if err != nil {
 		return err
 	}
@@ -284,7 +287,9 @@ func shareTimings(ctx context.Context, nc *nats.Conn, top stream.Topology, sc *s
 			warned := false
 			share := func(ctx context.Context) {
 				err := sc.ShareTimings(ctx, store)
-				if n := sc.PlanWindow(); n > 0 && err == nil {
+				// A window is a plan size only once the service has
+				// refused a submission for want of threads.
+				if n := sc.PlanWindow(); n > 0 && sc.PlanReached() && err == nil {
 					err = store.PutWindow(ctx, name, n, time.Now())
 				}
 				if err != nil && ctx.Err() == nil && !warned {

@@ -42,7 +42,7 @@ func helpFlags(t *testing.T, c command) (*flag.FlagSet, string) {
 	flagSetParsed = func(f *flag.FlagSet) { fs = f }
 	defer func() { flagSetParsed = nil }()
 	var out strings.Builder
-	err := c.run(context.Background(), []string{"--help"}, io.Discard, &out)
+	err := c.run(context.Background(), []string{"--help"}, &out, io.Discard)
 	require.ErrorIs(t, err, flag.ErrHelp)
 	require.NotNil(t, fs)
 	return fs, out.String()

@@ -23,12 +23,13 @@ import (
 )
 
 // newFlagSet returns a flag set whose usage lists each flag's environment
-// variable.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+// variable. The usage goes to stdout (help asked for is output: `captchaq
+// worker --help | less`); errors are one line on stderr (parseFlags).
+func newFlagSet(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: captchaq %s %s\n\nFlags (each also from its environment variable):\n", name, synopsis)
+		fmt.Fprintf(stdout, "Usage: captchaq %s %s\n\nFlags (each also from its environment variable):\n", name, synopsis)
 		fs.VisitAll(func(f *flag.Flag) {
 			def := ""
 			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" && !strings.Contains(f.Usage, "(default") {
@@ -38,7 +39,7 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 			if noEnv[f.Name] {
 				env = "no environment variable: type it"
 			}
-			fmt.Fprintf(stderr, "  --%s  [%s]\n      %s%s\n", f.Name, env, f.Usage, def)
+			fmt.Fprintf(stdout, "  --%s  [%s]\n      %s%s\n", f.Name, env, f.Usage, def)
 		})
 	}
 	return fs
@@ -60,7 +61,7 @@ var flagSetParsed func(*flag.FlagSet)
 
 // noEnv are flags no environment variable may set: confirmations must be
 // typed.
-var noEnv = map[string]bool{"yes": true}
+var noEnv = map[string]bool{"yes": true, "all": true}
 
 // parseFlags sets every flag from its environment variable, then from args:
 // the command line wins.
@@ -123,6 +124,29 @@ var dashFlag = regexp.MustCompile(`(^|[\s:])-([A-Za-z0-9][A-Za-z0-9_-]*)`)
 func flagError(command string, err error) error {
 	msg := dashFlag.ReplaceAllString(err.Error(), "$1--$2")
 	return &exitError{code: 2, err: fmt.Errorf("%s (see captchaq %s --help)", msg, command)}
+}
+
+// wantArgs refuses a command line with more arguments than the command
+// takes (n; 0 for none), naming the ones it does not take, before the
+// command does anything.
+func wantArgs(fs *flag.FlagSet, n int) error {
+	if fs.NArg() <= n {
+		return nil
+	}
+	extra := fs.Args()[n:]
+	quoted := make([]string, len(extra))
+	for i, a := range extra {
+		quoted[i] = strconv.Quote(a)
+	}
+	what := "no arguments"
+	if n > 0 {
+		what = fmt.Sprintf("%d argument(s)", n)
+	}
+	s := ""
+	if len(extra) > 1 {
+		s = "s"
+	}
+	return usageError("%s: unexpected argument%s %s: it takes %s (see captchaq %s --help)", fs.Name(), s, strings.Join(quoted, " "), what, fs.Name())
 }
 
 // usageError is a wrong command line: exit code 2.
@@ -336,6 +360,41 @@ func (n *natsFlags) connect(ctx context.Context, name string) (*nats.Conn, *asyn
 	return nc, ae, nil
 }
 
+// Backoff of connectPatiently between attempts.
+const (
+	natsWaitFirst = 250 * time.Millisecond
+	natsWaitMax   = 15 * time.Second
+)
+
+// connectPatiently is connect for long-running commands (worker): while no
+// server answers at the URLs it waits, with backoff, and says so in log,
+// as a worker does for the solving service. A server that answers and
+// refuses (credentials, TLS) is an error at once: waiting would not help.
+func (n *natsFlags) connectPatiently(ctx context.Context, name string, log *slog.Logger) (*nats.Conn, *asyncErrors, error) {
+	wait := natsWaitFirst
+	start := time.Now()
+	for {
+		nc, ae, err := n.connect(ctx, name)
+		if err == nil || !errors.Is(err, nats.ErrNoServers) {
+			if err == nil && time.Since(start) > natsWaitFirst {
+				log.Info("connected to the NATS server", slog.String("nats", nc.ConnectedUrlRedacted()),
+					slog.Duration("after", time.Since(start).Round(time.Second)))
+			}
+			return nc, ae, err
+		}
+		log.Warn("waiting for the NATS server: none answers yet", slog.String("nats", redactURLs(n.url)),
+			slog.Duration("for", time.Since(start).Round(time.Second)), slog.Duration("retry_in", wait))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, fmt.Errorf("no NATS server answered at %s in %s: %w", redactURLs(n.url), time.Since(start).Round(time.Second), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, natsWaitMax)
+	}
+}
+
 // tlsConfig is the TLS the flags ask for: the CA that signed the server's
 // certificate and a client certificate for mutual TLS, or nil for neither
 // (a tls:// URL then verifies the server against the system's roots).
@@ -513,7 +572,7 @@ type subcommand struct {
 // pickSubcommand takes the verb off args. With none, an unknown one, or a
 // request for help (`dead --help`, `dead help`, `help dead`) it prints the
 // command's verbs and returns flag.ErrHelp (help) or a usage error.
-func pickSubcommand(command string, subs []subcommand, args []string, stderr io.Writer) (string, []string, error) {
+func pickSubcommand(command string, subs []subcommand, args []string, stdout io.Writer) (string, []string, error) {
 	list := func(w io.Writer) {
 		fmt.Fprintf(w, "Usage:\n")
 		for _, s := range subs {
@@ -531,7 +590,7 @@ func pickSubcommand(command string, subs []subcommand, args []string, stderr io.
 		if len(args) > 1 && args[0] == "help" {
 			return args[1], []string{"--help"}, nil
 		}
-		list(stderr)
+		list(stdout)
 		return "", nil, flag.ErrHelp
 	}
 	for _, s := range subs {

@@ -15,10 +15,13 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/captchaq/captchaq/solver"
 )
 
 // command is one subcommand: what it does in a line, and how to run it.
@@ -74,7 +77,17 @@ func main() {
 // interrupted is the cause of a context that a signal ended.
 type interrupted struct{ sig os.Signal }
 
-func (i interrupted) Error() string { return "interrupted by " + i.sig.String() }
+// Error says it as a user would: "interrupted (Ctrl-C)", "stopped by
+// SIGTERM".
+func (i interrupted) Error() string {
+	switch i.sig {
+	case os.Interrupt:
+		return "interrupted (Ctrl-C)"
+	case syscall.SIGTERM:
+		return "stopped by SIGTERM"
+	}
+	return "stopped by " + i.sig.String()
+}
 
 // exitCode is the shell's code for a process the signal ended: 128 + its
 // number (130 for Ctrl-C, 143 for SIGTERM).
@@ -159,22 +172,61 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case wasInterrupted && !errors.As(err, &ee):
 		// The command said nothing of its own about the work: say that
 		// it was interrupted, without the context's Go words.
-		fmt.Fprintf(stderr, "captchaq %s: %v\n", args[0], sig)
+		fmt.Fprintln(stderr, prefixed(args, sig))
 		return sig.exitCode()
 	case errors.As(err, &ee):
 		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintf(stderr, "captchaq %s: %v\n", args[0], ee.err)
+			fmt.Fprintln(stderr, prefixed(args, ee.err))
 		}
 		return ee.code
 	default:
-		fmt.Fprintf(stderr, "captchaq %s: %v\n", args[0], err)
+		fmt.Fprintln(stderr, prefixed(args, err))
 		return 1
 	}
 }
 
-// version is the module's version, or the commit it was built from.
+// prefixed is err's message after one "captchaq COMMAND: " (COMMAND with
+// its verb, for the commands that take one): a message that already starts
+// with the command's name ("dead show: want one task id") does not get it
+// twice.
+func prefixed(args []string, err error) string {
+	name := args[0]
+	if verbs, ok := verbGroups[name]; ok && len(args) > 1 {
+		for _, v := range verbs {
+			if v.name == args[1] {
+				name += " " + v.name
+			}
+		}
+	}
+	msg := err.Error()
+	var se *solver.Error
+	if errors.As(err, &se) {
+		msg = strings.Replace(msg, se.Error(), serviceWords(se), 1)
+	}
+	for _, p := range []string{name + ": ", args[0] + ": "} {
+		if rest, ok := strings.CutPrefix(msg, p); ok {
+			msg = rest
+			break
+		}
+	}
+	return "captchaq " + name + ": " + msg
+}
+
+// buildVersion, when the build sets it (go build -ldflags "-X
+// main.buildVersion=v1.4.0"), is the version captchaq reports.
+var buildVersion string
+
+// version is the version the build was given, else the module's version
+// (go install …@v1.4.0), else the commit it was built from (a checkout, with
+// "+dirty" when it had changes), and the Go version.
 func version() string {
 	bi, ok := debug.ReadBuildInfo()
+	if buildVersion != "" {
+		if ok {
+			return buildVersion + " (" + bi.GoVersion + ")"
+		}
+		return buildVersion
+	}
 	if !ok {
 		return "(unknown version)"
 	}
@@ -210,4 +262,29 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nEvery flag can also be set by an environment variable CAPTCHAQ_<FLAG> (--solver-url: CAPTCHAQ_SOLVER_URL);\nthe API key comes from CAPTCHAAI_API_KEY or --key-file, never from a flag value.\nRun `captchaq help COMMAND` (or `captchaq COMMAND --help`) for a command's flags; `captchaq --version` for the version.")
+}
+
+// serviceWords is a solving service's error as a user reads it: what
+// happened, then the service's code and words, without the retry class the
+// workers act on.
+func serviceWords(e *solver.Error) string {
+	var what string
+	switch e.Code {
+	case solver.CodeUnreachable:
+		what = "the solving service cannot be reached"
+	case solver.CodeNetwork:
+		what = "no answer from the solving service"
+	case "ERROR_WRONG_USER_KEY", "ERROR_KEY_DOES_NOT_EXIST":
+		what = "the solving service refused the API key (" + e.Code + ")"
+	default:
+		what = "the solving service answered " + e.Code
+	}
+	msg := e.Op + ": " + what
+	if e.Text != "" {
+		msg += ": " + e.Text
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
 }

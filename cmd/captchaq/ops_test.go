@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,11 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/captchaq/captchaq/internal/logbuf"
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream"
 )
 
 // testStoreKey is the store key the tests give the shipped nats.conf.
@@ -119,7 +123,7 @@ func httpGet(t *testing.T, url string) (string, int) {
 	return string(b), resp.StatusCode
 }
 
-// TestOperationsWalkthrough follows the README: the server with the shipped
+// TestOperationsWalkthrough follows docs/operations.md: the server with the shipped
 // nats.conf, a worker and a producer under their roles, then stats and
 // /metrics.
 func TestOperationsWalkthrough(t *testing.T) {
@@ -348,4 +352,122 @@ func TestServerStoreKeyEncryptsAndIsNeverLogged(t *testing.T) {
 	t.Setenv("CAPTCHAQ_STORE_KEY", key)
 	_, stderr, err = serve()
 	require.NoError(t, err, "the right key opens the store again: %s", stderr)
+}
+
+// passwd at a terminal reads the password without echoing it, twice. The
+// terminal is script(1)'s pseudo-terminal (util-linux, on every Debian).
+func TestPasswdAtATerminalDoesNotEcho(t *testing.T) {
+	t.Parallel()
+	script, err := exec.LookPath("script")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("script(1) (util-linux) is missing")
+		}
+		t.Skip("script(1) is missing: no pseudo-terminal to test with")
+	}
+	cmd := exec.Command(script, "-q", "-e", "-c", os.Args[0]+" passwd --cost 4", "/dev/null")
+	cmd.Env = append(os.Environ(), childEnv...)
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	outR, outW := io.Pipe()
+	cmd.Stdout, cmd.Stderr = outW, outW
+	require.NoError(t, cmd.Start())
+	lines := make(chan string, 16)
+	var all strings.Builder
+	go func() {
+		buf := make([]byte, 256)
+		for {
+			n, err := outR.Read(buf)
+			if n > 0 {
+				all.Write(buf[:n])
+				lines <- all.String()
+			}
+			if err != nil {
+				close(lines)
+				return
+			}
+		}
+	}()
+	waitFor := func(s string) string {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for {
+			select {
+			case got, ok := <-lines:
+				require.True(t, ok, "output ended before %q", s)
+				if strings.Contains(got, s) {
+					return got
+				}
+			case <-deadline:
+				t.Fatalf("no %q", s)
+			}
+		}
+	}
+	waitFor("Password: ")
+	_, err = io.WriteString(in, "n0tEch0ed\n")
+	require.NoError(t, err)
+	waitFor("Again: ")
+	_, err = io.WriteString(in, "n0tEch0ed\n")
+	require.NoError(t, err)
+	got := waitFor("$2a$04$")
+	require.NoError(t, cmd.Wait())
+	outW.Close()
+	require.NotContains(t, got, "n0tEch0ed", "the password is not echoed")
+	hash := strings.TrimSpace(got[strings.Index(got, "$2a$"):])
+	require.NoError(t, bcrypt.CompareHashAndPassword([]byte(hash), []byte("n0tEch0ed")))
+}
+
+// A producer may submit tasks but not record replays: its `dead replay` is
+// refused before anything is queued or paid for, and the letter still reads
+// as not replayed. The admin's replay queues it and records it.
+func TestProducerReplayRefusedBeforeQueueing(t *testing.T) {
+	t.Parallel()
+	url := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	api, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.001})
+	nc, err := nats.Connect(url, nats.UserInfo("worker", rolePasswords["worker"]))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	sc, err := solver.NewClient(solver.Config{BaseURL: emu, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.001}})
+	require.NoError(t, err)
+	w, err := stream.NewWorker(ctx, nc, stream.WorkerConfig{Solver: sc, Threads: 2, IdleCheck: 50 * time.Millisecond})
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	file := filepath.Join(t.TempDir(), "t.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte(`{"id":"pf1","method":"turnstile","params":{"sitekey":"perm-fail","pageurl":"https://shop.example/"}}`+"\n"), 0o600))
+	r := captchaq(t, url, append([]string{"submit", "--wait", file}, as("producer")...)...)
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Equal(t, 1, api.Stats().InCalls)
+
+	start := time.Now()
+	r = captchaq(t, url, append([]string{"dead", "replay", "pf1"}, as("producer")...)...)
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Less(t, time.Since(start), 10*time.Second, "refused at once, not after a timeout")
+	require.Contains(t, r.stderr, `permission denied: user "producer" may not publish to "captcha.replays.pf1"`)
+	require.Contains(t, r.stderr, "nothing queued")
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
+	require.Empty(t, r.stdout)
+	r = captchaq(t, url, append([]string{"dead", "show", "pf1"}, as("admin")...)...)
+	require.Zero(t, r.code, r.stderr)
+	require.Regexp(t, `(?m)^replayed:\s+no$`, r.stdout, "a refused replay records nothing")
+	r = captchaq(t, url, append([]string{"task", "ls", "--json"}, as("admin")...)...)
+	require.Zero(t, r.code, r.stderr)
+	require.Empty(t, r.stdout, "a refused replay queues nothing")
+
+	r = captchaq(t, url, append([]string{"dead", "replay", "pf1"}, as("admin")...)...)
+	require.Zero(t, r.code, r.stderr)
+	receipts := jsonLines[stream.Receipt](t, r.stdout)
+	require.Len(t, receipts, 1)
+	require.Eventually(t, func() bool { return api.Stats().InCalls == 2 }, 30*time.Second, 20*time.Millisecond, "the replay is taken and sent")
+	r = captchaq(t, url, append([]string{"dead", "ls", "--json"}, as("admin")...)...)
+	require.Zero(t, r.code, r.stderr)
+	letters := jsonLines[stream.DeadLetter](t, r.stdout)
+	require.NotEmpty(t, letters)
+	require.NotNil(t, letters[0].Replayed, "the first letter reads as replayed")
+	require.Equal(t, receipts[0].Seq, letters[0].Replayed.TaskSeq)
 }

@@ -74,14 +74,19 @@ func TestSeparateProcessesEndToEnd(t *testing.T) {
 	server.waitLine("captchaq server ready", 30*time.Second)
 	for i := range 2 {
 		w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu, "--poll-scale", "0.01", "--threads", "8",
-			"--name", fmt.Sprintf("proc-worker-%d", i+1))
+			"--retry-initial", "20ms", "--retry-max", "50ms", "--name", fmt.Sprintf("proc-worker-%d", i+1))
 		w.waitLine("worker started", 30*time.Second)
 	}
 
 	submit := exec.Command(os.Args[0], "submit", "--nats", url, "--wait", "--timeout", "2m", filepath.Join("..", "..", "testdata", "tasks.jsonl"))
 	submit.Env = append(os.Environ(), childEnv...)
-	out, err := submit.CombinedOutput()
-	require.NoError(t, err, "submit --wait: %s", out)
+	submit.Stderr = &strings.Builder{}
+	out, err := submit.Output()
+	// The demo file fails three tasks on purpose (the emulator's demo site
+	// keys): submit --wait exits 1 and names how many were not solved.
+	require.Error(t, err, "submit --wait: %s", out)
+	require.Equal(t, 1, submit.ProcessState.ExitCode())
+	require.Contains(t, submit.Stderr.(*strings.Builder).String(), "2 of 30 tasks not solved")
 
 	receipts, outcomes := map[string]bool{}, map[string]stream.Outcome{}
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
@@ -103,10 +108,24 @@ func TestSeparateProcessesEndToEnd(t *testing.T) {
 	require.Len(t, outcomes, 30)
 	for id, o := range outcomes {
 		require.True(t, receipts[id])
-		require.Equal(t, stream.StatusSolved, o.Status, id)
-		require.NotEmpty(t, o.Solution, id)
+		switch id {
+		case "demo-007": // site key "unsolvable": every attempt fails
+			require.Equal(t, stream.StatusDead, o.Status, id)
+			require.Equal(t, string(retry.ReasonAttemptsExhausted), string(o.Reason), id)
+			require.Equal(t, retry.DefaultMaxAttempts, o.Attempts, id)
+		case "demo-016": // site key "perm-fail": a permanent error, no retry
+			require.Equal(t, stream.StatusDead, o.Status, id)
+			require.Equal(t, string(retry.ReasonPermanent), string(o.Reason), id)
+			require.Equal(t, 1, o.Attempts, id)
+		case "demo-006": // site key "flaky-2": solved on the third attempt
+			require.Equal(t, stream.StatusSolved, o.Status, id)
+			require.Equal(t, 3, o.Attempts, id)
+		default:
+			require.Equal(t, stream.StatusSolved, o.Status, id)
+			require.NotEmpty(t, o.Solution, id)
+		}
 	}
-	require.Equal(t, 30, api.Stats().Solved)
+	require.Equal(t, 28, api.Stats().Solved)
 
 	// Each task has exactly one outcome message in the stream, whoever solved it.
 	nc, err := nats.Connect(url)
@@ -272,4 +291,60 @@ func TestRefusedWorkerProcessHandsBackAtOnce(t *testing.T) {
 		codes = append(codes, string(e.Kind)+":"+e.Code)
 	}
 	require.Contains(t, codes, "handback:ERROR_KEY_DOES_NOT_EXIST", "the refusal is recorded as what it was: %v", codes)
+}
+
+// A worker started before its NATS server waits for it, says so, and takes
+// tasks once the server is up: containers and units often start together.
+func TestWorkerWaitsForNATS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	port := freePort(t)
+	conf := filepath.Join(dir, "nats.conf")
+	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\njetstream { store_dir: %q }\n", port, filepath.Join(dir, "js"))), 0o600))
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	_, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.001})
+
+	w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu, "--poll-scale", "0.001", "--threads", "2")
+	w.waitLine("waiting for the NATS server", 15*time.Second)
+	require.Contains(t, w.output(), fmt.Sprintf("127.0.0.1:%d", port))
+	w.waitLine("retry_in=", 15*time.Second)
+
+	server := startProc(t, nil, "server", "--config", conf, "--lazy-sync")
+	server.waitLine("captchaq server ready", 30*time.Second)
+	w.waitLine("worker started", 60*time.Second)
+
+	out := captchaq(t, url, "solve", "--method", "turnstile", "--param", "sitekey=0x4AAAAAAAB", "--param", "pageurl=https://shop.example/", "--timeout", "30s")
+	require.Zero(t, out.code, out.stderr)
+}
+
+// A cluster node started before its peers waits for them, says so, and
+// creates the topology once they are up, instead of giving up after 30 s.
+func TestServerWaitsForItsClusterPeers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var client, route [3]int
+	for i := range 3 {
+		client[i], route[i] = freePort(t), freePort(t)
+	}
+	confs := make([]string, 3)
+	for i := range 3 {
+		confs[i] = filepath.Join(dir, fmt.Sprintf("node%d.conf", i+1))
+		require.NoError(t, os.WriteFile(confs[i], []byte(fmt.Sprintf(`server_name: n%d
+listen: 127.0.0.1:%d
+jetstream { store_dir: %q }
+cluster {
+  name: waits
+  listen: 127.0.0.1:%d
+  routes: [nats-route://127.0.0.1:%d, nats-route://127.0.0.1:%d, nats-route://127.0.0.1:%d]
+}
+`, i+1, client[i], filepath.Join(dir, fmt.Sprintf("js%d", i+1)), route[i], route[0], route[1], route[2])), 0o600))
+	}
+	first := startProc(t, nil, "server", "--config", confs[0], "--replicas", "3", "--lazy-sync")
+	first.waitLine("waiting for the cluster's peers", 30*time.Second)
+	first.waitLine("retry_in=", 30*time.Second)
+	for _, c := range confs[1:] {
+		p := startProc(t, nil, "server", "--config", c, "--replicas", "3", "--lazy-sync")
+		defer p.waitLine("captchaq server ready", 90*time.Second)
+	}
+	first.waitLine("captchaq server ready", 90*time.Second)
 }

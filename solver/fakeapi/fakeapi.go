@@ -75,6 +75,7 @@ type Server struct {
 	lagSum   time.Duration
 	lags     []time.Duration // pickup lags of pickups lagsFrom, lagsFrom+1, …
 	lagsFrom int
+	flaky    map[string]int // submissions seen per flaky-N site key and page URL
 	now      func() time.Time
 }
 

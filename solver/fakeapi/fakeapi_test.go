@@ -292,3 +292,36 @@ func TestBatchPoll(t *testing.T) {
 		t.Errorf("without BatchPolls: batch poll = %q, want ERROR_WRONG_CAPTCHA_ID", body)
 	}
 }
+
+// Demo site keys fail on demand: perm-fail at in.php every time, unsolvable
+// at res.php every time, flaky-2 twice for the same page, then an answer.
+func TestDemoSiteKeys(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_000_000, 0)
+	s := New(Config{NumericIDs: true, SolveTime: map[string]Range{KindTurnstile: {Min: time.Second, Max: time.Second}}})
+	s.now = func() time.Time { return now }
+	poll := func(id string) string {
+		now = now.Add(2 * time.Second)
+		_, body := do(t, s, get("/res.php", vals("key", TestKey, "action", "get", "id", id)))
+		return body
+	}
+	for range 2 {
+		if _, body := do(t, s, post("/in.php", vals("key", TestKey, "method", "userrecaptcha", "googlekey", "perm-fail", "pageurl", "https://a.example/"))); body != "ERROR_WRONG_GOOGLEKEY" {
+			t.Errorf("perm-fail: %q", body)
+		}
+		if body := poll(submit(t, s, "method", "turnstile", "sitekey", "unsolvable", "pageurl", "https://a.example/")); body != "ERROR_CAPTCHA_UNSOLVABLE" {
+			t.Errorf("unsolvable: %q", body)
+		}
+	}
+	for i, want := range []string{"ERROR_CAPTCHA_UNSOLVABLE", "ERROR_CAPTCHA_UNSOLVABLE", "OK|"} {
+		if body := poll(submit(t, s, "method", "turnstile", "sitekey", "flaky-2", "pageurl", "https://b.example/")); !strings.HasPrefix(body, want) {
+			t.Errorf("flaky-2, submission %d: %q, want %s…", i+1, body, want)
+		}
+	}
+	if body := poll(submit(t, s, "method", "turnstile", "sitekey", "flaky-2", "pageurl", "https://c.example/")); body != "ERROR_CAPTCHA_UNSOLVABLE" {
+		t.Errorf("flaky-2 counts per page: %q", body)
+	}
+	if body := poll(submit(t, s, "method", "turnstile", "sitekey", "flaky-x", "pageurl", "https://b.example/")); !strings.HasPrefix(body, "OK|") {
+		t.Errorf("flaky-x is no demo key: %q", body)
+	}
+}

@@ -58,7 +58,12 @@ func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file [
 		s.reply(w, jsonOut, "", code, nil, "")
 		return
 	}
-	var onPoll string
+	inCode, onPoll := s.demoFault(params)
+	if inCode != "" {
+		s.mu.Unlock()
+		s.reply(w, jsonOut, "", inCode, nil, "")
+		return
+	}
 	for _, r := range s.faults.Rules {
 		if !r.matches(params) {
 			continue

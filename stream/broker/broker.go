@@ -165,6 +165,26 @@ func checkStoreOpened(ns *server.Server, opts *server.Options) error {
 		}
 		return fmt.Errorf("read the store %s: %w", dir, err)
 	}
+	// The directories first, then what the server opened: a client that
+	// connects the moment the server listens (a worker started before it,
+	// waiting) may create a stream meanwhile, and that one must count as
+	// opened, not as a stream the server could not read.
+	type onDisk struct{ account, stream string }
+	var found []onDisk
+	for _, acc := range accounts {
+		if !acc.IsDir() {
+			continue
+		}
+		streams, err := os.ReadDir(filepath.Join(dir, acc.Name(), "streams"))
+		if err != nil {
+			continue // not an account's directory
+		}
+		for _, st := range streams {
+			if st.IsDir() {
+				found = append(found, onDisk{acc.Name(), st.Name()})
+			}
+		}
+	}
 	info, err := ns.Jsz(&server.JSzOptions{Accounts: true, Streams: true})
 	if err != nil {
 		return fmt.Errorf("list the streams nats-server opened: %w", err)
@@ -175,24 +195,15 @@ func checkStoreOpened(ns *server.Server, opts *server.Options) error {
 			opened[acc.Name+"/"+st.Name] = true
 		}
 	}
-	for _, acc := range accounts {
-		if !acc.IsDir() {
-			continue
-		}
-		streams, err := os.ReadDir(filepath.Join(dir, acc.Name(), "streams"))
-		if err != nil {
-			continue // not an account's directory
-		}
-		for _, st := range streams {
-			if st.IsDir() && !opened[acc.Name()+"/"+st.Name()] {
-				why := "it is encrypted with another key than the one given"
-				if opts.JetStreamKey == "" {
-					why = "it is encrypted and no store key is set"
-				}
-				return fmt.Errorf("the store %s holds stream %s (account %s), which nats-server could not open: %s, or its files are damaged (the server's log says which); "+
-					"not starting, so that nothing creates an empty stream over it: start again with the key it was written with (CAPTCHAQ_STORE_KEY)",
-					dir, st.Name(), acc.Name(), why)
+	for _, f := range found {
+		if !opened[f.account+"/"+f.stream] {
+			why := "it is encrypted with another key than the one given"
+			if opts.JetStreamKey == "" {
+				why = "it is encrypted and no store key is set"
 			}
+			return fmt.Errorf("the store %s holds stream %s (account %s), which nats-server could not open: %s, or its files are damaged (the server's log says which); "+
+				"not starting, so that nothing creates an empty stream over it: start again with the key it was written with (CAPTCHAQ_STORE_KEY)",
+				dir, f.stream, f.account, why)
 		}
 	}
 	return nil

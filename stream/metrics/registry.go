@@ -5,8 +5,8 @@
 // runtime's and the process's collectors beside captchaq's own (NewWorker);
 // this package keeps a small facade over it (Counter, Gauge, Histogram with
 // label values in a fixed order) so that label values stay bounded in one
-// place. What client_golang costs is measured in the README ("Metrics and
-// stats").
+// place. What client_golang costs is measured in docs/observability.md
+// ("Metrics and stats").
 package metrics
 
 import (
