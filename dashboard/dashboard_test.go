@@ -77,12 +77,14 @@ func setup(t *testing.T) *bundle {
 	go func() { done <- w.Run(wctx) }()
 	t.Cleanup(func() { stop(); <-done })
 
-	d, err := New(Config{Client: b.client, Refresh: 200 * time.Millisecond,
+	b.web = httptest.NewUnstartedServer(nil)
+	d, err := New(Config{Client: b.client, Refresh: 200 * time.Millisecond, Hosts: HostsOf(b.web.Listener.Addr().String()),
 		Connect: func(ctx context.Context, user, password string) (*nats.Conn, error) {
 			return nats.Connect(b.url, nats.UserInfo(user, password))
 		}})
 	require.NoError(t, err)
-	b.web = httptest.NewServer(d)
+	b.web.Config.Handler = d
+	b.web.Start()
 	t.Cleanup(b.web.Close)
 	return b
 }
