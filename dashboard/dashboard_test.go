@@ -169,7 +169,6 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(page,
 		chromedp.Navigate(b.web.URL),
 		chromedp.WaitVisible(`#live.on`),
-		chromedp.WaitVisible(`#dead tr[data-task="dead-1"] button`),
 		chromedp.WaitVisible(`#workers tbody tr`),
 	))
 	live, err := chromedp.Run(page, chromedp.Text(`#live`))
@@ -180,41 +179,45 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Contains(t, workers, "dash-worker")
 	require.Empty(t, problems(), "the page loads without console errors")
 
-	// A task submitted after the page loaded shows without a reload: in
-	// the tasks while it waits or runs, then in the outcomes.
+	// A task submitted after the page loaded shows without a reload, in
+	// the outcomes once solved.
+	require.NoError(t, chromedp.Do(page, chromedp.Click(`.tab[data-tab="outcomes"]`), chromedp.WaitVisible(`#list tr[data-task="solved-1"]`)))
 	_, err = b.client.Submit(ctx, turnstile("after-load", "https://shop.example/late"))
 	require.NoError(t, err)
-	require.NoError(t, chromedp.Do(page, chromedp.WaitVisible(`[data-task="after-load"]`)))
+	require.NoError(t, chromedp.Do(page, chromedp.WaitVisible(`#list [data-task="after-load"]`)))
 
 	// Its trace, by search.
 	require.NoError(t, chromedp.Do(page,
 		chromedp.SetValue(`#search-id`, "dead-1"), chromedp.Click(`#search button`),
-		chromedp.WaitVisible(`#task-panel`), chromedp.WaitVisible(`#trace tbody tr`)))
+		chromedp.WaitVisible(`#trace tbody tr`), waitText(`#task-id`, "dead-1")))
 	trace, err := chromedp.Run(page, chromedp.Text(`#trace tbody`))
 	require.NoError(t, err)
 	require.Contains(t, trace, "ERROR_PAGEURL")
 	require.NotContains(t, trace, "/checkout", "hosts only, never page URLs")
 
-	// Replay, first with the producer's credentials: refused, nothing done.
-	require.NoError(t, chromedp.Do(page,
+	// Sign-in with the producer's credentials: checked at once and
+	// refused; the page stays read-only and says so.
+	require.NoError(t, chromedp.Do(page, chromedp.Click(`.tab[data-tab="dead"]`), chromedp.WaitVisible(`#list tr[data-task="dead-1"] button`),
 		chromedp.SetValue(`#user`, "producer"), chromedp.SetValue(`#password`, passwords["producer"]),
-		chromedp.Click(`#dead tr[data-task="dead-1"] button`),
-		chromedp.WaitVisible(`#notice-msg.error`)))
+		chromedp.Click(`#signin-button`), chromedp.WaitVisible(`#notice-msg.error`)))
 	msg, err := chromedp.Run(page, chromedp.Text(`#notice-msg`))
 	require.NoError(t, err)
 	require.Contains(t, msg, `user "producer" may not change anything here`)
+	who, err := chromedp.Run(page, chromedp.Text(`#who`))
+	require.NoError(t, err)
+	require.NotContains(t, who, "changes as", "the header claims no rights the credentials lack")
+	replayDisabled, err := chromedp.Run(page, chromedp.Evaluate[bool](`document.querySelector('#list tr[data-task="dead-1"] button').disabled`))
+	require.NoError(t, err)
+	require.True(t, replayDisabled)
 	d, err := b.admin.DeadLetterOf(ctx, "dead-1")
 	require.NoError(t, err)
-	require.Nil(t, d.Replayed, "a refused replay queues nothing")
+	require.Nil(t, d.Replayed, "a refused sign-in queues nothing")
 
-	// Then with the admin's: the task is queued again.
+	// Then the admin's: the header says so once checked, and replay works.
+	signIn(t, page, "admin")
 	require.NoError(t, chromedp.Do(page,
-		chromedp.SetValue(`#user`, "admin"), chromedp.SetValue(`#password`, passwords["admin"]),
-		chromedp.Click(`#dead tr[data-task="dead-1"] button`),
-		chromedp.WaitVisible(`#notice-msg:not(.error)`)))
-	msg, err = chromedp.Run(page, chromedp.Text(`#notice-msg`))
-	require.NoError(t, err)
-	require.Contains(t, msg, "task dead-1 is queued again")
+		chromedp.Click(`#list tr[data-task="dead-1"] button`),
+		waitText(`#notice-msg`, "task dead-1 is queued again")))
 	d, err = b.admin.DeadLetterOf(ctx, "dead-1")
 	require.NoError(t, err)
 	if d.Replayed == nil { // the replayed task died again: its first letter was replayed
@@ -234,15 +237,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	shot := filepath.Join(t.TempDir(), "dashboard.png")
 	require.NoError(t, os.WriteFile(shot, png, 0o600))
 	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
-	if dst := os.Getenv("CAPTCHAQ_DASHBOARD_PNG"); dst != "" {
-		require.NoError(t, os.WriteFile(dst, png, 0o644))
-	}
 
 	// The only errors after loading are the browser's notes of the refused
-	// request.
+	// sign-in.
 	for _, p := range problems() {
 		require.Contains(t, p, "403", "unexpected: %s", p)
-		require.Contains(t, p, "/api/replay")
+		require.Contains(t, p, "/api/signin")
 	}
 }
 
