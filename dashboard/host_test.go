@@ -101,3 +101,51 @@ func tokenServer(t *testing.T, b *bundle, token string) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+// Which Hosts a dashboard answers to, by where it listens and the names it
+// was given.
+func TestHostsOf(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		listen string
+		names  []string
+		ok     []string
+		refuse []string
+	}{
+		{listen: "127.0.0.1:8080",
+			ok:     []string{"127.0.0.1:8080", "localhost:8080", "LOCALHOST:8080", "localhost.:8080"},
+			refuse: []string{"127.0.0.1:9090", "localhost:9090", "evil.example:8080", "127.0.0.1.evil.example:8080", "", "[::1]:8080", "10.0.0.5:8080"}},
+		{listen: "[::1]:8080",
+			ok:     []string{"[::1]:8080", "localhost:8080"},
+			refuse: []string{"127.0.0.1:8080", "evil.example:8080"}},
+		{listen: "0.0.0.0:8080", names: []string{"dash.example.org", "proxy.example:443"},
+			ok:     []string{"10.0.0.5:8080", "[fe80::1]:8080", "dash.example.org", "dash.example.org:8080", "Dash.Example.Org:443", "proxy.example:443"},
+			refuse: []string{"10.0.0.5:9090", "localhost:8080", "evil.example:8080", "proxy.example:8080", "proxy.example", "sub.dash.example.org"}},
+	}
+	for _, c := range cases {
+		hosts, err := parseHosts(HostsOf(c.listen, c.names...))
+		require.NoError(t, err)
+		d := &Dashboard{hosts: hosts}
+		for _, h := range c.ok {
+			require.True(t, d.hostAllowed(h), "listening on %s %v: %q should be served", c.listen, c.names, h)
+		}
+		for _, h := range c.refuse {
+			require.False(t, d.hostAllowed(h), "listening on %s %v: %q should be refused", c.listen, c.names, h)
+		}
+	}
+	require.True(t, (&Dashboard{hosts: must(parseHosts([]string{"127.0.0.1:8080"}))}).originAllowed("http://127.0.0.1:8080"))
+	for _, o := range []string{"null", "http://evil.example:8080", "file://127.0.0.1:8080", "http://127.0.0.1:9090"} {
+		require.False(t, (&Dashboard{hosts: must(parseHosts([]string{"127.0.0.1:8080"}))}).originAllowed(o), o)
+	}
+	for _, bad := range [][]string{nil, {""}, {"http://dash.example"}, {"dash.example/x"}} {
+		_, err := parseHosts(bad)
+		require.Error(t, err, "%q", bad)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -245,6 +245,13 @@ async function refreshList(force) {
     const p = await res.json();
     if (!res.ok) { notice(p.error || res.statusText, true); return; }
     if (tab !== state.tab) return;
+    if (p.total > 0 && p.offset >= p.total) {
+      // The list shrank under this page (a purge, tasks that ended): show its last page.
+      state.offset[tab] = Math.floor((p.total - 1) / pageSize) * pageSize;
+      listing = false;
+      refreshList(true);
+      return;
+    }
     state.page = p;
     // The method filter offers the methods the list holds.
     const sel = $("f-method");
@@ -328,6 +335,12 @@ async function change(path, body) {
 
 function setWho() {
   const who = $("who");
+  if (readOnly) {
+    who.textContent = "read-only dashboard: changes are made with the captchaq command";
+    $("user").disabled = $("password").disabled = $("signin-button").disabled = true;
+    syncButtons();
+    return;
+  }
   who.textContent = signed ? `changes as NATS user ${signed.user}` : "read-only: sign in as the admin to replay, delete, purge, cancel or pause";
   who.classList.toggle("signed", !!signed);
   $("signout").hidden = !signed;
