@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,6 +146,15 @@ func TestDashboardAtScale(t *testing.T) {
 				solved, dead = solved+p.Solved, dead+p.Dead
 			}
 			require.Equal(t, []int{3, 4}, []int{solved, dead})
+			// What one read of each list costs the dashboard (before any
+			// cache): it is done at most once per refresh, whoever asks.
+			c := newClient(t, b)
+			for _, path := range []string{"/api/tasks", "/api/outcomes", "/api/dead", "/api/history", "/api/snapshot"} {
+				var v any
+				read := time.Now()
+				require.Equal(t, http.StatusOK, c.get(path, &v), path)
+				t.Logf("%d tasks: GET %s took %s", n, path, time.Since(read).Round(time.Millisecond))
+			}
 			page, problems := browser(t)
 			want := fmt.Sprintf("of %s", commas(n))
 			require.NoError(t, chromedp.Do(page,

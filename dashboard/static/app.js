@@ -45,6 +45,7 @@ function clock(iso) { return isZero(iso) ? "-" : new Date(iso).toLocaleTimeStrin
 function stamp(iso) {
   if (isZero(iso)) return "-";
   const d = new Date(iso);
+  if (d.toDateString() === new Date().toDateString()) return d.toLocaleTimeString();
   return d.toLocaleDateString(undefined, { month: "short", day: "numeric" }) + " " + d.toLocaleTimeString();
 }
 function age(fromISO, now) { return isZero(fromISO) ? "-" : dur((now - new Date(fromISO)) / 1000); }
@@ -404,9 +405,10 @@ async function showTask(id) {
   $("task-state").textContent = `${t.status}${t.canceled ? " (canceled)" : ""}: ` + parts.filter(Boolean).join(", ");
   $("task-state").className = "";
   fillTable("trace", (out.trace || []).map(e => el("tr", {},
-    td(new Date(e.at).toLocaleTimeString()), td(e.kind, e.kind === "dead" || e.kind === "dead-letter" ? "dead" : e.kind === "outcome" || e.kind === "solved" ? "solved" : ""),
-    td(e.attempt || ""), td(e.worker || e.client || ""), td([e.code, e.reason].filter(Boolean).join(" ")),
-    td([e.delay ? "wait " + dur(e.delay / 1e9) : "", e.detail].filter(Boolean).join("; "), "detail"))), "no steps");
+    td(new Date(e.at).toLocaleTimeString(), "when"),
+    td(e.kind + (e.attempt ? " " + e.attempt : ""), e.kind === "dead" || e.kind === "dead-letter" ? "dead" : e.kind === "outcome" || e.kind === "solved" ? "solved" : ""),
+    td(e.worker || e.client || ""),
+    td([e.code, e.reason, e.delay ? "wait " + dur(e.delay / 1e9) : "", e.detail].filter(Boolean).join("; "), "detail"))), "no steps");
   $("trace-box").scrollTop = 0;
   const panel = $("task-panel");
   if (panel.getBoundingClientRect().top < 0 || panel.getBoundingClientRect().top > window.innerHeight) panel.scrollIntoView({ block: "start" });
