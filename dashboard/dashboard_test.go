@@ -32,7 +32,8 @@ var passwords = map[string]string{"producer": "producer-dash-secret", "worker": 
 type bundle struct {
 	url    string // the NATS server's
 	admin  *stream.Client
-	client *stream.Client // the producer's
+	client *stream.Client      // the producer's
+	js     jetstream.JetStream // the admin's
 	web    *httptest.Server
 }
 
@@ -58,6 +59,7 @@ func setup(t *testing.T) *bundle {
 	anc := conn("admin")
 	js, err := jetstream.New(anc)
 	require.NoError(t, err)
+	b.js = js
 	_, err = stream.EnsureTopology(ctx, js, stream.Topology{}, true)
 	require.NoError(t, err)
 	b.admin, err = stream.NewClient(ctx, anc, stream.ClientConfig{Name: "test-admin"})

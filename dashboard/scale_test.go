@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/retry"
@@ -62,6 +63,17 @@ func scaleFixture(t *testing.T, b *bundle, n int) (canceled int) {
 	require.ErrorIs(t, err, stream.ErrNotSolved)
 	require.Equal(t, string(retry.ReasonCanceled), out.Reason)
 
+	// The ended tasks' messages leave the stream just after their outcomes:
+	// go on once they are gone, so that no read below runs while one is
+	// deleted (a scan may then stop short).
+	require.Eventually(t, func() bool {
+		s, err := b.js.Stream(ctx, stream.DefaultStream)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter("captcha.tasks.>"))
+		return err == nil && len(info.State.Subjects) == 0
+	}, 20*time.Second, 10*time.Millisecond)
 	for _, l := range stream.Lanes {
 		require.NoError(t, b.admin.PauseLane(ctx, l, time.Now().Add(time.Hour)))
 	}
