@@ -213,7 +213,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// refused; the page stays read-only and says so.
 	require.NoError(t, chromedp.Do(page, chromedp.Click(`.tab[data-tab="dead"]`), chromedp.WaitVisible(`#list tr[data-task="dead-1"] button`),
 		chromedp.SetValue(`#user`, "producer"), chromedp.SetValue(`#password`, passwords["producer"]),
-		chromedp.Click(`#signin-button`), chromedp.WaitVisible(`#notice-msg.error`)))
+		chromedp.Click(`#signin-button`), waitText(`#notice-msg.error`, `user "producer" may not change anything here`)))
 	msg, err := chromedp.Run(page, chromedp.Text(`#notice-msg`))
 	require.NoError(t, err)
 	require.Contains(t, msg, `user "producer" may not change anything here`)
@@ -229,9 +229,13 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// Then the admin's: the header says so once checked, and replay works.
 	signIn(t, page, "admin")
-	require.NoError(t, chromedp.Do(page,
-		chromedp.Click(`#list tr[data-task="dead-1"] button`),
-		waitText(`#notice-msg`, "task dead-1 is queued again")))
+	err = chromedp.Do(page,
+		chromedp.Click(`#list tr[data-task="dead-1"] button:enabled`),
+		waitText(`#notice-msg`, "task dead-1 is queued again"))
+	if err != nil {
+		msg, _ := chromedp.Run(page, chromedp.Text(`#notice-msg`))
+		t.Fatalf("replay: %v; the page says %q", err, msg)
+	}
 	d, err = b.admin.DeadLetterOf(ctx, "dead-1")
 	require.NoError(t, err)
 	if d.Replayed == nil { // the replayed task died again: its first letter was replayed

@@ -28,13 +28,15 @@ function td(v, cls) { return el("td", cls ? { class: cls } : {}, v); }
 
 // fill replaces a table's rows, unless they would look the same: rows that
 // stay put keep their nodes, so a click on one of their buttons is never
-// lost to a redraw.
+// lost to a redraw. Whether the admin's buttons work is not part of the
+// look: syncButtons sets it on the rows in place.
 function fill(body, rows, emptyText, cols) {
   if (!rows.length) rows = [el("tr", { class: "empty" }, el("td", { colSpan: cols }, emptyText))];
-  const sig = rows.map(r => r.outerHTML + [...r.querySelectorAll("button")].map(b => b.disabled).join()).join("");
+  const sig = rows.map(r => r.outerHTML).join("");
   if (body.dataset.sig === sig) return;
   body.dataset.sig = sig;
   body.replaceChildren(...rows);
+  body.querySelectorAll("button.admin").forEach(syncButton);
 }
 function fillTable(id, rows, emptyText) {
   fill(document.querySelector("#" + id + " tbody"), rows, emptyText, document.querySelectorAll("#" + id + " thead th").length);
@@ -61,9 +63,7 @@ function taskLink(id) { return el("a", { onclick: () => showTask(id), title: "sh
 
 // Admin buttons work once the operator has signed in.
 function adminButton(label, onclick, cls) {
-  const b = el("button", { class: "admin" + (cls ? " " + cls : ""), onclick, type: "button" }, label);
-  syncButton(b);
-  return b;
+  return el("button", { class: "admin" + (cls ? " " + cls : ""), onclick, type: "button" }, label);
 }
 function syncButton(b) {
   b.disabled = readOnly || !signed;
