@@ -149,3 +149,17 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// The page loads nothing from elsewhere: every asset is embedded, and no
+// asset names another site (the SVG namespace is a name, not a fetch).
+func TestAssetsAreLocal(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"static/index.html", "static/app.js", "static/style.css"} {
+		b, err := static.ReadFile(name)
+		require.NoError(t, err)
+		s := strings.ReplaceAll(string(b), "http://www.w3.org/2000/svg", "")
+		for _, bad := range []string{"http://", "https://", "//cdn", "@import", "url("} {
+			require.NotContains(t, s, bad, "%s", name)
+		}
+	}
+}
