@@ -1,24 +1,33 @@
 // Package dashboard serves captchaq's live web dashboard: queues by lane and
-// priority (queued, solving, retrying), the plan's threads in use, the
-// workers alive, solve times by method, recent outcomes, the tasks that wait
-// or run with their traces, and the dead letters.
+// priority (queued, solving, retrying) with each lane's pause, the plan's
+// threads in use, the workers alive, solve times by method, the throughput
+// and depth of the last hour, and three lists an operator pages and filters
+// through: the tasks that wait or run, the outcomes, and the dead letters,
+// each with a task's trace beside it.
 //
 // The page is one HTML file, a stylesheet and a plain script, embedded in the
 // binary: nothing is fetched from elsewhere and nothing is built at run
 // time. It is kept up to date by server-sent events (/api/events), one
-// snapshot of the stream per refresh interval.
+// snapshot of the stream per refresh interval; the lists are read once per
+// interval (or less often while a read takes long) whoever asks, and served
+// a page at a time.
+//
+// The dashboard answers only to the Hosts it serves (Config.Hosts: its
+// listen address and the names it is reached by): a page of another name
+// that resolves to it (DNS rebinding) gets nothing, not even the page.
 //
 // Reading needs no more than the dashboard's own NATS connection (a producer
-// may read everything). Changing anything (replay or purge dead letters,
-// cancel a task, pause or resume a lane) takes the operator's own NATS
-// credentials, sent with each request (HTTP Basic, from the page's sign-in
-// form, never stored by the browser as site credentials); the dashboard
-// connects with them and first checks that they carry the admin's
-// permissions (JetStream account info, which nats.conf grants the admin
-// alone), so producer credentials are refused before anything is done.
-// Those requests are POSTs with a JSON body, a token of this dashboard's in
-// a header, and, when the browser sends one, an Origin of this host: a page
-// of another site cannot make them.
+// may read everything). Changing anything (replay, delete or purge dead
+// letters, cancel a task, pause or resume a lane) takes the operator's own
+// NATS credentials, checked when the operator signs in and sent with each
+// request (HTTP Basic, from the page's sign-in form, never stored by the
+// browser as site credentials); the dashboard connects with them and first
+// checks that they carry the admin's permissions (JetStream account info,
+// which nats.conf grants the admin alone), so producer credentials are
+// refused before anything is done. Those requests are POSTs with a JSON
+// body, a token of this dashboard's in a header, and, when the browser sends
+// one, an Origin of one of its Hosts: a page of another site cannot make
+// them.
 package dashboard
 
 import (
@@ -35,7 +44,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,6 +70,12 @@ type Config struct {
 	// Token, when set, is required of every request (query ?token= once,
 	// then a cookie): for a dashboard listening beyond loopback.
 	Token string
+	// Hosts are the Hosts the dashboard answers to (HostsOf): its listen
+	// address and the names it is reached by, each a host name (any port)
+	// or host:port; 0.0.0.0:port or [::]:port admits any IP address on that
+	// port. Requests with another Host are refused, and changes from a page
+	// of another origin. Required.
+	Hosts []string
 	// Logger gets one line per change and per failed snapshot. Default:
 	// discard.
 	Logger *slog.Logger
@@ -68,10 +83,16 @@ type Config struct {
 
 // Dashboard is the web dashboard's HTTP handler.
 type Dashboard struct {
-	cfg  Config
-	csrf string
-	page *template.Template
-	mux  *http.ServeMux
+	cfg   Config
+	hosts []allowedHost
+	csrf  string
+	page  *template.Template
+	mux   *http.ServeMux
+
+	tasks    cached[[]stream.TaskInfo]
+	outcomes cached[[]stream.OutcomeRecord]
+	dead     cached[[]stream.DeadLetter]
+	history  cached[[]stream.HistoryPoint]
 }
 
 // New returns the dashboard's handler.
@@ -85,6 +106,10 @@ func New(cfg Config) (*Dashboard, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	hosts, err := parseHosts(cfg.Hosts)
+	if err != nil {
+		return nil, err
+	}
 	b := make([]byte, 24)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
@@ -93,14 +118,21 @@ func New(cfg Config) (*Dashboard, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dashboard{cfg: cfg, csrf: base64.RawURLEncoding.EncodeToString(b), page: page, mux: http.NewServeMux()}
+	d := &Dashboard{cfg: cfg, hosts: hosts, csrf: base64.RawURLEncoding.EncodeToString(b), page: page, mux: http.NewServeMux()}
 	assets, _ := fs.Sub(static, "static")
 	d.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(assets)))
 	d.mux.HandleFunc("GET /{$}", d.index)
 	d.mux.HandleFunc("GET /api/snapshot", d.snapshotJSON)
 	d.mux.HandleFunc("GET /api/events", d.events)
 	d.mux.HandleFunc("GET /api/task", d.task)
+	d.mux.HandleFunc("GET /api/tasks", d.taskList)
+	d.mux.HandleFunc("GET /api/outcomes", d.outcomeList)
+	d.mux.HandleFunc("GET /api/dead", d.deadList)
+	d.mux.HandleFunc("GET /api/history", d.historyJSON)
+	d.mux.HandleFunc("POST /api/signin", d.change(d.signin))
 	d.mux.HandleFunc("POST /api/replay", d.change(d.replay))
+	d.mux.HandleFunc("POST /api/delete", d.change(d.deleteDead))
+	d.mux.HandleFunc("POST /api/replay-all", d.change(d.replayAll))
 	d.mux.HandleFunc("POST /api/purge", d.change(d.purge))
 	d.mux.HandleFunc("POST /api/cancel", d.change(d.cancel))
 	d.mux.HandleFunc("POST /api/lane", d.change(d.lane))
@@ -113,6 +145,14 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
 	w.Header().Set("Referrer-Policy", "no-referrer")
+	// Before anything else, the token's entry included: a page of a name
+	// that resolves here by its owner's say (DNS rebinding) is same-origin
+	// to the browser, so only the Host tells it apart.
+	if !d.hostAllowed(r.Host) {
+		http.Error(w, "this dashboard does not serve the host "+strconv.Quote(r.Host)+": open it by its own address, or start it with --allowed-host for that name",
+			http.StatusMisdirectedRequest)
+		return
+	}
 	if d.cfg.Token != "" && !d.tokenOK(w, r) {
 		http.Error(w, "this dashboard needs its token: open it with ?token=…", http.StatusUnauthorized)
 		return
@@ -140,25 +180,21 @@ func (d *Dashboard) index(w http.ResponseWriter, r *http.Request) {
 	_ = d.page.Execute(w, map[string]any{"CSRF": d.csrf, "ReadOnly": d.cfg.Connect == nil})
 }
 
-// Snapshot is what the page shows at one moment. It never holds a token (a
-// solution) or a page URL: outcomes lose their solution, dead letters their
-// task body.
+// Snapshot is what the page shows at one moment besides the lists (which
+// it reads a page at a time): the queues, workers and solve times, and the
+// last hour's history. It never holds a token (a solution) or a page URL.
 type Snapshot struct {
-	At       time.Time           `json:"at"`
-	Stats    stream.Stats        `json:"stats"`
-	Tasks    []stream.TaskInfo   `json:"tasks"`
-	Outcomes []stream.Outcome    `json:"outcomes"`
-	Dead     []stream.DeadLetter `json:"dead"`
+	At      time.Time             `json:"at"`
+	Stats   stream.Stats          `json:"stats"`
+	History []stream.HistoryPoint `json:"history"`
 	// Error says what could not be read, if anything.
 	Error string `json:"error,omitempty"`
 }
 
-// Limits of a snapshot: the page shows the newest.
+// The history the page draws: the last hour, a point a minute.
 const (
-	snapshotTasks    = 200
-	snapshotOutcomes = 100
-	snapshotDead     = 100
-	outcomesWindow   = 30 * time.Minute
+	historySpan = time.Hour
+	historyStep = time.Minute
 )
 
 func (d *Dashboard) snapshot(ctx context.Context) Snapshot {
@@ -169,32 +205,11 @@ func (d *Dashboard) snapshot(ctx context.Context) Snapshot {
 	if s.Stats, err = c.Stats(ctx, time.Hour); err != nil {
 		errs = append(errs, err)
 	}
-	if s.Tasks, err = c.Tasks(ctx, stream.TaskFilter{Limit: snapshotTasks}); err != nil {
+	if s.History, err = d.readHistory(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if s.Outcomes, err = c.RecentOutcomes(ctx, s.At.Add(-outcomesWindow), snapshotOutcomes); err != nil {
-		errs = append(errs, err)
-	}
-	for i := range s.Outcomes {
-		s.Outcomes[i].Solution, s.Outcomes[i].UserAgent = nil, ""
-	}
-	dead, err := c.DeadLetters(ctx, stream.DeadFilter{})
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for i := len(dead) - 1; i >= 0 && len(s.Dead) < snapshotDead; i-- {
-		dl := dead[i]
-		dl.Task = nil // holds the page URL
-		s.Dead = append(s.Dead, dl)
-	}
-	if s.Tasks == nil {
-		s.Tasks = []stream.TaskInfo{}
-	}
-	if s.Outcomes == nil {
-		s.Outcomes = []stream.Outcome{}
-	}
-	if s.Dead == nil {
-		s.Dead = []stream.DeadLetter{}
+	if s.History == nil {
+		s.History = []stream.HistoryPoint{}
 	}
 	if err := errors.Join(errs...); err != nil {
 		s.Error = err.Error()
@@ -276,11 +291,13 @@ func (d *Dashboard) change(fn changeFunc) http.HandlerFunc {
 		fail := func(code int, format string, args ...any) {
 			writeJSON(w, code, map[string]string{"error": fmt.Sprintf(format, args...)})
 		}
-		if o := r.Header.Get("Origin"); o != "" {
-			if u, err := url.Parse(o); err != nil || u.Host != r.Host {
-				fail(http.StatusForbidden, "request from another site (Origin %s)", o)
-				return
-			}
+		if o := r.Header.Get("Origin"); o != "" && !d.originAllowed(o) {
+			fail(http.StatusForbidden, "request from another site (Origin %s)", o)
+			return
+		}
+		if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+			fail(http.StatusForbidden, "request from another site")
+			return
 		}
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Captchaq-CSRF")), []byte(d.csrf)) != 1 {
 			fail(http.StatusForbidden, "missing or stale page token: reload the dashboard")
@@ -322,6 +339,7 @@ func (d *Dashboard) change(fn changeFunc) http.HandlerFunc {
 			return
 		}
 		msg, err := fn(ctx, c, body)
+		d.changed()
 		switch {
 		case errors.Is(err, errBadRequest):
 			fail(http.StatusBadRequest, "%v", err)
@@ -386,24 +404,18 @@ func (d *Dashboard) replay(ctx context.Context, c *stream.Client, body json.RawM
 	if err := stream.ValidateID(req.ID); err != nil {
 		return "", fmt.Errorf("%w: %v", errBadRequest, err)
 	}
+	dl, err := c.DeadLetterOf(ctx, req.ID)
+	if err != nil {
+		return "", err
+	}
+	if dl.Reason == retry.ReasonCanceled {
+		return "", fmt.Errorf("%w: task %s was canceled: submit it anew if it is wanted after all", errBadRequest, req.ID)
+	}
 	r, err := c.Replay(ctx, req.ID)
 	if err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("task %s is queued again (task message %d)", r.ID, r.Seq), nil
-}
-
-func (d *Dashboard) purge(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
-	req, err := decode[struct{ Reason string }](body)
-	if err != nil {
-		return "", err
-	}
-	f := stream.DeadFilter{Reason: retry.Reason(req.Reason)}
-	if f.Reason != "" && !f.Reason.Valid() {
-		return "", fmt.Errorf("%w: reason %q: want one of %v", errBadRequest, req.Reason, retry.Reasons)
-	}
-	n, err := c.PurgeDead(ctx, f)
-	return fmt.Sprintf("purged %d dead letter(s)", n), err
 }
 
 func (d *Dashboard) cancel(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {

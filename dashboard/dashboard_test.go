@@ -32,7 +32,8 @@ var passwords = map[string]string{"producer": "producer-dash-secret", "worker": 
 type bundle struct {
 	url    string // the NATS server's
 	admin  *stream.Client
-	client *stream.Client // the producer's
+	client *stream.Client      // the producer's
+	js     jetstream.JetStream // the admin's
 	web    *httptest.Server
 }
 
@@ -58,6 +59,7 @@ func setup(t *testing.T) *bundle {
 	anc := conn("admin")
 	js, err := jetstream.New(anc)
 	require.NoError(t, err)
+	b.js = js
 	_, err = stream.EnsureTopology(ctx, js, stream.Topology{}, true)
 	require.NoError(t, err)
 	b.admin, err = stream.NewClient(ctx, anc, stream.ClientConfig{Name: "test-admin"})
@@ -77,12 +79,14 @@ func setup(t *testing.T) *bundle {
 	go func() { done <- w.Run(wctx) }()
 	t.Cleanup(func() { stop(); <-done })
 
-	d, err := New(Config{Client: b.client, Refresh: 200 * time.Millisecond,
+	b.web = httptest.NewUnstartedServer(nil)
+	d, err := New(Config{Client: b.client, Refresh: 200 * time.Millisecond, Hosts: HostsOf(b.web.Listener.Addr().String()),
 		Connect: func(ctx context.Context, user, password string) (*nats.Conn, error) {
 			return nats.Connect(b.url, nats.UserInfo(user, password))
 		}})
 	require.NoError(t, err)
-	b.web = httptest.NewServer(d)
+	b.web.Config.Handler = d
+	b.web.Start()
 	t.Cleanup(b.web.Close)
 	return b
 }
@@ -167,7 +171,6 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(page,
 		chromedp.Navigate(b.web.URL),
 		chromedp.WaitVisible(`#live.on`),
-		chromedp.WaitVisible(`#dead tr[data-task="dead-1"] button`),
 		chromedp.WaitVisible(`#workers tbody tr`),
 	))
 	live, err := chromedp.Run(page, chromedp.Text(`#live`))
@@ -178,41 +181,61 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Contains(t, workers, "dash-worker")
 	require.Empty(t, problems(), "the page loads without console errors")
 
-	// A task submitted after the page loaded shows without a reload: in
-	// the tasks while it waits or runs, then in the outcomes.
+	// A task submitted after the page loaded shows without a reload, in
+	// the outcomes once solved.
+	require.NoError(t, chromedp.Do(page, chromedp.Click(`.tab[data-tab="outcomes"]`), chromedp.WaitVisible(`#list tr[data-task="solved-1"]`)))
 	_, err = b.client.Submit(ctx, turnstile("after-load", "https://shop.example/late"))
 	require.NoError(t, err)
-	require.NoError(t, chromedp.Do(page, chromedp.WaitVisible(`[data-task="after-load"]`)))
+	require.NoError(t, chromedp.Do(page, chromedp.WaitVisible(`#list [data-task="after-load"]`)))
 
 	// Its trace, by search.
 	require.NoError(t, chromedp.Do(page,
 		chromedp.SetValue(`#search-id`, "dead-1"), chromedp.Click(`#search button`),
-		chromedp.WaitVisible(`#task-panel`), chromedp.WaitVisible(`#trace tbody tr`)))
+		chromedp.WaitVisible(`#trace tbody tr`), waitText(`#task-id`, "dead-1")))
 	trace, err := chromedp.Run(page, chromedp.Text(`#trace tbody`))
 	require.NoError(t, err)
 	require.Contains(t, trace, "ERROR_PAGEURL")
 	require.NotContains(t, trace, "/checkout", "hosts only, never page URLs")
 
-	// Replay, first with the producer's credentials: refused, nothing done.
-	require.NoError(t, chromedp.Do(page,
+	// Typing a user name claims nothing: the header speaks of a user only
+	// once its password was checked.
+	require.NoError(t, chromedp.Do(page, chromedp.SendKeys(`#user`, "admin"), chromedp.SendKeys(`#password`, "not-the-password")))
+	who, err := chromedp.Run(page, chromedp.Text(`#who`))
+	require.NoError(t, err)
+	require.NotContains(t, who, "changes as")
+	require.Contains(t, who, "read-only")
+	require.NoError(t, chromedp.Do(page, chromedp.Click(`#signin-button`), waitText(`#notice-msg.error`, `NATS refused user "admin"`)))
+	who, err = chromedp.Run(page, chromedp.Text(`#who`))
+	require.NoError(t, err)
+	require.NotContains(t, who, "changes as", "a wrong password signs nobody in")
+
+	// Sign-in with the producer's credentials: checked at once and
+	// refused; the page stays read-only and says so.
+	require.NoError(t, chromedp.Do(page, chromedp.Click(`.tab[data-tab="dead"]`), chromedp.WaitVisible(`#list tr[data-task="dead-1"] button`),
 		chromedp.SetValue(`#user`, "producer"), chromedp.SetValue(`#password`, passwords["producer"]),
-		chromedp.Click(`#dead tr[data-task="dead-1"] button`),
-		chromedp.WaitVisible(`#notice-msg.error`)))
+		chromedp.Click(`#signin-button`), waitText(`#notice-msg.error`, `user "producer" may not change anything here`)))
 	msg, err := chromedp.Run(page, chromedp.Text(`#notice-msg`))
 	require.NoError(t, err)
 	require.Contains(t, msg, `user "producer" may not change anything here`)
+	who, err = chromedp.Run(page, chromedp.Text(`#who`))
+	require.NoError(t, err)
+	require.NotContains(t, who, "changes as", "the header claims no rights the credentials lack")
+	replayDisabled, err := chromedp.Run(page, chromedp.Evaluate[bool](`document.querySelector('#list tr[data-task="dead-1"] button').disabled`))
+	require.NoError(t, err)
+	require.True(t, replayDisabled)
 	d, err := b.admin.DeadLetterOf(ctx, "dead-1")
 	require.NoError(t, err)
-	require.Nil(t, d.Replayed, "a refused replay queues nothing")
+	require.Nil(t, d.Replayed, "a refused sign-in queues nothing")
 
-	// Then with the admin's: the task is queued again.
-	require.NoError(t, chromedp.Do(page,
-		chromedp.SetValue(`#user`, "admin"), chromedp.SetValue(`#password`, passwords["admin"]),
-		chromedp.Click(`#dead tr[data-task="dead-1"] button`),
-		chromedp.WaitVisible(`#notice-msg:not(.error)`)))
-	msg, err = chromedp.Run(page, chromedp.Text(`#notice-msg`))
-	require.NoError(t, err)
-	require.Contains(t, msg, "task dead-1 is queued again")
+	// Then the admin's: the header says so once checked, and replay works.
+	signIn(t, page, "admin")
+	err = chromedp.Do(page,
+		chromedp.Click(`#list tr[data-task="dead-1"] button:enabled`),
+		waitText(`#notice-msg`, "task dead-1 is queued again"))
+	if err != nil {
+		msg, _ := chromedp.Run(page, chromedp.Text(`#notice-msg`))
+		t.Fatalf("replay: %v; the page says %q", err, msg)
+	}
 	d, err = b.admin.DeadLetterOf(ctx, "dead-1")
 	require.NoError(t, err)
 	if d.Replayed == nil { // the replayed task died again: its first letter was replayed
@@ -227,20 +250,13 @@ func TestDashboardInBrowser(t *testing.T) {
 		require.Equal(t, 1, replayed)
 	}
 
-	png, err := chromedp.Run(page, chromedp.FullScreenshot(100))
-	require.NoError(t, err)
-	shot := filepath.Join(t.TempDir(), "dashboard.png")
-	require.NoError(t, os.WriteFile(shot, png, 0o600))
-	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
-	if dst := os.Getenv("CAPTCHAQ_DASHBOARD_PNG"); dst != "" {
-		require.NoError(t, os.WriteFile(dst, png, 0o644))
-	}
+	screenshot(t, page, "dashboard-browser.png")
 
 	// The only errors after loading are the browser's notes of the refused
-	// request.
+	// sign-ins.
 	for _, p := range problems() {
-		require.Contains(t, p, "403", "unexpected: %s", p)
-		require.Contains(t, p, "/api/replay")
+		require.Regexp(t, `40[13]`, p, "unexpected: %s", p)
+		require.Contains(t, p, "/api/signin")
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -370,7 +371,7 @@ func TestDashboardCommand(t *testing.T) {
 	var out logbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- runDashboard(dctx, []string{"--addr", addr, "--nats", natsURL, "--log-level", "error"}, &out, io.Discard)
+		done <- runDashboard(dctx, []string{"--addr", addr, "--nats", natsURL, "--log-level", "error", "--allowed-host", "dash.example.org"}, &out, io.Discard)
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), "captchaq dashboard on http://"+addr+"/") }, 10*time.Second, 10*time.Millisecond)
 	page, code := httpGet(t, "http://"+addr+"/")
@@ -378,9 +379,23 @@ func TestDashboardCommand(t *testing.T) {
 	require.Contains(t, page, `<meta name="csrf" content="`)
 	snap, code := httpGet(t, "http://"+addr+"/api/snapshot")
 	require.Equal(t, http.StatusOK, code, snap)
-	require.Contains(t, snap, `"id":"dash-1"`)
-	require.Contains(t, snap, `"host":"a.example"`)
-	require.NotContains(t, snap, "/secret", "no page URL reaches the browser")
+	require.Contains(t, snap, `"queues":[`)
+	tasks, code := httpGet(t, "http://"+addr+"/api/tasks")
+	require.Equal(t, http.StatusOK, code, tasks)
+	require.Contains(t, tasks, `"id":"dash-1"`)
+	require.Contains(t, tasks, `"host":"a.example"`)
+	require.NotContains(t, tasks, "/secret", "no page URL reaches the browser")
+	// The Hosts it answers to: its address and --allowed-host, no other.
+	_, port, _ := net.SplitHostPort(addr)
+	for host, want := range map[string]int{"dash.example.org:" + port: http.StatusOK, "rebind.example:" + port: http.StatusMisdirectedRequest} {
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+		require.NoError(t, err)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, host)
+	}
 	stop()
 	require.NoError(t, <-done)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,6 +21,8 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := newFlagSet("dashboard", "[--addr 127.0.0.1:8080] [flags]", stdout)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen on this address; beyond loopback only with --token")
 	token := fs.String("token", "", "require this token of every browser (open the page with ?token=…); required beyond loopback")
+	var hosts hostsFlag
+	fs.Var(&hosts, "allowed-host", "also answer to this host name (or host:port) besides the listen address, e.g. the name a reverse proxy or a browser uses; repeat, or separate with commas")
 	refresh := fs.Duration("refresh", time.Second, "how often the page gets a new snapshot (at least 250ms)")
 	var nf natsFlags
 	nf.register(fs)
@@ -55,7 +58,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		nc, _, err := as.connect(ctx, "captchaq-dashboard-change")
 		return nc, err
 	}
-	return serveDashboard(ss.ctx, dashboard.Config{Client: ss.client, Connect: connect, Refresh: *refresh, Token: *token, Logger: log},
+	return serveDashboard(ss.ctx, dashboard.Config{Client: ss.client, Connect: connect, Refresh: *refresh, Token: *token, Hosts: hosts, Logger: log},
 		*addr, stdout, log)
 }
 
@@ -71,15 +74,34 @@ func checkDashAddr(addr, token string) error {
 	return nil
 }
 
-// serveDashboard serves the dashboard on addr until ctx ends.
-func serveDashboard(ctx context.Context, cfg dashboard.Config, addr string, stdout io.Writer, log *slog.Logger) error {
-	d, err := dashboard.New(cfg)
-	if err != nil {
-		return err
+// hostsFlag collects --allowed-host names.
+type hostsFlag []string
+
+func (h *hostsFlag) String() string { return strings.Join(*h, ",") }
+
+func (h *hostsFlag) Set(s string) error {
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || strings.ContainsAny(name, "/@?# ") {
+			return fmt.Errorf("%q: want a host name or host:port, without scheme or path", name)
+		}
+		*h = append(*h, name)
 	}
+	return nil
+}
+
+// serveDashboard serves the dashboard on addr until ctx ends. It answers to
+// the address it listens on and to the names in cfg.Hosts.
+func serveDashboard(ctx context.Context, cfg dashboard.Config, addr string, stdout io.Writer, log *slog.Logger) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
+	}
+	cfg.Hosts = dashboard.HostsOf(l.Addr().String(), cfg.Hosts...)
+	d, err := dashboard.New(cfg)
+	if err != nil {
+		l.Close()
+		return err
 	}
 	// Requests end with ctx: the event streams would otherwise outlive it.
 	srv := &http.Server{Handler: d, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}

@@ -1,14 +1,16 @@
-// captchaq dashboard: renders the snapshots /api/events sends, and sends
-// the admin's changes as JSON POSTs with the page's token and the operator's
-// NATS credentials. Everything shown goes through textContent: nothing the
-// stream holds is ever parsed as HTML.
+// captchaq dashboard: renders the snapshots /api/events sends (queues,
+// workers, solve times, the last hour), pages and filters the lists
+// (/api/tasks, /api/outcomes, /api/dead), shows a task's trace beside them,
+// and sends the admin's changes as JSON POSTs with the page's token and the
+// operator's NATS credentials, checked when the operator signs in.
+// Everything shown goes through textContent: nothing the stream holds is
+// ever parsed as HTML.
 "use strict";
 
 const csrf = document.querySelector('meta[name="csrf"]').content;
 const readOnly = document.querySelector('meta[name="read-only"]').content === "true";
-const colors = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563"];
-const methodColor = {};
-let last = null;
+const $ = id => document.getElementById(id);
+let signed = null; // {user, password} once the dashboard has checked them
 
 function el(tag, props, ...children) {
   const e = document.createElement(tag);
@@ -26,27 +28,29 @@ function td(v, cls) { return el("td", cls ? { class: cls } : {}, v); }
 
 // fill replaces a table's rows, unless they would look the same: rows that
 // stay put keep their nodes, so a click on one of their buttons is never
-// lost to a redraw.
-function fill(tableId, rows, emptyText) {
-  const body = document.querySelector("#" + tableId + " tbody");
-  const cols = document.querySelectorAll("#" + tableId + " thead th").length;
+// lost to a redraw. Whether the admin's buttons work is not part of the
+// look: syncButtons sets it on the rows in place.
+function fill(body, rows, emptyText, cols) {
   if (!rows.length) rows = [el("tr", { class: "empty" }, el("td", { colSpan: cols }, emptyText))];
-  const sig = rows.map(r => r.outerHTML + (r.querySelector("button") ? "|" + String(r.querySelector("button").disabled) : "")).join("");
+  const sig = rows.map(r => r.outerHTML).join("");
   if (body.dataset.sig === sig) return;
   body.dataset.sig = sig;
   body.replaceChildren(...rows);
+  body.querySelectorAll("button.admin").forEach(syncButton);
+}
+function fillTable(id, rows, emptyText) {
+  fill(document.querySelector("#" + id + " tbody"), rows, emptyText, document.querySelectorAll("#" + id + " thead th").length);
 }
 
-function clock(iso) {
-  if (!iso || iso.startsWith("0001")) return "-";
-  return new Date(iso).toLocaleTimeString();
+function isZero(iso) { return !iso || iso.startsWith("0001"); }
+function clock(iso) { return isZero(iso) ? "-" : new Date(iso).toLocaleTimeString(); }
+function stamp(iso) {
+  if (isZero(iso)) return "-";
+  const d = new Date(iso);
+  if (d.toDateString() === new Date().toDateString()) return d.toLocaleTimeString();
+  return d.toLocaleDateString(undefined, { month: "short", day: "numeric" }) + " " + d.toLocaleTimeString();
 }
-
-function age(fromISO, now) {
-  if (!fromISO || fromISO.startsWith("0001")) return "-";
-  return dur((now - new Date(fromISO)) / 1000);
-}
-
+function age(fromISO, now) { return isZero(fromISO) ? "-" : dur((now - new Date(fromISO)) / 1000); }
 function dur(s) {
   if (s < 0) s = 0;
   if (s < 1) return Math.round(s * 1000) + "ms";
@@ -57,118 +61,327 @@ function dur(s) {
 
 function taskLink(id) { return el("a", { onclick: () => showTask(id), title: "show the task's trace", data: { task: id } }, id); }
 
-function adminButton(label, onclick) {
-  const b = el("button", { class: "admin", onclick }, label);
-  b.disabled = readOnly;
-  return b;
+// Admin buttons work once the operator has signed in.
+function adminButton(label, onclick, cls) {
+  return el("button", { class: "admin" + (cls ? " " + cls : ""), onclick, type: "button" }, label);
 }
+function syncButton(b) {
+  b.disabled = readOnly || !signed;
+  b.title = readOnly ? "this dashboard is read-only" : signed ? "" : "sign in as the admin first";
+}
+function syncButtons() { document.querySelectorAll("button.admin").forEach(syncButton); }
+
+// ---- the snapshot: queues, workers, methods, history ----
 
 function render(s) {
-  last = s;
   const now = new Date(s.at);
   const st = s.stats;
-  fill("queues", (st.queues || []).map(q => {
-    const paused = q.paused;
-    return el("tr", { data: { lane: q.lane, priority: q.priority } },
-      td(q.lane), td(q.priority), td(q.queued, "num"), td(q.solving, "num"), td(q.retrying, "num"),
-      td(q.oldest_queued_seconds > 0 ? dur(q.oldest_queued_seconds) : "-"), td(q.lane_limit > 0 ? q.lane_limit : "no limit"),
-      td(paused ? "paused" : "taking tasks", paused ? "paused" : ""),
-      el("td", {}, q.priority === "high" ? adminButton(paused ? "resume lane" : "pause lane",
-        () => change("/api/lane", { lane: q.lane, action: paused ? "resume" : "pause" })) : ""));
-  }), "no queues");
+  fillTable("queues", (st.queues || []).map(q => el("tr", { data: { lane: q.lane, priority: q.priority } },
+    td(q.lane), td(q.priority), td(q.queued, "num"), td(q.solving, "num"), td(q.retrying, "num"),
+    td(q.oldest_queued_seconds > 0 ? dur(q.oldest_queued_seconds) : "-"), td(q.lane_limit > 0 ? q.lane_limit : "no limit"),
+    td(q.paused ? "paused" : "taking tasks", q.paused ? "paused" : ""),
+    el("td", { class: "actions" }, adminButton(q.paused ? "resume lane " + q.lane : "pause lane " + q.lane,
+      () => change("/api/lane", { lane: q.lane, action: q.paused ? "resume" : "pause" }))))), "no queues");
   const plan = st.plan_threads > 0
     ? `solving now: ${st.solving} of ${st.plan_threads} plan threads (${Math.round(100 * st.solving / st.plan_threads)}%)`
     : `solving now: ${st.solving} (no plan-wide thread quota)`;
-  document.getElementById("plan").textContent = `${plan}; waiting to retry: ${st.retrying}; last hour: solved ${st.solved}, dead ${st.dead}` +
+  $("plan").textContent = `${plan}; waiting to retry: ${st.retrying}; last hour: solved ${st.solved}, dead ${st.dead}` +
     (st.solved > 0 ? `, ${st.solved_per_minute.toFixed(1)} solved/min while solving` : "");
 
-  fill("workers", (st.workers || []).map(w => el("tr", {},
+  fillTable("workers", (st.workers || []).map(w => el("tr", {},
     td(w.name), td(w.host || "-"), td(w.threads, "num"), td(w.in_use, "num"), td(age(w.at, now) + " ago"),
     td(w.stopped ? "stopped" : "running", w.stopped ? "dead" : "solved"))), "no worker seen in the last 15s");
 
   const methods = Object.keys(st.by_method || {}).sort();
-  methods.forEach(m => { if (!(m in methodColor)) methodColor[m] = colors[Object.keys(methodColor).length % colors.length]; });
-  fill("methods", methods.map(m => {
+  fillTable("methods", methods.map(m => {
     const x = st.by_method[m];
     return el("tr", {}, td(m), td(x.solved, "num"), td(x.dead, "num"), td(x.p50_seconds.toFixed(1) + "s", "num"), td(x.p95_seconds.toFixed(1) + "s", "num"));
   }), "nothing solved in the last hour");
-  chart(s.outcomes, now);
+  charts(s.history || []);
 
-  fill("tasks", s.tasks.map(t => el("tr", { data: { task: t.id } },
-    el("td", {}, taskLink(t.id)), td(t.lane), td(t.priority), td(t.canceled ? t.status + " (canceled)" : t.status, t.status),
-    td(t.method || "-"), td(t.host || "-"), td(t.attempts, "num"), td(t.last_code || "-"), td(clock(t.submitted)), td(t.worker || "-"),
-    el("td", {}, t.canceled ? "" : adminButton("cancel", () => change("/api/cancel", { id: t.id }))))), "nothing waits or runs");
-
-  fill("outcomes", s.outcomes.map(o => el("tr", { data: { task: o.id } },
-    el("td", {}, taskLink(o.id)), td(o.status, o.status), td(o.method || "-"), td(o.attempts, "num"),
-    td(o.solve_seconds ? o.solve_seconds.toFixed(1) : "", "num"), td([o.reason, o.error, o.detail].filter(Boolean).join(" "), "detail"))),
-    "no outcome in the last 30 minutes");
-
-  fill("dead", s.dead.map(d => el("tr", { data: { task: d.id, seq: d.seq } },
-    el("td", {}, taskLink(d.id)), td(d.method || "-"), td(d.host || "-"), td(d.reason, "dead"), td(d.error || "-"), td(d.detail || "", "detail"),
-    td(d.attempts, "num"), td(new Date(d.dead_at).toISOString().replace(".000", "")), td(d.replayed ? "yes" : "no"),
-    el("td", {}, d.replayed ? "" : adminButton("replay", () => change("/api/replay", { id: d.id }))))), "no dead letters");
-
-  const live = document.getElementById("live");
+  const live = $("live");
   live.textContent = s.error ? "error: " + s.error : "live " + now.toLocaleTimeString();
   live.className = "badge " + (s.error ? "off" : "on");
+  refreshList();
 }
 
-function chart(outcomes, now) {
-  const svg = document.getElementById("chart");
-  const ns = "http://www.w3.org/2000/svg";
-  const W = 600, H = 180, L = 36, B = 18;
-  const pts = outcomes.filter(o => o.status === "solved" && o.solve_seconds > 0 && o.solved_at);
-  const span = 30 * 60 * 1000;
-  const maxY = Math.max(1, ...pts.map(o => o.solve_seconds));
-  const kids = [];
-  const text = (x, y, s, anchor) => { const t = document.createElementNS(ns, "text"); t.setAttribute("x", x); t.setAttribute("y", y); if (anchor) t.setAttribute("text-anchor", anchor); t.textContent = s; return t; };
-  const line = (x1, y1, x2, y2) => { const l = document.createElementNS(ns, "line"); for (const [k, v] of Object.entries({ x1, y1, x2, y2 })) l.setAttribute(k, v); l.setAttribute("stroke", "#e5e7eb"); return l; };
-  for (let i = 0; i <= 4; i++) {
-    const y = H - B - (H - B - 8) * i / 4;
-    kids.push(line(L, y, W - 4, y), text(L - 4, y + 3, (maxY * i / 4).toFixed(maxY < 4 ? 1 : 0) + "s", "end"));
-  }
-  kids.push(text(L, H - 4, "-30 min"), text(W - 4, H - 4, "now", "end"));
-  for (const o of pts) {
-    const x = L + (W - 4 - L) * (1 - (now - new Date(o.solved_at)) / span);
-    if (x < L) continue;
-    const c = document.createElementNS(ns, "circle");
-    c.setAttribute("cx", x.toFixed(1));
-    c.setAttribute("cy", (H - B - (H - B - 8) * o.solve_seconds / maxY).toFixed(1));
-    c.setAttribute("r", 3);
-    c.setAttribute("fill", methodColor[o.method] || colors[colors.length - 1]);
-    const title = document.createElementNS(ns, "title");
-    title.textContent = `${o.id}: ${o.method} in ${o.solve_seconds.toFixed(1)}s`;
-    c.append(title);
-    kids.push(c);
-  }
-  svg.replaceChildren(...kids);
-  const legend = document.getElementById("legend");
-  legend.replaceChildren(...Object.entries(methodColor).map(([m, c]) => { const i = el("i"); i.style.background = c; return el("span", {}, i, m); }));
+const svgNS = "http://www.w3.org/2000/svg";
+function svgEl(tag, attrs, text) {
+  const e = document.createElementNS(svgNS, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text != null) e.textContent = text;
+  return e;
 }
+
+// charts draws the last hour: bars of tasks ended per minute (solved and
+// dead stacked), and the open tasks at each minute.
+function charts(h) {
+  const W = 300, H = 110, L = 30, B = 14, T = 6;
+  const frame = (svg, maxY) => {
+    const kids = [];
+    for (let i = 0; i <= 2; i++) {
+      const y = H - B - (H - B - T) * i / 2;
+      kids.push(svgEl("line", { x1: L, y1: y, x2: W - 2, y2: y, stroke: "#e5e7eb" }),
+        svgEl("text", { x: L - 3, y: y + 3, "text-anchor": "end" }, Math.round(maxY * i / 2)));
+    }
+    kids.push(svgEl("text", { x: L, y: H - 3 }, "-60 min"), svgEl("text", { x: W - 2, y: H - 3, "text-anchor": "end" }, "now"));
+    return kids;
+  };
+  const n = Math.max(h.length, 1);
+  const bw = (W - 2 - L) / n;
+  const y = (v, maxY) => H - B - (H - B - T) * v / maxY;
+
+  const maxT = Math.max(1, ...h.map(p => p.solved + p.dead));
+  const tk = frame($("throughput"), maxT);
+  h.forEach((p, i) => {
+    const x = L + i * bw;
+    const title = `${new Date(p.at).toLocaleTimeString()}: ${p.solved} solved, ${p.dead} dead`;
+    if (p.solved) tk.push(svgEl("rect", { x: x.toFixed(1), y: y(p.solved, maxT).toFixed(1), width: Math.max(bw - 1, 1).toFixed(1), height: (H - B - y(p.solved, maxT)).toFixed(1), fill: "#16a34a" }), svgEl("title", {}, title));
+    if (p.dead) tk.push(svgEl("rect", { x: x.toFixed(1), y: y(p.solved + p.dead, maxT).toFixed(1), width: Math.max(bw - 1, 1).toFixed(1), height: (y(p.solved, maxT) - y(p.solved + p.dead, maxT)).toFixed(1), fill: "#dc2626" }));
+  });
+  $("throughput").replaceChildren(...tk);
+
+  const maxD = Math.max(1, ...h.map(p => p.open));
+  const dk = frame($("depth"), maxD);
+  if (h.length) {
+    const pts = h.map((p, i) => `${(L + (i + 0.5) * bw).toFixed(1)},${y(p.open, maxD).toFixed(1)}`);
+    dk.push(svgEl("polygon", { points: `${(L + 0.5 * bw).toFixed(1)},${H - B} ${pts.join(" ")} ${(L + (h.length - 0.5) * bw).toFixed(1)},${H - B}`, fill: "#bfdbfe", stroke: "#2563eb" }));
+    const last = h[h.length - 1];
+    dk.push(svgEl("text", { x: W - 4, y: T + 8, "text-anchor": "end" }, `now ${last.open}`));
+  }
+  $("depth").replaceChildren(...dk);
+}
+
+// ---- the lists ----
+
+const since = [["", "any time"], ["5m", "last 5 min"], ["15m", "last 15 min"], ["1h", "last hour"], ["6h", "last 6 h"], ["24h", "last 24 h"]];
+const reasons = ["permanent", "attempts-exhausted", "invalid-task", "expired", "crashed", "canceled"];
+const tabs = {
+  tasks: {
+    filters: [["state", "state", ["queued", "solving", "retrying", "canceled"]], ["lane", "lane", ["fast", "slow"]],
+      ["priority", "priority", ["high", "normal"]], ["method", "method", null], ["since", "submitted", since]],
+    head: ["id", "lane", "priority", "status", "method", "host", "attempts", "last code", "submitted", "worker", ""],
+    row: t => el("tr", { data: { task: t.id } },
+      el("td", {}, taskLink(t.id)), td(t.lane), td(t.priority), td(t.canceled ? t.status + " (canceled)" : t.status, t.canceled ? "canceled" : t.status),
+      td(t.method || "-"), td(t.host || "-"), td(t.attempts, "num"), td(t.last_code || "-"), td(stamp(t.submitted)), td(t.worker || "-"),
+      el("td", { class: "actions" }, t.cancelable ? adminButton("cancel", () => change("/api/cancel", { id: t.id })) : "")),
+    empty: "no task waits or runs",
+  },
+  outcomes: {
+    filters: [["status", "status", ["solved", "dead"]], ["method", "method", null], ["reason", "reason", reasons], ["since", "ended", since]],
+    head: ["id", "status", "method", "attempts", "seconds", "ended", "why"],
+    row: o => el("tr", { data: { task: o.id } },
+      el("td", {}, taskLink(o.id)), td(o.status, o.status), td(o.method || "-"), td(o.attempts, "num"),
+      td(o.solve_seconds ? o.solve_seconds.toFixed(1) : "", "num"), td(stamp(o.at)), td([o.reason, o.error, o.detail].filter(Boolean).join(" "), "detail")),
+    empty: "no outcome matches",
+  },
+  dead: {
+    filters: [["reason", "reason", reasons], ["method", "method", null], ["replayed", "replayed", ["no", "yes"]], ["since", "died", since]],
+    head: ["id", "method", "host", "reason", "error", "attempts", "dead at", "replayed", ""],
+    row: d => el("tr", { data: { task: d.id, seq: d.seq } },
+      el("td", {}, taskLink(d.id)), td(d.method || "-"), td(d.host || "-"), td(d.reason, "dead"),
+      el("td", { title: d.detail || "" }, d.error || "-"), td(d.attempts, "num"), td(stamp(d.dead_at)), td(d.replayed ? "yes" : "no"),
+      el("td", { class: "actions" },
+        d.replayable ? adminButton("replay", () => change("/api/replay", { id: d.id })) : "",
+        adminButton("delete", () => change("/api/delete", { seq: d.seq }), "danger"))),
+    empty: "no dead letter matches",
+  },
+};
+const state = { tab: "tasks", query: { tasks: {}, outcomes: {}, dead: {} }, offset: { tasks: 0, outcomes: 0, dead: 0 }, page: null };
+const pageSize = 25;
+let listing = false;
+
+function showTab(tab) {
+  state.tab = tab;
+  document.querySelectorAll(".tab").forEach(b => b.classList.toggle("on", b.dataset.tab === tab));
+  $("bulk").hidden = tab !== "dead";
+  $("confirm").hidden = true;
+  const t = tabs[tab];
+  $("filters").replaceChildren(
+    ...t.filters.map(([key, label, options]) => {
+      const sel = el("select", { name: key, id: "f-" + key });
+      sel.append(el("option", { value: "" }, key === "since" ? "any time" : "any"));
+      for (const o of options || []) {
+        const [v, text] = Array.isArray(o) ? o : [o, o];
+        if (v) sel.append(el("option", { value: v }, text));
+      }
+      sel.value = state.query[tab][key] || "";
+      sel.addEventListener("change", () => setQuery(key, sel.value));
+      return el("label", {}, label, sel);
+    }),
+    (() => {
+      const input = el("input", { id: "f-id", placeholder: "id contains", value: state.query[tab].id || "", size: 14 });
+      input.addEventListener("change", () => setQuery("id", input.value.trim()));
+      return el("label", {}, "id", input);
+    })());
+  const head = el("tr", {}, ...t.head.map(h => el("th", {}, h)));
+  document.querySelector("#list thead").replaceChildren(head);
+  const body = document.querySelector("#list tbody");
+  body.dataset.sig = "";
+  body.replaceChildren();
+  refreshList(true);
+}
+
+function setQuery(key, value) {
+  if (value) state.query[state.tab][key] = value;
+  else delete state.query[state.tab][key];
+  state.offset[state.tab] = 0;
+  $("confirm").hidden = true;
+  refreshList(true);
+}
+
+function queryString(tab) {
+  const p = new URLSearchParams(state.query[tab]);
+  p.set("offset", state.offset[tab]);
+  p.set("limit", pageSize);
+  return p.toString();
+}
+
+async function refreshList(force) {
+  if (listing && !force) return;
+  listing = true;
+  const tab = state.tab;
+  try {
+    const res = await fetch("/api/" + tab + "?" + queryString(tab));
+    const p = await res.json();
+    if (!res.ok) { notice(p.error || res.statusText, true); return; }
+    if (tab !== state.tab) return;
+    if (p.total > 0 && p.offset >= p.total) {
+      // The list shrank under this page (a purge, tasks that ended): show its last page.
+      state.offset[tab] = Math.floor((p.total - 1) / pageSize) * pageSize;
+      listing = false;
+      refreshList(true);
+      return;
+    }
+    state.page = p;
+    // The method filter offers the methods the list holds.
+    const sel = $("f-method");
+    if (sel) {
+      const have = [...sel.options].map(o => o.value).join();
+      const want = ["", ...p.methods].join();
+      if (have !== want) {
+        const v = sel.value;
+        sel.replaceChildren(el("option", { value: "" }, "any"), ...p.methods.map(m => el("option", { value: m }, m)));
+        sel.value = v;
+      }
+    }
+    fill(document.querySelector("#list tbody"), p.items.map(tabs[tab].row), tabs[tab].empty, tabs[tab].head.length);
+    markPicked();
+    $("count-" + tab).textContent = Object.keys(state.query[tab]).length ? `(${p.total.toLocaleString()} matching)` : `(${p.total.toLocaleString()})`;
+    $("range").textContent = p.total ? `${(p.offset + 1).toLocaleString()}–${(p.offset + p.items.length).toLocaleString()} of ${p.total.toLocaleString()}` : "none";
+    $("prev").disabled = p.offset === 0;
+    $("next").disabled = p.offset + p.items.length >= p.total;
+    if (tab === "dead") {
+      $("bulk-replay").textContent = `replay all ${p.total.toLocaleString()} matching`;
+      $("bulk-purge").textContent = `purge all ${p.total.toLocaleString()} matching`;
+      if (!p.total) { $("bulk-replay").disabled = $("bulk-purge").disabled = true; }
+    }
+  } catch (e) {
+    notice("request failed: " + e, true);
+  } finally {
+    listing = false;
+  }
+}
+
+function describe(tab) {
+  const q = Object.entries(state.query[tab]);
+  return q.length ? q.map(([k, v]) => `${k} ${v}`).join(", ") : "no filter: every dead letter";
+}
+
+// bulk asks, in the page, before a change to many letters: it names how
+// many and which, and acts on none newer than those counted.
+function bulk(kind) {
+  const p = state.page;
+  if (!p || !p.total) return;
+  const verb = kind === "replay" ? "Replay" : "Purge";
+  $("confirm-text").textContent = `${verb} ${p.total.toLocaleString()} dead letter(s) (${describe("dead")})?` +
+    (kind === "purge" ? " They are erased; the tasks' event logs stay." : " Each task is queued again and paid again if solved.");
+  $("confirm-yes").textContent = `yes, ${verb.toLowerCase()} ${p.total.toLocaleString()}`;
+  $("confirm-yes").onclick = async () => {
+    $("confirm").hidden = true;
+    await change(kind === "replay" ? "/api/replay-all" : "/api/purge", { ...state.query.dead, upto: p.max_seq });
+  };
+  $("confirm").hidden = false;
+}
+
+// ---- changes and sign-in ----
 
 function notice(text, isError) {
-  document.getElementById("notice").replaceChildren(el("div", { class: "msg" + (isError ? " error" : ""), id: "notice-msg" }, text));
+  $("notice").replaceChildren(el("div", { class: "msg" + (isError ? " error" : ""), id: "notice-msg" }, text));
+}
+
+async function post(path, body, user, password) {
+  const res = await fetch(path, {
+    method: "POST", credentials: "same-origin",
+    headers: { "Content-Type": "application/json", "X-Captchaq-CSRF": csrf, "Authorization": "Basic " + btoa(user + ":" + password) },
+    body: JSON.stringify(body),
+  });
+  return [res, await res.json()];
 }
 
 async function change(path, body) {
-  const user = document.getElementById("user").value;
-  const password = document.getElementById("password").value;
-  if (!user) { notice("sign in with the admin's NATS user and password first", true); return; }
+  if (!signed) { notice("sign in with the admin's NATS user and password first", true); return; }
   let res, out;
   try {
-    res = await fetch(path, {
-      method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-Captchaq-CSRF": csrf, "Authorization": "Basic " + btoa(user + ":" + password) },
-      body: JSON.stringify(body),
-    });
-    out = await res.json();
+    [res, out] = await post(path, body, signed.user, signed.password);
   } catch (e) {
     notice("request failed: " + e, true);
     return;
   }
   if (res.ok) notice(out.ok, false);
   else notice(out.error || res.statusText, true);
+  if (res.status === 401 || res.status === 403 && /may not change/.test(out.error || "")) signOut();
+  refreshList(true);
+}
+
+function setWho() {
+  const who = $("who");
+  if (readOnly) {
+    who.textContent = "read-only dashboard: changes are made with the captchaq command";
+    $("user").disabled = $("password").disabled = $("signin-button").disabled = true;
+    syncButtons();
+    return;
+  }
+  who.textContent = signed ? `changes as NATS user ${signed.user}` : "read-only: sign in as the admin to replay, delete, purge, cancel or pause";
+  who.classList.toggle("signed", !!signed);
+  $("signout").hidden = !signed;
+  $("signin-button").hidden = !!signed;
+  $("user").disabled = $("password").disabled = !!signed;
+  syncButtons();
+}
+
+function signOut() { signed = null; setWho(); }
+
+$("signin").addEventListener("submit", async ev => {
+  ev.preventDefault();
+  const user = $("user").value.trim(), password = $("password").value;
+  if (!user) { notice("type the admin's NATS user and password", true); return; }
+  $("who").textContent = `checking NATS user ${user}…`;
+  let res, out;
+  try {
+    [res, out] = await post("/api/signin", {}, user, password);
+  } catch (e) {
+    notice("request failed: " + e, true);
+    setWho();
+    return;
+  }
+  if (res.ok) {
+    signed = { user, password };
+    $("password").value = "";
+    notice(`signed in as NATS user ${user}`, false);
+  } else {
+    signed = null;
+    notice(out.error || res.statusText, true);
+  }
+  setWho();
+});
+$("signout").addEventListener("click", () => { signOut(); notice("signed out", false); });
+
+// ---- a task's trace ----
+
+let picked = "";
+function markPicked() {
+  document.querySelectorAll("#list tbody tr").forEach(r => r.classList.toggle("picked", r.dataset.task === picked));
 }
 
 async function showTask(id) {
@@ -181,39 +394,54 @@ async function showTask(id) {
     return;
   }
   if (!res.ok) { notice(out.error || res.statusText, true); return; }
-  const panel = document.getElementById("task-panel");
-  document.getElementById("task-id").textContent = id;
+  picked = id;
+  markPicked();
+  $("task-id").textContent = id;
+  $("task-id").className = "";
+  $("task-close").hidden = false;
   const t = out.task;
   const parts = [t.method && t.host ? `${t.method} on ${t.host}` : t.method || t.host,
     t.lane && `${t.lane} lane`, t.priority && `${t.priority} priority`, `${t.attempts} attempt(s)`, t.last_code && `last ${t.last_code}`];
-  document.getElementById("task-state").textContent = `${t.status}${t.canceled ? " (canceled)" : ""}: ` + parts.filter(Boolean).join(", ");
-  fill("trace", (out.trace || []).map(e => el("tr", {},
-    td(new Date(e.at).toISOString()), td(e.kind), td(e.attempt || ""), td(e.worker || e.client || ""), td(e.code || ""), td(e.reason || ""),
-    td(e.delay ? dur(e.delay / 1e9) : ""), td(e.detail || "", "detail"))), "no steps");
-  panel.hidden = false;
-  panel.scrollIntoView({ block: "nearest" });
+  $("task-state").textContent = `${t.status}${t.canceled ? " (canceled)" : ""}: ` + parts.filter(Boolean).join(", ");
+  $("task-state").className = "";
+  fillTable("trace", (out.trace || []).map(e => el("tr", {},
+    td(new Date(e.at).toLocaleTimeString(), "when"),
+    td(e.kind + (e.attempt ? " " + e.attempt : ""), e.kind === "dead" || e.kind === "dead-letter" ? "dead" : e.kind === "outcome" || e.kind === "solved" ? "solved" : ""),
+    td(e.worker || e.client || ""),
+    td([e.code, e.reason, e.delay ? "wait " + dur(e.delay / 1e9) : "", e.detail].filter(Boolean).join("; "), "detail"))), "no steps");
+  $("trace-box").scrollTop = 0;
+  const panel = $("task-panel");
+  if (panel.getBoundingClientRect().top < 0 || panel.getBoundingClientRect().top > window.innerHeight) panel.scrollIntoView({ block: "start" });
 }
 
-document.getElementById("search").addEventListener("submit", ev => {
+$("search").addEventListener("submit", ev => {
   ev.preventDefault();
-  const id = document.getElementById("search-id").value.trim();
+  const id = $("search-id").value.trim();
   if (id) showTask(id);
 });
-document.getElementById("signin").addEventListener("submit", ev => ev.preventDefault());
-document.getElementById("task-close").addEventListener("click", () => { document.getElementById("task-panel").hidden = true; });
-document.getElementById("purge").addEventListener("click", () => {
-  if (confirm("Delete every dead letter? Their tasks' event logs stay for the audit.")) change("/api/purge", {});
+$("task-close").addEventListener("click", () => {
+  picked = "";
+  markPicked();
+  $("task-id").textContent = ": pick a task";
+  $("task-id").className = "muted";
+  $("task-state").textContent = "Click a task id in the list (or search one above) to see its steps here.";
+  $("task-close").hidden = true;
+  fillTable("trace", [], "");
 });
-document.getElementById("purge").disabled = readOnly;
-document.getElementById("user").addEventListener("input", () => {
-  const u = document.getElementById("user").value;
-  document.getElementById("who").textContent = u ? `changes as NATS user ${u}` : "read-only: sign in as the admin to replay, purge, cancel or pause";
-});
+document.querySelectorAll(".tab").forEach(b => b.addEventListener("click", () => showTab(b.dataset.tab)));
+$("prev").addEventListener("click", () => { state.offset[state.tab] = Math.max(0, state.offset[state.tab] - pageSize); refreshList(true); });
+$("next").addEventListener("click", () => { state.offset[state.tab] += pageSize; refreshList(true); });
+$("bulk-replay").addEventListener("click", () => bulk("replay"));
+$("bulk-purge").addEventListener("click", () => bulk("purge"));
+$("confirm-no").addEventListener("click", () => { $("confirm").hidden = true; });
+$("filters").addEventListener("submit", ev => ev.preventDefault());
 
+setWho();
+showTab("tasks");
 const events = new EventSource("/api/events");
 events.addEventListener("snapshot", ev => render(JSON.parse(ev.data)));
 events.addEventListener("error", () => {
-  const live = document.getElementById("live");
+  const live = $("live");
   live.textContent = "reconnecting…";
   live.className = "badge off";
 });
