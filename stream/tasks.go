@@ -112,7 +112,7 @@ func (c *Client) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
 	}
 	now := c.cfg.Now()
 	var out []TaskInfo
-	err := scanFrom(ctx, c.s, []string{subject}, 0, false, func(m jetstream.Msg) (bool, error) {
+	err := scanFrom(ctx, c, []string{subject}, 0, false, func(m jetstream.Msg) (bool, error) {
 		md, err := m.Metadata()
 		if err != nil {
 			return false, err

@@ -112,7 +112,10 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 		Replicas:    t.Replicas,
 		Duplicates:  t.DuplicateWindow,
 		AllowMsgTTL: true, // tokens expire with their own lifetime
-		AllowDirect: true, // fast reads of the last event of a task
+		AllowDirect: true, // reads without a consumer (read.go)
+		// Every stored message's headers, for readers that follow (read.go):
+		// a producer needs no consumer of its own.
+		RePublish: rePublish(),
 	}
 }
 

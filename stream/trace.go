@@ -61,7 +61,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 	subjects := []string{taskSubjectsFor(id), eventSubject(id), resultSubject(id), deadSubject(id), replaySubject(id)}
 	var out []TraceEntry
 	submitted := map[uint64]bool{}
-	err := scanFrom(ctx, c.s, subjects, 0, false, func(m jetstream.Msg) (bool, error) {
+	err := scanFrom(ctx, c, subjects, 0, false, func(m jetstream.Msg) (bool, error) {
 		md, err := m.Metadata()
 		if err != nil {
 			return false, err

@@ -1,0 +1,117 @@
+package stream
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver"
+)
+
+// refused sends a request on subject with reply as its reply subject and
+// requires the server to refuse the publish with a permission violation
+// naming subject: no answer may come, on reply or anywhere.
+func refused(t *testing.T, nc *nats.Conn, errs <-chan error, subject, reply string, body []byte) {
+	t.Helper()
+	require.NoError(t, nc.PublishMsg(&nats.Msg{Subject: subject, Reply: reply, Data: body}))
+	require.NoError(t, nc.Flush())
+	select {
+	case err := <-errs:
+		require.ErrorIs(t, err, nats.ErrPermissionViolation)
+		require.Contains(t, err.Error(), `"`+subject+`"`, "the violation names the request's subject")
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s (reply %s) was not refused", subject, reply)
+	}
+}
+
+// TestProducerCannotMakeTheServerWrite: a producer with the shipped roles
+// cannot create a consumer on CAPTCHA (whatever its deliver subject) nor
+// send a pull request (whatever its reply subject), so it cannot make the
+// server deliver messages onto subjects the streams store; the token
+// stream stays empty, and a task submitted afterwards is solved once, its
+// token stored.
+func TestProducerCannotMakeTheServerWrite(t *testing.T) {
+	t.Parallel()
+	ns := authServer(t)
+	ctx := testContext(t)
+
+	anc, _ := roleConn(t, ns, "admin")
+	ajs, err := jetstream.New(anc)
+	require.NoError(t, err)
+	as, err := ajs.Stream(ctx, DefaultStream)
+	require.NoError(t, err)
+	// A consumer that is not a worker's, as a lingering reader would leave.
+	_, err = as.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "lingering", FilterSubject: subjectResults + ".>"})
+	require.NoError(t, err)
+
+	pnc, perrs := roleConn(t, ns, "producer")
+	producer, err := NewClient(ctx, pnc, ClientConfig{Name: "producer"})
+	require.NoError(t, err)
+	// Something to deliver: a task with a big body, queued (no worker runs).
+	big := Task{ID: "filler", Method: "base64", Params: Params{
+		"body": base64.StdEncoding.EncodeToString(append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 300<<10)...))}}
+	_, err = producer.Submit(ctx, big)
+	require.NoError(t, err)
+
+	before, err := as.Info(ctx)
+	require.NoError(t, err)
+
+	targets := []string{"captcha.tokens.x.y", "captcha.tasks.fast.normal.x", "captcha.events.x", "captcha.results.x",
+		"captcha.dead.x", "captcha.cancels.x.1", "captcha.workers.x"}
+	for i, deliver := range targets {
+		name := fmt.Sprintf("evil%d", i)
+		push, _ := json.Marshal(map[string]any{"stream_name": DefaultStream, "config": map[string]any{
+			"name": name, "deliver_subject": deliver, "ack_policy": "none", "filter_subject": "captcha.tasks.>"}})
+		refused(t, pnc, perrs, "$JS.API.CONSUMER.CREATE.CAPTCHA."+name, pnc.NewRespInbox(), push)
+		refused(t, pnc, perrs, "$JS.API.CONSUMER.CREATE.CAPTCHA."+name+".captcha.tasks.>", pnc.NewRespInbox(), push)
+		refused(t, pnc, perrs, "$JS.API.CONSUMER.DURABLE.CREATE.CAPTCHA."+name, pnc.NewRespInbox(), push)
+		pull, _ := json.Marshal(map[string]any{"batch": 100, "expires": int64(time.Minute)})
+		for _, cons := range []string{"lingering", "workers-fast-normal", name} {
+			refused(t, pnc, perrs, "$JS.API.CONSUMER.MSG.NEXT.CAPTCHA."+cons, deliver, pull)
+		}
+	}
+	refused(t, pnc, perrs, "$JS.API.CONSUMER.DELETE.CAPTCHA.lingering", pnc.NewRespInbox(), nil)
+
+	tokens, err := ajs.Stream(ctx, Topology{}.TokenStream())
+	require.NoError(t, err)
+	ti, err := tokens.Info(ctx)
+	require.NoError(t, err)
+	require.Zero(t, ti.State.Msgs, "nothing landed in the token stream")
+	after, err := as.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before.State.LastSeq, after.State.LastSeq, "nothing landed in CAPTCHA")
+
+	// The queue still works for the producer, and a solve is paid once.
+	var solves atomic.Int32
+	solve := solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		solves.Add(1)
+		b, _ := json.Marshal("tok-" + req.Params["sitekey"])
+		return solver.Answer{Solution: b}, nil
+	})
+	wnc, _ := roleConn(t, ns, "worker")
+	w, err := NewWorker(ctx, wnc, WorkerConfig{Solver: solve, Threads: 2, IdleCheck: 50 * time.Millisecond})
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	out, err := producer.Solve(ctx, turnstileTask("victim"))
+	require.NoError(t, err)
+	require.Equal(t, `"tok-0x4AAAAAAAB"`, string(out.Solution))
+	_, err = producer.Wait(ctx, "filler")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, solves.Load(), "each task paid once")
+	select {
+	case err := <-perrs:
+		t.Fatalf("the producer's own reads were refused: %v", err)
+	default:
+	}
+}
