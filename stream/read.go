@@ -345,7 +345,10 @@ func (c *Client) read(ctx context.Context, rd *reader, o scanOpts, fn func(jetst
 		defer wake.close()
 		// The subscription is in place before the first read, so nothing
 		// stored after the read goes unannounced.
-		if err := c.nc.FlushWithContext(ctx); err != nil {
+		fctx, cancel := context.WithTimeout(ctx, readTimeout)
+		err = c.nc.FlushWithContext(fctx)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("follow %v: %w", o.subjects, err)
 		}
 	}

@@ -115,3 +115,47 @@ func TestProducerCannotMakeTheServerWrite(t *testing.T) {
 	default:
 	}
 }
+
+// TestTokenStreamBounded: the token stream holds at most TokenMaxBytes
+// (the oldest tokens give way, no store is refused for room) and no token
+// over TokenMaxMsgSize.
+func TestTokenStreamBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{TokenMaxBytes: 256 << 10})
+	ctx := testContext(t)
+	cfg := b.client.tokens.CachedInfo().Config
+	require.EqualValues(t, 256<<10, cfg.MaxBytes)
+	require.EqualValues(t, TokenMaxMsgSize, cfg.MaxMsgSize)
+	require.Equal(t, jetstream.DiscardOld, cfg.Discard)
+
+	js, err := jetstream.New(b.nc)
+	require.NoError(t, err)
+	body := make([]byte, 4<<10)
+	for i := range 200 {
+		_, err := js.Publish(ctx, tokenSubject(fmt.Sprintf("t%d", i), 1), body, jetstream.WithExpectStream(b.top.TokenStream()))
+		require.NoError(t, err, "token %d: a store is never refused for room", i)
+	}
+	info, err := b.client.tokens.Info(ctx)
+	require.NoError(t, err)
+	require.LessOrEqual(t, info.State.Bytes, uint64(256<<10))
+	_, err = js.Publish(ctx, tokenSubject("huge", 1), make([]byte, TokenMaxMsgSize+1), jetstream.WithExpectStream(b.top.TokenStream()))
+	require.ErrorIs(t, err, jetstream.ErrStreamMessageExceedsMaximum)
+}
+
+// TestTokenTooLargeEndsTheTask: an answer the token stream cannot keep ends
+// the task dead (TOKEN_TOO_LARGE), once: the service is not asked again.
+func TestTokenTooLargeEndsTheTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	var solves atomic.Int32
+	b.startWorker(t, WorkerConfig{Threads: 1, Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		solves.Add(1)
+		huge, _ := json.Marshal(string(make([]byte, TokenMaxMsgSize)))
+		return solver.Answer{Solution: huge}, nil
+	})})
+	out, err := b.client.Solve(ctx, turnstileTask("huge-1"))
+	require.ErrorIs(t, err, ErrNotSolved)
+	require.Equal(t, CodeTokenTooLarge, out.Error)
+	require.EqualValues(t, 1, solves.Load())
+}

@@ -33,6 +33,10 @@ type Topology struct {
 	// (and outcomes) until Retention frees room, rather than drop accepted
 	// ones. Default 0: bounded by Retention alone.
 	MaxBytes int64
+	// TokenMaxBytes bounds the memory the token stream (TokenStream) may
+	// hold; at the bound the oldest tokens give way. Default
+	// DefaultTokenMaxBytes.
+	TokenMaxBytes int64
 	// DuplicateWindow is how long a task id is remembered to drop a
 	// re-published task. Default 2m.
 	DuplicateWindow time.Duration
