@@ -710,8 +710,8 @@ func TestProducerCannotCancelAnothersTask(t *testing.T) {
 	anc, errs := roleConn(t, a.ns, "producer")
 	ajs, err := jetstream.New(anc)
 	require.NoError(t, err)
-	denied(t, errs, adminCancelSubject("mine-1", r.Seq), func(ctx context.Context) error {
-		_, err := ajs.Publish(ctx, adminCancelSubject("mine-1", r.Seq), forged)
+	denied(t, errs, cancelRecordSubject("mine-1"), func(ctx context.Context) error {
+		_, err := ajs.Publish(ctx, cancelRecordSubject("mine-1"), forged)
 		return err
 	})
 

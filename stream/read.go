@@ -147,7 +147,16 @@ var errReadStale = errors.New("a direct get's answer stopped mid-way")
 // from time start, when set), in stream order, and the number of messages
 // on filter after the last one (as of the read).
 func (r *directReader) batch(ctx context.Context, filter string, from uint64, start time.Time) ([]*storedMsg, uint64, error) {
-	req := directGetRequest{NextFor: filter, Batch: readBatch, MaxBytes: readBatchBytes}
+	return r.get(ctx, filter, from, start, readBatch)
+}
+
+// batchOf reads up to n messages on filter from sequence from.
+func (r *directReader) batchOf(ctx context.Context, filter string, from uint64, n int) ([]*storedMsg, uint64, error) {
+	return r.get(ctx, filter, from, time.Time{}, n)
+}
+
+func (r *directReader) get(ctx context.Context, filter string, from uint64, start time.Time, n int) ([]*storedMsg, uint64, error) {
+	req := directGetRequest{NextFor: filter, Batch: n, MaxBytes: readBatchBytes}
 	if !start.IsZero() {
 		req.StartTime = &start
 	} else {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -158,4 +159,73 @@ func TestTokenTooLargeEndsTheTask(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotSolved)
 	require.Equal(t, CodeTokenTooLarge, out.Error)
 	require.EqualValues(t, 1, solves.Load())
+}
+
+// TestForgedCancelsCostABoundedRead: 100,000 forged cancel records on an
+// owner's task do not make its delivery read them: the delivery reads the
+// task's cancel state with at most one request on its cancel subject (each
+// direct get the server answers is counted here), the task is solved once,
+// and a task without an owner's cancel costs none.
+func TestForgedCancelsCostABoundedRead(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	gen := ownersTask(t, b, "forged-1")
+	forgeCancels(t, b, "forged-1", gen, 100_000)
+	plain, err := b.client.Submit(ctx, turnstileTask("plain-1"))
+	require.NoError(t, err)
+
+	// Every direct get request (all of them, by subject or in the body) that
+	// names a task's cancel subjects.
+	var reads, plainReads atomic.Int64
+	spy := b.connect(t)
+	_, err = spy.Subscribe("$JS.API.DIRECT.GET.>", func(m *nats.Msg) {
+		req := m.Subject + " " + string(m.Data)
+		if strings.Contains(req, "captcha.cancels.forged-1") {
+			reads.Add(1)
+		}
+		if strings.Contains(req, "captcha.cancels.plain-1") {
+			plainReads.Add(1)
+		}
+	})
+	require.NoError(t, err)
+	require.NoError(t, spy.Flush())
+
+	var solves atomic.Int32
+	b.startWorker(t, WorkerConfig{Threads: 2, Solver: countingSolver(&solves)})
+	out, err := b.client.waitGen(ctx, "forged-1", gen)
+	require.NoError(t, err)
+	require.Equal(t, StatusSolved, out.Status)
+	_, err = b.client.waitGen(ctx, "plain-1", plain.Seq)
+	require.NoError(t, err)
+	require.NoError(t, spy.Flush())
+	require.EqualValues(t, 2, solves.Load(), "each task solved once")
+	require.LessOrEqual(t, reads.Load(), int64(1), "the delivery read the forged records")
+	require.Zero(t, plainReads.Load(), "a task nobody but the admin can cancel costs no read")
+}
+
+// TestAdminCancelFailsTheAttemptWrite: an admin's cancel is one of the
+// task's records, so a first delivery that assumed nothing was recorded
+// finds it when its attempt's compare-and-set write fails, and ends the
+// task canceled without calling the service.
+func TestAdminCancelFailsTheAttemptWrite(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	r, err := b.client.Submit(ctx, turnstileTask("adm-1"))
+	require.NoError(t, err)
+	ti, err := b.client.Cancel(ctx, "adm-1", "operator")
+	require.NoError(t, err)
+	require.True(t, ti.Canceled)
+	ti, err = b.client.TaskOf(ctx, "adm-1")
+	require.NoError(t, err)
+	require.True(t, ti.Canceled, "task ls shows it")
+
+	var solves atomic.Int32
+	b.startWorker(t, WorkerConfig{Threads: 1, Solver: countingSolver(&solves)})
+	out, err := b.client.waitGen(ctx, "adm-1", r.Seq)
+	require.ErrorIs(t, err, ErrNotSolved)
+	require.Equal(t, "canceled", out.Reason)
+	require.Zero(t, solves.Load())
+	require.Zero(t, out.Attempts, "no attempt was made")
 }

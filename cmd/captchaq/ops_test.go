@@ -195,7 +195,7 @@ func TestOperationsWalkthrough(t *testing.T) {
 	// A producer cancels only what it submitted with solve; anyone else's
 	// task is the admin's to cancel.
 	err = runTask(ctx, append([]string{"cancel", "walk-2", "--nats", url}, as("producer")...), &out, io.Discard)
-	require.ErrorContains(t, err, `may not publish to "captcha.cancels.walk-2.`)
+	require.ErrorContains(t, err, `may not publish to "captcha.cancels.walk-2"`)
 	out.Reset()
 	require.NoError(t, runTask(ctx, append([]string{"cancel", "walk-2", "--nats", url}, as("admin")...), &out, io.Discard))
 	require.Contains(t, out.String(), "task walk-2: canceled (was queued)")
