@@ -88,16 +88,22 @@ func forgeCancels(t testing.TB, b *bundle, id string, gen uint64, n int) {
 	defer nc.Close()
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	require.NoError(t, err)
+	settle := func() {
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(2 * time.Minute):
+			t.Fatal("forged cancels not stored")
+		}
+	}
 	for i := range n {
 		rec, _ := json.Marshal(CancelRecord{ID: id, Gen: gen, By: "forger", Secret: fmt.Sprintf("guess-%d", i)})
 		_, err := js.PublishAsync(cancelSubject(id, gen), rec)
 		require.NoError(t, err)
+		if i%2048 == 2047 {
+			settle()
+		}
 	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(2 * time.Minute):
-		t.Fatal("forged cancels not stored")
-	}
+	settle()
 }
 
 // benchSetup is setup for a benchmark: an embedded server (file store,

@@ -229,3 +229,58 @@ func TestAdminCancelFailsTheAttemptWrite(t *testing.T) {
 	require.Zero(t, solves.Load())
 	require.Zero(t, out.Attempts, "no attempt was made")
 }
+
+// TestOwnersCancelIsRelayed: an owner's cancel stored behind more forged
+// records than a delivery looks at is still honoured: a running worker
+// relays it among the task's records as it is stored.
+func TestOwnersCancelIsRelayed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	release := make(chan struct{})
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+	})
+	var solves atomic.Int32
+	b.startWorker(t, WorkerConfig{Threads: 1, Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		solves.Add(1)
+		if req.Params["sitekey"] == "blocker" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return solver.Answer{}, ctx.Err()
+			}
+		}
+		return solver.Answer{Solution: json.RawMessage(`"tok"`)}, nil
+	})})
+	blocker := turnstileTask("blocker-1")
+	blocker.Params["sitekey"] = "blocker"
+	_, err := b.client.Submit(ctx, blocker)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return solves.Load() == 1 }, 10*time.Second, 5*time.Millisecond, "the one thread is busy")
+
+	secret, hash := newCancelKey()
+	b.client.cancelHashes.Store("own-1", hash)
+	r, err := b.client.Submit(ctx, turnstileTask("own-1"))
+	b.client.cancelHashes.Delete("own-1")
+	require.NoError(t, err)
+	forgeCancels(t, b, "own-1", r.Seq, 2*ownerCancelScan)
+	b.client.cancelKeys.Store("own-1", secret)
+	_, err = b.client.Cancel(ctx, "own-1", "changed my mind")
+	require.NoError(t, err)
+	_, s := b.raw(t)
+	require.Eventually(t, func() bool {
+		m, err := s.GetLastMsgForSubject(ctx, cancelRecordSubject("own-1"))
+		return err == nil && parseCancel(m.Data, r.Seq) != nil && parseCancel(m.Data, r.Seq).Secret == ""
+	}, 10*time.Second, 10*time.Millisecond, "relayed without its secret")
+
+	close(release)
+	released = true
+	out, err := b.client.waitGen(ctx, "own-1", r.Seq)
+	require.ErrorIs(t, err, ErrNotSolved)
+	require.Equal(t, "canceled", out.Reason)
+	require.EqualValues(t, 1, solves.Load(), "the canceled task was not paid for")
+}
