@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -112,12 +113,13 @@ type directReader struct {
 	subject string // $JS.API.DIRECT.GET.<stream>
 	inbox   string
 	sub     *nats.Subscription
-	// requests counts the direct gets sent (tests and benchmarks).
-	requests int
+	// idle says no answer is on its way to inbox: the reader may serve
+	// another scan.
+	idle bool
 }
 
 func newDirectReader(nc *nats.Conn, stream string) (*directReader, error) {
-	r := &directReader{nc: nc, subject: "$JS.API.DIRECT.GET." + stream, inbox: nc.NewRespInbox()}
+	r := &directReader{nc: nc, subject: "$JS.API.DIRECT.GET." + stream, inbox: nc.NewInbox(), idle: true}
 	sub, err := nc.SubscribeSync(r.inbox)
 	if err != nil {
 		return nil, fmt.Errorf("read stream %s: %w", stream, err)
@@ -131,7 +133,7 @@ func (r *directReader) close() { _ = r.sub.Unsubscribe() }
 // rotate reads on a new inbox from now on.
 func (r *directReader) rotate() error {
 	_ = r.sub.Unsubscribe()
-	r.inbox = r.nc.NewRespInbox()
+	r.inbox = r.nc.NewInbox()
 	sub, err := r.nc.SubscribeSync(r.inbox)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", r.subject, err)
@@ -163,10 +165,10 @@ func (r *directReader) get(ctx context.Context, filter string, from uint64, star
 		req.Seq = max(from, 1)
 	}
 	body, _ := json.Marshal(req)
-	r.requests++
 	if err := r.nc.PublishRequest(r.subject, r.inbox, body); err != nil {
 		return nil, 0, fmt.Errorf("read %s: %w", filter, err)
 	}
+	r.idle = false
 	var out []*storedMsg
 	for {
 		wctx, cancel := context.WithTimeout(ctx, readTimeout)
@@ -174,7 +176,7 @@ func (r *directReader) get(ctx context.Context, filter string, from uint64, star
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, 0, ctx.Err()
+				return nil, 0, ctx.Err() // the rest may still come: not idle
 			}
 			// The rest of this batch may still come: a new inbox for the
 			// next one, so that it cannot be taken for the next one's.
@@ -182,6 +184,9 @@ func (r *directReader) get(ctx context.Context, filter string, from uint64, star
 				return nil, 0, rerr
 			}
 			return nil, 0, fmt.Errorf("read %s: %w: %w", filter, errReadStale, err)
+		}
+		if status := m.Header.Get("Status"); status != "" {
+			r.idle = true // a status ends the answer
 		}
 		switch status := m.Header.Get("Status"); status {
 		case "":
@@ -348,18 +353,18 @@ func (c *Client) read(ctx context.Context, rd *reader, o scanOpts, fn func(jetst
 	var wake *wakeups
 	if o.follow {
 		var err error
-		if wake, err = c.subscribeStored(o.subjects); err != nil {
+		subjects := o.wake
+		if len(subjects) == 0 {
+			subjects = o.subjects
+		}
+		if wake, err = c.subscribeStored(subjects); err != nil {
 			return err
 		}
 		defer wake.close()
-		// The subscription is in place before the first read, so nothing
-		// stored after the read goes unannounced.
-		fctx, cancel := context.WithTimeout(ctx, readTimeout)
-		err = c.nc.FlushWithContext(fctx)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("follow %v: %w", o.subjects, err)
-		}
+		// The subscription is in place before the first read: the server
+		// takes a connection's protocol in order, so it subscribes before
+		// it answers the read, and nothing stored after the read goes
+		// unannounced.
 	}
 	poll := time.NewTimer(followPoll)
 	defer poll.Stop()
@@ -397,9 +402,44 @@ func (c *Client) read(ctx context.Context, rd *reader, o scanOpts, fn func(jetst
 	}
 }
 
-// newReader starts a scan of o's subjects.
+// readerPool keeps a Client's idle direct readers, so that a scan does not
+// subscribe to an inbox of its own each time.
+type readerPool struct {
+	once sync.Once
+	ch   chan *directReader
+}
+
+// readerPoolSize bounds the idle direct readers a Client keeps.
+const readerPoolSize = 16
+
+func (c *Client) directReader() (*directReader, error) {
+	c.readers.once.Do(func() { c.readers.ch = make(chan *directReader, readerPoolSize) })
+	select {
+	case r := <-c.readers.ch:
+		return r, nil
+	default:
+		return newDirectReader(c.nc, c.top.Stream)
+	}
+}
+
+// release gives r back to the pool, or closes it if an answer may still be
+// on its way to it or the pool is full.
+func (c *Client) release(r *directReader) {
+	if !r.idle || !r.sub.IsValid() {
+		r.close()
+		return
+	}
+	select {
+	case c.readers.ch <- r:
+	default:
+		r.close()
+	}
+}
+
+// newReader starts a scan of o's subjects; release its direct reader
+// (c.release(rd.r)) when done.
 func (c *Client) newReader(o scanOpts) (*reader, error) {
-	r, err := newDirectReader(c.nc, c.top.Stream)
+	r, err := c.directReader()
 	if err != nil {
 		return nil, err
 	}

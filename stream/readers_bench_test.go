@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,10 +32,30 @@ func BenchmarkWaitSolved(b *testing.B) {
 		receipts = append(receipts, r)
 	}
 	require.NoError(b, bd.client.WaitAll(ctx, receipts, func(o Outcome, err error) { require.NoError(b, err) }))
+	requests := countRequests(b, bd)
 	b.ResetTimer()
 	for i := range b.N {
 		_, err := bd.client.Wait(ctx, receipts[i%tasks].ID)
 		require.NoError(b, err)
+	}
+	b.StopTimer()
+	requests(b)
+}
+
+// countRequests counts the JetStream API requests ($JS.API.>, direct gets
+// included) the server receives from now on; the returned function reports
+// them per operation.
+func countRequests(b *testing.B, bd *bundle) func(*testing.B) {
+	nc, err := nats.Connect("", nats.InProcessServer(bd.ns))
+	require.NoError(b, err)
+	b.Cleanup(nc.Close)
+	var n atomic.Int64
+	_, err = nc.Subscribe("$JS.API.>", func(*nats.Msg) { n.Add(1) })
+	require.NoError(b, err)
+	require.NoError(b, nc.Flush())
+	return func(b *testing.B) {
+		require.NoError(b, nc.Flush())
+		b.ReportMetric(float64(n.Load())/float64(b.N), "api-requests/op")
 	}
 }
 
@@ -43,11 +64,14 @@ func BenchmarkWaitSolved(b *testing.B) {
 func BenchmarkSolveRoundTrip(b *testing.B) {
 	bd := benchSetup(b, 4)
 	ctx := context.Background()
+	requests := countRequests(b, bd)
 	b.ResetTimer()
 	for i := range b.N {
 		_, err := bd.client.Solve(ctx, turnstileTask(fmt.Sprintf("rt-%d", i)))
 		require.NoError(b, err)
 	}
+	b.StopTimer()
+	requests(b)
 }
 
 // BenchmarkTaskOfForgedCancels: TaskOf of an owner's task (Solve's kind)
@@ -58,12 +82,15 @@ func BenchmarkTaskOfForgedCancels(b *testing.B) {
 	ctx := context.Background()
 	gen := ownersTask(b, bd, "fc-1")
 	forgeCancels(b, bd, "fc-1", gen, 10000)
+	requests := countRequests(b, bd)
 	b.ResetTimer()
 	for range b.N {
 		ti, err := bd.client.TaskOf(ctx, "fc-1")
 		require.NoError(b, err)
 		require.False(b, ti.Canceled)
 	}
+	b.StopTimer()
+	requests(b)
 }
 
 // ownersTask submits task id as Solve does (its message names a cancel

@@ -22,7 +22,11 @@ func scanFrom(ctx context.Context, c *Client, subjects []string, startSeq uint64
 // scanOpts say what scan reads: which subjects, from where, and whether to
 // wait for more.
 type scanOpts struct {
-	subjects  []string
+	subjects []string
+	// wake, when set, are the subjects whose republished headers wake a
+	// follower (subjects if not set): narrower than a subject read, when
+	// the role may not subscribe to all that the read's filter covers.
+	wake      []string
 	startSeq  uint64
 	startTime time.Time
 	follow    bool
@@ -33,7 +37,7 @@ func scan(ctx context.Context, c *Client, o scanOpts, fn func(jetstream.Msg) (st
 	if err != nil {
 		return err
 	}
-	defer rd.r.close()
+	defer func() { c.release(rd.r) }()
 	var b brokerBackoff
 	for {
 		err := c.read(ctx, rd, o, fn)

@@ -114,7 +114,12 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 			timer.Stop()
 		}
 	}()
-	err := scanFrom(sctx, c, []string{resultSubject(id), eventSubject(id)}, gen, true, func(m jetstream.Msg) (bool, error) {
+	// One read of all the task's records (outcome and events among them),
+	// woken by the outcome's republished header: the events matter only to
+	// a solve whose outcome never comes, which the token's expiry (and the
+	// follower's poll) settles.
+	o := scanOpts{subjects: []string{idSubjects(id)}, wake: []string{resultSubject(id)}, startSeq: gen, follow: true}
+	err := scan(sctx, c, o, func(m jetstream.Msg) (bool, error) {
 		md, _ := m.Metadata()
 		if m.Subject() == resultSubject(id) {
 			if g, _ := strconv.ParseUint(m.Headers().Get(HeaderGen), 10, 64); g != gen {
@@ -125,6 +130,9 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 			}
 			found = true
 			return true, nil
+		}
+		if m.Subject() != eventSubject(id) {
+			return false, nil // a dead letter, a replay or a cancel record: the outcome follows
 		}
 		if ev, ok := parseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
 			solvedEv = &ev
