@@ -228,6 +228,13 @@ func TestAdminCancelFailsTheAttemptWrite(t *testing.T) {
 	require.Equal(t, "canceled", out.Reason)
 	require.Zero(t, solves.Load())
 	require.Zero(t, out.Attempts, "no attempt was made")
+	trace, err := b.client.Trace(ctx, "adm-1")
+	require.NoError(t, err)
+	var kinds []string
+	for _, e := range trace {
+		kinds = append(kinds, e.Kind)
+	}
+	require.Contains(t, kinds, "cancel", "the audit trail shows the cancel")
 }
 
 // TestOwnersCancelIsRelayed: an owner's cancel stored behind more forged
