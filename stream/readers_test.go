@@ -110,6 +110,23 @@ func TestProducerCannotMakeTheServerWrite(t *testing.T) {
 	_, err = producer.Wait(ctx, "filler")
 	require.NoError(t, err)
 	require.EqualValues(t, 2, solves.Load(), "each task paid once")
+
+	// Following, as results --follow and WaitAll do, needs no more.
+	followed := make(chan Outcome, 8)
+	fctx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	go func() {
+		_ = producer.OutcomesSince(fctx, time.Time{}, true, func(o Outcome) { followed <- o })
+	}()
+	r, err := producer.Submit(ctx, turnstileTask("follow-1"))
+	require.NoError(t, err)
+	require.NoError(t, producer.WaitAll(ctx, []Receipt{r}, func(o Outcome, err error) { require.NoError(t, err) }))
+	for o := range followed {
+		if o.ID == "follow-1" {
+			require.NotEmpty(t, o.Solution, "with its token")
+			break
+		}
+	}
 	select {
 	case err := <-perrs:
 		t.Fatalf("the producer's own reads were refused: %v", err)
@@ -169,9 +186,9 @@ func TestTokenTooLargeEndsTheTask(t *testing.T) {
 func TestForgedCancelsCostABoundedRead(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
-	ctx := testContext(t)
 	gen := ownersTask(t, b, "forged-1")
 	forgeCancels(t, b, "forged-1", gen, 100_000)
+	ctx := testContext(t) // from here: forging takes long under the race detector
 	plain, err := b.client.Submit(ctx, turnstileTask("plain-1"))
 	require.NoError(t, err)
 
