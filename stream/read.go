@@ -88,9 +88,6 @@ func (m *storedMsg) NakWithDelay(time.Duration) error { return errNotDelivered }
 func (m *storedMsg) InProgress() error                { return errNotDelivered }
 func (m *storedMsg) Term() error                      { return errNotDelivered }
 func (m *storedMsg) TermWithReason(string) error      { return errNotDelivered }
-func (m *storedMsg) raw() *jetstream.RawStreamMsg {
-	return &jetstream.RawStreamMsg{Subject: m.subject, Sequence: m.seq, Header: m.header, Data: m.data, Time: m.at}
-}
 
 var _ jetstream.Msg = (*storedMsg)(nil)
 
