@@ -47,6 +47,8 @@ type Client struct {
 	cancelKeys sync.Map
 	// cancelHashes holds the hash taskMsg puts on a task Solve is submitting.
 	cancelHashes sync.Map
+	// readers are idle direct readers (read.go).
+	readers readerPool
 	// room is the last reading of the room a bounded stream has (checkRoom).
 	room clientRoom
 	// limit is the stream's MaxBytes as read at limitRead (streamLimit).

@@ -153,9 +153,7 @@ func TestClusterSurvivesStreamLeaderLoss(t *testing.T) {
 
 	// Exactly one outcome and one solve recorded per task, in the stream.
 	results, solves := map[string]int{}, map[string]int{}
-	s, err := ajs.Stream(ctx, DefaultStream)
-	require.NoError(t, err)
-	require.NoError(t, scanFrom(ctx, s, []string{subjectResults + ".>", subjectEvents + ".>"}, 0, false, func(m jetstream.Msg) (bool, error) {
+	require.NoError(t, scanFrom(ctx, producer, []string{subjectResults + ".>", subjectEvents + ".>"}, 0, false, func(m jetstream.Msg) (bool, error) {
 		id := idFromSubject(m.Subject())
 		if strings.HasPrefix(m.Subject(), subjectResults) {
 			results[id]++

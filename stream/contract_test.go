@@ -54,22 +54,53 @@ func (p *rawProducer) publish(t *testing.T, ctx context.Context, lane, priority,
 }
 
 // outcome reads the outcome of the task message at sequence gen from
-// captcha.results.<id>, whether it was stored before or after the call.
-func (p *rawProducer) outcome(t *testing.T, ctx context.Context, id string, gen uint64) (jetstream.Msg, map[string]any) {
+// captcha.results.<id>, whether it was stored before or after the call, as
+// the README says, with no consumer: subscribe to the headers the stream
+// republishes on captcha.stored.results.<id>, then read the subject's last
+// message by direct get (last_by_subj); if it is not the generation's
+// outcome yet, a republished header whose Captchaq-Gen is the generation
+// names the outcome's sequence, read by direct get too.
+func (p *rawProducer) outcome(t *testing.T, ctx context.Context, id string, gen uint64) (*jetstream.RawStreamMsg, map[string]any) {
 	t.Helper()
-	cons, err := p.js.OrderedConsumer(ctx, "CAPTCHA", jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"captcha.results." + id}})
+	stored, err := p.nc.SubscribeSync("captcha.stored.results." + id)
 	require.NoError(t, err)
-	for {
-		m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
-		require.NoError(t, err, "no outcome of task %s", id)
-		if m.Headers().Get("Captchaq-Gen") != strconv.FormatUint(gen, 10) {
-			continue // the outcome of an earlier submission of the same id
+	defer func() { _ = stored.Unsubscribe() }()
+	require.NoError(t, p.nc.Flush())
+	s, err := p.js.Stream(ctx, "CAPTCHA")
+	require.NoError(t, err)
+	require.True(t, s.CachedInfo().Config.AllowDirect, "direct gets are on")
+	want := strconv.FormatUint(gen, 10)
+	m, err := s.GetLastMsgForSubject(ctx, "captcha.results."+id)
+	if err != nil || m.Header.Get("Captchaq-Gen") != want {
+		if err != nil {
+			require.ErrorIs(t, err, jetstream.ErrMsgNotFound)
 		}
-		var out map[string]any
-		require.NoError(t, json.Unmarshal(m.Data(), &out))
-		return m, out
+		for {
+			h, err := stored.NextMsgWithContext(ctx)
+			require.NoError(t, err, "no outcome of task %s", id)
+			require.Empty(t, h.Data, "headers only")
+			if h.Header.Get("Captchaq-Gen") != want {
+				continue // the outcome of an earlier submission of the same id
+			}
+			seq, err := strconv.ParseUint(h.Header.Get("Nats-Sequence"), 10, 64)
+			require.NoError(t, err)
+			require.Equal(t, "captcha.results."+id, h.Header.Get("Nats-Subject"))
+			m, err = s.GetMsg(ctx, seq)
+			require.NoError(t, err)
+			break
+		}
 	}
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(m.Data, &out))
+	// The stream holds the workers' consumers and no other: reading took none.
+	names := s.ConsumerNames(ctx)
+	var consumers []string
+	for n := range names.Name() {
+		consumers = append(consumers, n)
+	}
+	require.NoError(t, names.Err())
+	require.ElementsMatch(t, []string{"workers-fast-high", "workers-slow-high", "workers-fast-normal", "workers-slow-normal"}, consumers)
+	return m, out
 }
 
 func contractContext(t *testing.T) context.Context {
@@ -106,13 +137,13 @@ func TestContractRawClientSolved(t *testing.T) {
 	expires, err := time.Parse(time.RFC3339Nano, out["expires_at"].(string))
 	require.NoError(t, err)
 	require.True(t, expires.After(time.Now()))
-	require.Equal(t, "contract-1", m.Headers().Get("Captchaq-Task-Id"))
-	require.Empty(t, m.Headers().Get("Nats-TTL"), "the outcome stays for the audit")
+	require.Equal(t, "contract-1", m.Header.Get("Captchaq-Task-Id"))
+	require.Empty(t, m.Header.Get("Nats-TTL"), "the outcome stays for the audit")
 
 	// The token: the last message on captcha.tokens.<id>.<gen> in the
 	// memory-backed stream CAPTCHA_TOKENS, while it lives
 	// (`nats stream get CAPTCHA_TOKENS --last-for=captcha.tokens.contract-1.<gen>`).
-	gen := m.Headers().Get("Captchaq-Gen")
+	gen := m.Header.Get("Captchaq-Gen")
 	tokens, err := p.js.Stream(ctx, "CAPTCHA_TOKENS")
 	require.NoError(t, err)
 	require.Equal(t, jetstream.MemoryStorage, tokens.CachedInfo().Config.Storage)
@@ -129,7 +160,7 @@ func TestContractRawClientSolved(t *testing.T) {
 	lm, err := live.NextMsg(10 * time.Second)
 	require.NoError(t, err)
 	require.Equal(t, strconv.FormatUint(ack.Sequence, 10), lm.Header.Get("Captchaq-Gen"))
-	require.JSONEq(t, string(m.Data()), string(lm.Data))
+	require.JSONEq(t, string(m.Data), string(lm.Data))
 }
 
 func TestContractRawClientDead(t *testing.T) {
@@ -151,15 +182,15 @@ func TestContractRawClientDead(t *testing.T) {
 	require.EqualValues(t, 1, out["attempts"])
 	require.NotContains(t, out, "solution")
 
-	// The dead letter keeps the task as published, with why in its headers.
-	dl, err := p.js.OrderedConsumer(ctx, "CAPTCHA", jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"captcha.dead.contract-2"}})
+	// The dead letter keeps the task as published, with why in its headers
+	// (stored before the outcome: its last message by direct get).
+	s, err := p.js.Stream(ctx, "CAPTCHA")
 	require.NoError(t, err)
-	m, err := dl.Next(jetstream.FetchMaxWait(10 * time.Second))
+	m, err := s.GetLastMsgForSubject(ctx, "captcha.dead.contract-2")
 	require.NoError(t, err)
-	require.Equal(t, "permanent", m.Headers().Get("Captchaq-Reason"))
-	require.Equal(t, "ERROR_PAGEURL", m.Headers().Get("Captchaq-Error"))
-	require.Equal(t, "captcha.tasks.slow.high.contract-2", m.Headers().Get("Captchaq-Subject"))
+	require.Equal(t, "permanent", m.Header.Get("Captchaq-Reason"))
+	require.Equal(t, "ERROR_PAGEURL", m.Header.Get("Captchaq-Error"))
+	require.Equal(t, "captcha.tasks.slow.high.contract-2", m.Header.Get("Captchaq-Subject"))
 }
 
 func TestContractRawClientInvalidTask(t *testing.T) {

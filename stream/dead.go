@@ -124,7 +124,7 @@ func (c *Client) deadLetters(ctx context.Context, deadSubj, replaySubj string, f
 	}
 	var letters []DeadLetter
 	replays := map[uint64]*Replay{}
-	err := scanFrom(ctx, c.s, []string{deadSubj, replaySubj}, 0, false, func(m jetstream.Msg) (bool, error) {
+	err := scanFrom(ctx, c, []string{deadSubj, replaySubj}, 0, false, func(m jetstream.Msg) (bool, error) {
 		md, err := m.Metadata()
 		if err != nil {
 			return false, err

@@ -14,6 +14,9 @@
 //	captcha.results.<id>                  the outcome (no token): for a solved task, the record of the solve
 //	captcha.dead.<id>                     a dead letter: the original task plus headers
 //	captcha.replays.<id>                  a record that a dead letter was replayed
+//	captcha.cancels.<id>                  an admin's cancel of a generation (or an owner's, relayed by a worker)
+//	captcha.cancels.<id>.<gen>            an owner's cancel, valid with the secret the task message's hash names
+//	captcha.workers.<name>                a worker's heartbeat
 //	captcha.anchor                        one message that never expires, at the head; clients ignore it
 //	captcha.tokens.<id>.<gen>             in CAPTCHA_TOKENS, in memory: a solved outcome with its token, until it expires
 //
@@ -43,6 +46,10 @@
 // store, the default, an erasure on a plaintext one); the stream keeps room
 // for the records of every queued task, within its MaxBytes and within what
 // the server's store can still take (room.go, store.go).
+//
+// The stream republishes the headers of everything it stores to
+// captcha.stored.<the rest of its subject>: producers read with direct gets
+// and follow those headers, without consumers (read.go).
 //
 // Producers in other languages need only a NATS client: they publish a task
 // JSON on its task subject and read its outcome JSON from captcha.results.<id>

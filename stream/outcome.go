@@ -33,6 +33,12 @@ func (d *delivery) finishSolved(ctx context.Context, ev Event, ans solver.Answer
 		Attempts: ev.Attempts, SolveSeconds: roundSeconds(end.Sub(start)), ExpiresAt: ev.ExpiresAt,
 		Method: d.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: end}
 	if err := d.storeToken(ctx, out); err != nil {
+		if errors.Is(err, errTokenTooLarge) {
+			// Paid for, and no answer can be kept: the outcome says so,
+			// rather than a redelivery solving (and paying) again.
+			d.deadLetter(ctx, ev, verdict{reason: retry.ReasonPermanent, code: CodeTokenTooLarge, detail: err.Error()})
+			return
+		}
 		d.log.Warn("cannot store the token; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}

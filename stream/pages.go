@@ -29,7 +29,7 @@ type OutcomeRecord struct {
 // stream keeps), oldest first, without their tokens.
 func (c *Client) OutcomeRecords(ctx context.Context, since time.Time) ([]OutcomeRecord, error) {
 	var out []OutcomeRecord
-	err := scan(ctx, c.s, scanOpts{subjects: []string{subjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
+	err := scan(ctx, c, scanOpts{subjects: []string{subjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
 		md, err := m.Metadata()
 		if err != nil {
 			return false, err
@@ -87,7 +87,7 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 	}
 	// The tasks that wait or run (and those about to leave): their task
 	// messages are their submissions.
-	err := scanFrom(ctx, c.s, []string{subjectAllTasks}, 0, false, func(m jetstream.Msg) (bool, error) {
+	err := scanFrom(ctx, c, []string{subjectAllTasks}, 0, false, func(m jetstream.Msg) (bool, error) {
 		md, err := m.Metadata()
 		if err != nil {
 			return false, err
@@ -100,7 +100,7 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 	}
 	// What happened since: events name their generation's submission, a
 	// dead event ends it, an outcome ends it.
-	err = scan(ctx, c.s, scanOpts{subjects: []string{subjectEvents + ".>", subjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
+	err = scan(ctx, c, scanOpts{subjects: []string{subjectEvents + ".>", subjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
 		md, err := m.Metadata()
 		if err != nil {
 			return false, err

@@ -93,7 +93,7 @@ func testTokensAndPageURLs(t *testing.T, b *bundle, encrypted bool) {
 	}, 15*time.Second, 50*time.Millisecond, "finished task messages stayed")
 
 	var stored strings.Builder
-	err = scanFrom(ctx, b.client.s, []string{SubjectRoot + ".>"}, 0, false, func(m jetstream.Msg) (bool, error) {
+	err = scanFrom(ctx, b.client, []string{SubjectRoot + ".>"}, 0, false, func(m jetstream.Msg) (bool, error) {
 		fmt.Fprintf(&stored, "%s %v %s\n", m.Subject(), m.Headers(), m.Data())
 		return false, nil
 	})

@@ -31,6 +31,9 @@ type genState struct {
 	seq        uint64
 	deadLetter bool
 	outcome    bool
+	// cancel is the generation's cancel record on captcha.cancels.<id>,
+	// nil when none.
+	cancel *CancelRecord
 }
 
 // sameGen reports whether st and o say the same of the generation itself
@@ -51,6 +54,10 @@ func (st *genState) fold(id, subject string, h nats.Header, data []byte, seq uin
 		st.deadLetter = st.deadLetter || genOf(h) == st.gen
 	case resultSubject(id):
 		st.outcome = st.outcome || genOf(h) == st.gen
+	case cancelRecordSubject(id):
+		if rec := parseCancel(data, st.gen); rec != nil && st.cancel == nil {
+			st.cancel = rec
+		}
 	}
 }
 
@@ -130,6 +137,10 @@ func walkWhile(ctx context.Context, s jetstream.Stream, subject string, from, up
 // step after this one read the state: it holds the task now.
 var errStateMoved = errors.New("another delivery of the task recorded a step meanwhile")
 
+// errCanceled means the generation was canceled before the write: nothing
+// more may start.
+var errCanceled = errors.New("the task was canceled")
+
 // record is one write of a worker for a task: an event, a dead letter or an
 // outcome.
 type record struct {
@@ -140,6 +151,9 @@ type record struct {
 	// in reports whether a state read afresh already holds the record (a
 	// write whose acknowledgement was lost).
 	in func(st genState) bool
+	// yields says the record is not written once the generation is
+	// canceled: it would start or put off an attempt.
+	yields bool
 }
 
 // storeTries bounds how often a write is sent again because other
@@ -175,6 +189,9 @@ func (d *delivery) store(ctx context.Context, r record) error {
 		}
 		before := d.st
 		d.st, d.assumed = st, false
+		if r.yields && st.cancel != nil && !r.in(st) {
+			return errCanceled
+		}
 		switch onConflict(before, st, r.in(st)) {
 		case conflictStored:
 			return nil
@@ -199,7 +216,8 @@ func eventRecord(d *delivery, ev Event) (record, error) {
 	}
 	msg := nats.NewMsg(eventSubject(d.id))
 	msg.Data = b
-	return record{msg: msg,
+	yields := ev.Kind == EventAttempt || ev.Kind == EventRetry || ev.Kind == EventSnooze || ev.Kind == EventHandback
+	return record{msg: msg, yields: yields,
 		apply: func(st *genState, seq uint64) { st.last, st.lastSeq = ev, seq },
 		in: func(st genState) bool {
 			l := st.last
@@ -217,6 +235,15 @@ func (d *delivery) record(ctx context.Context, ev Event) bool {
 		err = d.store(ctx, r)
 	}
 	switch {
+	case errors.Is(err, errCanceled):
+		// Canceled since this delivery read the task: what it was about to
+		// record (an attempt, a retry) does not happen; the task ends.
+		if ev.Kind == EventAttempt {
+			ev.Attempts-- // not made
+		}
+		d.log.Info("canceled meanwhile; not solving it", slog.String("event", string(ev.Kind)))
+		d.deadLetter(ctx, ev, canceledVerdict(cancelDetail(d.st.cancel)))
+		return false
 	case errors.Is(err, errStateMoved) && d.st.outcome:
 		// An earlier delivery finished the generation and its ack was lost.
 		d.done()

@@ -235,7 +235,7 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 		from = lb
 	}
 	subjects := []string{subjectEvents + ".>", subjectResults + ".>"}
-	err := scan(ctx, c.s, scanOpts{subjects: subjects, startTime: from}, func(m jetstream.Msg) (bool, error) {
+	err := scan(ctx, c, scanOpts{subjects: subjects, startTime: from}, func(m jetstream.Msg) (bool, error) {
 		id := idFromSubject(m.Subject())
 		var ev statsEvent
 		if strings.HasPrefix(m.Subject(), subjectResults+".") {

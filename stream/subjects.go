@@ -97,7 +97,7 @@ func streamSubjects() []string {
 		out = append(out, taskFilter(wc.lane, wc.priority))
 	}
 	return append(out, subjectEvents+".*", subjectResults+".*", subjectDead+".*", subjectReplays+".*", SubjectAnchor,
-		subjectCancels+".*.*", subjectCancels+".*.*.admin", subjectWorkers+".*")
+		subjectCancels+".*.*", subjectCancels+".*", subjectWorkers+".*")
 }
 
 // taskFilter is the subject filter of the workers' consumer of a lane and

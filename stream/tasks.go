@@ -112,7 +112,7 @@ func (c *Client) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
 	}
 	now := c.cfg.Now()
 	var out []TaskInfo
-	err := scanFrom(ctx, c.s, []string{subject}, 0, false, func(m jetstream.Msg) (bool, error) {
+	err := scanFrom(ctx, c, []string{subject}, 0, false, func(m jetstream.Msg) (bool, error) {
 		md, err := m.Metadata()
 		if err != nil {
 			return false, err
@@ -132,7 +132,7 @@ func (c *Client) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
 		if ti.Status == TaskDone || (f.Status != "" && ti.Status != f.Status) {
 			return false, nil
 		}
-		if ti.Canceled, err = c.cancelRequested(ctx, ti.ID, ti.Gen, m.Headers()); err != nil {
+		if ti.Canceled, err = c.cancelRequested(ctx, ti.ID, st, m.Headers()); err != nil {
 			return false, err
 		}
 		out = append(out, ti)
@@ -198,7 +198,7 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 	if gst.outcome {
 		ti.Status = TaskDone // its message is about to be erased
 	}
-	if ti.Canceled, err = c.cancelRequested(ctx, id, ti.Gen, m.Header); err != nil {
+	if ti.Canceled, err = c.cancelRequested(ctx, id, gst, m.Header); err != nil {
 		return ti, err
 	}
 	return ti, nil
@@ -207,9 +207,16 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 // Cancel records: captcha.cancels.<id>.<gen> from the task's owner, whose
 // record must carry the secret whose SHA-256 the task message names in its
 // Captchaq-Cancel-Hash header (so no other producer can cancel it), and
-// captcha.cancels.<id>.<gen>.admin from an admin (nats.conf lets only
-// admins publish there). Both are part of the wire contract. Four or five
-// tokens: they never match captcha.*.<id>, the task's own records.
+// captcha.cancels.<id> from an admin (nats.conf lets only admins, and
+// workers relaying an owner's cancel, publish there). Both are part of the
+// wire contract.
+//
+// captcha.cancels.<id> is one of the task's own records (idSubjects): a
+// delivery reads it with the task's state, at no cost, and every worker
+// write for the task expects the last sequence over them, so a cancel
+// stored after a delivery read the state makes its next write fail and the
+// delivery yields to it. An owner's subject has four tokens and is not one
+// of the task's records: anyone may publish there.
 const subjectCancels = "captcha.cancels"
 
 // HeaderCancelHash is the hex SHA-256 of the secret that cancels a task,
@@ -220,7 +227,9 @@ func cancelSubject(id string, gen uint64) string {
 	return subjectCancels + "." + id + "." + strconv.FormatUint(gen, 10)
 }
 
-func adminCancelSubject(id string, gen uint64) string { return cancelSubject(id, gen) + ".admin" }
+// cancelRecordSubject is where an admin's cancel of task id is stored, and
+// an owner's once a worker relayed it: among the task's records.
+func cancelRecordSubject(id string) string { return subjectCancels + "." + id }
 
 // CancelRecord asks workers not to solve one submission of a task, as
 // stored on captcha.cancels.<id>.<gen>[.admin]. It is part of the wire
@@ -264,7 +273,7 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (TaskInfo, error
 		return ti, fmt.Errorf("cancel task %s: %w", id, ErrTaskEnded)
 	}
 	rec := CancelRecord{ID: id, Gen: ti.Gen, At: c.cfg.Now(), By: c.cfg.Name, Reason: truncate(reason, 100)}
-	subject := adminCancelSubject(id, ti.Gen)
+	subject := cancelRecordSubject(id)
 	if secret, ok := c.cancelKeys.Load(id); ok {
 		rec.Secret, subject = secret.(string), cancelSubject(id, ti.Gen)
 	}
@@ -280,54 +289,59 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (TaskInfo, error
 }
 
 // cancelRequested reports whether a valid cancel record names generation
-// gen of task id, whose task message carries header h.
-func (c *Client) cancelRequested(ctx context.Context, id string, gen uint64, h nats.Header) (bool, error) {
-	rec, err := cancelOf(ctx, c.s, id, gen, h)
+// gen of task id, whose state is st and whose task message carries header h.
+func (c *Client) cancelRequested(ctx context.Context, id string, st genState, h nats.Header) (bool, error) {
+	rec, err := cancelOf(ctx, c.nc, c.top.Stream, id, st, h)
 	return rec != nil, err
 }
 
-// cancelOf returns the valid cancel record of generation gen of task id,
-// nil when there is none: an admin's, or an owner's whose secret matches
-// the task message's Captchaq-Cancel-Hash (header h).
+// ownerCancelScan is how many records of an owner's cancel subject a
+// reader looks at, oldest first: one batched read, whatever is published.
+const ownerCancelScan = 16
+
+// cancelOf returns the valid cancel record of the generation of task id
+// whose state is st, nil when there is none: an admin's (or an owner's
+// that a worker relayed), which st holds, at no cost; else, for a task
+// message that names a cancel hash (header h), an owner's whose secret
+// matches it, among the first ownerCancelScan records on the owner's
+// subject (they all come after the task message): one batched direct get.
+// A task without a cancel hash costs nothing.
 //
-// Only the admin may publish on the admin's subject, so its last record is
-// the one. Any producer may publish on an owner's subject, so a forged
-// record after the owner's must not hide it: the generation's records there
-// are read oldest first (they all come after its task message, sequence
-// gen) until one holds the secret. With no cancel, as for nearly every
-// task, that is one read.
-func cancelOf(ctx context.Context, s jetstream.Stream, id string, gen uint64, h nats.Header) (*CancelRecord, error) {
-	parse := func(m *jetstream.RawStreamMsg) *CancelRecord {
-		var rec CancelRecord
-		if json.Unmarshal(m.Data, &rec) != nil || rec.Gen != gen {
-			return nil // not ours
-		}
-		return &rec
-	}
-	m, err := s.GetLastMsgForSubject(ctx, adminCancelSubject(id, gen))
-	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-	case err != nil:
-		return nil, fmt.Errorf("read cancel record of task %s: %w", id, err)
-	default:
-		if rec := parse(m); rec != nil {
-			return rec, nil
-		}
+// Any producer may publish on an owner's subject. A forged record after
+// the owner's does not hide it; forged records before it, more than
+// ownerCancelScan of them, do here, and workers that run when the owner's
+// record is stored relay it to the task's records anyway (relayCancels).
+func cancelOf(ctx context.Context, nc *nats.Conn, stream, id string, st genState, h nats.Header) (*CancelRecord, error) {
+	if st.cancel != nil {
+		return st.cancel, nil
 	}
 	if h.Get(HeaderCancelHash) == "" {
 		return nil, nil // only an owner's task can have an owner's cancel
 	}
-	var found *CancelRecord
-	err = walkWhile(ctx, s, cancelSubject(id, gen), gen, 0, func(m *jetstream.RawStreamMsg) bool {
-		if rec := parse(m); rec != nil && ownsCancel(h, rec.Secret) {
-			found = rec
-		}
-		return found == nil // someone else's: read on
-	})
+	r, err := newDirectReader(nc, stream)
 	if err != nil {
-		return nil, fmt.Errorf("read cancel record of task %s: %w", id, err)
+		return nil, err
 	}
-	return found, nil
+	defer r.close()
+	msgs, _, err := r.batchOf(ctx, cancelSubject(id, st.gen), st.gen, ownerCancelScan)
+	if err != nil {
+		return nil, fmt.Errorf("read cancel records of task %s: %w", id, err)
+	}
+	for _, m := range msgs {
+		if rec := parseCancel(m.data, st.gen); rec != nil && ownsCancel(h, rec.Secret) {
+			return rec, nil
+		}
+	}
+	return nil, nil
+}
+
+// parseCancel reads a cancel record of generation gen; nil when b is not one.
+func parseCancel(b []byte, gen uint64) *CancelRecord {
+	var rec CancelRecord
+	if json.Unmarshal(b, &rec) != nil || rec.Gen != gen {
+		return nil
+	}
+	return &rec
 }
 
 // ownsCancel reports whether secret cancels a task message with headers h.
@@ -355,7 +369,7 @@ func newCancelKey() (secret, hash string) {
 // cancel is a request, and losing one to a broker hiccup costs a solve, not
 // a task.
 func (d *delivery) canceled(ctx context.Context) (string, bool) {
-	rec, err := cancelOf(ctx, d.w.s, d.id, d.gen, d.m.Headers())
+	rec, err := cancelOf(ctx, d.w.nc, d.w.top.Stream, d.id, d.st, d.m.Headers())
 	if err != nil {
 		d.log.Warn("cannot read the task's cancel record; solving it", slog.Any("error", err))
 		return "", false
@@ -363,6 +377,11 @@ func (d *delivery) canceled(ctx context.Context) (string, bool) {
 	if rec == nil {
 		return "", false
 	}
+	return cancelDetail(rec), true
+}
+
+// cancelDetail is the dead letter's detail of a canceled generation.
+func cancelDetail(rec *CancelRecord) string {
 	detail := "canceled"
 	if rec.By != "" {
 		detail += " by " + rec.By
@@ -370,7 +389,7 @@ func (d *delivery) canceled(ctx context.Context) (string, bool) {
 	if rec.Reason != "" {
 		detail += ": " + rec.Reason
 	}
-	return detail, true
+	return detail
 }
 
 var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>()\[\]{}]*`)

@@ -39,11 +39,23 @@ func (d *delivery) storeToken(ctx context.Context, out Outcome) error {
 	msg.Header.Set(HeaderGen, strconv.FormatUint(d.gen, 10))
 	_, err = publishRetrying(ctx, d.w.js, msg, jetstream.WithExpectStream(d.w.top.TokenStream()),
 		jetstream.WithMsgTTL(tokenTTL(out.ExpiresAt, d.w.cfg.Now())))
+	if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) {
+		err = fmt.Errorf("%w: the answer is %d bytes, the token stream takes at most %d", errTokenTooLarge, len(b), TokenMaxMsgSize)
+	}
 	if err != nil {
 		return fmt.Errorf("store the token of task %s: %w", d.id, err)
 	}
 	return nil
 }
+
+// errTokenTooLarge: the token stream refuses the answer for its size
+// (TokenMaxMsgSize). Trying again would pay for the same refusal.
+var errTokenTooLarge = errors.New("token too large to keep")
+
+// CodeTokenTooLarge is the error code of a task whose answer was paid for
+// but is too large for the token stream: it ends dead (reason permanent)
+// instead of being solved again.
+const CodeTokenTooLarge = "TOKEN_TOO_LARGE"
 
 // readToken reads the token of generation gen of task id from the token
 // stream tokens: the solved outcome with its solution, and whether it is
@@ -135,11 +147,15 @@ func (t Topology) tokenStreamConfig() jetstream.StreamConfig {
 		Subjects:    []string{subjectTokens + ".*.*"},
 		Retention:   jetstream.LimitsPolicy,
 		// A backstop only: every token has its own TTL.
-		MaxAge:            tokenStreamMaxAge,
-		MaxBytes:          -1,
+		MaxAge: tokenStreamMaxAge,
+		// Only workers write here, at most one token per solve, and each
+		// leaves with its lifetime; the limits bound the memory anyway. At
+		// MaxBytes the oldest tokens (nearest their expiry) give way, so a
+		// solve is never refused for room.
+		MaxBytes:          t.tokenMaxBytes(),
 		MaxMsgs:           -1,
 		MaxMsgsPerSubject: -1,
-		MaxMsgSize:        -1,
+		MaxMsgSize:        TokenMaxMsgSize,
 		MaxConsumers:      -1,
 		Discard:           jetstream.DiscardOld,
 		Storage:           jetstream.MemoryStorage,
@@ -151,6 +167,28 @@ func (t Topology) tokenStreamConfig() jetstream.StreamConfig {
 		// waiter would take a token stored just before the outcome for lost.
 		AllowDirect: false,
 	}
+}
+
+// Token stream limits.
+const (
+	// DefaultTokenMaxBytes is the default Topology.TokenMaxBytes: 64 MiB,
+	// about 16,000 tokens of 4 KiB (a reCAPTCHA token and its outcome take
+	// 2–3 KiB), which at a 300-s lifetime is 50 solves a second sustained,
+	// far beyond any plan (100 threads at one solve each 10 s is 10 a
+	// second).
+	DefaultTokenMaxBytes = 64 << 20
+	// TokenMaxMsgSize is the largest token (the outcome with its solution
+	// and headers) the token stream keeps: 64 KiB, tens of times a
+	// reCAPTCHA token, a cf_clearance cookie with its user agent, or an
+	// image's text answer.
+	TokenMaxMsgSize = 64 << 10
+)
+
+func (t Topology) tokenMaxBytes() int64 {
+	if t.TokenMaxBytes > 0 {
+		return t.TokenMaxBytes
+	}
+	return DefaultTokenMaxBytes
 }
 
 // tokenStreamMaxAge is the token stream's MaxAge: past the longest token

@@ -33,6 +33,10 @@ type Topology struct {
 	// (and outcomes) until Retention frees room, rather than drop accepted
 	// ones. Default 0: bounded by Retention alone.
 	MaxBytes int64
+	// TokenMaxBytes bounds the memory the token stream (TokenStream) may
+	// hold; at the bound the oldest tokens give way. Default
+	// DefaultTokenMaxBytes.
+	TokenMaxBytes int64
 	// DuplicateWindow is how long a task id is remembered to drop a
 	// re-published task. Default 2m.
 	DuplicateWindow time.Duration
@@ -112,7 +116,10 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 		Replicas:    t.Replicas,
 		Duplicates:  t.DuplicateWindow,
 		AllowMsgTTL: true, // tokens expire with their own lifetime
-		AllowDirect: true, // fast reads of the last event of a task
+		AllowDirect: true, // reads without a consumer (read.go)
+		// Every stored message's headers, for readers that follow (read.go):
+		// a producer needs no consumer of its own.
+		RePublish: rePublish(),
 	}
 }
 

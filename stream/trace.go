@@ -24,8 +24,8 @@ type TraceEntry struct {
 	// At is when the step happened.
 	At time.Time `json:"at"`
 	// Kind names the step: submitted, attempt, retry, snooze, handback,
-	// solved, dead (event log); outcome, dead-letter, replayed (the stored
-	// records).
+	// solved, dead (event log); outcome, dead-letter, replayed, cancel (the
+	// stored records; cancel: an admin's, or an owner's a worker relayed).
 	Kind string `json:"kind"`
 	// Gen is the generation (task message) the step belongs to.
 	Gen uint64 `json:"gen"`
@@ -58,10 +58,10 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, err
 	}
-	subjects := []string{taskSubjectsFor(id), eventSubject(id), resultSubject(id), deadSubject(id), replaySubject(id)}
+	subjects := []string{taskSubjectsFor(id), idSubjects(id)}
 	var out []TraceEntry
 	submitted := map[uint64]bool{}
-	err := scanFrom(ctx, c.s, subjects, 0, false, func(m jetstream.Msg) (bool, error) {
+	err := scanFrom(ctx, c, subjects, 0, false, func(m jetstream.Msg) (bool, error) {
 		md, err := m.Metadata()
 		if err != nil {
 			return false, err
@@ -119,6 +119,11 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 		case strings.HasPrefix(subj, subjectDead+"."):
 			d := parseDeadLetter(subj, h, m.Data(), e.Seq, e.At)
 			e.Kind, e.Gen, e.Attempt, e.Code, e.Reason = "dead-letter", d.Gen, d.Attempts, d.Error, string(d.Reason)
+		case subj == cancelRecordSubject(id):
+			var r CancelRecord
+			_ = json.Unmarshal(m.Data(), &r)
+			e.Kind, e.Client, e.Gen, e.At = "cancel", r.By, r.Gen, md.Timestamp
+			e.Detail = cancelDetail(&r)
 		case strings.HasPrefix(subj, subjectReplays+"."):
 			var r Replay
 			_ = json.Unmarshal(m.Data(), &r)
@@ -130,6 +135,8 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 			}
 			e.Kind, e.Client, e.Gen = "replayed", r.By, r.TaskSeq
 			e.Detail = fmt.Sprintf("dead letter %d replayed as task message %d", r.DeadSeq, r.TaskSeq)
+		default:
+			return false, nil // not a record of the task (a worker named like it)
 		}
 		out = append(out, e)
 		return false, nil

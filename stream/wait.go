@@ -114,7 +114,12 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 			timer.Stop()
 		}
 	}()
-	err := scanFrom(sctx, c.s, []string{resultSubject(id), eventSubject(id)}, gen, true, func(m jetstream.Msg) (bool, error) {
+	// One read of all the task's records (outcome and events among them),
+	// woken by the outcome's republished header: the events matter only to
+	// a solve whose outcome never comes, which the token's expiry (and the
+	// follower's poll) settles.
+	o := scanOpts{subjects: []string{idSubjects(id)}, wake: []string{resultSubject(id)}, startSeq: gen, follow: true}
+	err := scan(sctx, c, o, func(m jetstream.Msg) (bool, error) {
 		md, _ := m.Metadata()
 		if m.Subject() == resultSubject(id) {
 			if g, _ := strconv.ParseUint(m.Headers().Get(HeaderGen), 10, 64); g != gen {
@@ -125,6 +130,9 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 			}
 			found = true
 			return true, nil
+		}
+		if m.Subject() != eventSubject(id) {
+			return false, nil // a dead letter, a replay or a cancel record: the outcome follows
 		}
 		if ev, ok := parseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
 			solvedEv = &ev
@@ -213,7 +221,7 @@ func (c *Client) WaitAll(ctx context.Context, receipts []Receipt, fn func(Outcom
 		start = min(start, r.Seq)
 	}
 	solved := map[string]Event{} // solved events of wanted tasks whose outcome has not come yet
-	err := scanFrom(ctx, c.s, []string{subjectResults + ".>", subjectEvents + ".>"}, start, true, func(m jetstream.Msg) (bool, error) {
+	err := scanFrom(ctx, c, []string{subjectResults + ".>", subjectEvents + ".>"}, start, true, func(m jetstream.Msg) (bool, error) {
 		id := idFromSubject(m.Subject())
 		if gen, ok := want[id]; ok {
 			if m.Subject() == resultSubject(id) {
@@ -275,7 +283,7 @@ func parseEvent(b []byte) (Event, bool) {
 // token while the token stream holds it. With follow it then waits for new ones until ctx
 // ends.
 func (c *Client) Results(ctx context.Context, follow bool, fn func(Outcome)) error {
-	return scanFrom(ctx, c.s, []string{subjectResults + ".>"}, 0, follow, func(m jetstream.Msg) (bool, error) {
+	return scanFrom(ctx, c, []string{subjectResults + ".>"}, 0, follow, func(m jetstream.Msg) (bool, error) {
 		var out Outcome
 		if err := json.Unmarshal(m.Data(), &out); err != nil {
 			return false, nil // not ours; skip

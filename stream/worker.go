@@ -271,6 +271,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Heartbeats for `captchaq workers ls`, until the worker stops pulling.
 	announced := w.announce(pullCtx, func() int { return int(w.busy.Load()) })
 	defer func() { stopPulling(); announced() }()
+	// Owners' cancels, relayed to the tasks' records while the worker runs.
+	relayed, err := w.relayCancels(pullCtx)
+	if err != nil {
+		return fmt.Errorf("listen for cancels: %w", err)
+	}
+	defer func() { stopPulling(); relayed() }()
 
 pull:
 	for {

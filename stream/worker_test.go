@@ -29,7 +29,7 @@ func blockingSolver(started chan<- string) solver.Solver {
 func (b *bundle) events(t *testing.T, id string) []Event {
 	t.Helper()
 	var out []Event
-	err := scanFrom(testContext(t), b.client.s, []string{eventSubject(id)}, 0, false, func(m jetstream.Msg) (bool, error) {
+	err := scanFrom(testContext(t), b.client, []string{eventSubject(id)}, 0, false, func(m jetstream.Msg) (bool, error) {
 		var ev Event
 		require.NoError(t, json.Unmarshal(m.Data(), &ev))
 		out = append(out, ev)
@@ -43,7 +43,7 @@ func (b *bundle) events(t *testing.T, id string) []Event {
 func (b *bundle) count(t *testing.T, subject string) int {
 	t.Helper()
 	n := 0
-	err := scanFrom(testContext(t), b.client.s, []string{subject}, 0, false, func(jetstream.Msg) (bool, error) {
+	err := scanFrom(testContext(t), b.client, []string{subject}, 0, false, func(jetstream.Msg) (bool, error) {
 		n++
 		return false, nil
 	})

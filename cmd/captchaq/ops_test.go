@@ -201,7 +201,7 @@ func TestOperationsWalkthrough(t *testing.T) {
 	// A producer cancels only what it submitted with solve; anyone else's
 	// task is the admin's to cancel.
 	err = runTask(ctx, append([]string{"cancel", "walk-2", "--nats", url}, as("producer")...), &out, io.Discard)
-	require.ErrorContains(t, err, `may not publish to "captcha.cancels.walk-2.`)
+	require.ErrorContains(t, err, `may not publish to "captcha.cancels.walk-2"`)
 	out.Reset()
 	require.NoError(t, runTask(ctx, append([]string{"cancel", "walk-2", "--nats", url}, as("admin")...), &out, io.Discard))
 	require.Contains(t, out.String(), "task walk-2: canceled (was queued)")
@@ -247,10 +247,13 @@ func TestPermissionViolationIsOneLine(t *testing.T) {
 	var pe *PermissionError
 	require.ErrorAs(t, err, &pe)
 
-	err = runStats(ctx, append([]string{"--nats", url}, as("worker")...), io.Discard, io.Discard)
+	tasks := filepath.Join(t.TempDir(), "tasks.jsonl")
+	require.NoError(t, os.WriteFile(tasks, []byte(
+		`{"id":"w-1","method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/checkout"}}`+"\n"), 0o600))
+	err = runSubmit(ctx, append(append([]string{"--nats", url}, as("worker")...), tasks), io.Discard, io.Discard)
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), "\n")
-	require.Contains(t, err.Error(), `user "worker" may not publish to "$JS.API.CONSUMER.CREATE.CAPTCHA.`)
+	require.Contains(t, err.Error(), `user "worker" may not publish to "captcha.tasks.fast.normal.w-1"`)
 
 	var out strings.Builder
 	require.NoError(t, runInit(ctx, append([]string{"--nats", url, "--plan-threads", "5"}, as("admin")...), &out, io.Discard))
