@@ -64,7 +64,7 @@ func (w *Worker) execute(ctx context.Context, m jetstream.Msg, thread *planThrea
 // resume finishes a generation that an earlier delivery took to its end
 // but did not finish, and reports whether it did.
 func (d *delivery) resume(ctx context.Context) bool {
-	switch resumeFrom(d.st, d.w.cfg.Now()) {
+	switch resumeFrom(d.st, d.w.brokerTime(d.w.cfg.Now())) { // token expiry is on the broker's clock
 	case resumeAck:
 		d.done()
 	case resumeDead:

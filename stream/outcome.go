@@ -28,7 +28,9 @@ func (d *delivery) finishSolved(ctx context.Context, ev Event, ans solver.Answer
 	if life <= 0 {
 		life = 2 * time.Minute
 	}
-	ev.Kind, ev.CaptchaID, ev.ExpiresAt = EventSolved, ans.CaptchaID, end.Add(life)
+	// On the broker's clock: a producer compares it with its own, and the
+	// two machines' clocks need not agree with the worker's.
+	ev.Kind, ev.CaptchaID, ev.ExpiresAt = EventSolved, ans.CaptchaID, d.w.brokerTime(end).Add(life)
 	out := Outcome{ID: d.id, Status: StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
 		Attempts: ev.Attempts, SolveSeconds: roundSeconds(end.Sub(start)), ExpiresAt: ev.ExpiresAt,
 		Method: d.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: end}

@@ -38,7 +38,7 @@ func (d *delivery) storeToken(ctx context.Context, out Outcome) error {
 	msg.Header.Set(HeaderTaskID, d.id)
 	msg.Header.Set(HeaderGen, strconv.FormatUint(d.gen, 10))
 	_, err = publishRetrying(ctx, d.w.js, msg, jetstream.WithExpectStream(d.w.top.TokenStream()),
-		jetstream.WithMsgTTL(tokenTTL(out.ExpiresAt, d.w.cfg.Now())))
+		jetstream.WithMsgTTL(tokenTTL(out.ExpiresAt, d.w.brokerTime(d.w.cfg.Now()))))
 	if err != nil {
 		return fmt.Errorf("store the token of task %s: %w", d.id, err)
 	}
@@ -84,7 +84,7 @@ func (d *delivery) finishFromToken(ctx context.Context) bool {
 		d.log.Warn("cannot read the token stream; solving the task again", slog.Any("error", err))
 		return false
 	}
-	if !found || !d.w.cfg.Now().Before(out.ExpiresAt) {
+	if !found || !d.w.brokerTime(d.w.cfg.Now()).Before(out.ExpiresAt) {
 		return false
 	}
 	if d.finishWith(ctx, withoutToken(out)) {

@@ -145,6 +145,11 @@ type Worker struct {
 	room *workerRoom
 	// busy counts the tasks being handled, for the heartbeat.
 	busy atomic.Int32
+	// held are the task generations whose attempt this worker recorded and
+	// has not ended, for the heartbeat.
+	held heldTasks
+	// clock reads the broker's clock (brokerTime).
+	clock brokerClock
 }
 
 // stopWith notes why the worker stops: tasks handed back from now on say so.
