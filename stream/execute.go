@@ -155,6 +155,10 @@ func (d *delivery) attempt(ctx context.Context, base Event, crashed bool, sl *sl
 	// because the worker is stopping.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.w.top.AckWait)
 	defer cancel()
+	// Unless the worker stops with the broker out of reach: then nothing
+	// can be written, and the stop does not wait for it (Run says which
+	// tasks it could not hand back).
+	defer context.AfterFunc(d.w.abandonCtx(), cancel)()
 
 	nx := afterAttempt(d.w.cfg.Policy, res)
 	switch nx.kind {
@@ -206,6 +210,15 @@ func (d *delivery) patiently(ctx context.Context, read func() error) error {
 			return err
 		}
 	}
+}
+
+// abandonCtx is the worker's abandon context (Run), or one that never ends
+// outside Run.
+func (w *Worker) abandonCtx() context.Context {
+	if w.abandon == nil {
+		return context.Background()
+	}
+	return w.abandon
 }
 
 // heartbeat is how often a held task's lease is renewed: a third of the
