@@ -36,7 +36,8 @@ func (d *delivery) finishSolved(ctx context.Context, ev Event, ans solver.Answer
 	out := Outcome{ID: d.id, Status: StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
 		Attempts: ev.Attempts, SolveSeconds: roundSeconds(end.Sub(start)), ExpiresAt: ev.ExpiresAt,
 		Method: d.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: end}
-	if err := d.storeToken(ctx, out); err != nil {
+	out, err := d.storeToken(ctx, out)
+	if err != nil {
 		d.log.Warn("cannot store the token; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}
