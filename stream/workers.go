@@ -92,10 +92,8 @@ func (w *Worker) announce(ctx context.Context, inUse func() int) func() {
 			return
 		}
 		acked := w.cfg.Now()
-		// The broker stamped the heartbeat between sent and acked: that
-		// stamp sets the worker's reading of the broker's clock.
 		if m, err := w.s.GetMsg(bctx, ack.Sequence); err == nil {
-			w.clock.set(m.Time.Sub(sent.Add(acked.Sub(sent) / 2)))
+			w.clock.set(clockOffset(m.Time, sent, acked))
 		}
 	}
 	// The first heartbeat before any task: it reads the broker's clock.
@@ -132,6 +130,22 @@ const lastBeatTimeout = time.Second
 type brokerClock struct{ offset atomic.Int64 }
 
 func (c *brokerClock) set(d time.Duration) { c.offset.Store(int64(d)) }
+
+// clockOffset is the broker's clock less the worker's, from the stamp at
+// the broker put on a heartbeat sent at sent and acknowledged at acked (the
+// worker's clock): any offset in [at-acked, at-sent] fits what was seen,
+// and the one nearest zero is taken, so clocks that agree read as agreeing
+// whatever the round trip took.
+func clockOffset(at, sent, acked time.Time) time.Duration {
+	lo, hi := at.Sub(acked), at.Sub(sent)
+	switch {
+	case lo > 0:
+		return lo
+	case hi < 0:
+		return hi
+	}
+	return 0
+}
 
 // brokerTime is t, a time of the worker's clock, on the broker's clock.
 func (w *Worker) brokerTime(t time.Time) time.Time {
