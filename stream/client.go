@@ -238,8 +238,9 @@ func (c *Client) taskMsg(t Task) (*nats.Msg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode task %s: %w", t.ID, err)
 	}
-	if mp := c.nc.MaxPayload(); mp > 0 && int64(len(b)) > mp-1024 {
-		return nil, &TaskError{ID: t.ID, Err: fmt.Errorf("task is %d bytes, the server takes at most %d", len(b), mp-1024)}
+	// Less a margin for the message's own headers (id, client, cancel hash).
+	if most := WholeDeadLetterMax(c.nc.MaxPayload()) - 1024; most > 0 && int64(len(b)) > most {
+		return nil, &TaskError{ID: t.ID, Err: fmt.Errorf("task is %d bytes, the server takes at most %d", len(b), most)}
 	}
 	msg := nats.NewMsg(taskSubject(LaneOf(t.Method, t.Params), t.priority(), t.ID))
 	msg.Data = b

@@ -55,6 +55,10 @@ type DeadLetter struct {
 	// Task is the task message as it was submitted (JSON), or, when that was
 	// not JSON, a JSON string holding its first 200 bytes.
 	Task json.RawMessage `json:"task"`
+	// BodyOmitted is the size in bytes of a task message too large to be
+	// dead-lettered whole: the letter then holds no task (Task is "") and
+	// cannot be replayed. Zero for a whole letter.
+	BodyOmitted int `json:"body_omitted,omitempty"`
 	// Replayed says when the letter was replayed; nil if it was not.
 	Replayed *Replay `json:"replayed,omitempty"`
 }
@@ -156,6 +160,7 @@ func parseDeadLetter(subject string, h nats.Header, data []byte, seq uint64, at 
 	d := DeadLetter{Seq: seq, ID: idFromSubject(subject), Reason: retry.Reason(h.Get(HeaderReason)), Error: h.Get(HeaderError),
 		Detail: h.Get(HeaderDetail), Subject: h.Get(HeaderSubject), DeadAt: at, Task: json.RawMessage(data)}
 	d.Attempts, _ = strconv.Atoi(h.Get(HeaderAttempts))
+	d.BodyOmitted, _ = strconv.Atoi(h.Get(HeaderBodyOmitted))
 	d.Gen, _ = strconv.ParseUint(h.Get(HeaderGen), 10, 64)
 	d.FirstFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderFirstFail))
 	d.LastFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderLastFail))

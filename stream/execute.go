@@ -8,7 +8,10 @@ package stream
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -64,7 +67,7 @@ func (w *Worker) execute(ctx context.Context, m jetstream.Msg, thread *planThrea
 // resume finishes a generation that an earlier delivery took to its end
 // but did not finish, and reports whether it did.
 func (d *delivery) resume(ctx context.Context) bool {
-	switch resumeFrom(d.st, d.w.cfg.Now()) {
+	switch resumeFrom(d.st, d.w.brokerTime(d.w.cfg.Now())) { // token expiry is on the broker's clock
 	case resumeAck:
 		d.done()
 	case resumeDead:
@@ -84,6 +87,14 @@ func (d *delivery) resume(ctx context.Context) bool {
 // spent (each ends it dead). It returns the event every step of the attempt
 // starts from, and whether the last attempt died with its worker.
 func (d *delivery) admit(ctx context.Context) (base Event, crashed bool, ok bool) {
+	if d.st.last.Kind == EventAttempt && d.attemptLives(ctx) {
+		// Its worker is alive and still holds it (the broker lost track of
+		// the delivery, a restart say): paying the service again would pay
+		// twice. Look again after the next heartbeat.
+		d.log.Info("the last attempt's worker is alive and holds the task: waiting for it", slog.String("holder", d.st.last.Worker))
+		_ = d.m.NakWithDelay(HeartbeatEvery)
+		return Event{}, false, false
+	}
 	carried, crashed := carryOver(d.st.last, d.w.cfg.Now())
 	if crashed {
 		d.log.Warn("the last attempt died with its worker", slog.Int("attempts", carried.Attempts))
@@ -128,6 +139,12 @@ func (d *delivery) attempt(ctx context.Context, base Event, crashed bool, sl *sl
 	defer d.w.room.give()
 	ev := base
 	ev.Kind, ev.Attempts, ev.At, ev.Crashed = EventAttempt, base.Attempts+1, start, crashed
+	// Held from before the attempt is recorded to the end of the delivery:
+	// every heartbeat sent while the attempt's record is the task's last
+	// names the task (attemptLives).
+	held := HeldTask{ID: d.id, Gen: d.gen}
+	d.w.held.add(held)
+	defer d.w.held.remove(held)
 	if !d.record(ctx, ev) {
 		if ctx.Err() != nil {
 			// The worker is stopping (its write was cut short, not refused):
@@ -155,6 +172,10 @@ func (d *delivery) attempt(ctx context.Context, base Event, crashed bool, sl *sl
 	// because the worker is stopping.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.w.top.AckWait)
 	defer cancel()
+	// Unless the worker stops with the broker out of reach: then nothing
+	// can be written, and the stop does not wait for it (Run says which
+	// tasks it could not hand back).
+	defer context.AfterFunc(d.w.abandonCtx(), cancel)()
 
 	nx := afterAttempt(d.w.cfg.Policy, res)
 	switch nx.kind {
@@ -188,6 +209,57 @@ func (d *delivery) attempt(ctx context.Context, base Event, crashed bool, sl *sl
 	}
 }
 
+// attemptLives reports whether the generation's last attempt, recorded and
+// not ended, may still be running at its worker: this worker holds it, or
+// the worker's latest heartbeat is newer than the attempt's record and
+// names the task, or is older (it may not know the task yet: the next one
+// says). Not when that worker's heartbeat has expired (HeartbeatTTL, on the
+// broker's clock), says it stopped, or, newer than the attempt, does not
+// name the task. Redelivery alone proves nothing: a broker that restarts
+// may lose its consumers' delivery state and deliver a task again while
+// its worker is still solving it. A heartbeat that cannot be read counts
+// as alive: waiting costs a heartbeat period, a wrong guess a second
+// payment.
+func (d *delivery) attemptLives(ctx context.Context) bool {
+	holder := d.st.last.Worker
+	if holder == d.w.cfg.Name {
+		return d.w.held.has(HeldTask{ID: d.id, Gen: d.gen})
+	}
+	var hb *jetstream.RawStreamMsg
+	err := d.patiently(ctx, func() (err error) {
+		hb, err = d.w.s.GetLastMsgForSubject(ctx, heartbeatSubject(holder))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			hb, err = nil, nil
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		d.log.Warn("cannot read the heartbeat of the last attempt's worker; waiting", slog.Any("error", err))
+		return true
+	case hb == nil:
+		return false
+	}
+	var info WorkerInfo
+	if json.Unmarshal(hb.Data, &info) != nil {
+		return false
+	}
+	return heartbeatHolds(info, hb.Sequence, d.st.lastSeq, HeldTask{ID: d.id, Gen: d.gen})
+}
+
+// heartbeatHolds decides from a worker's latest heartbeat (stored at
+// sequence seq) whether the attempt recorded at attemptSeq may still be
+// running there.
+func heartbeatHolds(info WorkerInfo, seq, attemptSeq uint64, t HeldTask) bool {
+	switch {
+	case info.Stopped:
+		return false
+	case seq < attemptSeq:
+		return true
+	}
+	return slices.Contains(info.Tasks, t)
+}
+
 // patiently runs a read of the task's state, retrying it for up to a third of
 // the ack wait while keeping the task's lease, so that a broker hiccup (a
 // leader change) is not mistaken for a lost delivery.
@@ -206,6 +278,15 @@ func (d *delivery) patiently(ctx context.Context, read func() error) error {
 			return err
 		}
 	}
+}
+
+// abandonCtx is the worker's abandon context (Run), or one that never ends
+// outside Run.
+func (w *Worker) abandonCtx() context.Context {
+	if w.abandon == nil {
+		return context.Background()
+	}
+	return w.abandon
 }
 
 // heartbeat is how often a held task's lease is renewed: a third of the

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // finishSolved stores the token (token.go), then the outcome without it,
@@ -28,11 +30,14 @@ func (d *delivery) finishSolved(ctx context.Context, ev Event, ans solver.Answer
 	if life <= 0 {
 		life = 2 * time.Minute
 	}
-	ev.Kind, ev.CaptchaID, ev.ExpiresAt = EventSolved, ans.CaptchaID, end.Add(life)
+	// On the broker's clock: a producer compares it with its own, and the
+	// two machines' clocks need not agree with the worker's.
+	ev.Kind, ev.CaptchaID, ev.ExpiresAt = EventSolved, ans.CaptchaID, d.w.brokerTime(end).Add(life)
 	out := Outcome{ID: d.id, Status: StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
 		Attempts: ev.Attempts, SolveSeconds: roundSeconds(end.Sub(start)), ExpiresAt: ev.ExpiresAt,
 		Method: d.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: end}
-	if err := d.storeToken(ctx, out); err != nil {
+	out, err := d.storeToken(ctx, out)
+	if err != nil {
 		if errors.Is(err, errTokenTooLarge) {
 			// Paid for, and no answer can be kept: the outcome says so,
 			// rather than a redelivery solving (and paying) again.
@@ -62,7 +67,7 @@ func (d *delivery) finishWith(ctx context.Context, out Outcome) bool {
 		d.log.Warn("another worker took the task over; dropping this delivery")
 		return false
 	case err != nil:
-		d.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
+		d.cannotStore("the outcome", err)
 		return false
 	}
 	d.done()
@@ -148,40 +153,98 @@ func (d *delivery) deadLetter(ctx context.Context, ev Event, v verdict) {
 // finishDead stores the dead letter and the outcome, each unless the
 // generation's state shows it stored, then acks. It runs again, harmlessly,
 // if a worker died half-way.
+//
+// A task message too large to be dead-lettered whole (the stream took it
+// before it had its MaxMsgSize, or its server's max_payload is smaller) is
+// dead-lettered without its body and its producer's headers; the letter
+// says how many bytes it leaves out (HeaderBodyOmitted, Detail).
 func (d *delivery) finishDead(ctx context.Context, reason retry.Reason, code string) {
 	ev := d.st.last
+	detail := ev.Detail
 	if !d.st.deadLetter {
-		dl := nats.NewMsg(deadSubject(d.id))
-		dl.Data = d.m.Data()
-		copyProducerHeaders(dl.Header, d.m.Headers())
-		dl.Header.Set(HeaderTaskID, d.id)
-		dl.Header.Set(HeaderGen, strconv.FormatUint(d.gen, 10))
-		dl.Header.Set(HeaderAttempts, strconv.Itoa(ev.Attempts))
-		dl.Header.Set(HeaderError, code)
-		if ev.Detail != "" {
-			dl.Header.Set(HeaderDetail, ev.Detail)
+		err := d.storeDeadLetter(ctx, d.deadLetterMsg(reason, code, detail, true))
+		if tooLarge(err) {
+			detail = joinDetail(detail, fmt.Sprintf("the task (%d bytes) is left out of its dead letter: too large to keep whole", len(d.m.Data())))
+			err = d.storeDeadLetter(ctx, d.deadLetterMsg(reason, code, detail, false))
 		}
-		dl.Header.Set(HeaderReason, string(reason))
-		dl.Header.Set(HeaderSubject, d.m.Subject())
-		dl.Header.Set(HeaderFirstFail, ev.FirstFailure.UTC().Format(time.RFC3339Nano))
-		dl.Header.Set(HeaderLastFail, ev.LastFailure.UTC().Format(time.RFC3339Nano))
-		err := d.store(ctx, record{msg: dl,
-			apply: func(st *genState, _ uint64) { st.deadLetter = true },
-			in:    func(st genState) bool { return st.deadLetter },
-		})
 		if err != nil {
-			d.log.Warn("cannot store the dead letter; the task comes back after the ack wait", slog.Any("error", err))
+			d.cannotStore("the dead letter", err)
 			return
 		}
 	}
 	out := Outcome{ID: d.id, Status: StatusDead, Error: code, Reason: string(reason), Attempts: ev.Attempts,
-		Method: d.task.Method, Detail: ev.Detail}
+		Method: d.task.Method, Detail: detail}
 	if _, err := d.storeOutcome(ctx, out); err != nil {
-		d.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
+		d.cannotStore("the outcome", err)
 		return
 	}
 	d.done()
 	d.log.Warn("dead-lettered", slog.String("reason", string(reason)), slog.String("code", code), slog.Int("attempts", ev.Attempts))
+}
+
+// deadLetterMsg is the dead letter of the delivery: with whole, the task
+// message's body and its producer's headers; without, neither, and the
+// size of the body left out.
+func (d *delivery) deadLetterMsg(reason retry.Reason, code, detail string, whole bool) *nats.Msg {
+	ev := d.st.last
+	dl := nats.NewMsg(deadSubject(d.id))
+	if whole {
+		dl.Data = d.m.Data()
+		copyProducerHeaders(dl.Header, d.m.Headers())
+	} else {
+		dl.Header.Set(HeaderBodyOmitted, strconv.Itoa(len(d.m.Data())))
+	}
+	dl.Header.Set(HeaderTaskID, d.id)
+	dl.Header.Set(HeaderGen, strconv.FormatUint(d.gen, 10))
+	dl.Header.Set(HeaderAttempts, strconv.Itoa(ev.Attempts))
+	dl.Header.Set(HeaderError, truncate(code, 100))
+	if detail != "" {
+		dl.Header.Set(HeaderDetail, truncate(detail, maxDeadLetterDetail))
+	}
+	dl.Header.Set(HeaderReason, string(reason))
+	dl.Header.Set(HeaderSubject, d.m.Subject())
+	dl.Header.Set(HeaderFirstFail, ev.FirstFailure.UTC().Format(time.RFC3339Nano))
+	dl.Header.Set(HeaderLastFail, ev.LastFailure.UTC().Format(time.RFC3339Nano))
+	return dl
+}
+
+func (d *delivery) storeDeadLetter(ctx context.Context, dl *nats.Msg) error {
+	return d.store(ctx, record{msg: dl,
+		apply: func(st *genState, _ uint64) { st.deadLetter = true },
+		in:    func(st genState) bool { return st.deadLetter },
+	})
+}
+
+// joinDetail appends more to detail.
+func joinDetail(detail, more string) string {
+	if detail == "" {
+		return more
+	}
+	return detail + "; " + more
+}
+
+// tooLarge reports whether a write failed for its size: over the stream's
+// MaxMsgSize or the server's max_payload. Waiting never lifts that.
+func tooLarge(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, nats.ErrMaxPayload) ||
+		(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum)
+}
+
+// cannotStore handles a record of the end of a generation that could not
+// be stored. A write the stream refuses for good (too large) ends the
+// delivery with Term: the message is never delivered again, so it cannot
+// hold a thread or a lane's slot forever; it says so at ERROR. Anything
+// else (the broker unreachable, the stream full) brings the task back after
+// the ack wait.
+func (d *delivery) cannotStore(what string, err error) {
+	if tooLarge(err) {
+		d.log.Error("the stream refuses "+what+" of this task for its size: the task ends here without it, "+
+			"and is not delivered again", slog.Any("error", err))
+		_ = d.m.TermWithReason("captchaq: " + what + " is too large to store")
+		return
+	}
+	d.log.Warn("cannot store "+what+"; the task comes back after the ack wait", slog.Any("error", err))
 }
 
 // copyProducerHeaders copies a task message's headers onto its dead letter,

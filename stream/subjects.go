@@ -40,6 +40,10 @@ const (
 	// HeaderDetail says more about a dead task in words (Outcome.Detail),
 	// on dead letters that have it.
 	HeaderDetail = "Captchaq-Detail"
+	// HeaderBodyOmitted, on a dead letter, is the size in bytes of the task
+	// message's body that the letter leaves out: the task was too large to
+	// be dead-lettered whole.
+	HeaderBodyOmitted = "Captchaq-Body-Omitted"
 	// HeaderSubject is the task subject the task was delivered on, on dead
 	// letters.
 	HeaderSubject = "Captchaq-Subject"

@@ -27,25 +27,50 @@ import (
 )
 
 // storeToken stores out, a solved outcome with its solution, in the token
-// stream until it expires.
-func (d *delivery) storeToken(ctx context.Context, out Outcome) error {
+// stream until it expires, unless the generation has a token already, and
+// returns the generation's token: out, or the one stored before it. The
+// write expects no earlier message on the subject (compare-and-set): a
+// generation's token is written once, so a late write (a second solve of
+// the same generation) never replaces the token its outcome names; the
+// outcome is then stored from the token the stream holds.
+func (d *delivery) storeToken(ctx context.Context, out Outcome) (Outcome, error) {
 	b, err := json.Marshal(out)
 	if err != nil {
-		return fmt.Errorf("encode token: %w", err)
+		return Outcome{}, fmt.Errorf("encode token: %w", err)
 	}
 	msg := nats.NewMsg(tokenSubject(d.id, d.gen))
 	msg.Data = b
 	msg.Header.Set(HeaderTaskID, d.id)
 	msg.Header.Set(HeaderGen, strconv.FormatUint(d.gen, 10))
 	_, err = publishRetrying(ctx, d.w.js, msg, jetstream.WithExpectStream(d.w.top.TokenStream()),
-		jetstream.WithMsgTTL(tokenTTL(out.ExpiresAt, d.w.cfg.Now())))
+		jetstream.WithExpectLastSequencePerSubject(0),
+		jetstream.WithMsgTTL(tokenTTL(out.ExpiresAt, d.w.brokerTime(d.w.cfg.Now()))))
+	if err == nil {
+		return out, nil
+	}
 	if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) {
-		err = fmt.Errorf("%w: the answer is %d bytes, the token stream takes at most %d", errTokenTooLarge, len(b), TokenMaxMsgSize)
+		return Outcome{}, fmt.Errorf("store the token of task %s: %w: the answer is %d bytes, the token stream takes at most %d", d.id, errTokenTooLarge, len(b), TokenMaxMsgSize)
 	}
-	if err != nil {
-		return fmt.Errorf("store the token of task %s: %w", d.id, err)
+	if !wrongLastSequence(err) {
+		return Outcome{}, fmt.Errorf("store the token of task %s: %w", d.id, err)
 	}
-	return nil
+	// There already: ours, whose acknowledgement was lost, or an earlier
+	// solve's.
+	var (
+		stored Outcome
+		found  bool
+	)
+	err = d.patiently(ctx, func() (err error) { stored, found, err = readToken(ctx, d.w.tokens, d.id, d.gen); return err })
+	switch {
+	case err != nil:
+		return Outcome{}, err
+	case !found:
+		return Outcome{}, fmt.Errorf("store the token of task %s: the stream holds one, then none (expired meanwhile)", d.id)
+	}
+	if stored.CaptchaID != out.CaptchaID || !stored.SolvedAt.Equal(out.SolvedAt) {
+		d.log.Warn("the generation has a token from an earlier solve already: its outcome is that one's")
+	}
+	return stored, nil
 }
 
 // errTokenTooLarge: the token stream refuses the answer for its size
@@ -96,7 +121,7 @@ func (d *delivery) finishFromToken(ctx context.Context) bool {
 		d.log.Warn("cannot read the token stream; solving the task again", slog.Any("error", err))
 		return false
 	}
-	if !found || !d.w.cfg.Now().Before(out.ExpiresAt) {
+	if !found || !d.w.brokerTime(d.w.cfg.Now()).Before(out.ExpiresAt) {
 		return false
 	}
 	if d.finishWith(ctx, withoutToken(out)) {
@@ -121,8 +146,20 @@ func (c *Client) withToken(ctx context.Context, out Outcome, gen uint64) (Outcom
 	if err != nil || !found {
 		return out, false, err
 	}
+	if !sameSolve(tok, out) {
+		// Not the solve the outcome records (a token written after the
+		// broker lost the outcome's, a restart within its lifetime): the
+		// outcome's own token is gone.
+		return out, false, nil
+	}
 	out.Solution, out.UserAgent = tok.Solution, tok.UserAgent
 	return out, true, nil
+}
+
+// sameSolve reports whether tok, a token, is the solve outcome records: a
+// reader's token is always its outcome's.
+func sameSolve(tok, out Outcome) bool {
+	return tok.CaptchaID == out.CaptchaID && tok.SolvedAt.Equal(out.SolvedAt) && tok.Attempts == out.Attempts
 }
 
 // tokenTTL is the TTL of a token that expires at expires: whole seconds

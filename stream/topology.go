@@ -53,6 +53,11 @@ type Topology struct {
 	MaxInFlight int
 	// Memory keeps the stream in memory instead of on disk (tests).
 	Memory bool
+
+	// maxPayload is the server's max_payload, which sets the stream's
+	// MaxMsgSize (MaxTaskMessage); ensureTopology reads it from the
+	// connection.
+	maxPayload int64
 }
 
 // Defaults of Topology's zero fields.
@@ -107,8 +112,9 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 		// Unlimited, said explicitly: the server fills in -1 for what is not
 		// set, and the configuration it reports must compare equal to this.
 		MaxMsgsPerSubject: -1,
-		MaxMsgSize:        -1,
-		MaxConsumers:      -1,
+		// Every task message the stream takes fits its own dead letter.
+		MaxMsgSize:   int32(MaxTaskMessage(t.maxPayload)),
+		MaxConsumers: -1,
 		// At MaxBytes refuse new messages (the producer gets a clear error)
 		// rather than drop the oldest, which may be accepted, queued tasks.
 		Discard:     jetstream.DiscardNew,
@@ -385,6 +391,9 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, upd
 // ensureTopology is EnsureTopology, returning the token stream too.
 func ensureTopology(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (s, tokens jetstream.Stream, err error) {
 	t = t.withDefaults()
+	if t.maxPayload == 0 {
+		t.maxPayload = js.Conn().MaxPayload()
+	}
 	s, put, err := putStream(ctx, js, t, update)
 	if err != nil {
 		return nil, nil, err

@@ -61,7 +61,7 @@ func TestUpdateUndoesChangesMadeByHand(t *testing.T) {
 	js := bareJetStream(t, ns)
 	s, err := EnsureTopology(ctx, js, Topology{}, true)
 	require.NoError(t, err)
-	want := Topology{}.withDefaults().streamConfig()
+	want := Topology{maxPayload: js.Conn().MaxPayload()}.withDefaults().streamConfig()
 	require.True(t, sameStreamConfig(s.CachedInfo().Config, want), "as the server reports it: %+v", s.CachedInfo().Config)
 
 	byHand := s.CachedInfo().Config
@@ -74,6 +74,6 @@ func TestUpdateUndoesChangesMadeByHand(t *testing.T) {
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(-1), info.Config.MaxMsgsPerSubject)
-	require.Equal(t, int32(-1), info.Config.MaxMsgSize)
+	require.Equal(t, int32(MaxTaskMessage(js.Conn().MaxPayload())), info.Config.MaxMsgSize)
 	require.True(t, sameStreamConfig(info.Config, want))
 }

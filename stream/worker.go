@@ -145,6 +145,15 @@ type Worker struct {
 	room *workerRoom
 	// busy counts the tasks being handled, for the heartbeat.
 	busy atomic.Int32
+	// held are the task generations whose attempt this worker recorded and
+	// has not ended, for the heartbeat; inHand every task message being
+	// handled.
+	held, inHand heldTasks
+	// abandon ends when the worker is stopping with the broker out of
+	// reach: writes still to make for a task give up then (Run).
+	abandon context.Context
+	// clock reads the broker's clock (brokerTime).
+	clock brokerClock
 }
 
 // stopWith notes why the worker stops: tasks handed back from now on say so.
@@ -243,6 +252,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer func() { stopErasing(); <-erased }()
 	pullCtx, stopPulling := context.WithCancel(ctx)
 	defer stopPulling()
+	// abandon ends once the worker is stopping and the broker is out of
+	// reach: nothing it still has to write can be written then, so nothing
+	// waits for it.
+	abandon, abandonNow := context.WithCancel(context.Background())
+	defer abandonNow()
+	w.abandon = abandon
 
 	// One subscription per consumer's subjects, not captcha.tasks.>: a
 	// publish on a subject the stream does not store then has no listener
@@ -344,8 +359,11 @@ pull:
 				inflight.Add(1)
 				sl := &slot{free: free, finishing: finishing}
 				w.busy.Add(1)
+				held := heldOf(m)
+				w.inHand.add(held)
 				go func() {
 					defer inflight.Done()
+					defer w.inHand.remove(held)
 					defer w.busy.Add(-1)
 					defer sl.end()
 					defer threads[i].release()
@@ -376,16 +394,49 @@ pull:
 
 	done := make(chan struct{})
 	go func() { inflight.Wait(); close(done) }()
+	var unreturned []HeldTask
+	go func() {
+		// The tasks in hand when the broker went: none of them can be
+		// handed back (or its solve recorded) until it is back.
+		ch := w.nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+		defer w.nc.RemoveStatusListener(ch)
+		if w.nc.IsConnected() {
+			select {
+			case <-ch:
+			case <-done:
+				return
+			}
+		}
+		unreturned = w.inHand.list()
+		abandonNow()
+	}()
 	if fatalErr != nil {
 		cancelHard() // the service refuses us: every solve would fail alike
 	}
 	select {
 	case <-done:
+	case <-abandon.Done():
+		cancelHard()
+		<-done
 	case <-time.After(w.cfg.ShutdownGrace):
 		w.log.Warn("shutdown grace over: handing back in-flight tasks")
 		cancelHard()
 		<-done
 	}
+	if abandon.Err() != nil {
+		ids := make([]string, len(unreturned))
+		for i, t := range unreturned {
+			ids[i] = t.ID
+		}
+		if len(ids) > 0 {
+			w.log.Warn("stopping with the broker out of reach: could not hand back the tasks in hand; "+
+				"each comes back to a worker once the broker is back and its ack wait has passed",
+				slog.Int("tasks", len(ids)), slog.Any("ids", ids))
+		}
+		abandonNow()
+		return fatalErr
+	}
+	abandonNow()
 	if fatalErr == nil {
 		select {
 		case fatalErr = <-w.fatal:
@@ -409,6 +460,15 @@ pull:
 	// back at once rather than after the ack wait.
 	_ = w.nc.FlushTimeout(5 * time.Second)
 	return fatalErr
+}
+
+// heldOf names the task generation of a delivered task message.
+func heldOf(m jetstream.Msg) HeldTask {
+	t := HeldTask{ID: idFromSubject(m.Subject())}
+	if md, err := m.Metadata(); err == nil {
+		t.Gen = md.Sequence.Stream
+	}
+	return t
 }
 
 // survive keeps a bug met on one message from taking the whole worker down:
