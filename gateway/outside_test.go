@@ -2,18 +2,26 @@ package gateway_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/url"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/gateway"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/streamtest"
 )
 
@@ -95,4 +103,103 @@ func (b *bundle) post(t *testing.T, op string, kv ...string) string {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	return string(body)
+}
+
+// cutProxy forwards TCP connections to a NATS server until cut, which
+// closes its listener and every connection, so a client on it reconnects
+// in vain; restore listens again on the same address.
+type cutProxy struct {
+	t      *testing.T
+	addr   string
+	target string
+	mu     sync.Mutex
+	l      net.Listener
+	conns  []net.Conn
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	p := &cutProxy{t: t, target: strings.TrimPrefix(target, "nats://")}
+	p.listen("127.0.0.1:0")
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *cutProxy) listen(addr string) {
+	l, err := net.Listen("tcp", addr)
+	require.NoError(p.t, err)
+	p.mu.Lock()
+	p.l, p.addr = l, l.Addr().String()
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(s, c); s.Close() }()
+			go func() { _, _ = io.Copy(c, s); c.Close() }()
+		}
+	}()
+}
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.l.Close()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *cutProxy) restore() { p.listen(p.addr) }
+
+// With the broker out of reach, in.php answers ERROR_SERVER_ERROR (which
+// callers retry: CaptchaAI-Examples' TRANSIENT_ERRORS) at once instead of
+// holding the caller until it hangs up, and the refused task is not
+// enqueued behind the caller's back when the connection comes back.
+func TestSubmitWhileTheBrokerIsUnreachable(t *testing.T) {
+	t.Parallel()
+	env := streamtest.Start(t, streamtest.WithListen(), streamtest.WithWorkers(0))
+	proxy := newCutProxy(t, env.URL())
+	disconnected, reconnected := make(chan struct{}, 1), make(chan struct{}, 1)
+	nc, err := nats.Connect("nats://"+proxy.addr, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { disconnected <- struct{}{} }),
+		nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	b := serve(t, env, gateway.Config{Conn: nc, Topology: env.Topology, Keys: []gateway.Key{alice}, Now: env.Now})
+
+	proxy.cut()
+	<-disconnected
+	client := &http.Client{Timeout: 20 * time.Second}
+	v := url.Values{"key": {alice.Key}}
+	for i := 0; i+1 < len(turnstile); i += 2 {
+		v.Set(turnstile[i], turnstile[i+1])
+	}
+	start := time.Now()
+	resp, err := client.Get(b.url + "/in.php?" + v.Encode())
+	require.NoError(t, err, "in.php held the caller")
+	out, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, "ERROR_SERVER_ERROR", string(out))
+	require.Less(t, time.Since(start), 15*time.Second)
+
+	proxy.restore()
+	<-reconnected
+	require.NoError(t, nc.Flush())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tasks, err := env.Client.Tasks(ctx, stream.TaskFilter{})
+	require.NoError(t, err)
+	require.Empty(t, tasks, "a task refused to the caller was enqueued after all")
 }
