@@ -203,3 +203,39 @@ func TestSubmitWhileTheBrokerIsUnreachable(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, tasks, "a task refused to the caller was enqueued after all")
 }
+
+// An outcome stored while the gateway's connection is down reaches it when
+// the connection comes back: the caller's poll and pingback get it, not
+// CAPCHA_NOT_READY until the task's deadline.
+func TestOutcomeStoredWhileTheGatewayWasCutOff(t *testing.T) {
+	t.Parallel()
+	env := streamtest.Start(t, streamtest.WithListen(), streamtest.WithWorkers(0))
+	proxy := newCutProxy(t, env.URL())
+	disconnected := make(chan struct{}, 1)
+	nc, err := nats.Connect("nats://"+proxy.addr, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { disconnected <- struct{}{} }))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	cb, pingURL := newCallbacks(t, 0)
+	b := serve(t, env, gateway.Config{Conn: nc, Topology: env.Topology, Keys: []gateway.Key{alice}, Now: env.Now,
+		Pingback: gateway.Pingback{Backoff: 10 * time.Millisecond}})
+	out := b.call(t, "in.php", append([]string{"key", alice.Key, "pingback", pingURL}, turnstile...)...)
+	require.True(t, strings.HasPrefix(out, "OK|"), out)
+	id := strings.TrimPrefix(out, "OK|")
+
+	proxy.cut()
+	<-disconnected
+	env.StartWorker(env.WorkerConfig())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	solved, err := env.Client.Wait(ctx, "alice-"+id)
+	require.NoError(t, err)
+	proxy.restore()
+	require.Equal(t, "OK|"+solved.Text(), b.await(t, alice, id))
+	select {
+	case q := <-cb.got:
+		require.Equal(t, id, q.Get("id"))
+	case <-ctx.Done():
+		t.Fatal("no pingback")
+	}
+}
