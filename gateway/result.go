@@ -22,6 +22,7 @@ type answer struct {
 	plain      string          // the answer, in plain text
 	ua         string          // the user agent the token is bound to
 	uaField    string          // useragent or user_agent
+	captchaID  string          // the service's id of the answer
 }
 
 const notReady = "CAPCHA_NOT_READY" // spelled as the service spells it
@@ -50,10 +51,9 @@ func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
 	case "getbalance":
 		rep.bare(strconv.Itoa(g.balance(c)))
 	case "reportgood", "reportbad":
-		// The gateway holds no key of the service's, so it cannot
-		// report; the service's own code for a report it did not take
-		// (solver/testdata/service/replies.json).
-		rep.code("ERROR_REPORT_NOT_RECORDED", "the gateway does not forward reports: the operator reports with `captchaq report good|bad TASK_ID`")
+		// The gateway holds no key of the service's: a worker reports
+		// (ServeReports).
+		g.forwardReport(ctx, c, f["id"], f["action"] == "reportgood", rep)
 	default:
 		rep.code("ERROR_BAD_PARAMETERS", "action: want get, getbalance, reportgood or reportbad")
 	}
@@ -163,7 +163,7 @@ func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) ans
 	if method == "" {
 		method = out.Method
 	}
-	a := answer{value: out.Solution, plain: out.Text(), ua: out.UserAgent, uaField: "useragent"}
+	a := answer{value: out.Solution, plain: out.Text(), ua: out.UserAgent, uaField: "useragent", captchaID: out.CaptchaID}
 	if method == "cloudflare_challenge" {
 		a.uaField = "user_agent"
 	}
