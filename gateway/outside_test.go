@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/gateway"
@@ -237,5 +238,38 @@ func TestOutcomeStoredWhileTheGatewayWasCutOff(t *testing.T) {
 		require.Equal(t, id, q.Get("id"))
 	case <-ctx.Done():
 		t.Fatal("no pingback")
+	}
+}
+
+// in.php's action is a task parameter, reCAPTCHA v3's and Turnstile's page
+// action ("action": CAPTCHA_ACTION in CaptchaAI-Examples
+// articles/how-to-solve-recaptcha-v3-automatically-using-api/python/solve.py):
+// the task the gateway enqueues carries it, for the workers to send.
+func TestActionIsATaskParameter(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, streamtest.WithWorkers(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js, err := jetstream.New(b.env.Connect())
+	require.NoError(t, err)
+	name := b.env.Topology.Stream
+	if name == "" {
+		name = stream.DefaultStream
+	}
+	s, err := js.Stream(ctx, name)
+	require.NoError(t, err)
+	for _, fields := range [][]string{
+		{"method", "userrecaptcha", "version", "v3", "action", "checkout-step-2", "min_score", "0.3",
+			"googlekey", "6LfD3PIbAAAAAJs_eEHvoOl75_83eXSqpPSRFJ_u", "pageurl", "https://shop.example/checkout"},
+		append([]string{"action", "checkout-step-2"}, turnstile...),
+	} {
+		out := b.call(t, "in.php", append([]string{"key", alice.Key}, fields...)...)
+		require.True(t, strings.HasPrefix(out, "OK|"), out)
+		m, err := s.GetLastMsgForSubject(ctx, "captcha.tasks.>")
+		require.NoError(t, err)
+		var task stream.Task
+		require.NoError(t, json.Unmarshal(m.Data, &task))
+		require.Equal(t, "alice-"+strings.TrimPrefix(out, "OK|"), task.ID)
+		require.Equal(t, "checkout-step-2", task.Params["action"], "the action of %s", task.Method)
 	}
 }

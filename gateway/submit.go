@@ -17,12 +17,14 @@ import (
 )
 
 // requestFields are in.php's fields that are not the task's parameters:
-// the call's own (key, method, json, action, id), the caller's to the
-// service that captchaq does not pass on (soft_id, the developer id the
-// SDKs send: 2captcha/2captcha-go Client.Solve, @2captcha/captcha-solver
+// the call's own (key, method, json, id), the caller's to the service that
+// captchaq does not pass on (soft_id, the developer id the SDKs send:
+// 2captcha/2captcha-go Client.Solve, @2captcha/captcha-solver
 // defaultPayload; header_acao), the gateway's (pingback, priority,
-// deadline).
-var requestFields = map[string]bool{"key": true, "method": true, "json": true, "action": true, "id": true,
+// deadline). action is not one: on in.php it is reCAPTCHA v3's and
+// Turnstile's page action, a parameter of the task (CaptchaAI-Examples,
+// articles/how-to-solve-recaptcha-v3-automatically-using-api/python/solve.py).
+var requestFields = map[string]bool{"key": true, "method": true, "json": true, "id": true,
 	"soft_id": true, "header_acao": true, "pingback": true, "priority": true, "deadline": true}
 
 // submit serves in.php: it submits a task for the caller and answers its
