@@ -23,7 +23,9 @@ import (
 
 // The gateway needs nothing but the producer's permissions of the shipped
 // nats.conf: submit, poll, the outcome follower and the plan's thread count
-// all pass, and the server reports no permission violation.
+// all pass, and so does a report, which the producer asks for and a worker
+// (ServeReports, as the worker user) makes; the server reports no
+// permission violation.
 func TestGatewayRunsAsTheProducer(t *testing.T) {
 	passwords := map[string]string{"producer": rand.Text(), "worker": rand.Text(), "admin": rand.Text()}
 	for user, pw := range passwords {
@@ -65,6 +67,10 @@ func TestGatewayRunsAsTheProducer(t *testing.T) {
 	go func() { done <- w.Run(wctx) }()
 	t.Cleanup(func() { stopWorker(); <-done })
 
+	stopReports, err := gateway.ServeReports(ctx, conn("worker"), stream.Topology{}, sc, nil)
+	require.NoError(t, err)
+	t.Cleanup(stopReports)
+
 	share := alice
 	share.Share = 0.5
 	gw, err := gateway.New(ctx, gateway.Config{Conn: conn("producer"), Keys: []gateway.Key{share}})
@@ -76,6 +82,8 @@ func TestGatewayRunsAsTheProducer(t *testing.T) {
 	require.Equal(t, "2", b.call(t, "res.php", "key", share.Key, "action", "getbalance"), "half the plan's 4 threads, read as the producer")
 	id := b.submit(t, share)
 	require.True(t, strings.HasPrefix(b.await(t, share, id), "OK|"))
+	require.Equal(t, "OK_REPORT_RECORDED", b.call(t, "res.php", "key", share.Key, "action", "reportgood", "id", id),
+		"the producer asks, the worker reports")
 	select {
 	case err := <-violations:
 		t.Fatalf("the server refused the gateway something: %v", err)

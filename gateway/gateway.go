@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -286,7 +287,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f, err := readForm(w, r)
 	rep := newReplier(w, f)
-	if err != nil {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig) && op == "in.php":
+		// Only an image makes a body this large: the service's code
+		// for an image over its size (solver/testdata/service/replies.json,
+		// ERROR_TOO_BIG_CAPTCHA_FILESIZE).
+		rep.code("ERROR_TOO_BIG_CAPTCHA_FILESIZE", fmt.Sprintf("the request is over %d bytes: an image is at most %d", tooBig.Limit, solver.MaxImageSize))
+		return
+	case err != nil:
 		rep.code("ERROR_BAD_PARAMETERS", err.Error())
 		return
 	}

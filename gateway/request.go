@@ -41,25 +41,8 @@ func readForm(w http.ResponseWriter, r *http.Request) (form, error) {
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch ct {
 	case "multipart/form-data":
-		if err := r.ParseMultipartForm(maxRequest); err != nil {
+		if err := readMultipart(r, f); err != nil {
 			return f, fmt.Errorf("multipart body: %w", err)
-		}
-		for k, vs := range r.MultipartForm.Value {
-			if len(vs) > 0 {
-				f[k] = vs[0]
-			}
-		}
-		if fhs := r.MultipartForm.File["file"]; len(fhs) > 0 {
-			fh, err := fhs[0].Open()
-			if err != nil {
-				return f, fmt.Errorf("file: %w", err)
-			}
-			defer fh.Close()
-			b, err := io.ReadAll(fh)
-			if err != nil {
-				return f, fmt.Errorf("file: %w", err)
-			}
-			f["file"] = base64.StdEncoding.EncodeToString(b)
 		}
 	case "application/json":
 		b, err := io.ReadAll(r.Body)
@@ -88,6 +71,48 @@ func readForm(w http.ResponseWriter, r *http.Request) (form, error) {
 		}
 	}
 	return f, nil
+}
+
+// maxParts bounds the parts of a multipart body: the service's fields
+// are a few dozen.
+const maxParts = 1000
+
+// readMultipart reads a multipart body's parts into f in the order they
+// come, so that the fields before an oversized file (json=1 among them)
+// are known when the body's bound cuts it. The part named file is the
+// image, base64-encoded as captchaq's tasks carry it.
+func readMultipart(r *http.Request, f form) error {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for n := 0; ; n++ {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if n == maxParts {
+			return fmt.Errorf("more than %d parts", maxParts)
+		}
+		name := p.FormName()
+		b, err := io.ReadAll(p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if name == "" || seen[name] {
+			continue // the first of a field named twice, as in a query
+		}
+		seen[name] = true
+		if name == "file" {
+			f[name] = base64.StdEncoding.EncodeToString(b)
+		} else {
+			f[name] = string(b)
+		}
+	}
 }
 
 // jsonText is a JSON body field as the form would carry it: strings as

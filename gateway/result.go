@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -20,6 +22,7 @@ type answer struct {
 	plain      string          // the answer, in plain text
 	ua         string          // the user agent the token is bound to
 	uaField    string          // useragent or user_agent
+	captchaID  string          // the service's id of the answer
 }
 
 const notReady = "CAPCHA_NOT_READY" // spelled as the service spells it
@@ -48,10 +51,9 @@ func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
 	case "getbalance":
 		rep.bare(strconv.Itoa(g.balance(c)))
 	case "reportgood", "reportbad":
-		// The gateway holds no key of the service's, so it cannot
-		// report; the service's own code for a report it did not take
-		// (solver/testdata/service/replies.json).
-		rep.code("ERROR_REPORT_NOT_RECORDED", "the gateway does not forward reports: the operator reports with `captchaq report good|bad TASK_ID`")
+		// The gateway holds no key of the service's: a worker reports
+		// (ServeReports).
+		g.forwardReport(ctx, c, f["id"], f["action"] == "reportgood", rep)
 	default:
 		rep.code("ERROR_BAD_PARAMETERS", "action: want get, getbalance, reportgood or reportbad")
 	}
@@ -135,12 +137,13 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 
 // answerOf is res.php's answer for an outcome.
 //
-// A dead task answers its last code when it is one of the service's
-// (ERROR_CAPTCHA_UNSOLVABLE, ERROR_PAGEURL, ERROR_BAD_PARAMETERS, …: the
-// codes callers already handle); captchaq's own codes for what the service
-// never answers (LOCAL_TIMEOUT, DEADLINE_PASSED, WORKER_LOST, canceled…)
-// answer ERROR_CAPTCHA_UNSOLVABLE, and an invalid task
-// ERROR_BAD_PARAMETERS. A token that expired before it was read answers
+// A dead task answers its last code when it is the service's word on the
+// captcha (ERROR_CAPTCHA_UNSOLVABLE, ERROR_PAGEURL, ERROR_BAD_PARAMETERS, …:
+// the codes callers already handle; aboutTheCaptcha); captchaq's own codes
+// for what the service never answers (LOCAL_TIMEOUT, DEADLINE_PASSED,
+// WORKER_LOST, canceled…) and the service's codes about the workers'
+// exchange with it answer ERROR_CAPTCHA_UNSOLVABLE, and an invalid task
+// ERROR_BAD_PARAMETERS; error_text names the code the task died on. A token that expired before it was read answers
 // ERROR_CAPTCHA_UNSOLVABLE too: the caller needs a new one, as after an
 // unsolvable captcha.
 func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) answer {
@@ -149,7 +152,7 @@ func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) ans
 		switch {
 		case code == "INVALID_TASK":
 			code = "ERROR_BAD_PARAMETERS"
-		case !strings.HasPrefix(code, "ERROR_"):
+		case !aboutTheCaptcha(code):
 			code = "ERROR_CAPTCHA_UNSOLVABLE"
 		}
 		return answer{code: code, text: strings.TrimSpace(out.Error + ": " + out.Detail)}
@@ -160,11 +163,31 @@ func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) ans
 	if method == "" {
 		method = out.Method
 	}
-	a := answer{value: out.Solution, plain: out.Text(), ua: out.UserAgent, uaField: "useragent"}
+	a := answer{value: out.Solution, plain: out.Text(), ua: out.UserAgent, uaField: "useragent", captchaID: out.CaptchaID}
 	if method == "cloudflare_challenge" {
 		a.uaField = "user_agent"
 	}
 	return a
+}
+
+// aboutTheCaptcha reports whether a dead task's last code is the service's
+// final word on the captcha itself (ERROR_CAPTCHA_UNSOLVABLE, a bad
+// parameter, a bad image, a proxy the service could not use), which a
+// caller handles as the service's answer to its request. The other codes a
+// task can die on are about the workers' own exchange with the service: a
+// transient failure whose retries ran out (ERROR_SERVER_ERROR, which
+// callers poll on through), a capacity or account condition, or a res.php
+// code about the workers' poll (ERROR_WRONG_CAPTCHA_ID, which would tell the
+// caller the id is not theirs); passed on, each would say something false
+// about the caller's task.
+func aboutTheCaptcha(code string) bool {
+	switch code {
+	case "ERROR_CAPTCHA_UNSOLVABLE", "ERROR_BAD_DUPLICATES", "ERROR_PROXY_CONNECTION_FAILED":
+		return true
+	case "ERROR_WRONG_ID_FORMAT", "ERROR_EMPTY_ACTION", "ERROR_DUPLICATE_REPORT", "ERROR_REPORT_NOT_RECORDED":
+		return false
+	}
+	return strings.HasPrefix(code, "ERROR_") && solver.Classify(code) == retry.Permanent
 }
 
 // balance answers getbalance. The gateway holds no key of the service's,

@@ -10,17 +10,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
 )
 
 // requestFields are in.php's fields that are not the task's parameters:
-// the call's own (key, method, json, action, id), the caller's to the
-// service that captchaq does not pass on (soft_id, the developer id the
-// SDKs send: 2captcha/2captcha-go Client.Solve, @2captcha/captcha-solver
+// the call's own (key, method, json, id), the caller's to the service that
+// captchaq does not pass on (soft_id, the developer id the SDKs send:
+// 2captcha/2captcha-go Client.Solve, @2captcha/captcha-solver
 // defaultPayload; header_acao), the gateway's (pingback, priority,
-// deadline).
-var requestFields = map[string]bool{"key": true, "method": true, "json": true, "action": true, "id": true,
+// deadline). action is not one: on in.php it is reCAPTCHA v3's and
+// Turnstile's page action, a parameter of the task (CaptchaAI-Examples,
+// articles/how-to-solve-recaptcha-v3-automatically-using-api/python/solve.py).
+var requestFields = map[string]bool{"key": true, "method": true, "json": true, "id": true,
 	"soft_id": true, "header_acao": true, "pingback": true, "priority": true, "deadline": true}
 
 // submit serves in.php: it submits a task for the caller and answers its
@@ -78,6 +82,13 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 		return
 	}
 
+	if g.cfg.Conn.Status() != nats.CONNECTED {
+		// Published now, the task would wait in the client's reconnect
+		// buffer and be enqueued when the connection comes back, after
+		// the caller was told it was not: refuse it at once instead.
+		rep.code("ERROR_SERVER_ERROR", "the queue is out of reach: retry")
+		return
+	}
 	g.mu.Lock()
 	if slots := g.slots(c); slots > 0 && c.inFlight >= slots {
 		g.mu.Unlock()
@@ -95,7 +106,12 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 	c.inFlight++
 	g.mu.Unlock()
 
-	r, err := c.client.Submit(ctx, t)
+	// The submission runs to its end whether or not the caller hangs up
+	// (its entry must agree with the stream), and within submitTimeout,
+	// so a caller always gets an answer.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
+	r, err := c.client.Submit(sctx, t)
+	cancel()
 	if err == nil && r.Duplicate {
 		err = errors.New("the id is taken by another task in the duplicate window")
 	}
@@ -135,6 +151,10 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 	g.mu.Unlock()
 	rep.ok(jsonString(e.num), e.num, "", "")
 }
+
+// submitTimeout bounds a submission: the broker's answer normally comes
+// in milliseconds, and a caller waits for in.php's.
+const submitTimeout = 10 * time.Second
 
 // slots is how many unfinished tasks c may have: its share of the plan's
 // threads, at least 1; 0 for no limit. Callers hold g.mu.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/captchaq/captchaq/gateway"
 	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
@@ -184,6 +185,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 
 	if gf.addr != "" {
+		// The workers' side of the gateway's reportgood/reportbad: the
+		// service's key is sc's.
+		stopReports, err := gateway.ServeReports(ctx, conns[0], stream.Topology{}, sc, log)
+		if err != nil {
+			return err
+		}
+		defer stopReports()
 		stopGW, err := gf.startIn(wctx, ns, now, stderr, log)
 		if err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/captchaq/captchaq/gateway"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
@@ -236,6 +237,15 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return explain(err, ae)
 	}
+	// Reports a gateway asks for (its callers' reportgood/reportbad):
+	// the service's key stays here. With a nats.conf that does not let
+	// workers take them, the server's refusal is logged and the gateway
+	// answers its callers ERROR_REPORT_NOT_RECORDED.
+	stopReports, err := gateway.ServeReports(ctx, nc, top.topology(), sc, log)
+	if err != nil {
+		return explain(err, ae)
+	}
+	defer stopReports()
 	if *shareEvery > 0 {
 		stopSharing := shareTimings(ctx, nc, top.topology(), sc, *shareEvery, w.Name(), log)
 		defer stopSharing()

@@ -45,7 +45,7 @@ var gatewayTurnstile = []string{"key", gatewayKey, "method", "turnstile", "sitek
 
 // `captchaq run --gateway ADDR` without a file: the one binary serves the
 // gateway in front of its own server, workers and emulator until
-// interrupted.
+// interrupted, reports included.
 func TestRunServesTheGateway(t *testing.T) {
 	t.Parallel()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -65,6 +65,8 @@ func TestRunServesTheGateway(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	require.True(t, strings.HasPrefix(out, "OK|"), out)
+	// reportbad reaches the emulator through run's workers, which hold the key.
+	require.Equal(t, "OK_REPORT_RECORDED", gatewayGet(t, base, "res.php", "key", gatewayKey, "action", "reportbad", "id", id))
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
 	p.wait(30 * time.Second)
 }
