@@ -132,9 +132,10 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return nil
 	case "replay":
 		var receipts []stream.Receipt
+		filtered := df.method != "" || df.reason != "" || df.since > 0
 		switch {
-		case all && fs.NArg() > 0:
-			return usageError("dead replay: give ids or --all, not both")
+		case fs.NArg() > 0 && (all || filtered):
+			return usageError("dead replay: give ids, or --all and filters, not both")
 		case all:
 			receipts, err = c.ReplayAll(ctx, f)
 		case fs.NArg() == 0:
@@ -217,7 +218,7 @@ func purgeDead(ctx context.Context, c *stream.Client, ae *asyncErrors, df deadFi
 			fmt.Fprintf(stdout, "would delete %d dead letter(s)\n", len(ds))
 			return nil
 		}
-		return usageError("dead purge would delete %d dead letter(s); add --yes to do it", len(ds))
+		return usageError("would delete %d dead letter(s); add --yes to do it", len(ds))
 	}
 	n, err := c.PurgeDeadLetters(ctx, ds)
 	fmt.Fprintf(stdout, "purged %d dead letter(s)\n", n)

@@ -36,7 +36,7 @@ func newFlagSet(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 				def = fmt.Sprintf(" (default %s)", f.DefValue)
 			}
 			env := envName(f.Name)
-			if noEnv[f.Name] {
+			if typedOnly(name, f.Name) {
 				env = "no environment variable: type it"
 			}
 			fmt.Fprintf(stdout, "  --%s  [%s]\n      %s%s\n", f.Name, env, f.Usage, def)
@@ -60,8 +60,19 @@ func envName(flagName string) string {
 var flagSetParsed func(*flag.FlagSet)
 
 // noEnv are flags no environment variable may set: confirmations must be
-// typed.
-var noEnv = map[string]bool{"yes": true, "all": true}
+// typed, and so must what a destructive verb selects ("dead purge
+// --method"): a variable left exported for a listing must not widen, narrow
+// or refuse what a purge or a replay acts on. A key is a flag's name (every
+// command) or a command and a flag ("dead purge --since").
+var noEnv = map[string]bool{"yes": true, "all": true,
+	"dead purge --method": true, "dead purge --reason": true, "dead purge --since": true,
+	"dead replay --method": true, "dead replay --reason": true, "dead replay --since": true}
+
+// typedOnly says whether flag flagName of command (a flag set's name) is
+// taken from the command line only.
+func typedOnly(command, flagName string) bool {
+	return noEnv[flagName] || noEnv[command+" --"+flagName]
+}
 
 // parseFlags sets every flag from its environment variable, then from args:
 // the command line wins.
@@ -71,7 +82,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
-		if noEnv[f.Name] {
+		if typedOnly(fs.Name(), f.Name) {
 			return
 		}
 		if v, ok := os.LookupEnv(envName(f.Name)); ok {

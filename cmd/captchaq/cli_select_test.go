@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream"
+)
+
+// What dead purge and dead replay act on is what their command line
+// names: a filter variable left exported in the shell (CAPTCHAQ_SINCE for
+// an earlier `dead ls`) neither turns a purge without ids into a purge of
+// everything it matches, nor changes what is listed; filters given with
+// ids are refused, not ignored; and a refusal has one prefix.
+func TestDeadVerbsActOnlyOnWhatTheCommandLineNames(t *testing.T) {
+	t.Parallel()
+	natsURL, _, _ := listeningServer(t, stream.Topology{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	api, emu := emulatorURL(t, fakeapi.Config{})
+	nc, err := nats.Connect(natsURL)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	sc, err := solver.NewClient(solver.Config{BaseURL: emu, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.001}})
+	require.NoError(t, err)
+	w, err := stream.NewWorker(ctx, nc, stream.WorkerConfig{Solver: sc, Threads: 2, IdleCheck: 50 * time.Millisecond})
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	file := filepath.Join(t.TempDir(), "t.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte(`{"id":"pf1","method":"turnstile","params":{"sitekey":"perm-fail","pageurl":"https://shop.example/"}}
+{"id":"pf2","method":"turnstile","params":{"sitekey":"perm-fail","pageurl":"https://shop.example/"}}
+`), 0o600))
+	r := captchaq(t, natsURL, "submit", "--wait", file)
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "2 of 2 tasks not solved")
+	letters := func() []string {
+		r := captchaq(t, natsURL, "dead", "ls", "--json")
+		require.Zero(t, r.code, r.stderr)
+		return letterIDs(jsonLines[stream.DeadLetter](t, r.stdout))
+	}
+	require.Equal(t, []string{"pf1", "pf2"}, letters())
+
+	// A filter from the environment selects nothing for purge.
+	for _, env := range []string{"CAPTCHAQ_SINCE=1h", "CAPTCHAQ_METHOD=turnstile", "CAPTCHAQ_REASON=permanent"} {
+		r = captchaqEnv(t, natsURL, []string{env}, "dead", "purge", "--yes")
+		require.Equal(t, 2, r.code, "%s dead purge --yes: %s%s", env, r.stdout, r.stderr)
+		require.Contains(t, r.stderr, "want task ids, --all, or a filter")
+		require.NotContains(t, r.stdout, "purged")
+		require.Equal(t, []string{"pf1", "pf2"}, letters(), "%s dead purge --yes deleted nothing", env)
+	}
+	// Nor narrows what --all names.
+	r = captchaqEnv(t, natsURL, []string{"CAPTCHAQ_METHOD=base64"}, "dead", "purge", "--all", "--dry-run")
+	require.Zero(t, r.code, r.stderr)
+	require.Contains(t, r.stdout, "would delete 2 dead letter(s)")
+	// Nor stops a purge of the ids named.
+	r = captchaqEnv(t, natsURL, []string{"CAPTCHAQ_METHOD=base64"}, "dead", "purge", "pf2", "--dry-run")
+	require.Zero(t, r.code, r.stderr)
+	require.Contains(t, r.stdout, "would delete 1 dead letter(s)")
+
+	// Filters typed with ids: refused, nothing queued.
+	r = captchaq(t, natsURL, "dead", "replay", "pf1", "--method", "base64")
+	require.Equal(t, 2, r.code, r.stdout+r.stderr)
+	require.Equal(t, "captchaq dead replay: give ids, or --all and filters, not both\n", r.stderr)
+	require.Empty(t, r.stdout)
+	r = captchaq(t, natsURL, "dead", "show", "pf1")
+	require.Zero(t, r.code, r.stderr)
+	require.Regexp(t, `(?m)^replayed:\s+no$`, r.stdout)
+	require.Equal(t, 2, api.Stats().InCalls, "nothing replayed")
+	// A replay's filters from the environment do not make it refuse ids.
+	r = captchaqEnv(t, natsURL, []string{"CAPTCHAQ_METHOD=base64"}, "dead", "replay", "pf1")
+	require.Zero(t, r.code, r.stderr)
+	require.Len(t, jsonLines[stream.Receipt](t, r.stdout), 1)
+
+	// Without --yes: one prefix.
+	r = captchaq(t, natsURL, "dead", "purge", "pf2")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "captchaq dead purge: would delete 1 dead letter(s); add --yes to do it\n", r.stderr)
+
+	// --help says which filters are typed.
+	r = captchaq(t, natsURL, "dead", "purge", "--help")
+	require.Zero(t, r.code, r.stderr)
+	for _, f := range []string{"method", "reason", "since", "yes", "all"} {
+		require.Contains(t, r.stdout, "--"+f+"  [no environment variable: type it]", "dead purge --%s", f)
+	}
+	r = captchaq(t, natsURL, "dead", "ls", "--help")
+	require.Zero(t, r.code, r.stderr)
+	require.Contains(t, r.stdout, "--method  [CAPTCHAQ_METHOD]", "a listing's filters still come from the environment")
+}
