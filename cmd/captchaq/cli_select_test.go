@@ -98,3 +98,33 @@ func TestDeadVerbsActOnlyOnWhatTheCommandLineNames(t *testing.T) {
 	require.Zero(t, r.code, r.stderr)
 	require.Contains(t, r.stdout, "--method  [CAPTCHAQ_METHOD]", "a listing's filters still come from the environment")
 }
+
+// An error names the command once ("captchaq trace: …", not "captchaq
+// trace: trace nosuch: …"), and the lack of a dead letter is not said as
+// the lack of the task when the task exists.
+func TestErrorsSayTheCommandOnce(t *testing.T) {
+	t.Parallel()
+	natsURL, _, client := listeningServer(t, stream.Topology{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// A task that waits (no worker): it exists, and is not dead.
+	_, err := client.Submit(ctx, stream.Task{ID: "waits", Method: "turnstile", Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/"}})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"trace", "nosuch"}, 1, "captchaq trace: no task nosuch in the stream: an unknown id, or older than the stream keeps\n"},
+		{[]string{"lane", "pause", "bogus"}, 2, `captchaq lane pause: lane "bogus": want fast or slow` + "\n"},
+		{[]string{"lane", "resume", "bogus"}, 2, `captchaq lane resume: lane "bogus": want fast or slow` + "\n"},
+		{[]string{"dead", "show", "waits"}, 1, "captchaq dead show: task waits has no dead letter (captchaq task show waits says where it stands)\n"},
+		{[]string{"dead", "replay", "waits"}, 1, "captchaq dead replay: task waits has no dead letter (captchaq task show waits says where it stands)\n"},
+		{[]string{"dead", "show", "nosuch"}, 1, "captchaq dead show: task nosuch has no dead letter (captchaq task show nosuch says where it stands)\n"},
+	} {
+		r := captchaq(t, natsURL, c.args...)
+		require.Equal(t, c.code, r.code, "%v: %s", c.args, r.stderr)
+		require.Equal(t, c.want, r.stderr, "%v", c.args)
+		require.Empty(t, r.stdout, "%v", c.args)
+	}
+}

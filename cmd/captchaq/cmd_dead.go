@@ -121,7 +121,7 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		d, err := c.DeadLetterOf(ctx, fs.Arg(0))
 		if err != nil {
-			return explain(err, ae)
+			return explain(noDeadLetter(fs.Arg(0), err), ae)
 		}
 		if *asJSON {
 			return enc.Encode(d)
@@ -148,7 +148,7 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 					receipts = append(receipts, r) // queued, even if recording the replay failed
 				}
 				if err != nil {
-					errs = append(errs, err)
+					errs = append(errs, noDeadLetter(id, err))
 				}
 			}
 			err = errors.Join(errs...)
@@ -225,6 +225,15 @@ func purgeDead(ctx context.Context, c *stream.Client, ae *asyncErrors, df deadFi
 	return explain(err, ae)
 }
 
+// noDeadLetter says a missing dead letter as such: the task may well exist
+// (queued, solving, solved), and task show says where it stands.
+func noDeadLetter(id string, err error) error {
+	if errors.Is(err, stream.ErrNotFound) {
+		return fmt.Errorf("task %s has no dead letter (captchaq task show %s says where it stands)", id, id)
+	}
+	return err
+}
+
 // idsWithout returns the ids no letter of ds belongs to.
 func idsWithout(ids []string, ds []stream.DeadLetter) []string {
 	var out []string
@@ -274,6 +283,9 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer ss.close()
 	ctx, c, ae := ss.ctx, ss.client, ss.ae
 	entries, err := c.Trace(ctx, fs.Arg(0))
+	if errors.Is(err, stream.ErrNotFound) {
+		return fmt.Errorf("no task %s in the stream: an unknown id, or older than the stream keeps", fs.Arg(0))
+	}
 	if err != nil {
 		return explain(err, ae)
 	}

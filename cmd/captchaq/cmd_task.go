@@ -161,7 +161,7 @@ func runLane(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	lane := stream.Lane(fs.Arg(0))
 	if lane != stream.LaneFast && lane != stream.LaneSlow {
-		return usageError("lane %s %q: want fast or slow", sub, fs.Arg(0))
+		return usageError("lane %q: want fast or slow", fs.Arg(0))
 	}
 	if d < 0 {
 		return usageError("--for %s: want a positive duration", d)
