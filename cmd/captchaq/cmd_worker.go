@@ -245,6 +245,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		slog.String("service", string(svc)), slog.String("solver", redactURL(sf.url)))
 	worker.Store(w)
 	running.Store(true)
+	go checkService(ctx, sc, log)
 	err = w.Run(ctx)
 	running.Store(false)
 	if err != nil {
@@ -258,6 +259,27 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	log.Info("worker stopped")
 	return nil
+}
+
+// checkService asks the solving service for the account's balance once, a
+// free call, so that the log says within seconds of the start whether the
+// service answers and takes the key, before any task arrives. It only says:
+// an unreachable service is logged by the solver's outage tracking (tasks
+// wait for it), and a worker the service refuses stops at the first task it
+// takes, handing it back with the refusal recorded.
+func checkService(ctx context.Context, sc *solver.Client, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := sc.Balance(ctx)
+	var se *solver.Error
+	switch {
+	case err == nil:
+		log.Info("the solving service answers and takes the key")
+	case ctx.Err() != nil:
+	case errors.As(err, &se) && solver.ClassOf(err) == retry.Fatal:
+		log.Error("the solving service refuses this worker: it stops at the first task it takes, handing the task back",
+			slog.String("code", se.Code), slog.String("error", serviceWords(se)))
+	}
 }
 
 // noPlanQuota reports whether no plan-wide thread quota is set.
