@@ -128,3 +128,20 @@ func TestErrorsSayTheCommandOnce(t *testing.T) {
 		require.Empty(t, r.stdout, "%v", c.args)
 	}
 }
+
+// `results --id "$ID"` with an empty variable is refused: read as no
+// filter it printed every outcome, and a script taking the first solution
+// would use another task's token.
+func TestResultsRefusesAnEmptyID(t *testing.T) {
+	t.Parallel()
+	natsURL, _, _ := listeningServer(t, stream.Topology{})
+	r := captchaq(t, natsURL, "results", "--id", "")
+	require.Equal(t, 2, r.code, r.stdout+r.stderr)
+	require.Equal(t, "captchaq results: --id: id: empty\n", r.stderr)
+	r = captchaqEnv(t, natsURL, []string{"CAPTCHAQ_ID="}, "results")
+	require.Equal(t, 2, r.code, r.stdout+r.stderr)
+	// A negative --since is refused by dead ls as by results.
+	r = captchaq(t, natsURL, "dead", "ls", "--since", "-1h")
+	require.Equal(t, 2, r.code, r.stdout+r.stderr)
+	require.Equal(t, "captchaq dead ls: --since -1h0m0s: want a positive duration\n", r.stderr)
+}

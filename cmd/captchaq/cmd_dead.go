@@ -46,6 +46,9 @@ func (d *deadFilterFlags) filter() (stream.DeadFilter, error) {
 	if f.Reason != "" && !f.Reason.Valid() {
 		return f, usageError("--reason %q: want one of %v", d.reason, retry.Reasons)
 	}
+	if d.since < 0 {
+		return f, usageError("--since %s: want a positive duration", d.since)
+	}
 	if d.since > 0 {
 		f.Since = time.Now().Add(-d.since)
 	}

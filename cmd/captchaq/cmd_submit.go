@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -306,8 +307,12 @@ func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := wantArgs(fs, 0); err != nil {
 		return err
 	}
+	// An --id given empty ("$ID" unset in a script) is an error, not "every
+	// task": the first solution printed would be another task's.
+	idSet := false
+	fs.Visit(func(f *flag.Flag) { idSet = idSet || f.Name == "id" })
 	switch {
-	case *id != "" && stream.ValidateID(*id) != nil:
+	case idSet && stream.ValidateID(*id) != nil:
 		return usageError("--id: %v", stream.ValidateID(*id))
 	case *status != "" && *status != string(stream.StatusSolved) && *status != string(stream.StatusDead):
 		return usageError("--status %q: want solved or dead", *status)
