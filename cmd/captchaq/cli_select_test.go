@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // What dead purge and dead replay act on is what their command line
@@ -144,4 +146,23 @@ func TestResultsRefusesAnEmptyID(t *testing.T) {
 	r = captchaq(t, natsURL, "dead", "ls", "--since", "-1h")
 	require.Equal(t, 2, r.code, r.stdout+r.stderr)
 	require.Equal(t, "captchaq dead ls: --since -1h0m0s: want a positive duration\n", r.stderr)
+}
+
+// A producer that reaches a server without the stream (captchaq server not
+// started yet, or another NATS server) is told that, not only that it may
+// not create streams.
+func TestProducerToldTheStreamIsMissing(t *testing.T) {
+	t.Parallel()
+	setRoleEnv()
+	dir, conf := shippedConfig(t)
+	ns, err := broker.Start(broker.Config{ConfigFile: conf, StoreDir: filepath.Join(dir, "js"), Port: -1, LazySync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	file := filepath.Join(t.TempDir(), "t.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte(`{"method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/"}}`+"\n"), 0o600))
+	r := captchaq(t, ns.ClientURL(), append([]string{"submit", file}, as("producer")...)...)
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, `permission denied: user "producer" may not publish to "$JS.API.STREAM.CREATE.CAPTCHA"`)
+	require.Contains(t, r.stderr, "stream CAPTCHA does not exist on this server: `captchaq server` creates it as admin as it starts (or `captchaq init`, as admin)")
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
 }

@@ -232,7 +232,13 @@ type PermissionError struct {
 }
 
 func (e *PermissionError) Error() string {
-	return fmt.Sprintf("permission denied: %s may not %s to %q", e.Who, e.Op, e.Subject)
+	msg := fmt.Sprintf("permission denied: %s may not %s to %q", e.Who, e.Op, e.Subject)
+	// A client creates a stream only when it finds none: the server is not
+	// captchaq's yet (or not at all), which says more than the refusal.
+	if name, ok := strings.CutPrefix(e.Subject, "$JS.API.STREAM.CREATE."); ok && e.Op == "publish" {
+		msg += fmt.Sprintf(": the stream %s does not exist on this server: `captchaq server` creates it as admin as it starts (or `captchaq init`, as admin)", name)
+	}
+	return msg
 }
 
 // Unwrap makes the error match nats.ErrPermissionViolation.
@@ -526,7 +532,9 @@ func explain(err error, ae *asyncErrors) error {
 		return err
 	}
 	if pe, ok := last.(*PermissionError); ok {
-		return fmt.Errorf("%w (%v)", pe, err)
+		// The call failed because the refusal cancelled it: its own
+		// "context canceled" says nothing more.
+		return fmt.Errorf("%w (%s)", pe, strings.TrimSuffix(err.Error(), ": "+context.Canceled.Error()))
 	}
 	return fmt.Errorf("%w (server said: %v)", err, last)
 }
