@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -246,8 +247,22 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	worker.Store(w)
 	running.Store(true)
 	go checkService(ctx, sc, log)
-	err = w.Run(ctx)
+	// A user that may not pull tasks (the producer's credentials, by
+	// mistake) can do nothing: stop, and say which role a worker needs,
+	// rather than run on refused every second while nothing is solved.
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	ae.onRefused(func(pe *PermissionError) {
+		if pe.Op == "publish" && strings.HasPrefix(pe.Subject, "$JS.API.CONSUMER.MSG.NEXT.") {
+			stopRun(pe)
+		}
+	})
+	err = w.Run(runCtx)
 	running.Store(false)
+	var pe *PermissionError
+	if errors.As(context.Cause(runCtx), &pe) {
+		return &exitError{code: 3, err: fmt.Errorf("%w: this user may not take tasks: a worker needs the worker role of nats.conf (CAPTCHAQ_USER=worker)", pe)}
+	}
 	if err != nil {
 		var fe *stream.FatalError
 		if errors.As(err, &fe) {

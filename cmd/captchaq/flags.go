@@ -219,6 +219,7 @@ type asyncErrors struct {
 	log     *slog.Logger
 	next    int
 	cancels map[int]context.CancelCauseFunc
+	refused func(*PermissionError) // if set, sees every refusal
 }
 
 // PermissionError is a subject the server refused this connection's user.
@@ -270,7 +271,9 @@ func (a *asyncErrors) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
 	a.last = err
 	log := a.log
 	var cancels []context.CancelCauseFunc
-	if _, ok := err.(*PermissionError); ok {
+	refused := a.refused
+	pe, isPerm := err.(*PermissionError)
+	if isPerm {
 		for _, c := range a.cancels {
 			cancels = append(cancels, c)
 		}
@@ -278,6 +281,9 @@ func (a *asyncErrors) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
 	a.mu.Unlock()
 	for _, c := range cancels {
 		c(err)
+	}
+	if isPerm && refused != nil {
+		refused(pe)
 	}
 	if log != nil {
 		log.Error("NATS server refused an operation", slog.Any("error", err))
@@ -295,6 +301,13 @@ func (a *asyncErrors) get() error {
 func (a *asyncErrors) setLogger(log *slog.Logger) {
 	a.mu.Lock()
 	a.log = log
+	a.mu.Unlock()
+}
+
+// onRefused makes f see every operation the server refuses from now on.
+func (a *asyncErrors) onRefused(f func(*PermissionError)) {
+	a.mu.Lock()
+	a.refused = f
 	a.mu.Unlock()
 }
 

@@ -34,3 +34,17 @@ func TestWorkerChecksTheServiceAtStart(t *testing.T) {
 	unreachable.waitLine("connection refused to "+nowhere+": is the service's URL right?", 10*time.Second)
 	require.False(t, strings.Contains(unreachable.output(), "answers and takes the key"))
 }
+
+// A worker given credentials that may not take tasks (the producer's, by
+// mistake) stops at once and says which role it needs, instead of running
+// on, logging refusals every second while nothing is solved.
+func TestWorkerWithoutTheRightToTakeTasksStops(t *testing.T) {
+	t.Parallel()
+	url := startServer(t)
+	_, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.001})
+	w := startProc(t, keyEnv, append([]string{"worker", "--nats", url, "--solver-url", emu, "--threads", "1"}, as("producer")...)...)
+	require.Equal(t, 3, w.wait(30*time.Second), "the worker stops with an error")
+	out := w.output()
+	require.Contains(t, out, `captchaq worker: permission denied: user "producer" may not publish to "$JS.API.CONSUMER.MSG.NEXT.CAPTCHA.workers-`)
+	require.Contains(t, out, "this user may not take tasks: a worker needs the worker role of nats.conf")
+}
