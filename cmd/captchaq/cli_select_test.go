@@ -85,6 +85,23 @@ func TestDeadVerbsActOnlyOnWhatTheCommandLineNames(t *testing.T) {
 	require.Zero(t, r.code, r.stderr)
 	require.Len(t, jsonLines[stream.Receipt](t, r.stdout), 1)
 
+	// One bad id in the list: nothing is replayed (each replay is paid
+	// for), nothing canceled.
+	r = captchaq(t, natsURL, "dead", "replay", "pf2", "bad*id")
+	require.Equal(t, 2, r.code, r.stdout+r.stderr)
+	require.Equal(t, "captchaq dead replay: id \"bad*id\": only letters, digits, '_' and '-' are allowed; nothing replayed\n", r.stderr)
+	require.Empty(t, r.stdout)
+	r = captchaq(t, natsURL, "dead", "replay", "pf2", "nosuch")
+	require.Equal(t, 1, r.code, r.stdout+r.stderr)
+	require.Equal(t, "captchaq dead replay: task nosuch has no dead letter (captchaq task show nosuch says where it stands); nothing replayed\n", r.stderr)
+	require.Empty(t, r.stdout)
+	r = captchaq(t, natsURL, "dead", "show", "pf2")
+	require.Zero(t, r.code, r.stderr)
+	require.Regexp(t, `(?m)^replayed:\s+no$`, r.stdout)
+	r = captchaq(t, natsURL, "task", "cancel", "pf2", "bad*id")
+	require.Equal(t, 2, r.code, r.stdout+r.stderr)
+	require.Empty(t, r.stdout)
+
 	// Without --yes: one prefix.
 	r = captchaq(t, natsURL, "dead", "purge", "pf2")
 	require.Equal(t, 2, r.code, r.stderr)
@@ -121,7 +138,7 @@ func TestErrorsSayTheCommandOnce(t *testing.T) {
 		{[]string{"lane", "pause", "bogus"}, 2, `captchaq lane pause: lane "bogus": want fast or slow` + "\n"},
 		{[]string{"lane", "resume", "bogus"}, 2, `captchaq lane resume: lane "bogus": want fast or slow` + "\n"},
 		{[]string{"dead", "show", "waits"}, 1, "captchaq dead show: task waits has no dead letter (captchaq task show waits says where it stands)\n"},
-		{[]string{"dead", "replay", "waits"}, 1, "captchaq dead replay: task waits has no dead letter (captchaq task show waits says where it stands)\n"},
+		{[]string{"dead", "replay", "waits"}, 1, "captchaq dead replay: task waits has no dead letter (captchaq task show waits says where it stands); nothing replayed\n"},
 		{[]string{"dead", "show", "nosuch"}, 1, "captchaq dead show: task nosuch has no dead letter (captchaq task show nosuch says where it stands)\n"},
 	} {
 		r := captchaq(t, natsURL, c.args...)

@@ -91,6 +91,15 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	if sub == "replay" {
+		// Every id is checked before any is replayed: a typo at the end of
+		// a list must not leave the ones before it queued (and paid for).
+		for _, id := range fs.Args() {
+			if err := stream.ValidateID(id); err != nil {
+				return usageError("%v; nothing replayed", err)
+			}
+		}
+	}
 	ss, err := nf.session(ctx, "captchaq-dead", stream.ClientConfig{Name: "captchaq-dead-" + sub})
 	if err != nil {
 		return err
@@ -144,6 +153,11 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		case fs.NArg() == 0:
 			return usageError("dead replay: want task ids, or --all")
 		default:
+			for _, id := range fs.Args() {
+				if _, err := c.DeadLetterOf(ctx, id); err != nil {
+					return explain(fmt.Errorf("%w; nothing replayed", noDeadLetter(id, err)), ae)
+				}
+			}
 			var errs []error
 			for _, id := range fs.Args() {
 				r, err := c.Replay(ctx, id)

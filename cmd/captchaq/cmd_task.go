@@ -65,6 +65,14 @@ func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case sub == "cancel" && fs.NArg() == 0:
 		return usageError("task cancel: want task ids")
 	}
+	if sub == "cancel" {
+		// Every id is checked before any task is canceled.
+		for _, id := range fs.Args() {
+			if err := stream.ValidateID(id); err != nil {
+				return usageError("%v; nothing canceled", err)
+			}
+		}
+	}
 	ss, err := nf.session(ctx, "captchaq-task", stream.ClientConfig{Name: "captchaq-task-" + sub})
 	if err != nil {
 		return err
