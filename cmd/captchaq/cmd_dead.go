@@ -238,7 +238,10 @@ func purgeDead(ctx context.Context, c *stream.Client, ae *asyncErrors, df deadFi
 		return usageError("would delete %d dead letter(s); add --yes to do it", len(ds))
 	}
 	n, err := c.PurgeDeadLetters(ctx, ds)
-	fmt.Fprintf(stdout, "purged %d dead letter(s)\n", n)
+	if n > 0 || err == nil {
+		// A refusal before the first deletion is said by the error alone.
+		fmt.Fprintf(stdout, "purged %d dead letter(s)\n", n)
+	}
 	return explain(err, ae)
 }
 
