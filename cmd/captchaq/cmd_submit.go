@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -366,7 +367,7 @@ func watchTask(ctx context.Context, stop <-chan struct{}, c *stream.Client, id s
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	said := map[string]bool{}
-	for {
+	for tick := 1; ; tick++ {
 		select {
 		case <-ctx.Done():
 			return
@@ -377,6 +378,14 @@ func watchTask(ctx context.Context, stop <-chan struct{}, c *stream.Client, id s
 		entries, err := c.Trace(ctx, id)
 		if err != nil {
 			continue
+		}
+		// No attempt after a few seconds and no worker alive: the task
+		// waits for one that may never start.
+		if tick >= 3 && !said["no-worker"] && !slices.ContainsFunc(entries, func(e stream.TraceEntry) bool { return e.Kind == "attempt" }) {
+			if ws, err := c.Workers(ctx); err == nil && !slices.ContainsFunc(ws, func(w stream.WorkerInfo) bool { return !w.Stopped }) {
+				said["no-worker"] = true
+				fmt.Fprintf(w, "captchaq solve: no worker is alive (captchaq workers ls lists them); task %s waits in the queue until one starts\n", id)
+			}
 		}
 		for _, e := range entries {
 			var line string

@@ -48,3 +48,13 @@ func TestWorkerWithoutTheRightToTakeTasksStops(t *testing.T) {
 	require.Contains(t, out, `captchaq worker: permission denied: user "producer" may not publish to "$JS.API.CONSUMER.MSG.NEXT.CAPTCHA.workers-`)
 	require.Contains(t, out, "this user may not take tasks: a worker needs the worker role of nats.conf")
 }
+
+// solve with no worker alive says so within seconds, instead of a silent
+// terminal until --timeout.
+func TestSolveSaysNoWorkerIsAlive(t *testing.T) {
+	t.Parallel()
+	natsURL, _, _ := listeningServer(t, stream.Topology{})
+	p := startProc(t, []string{"CAPTCHAQ_NATS=" + natsURL}, "solve", "--id", "lonely", "--method", "turnstile",
+		"--param", "sitekey=0x4AAAAAAAB", "--param", "pageurl=https://shop.example/", "--timeout", "60s")
+	p.waitLine("captchaq solve: no worker is alive (captchaq workers ls lists them); task lonely waits in the queue until one starts", 15*time.Second)
+}
