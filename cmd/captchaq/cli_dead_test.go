@@ -186,7 +186,7 @@ func TestCLIDeadLettersListShowReplayTracePurge(t *testing.T) {
 	require.Equal(t, "https://bad.example/account/secret-path?session=abc", task.Params["pageurl"])
 	r = captchaq(t, natsURL, "dead", "show", "good1")
 	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stderr, "no such task")
+	require.Contains(t, r.stderr, "good1 has no dead letter")
 	r = captchaq(t, natsURL, "dead", "show")
 	require.Equal(t, 2, r.code)
 
@@ -259,7 +259,7 @@ func TestCLIDeadLettersListShowReplayTracePurge(t *testing.T) {
 	require.Len(t, gens, 2, "two generations: the task and its replay")
 	r = captchaq(t, natsURL, "trace", "nosuch")
 	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stderr, "no such task")
+	require.Contains(t, r.stderr, "no task nosuch in the stream")
 
 	// dead purge: acts on exactly what it names (ids, or --all and the
 	// filters), lists without deleting on --dry-run or without --yes.

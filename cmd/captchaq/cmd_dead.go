@@ -46,6 +46,9 @@ func (d *deadFilterFlags) filter() (stream.DeadFilter, error) {
 	if f.Reason != "" && !f.Reason.Valid() {
 		return f, usageError("--reason %q: want one of %v", d.reason, retry.Reasons)
 	}
+	if d.since < 0 {
+		return f, usageError("--since %s: want a positive duration", d.since)
+	}
 	if d.since > 0 {
 		f.Since = time.Now().Add(-d.since)
 	}
@@ -88,6 +91,15 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	if sub == "replay" {
+		// Every id is checked before any is replayed: a typo at the end of
+		// a list must not leave the ones before it queued (and paid for).
+		for _, id := range fs.Args() {
+			if err := stream.ValidateID(id); err != nil {
+				return usageError("%v; nothing replayed", err)
+			}
+		}
+	}
 	ss, err := nf.session(ctx, "captchaq-dead", stream.ClientConfig{Name: "captchaq-dead-" + sub})
 	if err != nil {
 		return err
@@ -121,7 +133,7 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		d, err := c.DeadLetterOf(ctx, fs.Arg(0))
 		if err != nil {
-			return explain(err, ae)
+			return explain(noDeadLetter(fs.Arg(0), err), ae)
 		}
 		if *asJSON {
 			return enc.Encode(d)
@@ -132,14 +144,20 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return nil
 	case "replay":
 		var receipts []stream.Receipt
+		filtered := df.method != "" || df.reason != "" || df.since > 0
 		switch {
-		case all && fs.NArg() > 0:
-			return usageError("dead replay: give ids or --all, not both")
+		case fs.NArg() > 0 && (all || filtered):
+			return usageError("dead replay: give ids, or --all and filters, not both")
 		case all:
 			receipts, err = c.ReplayAll(ctx, f)
 		case fs.NArg() == 0:
 			return usageError("dead replay: want task ids, or --all")
 		default:
+			for _, id := range fs.Args() {
+				if _, err := c.DeadLetterOf(ctx, id); err != nil {
+					return explain(fmt.Errorf("%w; nothing replayed", noDeadLetter(id, err)), ae)
+				}
+			}
 			var errs []error
 			for _, id := range fs.Args() {
 				r, err := c.Replay(ctx, id)
@@ -147,7 +165,7 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 					receipts = append(receipts, r) // queued, even if recording the replay failed
 				}
 				if err != nil {
-					errs = append(errs, err)
+					errs = append(errs, noDeadLetter(id, err))
 				}
 			}
 			err = errors.Join(errs...)
@@ -217,11 +235,23 @@ func purgeDead(ctx context.Context, c *stream.Client, ae *asyncErrors, df deadFi
 			fmt.Fprintf(stdout, "would delete %d dead letter(s)\n", len(ds))
 			return nil
 		}
-		return usageError("dead purge would delete %d dead letter(s); add --yes to do it", len(ds))
+		return usageError("would delete %d dead letter(s); add --yes to do it", len(ds))
 	}
 	n, err := c.PurgeDeadLetters(ctx, ds)
-	fmt.Fprintf(stdout, "purged %d dead letter(s)\n", n)
+	if n > 0 || err == nil {
+		// A refusal before the first deletion is said by the error alone.
+		fmt.Fprintf(stdout, "purged %d dead letter(s)\n", n)
+	}
 	return explain(err, ae)
+}
+
+// noDeadLetter says a missing dead letter as such: the task may well exist
+// (queued, solving, solved), and task show says where it stands.
+func noDeadLetter(id string, err error) error {
+	if errors.Is(err, stream.ErrNotFound) {
+		return fmt.Errorf("task %s has no dead letter (captchaq task show %s says where it stands)", id, id)
+	}
+	return err
 }
 
 // idsWithout returns the ids no letter of ds belongs to.
@@ -273,6 +303,9 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer ss.close()
 	ctx, c, ae := ss.ctx, ss.client, ss.ae
 	entries, err := c.Trace(ctx, fs.Arg(0))
+	if errors.Is(err, stream.ErrNotFound) {
+		return fmt.Errorf("no task %s in the stream: an unknown id, or older than the stream keeps", fs.Arg(0))
+	}
 	if err != nil {
 		return explain(err, ae)
 	}

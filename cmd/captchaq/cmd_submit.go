@@ -6,9 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -306,8 +308,12 @@ func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := wantArgs(fs, 0); err != nil {
 		return err
 	}
+	// An --id given empty ("$ID" unset in a script) is an error, not "every
+	// task": the first solution printed would be another task's.
+	idSet := false
+	fs.Visit(func(f *flag.Flag) { idSet = idSet || f.Name == "id" })
 	switch {
-	case *id != "" && stream.ValidateID(*id) != nil:
+	case idSet && stream.ValidateID(*id) != nil:
 		return usageError("--id: %v", stream.ValidateID(*id))
 	case *status != "" && *status != string(stream.StatusSolved) && *status != string(stream.StatusDead):
 		return usageError("--status %q: want solved or dead", *status)
@@ -361,7 +367,7 @@ func watchTask(ctx context.Context, stop <-chan struct{}, c *stream.Client, id s
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	said := map[string]bool{}
-	for {
+	for tick := 1; ; tick++ {
 		select {
 		case <-ctx.Done():
 			return
@@ -372,6 +378,14 @@ func watchTask(ctx context.Context, stop <-chan struct{}, c *stream.Client, id s
 		entries, err := c.Trace(ctx, id)
 		if err != nil {
 			continue
+		}
+		// No attempt after a few seconds and no worker alive: the task
+		// waits for one that may never start.
+		if tick >= 3 && !said["no-worker"] && !slices.ContainsFunc(entries, func(e stream.TraceEntry) bool { return e.Kind == "attempt" }) {
+			if ws, err := c.Workers(ctx); err == nil && !slices.ContainsFunc(ws, func(w stream.WorkerInfo) bool { return !w.Stopped }) {
+				said["no-worker"] = true
+				fmt.Fprintf(w, "captchaq solve: no worker is alive (captchaq workers ls lists them); task %s waits in the queue until one starts\n", id)
+			}
 		}
 		for _, e := range entries {
 			var line string

@@ -65,6 +65,14 @@ func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case sub == "cancel" && fs.NArg() == 0:
 		return usageError("task cancel: want task ids")
 	}
+	if sub == "cancel" {
+		// Every id is checked before any task is canceled.
+		for _, id := range fs.Args() {
+			if err := stream.ValidateID(id); err != nil {
+				return usageError("%v; nothing canceled", err)
+			}
+		}
+	}
 	ss, err := nf.session(ctx, "captchaq-task", stream.ClientConfig{Name: "captchaq-task-" + sub})
 	if err != nil {
 		return err
@@ -161,7 +169,7 @@ func runLane(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	lane := stream.Lane(fs.Arg(0))
 	if lane != stream.LaneFast && lane != stream.LaneSlow {
-		return usageError("lane %s %q: want fast or slow", sub, fs.Arg(0))
+		return usageError("lane %q: want fast or slow", fs.Arg(0))
 	}
 	if d < 0 {
 		return usageError("--for %s: want a positive duration", d)

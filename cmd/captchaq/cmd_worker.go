@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -255,8 +256,23 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		slog.String("service", string(svc)), slog.String("solver", redactURL(sf.url)))
 	worker.Store(w)
 	running.Store(true)
-	err = w.Run(ctx)
+	go checkService(ctx, sc, log)
+	// A user that may not pull tasks (the producer's credentials, by
+	// mistake) can do nothing: stop, and say which role a worker needs,
+	// rather than run on refused every second while nothing is solved.
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	ae.onRefused(func(pe *PermissionError) {
+		if pe.Op == "publish" && strings.HasPrefix(pe.Subject, "$JS.API.CONSUMER.MSG.NEXT.") {
+			stopRun(pe)
+		}
+	})
+	err = w.Run(runCtx)
 	running.Store(false)
+	var pe *PermissionError
+	if errors.As(context.Cause(runCtx), &pe) {
+		return &exitError{code: 3, err: fmt.Errorf("%w: this user may not take tasks: a worker needs the worker role of nats.conf (CAPTCHAQ_USER=worker)", pe)}
+	}
 	if err != nil {
 		var fe *stream.FatalError
 		if errors.As(err, &fe) {
@@ -268,6 +284,27 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	log.Info("worker stopped")
 	return nil
+}
+
+// checkService asks the solving service for the account's balance once, a
+// free call, so that the log says within seconds of the start whether the
+// service answers and takes the key, before any task arrives. It only says:
+// an unreachable service is logged by the solver's outage tracking (tasks
+// wait for it), and a worker the service refuses stops at the first task it
+// takes, handing it back with the refusal recorded.
+func checkService(ctx context.Context, sc *solver.Client, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := sc.Balance(ctx)
+	var se *solver.Error
+	switch {
+	case err == nil:
+		log.Info("the solving service answers and takes the key")
+	case ctx.Err() != nil:
+	case errors.As(err, &se) && solver.ClassOf(err) == retry.Fatal:
+		log.Error("the solving service refuses this worker: it stops at the first task it takes, handing the task back",
+			slog.String("code", se.Code), slog.String("error", serviceWords(se)))
+	}
 }
 
 // noPlanQuota reports whether no plan-wide thread quota is set.

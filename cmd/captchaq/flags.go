@@ -36,7 +36,7 @@ func newFlagSet(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 				def = fmt.Sprintf(" (default %s)", f.DefValue)
 			}
 			env := envName(f.Name)
-			if noEnv[f.Name] {
+			if typedOnly(name, f.Name) {
 				env = "no environment variable: type it"
 			}
 			fmt.Fprintf(stdout, "  --%s  [%s]\n      %s%s\n", f.Name, env, f.Usage, def)
@@ -60,8 +60,19 @@ func envName(flagName string) string {
 var flagSetParsed func(*flag.FlagSet)
 
 // noEnv are flags no environment variable may set: confirmations must be
-// typed.
-var noEnv = map[string]bool{"yes": true, "all": true}
+// typed, and so must what a destructive verb selects ("dead purge
+// --method"): a variable left exported for a listing must not widen, narrow
+// or refuse what a purge or a replay acts on. A key is a flag's name (every
+// command) or a command and a flag ("dead purge --since").
+var noEnv = map[string]bool{"yes": true, "all": true,
+	"dead purge --method": true, "dead purge --reason": true, "dead purge --since": true,
+	"dead replay --method": true, "dead replay --reason": true, "dead replay --since": true}
+
+// typedOnly says whether flag flagName of command (a flag set's name) is
+// taken from the command line only.
+func typedOnly(command, flagName string) bool {
+	return noEnv[flagName] || noEnv[command+" --"+flagName]
+}
 
 // parseFlags sets every flag from its environment variable, then from args:
 // the command line wins.
@@ -71,7 +82,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
-		if noEnv[f.Name] {
+		if typedOnly(fs.Name(), f.Name) {
 			return
 		}
 		if v, ok := os.LookupEnv(envName(f.Name)); ok {
@@ -208,6 +219,7 @@ type asyncErrors struct {
 	log     *slog.Logger
 	next    int
 	cancels map[int]context.CancelCauseFunc
+	refused func(*PermissionError) // if set, sees every refusal
 }
 
 // PermissionError is a subject the server refused this connection's user.
@@ -221,7 +233,13 @@ type PermissionError struct {
 }
 
 func (e *PermissionError) Error() string {
-	return fmt.Sprintf("permission denied: %s may not %s to %q", e.Who, e.Op, e.Subject)
+	msg := fmt.Sprintf("permission denied: %s may not %s to %q", e.Who, e.Op, e.Subject)
+	// A client creates a stream only when it finds none: the server is not
+	// captchaq's yet (or not at all), which says more than the refusal.
+	if name, ok := strings.CutPrefix(e.Subject, "$JS.API.STREAM.CREATE."); ok && e.Op == "publish" {
+		msg += fmt.Sprintf(": the stream %s does not exist on this server: `captchaq server` creates it as admin as it starts (or `captchaq init`, as admin)", name)
+	}
+	return msg
 }
 
 // Unwrap makes the error match nats.ErrPermissionViolation.
@@ -253,7 +271,9 @@ func (a *asyncErrors) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
 	a.last = err
 	log := a.log
 	var cancels []context.CancelCauseFunc
-	if _, ok := err.(*PermissionError); ok {
+	refused := a.refused
+	pe, isPerm := err.(*PermissionError)
+	if isPerm {
 		for _, c := range a.cancels {
 			cancels = append(cancels, c)
 		}
@@ -261,6 +281,9 @@ func (a *asyncErrors) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
 	a.mu.Unlock()
 	for _, c := range cancels {
 		c(err)
+	}
+	if isPerm && refused != nil {
+		refused(pe)
 	}
 	if log != nil {
 		log.Error("NATS server refused an operation", slog.Any("error", err))
@@ -278,6 +301,13 @@ func (a *asyncErrors) get() error {
 func (a *asyncErrors) setLogger(log *slog.Logger) {
 	a.mu.Lock()
 	a.log = log
+	a.mu.Unlock()
+}
+
+// onRefused makes f see every operation the server refuses from now on.
+func (a *asyncErrors) onRefused(f func(*PermissionError)) {
+	a.mu.Lock()
+	a.refused = f
 	a.mu.Unlock()
 }
 
@@ -515,7 +545,9 @@ func explain(err error, ae *asyncErrors) error {
 		return err
 	}
 	if pe, ok := last.(*PermissionError); ok {
-		return fmt.Errorf("%w (%v)", pe, err)
+		// The call failed because the refusal cancelled it: its own
+		// "context canceled" says nothing more.
+		return fmt.Errorf("%w (%s)", pe, strings.TrimSuffix(err.Error(), ": "+context.Canceled.Error()))
 	}
 	return fmt.Errorf("%w (server said: %v)", err, last)
 }

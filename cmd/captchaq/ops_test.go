@@ -462,6 +462,13 @@ func TestProducerReplayRefusedBeforeQueueing(t *testing.T) {
 	require.Zero(t, r.code, r.stderr)
 	require.Empty(t, r.stdout, "a refused replay queues nothing")
 
+	// Nor may a producer purge: refused, and no "purged 0" on stdout.
+	r = captchaq(t, url, append([]string{"dead", "purge", "pf1", "--yes"}, as("producer")...)...)
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, `permission denied: user "producer" may not publish to "$JS.API.STREAM.MSG.DELETE.CAPTCHA"`)
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
+	require.Empty(t, r.stdout)
+
 	r = captchaq(t, url, append([]string{"dead", "replay", "pf1"}, as("admin")...)...)
 	require.Zero(t, r.code, r.stderr)
 	receipts := jsonLines[stream.Receipt](t, r.stdout)
