@@ -30,6 +30,10 @@ type pausedWorkerRun struct {
 	// expected to solve them again (the pause outlived the heartbeat).
 	pause    time.Duration
 	resolved bool
+	// kill SIGKILLs the first worker instead; ackWait is the consumers'
+	// (default 3s).
+	kill    bool
+	ackWait string
 }
 
 // A worker paused (SIGSTOP) for longer than the ack wait but within its
@@ -50,13 +54,24 @@ func TestPausedWorkerPastItsHeartbeatEndsEachTaskOnce(t *testing.T) {
 	runPausedWorker(t, pausedWorkerRun{tasks: 4, pause: 24 * time.Second, resolved: true})
 }
 
+// A worker SIGKILLed mid-solve, with the default ack wait: its tasks come
+// back once the ack wait has passed and its heartbeat has expired, and are
+// solved once more (paid twice: the first answer died with its worker).
+func TestKilledWorkerTasksComeBack(t *testing.T) {
+	t.Parallel()
+	runPausedWorker(t, pausedWorkerRun{tasks: 4, pause: 50 * time.Second, resolved: true, kill: true, ackWait: "30s"})
+}
+
 func runPausedWorker(t *testing.T, run pausedWorkerRun) {
+	if run.ackWait == "" {
+		run.ackWait = "3s"
+	}
 	dir := t.TempDir()
 	port := freePort(t)
 	conf := filepath.Join(dir, "nats.conf")
 	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\njetstream { store_dir: %q }\n", port, filepath.Join(dir, "js"))), 0o600))
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	server := startProc(t, nil, "server", "--config", conf, "--ack-wait", "3s")
+	server := startProc(t, nil, "server", "--config", conf, "--ack-wait", run.ackWait)
 	server.waitLine("captchaq server ready", 30*time.Second)
 
 	// Solves take 3-4 s: every task is at the service when the worker stops,
@@ -68,7 +83,7 @@ func runPausedWorker(t *testing.T, run pausedWorkerRun) {
 	t.Cleanup(emu.Close)
 	worker := func(name string) *proc {
 		w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu.URL, "--poll-scale", "0.2",
-			"--threads", itoa(run.tasks), "--ack-wait", "3s", "--name", name)
+			"--threads", itoa(run.tasks), "--ack-wait", run.ackWait, "--name", name)
 		w.waitLine("worker started", 30*time.Second)
 		return w
 	}
@@ -100,7 +115,11 @@ func runPausedWorker(t *testing.T, run pausedWorkerRun) {
 	}
 	require.Eventually(t, func() bool { n, _ := paid(); return n == run.tasks }, 30*time.Second, 10*time.Millisecond)
 
-	require.NoError(t, paused.cmd.Process.Signal(syscall.SIGSTOP))
+	sig := syscall.SIGSTOP
+	if run.kill {
+		sig = syscall.SIGKILL
+	}
+	require.NoError(t, paused.cmd.Process.Signal(sig))
 	stopped := time.Now()
 	t.Cleanup(func() { _ = paused.cmd.Process.Signal(syscall.SIGCONT) })
 	other := worker("other-worker")
@@ -110,8 +129,10 @@ func runPausedWorker(t *testing.T, run pausedWorkerRun) {
 			"a worker stopped past its heartbeat's lifetime: its tasks come back")
 		t.Logf("tasks of the stopped worker solved again %s after it stopped", time.Since(stopped).Round(100*time.Millisecond))
 	}
-	time.Sleep(time.Until(stopped.Add(run.pause))) // the pause itself: nothing to wait on
-	require.NoError(t, paused.cmd.Process.Signal(syscall.SIGCONT))
+	if !run.kill {
+		time.Sleep(time.Until(stopped.Add(run.pause))) // the pause itself: nothing to wait on
+		require.NoError(t, paused.cmd.Process.Signal(syscall.SIGCONT))
+	}
 
 	type read struct {
 		out stream.Outcome
@@ -131,8 +152,10 @@ func runPausedWorker(t *testing.T, run pausedWorkerRun) {
 		require.Equal(t, string(r[0].out.Solution), string(r[1].out.Solution), "%s: two readers, one token", task.ID)
 	}
 	// Let the continued worker finish what it holds, then count.
-	require.NoError(t, paused.cmd.Process.Signal(syscall.SIGTERM))
-	paused.wait(40 * time.Second)
+	if !run.kill {
+		require.NoError(t, paused.cmd.Process.Signal(syscall.SIGTERM))
+		paused.wait(40 * time.Second)
+	}
 	require.NoError(t, other.cmd.Process.Signal(syscall.SIGTERM))
 	other.wait(40 * time.Second)
 
@@ -143,7 +166,7 @@ func runPausedWorker(t *testing.T, run pausedWorkerRun) {
 	results := subjectCounts(ctx, t, s, "captcha.results.>")
 	dead := subjectCounts(ctx, t, s, "captcha.dead.>")
 	_, n := paid()
-	t.Logf("%d tasks, worker paused %s: %d in.php", run.tasks, run.pause, n)
+	t.Logf("%d tasks, worker paused or killed (kill=%v), %s: %d in.php", run.tasks, run.kill, run.pause, n)
 	for _, task := range tasks {
 		require.Equal(t, uint64(1), results["captcha.results."+task.ID], "%s: exactly one outcome", task.ID)
 		require.Zero(t, dead["captcha.dead."+task.ID], "%s: no dead letter", task.ID)
