@@ -87,8 +87,8 @@ type Guard struct {
 	// raised is when the Guard last reopened the store to measure its
 	// storage limit again (check's goroutine only).
 	raised time.Time
-	stop            context.CancelFunc
-	done            chan struct{}
+	stop   context.CancelFunc
+	done   chan struct{}
 }
 
 // WatchStore starts a Guard on ns's JetStream store; it runs until Stop or
