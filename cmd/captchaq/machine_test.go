@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -174,4 +175,70 @@ func runPausedWorker(t *testing.T, run pausedWorkerRun) {
 	if !run.resolved {
 		require.Equal(t, run.tasks, n, "paused within its heartbeat's lifetime: paid once")
 	}
+}
+
+// Tokens solved before the disk filled, not read yet, survive the store's
+// reopening (the token stream is in memory, and a reopening empties it as a
+// restart would): after the recovery every task has one outcome, and its
+// readers get that outcome's own token.
+func TestFullDiskReopeningKeepsUnreadTokens(t *testing.T) {
+	t.Parallel()
+	dir := smallDisk(t, "24m")
+	server, url := diskServer(t, dir)
+	client := diskClient(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	api := fakeapi.New(fakeapi.Config{Seed: 7, BurstLimit: 1 << 20,
+		SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: {Min: 2 * time.Second, Median: 2 * time.Second, Max: 2 * time.Second}}})
+	emu := httptest.NewServer(api)
+	t.Cleanup(emu.Close)
+	w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu.URL, "--threads", "2", "--poll-scale", "0.2")
+	w.waitLine("worker started", 30*time.Second)
+	var receipts []stream.Receipt
+	for i := range 6 {
+		r, err := client.Submit(ctx, stream.Task{ID: fmt.Sprintf("reopen-%d", i), Method: "turnstile",
+			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/reopen"}})
+		require.NoError(t, err)
+		receipts = append(receipts, r)
+	}
+	_, err := client.Wait(ctx, receipts[0].ID) // solved, its token stored: the disk fills while others are at the service
+	require.NoError(t, err)
+	filler := fillDisk(t, dir, 0)
+	server.waitLine("the JetStream store refuses writes", 60*time.Second)
+	require.NoError(t, os.Remove(filler))
+	server.waitLine("the JetStream store takes writes again", 30*time.Second)
+
+	lost := 0
+	for _, r := range receipts {
+		for reader := range 2 {
+			out, err := client.Wait(ctx, r.ID)
+			if errors.Is(err, stream.ErrTokenExpired) {
+				lost++
+				continue
+			}
+			require.NoError(t, err, r.ID)
+			var tok string
+			require.NoError(t, json.Unmarshal(out.Solution, &tok), r.ID)
+			mark := base64.RawURLEncoding.EncodeToString([]byte(out.CaptchaID))
+			require.True(t, strings.Contains(tok, mark), "%s: reader %d got another captcha's token", r.ID, reader)
+		}
+	}
+	js, err := jetstream.New(diskConn(t, url))
+	require.NoError(t, err)
+	s, err := js.Stream(ctx, stream.DefaultStream)
+	require.NoError(t, err)
+	results := subjectCounts(ctx, t, s, "captcha.results.>")
+	for _, r := range receipts {
+		require.Equal(t, uint64(1), results["captcha.results."+r.ID], "%s: one outcome", r.ID)
+	}
+	t.Logf("6 tasks over a full disk and its reopening: %d in.php, %d of 12 reads without their token", api.Stats().InCalls, lost)
+	require.Zero(t, lost, "tokens not read yet are kept over the reopening")
+}
+
+func diskConn(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc
 }
