@@ -35,6 +35,9 @@ type pausedWorkerRun struct {
 	// (default 3s).
 	kill    bool
 	ackWait string
+	// crashBroker SIGKILLs the broker too, right after the worker, and
+	// restarts it on the same store.
+	crashBroker bool
 }
 
 // A worker paused (SIGSTOP) for longer than the ack wait but within its
@@ -61,6 +64,14 @@ func TestPausedWorkerPastItsHeartbeatEndsEachTaskOnce(t *testing.T) {
 func TestKilledWorkerTasksComeBack(t *testing.T) {
 	t.Parallel()
 	runPausedWorker(t, pausedWorkerRun{tasks: 4, pause: 50 * time.Second, resolved: true, kill: true, ackWait: "30s"})
+}
+
+// A worker and then the broker SIGKILLed, the broker restarted at once: the
+// dead worker's tasks come back to the other worker (its heartbeat expires
+// on the restarted broker too) and end once.
+func TestKilledWorkerAndBrokerTasksComeBack(t *testing.T) {
+	t.Parallel()
+	runPausedWorker(t, pausedWorkerRun{tasks: 4, pause: 50 * time.Second, resolved: true, kill: true, ackWait: "30s", crashBroker: true})
 }
 
 func runPausedWorker(t *testing.T, run pausedWorkerRun) {
@@ -92,7 +103,7 @@ func runPausedWorker(t *testing.T, run pausedWorkerRun) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "pause-test"})
@@ -122,6 +133,12 @@ func runPausedWorker(t *testing.T, run pausedWorkerRun) {
 	}
 	require.NoError(t, paused.cmd.Process.Signal(sig))
 	stopped := time.Now()
+	if run.crashBroker {
+		paused.wait(10 * time.Second)
+		server.kill()
+		server = startProc(t, nil, "server", "--config", conf, "--ack-wait", run.ackWait)
+		server.waitLine("captchaq server ready", 30*time.Second)
+	}
 	t.Cleanup(func() { _ = paused.cmd.Process.Signal(syscall.SIGCONT) })
 	other := worker("other-worker")
 	if run.resolved {
