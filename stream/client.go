@@ -55,6 +55,9 @@ type Client struct {
 	limitMu   sync.Mutex
 	limit     int64
 	limitRead time.Time
+	// clock reads the broker's clock (brokerTime), from the stream info
+	// NewClient got: token expiry and default deadlines are on it.
+	clock brokerClock
 }
 
 // NewClient binds a producer to the CAPTCHA stream on nc, creating the stream
@@ -74,11 +77,31 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	top := cfg.Topology.withDefaults()
+	sent := cfg.Now()
 	s, tokens, err := ensureStream(ctx, js, top, false)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, js: js, s: s, tokens: tokens, cfg: cfg, top: top, limit: s.CachedInfo().Config.MaxBytes, limitRead: time.Now()}, nil
+	c := &Client{nc: nc, js: js, s: s, tokens: tokens, cfg: cfg, top: top, limit: s.CachedInfo().Config.MaxBytes, limitRead: time.Now()}
+	// The stream's info carries the broker's clock when it answered: the
+	// client's reading of it, for the times it stamps and decides on.
+	if at := s.CachedInfo().TimeStamp; !at.IsZero() {
+		c.clock.set(clockOffset(at, sent, cfg.Now()))
+	}
+	return c, nil
+}
+
+// brokerTime is t, a time of the client's clock, on the broker's clock.
+func (c *Client) brokerTime(t time.Time) time.Time {
+	return t.Add(time.Duration(c.clock.offset.Load()))
+}
+
+// localTime is t, a time of the broker's clock, on the client's clock.
+func (c *Client) localTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Add(-time.Duration(c.clock.offset.Load()))
 }
 
 // Receipt says where a submitted task went.
@@ -104,7 +127,11 @@ func (c *Client) Prepare(t Task) (Task, error) {
 		t.ID = nuid.Next()
 	}
 	if t.Deadline.IsZero() {
-		t.Deadline = now.Add(c.cfg.DefaultDeadline)
+		// On the broker's clock, which workers judge deadlines on: a
+		// producer whose clock is off does not shorten or stretch it. A
+		// deadline the caller gives is an instant of its own clock.
+		t.Deadline = c.brokerTime(now).Add(c.cfg.DefaultDeadline)
+		now = c.brokerTime(now)
 	}
 	if t.Deadline.Sub(now) > c.top.Retention {
 		return t, &TaskError{ID: t.ID, Err: fmt.Errorf("deadline %s: further away than the stream's retention %s",

@@ -264,7 +264,7 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, fmt.Errorf("replay %s (dead letter %d): %w: %v", d.ID, d.Seq, ErrNotReplayable, err)
 	}
-	t.ID, t.Deadline = d.ID, c.cfg.Now().Add(c.cfg.DefaultDeadline)
+	t.ID, t.Deadline = d.ID, c.brokerTime(c.cfg.Now()).Add(c.cfg.DefaultDeadline) // on the broker's clock, as workers judge it
 	msg, err := c.taskMsg(t)
 	if err != nil {
 		return Receipt{}, fmt.Errorf("replay %s (dead letter %d): %w", d.ID, d.Seq, err)

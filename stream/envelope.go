@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,6 +49,11 @@ func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*delivery, error) {
 	if d.deadline.IsZero() {
 		d.deadline = md.Timestamp.Add(w.cfg.DefaultDeadline)
 	}
+	// A deadline is an instant on the broker's clock (the publish stamp
+	// above; the producer's, read from the broker): the worker judges it on
+	// its own clock and its solve's context, so it moves it by the worker's
+	// offset from the broker.
+	d.deadline = d.deadline.Add(-time.Duration(w.clock.offset.Load()))
 	d.log = w.log.With(slog.String("task_id", d.id), slog.String("method", d.task.Method),
 		slog.String("host", pageHost(d.task.Params)), slog.Uint64("delivery", d.number))
 	d.st = genState{gen: d.gen}

@@ -136,17 +136,22 @@ func (d *delivery) finishFromToken(ctx context.Context) bool {
 // restart within its lifetime. An outcome stored by an older worker,
 // solution included, is returned as it is.
 func (c *Client) withToken(ctx context.Context, out Outcome, gen uint64) (Outcome, bool, error) {
+	// expires_at is stored on the broker's clock: it is decided on there,
+	// and handed out on the client's clock, so that a producer whose clock
+	// is off neither throws away a fresh token nor keeps a stale one.
+	stored := out
+	out.ExpiresAt = c.localTime(out.ExpiresAt)
 	if out.Status != StatusSolved || len(out.Solution) > 0 {
 		return out, true, nil
 	}
-	if !c.cfg.Now().Before(out.ExpiresAt) {
+	if !c.brokerTime(c.cfg.Now()).Before(stored.ExpiresAt) {
 		return out, false, nil
 	}
 	tok, found, err := readToken(ctx, c.tokens, out.ID, gen)
 	if err != nil || !found {
 		return out, false, err
 	}
-	if !sameSolve(tok, out) {
+	if !sameSolve(tok, stored) {
 		// Not the solve the outcome records (a token written after the
 		// broker lost the outcome's, a restart within its lifetime): the
 		// outcome's own token is gone.

@@ -222,14 +222,18 @@ func TestExpiredTaskNeverReachesTheService(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
-	task := turnstileTask("exp")
-	task.Deadline = time.Now().Add(time.Minute)
-	r, err := b.client.Submit(ctx, task)
+	// A producer an hour behind gives a deadline a minute on by its clock:
+	// long passed on the broker's, which workers judge deadlines on (a
+	// worker's own clock being off does not matter): no sleeping in the test.
+	early := func() time.Time { return time.Now().Add(-time.Hour) }
+	producer, err := NewClient(ctx, b.nc, ClientConfig{Name: "early-producer", Now: early})
 	require.NoError(t, err)
-	// The worker's clock is past the deadline: no sleeping in the test.
-	late := func() time.Time { return time.Now().Add(time.Hour) }
+	task := turnstileTask("exp")
+	task.Deadline = early().Add(time.Minute)
+	r, err := producer.Submit(ctx, task)
+	require.NoError(t, err)
 	var calls atomic.Int32
-	b.startWorker(t, WorkerConfig{Solver: scriptedSolver(&calls), Now: late})
+	b.startWorker(t, WorkerConfig{Solver: scriptedSolver(&calls)})
 	out, err := b.client.Wait(ctx, r.ID)
 	require.ErrorIs(t, err, ErrNotSolved)
 	require.Equal(t, string(retry.ReasonExpired), out.Reason)

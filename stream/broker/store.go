@@ -84,8 +84,11 @@ type Guard struct {
 	// latched is set while a stream is latched by a write error; failed
 	// once reopening failed (the operator restarts: no more tries).
 	latched, failed bool
-	stop            context.CancelFunc
-	done            chan struct{}
+	// raised is when the Guard last reopened the store to measure its
+	// storage limit again (check's goroutine only).
+	raised time.Time
+	stop   context.CancelFunc
+	done   chan struct{}
 }
 
 // WatchStore starts a Guard on ns's JetStream store; it runs until Stop or
@@ -155,7 +158,7 @@ func (g *Guard) run(ctx context.Context) {
 func (g *Guard) check() {
 	st := g.measure()
 	g.mu.Lock()
-	was, latched := g.state, g.latched && !g.failed
+	was, latched, failed := g.state, g.latched && !g.failed, g.failed
 	g.state = st
 	g.mu.Unlock()
 	switch {
@@ -170,7 +173,31 @@ func (g *Guard) check() {
 	case latched && st.Free > g.margin(st.Dir):
 		g.log.Warn("the disk has space again: reopening the JetStream store to clear its write error", slog.String("store", st.Dir))
 		g.reopen()
+	case !failed && g.limitRaisable(st) && time.Since(g.raised) > raiseEvery:
+		g.raised = time.Now()
+		g.log.Warn("JetStream's storage limit, measured from the free disk space, is full while the disk has space: reopening the JetStream store to measure it again",
+			slog.String("store", st.Dir), slog.Int64("max_store", st.MaxStore), slog.Int64("used", st.Used), slog.Int64("free_bytes", st.Free))
+		g.reopen()
 	}
+}
+
+// raiseEvery bounds how often the store is reopened to measure its limit
+// again, should nats-server's measurement differ from the Guard's.
+const raiseEvery = 10 * time.Second
+
+// limitRaisable reports whether JetStream's storage limit, measured from
+// the free disk space (no max_file_store), refuses writes although a
+// measurement now would leave room beyond the margin: the limit was
+// measured while the disk was full or nearly so (a reopening while another
+// file filled it, or after only part of the space came back), and nats-server
+// never measures it again by itself. Reopening measures it again: 75 % of
+// the free space plus 75 % of what the streams hold (nats-server's rule).
+func (g *Guard) limitRaisable(st StoreState) bool {
+	if st.Dir == "" || st.Used < st.MaxStore || !g.dynamicLimit() {
+		return false
+	}
+	again := (st.Free / 4 * 3) + (st.Used / 4 * 3)
+	return again-st.Used > g.margin(st.Dir)
 }
 
 // actionOrRecover is what the log says the operator should do.

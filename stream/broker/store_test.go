@@ -116,3 +116,67 @@ func skipOrFail(t *testing.T, why string) {
 	}
 	t.Skipf("a small disk (tmpfs) is needed and could not be mounted: %s", why)
 }
+
+// A disk that fills again while the Guard reopens the store (after it saw
+// space and before JetStream is enabled again): the Guard does not give up
+// on it. Once the space returns for good, the store takes writes again by
+// itself, with what it held.
+func TestGuardRecoversWhenTheDiskFillsDuringTheReopening(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "not root")
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", dir).CombinedOutput(); err != nil {
+		skipOrFail(t, fmt.Sprintf("mount -t tmpfs: %v: %s", err, out))
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	filler := filepath.Join(dir, "filler")
+	fill := func() {
+		f, err := os.Create(filler)
+		require.NoError(t, err)
+		for _, werr := f.Write(make([]byte, 1<<20)); werr == nil; _, werr = f.Write(make([]byte, 1<<20)) {
+		}
+		require.NoError(t, f.Close())
+	}
+	var reopening atomic.Int32
+	withServer(t, Config{StoreDir: filepath.Join(dir, "js")}, func(ctx context.Context, ns *server.Server, js jetstream.JetStream) {
+		g := WatchStore(ns, GuardConfig{Every: 50 * time.Millisecond,
+			Reopening: func() {
+				if reopening.Add(1) == 1 {
+					fill() // the disk fills again in the middle of the recovery
+				}
+			}})
+		defer g.Stop()
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s"}})
+		require.NoError(t, err)
+		_, err = js.Publish(ctx, "s", []byte("before"))
+		require.NoError(t, err)
+
+		fill()
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err = js.Publish(pctx, "s", make([]byte, 64<<10))
+		cancel()
+		require.Error(t, err, "a full disk stores nothing")
+		require.Eventually(t, func() bool { return g.Status().Refusing }, 5*time.Second, 20*time.Millisecond)
+
+		require.NoError(t, os.Remove(filler)) // space: the Guard reopens, and the disk fills meanwhile
+		require.Eventually(t, func() bool { return reopening.Load() >= 1 }, 10*time.Second, 20*time.Millisecond)
+		time.Sleep(time.Second) // let the reopening on the full disk end, whatever it does
+		require.NoError(t, os.Remove(filler))
+		require.Eventually(t, func() bool {
+			if g.Status().Refusing {
+				return false
+			}
+			pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			_, err := js.Publish(pctx, "s", []byte("after"))
+			return err == nil
+		}, 20*time.Second, 100*time.Millisecond, "the store takes writes again by itself once the space returns: %+v", g.Status())
+		s, err := js.Stream(ctx, "S")
+		require.NoError(t, err)
+		m, err := s.GetMsg(ctx, 1)
+		require.NoError(t, err)
+		require.Equal(t, "before", string(m.Data), "what the stream held is still there")
+	})
+}

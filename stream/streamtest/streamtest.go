@@ -245,8 +245,10 @@ func (e *Env) Now() time.Time {
 // Advance moves the Env's clock forward by d, for the producer and the
 // workers at once: tokens whose lifetime ends within d are expired for Wait
 // (stream.ErrTokenExpired), and queued tasks whose deadline falls within d
-// are dead-lettered as expired when a worker takes them. Real time goes on as
-// usual; nothing sleeps.
+// are dead-lettered as expired when a worker takes them before its next
+// heartbeat (HeartbeatEvery): workers judge deadlines on the broker's clock,
+// which they read from their heartbeats' stamps, and the broker's clock does
+// not advance. Real time goes on as usual; nothing sleeps.
 func (e *Env) Advance(d time.Duration) {
 	if d > 0 {
 		e.offset.Add(int64(d))
