@@ -12,7 +12,7 @@ import (
 
 // TestShippedConfigRefusesAStoreOfTheGlobalAccount: a store whose streams
 // were written in the global account (no accounts in the configuration, as
-// `--config ”` and nats.conf before producers got their own account) is not
+// a server started without a configuration file, and nats.conf before producers got their own account) is not
 // opened beside an empty new stream: the shipped configuration refuses to
 // start and says what to do.
 func TestShippedConfigRefusesAStoreOfTheGlobalAccount(t *testing.T) {
