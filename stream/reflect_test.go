@@ -170,3 +170,46 @@ func TestProducerCannotPlantAToken(t *testing.T) {
 	}
 	require.EqualValues(t, 1, solves.Load(), "the victim's task is solved once")
 }
+
+// TestSolveNeverWaitsOnAnotherProducersTask: a producer that publishes a
+// task under an id another is about to use (within the duplicate window)
+// makes the other's publish a duplicate of its own. Solve must not then
+// wait on, and hand out the token of, the squatter's task (its page, its
+// sitekey): Solve's task carries the hash of a cancel secret only its
+// Client knows, so a duplicate whose message does not carry that hash is
+// another's, and Solve says the id is taken.
+func TestSolveNeverWaitsOnAnotherProducersTask(t *testing.T) {
+	t.Parallel()
+	ns := authServer(t)
+	ctx := testContext(t)
+	var solves atomic.Int32
+	solve := solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		solves.Add(1)
+		b, _ := json.Marshal("tok-" + req.Params["sitekey"])
+		return solver.Answer{Solution: b}, nil
+	})
+	wnc, _ := roleConn(t, ns, "worker")
+	w, err := NewWorker(ctx, wnc, WorkerConfig{Solver: solve, Threads: 2, IdleCheck: 50 * time.Millisecond})
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	anc, _ := roleConn(t, ns, "producer")
+	ajs, err := jetstream.New(anc)
+	require.NoError(t, err)
+	m := nats.NewMsg("captcha.tasks.fast.normal.order-1001")
+	m.Header.Set("Nats-Msg-Id", "order-1001")
+	m.Data = []byte(`{"method":"turnstile","params":{"sitekey":"0xSQUATTER","pageurl":"https://evil.example/"}}`)
+	_, err = ajs.PublishMsg(ctx, m)
+	require.NoError(t, err)
+
+	vnc, _ := roleConn(t, ns, "producer")
+	victim, err := NewClient(ctx, vnc, ClientConfig{Name: "victim"})
+	require.NoError(t, err)
+	out, err := victim.Solve(ctx, turnstileTask("order-1001"))
+	require.NotEqual(t, `"tok-0xSQUATTER"`, string(out.Solution), "the victim got the squatter's token")
+	require.ErrorIs(t, err, ErrIDTaken)
+	require.ErrorContains(t, err, "order-1001")
+}
