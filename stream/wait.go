@@ -25,6 +25,11 @@ var (
 	ErrTokenExpired = errors.New("token expired before it was read")
 	// ErrNotSolved: the task ended in the dead letter; the Outcome says why.
 	ErrNotSolved = errors.New("task not solved")
+	// ErrIDTaken: Solve's task id was taken, within the duplicate window, by
+	// a submission that is not this call's (another producer's, or an
+	// earlier call's): nothing was enqueued, and Solve does not wait on a
+	// task it did not write. Submit again under another id.
+	ErrIDTaken = errors.New("task id taken by another submission")
 )
 
 // Wait blocks until task id has an outcome and returns it. It works whether
@@ -193,6 +198,9 @@ func (c *Client) Solve(ctx context.Context, t Task) (Outcome, error) {
 	c.cancelHashes.Store(t.ID, hash)
 	r, err := c.Submit(ctx, t)
 	c.cancelHashes.Delete(t.ID)
+	if err == nil && r.Duplicate {
+		err = c.ownSubmission(ctx, r, hash)
+	}
 	if err != nil {
 		c.cancelKeys.Delete(t.ID)
 		return Outcome{}, err
@@ -202,6 +210,26 @@ func (c *Client) Solve(ctx context.Context, t Task) (Outcome, error) {
 		c.cancelKeys.Delete(t.ID) // ended: nothing left to cancel
 	}
 	return out, err
+}
+
+// ownSubmission checks that r, a receipt the stream answered as a
+// duplicate, is this Solve's own publish (retried after a lost
+// acknowledgement): the message at r.Seq carries hash, the hash of a cancel
+// secret only this call knows. Anyone may publish a task under any id, so
+// a duplicate may be another producer's task, with its own page and
+// sitekey: waiting on it would hand its token out as this task's. A message
+// already gone (its task ended and was erased) cannot be told apart, and is
+// not taken as ours either.
+func (c *Client) ownSubmission(ctx context.Context, r Receipt, hash string) error {
+	m, err := c.s.GetMsg(ctx, r.Seq)
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("task %s: the stream has a submission under this id (sequence %d); read it: %w", r.ID, r.Seq, err)
+	}
+	if err == nil && m.Header.Get(HeaderCancelHash) == hash {
+		return nil
+	}
+	return fmt.Errorf("task %s: %w (stream sequence %d) within the last %s: submit under another id",
+		r.ID, ErrIDTaken, r.Seq, c.top.DuplicateWindow)
 }
 
 // WaitAll waits for the outcomes of the given receipts and calls fn with each

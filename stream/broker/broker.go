@@ -197,6 +197,18 @@ func checkStoreOpened(ns *server.Server, opts *server.Options) error {
 	}
 	for _, f := range found {
 		if !opened[f.account+"/"+f.stream] {
+			if acc, err := ns.LookupAccount(f.account); err != nil || !acc.JetStreamEnabled() {
+				// Written under a configuration that put its users in
+				// another account: nats-server opens a stream only in its
+				// own account, and a client would create an empty one in
+				// the new account beside it.
+				return fmt.Errorf("the store %s holds stream %s of account %s, which this configuration does not give JetStream "+
+					"(the shipped nats.conf keeps the streams in account CAPTCHAQ and producers in PRODUCERS, so that no reply subject a producer names is ever stored; "+
+					"a store written before that holds them in the global account $G): not starting, so that nothing creates an empty stream beside it. "+
+					"Start the previous configuration until the queue is empty, then start this one with another store directory "+
+					"(keep the old one for its records: the previous configuration reads it)",
+					dir, f.stream, f.account)
+			}
 			why := "it is encrypted with another key than the one given"
 			if opts.JetStreamKey == "" {
 				why = "it is encrypted and no store key is set"
