@@ -209,15 +209,22 @@ func (c *Client) ReplayAll(ctx context.Context, f DeadFilter) ([]Receipt, error)
 	if err != nil {
 		return nil, err
 	}
-	// Only the latest letter of each id: replaying two letters of one id
-	// would run two generations of it at once.
+	return c.replayLatest(ctx, ds, func(DeadLetter) bool { return true })
+}
+
+// replayLatest replays the letters of ds that keep selects and that were
+// not replayed yet, the latest letter of each task only (replaying two
+// letters of one id would run two generations of it at once), skipping
+// letters that hold no valid task or whose task was submitted again. It
+// stops at the first other failure and returns what it replayed so far.
+func (c *Client) replayLatest(ctx context.Context, ds []DeadLetter, keep func(DeadLetter) bool) ([]Receipt, error) {
 	latest := map[string]int{}
 	for i, d := range ds {
 		latest[d.ID] = i
 	}
 	var out []Receipt
 	for i, d := range ds {
-		if latest[d.ID] != i {
+		if latest[d.ID] != i || d.Replayed != nil || !keep(d) {
 			continue
 		}
 		r, err := c.replay(ctx, d)

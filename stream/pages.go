@@ -183,25 +183,7 @@ func (c *Client) ReplayWhere(ctx context.Context, keep func(DeadLetter) bool) ([
 	if err != nil {
 		return nil, err
 	}
-	latest := map[string]int{}
-	for i, d := range ds {
-		latest[d.ID] = i
-	}
-	var out []Receipt
-	for i, d := range ds {
-		if latest[d.ID] != i || d.Replayed != nil || !keep(d) {
-			continue
-		}
-		r, err := c.replay(ctx, d)
-		if errors.Is(err, ErrNotReplayable) || errors.Is(err, ErrSuperseded) {
-			continue
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return c.replayLatest(ctx, ds, keep)
 }
 
 // PurgeWhere deletes the dead letters keep selects and returns how many,
