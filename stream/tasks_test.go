@@ -224,6 +224,7 @@ func BenchmarkCancelCheck(b *testing.B) {
 	require.NoError(b, err)
 	defer nc.Close()
 	ctx := context.Background()
+	ensureAsAdmin(b, nc, Topology{})
 	c, err := NewClient(ctx, nc, ClientConfig{})
 	require.NoError(b, err)
 	for i := range 1000 {

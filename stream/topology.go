@@ -53,6 +53,10 @@ type Topology struct {
 	MaxInFlight int
 	// Memory keeps the stream in memory instead of on disk (tests).
 	Memory bool
+	// Domain is the JetStream domain the stream lives in: the hub's, for a
+	// client at a site linked to it as a leaf node. Default "": the
+	// JetStream of the account this connection reaches.
+	Domain string
 
 	// maxPayload is the server's max_payload, which sets the stream's
 	// MaxMsgSize (MaxTaskMessage); ensureTopology reads it from the

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/gateway"
 	"github.com/captchaq/captchaq/retry"
@@ -192,7 +191,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer nc.Close()
 	ae.setLogger(log)
 	if *learnPlan {
-		sf.learnPlan, err = noPlanQuota(ctx, nc)
+		sf.learnPlan, err = noPlanQuota(ctx, nc, nf.jsDomain)
 		if err != nil {
 			return explain(err, ae)
 		}
@@ -232,7 +231,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	setup, cancel := ae.failFast(ctx)
 	w, err := stream.NewWorker(setup, nc, stream.WorkerConfig{Solver: m.Solver(sc), Threads: *threads, Policy: pf.policy(),
-		Topology: top.topology(), Name: *name, Logger: log, ShutdownGrace: *grace, Observer: m, NoErase: *noErase, Now: sf.now})
+		Topology: nf.topology(top.topology()), Name: *name, Logger: log, ShutdownGrace: *grace, Observer: m, NoErase: *noErase, Now: sf.now})
 	cancel()
 	if err != nil {
 		return explain(err, ae)
@@ -241,13 +240,13 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// the service's key stays here. With a nats.conf that does not let
 	// workers take them, the server's refusal is logged and the gateway
 	// answers its callers ERROR_REPORT_NOT_RECORDED.
-	stopReports, err := gateway.ServeReports(ctx, nc, top.topology(), sc, log)
+	stopReports, err := gateway.ServeReports(ctx, nc, nf.topology(top.topology()), sc, log)
 	if err != nil {
 		return explain(err, ae)
 	}
 	defer stopReports()
 	if *shareEvery > 0 {
-		stopSharing := shareTimings(ctx, nc, top.topology(), sc, *shareEvery, w.Name(), log)
+		stopSharing := shareTimings(ctx, nc, nf.topology(top.topology()), sc, *shareEvery, w.Name(), log)
 		defer stopSharing()
 	}
 	svc, _ := sf.profile()
@@ -271,8 +270,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // noPlanQuota reports whether no plan-wide thread quota is set.
-func noPlanQuota(ctx context.Context, nc *nats.Conn) (bool, error) {
-	js, err := jetstream.New(nc)
+func noPlanQuota(ctx context.Context, nc *nats.Conn, domain string) (bool, error) {
+	js, err := stream.JetStream(nc, domain)
 	if err != nil {
 		return false, err
 	}
@@ -289,7 +288,7 @@ func noPlanQuota(ctx context.Context, nc *nats.Conn) (bool, error) {
 // bucket (a server whose admin has not run init since it exists) the worker
 // says so once and learns alone.
 func shareTimings(ctx context.Context, nc *nats.Conn, top stream.Topology, sc *solver.Client, every time.Duration, name string, log *slog.Logger) func() {
-	js, err := jetstream.New(nc)
+	js, err := stream.JetStream(nc, top.Domain)
 	if err == nil {
 		var store *stream.Timings
 		if store, err = stream.OpenTimings(ctx, js, top); err == nil {
