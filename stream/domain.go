@@ -45,7 +45,11 @@ func openStream(ctx context.Context, js jetstream.JetStream, t Topology, name st
 func missingTopology(ctx context.Context, js jetstream.JetStream, t Topology, what string) error {
 	reached := domainName(t.Domain)
 	if t.Domain == "" {
-		if info, err := js.AccountInfo(ctx); err == nil && info.Domain != "" {
+		// Bounded: a role without the right to ask (producers, workers) is
+		// refused only asynchronously, as no answer.
+		actx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		defer cancel()
+		if info, err := js.AccountInfo(actx); err == nil && info.Domain != "" {
 			reached = domainName(info.Domain)
 		}
 	}

@@ -155,6 +155,8 @@ type Worker struct {
 	abandon context.Context
 	// clock reads the broker's clock (brokerTime).
 	clock brokerClock
+	// reach says whether the stream answers this worker (reach.go).
+	reach reach
 }
 
 // stopWith notes why the worker stops: tasks handed back from now on say so.
