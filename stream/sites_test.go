@@ -147,6 +147,10 @@ func startSites(t *testing.T, top Topology, siteConf string, roles bool) *sites 
 	hopts, err := server.ProcessConfigFile(filepath.Join("..", "testdata", "leaf", "hub.conf"))
 	require.NoError(t, err)
 	hopts.Port, hopts.LeafNode.Port, hopts.StoreDir, hopts.NoSigs = -1, freePort(t), t.TempDir(), true
+	// The site reaches the hub through a proxy: without no_advertise the
+	// hub tells it its own address, and a cut link comes back around the
+	// proxy (docs/across-sites.md).
+	hopts.LeafNode.NoAdvertise = true
 	if !roles {
 		hopts.Users = nil
 	}
@@ -198,8 +202,13 @@ func emulatorSolver(t *testing.T, solve time.Duration) (solver.Solver, *fakeapi.
 	api := fakeapi.New(fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: {Min: solve, Max: solve}}, BurstLimit: 1 << 30})
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
+	timing := solver.Timing{Scale: 0.01}
+	if solve > 0 {
+		// A poll a second, and enough of them for the whole solve.
+		timing = solver.Timing{Fixed: true, FirstPoll: map[string]time.Duration{solver.KindTurnstile: time.Second}, PollInterval: time.Second, MaxCalls: 1000}
+	}
 	sc, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
-		Timing: solver.Timing{Scale: 0.01}})
+		Timing: timing})
 	require.NoError(t, err)
 	return sc, api
 }
