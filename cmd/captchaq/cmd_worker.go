@@ -191,7 +191,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer nc.Close()
 	ae.setLogger(log)
 	if *learnPlan {
-		sf.learnPlan, err = noPlanQuota(ctx, nc, nf.jsDomain)
+		err = untilQueue(ctx, log, func() (err error) {
+			sf.learnPlan, err = noPlanQuota(ctx, nc, nf.jsDomain)
+			return err
+		})
 		if err != nil {
 			return explain(err, ae)
 		}
@@ -229,10 +232,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		log.Info("serving metrics", slog.String("addr", addr))
 	}
 
-	setup, cancel := ae.failFast(ctx)
-	w, err := stream.NewWorker(setup, nc, stream.WorkerConfig{Solver: m.Solver(sc), Threads: *threads, Policy: pf.policy(),
-		Topology: nf.topology(top.topology()), Name: *name, Logger: log, ShutdownGrace: *grace, Observer: m, NoErase: *noErase, Now: sf.now})
-	cancel()
+	w, err := newWorkerPatiently(ctx, nc, ae, stream.WorkerConfig{Solver: m.Solver(sc), Threads: *threads, Policy: pf.policy(),
+		Topology: nf.topology(top.topology()), Name: *name, Logger: log, ShutdownGrace: *grace, Observer: m, NoErase: *noErase, Now: sf.now}, log)
 	if err != nil {
 		return explain(err, ae)
 	}
@@ -267,6 +268,43 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	log.Info("worker stopped")
 	return nil
+}
+
+// newWorkerPatiently binds the worker to the topology, waiting for it
+// (untilQueue).
+func newWorkerPatiently(ctx context.Context, nc *nats.Conn, ae *asyncErrors, cfg stream.WorkerConfig, log *slog.Logger) (w *stream.Worker, err error) {
+	err = untilQueue(ctx, log, func() error {
+		setup, cancel := ae.failFast(ctx)
+		defer cancel()
+		w, err = stream.NewWorker(setup, nc, cfg)
+		return err
+	})
+	return w, err
+}
+
+// untilQueue runs do until it succeeds or fails for another reason than a
+// queue not there yet: while there is no topology to find (the admin's
+// server has not created it yet) or no JetStream answers (a leaf site's
+// link to the hub is down) it waits, with backoff, and says so, as a
+// worker waits for its NATS server: start order does not matter.
+func untilQueue(ctx context.Context, log *slog.Logger, do func() error) error {
+	wait, start := natsWaitFirst, time.Now()
+	for {
+		err := do()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, stream.ErrNoTopology) || errors.Is(err, nats.ErrNoResponders)) {
+			return err
+		}
+		log.Warn("waiting for the queue", slog.Any("error", err),
+			slog.Duration("for", time.Since(start).Round(time.Second)), slog.Duration("retry_in", wait))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, natsWaitMax)
+	}
 }
 
 // noPlanQuota reports whether no plan-wide thread quota is set.
