@@ -341,6 +341,8 @@ func TestSiteLinkCutLongerThanAckWaitPaysOnce(t *testing.T) {
 	}, HeartbeatTTL+10*time.Second, 100*time.Millisecond, "the holders' heartbeats expire at the hub")
 	s.link.restore()
 	s.waitLinked(t)
+	// The link is up once the hub's JetStream answers across it.
+	require.Eventually(t, func() bool { _, err := producer.Trace(ctx, "cut-0"); return err == nil }, 10*time.Second, 20*time.Millisecond)
 
 	for i := range n {
 		out, err := producer.Wait(ctx, fmt.Sprintf("cut-%d", i))
