@@ -233,6 +233,12 @@ func runCaptchaq(ctx context.Context, l load, lazy, tcp, plaintext bool) (outcom
 		return outcome{}, err
 	}
 	defer wnc.Close()
+	// The admin's part: producers and workers only find the topology.
+	if ajs, err := stream.JetStream(pnc, ""); err != nil {
+		return outcome{}, err
+	} else if _, err := stream.EnsureTopology(ctx, ajs, stream.Topology{}, true); err != nil {
+		return outcome{}, err
+	}
 	client, err := stream.NewClient(ctx, pnc, stream.ClientConfig{Name: "bench"})
 	if err != nil {
 		return outcome{}, err

@@ -214,6 +214,12 @@ func runDepth(ctx context.Context, depth, probes int, rate float64, noAnchor boo
 		return res, err
 	}
 	defer nc.Close()
+	// The admin's part: producers and workers only find the topology.
+	if ajs, err := stream.JetStream(nc, ""); err != nil {
+		return res, err
+	} else if _, err := stream.EnsureTopology(ctx, ajs, stream.Topology{}, true); err != nil {
+		return res, err
+	}
 	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "bench", DefaultDeadline: time.Hour})
 	if err != nil {
 		return res, err

@@ -49,7 +49,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/stream"
@@ -329,11 +328,11 @@ func (d *Dashboard) change(fn changeFunc) http.HandlerFunc {
 			return
 		}
 		defer nc.Close()
-		if err := isAdmin(ctx, nc); err != nil {
+		if err := isAdmin(ctx, nc, d.cfg.Client.Domain()); err != nil {
 			fail(http.StatusForbidden, "user %q may not change anything here: replay, purge, cancel and pause need the admin's permissions (%v)", user, err)
 			return
 		}
-		c, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "captchaq-dashboard-" + user})
+		c, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "captchaq-dashboard-" + user, Topology: stream.Topology{Domain: d.cfg.Client.Domain()}})
 		if err != nil {
 			fail(http.StatusBadGateway, "%v", err)
 			return
@@ -357,8 +356,8 @@ func (d *Dashboard) change(fn changeFunc) http.HandlerFunc {
 // the JetStream account's info: the shipped nats.conf grants that to the
 // admin alone, and a server without users to everyone. A refusal comes back
 // as a permission violation on the connection, or as no answer.
-func isAdmin(ctx context.Context, nc *nats.Conn) error {
-	js, err := jetstream.New(nc)
+func isAdmin(ctx context.Context, nc *nats.Conn, domain string) error {
+	js, err := stream.JetStream(nc, domain)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
@@ -140,7 +139,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	g.threads = cfg.PlanThreads
 	if g.threads == 0 {
-		if js, err := jetstream.New(cfg.Conn); err == nil {
+		if js, err := stream.JetStream(cfg.Conn, cfg.Topology.Domain); err == nil {
 			g.threads, _ = stream.PlanThreads(ctx, js)
 		}
 	}

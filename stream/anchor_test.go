@@ -88,11 +88,11 @@ func TestAnchorStoredByProducersAndWorkersThatCreateTheStream(t *testing.T) {
 	t.Parallel()
 	for name, create := range map[string]func(ctx context.Context, js jetstream.JetStream) error{
 		"producer": func(ctx context.Context, js jetstream.JetStream) error {
-			_, _, err := ensureStream(ctx, js, Topology{}, false) // as NewClient
+			_, _, err := ensureStream(ctx, js, Topology{}, false) // the stream alone
 			return err
 		},
 		"worker": func(ctx context.Context, js jetstream.JetStream) error {
-			_, err := EnsureTopology(ctx, js, Topology{}, false) // as NewWorker
+			_, err := EnsureTopology(ctx, js, Topology{}, false) // the stream and the consumers
 			return err
 		},
 	} {

@@ -360,9 +360,10 @@ func TestAuthWorkerCannotDeleteStreamOrCreateConsumers(t *testing.T) {
 	})
 }
 
-// TestAuthWorkerNeedsConsumersFromAdmin: a worker cannot create the
-// consumers itself, so on a server where nobody has, NewWorker fails and the
-// connection's error names the refused subject, instead of hanging.
+// TestAuthWorkerNeedsConsumersFromAdmin: a worker does not create the
+// consumers itself, so on a server where nobody has, NewWorker fails at
+// once and says which one is missing and who creates it, instead of
+// hanging.
 func TestAuthWorkerNeedsConsumersFromAdmin(t *testing.T) {
 	t.Parallel()
 	setRoleEnv(t)
@@ -375,9 +376,9 @@ func TestAuthWorkerNeedsConsumersFromAdmin(t *testing.T) {
 	_, _, err = ensureStream(testContext(t), ajs, Topology{}, true) // the stream, but no consumers
 	require.NoError(t, err)
 
-	nc, errs := roleConn(t, ns, "worker")
-	denied(t, errs, "$JS.API.CONSUMER.CREATE.CAPTCHA.workers-fast-high.captcha.tasks.fast.high.*", func(ctx context.Context) error {
-		_, err := NewWorker(ctx, nc, WorkerConfig{Solver: tokenSolver()})
-		return err
-	})
+	nc, _ := roleConn(t, ns, "worker")
+	_, err = NewWorker(testContext(t), nc, WorkerConfig{Solver: tokenSolver()})
+	require.ErrorIs(t, err, ErrNoTopology)
+	require.ErrorContains(t, err, "consumer workers-fast-high not found")
+	require.ErrorContains(t, err, "captchaq init")
 }

@@ -15,9 +15,9 @@ import (
 
 // ClientConfig configures a producer Client. The zero value is usable.
 type ClientConfig struct {
-	// Topology must match the workers'. Only Stream, Retention and the
-	// stream's creation defaults matter to a producer: a producer creates the
-	// stream when it is missing, and never changes an existing one.
+	// Topology must match the workers'. Only Stream, Retention and Domain
+	// matter to a producer: a producer finds the stream an admin created
+	// (EnsureTopology), and never creates or changes one.
 	Topology Topology
 	// DefaultDeadline is given to tasks submitted without one. Default 10m.
 	DefaultDeadline time.Duration
@@ -60,8 +60,9 @@ type Client struct {
 	clock brokerClock
 }
 
-// NewClient binds a producer to the CAPTCHA stream on nc, creating the stream
-// if no one has yet.
+// NewClient binds a producer to the CAPTCHA stream on nc, in
+// cfg.Topology.Domain. It creates nothing: without the stream it fails
+// with ErrNoTopology, naming the domain it reached.
 func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	if cfg.DefaultDeadline <= 0 {
 		cfg.DefaultDeadline = DefaultDeadline
@@ -72,13 +73,13 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 	if cfg.Name == "" {
 		cfg.Name = nc.Opts.Name
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(10*time.Second))
+	js, err := JetStream(nc, cfg.Topology.Domain, jetstream.WithPublishAsyncTimeout(10*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	top := cfg.Topology.withDefaults()
 	sent := cfg.Now()
-	s, tokens, err := ensureStream(ctx, js, top, false)
+	s, tokens, err := openTopology(ctx, js, top)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +104,10 @@ func (c *Client) localTime(t time.Time) time.Time {
 	}
 	return t.Add(-time.Duration(c.clock.offset.Load()))
 }
+
+// Domain is the JetStream domain the client's stream lives in
+// (ClientConfig.Topology.Domain).
+func (c *Client) Domain() string { return c.top.Domain }
 
 // Receipt says where a submitted task went.
 type Receipt struct {

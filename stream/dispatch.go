@@ -42,7 +42,8 @@ func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
 			batch, err = f.cons.FetchNoWait(want)
 		}
 		if err != nil {
-			w.log.Warn("fetch tasks", slog.String("consumer", f.cons.CachedInfo().Name), slog.Any("error", err))
+			w.log.Debug("fetch tasks", slog.String("consumer", f.cons.CachedInfo().Name), slog.Any("error", err))
+			w.reach.failed(w.log, "fetch tasks", err)
 			continue
 		}
 		if batch == nil {
@@ -55,7 +56,10 @@ func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
 			got++
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			w.log.Warn("fetch tasks", slog.String("consumer", f.cons.CachedInfo().Name), slog.Any("error", err))
+			w.log.Debug("fetch tasks", slog.String("consumer", f.cons.CachedInfo().Name), slog.Any("error", err))
+			w.reach.failed(w.log, "fetch tasks", err)
+		} else {
+			w.reach.answered(w.log)
 		}
 		if got < want {
 			f.emptyAt.Store(seen)

@@ -28,6 +28,7 @@ func BenchmarkSubmit(b *testing.B) {
 			require.NoError(b, err)
 			defer nc.Close()
 			ctx := b.Context()
+			ensureAsAdmin(b, nc, Topology{})
 			c, err := NewClient(ctx, nc, ClientConfig{})
 			require.NoError(b, err)
 			b.ResetTimer()

@@ -43,6 +43,16 @@ func Example() {
 	// solver.Config{APIKey: os.Getenv("CAPTCHAAI_API_KEY")}.
 	api := httptest.NewServer(fakeapi.New(fakeapi.Config{TimeScale: 0.001}))
 	defer api.Close()
+	// The admin's part (`captchaq init`): the stream and the workers'
+	// consumers. Producers and workers only find them.
+	js, err := stream.JetStream(nc, "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := stream.EnsureTopology(ctx, js, stream.Topology{}, true); err != nil {
+		log.Fatal(err)
+	}
+
 	sc, err := solver.NewClient(solver.Config{BaseURL: api.URL, APIKey: fakeapi.TestKey,
 		Timing: solver.Timing{Scale: 0.001}})
 	if err != nil {
@@ -96,6 +106,11 @@ func ExampleClient_Solve() {
 	defer nc.Close()
 	api := httptest.NewServer(fakeapi.New(fakeapi.Config{TimeScale: 0.001}))
 	defer api.Close()
+	if js, err := stream.JetStream(nc, ""); err != nil {
+		log.Fatal(err)
+	} else if _, err := stream.EnsureTopology(ctx, js, stream.Topology{}, true); err != nil {
+		log.Fatal(err) // as `captchaq init`
+	}
 	sc, err := solver.NewClient(solver.Config{BaseURL: api.URL, APIKey: fakeapi.TestKey,
 		Timing: solver.Timing{Scale: 0.001}})
 	if err != nil {
@@ -172,6 +187,11 @@ func ExampleWorker_Run() {
 	defer nc.Close()
 	api := httptest.NewServer(fakeapi.New(fakeapi.Config{TimeScale: 0.001}))
 	defer api.Close()
+	if js, err := stream.JetStream(nc, ""); err != nil {
+		log.Fatal(err)
+	} else if _, err := stream.EnsureTopology(ctx, js, stream.Topology{}, true); err != nil {
+		log.Fatal(err) // as `captchaq init`
+	}
 	sc, err := solver.NewClient(solver.Config{BaseURL: api.URL, APIKey: fakeapi.TestKey,
 		Timing: solver.Timing{Scale: 0.001}})
 	if err != nil {
@@ -228,6 +248,11 @@ func ExampleClient_DeadLetters() {
 	emulator := fakeapi.New(fakeapi.Config{TimeScale: 0.001, Faults: fakeapi.Faults{Outage: true}})
 	api := httptest.NewServer(emulator)
 	defer api.Close()
+	if js, err := stream.JetStream(nc, ""); err != nil {
+		log.Fatal(err)
+	} else if _, err := stream.EnsureTopology(ctx, js, stream.Topology{}, true); err != nil {
+		log.Fatal(err) // as `captchaq init`
+	}
 	sc, err := solver.NewClient(solver.Config{BaseURL: api.URL, APIKey: fakeapi.TestKey,
 		Timing: solver.Timing{Scale: 0.001}})
 	if err != nil {

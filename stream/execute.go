@@ -237,6 +237,13 @@ func (d *delivery) attemptLives(ctx context.Context) bool {
 	case err != nil:
 		d.log.Warn("cannot read the heartbeat of the last attempt's worker; waiting", slog.Any("error", err))
 		return true
+	case hb == nil && !d.w.reach.settled(2*HeartbeatEvery):
+		// The stream was out of this worker's reach (a leaf link cut, a
+		// broker down) until a moment ago: the holder's heartbeats expired
+		// meanwhile at the stream whether it lives or not, and a live one
+		// stores its next within HeartbeatEvery of the return.
+		d.log.Info("the last attempt's worker has no heartbeat since the stream came back; waiting for its next", slog.String("holder", holder))
+		return true
 	case hb == nil:
 		return false
 	}

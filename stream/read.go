@@ -107,7 +107,7 @@ type directGetRequest struct {
 // answers on one inbox of its own.
 type directReader struct {
 	nc      *nats.Conn
-	subject string // $JS.API.DIRECT.GET.<stream>
+	subject string // $JS.API.DIRECT.GET.<stream>, or $JS.<domain>.API.…
 	inbox   string
 	sub     *nats.Subscription
 	// idle says no answer is on its way to inbox: the reader may serve
@@ -115,8 +115,9 @@ type directReader struct {
 	idle bool
 }
 
-func newDirectReader(nc *nats.Conn, stream string) (*directReader, error) {
-	r := &directReader{nc: nc, subject: "$JS.API.DIRECT.GET." + stream, inbox: nc.NewInbox(), idle: true}
+func newDirectReader(nc *nats.Conn, top Topology) (*directReader, error) {
+	stream := top.Stream
+	r := &directReader{nc: nc, subject: apiPrefix(top.Domain) + "DIRECT.GET." + stream, inbox: nc.NewInbox(), idle: true}
 	sub, err := nc.SubscribeSync(r.inbox)
 	if err != nil {
 		return nil, fmt.Errorf("read stream %s: %w", stream, err)
@@ -415,7 +416,7 @@ func (c *Client) directReader() (*directReader, error) {
 	case r := <-c.readers.ch:
 		return r, nil
 	default:
-		return newDirectReader(c.nc, c.top.Stream)
+		return newDirectReader(c.nc, c.top)
 	}
 }
 

@@ -47,9 +47,24 @@ func setupStore(t *testing.T, top Topology, key string) *bundle {
 	b := &bundle{ns: ns, top: top}
 	b.nc = b.connect(t)
 	ctx := testContext(t)
+	ensureAsAdmin(t, b.nc, top)
 	b.client, err = NewClient(ctx, b.nc, ClientConfig{Topology: top, Name: "test-producer"})
 	require.NoError(t, err)
 	return b
+}
+
+// ensureAsAdmin creates the topology and the timings bucket on nc, as
+// `captchaq init` does: producers and workers only find them.
+func ensureAsAdmin(t testing.TB, nc *nats.Conn, top Topology) {
+	t.Helper()
+	js, err := JetStream(nc, top.Domain)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = EnsureTopology(ctx, js, top, true)
+	require.NoError(t, err)
+	_, err = EnsureTimings(ctx, js, top)
+	require.NoError(t, err)
 }
 
 func (b *bundle) connect(t *testing.T) *nats.Conn {

@@ -37,6 +37,7 @@ func TestStoreLimitKeepsRoomForAcceptedTasks(t *testing.T) {
 	require.NoError(t, err)
 	b.nc = b.connect(t)
 	ctx := testContext(t)
+	ensureAsAdmin(t, b.nc, Topology{})
 	b.client, err = NewClient(ctx, b.nc, ClientConfig{Name: "test-producer"})
 	require.NoError(t, err)
 

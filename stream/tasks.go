@@ -291,7 +291,7 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (TaskInfo, error
 // cancelRequested reports whether a valid cancel record names generation
 // gen of task id, whose state is st and whose task message carries header h.
 func (c *Client) cancelRequested(ctx context.Context, id string, st genState, h nats.Header) (bool, error) {
-	rec, err := cancelOf(ctx, c.nc, c.top.Stream, id, st, h)
+	rec, err := cancelOf(ctx, c.nc, c.top, id, st, h)
 	return rec != nil, err
 }
 
@@ -311,14 +311,14 @@ const ownerCancelScan = 16
 // the owner's does not hide it; forged records before it, more than
 // ownerCancelScan of them, do here, and workers that run when the owner's
 // record is stored relay it to the task's records anyway (relayCancels).
-func cancelOf(ctx context.Context, nc *nats.Conn, stream, id string, st genState, h nats.Header) (*CancelRecord, error) {
+func cancelOf(ctx context.Context, nc *nats.Conn, top Topology, id string, st genState, h nats.Header) (*CancelRecord, error) {
 	if st.cancel != nil {
 		return st.cancel, nil
 	}
 	if h.Get(HeaderCancelHash) == "" {
 		return nil, nil // only an owner's task can have an owner's cancel
 	}
-	r, err := newDirectReader(nc, stream)
+	r, err := newDirectReader(nc, top)
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +369,7 @@ func newCancelKey() (secret, hash string) {
 // cancel is a request, and losing one to a broker hiccup costs a solve, not
 // a task.
 func (d *delivery) canceled(ctx context.Context) (string, bool) {
-	rec, err := cancelOf(ctx, d.w.nc, d.w.top.Stream, d.id, d.st, d.m.Headers())
+	rec, err := cancelOf(ctx, d.w.nc, d.w.top, d.id, d.st, d.m.Headers())
 	if err != nil {
 		d.log.Warn("cannot read the task's cancel record; solving it", slog.Any("error", err))
 		return "", false

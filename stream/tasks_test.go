@@ -224,6 +224,7 @@ func BenchmarkCancelCheck(b *testing.B) {
 	require.NoError(b, err)
 	defer nc.Close()
 	ctx := context.Background()
+	ensureAsAdmin(b, nc, Topology{})
 	c, err := NewClient(ctx, nc, ClientConfig{})
 	require.NoError(b, err)
 	for i := range 1000 {
@@ -233,7 +234,7 @@ func BenchmarkCancelCheck(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		rec, err := cancelOf(ctx, c.nc, c.top.Stream, fmt.Sprintf("t-%d", i%1000), genState{gen: uint64(i%1000 + 2)}, nil)
+		rec, err := cancelOf(ctx, c.nc, c.top, fmt.Sprintf("t-%d", i%1000), genState{gen: uint64(i%1000 + 2)}, nil)
 		if err != nil || rec != nil {
 			b.Fatal(rec, err)
 		}

@@ -61,22 +61,18 @@ func EnsureTimings(ctx context.Context, js jetstream.JetStream, t Topology) (*Ti
 	return &Timings{kv: kv}, nil
 }
 
-// OpenTimings binds TimingsBucket. When it does not exist, it is created if
-// this connection may (no access control, or an admin's); otherwise the
-// error says how to create it.
+// OpenTimings binds TimingsBucket, which an admin created (EnsureTimings).
+// It creates nothing: without the bucket it fails with ErrNoTopology,
+// naming the domain it reached.
 func OpenTimings(ctx context.Context, js jetstream.JetStream, t Topology) (*Timings, error) {
 	kv, err := js.KeyValue(ctx, TimingsBucket)
 	if err == nil {
 		return &Timings{kv: kv}, nil
 	}
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("timings bucket %s: %w", TimingsBucket, err)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("timings bucket %s: %w", TimingsBucket, missingTopology(ctx, js, t, "bucket "+TimingsBucket))
 	}
-	ts, cerr := EnsureTimings(ctx, js, t)
-	if cerr != nil {
-		return nil, fmt.Errorf("timings bucket %s does not exist and cannot be created here (run `captchaq init` as admin): %w", TimingsBucket, cerr)
-	}
-	return ts, nil
+	return nil, fmt.Errorf("timings bucket %s: %w", TimingsBucket, err)
 }
 
 // MergeTimings merges fresh into the bucket, key by key with

@@ -53,6 +53,10 @@ type Topology struct {
 	MaxInFlight int
 	// Memory keeps the stream in memory instead of on disk (tests).
 	Memory bool
+	// Domain is the JetStream domain the stream lives in: the hub's, for a
+	// client at a site linked to it as a leaf node. Default "": the
+	// JetStream of the account this connection reaches.
+	Domain string
 
 	// maxPayload is the server's max_payload, which sets the stream's
 	// MaxMsgSize (MaxTaskMessage); ensureTopology reads it from the
@@ -229,9 +233,10 @@ var anchorBody = []byte(`{"captchaq":"anchor","note":"never expires; keeps the s
 	`which spares nats-server a scan of every queued task subject per delivery; clients ignore it"}`)
 
 // ensureStream creates the CAPTCHA stream and its token stream if they do
-// not exist, and returns both. With update set it also brings existing
-// streams' configurations to t (servers and admins do that; producers and
-// workers only create). Two processes racing to create them both succeed.
+// not exist, and returns both, without the workers' consumers. With update
+// set it also brings existing streams' configurations to t. Two processes
+// racing to create them both succeed. Only admins create (producers and
+// workers find them: openTopology).
 // Whoever creates or updates the stream also stores its anchor
 // (SubjectAnchor) unless it holds one, when it may publish on it.
 func ensureStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (s, tokens jetstream.Stream, err error) {

@@ -31,8 +31,9 @@ type WorkerConfig struct {
 	Threads int
 	// Policy decides retries, snoozes and dead letters.
 	Policy retry.Policy
-	// Topology must match the producers'. Workers create missing consumers
-	// but never change existing ones.
+	// Topology must match the producers'. Workers find the stream and the
+	// consumers an admin created (EnsureTopology) in Topology.Domain, and
+	// never create or change them.
 	Topology Topology
 	// Name identifies this worker in the audit trail. Default host-pid-random.
 	Name string
@@ -154,6 +155,8 @@ type Worker struct {
 	abandon context.Context
 	// clock reads the broker's clock (brokerTime).
 	clock brokerClock
+	// reach says whether the stream answers this worker (reach.go).
+	reach reach
 }
 
 // stopWith notes why the worker stops: tasks handed back from now on say so.
@@ -162,8 +165,9 @@ func (w *Worker) stopWith(f *FatalError) { w.stopped.CompareAndSwap(nil, f) }
 // stopCause is the refusal that stops the worker, nil when there is none.
 func (w *Worker) stopCause() *FatalError { return w.stopped.Load() }
 
-// NewWorker binds a worker pool to the CAPTCHA stream on nc, creating the
-// stream and the consumers if no one has yet.
+// NewWorker binds a worker pool to the CAPTCHA stream and its consumers on
+// nc, in cfg.Topology.Domain. It creates nothing: without them it fails
+// with ErrNoTopology, naming the domain it reached.
 func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -197,12 +201,12 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		cfg.Observer = nopObserver{}
 	}
 	cfg.Policy = cfg.Policy.WithDefaults()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(10*time.Second))
+	js, err := JetStream(nc, cfg.Topology.Domain, jetstream.WithPublishAsyncTimeout(10*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	top := cfg.Topology.withDefaults()
-	s, tokens, err := ensureTopology(ctx, js, top, false)
+	s, tokens, err := openTopology(ctx, js, top)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +216,12 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	w.eraser = newEraser(s, w.log)
 	w.eraser.plain = cfg.NoErase
 	for _, wc := range workerConsumers() {
-		c, err := s.Consumer(ctx, consumerName(wc.lane, wc.priority))
+		c, err := untilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
+			return s.Consumer(ctx, consumerName(wc.lane, wc.priority))
+		})
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, missingTopology(ctx, js, top, "consumer "+consumerName(wc.lane, wc.priority))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("consumer %s: %w", consumerName(wc.lane, wc.priority), err)
 		}

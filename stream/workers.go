@@ -88,9 +88,11 @@ func (w *Worker) announce(ctx context.Context, inUse func() int) func() {
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Debug("heartbeat not stored", slog.Any("error", err))
+				w.reach.failed(w.log, "store a heartbeat", err)
 			}
 			return
 		}
+		w.reach.answered(w.log)
 		acked := w.cfg.Now()
 		if m, err := w.s.GetMsg(bctx, ack.Sequence); err == nil {
 			w.clock.set(clockOffset(m.Time, sent, acked))

@@ -332,6 +332,9 @@ func TestRunPipedKeepsItsStore(t *testing.T) {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	// The token stream lives in memory: as after any restart, the admin
+	// puts it back (`captchaq init`); producers only find it.
+	require.NoError(t, ensureTopology(ctx, nc, stream.Topology{}, -1, false))
 	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{})
 	require.NoError(t, err)
 	ds, err := c.DeadLetters(ctx, stream.DeadFilter{})

@@ -164,7 +164,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer nc.Close()
 	ae.setLogger(log)
-	stop, err := gf.start(ctx, nc, stream.Topology{}, time.Now, stdout, log)
+	stop, err := gf.start(ctx, nc, nf.topology(stream.Topology{}), time.Now, stdout, log)
 	if err != nil {
 		return explain(err, ae)
 	}

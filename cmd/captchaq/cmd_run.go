@@ -141,6 +141,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer stopGuard()
+	// This run is its own admin: producers and workers only find the topology.
+	if err := ensureTopology(ctx, nc, stream.Topology{}, -1, false); err != nil {
+		return err
+	}
 	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "captchaq-run"})
 	if err != nil {
 		return err

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/dashboard"
 	"github.com/captchaq/captchaq/stream"
@@ -83,9 +83,15 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("--config %s: %w", *config, statErr)
 	}
 	if cfg.ConfigFile != "" {
-		if _, err := server.ProcessConfigFile(cfg.ConfigFile); err != nil {
+		opts, err := server.ProcessConfigFile(cfg.ConfigFile)
+		if err != nil {
 			if m := missingVarRe.FindStringSubmatch(err.Error()); m != nil {
 				return missingVar(cfg.ConfigFile, m[1])
+			}
+		}
+		if err == nil {
+			if err := refuseSite(cfg.ConfigFile, opts); err != nil {
+				return err
 			}
 		}
 	}
@@ -183,6 +189,32 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
+// refuseSite refuses a config that would make `captchaq server` a site of
+// another server's queue: with JetStream disabled (captchaq server keeps a
+// queue, so it runs JetStream), or linked to a hub as a leaf node (its own
+// CAPTCHA stream would capture captcha.> beside the hub's: a second queue,
+// paid twice). A site runs plain nats-server (docs/across-sites.md).
+func refuseSite(config string, opts *server.Options) error {
+	const site = "; a site of a queue kept elsewhere runs nats-server with a leaf node config (testdata/leaf/site.conf, docs/across-sites.md), and its clients take --js-domain"
+	if raw, err := conf.ParseFile(config); err == nil {
+		switch v := raw["jetstream"].(type) {
+		case bool:
+			if !v {
+				return fmt.Errorf("%s: jetstream is disabled, and captchaq server keeps the queue in JetStream%s", config, site)
+			}
+		case string:
+			if v == "disabled" || v == "disable" {
+				return fmt.Errorf("%s: jetstream is disabled, and captchaq server keeps the queue in JetStream%s", config, site)
+			}
+		}
+	}
+	if n := len(opts.LeafNode.Remotes); n > 0 {
+		return fmt.Errorf("%s: leafnodes names %d remote(s): captchaq server would keep a second CAPTCHA stream of its own beside the hub's, "+
+			"and tasks would be solved and paid at both%s", config, n, site)
+	}
+	return nil
+}
+
 // requiresAuth reports whether a server with opts refuses clients without
 // credentials.
 func requiresAuth(opts *server.Options) bool {
@@ -197,7 +229,7 @@ const planEarlyUsage = "with --plan-threads: give a thread back when its captcha
 // ensureTopology creates or updates the stream, the workers' consumers and
 // the timings bucket, and sets the plan quota unless planThreads is negative.
 func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, planThreads int, early bool) error {
-	js, err := jetstream.New(nc)
+	js, err := stream.JetStream(nc, top.Domain)
 	if err != nil {
 		return err
 	}
@@ -276,7 +308,7 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer nc.Close()
 	fctx, cancel := ae.failFast(ctx)
 	defer cancel()
-	if err := ensureTopology(fctx, nc, top.topology(), *plan, *early); err != nil {
+	if err := ensureTopology(fctx, nc, nf.topology(top.topology()), *plan, *early); err != nil {
 		return explain(err, ae)
 	}
 	t := top.topology()

@@ -45,7 +45,7 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer nc.Close()
 	fctx, cancel := ae.failFast(ctx)
 	defer cancel()
-	c, err := stream.NewClient(fctx, nc, stream.ClientConfig{})
+	c, err := stream.NewClient(fctx, nc, stream.ClientConfig{Topology: nf.topology(stream.Topology{})})
 	if err != nil {
 		return explain(err, ae)
 	}

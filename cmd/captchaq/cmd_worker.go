@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/gateway"
 	"github.com/captchaq/captchaq/retry"
@@ -193,7 +192,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer nc.Close()
 	ae.setLogger(log)
 	if *learnPlan {
-		sf.learnPlan, err = noPlanQuota(ctx, nc)
+		err = untilQueue(ctx, log, func() (err error) {
+			sf.learnPlan, err = noPlanQuota(ctx, nc, nf.jsDomain)
+			return err
+		})
 		if err != nil {
 			return explain(err, ae)
 		}
@@ -231,10 +233,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		log.Info("serving metrics", slog.String("addr", addr))
 	}
 
-	setup, cancel := ae.failFast(ctx)
-	w, err := stream.NewWorker(setup, nc, stream.WorkerConfig{Solver: m.Solver(sc), Threads: *threads, Policy: pf.policy(),
-		Topology: top.topology(), Name: *name, Logger: log, ShutdownGrace: *grace, Observer: m, NoErase: *noErase, Now: sf.now})
-	cancel()
+	w, err := newWorkerPatiently(ctx, nc, ae, stream.WorkerConfig{Solver: m.Solver(sc), Threads: *threads, Policy: pf.policy(),
+		Topology: nf.topology(top.topology()), Name: *name, Logger: log, ShutdownGrace: *grace, Observer: m, NoErase: *noErase, Now: sf.now}, log)
 	if err != nil {
 		return explain(err, ae)
 	}
@@ -242,13 +242,13 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// the service's key stays here. With a nats.conf that does not let
 	// workers take them, the server's refusal is logged and the gateway
 	// answers its callers ERROR_REPORT_NOT_RECORDED.
-	stopReports, err := gateway.ServeReports(ctx, nc, top.topology(), sc, log)
+	stopReports, err := gateway.ServeReports(ctx, nc, nf.topology(top.topology()), sc, log)
 	if err != nil {
 		return explain(err, ae)
 	}
 	defer stopReports()
 	if *shareEvery > 0 {
-		stopSharing := shareTimings(ctx, nc, top.topology(), sc, *shareEvery, w.Name(), log)
+		stopSharing := shareTimings(ctx, nc, nf.topology(top.topology()), sc, *shareEvery, w.Name(), log)
 		defer stopSharing()
 	}
 	svc, _ := sf.profile()
@@ -307,9 +307,46 @@ func checkService(ctx context.Context, sc *solver.Client, log *slog.Logger) {
 	}
 }
 
+// newWorkerPatiently binds the worker to the topology, waiting for it
+// (untilQueue).
+func newWorkerPatiently(ctx context.Context, nc *nats.Conn, ae *asyncErrors, cfg stream.WorkerConfig, log *slog.Logger) (w *stream.Worker, err error) {
+	err = untilQueue(ctx, log, func() error {
+		setup, cancel := ae.failFast(ctx)
+		defer cancel()
+		w, err = stream.NewWorker(setup, nc, cfg)
+		return err
+	})
+	return w, err
+}
+
+// untilQueue runs do until it succeeds or fails for another reason than a
+// queue not there yet: while there is no topology to find (the admin's
+// server has not created it yet) or no JetStream answers (a leaf site's
+// link to the hub is down) it waits, with backoff, and says so, as a
+// worker waits for its NATS server: start order does not matter.
+func untilQueue(ctx context.Context, log *slog.Logger, do func() error) error {
+	wait, start := natsWaitFirst, time.Now()
+	for {
+		err := do()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, stream.ErrNoTopology) || errors.Is(err, nats.ErrNoResponders)) {
+			return err
+		}
+		log.Warn("waiting for the queue", slog.Any("error", err),
+			slog.Duration("for", time.Since(start).Round(time.Second)), slog.Duration("retry_in", wait))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, natsWaitMax)
+	}
+}
+
 // noPlanQuota reports whether no plan-wide thread quota is set.
-func noPlanQuota(ctx context.Context, nc *nats.Conn) (bool, error) {
-	js, err := jetstream.New(nc)
+func noPlanQuota(ctx context.Context, nc *nats.Conn, domain string) (bool, error) {
+	js, err := stream.JetStream(nc, domain)
 	if err != nil {
 		return false, err
 	}
@@ -326,7 +363,7 @@ func noPlanQuota(ctx context.Context, nc *nats.Conn) (bool, error) {
 // bucket (a server whose admin has not run init since it exists) the worker
 // says so once and learns alone.
 func shareTimings(ctx context.Context, nc *nats.Conn, top stream.Topology, sc *solver.Client, every time.Duration, name string, log *slog.Logger) func() {
-	js, err := jetstream.New(nc)
+	js, err := stream.JetStream(nc, top.Domain)
 	if err == nil {
 		var store *stream.Timings
 		if store, err = stream.OpenTimings(ctx, js, top); err == nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/stream"
 )
@@ -194,6 +195,9 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 type natsFlags struct {
 	url, user, password, creds, tlsCA string
 	tlsCert, tlsKey                   string
+	// jsDomain is the JetStream domain of the queue (the hub's, from a
+	// leaf site); empty for the JetStream the connection reaches.
+	jsDomain string
 }
 
 func (n *natsFlags) register(fs *flag.FlagSet) {
@@ -204,6 +208,18 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&n.tlsCA, "tls-ca", "", "CA certificate (PEM) to verify the NATS server's TLS certificate")
 	fs.StringVar(&n.tlsCert, "tls-cert", "", "client certificate (PEM), for a server that requires one (mutual TLS); with --tls-key")
 	fs.StringVar(&n.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
+	fs.StringVar(&n.jsDomain, "js-domain", "", "JetStream domain of the queue: the hub's, from a site linked to it as a leaf node (docs/across-sites.md)")
+}
+
+// jetStream is the JetStream handle of nc in the queue's domain.
+func (n *natsFlags) jetStream(nc *nats.Conn, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
+	return stream.JetStream(nc, n.jsDomain, opts...)
+}
+
+// topology is top in the queue's domain.
+func (n *natsFlags) topology(top stream.Topology) stream.Topology {
+	top.Domain = n.jsDomain
+	return top
 }
 
 // asyncErrors keeps the last asynchronous error of a connection (permission
@@ -586,6 +602,7 @@ func (n *natsFlags) session(ctx context.Context, name string, cfg stream.ClientC
 		return nil, err
 	}
 	fctx, cancel := ae.failFast(ctx)
+	cfg.Topology = n.topology(cfg.Topology)
 	c, err := stream.NewClient(fctx, nc, cfg)
 	if err != nil {
 		cancel()

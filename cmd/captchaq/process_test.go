@@ -49,7 +49,10 @@ func listeningServer(t *testing.T, top stream.Topology) (string, jetstream.JetSt
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
+	// As `captchaq init`: producers and workers only find what it creates.
 	_, err = stream.EnsureTopology(ctx, js, top, true)
+	require.NoError(t, err)
+	_, err = stream.EnsureTimings(ctx, js, top)
 	require.NoError(t, err)
 	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{Topology: top, Name: "process-test"})
 	require.NoError(t, err)

@@ -30,6 +30,7 @@ func TestWorkerStopsPromptlyWithTheBrokerGone(t *testing.T) {
 	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	require.NoError(t, ensureTopology(ctx, nc, stream.Topology{}, -1, false), "as captchaq init")
 	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "stop-test"})
 	require.NoError(t, err)
 

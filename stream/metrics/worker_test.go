@@ -47,6 +47,11 @@ func TestWorkerMetrics(t *testing.T) {
 	sc, err := solver.NewClient(solver.Config{BaseURL: api.URL, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.001},
 		OnCall: m.SolverCall, MinSubmitInterval: -1})
 	require.NoError(t, err)
+	// As `captchaq init`: workers only find the topology.
+	ajs, err := stream.JetStream(connect(), "")
+	require.NoError(t, err)
+	_, err = stream.EnsureTopology(ctx, ajs, stream.Topology{}, true)
+	require.NoError(t, err)
 	w, err := stream.NewWorker(ctx, connect(), stream.WorkerConfig{Solver: m.Solver(sc), Threads: 3, Observer: m,
 		IdleCheck: 50 * time.Millisecond, Policy: retry.Policy{InitialInterval: 10 * time.Millisecond, NoJitter: true}})
 	require.NoError(t, err)

@@ -111,6 +111,14 @@ func Start(t testing.TB, opts ...Option) *Env {
 	e.Conn = e.Connect(nats.Name("streamtest-producer"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// As `captchaq init` does: producers and workers only find the topology.
+	if js, err := stream.JetStream(e.Conn, e.Topology.Domain); err != nil {
+		t.Fatalf("streamtest: jetstream: %v", err)
+	} else if _, err := stream.EnsureTopology(ctx, js, e.Topology, true); err != nil {
+		t.Fatalf("streamtest: topology: %v", err)
+	} else if _, err := stream.EnsureTimings(ctx, js, e.Topology); err != nil {
+		t.Fatalf("streamtest: timings bucket: %v", err)
+	}
 	e.Client, err = stream.NewClient(ctx, e.Conn, stream.ClientConfig{Topology: e.Topology, Name: "streamtest-producer", Now: e.Now})
 	if err != nil {
 		t.Fatalf("streamtest: producer client: %v", err)

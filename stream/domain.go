@@ -1,0 +1,89 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// JetStream is the JetStream handle on nc for the given domain: requests
+// go to $JS.<domain>.API when domain is set (a site linked to the hub as a
+// leaf node), to $JS.API otherwise.
+func JetStream(nc *nats.Conn, domain string, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
+	if domain == "" {
+		return jetstream.New(nc, opts...)
+	}
+	return jetstream.NewWithDomain(nc, domain, opts...)
+}
+
+// apiPrefix is the prefix of JetStream API subjects in domain: what
+// JetStream prepends to requests it sends itself, for the ones this package
+// sends on its own (read.go).
+func apiPrefix(domain string) string {
+	if domain == "" {
+		return "$JS.API."
+	}
+	return "$JS." + domain + ".API."
+}
+
+// ErrNoTopology is the error of a producer, worker or reader that finds no
+// topology where it looked: only an admin (`captchaq server`, `captchaq
+// init`) creates it, so that a client at another site never makes a second
+// queue in the JetStream it happens to reach.
+var ErrNoTopology = errors.New("no captchaq topology")
+
+// openStream finds the stream named name, and refuses with ErrNoTopology,
+// naming the domain reached, when it does not exist.
+func openStream(ctx context.Context, js jetstream.JetStream, t Topology, name string) (jetstream.Stream, error) {
+	s, err := lookupStream(ctx, js, name)
+	switch {
+	case err == nil:
+		return s, nil
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, missingTopology(ctx, js, t, "stream "+name)
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount), errors.Is(err, nats.ErrNoResponders):
+		return nil, fmt.Errorf("look up stream %s in %s: %w (a site without JetStream of its own reaches the hub's with --js-domain and the hub's domain)", name, domainName(t.Domain), err)
+	}
+	return nil, fmt.Errorf("look up stream %s in %s: %w", name, domainName(t.Domain), err)
+}
+
+// missingTopology is the refusal of a client that found no what: it names
+// the JetStream domain it reached and says who creates the topology.
+func missingTopology(ctx context.Context, js jetstream.JetStream, t Topology, what string) error {
+	reached := domainName(t.Domain)
+	if t.Domain == "" {
+		// Bounded: a role without the right to ask (producers, workers) is
+		// refused only asynchronously, as no answer.
+		actx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		defer cancel()
+		if info, err := js.AccountInfo(actx); err == nil && info.Domain != "" {
+			reached = domainName(info.Domain)
+		}
+	}
+	return fmt.Errorf("%w: %s not found in %s; an admin creates it there (`captchaq init`, or `captchaq server`), "+
+		"or point this client at the hub's domain (--js-domain)", ErrNoTopology, what, reached)
+}
+
+// domainName says which JetStream domain d is, for messages.
+func domainName(d string) string {
+	if d == "" {
+		return "the JetStream reached without a domain"
+	}
+	return fmt.Sprintf("JetStream domain %q", d)
+}
+
+// openTopology finds the stream, the token stream and the workers'
+// consumers that an admin created (ensureTopology), and creates nothing.
+func openTopology(ctx context.Context, js jetstream.JetStream, t Topology) (s, tokens jetstream.Stream, err error) {
+	t = t.withDefaults()
+	if s, err = openStream(ctx, js, t, t.Stream); err != nil {
+		return nil, nil, err
+	}
+	if tokens, err = openStream(ctx, js, t, t.tokenStreamConfig().Name); err != nil {
+		return nil, nil, err
+	}
+	return s, tokens, nil
+}
