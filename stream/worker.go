@@ -133,6 +133,9 @@ type Worker struct {
 	plan  *planGate
 	// eraser erases finished task messages.
 	eraser *eraser
+	// workQueue says the stream has WorkQueue retention: an ack removes
+	// the task message.
+	workQueue bool
 	// wake tells an idle dispatch loop to look for tasks now.
 	wake chan struct{}
 	// ackWait is the shortest ack wait of the workers' consumers.
@@ -154,6 +157,14 @@ type Worker struct {
 	abandon context.Context
 	// clock reads the broker's clock (brokerTime).
 	clock brokerClock
+}
+
+// storeEncrypted reports whether the server running the broker says its
+// store is encrypted at rest, as it last said (the reading the room check
+// keeps fresh); false when it says nothing.
+func (w *Worker) storeEncrypted() bool {
+	st, ok := w.room.store.read(context.Background(), w.nc)
+	return ok && st.Encrypted
 }
 
 // stopWith notes why the worker stops: tasks handed back from now on say so.
@@ -211,6 +222,10 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		room: &workerRoom{s: s, nc: nc, maxBytes: s.CachedInfo().Config.MaxBytes}}
 	w.eraser = newEraser(s, w.log)
 	w.eraser.plain = cfg.NoErase
+	w.workQueue = s.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy
+	if advice := LimitsRetentionAdvice(s); advice != "" {
+		w.log.Warn(advice)
+	}
 	for _, wc := range workerConsumers() {
 		c, err := s.Consumer(ctx, consumerName(wc.lane, wc.priority))
 		if err != nil {
