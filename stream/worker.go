@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -274,13 +275,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer abandonNow()
 	w.abandon = abandon
 
-	// One subscription per consumer's subjects, not captcha.tasks.>: a
-	// publish on a subject the stream does not store then has no listener
-	// at all, and its publisher learns at once (no responders) instead of
-	// waiting out its timeout.
+	// Idle threads wake on the headers the stream republishes of each task
+	// it stored (captcha.stored.tasks.<lane>.<priority>.<id>), one
+	// subscription per consumer: no page URL reaches a worker that does
+	// not take the task, and the news comes once the task is stored. A
+	// publish on a task subject the stream does not store has no listener
+	// at all, and its publisher learns at once (no responders).
 	for _, wc := range workerConsumers() {
-		sub, err := w.nc.Subscribe(taskFilter(wc.lane, wc.priority), func(m *nats.Msg) {
-			w.news(m.Subject)
+		sub, err := w.nc.Subscribe(storedSubject(taskFilter(wc.lane, wc.priority)), func(m *nats.Msg) {
+			w.news(SubjectRoot + strings.TrimPrefix(m.Subject, subjectStored))
 			w.poke()
 		})
 		if err != nil {
