@@ -205,7 +205,35 @@ func embeddedStore(lazy, tcp bool, key string) (*server.Server, func(...nats.Opt
 		}
 		return nats.Connect("", append(opts, nats.InProcessServer(ns))...)
 	}
-	stop := func() { ns.Shutdown(); ns.WaitForShutdown(); os.RemoveAll(dir) }
+	// The store's status, as `captchaq server` answers it: workers learn
+	// from it whether the store is encrypted at rest.
+	snc, err := connect(nats.Name("bench-store-status"))
+	if err != nil {
+		ns.Shutdown()
+		os.RemoveAll(dir)
+		return nil, nil, nil, err
+	}
+	g := broker.WatchStore(ns, broker.GuardConfig{})
+	sub, err := stream.ServeStoreStatus(snc, func() stream.StoreStatus {
+		st := g.Status()
+		return stream.StoreStatus{At: st.At, Dir: st.Dir, MaxStore: st.MaxStore, Used: st.Used, Free: st.Free, Room: st.Room,
+			Refusing: st.Refusing, Error: st.Error, Action: st.Action, Encrypted: broker.StoreEncrypted(ns)}
+	})
+	if err != nil {
+		g.Stop()
+		snc.Close()
+		ns.Shutdown()
+		os.RemoveAll(dir)
+		return nil, nil, nil, err
+	}
+	stop := func() {
+		_ = sub.Unsubscribe()
+		g.Stop()
+		snc.Close()
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		os.RemoveAll(dir)
+	}
 	return ns, connect, stop, nil
 }
 

@@ -34,7 +34,7 @@ const (
 // erase queues message seq of the stream for erasure; what names it in a
 // log line.
 func (w *Worker) erase(seq uint64, what string) {
-	w.eraser.add(seq, what)
+	w.eraser.add(seq, what, nil)
 }
 
 // eraser erases messages one at a time, in the order asked, beside the
@@ -64,6 +64,11 @@ type eraseJob struct {
 	seq    uint64
 	what   string
 	queued time.Time
+	// then, when set, runs once the message is erased (or could not be):
+	// the ack that removes it from a WorkQueue stream, which must come
+	// after the erasure, or it would remove the message unerased. While the
+	// eraser is behind it runs at once instead of a delete.
+	then func()
 }
 
 func newEraser(s jetstream.Stream, log *slog.Logger) *eraser {
@@ -72,12 +77,12 @@ func newEraser(s jetstream.Stream, log *slog.Logger) *eraser {
 	return &eraser{s: s, log: log, wake: make(chan struct{}, 1), idle: idle, idleClosed: true}
 }
 
-func (e *eraser) add(seq uint64, what string) {
+func (e *eraser) add(seq uint64, what string, then func()) {
 	e.mu.Lock()
 	if e.idleClosed {
 		e.idle, e.idleClosed = make(chan struct{}), false
 	}
-	e.queue = append(e.queue, eraseJob{seq, what, time.Now()})
+	e.queue = append(e.queue, eraseJob{seq, what, time.Now(), then})
 	e.mu.Unlock()
 	select {
 	case e.wake <- struct{}{}:
@@ -106,15 +111,19 @@ func (e *eraser) run(ctx context.Context) {
 		e.mu.Unlock()
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		var err error
-		if e.plain {
+		switch {
+		case e.plain:
 			err = e.s.DeleteMsg(dctx, job.seq)
-		} else if time.Since(job.queued) > eraseMaxLag {
+		case time.Since(job.queued) > eraseMaxLag && job.then != nil:
+			// Behind: the ack that follows removes the message unerased.
+			e.behind(time.Now())
+		case time.Since(job.queued) > eraseMaxLag:
 			// Behind: a message waiting here stays readable through the
 			// stream's API. Delete it at once instead; its bytes stay on
 			// disk until the server compacts its block.
 			err = e.s.DeleteMsg(dctx, job.seq)
 			e.behind(time.Now())
-		} else {
+		default:
 			err = e.s.SecureDeleteMsg(dctx, job.seq)
 		}
 		cancel()
@@ -123,6 +132,9 @@ func (e *eraser) run(ctx context.Context) {
 				return
 			}
 			e.log.Warn("erase "+job.what, slog.Uint64("seq", job.seq), slog.Any("error", err))
+		}
+		if job.then != nil {
+			job.then()
 		}
 		e.mu.Lock()
 		e.queue = e.queue[1:]

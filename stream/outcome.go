@@ -92,22 +92,41 @@ func (d *delivery) finishExpired(ctx context.Context) {
 	d.log.Warn("solved, but the token expired before its outcome was stored", slog.Time("expired", last.ExpiresAt))
 }
 
-// done acks a task whose outcome is stored, then erases the task message:
-// it holds the page URL, which may be personal data and is not needed any
-// more (a dead letter keeps its own copy for replay; the event log keeps the
-// host, the submitter and the times for the audit trail). Erased, not only
-// deleted: a deleted message's bytes stay in the store's files until its
-// block is compacted.
+// done acks a task whose outcome is stored, and so removes the task
+// message from the stream (WorkQueue retention): it holds the page URL,
+// which may be personal data and is not needed any more (a dead letter
+// keeps its own copy for replay; the event log keeps the host, the
+// submitter and the times for the audit trail). On a store the server does
+// not report encrypted at rest the message is erased first: a removed
+// message's bytes stay in the store's files until its block is compacted.
+// On a stream with Limits retention (made by an earlier version) the ack
+// leaves the message, and it is erased after the ack.
 //
 // The ack is not confirmed (a lost one brings the task back, and its state
-// says it is done) and the erase runs in the background: neither holds up
+// says it is done) and the erasure runs in the background: neither holds up
 // the thread.
 func (d *delivery) done() {
-	if err := d.m.Ack(); err != nil {
-		d.log.Warn("ack", slog.Any("error", err))
+	w := d.w
+	if w.workQueue && (w.eraser.plain || w.storeEncrypted()) {
+		d.ack()
 		return
 	}
-	d.w.erase(d.gen, "the finished task message")
+	if w.workQueue {
+		w.eraser.add(d.gen, "the finished task message", func() { d.ack() })
+		return
+	}
+	if d.ack() {
+		w.erase(d.gen, "the finished task message")
+	}
+}
+
+// ack acks the delivery, and reports whether the ack was sent.
+func (d *delivery) ack() bool {
+	if err := d.m.Ack(); err != nil {
+		d.log.Warn("ack", slog.Any("error", err))
+		return false
+	}
+	return true
 }
 
 func roundSeconds(d time.Duration) float64 {

@@ -48,6 +48,10 @@ type StoreStatus struct {
 	// Action says what the operator must do, when anything; empty when the
 	// server recovers by itself.
 	Action string `json:"action,omitempty"`
+	// Encrypted says the store is encrypted at rest: a deleted message
+	// leaves nothing readable in its files, so workers need not erase
+	// finished tasks' page URLs before the ack that removes them.
+	Encrypted bool `json:"encrypted,omitempty"`
 }
 
 // ErrNoStoreStatus is returned by ReadStoreStatus when nothing answers on

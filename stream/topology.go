@@ -15,11 +15,19 @@ import (
 // Topology describes the CAPTCHA stream and the workers' consumers. The zero
 // value is usable: every zero field takes the default written beside it.
 //
-// Retention is Limits, not WorkQueue: a task stays in the stream after it is
-// acked, so the stream itself is the audit trail (task, attempts, outcome,
-// dead letter, replay) for Retention, and several readers (waiters, `results
-// --follow`, `trace`) may read the same subjects at once, which WorkQueue
-// forbids. Idempotence comes from the per-task event log, not from deletion.
+// Retention is WorkQueue: the workers' ack of a finished task removes its
+// message inside the server's ack path (no delete request per task), and
+// with it the page URL. Every other record (events, outcomes, dead letters,
+// replays, the anchor) matches no consumer's filter, so WorkQueue keeps it
+// until the stream's limits, as Limits retention would: the stream is the
+// audit trail for Retention. WorkQueue allows only the workers' consumers
+// (explicit ack, deliver all, one per lane and priority, filters that do
+// not overlap); every reader reads with direct gets and the republished
+// headers (read.go), never with a consumer. nats-server cannot change a
+// stream's retention in place, so a stream created with Limits retention by
+// an earlier version keeps it: updates leave its retention as it is,
+// workers then delete each finished task themselves, and `captchaq server`
+// says how to move to WorkQueue (LimitsRetentionAdvice).
 type Topology struct {
 	// Stream is the stream's name. Default "CAPTCHA".
 	Stream string
@@ -109,7 +117,7 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 		Name:        t.Stream,
 		Description: "captchaq: tasks, their life, outcomes and dead letters",
 		Subjects:    streamSubjects(),
-		Retention:   jetstream.LimitsPolicy,
+		Retention:   jetstream.WorkQueuePolicy,
 		MaxAge:      t.Retention,
 		MaxBytes:    orUnlimited(t.MaxBytes),
 		MaxMsgs:     -1,
@@ -289,6 +297,11 @@ func putStream(ctx context.Context, js jetstream.JetStream, t Topology, update b
 func putStreamConfig(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, update bool) (s jetstream.Stream, put putOutcome, err error) {
 	for range 3 {
 		s, err = lookupStream(ctx, js, cfg.Name)
+		if err == nil {
+			// nats-server cannot change a retention to or from WorkQueue
+			// in place: an update keeps the stream's.
+			cfg.Retention = s.CachedInfo().Config.Retention
+		}
 		switch {
 		case err == nil && !update:
 			return s, streamFound, nil
@@ -317,6 +330,20 @@ func putStreamConfig(ctx context.Context, js jetstream.JetStream, cfg jetstream.
 		// Someone else created it between our look-up and our create: look again.
 	}
 	return nil, 0, fmt.Errorf("create stream %s: lost the race three times", cfg.Name)
+}
+
+// LimitsRetentionAdvice says, for a stream with Limits retention (created
+// by an earlier version), what it costs and how to move it to WorkQueue
+// retention; "" for any other stream.
+func LimitsRetentionAdvice(s jetstream.Stream) string {
+	cfg := s.CachedInfo().Config
+	if cfg.Retention != jetstream.LimitsPolicy {
+		return ""
+	}
+	return fmt.Sprintf("stream %s has Limits retention (made by an earlier captchaq), which nats-server cannot change in place: "+
+		"workers delete each finished task with a request of its own, slower than an ack that removes it (WorkQueue retention). "+
+		"To move: stop producers, let workers drain the queue, note the outcomes and dead letters you still need, "+
+		"then `nats stream rm %s` and start `captchaq server` again, which creates it with WorkQueue retention", cfg.Name, cfg.Name)
 }
 
 // lookupTimeout bounds one look-up of the stream or a consumer, and

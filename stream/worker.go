@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,6 +135,9 @@ type Worker struct {
 	plan  *planGate
 	// eraser erases finished task messages.
 	eraser *eraser
+	// workQueue says the stream has WorkQueue retention: an ack removes
+	// the task message.
+	workQueue bool
 	// wake tells an idle dispatch loop to look for tasks now.
 	wake chan struct{}
 	// ackWait is the shortest ack wait of the workers' consumers.
@@ -157,6 +161,14 @@ type Worker struct {
 	clock brokerClock
 	// reach says whether the stream answers this worker (reach.go).
 	reach reach
+}
+
+// storeEncrypted reports whether the server running the broker says its
+// store is encrypted at rest, as it last said (the reading the room check
+// keeps fresh); false when it says nothing.
+func (w *Worker) storeEncrypted() bool {
+	st, ok := w.room.store.read(context.Background(), w.nc)
+	return ok && st.Encrypted
 }
 
 // stopWith notes why the worker stops: tasks handed back from now on say so.
@@ -215,6 +227,10 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		room: &workerRoom{s: s, nc: nc, maxBytes: s.CachedInfo().Config.MaxBytes}}
 	w.eraser = newEraser(s, w.log)
 	w.eraser.plain = cfg.NoErase
+	w.workQueue = s.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy
+	if advice := LimitsRetentionAdvice(s); advice != "" {
+		w.log.Warn(advice)
+	}
 	for _, wc := range workerConsumers() {
 		c, err := untilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
 			return s.Consumer(ctx, consumerName(wc.lane, wc.priority))
@@ -268,13 +284,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer abandonNow()
 	w.abandon = abandon
 
-	// One subscription per consumer's subjects, not captcha.tasks.>: a
-	// publish on a subject the stream does not store then has no listener
-	// at all, and its publisher learns at once (no responders) instead of
-	// waiting out its timeout.
+	// Idle threads wake on the headers the stream republishes of each task
+	// it stored (captcha.stored.tasks.<lane>.<priority>.<id>), one
+	// subscription per consumer: no page URL reaches a worker that does
+	// not take the task, and the news comes once the task is stored. A
+	// publish on a task subject the stream does not store has no listener
+	// at all, and its publisher learns at once (no responders).
 	for _, wc := range workerConsumers() {
-		sub, err := w.nc.Subscribe(taskFilter(wc.lane, wc.priority), func(m *nats.Msg) {
-			w.news(m.Subject)
+		sub, err := w.nc.Subscribe(storedSubject(taskFilter(wc.lane, wc.priority)), func(m *nats.Msg) {
+			w.news(SubjectRoot + strings.TrimPrefix(m.Subject, subjectStored))
 			w.poke()
 		})
 		if err != nil {

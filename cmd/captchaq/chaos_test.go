@@ -297,22 +297,17 @@ func taskEvents(ctx context.Context, t *testing.T, s jetstream.Stream) map[strin
 	for _, n := range subjectCounts(ctx, t, s, "captcha.events.>") {
 		total += int(n)
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"captcha.events.>"}})
-	require.NoError(t, err)
-	for read := 0; read < total; {
-		batch, err := cons.Fetch(min(total-read, 500), jetstream.FetchMaxWait(5*time.Second))
-		require.NoError(t, err)
-		got := 0
-		for m := range batch.Messages() {
-			var ev stream.Event
-			require.NoError(t, json.Unmarshal(m.Data(), &ev), m.Subject())
-			id := path.Ext(m.Subject())[1:]
-			out[id] = append(out[id], ev)
-			got++
-		}
-		require.NoError(t, batch.Error())
-		require.Positive(t, got, "events stopped after %d of %d", read, total)
-		read += got
+	// Direct gets, not a consumer: the stream is a work queue, on which
+	// only the workers' consumers may read.
+	var seq uint64 = 1
+	for read := 0; read < total; read++ {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject("captcha.events.>"))
+		require.NoError(t, err, "events stopped after %d of %d", read, total)
+		var ev stream.Event
+		require.NoError(t, json.Unmarshal(m.Data, &ev), m.Subject)
+		id := path.Ext(m.Subject)[1:]
+		out[id] = append(out[id], ev)
+		seq = m.Sequence + 1
 	}
 	return out
 }

@@ -37,7 +37,7 @@ func guardStore(ns *server.Server, nc *nats.Conn, top stream.Topology, log *slog
 	sub, err := stream.ServeStoreStatus(nc, func() stream.StoreStatus {
 		st := g.Status()
 		return stream.StoreStatus{At: st.At, Dir: st.Dir, MaxStore: st.MaxStore, Used: st.Used, Free: st.Free, Room: st.Room,
-			Refusing: st.Refusing, Error: st.Error, Action: st.Action}
+			Refusing: st.Refusing, Error: st.Error, Action: st.Action, Encrypted: broker.StoreEncrypted(ns)}
 	})
 	if err != nil {
 		g.Stop()

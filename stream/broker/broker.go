@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -124,7 +125,8 @@ func Start(cfg Config) (*server.Server, error) {
 		return nil, fmt.Errorf("new nats-server: %w", err)
 	}
 	maxStoreSet.Store(ns, opts.JetStreamMaxStore)
-	go func() { ns.WaitForShutdown(); maxStoreSet.Delete(ns) }()
+	encrypted.Store(ns, opts.JetStreamKey != "")
+	go func() { ns.WaitForShutdown(); maxStoreSet.Delete(ns); encrypted.Delete(ns) }()
 	if cfg.Logger != nil {
 		ns.SetLoggerV2(&slogAdapter{l: cfg.Logger, verbose: cfg.Verbose}, false, false, false)
 	}
@@ -143,6 +145,18 @@ func Start(cfg Config) (*server.Server, error) {
 		return nil, err
 	}
 	return ns, nil
+}
+
+// encrypted holds, for every server Start runs, whether its store is
+// encrypted at rest.
+var encrypted sync.Map // *server.Server → bool
+
+// StoreEncrypted reports whether the store of ns, a server Start runs, is
+// encrypted at rest: then a deleted message leaves nothing readable in the
+// store's files, and there is nothing to erase.
+func StoreEncrypted(ns *server.Server) bool {
+	v, ok := encrypted.Load(ns)
+	return ok && v.(bool)
 }
 
 // checkStoreOpened fails when the store holds a file-backed stream that the

@@ -1,0 +1,101 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/stream/broker"
+)
+
+// BenchmarkBrokerExchangesPerTask counts, per task of a burst solved by two
+// worker processes of 4 threads on an encrypted store whose server says so
+// (as `captchaq server` does), the JetStream API requests the server
+// receives ($JS.API.>, direct gets and deletes included), and the messages
+// and bytes the two workers' connections receive (deliveries, wake-ups,
+// replies). The counts are exact; the time per op is for direction only.
+func BenchmarkBrokerExchangesPerTask(b *testing.B) {
+	ns, err := broker.Start(broker.Config{StoreDir: b.TempDir(), LazySync: true, StoreKey: testStoreKey})
+	require.NoError(b, err)
+	b.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	connect := func() *nats.Conn {
+		nc, err := nats.Connect("", nats.InProcessServer(ns))
+		require.NoError(b, err)
+		b.Cleanup(nc.Close)
+		return nc
+	}
+	// The store's status as `captchaq server` answers it: room to spare,
+	// encrypted at rest (a field an older StoreStatus does not have, so
+	// written as JSON).
+	snc := connect()
+	_, err = snc.Subscribe(SubjectStoreStatus, func(m *nats.Msg) {
+		st, _ := json.Marshal(map[string]any{"at": time.Now(), "room": int64(1) << 40, "encrypted": true})
+		_ = m.Respond(st)
+	})
+	require.NoError(b, err)
+	require.NoError(b, snc.Flush())
+
+	ctx := context.Background()
+	client, err := NewClient(ctx, connect(), ClientConfig{Name: "bench-producer"})
+	require.NoError(b, err)
+	var workers []*nats.Conn
+	for i := range 2 {
+		wnc := connect()
+		workers = append(workers, wnc)
+		w, err := NewWorker(ctx, wnc, WorkerConfig{Name: fmt.Sprintf("w%d", i), Solver: tokenSolver(), Threads: 4, IdleCheck: 50 * time.Millisecond})
+		require.NoError(b, err)
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(wctx) }()
+		b.Cleanup(func() { cancel(); <-done })
+	}
+	var api atomic.Int64
+	mnc := connect()
+	_, err = mnc.Subscribe("$JS.API.>", func(*nats.Msg) { api.Add(1) })
+	require.NoError(b, err)
+	require.NoError(b, mnc.Flush())
+
+	tasks := make([]Task, b.N)
+	for i := range tasks {
+		tasks[i] = turnstileTask(fmt.Sprintf("bx-%d", i))
+	}
+	var msgs0, bytes0 uint64
+	for _, w := range workers {
+		msgs0, bytes0 = msgs0+w.Stats().InMsgs, bytes0+w.Stats().InBytes
+	}
+	api0 := api.Load()
+	b.ResetTimer()
+	receipts, err := client.SubmitAll(ctx, tasks)
+	require.NoError(b, err)
+	require.NoError(b, client.WaitAll(ctx, receipts, func(o Outcome, err error) { require.NoError(b, err) }))
+	b.StopTimer()
+	// Count once every finished task's message has left the stream (the
+	// ack, or a delete in the background); the polls' own stream-info
+	// requests are not the tasks'.
+	js, err := jetstream.New(mnc)
+	require.NoError(b, err)
+	s, err := js.Stream(ctx, DefaultStream)
+	require.NoError(b, err)
+	polls := int64(1) // the look-up above
+	require.Eventually(b, func() bool {
+		polls++
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(subjectAllTasks))
+		return err == nil && len(info.State.Subjects) == 0
+	}, 30*time.Second, 10*time.Millisecond, "finished tasks left in the stream")
+	require.NoError(b, mnc.Flush())
+	api.Add(-polls)
+	var msgs, bytes uint64
+	for _, w := range workers {
+		msgs, bytes = msgs+w.Stats().InMsgs, bytes+w.Stats().InBytes
+	}
+	b.ReportMetric(float64(api.Load()-api0)/float64(b.N), "api-requests/task")
+	b.ReportMetric(float64(msgs-msgs0)/float64(b.N), "worker-in-msgs/task")
+	b.ReportMetric(float64(bytes-bytes0)/float64(b.N), "worker-in-bytes/task")
+}
