@@ -176,8 +176,14 @@ func (d *delivery) attempt(ctx context.Context, base Event, crashed bool, sl *sl
 	if nx.kind == nextSolved {
 		patience = 0
 	}
+	hard := ctx
 	ctx, cancel := withPatience(context.WithoutCancel(ctx), patience)
 	defer cancel()
+	if patience == 0 {
+		// A worker past its shutdown grace waits an ack wait more, as for
+		// any other record, then gives the task up (its log says so).
+		defer context.AfterFunc(hard, func() { time.AfterFunc(d.w.top.AckWait, cancel) })()
+	}
 	// Unless the worker stops with the broker out of reach: then nothing
 	// can be written, and the stop does not wait for it (Run says which
 	// tasks it could not hand back).
