@@ -18,13 +18,14 @@ import (
 
 // passing reports whether err is a fault of the broker that passes by
 // itself: no answer in time, no responders (a stream or its leader not there
-// yet), a connection being re-established, or a server error (5xx) other
+// yet), a connection being re-established (its reconnect buffer full), or a server error (5xx) other
 // than a refusal for the stream's limits, which waiting does not lift.
 func passing(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, nats.ErrReconnectBufExceeded) ||
 		(errors.As(err, &apiErr) && apiErr.Code >= 500 && !streamRefusedFull(err))
 }
 

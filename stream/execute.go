@@ -169,15 +169,26 @@ func (d *delivery) attempt(ctx context.Context, base Event, crashed bool, sl *sl
 		res.stopCode = f.Code
 	}
 	// What follows records what the service already did: it must not fail
-	// because the worker is stopping.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.w.top.AckWait)
+	// because the worker is stopping. An answer is paid for: it is kept
+	// until the broker takes it (finishSolved), not for an ack wait only.
+	nx := afterAttempt(d.w.cfg.Policy, res)
+	patience := d.w.top.AckWait
+	if nx.kind == nextSolved {
+		patience = 0
+	}
+	hard := ctx
+	ctx, cancel := withPatience(context.WithoutCancel(ctx), patience)
 	defer cancel()
+	if patience == 0 {
+		// A worker past its shutdown grace waits an ack wait more, as for
+		// any other record, then gives the task up (its log says so).
+		defer context.AfterFunc(hard, func() { time.AfterFunc(d.w.top.AckWait, cancel) })()
+	}
 	// Unless the worker stops with the broker out of reach: then nothing
 	// can be written, and the stop does not wait for it (Run says which
 	// tasks it could not hand back).
 	defer context.AfterFunc(d.w.abandonCtx(), cancel)()
 
-	nx := afterAttempt(d.w.cfg.Policy, res)
 	switch nx.kind {
 	case nextSolved:
 		d.finishSolved(ctx, nx.ev, ans, start, end)
@@ -207,6 +218,14 @@ func (d *delivery) attempt(ctx context.Context, base Event, crashed bool, sl *sl
 		default:
 		}
 	}
+}
+
+// withPatience is ctx bounded by patience, or only cancelable without one.
+func withPatience(ctx context.Context, patience time.Duration) (context.Context, context.CancelFunc) {
+	if patience <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, patience)
 }
 
 // attemptLives reports whether the generation's last attempt, recorded and

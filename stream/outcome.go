@@ -36,14 +36,25 @@ func (d *delivery) finishSolved(ctx context.Context, ev Event, ans solver.Answer
 	out := Outcome{ID: d.id, Status: StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
 		Attempts: ev.Attempts, SolveSeconds: roundSeconds(end.Sub(start)), ExpiresAt: ev.ExpiresAt,
 		Method: d.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: end}
-	out, err := d.storeToken(ctx, out)
-	if err != nil {
-		if errors.Is(err, errTokenTooLarge) {
-			// Paid for, and no answer can be kept: the outcome says so,
-			// rather than a redelivery solving (and paying) again.
-			d.deadLetter(ctx, ev, verdict{reason: retry.ReasonPermanent, code: CodeTokenTooLarge, detail: err.Error()})
-			return
-		}
+	// Paid for: a broker out of reach (a restart) is waited for while the
+	// token lives, the task held meanwhile, so that its heartbeats name it
+	// and no redelivery pays again.
+	tctx, cancel := context.WithTimeout(ctx, out.ExpiresAt.Sub(d.w.brokerTime(d.w.cfg.Now())))
+	stored := out
+	err := d.untilStored(tctx, func() (err error) { out, err = d.storeToken(tctx, stored); return err })
+	cancel()
+	switch {
+	case errors.Is(err, errTokenTooLarge):
+		// Paid for, and no answer can be kept: the outcome says so,
+		// rather than a redelivery solving (and paying) again.
+		d.deadLetter(ctx, ev, verdict{reason: retry.ReasonPermanent, code: CodeTokenTooLarge, detail: err.Error()})
+		return
+	case err != nil && ctx.Err() == nil && tctx.Err() != nil:
+		// The token's lifetime ran out first: the outcome records the
+		// solve, its token expired.
+		d.log.Warn("the broker took no token within its lifetime: the solve is recorded without it", slog.Any("error", err))
+		out = stored
+	case err != nil:
 		d.log.Warn("cannot store the token; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}
@@ -58,7 +69,7 @@ func (d *delivery) finishSolved(ctx context.Context, ev Event, ans solver.Answer
 // whether it did. When another delivery finished the generation meanwhile,
 // it acks; when another holds it, it leaves the task to that one.
 func (d *delivery) finishWith(ctx context.Context, out Outcome) bool {
-	_, err := d.storeOutcome(ctx, out)
+	err := d.untilStored(ctx, func() error { _, err := d.storeOutcome(ctx, out); return err })
 	switch {
 	case errors.Is(err, errStateMoved) && d.st.outcome:
 		d.done()
@@ -72,6 +83,24 @@ func (d *delivery) finishWith(ctx context.Context, out Outcome) bool {
 	}
 	d.done()
 	return true
+}
+
+// untilStored runs write until the broker takes it, ctx ends, or it fails
+// for a reason waiting does not lift (passing), renewing the task's lease
+// between tries: a broker briefly out of reach does not lose what the
+// service answered.
+func (d *delivery) untilStored(ctx context.Context, write func() error) error {
+	var b brokerBackoff
+	for {
+		err := write()
+		if err == nil || !passing(err) || ctx.Err() != nil {
+			return err
+		}
+		_ = d.m.InProgress()
+		if !b.wait(ctx) {
+			return err
+		}
+	}
 }
 
 // finishExpired stores the outcome of a solve recorded by a solved event
