@@ -557,7 +557,10 @@ func explain(err error, ae *asyncErrors) error {
 		return err
 	}
 	last := ae.get()
-	if last == nil || strings.Contains(err.Error(), last.Error()) {
+	if last == nil || strings.Contains(err.Error(), last.Error()) || errors.Is(err, stream.ErrNoTopology) {
+		// A missing topology says all there is to say: the refusal that
+		// came with it is the optional question of which domain was
+		// reached, which a producer or worker may not ask.
 		return err
 	}
 	if pe, ok := last.(*PermissionError); ok {
