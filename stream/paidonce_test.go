@@ -48,6 +48,7 @@ func TestBrokerDownAfterTheAnswerPaysOnce(t *testing.T) {
 	}
 	ctx, cancelCtx := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancelCtx)
+	ensureAsAdmin(t, connect(), top)
 	client, err := NewClient(ctx, connect(), ClientConfig{Topology: top, Name: "test-producer"})
 	require.NoError(t, err)
 
