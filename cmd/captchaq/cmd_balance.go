@@ -14,14 +14,8 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("balance", "[flags]", stdout)
 	var sf solverFlags
 	sf.registerService(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
-	}
-	if err := wantArgs(fs, 0); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError("balance: unexpected argument %q", fs.Arg(0))
 	}
 	c, err := sf.client(solver.Timing{})
 	if err != nil {

@@ -28,14 +28,8 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	nf.register(fs)
 	var lf logFlags
 	lf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
-	}
-	if err := wantArgs(fs, 0); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError("dashboard: unexpected argument %q", fs.Arg(0))
 	}
 	log, err := lf.logger(stderr)
 	if err != nil {

@@ -287,10 +287,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print JSON lines")
 	var nf natsFlags
 	nf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1); err != nil {
+	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

@@ -35,14 +35,8 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	slowDelay := fs.Duration("slow-delay", 5*time.Second, "delay of a slow reply")
 	failPage := fs.String("fail-pageurl", "", "tasks whose pageurl contains this fail with --fail-code")
 	failCode := fs.String("fail-code", "ERROR_PAGEURL", "code for tasks matching --fail-pageurl")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
-	}
-	if err := wantArgs(fs, 0); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError("fakeapi: unexpected argument %q", fs.Arg(0))
 	}
 	if *speed <= 0 {
 		return usageError("--speed %v: must be positive", *speed)

@@ -145,10 +145,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	nf.register(fs)
 	var lf logFlags
 	lf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 0); err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
 	if err := gf.check(""); err != nil {

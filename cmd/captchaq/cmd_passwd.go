@@ -21,10 +21,7 @@ func runPasswd(_ context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("passwd", "[--generate] < password", stdout)
 	generate := fs.Bool("generate", false, "make a random password; print it on the first line and its hash on the second")
 	cost := fs.Int("cost", 11, "bcrypt cost: each step doubles the work of checking a password at connect")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 0); err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
 	if *cost < bcrypt.MinCost || *cost > bcrypt.MaxCost {

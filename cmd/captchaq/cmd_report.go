@@ -24,10 +24,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	sf.registerService(fs)
 	var nf natsFlags
 	nf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 2); err != nil {
+	if err := parseArgs(fs, args, 2); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {

@@ -44,10 +44,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	lf.level = "warn"
 	var gf gatewayFlags
 	gf.register(fs, "gateway-")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1); err != nil {
+	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 && (gf.addr == "" || fs.NArg() != 0) {

@@ -52,10 +52,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	lf.register(fs)
 	var gf gatewayFlags
 	gf.register(fs, "gateway-")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 0); err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
 	log, err := lf.logger(stderr)
@@ -295,10 +292,7 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	nf.register(fs)
 	var top topoFlags
 	top.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 0); err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
 	nc, ae, err := nf.connect(ctx, "captchaq-init")

@@ -26,10 +26,7 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print one JSON object per snapshot")
 	var nf natsFlags
 	nf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 0); err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
 	if *interval < minInterval {

@@ -92,10 +92,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	timeout := fs.Duration("timeout", 0, "with --wait, give up after this long (default: no limit)")
 	var nf natsFlags
 	nf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1); err != nil {
+	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -197,10 +194,7 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print the whole outcome as JSON instead of the answer alone")
 	var nf natsFlags
 	nf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 0); err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
 	if *method == "" {
@@ -302,10 +296,7 @@ func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	since := fs.Duration("since", 0, "only outcomes stored within this long (e.g. 1h; default: all the stream keeps)")
 	var nf natsFlags
 	nf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 0); err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
 	// An --id given empty ("$ID" unset in a script) is an error, not "every

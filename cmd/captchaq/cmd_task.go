@@ -158,10 +158,7 @@ func runLane(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	var nf natsFlags
 	nf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1); err != nil {
+	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -211,14 +208,8 @@ func runWorkers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	asJSON := fs.Bool("json", false, "print JSON lines")
 	var nf natsFlags
 	nf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
-	}
-	if err := wantArgs(fs, 0); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError("workers ls: unexpected argument %q", fs.Arg(0))
 	}
 	ss, err := nf.session(ctx, "captchaq-workers", stream.ClientConfig{})
 	if err != nil {

@@ -138,6 +138,15 @@ func flagError(command string, err error) error {
 	return &exitError{code: 2, err: fmt.Errorf("%s (see captchaq %s --help)", msg, command)}
 }
 
+// parseArgs parses args into fs (parseFlags) and refuses more than n
+// arguments after the flags (wantArgs), the way every command starts.
+func parseArgs(fs *flag.FlagSet, args []string, n int) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	return wantArgs(fs, n)
+}
+
 // wantArgs refuses a command line with more arguments than the command
 // takes (n; 0 for none), naming the ones it does not take, before the
 // command does anything.
