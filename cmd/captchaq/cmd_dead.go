@@ -333,16 +333,6 @@ func attemptText(n int) string {
 	return fmt.Sprint(n)
 }
 
-// synopsisOf is the synopsis of verb name.
-func synopsisOf(subs []subcommand, name string) string {
-	for _, s := range subs {
-		if s.name == name {
-			return s.synopsis
-		}
-	}
-	return "[flags]"
-}
-
 func orDash(s string) string {
 	if s == "" {
 		return "-"
