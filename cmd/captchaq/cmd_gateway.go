@@ -133,26 +133,24 @@ func (g *gatewayFlags) startIn(ctx context.Context, ns *server.Server, now func(
 	return func() { stopGW(); nc.Close() }, nil
 }
 
+// gatewaySynopsis is the usage line of `captchaq gateway`, and what it is.
+const gatewaySynopsis = "[flags]\n\n" +
+	"Serves the solving service's own API (in.php, res.php: CaptchaAI's and 2captcha's dialect) in front of\n" +
+	"captchaq, so that a script or SDK becomes a producer by changing its base URL and key (docs/gateway.md).\n" +
+	"It connects to NATS as a producer (--nats, --user, --password)."
+
 // runGateway serves the 2captcha-compatible HTTP API as a producer.
 func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("gateway", "[flags]\n\n"+
-		"Serves the solving service's own API (in.php, res.php: CaptchaAI's and 2captcha's dialect) in front of\n"+
-		"captchaq, so that a script or SDK becomes a producer by changing its base URL and key (docs/gateway.md).\n"+
-		"It connects to NATS as a producer (--nats, --user, --password).", stdout)
+	fs := newFlagSet("gateway", gatewaySynopsis, stdout)
 	var gf gatewayFlags
 	gf.register(fs, "")
-	var nf natsFlags
-	nf.register(fs)
-	var lf logFlags
-	lf.register(fs)
-	if err := parseArgs(fs, args, 0); err != nil {
+	nf := addFlags[natsFlags](fs)
+	lf := addFlags[logFlags](fs)
+	log, err := lf.parseArgs(fs, args, 0, stderr)
+	if err != nil {
 		return err
 	}
 	if err := gf.check(""); err != nil {
-		return err
-	}
-	log, err := lf.logger(stderr)
-	if err != nil {
 		return err
 	}
 	nc, ae, err := nf.connect(ctx, "captchaq-gateway")

@@ -31,12 +31,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	store := fs.String("store", "", "JetStream store directory, kept after the run for trace and dead ls (default: a temporary one, removed at exit)")
 	asJSON := fs.Bool("json", false, "print each outcome as a JSON line (the default when stdout is not a terminal; on one, a table)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up waiting after this long")
-	var sf solverFlags
-	sf.register(fs)
-	var pf policyFlags
-	pf.register(fs)
-	var lf logFlags
-	lf.register(fs)
+	sf := addFlags[solverFlags](fs)
+	pf := addFlags[policyFlags](fs)
+	lf := addFlags[logFlags](fs)
 	lf.level = "warn"
 	var gf gatewayFlags
 	gf.register(fs, "gateway-")

@@ -44,18 +44,12 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	early := fs.Bool("plan-early", false, planEarlyUsage)
 	dash := fs.String("dashboard", "", "also serve the web dashboard on this address (e.g. 127.0.0.1:8080; beyond loopback only with --dashboard-token); empty: off")
 	dashToken := fs.String("dashboard-token", "", "require this token of the dashboard's browsers (open it with ?token=…)")
-	var admin adminFlags
-	admin.register(fs)
-	var top topoFlags
-	top.register(fs)
-	var lf logFlags
-	lf.register(fs)
+	admin := addFlags[adminFlags](fs)
+	top := addFlags[topoFlags](fs)
+	lf := addFlags[logFlags](fs)
 	var gf gatewayFlags
 	gf.register(fs, "gateway-")
-	if err := parseArgs(fs, args, 0); err != nil {
-		return err
-	}
-	log, err := lf.logger(stderr)
+	log, err := lf.parseArgs(fs, args, 0, stderr)
 	if err != nil {
 		return err
 	}
@@ -258,27 +252,22 @@ func ensureTopologyPatiently(ctx context.Context, ns *server.Server, nc *nats.Co
 	if !ns.JetStreamIsClustered() {
 		return ensureTopology(ctx, nc, top, planThreads, early)
 	}
-	wait, start := natsWaitFirst, time.Now()
+	b := newBackoff()
 	for {
 		if ns.JetStreamIsLeader() || ns.JetStreamIsCurrent() {
 			err := ensureTopology(ctx, nc, top, planThreads, early)
 			if err == nil || ctx.Err() != nil {
 				return err
 			}
-			log.Warn("the cluster could not create the topology yet; trying again", slog.Any("error", err), slog.Duration("retry_in", wait))
+			log.Warn("the cluster could not create the topology yet; trying again", slog.Any("error", err), slog.Duration("retry_in", b.wait))
 		} else {
 			log.Warn("waiting for the cluster's peers: no JetStream leader yet", slog.Int("routes", ns.NumRoutes()),
-				slog.Duration("for", time.Since(start).Round(time.Second)), slog.Duration("retry_in", wait))
+				slog.Duration("for", b.waited()), slog.Duration("retry_in", b.wait))
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !b.sleep(ctx) {
 			return fmt.Errorf("no JetStream leader in the cluster after %s (%d route(s) up): are the other nodes started, and do their routes reach this one?",
-				time.Since(start).Round(time.Second), ns.NumRoutes())
-		case <-t.C:
+				b.waited(), ns.NumRoutes())
 		}
-		wait = min(2*wait, natsWaitMax)
 	}
 }
 
@@ -288,10 +277,8 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("init", "[flags]", stdout)
 	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
 	early := fs.Bool("plan-early", false, planEarlyUsage)
-	var nf natsFlags
-	nf.register(fs)
-	var top topoFlags
-	top.register(fs)
+	nf := addFlags[natsFlags](fs)
+	top := addFlags[topoFlags](fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}

@@ -35,20 +35,12 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	pingbackURL := fs.String("pingback-url", "", "the public URL the service calls back, routed to --pingback-listen (registered in 2captcha's pingback settings); a secret path segment is added")
 	shareEvery := fs.Duration("share-timings", 30*time.Second,
 		"merge the solve times this worker learned into the pool's (KV bucket "+stream.TimingsBucket+") this often, and poll with the pool's; 0: learn alone, forget on exit")
-	var nf natsFlags
-	nf.register(fs)
-	var sf solverFlags
-	sf.register(fs)
-	var pf policyFlags
-	pf.register(fs)
-	var top topoFlags
-	top.register(fs)
-	var lf logFlags
-	lf.register(fs)
-	if err := parseArgs(fs, args, 0); err != nil {
-		return err
-	}
-	log, err := lf.logger(stderr)
+	nf := addFlags[natsFlags](fs)
+	sf := addFlags[solverFlags](fs)
+	pf := addFlags[policyFlags](fs)
+	top := addFlags[topoFlags](fs)
+	lf := addFlags[logFlags](fs)
+	log, err := lf.parseArgs(fs, args, 0, stderr)
 	if err != nil {
 		return err
 	}
@@ -222,22 +214,17 @@ func newWorkerPatiently(ctx context.Context, nc *nats.Conn, ae *asyncErrors, cfg
 // link to the hub is down) it waits, with backoff, and says so, as a
 // worker waits for its NATS server: start order does not matter.
 func untilQueue(ctx context.Context, log *slog.Logger, do func() error) error {
-	wait, start := natsWaitFirst, time.Now()
+	b := newBackoff()
 	for {
 		err := do()
 		if err == nil || ctx.Err() != nil || !(errors.Is(err, stream.ErrNoTopology) || errors.Is(err, nats.ErrNoResponders)) {
 			return err
 		}
 		log.Warn("waiting for the queue", slog.Any("error", err),
-			slog.Duration("for", time.Since(start).Round(time.Second)), slog.Duration("retry_in", wait))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+			slog.Duration("for", b.waited()), slog.Duration("retry_in", b.wait))
+		if !b.sleep(ctx) {
 			return err
-		case <-t.C:
 		}
-		wait = min(2*wait, natsWaitMax)
 	}
 }
 

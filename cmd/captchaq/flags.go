@@ -164,6 +164,17 @@ func usageError(format string, args ...any) error {
 	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
 }
 
+// addFlags registers a group of flags several commands take (natsFlags,
+// logFlags, solverFlags, …) on fs and returns it, to read after parsing.
+func addFlags[G any, P interface {
+	*G
+	register(*flag.FlagSet)
+}](fs *flag.FlagSet) P {
+	g := P(new(G))
+	g.register(fs)
+	return g
+}
+
 // logFlags are the logging flags every long-running command takes.
 type logFlags struct {
 	format, level string
@@ -187,4 +198,14 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, usageError("--log-format %q: want text or json", l.format)
+}
+
+// parseArgs is parseArgs for a long-running command: it parses args into
+// fs, which l is registered on, and returns the logger l asks for, writing
+// to w.
+func (l *logFlags) parseArgs(fs *flag.FlagSet, args []string, n int, w io.Writer) (*slog.Logger, error) {
+	if err := parseArgs(fs, args, n); err != nil {
+		return nil, err
+	}
+	return l.logger(w)
 }

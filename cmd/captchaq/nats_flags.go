@@ -114,28 +114,48 @@ const (
 // as a worker does for the solving service. A server that answers and
 // refuses (credentials, TLS) is an error at once: waiting would not help.
 func (n *natsFlags) connectPatiently(ctx context.Context, name string, log *slog.Logger) (*nats.Conn, *asyncErrors, error) {
-	wait := natsWaitFirst
-	start := time.Now()
+	b := newBackoff()
 	for {
 		nc, ae, err := n.connect(ctx, name)
 		if err == nil || !errors.Is(err, nats.ErrNoServers) {
-			if err == nil && time.Since(start) > natsWaitFirst {
+			if err == nil && time.Since(b.start) > natsWaitFirst {
 				log.Info("connected to the NATS server", slog.String("nats", nc.ConnectedUrlRedacted()),
-					slog.Duration("after", time.Since(start).Round(time.Second)))
+					slog.Duration("after", b.waited()))
 			}
 			return nc, ae, err
 		}
 		log.Warn("waiting for the NATS server: none answers yet", slog.String("nats", redactURLs(n.url)),
-			slog.Duration("for", time.Since(start).Round(time.Second)), slog.Duration("retry_in", wait))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, nil, fmt.Errorf("no NATS server answered at %s in %s: %w", redactURLs(n.url), time.Since(start).Round(time.Second), err)
-		case <-t.C:
+			slog.Duration("for", b.waited()), slog.Duration("retry_in", b.wait))
+		if !b.sleep(ctx) {
+			return nil, nil, fmt.Errorf("no NATS server answered at %s in %s: %w", redactURLs(n.url), b.waited(), err)
 		}
-		wait = min(2*wait, natsWaitMax)
 	}
+}
+
+// backoff paces a patient loop (connectPatiently, untilQueue,
+// ensureTopologyPatiently): natsWaitFirst after the first failed try, twice
+// as long after each next one, at most natsWaitMax.
+type backoff struct {
+	start time.Time     // of the first try
+	wait  time.Duration // before the next try
+}
+
+func newBackoff() *backoff { return &backoff{start: time.Now(), wait: natsWaitFirst} }
+
+// waited is how long the loop has been trying, to the second, for logs.
+func (b *backoff) waited() time.Duration { return time.Since(b.start).Round(time.Second) }
+
+// sleep waits b.wait and doubles it; false if ctx ended first.
+func (b *backoff) sleep(ctx context.Context) bool {
+	t := time.NewTimer(b.wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	b.wait = min(2*b.wait, natsWaitMax)
+	return true
 }
 
 // tlsConfig is the TLS the flags ask for: the CA that signed the server's
@@ -270,4 +290,17 @@ func (n *natsFlags) session(ctx context.Context, name string, cfg stream.ClientC
 		return nil, explain(err, ae)
 	}
 	return &session{ctx: fctx, client: c, ae: ae, close: func() { cancel(); nc.Close() }}, nil
+}
+
+// withSession runs do in a session as name (session): with its context,
+// which ends as soon as the server refuses one of the session's operations,
+// its client, and what explains its errors. The session closes when do
+// returns.
+func (n *natsFlags) withSession(ctx context.Context, name string, cfg stream.ClientConfig, do func(context.Context, *stream.Client, *asyncErrors) error) error {
+	ss, err := n.session(ctx, name, cfg)
+	if err != nil {
+		return err
+	}
+	defer ss.close()
+	return do(ss.ctx, ss.client, ss.ae)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/captchaq/captchaq/stream"
 )
 
 // subcommand is one verb of a command that has several (dead, task, lane,
@@ -57,4 +59,27 @@ func synopsisOf(subs []subcommand, name string) string {
 		}
 	}
 	return "[flags]"
+}
+
+// verbFlagSet takes the verb off args (pickSubcommand) and returns it, its
+// flag set with the connection flags, and the rest of args: how every
+// command with verbs starts.
+func verbFlagSet(command string, subs []subcommand, args []string, stdout io.Writer) (string, *flag.FlagSet, *natsFlags, []string, error) {
+	sub, args, err := pickSubcommand(command, subs, args, stdout)
+	if err != nil {
+		return "", nil, nil, nil, err
+	}
+	fs := newFlagSet(command+" "+sub, synopsisOf(subs, sub), stdout)
+	return sub, fs, addFlags[natsFlags](fs), args, nil
+}
+
+// validateIDs checks every task id a verb acts on before it acts on any: a
+// bad one is a usage error that ends with what was not done (nothing).
+func validateIDs(ids []string, nothing string) error {
+	for _, id := range ids {
+		if err := stream.ValidateID(id); err != nil {
+			return usageError("%v; %s", err, nothing)
+		}
+	}
+	return nil
 }
