@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -341,71 +340,4 @@ func (d *Dashboard) changed() {
 	d.tasks.drop()
 	d.outcomes.drop()
 	d.dead.drop()
-}
-
-func (d *Dashboard) signin(_ context.Context, _ *stream.Client, _ json.RawMessage) (string, error) {
-	return "signed in: the admin's permissions are checked", nil
-}
-
-func (d *Dashboard) deleteDead(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
-	req, err := decode[struct{ Seq uint64 }](body)
-	if err != nil {
-		return "", err
-	}
-	if req.Seq == 0 {
-		return "", fmt.Errorf("%w: want the dead letter's seq", errBadRequest)
-	}
-	var id string
-	n, err := c.PurgeWhere(ctx, func(x stream.DeadLetter) bool {
-		if x.Seq == req.Seq {
-			id = x.ID
-			return true
-		}
-		return false
-	})
-	if err != nil {
-		return "", err
-	}
-	if n == 0 {
-		return "", fmt.Errorf("no dead letter %d (deleted already?)", req.Seq)
-	}
-	return fmt.Sprintf("deleted dead letter %d of task %s", req.Seq, id), nil
-}
-
-// bulkFilter reads a bulk change's filter; it must name the newest letter
-// the operator saw (upto), so letters that died since are left alone.
-func bulkFilter(body json.RawMessage) (filter, error) {
-	q, err := decode[query](body)
-	if err != nil {
-		return filter{}, err
-	}
-	if q.Upto == 0 {
-		return filter{}, fmt.Errorf("%w: want upto, the newest dead letter the confirmation covered", errBadRequest)
-	}
-	q.Offset, q.Limit = "", ""
-	return q.parse(time.Now())
-}
-
-func (d *Dashboard) replayAll(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
-	f, err := bulkFilter(body)
-	if err != nil {
-		return "", err
-	}
-	rs, err := c.ReplayWhere(ctx, func(x stream.DeadLetter) bool { return replayable(x) && f.deadLetter(x) })
-	if err != nil {
-		return "", fmt.Errorf("replayed %d task(s), then: %w", len(rs), err)
-	}
-	return fmt.Sprintf("replayed %d task(s)", len(rs)), nil
-}
-
-func (d *Dashboard) purge(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
-	f, err := bulkFilter(body)
-	if err != nil {
-		return "", err
-	}
-	n, err := c.PurgeWhere(ctx, f.deadLetter)
-	if err != nil {
-		return "", fmt.Errorf("purged %d dead letter(s), then: %w", n, err)
-	}
-	return fmt.Sprintf("purged %d dead letter(s)", n), nil
 }
