@@ -116,11 +116,7 @@ func (g *gatewayFlags) start(ctx context.Context, nc *nats.Conn, top stream.Topo
 // startIn starts the gateway on an in-process connection to ns, as the
 // producer user when a password is set (`run` and `server`).
 func (g *gatewayFlags) startIn(ctx context.Context, ns *server.Server, now func() time.Time, out io.Writer, log *slog.Logger) (stop func(), err error) {
-	opts := []nats.Option{nats.InProcessServer(ns), nats.Name("captchaq-gateway")}
-	if g.password != "" {
-		opts = append(opts, nats.UserInfo(g.user, g.password))
-	}
-	nc, err := nats.Connect("", opts...)
+	nc, err := connectInProcess(ns, "captchaq-gateway", g.user, g.password)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: connect in-process as %q (with a nats.conf that has users, set %s to that producer's password): %w",
 			g.user, envName("gateway-password"), err)

@@ -119,7 +119,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("captchaq-run"))
+	nc, err := connectInProcess(ns, "captchaq-run", "", "")
 	if err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}()
 	for i := range *workers {
-		wnc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name(fmt.Sprintf("captchaq-run-worker-%d", i+1)))
+		wnc, err := connectInProcess(ns, fmt.Sprintf("captchaq-run-worker-%d", i+1), "", "")
 		if err != nil {
 			return err
 		}

@@ -40,8 +40,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	listen := fs.String("listen", "127.0.0.1:4222", "without a config file (--config ''): the address clients connect to")
 	store := fs.String("store", "", "JetStream store directory (default: the config's store_dir, else ./data/jetstream)")
 	lazy := fs.Bool("lazy-sync", false, "fsync every 2 minutes instead of before every ack (faster; an OS crash can lose acknowledged tasks)")
-	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
-	early := fs.Bool("plan-early", false, planEarlyUsage)
+	plan := addFlags[planFlags](fs)
 	dash := fs.String("dashboard", "", "also serve the web dashboard on this address (e.g. 127.0.0.1:8080; beyond loopback only with --dashboard-token); empty: off")
 	dashToken := fs.String("dashboard-token", "", "require this token of the dashboard's browsers (open it with ?token=…)")
 	admin := addFlags[adminFlags](fs)
@@ -131,11 +130,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 
 	// Create or bring up to date the topology, as the admin.
-	opts := []nats.Option{nats.InProcessServer(ns), nats.Name("captchaq-server")}
-	if admin.password != "" {
-		opts = append(opts, nats.UserInfo(admin.user, admin.password))
-	}
-	nc, err := nats.Connect("", opts...)
+	nc, err := connectInProcess(ns, "captchaq-server", admin.user, admin.password)
 	if err != nil {
 		if errors.Is(err, nats.ErrAuthorization) || (admin.password != "" && errors.Is(err, io.ErrClosedPipe)) {
 			return fmt.Errorf("create the topology: %s refuses user %q (wrong password?): set %s (and %s if the admin is not %q): %w",
@@ -151,7 +146,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer stopGuard()
-	if err := ensureTopologyPatiently(ctx, ns, nc, top.topology(), *plan, *early, log); err != nil {
+	if err := ensureTopologyPatiently(ctx, ns, nc, top.topology(), plan.threads, plan.early, log); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "captchaq server ready on %s (store %s)\n", ns.ClientURL(), ns.JetStreamConfig().StoreDir)
@@ -211,6 +206,17 @@ func refuseSite(config string, opts *server.Options) error {
 func requiresAuth(opts *server.Options) bool {
 	return len(opts.Users) > 0 || len(opts.Nkeys) > 0 || opts.Username != "" || opts.Authorization != "" ||
 		len(opts.TrustedOperators) > 0 || opts.AuthCallout != nil
+}
+
+// planFlags set the plan-wide thread quota; server and init take them.
+type planFlags struct {
+	threads int // -1: leave the quota as it is
+	early   bool
+}
+
+func (p *planFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&p.threads, "plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
+	fs.BoolVar(&p.early, "plan-early", false, planEarlyUsage)
 }
 
 // planEarlyUsage is the --plan-early flag's help.
@@ -275,8 +281,7 @@ func ensureTopologyPatiently(ctx context.Context, ns *server.Server, nc *nats.Co
 // does not run: a separately installed nats-server or a cluster.
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("init", "[flags]", stdout)
-	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
-	early := fs.Bool("plan-early", false, planEarlyUsage)
+	plan := addFlags[planFlags](fs)
 	nf := addFlags[natsFlags](fs)
 	top := addFlags[topoFlags](fs)
 	if err := parseArgs(fs, args, 0); err != nil {
@@ -289,7 +294,7 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer nc.Close()
 	fctx, cancel := ae.failFast(ctx)
 	defer cancel()
-	if err := ensureTopology(fctx, nc, nf.topology(top.topology()), *plan, *early); err != nil {
+	if err := ensureTopology(fctx, nc, nf.topology(top.topology()), plan.threads, plan.early); err != nil {
 		return explain(err, ae)
 	}
 	t := top.topology()

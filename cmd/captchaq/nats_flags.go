@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -303,4 +304,14 @@ func (n *natsFlags) withSession(ctx context.Context, name string, cfg stream.Cli
 	}
 	defer ss.close()
 	return do(ss.ctx, ss.client, ss.ae)
+}
+
+// connectInProcess connects to ns in process as name: as user when a
+// password is set (a nats.conf with users), else without credentials.
+func connectInProcess(ns *server.Server, name, user, password string) (*nats.Conn, error) {
+	opts := []nats.Option{nats.InProcessServer(ns), nats.Name(name)}
+	if password != "" {
+		opts = append(opts, nats.UserInfo(user, password))
+	}
+	return nats.Connect("", opts...)
 }
