@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/captchaq/captchaq/internal/storestatus"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/broker"
@@ -208,22 +209,15 @@ func embeddedStore(lazy, tcp bool, key string) (*server.Server, func(...nats.Opt
 		os.RemoveAll(dir)
 		return nil, nil, nil, err
 	}
-	g := broker.WatchStore(ns, broker.GuardConfig{})
-	sub, err := stream.ServeStoreStatus(snc, func() stream.StoreStatus {
-		st := g.Status()
-		return stream.StoreStatus{At: st.At, Dir: st.Dir, MaxStore: st.MaxStore, Used: st.Used, Free: st.Free, Room: st.Room,
-			Refusing: st.Refusing, Error: st.Error, Action: st.Action, Encrypted: broker.StoreEncrypted(ns)}
-	})
+	stopStatus, err := storestatus.Serve(ns, snc, broker.GuardConfig{})
 	if err != nil {
-		g.Stop()
 		snc.Close()
 		ns.Shutdown()
 		os.RemoveAll(dir)
 		return nil, nil, nil, err
 	}
 	stop := func() {
-		_ = sub.Unsubscribe()
-		g.Stop()
+		stopStatus()
 		snc.Close()
 		ns.Shutdown()
 		ns.WaitForShutdown()
