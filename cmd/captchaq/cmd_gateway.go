@@ -142,11 +142,14 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	gf.register(fs, "")
 	nf := addFlags[natsFlags](fs)
 	lf := addFlags[logFlags](fs)
-	log, err := lf.parseArgs(fs, args, 0, stderr)
-	if err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
 	if err := gf.check(""); err != nil {
+		return err
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
 		return err
 	}
 	nc, ae, err := nf.connect(ctx, "captchaq-gateway")
