@@ -268,6 +268,19 @@ func list[T any](d *Dashboard, w http.ResponseWriter, r *http.Request, read func
 	writeJSON(w, http.StatusOK, p)
 }
 
+// rowsOf reads with read and makes each item a row, in the order read
+// returns them: the rows a list shows.
+func rowsOf[T, R any](read func(context.Context) ([]T, error), row func(T) R) func(context.Context) ([]R, error) {
+	return func(ctx context.Context) ([]R, error) {
+		items, err := read(ctx)
+		rows := make([]R, len(items))
+		for i, it := range items {
+			rows[i] = row(it)
+		}
+		return rows, err
+	}
+}
+
 // taskRow is a task as the list shows it.
 type taskRow struct {
 	stream.TaskInfo
@@ -276,14 +289,9 @@ type taskRow struct {
 }
 
 func (d *Dashboard) taskList(w http.ResponseWriter, r *http.Request) {
-	read := func(ctx context.Context) ([]taskRow, error) {
-		ts, err := d.readTasks(ctx)
-		rows := make([]taskRow, len(ts))
-		for i, t := range ts {
-			rows[i] = taskRow{TaskInfo: t, Cancelable: !t.Canceled && t.Status != stream.TaskDone}
-		}
-		return rows, err
-	}
+	read := rowsOf(d.readTasks, func(t stream.TaskInfo) taskRow {
+		return taskRow{TaskInfo: t, Cancelable: !t.Canceled && t.Status != stream.TaskDone}
+	})
 	list(d, w, r, read, func(f filter, t taskRow) bool { return f.task(t.TaskInfo) }, func(t taskRow) string { return t.Method }, nil)
 }
 
@@ -300,16 +308,13 @@ type deadRow struct {
 }
 
 func (d *Dashboard) deadList(w http.ResponseWriter, r *http.Request) {
-	read := func(ctx context.Context) ([]deadRow, error) {
-		ds, err := d.readDead(ctx)
-		rows := make([]deadRow, len(ds))
-		seen := map[string]bool{} // newest first: the first of an id is its latest
-		for i, x := range ds {
-			rows[i] = deadRow{DeadLetter: x, Replayable: replayable(x) && !seen[x.ID]}
-			seen[x.ID] = true
-		}
-		return rows, err
-	}
+	// One request, one read: seen covers the letters of that read.
+	seen := map[string]bool{} // newest first: the first of an id is its latest
+	read := rowsOf(d.readDead, func(x stream.DeadLetter) deadRow {
+		row := deadRow{DeadLetter: x, Replayable: replayable(x) && !seen[x.ID]}
+		seen[x.ID] = true
+		return row
+	})
 	list(d, w, r, read, func(f filter, x deadRow) bool { return f.deadLetter(x.DeadLetter) }, func(x deadRow) string { return x.Method },
 		func(p *page[deadRow], rows []deadRow, f filter) {
 			for _, x := range rows {
