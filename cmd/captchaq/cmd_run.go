@@ -34,7 +34,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sf := addFlags[solverFlags](fs)
 	pf := addFlags[policyFlags](fs)
 	lf := addFlags[logFlags](fs)
+	// run prints its outcomes on stdout and a summary on stderr: its log
+	// says only what goes wrong, and its help says so.
 	lf.level = "warn"
+	fs.Lookup("log-level").DefValue = "warn"
 	var gf gatewayFlags
 	gf.register(fs, "gateway-")
 	if err := parseArgs(fs, args, 1); err != nil {
@@ -91,14 +94,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if timing.Scale == 0 {
 		timing.Scale = sf.pollScale
 	}
-	timing.NoBatch = !sf.batch
-	svc, err := sf.profile()
-	if err != nil {
-		return err
-	}
 	now := time.Now // one clock for the workers and their solver
-	sc, err := solver.NewClient(solver.Config{BaseURL: sf.url, APIKey: key, Timing: timing, Logger: log, Service: svc,
-		OutageWarnAfter: sf.outageWarn, Now: now})
+	sf.now = now
+	sc, err := sf.clientWithKey(key, timing, nil)
 	if err != nil {
 		return err
 	}

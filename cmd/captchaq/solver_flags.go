@@ -91,6 +91,12 @@ func (s *solverFlags) clientWith(timing solver.Timing, hc *http.Client) (*solver
 	if timing.Scale == 0 && s.pollScale > 0 && s.pollScale != 1 {
 		timing.Scale = s.pollScale
 	}
+	return s.clientWithKey(key, timing, hc)
+}
+
+// clientWithKey builds the solving service's client with the given key;
+// every solver flag applies, whichever command registered them.
+func (s *solverFlags) clientWithKey(key string, timing solver.Timing, hc *http.Client) (*solver.Client, error) {
 	timing.NoBatch = !s.batch
 	svc, err := s.profile()
 	if err != nil {
