@@ -143,6 +143,13 @@ func traceKinds(tr []TraceEntry) map[string]int {
 // permission.
 func startSites(t *testing.T, top Topology, siteConf string, roles bool) *sites {
 	t.Helper()
+	return startSitesWith(t, top, siteConf, roles, nil)
+}
+
+// startSitesWith is startSites with editSite, when not nil, changing the
+// site's options before it starts.
+func startSitesWith(t *testing.T, top Topology, siteConf string, roles bool, editSite func(*server.Options)) *sites {
+	t.Helper()
 	setSiteEnv(t)
 	hopts, err := server.ProcessConfigFile(filepath.Join("..", "testdata", "leaf", "hub.conf"))
 	require.NoError(t, err)
@@ -174,6 +181,9 @@ func startSites(t *testing.T, top Topology, siteConf string, roles bool) *sites 
 	require.NoError(t, err)
 	sopts.LeafNode.Remotes[0].URLs = []*url.URL{u}
 	sopts.LeafNode.ReconnectInterval = 100 * time.Millisecond // the default is a second
+	if editSite != nil {
+		editSite(sopts)
+	}
 	s.site = startServer(t, sopts)
 	s.waitLinked(t)
 

@@ -1,0 +1,213 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver"
+)
+
+// observerPassword is the password of the user siteObserver adds.
+const observerPassword = "observer-test-secret"
+
+// siteObserver adds to a site's options a user "observer" without
+// permissions in the account of the site's producers: it sees whatever
+// reaches that account, which a producer's role would not let it see.
+func siteObserver(opts *server.Options) {
+	for _, u := range opts.Users {
+		if u.Username == "producer" {
+			opts.Users = append(opts.Users, &server.User{Username: "observer", Password: observerPassword, Account: u.Account})
+			return
+		}
+	}
+	panic("the site config has no producer")
+}
+
+// TestSiteProducerCannotMakeTheServerAnswerIntoAStream: at a site, as at
+// the hub, every request the site's producer role may send, with its reply
+// subject on every subject a stream stores, has its answer kept out of the
+// streams' account: it reaches the producers' side of the site and nowhere
+// else, and no stream at the hub stores it. Were it stored, a producer at a
+// site could write any record of any task (an outcome, an admin cancel, a
+// token), the plan's thread quota and the learned timings, with a body of
+// its choice (a direct get of a message it published).
+func TestSiteProducerCannotMakeTheServerAnswerIntoAStream(t *testing.T) {
+	t.Parallel()
+	for _, conf := range []string{"site.conf", "site-js.conf"} {
+		t.Run(conf, func(t *testing.T) {
+			t.Parallel()
+			top := Topology{Domain: "hub"}
+			s := startSitesWith(t, top, conf, true, siteObserver)
+			ctx := testContext(t)
+
+			// The hub's admin, as captchaq server: answers captchaq.store,
+			// sets the plan, and sees whatever is published in the streams'
+			// account on the subjects the attacker names as replies.
+			anc := s.conn(t, s.hub, "admin")
+			hjs, err := JetStream(anc, "hub")
+			require.NoError(t, err)
+			_, err = anc.Subscribe("captchaq.store", func(m *nats.Msg) { _ = m.Respond([]byte(`{"room":1}`)) })
+			require.NoError(t, err)
+			require.NoError(t, SetPlan(ctx, hjs, top, 2))
+
+			// A worker at the site answers captchaq.reports.
+			wnc, _ := roleConn(t, s.site, "worker")
+			w, err := NewWorker(ctx, wnc, WorkerConfig{Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+				return solver.Answer{Solution: json.RawMessage(`"x"`)}, nil
+			}), Threads: 1, Topology: top, IdleCheck: 50 * time.Millisecond})
+			require.NoError(t, err)
+			runWorker(t, w)
+
+			outcomeOf, err := anc.SubscribeSync("captcha.stored.results.atk")
+			require.NoError(t, err)
+			require.NoError(t, anc.Flush())
+
+			// The attacker: a plain nats.go client with the site's producer role.
+			pnc, _ := roleConn(t, s.site, "producer")
+			pjs, err := jetstream.New(pnc)
+			require.NoError(t, err)
+			m := nats.NewMsg("captcha.tasks.fast.normal.atk")
+			m.Header.Set(HeaderGen, "1")
+			m.Data = []byte(`{"id":"victim","gen":1,"reason":"forged"}`)
+			ack, err := pjs.PublishMsg(ctx, m)
+			require.NoError(t, err)
+
+			streams := []string{DefaultStream, top.TokenStream(), "CAPTCHA_PLAN", "KV_captchaq-timings"}
+			last := func() map[string]uint64 {
+				seqs := map[string]uint64{}
+				for _, name := range streams {
+					st, err := hjs.Stream(ctx, name)
+					require.NoError(t, err, name)
+					info, err := st.Info(ctx)
+					require.NoError(t, err)
+					seqs[name] = info.State.LastSeq
+				}
+				return seqs
+			}
+			// The worker's own writes about the attacker's message (it
+			// ends invalid) are done once its outcome is stored.
+			_, err = outcomeOf.NextMsgWithContext(ctx)
+			require.NoError(t, err)
+
+			// The replies: every stored subject a producer could aim at.
+			// The $KV one crosses no leaf link (nats-server keeps $KV.> off
+			// it), so its answer is not counted below; it is sent first.
+			kvReply := "$KV.captchaq-timings.turnstile"
+			replies := []string{"captcha.results.victim", "captcha.cancels.victim", "captcha.events.victim", "captcha.dead.victim",
+				"captcha.cancels.victim.1", "captcha.tasks.fast.normal.victim", "captcha.workers.x", tokenSubject("victim", 1),
+				"captcha-plan.threads"}
+			inStreams := make(chan *nats.Msg, 1024)
+			for _, r := range append([]string{kvReply}, replies...) {
+				_, err := anc.ChanSubscribe(r, inStreams)
+				require.NoError(t, err)
+			}
+			require.NoError(t, anc.Flush())
+			onc, err := nats.Connect(s.site.ClientURL(), nats.UserInfo("observer", observerPassword))
+			require.NoError(t, err)
+			t.Cleanup(onc.Close)
+			answered := make(chan *nats.Msg, 1024)
+			for _, r := range replies {
+				_, err := onc.ChanSubscribe(r, answered)
+				require.NoError(t, err)
+			}
+			// The site has the subscriptions before the attacker publishes,
+			// and sends them over the link before the attacker's requests.
+			require.NoError(t, onc.Flush())
+			before := last()
+
+			reqs := producerRequests(ack.Sequence)
+			for subj, body := range reqs {
+				subj = strings.Replace(subj, "$JS.API.", "$JS.hub.API.", 1)
+				for _, reply := range append([]string{kvReply}, replies...) {
+					require.NoError(t, pnc.PublishMsg(&nats.Msg{Subject: subj, Reply: reply, Data: []byte(body)}))
+				}
+			}
+			require.NoError(t, pnc.Flush())
+			// Every answer reaches the producers' side of the site.
+			want := len(reqs) * len(replies)
+			for got := 0; got < want; got++ {
+				select {
+				case <-answered:
+				case <-ctx.Done():
+					t.Fatalf("%d of %d answers reached the site's producers' account", got, want)
+				}
+			}
+			// An answer published in the streams' account reaches the hub's
+			// admin before the site: after a round trip to the hub, none did.
+			require.NoError(t, anc.Flush())
+			select {
+			case m := <-inStreams:
+				t.Fatalf("an answer to a site producer's request was published in the streams' account, on %s: %.200s", m.Subject, m.Data)
+			default:
+			}
+			require.Equal(t, before, last(), "an answer to a site producer's request was stored")
+		})
+	}
+}
+
+// TestSiteProducerCannotPlantAToken: a producer at a site publishes a
+// message shaped as another producer's token (its own task message, with
+// the headers and body of its choice), then direct-gets it with the
+// victim's token subject as reply. The victim's task must still be solved
+// (paid once) and the victim must get its own answer, never the planted
+// one.
+func TestSiteProducerCannotPlantAToken(t *testing.T) {
+	t.Parallel()
+	top := Topology{Domain: "hub"}
+	s := startSites(t, top, "site.conf", true)
+	ctx := testContext(t)
+
+	vnc, _ := roleConn(t, s.site, "producer")
+	victim, err := NewClient(ctx, vnc, ClientConfig{Topology: top, Name: "victim"})
+	require.NoError(t, err)
+	r, err := victim.Submit(ctx, turnstileTask("victim"))
+	require.NoError(t, err)
+
+	anc, _ := roleConn(t, s.site, "producer")
+	ajs, err := jetstream.New(anc)
+	require.NoError(t, err)
+	now := time.Now().UTC()
+	forged, _ := json.Marshal(map[string]any{"id": "victim", "status": "solved", "solution": "PLANTED",
+		"attempts": 1, "method": "turnstile", "captcha_id": "1", "solved_at": now, "expires_at": now.Add(time.Hour)})
+	m := nats.NewMsg("captcha.tasks.fast.normal.atk")
+	m.Header.Set("Nats-Msg-Id", "atk")
+	m.Header.Set(HeaderTaskID, "victim")
+	m.Header.Set(HeaderGen, strconv.FormatUint(r.Seq, 10))
+	m.Data = forged
+	ack, err := ajs.PublishMsg(ctx, m)
+	require.NoError(t, err)
+	get, _ := json.Marshal(map[string]any{"seq": ack.Sequence})
+	// The plant, then the same get with a reply of the attacker's own: once
+	// that is answered, so is the plant (one stream answers both in order).
+	require.NoError(t, anc.PublishMsg(&nats.Msg{Subject: "$JS.hub.API.DIRECT.GET.CAPTCHA", Reply: tokenSubject("victim", r.Seq), Data: get}))
+	_, err = anc.RequestWithContext(ctx, "$JS.hub.API.DIRECT.GET.CAPTCHA", get)
+	require.NoError(t, err)
+
+	var solves atomic.Int32
+	solve := solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		solves.Add(1)
+		b, _ := json.Marshal("tok-" + req.Params["sitekey"])
+		return solver.Answer{Solution: b, CaptchaID: fmt.Sprintf("7%d", solves.Load())}, nil
+	})
+	wnc, _ := roleConn(t, s.site, "worker")
+	w, err := NewWorker(ctx, wnc, WorkerConfig{Solver: solve, Threads: 2, Topology: top, IdleCheck: 50 * time.Millisecond})
+	require.NoError(t, err)
+	runWorker(t, w)
+
+	out, err := victim.Wait(ctx, "victim")
+	require.NoError(t, err)
+	require.NotEqual(t, `"PLANTED"`, string(out.Solution), "the victim got the attacker's token")
+	require.Equal(t, `"tok-0x4AAAAAAAB"`, string(out.Solution))
+	require.EqualValues(t, 1, solves.Load(), "the victim's task is solved once")
+}
