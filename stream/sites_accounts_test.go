@@ -208,3 +208,83 @@ func TestSiteProducerCannotPlantAToken(t *testing.T) {
 	require.Equal(t, `"tok-0x4AAAAAAAB"`, string(out.Solution))
 	require.EqualValues(t, 1, solves.Load(), "the victim's task is solved once")
 }
+
+// TestSiteProducersLinkCanDoNoMoreThanAProducer: whoever holds the
+// producers' link credentials (a site's operator, a site that applies no
+// roles) gets the hub's PRODUCERS account, which reaches the streams only
+// through what CAPTCHAQ exports to producers. A client without any
+// permission at such a site cannot create a consumer, delete, purge or
+// write a record at the hub, in the hub's domain or without one.
+func TestSiteProducersLinkCanDoNoMoreThanAProducer(t *testing.T) {
+	t.Parallel()
+	top := Topology{Domain: "hub"}
+	// The site gives its producer every permission.
+	s := startSitesWith(t, top, "site.conf", true, func(opts *server.Options) {
+		for _, u := range opts.Users {
+			if u.Username == "producer" {
+				u.Permissions = nil
+			}
+		}
+	})
+	ctx := testContext(t)
+	hjs, err := JetStream(s.conn(t, s.hub, "admin"), "hub")
+	require.NoError(t, err)
+	hs, err := hjs.Stream(ctx, DefaultStream)
+	require.NoError(t, err)
+
+	pnc, _ := roleConn(t, s.site, "producer")
+	producer, err := NewClient(ctx, pnc, ClientConfig{Topology: top, Name: "unbound-producer"})
+	require.NoError(t, err)
+	r, err := producer.Submit(ctx, turnstileTask("victim"))
+	require.NoError(t, err)
+
+	// Forged records of the victim's task, in the hub's subjects.
+	for _, subj := range []string{"captcha.results.victim", "captcha.cancels.victim", "captcha.events.victim", tokenSubject("victim", r.Seq)} {
+		_, err := pnc.RequestWithContext(ctx, subj, []byte(`{"id":"victim","status":"solved","solution":"FORGED"}`))
+		require.ErrorIs(t, err, nats.ErrNoResponders, "a publish on %s was taken", subj)
+	}
+	// The JetStream API beyond the producer's reads, in the hub's domain
+	// and without a domain. Nothing at the hub may take them: an answer,
+	// if any, is an error.
+	answers := make(chan *nats.Msg, 64)
+	inbox := nats.NewInbox()
+	_, err = pnc.ChanSubscribe(inbox, answers)
+	require.NoError(t, err)
+	for _, prefix := range []string{"$JS.hub.API.", "$JS.API."} {
+		for subj, body := range map[string]string{
+			"CONSUMER.CREATE.CAPTCHA.mine":                  `{"stream_name":"CAPTCHA","config":{"name":"mine","ack_policy":"explicit"}}`,
+			"CONSUMER.DURABLE.CREATE.CAPTCHA.mine":          `{"stream_name":"CAPTCHA","config":{"durable_name":"mine","ack_policy":"explicit"}}`,
+			"CONSUMER.MSG.NEXT.CAPTCHA.workers-fast-normal": `{"batch":1}`,
+			"CONSUMER.DELETE.CAPTCHA.workers-fast-normal":   "",
+			"STREAM.MSG.DELETE.CAPTCHA":                     fmt.Sprintf(`{"seq":%d}`, r.Seq),
+			"STREAM.PURGE.CAPTCHA":                          "",
+			"STREAM.DELETE.CAPTCHA":                         "",
+			"STREAM.UPDATE.CAPTCHA":                         `{"name":"CAPTCHA","subjects":["x.>"]}`,
+		} {
+			require.NoError(t, pnc.PublishRequest(prefix+subj, inbox, []byte(body)))
+		}
+	}
+	// A read the producers' account may make, through the same link, after
+	// them: the hub has had every request above by its answer.
+	_, err = producer.Trace(ctx, "victim")
+	require.NoError(t, err)
+	for len(answers) > 0 {
+		m := <-answers
+		if m.Header.Get("Status") == "503" {
+			continue // no responders: the link does not carry $JS.API.>
+		}
+		require.Contains(t, string(m.Data), `"error"`, "a request was taken: %s %v", m.Data, m.Header)
+	}
+
+	// The queue is as it was: the task waits, no consumer was added.
+	info, err := hs.Info(ctx, jetstream.WithSubjectFilter("captcha.>"))
+	require.NoError(t, err)
+	require.Equal(t, map[string]uint64{"captcha.anchor": 1, "captcha.tasks.fast.normal.victim": 1}, info.State.Subjects)
+	names := hs.ConsumerNames(ctx)
+	var consumers []string
+	for n := range names.Name() {
+		consumers = append(consumers, n)
+	}
+	require.NoError(t, names.Err())
+	require.ElementsMatch(t, []string{"workers-fast-high", "workers-slow-high", "workers-fast-normal", "workers-slow-normal"}, consumers)
+}
