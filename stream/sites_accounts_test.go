@@ -288,3 +288,67 @@ func TestSiteProducersLinkCanDoNoMoreThanAProducer(t *testing.T) {
 	require.NoError(t, names.Err())
 	require.ElementsMatch(t, []string{"workers-fast-high", "workers-slow-high", "workers-fast-normal", "workers-slow-normal"}, consumers)
 }
+
+// TestForgetfulSiteClientRefused: with the shipped site roles, a client at
+// a site that forgets --js-domain is refused, saying where it looked, and
+// creates nothing there; an admin's `init` included. At once where the
+// site has no JetStream (no one answers: the hint names --js-domain) and
+// for the users of the site's own JetStream (its domain, "site"); a
+// producer at a site with JetStream gets no answer at all (nats-server
+// does not answer for an account without JetStream that has a leaf node
+// link), and is refused when its context ends.
+func TestForgetfulSiteClientRefused(t *testing.T) {
+	t.Parallel()
+	for _, conf := range []string{"site.conf", "site-js.conf"} {
+		t.Run(conf, func(t *testing.T) {
+			t.Parallel()
+			s := startSites(t, Topology{Domain: "hub"}, conf, true)
+			// Well within the 60 s a refusal by permission would take.
+			ctx, cancel := context.WithTimeout(testContext(t), 10*time.Second)
+			defer cancel()
+			for _, user := range []string{"producer", "worker", "admin"} {
+				nc, _ := roleConn(t, s.site, user)
+				cctx := ctx
+				if conf == "site-js.conf" && user == "producer" {
+					var cancel context.CancelFunc
+					cctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+					defer cancel()
+				}
+				_, err := NewClient(cctx, nc, ClientConfig{Name: "forgetful-" + user})
+				require.Error(t, err, user)
+				switch {
+				case conf == "site-js.conf" && user != "producer":
+					// The site's CAPTCHAQ account has the site's JetStream.
+					require.ErrorIs(t, err, ErrNoTopology, user)
+					require.ErrorContains(t, err, `stream CAPTCHA not found in JetStream domain "site"`, user)
+				case conf == "site-js.conf":
+					require.ErrorContains(t, err, "look up stream CAPTCHA in the JetStream reached without a domain: no answer from JetStream", user)
+				default:
+					require.ErrorIs(t, err, nats.ErrNoResponders, user)
+					require.ErrorContains(t, err, "--js-domain", user)
+				}
+				if user == "worker" {
+					_, err = NewWorker(ctx, nc, WorkerConfig{Solver: tokenSolver(), Name: "forgetful"})
+					require.Error(t, err)
+					require.ErrorContains(t, err, "--js-domain")
+				}
+			}
+			// The admin may not create the topology at the site: with no
+			// JetStream there no one answers; the site's own JetStream never
+			// gets the request (the role forbids it), so it goes
+			// unanswered until the context ends.
+			anc, _ := roleConn(t, s.site, "admin")
+			js, err := jetstream.New(anc)
+			require.NoError(t, err)
+			ectx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			_, err = EnsureTopology(ectx, js, Topology{}, true)
+			require.Error(t, err, "a second queue at the site")
+			if conf == "site-js.conf" {
+				jsz, err := s.site.Jsz(nil)
+				require.NoError(t, err)
+				require.Zero(t, jsz.Streams, "a stream at the site")
+			}
+		})
+	}
+}
