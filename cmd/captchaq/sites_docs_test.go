@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -143,4 +144,31 @@ func copyFile(t *testing.T, src, dst string, oldNew ...string) {
 		s = strings.ReplaceAll(s, oldNew[i], oldNew[i+1])
 	}
 	require.NoError(t, os.WriteFile(dst, []byte(s), 0o600))
+}
+
+// TestAcrossSitesNamesEveryVariable: every environment variable the shipped
+// hub and site configs read (and nats.conf, which the hub includes) is
+// named on the page, so that a reader sets them all.
+func TestAcrossSitesNamesEveryVariable(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	page, err := os.ReadFile(filepath.Join(root, "docs", "across-sites.md"))
+	require.NoError(t, err)
+	files, err := filepath.Glob(filepath.Join(root, "testdata", "leaf", "*.conf"))
+	require.NoError(t, err)
+	require.Len(t, files, 3)
+	files = append(files, filepath.Join(root, "nats.conf"))
+	varRe := regexp.MustCompile(`(?m)^[^#]*\$(CAPTCHAQ_[A-Z_]+)`)
+	seen := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, m := range varRe.FindAllStringSubmatch(line, -1) {
+				seen[m[1]] = true
+				require.Contains(t, string(page), m[1], "%s reads $%s; the page does not name it", f, m[1])
+			}
+		}
+	}
+	require.Len(t, seen, 8, "the variables: %v", seen)
 }
