@@ -36,7 +36,7 @@ type solverFlags struct {
 	onCall       func(solver.Call)
 	now          func() time.Time // the clock the worker reads too
 	learnPlan    bool             // learn the plan window (solver.Config.LearnPlan)
-	pingback     *solver.Pingback // the service calls back (2captcha only)
+	pingback     *solver.Pingback // the service calls back
 }
 
 // register adds every solver flag: the service's and the solving ones.
@@ -131,8 +131,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464); empty: off")
 	learnPlan := fs.Bool("learn-plan", true,
 		"when no plan-wide quota is set (--plan-threads on server/init), keep this worker's captchas at the service within a window learned from its capacity refusals; `captchaq stats` shows the pool's sum")
-	pingbackListen := fs.String("pingback-listen", "", "with the 2captcha profile: receive the service's callbacks (pingback) on this address, e.g. 0.0.0.0:8089; needs --pingback-url")
-	pingbackURL := fs.String("pingback-url", "", "the public URL the service calls back, routed to --pingback-listen (registered in 2captcha's pingback settings); a secret path segment is added")
+	pingbackListen := fs.String("pingback-listen", "", "receive the service's callbacks (in.php's pingback; CaptchaAI and 2captcha) on this address, e.g. 0.0.0.0:8089; needs --pingback-url")
+	pingbackURL := fs.String("pingback-url", "", "the public URL the service calls back, routed to --pingback-listen (2captcha: registered in its pingback settings); a secret path segment is added")
 	shareEvery := fs.Duration("share-timings", 30*time.Second,
 		"merge the solve times this worker learned into the pool's (KV bucket "+stream.TimingsBucket+") this often, and poll with the pool's; 0: learn alone, forget on exit")
 	var nf natsFlags
@@ -159,11 +159,6 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usageError("--pingback-listen and --pingback-url go together")
 	}
 	if *pingbackListen != "" {
-		if svc, err := sf.profile(); err != nil {
-			return err
-		} else if svc != solver.TwoCaptcha {
-			return usageError("--pingback-listen: the %s profile does not call back (2captcha does: --service 2captcha)", svc)
-		}
 		pb, err := solver.NewPingback(*pingbackURL)
 		if err != nil {
 			return usageError("--pingback-url: %v", err)
