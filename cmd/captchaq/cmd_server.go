@@ -41,7 +41,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	store := fs.String("store", "", "JetStream store directory (default: the config's store_dir, else ./data/jetstream)")
 	lazy := fs.Bool("lazy-sync", false, "fsync every 2 minutes instead of before every ack (faster; an OS crash can lose acknowledged tasks)")
 	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
-	early := fs.Bool("plan-early", false, planEarlyUsage)
+	early := fs.Bool("plan-early", true, planEarlyUsage)
 	dash := fs.String("dashboard", "", "also serve the web dashboard on this address (e.g. 127.0.0.1:8080; beyond loopback only with --dashboard-token); empty: off")
 	dashToken := fs.String("dashboard-token", "", "require this token of the dashboard's browsers (open it with ?token=…)")
 	var admin adminFlags
@@ -220,8 +220,7 @@ func requiresAuth(opts *server.Options) bool {
 }
 
 // planEarlyUsage is the --plan-early flag's help.
-const planEarlyUsage = "with --plan-threads: give a thread back when its captcha is probably solved (from the learned solve times), not when the answer is fetched, " +
-	"so the service's threads stay busy; the service may then be sent more captchas than the quota for a moment and refuse a few (no attempt spent)"
+const planEarlyUsage = "with --plan-threads: give a thread back when its captcha is probably solved (from the learned solve times), not when the answer is fetched, so the service's threads stay busy; the service may then be sent more captchas than the quota for a moment and refuse a few (no attempt spent); --plan-early=false: never more than the quota"
 
 // ensureTopology creates or updates the stream, the workers' consumers and
 // the timings bucket, and sets the plan quota unless planThreads is negative.
@@ -287,7 +286,7 @@ func ensureTopologyPatiently(ctx context.Context, ns *server.Server, nc *nats.Co
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("init", "[flags]", stdout)
 	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
-	early := fs.Bool("plan-early", false, planEarlyUsage)
+	early := fs.Bool("plan-early", true, planEarlyUsage)
 	var nf natsFlags
 	nf.register(fs)
 	var top topoFlags
