@@ -100,7 +100,10 @@
 // captchas on the service's threads (submitted, neither answered nor
 // handed back), and learns limit from in.php's answers. Each accepted
 // submission adds 1 (slow start: the limit doubles every round) until the
-// first plan-full refusal, then 1/limit (about one per round); a refusal
+// first plan-full refusal, then 1/limit, at most 1/8 (one per round for a
+// window of 8 or more, limit/8 per round below, so that the small windows
+// several workers on one plan find are not refused a quarter of the
+// time); a refusal
 // multiplies it by windowDecrease (from what was held, in slow start), at
 // most once per round: a refusal of a submission admitted before the last
 // decrease says nothing new. Clients of several workers on one key each
