@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,10 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
@@ -51,91 +44,6 @@ func mixedTask(i int) stream.Task {
 	}
 }
 
-// tap watches the emulator's traffic: when each captcha was accepted by
-// in.php, when res.php first returned its answer, and what res.php calls it
-// cost: a single poll costs its captcha one call, a batch poll
-// (action=get&ids=…) costs each captcha it asks about an equal share. It
-// needs no change to the emulator.
-type tap struct {
-	next http.Handler
-	mu   sync.Mutex
-	in   map[string]time.Time
-	pick map[string]time.Time
-	res  map[string]float64
-	n    map[string]int // res.php calls that asked about the captcha
-	nr   map[string]int // single res.php calls that answered CAPCHA_NOT_READY
-}
-
-func newTap(next http.Handler) *tap {
-	return &tap{next: next, in: map[string]time.Time{}, pick: map[string]time.Time{}, res: map[string]float64{}, n: map[string]int{}, nr: map[string]int{}}
-}
-
-type recorder struct {
-	http.ResponseWriter
-	buf bytes.Buffer
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	r.buf.Write(b)
-	return r.ResponseWriter.Write(b)
-}
-
-func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var ids []string
-	if r.URL.Path == "/res.php" {
-		_ = r.ParseForm() // the emulator's own ParseForm then finds it done
-		if r.Form.Get("action") == "get" {
-			if id := r.Form.Get("id"); id != "" {
-				ids = []string{id}
-			} else if s := r.Form.Get("ids"); s != "" {
-				ids = strings.Split(s, ",")
-			}
-		}
-	}
-	rec := &recorder{ResponseWriter: w}
-	t.next.ServeHTTP(rec, r)
-	now := time.Now()
-	var reply struct {
-		Status  int             `json:"status"`
-		Request json.RawMessage `json:"request"`
-	}
-	ok := json.Unmarshal(rec.buf.Bytes(), &reply) == nil
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if r.URL.Path == "/in.php" {
-		if ok && reply.Status == 1 {
-			t.in[string(bytes.Trim(reply.Request, `"`))] = now
-		}
-		return
-	}
-	states := make([]string, len(ids))
-	if ok && reply.Status == 0 && len(ids) == 1 && string(reply.Request) == `"CAPCHA_NOT_READY"` {
-		t.nr[ids[0]]++
-	}
-	if ok && reply.Status == 1 {
-		switch len(ids) {
-		case 1:
-			states[0] = "answer"
-		default:
-			var list string
-			if json.Unmarshal(reply.Request, &list) == nil {
-				if s := strings.Split(list, "|"); len(s) == len(ids) {
-					states = s
-				}
-			}
-		}
-	}
-	for i, id := range ids {
-		t.res[id] += 1 / float64(len(ids))
-		t.n[id]++
-		if st := states[i]; st != "" && st != "CAPCHA_NOT_READY" && !strings.HasPrefix(st, "ERROR") {
-			if _, seen := t.pick[id]; !seen {
-				t.pick[id] = now
-			}
-		}
-	}
-}
-
 // fastSolveTimes are a service faster than the default first polls
 // assume: every kind ready in 0.5–1.3 s.
 func fastSolveTimes() map[string]fakeapi.Range {
@@ -157,9 +65,15 @@ type solverScenario struct {
 	learnPlan bool
 	// workers run, each with its own client and threads threads (0: plan).
 	workers, threads int
-	// pingback: the 2captcha profile, whose service calls back
-	// (solver.Pingback) instead of being polled.
+	// pingback: the service calls back (solver.Pingback) instead of being
+	// polled; the 2captcha profile unless service says otherwise.
 	pingback bool
+	// service is the emulated service and the client's profile (empty:
+	// CaptchaAI, or 2captcha with pingback).
+	service string
+	// share: each worker merges its learned timings into the pool's every
+	// share (real time), as `captchaq worker --share-timings` does; 0: none.
+	share time.Duration
 	// scale overrides the table's time scale (0: the table's): sub-second
 	// solves need a finer one, or the machine's scheduling noise, scaled
 	// up, is what the row measures.
@@ -182,6 +96,7 @@ type solverBoundResult struct {
 	Callbacks   int     // callbacks received (pingback)
 	InCalls     int
 	Refused     int            // in.php refused for capacity (ERROR_ZERO_BALANCE, ERROR_NO_SLOT_AVAILABLE)
+	RefusedRun  int            // the most in.php calls refused for capacity in a row, whole run
 	Window      int            // the learned plan windows' sum at the end (learnPlan)
 	Failed      map[string]int // failed attempts (retried or dead) by code, whole run
 }
@@ -259,70 +174,12 @@ func runSolverBound(ctx context.Context, sc solverScenario, scale float64, windo
 		meanSolve += (r.Min + r.Max) / 2 / time.Duration(len(solve))
 	}
 	scaled := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
-	service := fakeapi.ServiceCaptchaAI
-	var pb *solver.Pingback
-	if sc.pingback {
-		service = fakeapi.Service2Captcha
-		var cbURL string
-		var stopCB func()
-		var err error
-		cbURL, stopCB, err = fakeapi.ServeLocal(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { pb.ServeHTTP(w, r) }))
-		if err != nil {
-			return res, err
-		}
-		defer stopCB()
-		if pb, err = solver.NewPingback(cbURL + "/pingback"); err != nil {
-			return res, err
-		}
-	}
-	emu := fakeapi.New(fakeapi.Config{Threads: sc.plan, SolveTime: solve, TimeScale: scale, Seed: 7, BatchPolls: sc.batch, Service: service,
-		BurstWindow: scaled(3 * time.Second), BanTime: scaled(10 * time.Second)})
-	tp := newTap(emu)
-	emuURL, stopEmu, err := fakeapi.ServeLocal(tp)
+	p, err := startPool(ctx, sc, scale)
 	if err != nil {
 		return res, err
 	}
-	defer stopEmu()
-
-	timing := sc.timing
-	timing.Scale = scale
-	workers := max(sc.workers, 1)
-	clients := make([]*solver.Client, workers)
-	for i := range clients {
-		clients[i], err = solver.NewClient(solver.Config{BaseURL: emuURL, APIKey: fakeapi.TestKey, Timing: timing, LearnPlan: sc.learnPlan,
-			Service: solver.Service(service), Pingback: pb,
-			MinSubmitInterval: scaled(solver.DefaultMinSubmitInterval), SubmitWindow: scaled(solver.DefaultSubmitWindow)})
-		if err != nil {
-			return res, err
-		}
-	}
-	_, connect, stop, err := embedded(true, false)
-	if err != nil {
-		return res, err
-	}
-	defer stop()
-	nc, err := connect(nats.Name("bench"))
-	if err != nil {
-		return res, err
-	}
-	defer nc.Close()
-	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "bench"})
-	if err != nil {
-		return res, err
-	}
-	if sc.quota {
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return res, err
-		}
-		var opts []stream.PlanOption
-		if sc.early {
-			opts = append(opts, stream.PlanEarly())
-		}
-		if err := stream.SetPlan(ctx, js, stream.Topology{}, sc.plan, opts...); err != nil {
-			return res, err
-		}
-	}
+	defer p.stop()
+	emu, tp, client := p.emu, p.tap, p.client
 	// Enough tasks that the queue never runs dry: 1.5× what the plan can
 	// solve in the warm-up and the window.
 	warm := scaled(time.Minute)
@@ -341,38 +198,21 @@ func runSolverBound(ctx context.Context, sc solverScenario, scale float64, windo
 	var failedMu sync.Mutex
 	res.Failed = map[string]int{}
 	byMethod := map[string]int{} // solves by method, guarded by failedMu
-	threads := sc.threads
-	if threads == 0 {
-		threads = sc.plan
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	var running sync.WaitGroup
-	defer func() { cancel(); running.Wait() }()
-	for i, c := range clients {
-		wnc, err := connect(nats.Name(fmt.Sprintf("bench-worker-%d", i)))
-		if err != nil {
-			return res, err
+	err = p.run(ctx, stream.ObserverFunc(func(o stream.Observation) {
+		switch o.Kind {
+		case stream.EventSolved:
+			solvedAt.Store(solvedN.Add(1), time.Now())
+			failedMu.Lock()
+			byMethod[o.Method]++
+			failedMu.Unlock()
+		case stream.EventRetry, stream.EventDead:
+			failedMu.Lock()
+			res.Failed[o.Code]++
+			failedMu.Unlock()
 		}
-		defer wnc.Close()
-		w, err := stream.NewWorker(ctx, wnc, stream.WorkerConfig{Solver: c, Threads: threads, Name: fmt.Sprintf("bench-worker-%d", i), ShutdownGrace: time.Millisecond,
-			Policy: retry.Policy{CapacityDelay: scaled(retry.DefaultCapacityDelay), CapacityMaxDelay: scaled(retry.DefaultCapacityMaxDelay)},
-			Observer: stream.ObserverFunc(func(o stream.Observation) {
-				switch o.Kind {
-				case stream.EventSolved:
-					solvedAt.Store(solvedN.Add(1), time.Now())
-					failedMu.Lock()
-					byMethod[o.Method]++
-					failedMu.Unlock()
-				case stream.EventRetry, stream.EventDead:
-					failedMu.Lock()
-					res.Failed[o.Code]++
-					failedMu.Unlock()
-				}
-			})})
-		if err != nil {
-			return res, err
-		}
-		running.Go(func() { _ = w.Run(wctx) })
+	}))
+	if err != nil {
+		return res, err
 	}
 
 	// Warm up for a minute, and until 20 answers of each kind came.
@@ -413,7 +253,7 @@ func runSolverBound(ctx context.Context, sc solverScenario, scale float64, windo
 	end := time.Now()
 	after := emu.Stats()
 	lags := emu.PickupLags(base.Pickups)
-	for _, c := range clients {
+	for _, c := range p.clients {
 		res.Window += c.PlanWindow()
 	}
 	solvedAt.Range(func(_, v any) bool {
@@ -452,6 +292,7 @@ func runSolverBound(ctx context.Context, sc solverScenario, scale float64, windo
 			res.AskedMax = max(res.AskedMax, tp.n[id])
 		}
 	}
+	res.RefusedRun = tp.refusedMax
 	tp.mu.Unlock()
 	if picked == 0 {
 		return res, fmt.Errorf("nothing submitted and solved in the window")
@@ -460,8 +301,8 @@ func runSolverBound(ctx context.Context, sc solverScenario, scale float64, windo
 	res.Limit = float64(sc.plan) / res.MeanSolve.Seconds()
 	res.ResPerSolve = calls / float64(picked)
 	res.NotReady = float64(notReady) / float64(picked)
-	if pb != nil {
-		res.Callbacks = pb.Callbacks()
+	if p.pb != nil {
+		res.Callbacks = p.pb.Callbacks()
 	}
 	res.InCalls = after.InCalls - base.InCalls
 	for _, code := range []string{"ERROR_ZERO_BALANCE", "ERROR_NO_SLOT_AVAILABLE"} {

@@ -102,9 +102,9 @@ type Config struct {
 	// in.php's capacity refusals (window.go): Solve waits for room in it.
 	// Off: Solve submits at once and the caller limits the concurrency.
 	LearnPlan bool
-	// Pingback, with the 2captcha profile, has the service call back when
-	// an answer is ready (pingback.go) instead of being polled. Other
-	// profiles ignore it. Default: none.
+	// Pingback has the service call back when an answer is ready
+	// (pingback.go) instead of being polled; CaptchaAI and 2captcha both
+	// do. Default: none.
 	Pingback *Pingback
 }
 
@@ -130,7 +130,7 @@ type Client struct {
 }
 
 // pingsBack reports whether the service calls back (Config.Pingback).
-func (c *Client) pingsBack() bool { return c.pingback != nil && c.service == TwoCaptcha }
+func (c *Client) pingsBack() bool { return c.pingback != nil }
 
 // pingbackGrace is how long after the usual first poll a captcha waiting for
 // a callback is polled anyway.

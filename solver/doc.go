@@ -22,6 +22,17 @@
 // is found after a few dozen answers, and a kind that is not stops being
 // probed; a probe is one call more for that captcha, within MaxCalls.
 //
+// Until a kind is learned (minLearned answers, the Client's or the pool's),
+// its captchas are polled on the fixed schedule, and each first climbs a
+// ladder of early polls at halves of its first poll (coldLadder): at most
+// five calls more, none earlier than a quarter of Resolution nor before the
+// time by which every answer of the kind seen so far was still being
+// solved. A fresh Client on a service far faster than the documented first
+// polls picks up its very first answers within about their own solve time,
+// and those answers, bounded on both sides, plan the kind's schedule; a
+// kind slower than its first poll stops paying for the ladder with its
+// first answers.
+//
 // A log-normal suits solve times with a long right tail, and its two
 // parameters cannot chase the accidents of a small sample. Ready times
 // bounded on both sides (every captcha of a kind answered within 15–60 s)
@@ -39,7 +50,9 @@
 //
 // Given that distribution, the fixed schedule (FirstPoll, then every
 // PollInterval) costs some expected number of res.php calls B per captcha. The
-// adaptive schedule is the set of poll times, on a grid of Resolution, that
+// adaptive schedule is the set of poll times, on a grid of Resolution (or,
+// for a kind whose median is under four Resolutions, a quarter of the
+// median, down to a quarter of Resolution: planGrid), that
 // minimises the expected pickup lag (ready → fetched) among schedules whose
 // expected number of calls is at most B (at least 1.1, so that a first poll
 // earlier than one that finds every answer may miss a few): it polls densely
@@ -87,7 +100,10 @@
 // captchas on the service's threads (submitted, neither answered nor
 // handed back), and learns limit from in.php's answers. Each accepted
 // submission adds 1 (slow start: the limit doubles every round) until the
-// first plan-full refusal, then 1/limit (about one per round); a refusal
+// first plan-full refusal, then 1/limit, at most 1/8 (one per round for a
+// window of 8 or more, limit/8 per round below, so that the small windows
+// several workers on one plan find are not refused a quarter of the
+// time); a refusal
 // multiplies it by windowDecrease (from what was held, in slow start), at
 // most once per round: a refusal of a submission admitted before the last
 // decrease says nothing new. Clients of several workers on one key each

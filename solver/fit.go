@@ -31,6 +31,21 @@ const (
 	refineSmooth = 3
 )
 
+// planGrid is the grid the adaptive schedule of a kind is planned on:
+// Resolution, or, for a kind whose median ready time (e^μ) is under four
+// of it, a quarter of that median, down to a quarter of Resolution. On a
+// grid of a second a kind answered in about a second could only be polled
+// at one or two seconds, which costs it most of a second of lag whatever
+// its answers say; a finer grid lets its polls follow them, still within
+// the same budget of calls.
+func planGrid(mu float64, k kindTiming) time.Duration {
+	g := k.resolution
+	if m := time.Duration(math.Exp(mu)) / 4; m < g {
+		g = max(m, k.resolution/4)
+	}
+	return max(g, 1)
+}
+
 // planAdaptive returns the adaptive poll times for the distribution of ready
 // times that a log-normal fit (μ, σ of the log in nanoseconds) and the
 // answers obs say together (shaped; see the package doc), or the fixed
@@ -38,7 +53,7 @@ const (
 // counts as beyond obs.
 func planAdaptive(mu, sigma float64, obs []readyWindow, prior float64, k kindTiming) []time.Duration {
 	fixed := k.fixedSchedule()
-	g := k.resolution
+	g := planGrid(mu, k)
 	horizon := min(time.Duration(math.Exp(mu+3.3*sigma))+2*g, k.maxWait)
 	n := int((horizon + g - 1) / g)
 	if n < 2 || n > 4096 {

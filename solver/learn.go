@@ -17,6 +17,9 @@ const (
 	// CAPCHA_NOT_READY before the answer) the window must hold before the
 	// probing of a kind stops.
 	probeNeed = 8
+	// coldRungs is how many early polls, each at half the next, a captcha
+	// of a kind not learned yet makes before the fixed schedule's first.
+	coldRungs = 5
 )
 
 // readyWindow is an observation: the captcha became ready in (lo, hi] after
@@ -78,9 +81,11 @@ func (p *poller) stats(kind string) *kindStats {
 // schedule returns the offsets from submission at which to call res.php for
 // a captcha of kind. The slice must not be modified.
 //
-// It is the kind's plan (planned). While the kind is probed (probeAt),
-// every probeEvery-th captcha polls once more before the plan's first poll,
-// the calls still capped at MaxCalls.
+// It is the kind's plan (planned). While neither the Client nor the pool
+// has learned the kind, every captcha climbs a ladder of early polls before
+// the fixed schedule (coldLadder). Once the plan is learned, while the kind
+// is probed (probeAt), every probeEvery-th captcha polls once more before
+// the plan's first poll, the calls still capped at MaxCalls.
 func (p *poller) schedule(kind string, k kindTiming) []time.Duration {
 	if k.fixed {
 		return k.fixedSchedule()
@@ -89,6 +94,9 @@ func (p *poller) schedule(kind string, k kindTiming) []time.Duration {
 	defer p.mu.Unlock()
 	ks := p.stats(kind)
 	base := ks.planned(k)
+	if !ks.learned() {
+		return k.coldLadder(base, ks.notReadyBy())
+	}
 	at := probeAt(ks.obs, base, k)
 
 	if at <= 0 {
@@ -102,11 +110,29 @@ func (p *poller) schedule(kind string, k kindTiming) []time.Duration {
 	return s[:min(len(s), k.maxCalls)]
 }
 
+// learned reports whether the Client or the pool saw minLearned answers of
+// the kind: enough to plan its schedule from.
+func (ks *kindStats) learned() bool { return len(ks.obs) >= minLearned || ks.prior.N >= minLearned }
+
+// notReadyBy returns the earliest offset by which every answer seen was
+// still being solved: the least lower bound of the observations (0 when
+// there are none, or one was found at its first poll).
+func (ks *kindStats) notReadyBy() time.Duration {
+	if len(ks.obs) == 0 {
+		return 0
+	}
+	least := ks.obs[0].lo
+	for _, o := range ks.obs[1:] {
+		least = min(least, o.lo)
+	}
+	return least
+}
+
 // planned returns the kind's schedule without probes: the fixed one until
-// minLearned answers were seen here or by the pool, then the adaptive one,
-// recomputed every replanEvery answers. Callers hold the poller's lock.
+// the kind is learned, then the adaptive one, recomputed every replanEvery
+// answers. Callers hold the poller's lock.
 func (ks *kindStats) planned(k kindTiming) []time.Duration {
-	if len(ks.obs) < minLearned && ks.prior.N < minLearned {
+	if !ks.learned() {
 		return k.fixedSchedule()
 	}
 	if !ks.hasPlan || ks.fresh >= replanEvery || ks.planFrom != k {

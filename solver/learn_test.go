@@ -91,7 +91,9 @@ func TestLearnsFasterService(t *testing.T) {
 }
 
 // TestNoProbingWhenBracketed: a kind whose answers are mostly found after a
-// CAPCHA_NOT_READY (slower than the first poll) is never probed.
+// CAPCHA_NOT_READY (slower than the first poll) is never probed once
+// learned, and costs its first captchas at most the early polls of a kind
+// not learned yet.
 func TestNoProbingWhenBracketed(t *testing.T) {
 	t.Parallel()
 	k := Timing{}.forKind(KindRecaptcha)
@@ -100,8 +102,10 @@ func TestNoProbingWhenBracketed(t *testing.T) {
 	fixed := k.fixedSchedule()
 	for i, d := range uniform(4, 200, 15*time.Second, 60*time.Second)[:minLearned] {
 		w := observeBy(fixed, d)
-		if n := slices.Index(fixed, w.hi) + 1; calls[i] != n {
-			t.Errorf("captcha %d: %d calls before anything was learned, want the fixed schedule's %d", i, calls[i], n)
+		// At most the early polls of a kind not learned yet (coldLadder)
+		// more than the fixed schedule.
+		if n := slices.Index(fixed, w.hi) + 1; calls[i] < n || calls[i] > n+coldRungs {
+			t.Errorf("captcha %d: %d calls before anything was learned, want the fixed schedule's %d and at most %d early ones", i, calls[i], n, coldRungs)
 		}
 	}
 	p.mu.Lock()

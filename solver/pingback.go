@@ -13,19 +13,33 @@ import (
 	"time"
 )
 
-// 2captcha calls back when an answer is ready, if in.php was given a
-// `pingback` URL (2captcha/2captcha-go, api2captcha.go, Client.Solve and
-// Request.SetCallback, commit f44816c4a71035913e8929c80d75a59ce7cbeda6:
-// the parameter is "pingback", and a request with it is not polled; the
-// address must first be registered in the account's pingback settings,
-// 2captcha/2captcha-python README.md, "callback", commit
-// 8f0c8815d1bf5c8ce05320f1e72c899b63ce2952). The callback is an HTTP
-// request to that URL with the form fields id (the captcha id) and code (the
-// answer or an error code), sent application/x-www-form-urlencoded
+// The service calls back when an answer is ready if in.php was given a
+// `pingback` URL; a captcha submitted so is still fetched from res.php.
+//
+// CaptchaAI sends a GET to that URL with the query fields id (the captcha
+// id) and code (the answer), and its own handlers answer 200 "OK"
+// (blog.captchaai.com/captchaai-pingback-task-notification-patterns, "How
+// Pingback Works" and "Pattern 1"; the parameter is in.php's "pingback").
+// It documents no registration of the address and no signature: the callback
+// is unauthenticated, and its advice is to accept callbacks only for ids one
+// submitted and to keep polling for callbacks that never come
+// (blog.captchaai.com/captchaai-webhook-security-callback-validation, "The
+// Callback Flow": "step 3 is an unauthenticated request";
+// blog.captchaai.com/captchaai-callback-error-handling-patterns, "Pattern 1:
+// Callback + Fallback Polling"). CaptchaAI/CaptchaAI-Examples, whose
+// articles/captchaai-pingback-task-notification-patterns accompanies the
+// first post (commit 9f5b913263c65a2832c0d486dc8190b7a6e406f3), polls in
+// its code and shows no callback.
+//
+// 2captcha sends the same fields as a POST form
 // (2captcha.com/h/how-to-configure-automatic-response-retrieval-via-pingback,
-// "Incoming request format": id=51555263943&code=ANSWER). CaptchaAI's
-// documentation does not promise it, so a Client uses it with the 2captcha
-// profile only.
+// "Incoming request format": id=51555263943&code=ANSWER;
+// 2captcha/2captcha-go, api2captcha.go, Client.Solve and
+// Request.SetCallback, commit f44816c4a71035913e8929c80d75a59ce7cbeda6: the
+// parameter is "pingback", and a request with it is not polled), and the
+// address must first be registered in the account's pingback settings
+// (2captcha/2captcha-python README.md, "callback", commit
+// 8f0c8815d1bf5c8ce05320f1e72c899b63ce2952). The listener takes both.
 //
 // Anyone who can reach the listener can send such a request. So the URL's
 // last path segment is a secret drawn at start, a callback for any other
@@ -93,8 +107,8 @@ func NewPingback(publicURL string) (*Pingback, error) {
 }
 
 // ServeHTTP accepts a callback (GET or POST, id in the query or the form) on
-// the secret path and answers 200; any other path is 404, a request without
-// an id 400. It never reads an answer from the request.
+// the secret path and answers 200 "OK"; any other path is 404, a request
+// without an id 400. It never reads an answer from the request.
 func (p *Pingback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	seg := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
 	if subtle.ConstantTimeCompare([]byte(seg), []byte(p.secret)) != 1 {
@@ -108,7 +122,8 @@ func (p *Pingback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.tell(id, time.Now())
-	w.WriteHeader(http.StatusOK)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("OK"))
 }
 
 // URL is the callback URL the Client gives the service. It holds the secret:

@@ -143,17 +143,59 @@ func TestPingbackRefusesForgery(t *testing.T) {
 	}
 }
 
-// TestPingbackOnlyFor2Captcha: CaptchaAI does not document callbacks: the
-// client sends no pingback there and polls.
-func TestPingbackOnlyFor2Captcha(t *testing.T) {
+// TestPingbackCaptchaAI: CaptchaAI calls back too, with a GET carrying id
+// and code in the query; the client sends its callback URL there, and each
+// answer costs one res.php fetch, no polls.
+func TestPingbackCaptchaAI(t *testing.T) {
 	t.Parallel()
-	api, c, _, _ := pingbackSetup(t, fakeapi.ServiceCaptchaAI, true, nil)
+	api, c, pb, _ := pingbackSetup(t, fakeapi.ServiceCaptchaAI, true, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.Solve(ctx, solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}}); err != nil {
+	for range 5 {
+		if _, err := c.Solve(ctx, solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := api.Stats()
+	if st.Pingbacks != 5 || pb.Callbacks() != 5 {
+		t.Errorf("%d callbacks sent, %d received, want 5", st.Pingbacks, pb.Callbacks())
+	}
+	if st.ResCalls != 5 {
+		t.Errorf("%d res.php calls for 5 solves, want 5: one fetch per callback, no polls", st.ResCalls)
+	}
+}
+
+// TestPingbackListenerAnswersGET: the listener takes a CaptchaAI callback
+// (GET, id and code in the query) on the secret path and answers 200 "OK",
+// as CaptchaAI's handlers do; without an id it answers 400.
+func TestPingbackListenerAnswersGET(t *testing.T) {
+	t.Parallel()
+	pb, err := solver.NewPingback("http://127.0.0.1:1/cb")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if st := api.Stats(); st.Pingbacks != 0 {
-		t.Errorf("%d callbacks from the CaptchaAI emulator, want none", st.Pingbacks)
+	srv := httptest.NewServer(pb)
+	defer srv.Close()
+	path := pb.URL()[len("http://127.0.0.1:1"):]
+	resp, err := http.Get(srv.URL + path + "?" + url.Values{"id": {"7"}, "code": {"03AGdBq2"}}.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 16)
+	n, _ := resp.Body.Read(body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body[:n]) != "OK" {
+		t.Errorf("GET callback: HTTP %d %q, want 200 \"OK\"", resp.StatusCode, body[:n])
+	}
+	if pb.Callbacks() != 1 {
+		t.Errorf("%d callbacks accepted, want 1", pb.Callbacks())
+	}
+	resp, err = http.Get(srv.URL + path + "?code=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("callback without id: HTTP %d, want 400", resp.StatusCode)
 	}
 }

@@ -146,6 +146,35 @@ func (k kindTiming) fixedSchedule() []time.Duration {
 	return s
 }
 
+// coldLadder returns fixed, the fixed schedule of a kind nobody has learned
+// yet, with up to coldRungs early polls before its first: at half the first
+// poll, a quarter, and so on, none earlier than a quarter of Resolution nor
+// at or before notBefore, by which every answer of the kind seen so far was
+// still being solved.
+// The documented first polls are starting points, and a service may answer
+// far sooner (images in about a second); a ladder finds such an answer
+// within about its own solve time instead of at the first poll, and each
+// answer it finds is bounded on both sides, which is what lets the first
+// handful of answers plan the kind's schedule. The ladder costs at most
+// coldRungs calls for each captcha submitted before the kind is learned,
+// within MaxCalls: a schedule that would spend them all before MaxWait keeps
+// its last polls for the rest of the wait (reserve).
+func (k kindTiming) coldLadder(fixed []time.Duration, notBefore time.Duration) []time.Duration {
+	if len(fixed) == 0 {
+		return fixed
+	}
+	var rungs []time.Duration
+	for at := fixed[0] / 2; at >= k.resolution/4 && at > notBefore && len(rungs) < coldRungs; at /= 2 {
+		rungs = append(rungs, at)
+	}
+	slices.Reverse(rungs)
+	s := append(rungs, fixed...)
+	if len(s) > k.maxCalls {
+		s = k.reserve(s[:k.maxCalls])
+	}
+	return s
+}
+
 // extend appends the fixed interval after the last planned poll, up to
 // MaxWait and MaxCalls, so a captcha slower than every one seen is still
 // fetched.

@@ -179,13 +179,27 @@ func TestPollerFixedUntilLearned(t *testing.T) {
 	t.Parallel()
 	var p poller
 	k := Timing{}.forKind(KindTurnstile)
+	fixed := k.fixedSchedule()
+	// Nothing known: the fixed schedule after a ladder of early polls at
+	// halves of its first poll, within MaxCalls and up to MaxWait. 5 s
+	// first poll, 1 s resolution: 312.5 ms, 625 ms, 1.25 s, 2.5 s.
+	got := p.schedule(KindTurnstile, k)
+	rungs := []time.Duration{312500 * time.Microsecond, 625 * time.Millisecond, 1250 * time.Millisecond, 2500 * time.Millisecond}
+	if !slices.Equal(got[:len(rungs)], rungs) || !slices.Equal(got[len(rungs):len(rungs)+5], fixed[:5]) {
+		t.Errorf("schedule of an unknown kind = %v, want early polls %v, then the fixed one", got, rungs)
+	}
+	if len(got) != k.maxCalls || got[len(got)-1] != k.maxWait {
+		t.Errorf("schedule of an unknown kind = %v, want %d polls up to %v", got, k.maxCalls, k.maxWait)
+	}
+	// Every answer so far was still being solved at 5 s: no early polls,
+	// the fixed schedule until the kind is learned.
 	for i := range minLearned - 1 {
 		p.observe(KindTurnstile, 5*time.Second, 5*time.Second+time.Duration(i)*time.Millisecond)
 	}
-	if got := p.schedule(KindTurnstile, k); !slices.Equal(got, k.fixedSchedule()) {
+	if got := p.schedule(KindTurnstile, k); !slices.Equal(got, fixed) {
 		t.Errorf("schedule before learning = %v, want the fixed one", got)
 	}
-	if got := p.schedule(KindTurnstile, Timing{Fixed: true}.forKind(KindTurnstile)); !slices.Equal(got, k.fixedSchedule()) {
+	if got := p.schedule(KindTurnstile, Timing{Fixed: true}.forKind(KindTurnstile)); !slices.Equal(got, fixed) {
 		t.Errorf("Fixed timing gave %v", got)
 	}
 }

@@ -11,6 +11,15 @@ const (
 	windowStart    = 4
 	windowMax      = 10000
 	windowDecrease = 0.8
+	// windowStep caps what one accepted submission adds after slow start:
+	// 1/limit (one a round) for a window of 8 or more, 1/8 below. A window
+	// that grows by one a round is back at the limit that was refused
+	// limit/5 rounds after the decrease, so its share of refused
+	// submissions grows as the window shrinks: about a quarter for the
+	// two or three threads each of five workers on one plan finds. Growing
+	// by limit/8 a round, a small window returns there as slowly as a
+	// window of 8 does.
+	windowStep = 1.0 / 8
 )
 
 // window is the learned limit of a Client's captchas on the service's
@@ -69,7 +78,7 @@ func (w *window) accepted() {
 	if w.slow {
 		w.limit++
 	} else {
-		w.limit += 1 / w.limit
+		w.limit += min(1/w.limit, windowStep)
 	}
 	w.limit = min(w.limit, windowMax)
 	w.wakeLocked()

@@ -106,3 +106,61 @@ func TestProbablyReadyHook(t *testing.T) {
 		t.Errorf("the hook was called for %d of 10 solves of a learned kind, want most", called)
 	}
 }
+
+// TestSharedPlanFewRefusals: five clients (five workers on one key), 8
+// callers each, against a 10-thread plan nobody told them: each learns a
+// share of two or so threads. Refusals stay about a tenth of in.php calls
+// once the windows are found, though each window is small (a window growing
+// by one a round, as a large one does, was refused a quarter of the time),
+// and that is most of what the early hand-back's margin itself costs.
+func TestSharedPlanFewRefusals(t *testing.T) {
+	t.Parallel()
+	const scale = 0.05
+	s := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
+	api := fakeapi.New(fakeapi.Config{Seed: 8, Threads: 10, NoSlotCode: true, TimeScale: scale, BurstWindow: s(3 * time.Second), BanTime: s(10 * time.Second),
+		SolveTime: map[string]fakeapi.Range{fakeapi.KindImage: {Min: time.Second, Max: 3 * time.Second}}})
+	url, stop, err := fakeapi.ServeLocal(api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var solved atomic.Int64
+	var warm fakeapi.Stats
+	var warmOnce sync.Once
+	var wg sync.WaitGroup
+	for range 5 {
+		c, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey, LearnPlan: true,
+			MinSubmitInterval: s(solver.DefaultMinSubmitInterval), SubmitWindow: s(solver.DefaultSubmitWindow),
+			Timing: solver.Timing{Scale: scale, NoBatch: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 8 {
+			wg.Go(func() {
+				for solved.Load() < 600 {
+					_, err := c.Solve(ctx, solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}})
+					switch {
+					case err == nil:
+						if solved.Add(1) == 150 {
+							warmOnce.Do(func() { warm = api.Stats() })
+						}
+					case solver.ClassOf(err) != retry.Capacity:
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	st := api.Stats()
+	refused := st.Codes["ERROR_NO_SLOT_AVAILABLE"] - warm.Codes["ERROR_NO_SLOT_AVAILABLE"]
+	calls := st.InCalls - warm.InCalls
+	share := float64(refused) / float64(calls)
+	t.Logf("after 150 solves: %d in.php calls, %d refused (%.1f %%); most at once %d", calls, refused, 100*share, st.MaxConcurrent)
+	if share > 0.14 {
+		t.Errorf("%.1f %% of in.php calls refused once the windows were found, want ≤ 14 %%", 100*share)
+	}
+}

@@ -216,12 +216,11 @@ type planFlags struct {
 
 func (p *planFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&p.threads, "plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
-	fs.BoolVar(&p.early, "plan-early", false, planEarlyUsage)
+	fs.BoolVar(&p.early, "plan-early", true, planEarlyUsage)
 }
 
 // planEarlyUsage is the --plan-early flag's help.
-const planEarlyUsage = "with --plan-threads: give a thread back when its captcha is probably solved (from the learned solve times), not when the answer is fetched, " +
-	"so the service's threads stay busy; the service may then be sent more captchas than the quota for a moment and refuse a few (no attempt spent)"
+const planEarlyUsage = "with --plan-threads: give a thread back when its captcha is probably solved (from the learned solve times), not when the answer is fetched, so the service's threads stay busy; the service may then be sent more captchas than the quota for a moment and refuse a few (no attempt spent); --plan-early=false: never more than the quota"
 
 // ensureTopology creates or updates the stream, the workers' consumers and
 // the timings bucket, and sets the plan quota unless planThreads is negative.

@@ -31,8 +31,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464); empty: off")
 	learnPlan := fs.Bool("learn-plan", true,
 		"when no plan-wide quota is set (--plan-threads on server/init), keep this worker's captchas at the service within a window learned from its capacity refusals; `captchaq stats` shows the pool's sum")
-	pingbackListen := fs.String("pingback-listen", "", "with the 2captcha profile: receive the service's callbacks (pingback) on this address, e.g. 0.0.0.0:8089; needs --pingback-url")
-	pingbackURL := fs.String("pingback-url", "", "the public URL the service calls back, routed to --pingback-listen (registered in 2captcha's pingback settings); a secret path segment is added")
+	pingbackListen := fs.String("pingback-listen", "", "receive the service's callbacks (in.php's pingback; CaptchaAI and 2captcha) on this address, e.g. 0.0.0.0:8089; needs --pingback-url")
+	pingbackURL := fs.String("pingback-url", "", "the public URL the service calls back, routed to --pingback-listen (2captcha: registered in its pingback settings); a secret path segment is added")
 	shareEvery := fs.Duration("share-timings", 30*time.Second,
 		"merge the solve times this worker learned into the pool's (KV bucket "+stream.TimingsBucket+") this often, and poll with the pool's; 0: learn alone, forget on exit")
 	nf := addFlags[natsFlags](fs)
@@ -51,11 +51,6 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usageError("--pingback-listen and --pingback-url go together")
 	}
 	if *pingbackListen != "" {
-		if svc, err := sf.profile(); err != nil {
-			return err
-		} else if svc != solver.TwoCaptcha {
-			return usageError("--pingback-listen: the %s profile does not call back (2captcha does: --service 2captcha)", svc)
-		}
 		pb, err := solver.NewPingback(*pingbackURL)
 		if err != nil {
 			return usageError("--pingback-url: %v", err)

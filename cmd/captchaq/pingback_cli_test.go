@@ -7,13 +7,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestPingbackFlags: the callback flags go together and only with a profile
-// whose service calls back.
+// TestPingbackFlags: the callback flags go together and want an http(s) URL,
+// with either profile.
 func TestPingbackFlags(t *testing.T) {
 	t.Parallel()
 	for args, want := range map[string]string{
 		"worker --pingback-listen 127.0.0.1:0":                                                      "--pingback-listen and --pingback-url go together",
-		"worker --pingback-listen 127.0.0.1:0 --pingback-url http://cb.example/x":                   "the captchaai profile does not call back",
+		"worker --pingback-listen 127.0.0.1:0 --pingback-url ftp://cb.example/x":                    "--pingback-url",
 		"worker --service 2captcha --pingback-listen 127.0.0.1:0 --pingback-url ftp://cb.example/x": "--pingback-url",
 	} {
 		r := runInProcess(strings.Fields(args)...)

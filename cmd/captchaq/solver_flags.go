@@ -43,7 +43,7 @@ type solverFlags struct {
 	onCall       func(solver.Call)
 	now          func() time.Time // the clock the worker reads too
 	learnPlan    bool             // learn the plan window (solver.Config.LearnPlan)
-	pingback     *solver.Pingback // the service calls back (2captcha only)
+	pingback     *solver.Pingback // the service calls back
 }
 
 // register adds every solver flag: the service's and the solving ones.

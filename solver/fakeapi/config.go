@@ -174,9 +174,9 @@ type Stats struct {
 	Pickups int
 	// Codes counts the error codes answered, injected ones included.
 	Codes map[string]int
-	// Pingbacks counts the callbacks sent (2captcha's pingback, with
-	// Service2Captcha), counted as they leave; PingbacksFailed those of
-	// them that got no HTTP reply.
+	// Pingbacks counts the callbacks sent (in.php's pingback, for either
+	// Service), counted as they leave; PingbacksFailed those of them that
+	// got no HTTP reply.
 	Pingbacks, PingbacksFailed int
 	// ReportsGood and ReportsBad count recorded reports.
 	ReportsGood, ReportsBad int

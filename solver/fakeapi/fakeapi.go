@@ -4,8 +4,8 @@
 // distributions, injectable faults, and counters that tests read.
 //
 // A captcha's readiness is a deadline checked when it is polled; the
-// emulator runs no goroutines but the timers of 2captcha's callbacks
-// (pingback, with Service2Captcha).
+// emulator runs no goroutines but the timers of the service's callbacks
+// (in.php's pingback: a GET for CaptchaAI, a POST for 2captcha).
 package fakeapi
 
 import (

@@ -325,3 +325,44 @@ func TestDemoSiteKeys(t *testing.T) {
 		t.Errorf("flaky-x is no demo key: %q", body)
 	}
 }
+
+// TestPingbackAsDocumented: each profile calls back as its service
+// documents it: CaptchaAI with a GET carrying id and code in the query,
+// 2captcha with a POST of the same form fields.
+func TestPingbackAsDocumented(t *testing.T) {
+	for _, tc := range []struct{ service, method string }{{ServiceCaptchaAI, http.MethodGet}, {Service2Captcha, http.MethodPost}} {
+		t.Run(tc.service, func(t *testing.T) {
+			type call struct{ method, id, code, query string }
+			got := make(chan call, 1)
+			cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				q := r.URL.RawQuery
+				_ = r.ParseForm()
+				got <- call{r.Method, r.FormValue("id"), r.FormValue("code"), q}
+				w.Write([]byte("OK"))
+			}))
+			defer cb.Close()
+			s := New(Config{Seed: 1, Service: tc.service, TimeScale: 0.001})
+			code, body := do(t, s, get("/in.php", url.Values{"key": {TestKey}, "method": {"base64"},
+				"body": {base64.StdEncoding.EncodeToString(png)}, "pingback": {cb.URL + "/cb/s3cret"}}))
+			if code != http.StatusOK || !strings.HasPrefix(body, "OK|") {
+				t.Fatalf("in.php: %d %s", code, body)
+			}
+			id := strings.TrimPrefix(body, "OK|")
+			var c call
+			select {
+			case c = <-got:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no callback")
+			}
+			if c.method != tc.method || c.id != id || c.code == "" {
+				t.Errorf("callback %s id=%q code=%q, want %s id=%q and the answer", c.method, c.id, c.code, tc.method, id)
+			}
+			if inQuery := c.query != ""; inQuery != (tc.method == http.MethodGet) {
+				t.Errorf("callback query %q: the fields belong in the query for GET only", c.query)
+			}
+			if st := s.Stats(); st.Pingbacks != 1 {
+				t.Errorf("Pingbacks = %d, want 1", st.Pingbacks)
+			}
+		})
+	}
+}

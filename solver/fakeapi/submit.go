@@ -111,7 +111,7 @@ func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file [
 	}
 	s.captchas[c.id] = c
 	s.solving[c.id] = c
-	if cb := params["pingback"]; cb != "" && s.cfg.Service == Service2Captcha {
+	if cb := params["pingback"]; cb != "" {
 		s.callBack(c, cb, c.readyAt.Sub(now))
 	}
 	s.stats.Submitted++
@@ -188,9 +188,14 @@ func (s *Server) solveTime(kind string) time.Duration {
 	return time.Duration(float64(d) * s.cfg.TimeScale)
 }
 
-// callBack has 2captcha's pingback call url when c is ready, after d: a POST
-// of the form fields id and code (the answer as text, or the error code),
-// as 2captcha documents it
+// callBack calls url back when c is ready, after d, with the fields id and
+// code (the answer as text, or the error code), as each service documents
+// it. CaptchaAI sends a GET with both in the query
+// (blog.captchaai.com/captchaai-pingback-task-notification-patterns, "How
+// Pingback Works": "CaptchaAI sends GET request to your callback:
+// YOUR_CALLBACK_URL?id=TASK_ID&code=TOKEN"; the same in
+// blog.captchaai.com/captchaai-webhook-security-callback-validation, "The
+// Callback Flow"). 2captcha POSTs them as a form
 // (2captcha.com/h/how-to-configure-automatic-response-retrieval-via-pingback,
 // "Incoming request format"). Callers hold s.mu.
 func (s *Server) callBack(c *captcha, url string, d time.Duration) {
@@ -203,14 +208,28 @@ func (s *Server) callBack(c *captcha, url string, d time.Duration) {
 		code = text
 	}
 	form := neturl.Values{"id": {c.id}, "code": {code}}
+	method, target, body := http.MethodPost, url, form.Encode()
+	if s.cfg.Service != Service2Captcha {
+		method, body = http.MethodGet, ""
+		if u, err := neturl.Parse(url); err == nil {
+			q := u.Query()
+			for k, v := range form {
+				q[k] = v
+			}
+			u.RawQuery = q.Encode()
+			target = u.String()
+		}
+	}
 	time.AfterFunc(d, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(form.Encode()))
+		req, err := http.NewRequestWithContext(ctx, method, target, strings.NewReader(body))
 		if err != nil {
 			return
 		}
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if method == http.MethodPost {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
 		s.mu.Lock()
 		s.stats.Pingbacks++
 		s.mu.Unlock()

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream"
+)
+
+// The time-to-token rows: the configuration users run (a plan of 15
+// threads, five workers of 20 threads, every worker flag at its default),
+// the plan told to the server or not, and a fresh pool on a fast service.
+
+// workerDefaults are the solver settings of `captchaq worker` with every
+// flag at its default (--poll-batch off, --share-timings 30s).
+var workerDefaults = solverScenario{timing: solver.Timing{NoBatch: true}, share: 30 * time.Second}
+
+// uniformSolveTimes has every kind ready uniformly within [lo, hi].
+func uniformSolveTimes(lo, hi time.Duration) map[string]fakeapi.Range {
+	r := fakeapi.Range{Min: lo, Max: hi}
+	return map[string]fakeapi.Range{fakeapi.KindRecaptcha: r, fakeapi.KindTurnstile: r, fakeapi.KindImage: r}
+}
+
+// userRow is the users' configuration: plan 15, 5 × 20 worker threads,
+// solves of 5–15 s, default worker flags; with quota the plan is told
+// (`captchaq server --plan-threads 15`), with early also --plan-early.
+func userRow(name string, quota, early bool) solverScenario {
+	sc := workerDefaults
+	sc.name, sc.plan, sc.workers, sc.threads = name, 15, 5, 20
+	sc.solve = uniformSolveTimes(5*time.Second, 15*time.Second)
+	sc.quota, sc.early = quota, early
+	sc.learnPlan = !quota // --learn-plan (default on) works only without a quota
+	return sc
+}
+
+func (b *bench) timeToToken() error {
+	const scale = 0.1
+	window := time.Duration(b.pick(10, 30)) * time.Second
+	if b.solverWindow > 0 {
+		window = b.solverWindow
+	}
+	fmt.Printf("## Time to token: the configuration users run\n\n")
+	fmt.Printf("Plan 15 threads at the emulator (CaptchaAI as documented: no multi-id polls), five workers of 20 threads, every kind solved in 5–15 s (uniform), "+
+		"the workers' flags at their defaults (adaptive polling one by one, timings shared through the bucket every 30 s of real time); time scale %.2f; "+
+		"a warm-up of one minute (real) and 20 answers of each kind, then a window of %s wall clock (%s real). "+
+		"Plan used = throughput ÷ Little's limit (plan ÷ mean solve) in that window.\n\n", scale, window, time.Duration(float64(window)/scale))
+	t := table{head: []string{"scenario", "solved", "mean solve", "plan used (throughput ÷ limit)", "busy ÷ plan", "mean / p95 pickup lag",
+		"res.php per solve", "in.php calls", "refused for capacity", "longest refusal run", "failed attempts"}}
+	pingback := userRow("plan told, CaptchaAI calls back (`worker --pingback-listen … --pingback-url …`)", true, false)
+	pingback.pingback, pingback.service = true, fakeapi.ServiceCaptchaAI
+	rows := []solverScenario{
+		userRow("plan told (`server --plan-threads 15`), no `--plan-early`", true, false),
+		userRow("plan told, `--plan-early`", true, true),
+		userRow("plan not told (workers learn it: `--learn-plan`, the default)", false, false),
+		pingback,
+	}
+	for _, sc := range rows {
+		if !b.selected(sc.name) {
+			continue
+		}
+		b.log.Info("time to token", slog.String("scenario", sc.name))
+		r, err := runSolverBound(b.ctx, sc, scale, window)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.name, err)
+		}
+		refused := fmt.Sprintf("%d (%.1f %%)", r.Refused, 100*float64(r.Refused)/float64(max(r.InCalls, 1)))
+		t.add(sc.name, fmt.Sprint(r.Solved), ms(r.MeanSolve), fmt.Sprintf("%.1f %%", 100*r.Throughput/r.Limit), fmt.Sprintf("%.1f %%", 100*r.Busy),
+			ms(r.LagMean)+" / "+ms(r.LagP95), fmt.Sprintf("%.2f", r.ResPerSolve), fmt.Sprint(r.InCalls), refused, fmt.Sprint(r.RefusedRun), failures(r.Failed))
+	}
+	fmt.Printf("%s\n", t.String())
+
+	cold := workerDefaults
+	cold.name, cold.plan, cold.workers, cold.threads = "cold start: a fresh pool, 200 mixed tasks, service answering in 0.2–2 s, 2 workers × 10 threads", 20, 2, 10
+	cold.solve = uniformSolveTimes(200*time.Millisecond, 2*time.Second)
+	cold.learnPlan = true
+	if !b.selected(cold.name) {
+		return nil
+	}
+	const coldScale = 0.5
+	b.log.Info("time to token", slog.String("scenario", cold.name))
+	r, err := runColdStart(b.ctx, cold, coldScale, 200)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cold.name, err)
+	}
+	fmt.Printf("Cold start at time scale %.2f: no warm-up, an empty timings bucket; pickup lag (ready → the res.php reply that carried the answer) over every task, and over those after the first 20.\n\n", coldScale)
+	ct := table{head: []string{"scenario", "solved", "wall clock (real)", "mean pickup lag", "p95 pickup lag", "mean lag after 20 answers", "res.php per solve"}}
+	ct.add(cold.name, fmt.Sprint(r.solved), ms(r.took), ms(r.lagMean), ms(r.lagP95), ms(r.lagLater), fmt.Sprintf("%.2f", r.resPerSolve))
+	fmt.Printf("%s\n", ct.String())
+	return nil
+}
+
+type coldResult struct {
+	solved                    int
+	took                      time.Duration
+	lagMean, lagP95, lagLater time.Duration
+	resPerSolve               float64
+}
+
+// runColdStart submits n mixed tasks to a fresh pool of sc and waits until
+// each is solved or dead; times are real-time equivalents.
+func runColdStart(ctx context.Context, sc solverScenario, scale float64, n int) (coldResult, error) {
+	var res coldResult
+	p, err := startPool(ctx, sc, scale)
+	if err != nil {
+		return res, err
+	}
+	defer p.stop()
+	tasks := make([]stream.Task, n)
+	for i := range tasks {
+		tasks[i] = mixedTask(i)
+	}
+	if _, err := p.client.SubmitAll(ctx, tasks); err != nil {
+		return res, fmt.Errorf("submit %d tasks: %w", n, err)
+	}
+	var ended, solved atomic.Int64
+	all := make(chan struct{})
+	start := time.Now()
+	err = p.run(ctx, stream.ObserverFunc(func(o stream.Observation) {
+		switch o.Kind {
+		case stream.EventSolved:
+			solved.Add(1)
+		case stream.EventDead:
+		default:
+			return
+		}
+		if ended.Add(1) == int64(n) {
+			close(all)
+		}
+	}))
+	if err != nil {
+		return res, err
+	}
+	select {
+	case <-all:
+	case <-time.After(10 * time.Minute):
+		return res, fmt.Errorf("%d of %d tasks ended in 10 minutes", ended.Load(), n)
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
+	toReal := func(d time.Duration) time.Duration { return time.Duration(float64(d) / scale) }
+	res.took = toReal(time.Since(start))
+	res.solved = int(solved.Load())
+	lags := p.emu.PickupLags(0)
+	if len(lags) == 0 {
+		return res, fmt.Errorf("nothing picked up")
+	}
+	mean := func(l []time.Duration) time.Duration {
+		var s time.Duration
+		for _, d := range l {
+			s += d
+		}
+		return s / time.Duration(max(len(l), 1))
+	}
+	res.lagMean = toReal(mean(lags))
+	res.lagLater = toReal(mean(lags[min(20, len(lags)):]))
+	sorted := slices.Sorted(slices.Values(lags))
+	res.lagP95 = toReal(sorted[len(sorted)*95/100])
+	st := p.emu.Stats()
+	res.resPerSolve = float64(st.ResCalls) / float64(max(res.solved, 1))
+	return res, nil
+}
