@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -30,7 +31,7 @@ const relayQueue = 1024
 // waits for the relay to stop.
 func (w *Worker) relayCancels(ctx context.Context) (func(), error) {
 	queue := make(chan uint64, relayQueue)
-	sub, err := w.nc.Subscribe(storedSubject(subjectCancels+".*.*"), func(m *nats.Msg) {
+	sub, err := w.nc.Subscribe(wire.StoredSubject(wire.SubjectCancels+".*.*"), func(m *nats.Msg) {
 		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 		if err != nil {
 			return
@@ -70,7 +71,7 @@ func (w *Worker) relayCancel(ctx context.Context, seq uint64) {
 		return
 	}
 	parts := strings.Split(m.Subject, ".")
-	if len(parts) != 4 || parts[0]+"."+parts[1] != subjectCancels {
+	if len(parts) != 4 || parts[0]+"."+parts[1] != wire.SubjectCancels {
 		return
 	}
 	id := parts[2]
@@ -78,15 +79,15 @@ func (w *Worker) relayCancel(ctx context.Context, seq uint64) {
 	if err != nil {
 		return
 	}
-	rec := parseCancel(m.Data, gen)
+	rec := wire.ParseCancel(m.Data, gen)
 	if rec == nil || rec.Secret == "" {
 		return
 	}
-	task, err := w.s.GetLastMsgForSubject(ctx, taskSubjectsFor(id))
-	if err != nil || task.Sequence != gen || !ownsCancel(task.Header, rec.Secret) {
+	task, err := w.s.GetLastMsgForSubject(ctx, wire.TaskSubjectsFor(id))
+	if err != nil || task.Sequence != gen || !wire.OwnsCancel(task.Header, rec.Secret) {
 		return // forged, or the task is done (its message is gone)
 	}
-	if last, err := w.s.GetLastMsgForSubject(ctx, cancelRecordSubject(id)); err == nil && parseCancel(last.Data, gen) != nil {
+	if last, err := w.s.GetLastMsgForSubject(ctx, wire.CancelRecordSubject(id)); err == nil && wire.ParseCancel(last.Data, gen) != nil {
 		return // relayed already
 	} else if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return
@@ -96,7 +97,7 @@ func (w *Worker) relayCancel(ctx context.Context, seq uint64) {
 	if err != nil {
 		return
 	}
-	if _, err := publishRetrying(ctx, w.js, &nats.Msg{Subject: cancelRecordSubject(id), Data: b}, jetstream.WithExpectStream(w.top.Stream)); err != nil {
+	if _, err := publishRetrying(ctx, w.js, &nats.Msg{Subject: wire.CancelRecordSubject(id), Data: b}, jetstream.WithExpectStream(w.top.Stream)); err != nil {
 		w.log.Warn("cannot relay an owner's cancel; the next delivery looks for it itself", slog.String("task_id", id), slog.Any("error", err))
 		return
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 func TestPlanQuotaHoldsAcrossWorkersAndIsUsedInFull(t *testing.T) {
@@ -126,7 +127,7 @@ func TestFastLaneIsNotStarvedBySlowBacklog(t *testing.T) {
 
 	// Every fast task is done while most of the slow backlog still waits:
 	// 60 slow tasks × 300 ms over 3 threads take 6 s.
-	cons, err := b.client.s.Consumer(ctx, consumerName(LaneSlow, priorityNormal))
+	cons, err := b.client.s.Consumer(ctx, consumerName(LaneSlow, wire.PriorityNormal))
 	require.NoError(t, err)
 	info, err := cons.Info(ctx)
 	require.NoError(t, err)
@@ -248,10 +249,10 @@ func TestLostLastLaneSlotCostsLittle(t *testing.T) {
 	require.NoError(t, err)
 	w, err := NewWorker(ctx, b.connect(t), WorkerConfig{Solver: tokenSolver(), Topology: top})
 	require.NoError(t, err)
-	waitCounted(ctx, t, b.client.s, consumerName(LaneSlow, priorityNormal), 2)
+	waitCounted(ctx, t, b.client.s, consumerName(LaneSlow, wire.PriorityNormal), 2)
 	var f *feed
 	for _, fd := range w.feeds {
-		if fd.lane == LaneSlow && fd.priority == priorityNormal {
+		if fd.lane == LaneSlow && fd.priority == wire.PriorityNormal {
 			f = fd
 		}
 	}

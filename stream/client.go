@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -143,7 +144,7 @@ func (c *Client) Prepare(t Task) (Task, error) {
 			t.Deadline.Format(time.RFC3339), c.top.Retention)}
 	}
 	if t.Priority == "" {
-		t.Priority = priorityNormal
+		t.Priority = wire.PriorityNormal
 	}
 	return t, nil
 }
@@ -271,17 +272,17 @@ func (c *Client) taskMsg(t Task) (*nats.Msg, error) {
 		return nil, fmt.Errorf("encode task %s: %w", t.ID, err)
 	}
 	// Less a margin for the message's own headers (id, client, cancel hash).
-	if most := WholeDeadLetterMax(c.nc.MaxPayload()) - 1024; most > 0 && int64(len(b)) > most {
+	if most := wire.WholeDeadLetterMax(c.nc.MaxPayload()) - 1024; most > 0 && int64(len(b)) > most {
 		return nil, &TaskError{ID: t.ID, Err: fmt.Errorf("task is %d bytes, the server takes at most %d", len(b), most)}
 	}
-	msg := nats.NewMsg(taskSubject(LaneOf(t.Method, t.Params), t.priority(), t.ID))
+	msg := nats.NewMsg(wire.TaskSubject(LaneOf(t.Method, t.Params), t.Queue(), t.ID))
 	msg.Data = b
-	msg.Header.Set(HeaderTaskID, t.ID)
+	msg.Header.Set(wire.HeaderTaskID, t.ID)
 	if c.cfg.Name != "" {
-		msg.Header.Set(HeaderClient, c.cfg.Name)
+		msg.Header.Set(wire.HeaderClient, c.cfg.Name)
 	}
 	if h, ok := c.cancelHashes.Load(t.ID); ok {
-		msg.Header.Set(HeaderCancelHash, h.(string))
+		msg.Header.Set(wire.HeaderCancelHash, h.(string))
 	}
 	return msg, nil
 }

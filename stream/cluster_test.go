@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // cluster is three nodes of testdata/cluster, in this process, on free ports.
@@ -153,9 +154,9 @@ func TestClusterSurvivesStreamLeaderLoss(t *testing.T) {
 
 	// Exactly one outcome and one solve recorded per task, in the stream.
 	results, solves := map[string]int{}, map[string]int{}
-	require.NoError(t, scanFrom(ctx, producer, []string{subjectResults + ".>", subjectEvents + ".>"}, 0, false, func(m jetstream.Msg) (bool, error) {
-		id := idFromSubject(m.Subject())
-		if strings.HasPrefix(m.Subject(), subjectResults) {
+	require.NoError(t, scanFrom(ctx, producer, []string{wire.SubjectResults + ".>", wire.SubjectEvents + ".>"}, 0, false, func(m jetstream.Msg) (bool, error) {
+		id := wire.IDFromSubject(m.Subject())
+		if strings.HasPrefix(m.Subject(), wire.SubjectResults) {
 			results[id]++
 			return false, nil
 		}

@@ -13,72 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/stream/wire"
 )
-
-// DeadLetter is a task that could not be solved, with why and how far it got,
-// as DeadLetters lists it and `captchaq dead` prints it. It is part of the
-// wire contract: fields may be added; these keep their names and meaning.
-type DeadLetter struct {
-	// Seq is the dead letter's stream sequence; it names the letter in replay.
-	Seq uint64 `json:"seq"`
-	// ID is the task's id.
-	ID string `json:"id"`
-	// Method is the task's method; empty when Task is not a valid task.
-	Method string `json:"method,omitempty"`
-	// Host is the host of the task's pageurl (never the full URL):
-	// "invalid-url" when it does not parse, empty when there is none.
-	Host string `json:"host,omitempty"`
-	// Reason is why the task is dead.
-	Reason retry.Reason `json:"reason"`
-	// Error is the code of the task's last failure, as in Outcome.Error.
-	Error string `json:"error,omitempty"`
-	// Detail says more about why, in words (Outcome.Detail).
-	Detail string `json:"detail,omitempty"`
-	// Attempts is how many solving attempts were spent on the task's
-	// generation that died.
-	Attempts int `json:"attempts"`
-	// Subject is the task subject the task was delivered on
-	// (captcha.tasks.<lane>.<priority>.<id>).
-	Subject string `json:"subject"`
-	// Gen is the stream sequence of the task message that died: which
-	// submission or replay of the id this letter is about.
-	Gen uint64 `json:"gen"`
-	// FirstFailure is when the generation first failed (for a task dead
-	// without an attempt, when it was judged). Zero only when the letter's
-	// headers lack it.
-	FirstFailure time.Time `json:"first_failure,omitzero"`
-	// LastFailure is when the generation last failed; zero like
-	// FirstFailure.
-	LastFailure time.Time `json:"last_failure,omitzero"`
-	// DeadAt is when the letter was stored.
-	DeadAt time.Time `json:"dead_at"`
-	// Task is the task message as it was submitted (JSON), or, when that was
-	// not JSON, a JSON string holding its first 200 bytes.
-	Task json.RawMessage `json:"task"`
-	// BodyOmitted is the size in bytes of a task message too large to be
-	// dead-lettered whole: the letter then holds no task (Task is "") and
-	// cannot be replayed. Zero for a whole letter.
-	BodyOmitted int `json:"body_omitted,omitempty"`
-	// Replayed says when the letter was replayed; nil if it was not.
-	Replayed *Replay `json:"replayed,omitempty"`
-}
-
-// Replay records that a dead letter went back onto the queue, as stored on
-// captcha.replays.<id>.
-type Replay struct {
-	// DeadSeq is the stream sequence of the dead letter replayed
-	// (DeadLetter.Seq).
-	DeadSeq uint64 `json:"dead_seq"`
-	// TaskSeq is the stream sequence of the new task message: the new
-	// generation's Receipt.Seq. Zero in the record written before the task
-	// was queued: a replay started, not known to have queued.
-	TaskSeq uint64 `json:"task_seq"`
-	// At is when the letter was replayed.
-	At time.Time `json:"at"`
-	// By is the name of the client that replayed it (ClientConfig.Name);
-	// empty when it had none.
-	By string `json:"by,omitempty"`
-}
 
 // DeadFilter selects dead letters; its zero value selects all. Set fields
 // combine with AND.
@@ -119,7 +55,7 @@ var (
 
 // DeadLetters lists the dead letters that match f, oldest first.
 func (c *Client) DeadLetters(ctx context.Context, f DeadFilter) ([]DeadLetter, error) {
-	return c.deadLetters(ctx, subjectDead+".>", subjectReplays+".>", f)
+	return c.deadLetters(ctx, wire.SubjectDead+".>", wire.SubjectReplays+".>", f)
 }
 
 func (c *Client) deadLetters(ctx context.Context, deadSubj, replaySubj string, f DeadFilter) ([]DeadLetter, error) {
@@ -133,8 +69,8 @@ func (c *Client) deadLetters(ctx context.Context, deadSubj, replaySubj string, f
 		if err != nil {
 			return false, err
 		}
-		if m.Subject() == deadSubject(idFromSubject(m.Subject())) {
-			letters = append(letters, parseDeadLetter(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream, md.Timestamp))
+		if m.Subject() == wire.DeadSubject(wire.IDFromSubject(m.Subject())) {
+			letters = append(letters, wire.ParseDeadLetter(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream, md.Timestamp))
 			return false, nil
 		}
 		var r Replay
@@ -156,30 +92,13 @@ func (c *Client) deadLetters(ctx context.Context, deadSubj, replaySubj string, f
 	return out, nil
 }
 
-func parseDeadLetter(subject string, h nats.Header, data []byte, seq uint64, at time.Time) DeadLetter {
-	d := DeadLetter{Seq: seq, ID: idFromSubject(subject), Reason: retry.Reason(h.Get(HeaderReason)), Error: h.Get(HeaderError),
-		Detail: h.Get(HeaderDetail), Subject: h.Get(HeaderSubject), DeadAt: at, Task: json.RawMessage(data)}
-	d.Attempts, _ = strconv.Atoi(h.Get(HeaderAttempts))
-	d.BodyOmitted, _ = strconv.Atoi(h.Get(HeaderBodyOmitted))
-	d.Gen, _ = strconv.ParseUint(h.Get(HeaderGen), 10, 64)
-	d.FirstFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderFirstFail))
-	d.LastFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderLastFail))
-	if t, err := ParseTask(data); err == nil {
-		d.Method, d.Host = t.Method, pageHost(t.Params)
-	}
-	if !json.Valid(data) {
-		d.Task, _ = json.Marshal(truncate(string(data), 200))
-	}
-	return d
-}
-
 // DeadLetterOf returns the latest dead letter of task id, with its replay
 // status.
 func (c *Client) DeadLetterOf(ctx context.Context, id string) (DeadLetter, error) {
 	if err := ValidateID(id); err != nil {
 		return DeadLetter{}, err
 	}
-	ds, err := c.deadLetters(ctx, deadSubject(id), replaySubject(id), DeadFilter{})
+	ds, err := c.deadLetters(ctx, wire.DeadSubject(id), wire.ReplaySubject(id), DeadFilter{})
 	if err != nil {
 		return DeadLetter{}, err
 	}
@@ -256,7 +175,7 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 	resuming := d.Replayed != nil // started, not known to have queued
 	if gen, err := c.latestGen(ctx, d.ID); err == nil && gen > d.Gen {
 		if resuming {
-			if m, err := c.s.GetMsg(ctx, gen); err == nil && m.Header.Get(HeaderReplayedBy) == strconv.FormatUint(d.Seq, 10) {
+			if m, err := c.s.GetMsg(ctx, gen); err == nil && m.Header.Get(wire.HeaderReplayedBy) == strconv.FormatUint(d.Seq, 10) {
 				// The started replay did queue it: finish its record.
 				return c.recordReplay(ctx, d, Receipt{ID: d.ID, Seq: gen, Duplicate: true})
 			}
@@ -266,7 +185,7 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 	}
 	t, err := ParseTask(d.Task)
 	if err == nil {
-		err = t.validateShape()
+		err = t.ValidateShape()
 	}
 	if err != nil {
 		return Receipt{}, fmt.Errorf("replay %s (dead letter %d): %w: %v", d.ID, d.Seq, ErrNotReplayable, err)
@@ -276,18 +195,18 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, fmt.Errorf("replay %s (dead letter %d): %w", d.ID, d.Seq, err)
 	}
-	msg.Header.Set(HeaderReplayedBy, strconv.FormatUint(d.Seq, 10))
+	msg.Header.Set(wire.HeaderReplayedBy, strconv.FormatUint(d.Seq, 10))
 	if !resuming {
 		started, _ := json.Marshal(Replay{DeadSeq: d.Seq, At: c.cfg.Now(), By: c.cfg.Name})
-		rm := nats.NewMsg(replaySubject(d.ID))
+		rm := nats.NewMsg(wire.ReplaySubject(d.ID))
 		rm.Data = started
-		rm.Header.Set(HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
+		rm.Header.Set(wire.HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
 		if _, err := publishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replaying.%d", d.Seq))); err != nil {
 			return Receipt{}, fmt.Errorf("replay %s: nothing queued: recording the replay failed: %w", d.ID, err)
 		}
 	}
 	// The message id names the dead letter: two replays racing enqueue one task.
-	ack, err := publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(replayMsgID(t.ID, strconv.FormatUint(d.Seq, 10))))
+	ack, err := publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(wire.ReplayMsgID(t.ID, strconv.FormatUint(d.Seq, 10))))
 	if err != nil {
 		return Receipt{}, fmt.Errorf("replay %s: %w (the replay is recorded as started: replay it again to finish)", d.ID, c.fullError(ctx, err))
 	}
@@ -295,7 +214,7 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 		// Anyone who may submit tasks can occupy a message id: make sure
 		// the message the stream kept is this replay.
 		if kept, err := c.s.GetMsg(ctx, ack.Sequence); err != nil || kept.Subject != msg.Subject ||
-			kept.Header.Get(HeaderReplayedBy) != msg.Header.Get(HeaderReplayedBy) {
+			kept.Header.Get(wire.HeaderReplayedBy) != msg.Header.Get(wire.HeaderReplayedBy) {
 			return Receipt{}, fmt.Errorf("replay %s (dead letter %d): its message id is taken by another message (%d) "+
 				"within the stream's duplicate window; replay again once the window has passed", d.ID, d.Seq, ack.Sequence)
 		}
@@ -307,9 +226,9 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 // message r.Seq.
 func (c *Client) recordReplay(ctx context.Context, d DeadLetter, r Receipt) (Receipt, error) {
 	rec, _ := json.Marshal(Replay{DeadSeq: d.Seq, TaskSeq: r.Seq, At: c.cfg.Now(), By: c.cfg.Name})
-	rm := nats.NewMsg(replaySubject(d.ID))
+	rm := nats.NewMsg(wire.ReplaySubject(d.ID))
 	rm.Data = rec
-	rm.Header.Set(HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
+	rm.Header.Set(wire.HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
 	if _, err := publishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replayed.%d", d.Seq))); err != nil {
 		// The task is queued again, and the started record says so; only
 		// the final record failed. Say both.

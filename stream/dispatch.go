@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -26,7 +27,7 @@ func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
 		if len(out) == n || ctx.Err() != nil {
 			break
 		}
-		if f.priority != priorityHigh && w.highRechecking() {
+		if f.priority != wire.PriorityHigh && w.highRechecking() {
 			break // a high-priority task may be about to show: no normal task takes its thread
 		}
 		seen := f.news.Load()
@@ -122,7 +123,7 @@ func (w *Worker) recheck(f *feed, empty bool) {
 // again in a moment (recheck's first look).
 func (w *Worker) highRechecking() bool {
 	for _, f := range w.feeds {
-		if f.priority == priorityHigh && f.rechecking.Load() > 0 {
+		if f.priority == wire.PriorityHigh && f.rechecking.Load() > 0 {
 			return true
 		}
 	}
@@ -179,7 +180,7 @@ func fetchRoom(f *feed, info *jetstream.ConsumerInfo, want int) (jetstream.Messa
 type feed struct {
 	cons     jetstream.Consumer
 	lane     Lane
-	priority string
+	priority Priority
 	// limited is set when the consumer's MaxAckPending is a lane limit.
 	limited bool
 	news    atomic.Uint64
@@ -196,14 +197,14 @@ type feed struct {
 
 // news notes a task published on subject (captcha.tasks.<lane>.<priority>.<id>).
 func (w *Worker) news(subject string) {
-	rest, ok := strings.CutPrefix(subject, subjectTasks+".")
+	rest, ok := strings.CutPrefix(subject, wire.SubjectTasks+".")
 	if !ok {
 		return
 	}
 	lane, rest, _ := strings.Cut(rest, ".")
 	priority, _, _ := strings.Cut(rest, ".")
 	for _, f := range w.feeds {
-		if string(f.lane) == lane && f.priority == priority {
+		if string(f.lane) == lane && string(f.priority) == priority {
 			f.newsAt.Store(time.Now().UnixNano())
 			f.news.Add(1)
 		}
@@ -270,13 +271,6 @@ func (w *Worker) rotated() []*feed {
 		}
 	}
 	return out
-}
-
-// laneOfSubject returns the lane token of a task subject.
-func laneOfSubject(subject string) Lane {
-	rest, _ := strings.CutPrefix(subject, subjectTasks+".")
-	lane, _, _ := strings.Cut(rest, ".")
-	return Lane(lane)
 }
 
 // finishingPerThread × Threads tasks at most record their outcomes after

@@ -41,7 +41,7 @@
 // write), so whether a generation already has its outcome is decided by
 // compare-and-set, never by message-id deduplication (record.go). A task
 // message is a submission of its id only if its envelope holds together
-// (checkEnvelope); tokens never reach the store's files (token.go), and
+// (wire.CheckEnvelope); tokens never reach the store's files (token.go), and
 // finished task messages leave them (erase.go: a delete on an encrypted
 // store, the default, an erasure on a plaintext one); the stream keeps room
 // for the records of every queued task, within its MaxBytes and within what

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/captchaq/captchaq/internal/text"
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -29,11 +31,11 @@ func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*delivery, error) {
 	// The id is the subject's last token, whatever the message says: the
 	// stream stores task messages only on captcha.tasks.<lane>.<priority>.*,
 	// so that token always names a subject of its own for the outcome.
-	d.id = idFromSubject(m.Subject())
+	d.id = wire.IDFromSubject(m.Subject())
 	d.task, d.invalid = ParseTask(m.Data())
-	if err := checkEnvelope(d.id, m.Headers(), d.task); err != nil {
+	if err := wire.CheckEnvelope(d.id, m.Headers(), d.task); err != nil {
 		d.invalid, d.forged = err, true
-	} else if m.Headers().Get(headerMsgID) != d.id {
+	} else if m.Headers().Get(wire.HeaderMsgID) != d.id {
 		var err error
 		if perr := d.patiently(ctx, func() error { err = verifyReplay(ctx, w.s, d.id, d.gen, m.Headers(), d.task); return ignoreForged(err) }); perr != nil {
 			return nil, perr
@@ -43,7 +45,7 @@ func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*delivery, error) {
 		}
 	}
 	if d.invalid == nil {
-		d.invalid = d.task.validateShape()
+		d.invalid = d.task.ValidateShape()
 	}
 	d.deadline = d.task.Deadline
 	if d.deadline.IsZero() {
@@ -55,7 +57,7 @@ func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*delivery, error) {
 	// offset from the broker.
 	d.deadline = d.deadline.Add(-time.Duration(w.clock.offset.Load()))
 	d.log = w.log.With(slog.String("task_id", d.id), slog.String("method", d.task.Method),
-		slog.String("host", pageHost(d.task.Params)), slog.Uint64("delivery", d.number))
+		slog.String("host", wire.PageHost(d.task.Params)), slog.Uint64("delivery", d.number))
 	d.st = genState{gen: d.gen}
 	if d.number == 1 {
 		// Nobody has handled this message before: assume nothing is
@@ -71,47 +73,6 @@ func (w *Worker) open(ctx context.Context, m jetstream.Msg) (*delivery, error) {
 	return d, nil
 }
 
-// checkEnvelope checks what the stream says about a task message against
-// what it says of itself: its id (from the subject) must be valid, and its
-// Nats-Msg-Id, Captchaq-Task-Id header and body id must all be that id. A
-// message that fails is never solved: it ends dead as an invalid task, on
-// its own id. So no one can run a task under an id with another message id
-// (bypassing the duplicate window) or be mistaken for another task.
-func checkEnvelope(id string, h nats.Header, t Task) error {
-	if err := checkEnvelopeHeaders(id, h); err != nil {
-		return err
-	}
-	if t.ID != "" && t.ID != id {
-		return fmt.Errorf("id %q in the body differs from %q in the subject", truncate(t.ID, 70), id)
-	}
-	return nil
-}
-
-// checkEnvelopeHeaders is checkEnvelope without the body.
-func checkEnvelopeHeaders(id string, h nats.Header) error {
-	if err := ValidateID(id); err != nil {
-		return fmt.Errorf("subject: %w", err)
-	}
-	if hid := h.Get(HeaderTaskID); hid != "" && hid != id {
-		return fmt.Errorf("header %s %q differs from the id %q in the subject", HeaderTaskID, truncate(hid, 70), id)
-	}
-	switch msgID := h.Get(headerMsgID); {
-	case msgID == id:
-	case msgID == replayMsgID(id, h.Get(HeaderReplayedBy)) && h.Get(HeaderReplayedBy) != "":
-		// A replay of a dead letter (Client.Replay).
-	case msgID == "":
-		return fmt.Errorf("header %s missing: it must be the task id %q", headerMsgID, id)
-	default:
-		return fmt.Errorf("header %s %q is not the task id %q", headerMsgID, truncate(msgID, 70), id)
-	}
-	return nil
-}
-
-// CodeInvalidEnvelope is the error code of a task message whose envelope
-// does not hold together (checkEnvelope): it ends dead with reason
-// invalid-task, and Wait(id) does not take it for a submission of its id.
-const CodeInvalidEnvelope = "INVALID_ENVELOPE"
-
 // ignoreForged is err unless it says a message is forged (a verdict, not a
 // failed read).
 func ignoreForged(err error) error {
@@ -120,9 +81,6 @@ func ignoreForged(err error) error {
 	}
 	return err
 }
-
-// replayMsgID is the message id of a replay of dead letter deadSeq of task id.
-func replayMsgID(id, deadSeq string) string { return id + ".replay." + deadSeq }
 
 // errForged marks an envelope check that failed on what the stream holds,
 // as opposed to a read that failed.
@@ -135,13 +93,13 @@ var errForged = errors.New("not a submission of its id")
 // it. An error wrapping errForged says it does not; any other error is a
 // failed read.
 func verifyReplay(ctx context.Context, s jetstream.Stream, id string, gen uint64, h nats.Header, t Task) error {
-	deadSeq, err := strconv.ParseUint(h.Get(HeaderReplayedBy), 10, 64)
+	deadSeq, err := strconv.ParseUint(h.Get(wire.HeaderReplayedBy), 10, 64)
 	if err != nil {
-		return fmt.Errorf("%w: header %s %q is not a sequence", errForged, HeaderReplayedBy, truncate(h.Get(HeaderReplayedBy), 30))
+		return fmt.Errorf("%w: header %s %q is not a sequence", errForged, wire.HeaderReplayedBy, text.Cut(h.Get(wire.HeaderReplayedBy), 30))
 	}
 	d, err := s.GetMsg(ctx, deadSeq)
 	switch {
-	case err == nil && d.Subject == deadSubject(id):
+	case err == nil && d.Subject == wire.DeadSubject(id):
 		dt, perr := ParseTask(d.Data)
 		if perr == nil && dt.Method == t.Method && maps.Equal(dt.Params, t.Params) {
 			return nil
@@ -153,7 +111,7 @@ func verifyReplay(ctx context.Context, s jetstream.Stream, id string, gen uint64
 	// The letter is gone (purged after the replay): the admin's replay
 	// record still names this task message.
 	found := false
-	err = walk(ctx, s, replaySubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+	err = walk(ctx, s, wire.ReplaySubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
 		var r Replay
 		if json.Unmarshal(m.Data, &r) == nil && r.DeadSeq == deadSeq && r.TaskSeq == gen {
 			found = true

@@ -18,6 +18,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // delivery is one delivery of a task message being executed.
@@ -92,7 +93,7 @@ func (d *delivery) admit(ctx context.Context) (base Event, crashed bool, ok bool
 		// the delivery, a restart say): paying the service again would pay
 		// twice. Look again after the next heartbeat.
 		d.log.Info("the last attempt's worker is alive and holds the task: waiting for it", slog.String("holder", d.st.last.Worker))
-		_ = d.m.NakWithDelay(HeartbeatEvery)
+		_ = d.m.NakWithDelay(wire.HeartbeatEvery)
 		return Event{}, false, false
 	}
 	carried, crashed := carryOver(d.st.last, d.w.cfg.Now())
@@ -100,8 +101,8 @@ func (d *delivery) admit(ctx context.Context) (base Event, crashed bool, ok bool
 		d.log.Warn("the last attempt died with its worker", slog.Int("attempts", carried.Attempts))
 	}
 	base = carried
-	base.Gen, base.Method, base.Worker, base.Delivery, base.Host = d.gen, d.task.Method, d.w.cfg.Name, d.number, pageHost(d.task.Params)
-	base.Submitted, base.Client = d.submitted, d.m.Headers().Get(HeaderClient)
+	base.Gen, base.Method, base.Worker, base.Delivery, base.Host = d.gen, d.task.Method, d.w.cfg.Name, d.number, wire.PageHost(d.task.Params)
+	base.Submitted, base.Client = d.submitted, d.m.Headers().Get(wire.HeaderClient)
 
 	if d.invalid != nil {
 		d.deadLetter(ctx, base, invalidVerdict(d.invalid, d.forged))
@@ -195,7 +196,7 @@ func (d *delivery) attempt(ctx context.Context, base Event, crashed bool, sl *sl
 	case nextRetry:
 		if d.record(ctx, nx.ev) {
 			_ = d.m.NakWithDelay(nx.delay)
-			d.w.lookAgainAfter(nx.delay, laneOfSubject(d.m.Subject()))
+			d.w.lookAgainAfter(nx.delay, wire.LaneOfSubject(d.m.Subject()))
 		}
 		d.log.Info("attempt failed", slog.String("code", nx.ev.Code), slog.String("class", nx.ev.Class),
 			slog.String("next", string(nx.ev.Kind)), slog.Duration("delay", nx.delay), slog.Int("attempts", nx.ev.Attempts))
@@ -246,7 +247,7 @@ func (d *delivery) attemptLives(ctx context.Context) bool {
 	}
 	var hb *jetstream.RawStreamMsg
 	err := d.patiently(ctx, func() (err error) {
-		hb, err = d.w.s.GetLastMsgForSubject(ctx, heartbeatSubject(holder))
+		hb, err = d.w.s.GetLastMsgForSubject(ctx, wire.HeartbeatSubject(holder))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			hb, err = nil, nil
 		}
@@ -256,11 +257,11 @@ func (d *delivery) attemptLives(ctx context.Context) bool {
 	case err != nil:
 		d.log.Warn("cannot read the heartbeat of the last attempt's worker; waiting", slog.Any("error", err))
 		return true
-	case hb == nil && !d.w.reach.settled(2*HeartbeatEvery):
+	case hb == nil && !d.w.reach.settled(2*wire.HeartbeatEvery):
 		// The stream was out of this worker's reach (a leaf link cut, a
 		// broker down) until a moment ago: the holder's heartbeats expired
 		// meanwhile at the stream whether it lives or not, and a live one
-		// stores its next within HeartbeatEvery of the return.
+		// stores its next within wire.HeartbeatEvery of the return.
 		d.log.Info("the last attempt's worker has no heartbeat since the stream came back; waiting for its next", slog.String("holder", holder))
 		return true
 	case hb == nil:
@@ -365,6 +366,3 @@ func (d *delivery) solve(ctx context.Context) (solver.Answer, error) {
 	}
 	return ans, err
 }
-
-// pageHost returns the host of a task's page URL (solver.PageHost).
-func pageHost(p Params) string { return solver.PageHost(p["pageurl"]) }

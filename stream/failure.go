@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 
+	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/solver"
 )
 
@@ -16,13 +17,13 @@ func failureText(err error) string {
 		if err == nil {
 			return ""
 		}
-		return truncate(err.Error(), 300)
+		return text.Cut(err.Error(), 300)
 	}
 	switch {
 	case e.Text != "":
-		return truncate(e.Text, 300)
+		return text.Cut(e.Text, 300)
 	case e.Err != nil:
-		return truncate(e.Err.Error(), 300)
+		return text.Cut(e.Err.Error(), 300)
 	}
 	return ""
 }

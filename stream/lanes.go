@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // PauseLane stops workers from taking the lane's tasks (both priorities)
@@ -15,7 +17,7 @@ func (c *Client) PauseLane(ctx context.Context, lane Lane, until time.Time) erro
 	if !slices.Contains(Lanes, lane) {
 		return fmt.Errorf("lane %q: want one of %v", lane, Lanes)
 	}
-	for _, p := range []string{priorityHigh, priorityNormal} {
+	for _, p := range wire.Priorities {
 		name := consumerName(lane, p)
 		if _, err := c.s.PauseConsumer(ctx, name, until); err != nil {
 			return fmt.Errorf("pause %s: %w", name, err)
@@ -29,7 +31,7 @@ func (c *Client) ResumeLane(ctx context.Context, lane Lane) error {
 	if !slices.Contains(Lanes, lane) {
 		return fmt.Errorf("lane %q: want one of %v", lane, Lanes)
 	}
-	for _, p := range []string{priorityHigh, priorityNormal} {
+	for _, p := range wire.Priorities {
 		name := consumerName(lane, p)
 		if _, err := c.s.ResumeConsumer(ctx, name); err != nil {
 			return fmt.Errorf("resume %s: %w", name, err)

@@ -16,8 +16,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -173,10 +175,10 @@ func (d *delivery) storeOutcome(ctx context.Context, out Outcome) (uint64, error
 	if err != nil {
 		return 0, err
 	}
-	msg := nats.NewMsg(resultSubject(d.id))
+	msg := nats.NewMsg(wire.ResultSubject(d.id))
 	msg.Data = b
-	msg.Header.Set(HeaderTaskID, d.id)
-	msg.Header.Set(HeaderGen, strconv.FormatUint(d.gen, 10))
+	msg.Header.Set(wire.HeaderTaskID, d.id)
+	msg.Header.Set(wire.HeaderGen, strconv.FormatUint(d.gen, 10))
 	var seq uint64
 	err = d.store(ctx, record{msg: msg,
 		apply: func(st *genState, s uint64) { st.outcome, seq = true, s },
@@ -205,7 +207,7 @@ func (d *delivery) deadLetter(ctx context.Context, ev Event, v verdict) {
 // A task message too large to be dead-lettered whole (the stream took it
 // before it had its MaxMsgSize, or its server's max_payload is smaller) is
 // dead-lettered without its body and its producer's headers; the letter
-// says how many bytes it leaves out (HeaderBodyOmitted, Detail).
+// says how many bytes it leaves out (wire.HeaderBodyOmitted, Detail).
 func (d *delivery) finishDead(ctx context.Context, reason retry.Reason, code string) {
 	ev := d.st.last
 	detail := ev.Detail
@@ -235,24 +237,24 @@ func (d *delivery) finishDead(ctx context.Context, reason retry.Reason, code str
 // size of the body left out.
 func (d *delivery) deadLetterMsg(reason retry.Reason, code, detail string, whole bool) *nats.Msg {
 	ev := d.st.last
-	dl := nats.NewMsg(deadSubject(d.id))
+	dl := nats.NewMsg(wire.DeadSubject(d.id))
 	if whole {
 		dl.Data = d.m.Data()
 		copyProducerHeaders(dl.Header, d.m.Headers())
 	} else {
-		dl.Header.Set(HeaderBodyOmitted, strconv.Itoa(len(d.m.Data())))
+		dl.Header.Set(wire.HeaderBodyOmitted, strconv.Itoa(len(d.m.Data())))
 	}
-	dl.Header.Set(HeaderTaskID, d.id)
-	dl.Header.Set(HeaderGen, strconv.FormatUint(d.gen, 10))
-	dl.Header.Set(HeaderAttempts, strconv.Itoa(ev.Attempts))
-	dl.Header.Set(HeaderError, truncate(code, 100))
+	dl.Header.Set(wire.HeaderTaskID, d.id)
+	dl.Header.Set(wire.HeaderGen, strconv.FormatUint(d.gen, 10))
+	dl.Header.Set(wire.HeaderAttempts, strconv.Itoa(ev.Attempts))
+	dl.Header.Set(wire.HeaderError, text.Cut(code, 100))
 	if detail != "" {
-		dl.Header.Set(HeaderDetail, truncate(detail, maxDeadLetterDetail))
+		dl.Header.Set(wire.HeaderDetail, text.Cut(detail, wire.MaxDeadLetterDetail))
 	}
-	dl.Header.Set(HeaderReason, string(reason))
-	dl.Header.Set(HeaderSubject, d.m.Subject())
-	dl.Header.Set(HeaderFirstFail, ev.FirstFailure.UTC().Format(time.RFC3339Nano))
-	dl.Header.Set(HeaderLastFail, ev.LastFailure.UTC().Format(time.RFC3339Nano))
+	dl.Header.Set(wire.HeaderReason, string(reason))
+	dl.Header.Set(wire.HeaderSubject, d.m.Subject())
+	dl.Header.Set(wire.HeaderFirstFail, ev.FirstFailure.UTC().Format(time.RFC3339Nano))
+	dl.Header.Set(wire.HeaderLastFail, ev.LastFailure.UTC().Format(time.RFC3339Nano))
 	return dl
 }
 
@@ -304,7 +306,7 @@ func (d *delivery) cannotStore(what string, err error) {
 func copyProducerHeaders(dst, src nats.Header) {
 	for k, v := range src {
 		ck := http.CanonicalHeaderKey(k)
-		if strings.HasPrefix(ck, "Nats-") || (strings.HasPrefix(ck, "Captchaq-") && ck != HeaderClient) {
+		if strings.HasPrefix(ck, "Nats-") || (strings.HasPrefix(ck, "Captchaq-") && ck != wire.HeaderClient) {
 			continue
 		}
 		dst[k] = v

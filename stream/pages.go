@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -29,7 +30,7 @@ type OutcomeRecord struct {
 // stream keeps), oldest first, without their tokens.
 func (c *Client) OutcomeRecords(ctx context.Context, since time.Time) ([]OutcomeRecord, error) {
 	var out []OutcomeRecord
-	err := scan(ctx, c, scanOpts{subjects: []string{subjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
+	err := scan(ctx, c, scanOpts{subjects: []string{wire.SubjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
 		md, err := m.Metadata()
 		if err != nil {
 			return false, err
@@ -87,7 +88,7 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 	}
 	// The tasks that wait or run (and those about to leave): their task
 	// messages are their submissions.
-	err := scanFrom(ctx, c, []string{subjectAllTasks}, 0, false, func(m jetstream.Msg) (bool, error) {
+	err := scanFrom(ctx, c, []string{wire.SubjectAllTasks}, 0, false, func(m jetstream.Msg) (bool, error) {
 		md, err := m.Metadata()
 		if err != nil {
 			return false, err
@@ -100,12 +101,12 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 	}
 	// What happened since: events name their generation's submission, a
 	// dead event ends it, an outcome ends it.
-	err = scan(ctx, c, scanOpts{subjects: []string{subjectEvents + ".>", subjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
+	err = scan(ctx, c, scanOpts{subjects: []string{wire.SubjectEvents + ".>", wire.SubjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
 		md, err := m.Metadata()
 		if err != nil {
 			return false, err
 		}
-		if m.Subject() == resultSubject(idFromSubject(m.Subject())) {
+		if m.Subject() == wire.ResultSubject(wire.IDFromSubject(m.Subject())) {
 			var o struct {
 				Status Status `json:"status"`
 			}
@@ -117,7 +118,7 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 			}
 			return false, nil
 		}
-		ev, ok := parseEvent(m.Data())
+		ev, ok := wire.ParseEvent(m.Data())
 		if !ok || ev.Gen == 0 {
 			return false, nil
 		}

@@ -14,7 +14,7 @@ import (
 //
 // It also tells attemptLives how long ago the stream came back: the
 // heartbeats of every worker cut off with this one expired meanwhile, and
-// each stores its next one within HeartbeatEvery of the link's return. A
+// each stores its next one within wire.HeartbeatEvery of the link's return. A
 // missing heartbeat means a dead worker only once that has had time to
 // happen.
 type reach struct {

@@ -14,32 +14,19 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// subjectStored is the root of the subjects the CAPTCHA stream republishes
-// every stored message's headers to, its subject after this root
-// (captcha.events.<id> → captcha.stored.events.<id>). Headers only: a task
-// or a dead letter holds a page URL in its body, and a reader told that a
-// record was stored reads it from the stream. Part of the wire contract.
-const subjectStored = SubjectRoot + ".stored"
-
-// storedSubject is where the stream republishes what it stores on subject
-// (a filter is fine).
-func storedSubject(subject string) string {
-	return subjectStored + strings.TrimPrefix(subject, SubjectRoot)
-}
-
 // rePublish is the CAPTCHA stream's RePublish: the headers of everything it
 // stores, to captcha.stored.>.
 func rePublish() *jetstream.RePublish {
-	return &jetstream.RePublish{Source: SubjectRoot + ".>", Destination: subjectStored + ".>", HeadersOnly: true}
+	return &jetstream.RePublish{Source: wire.SubjectRoot + ".>", Destination: wire.SubjectStored + ".>", HeadersOnly: true}
 }
 
 // Batched direct gets.
@@ -316,7 +303,7 @@ type wakeups struct {
 func (c *Client) subscribeStored(subjects []string) (*wakeups, error) {
 	w := &wakeups{ch: make(chan struct{}, 1)}
 	for _, s := range subjects {
-		sub, err := c.nc.Subscribe(storedSubject(s), func(m *nats.Msg) {
+		sub, err := c.nc.Subscribe(wire.StoredSubject(s), func(m *nats.Msg) {
 			if seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64); err == nil {
 				for {
 					old := w.seen.Load()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -14,7 +15,7 @@ import (
 // have those).
 func (c *Client) RecentOutcomes(ctx context.Context, since time.Time, limit int) ([]Outcome, error) {
 	var out []Outcome
-	err := scan(ctx, c, scanOpts{subjects: []string{subjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
+	err := scan(ctx, c, scanOpts{subjects: []string{wire.SubjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
 		var o Outcome
 		if json.Unmarshal(m.Data(), &o) == nil && o.ID != "" {
 			out = append(out, o)
@@ -37,7 +38,7 @@ func (c *Client) RecentOutcomes(ctx context.Context, since time.Time, limit int)
 // the stream keeps), oldest first, each with its token while the token
 // stream holds it; with follow it then waits for new ones until ctx ends.
 func (c *Client) OutcomesSince(ctx context.Context, since time.Time, follow bool, fn func(Outcome)) error {
-	return scan(ctx, c, scanOpts{subjects: []string{subjectResults + ".>"}, startTime: since, follow: follow}, func(m jetstream.Msg) (bool, error) {
+	return scan(ctx, c, scanOpts{subjects: []string{wire.SubjectResults + ".>"}, startTime: since, follow: follow}, func(m jetstream.Msg) (bool, error) {
 		var o Outcome
 		if json.Unmarshal(m.Data(), &o) != nil || o.ID == "" {
 			return false, nil

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -26,7 +27,7 @@ type genState struct {
 	// lastSeq its stream sequence.
 	last    Event
 	lastSeq uint64
-	// seq is the last sequence over idSubjects(id), whichever generation
+	// seq is the last sequence over wire.IDSubjects(id), whichever generation
 	// wrote it: every write for the task expects it.
 	seq        uint64
 	deadLetter bool
@@ -46,16 +47,16 @@ func (st genState) sameGen(o genState) bool {
 func (st *genState) fold(id, subject string, h nats.Header, data []byte, seq uint64) {
 	st.seq = max(st.seq, seq)
 	switch subject {
-	case eventSubject(id):
-		if ev, ok := parseEvent(data); ok && ev.Gen == st.gen {
+	case wire.EventSubject(id):
+		if ev, ok := wire.ParseEvent(data); ok && ev.Gen == st.gen {
 			st.last, st.lastSeq = ev, seq
 		}
-	case deadSubject(id):
+	case wire.DeadSubject(id):
 		st.deadLetter = st.deadLetter || genOf(h) == st.gen
-	case resultSubject(id):
+	case wire.ResultSubject(id):
 		st.outcome = st.outcome || genOf(h) == st.gen
-	case cancelRecordSubject(id):
-		if rec := parseCancel(data, st.gen); rec != nil && st.cancel == nil {
+	case wire.CancelRecordSubject(id):
+		if rec := wire.ParseCancel(data, st.gen); rec != nil && st.cancel == nil {
 			st.cancel = rec
 		}
 	}
@@ -63,7 +64,7 @@ func (st *genState) fold(id, subject string, h nats.Header, data []byte, seq uin
 
 // genOf is the generation a record's Captchaq-Gen header names, 0 when none.
 func genOf(h nats.Header) uint64 {
-	g, _ := strconv.ParseUint(h.Get(HeaderGen), 10, 64)
+	g, _ := strconv.ParseUint(h.Get(wire.HeaderGen), 10, 64)
 	return g
 }
 
@@ -74,7 +75,7 @@ func genOf(h nats.Header) uint64 {
 // (every record of a generation comes after it), one direct read each.
 func loadGen(ctx context.Context, s jetstream.Stream, id string, gen uint64) (genState, error) {
 	st := genState{gen: gen}
-	m, err := s.GetLastMsgForSubject(ctx, idSubjects(id))
+	m, err := s.GetLastMsgForSubject(ctx, wire.IDSubjects(id))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return st, nil
 	}
@@ -85,8 +86,8 @@ func loadGen(ctx context.Context, s jetstream.Stream, id string, gen uint64) (ge
 	if m.Sequence < gen {
 		return st, nil // nothing written for this generation yet
 	}
-	if m.Subject == eventSubject(id) {
-		if ev, ok := parseEvent(m.Data); ok && ev.Gen == gen {
+	if m.Subject == wire.EventSubject(id) {
+		if ev, ok := wire.ParseEvent(m.Data); ok && ev.Gen == gen {
 			st.last, st.lastSeq = ev, m.Sequence
 			return st, nil
 		}
@@ -95,7 +96,7 @@ func loadGen(ctx context.Context, s jetstream.Stream, id string, gen uint64) (ge
 	// direct reads (workers may not create consumers). A task has a
 	// handful of records per generation.
 	last := st.seq
-	err = walk(ctx, s, idSubjects(id), gen, last, func(m *jetstream.RawStreamMsg) {
+	err = walk(ctx, s, wire.IDSubjects(id), gen, last, func(m *jetstream.RawStreamMsg) {
 		st.fold(id, m.Subject, m.Header, m.Data, m.Sequence)
 	})
 	if err != nil {
@@ -162,13 +163,13 @@ type record struct {
 const storeTries = 5
 
 // store writes r as the next record of j's task, expecting the last
-// sequence over idSubjects. On a conflict it reads the state again: when
+// sequence over wire.IDSubjects. On a conflict it reads the state again: when
 // only other generations wrote, it tries again on the new sequence; when
 // the record is there already, it is done; when this generation moved on,
 // another delivery holds the task (errStateMoved).
 func (d *delivery) store(ctx context.Context, r record) error {
 	for range storeTries {
-		opts := append([]jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(d.st.seq, idSubjects(d.id))}, r.opts...)
+		opts := append([]jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(d.st.seq, wire.IDSubjects(d.id))}, r.opts...)
 		ack, err := publishRetrying(ctx, d.w.js, r.msg, opts...)
 		if err == nil && ack.Duplicate {
 			// No worker write carries a message id, so the stream cannot
@@ -214,7 +215,7 @@ func eventRecord(d *delivery, ev Event) (record, error) {
 	if err != nil {
 		return record{}, fmt.Errorf("encode event: %w", err)
 	}
-	msg := nats.NewMsg(eventSubject(d.id))
+	msg := nats.NewMsg(wire.EventSubject(d.id))
 	msg.Data = b
 	yields := ev.Kind == EventAttempt || ev.Kind == EventRetry || ev.Kind == EventSnooze || ev.Kind == EventHandback
 	return record{msg: msg, yields: yields,
@@ -242,7 +243,7 @@ func (d *delivery) record(ctx context.Context, ev Event) bool {
 			ev.Attempts-- // not made
 		}
 		d.log.Info("canceled meanwhile; not solving it", slog.String("event", string(ev.Kind)))
-		d.deadLetter(ctx, ev, canceledVerdict(cancelDetail(d.st.cancel)))
+		d.deadLetter(ctx, ev, canceledVerdict(wire.CancelDetail(d.st.cancel)))
 		return false
 	case errors.Is(err, errStateMoved) && d.st.outcome:
 		// An earlier delivery finished the generation and its ack was lost.
@@ -268,13 +269,13 @@ type eventState struct {
 
 // lastEvent reads the last event of task id.
 func lastEvent(ctx context.Context, s jetstream.Stream, id string) (eventState, error) {
-	m, err := s.GetLastMsgForSubject(ctx, eventSubject(id))
+	m, err := s.GetLastMsgForSubject(ctx, wire.EventSubject(id))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return eventState{}, nil
 	}
 	if err != nil {
 		return eventState{}, fmt.Errorf("read events of task %s: %w", id, err)
 	}
-	ev, _ := parseEvent(m.Data)
+	ev, _ := wire.ParseEvent(m.Data)
 	return eventState{last: ev, seq: m.Sequence}, nil
 }

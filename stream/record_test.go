@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
@@ -20,29 +21,29 @@ func TestGenStateFoldsOnlyItsGeneration(t *testing.T) {
 	}
 	hdr := func(gen uint64) nats.Header {
 		h := nats.Header{}
-		h.Set(HeaderGen, strconv.FormatUint(gen, 10))
+		h.Set(wire.HeaderGen, strconv.FormatUint(gen, 10))
 		return h
 	}
 	st := genState{gen: 10}
-	st.fold("a", eventSubject("a"), nil, ev(10, EventAttempt, 1), 11)
-	st.fold("a", eventSubject("a"), nil, ev(20, EventAttempt, 1), 21) // another generation
-	st.fold("a", eventSubject("a"), nil, []byte("not json"), 22)      // a foreign message
+	st.fold("a", wire.EventSubject("a"), nil, ev(10, EventAttempt, 1), 11)
+	st.fold("a", wire.EventSubject("a"), nil, ev(20, EventAttempt, 1), 21) // another generation
+	st.fold("a", wire.EventSubject("a"), nil, []byte("not json"), 22)      // a foreign message
 	require.Equal(t, EventAttempt, st.last.Kind)
 	require.Equal(t, uint64(11), st.lastSeq)
 	require.Equal(t, uint64(22), st.seq, "every record moves the sequence to expect")
 
 	before := st
-	st.fold("a", resultSubject("a"), hdr(20), nil, 23) // the other generation's outcome
-	st.fold("a", deadSubject("a"), hdr(20), nil, 24)
+	st.fold("a", wire.ResultSubject("a"), hdr(20), nil, 23) // the other generation's outcome
+	st.fold("a", wire.DeadSubject("a"), hdr(20), nil, 24)
 	require.False(t, st.outcome)
 	require.False(t, st.deadLetter)
 	require.True(t, st.sameGen(before), "only other generations wrote: try again on the new sequence")
 
-	st.fold("a", eventSubject("a"), nil, ev(10, EventDead, 1), 25)
-	st.fold("a", deadSubject("a"), hdr(10), nil, 26)
+	st.fold("a", wire.EventSubject("a"), nil, ev(10, EventDead, 1), 25)
+	st.fold("a", wire.DeadSubject("a"), hdr(10), nil, 26)
 	require.False(t, st.sameGen(before))
 	require.True(t, st.deadLetter)
-	st.fold("a", resultSubject("a"), hdr(10), nil, 27)
+	st.fold("a", wire.ResultSubject("a"), hdr(10), nil, 27)
 	require.True(t, st.outcome)
 	require.Equal(t, uint64(27), st.seq)
 
@@ -64,9 +65,9 @@ func TestCheckEnvelope(t *testing.T) {
 		}
 		return out
 	}
-	require.NoError(t, checkEnvelope("a1", h(headerMsgID, "a1"), Task{}))
-	require.NoError(t, checkEnvelope("a1", h(headerMsgID, "a1", HeaderTaskID, "a1"), Task{ID: "a1"}))
-	require.NoError(t, checkEnvelope("a1", h(headerMsgID, "a1.replay.7", HeaderReplayedBy, "7"), Task{}))
+	require.NoError(t, wire.CheckEnvelope("a1", h(wire.HeaderMsgID, "a1"), Task{}))
+	require.NoError(t, wire.CheckEnvelope("a1", h(wire.HeaderMsgID, "a1", wire.HeaderTaskID, "a1"), Task{ID: "a1"}))
+	require.NoError(t, wire.CheckEnvelope("a1", h(wire.HeaderMsgID, "a1.replay.7", wire.HeaderReplayedBy, "7"), Task{}))
 	for name, c := range map[string]struct {
 		id  string
 		h   nats.Header
@@ -74,12 +75,12 @@ func TestCheckEnvelope(t *testing.T) {
 		err string
 	}{
 		"no message id":        {"a1", h(), Task{}, "Nats-Msg-Id missing"},
-		"another message id":   {"a1", h(headerMsgID, "result.a1.3"), Task{}, "is not the task id"},
-		"replay id, no header": {"a1", h(headerMsgID, "a1.replay.7"), Task{}, "is not the task id"},
-		"id header differs":    {"a1", h(headerMsgID, "a1", HeaderTaskID, "b2"), Task{}, "differs from the id"},
-		"body id differs":      {"a1", h(headerMsgID, "a1"), Task{ID: "b2"}, "in the body differs"},
-		"invalid id":           {"order#1", h(headerMsgID, "order#1"), Task{}, "subject: id"},
+		"another message id":   {"a1", h(wire.HeaderMsgID, "result.a1.3"), Task{}, "is not the task id"},
+		"replay id, no header": {"a1", h(wire.HeaderMsgID, "a1.replay.7"), Task{}, "is not the task id"},
+		"id header differs":    {"a1", h(wire.HeaderMsgID, "a1", wire.HeaderTaskID, "b2"), Task{}, "differs from the id"},
+		"body id differs":      {"a1", h(wire.HeaderMsgID, "a1"), Task{ID: "b2"}, "in the body differs"},
+		"invalid id":           {"order#1", h(wire.HeaderMsgID, "order#1"), Task{}, "subject: id"},
 	} {
-		require.ErrorContains(t, checkEnvelope(c.id, c.h, c.t), c.err, name)
+		require.ErrorContains(t, wire.CheckEnvelope(c.id, c.h, c.t), c.err, name)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -192,7 +193,7 @@ func (c *Client) queuedTasks(ctx context.Context) (int, error) {
 
 // taskMessages counts the task messages in the stream.
 func (c *Client) taskMessages(ctx context.Context) (int, error) {
-	info, err := c.s.Info(ctx, jetstream.WithSubjectFilter(subjectAllTasks))
+	info, err := c.s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectAllTasks))
 	if err != nil {
 		return 0, fmt.Errorf("count queued tasks: %w", err)
 	}

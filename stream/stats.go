@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -18,7 +19,7 @@ type QueueStats struct {
 	// Lane is the queue's lane.
 	Lane Lane `json:"lane"`
 	// Priority is the queue's priority: "high" or "normal".
-	Priority string `json:"priority"`
+	Priority Priority `json:"priority"`
 	// Queued is how many tasks wait for a worker.
 	Queued uint64 `json:"queued"`
 	// InFlight is how many are held by workers now (solving, or waiting out
@@ -234,11 +235,11 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 	if lb := st.At.Add(-solvingLookback); !from.IsZero() && lb.Before(from) {
 		from = lb
 	}
-	subjects := []string{subjectEvents + ".>", subjectResults + ".>"}
+	subjects := []string{wire.SubjectEvents + ".>", wire.SubjectResults + ".>"}
 	err := scan(ctx, c, scanOpts{subjects: subjects, startTime: from}, func(m jetstream.Msg) (bool, error) {
-		id := idFromSubject(m.Subject())
+		id := wire.IDFromSubject(m.Subject())
 		var ev statsEvent
-		if strings.HasPrefix(m.Subject(), subjectResults+".") {
+		if strings.HasPrefix(m.Subject(), wire.SubjectResults+".") {
 			var o Outcome
 			if json.Unmarshal(m.Data(), &o) != nil {
 				return false, nil
@@ -338,10 +339,10 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 func (c *Client) countHeld(ctx context.Context, st *Stats, held map[string]TaskStatus) error {
 	at := map[string]int{}
 	for i, q := range st.Queues {
-		at[string(q.Lane)+"."+q.Priority] = i
+		at[string(q.Lane)+"."+string(q.Priority)] = i
 	}
 	for id, status := range held {
-		m, err := c.s.GetLastMsgForSubject(ctx, taskSubjectsFor(id))
+		m, err := c.s.GetLastMsgForSubject(ctx, wire.TaskSubjectsFor(id))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // ended meanwhile
 		}

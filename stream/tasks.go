@@ -2,19 +2,16 @@ package stream
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/internal/text"
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -106,9 +103,9 @@ type TaskFilter struct {
 // still in the stream (a finished task's message is deleted) whose event log
 // does not end it. It reads each listed task's last event: one read per task.
 func (c *Client) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
-	subject := subjectAllTasks
+	subject := wire.SubjectAllTasks
 	if f.Lane != "" {
-		subject = subjectTasks + "." + string(f.Lane) + ".>"
+		subject = wire.SubjectTasks + "." + string(f.Lane) + ".>"
 	}
 	now := c.cfg.Now()
 	var out []TaskInfo
@@ -153,7 +150,7 @@ func taskInfoOf(subject string, data []byte, seq uint64, at time.Time) (TaskInfo
 	}
 	ti := TaskInfo{ID: parts[4], Lane: Lane(parts[2]), Priority: Priority(parts[3]), Gen: seq, Submitted: at, Since: at}
 	if t, err := ParseTask(data); err == nil {
-		ti.Method, ti.Host = t.Method, pageHost(t.Params)
+		ti.Method, ti.Host = t.Method, wire.PageHost(t.Params)
 	}
 	return ti, true
 }
@@ -176,7 +173,7 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 	if err != nil {
 		return TaskInfo{}, err
 	}
-	m, err := c.s.GetLastMsgForSubject(ctx, taskSubjectsFor(id))
+	m, err := c.s.GetLastMsgForSubject(ctx, wire.TaskSubjectsFor(id))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		if st.seq == 0 {
@@ -204,53 +201,6 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 	return ti, nil
 }
 
-// Cancel records: captcha.cancels.<id>.<gen> from the task's owner, whose
-// record must carry the secret whose SHA-256 the task message names in its
-// Captchaq-Cancel-Hash header (so no other producer can cancel it), and
-// captcha.cancels.<id> from an admin (nats.conf lets only admins, and
-// workers relaying an owner's cancel, publish there). Both are part of the
-// wire contract.
-//
-// captcha.cancels.<id> is one of the task's own records (idSubjects): a
-// delivery reads it with the task's state, at no cost, and every worker
-// write for the task expects the last sequence over them, so a cancel
-// stored after a delivery read the state makes its next write fail and the
-// delivery yields to it. An owner's subject has four tokens and is not one
-// of the task's records: anyone may publish there.
-const subjectCancels = "captcha.cancels"
-
-// HeaderCancelHash is the hex SHA-256 of the secret that cancels a task,
-// on task messages whose producer may cancel them (Client.Solve sets it).
-const HeaderCancelHash = "Captchaq-Cancel-Hash"
-
-func cancelSubject(id string, gen uint64) string {
-	return subjectCancels + "." + id + "." + strconv.FormatUint(gen, 10)
-}
-
-// cancelRecordSubject is where an admin's cancel of task id is stored, and
-// an owner's once a worker relayed it: among the task's records.
-func cancelRecordSubject(id string) string { return subjectCancels + "." + id }
-
-// CancelRecord asks workers not to solve one submission of a task, as
-// stored on captcha.cancels.<id>.<gen>[.admin]. It is part of the wire
-// contract.
-type CancelRecord struct {
-	// ID is the task's id.
-	ID string `json:"id"`
-	// Gen is the generation (task message sequence) it cancels; a later
-	// submission or replay of the id is not canceled.
-	Gen uint64 `json:"gen"`
-	// At is when it was asked.
-	At time.Time `json:"at"`
-	// By names the client that asked (ClientConfig.Name).
-	By string `json:"by,omitempty"`
-	// Reason says why, in a few words ("interrupted", "operator").
-	Reason string `json:"reason,omitempty"`
-	// Secret proves an owner's record: its SHA-256 is the task message's
-	// Captchaq-Cancel-Hash. Empty on an admin's record.
-	Secret string `json:"secret,omitempty"`
-}
-
 // ErrTaskEnded is returned by Cancel for a task that already has its
 // outcome.
 var ErrTaskEnded = errors.New("task already ended")
@@ -272,10 +222,10 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (TaskInfo, error
 	if ti.Status == TaskDone {
 		return ti, fmt.Errorf("cancel task %s: %w", id, ErrTaskEnded)
 	}
-	rec := CancelRecord{ID: id, Gen: ti.Gen, At: c.cfg.Now(), By: c.cfg.Name, Reason: truncate(reason, 100)}
-	subject := cancelRecordSubject(id)
+	rec := CancelRecord{ID: id, Gen: ti.Gen, At: c.cfg.Now(), By: c.cfg.Name, Reason: text.Cut(reason, 100)}
+	subject := wire.CancelRecordSubject(id)
 	if secret, ok := c.cancelKeys.Load(id); ok {
-		rec.Secret, subject = secret.(string), cancelSubject(id, ti.Gen)
+		rec.Secret, subject = secret.(string), wire.CancelSubject(id, ti.Gen)
 	}
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -315,7 +265,7 @@ func cancelOf(ctx context.Context, nc *nats.Conn, top Topology, id string, st ge
 	if st.cancel != nil {
 		return st.cancel, nil
 	}
-	if h.Get(HeaderCancelHash) == "" {
+	if h.Get(wire.HeaderCancelHash) == "" {
 		return nil, nil // only an owner's task can have an owner's cancel
 	}
 	r, err := newDirectReader(nc, top)
@@ -323,45 +273,16 @@ func cancelOf(ctx context.Context, nc *nats.Conn, top Topology, id string, st ge
 		return nil, err
 	}
 	defer r.close()
-	msgs, _, err := r.batchOf(ctx, cancelSubject(id, st.gen), st.gen, ownerCancelScan)
+	msgs, _, err := r.batchOf(ctx, wire.CancelSubject(id, st.gen), st.gen, ownerCancelScan)
 	if err != nil {
 		return nil, fmt.Errorf("read cancel records of task %s: %w", id, err)
 	}
 	for _, m := range msgs {
-		if rec := parseCancel(m.data, st.gen); rec != nil && ownsCancel(h, rec.Secret) {
+		if rec := wire.ParseCancel(m.data, st.gen); rec != nil && wire.OwnsCancel(h, rec.Secret) {
 			return rec, nil
 		}
 	}
 	return nil, nil
-}
-
-// parseCancel reads a cancel record of generation gen; nil when b is not one.
-func parseCancel(b []byte, gen uint64) *CancelRecord {
-	var rec CancelRecord
-	if json.Unmarshal(b, &rec) != nil || rec.Gen != gen {
-		return nil
-	}
-	return &rec
-}
-
-// ownsCancel reports whether secret cancels a task message with headers h.
-func ownsCancel(h nats.Header, secret string) bool {
-	want := h.Get(HeaderCancelHash)
-	if want == "" || secret == "" {
-		return false
-	}
-	sum := sha256.Sum256([]byte(secret))
-	return subtle.ConstantTimeCompare([]byte(hex.EncodeToString(sum[:])), []byte(strings.ToLower(want))) == 1
-}
-
-// newCancelKey returns a fresh secret and the hash a task message carries
-// for it.
-func newCancelKey() (secret, hash string) {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	secret = hex.EncodeToString(b)
-	sum := sha256.Sum256([]byte(secret))
-	return secret, hex.EncodeToString(sum[:])
 }
 
 // canceled reports whether the delivered generation was canceled, and the
@@ -377,19 +298,7 @@ func (d *delivery) canceled(ctx context.Context) (string, bool) {
 	if rec == nil {
 		return "", false
 	}
-	return cancelDetail(rec), true
-}
-
-// cancelDetail is the dead letter's detail of a canceled generation.
-func cancelDetail(rec *CancelRecord) string {
-	detail := "canceled"
-	if rec.By != "" {
-		detail += " by " + rec.By
-	}
-	if rec.Reason != "" {
-		detail += ": " + rec.Reason
-	}
-	return detail
+	return wire.CancelDetail(rec), true
 }
 
 var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>()\[\]{}]*`)
@@ -398,10 +307,10 @@ var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>()\[\]{}]*
 // carry it: at most 300 bytes, any URL in it replaced by its host.
 func safeDetail(s string) string {
 	s = urlInText.ReplaceAllStringFunc(s, func(u string) string {
-		if h := pageHost(Params{"pageurl": u}); h != "" && h != "invalid-url" {
+		if h := wire.PageHost(Params{"pageurl": u}); h != "" && h != "invalid-url" {
 			return "<url on " + h + ">"
 		}
 		return "<url>"
 	})
-	return truncate(s, 300)
+	return text.Cut(s, 300)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // A queued task that is canceled ends dead/canceled at its delivery without
@@ -170,17 +171,17 @@ func TestWorkersAnnounceThemselves(t *testing.T) {
 	require.NoError(t, err)
 	<-started
 	// The first heartbeat goes out at start, before the task was taken; the
-	// next one, HeartbeatEvery later, counts it.
+	// next one, wire.HeartbeatEvery later, counts it.
 	var ws []WorkerInfo
 	require.Eventually(t, func() bool {
 		ws, err = b.client.Workers(ctx)
 		require.NoError(t, err)
 		return len(ws) == 1 && ws[0].InUse == 1
-	}, 2*HeartbeatEvery, 20*time.Millisecond)
+	}, 2*wire.HeartbeatEvery, 20*time.Millisecond)
 	require.Equal(t, "hb.worker 1", ws[0].Name)
 	require.Equal(t, 3, ws[0].Threads)
 	require.False(t, ws[0].Stopped)
-	require.WithinDuration(t, time.Now(), ws[0].At, HeartbeatEvery+time.Second)
+	require.WithinDuration(t, time.Now(), ws[0].At, wire.HeartbeatEvery+time.Second)
 
 	w.stop()
 	<-w.done
@@ -198,7 +199,7 @@ func TestInvalidTaskOutcomeSaysWhy(t *testing.T) {
 	b := setup(t, Topology{})
 	ctx := testContext(t)
 	b.startWorker(t, WorkerConfig{Solver: tokenSolver()})
-	_, err := b.client.js.Publish(ctx, taskSubject(LaneFast, "normal", "typo"),
+	_, err := b.client.js.Publish(ctx, wire.TaskSubject(LaneFast, "normal", "typo"),
 		[]byte(`{"method":"turnstile","prority":"high","params":{"sitekey":"k","pageurl":"https://shop.example/secret/path"}}`), jetstream.WithMsgID("typo"))
 	require.NoError(t, err)
 	out, err := b.client.Wait(ctx, "typo")

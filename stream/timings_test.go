@@ -13,6 +13,7 @@ import (
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // imageBody is an image task's body: 1 KB, the service's least size, base64.
@@ -186,7 +187,7 @@ func TestStatsShowLearnedPlan(t *testing.T) {
 	for _, wi := range []WorkerInfo{{Name: "w1", Threads: 1, At: now}, {Name: "w2", Threads: 1, At: now}, {Name: "stopped", Threads: 1, At: now, Stopped: true}} {
 		b, err := json.Marshal(wi)
 		require.NoError(t, err)
-		_, err = js.Publish(ctx, heartbeatSubject(wi.Name), b)
+		_, err = js.Publish(ctx, wire.HeartbeatSubject(wi.Name), b)
 		require.NoError(t, err)
 	}
 	st, err := b.client.Stats(ctx, 0)

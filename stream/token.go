@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -38,10 +39,10 @@ func (d *delivery) storeToken(ctx context.Context, out Outcome) (Outcome, error)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("encode token: %w", err)
 	}
-	msg := nats.NewMsg(tokenSubject(d.id, d.gen))
+	msg := nats.NewMsg(wire.TokenSubject(d.id, d.gen))
 	msg.Data = b
-	msg.Header.Set(HeaderTaskID, d.id)
-	msg.Header.Set(HeaderGen, strconv.FormatUint(d.gen, 10))
+	msg.Header.Set(wire.HeaderTaskID, d.id)
+	msg.Header.Set(wire.HeaderGen, strconv.FormatUint(d.gen, 10))
 	_, err = publishRetrying(ctx, d.w.js, msg, jetstream.WithExpectStream(d.w.top.TokenStream()),
 		jetstream.WithExpectLastSequencePerSubject(0),
 		jetstream.WithMsgTTL(tokenTTL(out.ExpiresAt, d.w.brokerTime(d.w.cfg.Now()))))
@@ -77,16 +78,11 @@ func (d *delivery) storeToken(ctx context.Context, out Outcome) (Outcome, error)
 // (TokenMaxMsgSize). Trying again would pay for the same refusal.
 var errTokenTooLarge = errors.New("token too large to keep")
 
-// CodeTokenTooLarge is the error code of a task whose answer was paid for
-// but is too large for the token stream: it ends dead (reason permanent)
-// instead of being solved again.
-const CodeTokenTooLarge = "TOKEN_TOO_LARGE"
-
 // readToken reads the token of generation gen of task id from the token
 // stream tokens: the solved outcome with its solution, and whether it is
 // there (it is not once expired, or after a broker restart).
 func readToken(ctx context.Context, tokens jetstream.Stream, id string, gen uint64) (Outcome, bool, error) {
-	m, err := tokens.GetLastMsgForSubject(ctx, tokenSubject(id, gen))
+	m, err := tokens.GetLastMsgForSubject(ctx, wire.TokenSubject(id, gen))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return Outcome{}, false, nil
 	}
@@ -186,7 +182,7 @@ func (t Topology) tokenStreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        t.TokenStream(),
 		Description: "captchaq: solved tokens, in memory, each until its expiry",
-		Subjects:    []string{subjectTokens + ".*.*"},
+		Subjects:    []string{wire.SubjectTokens + ".*.*"},
 		Retention:   jetstream.LimitsPolicy,
 		// A backstop only: every token has its own TTL.
 		MaxAge: tokenStreamMaxAge,

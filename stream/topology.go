@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -67,7 +68,7 @@ type Topology struct {
 	Domain string
 
 	// maxPayload is the server's max_payload, which sets the stream's
-	// MaxMsgSize (MaxTaskMessage); ensureTopology reads it from the
+	// MaxMsgSize (wire.MaxTaskMessage); ensureTopology reads it from the
 	// connection.
 	maxPayload int64
 }
@@ -116,7 +117,7 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        t.Stream,
 		Description: "captchaq: tasks, their life, outcomes and dead letters",
-		Subjects:    streamSubjects(),
+		Subjects:    wire.StreamSubjects(),
 		Retention:   jetstream.WorkQueuePolicy,
 		MaxAge:      t.Retention,
 		MaxBytes:    orUnlimited(t.MaxBytes),
@@ -125,7 +126,7 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 		// set, and the configuration it reports must compare equal to this.
 		MaxMsgsPerSubject: -1,
 		// Every task message the stream takes fits its own dead letter.
-		MaxMsgSize:   int32(MaxTaskMessage(t.maxPayload)),
+		MaxMsgSize:   int32(wire.MaxTaskMessage(t.maxPayload)),
 		MaxConsumers: -1,
 		// At MaxBytes refuse new messages (the producer gets a clear error)
 		// rather than drop the oldest, which may be accepted, queued tasks.
@@ -179,20 +180,20 @@ func orUnlimited(n int64) int64 {
 
 // consumerName is the durable name of the workers' consumer for a lane and
 // priority.
-func consumerName(lane Lane, priority string) string {
+func consumerName(lane Lane, priority Priority) string {
 	return fmt.Sprintf("workers-%s-%s", lane, priority)
 }
 
 type workerConsumer struct {
 	lane     Lane
-	priority string
+	priority Priority
 }
 
 // workerConsumers lists the consumers in the order a worker with a free slot
 // looks at them: high priority in every lane first, then normal.
 func workerConsumers() []workerConsumer {
 	var out []workerConsumer
-	for _, p := range []string{priorityHigh, priorityNormal} {
+	for _, p := range wire.Priorities {
 		for _, l := range Lanes {
 			out = append(out, workerConsumer{lane: l, priority: p})
 		}
@@ -202,13 +203,13 @@ func workerConsumers() []workerConsumer {
 
 func (t Topology) consumerConfig(wc workerConsumer) jetstream.ConsumerConfig {
 	limit := t.MaxInFlight
-	if n := t.LaneLimits[wc.lane]; n > 0 && wc.priority == priorityNormal {
+	if n := t.LaneLimits[wc.lane]; n > 0 && wc.priority == wire.PriorityNormal {
 		limit = n
 	}
 	return jetstream.ConsumerConfig{
 		Durable:       consumerName(wc.lane, wc.priority),
 		Description:   fmt.Sprintf("captchaq workers: %s lane, %s priority", wc.lane, wc.priority),
-		FilterSubject: taskFilter(wc.lane, wc.priority),
+		FilterSubject: wire.TaskFilter(wc.lane, wc.priority),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       t.AckWait,
 		// Unlimited: the worker counts attempts itself in the task's event
@@ -222,20 +223,6 @@ func (t Topology) consumerConfig(wc workerConsumer) jetstream.ConsumerConfig {
 	}
 }
 
-// SubjectAnchor is the subject of the stream's anchor: one message that
-// never expires (Nats-TTL: never), stored by whoever creates the stream and
-// put back by EnsureTopology with update. It is part of the wire contract;
-// clients ignore it.
-//
-// It keeps the stream's first sequence below every consumer's position.
-// When a consumer's next sequence is at or below the stream's first
-// sequence, nats-server's file store scans the subjects of every queued task
-// on each delivery (about 40 ms at a million queued, under the store's
-// lock); every task has its own subject and workers delete finished tasks,
-// so a backlog at the head of the stream would take that path on nearly
-// every delivery (bench/FINDINGS.md, "Scale: dispatch latency").
-const SubjectAnchor = SubjectRoot + ".anchor"
-
 // anchorBody says what the anchor is to whoever reads the stream.
 var anchorBody = []byte(`{"captchaq":"anchor","note":"never expires; keeps the stream's first sequence below the workers' consumers, ` +
 	`which spares nats-server a scan of every queued task subject per delivery; clients ignore it"}`)
@@ -246,7 +233,7 @@ var anchorBody = []byte(`{"captchaq":"anchor","note":"never expires; keeps the s
 // racing to create them both succeed. Only admins create (producers and
 // workers find them: openTopology).
 // Whoever creates or updates the stream also stores its anchor
-// (SubjectAnchor) unless it holds one, when it may publish on it.
+// (wire.SubjectAnchor) unless it holds one, when it may publish on it.
 func ensureStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (s, tokens jetstream.Stream, err error) {
 	t = t.withDefaults()
 	s, put, err := putStream(ctx, js, t, update)
@@ -265,7 +252,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, t Topology, updat
 // tryStoreAnchor stores the stream's anchor unless it holds one, and gives
 // up quietly. The anchor spares the server work; without it everything
 // still works. So a stream that refuses it (full at its MaxBytes, say, or a
-// role that may not publish on SubjectAnchor) stops nobody, and the attempt
+// role that may not publish on wire.SubjectAnchor) stops nobody, and the attempt
 // is bounded: NATS reports a publish permission error only asynchronously,
 // as a timeout.
 func tryStoreAnchor(ctx context.Context, js jetstream.JetStream, stream string) {
@@ -359,7 +346,7 @@ func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jet
 }
 
 // storeAnchor stores the stream's anchor unless the stream holds one: the
-// publish expects no earlier message on SubjectAnchor, so of racing
+// publish expects no earlier message on wire.SubjectAnchor, so of racing
 // creators only one stores it, and the others' "wrong last sequence" means
 // it is there. On a replicated stream the leader may instead answer that
 // another write to the subject is in flight (the "constant" variant): then
@@ -368,8 +355,8 @@ func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jet
 // becomes the head once the older messages have left with the retention.
 func storeAnchor(ctx context.Context, js jetstream.JetStream, streamName string) error {
 	for range 3 {
-		msg := nats.NewMsg(SubjectAnchor)
-		msg.Header.Set(headerNatsTTL, "never")
+		msg := nats.NewMsg(wire.SubjectAnchor)
+		msg.Header.Set(wire.HeaderNatsTTL, "never")
 		msg.Data = anchorBody
 		_, err := js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithExpectStream(streamName))
 		var apiErr *jetstream.APIError
@@ -399,7 +386,7 @@ func anchorShows(ctx context.Context, js jetstream.JetStream, streamName string)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for range 20 {
-		if _, err := s.GetLastMsgForSubject(ctx, SubjectAnchor); err == nil {
+		if _, err := s.GetLastMsgForSubject(ctx, wire.SubjectAnchor); err == nil {
 			return true
 		}
 		select {
@@ -413,7 +400,7 @@ func anchorShows(ctx context.Context, js jetstream.JetStream, streamName string)
 
 // EnsureTopology creates (or, with update, updates) the stream and the
 // workers' consumers. When it creates the stream, or runs with update, it
-// also stores the stream's anchor (SubjectAnchor) unless the stream holds
+// also stores the stream's anchor (wire.SubjectAnchor) unless the stream holds
 // one. It is idempotent; start order never matters.
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (jetstream.Stream, error) {
 	s, _, err := ensureTopology(ctx, js, t, update)

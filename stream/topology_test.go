@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -74,6 +75,6 @@ func TestUpdateUndoesChangesMadeByHand(t *testing.T) {
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(-1), info.Config.MaxMsgsPerSubject)
-	require.Equal(t, int32(MaxTaskMessage(js.Conn().MaxPayload())), info.Config.MaxMsgSize)
+	require.Equal(t, int32(wire.MaxTaskMessage(js.Conn().MaxPayload())), info.Config.MaxMsgSize)
 	require.True(t, sameStreamConfig(info.Config, want))
 }

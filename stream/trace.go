@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -58,7 +59,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, err
 	}
-	subjects := []string{taskSubjectsFor(id), idSubjects(id)}
+	subjects := []string{wire.TaskSubjectsFor(id), wire.IDSubjects(id)}
 	var out []TraceEntry
 	submitted := map[uint64]bool{}
 	err := scanFrom(ctx, c, subjects, 0, false, func(m jetstream.Msg) (bool, error) {
@@ -69,17 +70,17 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 		e := TraceEntry{Seq: md.Sequence.Stream, At: md.Timestamp}
 		h := m.Headers()
 		switch subj := m.Subject(); {
-		case strings.HasPrefix(subj, subjectTasks+"."):
-			e.Kind, e.Gen, e.Client = "submitted", e.Seq, h.Get(HeaderClient)
+		case strings.HasPrefix(subj, wire.SubjectTasks+"."):
+			e.Kind, e.Gen, e.Client = "submitted", e.Seq, h.Get(wire.HeaderClient)
 			submitted[e.Gen] = true
 			e.Detail = "subject " + subj
 			if t, err := ParseTask(m.Data()); err == nil {
-				e.Detail = fmt.Sprintf("%s on %s, priority %s, deadline %s", t.Method, pageHost(t.Params), t.priority(), t.Deadline.Format(time.RFC3339))
+				e.Detail = fmt.Sprintf("%s on %s, priority %s, deadline %s", t.Method, wire.PageHost(t.Params), t.Queue(), t.Deadline.Format(time.RFC3339))
 			}
-			if r := h.Get(HeaderReplayedBy); r != "" {
+			if r := h.Get(wire.HeaderReplayedBy); r != "" {
 				e.Detail += ", replay of dead letter " + r
 			}
-		case strings.HasPrefix(subj, subjectEvents+"."):
+		case strings.HasPrefix(subj, wire.SubjectEvents+"."):
 			var ev Event
 			if err := json.Unmarshal(m.Data(), &ev); err != nil {
 				return false, nil
@@ -107,24 +108,24 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 			case EventRetry, EventSnooze, EventHandback:
 				e.Detail = fmt.Sprintf("after %.1fs", ev.Seconds)
 			}
-		case strings.HasPrefix(subj, subjectResults+"."):
+		case strings.HasPrefix(subj, wire.SubjectResults+"."):
 			var o Outcome
 			_ = json.Unmarshal(m.Data(), &o)
 			e.Kind, e.Attempt, e.Code, e.Reason = "outcome", o.Attempts, o.Error, o.Reason
-			e.Gen, _ = strconv.ParseUint(h.Get(HeaderGen), 10, 64)
+			e.Gen, _ = strconv.ParseUint(h.Get(wire.HeaderGen), 10, 64)
 			e.Detail = "status " + string(o.Status)
 			if o.Status == StatusSolved {
 				e.Detail += fmt.Sprintf(", in %.1fs, token valid until %s", o.SolveSeconds, o.ExpiresAt.Format(time.RFC3339))
 			}
-		case strings.HasPrefix(subj, subjectDead+"."):
-			d := parseDeadLetter(subj, h, m.Data(), e.Seq, e.At)
+		case strings.HasPrefix(subj, wire.SubjectDead+"."):
+			d := wire.ParseDeadLetter(subj, h, m.Data(), e.Seq, e.At)
 			e.Kind, e.Gen, e.Attempt, e.Code, e.Reason = "dead-letter", d.Gen, d.Attempts, d.Error, string(d.Reason)
-		case subj == cancelRecordSubject(id):
+		case subj == wire.CancelRecordSubject(id):
 			var r CancelRecord
 			_ = json.Unmarshal(m.Data(), &r)
 			e.Kind, e.Client, e.Gen, e.At = "cancel", r.By, r.Gen, md.Timestamp
-			e.Detail = cancelDetail(&r)
-		case strings.HasPrefix(subj, subjectReplays+"."):
+			e.Detail = wire.CancelDetail(&r)
+		case strings.HasPrefix(subj, wire.SubjectReplays+"."):
 			var r Replay
 			_ = json.Unmarshal(m.Data(), &r)
 			if r.TaskSeq == 0 {

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // Tracing is OpenTelemetry's and off unless the program installs a tracer
@@ -50,7 +51,7 @@ func traceAttempt(ctx context.Context, d *delivery) (context.Context, func(error
 	parent := traceContext.Extract(ctx, headerCarrier(d.m.Headers()))
 	ctx, span := tracer().Start(parent, "captchaq attempt", trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attribute.String("captchaq.task_id", d.id), attribute.String("captchaq.method", d.task.Method),
-			attribute.Int64("captchaq.delivery", int64(d.number)), attribute.String("server.address", pageHost(d.task.Params))))
+			attribute.Int64("captchaq.delivery", int64(d.number)), attribute.String("server.address", wire.PageHost(d.task.Params))))
 	return ctx, func(err error) {
 		if err != nil {
 			span.SetStatus(codes.Error, solver.CodeOf(err))

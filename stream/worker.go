@@ -18,6 +18,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // WorkerConfig configures a worker pool. The zero value of every field but
@@ -253,7 +254,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		f.news.Store(1) // unknown: look once
 		w.feeds = append(w.feeds, f)
 	}
-	if _, err := s.GetLastMsgForSubject(ctx, SubjectAnchor); errors.Is(err, jetstream.ErrMsgNotFound) {
+	if _, err := s.GetLastMsgForSubject(ctx, wire.SubjectAnchor); errors.Is(err, jetstream.ErrMsgNotFound) {
 		w.log.Warn("the stream has no anchor (purged, or dropped by a server restart past the retention): " +
 			"dispatch slows down with a deep backlog; run `captchaq init` to put it back")
 	}
@@ -291,8 +292,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	// publish on a task subject the stream does not store has no listener
 	// at all, and its publisher learns at once (no responders).
 	for _, wc := range workerConsumers() {
-		sub, err := w.nc.Subscribe(storedSubject(taskFilter(wc.lane, wc.priority)), func(m *nats.Msg) {
-			w.news(SubjectRoot + strings.TrimPrefix(m.Subject, subjectStored))
+		sub, err := w.nc.Subscribe(wire.StoredSubject(wire.TaskFilter(wc.lane, wc.priority)), func(m *nats.Msg) {
+			w.news(wire.SubjectRoot + strings.TrimPrefix(m.Subject, wire.SubjectStored))
 			w.poke()
 		})
 		if err != nil {
@@ -394,7 +395,7 @@ pull:
 					defer w.busy.Add(-1)
 					defer sl.end()
 					defer threads[i].release()
-					defer w.laneFreed(laneOfSubject(m.Subject()))
+					defer w.laneFreed(wire.LaneOfSubject(m.Subject()))
 					defer w.survive(m)
 					w.execute(hard, m, threads[i], sl)
 				}()
@@ -491,7 +492,7 @@ pull:
 
 // heldOf names the task generation of a delivered task message.
 func heldOf(m jetstream.Msg) HeldTask {
-	t := HeldTask{ID: idFromSubject(m.Subject())}
+	t := HeldTask{ID: wire.IDFromSubject(m.Subject())}
 	if md, err := m.Metadata(); err == nil {
 		t.Gen = md.Sequence.Stream
 	}

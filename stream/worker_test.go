@@ -14,6 +14,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // blockingSolver signals each solve that starts and holds it until ctx ends.
@@ -29,7 +30,7 @@ func blockingSolver(started chan<- string) solver.Solver {
 func (b *bundle) events(t *testing.T, id string) []Event {
 	t.Helper()
 	var out []Event
-	err := scanFrom(testContext(t), b.client, []string{eventSubject(id)}, 0, false, func(m jetstream.Msg) (bool, error) {
+	err := scanFrom(testContext(t), b.client, []string{wire.EventSubject(id)}, 0, false, func(m jetstream.Msg) (bool, error) {
 		var ev Event
 		require.NoError(t, json.Unmarshal(m.Data(), &ev))
 		out = append(out, ev)
@@ -108,7 +109,7 @@ func TestWorkerDiesMidSolveTaskRedeliveredOnce(t *testing.T) {
 
 	stopA() // A wakes up; its late writes go nowhere
 	<-doneA
-	require.Equal(t, 1, b.count(t, resultSubject("crash")), "exactly one outcome")
+	require.Equal(t, 1, b.count(t, wire.ResultSubject("crash")), "exactly one outcome")
 	evs := b.events(t, "crash")
 	require.True(t, evs[1].Crashed, "the second attempt knows the first died: %+v", evs)
 }
@@ -142,7 +143,7 @@ func TestMalformedMessagesAreDeadLetteredAndWorkerGoesOn(t *testing.T) {
 		out, err := b.client.waitGen(ctx, id, gens[id])
 		require.ErrorIs(t, err, ErrNotSolved, id)
 		require.Equal(t, string(retry.ReasonInvalidTask), out.Reason, id)
-		require.Equal(t, 1, b.count(t, deadSubject(id)), id)
+		require.Equal(t, 1, b.count(t, wire.DeadSubject(id)), id)
 	}
 }
 
@@ -200,7 +201,7 @@ func TestRetryPaths(t *testing.T) {
 				require.NoError(t, err)
 			} else {
 				require.ErrorIs(t, err, ErrNotSolved)
-				require.Equal(t, 1, b.count(t, deadSubject("r")))
+				require.Equal(t, 1, b.count(t, wire.DeadSubject("r")))
 			}
 			require.Equal(t, tc.wantStatus, out.Status)
 			require.Equal(t, string(tc.wantReason), out.Reason)
@@ -256,7 +257,7 @@ func TestFatalErrorStopsWorkerAndLeavesTasksUntouched(t *testing.T) {
 	evs := b.events(t, "fatal")
 	require.Equal(t, EventHandback, evs[len(evs)-1].Kind)
 	require.Zero(t, evs[len(evs)-1].Attempts)
-	require.Zero(t, b.count(t, deadSubject("fatal")))
+	require.Zero(t, b.count(t, wire.DeadSubject("fatal")))
 }
 
 var _ = nats.ErrTimeout
@@ -422,13 +423,13 @@ func TestShortFetchOnFreshNewsLooksAgain(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.client.Submit(ctx, turnstileTask("A"))
 	require.NoError(t, err)
-	waitCounted(ctx, t, b.client.s, consumerName(LaneFast, priorityNormal), 1) // "A stored"
+	waitCounted(ctx, t, b.client.s, consumerName(LaneFast, wire.PriorityNormal), 1) // "A stored"
 	// Past the initial "unknown: look once".
 	for _, f := range w.feeds {
 		f.emptyAt.Store(f.news.Load())
 	}
-	w.news(taskSubject(LaneFast, priorityNormal, "A"))
-	w.news(taskSubject(LaneFast, priorityNormal, "B")) // B's publish seen, B not stored yet
+	w.news(wire.TaskSubject(LaneFast, wire.PriorityNormal, "A"))
+	w.news(wire.TaskSubject(LaneFast, wire.PriorityNormal, "B")) // B's publish seen, B not stored yet
 	require.Len(t, w.fetch(ctx, 4), 1)
 	require.Eventually(t, w.anyNews, 5*time.Second, time.Millisecond, "the worker stopped looking for B")
 }

@@ -8,64 +8,18 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// subjectWorkers holds the workers' heartbeats: captcha.workers.<name>.
-const subjectWorkers = "captcha.workers"
-
-// Heartbeats: a running worker stores one every HeartbeatEvery on
-// captcha.workers.<name>, each living HeartbeatTTL (Nats-TTL), so the
-// stream holds a few per worker and none of a worker gone for longer.
-const (
-	HeartbeatEvery = 5 * time.Second
-	HeartbeatTTL   = 3 * HeartbeatEvery
-)
-
-// WorkerInfo is a worker's heartbeat, as `captchaq workers ls` lists it. It
-// is part of the wire contract.
-type WorkerInfo struct {
-	// Name is the worker's name in the audit trail.
-	Name string `json:"name"`
-	// Host and PID say where it runs.
-	Host string `json:"host,omitempty"`
-	PID  int    `json:"pid,omitempty"`
-	// Threads is its --threads; InUse how many of them hold a task now.
-	Threads int `json:"threads"`
-	InUse   int `json:"in_use"`
-	// Started is when it started taking tasks.
-	Started time.Time `json:"started"`
-	// At is when it sent this heartbeat: when it was last seen.
-	At time.Time `json:"at"`
-	// Stopped is set on the last heartbeat of a worker that stopped.
-	Stopped bool `json:"stopped,omitempty"`
-	// Tasks are the task generations it holds from their recorded attempt
-	// to their end: a worker given one of them again while this heartbeat
-	// is the holder's latest waits instead of paying the service again.
-	Tasks []HeldTask `json:"tasks,omitempty"`
-}
-
-var notInToken = regexp.MustCompile(`[^A-Za-z0-9_-]`)
-
-// heartbeatSubject is the subject of a worker's heartbeats: its name made a
-// subject token.
-func heartbeatSubject(name string) string {
-	tok := notInToken.ReplaceAllString(name, "_")
-	if len(tok) > maxIDLength {
-		tok = tok[:maxIDLength]
-	}
-	return subjectWorkers + "." + tok
-}
-
-// announce stores the worker's heartbeat now and every HeartbeatEvery until
+// announce stores the worker's heartbeat now and every wire.HeartbeatEvery until
 // ctx ends, then a last one that says it stopped. inUse counts its busy
 // threads. Heartbeats are best effort: a failed one is tried again at the
 // next beat, and never holds up the worker. The returned function waits for
@@ -79,7 +33,7 @@ func (w *Worker) announce(ctx context.Context, inUse func() int) func() {
 		if err != nil {
 			return
 		}
-		msg := nats.NewMsg(heartbeatSubject(w.cfg.Name))
+		msg := nats.NewMsg(wire.HeartbeatSubject(w.cfg.Name))
 		msg.Data = b
 		bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -103,7 +57,7 @@ func (w *Worker) announce(ctx context.Context, inUse func() int) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(HeartbeatEvery)
+		t := time.NewTicker(wire.HeartbeatEvery)
 		defer t.Stop()
 		for {
 			select {
@@ -162,12 +116,6 @@ type heldTasks struct {
 	m  map[HeldTask]int
 }
 
-// HeldTask names a task generation a worker holds (WorkerInfo.Tasks).
-type HeldTask struct {
-	ID  string `json:"id"`
-	Gen uint64 `json:"gen"`
-}
-
 func (h *heldTasks) add(t HeldTask) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -206,7 +154,7 @@ func (h *heldTasks) list() []HeldTask {
 // last heartbeats; a worker that said it stopped is listed with Stopped
 // until its heartbeat expires.
 func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
-	info, err := c.s.Info(ctx, jetstream.WithSubjectFilter(subjectWorkers+".>"))
+	info, err := c.s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectWorkers+".>"))
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}

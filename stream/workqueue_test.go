@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // serveStoreStatus answers store-status requests for b's server as
@@ -93,7 +94,7 @@ func taskMessages(t *testing.T, b *bundle, rw *runningWorker) uint64 {
 		if _, queued := rw.w.eraser.drained(); queued > 0 {
 			return false
 		}
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter(subjectAllTasks))
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectAllTasks))
 		if err != nil {
 			return false
 		}
@@ -119,12 +120,12 @@ func TestAckRemovesTheFinishedTaskWithoutADelete(t *testing.T) {
 	n, _ := deletes.counts()
 	require.Zero(t, n, "delete requests sent for finished tasks")
 
-	info, err := rw.w.s.Info(testContext(t), jetstream.WithSubjectFilter(SubjectRoot+".>"))
+	info, err := rw.w.s.Info(testContext(t), jetstream.WithSubjectFilter(wire.SubjectRoot+".>"))
 	require.NoError(t, err)
 	require.Equal(t, jetstream.WorkQueuePolicy, info.Config.Retention)
 	for i := range 5 {
-		require.Equal(t, uint64(1), info.State.Subjects[resultSubject(fmt.Sprintf("wq-%d", i))], "outcome of wq-%d", i)
-		require.NotZero(t, info.State.Subjects[eventSubject(fmt.Sprintf("wq-%d", i))], "events of wq-%d", i)
+		require.Equal(t, uint64(1), info.State.Subjects[wire.ResultSubject(fmt.Sprintf("wq-%d", i))], "outcome of wq-%d", i)
+		require.NotZero(t, info.State.Subjects[wire.EventSubject(fmt.Sprintf("wq-%d", i))], "events of wq-%d", i)
 	}
 }
 

@@ -1,6 +1,7 @@
-package stream
+package wire
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -70,4 +71,10 @@ type Event struct {
 	Detail string `json:"detail,omitempty"`
 	// Host is the host of the task's page URL (never the whole URL).
 	Host string `json:"host,omitempty"`
+}
+
+// ParseEvent reads an event record; false when b is not one.
+func ParseEvent(b []byte) (Event, bool) {
+	var ev Event
+	return ev, json.Unmarshal(b, &ev) == nil
 }

@@ -1,7 +1,7 @@
 // The size limit of task messages: every message the CAPTCHA stream
 // accepts fits its own dead letter.
 
-package stream
+package wire
 
 // DeadLetterRoom is the part of the server's max_payload that a task
 // message leaves for the headers a worker adds to its dead letter (id,
@@ -28,7 +28,7 @@ func MaxTaskMessage(maxPayload int64) int64 {
 // maxPayload: MaxTaskMessage less DeadLetterRoom, as the stream's limit
 // holds its dead letters too. The stream takes a larger one, up to
 // MaxTaskMessage, and dead-letters it (it is invalid anyway: no valid task
-// comes near these sizes) without its body. Client.Submit refuses a task
+// comes near these sizes) without its body. stream's Client.Submit refuses a task
 // over it.
 func WholeDeadLetterMax(maxPayload int64) int64 {
 	m := MaxTaskMessage(maxPayload)
@@ -38,6 +38,6 @@ func WholeDeadLetterMax(maxPayload int64) int64 {
 	return max(m-DeadLetterRoom, m/2)
 }
 
-// maxDeadLetterDetail bounds the words a dead letter's Detail header may
+// MaxDeadLetterDetail bounds the words a dead letter's Detail header may
 // take, so the headers a worker adds stay within DeadLetterRoom.
-const maxDeadLetterDetail = 1024
+const MaxDeadLetterDetail = 1024
