@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,7 +50,7 @@ type Client struct {
 	// cancelHashes holds the hash taskMsg puts on a task Solve is submitting.
 	cancelHashes sync.Map
 	// readers are idle direct readers (read.go).
-	readers readerPool
+	readers *jscall.ReaderPool
 	// room is the last reading of the room a bounded stream has (checkRoom).
 	room clientRoom
 	// limit is the stream's MaxBytes as read at limitRead (streamLimit).
@@ -84,7 +85,8 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{nc: nc, js: js, s: s, tokens: tokens, cfg: cfg, top: top, limit: s.CachedInfo().Config.MaxBytes, limitRead: time.Now()}
+	c := &Client{nc: nc, js: js, s: s, tokens: tokens, cfg: cfg, top: top, limit: s.CachedInfo().Config.MaxBytes, limitRead: time.Now(),
+		readers: jscall.NewReaderPool(nc, top.Domain, top.Stream)}
 	// The stream's info carries the broker's clock when it answered: the
 	// client's reading of it, for the times it stamps and decides on.
 	if at := s.CachedInfo().TimeStamp; !at.IsZero() {
@@ -291,34 +293,11 @@ func (c *Client) taskMsg(t Task) (*nats.Msg, error) {
 func (c *Client) publishMsg(ctx context.Context, t Task, msg *nats.Msg) (*jetstream.PubAck, error) {
 	var ack *jetstream.PubAck
 	err := c.whileStoreTakes(ctx, func(ctx context.Context) (err error) {
-		ack, err = publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(t.ID), jetstream.WithExpectStream(c.top.Stream))
+		ack, err = jscall.PublishRetrying(ctx, c.js, msg, jetstream.WithMsgID(t.ID), jetstream.WithExpectStream(c.top.Stream))
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("submit task %s: %w", t.ID, c.fullError(ctx, err))
 	}
 	return ack, nil
-}
-
-// publishRetrying publishes msg, retrying with the same options (and so the
-// same message id) while the stream has no leader or the request times out,
-// until ctx ends. The message id makes a retry after a lost ack harmless.
-// A stream refusing the message for its limits is not retried: that is not
-// a passing fault of the server.
-func publishRetrying(ctx context.Context, js jetstream.JetStream, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	var b brokerBackoff
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ack, err := js.PublishMsg(pctx, msg, opts...)
-		cancel()
-		if err == nil {
-			return ack, nil
-		}
-		if !passing(err) || ctx.Err() != nil {
-			return nil, err
-		}
-		if !b.wait(ctx) {
-			return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		}
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -39,19 +40,6 @@ func (f DeadFilter) match(d DeadLetter) bool {
 		(f.Since.IsZero() || !d.DeadAt.Before(f.Since)) &&
 		(!f.Pending || d.Replayed == nil)
 }
-
-// Errors of the dead-letter calls.
-var (
-	// ErrAlreadyReplayed means this dead letter was replayed before;
-	// replaying it again would enqueue the task twice.
-	ErrAlreadyReplayed = errors.New("dead letter already replayed")
-	// ErrSuperseded means the task id was submitted again after this dead
-	// letter; replaying the older one would run two generations at once.
-	ErrSuperseded = errors.New("a newer submission of the task exists")
-	// ErrNotReplayable means the dead letter holds no valid task (reason
-	// invalid-task); fix it and submit it anew instead.
-	ErrNotReplayable = errors.New("dead letter holds no valid task")
-)
 
 // DeadLetters lists the dead letters that match f, oldest first.
 func (c *Client) DeadLetters(ctx context.Context, f DeadFilter) ([]DeadLetter, error) {
@@ -201,12 +189,12 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 		rm := nats.NewMsg(wire.ReplaySubject(d.ID))
 		rm.Data = started
 		rm.Header.Set(wire.HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
-		if _, err := publishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replaying.%d", d.Seq))); err != nil {
+		if _, err := jscall.PublishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replaying.%d", d.Seq))); err != nil {
 			return Receipt{}, fmt.Errorf("replay %s: nothing queued: recording the replay failed: %w", d.ID, err)
 		}
 	}
 	// The message id names the dead letter: two replays racing enqueue one task.
-	ack, err := publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(wire.ReplayMsgID(t.ID, strconv.FormatUint(d.Seq, 10))))
+	ack, err := jscall.PublishRetrying(ctx, c.js, msg, jetstream.WithMsgID(wire.ReplayMsgID(t.ID, strconv.FormatUint(d.Seq, 10))))
 	if err != nil {
 		return Receipt{}, fmt.Errorf("replay %s: %w (the replay is recorded as started: replay it again to finish)", d.ID, c.fullError(ctx, err))
 	}
@@ -229,7 +217,7 @@ func (c *Client) recordReplay(ctx context.Context, d DeadLetter, r Receipt) (Rec
 	rm := nats.NewMsg(wire.ReplaySubject(d.ID))
 	rm.Data = rec
 	rm.Header.Set(wire.HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
-	if _, err := publishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replayed.%d", d.Seq))); err != nil {
+	if _, err := jscall.PublishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replayed.%d", d.Seq))); err != nil {
 		// The task is queued again, and the started record says so; only
 		// the final record failed. Say both.
 		return r, fmt.Errorf("replay %s: the task is queued again (task message %d), but recording it failed: %w; replay it again to finish the record",
@@ -255,6 +243,40 @@ func (c *Client) PurgeDead(ctx context.Context, f DeadFilter) (int, error) {
 func (c *Client) PurgeDeadLetters(ctx context.Context, ds []DeadLetter) (int, error) {
 	n := 0
 	for _, d := range ds {
+		// Erased, not only deleted: a dead letter holds the task's page URL.
+		if err := c.s.SecureDeleteMsg(ctx, d.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return n, fmt.Errorf("purge dead letter %d (%s): %w", d.Seq, d.ID, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// ReplayWhere replays every dead letter keep selects among those not yet
+// replayed, the latest letter of each task only (replaying two letters of
+// one id would run two generations at once), skipping letters that hold no
+// valid task or whose task was submitted again. It stops at the first other
+// failure and returns what it replayed so far.
+func (c *Client) ReplayWhere(ctx context.Context, keep func(DeadLetter) bool) ([]Receipt, error) {
+	ds, err := c.DeadLetters(ctx, DeadFilter{})
+	if err != nil {
+		return nil, err
+	}
+	return c.replayLatest(ctx, ds, keep)
+}
+
+// PurgeWhere deletes the dead letters keep selects and returns how many,
+// as PurgeDead does.
+func (c *Client) PurgeWhere(ctx context.Context, keep func(DeadLetter) bool) (int, error) {
+	ds, err := c.DeadLetters(ctx, DeadFilter{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range ds {
+		if !keep(d) {
+			continue
+		}
 		// Erased, not only deleted: a dead letter holds the task's page URL.
 		if err := c.s.SecureDeleteMsg(ctx, d.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return n, fmt.Errorf("purge dead letter %d (%s): %w", d.Seq, d.ID, err)

@@ -19,22 +19,6 @@ func JetStream(nc *nats.Conn, domain string, opts ...jetstream.JetStreamOpt) (je
 	return jetstream.NewWithDomain(nc, domain, opts...)
 }
 
-// apiPrefix is the prefix of JetStream API subjects in domain: what
-// JetStream prepends to requests it sends itself, for the ones this package
-// sends on its own (read.go).
-func apiPrefix(domain string) string {
-	if domain == "" {
-		return "$JS.API."
-	}
-	return "$JS." + domain + ".API."
-}
-
-// ErrNoTopology is the error of a producer, worker or reader that finds no
-// topology where it looked: only an admin (`captchaq server`, `captchaq
-// init`) creates it, so that a client at another site never makes a second
-// queue in the JetStream it happens to reach.
-var ErrNoTopology = errors.New("no captchaq topology")
-
 // openStream finds the stream named name, and refuses with ErrNoTopology,
 // naming the domain reached, when it does not exist.
 func openStream(ctx context.Context, js jetstream.JetStream, t Topology, name string) (jetstream.Stream, error) {

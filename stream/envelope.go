@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/internal/text"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -82,10 +83,6 @@ func ignoreForged(err error) error {
 	return err
 }
 
-// errForged marks an envelope check that failed on what the stream holds,
-// as opposed to a read that failed.
-var errForged = errors.New("not a submission of its id")
-
 // verifyReplay checks a task message that carries a replay's message id
 // (Client.Replay): anyone who may submit tasks could put one on a task of
 // their own, so it must name a dead letter of the same id with the same
@@ -111,7 +108,7 @@ func verifyReplay(ctx context.Context, s jetstream.Stream, id string, gen uint64
 	// The letter is gone (purged after the replay): the admin's replay
 	// record still names this task message.
 	found := false
-	err = walk(ctx, s, wire.ReplaySubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+	err = jscall.Walk(ctx, s, wire.ReplaySubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
 		var r Replay
 		if json.Unmarshal(m.Data, &r) == nil && r.DeadSeq == deadSeq && r.TaskSeq == gen {
 			found = true

@@ -18,6 +18,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -291,20 +292,7 @@ func heartbeatHolds(info WorkerInfo, seq, attemptSeq uint64, t HeldTask) bool {
 // the ack wait while keeping the task's lease, so that a broker hiccup (a
 // leader change) is not mistaken for a lost delivery.
 func (d *delivery) patiently(ctx context.Context, read func() error) error {
-	deadline := time.Now().Add(d.w.heartbeat())
-	var b brokerBackoff
-	for {
-		err := read()
-		// Any error: a read that fails for good fails again within the
-		// third of an ack wait this allows.
-		if err == nil || ctx.Err() != nil || time.Now().Add(b.next).After(deadline) {
-			return err
-		}
-		_ = d.m.InProgress()
-		if !b.wait(ctx) {
-			return err
-		}
-	}
+	return jscall.Patiently(ctx, d.w.heartbeat(), func() { _ = d.m.InProgress() }, read)
 }
 
 // abandonCtx is the worker's abandon context (Run), or one that never ends
@@ -365,4 +353,20 @@ func (d *delivery) solve(ctx context.Context) (solver.Answer, error) {
 		d.thread.release()
 	}
 	return ans, err
+}
+
+// canceled reports whether the delivered generation was canceled, and the
+// dead letter's detail if so. A failed read is taken as "not canceled": a
+// cancel is a request, and losing one to a broker hiccup costs a solve, not
+// a task.
+func (d *delivery) canceled(ctx context.Context) (string, bool) {
+	rec, err := cancelOf(ctx, d.w.nc, d.w.top, d.id, d.st, d.m.Headers())
+	if err != nil {
+		d.log.Warn("cannot read the task's cancel record; solving it", slog.Any("error", err))
+		return "", false
+	}
+	if rec == nil {
+		return "", false
+	}
+	return wire.CancelDetail(rec), true
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -113,7 +114,7 @@ func (b *bundle) raw(t *testing.T) (jetstream.JetStream, jetstream.Stream) {
 func outcomesOf(ctx context.Context, t testing.TB, s jetstream.Stream, id string, gen uint64) []Outcome {
 	t.Helper()
 	var out []Outcome
-	require.NoError(t, walk(ctx, s, wire.ResultSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+	require.NoError(t, jscall.Walk(ctx, s, wire.ResultSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
 		if genOf(m.Header) == gen {
 			var o Outcome
 			require.NoError(t, json.Unmarshal(m.Data, &o))
@@ -288,7 +289,7 @@ func TestStreamFullToTheLastByteNeverPays(t *testing.T) {
 		m.Header.Set(wire.HeaderMsgID, id)
 		ack, err := js.PublishMsg(ctx, m)
 		if err != nil {
-			require.True(t, streamRefusedFull(err), "refused for its size: %v", err)
+			require.True(t, jscall.StreamRefusedFull(err), "refused for its size: %v", err)
 			break
 		}
 		seqs = append(seqs, ack.Sequence)
@@ -467,7 +468,7 @@ func TestOneOutcomePerGenerationAfterALostAck(t *testing.T) {
 			}, 20*time.Second, 10*time.Millisecond, "the redelivery is acked")
 			require.Len(t, outcomesOf(ctx, t, s, "frozen", r.Seq), 1, "one outcome")
 			dls := 0
-			require.NoError(t, walk(ctx, s, wire.DeadSubject("frozen"), 0, 0, func(*jetstream.RawStreamMsg) { dls++ }))
+			require.NoError(t, jscall.Walk(ctx, s, wire.DeadSubject("frozen"), 0, 0, func(*jetstream.RawStreamMsg) { dls++ }))
 			if kind == EventDead {
 				require.Equal(t, 1, dls, "one dead letter")
 			} else {

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -92,17 +95,7 @@ func (d *delivery) finishWith(ctx context.Context, out Outcome) bool {
 // between tries: a broker briefly out of reach does not lose what the
 // service answered.
 func (d *delivery) untilStored(ctx context.Context, write func() error) error {
-	var b brokerBackoff
-	for {
-		err := write()
-		if err == nil || !passing(err) || ctx.Err() != nil {
-			return err
-		}
-		_ = d.m.InProgress()
-		if !b.wait(ctx) {
-			return err
-		}
-	}
+	return jscall.UntilStored(ctx, func() { _ = d.m.InProgress() }, write)
 }
 
 // finishExpired stores the outcome of a solve recorded by a solved event
@@ -213,7 +206,7 @@ func (d *delivery) finishDead(ctx context.Context, reason retry.Reason, code str
 	detail := ev.Detail
 	if !d.st.deadLetter {
 		err := d.storeDeadLetter(ctx, d.deadLetterMsg(reason, code, detail, true))
-		if tooLarge(err) {
+		if jscall.TooLarge(err) {
 			detail = joinDetail(detail, fmt.Sprintf("the task (%d bytes) is left out of its dead letter: too large to keep whole", len(d.m.Data())))
 			err = d.storeDeadLetter(ctx, d.deadLetterMsg(reason, code, detail, false))
 		}
@@ -273,14 +266,6 @@ func joinDetail(detail, more string) string {
 	return detail + "; " + more
 }
 
-// tooLarge reports whether a write failed for its size: over the stream's
-// MaxMsgSize or the server's max_payload. Waiting never lifts that.
-func tooLarge(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.Is(err, nats.ErrMaxPayload) ||
-		(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum)
-}
-
 // cannotStore handles a record of the end of a generation that could not
 // be stored. A write the stream refuses for good (too large) ends the
 // delivery with Term: the message is never delivered again, so it cannot
@@ -288,7 +273,7 @@ func tooLarge(err error) bool {
 // else (the broker unreachable, the stream full) brings the task back after
 // the ack wait.
 func (d *delivery) cannotStore(what string, err error) {
-	if tooLarge(err) {
+	if jscall.TooLarge(err) {
 		d.log.Error("the stream refuses "+what+" of this task for its size: the task ends here without it, "+
 			"and is not delivered again", slog.Any("error", err))
 		_ = d.m.TermWithReason("captchaq: " + what + " is too large to store")
@@ -311,4 +296,46 @@ func copyProducerHeaders(dst, src nats.Header) {
 		}
 		dst[k] = v
 	}
+}
+
+var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>()\[\]{}]*`)
+
+// safeDetail is a dead letter's detail as outcomes and the audit trail may
+// carry it: at most 300 bytes, any URL in it replaced by its host.
+func safeDetail(s string) string {
+	s = urlInText.ReplaceAllStringFunc(s, func(u string) string {
+		if h := wire.PageHost(Params{"pageurl": u}); h != "" && h != "invalid-url" {
+			return "<url on " + h + ">"
+		}
+		return "<url>"
+	})
+	return text.Cut(s, 300)
+}
+
+// Workers returns the workers seen within HeartbeatTTL, by name, from their
+// last heartbeats; a worker that said it stopped is listed with Stopped
+// until its heartbeat expires.
+func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
+	info, err := c.s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectWorkers+".>"))
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	now := c.cfg.Now()
+	var out []WorkerInfo
+	for subj := range info.State.Subjects {
+		m, err := c.s.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // expired meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list workers: %w", err)
+		}
+		var wi WorkerInfo
+		if json.Unmarshal(m.Data, &wi) != nil || wi.Name == "" || now.Sub(wi.At) > HeartbeatTTL {
+			continue
+		}
+		out = append(out, wi)
+	}
+	slices.SortFunc(out, func(a, b WorkerInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

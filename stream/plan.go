@@ -229,7 +229,7 @@ func (g *planGate) consumer(ctx context.Context, now time.Time) jetstream.Consum
 	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrConsumerNotFound):
 		g.cons, g.early = nil, false
 	}
-	// On other errors keep what we had: a passing broker problem must not
+	// On other errors keep what we had: a jscall.Passing broker problem must not
 	// lift the quota.
 	return g.cons
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -96,7 +97,7 @@ func loadGen(ctx context.Context, s jetstream.Stream, id string, gen uint64) (ge
 	// direct reads (workers may not create consumers). A task has a
 	// handful of records per generation.
 	last := st.seq
-	err = walk(ctx, s, wire.IDSubjects(id), gen, last, func(m *jetstream.RawStreamMsg) {
+	err = jscall.Walk(ctx, s, wire.IDSubjects(id), gen, last, func(m *jetstream.RawStreamMsg) {
 		st.fold(id, m.Subject, m.Header, m.Data, m.Sequence)
 	})
 	if err != nil {
@@ -104,43 +105,6 @@ func loadGen(ctx context.Context, s jetstream.Stream, id string, gen uint64) (ge
 	}
 	return st, nil
 }
-
-// walk calls fn with each message on subject (a wildcard is fine) from
-// sequence from up to upTo (0: to the end), in stream order, one direct read
-// each: for the few records of one task, where a consumer would cost more
-// and workers may not create one.
-func walk(ctx context.Context, s jetstream.Stream, subject string, from, upTo uint64, fn func(*jetstream.RawStreamMsg)) error {
-	return walkWhile(ctx, s, subject, from, upTo, func(m *jetstream.RawStreamMsg) bool { fn(m); return true })
-}
-
-// walkWhile is walk that stops after the first message fn returns false for.
-func walkWhile(ctx context.Context, s jetstream.Stream, subject string, from, upTo uint64, fn func(*jetstream.RawStreamMsg) bool) error {
-	for seq := max(from, 1); upTo == 0 || seq <= upTo; {
-		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if upTo != 0 && m.Sequence > upTo {
-			return nil
-		}
-		if !fn(m) {
-			return nil
-		}
-		seq = m.Sequence + 1
-	}
-	return nil
-}
-
-// errStateMoved means another delivery of the same generation recorded a
-// step after this one read the state: it holds the task now.
-var errStateMoved = errors.New("another delivery of the task recorded a step meanwhile")
-
-// errCanceled means the generation was canceled before the write: nothing
-// more may start.
-var errCanceled = errors.New("the task was canceled")
 
 // record is one write of a worker for a task: an event, a dead letter or an
 // outcome.
@@ -170,7 +134,7 @@ const storeTries = 5
 func (d *delivery) store(ctx context.Context, r record) error {
 	for range storeTries {
 		opts := append([]jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(d.st.seq, wire.IDSubjects(d.id))}, r.opts...)
-		ack, err := publishRetrying(ctx, d.w.js, r.msg, opts...)
+		ack, err := jscall.PublishRetrying(ctx, d.w.js, r.msg, opts...)
 		if err == nil && ack.Duplicate {
 			// No worker write carries a message id, so the stream cannot
 			// have taken this for one it already has.
@@ -181,7 +145,7 @@ func (d *delivery) store(ctx context.Context, r record) error {
 			r.apply(&d.st, ack.Sequence)
 			return nil
 		}
-		if !wrongLastSequence(err) {
+		if !jscall.WrongLastSequence(err) {
 			return err
 		}
 		var st genState
@@ -201,12 +165,6 @@ func (d *delivery) store(ctx context.Context, r record) error {
 		}
 	}
 	return fmt.Errorf("store %s: other writes for task %s kept getting in the way", r.msg.Subject, d.id)
-}
-
-func wrongLastSequence(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) &&
-		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // eventRecord is ev as the next event of j's task.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/internal/quantile"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -320,7 +321,7 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 	for method, ts := range times {
 		slices.Sort(ts)
 		ms := st.ByMethod[method]
-		ms.P50, ms.P95 = Percentile(ts, 0.50), Percentile(ts, 0.95)
+		ms.P50, ms.P95 = quantile.Of(ts, 0.50), quantile.Of(ts, 0.95)
 		st.ByMethod[method] = ms
 	}
 	if st.Solved > 0 {
@@ -361,14 +362,4 @@ func (c *Client) countHeld(ctx context.Context, st *Stats, held map[string]TaskS
 		}
 	}
 	return nil
-}
-
-// Percentile returns the p-quantile (0..1) of sorted values by the nearest
-// rank; 0 for none.
-func Percentile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(p*float64(len(sorted))+0.5) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
 }

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,7 +44,7 @@ func (d *delivery) storeToken(ctx context.Context, out Outcome) (Outcome, error)
 	msg.Data = b
 	msg.Header.Set(wire.HeaderTaskID, d.id)
 	msg.Header.Set(wire.HeaderGen, strconv.FormatUint(d.gen, 10))
-	_, err = publishRetrying(ctx, d.w.js, msg, jetstream.WithExpectStream(d.w.top.TokenStream()),
+	_, err = jscall.PublishRetrying(ctx, d.w.js, msg, jetstream.WithExpectStream(d.w.top.TokenStream()),
 		jetstream.WithExpectLastSequencePerSubject(0),
 		jetstream.WithMsgTTL(tokenTTL(out.ExpiresAt, d.w.brokerTime(d.w.cfg.Now()))))
 	if err == nil {
@@ -52,7 +53,7 @@ func (d *delivery) storeToken(ctx context.Context, out Outcome) (Outcome, error)
 	if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) {
 		return Outcome{}, fmt.Errorf("store the token of task %s: %w: the answer is %d bytes, the token stream takes at most %d", d.id, errTokenTooLarge, len(b), TokenMaxMsgSize)
 	}
-	if !wrongLastSequence(err) {
+	if !jscall.WrongLastSequence(err) {
 		return Outcome{}, fmt.Errorf("store the token of task %s: %w", d.id, err)
 	}
 	// There already: ours, whose acknowledgement was lost, or an earlier
@@ -73,10 +74,6 @@ func (d *delivery) storeToken(ctx context.Context, out Outcome) (Outcome, error)
 	}
 	return stored, nil
 }
-
-// errTokenTooLarge: the token stream refuses the answer for its size
-// (TokenMaxMsgSize). Trying again would pay for the same refusal.
-var errTokenTooLarge = errors.New("token too large to keep")
 
 // readToken reads the token of generation gen of task id from the token
 // stream tokens: the solved outcome with its solution, and whether it is
@@ -124,43 +121,6 @@ func (d *delivery) finishFromToken(ctx context.Context) bool {
 		d.log.Info("solved by an earlier delivery whose worker stopped; recorded from its token", slog.Int("attempts", out.Attempts))
 	}
 	return true
-}
-
-// withToken puts the token of generation gen back into out, a solved
-// outcome as the CAPTCHA stream keeps it, from the token stream. It reports
-// whether the token is there; it is not once expired or after a broker
-// restart within its lifetime. An outcome stored by an older worker,
-// solution included, is returned as it is.
-func (c *Client) withToken(ctx context.Context, out Outcome, gen uint64) (Outcome, bool, error) {
-	// expires_at is stored on the broker's clock: it is decided on there,
-	// and handed out on the client's clock, so that a producer whose clock
-	// is off neither throws away a fresh token nor keeps a stale one.
-	stored := out
-	out.ExpiresAt = c.localTime(out.ExpiresAt)
-	if out.Status != StatusSolved || len(out.Solution) > 0 {
-		return out, true, nil
-	}
-	if !c.brokerTime(c.cfg.Now()).Before(stored.ExpiresAt) {
-		return out, false, nil
-	}
-	tok, found, err := readToken(ctx, c.tokens, out.ID, gen)
-	if err != nil || !found {
-		return out, false, err
-	}
-	if !sameSolve(tok, stored) {
-		// Not the solve the outcome records (a token written after the
-		// broker lost the outcome's, a restart within its lifetime): the
-		// outcome's own token is gone.
-		return out, false, nil
-	}
-	out.Solution, out.UserAgent = tok.Solution, tok.UserAgent
-	return out, true, nil
-}
-
-// sameSolve reports whether tok, a token, is the solve outcome records: a
-// reader's token is always its outcome's.
-func sameSolve(tok, out Outcome) bool {
-	return tok.CaptchaID == out.CaptchaID && tok.SolvedAt.Equal(out.SolvedAt) && tok.Attempts == out.Attempts
 }
 
 // tokenTTL is the TTL of a token that expires at expires: whole seconds

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -342,7 +343,7 @@ const (
 
 // lookupStream looks the stream up, asking again until it is answered.
 func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
-	return untilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, name) })
+	return jscall.UntilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, name) })
 }
 
 // storeAnchor stores the stream's anchor unless the stream holds one: the
@@ -427,7 +428,7 @@ func ensureTopology(ctx context.Context, js jetstream.JetStream, t Topology, upd
 	for _, wc := range workerConsumers() {
 		cfg := t.consumerConfig(wc)
 		if !update {
-			_, err := untilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
+			_, err := jscall.UntilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
 				return s.Consumer(ctx, cfg.Durable)
 			})
 			if err == nil {
@@ -437,7 +438,7 @@ func ensureTopology(ctx context.Context, js jetstream.JetStream, t Topology, upd
 		// CreateOrUpdate is idempotent for an identical config, so racing
 		// processes all succeed, and a request left unanswered can be sent
 		// again.
-		_, err := untilAnswered(ctx, createTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
+		_, err := jscall.UntilAnswered(ctx, createTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
 			return s.CreateOrUpdateConsumer(ctx, cfg)
 		})
 		if err != nil {

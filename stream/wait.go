@@ -1,5 +1,4 @@
-// Waiting for outcomes: by id (Wait), by receipt (Solve, WaitAll), or all of
-// them as they come (Results).
+// Waiting for outcomes: by id (Wait), or by receipt (Solve, WaitAll).
 
 package stream
 
@@ -11,26 +10,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
-)
-
-// Errors Wait returns.
-var (
-	// ErrNotFound: the stream has no task with this id (never submitted, or
-	// older than the retention).
-	ErrNotFound = errors.New("no such task")
-	// ErrTokenExpired: the task was solved, but its token's lifetime ended
-	// before it was read; the Outcome still says when it was solved.
-	ErrTokenExpired = errors.New("token expired before it was read")
-	// ErrNotSolved: the task ended in the dead letter; the Outcome says why.
-	ErrNotSolved = errors.New("task not solved")
-	// ErrIDTaken: Solve's task id was taken, within the duplicate window, by
-	// a submission that is not this call's (another producer's, or an
-	// earlier call's): nothing was enqueued, and Solve does not wait on a
-	// task it did not write. Submit again under another id.
-	ErrIDTaken = errors.New("task id taken by another submission")
 )
 
 // Wait blocks until task id has an outcome and returns it. It works whether
@@ -66,14 +49,14 @@ func (c *Client) latestGen(ctx context.Context, id string) (uint64, error) {
 	var best uint64
 	forged := map[uint64]bool{}
 	gens := map[uint64]bool{}
-	if err := walk(ctx, c.s, wire.TaskSubjectsFor(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+	if err := jscall.Walk(ctx, c.s, wire.TaskSubjectsFor(id), 0, 0, func(m *jetstream.RawStreamMsg) {
 		if c.submissionOf(ctx, id, m) {
 			best = max(best, m.Sequence)
 		}
 	}); err != nil {
 		return 0, err
 	}
-	if err := walk(ctx, c.s, wire.EventSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+	if err := jscall.Walk(ctx, c.s, wire.EventSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
 		if ev, ok := wire.ParseEvent(m.Data); ok && ev.Gen > 0 {
 			gens[ev.Gen] = true
 			forged[ev.Gen] = forged[ev.Gen] || ev.Code == CodeInvalidEnvelope
@@ -301,22 +284,4 @@ func (c *Client) tokenGone(ev Event) bool {
 func expiredOutcome(id string, ev Event) Outcome {
 	return Outcome{ID: id, Status: StatusSolved, Attempts: ev.Attempts, SolveSeconds: ev.Seconds,
 		ExpiresAt: ev.ExpiresAt, CaptchaID: ev.CaptchaID, SolvedAt: ev.At, Method: ev.Method}
-}
-
-// Results calls fn with every outcome in the stream, oldest first, with its
-// token while the token stream holds it. With follow it then waits for new ones until ctx
-// ends.
-func (c *Client) Results(ctx context.Context, follow bool, fn func(Outcome)) error {
-	return scanFrom(ctx, c, []string{wire.SubjectResults + ".>"}, 0, follow, func(m jetstream.Msg) (bool, error) {
-		var out Outcome
-		if err := json.Unmarshal(m.Data(), &out); err != nil {
-			return false, nil // not ours; skip
-		}
-		out, _, err := c.withToken(ctx, out, genOf(m.Headers()))
-		if err != nil {
-			return false, err
-		}
-		fn(out)
-		return false, nil
-	})
 }

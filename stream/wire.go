@@ -50,9 +50,6 @@ func ParseTask(b []byte) (Task, error) { return wire.ParseTask(b) }
 // ValidateID reports whether id can name a task (wire.ValidateID).
 func ValidateID(id string) error { return wire.ValidateID(id) }
 
-// TaskError is a task that failed validation (wire.TaskError).
-type TaskError = wire.TaskError
-
 // Status is how a task ended (wire.Status).
 type Status = wire.Status
 
@@ -110,7 +107,3 @@ const (
 	// token stream.
 	CodeTokenTooLarge = wire.CodeTokenTooLarge
 )
-
-// ErrInvalidTask is matched (errors.Is) by every task validation error
-// (wire.ErrInvalidTask).
-var ErrInvalidTask = wire.ErrInvalidTask

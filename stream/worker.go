@@ -18,6 +18,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -110,16 +111,6 @@ var DefaultTokenLifetimes = map[string]time.Duration{
 	"post":                 300 * time.Second,
 	"base64":               300 * time.Second,
 	"bls":                  300 * time.Second,
-}
-
-// FatalError stops a worker: the service refused the worker itself (wrong
-// key, banned IP). Queued tasks stay untouched for a worker that can work.
-type FatalError struct {
-	Code string
-}
-
-func (e *FatalError) Error() string {
-	return fmt.Sprintf("the solving service refuses this worker (%s): stopped taking tasks; queued tasks are untouched", e.Code)
 }
 
 // Worker pulls tasks, one per free thread, and solves them.
@@ -233,7 +224,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		w.log.Warn(advice)
 	}
 	for _, wc := range workerConsumers() {
-		c, err := untilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
+		c, err := jscall.UntilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
 			return s.Consumer(ctx, consumerName(wc.lane, wc.priority))
 		})
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {

@@ -2,17 +2,12 @@ package stream
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"regexp"
 	"strings"
 	"time"
 
-	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/stream/wire"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -199,118 +194,4 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 		return ti, err
 	}
 	return ti, nil
-}
-
-// ErrTaskEnded is returned by Cancel for a task that already has its
-// outcome.
-var ErrTaskEnded = errors.New("task already ended")
-
-// Cancel asks that task id's latest submission not be solved. A worker that
-// delivers it next (queued, handed back, or due after a retry delay) ends it
-// as dead with reason canceled, without calling the service. An attempt
-// already at the service is not stopped: its answer is stored as usual
-// (and paid for). Cancel returns where the task stood when the record was
-// stored; ErrTaskEnded if it had ended.
-//
-// A task this Client submitted with Solve is canceled as its owner; any
-// other needs an admin's credentials (nats.conf refuses anyone else).
-func (c *Client) Cancel(ctx context.Context, id, reason string) (TaskInfo, error) {
-	ti, err := c.TaskOf(ctx, id)
-	if err != nil {
-		return ti, err
-	}
-	if ti.Status == TaskDone {
-		return ti, fmt.Errorf("cancel task %s: %w", id, ErrTaskEnded)
-	}
-	rec := CancelRecord{ID: id, Gen: ti.Gen, At: c.cfg.Now(), By: c.cfg.Name, Reason: text.Cut(reason, 100)}
-	subject := wire.CancelRecordSubject(id)
-	if secret, ok := c.cancelKeys.Load(id); ok {
-		rec.Secret, subject = secret.(string), wire.CancelSubject(id, ti.Gen)
-	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return ti, err
-	}
-	if _, err := c.js.Publish(ctx, subject, b); err != nil {
-		return ti, fmt.Errorf("cancel task %s: %w", id, err)
-	}
-	ti.Canceled = true
-	return ti, nil
-}
-
-// cancelRequested reports whether a valid cancel record names generation
-// gen of task id, whose state is st and whose task message carries header h.
-func (c *Client) cancelRequested(ctx context.Context, id string, st genState, h nats.Header) (bool, error) {
-	rec, err := cancelOf(ctx, c.nc, c.top, id, st, h)
-	return rec != nil, err
-}
-
-// ownerCancelScan is how many records of an owner's cancel subject a
-// reader looks at, oldest first: one batched read, whatever is published.
-const ownerCancelScan = 16
-
-// cancelOf returns the valid cancel record of the generation of task id
-// whose state is st, nil when there is none: an admin's (or an owner's
-// that a worker relayed), which st holds, at no cost; else, for a task
-// message that names a cancel hash (header h), an owner's whose secret
-// matches it, among the first ownerCancelScan records on the owner's
-// subject (they all come after the task message): one batched direct get.
-// A task without a cancel hash costs nothing.
-//
-// Any producer may publish on an owner's subject. A forged record after
-// the owner's does not hide it; forged records before it, more than
-// ownerCancelScan of them, do here, and workers that run when the owner's
-// record is stored relay it to the task's records anyway (relayCancels).
-func cancelOf(ctx context.Context, nc *nats.Conn, top Topology, id string, st genState, h nats.Header) (*CancelRecord, error) {
-	if st.cancel != nil {
-		return st.cancel, nil
-	}
-	if h.Get(wire.HeaderCancelHash) == "" {
-		return nil, nil // only an owner's task can have an owner's cancel
-	}
-	r, err := newDirectReader(nc, top)
-	if err != nil {
-		return nil, err
-	}
-	defer r.close()
-	msgs, _, err := r.batchOf(ctx, wire.CancelSubject(id, st.gen), st.gen, ownerCancelScan)
-	if err != nil {
-		return nil, fmt.Errorf("read cancel records of task %s: %w", id, err)
-	}
-	for _, m := range msgs {
-		if rec := wire.ParseCancel(m.data, st.gen); rec != nil && wire.OwnsCancel(h, rec.Secret) {
-			return rec, nil
-		}
-	}
-	return nil, nil
-}
-
-// canceled reports whether the delivered generation was canceled, and the
-// dead letter's detail if so. A failed read is taken as "not canceled": a
-// cancel is a request, and losing one to a broker hiccup costs a solve, not
-// a task.
-func (d *delivery) canceled(ctx context.Context) (string, bool) {
-	rec, err := cancelOf(ctx, d.w.nc, d.w.top, d.id, d.st, d.m.Headers())
-	if err != nil {
-		d.log.Warn("cannot read the task's cancel record; solving it", slog.Any("error", err))
-		return "", false
-	}
-	if rec == nil {
-		return "", false
-	}
-	return wire.CancelDetail(rec), true
-}
-
-var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>()\[\]{}]*`)
-
-// safeDetail is a dead letter's detail as outcomes and the audit trail may
-// carry it: at most 300 bytes, any URL in it replaced by its host.
-func safeDetail(s string) string {
-	s = urlInText.ReplaceAllStringFunc(s, func(u string) string {
-		if h := wire.PageHost(Params{"pageurl": u}); h != "" && h != "invalid-url" {
-			return "<url on " + h + ">"
-		}
-		return "<url>"
-	})
-	return text.Cut(s, 300)
 }

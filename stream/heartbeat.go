@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"slices"
@@ -148,32 +146,4 @@ func (h *heldTasks) list() []HeldTask {
 	}
 	slices.SortFunc(out, func(a, b HeldTask) int { return cmp.Or(strings.Compare(a.ID, b.ID), cmp.Compare(a.Gen, b.Gen)) })
 	return out
-}
-
-// Workers returns the workers seen within HeartbeatTTL, by name, from their
-// last heartbeats; a worker that said it stopped is listed with Stopped
-// until its heartbeat expires.
-func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
-	info, err := c.s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectWorkers+".>"))
-	if err != nil {
-		return nil, fmt.Errorf("list workers: %w", err)
-	}
-	now := c.cfg.Now()
-	var out []WorkerInfo
-	for subj := range info.State.Subjects {
-		m, err := c.s.GetLastMsgForSubject(ctx, subj)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue // expired meanwhile
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list workers: %w", err)
-		}
-		var wi WorkerInfo
-		if json.Unmarshal(m.Data, &wi) != nil || wi.Name == "" || now.Sub(wi.At) > HeartbeatTTL {
-			continue
-		}
-		out = append(out, wi)
-	}
-	slices.SortFunc(out, func(a, b WorkerInfo) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
 }

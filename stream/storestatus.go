@@ -54,34 +54,6 @@ type StoreStatus struct {
 	Encrypted bool `json:"encrypted,omitempty"`
 }
 
-// ErrNoStoreStatus is returned by ReadStoreStatus when nothing answers on
-// SubjectStoreStatus (a NATS server that captchaq does not run).
-var ErrNoStoreStatus = errors.New("the NATS server reports no store status (not run by captchaq server)")
-
-// ErrStoreRefusing is matched (errors.Is) by the error of a submission
-// refused because the broker's store refuses writes.
-var ErrStoreRefusing = errors.New("the broker's store refuses writes")
-
-// StoreRefusingError is a submission refused because the broker's store
-// refuses writes (a full disk). It matches ErrStoreRefusing and
-// ErrStreamFull.
-type StoreRefusingError struct {
-	Status StoreStatus
-}
-
-func (e *StoreRefusingError) Error() string {
-	msg := fmt.Sprintf("the broker's store (%s) refuses writes: %s: nothing was submitted", e.Status.Dir, e.Status.Error)
-	if e.Status.Action != "" {
-		return msg + "; " + e.Status.Action
-	}
-	return msg + "; the server resumes by itself once there is space on its disk again"
-}
-
-// Is matches ErrStoreRefusing and ErrStreamFull.
-func (e *StoreRefusingError) Is(target error) bool {
-	return target == ErrStoreRefusing || target == ErrStreamFull
-}
-
 // ReadStoreStatus asks the server for the state of its store.
 func ReadStoreStatus(ctx context.Context, nc *nats.Conn) (StoreStatus, error) {
 	var st StoreStatus

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -32,58 +30,6 @@ import (
 // Measured in room_test.go.
 const reservePerTask = 4 << 10
 
-// ErrStreamFull is matched (errors.Is) by the error of a submission refused
-// because the stream is at its size limit (a *StreamFullError).
-var ErrStreamFull = errors.New("the stream is full")
-
-// StreamFullError is a submission refused for lack of room in the stream.
-type StreamFullError struct {
-	// Stream is the stream's name.
-	Stream string
-	// MaxBytes is the stream's size limit (Topology.MaxBytes).
-	MaxBytes int64
-	// Bytes is what the stream holds now.
-	Bytes uint64
-	// Queued is how many tasks wait or run now; Reserved is the room kept
-	// for their records. Both zero when the server itself refused.
-	Queued   int
-	Reserved int64
-	// Store, when set, is the store whose space (disk or JetStream's
-	// limits), not Topology.MaxBytes, bounds the stream; MaxBytes is then
-	// the stream's size plus the store's room.
-	Store *StoreStatus
-}
-
-func (e *StreamFullError) Error() string {
-	if st := e.Store; st != nil {
-		return fmt.Sprintf("stream %s is full: the broker's store (%s) has room for %d more bytes (%d free on its disk, JetStream limit %d of which %d used), "+
-			"and %d bytes are kept to record the outcomes of %d queued tasks: nothing was submitted; wait for workers to finish queued tasks, or free space on the store's disk",
-			e.Stream, st.Dir, st.Room, st.Free, st.MaxStore, st.Used, e.Reserved, e.Queued)
-	}
-	if e.Queued == 0 && e.Reserved == 0 {
-		return fmt.Sprintf("stream %s is full (maximum bytes %d, Topology.MaxBytes or --max-bytes): nothing was submitted; "+
-			"wait for workers to finish queued tasks and for the retention to free room, or raise the limit", e.Stream, e.MaxBytes)
-	}
-	return fmt.Sprintf("stream %s is full: it holds %d of its %d bytes (Topology.MaxBytes or --max-bytes), and %d bytes are kept "+
-		"to record the outcomes of %d queued tasks: nothing was submitted; wait for workers to finish queued tasks, or raise the limit",
-		e.Stream, e.Bytes, e.MaxBytes, e.Reserved, e.Queued)
-}
-
-// Unwrap returns ErrStreamFull.
-func (e *StreamFullError) Unwrap() error { return ErrStreamFull }
-
-// streamRefusedFull reports whether err is JetStream refusing a message for
-// the stream's limits (DiscardNew at MaxBytes or MaxMsgs).
-func streamRefusedFull(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeStreamStoreFailed &&
-		(strings.Contains(apiErr.Description, "maximum bytes exceeded") || strings.Contains(apiErr.Description, "maximum messages exceeded"))
-}
-
-// jsErrCodeStreamStoreFailed is JetStream's error code for a message it
-// could not store (JSStreamStoreFailedF); its description says why.
-const jsErrCodeStreamStoreFailed jetstream.ErrorCode = 10077
-
 // checkRoom refuses a submission of n tasks of size bytes in all when the
 // stream would not keep room for the records of every queued task after it.
 // The stream's room is the least of its MaxBytes and, where the server
@@ -102,7 +48,7 @@ func (c *Client) checkRoom(ctx context.Context, n int, size int64) error {
 	defer c.room.mu.Unlock()
 	r := &c.room
 	if now := time.Now(); now.Sub(r.read) >= roomRefresh {
-		info, err := untilAnswered(ctx, lookupTimeout, func(ctx context.Context) (*jetstream.StreamInfo, error) { return c.s.Info(ctx) })
+		info, err := jscall.UntilAnswered(ctx, lookupTimeout, func(ctx context.Context) (*jetstream.StreamInfo, error) { return c.s.Info(ctx) })
 		if err != nil {
 			return fmt.Errorf("read the stream's size: %w", err)
 		}
@@ -207,7 +153,7 @@ func (c *Client) taskMessages(ctx context.Context) (int, error) {
 // fullError turns JetStream's refusal of a task for the stream's limits into
 // a *StreamFullError.
 func (c *Client) fullError(ctx context.Context, err error) error {
-	if !streamRefusedFull(err) {
+	if !jscall.StreamRefusedFull(err) {
 		return err
 	}
 	limit := int64(-1)
@@ -217,96 +163,6 @@ func (c *Client) fullError(ctx context.Context, err error) error {
 		limit = info.Config.MaxBytes
 	}
 	return fmt.Errorf("%w (%v)", &StreamFullError{Stream: c.top.Stream, MaxBytes: limit}, err)
-}
-
-// workerRoom keeps a worker from starting attempts it could not record to
-// their end: an attempt starts only when the stream (bounded by MaxBytes, or
-// by what the server's store can still take) has reservePerTask free for it
-// and for every other attempt of this worker still under way, and never
-// while the store refuses writes. Producers that keep room (Client) never
-// let it come to that; a stream filled to the last byte by raw publishers,
-// or a disk filled by something else, would otherwise take the attempt
-// events of many tasks, pay for their solves, and have no room left for a
-// single outcome.
-type workerRoom struct {
-	s jetstream.Stream
-	// nc asks the server for its store's status; nil: only MaxBytes counts.
-	nc *nats.Conn
-	// maxBytes is the stream's limit when the worker started; 0: unbounded,
-	// only the store's room counts.
-	maxBytes int64
-	running  atomic.Int64
-	mu       sync.Mutex
-	limit    int64     // the room's limit when last read; 0: none
-	bytes    uint64    // the stream's size then
-	read     time.Time // when
-	ended    int64     // attempts ended since then, whose records the reading may not hold
-	store    storeWatch
-}
-
-// roomRefresh is how long a reading of the stream's size is used.
-const roomRefresh = 100 * time.Millisecond
-
-// take reserves room for one attempt, reading the stream's size at most
-// every roomRefresh; false means no room (or the size could not be read).
-func (r *workerRoom) take(ctx context.Context, now time.Time) bool {
-	var st StoreStatus
-	haveStore := false
-	if r.nc != nil {
-		st, haveStore = r.store.read(ctx, r.nc)
-	}
-	if haveStore && st.Refusing {
-		return false
-	}
-	if r.maxBytes <= 0 && !haveStore {
-		r.running.Add(1)
-		return true
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if now.Sub(r.read) >= roomRefresh {
-		info, err := r.s.Info(ctx)
-		if err != nil {
-			return false
-		}
-		r.bytes, r.read, r.limit, r.ended = info.State.Bytes, now, info.Config.MaxBytes, 0
-		if haveStore {
-			if sl := int64(r.bytes) + st.Room; r.limit <= 0 || sl < r.limit {
-				r.limit = sl
-			}
-		}
-	}
-	if r.limit > 0 && int64(r.bytes)+(r.running.Load()+r.ended+1)*reservePerTask > r.limit {
-		return false
-	}
-	r.running.Add(1)
-	return true
-}
-
-// give returns the room of an attempt that ended (recorded or not).
-func (r *workerRoom) give() {
-	r.mu.Lock()
-	r.ended++
-	r.mu.Unlock()
-	r.running.Add(-1)
-}
-
-// StoreRefusing reports the broker's store refusing writes, as the server
-// that runs it last said (at most roomRefresh ago): nil when it takes
-// writes or reports nothing.
-func (w *Worker) StoreRefusing(ctx context.Context) error {
-	if w.room.nc == nil {
-		return nil
-	}
-	st, ok := w.room.store.read(ctx, w.room.nc)
-	if !ok || !st.Refusing {
-		return nil
-	}
-	msg := fmt.Sprintf("the broker's store (%s) refuses writes (measured at %s): %s", st.Dir, st.At.UTC().Format(time.RFC3339), st.Error)
-	if st.Action != "" {
-		msg += "; " + st.Action
-	}
-	return errors.New(msg)
 }
 
 // whileStoreTakes runs publish, and stops it with a *StoreRefusingError

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -97,7 +98,7 @@ func (w *Worker) relayCancel(ctx context.Context, seq uint64) {
 	if err != nil {
 		return
 	}
-	if _, err := publishRetrying(ctx, w.js, &nats.Msg{Subject: wire.CancelRecordSubject(id), Data: b}, jetstream.WithExpectStream(w.top.Stream)); err != nil {
+	if _, err := jscall.PublishRetrying(ctx, w.js, &nats.Msg{Subject: wire.CancelRecordSubject(id), Data: b}, jetstream.WithExpectStream(w.top.Stream)); err != nil {
 		w.log.Warn("cannot relay an owner's cancel; the next delivery looks for it itself", slog.String("task_id", id), slog.Any("error", err))
 		return
 	}

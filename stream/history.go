@@ -11,42 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Reads for a browsing operator (the dashboard): outcomes with when they
-// were stored, the queue's recent history, and dead letters chosen by any
-// predicate for a replay or a purge. They read what the stream keeps and
-// nothing else: no metrics store is needed.
-
-// OutcomeRecord is an outcome with when it was stored, never with its
-// token.
-type OutcomeRecord struct {
-	Outcome
-	// At is when the outcome was stored: when the task ended.
-	At time.Time `json:"at"`
-	// Gen is the generation (task message sequence) it ends.
-	Gen uint64 `json:"gen"`
-}
-
-// OutcomeRecords returns the outcomes stored since since (zero: all the
-// stream keeps), oldest first, without their tokens.
-func (c *Client) OutcomeRecords(ctx context.Context, since time.Time) ([]OutcomeRecord, error) {
-	var out []OutcomeRecord
-	err := scan(ctx, c, scanOpts{subjects: []string{wire.SubjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
-		md, err := m.Metadata()
-		if err != nil {
-			return false, err
-		}
-		var o Outcome
-		if json.Unmarshal(m.Data(), &o) == nil && o.ID != "" {
-			o.Solution, o.UserAgent = nil, ""
-			out = append(out, OutcomeRecord{Outcome: o, At: md.Timestamp, Gen: genOf(m.Headers())})
-		}
-		return false, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("outcomes: %w", err)
-	}
-	return out, nil
-}
+// The queue's recent history, for a browsing operator (the dashboard): it
+// reads what the stream keeps and nothing else, so no metrics store is
+// needed.
 
 // HistoryPoint is the queue over one step of a History.
 type HistoryPoint struct {
@@ -172,38 +139,4 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 		}
 	}
 	return points, nil
-}
-
-// ReplayWhere replays every dead letter keep selects among those not yet
-// replayed, the latest letter of each task only (replaying two letters of
-// one id would run two generations at once), skipping letters that hold no
-// valid task or whose task was submitted again. It stops at the first other
-// failure and returns what it replayed so far.
-func (c *Client) ReplayWhere(ctx context.Context, keep func(DeadLetter) bool) ([]Receipt, error) {
-	ds, err := c.DeadLetters(ctx, DeadFilter{})
-	if err != nil {
-		return nil, err
-	}
-	return c.replayLatest(ctx, ds, keep)
-}
-
-// PurgeWhere deletes the dead letters keep selects and returns how many,
-// as PurgeDead does.
-func (c *Client) PurgeWhere(ctx context.Context, keep func(DeadLetter) bool) (int, error) {
-	ds, err := c.DeadLetters(ctx, DeadFilter{})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, d := range ds {
-		if !keep(d) {
-			continue
-		}
-		// Erased, not only deleted: a dead letter holds the task's page URL.
-		if err := c.s.SecureDeleteMsg(ctx, d.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return n, fmt.Errorf("purge dead letter %d (%s): %w", d.Seq, d.ID, err)
-		}
-		n++
-	}
-	return n, nil
 }
