@@ -40,9 +40,9 @@ type workerRoom struct {
 // roomRefresh is how long a reading of the stream's size is used.
 const roomRefresh = 100 * time.Millisecond
 
-// take reserves room for one attempt, reading the stream's size at most
+// Take reserves room for one attempt, reading the stream's size at most
 // every roomRefresh; false means no room (or the size could not be read).
-func (r *workerRoom) take(ctx context.Context, now time.Time) bool {
+func (r *workerRoom) Take(ctx context.Context, now time.Time) bool {
 	var st StoreStatus
 	haveStore := false
 	if r.nc != nil {
@@ -76,8 +76,8 @@ func (r *workerRoom) take(ctx context.Context, now time.Time) bool {
 	return true
 }
 
-// give returns the room of an attempt that ended (recorded or not).
-func (r *workerRoom) give() {
+// Give returns the room of an attempt that ended (recorded or not).
+func (r *workerRoom) Give() {
 	r.mu.Lock()
 	r.ended++
 	r.mu.Unlock()

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/captchaq/captchaq/internal/text"
-	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 )
@@ -46,47 +46,7 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (TaskInfo, error
 
 // cancelRequested reports whether a valid cancel record names generation
 // gen of task id, whose state is st and whose task message carries header h.
-func (c *Client) cancelRequested(ctx context.Context, id string, st genState, h nats.Header) (bool, error) {
-	rec, err := cancelOf(ctx, c.nc, c.top, id, st, h)
+func (c *Client) cancelRequested(ctx context.Context, id string, st taskstore.GenState, h nats.Header) (bool, error) {
+	rec, err := taskstore.CancelOf(ctx, c.nc, c.top.Domain, c.top.Stream, id, st, h)
 	return rec != nil, err
-}
-
-// ownerCancelScan is how many records of an owner's cancel subject a
-// reader looks at, oldest first: one batched read, whatever is published.
-const ownerCancelScan = 16
-
-// cancelOf returns the valid cancel record of the generation of task id
-// whose state is st, nil when there is none: an admin's (or an owner's
-// that a worker relayed), which st holds, at no cost; else, for a task
-// message that names a cancel hash (header h), an owner's whose secret
-// matches it, among the first ownerCancelScan records on the owner's
-// subject (they all come after the task message): one batched direct get.
-// A task without a cancel hash costs nothing.
-//
-// Any producer may publish on an owner's subject. A forged record after
-// the owner's does not hide it; forged records before it, more than
-// ownerCancelScan of them, do here, and workers that run when the owner's
-// record is stored relay it to the task's records anyway (relayCancels).
-func cancelOf(ctx context.Context, nc *nats.Conn, top Topology, id string, st genState, h nats.Header) (*CancelRecord, error) {
-	if st.cancel != nil {
-		return st.cancel, nil
-	}
-	if h.Get(wire.HeaderCancelHash) == "" {
-		return nil, nil // only an owner's task can have an owner's cancel
-	}
-	r, err := jscall.NewDirectReader(nc, top.Domain, top.Stream)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	msgs, _, err := r.BatchOf(ctx, wire.CancelSubject(id, st.gen), st.gen, ownerCancelScan)
-	if err != nil {
-		return nil, fmt.Errorf("read cancel records of task %s: %w", id, err)
-	}
-	for _, m := range msgs {
-		if rec := wire.ParseCancel(m.Data(), st.gen); rec != nil && wire.OwnsCancel(h, rec.Secret) {
-			return rec, nil
-		}
-	}
-	return nil, nil
 }

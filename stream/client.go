@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/tracing"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -59,7 +60,7 @@ type Client struct {
 	limitRead time.Time
 	// clock reads the broker's clock (brokerTime), from the stream info
 	// NewClient got: token expiry and default deadlines are on it.
-	clock brokerClock
+	clock jscall.BrokerClock
 }
 
 // NewClient binds a producer to the CAPTCHA stream on nc, in
@@ -90,22 +91,19 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 	// The stream's info carries the broker's clock when it answered: the
 	// client's reading of it, for the times it stamps and decides on.
 	if at := s.CachedInfo().TimeStamp; !at.IsZero() {
-		c.clock.set(clockOffset(at, sent, cfg.Now()))
+		c.clock.Set(jscall.ClockOffset(at, sent, cfg.Now()))
 	}
 	return c, nil
 }
 
 // brokerTime is t, a time of the client's clock, on the broker's clock.
 func (c *Client) brokerTime(t time.Time) time.Time {
-	return t.Add(time.Duration(c.clock.offset.Load()))
+	return c.clock.BrokerTime(t)
 }
 
 // localTime is t, a time of the broker's clock, on the client's clock.
 func (c *Client) localTime(t time.Time) time.Time {
-	if t.IsZero() {
-		return t
-	}
-	return t.Add(-time.Duration(c.clock.offset.Load()))
+	return c.clock.LocalTime(t)
 }
 
 // Domain is the JetStream domain the client's stream lives in
@@ -300,4 +298,11 @@ func (c *Client) publishMsg(ctx context.Context, t Task, msg *nats.Msg) (*jetstr
 		return nil, fmt.Errorf("submit task %s: %w", t.ID, c.fullError(ctx, err))
 	}
 	return ack, nil
+}
+
+// injectTrace puts the span context of ctx, if any, into a task message's
+// headers (OpenTelemetry's, W3C form), for the worker's attempt span to
+// continue the producer's.
+func injectTrace(ctx context.Context, msg *nats.Msg) {
+	tracing.Inject(ctx, msg.Header)
 }

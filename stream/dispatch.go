@@ -44,7 +44,7 @@ func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
 		}
 		if err != nil {
 			w.log.Debug("fetch tasks", slog.String("consumer", f.cons.CachedInfo().Name), slog.Any("error", err))
-			w.reach.failed(w.log, "fetch tasks", err)
+			w.reach.Failed(w.log, "fetch tasks", err)
 			continue
 		}
 		if batch == nil {
@@ -58,9 +58,9 @@ func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			w.log.Debug("fetch tasks", slog.String("consumer", f.cons.CachedInfo().Name), slog.Any("error", err))
-			w.reach.failed(w.log, "fetch tasks", err)
+			w.reach.Failed(w.log, "fetch tasks", err)
 		} else {
-			w.reach.answered(w.log)
+			w.reach.Answered(w.log)
 		}
 		if got < want {
 			f.emptyAt.Store(seen)
@@ -288,9 +288,9 @@ type slot struct {
 	finisher  bool // holds room in finishing
 }
 
-// solved frees the thread once the service is done with the task, when there
+// Solved frees the thread once the service is done with the task, when there
 // is room for one more task recording its outcome.
-func (s *slot) solved() {
+func (s *slot) Solved() {
 	if s == nil {
 		return
 	}

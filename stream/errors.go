@@ -135,21 +135,3 @@ type FatalError struct {
 func (e *FatalError) Error() string {
 	return fmt.Sprintf("the solving service refuses this worker (%s): stopped taking tasks; queued tasks are untouched", e.Code)
 }
-
-// Errors the worker's machinery decides on; no caller sees them.
-
-// errForged marks an envelope check that failed on what the stream holds,
-// as opposed to a read that failed.
-var errForged = errors.New("not a submission of its id")
-
-// errStateMoved means another delivery of the same generation recorded a
-// step after this one read the state: it holds the task now.
-var errStateMoved = errors.New("another delivery of the task recorded a step meanwhile")
-
-// errCanceled means the generation was canceled before the write: nothing
-// more may start.
-var errCanceled = errors.New("the task was canceled")
-
-// errTokenTooLarge: the token stream refuses the answer for its size
-// (TokenMaxMsgSize). Trying again would pay for the same refusal.
-var errTokenTooLarge = errors.New("token too large to keep")

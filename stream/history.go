@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -77,7 +78,7 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 			var o struct {
 				Status Status `json:"status"`
 			}
-			if gen := genOf(m.Headers()); gen > 0 && json.Unmarshal(m.Data(), &o) == nil {
+			if gen := taskstore.GenOf(m.Headers()); gen > 0 && json.Unmarshal(m.Data(), &o) == nil {
 				l := get(gen)
 				if l.ended.IsZero() {
 					l.ended, l.dead = md.Timestamp, o.Status == StatusDead

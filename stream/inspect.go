@@ -2,11 +2,14 @@ package stream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -113,12 +116,12 @@ func (c *Client) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
 		if !ok {
 			return false, nil
 		}
-		st, err := loadGen(ctx, c.s, ti.ID, ti.Gen)
+		st, err := taskstore.LoadGen(ctx, c.s, ti.ID, ti.Gen)
 		if err != nil {
 			return false, err
 		}
-		c.fill(&ti, st.last, now)
-		if st.outcome {
+		c.fill(&ti, st.Last, now)
+		if st.Outcome {
 			ti.Status = TaskDone
 		}
 		if ti.Status == TaskDone || (f.Status != "" && ti.Status != f.Status) {
@@ -164,34 +167,62 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 	if err := ValidateID(id); err != nil {
 		return TaskInfo{}, err
 	}
-	st, err := lastEvent(ctx, c.s, id)
+	st, err := taskstore.LastEvent(ctx, c.s, id)
 	if err != nil {
 		return TaskInfo{}, err
 	}
 	m, err := c.s.GetLastMsgForSubject(ctx, wire.TaskSubjectsFor(id))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
-		if st.seq == 0 {
+		if st.Seq == 0 {
 			return TaskInfo{}, fmt.Errorf("task %s: %w", id, ErrNotFound)
 		}
-		ti := TaskInfo{ID: id, Gen: st.last.Gen, Method: st.last.Method, Host: st.last.Host, Submitted: st.last.Submitted}
-		c.fill(&ti, st.last, c.cfg.Now())
+		ti := TaskInfo{ID: id, Gen: st.Last.Gen, Method: st.Last.Method, Host: st.Last.Host, Submitted: st.Last.Submitted}
+		c.fill(&ti, st.Last, c.cfg.Now())
 		ti.Status = TaskDone
 		return ti, nil
 	case err != nil:
 		return TaskInfo{}, fmt.Errorf("task %s: %w", id, err)
 	}
 	ti, _ := taskInfoOf(m.Subject, m.Data, m.Sequence, m.Time)
-	gst, err := loadGen(ctx, c.s, id, ti.Gen)
+	gst, err := taskstore.LoadGen(ctx, c.s, id, ti.Gen)
 	if err != nil {
 		return TaskInfo{}, fmt.Errorf("task %s: %w", id, err)
 	}
-	c.fill(&ti, gst.last, c.cfg.Now())
-	if gst.outcome {
+	c.fill(&ti, gst.Last, c.cfg.Now())
+	if gst.Outcome {
 		ti.Status = TaskDone // its message is about to be erased
 	}
 	if ti.Canceled, err = c.cancelRequested(ctx, id, gst, m.Header); err != nil {
 		return ti, err
 	}
 	return ti, nil
+}
+
+// Workers returns the workers seen within HeartbeatTTL, by name, from their
+// last heartbeats; a worker that said it stopped is listed with Stopped
+// until its heartbeat expires.
+func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
+	info, err := c.s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectWorkers+".>"))
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	now := c.cfg.Now()
+	var out []WorkerInfo
+	for subj := range info.State.Subjects {
+		m, err := c.s.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // expired meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list workers: %w", err)
+		}
+		var wi WorkerInfo
+		if json.Unmarshal(m.Data, &wi) != nil || wi.Name == "" || now.Sub(wi.At) > HeartbeatTTL {
+			continue
+		}
+		out = append(out, wi)
+	}
+	slices.SortFunc(out, func(a, b WorkerInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -115,7 +116,7 @@ func outcomesOf(ctx context.Context, t testing.TB, s jetstream.Stream, id string
 	t.Helper()
 	var out []Outcome
 	require.NoError(t, jscall.Walk(ctx, s, wire.ResultSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
-		if genOf(m.Header) == gen {
+		if taskstore.GenOf(m.Header) == gen {
 			var o Outcome
 			require.NoError(t, json.Unmarshal(m.Data, &o))
 			out = append(out, o)

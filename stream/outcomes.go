@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -46,7 +47,7 @@ func (c *Client) OutcomesSince(ctx context.Context, since time.Time, follow bool
 		if json.Unmarshal(m.Data(), &o) != nil || o.ID == "" {
 			return false, nil
 		}
-		o, _, err := c.withToken(ctx, o, genOf(m.Headers()))
+		o, _, err := c.withToken(ctx, o, taskstore.GenOf(m.Headers()))
 		if err != nil {
 			return false, err
 		}
@@ -77,7 +78,7 @@ func (c *Client) OutcomeRecords(ctx context.Context, since time.Time) ([]Outcome
 		var o Outcome
 		if json.Unmarshal(m.Data(), &o) == nil && o.ID != "" {
 			o.Solution, o.UserAgent = nil, ""
-			out = append(out, OutcomeRecord{Outcome: o, At: md.Timestamp, Gen: genOf(m.Headers())})
+			out = append(out, OutcomeRecord{Outcome: o, At: md.Timestamp, Gen: taskstore.GenOf(m.Headers())})
 		}
 		return false, nil
 	})
@@ -104,7 +105,7 @@ func (c *Client) withToken(ctx context.Context, out Outcome, gen uint64) (Outcom
 	if !c.brokerTime(c.cfg.Now()).Before(stored.ExpiresAt) {
 		return out, false, nil
 	}
-	tok, found, err := readToken(ctx, c.tokens, out.ID, gen)
+	tok, found, err := taskstore.ReadToken(ctx, c.tokens, out.ID, gen)
 	if err != nil || !found {
 		return out, false, err
 	}

@@ -155,7 +155,7 @@ func planSettings(ctx context.Context, js jetstream.JetStream) (threads int, ear
 // changed or removed.
 const planRefresh = 10 * time.Second
 
-// planThread is one held thread of the plan. release gives it back at once;
+// planThread is one held thread of the plan. Release gives it back at once;
 // it is safe to call more than once.
 type planThread struct {
 	m        jetstream.Msg
@@ -164,23 +164,23 @@ type planThread struct {
 	wait     time.Duration // the plan consumer's ack wait
 }
 
-func (p *planThread) release() {
+func (p *planThread) Release() {
 	if p == nil {
 		return
 	}
 	p.once.Do(func() { p.released.Store(true); _ = p.m.Nak() })
 }
 
-// ackWait is the plan consumer's ack wait, 0 when unknown.
-func (p *planThread) ackWait() time.Duration {
+// AckWait is the plan consumer's ack wait, 0 when unknown.
+func (p *planThread) AckWait() time.Duration {
 	if p == nil {
 		return 0
 	}
 	return p.wait
 }
 
-// keepAlive extends the lease of a thread not given back yet.
-func (p *planThread) keepAlive() {
+// KeepAlive extends the lease of a thread not given back yet.
+func (p *planThread) KeepAlive() {
 	if p != nil && !p.released.Load() {
 		_ = p.m.InProgress()
 	}
@@ -207,7 +207,7 @@ func (g *planGate) earlyRelease(ctx context.Context, t *planThread) context.Cont
 	if !early {
 		return ctx
 	}
-	return solver.WithProbablyReady(ctx, t.release)
+	return solver.WithProbablyReady(ctx, t.Release)
 }
 
 // consumer returns the plan's consumer, nil when no quota is set, looking

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -292,7 +293,7 @@ func TestOwnersCancelIsRelayed(t *testing.T) {
 	r, err := b.client.Submit(ctx, turnstileTask("own-1"))
 	b.client.cancelHashes.Delete("own-1")
 	require.NoError(t, err)
-	forgeCancels(t, b, "own-1", r.Seq, 2*ownerCancelScan)
+	forgeCancels(t, b, "own-1", r.Seq, 2*taskstore.OwnerCancelScan)
 	b.client.cancelKeys.Store("own-1", secret)
 	_, err = b.client.Cancel(ctx, "own-1", "changed my mind")
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/internal/quantile"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -252,7 +253,7 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 				return false, nil // the dead event counts it
 			}
 			// A solved outcome is the record of the solve.
-			ev = statsEvent{Kind: EventSolved, At: o.SolvedAt, Seconds: o.SolveSeconds, Method: o.Method, Gen: genOf(m.Headers())}
+			ev = statsEvent{Kind: EventSolved, At: o.SolvedAt, Seconds: o.SolveSeconds, Method: o.Method, Gen: taskstore.GenOf(m.Headers())}
 		} else if json.Unmarshal(m.Data(), &ev) != nil || ev.Kind == EventSolved {
 			// A solved event (written by workers before the outcome became
 			// the record of a solve) is counted by its outcome.

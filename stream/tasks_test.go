@@ -15,6 +15,7 @@ import (
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -209,9 +210,6 @@ func TestInvalidTaskOutcomeSaysWhy(t *testing.T) {
 	d, err := b.client.DeadLetterOf(ctx, "typo")
 	require.NoError(t, err)
 	require.Equal(t, out.Detail, d.Detail)
-
-	require.Equal(t, `params.x: want a string, got ["<url on shop.example>"]`, safeDetail(`params.x: want a string, got ["https://shop.example/secret/path?q=1"]`))
-	require.NotContains(t, safeDetail("see ftp://files.example/a/b"), "/a/b")
 }
 
 // BenchmarkCancelCheck is what the cancel check adds to each delivery of a
@@ -235,7 +233,7 @@ func BenchmarkCancelCheck(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		rec, err := cancelOf(ctx, c.nc, c.top, fmt.Sprintf("t-%d", i%1000), genState{gen: uint64(i%1000 + 2)}, nil)
+		rec, err := taskstore.CancelOf(ctx, c.nc, c.top.Domain, c.top.Stream, fmt.Sprintf("t-%d", i%1000), taskstore.GenState{Gen: uint64(i%1000 + 2)}, nil)
 		if err != nil || rec != nil {
 			b.Fatal(rec, err)
 		}

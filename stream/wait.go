@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -76,13 +77,13 @@ func (c *Client) latestGen(ctx context.Context, id string) (uint64, error) {
 }
 
 // submissionOf reports whether task message m is a submission of id, as
-// workers judge it (wire.CheckEnvelope, verifyReplay).
+// workers judge it (wire.CheckEnvelope, taskstore.VerifyReplay).
 func (c *Client) submissionOf(ctx context.Context, id string, m *jetstream.RawStreamMsg) bool {
 	t, _ := ParseTask(m.Data)
 	if wire.CheckEnvelope(id, m.Header, t) != nil {
 		return false
 	}
-	return m.Header.Get(wire.HeaderMsgID) == id || verifyReplay(ctx, c.s, id, m.Sequence, m.Header, t) == nil
+	return m.Header.Get(wire.HeaderMsgID) == id || taskstore.VerifyReplay(ctx, c.s, id, m.Sequence, m.Header, t) == nil
 }
 
 // waitGen waits for the outcome of generation gen of task id.

@@ -312,9 +312,9 @@ func TestSlotKeepsThreadWithoutRoom(t *testing.T) {
 	free := make(chan struct{}, 2)
 	finishing := make(chan struct{}, 1)
 	a, b := &slot{free: free, finishing: finishing}, &slot{free: free, finishing: finishing}
-	a.solved()
+	a.Solved()
 	require.Len(t, free, 1, "room to record: the thread is free")
-	b.solved()
+	b.Solved()
 	require.Len(t, free, 1, "no room to record: the thread is kept")
 	a.end()
 	require.Len(t, free, 1, "a's thread was freed once only")
@@ -322,7 +322,7 @@ func TestSlotKeepsThreadWithoutRoom(t *testing.T) {
 	b.end()
 	require.Len(t, free, 2, "b's thread is freed when it ends")
 	var nilSlot *slot
-	nilSlot.solved() // handle called without a slot
+	nilSlot.Solved() // handle called without a slot
 }
 
 // TestIdleWorkerNeverMissesAPublish: an idle worker learns of a task from

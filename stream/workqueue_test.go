@@ -91,7 +91,7 @@ func taskMessages(t *testing.T, b *bundle, rw *runningWorker) uint64 {
 	require.NoError(t, err)
 	var n uint64
 	require.Eventually(t, func() bool {
-		if _, queued := rw.w.eraser.drained(); queued > 0 {
+		if _, queued := rw.w.completer.Drained(); queued > 0 {
 			return false
 		}
 		info, err := st.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectAllTasks))
@@ -173,7 +173,7 @@ func TestLimitsStreamOfAnEarlierVersionKeepsWorking(t *testing.T) {
 	require.NoError(t, err)
 	b.serveStoreStatus(t)
 	rw := b.startWorker(t, WorkerConfig{Name: "w", Threads: 2, Solver: tokenSolver()})
-	require.False(t, rw.w.workQueue)
+	require.False(t, rw.w.completer.WorkQueue())
 	solveAll(t, b, 3)
 	require.Zero(t, taskMessages(t, b, rw))
 }

@@ -41,3 +41,9 @@ func WholeDeadLetterMax(maxPayload int64) int64 {
 // MaxDeadLetterDetail bounds the words a dead letter's Detail header may
 // take, so the headers a worker adds stay within DeadLetterRoom.
 const MaxDeadLetterDetail = 1024
+
+// TokenMaxMsgSize is the largest token (the outcome with its solution
+// and headers) the token stream keeps: 64 KiB, tens of times a
+// reCAPTCHA token, a cf_clearance cookie with its user agent, or an
+// image's text answer.
+const TokenMaxMsgSize = 64 << 10

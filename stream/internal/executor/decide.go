@@ -1,10 +1,10 @@
 // The decisions of one delivery, as pure functions of what the stream holds
 // of the task's generation, the retry policy, the clock and what the
 // service answered: what to record and what comes next. The executor
-// (execute.go) reads the state, asks these, and makes the writes; they are
-// unit-tested without a broker (decide_test.go).
+// reads the state, asks these, and makes the writes; they are unit-tested
+// without a broker (decide_test.go).
 
-package stream
+package executor
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // resumeStep is what a delivery must finish that an earlier delivery of the
@@ -41,15 +43,15 @@ const (
 )
 
 // resumeFrom is the resumeStep for a generation in state st at now.
-func resumeFrom(st genState, now time.Time) resumeStep {
-	switch last := st.last; {
-	case st.outcome:
+func resumeFrom(st taskstore.GenState, now time.Time) resumeStep {
+	switch last := st.Last; {
+	case st.Outcome:
 		return resumeAck
-	case last.Kind == EventDead:
+	case last.Kind == wire.EventDead:
 		return resumeDead
-	case last.Kind == EventSolved && !now.Before(last.ExpiresAt):
+	case last.Kind == wire.EventSolved && !now.Before(last.ExpiresAt):
 		return resumeExpired
-	case last.Kind == EventSolved, last.Kind == EventAttempt:
+	case last.Kind == wire.EventSolved, last.Kind == wire.EventAttempt:
 		return resumeToken
 	}
 	return resumeNothing
@@ -59,9 +61,9 @@ func resumeFrom(st genState, now time.Time) resumeStep {
 // event: the attempts spent, whether the last one died with its worker, and
 // the failure history, with a crash counted as a failure (WORKER_LOST) at
 // now.
-func carryOver(last Event, now time.Time) (carried Event, crashed bool) {
+func carryOver(last wire.Event, now time.Time) (carried wire.Event, crashed bool) {
 	attempts, crashed := spentAttempts(last)
-	carried = Event{Attempts: attempts, Snoozes: last.Snoozes,
+	carried = wire.Event{Attempts: attempts, Snoozes: last.Snoozes,
 		FirstFailure: last.FirstFailure, LastFailure: last.LastFailure, LastCode: last.LastCode}
 	if crashed {
 		carried.FirstFailure = firstSet(carried.FirstFailure, now)
@@ -77,8 +79,8 @@ func carryOver(last Event, now time.Time) (carried Event, crashed bool) {
 // that is still the last one died with its worker, and stays spent. A
 // delivery that recorded nothing never reached the service and spends
 // nothing.
-func spentAttempts(last Event) (attempts int, crashed bool) {
-	return last.Attempts, last.Kind == EventAttempt
+func spentAttempts(last wire.Event) (attempts int, crashed bool) {
+	return last.Attempts, last.Kind == wire.EventAttempt
 }
 
 // verdict is why a generation ends dead: the dead letter's reason, error
@@ -94,7 +96,7 @@ type verdict struct {
 func invalidVerdict(invalid error, forged bool) verdict {
 	code := "INVALID_TASK"
 	if forged {
-		code = CodeInvalidEnvelope
+		code = wire.CodeInvalidEnvelope
 	}
 	return verdict{reason: retry.ReasonInvalidTask, code: code, detail: invalid.Error()}
 }
@@ -107,7 +109,7 @@ func canceledVerdict(detail string) verdict {
 // startVerdict asks the policy whether an attempt may start on a generation
 // that carries carried; ok is false with the verdict when its budget or its
 // deadline is spent.
-func startVerdict(p retry.Policy, carried Event, crashed bool, deadline, now time.Time) (v verdict, ok bool) {
+func startVerdict(p retry.Policy, carried wire.Event, crashed bool, deadline, now time.Time) (v verdict, ok bool) {
 	act := p.Start(retry.StartInput{Attempts: carried.Attempts, LastCrashed: crashed, Deadline: deadline, Now: now})
 	if act.Step != retry.DeadLetter {
 		return verdict{}, true
@@ -124,7 +126,7 @@ func startVerdict(p retry.Policy, carried Event, crashed bool, deadline, now tim
 // snooze, and the verdict of a dead end.
 type next struct {
 	kind    nextKind
-	ev      Event
+	ev      wire.Event
 	delay   time.Duration
 	verdict verdict
 }
@@ -151,7 +153,7 @@ const (
 // attemptResult is what an attempt came to.
 type attemptResult struct {
 	// ev is the attempt event as recorded before the solve.
-	ev Event
+	ev wire.Event
 	// err is the solver's error (nil: solved).
 	err error
 	// shutdown is set when the worker was stopping when the solve ended.
@@ -173,7 +175,7 @@ func afterAttempt(p retry.Policy, r attemptResult) next {
 		if r.stopCode != "" {
 			code, class = r.stopCode, retry.Fatal.String()
 		}
-		ev.Kind, ev.Attempts, ev.At, ev.Code, ev.Class = EventHandback, before, end, code, class
+		ev.Kind, ev.Attempts, ev.At, ev.Code, ev.Class = wire.EventHandback, before, end, code, class
 		return next{kind: nextHandback, ev: ev}
 	}
 	if serr != nil && errors.Is(serr, context.DeadlineExceeded) && !end.Before(r.deadline) {
@@ -200,15 +202,15 @@ func afterAttempt(p retry.Policy, r attemptResult) next {
 	case retry.Done:
 		return next{kind: nextSolved, ev: ev}
 	case retry.Retry, retry.Snooze:
-		ev.Kind, ev.DelayMS, ev.Snoozes = EventRetry, act.Delay.Milliseconds(), 0
+		ev.Kind, ev.DelayMS, ev.Snoozes = wire.EventRetry, act.Delay.Milliseconds(), 0
 		if act.Step == retry.Snooze {
-			ev.Kind, ev.Snoozes = EventSnooze, snoozes+1
+			ev.Kind, ev.Snoozes = wire.EventSnooze, snoozes+1
 		}
 		return next{kind: nextRetry, ev: ev, delay: act.Delay}
 	case retry.DeadLetter:
 		return next{kind: nextDead, ev: ev, verdict: verdict{reason: act.Reason, code: code, detail: failureText(serr)}}
 	default: // retry.Stop
-		ev.Kind, ev.Snoozes = EventHandback, 0
+		ev.Kind, ev.Snoozes = wire.EventHandback, 0
 		return next{kind: nextStop, ev: ev}
 	}
 }
@@ -232,11 +234,11 @@ const (
 
 // onConflict decides a write's conflict: stored reports whether the state
 // read afresh already holds the record.
-func onConflict(before, now genState, stored bool) conflict {
+func onConflict(before, now taskstore.GenState, stored bool) conflict {
 	switch {
 	case stored:
 		return conflictStored
-	case !now.sameGen(before):
+	case !now.SameGen(before):
 		return conflictMoved
 	}
 	return conflictRetry

@@ -1,4 +1,4 @@
-package stream
+package completer
 
 import (
 	"context"
@@ -15,27 +15,21 @@ import (
 // bytes stay in the block file until the block is compacted, and the last
 // block never is. So a finished task's message (it holds the page URL) is
 // erased (SecureDeleteMsg overwrites the message) by the worker that stored
-// its outcome, at once (Worker.done). On a store encrypted at rest (the
+// its outcome, at once (Complete). On a store encrypted at rest (the
 // shipped nats.conf's, and every store package broker starts with a key)
 // nats-server makes the same request a plain delete: nothing in the files
 // is readable without the key, so there is nothing to overwrite, and no
 // block rewrite to pay. A worker cannot tell which store it has, so it
 // always asks for the erasure. Tokens never reach the store's files: they
-// live in the memory-backed token stream (token.go).
+// live in the memory-backed token stream.
 const (
 	// eraseMaxLag is how long a message may wait for its erasure; past it
 	// the eraser deletes it without erasing (eraser.run).
 	eraseMaxLag = 10 * time.Second
-	// eraseGrace is how long a stopping worker waits for its queued
+	// EraseGrace is how long a stopping worker waits for its queued
 	// erasures.
-	eraseGrace = 10 * time.Second
+	EraseGrace = 10 * time.Second
 )
-
-// erase queues message seq of the stream for erasure; what names it in a
-// log line.
-func (w *Worker) erase(seq uint64, what string) {
-	w.eraser.add(seq, what, nil)
-}
 
 // eraser erases messages one at a time, in the order asked, beside the
 // worker's threads. One at a time, because nats-server erases a message by
@@ -53,7 +47,7 @@ type eraser struct {
 	// replaced when an erasure is queued.
 	idle       chan struct{}
 	idleClosed bool
-	// plain deletes every message without erasing it (WorkerConfig.NoErase).
+	// plain deletes every message without erasing it (stream.WorkerConfig.NoErase).
 	plain bool
 	// skipped counts messages deleted unerased since warned.
 	skipped int

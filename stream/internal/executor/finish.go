@@ -1,8 +1,8 @@
 // Where a task's outcome is written: the records that end a generation (the
 // solve and its outcome, or the verdict, the dead letter and the outcome),
-// then the ack and the erasure of the task message.
+// then the completer's ack and erasure of the task message.
 
-package stream
+package executor
 
 import (
 	"cmp"
@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,37 +21,37 @@ import (
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // finishSolved stores the token (token.go), then the outcome without it,
 // which is the record of the solve (compare-and-set like every record: one
 // per generation), then acks.
-func (d *delivery) finishSolved(ctx context.Context, ev Event, ans solver.Answer, start, end time.Time) {
-	life := d.w.cfg.TokenLifetimes[d.task.Method]
+func (d *delivery) finishSolved(ctx context.Context, ev wire.Event, ans solver.Answer, start, end time.Time) {
+	life := d.x.TokenLifetimes[d.task.Method]
 	if life <= 0 {
 		life = 2 * time.Minute
 	}
 	// On the broker's clock: a producer compares it with its own, and the
 	// two machines' clocks need not agree with the worker's.
-	ev.Kind, ev.CaptchaID, ev.ExpiresAt = EventSolved, ans.CaptchaID, d.w.brokerTime(end).Add(life)
-	out := Outcome{ID: d.id, Status: StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
+	ev.Kind, ev.CaptchaID, ev.ExpiresAt = wire.EventSolved, ans.CaptchaID, d.x.Clock.BrokerTime(end).Add(life)
+	out := wire.Outcome{ID: d.id, Status: wire.StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
 		Attempts: ev.Attempts, SolveSeconds: roundSeconds(end.Sub(start)), ExpiresAt: ev.ExpiresAt,
 		Method: d.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: end}
 	// Paid for: a broker out of reach (a restart) is waited for while the
 	// token lives, the task held meanwhile, so that its heartbeats name it
 	// and no redelivery pays again.
-	tctx, cancel := context.WithTimeout(ctx, out.ExpiresAt.Sub(d.w.brokerTime(d.w.cfg.Now())))
+	tctx, cancel := context.WithTimeout(ctx, out.ExpiresAt.Sub(d.x.Clock.BrokerTime(d.x.Now())))
 	stored := out
 	err := d.untilStored(tctx, func() (err error) { out, err = d.storeToken(tctx, stored); return err })
 	cancel()
 	switch {
-	case errors.Is(err, errTokenTooLarge):
+	case errors.Is(err, taskstore.ErrTokenTooLarge):
 		// Paid for, and no answer can be kept: the outcome says so,
 		// rather than a redelivery solving (and paying) again.
-		d.deadLetter(ctx, ev, verdict{reason: retry.ReasonPermanent, code: CodeTokenTooLarge, detail: err.Error()})
+		d.deadLetter(ctx, ev, verdict{reason: retry.ReasonPermanent, code: wire.CodeTokenTooLarge, detail: err.Error()})
 		return
 	case err != nil && ctx.Err() == nil && tctx.Err() != nil:
 		// The token's lifetime ran out first: the outcome records the
@@ -73,10 +72,10 @@ func (d *delivery) finishSolved(ctx context.Context, ev Event, ans solver.Answer
 // finishWith stores out as the generation's outcome and acks, and reports
 // whether it did. When another delivery finished the generation meanwhile,
 // it acks; when another holds it, it leaves the task to that one.
-func (d *delivery) finishWith(ctx context.Context, out Outcome) bool {
+func (d *delivery) finishWith(ctx context.Context, out wire.Outcome) bool {
 	err := d.untilStored(ctx, func() error { _, err := d.storeOutcome(ctx, out); return err })
 	switch {
-	case errors.Is(err, errStateMoved) && d.st.outcome:
+	case errors.Is(err, errStateMoved) && d.st.Outcome:
 		d.done()
 		return false
 	case errors.Is(err, errStateMoved):
@@ -105,8 +104,8 @@ func (d *delivery) untilStored(ctx context.Context, write func() error) error {
 // learns the end of the generation instead of waiting for an outcome that
 // never comes.
 func (d *delivery) finishExpired(ctx context.Context) {
-	last := d.st.last
-	out := Outcome{ID: d.id, Status: StatusSolved, Attempts: last.Attempts, SolveSeconds: last.Seconds,
+	last := d.st.Last
+	out := wire.Outcome{ID: d.id, Status: wire.StatusSolved, Attempts: last.Attempts, SolveSeconds: last.Seconds,
 		ExpiresAt: last.ExpiresAt, Method: last.Method, CaptchaID: last.CaptchaID, SolvedAt: last.At}
 	if _, err := d.storeOutcome(ctx, out); err != nil {
 		d.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
@@ -116,41 +115,9 @@ func (d *delivery) finishExpired(ctx context.Context) {
 	d.log.Warn("solved, but the token expired before its outcome was stored", slog.Time("expired", last.ExpiresAt))
 }
 
-// done acks a task whose outcome is stored, and so removes the task
-// message from the stream (WorkQueue retention): it holds the page URL,
-// which may be personal data and is not needed any more (a dead letter
-// keeps its own copy for replay; the event log keeps the host, the
-// submitter and the times for the audit trail). On a store the server does
-// not report encrypted at rest the message is erased first: a removed
-// message's bytes stay in the store's files until its block is compacted.
-// On a stream with Limits retention (made by an earlier version) the ack
-// leaves the message, and it is erased after the ack.
-//
-// The ack is not confirmed (a lost one brings the task back, and its state
-// says it is done) and the erasure runs in the background: neither holds up
-// the thread.
+// done finishes the delivery once its outcome is stored (the Completer).
 func (d *delivery) done() {
-	w := d.w
-	if w.workQueue && (w.eraser.plain || w.storeEncrypted()) {
-		d.ack()
-		return
-	}
-	if w.workQueue {
-		w.eraser.add(d.gen, "the finished task message", func() { d.ack() })
-		return
-	}
-	if d.ack() {
-		w.erase(d.gen, "the finished task message")
-	}
-}
-
-// ack acks the delivery, and reports whether the ack was sent.
-func (d *delivery) ack() bool {
-	if err := d.m.Ack(); err != nil {
-		d.log.Warn("ack", slog.Any("error", err))
-		return false
-	}
-	return true
+	d.x.Completer.Complete(d.m, d.gen, d.log)
 }
 
 func roundSeconds(d time.Duration) float64 {
@@ -160,8 +127,8 @@ func roundSeconds(d time.Duration) float64 {
 // storeOutcome stores out as the outcome of the delivery's generation,
 // unless it is stored already, and returns its sequence (0 when it was
 // there).
-func (d *delivery) storeOutcome(ctx context.Context, out Outcome) (uint64, error) {
-	if d.st.outcome {
+func (d *delivery) storeOutcome(ctx context.Context, out wire.Outcome) (uint64, error) {
+	if d.st.Outcome {
 		return 0, nil
 	}
 	b, err := json.Marshal(out)
@@ -174,17 +141,17 @@ func (d *delivery) storeOutcome(ctx context.Context, out Outcome) (uint64, error
 	msg.Header.Set(wire.HeaderGen, strconv.FormatUint(d.gen, 10))
 	var seq uint64
 	err = d.store(ctx, record{msg: msg,
-		apply: func(st *genState, s uint64) { st.outcome, seq = true, s },
-		in:    func(st genState) bool { return st.outcome },
+		apply: func(st *taskstore.GenState, s uint64) { st.Outcome, seq = true, s },
+		in:    func(st taskstore.GenState) bool { return st.Outcome },
 	})
 	return seq, err
 }
 
 // deadLetter records the verdict v on ev, then moves the task to the dead
 // letter.
-func (d *delivery) deadLetter(ctx context.Context, ev Event, v verdict) {
-	now := d.w.cfg.Now()
-	ev.Kind, ev.Reason, ev.At, ev.LastCode = EventDead, string(v.reason), now, cmp.Or(v.code, ev.LastCode)
+func (d *delivery) deadLetter(ctx context.Context, ev wire.Event, v verdict) {
+	now := d.x.Now()
+	ev.Kind, ev.Reason, ev.At, ev.LastCode = wire.EventDead, string(v.reason), now, cmp.Or(v.code, ev.LastCode)
 	ev.FirstFailure, ev.LastFailure = firstSet(ev.FirstFailure, now), firstSet(ev.LastFailure, now)
 	ev.Code, ev.Detail = ev.LastCode, safeDetail(v.detail)
 	if !d.record(ctx, ev) {
@@ -202,9 +169,9 @@ func (d *delivery) deadLetter(ctx context.Context, ev Event, v verdict) {
 // dead-lettered without its body and its producer's headers; the letter
 // says how many bytes it leaves out (wire.HeaderBodyOmitted, Detail).
 func (d *delivery) finishDead(ctx context.Context, reason retry.Reason, code string) {
-	ev := d.st.last
+	ev := d.st.Last
 	detail := ev.Detail
-	if !d.st.deadLetter {
+	if !d.st.DeadLetter {
 		err := d.storeDeadLetter(ctx, d.deadLetterMsg(reason, code, detail, true))
 		if jscall.TooLarge(err) {
 			detail = joinDetail(detail, fmt.Sprintf("the task (%d bytes) is left out of its dead letter: too large to keep whole", len(d.m.Data())))
@@ -215,7 +182,7 @@ func (d *delivery) finishDead(ctx context.Context, reason retry.Reason, code str
 			return
 		}
 	}
-	out := Outcome{ID: d.id, Status: StatusDead, Error: code, Reason: string(reason), Attempts: ev.Attempts,
+	out := wire.Outcome{ID: d.id, Status: wire.StatusDead, Error: code, Reason: string(reason), Attempts: ev.Attempts,
 		Method: d.task.Method, Detail: detail}
 	if _, err := d.storeOutcome(ctx, out); err != nil {
 		d.cannotStore("the outcome", err)
@@ -229,7 +196,7 @@ func (d *delivery) finishDead(ctx context.Context, reason retry.Reason, code str
 // message's body and its producer's headers; without, neither, and the
 // size of the body left out.
 func (d *delivery) deadLetterMsg(reason retry.Reason, code, detail string, whole bool) *nats.Msg {
-	ev := d.st.last
+	ev := d.st.Last
 	dl := nats.NewMsg(wire.DeadSubject(d.id))
 	if whole {
 		dl.Data = d.m.Data()
@@ -253,8 +220,8 @@ func (d *delivery) deadLetterMsg(reason retry.Reason, code, detail string, whole
 
 func (d *delivery) storeDeadLetter(ctx context.Context, dl *nats.Msg) error {
 	return d.store(ctx, record{msg: dl,
-		apply: func(st *genState, _ uint64) { st.deadLetter = true },
-		in:    func(st genState) bool { return st.deadLetter },
+		apply: func(st *taskstore.GenState, _ uint64) { st.DeadLetter = true },
+		in:    func(st taskstore.GenState) bool { return st.DeadLetter },
 	})
 }
 
@@ -304,7 +271,7 @@ var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>()\[\]{}]*
 // carry it: at most 300 bytes, any URL in it replaced by its host.
 func safeDetail(s string) string {
 	s = urlInText.ReplaceAllStringFunc(s, func(u string) string {
-		if h := wire.PageHost(Params{"pageurl": u}); h != "" && h != "invalid-url" {
+		if h := wire.PageHost(wire.Params{"pageurl": u}); h != "" && h != "invalid-url" {
 			return "<url on " + h + ">"
 		}
 		return "<url>"
@@ -312,30 +279,23 @@ func safeDetail(s string) string {
 	return text.Cut(s, 300)
 }
 
-// Workers returns the workers seen within HeartbeatTTL, by name, from their
-// last heartbeats; a worker that said it stopped is listed with Stopped
-// until its heartbeat expires.
-func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
-	info, err := c.s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectWorkers+".>"))
-	if err != nil {
-		return nil, fmt.Errorf("list workers: %w", err)
+// failureText says more about a failed attempt's code for the dead letter:
+// the service's error_text beside its code, or for captchaq's own codes
+// (NETWORK, BAD_REPLY, …) what failed. The solver's errors never hold the
+// API key; the text is cut to fit an event.
+func failureText(err error) string {
+	var e *solver.Error
+	if !errors.As(err, &e) {
+		if err == nil {
+			return ""
+		}
+		return text.Cut(err.Error(), 300)
 	}
-	now := c.cfg.Now()
-	var out []WorkerInfo
-	for subj := range info.State.Subjects {
-		m, err := c.s.GetLastMsgForSubject(ctx, subj)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue // expired meanwhile
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list workers: %w", err)
-		}
-		var wi WorkerInfo
-		if json.Unmarshal(m.Data, &wi) != nil || wi.Name == "" || now.Sub(wi.At) > HeartbeatTTL {
-			continue
-		}
-		out = append(out, wi)
+	switch {
+	case e.Text != "":
+		return text.Cut(e.Text, 300)
+	case e.Err != nil:
+		return text.Cut(e.Err.Error(), 300)
 	}
-	slices.SortFunc(out, func(a, b WorkerInfo) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return ""
 }

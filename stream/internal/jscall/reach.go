@@ -1,4 +1,4 @@
-package stream
+package jscall
 
 import (
 	"log/slog"
@@ -6,27 +6,27 @@ import (
 	"time"
 )
 
-// reach is a worker's view of whether the stream answers it. A link to the
+// Reach is a worker's view of whether the stream answers it. A link to the
 // hub that is cut (a leaf site's) or a broker that is down shows as
 // heartbeats and fetches that fail; the worker says so once when the
 // stream stops answering and once when it answers again, instead of once
 // per fetch and consumer.
 //
-// It also tells attemptLives how long ago the stream came back: the
+// It also tells the executor how long ago the stream came back: the
 // heartbeats of every worker cut off with this one expired meanwhile, and
 // each stores its next one within wire.HeartbeatEvery of the link's return. A
 // missing heartbeat means a dead worker only once that has had time to
 // happen.
-type reach struct {
+type Reach struct {
 	mu     sync.Mutex
 	down   bool
 	downAt time.Time
 	backAt time.Time // zero: never seen out of reach
 }
 
-// failed notes that a request to the stream failed, and logs it when the
+// Failed notes that a request to the stream failed, and logs it when the
 // stream was answering until now.
-func (r *reach) failed(log *slog.Logger, what string, err error) {
+func (r *Reach) Failed(log *slog.Logger, what string, err error) {
 	r.mu.Lock()
 	first := !r.down
 	if first {
@@ -39,9 +39,9 @@ func (r *reach) failed(log *slog.Logger, what string, err error) {
 	}
 }
 
-// answered notes that a request to the stream succeeded, and logs the
+// Answered notes that a request to the stream succeeded, and logs the
 // outage that it ends, if any.
-func (r *reach) answered(log *slog.Logger) {
+func (r *Reach) Answered(log *slog.Logger) {
 	r.mu.Lock()
 	if !r.down {
 		r.mu.Unlock()
@@ -53,9 +53,9 @@ func (r *reach) answered(log *slog.Logger) {
 	log.Warn("the stream answers again", slog.Duration("out_of_reach_for", lasted.Round(time.Millisecond)))
 }
 
-// settled reports whether the stream has answered for at least d since it
+// Settled reports whether the stream has answered for at least d since it
 // last came back (always, when it never was out of reach).
-func (r *reach) settled(d time.Duration) bool {
+func (r *Reach) Settled(d time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return !r.down && (r.backAt.IsZero() || time.Since(r.backAt) >= d)

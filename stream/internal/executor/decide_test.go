@@ -1,4 +1,4 @@
-package stream
+package executor
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // The decisions of one delivery, without a broker: what the executor
@@ -31,18 +33,18 @@ func TestResumeFrom(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
-		st   genState
+		st   taskstore.GenState
 		want resumeStep
 	}{
-		{"nothing recorded", genState{}, resumeNothing},
-		{"an attempt that died with its worker: its token may be stored", genState{last: Event{Kind: EventAttempt, Attempts: 1}}, resumeToken},
-		{"a retry that came due", genState{last: Event{Kind: EventRetry, Attempts: 1}}, resumeNothing},
-		{"outcome stored, ack lost", genState{last: Event{Kind: EventSolved}, outcome: true}, resumeAck},
-		{"dead letter stored, ack lost", genState{last: Event{Kind: EventDead}, deadLetter: true, outcome: true}, resumeAck},
-		{"verdict recorded, dead letter not", genState{last: Event{Kind: EventDead}}, resumeDead},
-		{"verdict and dead letter, no outcome", genState{last: Event{Kind: EventDead}, deadLetter: true}, resumeDead},
-		{"solved, token alive, no outcome", genState{last: Event{Kind: EventSolved, ExpiresAt: d0.Add(time.Second)}}, resumeToken},
-		{"solved, token dead, no outcome", genState{last: Event{Kind: EventSolved, ExpiresAt: d0}}, resumeExpired},
+		{"nothing recorded", taskstore.GenState{}, resumeNothing},
+		{"an attempt that died with its worker: its token may be stored", taskstore.GenState{Last: wire.Event{Kind: wire.EventAttempt, Attempts: 1}}, resumeToken},
+		{"a retry that came due", taskstore.GenState{Last: wire.Event{Kind: wire.EventRetry, Attempts: 1}}, resumeNothing},
+		{"outcome stored, ack lost", taskstore.GenState{Last: wire.Event{Kind: wire.EventSolved}, Outcome: true}, resumeAck},
+		{"dead letter stored, ack lost", taskstore.GenState{Last: wire.Event{Kind: wire.EventDead}, DeadLetter: true, Outcome: true}, resumeAck},
+		{"verdict recorded, dead letter not", taskstore.GenState{Last: wire.Event{Kind: wire.EventDead}}, resumeDead},
+		{"verdict and dead letter, no outcome", taskstore.GenState{Last: wire.Event{Kind: wire.EventDead}, DeadLetter: true}, resumeDead},
+		{"solved, token alive, no outcome", taskstore.GenState{Last: wire.Event{Kind: wire.EventSolved, ExpiresAt: d0.Add(time.Second)}}, resumeToken},
+		{"solved, token dead, no outcome", taskstore.GenState{Last: wire.Event{Kind: wire.EventSolved, ExpiresAt: d0}}, resumeExpired},
 	}
 	for _, c := range cases {
 		require.Equal(t, c.want, resumeFrom(c.st, d0), c.name)
@@ -53,22 +55,22 @@ func TestCarryOverCountsACrashAsAFailure(t *testing.T) {
 	t.Parallel()
 	first := d0.Add(-time.Minute)
 
-	carried, crashed := carryOver(Event{Kind: EventAttempt, Attempts: 2, Snoozes: 1}, d0)
+	carried, crashed := carryOver(wire.Event{Kind: wire.EventAttempt, Attempts: 2, Snoozes: 1}, d0)
 	require.True(t, crashed)
-	require.Equal(t, Event{Attempts: 2, Snoozes: 1, FirstFailure: d0, LastFailure: d0, LastCode: "WORKER_LOST"}, carried)
+	require.Equal(t, wire.Event{Attempts: 2, Snoozes: 1, FirstFailure: d0, LastFailure: d0, LastCode: "WORKER_LOST"}, carried)
 
-	carried, crashed = carryOver(Event{Kind: EventAttempt, Attempts: 2, FirstFailure: first, LastFailure: first, LastCode: "ERROR_CAPTCHA_UNSOLVABLE"}, d0)
+	carried, crashed = carryOver(wire.Event{Kind: wire.EventAttempt, Attempts: 2, FirstFailure: first, LastFailure: first, LastCode: "ERROR_CAPTCHA_UNSOLVABLE"}, d0)
 	require.True(t, crashed)
 	require.Equal(t, first, carried.FirstFailure, "the first failure stays the first")
 	require.Equal(t, "WORKER_LOST", carried.LastCode)
 
-	carried, crashed = carryOver(Event{Kind: EventRetry, Attempts: 1, FirstFailure: first, LastFailure: first, LastCode: "ERROR_CAPTCHA_UNSOLVABLE"}, d0)
+	carried, crashed = carryOver(wire.Event{Kind: wire.EventRetry, Attempts: 1, FirstFailure: first, LastFailure: first, LastCode: "ERROR_CAPTCHA_UNSOLVABLE"}, d0)
 	require.False(t, crashed, "an attempt that recorded its end did not crash")
-	require.Equal(t, Event{Attempts: 1, FirstFailure: first, LastFailure: first, LastCode: "ERROR_CAPTCHA_UNSOLVABLE"}, carried)
+	require.Equal(t, wire.Event{Attempts: 1, FirstFailure: first, LastFailure: first, LastCode: "ERROR_CAPTCHA_UNSOLVABLE"}, carried)
 
-	carried, crashed = carryOver(Event{}, d0)
+	carried, crashed = carryOver(wire.Event{}, d0)
 	require.False(t, crashed)
-	require.Equal(t, Event{}, carried, "a fresh task carries nothing")
+	require.Equal(t, wire.Event{}, carried, "a fresh task carries nothing")
 }
 
 func TestAdmissionVerdicts(t *testing.T) {
@@ -77,21 +79,21 @@ func TestAdmissionVerdicts(t *testing.T) {
 
 	require.Equal(t, verdict{reason: retry.ReasonInvalidTask, code: "INVALID_TASK", detail: "method: missing"},
 		invalidVerdict(errors.New("method: missing"), false))
-	require.Equal(t, CodeInvalidEnvelope, invalidVerdict(errors.New("header Nats-Msg-Id missing"), true).code)
+	require.Equal(t, wire.CodeInvalidEnvelope, invalidVerdict(errors.New("header Nats-Msg-Id missing"), true).code)
 	require.Equal(t, verdict{reason: retry.ReasonCanceled, code: "CANCELED", detail: "canceled by shop"}, canceledVerdict("canceled by shop"))
 
-	_, ok := startVerdict(p, Event{Attempts: 2}, false, d0.Add(time.Minute), d0)
+	_, ok := startVerdict(p, wire.Event{Attempts: 2}, false, d0.Add(time.Minute), d0)
 	require.True(t, ok, "budget and time left")
 
-	v, ok := startVerdict(p, Event{Attempts: 0, LastCode: "ERROR_CAPTCHA_UNSOLVABLE"}, false, d0, d0)
+	v, ok := startVerdict(p, wire.Event{Attempts: 0, LastCode: "ERROR_CAPTCHA_UNSOLVABLE"}, false, d0, d0)
 	require.False(t, ok)
 	require.Equal(t, verdict{reason: retry.ReasonExpired, code: "DEADLINE_PASSED"}, v)
 
-	v, ok = startVerdict(p, Event{Attempts: 3, LastCode: "WORKER_LOST"}, true, d0.Add(time.Minute), d0)
+	v, ok = startVerdict(p, wire.Event{Attempts: 3, LastCode: "WORKER_LOST"}, true, d0.Add(time.Minute), d0)
 	require.False(t, ok)
 	require.Equal(t, verdict{reason: retry.ReasonCrashed, code: "WORKER_LOST"}, v, "a budget spent by crashes says so")
 
-	v, ok = startVerdict(p, Event{Attempts: 3, LastCode: "ERROR_CAPTCHA_UNSOLVABLE"}, false, time.Time{}, d0)
+	v, ok = startVerdict(p, wire.Event{Attempts: 3, LastCode: "ERROR_CAPTCHA_UNSOLVABLE"}, false, time.Time{}, d0)
 	require.False(t, ok)
 	require.Equal(t, verdict{reason: retry.ReasonAttemptsExhausted, code: "ERROR_CAPTCHA_UNSOLVABLE"}, v)
 }
@@ -103,14 +105,14 @@ func TestAfterAttempt(t *testing.T) {
 	first := d0.Add(-time.Minute)
 	// attemptEv is the attempt event of the n-th attempt, as recorded
 	// before the solve.
-	attemptEv := func(n, snoozes int) Event {
-		ev := Event{Kind: EventAttempt, Attempts: n, Snoozes: snoozes, At: start, Gen: 7, Method: "userrecaptcha"}
+	attemptEv := func(n, snoozes int) wire.Event {
+		ev := wire.Event{Kind: wire.EventAttempt, Attempts: n, Snoozes: snoozes, At: start, Gen: 7, Method: "userrecaptcha"}
 		if n > 1 {
 			ev.FirstFailure, ev.LastFailure, ev.LastCode = first, first, "ERROR_CAPTCHA_UNSOLVABLE"
 		}
 		return ev
 	}
-	result := func(ev Event, err error) attemptResult {
+	result := func(ev wire.Event, err error) attemptResult {
 		return attemptResult{ev: ev, err: err, end: end, deadline: d0.Add(10 * time.Minute)}
 	}
 
@@ -125,7 +127,7 @@ func TestAfterAttempt(t *testing.T) {
 	t.Run("a failure with budget left is retried after the policy's delay", func(t *testing.T) {
 		nx := afterAttempt(p, result(attemptEv(2, 0), serviceError("ERROR_CAPTCHA_UNSOLVABLE")))
 		require.Equal(t, nextRetry, nx.kind)
-		require.Equal(t, EventRetry, nx.ev.Kind)
+		require.Equal(t, wire.EventRetry, nx.ev.Kind)
 		require.Equal(t, p.Delay(2), nx.delay)
 		require.Equal(t, nx.delay.Milliseconds(), nx.ev.DelayMS)
 		require.Equal(t, 2, nx.ev.Attempts)
@@ -144,7 +146,7 @@ func TestAfterAttempt(t *testing.T) {
 	t.Run("no free thread at the service snoozes and spends nothing", func(t *testing.T) {
 		nx := afterAttempt(p, result(attemptEv(2, 1), serviceError("ERROR_NO_SLOT_AVAILABLE")))
 		require.Equal(t, nextRetry, nx.kind)
-		require.Equal(t, EventSnooze, nx.ev.Kind)
+		require.Equal(t, wire.EventSnooze, nx.ev.Kind)
 		require.Equal(t, 1, nx.ev.Attempts, "the refused attempt is not spent")
 		require.Equal(t, 2, nx.ev.Snoozes)
 		require.Equal(t, p.SnoozeDelay(2), nx.delay)
@@ -158,7 +160,7 @@ func TestAfterAttempt(t *testing.T) {
 	t.Run("a refused key stops the worker and spends nothing", func(t *testing.T) {
 		nx := afterAttempt(p, result(attemptEv(1, 0), serviceError("ERROR_WRONG_USER_KEY")))
 		require.Equal(t, nextStop, nx.kind)
-		require.Equal(t, EventHandback, nx.ev.Kind)
+		require.Equal(t, wire.EventHandback, nx.ev.Kind)
 		require.Equal(t, 0, nx.ev.Attempts)
 		require.Equal(t, "ERROR_WRONG_USER_KEY", nx.ev.Code)
 	})
@@ -167,7 +169,7 @@ func TestAfterAttempt(t *testing.T) {
 		r.shutdown = true
 		nx := afterAttempt(p, r)
 		require.Equal(t, nextHandback, nx.kind)
-		require.Equal(t, EventHandback, nx.ev.Kind)
+		require.Equal(t, wire.EventHandback, nx.ev.Kind)
 		require.Equal(t, 1, nx.ev.Attempts)
 		require.Equal(t, "SHUTDOWN", nx.ev.Code)
 		require.Empty(t, nx.ev.Class)
@@ -196,15 +198,33 @@ func TestAfterAttempt(t *testing.T) {
 
 func TestOnConflict(t *testing.T) {
 	t.Parallel()
-	before := genState{gen: 5, seq: 9, last: Event{Kind: EventAttempt}, lastSeq: 9}
+	before := taskstore.GenState{Gen: 5, Seq: 9, Last: wire.Event{Kind: wire.EventAttempt}, LastSeq: 9}
 	othersWrote := before
-	othersWrote.seq = 12
+	othersWrote.Seq = 12
 	require.Equal(t, conflictRetry, onConflict(before, othersWrote, false), "only other generations wrote")
 	require.Equal(t, conflictStored, onConflict(before, othersWrote, true), "the record's acknowledgement was lost")
 	moved := othersWrote
-	moved.last, moved.lastSeq = Event{Kind: EventRetry}, 12
+	moved.Last, moved.LastSeq = wire.Event{Kind: wire.EventRetry}, 12
 	require.Equal(t, conflictMoved, onConflict(before, moved, false), "another delivery of this generation moved on")
 	finished := before
-	finished.outcome = true
+	finished.Outcome = true
 	require.Equal(t, conflictMoved, onConflict(before, finished, false))
+}
+
+// An attempt that is still the last event died with its worker.
+func TestSpentAttempts(t *testing.T) {
+	t.Parallel()
+	attempts, crashed := spentAttempts(wire.Event{Kind: wire.EventAttempt, Attempts: 2})
+	require.Equal(t, 2, attempts)
+	require.True(t, crashed, "an attempt that is still the last event died with its worker")
+	attempts, crashed = spentAttempts(wire.Event{Kind: wire.EventRetry, Attempts: 2})
+	require.Equal(t, 2, attempts)
+	require.False(t, crashed)
+}
+
+// A dead letter's detail never carries a URL's path.
+func TestSafeDetail(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, `params.x: want a string, got ["<url on shop.example>"]`, safeDetail(`params.x: want a string, got ["https://shop.example/secret/path?q=1"]`))
+	require.NotContains(t, safeDetail("see ftp://files.example/a/b"), "/a/b")
 }

@@ -1,0 +1,271 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/captchaq/captchaq/stream/internal/completer"
+	"github.com/captchaq/captchaq/stream/wire"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Run pulls and solves tasks until ctx ends, then stops pulling, lets
+// in-flight solves finish within ShutdownGrace, hands back the rest without
+// spending an attempt, and returns nil. It returns a *FatalError when the
+// service refuses the worker itself.
+func (w *Worker) Run(ctx context.Context) error {
+	// hard outlives ctx by the grace period: in-flight solves run under it.
+	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
+	erasing, stopErasing := context.WithCancel(context.WithoutCancel(ctx))
+	erased := make(chan struct{})
+	go func() { defer close(erased); w.completer.Run(erasing) }()
+	defer func() { stopErasing(); <-erased }()
+	pullCtx, stopPulling := context.WithCancel(ctx)
+	defer stopPulling()
+	// abandon ends once the worker is stopping and the broker is out of
+	// reach: nothing it still has to write can be written then, so nothing
+	// waits for it.
+	abandon, abandonNow := context.WithCancel(context.Background())
+	defer abandonNow()
+	w.abandon = abandon
+
+	// Idle threads wake on the headers the stream republishes of each task
+	// it stored (captcha.stored.tasks.<lane>.<priority>.<id>), one
+	// subscription per consumer: no page URL reaches a worker that does
+	// not take the task, and the news comes once the task is stored. A
+	// publish on a task subject the stream does not store has no listener
+	// at all, and its publisher learns at once (no responders).
+	for _, wc := range workerConsumers() {
+		sub, err := w.nc.Subscribe(wire.StoredSubject(wire.TaskFilter(wc.lane, wc.priority)), func(m *nats.Msg) {
+			w.news(wire.SubjectRoot + strings.TrimPrefix(m.Subject, wire.SubjectStored))
+			w.poke()
+		})
+		if err != nil {
+			return fmt.Errorf("subscribe to new tasks: %w", err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+
+	free := make(chan struct{}, w.cfg.Threads)
+	for range w.cfg.Threads {
+		free <- struct{}{}
+	}
+	finishing := make(chan struct{}, finishingPerThread*w.cfg.Threads)
+	var inflight sync.WaitGroup
+	var fatalErr error
+	idle := time.NewTicker(w.cfg.IdleCheck)
+	defer idle.Stop()
+	// Heartbeats for `captchaq workers ls`, until the worker stops pulling.
+	announced := w.announce(pullCtx, func() int { return int(w.busy.Load()) })
+	defer func() { stopPulling(); announced() }()
+	// Owners' cancels, relayed to the tasks' records while the worker runs.
+	relayed, err := w.relayCancels(pullCtx)
+	if err != nil {
+		return fmt.Errorf("listen for cancels: %w", err)
+	}
+	defer func() { stopPulling(); relayed() }()
+
+pull:
+	for {
+		select {
+		case <-pullCtx.Done():
+			break pull
+		case fatalErr = <-w.fatal:
+			break pull
+		case <-free:
+		}
+		select {
+		case fatalErr = <-w.fatal:
+			break pull // the service refused us meanwhile: not one more task
+		default:
+		}
+		select {
+		case <-idle.C:
+			// A worker kept busy by one lane still looks at the others
+			// (retries and redeliveries come due without a publish).
+			w.bumpAll()
+		default:
+		}
+		n := 1
+	more:
+		for n < w.cfg.Threads {
+			select {
+			case <-free:
+				n++
+			default:
+				break more
+			}
+		}
+		if !w.anyNews() {
+			// Nothing can be waiting: take no plan thread just to find that out.
+			for range n {
+				free <- struct{}{}
+			}
+		} else {
+			// A plan thread first (when a plan-wide quota is set), then a task for it.
+			threads, err := w.plan.acquire(pullCtx, n, w.cfg.IdleCheck, w.cfg.Now())
+			if err != nil && pullCtx.Err() == nil {
+				w.log.Warn("take a plan thread", slog.Any("error", err))
+			}
+			for range n - len(threads) {
+				free <- struct{}{}
+			}
+			if len(threads) == 0 {
+				if err != nil {
+					w.pause(pullCtx, w.cfg.IdleCheck)
+				}
+				continue // the quota is in use: acquire waited for a thread already
+			}
+			select {
+			case fatalErr = <-w.fatal:
+				// Refused while we waited for a plan thread: not one more task.
+				for _, t := range threads {
+					t.Release()
+					free <- struct{}{}
+				}
+				break pull
+			default:
+			}
+			msgs := w.fetch(pullCtx, len(threads))
+			for i, m := range msgs {
+				inflight.Add(1)
+				sl := &slot{free: free, finishing: finishing}
+				w.busy.Add(1)
+				held := heldOf(m)
+				w.inHand.Add(held)
+				go func() {
+					defer inflight.Done()
+					defer w.inHand.Remove(held)
+					defer w.busy.Add(-1)
+					defer sl.end()
+					defer threads[i].Release()
+					defer w.laneFreed(wire.LaneOfSubject(m.Subject()))
+					defer w.survive(m)
+					w.exec.Execute(hard, m, threads[i], sl)
+				}()
+			}
+			for _, t := range threads[len(msgs):] {
+				t.Release()
+				free <- struct{}{}
+			}
+			if len(msgs) > 0 {
+				continue
+			}
+		}
+		select {
+		case <-pullCtx.Done():
+			break pull
+		case fatalErr = <-w.fatal:
+			break pull
+		case <-w.wake:
+		case <-idle.C:
+			// Retries and redeliveries come due without a publish.
+			w.bumpAll()
+		}
+	}
+
+	done := make(chan struct{})
+	go func() { inflight.Wait(); close(done) }()
+	var unreturned []HeldTask
+	go func() {
+		// The tasks in hand when the broker went: none of them can be
+		// handed back (or its solve recorded) until it is back.
+		ch := w.nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+		defer w.nc.RemoveStatusListener(ch)
+		if w.nc.IsConnected() {
+			select {
+			case <-ch:
+			case <-done:
+				return
+			}
+		}
+		unreturned = w.inHand.List()
+		abandonNow()
+	}()
+	if fatalErr != nil {
+		cancelHard() // the service refuses us: every solve would fail alike
+	}
+	select {
+	case <-done:
+	case <-abandon.Done():
+		cancelHard()
+		<-done
+	case <-time.After(w.cfg.ShutdownGrace):
+		w.log.Warn("shutdown grace over: handing back in-flight tasks")
+		cancelHard()
+		<-done
+	}
+	if abandon.Err() != nil {
+		ids := make([]string, len(unreturned))
+		for i, t := range unreturned {
+			ids[i] = t.ID
+		}
+		if len(ids) > 0 {
+			w.log.Warn("stopping with the broker out of reach: could not hand back the tasks in hand; "+
+				"each comes back to a worker once the broker is back and its ack wait has passed",
+				slog.Int("tasks", len(ids)), slog.Any("ids", ids))
+		}
+		abandonNow()
+		return fatalErr
+	}
+	abandonNow()
+	if fatalErr == nil {
+		select {
+		case fatalErr = <-w.fatal:
+		default:
+		}
+	}
+	// Finished task messages still to erase get a moment; what is left
+	// then keeps its bytes on disk until the server compacts its block.
+	if idle, n := w.completer.Drained(); n > 0 {
+		select {
+		case <-idle:
+		case <-time.After(completer.EraseGrace):
+			if _, n := w.completer.Drained(); n > 0 {
+				w.log.Warn("stopping with messages not yet erased: their bytes stay on disk until the server compacts their blocks",
+					slog.Int("messages", n))
+			}
+		}
+	}
+	// Hand-backs (Nak) are not confirmed by the server: make sure they left
+	// before the caller closes the connection, so handed-back tasks come
+	// back at once rather than after the ack wait.
+	_ = w.nc.FlushTimeout(5 * time.Second)
+	return fatalErr
+}
+
+// heldOf names the task generation of a delivered task message.
+func heldOf(m jetstream.Msg) HeldTask {
+	t := HeldTask{ID: wire.IDFromSubject(m.Subject())}
+	if md, err := m.Metadata(); err == nil {
+		t.Gen = md.Sequence.Stream
+	}
+	return t
+}
+
+// survive keeps a bug met on one message from taking the whole worker down:
+// it logs the panic with its stack and lets the task come back after a while.
+func (w *Worker) survive(m jetstream.Msg) {
+	if r := recover(); r != nil {
+		w.log.Error("panic while handling a task; it will be delivered again", slog.Any("panic", r),
+			slog.String("subject", m.Subject()), slog.String("stack", string(debug.Stack())))
+		_ = m.NakWithDelay(w.top.AckWait)
+	}
+}
+
+// pause waits for d or until ctx ends.
+func (w *Worker) pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
