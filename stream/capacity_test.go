@@ -12,6 +12,7 @@ import (
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -79,9 +80,9 @@ func TestHighPriorityJumpsTheQueue(t *testing.T) {
 	high.Params["pageurl"] = "https://shop.example/login/urgent"
 	high.Priority = "high"
 	highNews := func() (n uint64) {
-		for _, f := range rw.w.feeds {
-			if f.priority == "high" {
-				n += f.news.Load()
+		for _, f := range rw.w.dispatch.Feeds {
+			if f.Priority == "high" {
+				n += f.News.Load()
 			}
 		}
 		return n
@@ -250,26 +251,26 @@ func TestLostLastLaneSlotCostsLittle(t *testing.T) {
 	w, err := NewWorker(ctx, b.connect(t), WorkerConfig{Solver: tokenSolver(), Topology: top})
 	require.NoError(t, err)
 	waitCounted(ctx, t, b.client.s, consumerName(LaneSlow, wire.PriorityNormal), 2)
-	var f *feed
-	for _, fd := range w.feeds {
-		if fd.lane == LaneSlow && fd.priority == wire.PriorityNormal {
+	var f *dispatcher.Feed
+	for _, fd := range w.dispatch.Feeds {
+		if fd.Lane == LaneSlow && fd.Priority == wire.PriorityNormal {
 			f = fd
 		}
 	}
 	require.NotNil(t, f)
-	require.True(t, f.limited)
-	info, err := f.cons.Info(ctx) // this worker sees the last free slot…
+	require.True(t, f.Limited)
+	info, err := f.Cons.Info(ctx) // this worker sees the last free slot…
 	require.NoError(t, err)
 	require.Equal(t, 1, info.Config.MaxAckPending-info.NumAckPending)
 
-	other, err := b.client.js.Consumer(ctx, b.top.withDefaults().Stream, f.cons.CachedInfo().Name)
+	other, err := b.client.js.Consumer(ctx, b.top.withDefaults().Stream, f.Cons.CachedInfo().Name)
 	require.NoError(t, err)
 	taken, err := other.FetchNoWait(1) // …and another worker takes it
 	require.NoError(t, err)
 	require.Len(t, collect(taken), 1)
 
 	start := time.Now()
-	batch, _, err := fetchRoom(f, info, 1)
+	batch, _, err := dispatcher.FetchRoom(f, info, 1)
 	require.NoError(t, err)
 	require.Empty(t, collect(batch))
 	require.Less(t, time.Since(start), 500*time.Millisecond, "the loser of the last slot waited")

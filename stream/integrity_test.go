@@ -20,6 +20,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
@@ -352,14 +353,14 @@ func TestProducerCannotInflateThePlan(t *testing.T) {
 	require.NoError(t, SetPlan(ctx, a.admin, Topology{}, 2))
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	_, err := a.astream.CreateOrUpdatePushConsumer(cctx, jetstream.ConsumerConfig{
-		Name: "inflate", DeliverSubject: planSubject, AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy})
+		Name: "inflate", DeliverSubject: dispatcher.PlanSubject, AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy})
 	cancel()
 	require.Error(t, err, "producers may not create consumers")
 	for i := range 6 {
 		_, err := a.victim.Submit(ctx, turnstileTask(fmt.Sprintf("pl%d", i)))
 		require.NoError(t, err)
 	}
-	ps, err := a.admin.Stream(ctx, planStreamName)
+	ps, err := a.admin.Stream(ctx, dispatcher.PlanStream)
 	require.NoError(t, err)
 	info, err := ps.Info(ctx)
 	require.NoError(t, err)

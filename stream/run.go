@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/stream/internal/completer"
+	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -44,8 +45,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	// at all, and its publisher learns at once (no responders).
 	for _, wc := range workerConsumers() {
 		sub, err := w.nc.Subscribe(wire.StoredSubject(wire.TaskFilter(wc.lane, wc.priority)), func(m *nats.Msg) {
-			w.news(wire.SubjectRoot + strings.TrimPrefix(m.Subject, wire.SubjectStored))
-			w.poke()
+			w.dispatch.News(wire.SubjectRoot + strings.TrimPrefix(m.Subject, wire.SubjectStored))
+			w.dispatch.Poke()
 		})
 		if err != nil {
 			return fmt.Errorf("subscribe to new tasks: %w", err)
@@ -53,15 +54,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer func() { _ = sub.Unsubscribe() }()
 	}
 
-	free := make(chan struct{}, w.cfg.Threads)
-	for range w.cfg.Threads {
-		free <- struct{}{}
-	}
-	finishing := make(chan struct{}, finishingPerThread*w.cfg.Threads)
 	var inflight sync.WaitGroup
-	var fatalErr error
-	idle := time.NewTicker(w.cfg.IdleCheck)
-	defer idle.Stop()
 	// Heartbeats for `captchaq workers ls`, until the worker stops pulling.
 	announced := w.announce(pullCtx, func() int { return int(w.busy.Load()) })
 	defer func() { stopPulling(); announced() }()
@@ -72,104 +65,22 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer func() { stopPulling(); relayed() }()
 
-pull:
-	for {
-		select {
-		case <-pullCtx.Done():
-			break pull
-		case fatalErr = <-w.fatal:
-			break pull
-		case <-free:
-		}
-		select {
-		case fatalErr = <-w.fatal:
-			break pull // the service refused us meanwhile: not one more task
-		default:
-		}
-		select {
-		case <-idle.C:
-			// A worker kept busy by one lane still looks at the others
-			// (retries and redeliveries come due without a publish).
-			w.bumpAll()
-		default:
-		}
-		n := 1
-	more:
-		for n < w.cfg.Threads {
-			select {
-			case <-free:
-				n++
-			default:
-				break more
-			}
-		}
-		if !w.anyNews() {
-			// Nothing can be waiting: take no plan thread just to find that out.
-			for range n {
-				free <- struct{}{}
-			}
-		} else {
-			// A plan thread first (when a plan-wide quota is set), then a task for it.
-			threads, err := w.plan.acquire(pullCtx, n, w.cfg.IdleCheck, w.cfg.Now())
-			if err != nil && pullCtx.Err() == nil {
-				w.log.Warn("take a plan thread", slog.Any("error", err))
-			}
-			for range n - len(threads) {
-				free <- struct{}{}
-			}
-			if len(threads) == 0 {
-				if err != nil {
-					w.pause(pullCtx, w.cfg.IdleCheck)
-				}
-				continue // the quota is in use: acquire waited for a thread already
-			}
-			select {
-			case fatalErr = <-w.fatal:
-				// Refused while we waited for a plan thread: not one more task.
-				for _, t := range threads {
-					t.Release()
-					free <- struct{}{}
-				}
-				break pull
-			default:
-			}
-			msgs := w.fetch(pullCtx, len(threads))
-			for i, m := range msgs {
-				inflight.Add(1)
-				sl := &slot{free: free, finishing: finishing}
-				w.busy.Add(1)
-				held := heldOf(m)
-				w.inHand.Add(held)
-				go func() {
-					defer inflight.Done()
-					defer w.inHand.Remove(held)
-					defer w.busy.Add(-1)
-					defer sl.end()
-					defer threads[i].Release()
-					defer w.laneFreed(wire.LaneOfSubject(m.Subject()))
-					defer w.survive(m)
-					w.exec.Execute(hard, m, threads[i], sl)
-				}()
-			}
-			for _, t := range threads[len(msgs):] {
-				t.Release()
-				free <- struct{}{}
-			}
-			if len(msgs) > 0 {
-				continue
-			}
-		}
-		select {
-		case <-pullCtx.Done():
-			break pull
-		case fatalErr = <-w.fatal:
-			break pull
-		case <-w.wake:
-		case <-idle.C:
-			// Retries and redeliveries come due without a publish.
-			w.bumpAll()
-		}
-	}
+	fatalErr := w.dispatch.Pull(pullCtx, w.fatal, func(m jetstream.Msg, thread *dispatcher.PlanThread, sl *dispatcher.Slot) {
+		inflight.Add(1)
+		w.busy.Add(1)
+		held := heldOf(m)
+		w.inHand.Add(held)
+		go func() {
+			defer inflight.Done()
+			defer w.inHand.Remove(held)
+			defer w.busy.Add(-1)
+			defer sl.End()
+			defer thread.Release()
+			defer w.dispatch.LaneFreed(wire.LaneOfSubject(m.Subject()))
+			defer w.survive(m)
+			w.exec.Execute(hard, m, thread, sl)
+		}()
+	})
 
 	done := make(chan struct{})
 	go func() { inflight.Wait(); close(done) }()
@@ -257,15 +168,5 @@ func (w *Worker) survive(m jetstream.Msg) {
 		w.log.Error("panic while handling a task; it will be delivered again", slog.Any("panic", r),
 			slog.String("subject", m.Subject()), slog.String("stack", string(debug.Stack())))
 		_ = m.NakWithDelay(w.top.AckWait)
-	}
-}
-
-// pause waits for d or until ctx ends.
-func (w *Worker) pause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

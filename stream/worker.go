@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/captchaq/captchaq/stream/internal/completer"
+	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/executor"
 	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
@@ -27,17 +28,13 @@ type Worker struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	s     jetstream.Stream
-	feeds []*feed
 	log   *slog.Logger
 	fatal chan error
-	turn  int // rotates the lane looked at first, so lanes share fairly
-	plan  *planGate
-	// exec executes one delivery; completer acks and erases finished
-	// task messages.
+	// dispatch takes tasks for the free threads; exec executes one
+	// delivery; completer acks and erases finished task messages.
+	dispatch  *dispatcher.Dispatcher
 	exec      *executor.Executor
 	completer *completer.Completer
-	// wake tells an idle dispatch loop to look for tasks now.
-	wake chan struct{}
 	// ackWait is the shortest ack wait of the workers' consumers.
 	ackWait time.Duration
 	// tokens is the token stream (token.go).
@@ -114,9 +111,12 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, top: top, nc: nc, js: js, s: s, tokens: tokens, fatal: make(chan error, 1), wake: make(chan struct{}, 1),
-		log: cfg.Logger.With(slog.String("worker", cfg.Name)), plan: &planGate{js: js},
+	w := &Worker{cfg: cfg, top: top, nc: nc, js: js, s: s, tokens: tokens, fatal: make(chan error, 1),
+		log:  cfg.Logger.With(slog.String("worker", cfg.Name)),
 		room: &workerRoom{s: s, nc: nc, maxBytes: s.CachedInfo().Config.MaxBytes}}
+	w.dispatch = dispatcher.New(nil)
+	w.dispatch.Threads, w.dispatch.IdleCheck, w.dispatch.Now = cfg.Threads, cfg.IdleCheck, cfg.Now
+	w.dispatch.Plan, w.dispatch.Reach, w.dispatch.Log = &dispatcher.PlanGate{JS: js}, &w.reach, w.log
 	w.completer = completer.New(s, w.log, cfg.NoErase, w.storeEncrypted)
 	w.exec = w.executor(js, s, tokens)
 	if advice := LimitsRetentionAdvice(s); advice != "" {
@@ -137,12 +137,12 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		if aw := c.CachedInfo().Config.AckWait; aw > 0 && (w.ackWait == 0 || aw < w.ackWait) {
 			w.ackWait = aw
 		}
-		f := &feed{cons: c, lane: wc.lane, priority: wc.priority}
+		f := &dispatcher.Feed{Cons: c, Lane: wc.lane, Priority: wc.priority}
 		if mp := c.CachedInfo().Config.MaxAckPending; mp > 0 && mp < top.MaxInFlight {
-			f.limited = true // a lane limit: the lane may well be at it
+			f.Limited = true // a lane limit: the lane may well be at it
 		}
-		f.news.Store(1) // unknown: look once
-		w.feeds = append(w.feeds, f)
+		f.News.Store(1) // unknown: look once
+		w.dispatch.Feeds = append(w.dispatch.Feeds, f)
 	}
 	if _, err := s.GetLastMsgForSubject(ctx, wire.SubjectAnchor); errors.Is(err, jetstream.ErrMsgNotFound) {
 		w.log.Warn("the stream has no anchor (purged, or dropped by a server restart past the retention): " +
@@ -173,10 +173,10 @@ func (w *Worker) executor(js jetstream.JetStream, s, tokens jetstream.Stream) *e
 		Clock:     &w.clock,
 		Reach:     &w.reach,
 		EarlyRelease: func(ctx context.Context, t executor.Thread) context.Context {
-			th, _ := t.(*planThread)
-			return w.plan.earlyRelease(ctx, th)
+			th, _ := t.(*dispatcher.PlanThread)
+			return w.dispatch.Plan.EarlyRelease(ctx, th)
 		},
-		LookAgain: w.lookAgainAfter,
+		LookAgain: w.dispatch.LookAgainAfter,
 		StopWith:  func(code string) { w.stopped.CompareAndSwap(nil, &FatalError{Code: code}) },
 		StopCause: func() string {
 			if f := w.stopped.Load(); f != nil {

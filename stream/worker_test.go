@@ -305,26 +305,6 @@ func TestThreadFreedWhenServiceIsDone(t *testing.T) {
 	require.Equal(t, 2, n)
 }
 
-// TestSlotKeepsThreadWithoutRoom: with no room for another task recording
-// its outcome, a solved task keeps its thread until it is recorded.
-func TestSlotKeepsThreadWithoutRoom(t *testing.T) {
-	t.Parallel()
-	free := make(chan struct{}, 2)
-	finishing := make(chan struct{}, 1)
-	a, b := &slot{free: free, finishing: finishing}, &slot{free: free, finishing: finishing}
-	a.Solved()
-	require.Len(t, free, 1, "room to record: the thread is free")
-	b.Solved()
-	require.Len(t, free, 1, "no room to record: the thread is kept")
-	a.end()
-	require.Len(t, free, 1, "a's thread was freed once only")
-	require.Empty(t, finishing, "a gave its room back")
-	b.end()
-	require.Len(t, free, 2, "b's thread is freed when it ends")
-	var nilSlot *slot
-	nilSlot.Solved() // handle called without a slot
-}
-
 // TestIdleWorkerNeverMissesAPublish: an idle worker learns of a task from
 // its wake-up subscription, which can see the publish before the stream has
 // stored it; the fetch that follows may then find nothing. Tasks submitted
@@ -425,13 +405,13 @@ func TestShortFetchOnFreshNewsLooksAgain(t *testing.T) {
 	require.NoError(t, err)
 	waitCounted(ctx, t, b.client.s, consumerName(LaneFast, wire.PriorityNormal), 1) // "A stored"
 	// Past the initial "unknown: look once".
-	for _, f := range w.feeds {
-		f.emptyAt.Store(f.news.Load())
+	for _, f := range w.dispatch.Feeds {
+		f.EmptyAt.Store(f.News.Load())
 	}
-	w.news(wire.TaskSubject(LaneFast, wire.PriorityNormal, "A"))
-	w.news(wire.TaskSubject(LaneFast, wire.PriorityNormal, "B")) // B's publish seen, B not stored yet
-	require.Len(t, w.fetch(ctx, 4), 1)
-	require.Eventually(t, w.anyNews, 5*time.Second, time.Millisecond, "the worker stopped looking for B")
+	w.dispatch.News(wire.TaskSubject(LaneFast, wire.PriorityNormal, "A"))
+	w.dispatch.News(wire.TaskSubject(LaneFast, wire.PriorityNormal, "B")) // B's publish seen, B not stored yet
+	require.Len(t, w.dispatch.Fetch(ctx, 4), 1)
+	require.Eventually(t, w.dispatch.AnyNews, 5*time.Second, time.Millisecond, "the worker stopped looking for B")
 }
 
 // A worker configuration out of range is refused with the field's name,
