@@ -319,7 +319,7 @@ func runSolverBound(ctx context.Context, sc solverScenario, scale float64, windo
 		if sc.early {
 			opts = append(opts, stream.PlanEarly())
 		}
-		if err := stream.SetPlan(ctx, js, stream.Topology{}, sc.plan, opts...); err != nil {
+		if err := stream.SetPlan(ctx, js.Conn(), stream.Topology{}, sc.plan, opts...); err != nil {
 			return res, err
 		}
 	}

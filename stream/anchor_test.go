@@ -58,7 +58,7 @@ func TestAnchorStoredOnceByRacingCreators(t *testing.T) {
 	for range 2 {
 		js := bareJetStream(t, ns)
 		go func() {
-			_, err := EnsureTopology(ctx, js, Topology{}, true)
+			_, err := EnsureTopology(ctx, js.Conn(), Topology{}, true)
 			errs <- err
 		}()
 	}
@@ -71,7 +71,7 @@ func TestAnchorStoredOnceByRacingCreators(t *testing.T) {
 	require.Equal(t, uint64(1), seq, "the anchor is the stream's first message")
 
 	// A later update finds it and stores no second one.
-	_, err = EnsureTopology(ctx, js, Topology{}, true)
+	_, err = EnsureTopology(ctx, js.Conn(), Topology{}, true)
 	require.NoError(t, err)
 	require.Equal(t, seq, requireOneAnchor(ctx, t, s))
 
@@ -80,7 +80,7 @@ func TestAnchorStoredOnceByRacingCreators(t *testing.T) {
 	_, err = js.Publish(ctx, wire.SubjectRoot+".events.purged", []byte(`{}`))
 	require.NoError(t, err)
 	require.NoError(t, s.Purge(ctx))
-	_, err = EnsureTopology(ctx, js, Topology{}, true)
+	_, err = EnsureTopology(ctx, js.Conn(), Topology{}, true)
 	require.NoError(t, err)
 	require.Equal(t, uint64(3), requireOneAnchor(ctx, t, s))
 }
@@ -93,7 +93,7 @@ func TestAnchorStoredByProducersAndWorkersThatCreateTheStream(t *testing.T) {
 			return err
 		},
 		"worker": func(ctx context.Context, js jetstream.JetStream) error {
-			_, err := EnsureTopology(ctx, js, Topology{}, false) // the stream and the consumers
+			_, err := EnsureTopology(ctx, js.Conn(), Topology{}, false) // the stream and the consumers
 			return err
 		},
 	} {

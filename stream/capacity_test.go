@@ -23,8 +23,8 @@ func TestPlanQuotaHoldsAcrossWorkersAndIsUsedInFull(t *testing.T) {
 	api, sc := emulator(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: fixed(60 * time.Millisecond)}}, 0.002)
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
-	require.NoError(t, SetPlan(ctx, js, b.top, 15))
-	n, err := PlanThreads(ctx, js)
+	require.NoError(t, SetPlan(ctx, js.Conn(), b.top, 15))
+	n, err := PlanThreads(ctx, js.Conn(), Topology{})
 	require.NoError(t, err)
 	require.Equal(t, 15, n)
 
@@ -109,7 +109,7 @@ func TestFastLaneIsNotStarvedBySlowBacklog(t *testing.T) {
 		solver.KindRecaptcha: fixed(300 * time.Millisecond), solver.KindTurnstile: fixed(10 * time.Millisecond)}}, 0.002)
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
-	require.NoError(t, SetPlan(ctx, js, top, 4))
+	require.NoError(t, SetPlan(ctx, js.Conn(), top, 4))
 
 	slow := make([]Task, 60)
 	for i := range slow {

@@ -32,6 +32,33 @@ type ClientConfig struct {
 	Now func() time.Time
 }
 
+// validate reports the first field of cfg that is out of range, by name.
+// Zero fields take their defaults (withDefaults); nothing else is replaced.
+func (cfg ClientConfig) validate() error {
+	if cfg.DefaultDeadline < 0 {
+		return fmt.Errorf("client: DefaultDeadline %s: want 0 (default %s) or more", cfg.DefaultDeadline, DefaultDeadline)
+	}
+	if err := cfg.Topology.validate(); err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	return nil
+}
+
+// withDefaults is cfg with its zero fields set to their defaults; the
+// default Name is nc's.
+func (cfg ClientConfig) withDefaults(nc *nats.Conn) ClientConfig {
+	if cfg.DefaultDeadline == 0 {
+		cfg.DefaultDeadline = DefaultDeadline
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Name == "" {
+		cfg.Name = nc.Opts.Name
+	}
+	return cfg
+}
+
 // DefaultDeadline is how long a task stays useful when it names no deadline.
 const DefaultDeadline = 10 * time.Minute
 
@@ -67,18 +94,13 @@ type Client struct {
 // cfg.Topology.Domain. It creates nothing: without the stream it fails
 // with ErrNoTopology, naming the domain it reached.
 func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, error) {
-	if cfg.DefaultDeadline <= 0 {
-		cfg.DefaultDeadline = DefaultDeadline
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Name == "" {
-		cfg.Name = nc.Opts.Name
-	}
-	js, err := JetStream(nc, cfg.Topology.Domain, jetstream.WithPublishAsyncTimeout(10*time.Second))
+	cfg = cfg.withDefaults(nc)
+	js, err := jetStreamOf(nc, cfg.Topology, jetstream.WithPublishAsyncTimeout(10*time.Second))
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
+		return nil, err
 	}
 	top := cfg.Topology.withDefaults()
 	sent := cfg.Now()

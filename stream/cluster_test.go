@@ -90,7 +90,7 @@ func TestClusterSurvivesStreamLeaderLoss(t *testing.T) {
 	require.Eventually(t, func() bool { // until the cluster has elected its meta leader
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		_, err := EnsureTopology(actx, ajs, top, true)
+		_, err := EnsureTopology(actx, ajs.Conn(), top, true)
 		if err != nil {
 			t.Logf("topology not ready yet: %v", err)
 		}
@@ -212,7 +212,7 @@ func TestClusterRacingCreatorsAllSucceed(t *testing.T) {
 		go func() {
 			cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 			defer cancel()
-			_, err := EnsureTopology(cctx, js, Topology{Replicas: 3}, false)
+			_, err := EnsureTopology(cctx, js.Conn(), Topology{Replicas: 3}, false)
 			errs <- err
 		}()
 	}

@@ -19,6 +19,20 @@ func JetStream(nc *nats.Conn, domain string, opts ...jetstream.JetStreamOpt) (je
 	return jetstream.NewWithDomain(nc, domain, opts...)
 }
 
+// jetStreamOf is the JetStream handle of nc in t's domain, once t is
+// known to be valid: every entry point takes the connection and finds the
+// domain in the topology, so that one value says where the queue is.
+func jetStreamOf(nc *nats.Conn, t Topology, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
+	if err := t.validate(); err != nil {
+		return nil, err
+	}
+	js, err := JetStream(nc, t.Domain, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return js, nil
+}
+
 // openStream finds the stream named name, and refuses with ErrNoTopology,
 // naming the domain reached, when it does not exist.
 func openStream(ctx context.Context, js jetstream.JetStream, t Topology, name string) (jetstream.Stream, error) {

@@ -51,7 +51,7 @@ func newFuzzRig(t testing.TB) *fuzzRig {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	top := Topology{AckWait: 2 * time.Second, DuplicateWindow: time.Minute}
-	r.s, err = EnsureTopology(ctx, r.js, top, true)
+	r.s, err = EnsureTopology(ctx, r.js.Conn(), top, true)
 	require.NoError(t, err)
 	r.tokens, err = r.js.Stream(ctx, top.TokenStream())
 	require.NoError(t, err)

@@ -350,7 +350,7 @@ func TestProducerCannotInflateThePlan(t *testing.T) {
 	t.Parallel()
 	a := attackSetup(t)
 	ctx := testContext(t)
-	require.NoError(t, SetPlan(ctx, a.admin, Topology{}, 2))
+	require.NoError(t, SetPlan(ctx, a.admin.Conn(), Topology{}, 2))
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	_, err := a.astream.CreateOrUpdatePushConsumer(cctx, jetstream.ConsumerConfig{
 		Name: "inflate", DeliverSubject: dispatcher.PlanSubject, AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy})
@@ -365,7 +365,7 @@ func TestProducerCannotInflateThePlan(t *testing.T) {
 	info, err := ps.Info(ctx)
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), info.State.Msgs, "the plan holds exactly the threads the admin set")
-	n, err := PlanThreads(ctx, a.admin)
+	n, err := PlanThreads(ctx, a.admin.Conn(), Topology{})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 }
@@ -409,7 +409,7 @@ func frozenTask(t *testing.T, id string) (*bundle, jetstream.JetStream, jetstrea
 	ctx := testContext(t)
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
-	s, err := EnsureTopology(ctx, js, b.top, false)
+	s, err := EnsureTopology(ctx, js.Conn(), b.top, false)
 	require.NoError(t, err)
 	r, err := b.client.Submit(ctx, turnstileTask(id))
 	require.NoError(t, err)

@@ -32,7 +32,7 @@ func payloadSetup(t *testing.T) (*server.Server, jetstream.JetStream, *nats.Conn
 	anc, _ := roleConn(t, ns, "admin")
 	ajs, err := jetstream.New(anc)
 	require.NoError(t, err)
-	_, err = EnsureTopology(ctx, ajs, top, true)
+	_, err = EnsureTopology(ctx, ajs.Conn(), top, true)
 	require.NoError(t, err)
 
 	wnc, _ := roleConn(t, ns, "worker")

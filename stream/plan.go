@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -32,7 +33,11 @@ func PlanEarly() PlanOption { return func(o *planOptions) { o.early = true } }
 // set; workers pick a change up within planRefresh. Threads held while the
 // quota changes are given back as their solves end, so for a moment the old
 // holders and the new quota may overlap.
-func SetPlan(ctx context.Context, js jetstream.JetStream, t Topology, threads int, opts ...PlanOption) error {
+func SetPlan(ctx context.Context, nc *nats.Conn, t Topology, threads int, opts ...PlanOption) error {
+	js, err := jetStreamOf(nc, t)
+	if err != nil {
+		return err
+	}
 	t = t.withDefaults()
 	var o planOptions
 	for _, opt := range opts {
@@ -108,7 +113,11 @@ func (t Topology) storage() jetstream.StorageType {
 }
 
 // PlanThreads returns the plan-wide thread quota, 0 when none is set.
-func PlanThreads(ctx context.Context, js jetstream.JetStream) (int, error) {
+func PlanThreads(ctx context.Context, nc *nats.Conn, t Topology) (int, error) {
+	js, err := jetStreamOf(nc, t)
+	if err != nil {
+		return 0, err
+	}
 	n, _, err := dispatcher.PlanSettings(ctx, js)
 	return n, err
 }

@@ -28,7 +28,7 @@ func TestPlanEarlyGivesThreadsBack(t *testing.T) {
 		if early {
 			opts = append(opts, PlanEarly())
 		}
-		require.NoError(t, SetPlan(ctx, js, b.top, 1, opts...))
+		require.NoError(t, SetPlan(ctx, js.Conn(), b.top, 1, opts...))
 		entered := make(chan string, 2)
 		finish := make(chan struct{})
 		b.startWorker(t, WorkerConfig{Threads: 2, Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {

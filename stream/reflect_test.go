@@ -62,8 +62,8 @@ func TestProducerCannotMakeTheServerAnswerIntoAStream(t *testing.T) {
 	t.Cleanup(func() { stop(); <-done })
 	_, err = snc.Subscribe("captchaq.store", func(m *nats.Msg) { _ = m.Respond([]byte(`{"room":1}`)) })
 	require.NoError(t, err)
-	require.NoError(t, SetPlan(ctx, sjs, Topology{}, 2))
-	_, err = EnsureTimings(ctx, sjs, Topology{})
+	require.NoError(t, SetPlan(ctx, sjs.Conn(), Topology{}, 2))
+	_, err = EnsureTimings(ctx, sjs.Conn(), Topology{})
 	require.NoError(t, err)
 
 	anc, _ := roleConn(t, ns, "producer")

@@ -19,8 +19,13 @@ import (
 // Run pulls and solves tasks until ctx ends, then stops pulling, lets
 // in-flight solves finish within ShutdownGrace, hands back the rest without
 // spending an attempt, and returns nil. It returns a *FatalError when the
-// service refuses the worker itself.
+// service refuses the worker itself. Before the first task, every
+// ShareTimingsEvery and once more as it returns, it shares what its
+// solving client learned with the pool (WorkerConfig.Learner).
 func (w *Worker) Run(ctx context.Context) error {
+	// What the solving client learns is shared with the pool until Run
+	// returns, and once more then.
+	defer w.shareLearning(ctx)()
 	// hard outlives ctx by the grace period: in-flight solves run under it.
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()

@@ -62,9 +62,9 @@ func ensureAsAdmin(t testing.TB, nc *nats.Conn, top Topology) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = EnsureTopology(ctx, js, top, true)
+	_, err = EnsureTopology(ctx, js.Conn(), top, true)
 	require.NoError(t, err)
-	_, err = EnsureTimings(ctx, js, top)
+	_, err = EnsureTimings(ctx, js.Conn(), top)
 	require.NoError(t, err)
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/internal/quantile"
+	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -180,7 +181,7 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 	}
 	st.OldestQueuedSeconds = st.OldestQueued.Seconds()
 
-	threads, err := PlanThreads(ctx, c.js)
+	threads, _, err := dispatcher.PlanSettings(ctx, c.js)
 	if err != nil {
 		return st, err
 	}

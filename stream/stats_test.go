@@ -21,7 +21,7 @@ func TestStatsCountsQueuesPlanAndOutcomes(t *testing.T) {
 	ctx := testContext(t)
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
-	require.NoError(t, SetPlan(ctx, js, Topology{}, 3))
+	require.NoError(t, SetPlan(ctx, js.Conn(), Topology{}, 3))
 
 	// First a batch that ends: three solved, one solved on its second
 	// attempt, one dead.

@@ -149,7 +149,7 @@ func TestPauseLane(t *testing.T) {
 	// A topology update (captchaq server starting again) keeps the pause.
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
-	_, err = EnsureTopology(ctx, js, Topology{}, true)
+	_, err = EnsureTopology(ctx, js.Conn(), Topology{}, true)
 	require.NoError(t, err)
 	st, err = b.client.Stats(ctx, time.Hour)
 	require.NoError(t, err)

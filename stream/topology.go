@@ -1,10 +1,12 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,7 +50,8 @@ type Topology struct {
 	// DefaultTokenMaxBytes.
 	TokenMaxBytes int64
 	// DuplicateWindow is how long a task id is remembered to drop a
-	// re-published task. Default 2m.
+	// re-published task: at most Retention. Default 2m, or Retention when
+	// that is shorter.
 	DuplicateWindow time.Duration
 	// AckWait is how long a worker may stay silent before its task is handed
 	// to another. Workers send a heartbeat every AckWait/3. Default 30s.
@@ -88,26 +91,58 @@ const (
 	DefaultMaxInFlight = 10000
 )
 
+// validate reports the first field of t that is out of range, by name.
+// Zero fields take their defaults (withDefaults); nothing else is replaced.
+func (t Topology) validate() error {
+	switch {
+	case t.Replicas < 0:
+		return fmt.Errorf("topology: Replicas %d: want 0 (default 1) or more", t.Replicas)
+	case t.Retention < 0:
+		return fmt.Errorf("topology: Retention %s: want 0 (default %s) or more", t.Retention, DefaultRetention)
+	case t.MaxBytes < 0:
+		return fmt.Errorf("topology: MaxBytes %d: want 0 (no bound but Retention) or more", t.MaxBytes)
+	case t.TokenMaxBytes < 0:
+		return fmt.Errorf("topology: TokenMaxBytes %d: want 0 (default %d) or more", t.TokenMaxBytes, DefaultTokenMaxBytes)
+	case t.DuplicateWindow < 0:
+		return fmt.Errorf("topology: DuplicateWindow %s: want 0 (default %s) or more", t.DuplicateWindow, DefaultDuplicateWindow)
+	case t.AckWait < 0:
+		return fmt.Errorf("topology: AckWait %s: want 0 (default %s) or more", t.AckWait, DefaultAckWait)
+	case t.MaxInFlight < 0:
+		return fmt.Errorf("topology: MaxInFlight %d: want 0 (default %d) or more", t.MaxInFlight, DefaultMaxInFlight)
+	}
+	if retention := cmp.Or(t.Retention, DefaultRetention); t.DuplicateWindow > retention {
+		return fmt.Errorf("topology: DuplicateWindow %s: longer than the Retention %s (JetStream keeps no id longer than its messages)", t.DuplicateWindow, retention)
+	}
+	for lane, n := range t.LaneLimits {
+		if !slices.Contains(Lanes, lane) {
+			return fmt.Errorf("topology: LaneLimits[%q]: no such lane, want one of %v", lane, Lanes)
+		}
+		if n < 0 {
+			return fmt.Errorf("topology: LaneLimits[%q] %d: want 0 (no lane limit) or more", lane, n)
+		}
+	}
+	return nil
+}
+
+// withDefaults is t with its zero fields set to their defaults. A zero
+// DuplicateWindow is the default or the Retention, whichever is shorter.
 func (t Topology) withDefaults() Topology {
 	if t.Stream == "" {
 		t.Stream = DefaultStream
 	}
-	if t.Replicas <= 0 {
+	if t.Replicas == 0 {
 		t.Replicas = 1
 	}
-	if t.Retention <= 0 {
+	if t.Retention == 0 {
 		t.Retention = DefaultRetention
 	}
-	if t.DuplicateWindow <= 0 {
-		t.DuplicateWindow = DefaultDuplicateWindow
+	if t.DuplicateWindow == 0 {
+		t.DuplicateWindow = min(DefaultDuplicateWindow, t.Retention)
 	}
-	if t.DuplicateWindow > t.Retention {
-		t.DuplicateWindow = t.Retention
-	}
-	if t.AckWait <= 0 {
+	if t.AckWait == 0 {
 		t.AckWait = DefaultAckWait
 	}
-	if t.MaxInFlight <= 0 {
+	if t.MaxInFlight == 0 {
 		t.MaxInFlight = DefaultMaxInFlight
 	}
 	return t
@@ -357,8 +392,13 @@ func anchorShows(ctx context.Context, js jetstream.JetStream, streamName string)
 // EnsureTopology creates (or, with update, updates) the stream and the
 // workers' consumers. When it creates the stream, or runs with update, it
 // also stores the stream's anchor (wire.SubjectAnchor) unless the stream holds
-// one. It is idempotent; start order never matters.
-func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (jetstream.Stream, error) {
+// one. It is idempotent; start order never matters. It needs the admin's
+// permissions; nc reaches the stream's JetStream in t.Domain.
+func EnsureTopology(ctx context.Context, nc *nats.Conn, t Topology, update bool) (jetstream.Stream, error) {
+	js, err := jetStreamOf(nc, t)
+	if err != nil {
+		return nil, err
+	}
 	s, _, err := ensureTopology(ctx, js, t, update)
 	return s, err
 }

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/internal/completer"
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/executor"
@@ -30,6 +29,10 @@ type Worker struct {
 	s     jetstream.Stream
 	log   *slog.Logger
 	fatal chan error
+	// built is the solving client NewSolver built (nil: Solver given);
+	// learner is the client whose learning the worker shares (nil: none).
+	built   *solver.Client
+	learner Learner
 	// dispatch takes tasks for the free threads; exec executes one
 	// delivery; completer acks and erases finished task messages.
 	dispatch  *dispatcher.Dispatcher
@@ -37,7 +40,7 @@ type Worker struct {
 	completer *completer.Completer
 	// ackWait is the shortest ack wait of the workers' consumers.
 	ackWait time.Duration
-	// tokens is the token stream (token.go).
+	// tokens is the token stream.
 	tokens jetstream.Stream
 	// stopped is the refusal that stops the worker, once the service refused it.
 	stopped atomic.Pointer[FatalError]
@@ -73,45 +76,27 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Threads == 0 {
-		cfg.Threads = 4
-	}
-	if cfg.Name == "" {
-		host, _ := os.Hostname()
-		cfg.Name = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), nuid.Next()[16:])
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.ShutdownGrace <= 0 {
-		cfg.ShutdownGrace = 30 * time.Second
-	}
-	if cfg.TokenLifetimes == nil {
-		cfg.TokenLifetimes = DefaultTokenLifetimes
-	}
-	if cfg.DefaultDeadline <= 0 {
-		cfg.DefaultDeadline = DefaultDeadline
-	}
-	if cfg.IdleCheck <= 0 {
-		cfg.IdleCheck = time.Second
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Observer == nil {
-		cfg.Observer = nopObserver{}
-	}
-	cfg.Policy = cfg.Policy.WithDefaults()
-	js, err := JetStream(nc, cfg.Topology.Domain, jetstream.WithPublishAsyncTimeout(10*time.Second))
+	cfg = cfg.withDefaults()
+	js, err := jetStreamOf(nc, cfg.Topology, jetstream.WithPublishAsyncTimeout(10*time.Second))
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
+		return nil, err
 	}
 	top := cfg.Topology.withDefaults()
 	s, tokens, err := openTopology(ctx, js, top)
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, top: top, nc: nc, js: js, s: s, tokens: tokens, fatal: make(chan error, 1),
+	built, learner, err := cfg.solver(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	if built != nil {
+		cfg.Solver = built
+		if cfg.WrapSolver != nil {
+			cfg.Solver = cfg.WrapSolver(built)
+		}
+	}
+	w := &Worker{cfg: cfg, built: built, learner: learner, top: top, nc: nc, js: js, s: s, tokens: tokens, fatal: make(chan error, 1),
 		log:  cfg.Logger.With(slog.String("worker", cfg.Name)),
 		room: &workerRoom{s: s, nc: nc, maxBytes: s.CachedInfo().Config.MaxBytes}}
 	w.dispatch = dispatcher.New(nil)

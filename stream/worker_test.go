@@ -363,7 +363,7 @@ func TestFatalStopsIntakeWithPlanQuota(t *testing.T) {
 		ctx := testContext(t)
 		js, err := jetstream.New(b.nc)
 		require.NoError(t, err)
-		require.NoError(t, SetPlan(ctx, js, b.top, 1))
+		require.NoError(t, SetPlan(ctx, js.Conn(), b.top, 1))
 		tasks := make([]Task, 20)
 		for i := range tasks {
 			tasks[i] = turnstileTask(fmt.Sprintf("t%02d", i))
@@ -429,4 +429,33 @@ func TestWorkerConfigRefusedNotReplaced(t *testing.T) {
 		_, err := NewWorker(ctx, b.nc, cfg)
 		require.ErrorContains(t, err, want)
 	}
+}
+
+// A client's or a topology's configuration out of range is refused with the
+// field's name at every entry point, never replaced by a default.
+func TestConfigRefusedNotReplaced(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	for want, cfg := range map[string]ClientConfig{
+		"DefaultDeadline -1s":   {DefaultDeadline: -time.Second},
+		"Replicas -1":           {Topology: Topology{Replicas: -1}},
+		"Retention -1h0m0s":     {Topology: Topology{Retention: -time.Hour}},
+		"AckWait -1s":           {Topology: Topology{AckWait: -time.Second}},
+		"MaxInFlight -5":        {Topology: Topology{MaxInFlight: -5}},
+		"MaxBytes -1":           {Topology: Topology{MaxBytes: -1}},
+		"DuplicateWindow -1s":   {Topology: Topology{DuplicateWindow: -time.Second}},
+		"DuplicateWindow 2h0m":  {Topology: Topology{Retention: time.Hour, DuplicateWindow: 2 * time.Hour}},
+		`LaneLimits["medium"]`:  {Topology: Topology{LaneLimits: map[Lane]int{"medium": 3}}},
+		`LaneLimits["slow"] -2`: {Topology: Topology{LaneLimits: map[Lane]int{LaneSlow: -2}}},
+	} {
+		_, err := NewClient(ctx, b.nc, cfg)
+		require.ErrorContains(t, err, want)
+		if cfg.DefaultDeadline == 0 {
+			_, err = NewWorker(ctx, b.nc, WorkerConfig{Solver: tokenSolver(), Topology: cfg.Topology})
+			require.ErrorContains(t, err, want, "the worker checks its topology too")
+		}
+	}
+	_, err := NewWorker(ctx, b.nc, WorkerConfig{Solver: tokenSolver(), ShareTimingsEvery: -time.Second})
+	require.ErrorContains(t, err, "ShareTimingsEvery -1s")
 }

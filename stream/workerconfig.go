@@ -4,17 +4,41 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/nats-io/nuid"
 )
 
 // WorkerConfig configures a worker pool. The zero value of every field but
-// Solver is usable.
+// Solver (or NewSolver) is usable.
 type WorkerConfig struct {
-	// Solver solves the captchas. Required.
+	// Solver solves the captchas. It, or NewSolver, is required.
 	Solver solver.Solver
+	// NewSolver, instead of Solver, builds the worker's client of the
+	// solving service once the worker knows whether a plan-wide quota is
+	// set (SetPlan): learnPlan is true when none is, and the client then
+	// learns its plan window (solver.Config.LearnPlan) instead of
+	// submitting past the plan. Worker.SolverClient returns the client.
+	NewSolver func(learnPlan bool) (*solver.Client, error)
+	// WrapSolver, with NewSolver, wraps the client for the worker's calls
+	// (metrics, say); the client's learning is shared all the same.
+	WrapSolver func(solver.Solver) solver.Solver
+	// Learner is the client whose learning the worker shares with the
+	// pool: the solve times it learned, merged with the pool's
+	// (TimingsBucket, which an admin created) before the first task and
+	// every ShareTimingsEvery, and its plan window once the service has
+	// refused it for want of threads. Default: the client NewSolver
+	// built, or Solver when it learns (a *solver.Client does).
+	Learner Learner
+	// ShareTimingsEvery is how often the worker shares Learner's learning
+	// with the pool. Default DefaultShareTimingsEvery.
+	ShareTimingsEvery time.Duration
+	// LearnAlone keeps what Learner learns to this worker: nothing is
+	// shared, and it is forgotten on exit.
+	LearnAlone bool
 	// Threads is how many tasks this process solves at once. Default 4.
 	// A task's thread is free for the next task as soon as the service is
 	// done with it; recording its outcome goes on beside, for up to
@@ -63,8 +87,14 @@ type WorkerConfig struct {
 // Zero fields take their defaults; nothing else is replaced.
 func (cfg WorkerConfig) validate() error {
 	switch {
-	case cfg.Solver == nil:
-		return errors.New("worker: no Solver")
+	case cfg.Solver == nil && cfg.NewSolver == nil:
+		return errors.New("worker: no Solver (or NewSolver)")
+	case cfg.Solver != nil && cfg.NewSolver != nil:
+		return errors.New("worker: both Solver and NewSolver: set one")
+	case cfg.WrapSolver != nil && cfg.NewSolver == nil:
+		return errors.New("worker: WrapSolver without NewSolver: wrap the Solver you give yourself")
+	case cfg.ShareTimingsEvery < 0:
+		return fmt.Errorf("worker: ShareTimingsEvery %s: want 0 (default %s) or more", cfg.ShareTimingsEvery, DefaultShareTimingsEvery)
 	case cfg.Threads < 0:
 		return fmt.Errorf("worker: Threads %d: want 0 (default 4) or more", cfg.Threads)
 	case cfg.ShutdownGrace < 0:
@@ -82,7 +112,47 @@ func (cfg WorkerConfig) validate() error {
 	if err := cfg.Policy.Validate(); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	if err := cfg.Topology.validate(); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
 	return nil
+}
+
+// withDefaults is cfg with its zero fields set to their defaults.
+func (cfg WorkerConfig) withDefaults() WorkerConfig {
+	if cfg.Threads == 0 {
+		cfg.Threads = 4
+	}
+	if cfg.Name == "" {
+		host, _ := os.Hostname()
+		cfg.Name = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), nuid.Next()[16:])
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = 30 * time.Second
+	}
+	if cfg.TokenLifetimes == nil {
+		cfg.TokenLifetimes = DefaultTokenLifetimes
+	}
+	if cfg.DefaultDeadline == 0 {
+		cfg.DefaultDeadline = DefaultDeadline
+	}
+	if cfg.IdleCheck == 0 {
+		cfg.IdleCheck = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	cfg.Policy = cfg.Policy.WithDefaults()
+	if cfg.ShareTimingsEvery == 0 {
+		cfg.ShareTimingsEvery = DefaultShareTimingsEvery
+	}
+	return cfg
 }
 
 // DefaultTokenLifetimes are the token lifetimes by method: reCAPTCHA 120 s,

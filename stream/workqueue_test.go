@@ -163,7 +163,7 @@ func TestLimitsStreamOfAnEarlierVersionKeepsWorking(t *testing.T) {
 	_, err = js.CreateStream(ctx, old)
 	require.NoError(t, err)
 
-	s, err := EnsureTopology(ctx, js, Topology{MaxBytes: 1 << 30}, true)
+	s, err := EnsureTopology(ctx, js.Conn(), Topology{MaxBytes: 1 << 30}, true)
 	require.NoError(t, err, "an update must not try to change the retention")
 	require.Equal(t, jetstream.LimitsPolicy, s.CachedInfo().Config.Retention)
 	require.Equal(t, int64(1<<30), s.CachedInfo().Config.MaxBytes, "the rest of the update applies")

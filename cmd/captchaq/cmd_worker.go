@@ -343,11 +343,7 @@ func untilQueue(ctx context.Context, log *slog.Logger, do func() error) error {
 
 // noPlanQuota reports whether no plan-wide thread quota is set.
 func noPlanQuota(ctx context.Context, nc *nats.Conn, domain string) (bool, error) {
-	js, err := stream.JetStream(nc, domain)
-	if err != nil {
-		return false, err
-	}
-	n, err := stream.PlanThreads(ctx, js)
+	n, err := stream.PlanThreads(ctx, nc, stream.Topology{Domain: domain})
 	if err != nil {
 		return false, fmt.Errorf("read the plan quota: %w", err)
 	}
@@ -360,10 +356,9 @@ func noPlanQuota(ctx context.Context, nc *nats.Conn, domain string) (bool, error
 // bucket (a server whose admin has not run init since it exists) the worker
 // says so once and learns alone.
 func shareTimings(ctx context.Context, nc *nats.Conn, top stream.Topology, sc *solver.Client, every time.Duration, name string, log *slog.Logger) func() {
-	js, err := stream.JetStream(nc, top.Domain)
+	store, err := stream.OpenTimings(ctx, nc, top)
 	if err == nil {
-		var store *stream.Timings
-		if store, err = stream.OpenTimings(ctx, js, top); err == nil {
+		{
 			// The pool's timings before the first task, then every interval.
 			warned := false
 			share := func(ctx context.Context) {
