@@ -35,8 +35,8 @@ type ClientConfig struct {
 // validate reports the first field of cfg that is out of range, by name.
 // Zero fields take their defaults (withDefaults); nothing else is replaced.
 func (cfg ClientConfig) validate() error {
-	if cfg.DefaultDeadline < 0 {
-		return fmt.Errorf("client: DefaultDeadline %s: want 0 (default %s) or more", cfg.DefaultDeadline, DefaultDeadline)
+	if err := atLeastZero("client", "DefaultDeadline", cfg.DefaultDeadline, DefaultDeadline); err != nil {
+		return err
 	}
 	if err := cfg.Topology.validate(); err != nil {
 		return fmt.Errorf("client: %w", err)

@@ -108,10 +108,9 @@ func (w *Worker) shareLearning(ctx context.Context) func() {
 		defer close(done)
 		t := time.NewTicker(w.cfg.ShareTimingsEvery)
 		defer t.Stop()
-		for {
+		for ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
-				return
 			case <-t.C:
 				share(ctx)
 			}

@@ -94,31 +94,27 @@ const (
 // validate reports the first field of t that is out of range, by name.
 // Zero fields take their defaults (withDefaults); nothing else is replaced.
 func (t Topology) validate() error {
-	switch {
-	case t.Replicas < 0:
-		return fmt.Errorf("topology: Replicas %d: want 0 (default 1) or more", t.Replicas)
-	case t.Retention < 0:
-		return fmt.Errorf("topology: Retention %s: want 0 (default %s) or more", t.Retention, DefaultRetention)
-	case t.MaxBytes < 0:
-		return fmt.Errorf("topology: MaxBytes %d: want 0 (no bound but Retention) or more", t.MaxBytes)
-	case t.TokenMaxBytes < 0:
-		return fmt.Errorf("topology: TokenMaxBytes %d: want 0 (default %d) or more", t.TokenMaxBytes, DefaultTokenMaxBytes)
-	case t.DuplicateWindow < 0:
-		return fmt.Errorf("topology: DuplicateWindow %s: want 0 (default %s) or more", t.DuplicateWindow, DefaultDuplicateWindow)
-	case t.AckWait < 0:
-		return fmt.Errorf("topology: AckWait %s: want 0 (default %s) or more", t.AckWait, DefaultAckWait)
-	case t.MaxInFlight < 0:
-		return fmt.Errorf("topology: MaxInFlight %d: want 0 (default %d) or more", t.MaxInFlight, DefaultMaxInFlight)
+	const scope = "topology"
+	if err := cmp.Or(
+		atLeastZero(scope, "Replicas", t.Replicas, 1),
+		atLeastZero(scope, "Retention", t.Retention, DefaultRetention),
+		atLeastZero(scope, "MaxBytes", t.MaxBytes, "none: Retention alone bounds the stream"),
+		atLeastZero(scope, "TokenMaxBytes", t.TokenMaxBytes, DefaultTokenMaxBytes),
+		atLeastZero(scope, "DuplicateWindow", t.DuplicateWindow, DefaultDuplicateWindow),
+		atLeastZero(scope, "AckWait", t.AckWait, DefaultAckWait),
+		atLeastZero(scope, "MaxInFlight", t.MaxInFlight, DefaultMaxInFlight),
+	); err != nil {
+		return err
 	}
 	if retention := cmp.Or(t.Retention, DefaultRetention); t.DuplicateWindow > retention {
-		return fmt.Errorf("topology: DuplicateWindow %s: longer than the Retention %s (JetStream keeps no id longer than its messages)", t.DuplicateWindow, retention)
+		return fmt.Errorf("%s: DuplicateWindow %s: longer than the Retention %s (JetStream keeps no id longer than its messages)", scope, t.DuplicateWindow, retention)
 	}
 	for lane, n := range t.LaneLimits {
 		if !slices.Contains(Lanes, lane) {
-			return fmt.Errorf("topology: LaneLimits[%q]: no such lane, want one of %v", lane, Lanes)
+			return fmt.Errorf("%s: LaneLimits[%q]: no such lane, want one of %v", scope, lane, Lanes)
 		}
-		if n < 0 {
-			return fmt.Errorf("topology: LaneLimits[%q] %d: want 0 (no lane limit) or more", lane, n)
+		if err := atLeastZero(scope, fmt.Sprintf("LaneLimits[%q]", lane), n, "no lane limit"); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -447,4 +443,13 @@ func ensureTopology(ctx context.Context, js jetstream.JetStream, t Topology, upd
 		tryStoreAnchor(ctx, js, t.Stream)
 	}
 	return s, tokens, nil
+}
+
+// atLeastZero is the error of a field of scope's configuration that must
+// not be negative (zero takes its default, dflt); nil when it is not.
+func atLeastZero[T ~int | ~int64](scope, field string, v T, dflt any) error {
+	if v >= 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %s %v: want 0 (default %v) or more", scope, field, v, dflt)
 }

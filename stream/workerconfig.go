@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -93,16 +94,16 @@ func (cfg WorkerConfig) validate() error {
 		return errors.New("worker: both Solver and NewSolver: set one")
 	case cfg.WrapSolver != nil && cfg.NewSolver == nil:
 		return errors.New("worker: WrapSolver without NewSolver: wrap the Solver you give yourself")
-	case cfg.ShareTimingsEvery < 0:
-		return fmt.Errorf("worker: ShareTimingsEvery %s: want 0 (default %s) or more", cfg.ShareTimingsEvery, DefaultShareTimingsEvery)
-	case cfg.Threads < 0:
-		return fmt.Errorf("worker: Threads %d: want 0 (default 4) or more", cfg.Threads)
-	case cfg.ShutdownGrace < 0:
-		return fmt.Errorf("worker: ShutdownGrace %s: want 0 (default 30s) or more", cfg.ShutdownGrace)
-	case cfg.DefaultDeadline < 0:
-		return fmt.Errorf("worker: DefaultDeadline %s: want 0 (default %s) or more", cfg.DefaultDeadline, DefaultDeadline)
-	case cfg.IdleCheck < 0:
-		return fmt.Errorf("worker: IdleCheck %s: want 0 (default 1s) or more", cfg.IdleCheck)
+	}
+	const scope = "worker"
+	if err := cmp.Or(
+		atLeastZero(scope, "Threads", cfg.Threads, 4),
+		atLeastZero(scope, "ShutdownGrace", cfg.ShutdownGrace, 30*time.Second),
+		atLeastZero(scope, "DefaultDeadline", cfg.DefaultDeadline, DefaultDeadline),
+		atLeastZero(scope, "IdleCheck", cfg.IdleCheck, time.Second),
+		atLeastZero(scope, "ShareTimingsEvery", cfg.ShareTimingsEvery, DefaultShareTimingsEvery),
+	); err != nil {
+		return err
 	}
 	for method, d := range cfg.TokenLifetimes {
 		if d <= 0 {
