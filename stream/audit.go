@@ -10,8 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // TraceEntry is one step in the life of a task, for audits, as Trace returns

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
-	"github.com/nats-io/nats.go"
 )
 
 // Cancel asks that task id's latest submission not be solved. A worker that

@@ -17,10 +17,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/captchaq/captchaq/stream/internal/jscall"
-	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // relayQueue bounds the owners' cancels waiting to be checked. One that

@@ -8,12 +8,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/captchaq/captchaq/stream/internal/jscall"
-	"github.com/captchaq/captchaq/stream/internal/tracing"
-	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/tracing"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // ClientConfig configures a producer Client. The zero value is usable.

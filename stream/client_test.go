@@ -7,9 +7,10 @@ import (
 
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/wire"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/stretchr/testify/require"
 )

@@ -6,8 +6,9 @@ package stream
 import (
 	"fmt"
 
-	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // consumerName is the durable name of the workers' consumer for a lane and

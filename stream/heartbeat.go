@@ -7,10 +7,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/captchaq/captchaq/stream/internal/jscall"
-	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // announce stores the worker's heartbeat now and every wire.HeartbeatEvery until

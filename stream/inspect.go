@@ -9,9 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TaskStatus is where a task that has not ended stands, as TaskOf and Tasks

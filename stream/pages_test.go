@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // History counts what ended in each step and what was open at each point,

@@ -7,9 +7,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 )
 
 // PlanOption is an optional setting of SetPlan.

@@ -16,10 +16,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/captchaq/captchaq/stream/internal/jscall"
-	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // rePublish is the CAPTCHA stream's RePublish: the headers of everything it

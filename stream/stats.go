@@ -9,11 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/captchaq/captchaq/internal/quantile"
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // QueueStats is the state of one lane and priority: one workers' consumer.

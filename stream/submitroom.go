@@ -7,9 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A stream bounded by Topology.MaxBytes refuses what does not fit

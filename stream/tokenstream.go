@@ -10,8 +10,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // readToken reads the token of generation gen of task id from the token

@@ -5,10 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // TestUpdateLeavesAnUnchangedStreamAlone: EnsureTopology with update sends

@@ -10,11 +10,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
 	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 )
 
 // Wait blocks until task id has an outcome and returns it. It works whether

@@ -8,9 +8,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/nats-io/nuid"
+
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
-	"github.com/nats-io/nuid"
 )
 
 // WorkerConfig configures a worker pool. The zero value of every field but

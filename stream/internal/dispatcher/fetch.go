@@ -13,8 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // Fetch pulls up to n tasks without waiting: high priority first, in every

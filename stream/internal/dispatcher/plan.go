@@ -9,9 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/captchaq/captchaq/solver"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/solver"
 )
 
 // The plan-wide thread quota lives in a stream of its own: one message per

@@ -22,9 +22,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
-	"github.com/nats-io/nats.go"
 )
 
 // storeToken stores out, a solved outcome with its solution, in the token

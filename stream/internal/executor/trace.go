@@ -3,12 +3,13 @@ package executor
 import (
 	"context"
 
-	"github.com/captchaq/captchaq/solver"
-	"github.com/captchaq/captchaq/stream/internal/tracing"
-	"github.com/captchaq/captchaq/stream/wire"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/tracing"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // traceAttempt starts the span of one solving attempt, as a child of the

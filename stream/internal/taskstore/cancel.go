@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
-	"github.com/nats-io/nats.go"
 )
 
 // OwnerCancelScan is how many records of an owner's cancel subject a

@@ -8,11 +8,12 @@ import (
 	"maps"
 	"strconv"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ErrForged marks an envelope check that failed on what the stream holds,

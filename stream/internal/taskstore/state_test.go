@@ -5,9 +5,10 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // A generation's state is folded from the task's records alone: another

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/captchaq/captchaq/stream/wire"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // ReadToken reads the token of generation gen of task id from the token
