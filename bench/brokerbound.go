@@ -89,34 +89,46 @@ func (b *bench) systems() ([]system, error) {
 		{key: keyFloorExchangesSync, name: "bare JetStream doing captchaq's exchanges, SyncAlways, TCP, encrypted", durable: true, profiled: true,
 			run: func(ctx context.Context, l load) (outcome, error) { return runFloorExchanges(ctx, l, false) }},
 	}
-	if b.redis != "" {
-		pid, err := probeRedis(b.ctx, b.redis, false)
+	for _, r := range []struct {
+		addr, list, asynq string
+		durable           bool
+	}{
+		{b.redis, keyList, keyAsynq, false},
+		{b.redisDurable, keyListAlways, keyAsynqAlways, true},
+	} {
+		if r.addr == "" {
+			continue
+		}
+		pid, err := probeRedis(b.ctx, r.addr, r.durable)
 		if err != nil {
 			return nil, err
 		}
-		addr := b.redis
-		out = append(out,
-			system{key: keyList, name: "Redis list (RPUSH/BLPOP/HSET/PUBLISH), no persistence", external: true, brokerPID: pid,
-				run: func(ctx context.Context, l load) (outcome, error) { return runRedisList(ctx, l, addr) }},
-			system{key: keyAsynq, name: "hibiken/asynq, no persistence", external: true, brokerPID: pid,
-				run: func(ctx context.Context, l load) (outcome, error) { return runAsynq(ctx, l, addr) }})
-	}
-	if b.redisDurable != "" {
-		pid, err := probeRedis(b.ctx, b.redisDurable, true)
-		if err != nil {
-			return nil, err
-		}
-		addr := b.redisDurable
-		out = append(out,
-			system{key: keyListAlways, name: "Redis list, appendfsync always", durable: true, external: true, brokerPID: pid,
-				run: func(ctx context.Context, l load) (outcome, error) { return runRedisList(ctx, l, addr) }},
-			system{key: keyAsynqAlways, name: "hibiken/asynq, appendfsync always", durable: true, external: true, brokerPID: pid,
-				run: func(ctx context.Context, l load) (outcome, error) { return runAsynq(ctx, l, addr) }})
+		out = append(out, redisSystems(r.addr, r.list, r.asynq, r.durable, pid)...)
 	}
 	if b.filter != "" {
 		out = slices.DeleteFunc(out, func(s system) bool { return !b.selected(s.name) })
 	}
 	return out, nil
+}
+
+// redisSystems are the two systems on the redis-server at addr, with the
+// process id pid: a plain Redis list and hibiken/asynq, with or without
+// appendfsync always (durable).
+func redisSystems(addr, listKey, asynqKey string, durable bool, pid int) []system {
+	persistence := "no persistence"
+	if durable {
+		persistence = "appendfsync always"
+	}
+	listName := "Redis list (RPUSH/BLPOP/HSET/PUBLISH), " + persistence
+	if durable {
+		listName = "Redis list, " + persistence
+	}
+	return []system{
+		{key: listKey, name: listName, durable: durable, external: true, brokerPID: pid,
+			run: func(ctx context.Context, l load) (outcome, error) { return runRedisList(ctx, l, addr) }},
+		{key: asynqKey, name: "hibiken/asynq, " + persistence, durable: durable, external: true, brokerPID: pid,
+			run: func(ctx context.Context, l load) (outcome, error) { return runAsynq(ctx, l, addr) }},
+	}
 }
 
 // brokerRow is one system at one thread count: its burst and its paced run.

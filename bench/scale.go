@@ -1,20 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	httppprof "net/http/pprof"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,120 +16,8 @@ import (
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
-	"github.com/captchaq/captchaq/stream/broker"
 	"github.com/captchaq/captchaq/stream/wire"
 )
-
-// child is a subprocess of this program (serve or worker).
-type child struct {
-	cmd  *exec.Cmd
-	line string // the first line it printed
-}
-
-// startChild runs this program with args and waits for its first line of
-// output (serve prints its URL, worker prints "ready").
-func startChild(args ...string) (*child, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(self, args...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", args[0], err)
-	}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		for sc.Scan() {
-		}
-	}()
-	select {
-	case l, ok := <-lines:
-		if !ok {
-			_ = cmd.Wait()
-			return nil, fmt.Errorf("%s exited before it was ready", args[0])
-		}
-		return &child{cmd: cmd, line: l}, nil
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return nil, fmt.Errorf("%s not ready within 30s", args[0])
-	}
-}
-
-func (c *child) pid() int { return c.cmd.Process.Pid }
-
-// stop interrupts the child and waits for it, killing it after 10 s.
-func (c *child) stop() {
-	_ = c.cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan struct{})
-	go func() { _ = c.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-done
-	}
-}
-
-// serveMain is the serve subcommand: an embedded nats-server on 127.0.0.1
-// (LazySync) with its store in dir; prints its URL, runs until interrupted.
-// With pprofAddr set it also serves net/http/pprof there and prints the
-// address it got after the URL, on the same line.
-func serveMain(ctx context.Context, dir string, lazy bool, pprofAddr string) error {
-	ns, err := broker.Start(broker.Config{StoreDir: dir, LazySync: lazy, Listen: true})
-	if err != nil {
-		return err
-	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	line := ns.ClientURL()
-	if pprofAddr != "" {
-		ln, err := net.Listen("tcp", pprofAddr)
-		if err != nil {
-			return err
-		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("/debug/pprof/", httppprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = hs.Serve(ln) }()
-		defer hs.Close()
-		line += " " + ln.Addr().String()
-	}
-	fmt.Println(line)
-	<-ctx.Done()
-	return nil
-}
-
-// workerMain is the worker subcommand: a captchaq worker with threads
-// threads solving through the solving service at solverURL.
-func workerMain(ctx context.Context, natsURL, solverURL string, threads int, scale float64) error {
-	nc, err := nats.Connect(natsURL, nats.Name("bench-rss-worker"))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	sc, err := solver.NewClient(solver.Config{BaseURL: solverURL, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: scale},
-		MinSubmitInterval: time.Millisecond, SubmitBurst: -1})
-	if err != nil {
-		return err
-	}
-	w, err := stream.NewWorker(ctx, nc, stream.WorkerConfig{Solver: sc, Threads: threads, Name: "bench-rss-worker", ShutdownGrace: time.Millisecond})
-	if err != nil {
-		return err
-	}
-	fmt.Println("ready")
-	return w.Run(ctx)
-}
 
 // depthResult is one queue depth of the scale run.
 type depthResult struct {
@@ -370,78 +251,6 @@ func dropAnchor(ctx context.Context, nc *nats.Conn) error {
 	}
 	if err := s.Purge(ctx, jetstream.WithPurgeSubject(wire.SubjectAnchor)); err != nil {
 		return fmt.Errorf("delete the anchor: %w", err)
-	}
-	return nil
-}
-
-// fetchProfile writes a CPU profile of the serve subprocess taken over d.
-func fetchProfile(ctx context.Context, addr, path string, d time.Duration) error {
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, max(int(d.Seconds()), 1))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("server profile: %w", err)
-	}
-	defer resp.Body.Close()
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return fmt.Errorf("server profile: %w", err)
-	}
-	return f.Close()
-}
-
-// cpuTime returns the user and system CPU time a process (0: this one) has
-// used, from /proc/<pid>/stat, or 0 if it cannot be read. It assumes the
-// usual 100 clock ticks per second.
-func cpuTime(pid int) time.Duration {
-	path := "/proc/self/stat"
-	if pid > 0 {
-		path = fmt.Sprintf("/proc/%d/stat", pid)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	// The command name (field 2) may hold spaces: count fields after it.
-	_, rest, ok := strings.Cut(string(b), ") ")
-	if !ok {
-		return 0
-	}
-	f := strings.Fields(rest)
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
-}
-
-func dirSize(dir string) int64 {
-	var n int64
-	_ = walk(dir, func(size int64) { n += size })
-	return n
-}
-
-func walk(dir string, f func(int64)) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			_ = walk(dir+"/"+e.Name(), f)
-			continue
-		}
-		if info, err := e.Info(); err == nil {
-			f(info.Size())
-		}
 	}
 	return nil
 }

@@ -40,17 +40,14 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -273,184 +270,6 @@ func (d *Dashboard) task(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"task": ti, "trace": tr})
-}
-
-// changeFunc makes one change with a client that has the admin's
-// credentials, and says what it did.
-type changeFunc func(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error)
-
-// errBadRequest marks a change request that is wrong in itself.
-var errBadRequest = errors.New("bad request")
-
-// change guards a change: same origin, this dashboard's CSRF token, a JSON
-// body, and the operator's credentials, which must carry the admin's
-// permissions.
-func (d *Dashboard) change(fn changeFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		fail := func(code int, format string, args ...any) {
-			writeJSON(w, code, map[string]string{"error": fmt.Sprintf(format, args...)})
-		}
-		if o := r.Header.Get("Origin"); o != "" && !d.originAllowed(o) {
-			fail(http.StatusForbidden, "request from another site (Origin %s)", o)
-			return
-		}
-		if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-			fail(http.StatusForbidden, "request from another site")
-			return
-		}
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Captchaq-CSRF")), []byte(d.csrf)) != 1 {
-			fail(http.StatusForbidden, "missing or stale page token: reload the dashboard")
-			return
-		}
-		if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
-			fail(http.StatusUnsupportedMediaType, "want a JSON body")
-			return
-		}
-		if d.cfg.Connect == nil {
-			fail(http.StatusForbidden, "this dashboard is read-only")
-			return
-		}
-		user, password, ok := r.BasicAuth()
-		if !ok || user == "" {
-			fail(http.StatusUnauthorized, "sign in with the admin's NATS user and password to change anything")
-			return
-		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
-		if err != nil {
-			fail(http.StatusBadRequest, "read the request: %v", err)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-		defer cancel()
-		nc, err := d.cfg.Connect(ctx, user, password)
-		if err != nil {
-			fail(http.StatusUnauthorized, "NATS refused user %q: %v", user, err)
-			return
-		}
-		defer nc.Close()
-		if err := isAdmin(ctx, nc, d.cfg.Client.Domain()); err != nil {
-			fail(http.StatusForbidden, "user %q may not change anything here: replay, purge, cancel and pause need the admin's permissions (%v)", user, err)
-			return
-		}
-		c, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "captchaq-dashboard-" + user, Topology: stream.Topology{Domain: d.cfg.Client.Domain()}})
-		if err != nil {
-			fail(http.StatusBadGateway, "%v", err)
-			return
-		}
-		msg, err := fn(ctx, c, body)
-		d.changed()
-		switch {
-		case errors.Is(err, errBadRequest):
-			fail(http.StatusBadRequest, "%v", err)
-		case err != nil:
-			d.cfg.Logger.Warn("dashboard change failed", slog.String("user", user), slog.String("path", r.URL.Path), slog.Any("error", err))
-			fail(http.StatusConflict, "%v", err)
-		default:
-			d.cfg.Logger.Info("dashboard change", slog.String("user", user), slog.String("path", r.URL.Path), slog.String("done", msg))
-			writeJSON(w, http.StatusOK, map[string]string{"ok": msg})
-		}
-	}
-}
-
-// isAdmin checks that nc's user has the admin's permissions, by asking for
-// the JetStream account's info: the shipped nats.conf grants that to the
-// admin alone, and a server without users to everyone. A refusal comes back
-// as a permission violation on the connection, or as no answer.
-func isAdmin(ctx context.Context, nc *nats.Conn, domain string) error {
-	js, err := stream.JetStream(nc, domain)
-	if err != nil {
-		return err
-	}
-	actx, cancel := context.WithTimeoutCause(ctx, 5*time.Second, errors.New("no answer to a JetStream account info request"))
-	defer cancel()
-	refused := make(chan error, 1)
-	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		if errors.Is(err, nats.ErrPermissionViolation) {
-			select {
-			case refused <- err:
-			default:
-			}
-			cancel()
-		}
-	})
-	if _, err := js.AccountInfo(actx); err != nil {
-		select {
-		case rerr := <-refused:
-			return rerr
-		default:
-		}
-		if cause := context.Cause(actx); cause != nil && !errors.Is(cause, context.Canceled) {
-			return cause
-		}
-		return err
-	}
-	return nil
-}
-
-func decode[T any](body json.RawMessage) (T, error) {
-	var v T
-	if err := json.Unmarshal(body, &v); err != nil {
-		return v, fmt.Errorf("%w: %v", errBadRequest, err)
-	}
-	return v, nil
-}
-
-func (d *Dashboard) replay(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
-	req, err := decode[struct{ ID string }](body)
-	if err != nil {
-		return "", err
-	}
-	if err := stream.ValidateID(req.ID); err != nil {
-		return "", fmt.Errorf("%w: %v", errBadRequest, err)
-	}
-	dl, err := c.DeadLetterOf(ctx, req.ID)
-	if err != nil {
-		return "", err
-	}
-	if dl.Reason == retry.ReasonCanceled {
-		return "", fmt.Errorf("%w: task %s was canceled: submit it anew if it is wanted after all", errBadRequest, req.ID)
-	}
-	r, err := c.Replay(ctx, req.ID)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("task %s is queued again (task message %d)", r.ID, r.Seq), nil
-}
-
-func (d *Dashboard) cancel(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
-	req, err := decode[struct{ ID string }](body)
-	if err != nil {
-		return "", err
-	}
-	t, err := c.Cancel(ctx, req.ID, "dashboard")
-	if err != nil {
-		return "", err
-	}
-	if t.Status == stream.TaskSolving {
-		return fmt.Sprintf("task %s canceled; its attempt already at the service still finishes", req.ID), nil
-	}
-	return fmt.Sprintf("task %s canceled: it ends dead/canceled without a call to the service", req.ID), nil
-}
-
-func (d *Dashboard) lane(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
-	req, err := decode[struct{ Lane, Action string }](body)
-	if err != nil {
-		return "", err
-	}
-	lane := stream.Lane(req.Lane)
-	switch req.Action {
-	case "pause":
-		if err := c.PauseLane(ctx, lane, time.Now().Add(100*365*24*time.Hour)); err != nil {
-			return "", err
-		}
-		return "lane " + req.Lane + " paused", nil
-	case "resume":
-		if err := c.ResumeLane(ctx, lane); err != nil {
-			return "", err
-		}
-		return "lane " + req.Lane + " resumed", nil
-	}
-	return "", fmt.Errorf("%w: action %q: want pause or resume", errBadRequest, req.Action)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

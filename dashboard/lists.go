@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -269,6 +268,19 @@ func list[T any](d *Dashboard, w http.ResponseWriter, r *http.Request, read func
 	writeJSON(w, http.StatusOK, p)
 }
 
+// rowsOf reads with read and makes each item a row, in the order read
+// returns them: the rows a list shows.
+func rowsOf[T, R any](read func(context.Context) ([]T, error), row func(T) R) func(context.Context) ([]R, error) {
+	return func(ctx context.Context) ([]R, error) {
+		items, err := read(ctx)
+		rows := make([]R, len(items))
+		for i, it := range items {
+			rows[i] = row(it)
+		}
+		return rows, err
+	}
+}
+
 // taskRow is a task as the list shows it.
 type taskRow struct {
 	stream.TaskInfo
@@ -277,14 +289,9 @@ type taskRow struct {
 }
 
 func (d *Dashboard) taskList(w http.ResponseWriter, r *http.Request) {
-	read := func(ctx context.Context) ([]taskRow, error) {
-		ts, err := d.readTasks(ctx)
-		rows := make([]taskRow, len(ts))
-		for i, t := range ts {
-			rows[i] = taskRow{TaskInfo: t, Cancelable: !t.Canceled && t.Status != stream.TaskDone}
-		}
-		return rows, err
-	}
+	read := rowsOf(d.readTasks, func(t stream.TaskInfo) taskRow {
+		return taskRow{TaskInfo: t, Cancelable: !t.Canceled && t.Status != stream.TaskDone}
+	})
 	list(d, w, r, read, func(f filter, t taskRow) bool { return f.task(t.TaskInfo) }, func(t taskRow) string { return t.Method }, nil)
 }
 
@@ -301,16 +308,13 @@ type deadRow struct {
 }
 
 func (d *Dashboard) deadList(w http.ResponseWriter, r *http.Request) {
-	read := func(ctx context.Context) ([]deadRow, error) {
-		ds, err := d.readDead(ctx)
-		rows := make([]deadRow, len(ds))
-		seen := map[string]bool{} // newest first: the first of an id is its latest
-		for i, x := range ds {
-			rows[i] = deadRow{DeadLetter: x, Replayable: replayable(x) && !seen[x.ID]}
-			seen[x.ID] = true
-		}
-		return rows, err
-	}
+	// One request, one read: seen covers the letters of that read.
+	seen := map[string]bool{} // newest first: the first of an id is its latest
+	read := rowsOf(d.readDead, func(x stream.DeadLetter) deadRow {
+		row := deadRow{DeadLetter: x, Replayable: replayable(x) && !seen[x.ID]}
+		seen[x.ID] = true
+		return row
+	})
 	list(d, w, r, read, func(f filter, x deadRow) bool { return f.deadLetter(x.DeadLetter) }, func(x deadRow) string { return x.Method },
 		func(p *page[deadRow], rows []deadRow, f filter) {
 			for _, x := range rows {
@@ -341,71 +345,4 @@ func (d *Dashboard) changed() {
 	d.tasks.drop()
 	d.outcomes.drop()
 	d.dead.drop()
-}
-
-func (d *Dashboard) signin(_ context.Context, _ *stream.Client, _ json.RawMessage) (string, error) {
-	return "signed in: the admin's permissions are checked", nil
-}
-
-func (d *Dashboard) deleteDead(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
-	req, err := decode[struct{ Seq uint64 }](body)
-	if err != nil {
-		return "", err
-	}
-	if req.Seq == 0 {
-		return "", fmt.Errorf("%w: want the dead letter's seq", errBadRequest)
-	}
-	var id string
-	n, err := c.PurgeWhere(ctx, func(x stream.DeadLetter) bool {
-		if x.Seq == req.Seq {
-			id = x.ID
-			return true
-		}
-		return false
-	})
-	if err != nil {
-		return "", err
-	}
-	if n == 0 {
-		return "", fmt.Errorf("no dead letter %d (deleted already?)", req.Seq)
-	}
-	return fmt.Sprintf("deleted dead letter %d of task %s", req.Seq, id), nil
-}
-
-// bulkFilter reads a bulk change's filter; it must name the newest letter
-// the operator saw (upto), so letters that died since are left alone.
-func bulkFilter(body json.RawMessage) (filter, error) {
-	q, err := decode[query](body)
-	if err != nil {
-		return filter{}, err
-	}
-	if q.Upto == 0 {
-		return filter{}, fmt.Errorf("%w: want upto, the newest dead letter the confirmation covered", errBadRequest)
-	}
-	q.Offset, q.Limit = "", ""
-	return q.parse(time.Now())
-}
-
-func (d *Dashboard) replayAll(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
-	f, err := bulkFilter(body)
-	if err != nil {
-		return "", err
-	}
-	rs, err := c.ReplayWhere(ctx, func(x stream.DeadLetter) bool { return replayable(x) && f.deadLetter(x) })
-	if err != nil {
-		return "", fmt.Errorf("replayed %d task(s), then: %w", len(rs), err)
-	}
-	return fmt.Sprintf("replayed %d task(s)", len(rs)), nil
-}
-
-func (d *Dashboard) purge(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
-	f, err := bulkFilter(body)
-	if err != nil {
-		return "", err
-	}
-	n, err := c.PurgeWhere(ctx, f.deadLetter)
-	if err != nil {
-		return "", fmt.Errorf("purged %d dead letter(s), then: %w", n, err)
-	}
-	return fmt.Sprintf("purged %d dead letter(s)", n), nil
 }

@@ -33,6 +33,8 @@ import (
 var (
 	siteEnvOnce  sync.Once
 	sitePassword = "site-link-test-secret"
+	// The password of the producers' link (user site-producers).
+	siteProducersPassword = "site-producers-link-test-secret"
 )
 
 func setSiteEnv(t *testing.T) {
@@ -43,7 +45,12 @@ func setSiteEnv(t *testing.T) {
 		if err != nil {
 			panic(err)
 		}
-		for k, v := range map[string]string{"CAPTCHAQ_SITE_PASSWORD_HASH": string(h), "CAPTCHAQ_HUB_LEAF_URL": "nats-leaf://127.0.0.1:1"} {
+		ph, err := bcrypt.GenerateFromPassword([]byte(siteProducersPassword), bcrypt.MinCost)
+		if err != nil {
+			panic(err)
+		}
+		for k, v := range map[string]string{"CAPTCHAQ_SITE_PASSWORD_HASH": string(h), "CAPTCHAQ_SITE_PRODUCERS_PASSWORD_HASH": string(ph),
+			"CAPTCHAQ_HUB_LEAF_URL": "nats-leaf://127.0.0.1:1", "CAPTCHAQ_HUB_PRODUCERS_LEAF_URL": "nats-leaf://127.0.0.1:1"} {
 			if err := os.Setenv(k, v); err != nil {
 				panic(err)
 			}
@@ -115,6 +122,7 @@ type sites struct {
 	hub, site *server.Server
 	link      *linkProxy
 	roles     bool
+	links     int // the site's leaf node links to the hub
 }
 
 // freePort is a loopback port nothing listens on now.
@@ -143,6 +151,13 @@ func traceKinds(tr []TraceEntry) map[string]int {
 // permission.
 func startSites(t *testing.T, top Topology, siteConf string, roles bool) *sites {
 	t.Helper()
+	return startSitesWith(t, top, siteConf, roles, nil)
+}
+
+// startSitesWith is startSites with editSite, when not nil, changing the
+// site's options before it starts.
+func startSitesWith(t *testing.T, top Topology, siteConf string, roles bool, editSite func(*server.Options)) *sites {
+	t.Helper()
 	setSiteEnv(t)
 	hopts, err := server.ProcessConfigFile(filepath.Join("..", "testdata", "leaf", "hub.conf"))
 	require.NoError(t, err)
@@ -153,8 +168,8 @@ func startSites(t *testing.T, top Topology, siteConf string, roles bool) *sites 
 	hopts.LeafNode.NoAdvertise = true
 	if !roles {
 		// Without the roles' users and accounts: one global account with
-		// JetStream, which the site's link joins.
-		hopts.Users, hopts.Accounts, hopts.LeafNode.Account = nil, nil, ""
+		// JetStream, which the site's one link joins.
+		hopts.Users, hopts.Accounts, hopts.LeafNode.Users = nil, nil, nil
 	}
 	hub := startServer(t, hopts)
 	s := &sites{hub: hub, roles: roles}
@@ -163,17 +178,32 @@ func startSites(t *testing.T, top Topology, siteConf string, roles bool) *sites 
 	sopts, err := server.ProcessConfigFile(filepath.Join("..", "testdata", "leaf", siteConf))
 	require.NoError(t, err)
 	sopts.Port, sopts.NoSigs = -1, true
-	if !roles {
-		sopts.Users = nil
-	}
 	if sopts.JetStream {
 		sopts.StoreDir = t.TempDir()
 	}
-	require.Len(t, sopts.LeafNode.Remotes, 1)
-	u, err := url.Parse(fmt.Sprintf("nats-leaf://site:%s@%s", sitePassword, s.link.addr))
-	require.NoError(t, err)
-	sopts.LeafNode.Remotes[0].URLs = []*url.URL{u}
+	// Two links through the proxy: the streams' account's and the producers'.
+	require.Len(t, sopts.LeafNode.Remotes, 2)
+	for _, r := range sopts.LeafNode.Remotes {
+		user, password := "site", sitePassword
+		if r.LocalAccount == "PRODUCERS" {
+			user, password = "site-producers", siteProducersPassword
+		}
+		u, err := url.Parse(fmt.Sprintf("nats-leaf://%s:%s@%s", user, password, s.link.addr))
+		require.NoError(t, err)
+		r.URLs = []*url.URL{u}
+	}
+	if !roles {
+		// The global account, with JetStream where the site has it, and
+		// one link.
+		sopts.Users, sopts.Accounts = nil, nil
+		sopts.LeafNode.Remotes = sopts.LeafNode.Remotes[:1]
+		sopts.LeafNode.Remotes[0].LocalAccount = ""
+	}
+	s.links = len(sopts.LeafNode.Remotes)
 	sopts.LeafNode.ReconnectInterval = 100 * time.Millisecond // the default is a second
+	if editSite != nil {
+		editSite(sopts)
+	}
 	s.site = startServer(t, sopts)
 	s.waitLinked(t)
 
@@ -191,10 +221,10 @@ func startServer(t *testing.T, opts *server.Options) *server.Server {
 	return ns
 }
 
-// waitLinked waits until the site's link to the hub is up.
+// waitLinked waits until the site's links to the hub are up.
 func (s *sites) waitLinked(t *testing.T) {
 	t.Helper()
-	require.Eventually(t, func() bool { return s.site.NumLeafNodes() == 1 && s.hub.NumLeafNodes() == 1 }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return s.site.NumLeafNodes() == s.links && s.hub.NumLeafNodes() == s.links }, 30*time.Second, 10*time.Millisecond)
 }
 
 // emulatorSolver is a solver against the project's emulator over loopback

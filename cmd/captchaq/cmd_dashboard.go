@@ -24,14 +24,9 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var hosts hostsFlag
 	fs.Var(&hosts, "allowed-host", "also answer to this host name (or host:port) besides the listen address, e.g. the name a reverse proxy or a browser uses; repeat, or separate with commas")
 	refresh := fs.Duration("refresh", time.Second, "how often the page gets a new snapshot (at least 250ms)")
-	var nf natsFlags
-	nf.register(fs)
-	var lf logFlags
-	lf.register(fs)
-	if err := parseArgs(fs, args, 0); err != nil {
-		return err
-	}
-	log, err := lf.logger(stderr)
+	nf := addFlags[natsFlags](fs)
+	lf := addFlags[logFlags](fs)
+	log, err := lf.parseArgs(fs, args, 0, stderr)
 	if err != nil {
 		return err
 	}
@@ -47,7 +42,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer ss.close()
 	connect := func(ctx context.Context, user, password string) (*nats.Conn, error) {
-		as := nf
+		as := *nf
 		as.user, as.password, as.creds = user, password, ""
 		nc, _, err := as.connect(ctx, "captchaq-dashboard-change")
 		return nc, err

@@ -56,11 +56,10 @@ func (d *deadFilterFlags) filter() (stream.DeadFilter, error) {
 }
 
 func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	sub, args, err := pickSubcommand("dead", deadVerbs, args, stdout)
+	sub, fs, nf, args, err := verbFlagSet("dead", deadVerbs, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("dead "+sub, synopsisOf(deadVerbs, sub), stdout)
 	var df deadFilterFlags
 	asJSON := fs.Bool("json", false, "print JSON (one object per line)")
 	all, yes, dryRun, wait := false, false, false, false
@@ -79,12 +78,7 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fs.BoolVar(&yes, "yes", false, "really delete them")
 		fs.BoolVar(&dryRun, "dry-run", false, "list what would be deleted, delete nothing")
 	}
-	var nf natsFlags
-	nf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, deadArgs[sub]); err != nil {
+	if err := parseArgs(fs, args, deadArgs[sub]); err != nil {
 		return err
 	}
 	f, err := df.filter()
@@ -94,106 +88,100 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if sub == "replay" {
 		// Every id is checked before any is replayed: a typo at the end of
 		// a list must not leave the ones before it queued (and paid for).
-		for _, id := range fs.Args() {
-			if err := stream.ValidateID(id); err != nil {
-				return usageError("%v; nothing replayed", err)
+		if err := validateIDs(fs.Args(), "nothing replayed"); err != nil {
+			return err
+		}
+	}
+	return nf.withSession(ctx, "captchaq-dead", stream.ClientConfig{Name: "captchaq-dead-" + sub}, func(ctx context.Context, c *stream.Client, ae *asyncErrors) error {
+		enc := json.NewEncoder(stdout)
+		switch sub {
+		case "ls":
+			ds, err := c.DeadLetters(ctx, f)
+			if err != nil {
+				return explain(err, ae)
 			}
-		}
-	}
-	ss, err := nf.session(ctx, "captchaq-dead", stream.ClientConfig{Name: "captchaq-dead-" + sub})
-	if err != nil {
-		return err
-	}
-	defer ss.close()
-	ctx, c, ae := ss.ctx, ss.client, ss.ae
-	enc := json.NewEncoder(stdout)
-	switch sub {
-	case "ls":
-		ds, err := c.DeadLetters(ctx, f)
-		if err != nil {
-			return explain(err, ae)
-		}
-		if *asJSON {
+			if *asJSON {
+				for _, d := range ds {
+					d.Task = nil // ls is a listing; show prints the task
+					_ = enc.Encode(d)
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tMETHOD\tHOST\tREASON\tERROR\tATTEMPTS\tDEAD AT\tREPLAYED")
 			for _, d := range ds {
-				d.Task = nil // ls is a listing; show prints the task
-				_ = enc.Encode(d)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.Method, d.Host, d.Reason, d.Error, d.Attempts,
+					d.DeadAt.UTC().Format(time.RFC3339), replayedText(d.Replayed))
+			}
+			return tw.Flush()
+		case "show":
+			if fs.NArg() != 1 {
+				return usageError("dead show: want one task id")
+			}
+			d, err := c.DeadLetterOf(ctx, fs.Arg(0))
+			if err != nil {
+				return explain(noDeadLetter(fs.Arg(0), err), ae)
+			}
+			if *asJSON {
+				return enc.Encode(d)
+			}
+			fmt.Fprintf(stdout, "id:            %s\nmethod:        %s\nhost:          %s\nreason:        %s\nerror:         %s\ndetail:        %s\nattempts:      %d\nsubject:       %s\nfirst failure: %s\nlast failure:  %s\ndead at:       %s\nreplayed:      %s\ndead letter:   %d (task message %d)\n",
+				d.ID, d.Method, d.Host, d.Reason, d.Error, orDash(d.Detail), d.Attempts, d.Subject, fmtTime(d.FirstFailure), fmtTime(d.LastFailure),
+				fmtTime(d.DeadAt), replayedText(d.Replayed), d.Seq, d.Gen)
+			return nil
+		case "replay":
+			var receipts []stream.Receipt
+			filtered := df.method != "" || df.reason != "" || df.since > 0
+			switch {
+			case fs.NArg() > 0 && (all || filtered):
+				return usageError("dead replay: give ids, or --all and filters, not both")
+			case all:
+				receipts, err = c.ReplayAll(ctx, f)
+			case fs.NArg() == 0:
+				return usageError("dead replay: want task ids, or --all")
+			default:
+				for _, id := range fs.Args() {
+					if _, err := c.DeadLetterOf(ctx, id); err != nil {
+						return explain(fmt.Errorf("%w; nothing replayed", noDeadLetter(id, err)), ae)
+					}
+				}
+				var errs []error
+				for _, id := range fs.Args() {
+					r, err := c.Replay(ctx, id)
+					if r.ID != "" && !r.Duplicate {
+						receipts = append(receipts, r) // queued, even if recording the replay failed
+					}
+					if err != nil {
+						errs = append(errs, noDeadLetter(id, err))
+					}
+				}
+				err = errors.Join(errs...)
+			}
+			for _, r := range receipts {
+				_ = enc.Encode(r)
+			}
+			if err != nil || !wait {
+				return explain(err, ae)
+			}
+			failed := 0
+			err = c.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
+				if err != nil {
+					failed++
+				}
+				_ = enc.Encode(o)
+			})
+			if err != nil {
+				return stillQueued(ctx, err, ae, len(receipts), false, 0)
+			}
+			if failed > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%d of %d replayed tasks not solved", failed, len(receipts))}
 			}
 			return nil
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tMETHOD\tHOST\tREASON\tERROR\tATTEMPTS\tDEAD AT\tREPLAYED")
-		for _, d := range ds {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.Method, d.Host, d.Reason, d.Error, d.Attempts,
-				d.DeadAt.UTC().Format(time.RFC3339), replayedText(d.Replayed))
-		}
-		return tw.Flush()
-	case "show":
-		if fs.NArg() != 1 {
-			return usageError("dead show: want one task id")
-		}
-		d, err := c.DeadLetterOf(ctx, fs.Arg(0))
-		if err != nil {
-			return explain(noDeadLetter(fs.Arg(0), err), ae)
-		}
-		if *asJSON {
-			return enc.Encode(d)
-		}
-		fmt.Fprintf(stdout, "id:            %s\nmethod:        %s\nhost:          %s\nreason:        %s\nerror:         %s\ndetail:        %s\nattempts:      %d\nsubject:       %s\nfirst failure: %s\nlast failure:  %s\ndead at:       %s\nreplayed:      %s\ndead letter:   %d (task message %d)\n",
-			d.ID, d.Method, d.Host, d.Reason, d.Error, orDash(d.Detail), d.Attempts, d.Subject, fmtTime(d.FirstFailure), fmtTime(d.LastFailure),
-			fmtTime(d.DeadAt), replayedText(d.Replayed), d.Seq, d.Gen)
-		return nil
-	case "replay":
-		var receipts []stream.Receipt
-		filtered := df.method != "" || df.reason != "" || df.since > 0
-		switch {
-		case fs.NArg() > 0 && (all || filtered):
-			return usageError("dead replay: give ids, or --all and filters, not both")
-		case all:
-			receipts, err = c.ReplayAll(ctx, f)
-		case fs.NArg() == 0:
-			return usageError("dead replay: want task ids, or --all")
-		default:
-			for _, id := range fs.Args() {
-				if _, err := c.DeadLetterOf(ctx, id); err != nil {
-					return explain(fmt.Errorf("%w; nothing replayed", noDeadLetter(id, err)), ae)
-				}
-			}
-			var errs []error
-			for _, id := range fs.Args() {
-				r, err := c.Replay(ctx, id)
-				if r.ID != "" && !r.Duplicate {
-					receipts = append(receipts, r) // queued, even if recording the replay failed
-				}
-				if err != nil {
-					errs = append(errs, noDeadLetter(id, err))
-				}
-			}
-			err = errors.Join(errs...)
-		}
-		for _, r := range receipts {
-			_ = enc.Encode(r)
-		}
-		if err != nil || !wait {
-			return explain(err, ae)
-		}
-		failed := 0
-		err = c.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
-			if err != nil {
-				failed++
-			}
-			_ = enc.Encode(o)
-		})
-		if err != nil {
-			return stillQueued(ctx, err, ae, len(receipts), false, 0)
-		}
-		if failed > 0 {
-			return &exitError{code: 1, err: fmt.Errorf("%d of %d replayed tasks not solved", failed, len(receipts))}
+		case "purge":
+			return purgeDead(ctx, c, ae, df, f, fs.Args(), all, yes, dryRun, stdout)
 		}
 		return nil
-	case "purge":
-		return purgeDead(ctx, c, ae, df, f, fs.Args(), all, yes, dryRun, stdout)
-	}
-	return nil
+	})
 }
 
 // purgeDead deletes exactly what the command line names: the dead letters of
@@ -285,45 +273,40 @@ func fmtTime(t time.Time) string {
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("trace", "ID [flags]", stdout)
 	asJSON := fs.Bool("json", false, "print JSON lines")
-	var nf natsFlags
-	nf.register(fs)
+	nf := addFlags[natsFlags](fs)
 	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usageError("trace: want one task id")
 	}
-	ss, err := nf.session(ctx, "captchaq-trace", stream.ClientConfig{})
-	if err != nil {
-		return err
-	}
-	defer ss.close()
-	ctx, c, ae := ss.ctx, ss.client, ss.ae
-	entries, err := c.Trace(ctx, fs.Arg(0))
-	if errors.Is(err, stream.ErrNotFound) {
-		return fmt.Errorf("no task %s in the stream: an unknown id, or older than the stream keeps", fs.Arg(0))
-	}
-	if err != nil {
-		return explain(err, ae)
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
+	return nf.withSession(ctx, "captchaq-trace", stream.ClientConfig{}, func(ctx context.Context, c *stream.Client, ae *asyncErrors) error {
+		entries, err := c.Trace(ctx, fs.Arg(0))
+		if errors.Is(err, stream.ErrNotFound) {
+			return fmt.Errorf("no task %s in the stream: an unknown id, or older than the stream keeps", fs.Arg(0))
+		}
+		if err != nil {
+			return explain(err, ae)
+		}
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			for _, e := range entries {
+				_ = enc.Encode(e)
+			}
+			return nil
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TIME\tSTEP\tATTEMPT\tWORKER/CLIENT\tCODE\tREASON\tDELAY\tDETAIL")
 		for _, e := range entries {
-			_ = enc.Encode(e)
+			delay := ""
+			if e.Delay > 0 {
+				delay = e.Delay.String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format("2006-01-02T15:04:05.000Z"), e.Kind, attemptText(e.Attempt),
+				cmp.Or(e.Worker, e.Client), e.Code, e.Reason, delay, e.Detail)
 		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tSTEP\tATTEMPT\tWORKER/CLIENT\tCODE\tREASON\tDELAY\tDETAIL")
-	for _, e := range entries {
-		delay := ""
-		if e.Delay > 0 {
-			delay = e.Delay.String()
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format("2006-01-02T15:04:05.000Z"), e.Kind, attemptText(e.Attempt),
-			cmp.Or(e.Worker, e.Client), e.Code, e.Reason, delay, e.Detail)
-	}
-	return tw.Flush()
+		return tw.Flush()
+	})
 }
 
 func attemptText(n int) string {
@@ -331,16 +314,6 @@ func attemptText(n int) string {
 		return ""
 	}
 	return fmt.Sprint(n)
-}
-
-// synopsisOf is the synopsis of verb name.
-func synopsisOf(subs []subcommand, name string) string {
-	for _, s := range subs {
-		if s.name == name {
-			return s.synopsis
-		}
-	}
-	return "[flags]"
 }
 
 func orDash(s string) string {

@@ -116,11 +116,7 @@ func (g *gatewayFlags) start(ctx context.Context, nc *nats.Conn, top stream.Topo
 // startIn starts the gateway on an in-process connection to ns, as the
 // producer user when a password is set (`run` and `server`).
 func (g *gatewayFlags) startIn(ctx context.Context, ns *server.Server, now func() time.Time, out io.Writer, log *slog.Logger) (stop func(), err error) {
-	opts := []nats.Option{nats.InProcessServer(ns), nats.Name("captchaq-gateway")}
-	if g.password != "" {
-		opts = append(opts, nats.UserInfo(g.user, g.password))
-	}
-	nc, err := nats.Connect("", opts...)
+	nc, err := connectInProcess(ns, "captchaq-gateway", g.user, g.password)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: connect in-process as %q (with a nats.conf that has users, set %s to that producer's password): %w",
 			g.user, envName("gateway-password"), err)
@@ -133,18 +129,19 @@ func (g *gatewayFlags) startIn(ctx context.Context, ns *server.Server, now func(
 	return func() { stopGW(); nc.Close() }, nil
 }
 
+// gatewaySynopsis is the usage line of `captchaq gateway`, and what it is.
+const gatewaySynopsis = "[flags]\n\n" +
+	"Serves the solving service's own API (in.php, res.php: CaptchaAI's and 2captcha's dialect) in front of\n" +
+	"captchaq, so that a script or SDK becomes a producer by changing its base URL and key (docs/gateway.md).\n" +
+	"It connects to NATS as a producer (--nats, --user, --password)."
+
 // runGateway serves the 2captcha-compatible HTTP API as a producer.
 func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("gateway", "[flags]\n\n"+
-		"Serves the solving service's own API (in.php, res.php: CaptchaAI's and 2captcha's dialect) in front of\n"+
-		"captchaq, so that a script or SDK becomes a producer by changing its base URL and key (docs/gateway.md).\n"+
-		"It connects to NATS as a producer (--nats, --user, --password).", stdout)
+	fs := newFlagSet("gateway", gatewaySynopsis, stdout)
 	var gf gatewayFlags
 	gf.register(fs, "")
-	var nf natsFlags
-	nf.register(fs)
-	var lf logFlags
-	lf.register(fs)
+	nf := addFlags[natsFlags](fs)
+	lf := addFlags[logFlags](fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}

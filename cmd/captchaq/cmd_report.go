@@ -11,19 +11,22 @@ import (
 	"github.com/captchaq/captchaq/stream"
 )
 
+// reportSynopsis is the usage line of `captchaq report`, and what its
+// argument may be.
+const reportSynopsis = "good|bad CAPTCHA_ID|TASK_ID [flags]\n\n" +
+	"CAPTCHA_ID is the solving service's id of the captcha: the outcome's captcha_id (digits).\n" +
+	"Given a captchaq task id instead, report looks its captcha_id up on the NATS server (--nats and\n" +
+	"the connection flags; any role may read it)."
+
 // runReport reports a solved captcha to the solving service as good
 // (reportgood) or bad (reportbad): `captchaq report good|bad ID`, where ID
 // is the service's captcha id (the outcome's captcha_id, all digits) or a
 // captchaq task id, whose captcha_id is looked up in the stream.
 func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("report", "good|bad CAPTCHA_ID|TASK_ID [flags]\n\n"+
-		"CAPTCHA_ID is the solving service's id of the captcha: the outcome's captcha_id (digits).\n"+
-		"Given a captchaq task id instead, report looks its captcha_id up on the NATS server (--nats and\n"+
-		"the connection flags; any role may read it).", stdout)
+	fs := newFlagSet("report", reportSynopsis, stdout)
 	var sf solverFlags
 	sf.registerService(fs)
-	var nf natsFlags
-	nf.register(fs)
+	nf := addFlags[natsFlags](fs)
 	if err := parseArgs(fs, args, 2); err != nil {
 		return err
 	}
@@ -39,7 +42,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	what := "captcha " + id
 	if strings.Trim(id, "0123456789") != "" {
-		cid, err := captchaIDOf(ctx, &nf, id)
+		cid, err := captchaIDOf(ctx, nf, id)
 		if err != nil {
 			return err
 		}

@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,9 +16,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/captchaq/captchaq/gateway"
-	"github.com/captchaq/captchaq/internal/quantile"
-	"github.com/captchaq/captchaq/internal/text"
-	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
@@ -36,13 +31,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	store := fs.String("store", "", "JetStream store directory, kept after the run for trace and dead ls (default: a temporary one, removed at exit)")
 	asJSON := fs.Bool("json", false, "print each outcome as a JSON line (the default when stdout is not a terminal; on one, a table)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up waiting after this long")
-	var sf solverFlags
-	sf.register(fs)
-	var pf policyFlags
-	pf.register(fs)
-	var lf logFlags
-	lf.register(fs)
+	sf := addFlags[solverFlags](fs)
+	pf := addFlags[policyFlags](fs)
+	lf := addFlags[logFlags](fs)
+	// run prints its outcomes on stdout and a summary on stderr: its log
+	// says only what goes wrong, and its help says so.
 	lf.level = "warn"
+	fs.Lookup("log-level").DefValue = "warn"
 	var gf gatewayFlags
 	gf.register(fs, "gateway-")
 	if err := parseArgs(fs, args, 1); err != nil {
@@ -99,14 +94,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if timing.Scale == 0 {
 		timing.Scale = sf.pollScale
 	}
-	timing.NoBatch = !sf.batch
-	svc, err := sf.profile()
-	if err != nil {
-		return err
-	}
 	now := time.Now // one clock for the workers and their solver
-	sc, err := solver.NewClient(solver.Config{BaseURL: sf.url, APIKey: key, Timing: timing, Logger: log, Service: svc,
-		OutageWarnAfter: sf.outageWarn, Now: now})
+	sf.now = now
+	sc, err := sf.clientWithKey(key, timing, nil)
 	if err != nil {
 		return err
 	}
@@ -127,7 +117,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("captchaq-run"))
+	nc, err := connectInProcess(ns, "captchaq-run", "", "")
 	if err != nil {
 		return err
 	}
@@ -166,7 +156,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}()
 	for i := range *workers {
-		wnc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name(fmt.Sprintf("captchaq-run-worker-%d", i+1)))
+		wnc, err := connectInProcess(ns, fmt.Sprintf("captchaq-run-worker-%d", i+1), "", "")
 		if err != nil {
 			return err
 		}
@@ -275,246 +265,4 @@ func urlHost(raw string) string {
 		return u.Host
 	}
 	return "(unparsable --solver-url)"
-}
-
-// outcomePrinter prints each outcome as it lands: JSON lines, or a table's
-// rows on a terminal (above the progress bar).
-type outcomePrinter struct {
-	w       io.Writer
-	json    bool
-	bar     *progress
-	headed  bool
-	started time.Time
-}
-
-func newOutcomePrinter(w io.Writer, asJSON bool, bar *progress) *outcomePrinter {
-	return &outcomePrinter{w: w, json: asJSON, bar: bar, started: time.Now()}
-}
-
-const outcomeRow = "%-24s %-8s %-14s %8s %8s  %s\n"
-
-func (p *outcomePrinter) print(o stream.Outcome, err error) {
-	if p.json {
-		_ = json.NewEncoder(p.w).Encode(o)
-		return
-	}
-	p.bar.clear()
-	if !p.headed {
-		fmt.Fprintf(p.w, outcomeRow, "ID", "STATUS", "METHOD", "ATTEMPTS", "SECONDS", "ANSWER / WHY")
-		p.headed = true
-	}
-	status, why := string(o.Status), truncate(o.Text(), 40)
-	switch {
-	case errors.Is(err, stream.ErrTokenExpired):
-		status, why = "expired", "solved, but the token expired before it was read"
-	case err != nil:
-		why = strings.TrimSpace(o.Reason + " " + o.Error + " " + o.Detail)
-	}
-	secs := ""
-	if o.SolveSeconds > 0 {
-		secs = fmt.Sprintf("%.1f", o.SolveSeconds)
-	}
-	fmt.Fprintf(p.w, outcomeRow, truncate(o.ID, 24), status, o.Method, fmt.Sprint(o.Attempts), secs, why)
-}
-
-// truncate fits s in a table cell of n bytes, "…" included (text.Cut).
-func truncate(s string, n int) string { return text.Cut(s, n-1) }
-
-// summary counts outcomes for the end-of-run report.
-type summary struct {
-	solved, expired, dead int
-	reasons               map[string][]string // "reason code" → task ids
-	times                 []float64
-	elapsed               time.Duration
-}
-
-func (s *summary) add(o stream.Outcome, err error) {
-	switch {
-	case err == nil:
-		s.solved++
-		s.times = append(s.times, o.SolveSeconds)
-	case errors.Is(err, stream.ErrTokenExpired):
-		s.expired++
-	default:
-		s.dead++
-		if s.reasons == nil {
-			s.reasons = map[string][]string{}
-		}
-		k := o.Reason + " " + o.Error
-		s.reasons[k] = append(s.reasons[k], o.ID)
-	}
-}
-
-func (s *summary) done() int { return s.solved + s.expired + s.dead }
-
-func (s *summary) print(w io.Writer, total int) {
-	slices.Sort(s.times)
-	fmt.Fprintf(w, "\ncaptchaq run: %d tasks in %s\n", total, s.elapsed.Round(100*time.Millisecond))
-	fmt.Fprintf(w, "  solved   %d\n", s.solved)
-	if s.expired > 0 {
-		fmt.Fprintf(w, "  expired  %d (solved, but the token expired before it was read)\n", s.expired)
-	}
-	fmt.Fprintf(w, "  dead     %d\n", s.dead)
-	keys := make([]string, 0, len(s.reasons))
-	for k := range s.reasons {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		ids := s.reasons[k]
-		slices.Sort(ids)
-		more := ""
-		if len(ids) > 10 {
-			ids, more = ids[:10], fmt.Sprintf(" and %d more (captchaq dead ls)", len(ids)-10)
-		}
-		fmt.Fprintf(w, "           %d × %s: %s%s\n", len(s.reasons[k]), strings.TrimSpace(k), strings.Join(ids, ", "), more)
-	}
-	if len(s.times) > 0 {
-		fmt.Fprintf(w, "  solve time p50 %.1fs, p95 %.1fs\n", quantile.Of(s.times, 0.5), quantile.Of(s.times, 0.95))
-	}
-	if secs := s.elapsed.Seconds(); secs > 0 {
-		fmt.Fprintf(w, "  throughput %.2f tasks/s (%.0f tasks/min)\n", float64(s.done())/secs, float64(s.done())/secs*60)
-	}
-}
-
-// tryNext, when tasks went dead, names the commands that show a dead
-// task's life and replay it: against the store run kept, or how to keep one.
-func (s *summary) tryNext(w io.Writer, store, file string) {
-	// An id that ran out of attempts first: a replay may well solve it.
-	id := ""
-	for k, ids := range s.reasons {
-		first := slices.Min(ids)
-		exhausted := strings.HasPrefix(k, string(retry.ReasonAttemptsExhausted)+" ")
-		if id == "" || exhausted && !s.exhausted(id) || exhausted == s.exhausted(id) && first < id {
-			id = first
-		}
-	}
-	if id == "" {
-		return
-	}
-	if store == "" {
-		fmt.Fprintf(w, "  try      keep the store to look into the dead tasks: `captchaq run --store demo %s`, then\n"+
-			"           `captchaq server --config '' --store demo &`, `captchaq trace %s`, `captchaq dead replay %s`\n", file, id, id)
-		return
-	}
-	fmt.Fprintf(w, "  try      with `captchaq server --config '' --store %s` running: `captchaq trace %s` (its whole life), `captchaq dead replay %s` (queue it again: a worker solves it)\n",
-		store, id, id)
-}
-
-// exhausted reports whether task id went dead for want of attempts.
-func (s *summary) exhausted(id string) bool {
-	for k, ids := range s.reasons {
-		if strings.HasPrefix(k, string(retry.ReasonAttemptsExhausted)+" ") && slices.Contains(ids, id) {
-			return true
-		}
-	}
-	return false
-}
-
-// progress draws a progress bar on a terminal, and nothing elsewhere. Its
-// clock moves every second (tick), outcomes or not.
-type progress struct {
-	w     io.Writer
-	total int
-	on    bool
-	start time.Time
-
-	mu   sync.Mutex
-	done int
-}
-
-func newProgress(w io.Writer) *progress {
-	return &progress{w: w, on: isTerminal(w), start: time.Now()}
-}
-
-// begin draws the bar for total tasks.
-func (p *progress) begin(total int) {
-	p.mu.Lock()
-	p.total = total
-	p.mu.Unlock()
-	p.update(0)
-}
-
-func (p *progress) update(done int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.done = done
-	p.draw()
-}
-
-// tick redraws the bar with the time elapsed.
-func (p *progress) tick() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.draw()
-}
-
-func (p *progress) draw() {
-	if !p.on || p.total == 0 {
-		return
-	}
-	const width = 40
-	n := p.done * width / p.total
-	fmt.Fprintf(p.w, "\r[%s%s] %d/%d  %s ", strings.Repeat("#", n), strings.Repeat(".", width-n), p.done, p.total,
-		time.Since(p.start).Round(time.Second))
-}
-
-// clear erases the bar, so that a line can be printed where it was; the
-// next update draws it again.
-func (p *progress) clear() {
-	if p.on {
-		p.mu.Lock()
-		fmt.Fprint(p.w, "\r\x1b[K")
-		p.mu.Unlock()
-	}
-}
-
-// say prints a line above the bar.
-func (p *progress) say(line string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.on {
-		fmt.Fprint(p.w, "\r\x1b[K")
-	}
-	fmt.Fprintln(p.w, line)
-	p.draw()
-}
-
-func (p *progress) finish() {
-	if p.on {
-		fmt.Fprintln(p.w)
-	}
-}
-
-// unreachableAfter is how long the solving service may fail to answer
-// before run says so: long enough to pass over one refused connection,
-// short enough that nobody watches a frozen screen wondering.
-const unreachableAfter = 2 * time.Second
-
-// watchService moves the bar's clock every second and says on the
-// terminal, once per outage, when the solving service cannot be reached,
-// and again when it answers. It returns when ctx ends.
-func watchService(ctx context.Context, bar *progress, sc *solver.Client, url string) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	said := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		since, err := sc.Unreachable()
-		switch {
-		case err != nil && !said && time.Since(since) >= unreachableAfter:
-			said = true
-			bar.say(fmt.Sprintf("captchaq run: the solving service at %s cannot be reached (%v); the tasks wait without spending attempts until it answers",
-				urlHost(url), err))
-		case err == nil && said:
-			said = false
-			bar.say("captchaq run: the solving service answers again")
-		default:
-			bar.tick()
-		}
-	}
 }

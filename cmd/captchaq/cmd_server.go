@@ -40,22 +40,15 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	listen := fs.String("listen", "127.0.0.1:4222", "without a config file (--config ''): the address clients connect to")
 	store := fs.String("store", "", "JetStream store directory (default: the config's store_dir, else ./data/jetstream)")
 	lazy := fs.Bool("lazy-sync", false, "fsync every 2 minutes instead of before every ack (faster; an OS crash can lose acknowledged tasks)")
-	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
-	early := fs.Bool("plan-early", false, planEarlyUsage)
+	plan := addFlags[planFlags](fs)
 	dash := fs.String("dashboard", "", "also serve the web dashboard on this address (e.g. 127.0.0.1:8080; beyond loopback only with --dashboard-token); empty: off")
 	dashToken := fs.String("dashboard-token", "", "require this token of the dashboard's browsers (open it with ?token=…)")
-	var admin adminFlags
-	admin.register(fs)
-	var top topoFlags
-	top.register(fs)
-	var lf logFlags
-	lf.register(fs)
+	admin := addFlags[adminFlags](fs)
+	top := addFlags[topoFlags](fs)
+	lf := addFlags[logFlags](fs)
 	var gf gatewayFlags
 	gf.register(fs, "gateway-")
-	if err := parseArgs(fs, args, 0); err != nil {
-		return err
-	}
-	log, err := lf.logger(stderr)
+	log, err := lf.parseArgs(fs, args, 0, stderr)
 	if err != nil {
 		return err
 	}
@@ -137,11 +130,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 
 	// Create or bring up to date the topology, as the admin.
-	opts := []nats.Option{nats.InProcessServer(ns), nats.Name("captchaq-server")}
-	if admin.password != "" {
-		opts = append(opts, nats.UserInfo(admin.user, admin.password))
-	}
-	nc, err := nats.Connect("", opts...)
+	nc, err := connectInProcess(ns, "captchaq-server", admin.user, admin.password)
 	if err != nil {
 		if errors.Is(err, nats.ErrAuthorization) || (admin.password != "" && errors.Is(err, io.ErrClosedPipe)) {
 			return fmt.Errorf("create the topology: %s refuses user %q (wrong password?): set %s (and %s if the admin is not %q): %w",
@@ -157,7 +146,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer stopGuard()
-	if err := ensureTopologyPatiently(ctx, ns, nc, top.topology(), *plan, *early, log); err != nil {
+	if err := ensureTopologyPatiently(ctx, ns, nc, top.topology(), plan.threads, plan.early, log); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "captchaq server ready on %s (store %s)\n", ns.ClientURL(), ns.JetStreamConfig().StoreDir)
@@ -219,6 +208,17 @@ func requiresAuth(opts *server.Options) bool {
 		len(opts.TrustedOperators) > 0 || opts.AuthCallout != nil
 }
 
+// planFlags set the plan-wide thread quota; server and init take them.
+type planFlags struct {
+	threads int // -1: leave the quota as it is
+	early   bool
+}
+
+func (p *planFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&p.threads, "plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
+	fs.BoolVar(&p.early, "plan-early", false, planEarlyUsage)
+}
+
 // planEarlyUsage is the --plan-early flag's help.
 const planEarlyUsage = "with --plan-threads: give a thread back when its captcha is probably solved (from the learned solve times), not when the answer is fetched, " +
 	"so the service's threads stay busy; the service may then be sent more captchas than the quota for a moment and refuse a few (no attempt spent)"
@@ -254,27 +254,22 @@ func ensureTopologyPatiently(ctx context.Context, ns *server.Server, nc *nats.Co
 	if !ns.JetStreamIsClustered() {
 		return ensureTopology(ctx, nc, top, planThreads, early)
 	}
-	wait, start := natsWaitFirst, time.Now()
+	b := newBackoff()
 	for {
 		if ns.JetStreamIsLeader() || ns.JetStreamIsCurrent() {
 			err := ensureTopology(ctx, nc, top, planThreads, early)
 			if err == nil || ctx.Err() != nil {
 				return err
 			}
-			log.Warn("the cluster could not create the topology yet; trying again", slog.Any("error", err), slog.Duration("retry_in", wait))
+			log.Warn("the cluster could not create the topology yet; trying again", slog.Any("error", err), slog.Duration("retry_in", b.wait))
 		} else {
 			log.Warn("waiting for the cluster's peers: no JetStream leader yet", slog.Int("routes", ns.NumRoutes()),
-				slog.Duration("for", time.Since(start).Round(time.Second)), slog.Duration("retry_in", wait))
+				slog.Duration("for", b.waited()), slog.Duration("retry_in", b.wait))
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !b.sleep(ctx) {
 			return fmt.Errorf("no JetStream leader in the cluster after %s (%d route(s) up): are the other nodes started, and do their routes reach this one?",
-				time.Since(start).Round(time.Second), ns.NumRoutes())
-		case <-t.C:
+				b.waited(), ns.NumRoutes())
 		}
-		wait = min(2*wait, natsWaitMax)
 	}
 }
 
@@ -282,12 +277,9 @@ func ensureTopologyPatiently(ctx context.Context, ns *server.Server, nc *nats.Co
 // does not run: a separately installed nats-server or a cluster.
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("init", "[flags]", stdout)
-	plan := fs.Int("plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
-	early := fs.Bool("plan-early", false, planEarlyUsage)
-	var nf natsFlags
-	nf.register(fs)
-	var top topoFlags
-	top.register(fs)
+	plan := addFlags[planFlags](fs)
+	nf := addFlags[natsFlags](fs)
+	top := addFlags[topoFlags](fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -298,7 +290,7 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer nc.Close()
 	fctx, cancel := ae.failFast(ctx)
 	defer cancel()
-	if err := ensureTopology(fctx, nc, nf.topology(top.topology()), *plan, *early); err != nil {
+	if err := ensureTopology(fctx, nc, nf.topology(top.topology()), plan.threads, plan.early); err != nil {
 		return explain(err, ae)
 	}
 	t := top.topology()

@@ -24,8 +24,7 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	interval := fs.Duration("interval", 2*time.Second, "with --watch, time between snapshots (at least 500ms)")
 	window := fs.Duration("window", time.Hour, "outcome counts and solve times cover this much recent time (0: all the stream keeps)")
 	asJSON := fs.Bool("json", false, "print one JSON object per snapshot")
-	var nf natsFlags
-	nf.register(fs)
+	nf := addFlags[natsFlags](fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -35,49 +34,42 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *window < 0 {
 		return usageError("--window %s: want 0 (all) or a positive duration", *window)
 	}
-	nc, ae, err := nf.connect(ctx, "captchaq-stats")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	fctx, cancel := ae.failFast(ctx)
-	defer cancel()
-	c, err := stream.NewClient(fctx, nc, stream.ClientConfig{Topology: nf.topology(stream.Topology{})})
-	if err != nil {
-		return explain(err, ae)
-	}
-	redraw := *watch && !*asJSON && isTerminal(stdout)
-	for n := 0; ; n++ {
-		st, err := c.Stats(fctx, *window)
-		if err != nil {
-			if *watch && ctx.Err() != nil {
+	// fctx ends as soon as the server refuses an operation; ctx, with
+	// --watch, when the user interrupts.
+	return nf.withSession(ctx, "captchaq-stats", stream.ClientConfig{}, func(fctx context.Context, c *stream.Client, ae *asyncErrors) error {
+		redraw := *watch && !*asJSON && isTerminal(stdout)
+		for n := 0; ; n++ {
+			st, err := c.Stats(fctx, *window)
+			if err != nil {
+				if *watch && ctx.Err() != nil {
+					return nil
+				}
+				return explain(err, ae)
+			}
+			switch {
+			case *asJSON:
+				_ = json.NewEncoder(stdout).Encode(st)
+			case redraw:
+				var b strings.Builder
+				printStats(&b, st)
+				// Home, the snapshot, then clear what an older, longer one left.
+				fmt.Fprint(stdout, "\x1b[H\x1b[2J"+b.String())
+			default:
+				if n > 0 {
+					fmt.Fprintln(stdout)
+				}
+				printStats(stdout, st)
+			}
+			if !*watch {
 				return nil
 			}
-			return explain(err, ae)
-		}
-		switch {
-		case *asJSON:
-			_ = json.NewEncoder(stdout).Encode(st)
-		case redraw:
-			var b strings.Builder
-			printStats(&b, st)
-			// Home, the snapshot, then clear what an older, longer one left.
-			fmt.Fprint(stdout, "\x1b[H\x1b[2J"+b.String())
-		default:
-			if n > 0 {
-				fmt.Fprintln(stdout)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(*interval):
 			}
-			printStats(stdout, st)
 		}
-		if !*watch {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(*interval):
-		}
-	}
+	})
 }
 
 // isTerminal reports whether w is a terminal (a character device).

@@ -90,8 +90,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("submit", "[flags] FILE|-", stdout)
 	wait := fs.Bool("wait", false, "after submitting, print each outcome as it arrives; exit 1 unless every task is solved")
 	timeout := fs.Duration("timeout", 0, "with --wait, give up after this long (default: no limit)")
-	var nf natsFlags
-	nf.register(fs)
+	nf := addFlags[natsFlags](fs)
 	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
@@ -103,50 +102,46 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer in.Close()
-	ss, err := nf.session(ctx, "captchaq-submit", stream.ClientConfig{})
-	if err != nil {
-		return err
-	}
-	defer ss.close()
-	ctx, c, ae := ss.ctx, ss.client, ss.ae
-	tasks, named, err := readTasks(in, c, stderr)
-	if err != nil {
-		return &exitError{code: 2, err: err}
-	}
-	if len(tasks) == 0 {
-		return usageError("no task in %s: want one JSON object per line", inputName(fs.Arg(0)))
-	}
-	receipts, err := c.SubmitAll(ctx, tasks)
-	enc := json.NewEncoder(stdout)
-	for _, r := range receipts {
-		_ = enc.Encode(r)
-	}
-	if err != nil {
-		return explain(fmt.Errorf("submitted %d of %d: %w", len(receipts), len(tasks), err), ae)
-	}
-	if !*wait {
-		return nil
-	}
-	if *timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
-		defer cancel()
-	}
-	failed, arrived := 0, 0
-	err = c.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
-		arrived++
+	return nf.withSession(ctx, "captchaq-submit", stream.ClientConfig{}, func(ctx context.Context, c *stream.Client, ae *asyncErrors) error {
+		tasks, named, err := readTasks(in, c, stderr)
 		if err != nil {
-			failed++
+			return &exitError{code: 2, err: err}
 		}
-		_ = enc.Encode(o)
+		if len(tasks) == 0 {
+			return usageError("no task in %s: want one JSON object per line", inputName(fs.Arg(0)))
+		}
+		receipts, err := c.SubmitAll(ctx, tasks)
+		enc := json.NewEncoder(stdout)
+		for _, r := range receipts {
+			_ = enc.Encode(r)
+		}
+		if err != nil {
+			return explain(fmt.Errorf("submitted %d of %d: %w", len(receipts), len(tasks), err), ae)
+		}
+		if !*wait {
+			return nil
+		}
+		if *timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, *timeout)
+			defer cancel()
+		}
+		failed, arrived := 0, 0
+		err = c.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
+			arrived++
+			if err != nil {
+				failed++
+			}
+			_ = enc.Encode(o)
+		})
+		if err != nil {
+			return stillQueued(ctx, err, ae, len(receipts)-arrived, named, *timeout)
+		}
+		if failed > 0 {
+			return &exitError{code: 1, err: fmt.Errorf("%d of %d tasks not solved", failed, len(receipts))}
+		}
+		return nil
 	})
-	if err != nil {
-		return stillQueued(ctx, err, ae, len(receipts)-arrived, named, *timeout)
-	}
-	if failed > 0 {
-		return &exitError{code: 1, err: fmt.Errorf("%d of %d tasks not solved", failed, len(receipts))}
-	}
-	return nil
 }
 
 // stillQueued says what became of tasks a wait gave up on: they stay
@@ -192,57 +187,52 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	priority := fs.String("priority", "high", "high or normal (an interactive solve jumps the batch queue by default)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "give up after this long; it is also the task's deadline")
 	asJSON := fs.Bool("json", false, "print the whole outcome as JSON instead of the answer alone")
-	var nf natsFlags
-	nf.register(fs)
+	nf := addFlags[natsFlags](fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
 	if *method == "" {
 		return usageError("--method is required")
 	}
-	ss, err := nf.session(ctx, "captchaq-solve", stream.ClientConfig{})
-	if err != nil {
-		return err
-	}
-	defer ss.close()
-	ctx, c, ae := ss.ctx, ss.client, ss.ae
-	if *timeout <= 0 {
-		return usageError("--timeout %s: want a positive duration", *timeout)
-	}
-	task, err := c.Prepare(stream.Task{ID: *id, Method: *method, Params: params, Priority: stream.Priority(*priority), Deadline: time.Now().Add(*timeout)})
-	if err != nil {
-		return &exitError{code: 2, err: err}
-	}
-	sctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	for _, u := range solver.UnknownParams(*method, params) {
-		fmt.Fprintf(stderr, "warning: %s\n", u)
-	}
-	watched, stopWatch := make(chan struct{}), make(chan struct{})
-	go func() { defer close(watched); watchTask(sctx, stopWatch, c, task.ID, stderr) }()
-	out, err := c.Solve(sctx, task)
-	close(stopWatch)
-	<-watched
-	if *asJSON && out.ID != "" {
-		_ = json.NewEncoder(stdout).Encode(out)
-	}
-	if err != nil {
-		var te *stream.TaskError
-		if errors.As(err, &te) {
+	return nf.withSession(ctx, "captchaq-solve", stream.ClientConfig{}, func(ctx context.Context, c *stream.Client, ae *asyncErrors) error {
+		if *timeout <= 0 {
+			return usageError("--timeout %s: want a positive duration", *timeout)
+		}
+		task, err := c.Prepare(stream.Task{ID: *id, Method: *method, Params: params, Priority: stream.Priority(*priority), Deadline: time.Now().Add(*timeout)})
+		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
-		if sctx.Err() != nil {
-			return solveGaveUp(ctx, c, task.ID, *timeout, ae, err)
+		sctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		for _, u := range solver.UnknownParams(*method, params) {
+			fmt.Fprintf(stderr, "warning: %s\n", u)
 		}
-		if errors.Is(err, stream.ErrNotSolved) {
-			return fmt.Errorf("task %s not solved: %s", out.ID, deadWords(out))
+		watched, stopWatch := make(chan struct{}), make(chan struct{})
+		go func() { defer close(watched); watchTask(sctx, stopWatch, c, task.ID, stderr) }()
+		out, err := c.Solve(sctx, task)
+		close(stopWatch)
+		<-watched
+		if *asJSON && out.ID != "" {
+			_ = json.NewEncoder(stdout).Encode(out)
 		}
-		return explain(err, ae)
-	}
-	if !*asJSON {
-		fmt.Fprintln(stdout, out.Text())
-	}
-	return nil
+		if err != nil {
+			var te *stream.TaskError
+			if errors.As(err, &te) {
+				return &exitError{code: 2, err: err}
+			}
+			if sctx.Err() != nil {
+				return solveGaveUp(ctx, c, task.ID, *timeout, ae, err)
+			}
+			if errors.Is(err, stream.ErrNotSolved) {
+				return fmt.Errorf("task %s not solved: %s", out.ID, deadWords(out))
+			}
+			return explain(err, ae)
+		}
+		if !*asJSON {
+			fmt.Fprintln(stdout, out.Text())
+		}
+		return nil
+	})
 }
 
 // solveGaveUp says, in the user's terms, why solve has no answer: Ctrl-C
@@ -294,8 +284,7 @@ func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	id := fs.String("id", "", "only this task's outcomes")
 	status := fs.String("status", "", "only outcomes of this status: solved or dead")
 	since := fs.Duration("since", 0, "only outcomes stored within this long (e.g. 1h; default: all the stream keeps)")
-	var nf natsFlags
-	nf.register(fs)
+	nf := addFlags[natsFlags](fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -313,33 +302,29 @@ func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case fs.NArg() > 0:
 		return usageError("results: unexpected argument %q (a task id goes with --id)", fs.Arg(0))
 	}
-	ss, err := nf.session(ctx, "captchaq-results", stream.ClientConfig{})
-	if err != nil {
-		return err
-	}
-	defer ss.close()
-	ctx, c, ae := ss.ctx, ss.client, ss.ae
-	enc := json.NewEncoder(stdout)
-	var from time.Time
-	if *since > 0 {
-		from = time.Now().Add(-*since)
-	}
-	printed := 0
-	err = c.OutcomesSince(ctx, from, *follow, func(o stream.Outcome) {
-		if (*id == "" || o.ID == *id) && (*status == "" || string(o.Status) == *status) {
-			printed++
-			_ = enc.Encode(o)
+	return nf.withSession(ctx, "captchaq-results", stream.ClientConfig{}, func(ctx context.Context, c *stream.Client, ae *asyncErrors) error {
+		enc := json.NewEncoder(stdout)
+		var from time.Time
+		if *since > 0 {
+			from = time.Now().Add(-*since)
 		}
+		printed := 0
+		err := c.OutcomesSince(ctx, from, *follow, func(o stream.Outcome) {
+			if (*id == "" || o.ID == *id) && (*status == "" || string(o.Status) == *status) {
+				printed++
+				_ = enc.Encode(o)
+			}
+		})
+		if *follow && errors.Is(err, context.Canceled) {
+			return nil
+		}
+		if err == nil && *id != "" && printed == 0 {
+			// Asked about one task, an empty answer must not read as success.
+			return fmt.Errorf("no outcome of task %s%s: an unknown id, one that is not finished yet (captchaq task show %s), or older than the stream keeps",
+				*id, map[bool]string{true: " with status " + *status}[*status != ""], *id)
+		}
+		return explain(err, ae)
 	})
-	if *follow && errors.Is(err, context.Canceled) {
-		return nil
-	}
-	if err == nil && *id != "" && printed == 0 {
-		// Asked about one task, an empty answer must not read as success.
-		return fmt.Errorf("no outcome of task %s%s: an unknown id, one that is not finished yet (captchaq task show %s), or older than the stream keeps",
-			*id, map[bool]string{true: " with status " + *status}[*status != ""], *id)
-	}
-	return explain(err, ae)
 }
 
 // inputName is how messages name a task file argument.

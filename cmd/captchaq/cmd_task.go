@@ -23,11 +23,10 @@ var taskVerbs = []subcommand{
 var taskArgs = map[string]int{"ls": 0, "show": 1, "cancel": math.MaxInt}
 
 func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	sub, args, err := pickSubcommand("task", taskVerbs, args, stdout)
+	sub, fs, nf, args, err := verbFlagSet("task", taskVerbs, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("task "+sub, synopsisOf(taskVerbs, sub), stdout)
 	var (
 		lane, status string
 		limit        int
@@ -42,12 +41,7 @@ func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "show":
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 	}
-	var nf natsFlags
-	nf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, taskArgs[sub]); err != nil {
+	if err := parseArgs(fs, args, taskArgs[sub]); err != nil {
 		return err
 	}
 	f := stream.TaskFilter{Lane: stream.Lane(lane), Status: stream.TaskStatus(status), Limit: limit}
@@ -67,60 +61,54 @@ func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if sub == "cancel" {
 		// Every id is checked before any task is canceled.
-		for _, id := range fs.Args() {
-			if err := stream.ValidateID(id); err != nil {
-				return usageError("%v; nothing canceled", err)
+		if err := validateIDs(fs.Args(), "nothing canceled"); err != nil {
+			return err
+		}
+	}
+	return nf.withSession(ctx, "captchaq-task", stream.ClientConfig{Name: "captchaq-task-" + sub}, func(ctx context.Context, c *stream.Client, ae *asyncErrors) error {
+		enc := json.NewEncoder(stdout)
+		switch sub {
+		case "ls":
+			ts, err := c.Tasks(ctx, f)
+			if err != nil {
+				return explain(err, ae)
 			}
-		}
-	}
-	ss, err := nf.session(ctx, "captchaq-task", stream.ClientConfig{Name: "captchaq-task-" + sub})
-	if err != nil {
-		return err
-	}
-	defer ss.close()
-	ctx, c, ae := ss.ctx, ss.client, ss.ae
-	enc := json.NewEncoder(stdout)
-	switch sub {
-	case "ls":
-		ts, err := c.Tasks(ctx, f)
-		if err != nil {
-			return explain(err, ae)
-		}
-		if asJSON {
-			for _, t := range ts {
-				_ = enc.Encode(t)
+			if asJSON {
+				for _, t := range ts {
+					_ = enc.Encode(t)
+				}
+				return nil
+			}
+			printTasks(stdout, ts)
+			if limit > 0 && len(ts) == limit {
+				fmt.Fprintf(stdout, "(the first %d; --limit 0 lists all)\n", limit)
 			}
 			return nil
+		case "show":
+			t, err := c.TaskOf(ctx, fs.Arg(0))
+			if err != nil {
+				return explain(err, ae)
+			}
+			if asJSON {
+				return enc.Encode(t)
+			}
+			printTasks(stdout, []stream.TaskInfo{t})
+			return nil
 		}
-		printTasks(stdout, ts)
-		if limit > 0 && len(ts) == limit {
-			fmt.Fprintf(stdout, "(the first %d; --limit 0 lists all)\n", limit)
+		var errs []error
+		for _, id := range fs.Args() {
+			t, err := c.Cancel(ctx, id, "operator")
+			switch {
+			case err != nil:
+				errs = append(errs, explain(err, ae))
+			case t.Status == stream.TaskSolving:
+				fmt.Fprintf(stdout, "task %s: canceled, but its attempt is already at the service (worker %s): that answer is still stored; no retry follows\n", id, t.Worker)
+			default:
+				fmt.Fprintf(stdout, "task %s: canceled (was %s); it ends dead/canceled at its next delivery, without a call to the service\n", id, t.Status)
+			}
 		}
-		return nil
-	case "show":
-		t, err := c.TaskOf(ctx, fs.Arg(0))
-		if err != nil {
-			return explain(err, ae)
-		}
-		if asJSON {
-			return enc.Encode(t)
-		}
-		printTasks(stdout, []stream.TaskInfo{t})
-		return nil
-	}
-	var errs []error
-	for _, id := range fs.Args() {
-		t, err := c.Cancel(ctx, id, "operator")
-		switch {
-		case err != nil:
-			errs = append(errs, explain(err, ae))
-		case t.Status == stream.TaskSolving:
-			fmt.Fprintf(stdout, "task %s: canceled, but its attempt is already at the service (worker %s): that answer is still stored; no retry follows\n", id, t.Worker)
-		default:
-			fmt.Fprintf(stdout, "task %s: canceled (was %s); it ends dead/canceled at its next delivery, without a call to the service\n", id, t.Status)
-		}
-	}
-	return errors.Join(errs...)
+		return errors.Join(errs...)
+	})
 }
 
 func printTasks(w io.Writer, ts []stream.TaskInfo) {
@@ -147,17 +135,14 @@ var laneVerbs = []subcommand{
 }
 
 func runLane(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	sub, args, err := pickSubcommand("lane", laneVerbs, args, stdout)
+	sub, fs, nf, args, err := verbFlagSet("lane", laneVerbs, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("lane "+sub, synopsisOf(laneVerbs, sub), stdout)
 	var d time.Duration
 	if sub == "pause" {
 		fs.DurationVar(&d, "for", 0, "resume by itself after this long (default: until `captchaq lane resume`)")
 	}
-	var nf natsFlags
-	nf.register(fs)
 	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
@@ -200,14 +185,11 @@ var workersVerbs = []subcommand{
 }
 
 func runWorkers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	sub, args, err := pickSubcommand("workers", workersVerbs, args, stdout)
+	_, fs, nf, args, err := verbFlagSet("workers", workersVerbs, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("workers "+sub, synopsisOf(workersVerbs, sub), stdout)
 	asJSON := fs.Bool("json", false, "print JSON lines")
-	var nf natsFlags
-	nf.register(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/captchaq/captchaq/internal/storestatus"
 	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/broker"
 )
@@ -28,22 +29,12 @@ func guardStore(ns *server.Server, nc *nats.Conn, top stream.Topology, log *slog
 		return nil, err
 	}
 	tokens := &heldTokens{js: js, name: top.TokenStream(), log: log}
-	g := broker.WatchStore(ns, broker.GuardConfig{Logger: log, Reopening: tokens.save, Reopened: func() error {
+	return storestatus.Serve(ns, nc, broker.GuardConfig{Logger: log, Reopening: tokens.save, Reopened: func() error {
 		if err := reopened(); err != nil {
 			return err
 		}
 		return tokens.restore()
 	}})
-	sub, err := stream.ServeStoreStatus(nc, func() stream.StoreStatus {
-		st := g.Status()
-		return stream.StoreStatus{At: st.At, Dir: st.Dir, MaxStore: st.MaxStore, Used: st.Used, Free: st.Free, Room: st.Room,
-			Refusing: st.Refusing, Error: st.Error, Action: st.Action, Encrypted: broker.StoreEncrypted(ns)}
-	})
-	if err != nil {
-		g.Stop()
-		return nil, err
-	}
-	return func() { _ = sub.Unsubscribe(); g.Stop() }, nil
 }
 
 // printStore prints the broker's store line of `captchaq stats`.

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver/fakeapi"
+)
+
+// TestAcrossSitesRunsAsWritten runs docs/across-sites.md's "Try it on one
+// machine" as written: its blocks fenced ```sh, in order, in one bash (set
+// -e, as TestREADMEShellBlocks runs the README's), in a temporary directory
+// holding the shipped nats.conf and testdata/leaf/, with real processes: a
+// captchaq binary built from this checkout and nats-server built from the
+// very module version captchaq embeds (go.mod), so that the site runs
+// `nats-server -c testdata/leaf/site.conf` as the page says. What the test
+// changes, as the page says too: the fixed ports 4222 (the hub's, in
+// nats.conf), 7422 (the hub's leaf node port) and 4223 (the site's) are
+// moved to free ones, and the worker's service is the emulator
+// (CAPTCHAQ_SOLVER_URL, with its test key). Once with each site option:
+// site.conf as written, and site-js.conf in its place.
+//
+// The task is solved once, from the site, through the hub's one queue:
+// the emulator is paid once, the hub's store has the CAPTCHA stream, and a
+// site with JetStream of its own has none.
+func TestAcrossSitesRunsAsWritten(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	page, err := os.ReadFile(filepath.Join(root, "docs", "across-sites.md"))
+	require.NoError(t, err)
+	blocks := shellBlocks(string(page), "sh")
+	require.Len(t, blocks, 4, "the page's walkthrough: passwords, hub, site, worker and producer")
+
+	// The page makes the store key with openssl, as nats.conf says to;
+	// .ci/run installs it, and in CI (CI=true) a missing one fails.
+	if _, err := exec.LookPath("openssl"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("openssl, which the page's walkthrough runs, is not installed: %v", err)
+		}
+		t.Skipf("openssl, which the page's walkthrough runs, is not installed (.ci/run installs it): %v", err)
+	}
+
+	bin := t.TempDir()
+	for _, b := range [][]string{
+		{"go", "build", "-o", filepath.Join(bin, "captchaq"), "./cmd/captchaq"},
+		{"go", "build", "-o", filepath.Join(bin, "nats-server"), "github.com/nats-io/nats-server/v2"},
+	} {
+		build := exec.Command(b[0], b[1:]...)
+		build.Dir = root
+		out, err := build.CombinedOutput()
+		require.NoError(t, err, "%s: %s", strings.Join(b, " "), out)
+	}
+
+	for _, conf := range []string{"site.conf", "site-js.conf"} {
+		t.Run(conf, func(t *testing.T) {
+			t.Parallel()
+			hubPort, leafPort, sitePort := freePort(t), freePort(t), freePort(t)
+			dir := t.TempDir()
+			// The shipped files, with only the fixed ports moved.
+			copyFile(t, filepath.Join(root, "nats.conf"), filepath.Join(dir, "nats.conf"),
+				"127.0.0.1:4222", fmt.Sprintf("127.0.0.1:%d", hubPort))
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata", "leaf"), 0o755))
+			copyFile(t, filepath.Join(root, "testdata", "leaf", "hub.conf"), filepath.Join(dir, "testdata", "leaf", "hub.conf"),
+				"127.0.0.1:7422", fmt.Sprintf("127.0.0.1:%d", leafPort))
+			for _, f := range []string{"site.conf", "site-js.conf"} {
+				copyFile(t, filepath.Join(root, "testdata", "leaf", f), filepath.Join(dir, "testdata", "leaf", f))
+			}
+
+			script := readmeScript(t, blocks, map[string]string{
+				"127.0.0.1:7422":          fmt.Sprintf("127.0.0.1:%d", leafPort),
+				"4223":                    fmt.Sprint(sitePort),
+				"testdata/leaf/site.conf": "testdata/leaf/" + conf,
+			})
+			api, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.01, Seed: 1})
+
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "bash", "-c", script)
+			cmd.Dir = dir
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "CAPTCHAQ_") && !strings.HasPrefix(kv, "CAPTCHAAI_") && !strings.HasPrefix(kv, "GOFLAGS=") &&
+					!strings.HasPrefix(kv, "PATH=") {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
+			cmd.Env = append(cmd.Env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+				"CAPTCHAAI_API_KEY="+fakeapi.TestKey, "CAPTCHAQ_SOLVER_URL="+emu, "CAPTCHAQ_POLL_SCALE=0.01",
+				// Nothing reaches the paid service.
+				"HTTPS_PROXY=http://127.0.0.1:1", "HTTP_PROXY=http://127.0.0.1:1", "NO_PROXY=127.0.0.1,localhost")
+			// Its own process group: whatever the script left running is
+			// stopped with it.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+			var output strings.Builder
+			cmd.Stdout, cmd.Stderr = &output, &output
+			err := cmd.Run()
+			if cmd.Process != nil {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			}
+			require.NoError(t, err, "the page's shell blocks:\n%s\n--- output:\n%s", script, output.String())
+			got := output.String()
+
+			// solve printed the answer: the last line after its command.
+			_, after, ok := strings.Cut(got, "$ captchaq solve")
+			require.True(t, ok, got)
+			lines := strings.Split(strings.TrimSpace(after), "\n")
+			require.GreaterOrEqual(t, len(lines), 2, got)
+			require.NotEmpty(t, strings.TrimSpace(lines[1]), got)
+			require.Equal(t, 1, api.Stats().Submitted, "paid once:\n%s", got)
+			require.Equal(t, 1, api.Stats().Solved, got)
+
+			// The queue is the hub's; a site with JetStream has none.
+			require.DirExists(t, filepath.Join(dir, "data", "jetstream", "jetstream", "CAPTCHAQ", "streams", "CAPTCHA"))
+			if conf == "site-js.conf" {
+				require.DirExists(t, filepath.Join(dir, "data", "site-jetstream"))
+				matches, err := filepath.Glob(filepath.Join(dir, "data", "site-jetstream", "jetstream", "*", "streams", "*"))
+				require.NoError(t, err)
+				require.Empty(t, matches, "a stream at the site")
+			}
+		})
+	}
+}
+
+// copyFile copies src to dst, replacing each old text with its new one
+// (pairs).
+func copyFile(t *testing.T, src, dst string, oldNew ...string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	require.NoError(t, err)
+	s := string(b)
+	for i := 0; i+1 < len(oldNew); i += 2 {
+		require.Contains(t, s, oldNew[i], src)
+		s = strings.ReplaceAll(s, oldNew[i], oldNew[i+1])
+	}
+	require.NoError(t, os.WriteFile(dst, []byte(s), 0o600))
+}
+
+// TestAcrossSitesNamesEveryVariable: every environment variable the shipped
+// hub and site configs read (and nats.conf, which the hub includes) is
+// named on the page, so that a reader sets them all.
+func TestAcrossSitesNamesEveryVariable(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	page, err := os.ReadFile(filepath.Join(root, "docs", "across-sites.md"))
+	require.NoError(t, err)
+	files, err := filepath.Glob(filepath.Join(root, "testdata", "leaf", "*.conf"))
+	require.NoError(t, err)
+	require.Len(t, files, 3)
+	files = append(files, filepath.Join(root, "nats.conf"))
+	varRe := regexp.MustCompile(`(?m)^[^#]*\$(CAPTCHAQ_[A-Z_]+)`)
+	seen := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, m := range varRe.FindAllStringSubmatch(line, -1) {
+				seen[m[1]] = true
+				require.Contains(t, string(page), m[1], "%s reads $%s; the page does not name it", f, m[1])
+			}
+		}
+	}
+	require.Len(t, seen, 8, "the variables: %v", seen)
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+)
+
+// apiKey reads the solving service's key: from CAPTCHAAI_API_KEY, or from
+// the file named by --key-file. Never from a flag value, which ps shows.
+func apiKey(keyFile string) (string, error) {
+	if keyFile != "" {
+		b, err := os.ReadFile(keyFile)
+		if err != nil {
+			return "", fmt.Errorf("--key-file: %w", err)
+		}
+		k := strings.TrimSpace(string(b))
+		if k == "" {
+			return "", fmt.Errorf("--key-file %s: empty", keyFile)
+		}
+		return k, nil
+	}
+	return strings.TrimSpace(os.Getenv("CAPTCHAAI_API_KEY")), nil
+}
+
+// solverFlags choose the solving service and its key.
+type solverFlags struct {
+	url, keyFile string
+	pollScale    float64
+	submitEvery  time.Duration
+	submitBurst  int
+	batch        bool
+	service      string
+	outageWarn   time.Duration
+	log          *slog.Logger // the solver client's debug lines (hosts and codes only)
+	onCall       func(solver.Call)
+	now          func() time.Time // the clock the worker reads too
+	learnPlan    bool             // learn the plan window (solver.Config.LearnPlan)
+	pingback     *solver.Pingback // the service calls back (2captcha only)
+}
+
+// register adds every solver flag: the service's and the solving ones.
+func (s *solverFlags) register(fs *flag.FlagSet) {
+	s.registerService(fs)
+	s.registerSolving(fs)
+}
+
+// registerService adds the flags that choose the service and its key: all
+// that balance and report need.
+func (s *solverFlags) registerService(fs *flag.FlagSet) {
+	s.pollScale, s.submitEvery, s.submitBurst, s.batch = 1, 100*time.Millisecond, 55, true
+	fs.StringVar(&s.url, "solver-url", solver.DefaultBaseURL, "base URL of the 2captcha-compatible service (in.php, res.php)")
+	fs.StringVar(&s.keyFile, "key-file", "", "file holding the API key (default: env CAPTCHAAI_API_KEY)")
+}
+
+// registerSolving adds the flags that pace submitting and polling.
+func (s *solverFlags) registerSolving(fs *flag.FlagSet) {
+	fs.DurationVar(&s.submitEvery, "submit-interval", 100*time.Millisecond,
+		"least time between two in.php calls of this process; the service bans a key for 10 s over 60 calls in 3 s, so with N worker processes on one key give each N times 100ms")
+	fs.IntVar(&s.submitBurst, "submit-burst", 55, "at most this many in.php calls of this process in any 3 s; with N processes on one key keep the sum under 60")
+	fs.BoolVar(&s.batch, "poll-batch", false,
+		"ask res.php about all captchas in flight in one call (action=get&ids), which CaptchaAI does not document: fewer calls and answers found sooner where a service has it; one without it is detected and polled one by one")
+	fs.StringVar(&s.service, "service", "",
+		"the service's profile, captchaai or 2captcha: what ERROR_ZERO_BALANCE means (CaptchaAI: all plan threads busy, wait; 2captcha: no money, stop) and which methods exist (default: from the --solver-url host)")
+	fs.DurationVar(&s.outageWarn, "outage-warn-after", solver.DefaultOutageWarnAfter,
+		"when the service cannot be reached at all (connection refused, DNS, TLS), tasks wait without spending attempts; after this long the log says so at WARN every minute")
+	fs.Float64Var(&s.pollScale, "poll-scale", 1, "multiply every polling delay by this (only with a sped-up emulator: fakeapi --speed 10 goes with 0.1)")
+}
+
+func (s *solverFlags) client(timing solver.Timing) (*solver.Client, error) {
+	return s.clientWith(timing, nil)
+}
+
+// clientWith builds the solving service's client; hc (nil: the solver's own
+// default) sends its HTTP requests.
+func (s *solverFlags) clientWith(timing solver.Timing, hc *http.Client) (*solver.Client, error) {
+	key, err := apiKey(s.keyFile)
+	if err != nil {
+		return nil, err
+	}
+	if key == "" {
+		return nil, fmt.Errorf("no API key: set CAPTCHAAI_API_KEY or --key-file")
+	}
+	if timing.Scale == 0 && s.pollScale > 0 && s.pollScale != 1 {
+		timing.Scale = s.pollScale
+	}
+	return s.clientWithKey(key, timing, hc)
+}
+
+// clientWithKey builds the solving service's client with the given key;
+// every solver flag applies, whichever command registered them.
+func (s *solverFlags) clientWithKey(key string, timing solver.Timing, hc *http.Client) (*solver.Client, error) {
+	timing.NoBatch = !s.batch
+	svc, err := s.profile()
+	if err != nil {
+		return nil, err
+	}
+	return solver.NewClient(solver.Config{BaseURL: s.url, APIKey: key, Timing: timing, HTTPClient: hc, Logger: s.log,
+		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn, OnCall: s.onCall, Now: s.now, LearnPlan: s.learnPlan, Pingback: s.pingback})
+}
+
+// profile is the --service profile, or the one of the --solver-url host.
+func (s *solverFlags) profile() (solver.Service, error) {
+	if s.service == "" {
+		return solver.ServiceOf(s.url), nil
+	}
+	svc, err := solver.ParseService(s.service)
+	if err != nil {
+		return "", usageError("--service: %v", err)
+	}
+	return svc, nil
+}
+
+// policyFlags tune the retry policy.
+type policyFlags struct {
+	maxAttempts int
+	initial     time.Duration
+	maxInterval time.Duration
+}
+
+func (p *policyFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&p.maxAttempts, "max-attempts", retry.DefaultMaxAttempts, "attempts per task before it goes to the dead letter")
+	fs.DurationVar(&p.initial, "retry-initial", retry.DefaultInitialInterval, "delay after the first failed attempt (doubles per attempt, with jitter)")
+	fs.DurationVar(&p.maxInterval, "retry-max", retry.DefaultMaxInterval, "longest delay between attempts")
+}
+
+func (p *policyFlags) policy() retry.Policy {
+	return retry.Policy{MaxAttempts: p.maxAttempts, InitialInterval: p.initial, MaxInterval: p.maxInterval}
+}
