@@ -69,7 +69,7 @@ type Client struct {
 	nc *nats.Conn
 	js jetstream.JetStream
 	s  jetstream.Stream
-	// tokens is the token stream (token.go).
+	// tokens is the token stream (tokenstream.go).
 	tokens jetstream.Stream
 	cfg    ClientConfig
 	top    Topology

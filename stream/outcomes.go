@@ -1,5 +1,5 @@
-// Reading outcomes: the recent ones, those since a time (followed as they
-// come), and a solved outcome's token from the token stream.
+// Reading outcomes: those since a time (followed as they come), with when
+// they were stored, and a solved outcome's token from the token stream.
 
 package stream
 
@@ -14,30 +14,6 @@ import (
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
-
-// RecentOutcomes returns the outcomes stored since since, newest first, at
-// most limit of them (0: all), without their tokens (Wait and
-// OutcomesSince have those).
-func (c *Client) RecentOutcomes(ctx context.Context, since time.Time, limit int) ([]Outcome, error) {
-	var out []Outcome
-	err := scan(ctx, c, scanOpts{subjects: []string{wire.SubjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
-		var o Outcome
-		if json.Unmarshal(m.Data(), &o) == nil && o.ID != "" {
-			out = append(out, o)
-		}
-		return false, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("recent outcomes: %w", err)
-	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
-}
 
 // OutcomesSince calls fn with every outcome stored since since (zero: all
 // the stream keeps), oldest first, each with its token while the token

@@ -31,8 +31,8 @@ import (
 // headers (read.go), never with a consumer. nats-server cannot change a
 // stream's retention in place, so a stream created with Limits retention by
 // an earlier version keeps it: updates leave its retention as it is,
-// workers then delete each finished task themselves, and `captchaq server`
-// says how to move to WorkQueue (LimitsRetentionAdvice).
+// workers then delete each finished task themselves, and each worker says
+// in its log how to move to WorkQueue.
 type Topology struct {
 	// Stream is the stream's name. Default "CAPTCHA".
 	Stream string
@@ -288,10 +288,10 @@ func putStreamConfig(ctx context.Context, js jetstream.JetStream, cfg jetstream.
 	return nil, 0, fmt.Errorf("create stream %s: lost the race three times", cfg.Name)
 }
 
-// LimitsRetentionAdvice says, for a stream with Limits retention (created
+// limitsRetentionAdvice says, for a stream with Limits retention (created
 // by an earlier version), what it costs and how to move it to WorkQueue
 // retention; "" for any other stream.
-func LimitsRetentionAdvice(s jetstream.Stream) string {
+func limitsRetentionAdvice(s jetstream.Stream) string {
 	cfg := s.CachedInfo().Config
 	if cfg.Retention != jetstream.LimitsPolicy {
 		return ""

@@ -104,7 +104,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	w.dispatch.Plan, w.dispatch.Reach, w.dispatch.Log = &dispatcher.PlanGate{JS: js}, &w.reach, w.log
 	w.completer = completer.New(s, w.log, cfg.NoErase, w.storeEncrypted)
 	w.exec = w.executor(js, s, tokens)
-	if advice := LimitsRetentionAdvice(s); advice != "" {
+	if advice := limitsRetentionAdvice(s); advice != "" {
 		w.log.Warn(advice)
 	}
 	for _, wc := range workerConsumers() {

@@ -167,7 +167,7 @@ func TestLimitsStreamOfAnEarlierVersionKeepsWorking(t *testing.T) {
 	require.NoError(t, err, "an update must not try to change the retention")
 	require.Equal(t, jetstream.LimitsPolicy, s.CachedInfo().Config.Retention)
 	require.Equal(t, int64(1<<30), s.CachedInfo().Config.MaxBytes, "the rest of the update applies")
-	require.Contains(t, LimitsRetentionAdvice(s), "nats stream rm CAPTCHA")
+	require.Contains(t, limitsRetentionAdvice(s), "nats stream rm CAPTCHA")
 
 	b.client, err = NewClient(ctx, b.nc, ClientConfig{Name: "test-producer"})
 	require.NoError(t, err)
@@ -183,5 +183,5 @@ func TestNewStreamIsAWorkQueue(t *testing.T) {
 	b := setup(t, Topology{})
 	rw := b.startWorker(t, WorkerConfig{Name: "w", Threads: 1, Solver: tokenSolver()})
 	require.Equal(t, jetstream.WorkQueuePolicy, rw.w.s.CachedInfo().Config.Retention)
-	require.Empty(t, LimitsRetentionAdvice(rw.w.s))
+	require.Empty(t, limitsRetentionAdvice(rw.w.s))
 }
