@@ -251,9 +251,7 @@ func runCaptchaq(ctx context.Context, l load, lazy, tcp, plaintext bool) (outcom
 	}
 	defer wnc.Close()
 	// The admin's part: producers and workers only find the topology.
-	if ajs, err := stream.JetStream(pnc, ""); err != nil {
-		return outcome{}, err
-	} else if _, err := stream.EnsureTopology(ctx, ajs, stream.Topology{}, true); err != nil {
+	if _, err := stream.EnsureTopology(ctx, pnc, stream.Topology{}, true); err != nil {
 		return outcome{}, err
 	}
 	client, err := stream.NewClient(ctx, pnc, stream.ClientConfig{Name: "bench"})

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
@@ -28,7 +27,7 @@ type pool struct {
 	clients []*solver.Client
 	client  *stream.Client
 	connect func(...nats.Option) (*nats.Conn, error)
-	js      jetstream.JetStream
+	nc      *nats.Conn // the admin's and the producer's connection
 	stops   []func()
 }
 
@@ -100,10 +99,8 @@ func startPool(ctx context.Context, sc solverScenario, scale float64) (p *pool, 
 	p.stops = append(p.stops, nc.Close)
 	// An admin creates the topology (`captchaq server` does); producers
 	// and workers find it.
-	if p.js, err = jetstream.New(nc); err != nil {
-		return p, err
-	}
-	if _, err := stream.EnsureTopology(ctx, p.js, stream.Topology{}, true); err != nil {
+	p.nc = nc
+	if _, err := stream.EnsureTopology(ctx, p.nc, stream.Topology{}, true); err != nil {
 		return p, err
 	}
 	if p.client, err = stream.NewClient(ctx, nc, stream.ClientConfig{Name: "bench"}); err != nil {
@@ -114,7 +111,7 @@ func startPool(ctx context.Context, sc solverScenario, scale float64) (p *pool, 
 		if sc.early {
 			opts = append(opts, stream.PlanEarly())
 		}
-		if err := stream.SetPlan(ctx, p.js, stream.Topology{}, sc.plan, opts...); err != nil {
+		if err := stream.SetPlan(ctx, p.nc, stream.Topology{}, sc.plan, opts...); err != nil {
 			return p, err
 		}
 	}
@@ -122,18 +119,19 @@ func startPool(ctx context.Context, sc solverScenario, scale float64) (p *pool, 
 }
 
 // run starts the workers, each with its client and sc.threads threads (0:
-// the plan), reporting to obs, until stop. With sc.share each client starts
-// with the pool's timings and merges its own into them every sc.share (real
-// time), as `captchaq worker --share-timings` does.
+// the plan), reporting to obs, until stop. With sc.share each worker starts
+// with the pool's timings and merges its client's into them every sc.share
+// (scaled), as `captchaq worker --share-timings` does; without, each learns
+// alone.
 func (p *pool) run(ctx context.Context, obs stream.Observer) error {
 	threads := p.sc.threads
 	if threads == 0 {
 		threads = p.sc.plan
 	}
-	var store *stream.Timings
 	if p.sc.share > 0 {
-		var err error
-		if store, err = stream.EnsureTimings(ctx, p.js, stream.Topology{}); err != nil {
+		// The workers merge into the pool's timings; the bucket is the
+		// admin's to create (`captchaq server` does).
+		if _, err := stream.EnsureTimings(ctx, p.nc, stream.Topology{}); err != nil {
 			return err
 		}
 	}
@@ -147,24 +145,9 @@ func (p *pool) run(ctx context.Context, obs stream.Observer) error {
 			return err
 		}
 		p.stops = append(p.stops, wnc.Close)
-		if store != nil {
-			_ = c.ShareTimings(ctx, store)
-			running.Go(func() {
-				t := time.NewTicker(scaled(p.sc.share))
-				defer t.Stop()
-				for {
-					select {
-					case <-wctx.Done():
-						return
-					case <-t.C:
-						_ = c.ShareTimings(wctx, store)
-					}
-				}
-			})
-		}
 		w, err := stream.NewWorker(ctx, wnc, stream.WorkerConfig{Solver: c, Threads: threads, Name: fmt.Sprintf("bench-worker-%d", i), ShutdownGrace: time.Millisecond,
 			Policy:   retry.Policy{CapacityDelay: scaled(retry.DefaultCapacityDelay), CapacityMaxDelay: scaled(retry.DefaultCapacityMaxDelay)},
-			Observer: obs})
+			Observer: obs, ShareTimingsEvery: scaled(p.sc.share), LearnAlone: p.sc.share <= 0})
 		if err != nil {
 			return err
 		}

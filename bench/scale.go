@@ -16,6 +16,7 @@ import (
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // depthResult is one queue depth of the scale run.
@@ -68,7 +69,7 @@ type phaseResult struct {
 // runDepth fills a fresh server (a subprocess) with depth normal-priority
 // tasks, then, for each drain in turn, starts an 8-thread worker and submits
 // high-priority tasks at a steady rate, measuring how long each waits to be
-// dispatched. With noAnchor set, the stream's anchor (stream.SubjectAnchor)
+// dispatched. With noAnchor set, the stream's anchor (wire.SubjectAnchor)
 // is deleted as soon as the stream exists, and again after each drain's
 // EnsureTopology, which puts it back: the behaviour before the product stored
 // it. With profileDir set, the server's CPU profile of each phase is written
@@ -96,9 +97,7 @@ func runDepth(ctx context.Context, depth, probes int, rate float64, noAnchor boo
 	}
 	defer nc.Close()
 	// The admin's part: producers and workers only find the topology.
-	if ajs, err := stream.JetStream(nc, ""); err != nil {
-		return res, err
-	} else if _, err := stream.EnsureTopology(ctx, ajs, stream.Topology{}, true); err != nil {
+	if _, err := stream.EnsureTopology(ctx, nc, stream.Topology{}, true); err != nil {
 		return res, err
 	}
 	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "bench", DefaultDeadline: time.Hour})
@@ -163,11 +162,7 @@ func measureDispatch(ctx context.Context, client *stream.Client, natsURL string,
 	if d.laneLimit > 0 {
 		top.LaneLimits = map[stream.Lane]int{stream.LaneFast: d.laneLimit}
 	}
-	js, err := jetstream.New(wnc)
-	if err != nil {
-		return res, err
-	}
-	if _, err := stream.EnsureTopology(ctx, js, top, true); err != nil {
+	if _, err := stream.EnsureTopology(ctx, wnc, top, true); err != nil {
 		return res, err
 	}
 	if noAnchor {
@@ -254,7 +249,7 @@ func dropAnchor(ctx context.Context, nc *nats.Conn) error {
 	if err != nil {
 		return err
 	}
-	if err := s.Purge(ctx, jetstream.WithPurgeSubject(stream.SubjectAnchor)); err != nil {
+	if err := s.Purge(ctx, jetstream.WithPurgeSubject(wire.SubjectAnchor)); err != nil {
 		return fmt.Errorf("delete the anchor: %w", err)
 	}
 	return nil

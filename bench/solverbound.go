@@ -72,7 +72,7 @@ type solverScenario struct {
 	// CaptchaAI, or 2captcha with pingback).
 	service string
 	// share: each worker merges its learned timings into the pool's every
-	// share (real time), as `captchaq worker --share-timings` does; 0: none.
+	// share (at the run's time scale), as `captchaq worker --share-timings` does; 0: none.
 	share time.Duration
 	// scale overrides the table's time scale (0: the table's): sub-second
 	// solves need a finer one, or the machine's scheduling noise, scaled

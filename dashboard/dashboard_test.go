@@ -60,7 +60,7 @@ func setup(t *testing.T) *bundle {
 	js, err := jetstream.New(anc)
 	require.NoError(t, err)
 	b.js = js
-	_, err = stream.EnsureTopology(ctx, js, stream.Topology{}, true)
+	_, err = stream.EnsureTopology(ctx, js.Conn(), stream.Topology{}, true)
 	require.NoError(t, err)
 	b.admin, err = stream.NewClient(ctx, anc, stream.ClientConfig{Name: "test-admin"})
 	require.NoError(t, err)

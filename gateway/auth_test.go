@@ -49,9 +49,9 @@ func TestGatewayRunsAsTheProducer(t *testing.T) {
 	defer cancel()
 	ajs, err := jetstream.New(conn("admin"))
 	require.NoError(t, err)
-	_, err = stream.EnsureTopology(ctx, ajs, stream.Topology{}, true)
+	_, err = stream.EnsureTopology(ctx, ajs.Conn(), stream.Topology{}, true)
 	require.NoError(t, err)
-	require.NoError(t, stream.SetPlan(ctx, ajs, stream.Topology{}, 4))
+	require.NoError(t, stream.SetPlan(ctx, ajs.Conn(), stream.Topology{}, 4))
 
 	api := fakeapi.New(fakeapi.Config{TimeScale: 0.001})
 	apiURL, stopAPI, err := fakeapi.ServeLocal(api)

@@ -139,9 +139,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	g.threads = cfg.PlanThreads
 	if g.threads == 0 {
-		if js, err := stream.JetStream(cfg.Conn, cfg.Topology.Domain); err == nil {
-			g.threads, _ = stream.PlanThreads(ctx, js)
-		}
+		g.threads, _ = stream.PlanThreads(ctx, cfg.Conn, cfg.Topology)
 	}
 	for _, c := range g.callers {
 		if c.Share > 0 && g.threads == 0 {

@@ -276,7 +276,7 @@ func TestFullStreamAnswersTryLater(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = stream.EnsureTopology(ctx, js, top, true)
+	_, err = stream.EnsureTopology(ctx, js.Conn(), top, true)
 	require.NoError(t, err)
 	gw, err := gateway.New(ctx, gateway.Config{Conn: nc, Topology: top, Keys: []gateway.Key{alice}, Limits: gateway.Limits{Submits: -1}})
 	require.NoError(t, err)

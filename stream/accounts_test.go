@@ -25,7 +25,7 @@ func TestShippedConfigRefusesAStoreOfTheGlobalAccount(t *testing.T) {
 	require.NoError(t, err)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	_, err = EnsureTopology(testContext(t), js, Topology{}, true)
+	_, err = EnsureTopology(testContext(t), js.Conn(), Topology{}, true)
 	require.NoError(t, err)
 	nc.Close()
 	ns.Shutdown()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/captchaq/captchaq/internal/logbuf"
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // bareServer is an embedded JetStream server on which nobody has created
@@ -38,10 +39,10 @@ func bareJetStream(t *testing.T, ns *server.Server) jetstream.JetStream {
 // never expires, and returns its sequence.
 func requireOneAnchor(ctx context.Context, t *testing.T, s jetstream.Stream) uint64 {
 	t.Helper()
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(SubjectAnchor))
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectAnchor))
 	require.NoError(t, err)
-	require.Equal(t, map[string]uint64{SubjectAnchor: 1}, info.State.Subjects)
-	m, err := s.GetLastMsgForSubject(ctx, SubjectAnchor)
+	require.Equal(t, map[string]uint64{wire.SubjectAnchor: 1}, info.State.Subjects)
+	m, err := s.GetLastMsgForSubject(ctx, wire.SubjectAnchor)
 	require.NoError(t, err)
 	require.Equal(t, "never", m.Header.Get("Nats-TTL"))
 	return m.Sequence
@@ -57,7 +58,7 @@ func TestAnchorStoredOnceByRacingCreators(t *testing.T) {
 	for range 2 {
 		js := bareJetStream(t, ns)
 		go func() {
-			_, err := EnsureTopology(ctx, js, Topology{}, true)
+			_, err := EnsureTopology(ctx, js.Conn(), Topology{}, true)
 			errs <- err
 		}()
 	}
@@ -70,16 +71,16 @@ func TestAnchorStoredOnceByRacingCreators(t *testing.T) {
 	require.Equal(t, uint64(1), seq, "the anchor is the stream's first message")
 
 	// A later update finds it and stores no second one.
-	_, err = EnsureTopology(ctx, js, Topology{}, true)
+	_, err = EnsureTopology(ctx, js.Conn(), Topology{}, true)
 	require.NoError(t, err)
 	require.Equal(t, seq, requireOneAnchor(ctx, t, s))
 
 	// An operator's purge removes it; the next update puts it back, at the
 	// tail.
-	_, err = js.Publish(ctx, SubjectRoot+".events.purged", []byte(`{}`))
+	_, err = js.Publish(ctx, wire.SubjectRoot+".events.purged", []byte(`{}`))
 	require.NoError(t, err)
 	require.NoError(t, s.Purge(ctx))
-	_, err = EnsureTopology(ctx, js, Topology{}, true)
+	_, err = EnsureTopology(ctx, js.Conn(), Topology{}, true)
 	require.NoError(t, err)
 	require.Equal(t, uint64(3), requireOneAnchor(ctx, t, s))
 }
@@ -92,7 +93,7 @@ func TestAnchorStoredByProducersAndWorkersThatCreateTheStream(t *testing.T) {
 			return err
 		},
 		"worker": func(ctx context.Context, js jetstream.JetStream) error {
-			_, err := EnsureTopology(ctx, js, Topology{}, false) // the stream and the consumers
+			_, err := EnsureTopology(ctx, js.Conn(), Topology{}, false) // the stream and the consumers
 			return err
 		},
 	} {
@@ -147,7 +148,7 @@ func TestWorkerWarnsWithoutAnchor(t *testing.T) {
 	require.NoError(t, err)
 	s, err := js.Stream(ctx, b.top.withDefaults().Stream)
 	require.NoError(t, err)
-	require.NoError(t, s.Purge(ctx, jetstream.WithPurgeSubject(SubjectAnchor)))
+	require.NoError(t, s.Purge(ctx, jetstream.WithPurgeSubject(wire.SubjectAnchor)))
 	var logs logbuf.Buffer
 	_, err = NewWorker(ctx, b.connect(t), WorkerConfig{Solver: tokenSolver(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)

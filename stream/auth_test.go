@@ -68,7 +68,7 @@ func authServer(t *testing.T) *server.Server {
 	admin, _ := roleConn(t, ns, "admin")
 	js, err := jetstream.New(admin)
 	require.NoError(t, err)
-	_, err = EnsureTopology(testContext(t), js, Topology{}, true)
+	_, err = EnsureTopology(testContext(t), js.Conn(), Topology{}, true)
 	require.NoError(t, err)
 	return ns
 }
@@ -188,7 +188,7 @@ func TestAuthRolesRunTheQueue(t *testing.T) {
 	anc, aerrs := roleConn(t, ns, "admin")
 	ajs, err := jetstream.New(anc)
 	require.NoError(t, err)
-	require.NoError(t, SetPlan(ctx, ajs, Topology{}, 2), "the admin sets the plan quota")
+	require.NoError(t, SetPlan(ctx, ajs.Conn(), Topology{}, 2), "the admin sets the plan quota")
 
 	pnc, perrs := roleConn(t, ns, "producer")
 	producer, err := NewClient(ctx, pnc, ClientConfig{Name: "producer"})

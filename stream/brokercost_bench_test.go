@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // BenchmarkBrokerExchangesPerTask counts, per task of a burst solved by two
@@ -86,7 +87,7 @@ func BenchmarkBrokerExchangesPerTask(b *testing.B) {
 	polls := int64(1) // the look-up above
 	require.Eventually(b, func() bool {
 		polls++
-		info, err := s.Info(ctx, jetstream.WithSubjectFilter(subjectAllTasks))
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectAllTasks))
 		return err == nil && len(info.State.Subjects) == 0
 	}, 30*time.Second, 10*time.Millisecond, "finished tasks left in the stream")
 	require.NoError(b, mnc.Flush())

@@ -12,6 +12,8 @@ import (
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/internal/dispatcher"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 func TestPlanQuotaHoldsAcrossWorkersAndIsUsedInFull(t *testing.T) {
@@ -21,8 +23,8 @@ func TestPlanQuotaHoldsAcrossWorkersAndIsUsedInFull(t *testing.T) {
 	api, sc := emulator(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: fixed(60 * time.Millisecond)}}, 0.002)
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
-	require.NoError(t, SetPlan(ctx, js, b.top, 15))
-	n, err := PlanThreads(ctx, js)
+	require.NoError(t, SetPlan(ctx, js.Conn(), b.top, 15))
+	n, err := PlanThreads(ctx, js.Conn(), Topology{})
 	require.NoError(t, err)
 	require.Equal(t, 15, n)
 
@@ -78,9 +80,9 @@ func TestHighPriorityJumpsTheQueue(t *testing.T) {
 	high.Params["pageurl"] = "https://shop.example/login/urgent"
 	high.Priority = "high"
 	highNews := func() (n uint64) {
-		for _, f := range rw.w.feeds {
-			if f.priority == "high" {
-				n += f.news.Load()
+		for _, f := range rw.w.dispatch.Feeds {
+			if f.Priority == "high" {
+				n += f.News.Load()
 			}
 		}
 		return n
@@ -107,7 +109,7 @@ func TestFastLaneIsNotStarvedBySlowBacklog(t *testing.T) {
 		solver.KindRecaptcha: fixed(300 * time.Millisecond), solver.KindTurnstile: fixed(10 * time.Millisecond)}}, 0.002)
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
-	require.NoError(t, SetPlan(ctx, js, top, 4))
+	require.NoError(t, SetPlan(ctx, js.Conn(), top, 4))
 
 	slow := make([]Task, 60)
 	for i := range slow {
@@ -126,7 +128,7 @@ func TestFastLaneIsNotStarvedBySlowBacklog(t *testing.T) {
 
 	// Every fast task is done while most of the slow backlog still waits:
 	// 60 slow tasks × 300 ms over 3 threads take 6 s.
-	cons, err := b.client.s.Consumer(ctx, consumerName(LaneSlow, priorityNormal))
+	cons, err := b.client.s.Consumer(ctx, consumerName(LaneSlow, wire.PriorityNormal))
 	require.NoError(t, err)
 	info, err := cons.Info(ctx)
 	require.NoError(t, err)
@@ -248,27 +250,27 @@ func TestLostLastLaneSlotCostsLittle(t *testing.T) {
 	require.NoError(t, err)
 	w, err := NewWorker(ctx, b.connect(t), WorkerConfig{Solver: tokenSolver(), Topology: top})
 	require.NoError(t, err)
-	waitCounted(ctx, t, b.client.s, consumerName(LaneSlow, priorityNormal), 2)
-	var f *feed
-	for _, fd := range w.feeds {
-		if fd.lane == LaneSlow && fd.priority == priorityNormal {
+	waitCounted(ctx, t, b.client.s, consumerName(LaneSlow, wire.PriorityNormal), 2)
+	var f *dispatcher.Feed
+	for _, fd := range w.dispatch.Feeds {
+		if fd.Lane == LaneSlow && fd.Priority == wire.PriorityNormal {
 			f = fd
 		}
 	}
 	require.NotNil(t, f)
-	require.True(t, f.limited)
-	info, err := f.cons.Info(ctx) // this worker sees the last free slot…
+	require.True(t, f.Limited)
+	info, err := f.Cons.Info(ctx) // this worker sees the last free slot…
 	require.NoError(t, err)
 	require.Equal(t, 1, info.Config.MaxAckPending-info.NumAckPending)
 
-	other, err := b.client.js.Consumer(ctx, b.top.withDefaults().Stream, f.cons.CachedInfo().Name)
+	other, err := b.client.js.Consumer(ctx, b.top.withDefaults().Stream, f.Cons.CachedInfo().Name)
 	require.NoError(t, err)
 	taken, err := other.FetchNoWait(1) // …and another worker takes it
 	require.NoError(t, err)
 	require.Len(t, collect(taken), 1)
 
 	start := time.Now()
-	batch, _, err := fetchRoom(f, info, 1)
+	batch, _, err := dispatcher.FetchRoom(f, info, 1)
 	require.NoError(t, err)
 	require.Empty(t, collect(batch))
 	require.Less(t, time.Since(start), 500*time.Millisecond, "the loser of the last slot waited")

@@ -11,6 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/tracing"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // ClientConfig configures a producer Client. The zero value is usable.
@@ -29,6 +33,33 @@ type ClientConfig struct {
 	Now func() time.Time
 }
 
+// validate reports the first field of cfg that is out of range, by name.
+// Zero fields take their defaults (withDefaults); nothing else is replaced.
+func (cfg ClientConfig) validate() error {
+	if err := atLeastZero("client", "DefaultDeadline", cfg.DefaultDeadline, DefaultDeadline); err != nil {
+		return err
+	}
+	if err := cfg.Topology.validate(); err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	return nil
+}
+
+// withDefaults is cfg with its zero fields set to their defaults; the
+// default Name is nc's.
+func (cfg ClientConfig) withDefaults(nc *nats.Conn) ClientConfig {
+	if cfg.DefaultDeadline == 0 {
+		cfg.DefaultDeadline = DefaultDeadline
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Name == "" {
+		cfg.Name = nc.Opts.Name
+	}
+	return cfg
+}
+
 // DefaultDeadline is how long a task stays useful when it names no deadline.
 const DefaultDeadline = 10 * time.Minute
 
@@ -38,7 +69,7 @@ type Client struct {
 	nc *nats.Conn
 	js jetstream.JetStream
 	s  jetstream.Stream
-	// tokens is the token stream (token.go).
+	// tokens is the token stream (tokenstream.go).
 	tokens jetstream.Stream
 	cfg    ClientConfig
 	top    Topology
@@ -48,7 +79,7 @@ type Client struct {
 	// cancelHashes holds the hash taskMsg puts on a task Solve is submitting.
 	cancelHashes sync.Map
 	// readers are idle direct readers (read.go).
-	readers readerPool
+	readers *jscall.ReaderPool
 	// room is the last reading of the room a bounded stream has (checkRoom).
 	room clientRoom
 	// limit is the stream's MaxBytes as read at limitRead (streamLimit).
@@ -57,25 +88,20 @@ type Client struct {
 	limitRead time.Time
 	// clock reads the broker's clock (brokerTime), from the stream info
 	// NewClient got: token expiry and default deadlines are on it.
-	clock brokerClock
+	clock jscall.BrokerClock
 }
 
 // NewClient binds a producer to the CAPTCHA stream on nc, in
 // cfg.Topology.Domain. It creates nothing: without the stream it fails
 // with ErrNoTopology, naming the domain it reached.
 func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, error) {
-	if cfg.DefaultDeadline <= 0 {
-		cfg.DefaultDeadline = DefaultDeadline
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Name == "" {
-		cfg.Name = nc.Opts.Name
-	}
-	js, err := JetStream(nc, cfg.Topology.Domain, jetstream.WithPublishAsyncTimeout(10*time.Second))
+	cfg = cfg.withDefaults(nc)
+	js, err := jetStreamOf(nc, cfg.Topology, jetstream.WithPublishAsyncTimeout(10*time.Second))
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
+		return nil, err
 	}
 	top := cfg.Topology.withDefaults()
 	sent := cfg.Now()
@@ -83,26 +109,24 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{nc: nc, js: js, s: s, tokens: tokens, cfg: cfg, top: top, limit: s.CachedInfo().Config.MaxBytes, limitRead: time.Now()}
+	c := &Client{nc: nc, js: js, s: s, tokens: tokens, cfg: cfg, top: top, limit: s.CachedInfo().Config.MaxBytes, limitRead: time.Now(),
+		readers: jscall.NewReaderPool(nc, top.Domain, top.Stream)}
 	// The stream's info carries the broker's clock when it answered: the
 	// client's reading of it, for the times it stamps and decides on.
 	if at := s.CachedInfo().TimeStamp; !at.IsZero() {
-		c.clock.set(clockOffset(at, sent, cfg.Now()))
+		c.clock.Set(jscall.ClockOffset(at, sent, cfg.Now()))
 	}
 	return c, nil
 }
 
 // brokerTime is t, a time of the client's clock, on the broker's clock.
 func (c *Client) brokerTime(t time.Time) time.Time {
-	return t.Add(time.Duration(c.clock.offset.Load()))
+	return c.clock.BrokerTime(t)
 }
 
 // localTime is t, a time of the broker's clock, on the client's clock.
 func (c *Client) localTime(t time.Time) time.Time {
-	if t.IsZero() {
-		return t
-	}
-	return t.Add(-time.Duration(c.clock.offset.Load()))
+	return c.clock.LocalTime(t)
 }
 
 // Domain is the JetStream domain the client's stream lives in
@@ -143,7 +167,7 @@ func (c *Client) Prepare(t Task) (Task, error) {
 			t.Deadline.Format(time.RFC3339), c.top.Retention)}
 	}
 	if t.Priority == "" {
-		t.Priority = priorityNormal
+		t.Priority = wire.PriorityNormal
 	}
 	return t, nil
 }
@@ -271,17 +295,17 @@ func (c *Client) taskMsg(t Task) (*nats.Msg, error) {
 		return nil, fmt.Errorf("encode task %s: %w", t.ID, err)
 	}
 	// Less a margin for the message's own headers (id, client, cancel hash).
-	if most := WholeDeadLetterMax(c.nc.MaxPayload()) - 1024; most > 0 && int64(len(b)) > most {
+	if most := wire.WholeDeadLetterMax(c.nc.MaxPayload()) - 1024; most > 0 && int64(len(b)) > most {
 		return nil, &TaskError{ID: t.ID, Err: fmt.Errorf("task is %d bytes, the server takes at most %d", len(b), most)}
 	}
-	msg := nats.NewMsg(taskSubject(LaneOf(t.Method, t.Params), t.priority(), t.ID))
+	msg := nats.NewMsg(wire.TaskSubject(LaneOf(t.Method, t.Params), t.Queue(), t.ID))
 	msg.Data = b
-	msg.Header.Set(HeaderTaskID, t.ID)
+	msg.Header.Set(wire.HeaderTaskID, t.ID)
 	if c.cfg.Name != "" {
-		msg.Header.Set(HeaderClient, c.cfg.Name)
+		msg.Header.Set(wire.HeaderClient, c.cfg.Name)
 	}
 	if h, ok := c.cancelHashes.Load(t.ID); ok {
-		msg.Header.Set(HeaderCancelHash, h.(string))
+		msg.Header.Set(wire.HeaderCancelHash, h.(string))
 	}
 	return msg, nil
 }
@@ -290,7 +314,7 @@ func (c *Client) taskMsg(t Task) (*nats.Msg, error) {
 func (c *Client) publishMsg(ctx context.Context, t Task, msg *nats.Msg) (*jetstream.PubAck, error) {
 	var ack *jetstream.PubAck
 	err := c.whileStoreTakes(ctx, func(ctx context.Context) (err error) {
-		ack, err = publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(t.ID), jetstream.WithExpectStream(c.top.Stream))
+		ack, err = jscall.PublishRetrying(ctx, c.js, msg, jetstream.WithMsgID(t.ID), jetstream.WithExpectStream(c.top.Stream))
 		return err
 	})
 	if err != nil {
@@ -299,25 +323,9 @@ func (c *Client) publishMsg(ctx context.Context, t Task, msg *nats.Msg) (*jetstr
 	return ack, nil
 }
 
-// publishRetrying publishes msg, retrying with the same options (and so the
-// same message id) while the stream has no leader or the request times out,
-// until ctx ends. The message id makes a retry after a lost ack harmless.
-// A stream refusing the message for its limits is not retried: that is not
-// a passing fault of the server.
-func publishRetrying(ctx context.Context, js jetstream.JetStream, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	var b brokerBackoff
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ack, err := js.PublishMsg(pctx, msg, opts...)
-		cancel()
-		if err == nil {
-			return ack, nil
-		}
-		if !passing(err) || ctx.Err() != nil {
-			return nil, err
-		}
-		if !b.wait(ctx) {
-			return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		}
-	}
+// injectTrace puts the span context of ctx, if any, into a task message's
+// headers (OpenTelemetry's, W3C form), for the worker's attempt span to
+// continue the producer's.
+func injectTrace(ctx context.Context, msg *nats.Msg) {
+	tracing.Inject(ctx, msg.Header)
 }

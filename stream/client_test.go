@@ -7,8 +7,10 @@ import (
 
 	"testing"
 
-	"github.com/captchaq/captchaq/solver"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 
 	"github.com/stretchr/testify/require"
 )
@@ -38,9 +40,9 @@ func TestSameIDSubmittedTwiceIsOneTask(t *testing.T) {
 	require.False(t, r1.Duplicate)
 	require.True(t, r2.Duplicate)
 	require.Equal(t, r1.Seq, r2.Seq)
-	info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(subjectAllTasks))
+	info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectAllTasks))
 	require.NoError(t, err)
-	require.Equal(t, map[string]uint64{taskSubject(LaneFast, priorityNormal, "dup"): 1}, info.State.Subjects)
+	require.Equal(t, map[string]uint64{wire.TaskSubject(LaneFast, wire.PriorityNormal, "dup"): 1}, info.State.Subjects)
 
 	var solves atomic.Int32
 	b.startWorker(t, WorkerConfig{Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
@@ -94,16 +96,16 @@ func TestInvalidTasksRejectedAndNothingPublished(t *testing.T) {
 		{ID: "prio", Method: "turnstile", Params: Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://a.example/"}, Priority: "urgent"},
 	}
 	_, err := b.client.SubmitAll(ctx, tasks)
-	require.ErrorIs(t, err, ErrInvalidTask)
+	require.ErrorIs(t, err, wire.ErrInvalidTask)
 	msg := err.Error()
 	for _, want := range []string{"line 2 (id no-url)", "pageurl", "line 3 (id bad-method)", "method", "line 4", "only letters",
 		"line 5 (id late)", "deadline", "line 6 (id prio)", "priority"} {
 		require.Contains(t, msg, want)
 	}
 	require.NotContains(t, msg, "line 1")
-	info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(SubjectRoot+".>"))
+	info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectRoot+".>"))
 	require.NoError(t, err)
-	require.Equal(t, map[string]uint64{SubjectAnchor: 1}, info.State.Subjects, "nothing of an invalid batch is published")
+	require.Equal(t, map[string]uint64{wire.SubjectAnchor: 1}, info.State.Subjects, "nothing of an invalid batch is published")
 }
 
 func TestParseTaskRejectsUnknownFieldsAndBadParams(t *testing.T) {

@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // cluster is three nodes of testdata/cluster, in this process, on free ports.
@@ -88,7 +90,7 @@ func TestClusterSurvivesStreamLeaderLoss(t *testing.T) {
 	require.Eventually(t, func() bool { // until the cluster has elected its meta leader
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		_, err := EnsureTopology(actx, ajs, top, true)
+		_, err := EnsureTopology(actx, ajs.Conn(), top, true)
 		if err != nil {
 			t.Logf("topology not ready yet: %v", err)
 		}
@@ -153,9 +155,9 @@ func TestClusterSurvivesStreamLeaderLoss(t *testing.T) {
 
 	// Exactly one outcome and one solve recorded per task, in the stream.
 	results, solves := map[string]int{}, map[string]int{}
-	require.NoError(t, scanFrom(ctx, producer, []string{subjectResults + ".>", subjectEvents + ".>"}, 0, false, func(m jetstream.Msg) (bool, error) {
-		id := idFromSubject(m.Subject())
-		if strings.HasPrefix(m.Subject(), subjectResults) {
+	require.NoError(t, scanFrom(ctx, producer, []string{wire.SubjectResults + ".>", wire.SubjectEvents + ".>"}, 0, false, func(m jetstream.Msg) (bool, error) {
+		id := wire.IDFromSubject(m.Subject())
+		if strings.HasPrefix(m.Subject(), wire.SubjectResults) {
 			results[id]++
 			return false, nil
 		}
@@ -210,7 +212,7 @@ func TestClusterRacingCreatorsAllSucceed(t *testing.T) {
 		go func() {
 			cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 			defer cancel()
-			_, err := EnsureTopology(cctx, js, Topology{Replicas: 3}, false)
+			_, err := EnsureTopology(cctx, js.Conn(), Topology{Replicas: 3}, false)
 			errs <- err
 		}()
 	}
@@ -225,7 +227,7 @@ func TestClusterRacingCreatorsAllSucceed(t *testing.T) {
 func TestUntilAnsweredAsksAgainLonger(t *testing.T) {
 	t.Parallel()
 	var tries []time.Duration
-	v, err := untilAnswered(context.Background(), 4*time.Second, func(ctx context.Context) (int, error) {
+	v, err := jscall.UntilAnswered(context.Background(), 4*time.Second, func(ctx context.Context) (int, error) {
 		dl, _ := ctx.Deadline()
 		tries = append(tries, time.Until(dl).Round(time.Second))
 		if len(tries) < 4 {
@@ -237,20 +239,20 @@ func TestUntilAnsweredAsksAgainLonger(t *testing.T) {
 	require.Equal(t, 7, v)
 	require.Equal(t, []time.Duration{4 * time.Second, 8 * time.Second, 16 * time.Second, 16 * time.Second}, tries)
 
-	// A caller without a deadline gets answerPatience in all; the error
+	// A caller without a deadline gets jscall.AnswerPatience in all; the error
 	// then says what an unanswered request may mean.
 	var deadlines []time.Time
 	start := time.Now()
-	_, err = untilAnswered(context.Background(), time.Hour, func(ctx context.Context) (int, error) {
+	_, err = jscall.UntilAnswered(context.Background(), time.Hour, func(ctx context.Context) (int, error) {
 		dl, _ := ctx.Deadline()
 		deadlines = append(deadlines, dl)
 		return 0, nil
 	})
 	require.NoError(t, err)
-	require.WithinDuration(t, start.Add(answerPatience), deadlines[0], time.Second)
+	require.WithinDuration(t, start.Add(jscall.AnswerPatience), deadlines[0], time.Second)
 	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancelShort()
-	_, err = untilAnswered(short, time.Second, func(ctx context.Context) (int, error) {
+	_, err = jscall.UntilAnswered(short, time.Second, func(ctx context.Context) (int, error) {
 		<-ctx.Done() // nobody answers
 		return 0, ctx.Err()
 	})
@@ -258,7 +260,7 @@ func TestUntilAnsweredAsksAgainLonger(t *testing.T) {
 	require.ErrorContains(t, err, "no answer from JetStream")
 
 	calls := 0
-	_, err = untilAnswered(context.Background(), time.Second, func(context.Context) (int, error) {
+	_, err = jscall.UntilAnswered(context.Background(), time.Second, func(context.Context) (int, error) {
 		calls++
 		return 0, jetstream.ErrStreamNotFound
 	})
@@ -267,7 +269,7 @@ func TestUntilAnsweredAsksAgainLonger(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	calls = 0
-	_, err = untilAnswered(ctx, time.Second, func(context.Context) (int, error) {
+	_, err = jscall.UntilAnswered(ctx, time.Second, func(context.Context) (int, error) {
 		calls++
 		cancel()
 		return 0, context.DeadlineExceeded

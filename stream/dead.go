@@ -13,72 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/wire"
 )
-
-// DeadLetter is a task that could not be solved, with why and how far it got,
-// as DeadLetters lists it and `captchaq dead` prints it. It is part of the
-// wire contract: fields may be added; these keep their names and meaning.
-type DeadLetter struct {
-	// Seq is the dead letter's stream sequence; it names the letter in replay.
-	Seq uint64 `json:"seq"`
-	// ID is the task's id.
-	ID string `json:"id"`
-	// Method is the task's method; empty when Task is not a valid task.
-	Method string `json:"method,omitempty"`
-	// Host is the host of the task's pageurl (never the full URL):
-	// "invalid-url" when it does not parse, empty when there is none.
-	Host string `json:"host,omitempty"`
-	// Reason is why the task is dead.
-	Reason retry.Reason `json:"reason"`
-	// Error is the code of the task's last failure, as in Outcome.Error.
-	Error string `json:"error,omitempty"`
-	// Detail says more about why, in words (Outcome.Detail).
-	Detail string `json:"detail,omitempty"`
-	// Attempts is how many solving attempts were spent on the task's
-	// generation that died.
-	Attempts int `json:"attempts"`
-	// Subject is the task subject the task was delivered on
-	// (captcha.tasks.<lane>.<priority>.<id>).
-	Subject string `json:"subject"`
-	// Gen is the stream sequence of the task message that died: which
-	// submission or replay of the id this letter is about.
-	Gen uint64 `json:"gen"`
-	// FirstFailure is when the generation first failed (for a task dead
-	// without an attempt, when it was judged). Zero only when the letter's
-	// headers lack it.
-	FirstFailure time.Time `json:"first_failure,omitzero"`
-	// LastFailure is when the generation last failed; zero like
-	// FirstFailure.
-	LastFailure time.Time `json:"last_failure,omitzero"`
-	// DeadAt is when the letter was stored.
-	DeadAt time.Time `json:"dead_at"`
-	// Task is the task message as it was submitted (JSON), or, when that was
-	// not JSON, a JSON string holding its first 200 bytes.
-	Task json.RawMessage `json:"task"`
-	// BodyOmitted is the size in bytes of a task message too large to be
-	// dead-lettered whole: the letter then holds no task (Task is "") and
-	// cannot be replayed. Zero for a whole letter.
-	BodyOmitted int `json:"body_omitted,omitempty"`
-	// Replayed says when the letter was replayed; nil if it was not.
-	Replayed *Replay `json:"replayed,omitempty"`
-}
-
-// Replay records that a dead letter went back onto the queue, as stored on
-// captcha.replays.<id>.
-type Replay struct {
-	// DeadSeq is the stream sequence of the dead letter replayed
-	// (DeadLetter.Seq).
-	DeadSeq uint64 `json:"dead_seq"`
-	// TaskSeq is the stream sequence of the new task message: the new
-	// generation's Receipt.Seq. Zero in the record written before the task
-	// was queued: a replay started, not known to have queued.
-	TaskSeq uint64 `json:"task_seq"`
-	// At is when the letter was replayed.
-	At time.Time `json:"at"`
-	// By is the name of the client that replayed it (ClientConfig.Name);
-	// empty when it had none.
-	By string `json:"by,omitempty"`
-}
 
 // DeadFilter selects dead letters; its zero value selects all. Set fields
 // combine with AND.
@@ -104,22 +41,9 @@ func (f DeadFilter) match(d DeadLetter) bool {
 		(!f.Pending || d.Replayed == nil)
 }
 
-// Errors of the dead-letter calls.
-var (
-	// ErrAlreadyReplayed means this dead letter was replayed before;
-	// replaying it again would enqueue the task twice.
-	ErrAlreadyReplayed = errors.New("dead letter already replayed")
-	// ErrSuperseded means the task id was submitted again after this dead
-	// letter; replaying the older one would run two generations at once.
-	ErrSuperseded = errors.New("a newer submission of the task exists")
-	// ErrNotReplayable means the dead letter holds no valid task (reason
-	// invalid-task); fix it and submit it anew instead.
-	ErrNotReplayable = errors.New("dead letter holds no valid task")
-)
-
 // DeadLetters lists the dead letters that match f, oldest first.
 func (c *Client) DeadLetters(ctx context.Context, f DeadFilter) ([]DeadLetter, error) {
-	return c.deadLetters(ctx, subjectDead+".>", subjectReplays+".>", f)
+	return c.deadLetters(ctx, wire.SubjectDead+".>", wire.SubjectReplays+".>", f)
 }
 
 func (c *Client) deadLetters(ctx context.Context, deadSubj, replaySubj string, f DeadFilter) ([]DeadLetter, error) {
@@ -133,8 +57,8 @@ func (c *Client) deadLetters(ctx context.Context, deadSubj, replaySubj string, f
 		if err != nil {
 			return false, err
 		}
-		if m.Subject() == deadSubject(idFromSubject(m.Subject())) {
-			letters = append(letters, parseDeadLetter(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream, md.Timestamp))
+		if m.Subject() == wire.DeadSubject(wire.IDFromSubject(m.Subject())) {
+			letters = append(letters, wire.ParseDeadLetter(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream, md.Timestamp))
 			return false, nil
 		}
 		var r Replay
@@ -156,30 +80,13 @@ func (c *Client) deadLetters(ctx context.Context, deadSubj, replaySubj string, f
 	return out, nil
 }
 
-func parseDeadLetter(subject string, h nats.Header, data []byte, seq uint64, at time.Time) DeadLetter {
-	d := DeadLetter{Seq: seq, ID: idFromSubject(subject), Reason: retry.Reason(h.Get(HeaderReason)), Error: h.Get(HeaderError),
-		Detail: h.Get(HeaderDetail), Subject: h.Get(HeaderSubject), DeadAt: at, Task: json.RawMessage(data)}
-	d.Attempts, _ = strconv.Atoi(h.Get(HeaderAttempts))
-	d.BodyOmitted, _ = strconv.Atoi(h.Get(HeaderBodyOmitted))
-	d.Gen, _ = strconv.ParseUint(h.Get(HeaderGen), 10, 64)
-	d.FirstFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderFirstFail))
-	d.LastFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderLastFail))
-	if t, err := ParseTask(data); err == nil {
-		d.Method, d.Host = t.Method, pageHost(t.Params)
-	}
-	if !json.Valid(data) {
-		d.Task, _ = json.Marshal(truncate(string(data), 200))
-	}
-	return d
-}
-
 // DeadLetterOf returns the latest dead letter of task id, with its replay
 // status.
 func (c *Client) DeadLetterOf(ctx context.Context, id string) (DeadLetter, error) {
 	if err := ValidateID(id); err != nil {
 		return DeadLetter{}, err
 	}
-	ds, err := c.deadLetters(ctx, deadSubject(id), replaySubject(id), DeadFilter{})
+	ds, err := c.deadLetters(ctx, wire.DeadSubject(id), wire.ReplaySubject(id), DeadFilter{})
 	if err != nil {
 		return DeadLetter{}, err
 	}
@@ -256,7 +163,7 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 	resuming := d.Replayed != nil // started, not known to have queued
 	if gen, err := c.latestGen(ctx, d.ID); err == nil && gen > d.Gen {
 		if resuming {
-			if m, err := c.s.GetMsg(ctx, gen); err == nil && m.Header.Get(HeaderReplayedBy) == strconv.FormatUint(d.Seq, 10) {
+			if m, err := c.s.GetMsg(ctx, gen); err == nil && m.Header.Get(wire.HeaderReplayedBy) == strconv.FormatUint(d.Seq, 10) {
 				// The started replay did queue it: finish its record.
 				return c.recordReplay(ctx, d, Receipt{ID: d.ID, Seq: gen, Duplicate: true})
 			}
@@ -266,7 +173,7 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 	}
 	t, err := ParseTask(d.Task)
 	if err == nil {
-		err = t.validateShape()
+		err = t.ValidateShape()
 	}
 	if err != nil {
 		return Receipt{}, fmt.Errorf("replay %s (dead letter %d): %w: %v", d.ID, d.Seq, ErrNotReplayable, err)
@@ -276,18 +183,18 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, fmt.Errorf("replay %s (dead letter %d): %w", d.ID, d.Seq, err)
 	}
-	msg.Header.Set(HeaderReplayedBy, strconv.FormatUint(d.Seq, 10))
+	msg.Header.Set(wire.HeaderReplayedBy, strconv.FormatUint(d.Seq, 10))
 	if !resuming {
 		started, _ := json.Marshal(Replay{DeadSeq: d.Seq, At: c.cfg.Now(), By: c.cfg.Name})
-		rm := nats.NewMsg(replaySubject(d.ID))
+		rm := nats.NewMsg(wire.ReplaySubject(d.ID))
 		rm.Data = started
-		rm.Header.Set(HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
-		if _, err := publishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replaying.%d", d.Seq))); err != nil {
+		rm.Header.Set(wire.HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
+		if _, err := jscall.PublishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replaying.%d", d.Seq))); err != nil {
 			return Receipt{}, fmt.Errorf("replay %s: nothing queued: recording the replay failed: %w", d.ID, err)
 		}
 	}
 	// The message id names the dead letter: two replays racing enqueue one task.
-	ack, err := publishRetrying(ctx, c.js, msg, jetstream.WithMsgID(replayMsgID(t.ID, strconv.FormatUint(d.Seq, 10))))
+	ack, err := jscall.PublishRetrying(ctx, c.js, msg, jetstream.WithMsgID(wire.ReplayMsgID(t.ID, strconv.FormatUint(d.Seq, 10))))
 	if err != nil {
 		return Receipt{}, fmt.Errorf("replay %s: %w (the replay is recorded as started: replay it again to finish)", d.ID, c.fullError(ctx, err))
 	}
@@ -295,7 +202,7 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 		// Anyone who may submit tasks can occupy a message id: make sure
 		// the message the stream kept is this replay.
 		if kept, err := c.s.GetMsg(ctx, ack.Sequence); err != nil || kept.Subject != msg.Subject ||
-			kept.Header.Get(HeaderReplayedBy) != msg.Header.Get(HeaderReplayedBy) {
+			kept.Header.Get(wire.HeaderReplayedBy) != msg.Header.Get(wire.HeaderReplayedBy) {
 			return Receipt{}, fmt.Errorf("replay %s (dead letter %d): its message id is taken by another message (%d) "+
 				"within the stream's duplicate window; replay again once the window has passed", d.ID, d.Seq, ack.Sequence)
 		}
@@ -307,10 +214,10 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 // message r.Seq.
 func (c *Client) recordReplay(ctx context.Context, d DeadLetter, r Receipt) (Receipt, error) {
 	rec, _ := json.Marshal(Replay{DeadSeq: d.Seq, TaskSeq: r.Seq, At: c.cfg.Now(), By: c.cfg.Name})
-	rm := nats.NewMsg(replaySubject(d.ID))
+	rm := nats.NewMsg(wire.ReplaySubject(d.ID))
 	rm.Data = rec
-	rm.Header.Set(HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
-	if _, err := publishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replayed.%d", d.Seq))); err != nil {
+	rm.Header.Set(wire.HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
+	if _, err := jscall.PublishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replayed.%d", d.Seq))); err != nil {
 		// The task is queued again, and the started record says so; only
 		// the final record failed. Say both.
 		return r, fmt.Errorf("replay %s: the task is queued again (task message %d), but recording it failed: %w; replay it again to finish the record",
@@ -336,6 +243,40 @@ func (c *Client) PurgeDead(ctx context.Context, f DeadFilter) (int, error) {
 func (c *Client) PurgeDeadLetters(ctx context.Context, ds []DeadLetter) (int, error) {
 	n := 0
 	for _, d := range ds {
+		// Erased, not only deleted: a dead letter holds the task's page URL.
+		if err := c.s.SecureDeleteMsg(ctx, d.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return n, fmt.Errorf("purge dead letter %d (%s): %w", d.Seq, d.ID, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// ReplayWhere replays every dead letter keep selects among those not yet
+// replayed, the latest letter of each task only (replaying two letters of
+// one id would run two generations at once), skipping letters that hold no
+// valid task or whose task was submitted again. It stops at the first other
+// failure and returns what it replayed so far.
+func (c *Client) ReplayWhere(ctx context.Context, keep func(DeadLetter) bool) ([]Receipt, error) {
+	ds, err := c.DeadLetters(ctx, DeadFilter{})
+	if err != nil {
+		return nil, err
+	}
+	return c.replayLatest(ctx, ds, keep)
+}
+
+// PurgeWhere deletes the dead letters keep selects and returns how many,
+// as PurgeDead does.
+func (c *Client) PurgeWhere(ctx context.Context, keep func(DeadLetter) bool) (int, error) {
+	ds, err := c.DeadLetters(ctx, DeadFilter{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range ds {
+		if !keep(d) {
+			continue
+		}
 		// Erased, not only deleted: a dead letter holds the task's page URL.
 		if err := c.s.SecureDeleteMsg(ctx, d.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return n, fmt.Errorf("purge dead letter %d (%s): %w", d.Seq, d.ID, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 func TestDeadLetterListReplayTracePurge(t *testing.T) {
@@ -62,7 +63,7 @@ func TestDeadLetterListReplayTracePurge(t *testing.T) {
 	require.ErrorIs(t, err, ErrAlreadyReplayed)
 	// Done tasks leave no task message (it holds the page URL); the worker
 	// deletes it in the background once the outcome is stored.
-	require.Eventually(t, func() bool { return b.count(t, taskSubjectsFor("d1")) == 0 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return b.count(t, wire.TaskSubjectsFor("d1")) == 0 }, 10*time.Second, 10*time.Millisecond)
 
 	d, err = b.client.DeadLetterOf(ctx, "d1")
 	require.NoError(t, err)

@@ -1,58 +1,94 @@
-// Package stream is captchaq's JetStream side: the CAPTCHA stream and its
-// consumers (Topology), the task and outcome wire types (Task, Outcome), the
-// producer Client (Submit, Wait, Solve, dead letters, Replay, Trace, Stats),
-// and the Worker pool that feeds tasks to a solver.Solver. It decides
-// nothing about retries (package retry) and speaks no HTTP (package solver);
-// it links no nats-server: stream/broker runs an embedded one, and
-// stream/streamtest runs all of it inside a Go test.
+// Package stream is captchaq's queue on NATS JetStream: producers submit
+// captchas to solve (Client), workers solve them through a solving service
+// (Worker), and an admin creates the stream they share (EnsureTopology).
+// It decides nothing about retries (package retry) and speaks no HTTP
+// (package solver); it links no nats-server: stream/broker runs an
+// embedded one, and stream/streamtest runs all of it inside a Go test.
 //
-// Subjects (all in one stream, CAPTCHA, which stores these and nothing else
-// under captcha., but for the tokens):
+// # From submit to outcome
 //
-//	captcha.tasks.<lane>.<priority>.<id>  a task, Nats-Msg-Id = <id>; lane fast|slow, priority high|normal
-//	captcha.events.<id>                   the task's life: attempts, retries, hand-backs, the verdict
-//	captcha.results.<id>                  the outcome (no token): for a solved task, the record of the solve
-//	captcha.dead.<id>                     a dead letter: the original task plus headers
-//	captcha.replays.<id>                  a record that a dead letter was replayed
-//	captcha.cancels.<id>                  an admin's cancel of a generation (or an owner's, relayed by a worker)
-//	captcha.cancels.<id>.<gen>            an owner's cancel, valid with the secret the task message's hash names
-//	captcha.workers.<name>                a worker's heartbeat
-//	captcha.anchor                        one message that never expires, at the head; clients ignore it
-//	captcha.tokens.<id>.<gen>             in CAPTCHA_TOKENS, in memory: a solved outcome with its token, until it expires
+// A task's path, naming the package each step lives in:
 //
-// Where things are: worker.go runs the pool (Run: free threads, plan
-// threads, shutdown); dispatch.go picks up tasks (which consumer to ask,
-// when); execute.go executes one delivery (type delivery: resume, admit,
-// attempt, solve), reading it with envelope.go and deciding each step with
-// the pure functions of decide.go; record.go reads and writes a task's
-// records by compare-and-set; outcome.go writes the end of a generation
-// (outcome, dead letter, ack) and token.go the token; erase.go and room.go keep the store clean and
-// bounded; client.go submits and wait.go waits; topology.go, plan.go and
-// subjects.go are the stream's shape.
+//  1. An admin creates the CAPTCHA stream, its token stream and the
+//     workers' consumers once (EnsureTopology; `captchaq init`). Producers
+//     and workers only find them: NewClient and NewWorker fail with
+//     ErrNoTopology, naming the JetStream domain they reached, rather than
+//     create a second queue.
+//  2. A producer submits a Task (Client.Submit, SubmitAll or Solve). The
+//     task, its subject captcha.tasks.<lane>.<priority>.<id> and its
+//     headers are the wire contract, in package stream/wire, which the
+//     gateway, the dashboard and producers in other languages share
+//     (docs/wire-contract.md). The task id is the message id, so a retried
+//     submit never queues a task twice.
+//  3. A worker with a free thread takes it (stream/internal/dispatcher):
+//     a plan thread first when a plan-wide quota is set (SetPlan), then
+//     one task per free thread, high priority before normal, the lanes in
+//     turn, woken by the headers the stream republishes of every task it
+//     stores.
+//  4. The worker executes the delivery (stream/internal/executor): it
+//     reads the task's state, checks the message's envelope
+//     (wire.CheckEnvelope), records the attempt before the service hears
+//     of the captcha, has the solver.Solver solve it, and records what
+//     came of it: a retry or a capacity snooze (the policy of package
+//     retry), a dead letter, or the solve. Each step is decided by pure
+//     functions of the state, the policy and the clock.
+//  5. Every record of a task is written by compare-and-set on the last
+//     sequence over the task's records (stream/internal/taskstore), so
+//     whether a generation already has its outcome is decided on state no
+//     producer can write, never by message-id deduplication. The solved
+//     token goes to the token stream, in memory, for its lifetime; the
+//     outcome on captcha.results.<id> is the record of the solve, without
+//     the token.
+//  6. The delivery is acked and the task message, which holds the page
+//     URL, erased (stream/internal/completer).
+//  7. The producer's Wait (or Solve) reads the outcome, with its token
+//     while it lives, by direct gets that follow the headers the stream
+//     republishes: producers need no consumer. A dead task's outcome says
+//     why (ErrNotSolved); its dead letter can be replayed
+//     (Client.Replay).
 //
-// Clocks: WorkerConfig.Now and ClientConfig.Now are the clock of everything
+// Every call to JetStream that is retried (a publish, a read of a task's
+// state, a scan) is retried on the same passing faults and paced by the
+// same backoff (stream/internal/jscall).
+//
+// # Entry points and configuration
+//
+// Every entry point takes the *nats.Conn and finds the JetStream domain in
+// the Topology (Topology.Domain): NewClient, NewWorker, EnsureTopology,
+// SetPlan, PlanThreads, EnsureTimings, OpenTimings. A connection is what a
+// producer needs anyway (direct gets, the republished headers, the store's
+// status are core NATS), and one value then says where the queue is,
+// where a JetStream handle would carry a domain of its own that could
+// disagree with the topology's.
+//
+// ClientConfig, WorkerConfig and Topology are checked before anything
+// else: a zero field takes the default its documentation names, and a
+// field out of range (a negative duration, a lane that does not exist) is
+// refused with an error naming it, never replaced.
+//
+// A Worker built with WorkerConfig.NewSolver composes what a worker needs
+// around its client of the solving service: the client learns the plan's
+// window only when no plan-wide quota bounds it, and what it learns (solve
+// times, the plan window) is shared with the pool through TimingsBucket.
+//
+// # Clocks
+//
+// WorkerConfig.Now and ClientConfig.Now are the clock of everything
 // recorded or decided on (event times, deadlines, token expiry, TTLs). The
 // pacing of a process's own exchanges with the broker (lease renewals,
 // cached readings, backoff, the eraser's lag) measures real elapsed time
 // and uses the monotonic clock, so a test's frozen clock cannot stall them.
+// Deadlines and token expiry are instants on the broker's clock, which
+// every producer and worker reads from the stamps the broker puts on what
+// it stores.
 //
-// Integrity: every record a worker writes for a task expects the last
-// sequence over captcha.*.<id> (the task's records, which producers cannot
-// write), so whether a generation already has its outcome is decided by
-// compare-and-set, never by message-id deduplication (record.go). A task
-// message is a submission of its id only if its envelope holds together
-// (checkEnvelope); tokens never reach the store's files (token.go), and
-// finished task messages leave them (erase.go: a delete on an encrypted
-// store, the default, an erasure on a plaintext one); the stream keeps room
-// for the records of every queued task, within its MaxBytes and within what
-// the server's store can still take (room.go, store.go).
+// # Integrity and room
 //
-// The stream republishes the headers of everything it stores to
-// captcha.stored.<the rest of its subject>: producers read with direct gets
-// and follow those headers, without consumers (read.go).
-//
-// Producers in other languages need only a NATS client: they publish a task
-// JSON on its task subject and read its outcome JSON from captcha.results.<id>
-// (docs/wire-contract.md; contract_test.go keeps the two
-// in step).
+// A task message is a submission of its id only if its envelope holds
+// together; tokens never reach the store's files, and finished task
+// messages leave them (a delete on an encrypted store, the default, an
+// erasure on a plaintext one); the stream keeps room for the records of
+// every queued task, within its MaxBytes and within what the server's
+// store can still take, and a worker starts no attempt it could not
+// record.
 package stream

@@ -19,21 +19,19 @@ func JetStream(nc *nats.Conn, domain string, opts ...jetstream.JetStreamOpt) (je
 	return jetstream.NewWithDomain(nc, domain, opts...)
 }
 
-// apiPrefix is the prefix of JetStream API subjects in domain: what
-// JetStream prepends to requests it sends itself, for the ones this package
-// sends on its own (read.go).
-func apiPrefix(domain string) string {
-	if domain == "" {
-		return "$JS.API."
+// jetStreamOf is the JetStream handle of nc in t's domain, once t is
+// known to be valid: every entry point takes the connection and finds the
+// domain in the topology, so that one value says where the queue is.
+func jetStreamOf(nc *nats.Conn, t Topology, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
+	if err := t.validate(); err != nil {
+		return nil, err
 	}
-	return "$JS." + domain + ".API."
+	js, err := JetStream(nc, t.Domain, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return js, nil
 }
-
-// ErrNoTopology is the error of a producer, worker or reader that finds no
-// topology where it looked: only an admin (`captchaq server`, `captchaq
-// init`) creates it, so that a client at another site never makes a second
-// queue in the JetStream it happens to reach.
-var ErrNoTopology = errors.New("no captchaq topology")
 
 // openStream finds the stream named name, and refuses with ErrNoTopology,
 // naming the domain reached, when it does not exist.

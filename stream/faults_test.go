@@ -10,6 +10,7 @@ import (
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // The retry paths, end to end: a real worker, real JetStream and
@@ -101,7 +102,7 @@ func TestFaultTransientErrorsRecover(t *testing.T) {
 		require.Equal(t, EventAttempt, evs[len(evs)-1].Kind, "%s: the solving attempt is the last event; its outcome records the solve", id)
 		require.Equal(t, n, out.Attempts, "%s: the outcome counts every attempt: %v", id, kinds(evs))
 		requireRetriesWaited(t, p, evs)
-		require.Zero(t, b.count(t, deadSubject(id)), id)
+		require.Zero(t, b.count(t, wire.DeadSubject(id)), id)
 		attempts += n
 	}
 	st := api.Stats()
@@ -166,10 +167,10 @@ func TestFaultPermanentErrorDeadLettersOnFirstAttempt(t *testing.T) {
 			require.Equal(t, tc.rule.Code, d.Error)
 			require.Equal(t, 1, d.Attempts)
 			require.Equal(t, "bad.example", d.Host)
-			require.Equal(t, 1, b.count(t, deadSubject("bad")))
+			require.Equal(t, 1, b.count(t, wire.DeadSubject("bad")))
 
 			require.Equal(t, StatusSolved, outs["good"].Status, "the rule hits only the bad page")
-			require.Zero(t, b.count(t, deadSubject("good")))
+			require.Zero(t, b.count(t, wire.DeadSubject("good")))
 			st := api.Stats()
 			require.Equal(t, 1, st.Codes[tc.rule.Code], "the service was asked about the bad task once")
 			require.Equal(t, 1+tc.wantSubmitted, st.Submitted)
@@ -248,7 +249,7 @@ func TestFaultCapacityOutageLongerThanBackoffBudget(t *testing.T) {
 		require.Greater(t, len(snoozes), p.MaxAttempts, "the outage outlasted the attempt budget: %v", kinds(evs))
 		require.Greater(t, snoozes[len(snoozes)-1].At.Sub(snoozes[0].At), budget, "the outage outlasted the backoff budget")
 		require.Equal(t, EventAttempt, evs[len(evs)-1].Kind, "the solving attempt is the last event: %v", kinds(evs))
-		require.Zero(t, b.count(t, deadSubject(out.ID)))
+		require.Zero(t, b.count(t, wire.DeadSubject(out.ID)))
 		require.Equal(t, len(snoozes), api.Stats().Codes[code], "every capacity error became a snooze")
 	}
 
@@ -344,7 +345,7 @@ func TestFaultDeadLetteredTasksReplayedAndSolved(t *testing.T) {
 		require.Equal(t, StatusSolved, out.Status, id)
 		require.Equal(t, 1, out.Attempts, "%s: a replay starts a fresh budget", id)
 		require.NotEmpty(t, out.Solution, id)
-		require.Equal(t, 2, b.count(t, resultSubject(id)), "%s: one outcome per generation", id)
+		require.Equal(t, 2, b.count(t, wire.ResultSubject(id)), "%s: one outcome per generation", id)
 		d, err := b.client.DeadLetterOf(ctx, id)
 		require.NoError(t, err)
 		require.NotNil(t, d.Replayed, id)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // Whatever a producer publishes under captcha.tasks.> (any subject, any
@@ -50,7 +51,7 @@ func newFuzzRig(t testing.TB) *fuzzRig {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	top := Topology{AckWait: 2 * time.Second, DuplicateWindow: time.Minute}
-	r.s, err = EnsureTopology(ctx, r.js, top, true)
+	r.s, err = EnsureTopology(ctx, r.js.Conn(), top, true)
 	require.NoError(t, err)
 	r.tokens, err = r.js.Stream(ctx, top.TokenStream())
 	require.NoError(t, err)
@@ -114,7 +115,7 @@ func (r *fuzzRig) publish(t testing.TB, m fuzzMsg) uint64 {
 func (r *fuzzRig) check(t testing.TB, subject string, gen uint64, sitekey string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	id := idFromSubject(subject)
+	id := wire.IDFromSubject(subject)
 	out := waitOutcome(ctx, t, r.s, id, gen)
 	if out.Status == StatusSolved && sitekey != "" {
 		tok, found, err := readToken(ctx, r.tokens, id, gen)
@@ -136,17 +137,17 @@ func randomMsg(rng *rand.Rand, n int, ids []string) (fuzzMsg, string) {
 	h := map[string]string{}
 	switch rng.IntN(6) {
 	case 0, 1, 2:
-		h[headerMsgID] = id
+		h[wire.HeaderMsgID] = id
 	case 3:
-		h[headerMsgID] = pick("result.", "dead.") + other + "." + strconv.Itoa(rng.IntN(50))
+		h[wire.HeaderMsgID] = pick("result.", "dead.") + other + "." + strconv.Itoa(rng.IntN(50))
 	case 4:
-		h[headerMsgID] = replayMsgID(id, strconv.Itoa(rng.IntN(50)))
-		h[HeaderReplayedBy] = strconv.Itoa(rng.IntN(50))
+		h[wire.HeaderMsgID] = wire.ReplayMsgID(id, strconv.Itoa(rng.IntN(50)))
+		h[wire.HeaderReplayedBy] = strconv.Itoa(rng.IntN(50))
 	}
 	if rng.IntN(4) == 0 {
-		h[HeaderTaskID] = pick(id, other)
+		h[wire.HeaderTaskID] = pick(id, other)
 	}
-	for _, k := range []string{HeaderGen, HeaderReason, HeaderAttempts, HeaderError, HeaderSubject, HeaderReplayedBy, HeaderClient} {
+	for _, k := range []string{wire.HeaderGen, wire.HeaderReason, wire.HeaderAttempts, wire.HeaderError, wire.HeaderSubject, wire.HeaderReplayedBy, wire.HeaderClient} {
 		if rng.IntN(8) == 0 {
 			h[k] = pick("1", "forged", "99", "")
 		}
@@ -219,10 +220,10 @@ func FuzzTaskMessage(f *testing.F) {
 		}
 		m := fuzzMsg{subject: "captcha.tasks." + subject, headers: map[string]string{}, body: body}
 		if msgID != "" {
-			m.headers[headerMsgID] = msgID
+			m.headers[wire.HeaderMsgID] = msgID
 		}
 		if taskID != "" {
-			m.headers[HeaderTaskID] = taskID
+			m.headers[wire.HeaderTaskID] = taskID
 		}
 		if gen := rig.publish(t, m); gen > 0 {
 			rig.check(t, m.subject, gen, sitekey)

@@ -20,6 +20,10 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/dispatcher"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // These tests attack the guarantee that every accepted task ends with
@@ -112,8 +116,8 @@ func (b *bundle) raw(t *testing.T) (jetstream.JetStream, jetstream.Stream) {
 func outcomesOf(ctx context.Context, t testing.TB, s jetstream.Stream, id string, gen uint64) []Outcome {
 	t.Helper()
 	var out []Outcome
-	require.NoError(t, walk(ctx, s, resultSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
-		if genOf(m.Header) == gen {
+	require.NoError(t, jscall.Walk(ctx, s, wire.ResultSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+		if taskstore.GenOf(m.Header) == gen {
 			var o Outcome
 			require.NoError(t, json.Unmarshal(m.Data, &o))
 			out = append(out, o)
@@ -146,7 +150,7 @@ func TestProducerCannotSuppressAnOutcome(t *testing.T) {
 	ctx := testContext(t)
 	r, err := a.victim.Submit(ctx, turnstileTask("victim-1"))
 	require.NoError(t, err)
-	m, err := a.astream.GetLastMsgForSubject(ctx, taskSubjectsFor("victim-1"))
+	m, err := a.astream.GetLastMsgForSubject(ctx, wire.TaskSubjectsFor("victim-1"))
 	require.NoError(t, err, "producers may read the stream")
 	gen := strconv.FormatUint(m.Sequence, 10)
 	j1 := publishRaw(ctx, t, a.attacker, "captcha.tasks.fast.normal.junk-1", turnstileBody, map[string]string{"Nats-Msg-Id": "result.victim-1." + gen})
@@ -179,9 +183,9 @@ func TestSecondSubmissionNeverStrandsOrHijacks(t *testing.T) {
 	require.NoError(t, err)
 	evil := `{"method":"turnstile","params":{"sitekey":"0xATTACKER","pageurl":"https://evil.example/"}}`
 	x1 := publishRaw(ctx, t, a.attacker, "captcha.tasks.fast.normal.order-7", evil, map[string]string{"Nats-Msg-Id": "order-7-again"})
-	x2 := publishRaw(ctx, t, a.attacker, "captcha.tasks.fast.normal.other-1", evil, map[string]string{"Nats-Msg-Id": "other-1", HeaderTaskID: "order-7"})
+	x2 := publishRaw(ctx, t, a.attacker, "captcha.tasks.fast.normal.other-1", evil, map[string]string{"Nats-Msg-Id": "other-1", wire.HeaderTaskID: "order-7"})
 	x3 := publishRaw(ctx, t, a.attacker, "captcha.tasks.fast.normal.order-7", evil,
-		map[string]string{"Nats-Msg-Id": replayMsgID("order-7", "1"), HeaderReplayedBy: "1"})
+		map[string]string{"Nats-Msg-Id": wire.ReplayMsgID("order-7", "1"), wire.HeaderReplayedBy: "1"})
 
 	a.startWorker(t)
 	out, err := a.victim.Wait(ctx, "order-7")
@@ -282,12 +286,12 @@ func TestStreamFullToTheLastByteNeverPays(t *testing.T) {
 	var seqs []uint64
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("raw%03d", i)
-		m := nats.NewMsg(taskSubject(LaneFast, priorityNormal, id))
+		m := nats.NewMsg(wire.TaskSubject(LaneFast, wire.PriorityNormal, id))
 		m.Data = []byte(turnstileBody)
-		m.Header.Set(headerMsgID, id)
+		m.Header.Set(wire.HeaderMsgID, id)
 		ack, err := js.PublishMsg(ctx, m)
 		if err != nil {
-			require.True(t, streamRefusedFull(err), "refused for its size: %v", err)
+			require.True(t, jscall.StreamRefusedFull(err), "refused for its size: %v", err)
 			break
 		}
 		seqs = append(seqs, ack.Sequence)
@@ -305,7 +309,7 @@ func TestStreamFullToTheLastByteNeverPays(t *testing.T) {
 		require.NoError(t, s.DeleteMsg(ctx, seq))
 	}
 	outcomes := func() int {
-		info, err := s.Info(ctx, jetstream.WithSubjectFilter(subjectResults+".*"))
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectResults+".*"))
 		require.NoError(t, err)
 		n := 0
 		for _, k := range info.State.Subjects {
@@ -346,22 +350,22 @@ func TestProducerCannotInflateThePlan(t *testing.T) {
 	t.Parallel()
 	a := attackSetup(t)
 	ctx := testContext(t)
-	require.NoError(t, SetPlan(ctx, a.admin, Topology{}, 2))
+	require.NoError(t, SetPlan(ctx, a.admin.Conn(), Topology{}, 2))
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	_, err := a.astream.CreateOrUpdatePushConsumer(cctx, jetstream.ConsumerConfig{
-		Name: "inflate", DeliverSubject: planSubject, AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy})
+		Name: "inflate", DeliverSubject: dispatcher.PlanSubject, AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy})
 	cancel()
 	require.Error(t, err, "producers may not create consumers")
 	for i := range 6 {
 		_, err := a.victim.Submit(ctx, turnstileTask(fmt.Sprintf("pl%d", i)))
 		require.NoError(t, err)
 	}
-	ps, err := a.admin.Stream(ctx, planStreamName)
+	ps, err := a.admin.Stream(ctx, dispatcher.PlanStream)
 	require.NoError(t, err)
 	info, err := ps.Info(ctx)
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), info.State.Msgs, "the plan holds exactly the threads the admin set")
-	n, err := PlanThreads(ctx, a.admin)
+	n, err := PlanThreads(ctx, a.admin.Conn(), Topology{})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 }
@@ -378,7 +382,7 @@ func TestReservedHeadersNeverReachTheDeadLetter(t *testing.T) {
 	require.NoError(t, err)
 	ack := publishRaw(ctx, t, js, "captcha.tasks.fast.normal.pin-1", `{"method":"turnstile","prority":"high","params":{}}`, map[string]string{
 		"Nats-Msg-Id": "pin-1", "Nats-Expected-Last-Sequence": strconv.FormatUint(info.State.LastSeq, 10),
-		HeaderReason: "forged", HeaderGen: "1", HeaderAttempts: "99", HeaderClient: "raw-producer", "X-Trace": "abc"})
+		wire.HeaderReason: "forged", wire.HeaderGen: "1", wire.HeaderAttempts: "99", wire.HeaderClient: "raw-producer", "X-Trace": "abc"})
 	b.startWorker(t, WorkerConfig{Solver: tokenSolver()})
 	o := waitOutcome(ctx, t, s, "pin-1", ack.Sequence)
 	require.Equal(t, string(retry.ReasonInvalidTask), o.Reason)
@@ -389,10 +393,10 @@ func TestReservedHeadersNeverReachTheDeadLetter(t *testing.T) {
 	dm, err := s.GetMsg(ctx, d.Seq)
 	require.NoError(t, err)
 	require.Empty(t, dm.Header.Get("Nats-Expected-Last-Sequence"))
-	require.Equal(t, string(retry.ReasonInvalidTask), dm.Header.Get(HeaderReason))
-	require.Equal(t, strconv.FormatUint(ack.Sequence, 10), dm.Header.Get(HeaderGen))
-	require.Equal(t, "0", dm.Header.Get(HeaderAttempts))
-	require.Equal(t, "raw-producer", dm.Header.Get(HeaderClient), "the producer's name stays")
+	require.Equal(t, string(retry.ReasonInvalidTask), dm.Header.Get(wire.HeaderReason))
+	require.Equal(t, strconv.FormatUint(ack.Sequence, 10), dm.Header.Get(wire.HeaderGen))
+	require.Equal(t, "0", dm.Header.Get(wire.HeaderAttempts))
+	require.Equal(t, "raw-producer", dm.Header.Get(wire.HeaderClient), "the producer's name stays")
 	require.Equal(t, "abc", dm.Header.Get("X-Trace"), "headers of the producer's own stay")
 }
 
@@ -405,11 +409,11 @@ func frozenTask(t *testing.T, id string) (*bundle, jetstream.JetStream, jetstrea
 	ctx := testContext(t)
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
-	s, err := EnsureTopology(ctx, js, b.top, false)
+	s, err := EnsureTopology(ctx, js.Conn(), b.top, false)
 	require.NoError(t, err)
 	r, err := b.client.Submit(ctx, turnstileTask(id))
 	require.NoError(t, err)
-	c, err := js.Consumer(ctx, DefaultStream, consumerName(LaneFast, priorityNormal))
+	c, err := js.Consumer(ctx, DefaultStream, consumerName(LaneFast, wire.PriorityNormal))
 	require.NoError(t, err)
 	batch, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 	require.NoError(t, err)
@@ -427,7 +431,7 @@ func publishRecord(ctx context.Context, t *testing.T, js jetstream.JetStream, su
 	require.NoError(t, err)
 	m := nats.NewMsg(subject)
 	m.Data = b
-	m.Header.Set(HeaderGen, strconv.FormatUint(gen, 10))
+	m.Header.Set(wire.HeaderGen, strconv.FormatUint(gen, 10))
 	_, err = js.PublishMsg(ctx, m)
 	require.NoError(t, err)
 }
@@ -444,21 +448,21 @@ func TestOneOutcomePerGenerationAfterALostAck(t *testing.T) {
 			ctx := testContext(t)
 			now := time.Now()
 			at := Event{Kind: EventAttempt, Gen: r.Seq, Attempts: 1, Delivery: 1, Worker: "frozen-worker", At: now}
-			publishRecord(ctx, t, js, eventSubject("frozen"), r.Seq, at)
+			publishRecord(ctx, t, js, wire.EventSubject("frozen"), r.Seq, at)
 			if kind == EventDead {
-				publishRecord(ctx, t, js, eventSubject("frozen"), r.Seq, Event{Kind: EventDead, Gen: r.Seq, Attempts: 1, Delivery: 1,
+				publishRecord(ctx, t, js, wire.EventSubject("frozen"), r.Seq, Event{Kind: EventDead, Gen: r.Seq, Attempts: 1, Delivery: 1,
 					Worker: "frozen-worker", At: now, Reason: string(retry.ReasonPermanent), LastCode: "ERROR_PAGEURL", Code: "ERROR_PAGEURL"})
-				publishRecord(ctx, t, js, deadSubject("frozen"), r.Seq, json.RawMessage(turnstileBody))
-				publishRecord(ctx, t, js, resultSubject("frozen"), r.Seq, Outcome{ID: "frozen", Status: StatusDead, Error: "ERROR_PAGEURL", Reason: "permanent", Attempts: 1})
+				publishRecord(ctx, t, js, wire.DeadSubject("frozen"), r.Seq, json.RawMessage(turnstileBody))
+				publishRecord(ctx, t, js, wire.ResultSubject("frozen"), r.Seq, Outcome{ID: "frozen", Status: StatusDead, Error: "ERROR_PAGEURL", Reason: "permanent", Attempts: 1})
 			} else {
-				publishRecord(ctx, t, js, eventSubject("frozen"), r.Seq, Event{Kind: EventSolved, Gen: r.Seq, Attempts: 1, Delivery: 1,
+				publishRecord(ctx, t, js, wire.EventSubject("frozen"), r.Seq, Event{Kind: EventSolved, Gen: r.Seq, Attempts: 1, Delivery: 1,
 					Worker: "frozen-worker", At: now, ExpiresAt: now.Add(5 * time.Minute)})
-				publishRecord(ctx, t, js, resultSubject("frozen"), r.Seq, Outcome{ID: "frozen", Status: StatusSolved, Solution: json.RawMessage(`"tok"`),
+				publishRecord(ctx, t, js, wire.ResultSubject("frozen"), r.Seq, Outcome{ID: "frozen", Status: StatusSolved, Solution: json.RawMessage(`"tok"`),
 					Attempts: 1, ExpiresAt: now.Add(5 * time.Minute)})
 			}
 			var solves atomic.Int32
 			b.startWorker(t, WorkerConfig{Solver: countingSolver(&solves)})
-			c, err := js.Consumer(ctx, DefaultStream, consumerName(LaneFast, priorityNormal))
+			c, err := js.Consumer(ctx, DefaultStream, consumerName(LaneFast, wire.PriorityNormal))
 			require.NoError(t, err)
 			require.Eventually(t, func() bool {
 				info, err := c.Info(ctx)
@@ -466,7 +470,7 @@ func TestOneOutcomePerGenerationAfterALostAck(t *testing.T) {
 			}, 20*time.Second, 10*time.Millisecond, "the redelivery is acked")
 			require.Len(t, outcomesOf(ctx, t, s, "frozen", r.Seq), 1, "one outcome")
 			dls := 0
-			require.NoError(t, walk(ctx, s, deadSubject("frozen"), 0, 0, func(*jetstream.RawStreamMsg) { dls++ }))
+			require.NoError(t, jscall.Walk(ctx, s, wire.DeadSubject("frozen"), 0, 0, func(*jetstream.RawStreamMsg) { dls++ }))
 			if kind == EventDead {
 				require.Equal(t, 1, dls, "one dead letter")
 			} else {
@@ -485,8 +489,8 @@ func TestLateRedeliveryStoresAnExpiredOutcome(t *testing.T) {
 	b, js, s, r := frozenTask(t, "late")
 	ctx := testContext(t)
 	past := time.Now().Add(-time.Minute)
-	publishRecord(ctx, t, js, eventSubject("late"), r.Seq, Event{Kind: EventAttempt, Gen: r.Seq, Attempts: 1, Delivery: 1, Worker: "frozen", At: past})
-	publishRecord(ctx, t, js, eventSubject("late"), r.Seq, Event{Kind: EventSolved, Gen: r.Seq, Attempts: 1, Delivery: 1, Worker: "frozen",
+	publishRecord(ctx, t, js, wire.EventSubject("late"), r.Seq, Event{Kind: EventAttempt, Gen: r.Seq, Attempts: 1, Delivery: 1, Worker: "frozen", At: past})
+	publishRecord(ctx, t, js, wire.EventSubject("late"), r.Seq, Event{Kind: EventSolved, Gen: r.Seq, Attempts: 1, Delivery: 1, Worker: "frozen",
 		At: past, ExpiresAt: past.Add(30 * time.Second), CaptchaID: "77", Method: "turnstile"})
 	var solves atomic.Int32
 	b.startWorker(t, WorkerConfig{Solver: countingSolver(&solves)})
@@ -511,12 +515,12 @@ func TestRedeliveryRecordsASolveFromItsStoredToken(t *testing.T) {
 			b, js, s, r := frozenTask(t, "tokened")
 			ctx := testContext(t)
 			now := time.Now()
-			publishRecord(ctx, t, js, eventSubject("tokened"), r.Seq, Event{Kind: EventAttempt, Gen: r.Seq, Attempts: 1, Delivery: 1, Worker: "frozen", At: now})
+			publishRecord(ctx, t, js, wire.EventSubject("tokened"), r.Seq, Event{Kind: EventAttempt, Gen: r.Seq, Attempts: 1, Delivery: 1, Worker: "frozen", At: now})
 			out := Outcome{ID: "tokened", Status: StatusSolved, Solution: json.RawMessage(`"the-stored-token"`), Attempts: 1,
 				SolveSeconds: 1.5, ExpiresAt: now.Add(5 * time.Minute), Method: "turnstile", CaptchaID: "4242", SolvedAt: now}
-			publishRecord(ctx, t, js, tokenSubject("tokened", r.Seq), r.Seq, out)
+			publishRecord(ctx, t, js, wire.TokenSubject("tokened", r.Seq), r.Seq, out)
 			if recorded {
-				publishRecord(ctx, t, js, eventSubject("tokened"), r.Seq, Event{Kind: EventSolved, Gen: r.Seq, Attempts: 1, Delivery: 1,
+				publishRecord(ctx, t, js, wire.EventSubject("tokened"), r.Seq, Event{Kind: EventSolved, Gen: r.Seq, Attempts: 1, Delivery: 1,
 					Worker: "frozen", At: now, ExpiresAt: out.ExpiresAt, CaptchaID: "4242"})
 			}
 			var solves atomic.Int32
@@ -556,7 +560,7 @@ func TestOffContractSubjectsAreRefused(t *testing.T) {
 		"captcha.tasks.fast.normal", "captcha.tasks.medium.high.x"} {
 		m := nats.NewMsg(subj)
 		m.Data = []byte(turnstileBody)
-		m.Header.Set(headerMsgID, "x")
+		m.Header.Set(wire.HeaderMsgID, "x")
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := a.attacker.PublishMsg(pctx, m)
 		cancel()
@@ -565,7 +569,7 @@ func TestOffContractSubjectsAreRefused(t *testing.T) {
 	}
 	info, err := a.astream.Info(ctx, jetstream.WithSubjectFilter("captcha.>"))
 	require.NoError(t, err)
-	require.Equal(t, map[string]uint64{SubjectAnchor: 1}, info.State.Subjects)
+	require.Equal(t, map[string]uint64{wire.SubjectAnchor: 1}, info.State.Subjects)
 }
 
 // A task whose id is invalid is never solved: it ends dead, invalid-task,
@@ -686,7 +690,7 @@ func TestProducerCannotSuppressAnothersCancel(t *testing.T) {
 	require.NoError(t, err)
 	for i := range 3 {
 		forged, _ := json.Marshal(CancelRecord{ID: "hid-1", Gen: ti.Gen, By: "attacker", Secret: fmt.Sprintf("guess-%d", i)})
-		_, err = a.attacker.Publish(ctx, cancelSubject("hid-1", ti.Gen), forged)
+		_, err = a.attacker.Publish(ctx, wire.CancelSubject("hid-1", ti.Gen), forged)
 		require.NoError(t, err)
 	}
 
@@ -705,13 +709,13 @@ func TestProducerCannotCancelAnothersTask(t *testing.T) {
 	r, err := a.victim.Submit(ctx, turnstileTask("mine-1"))
 	require.NoError(t, err)
 	forged, _ := json.Marshal(CancelRecord{ID: "mine-1", Gen: r.Seq, By: "attacker", Secret: "guess"})
-	_, err = a.attacker.Publish(ctx, cancelSubject("mine-1", r.Seq), forged)
+	_, err = a.attacker.Publish(ctx, wire.CancelSubject("mine-1", r.Seq), forged)
 	require.NoError(t, err, "producers may publish owners' cancels")
 	anc, errs := roleConn(t, a.ns, "producer")
 	ajs, err := jetstream.New(anc)
 	require.NoError(t, err)
-	denied(t, errs, cancelRecordSubject("mine-1"), func(ctx context.Context) error {
-		_, err := ajs.Publish(ctx, cancelRecordSubject("mine-1"), forged)
+	denied(t, errs, wire.CancelRecordSubject("mine-1"), func(ctx context.Context) error {
+		_, err := ajs.Publish(ctx, wire.CancelRecordSubject("mine-1"), forged)
 		return err
 	})
 

@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // History counts what ended in each step and what was open at each point,
@@ -31,7 +33,7 @@ func TestHistoryAndOutcomeRecords(t *testing.T) {
 	// outcomes: read once they are gone. (A scan that runs while a message
 	// it counted is deleted can be told nothing is pending before its end.)
 	require.Eventually(t, func() bool {
-		info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(subjectAllTasks))
+		info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectAllTasks))
 		return err == nil && len(info.State.Subjects) == 2
 	}, 10*time.Second, 5*time.Millisecond)
 

@@ -107,7 +107,7 @@ func TestBrokerDownAfterTheAnswerPaysOnce(t *testing.T) {
 	// memory, and a restart loses it.
 	js, err := jetstream.New(connect())
 	require.NoError(t, err)
-	_, err = EnsureTopology(ctx, js, top, true)
+	_, err = EnsureTopology(ctx, js.Conn(), top, true)
 	require.NoError(t, err)
 
 	var out Outcome

@@ -14,6 +14,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // payloadSetup runs the shipped nats.conf (max_payload 4 MB, the roles)
@@ -31,7 +32,7 @@ func payloadSetup(t *testing.T) (*server.Server, jetstream.JetStream, *nats.Conn
 	anc, _ := roleConn(t, ns, "admin")
 	ajs, err := jetstream.New(anc)
 	require.NoError(t, err)
-	_, err = EnsureTopology(ctx, ajs, top, true)
+	_, err = EnsureTopology(ctx, ajs.Conn(), top, true)
 	require.NoError(t, err)
 
 	wnc, _ := roleConn(t, ns, "worker")
@@ -52,7 +53,7 @@ func payloadSetup(t *testing.T) (*server.Server, jetstream.JetStream, *nats.Conn
 // base64 image task on the fast lane whose message (headers and body) is
 // exactly size bytes.
 func rawTask(ctx context.Context, js jetstream.JetStream, id string, size int) (*jetstream.PubAck, error) {
-	msg := nats.NewMsg(taskSubject(LaneFast, priorityNormal, id))
+	msg := nats.NewMsg(wire.TaskSubject(LaneFast, wire.PriorityNormal, id))
 	msg.Header.Set("Nats-Msg-Id", id)
 	hdr := len("NATS/1.0\r\n") + len("Nats-Msg-Id: ") + len(id) + len("\r\n") + len("\r\n")
 	head, tail := `{"id":"`+id+`","method":"base64","params":{"body":"`, `"}}`
@@ -83,12 +84,12 @@ func TestTaskNearMaxPayloadEndsDeadAndLeavesTheLane(t *testing.T) {
 	require.NoError(t, err)
 	limit := int(s.CachedInfo().Config.MaxMsgSize)
 	require.Positive(t, limit)
-	require.Equal(t, int64(limit), MaxTaskMessage(int64(mp)), "the limit the wire contract states")
+	require.Equal(t, int64(limit), wire.MaxTaskMessage(int64(mp)), "the limit the wire contract states")
 	for _, id := range []string{"near-max-1", "near-max-2"} {
 		_, err := rawTask(ctx, pjs, id, limit-1)
 		require.NoError(t, err, "%s: under the stream's limit", id)
 	}
-	_, err = rawTask(ctx, pjs, "whole-1", int(WholeDeadLetterMax(int64(mp))))
+	_, err = rawTask(ctx, pjs, "whole-1", int(wire.WholeDeadLetterMax(int64(mp))))
 	require.NoError(t, err)
 
 	wctx, wcancel := context.WithTimeout(ctx, 90*time.Second) // 4-MB messages: slow under the race detector
@@ -111,10 +112,10 @@ func TestTaskNearMaxPayloadEndsDeadAndLeavesTheLane(t *testing.T) {
 		"a task too large to be dead-lettered whole is dead-lettered without its body, and the letter says so")
 	require.Contains(t, d.Detail, "left out")
 	// Read directly: a 4-MB letter is slow to come through a scan here.
-	whole, err := s.GetLastMsgForSubject(ctx, deadSubject("whole-1"))
+	whole, err := s.GetLastMsgForSubject(ctx, wire.DeadSubject("whole-1"))
 	require.NoError(t, err)
-	require.Empty(t, whole.Header.Get(HeaderBodyOmitted), "a task up to the wire contract's limit is dead-lettered whole")
-	require.Greater(t, len(whole.Data), limit-2*DeadLetterRoom)
+	require.Empty(t, whole.Header.Get(wire.HeaderBodyOmitted), "a task up to the wire contract's limit is dead-lettered whole")
+	require.Greater(t, len(whole.Data), limit-2*wire.DeadLetterRoom)
 }
 
 // On a stream made before it had its message limit (or changed by hand), a

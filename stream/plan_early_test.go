@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 )
 
 // TestPlanEarlyGivesThreadsBack: with a one-thread quota, a second task
@@ -27,7 +28,7 @@ func TestPlanEarlyGivesThreadsBack(t *testing.T) {
 		if early {
 			opts = append(opts, PlanEarly())
 		}
-		require.NoError(t, SetPlan(ctx, js, b.top, 1, opts...))
+		require.NoError(t, SetPlan(ctx, js.Conn(), b.top, 1, opts...))
 		entered := make(chan string, 2)
 		finish := make(chan struct{})
 		b.startWorker(t, WorkerConfig{Threads: 2, Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
@@ -53,7 +54,7 @@ func TestPlanEarlyGivesThreadsBack(t *testing.T) {
 			// The second waits for the first's thread, which stays held
 			// while the first is solved: it enters once the first is
 			// answered.
-			cons, err := js.Consumer(ctx, planStreamName, planConsumerName)
+			cons, err := js.Consumer(ctx, dispatcher.PlanStream, dispatcher.PlanConsumer)
 			require.NoError(t, err)
 			info, err := cons.Info(ctx)
 			require.NoError(t, err)

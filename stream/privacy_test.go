@@ -22,6 +22,7 @@ import (
 	"github.com/captchaq/captchaq/internal/logbuf"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // After a batch, once the tokens' lifetime is over, neither the stream nor
@@ -88,12 +89,12 @@ func testTokensAndPageURLs(t *testing.T, b *bundle, encrypted bool) {
 		return err == nil && info.State.Msgs == 0
 	}, 15*time.Second, 50*time.Millisecond, "tokens outlived their lifetime")
 	require.Eventually(t, func() bool {
-		info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(subjectAllTasks))
+		info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectAllTasks))
 		return err == nil && len(info.State.Subjects) == 0
 	}, 15*time.Second, 50*time.Millisecond, "finished task messages stayed")
 
 	var stored strings.Builder
-	err = scanFrom(ctx, b.client, []string{SubjectRoot + ".>"}, 0, false, func(m jetstream.Msg) (bool, error) {
+	err = scanFrom(ctx, b.client, []string{wire.SubjectRoot + ".>"}, 0, false, func(m jetstream.Msg) (bool, error) {
 		fmt.Fprintf(&stored, "%s %v %s\n", m.Subject(), m.Headers(), m.Data())
 		return false, nil
 	})
@@ -254,7 +255,7 @@ func TestNoEraseDeletesWithoutErasing(t *testing.T) {
 	_, err := b.client.Solve(ctx, task)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(subjectAllTasks))
+		info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectAllTasks))
 		return err == nil && len(info.State.Subjects) == 0
 	}, 15*time.Second, 20*time.Millisecond, "the finished task message stayed in the stream")
 	require.Equal(t, []string{"plain-delete-marker"}, storeHolds(t, b.ns.JetStreamConfig().StoreDir, []string{"plain-delete-marker"}),

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // The read path's cost per task. Each benchmark runs on the same embedded
@@ -97,7 +98,7 @@ func BenchmarkTaskOfForgedCancels(b *testing.B) {
 // secret's hash) and returns its generation.
 func ownersTask(t testing.TB, b *bundle, id string) uint64 {
 	t.Helper()
-	_, hash := newCancelKey()
+	_, hash := wire.NewCancelKey()
 	b.client.cancelHashes.Store(id, hash)
 	defer b.client.cancelHashes.Delete(id)
 	r, err := b.client.Submit(context.Background(), turnstileTask(id))
@@ -124,7 +125,7 @@ func forgeCancels(t testing.TB, b *bundle, id string, gen uint64, n int) {
 	}
 	for i := range n {
 		rec, _ := json.Marshal(CancelRecord{ID: id, Gen: gen, By: "forger", Secret: fmt.Sprintf("guess-%d", i)})
-		_, err := js.PublishAsync(cancelSubject(id, gen), rec)
+		_, err := js.PublishAsync(wire.CancelSubject(id, gen), rec)
 		require.NoError(t, err)
 		if i%2048 == 2047 {
 			settle()

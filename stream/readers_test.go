@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // refused sends a request on subject with reply as its reply subject and
@@ -50,7 +52,7 @@ func TestProducerCannotMakeTheServerWrite(t *testing.T) {
 	as, err := ajs.Stream(ctx, DefaultStream)
 	require.NoError(t, err)
 	// A consumer that is not a worker's, as a lingering reader would leave.
-	_, err = as.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "lingering", FilterSubject: subjectResults + ".>"})
+	_, err = as.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "lingering", FilterSubject: wire.SubjectResults + ".>"})
 	require.NoError(t, err)
 
 	pnc, perrs := roleConn(t, ns, "producer")
@@ -150,13 +152,13 @@ func TestTokenStreamBounded(t *testing.T) {
 	require.NoError(t, err)
 	body := make([]byte, 4<<10)
 	for i := range 200 {
-		_, err := js.Publish(ctx, tokenSubject(fmt.Sprintf("t%d", i), 1), body, jetstream.WithExpectStream(b.top.TokenStream()))
+		_, err := js.Publish(ctx, wire.TokenSubject(fmt.Sprintf("t%d", i), 1), body, jetstream.WithExpectStream(b.top.TokenStream()))
 		require.NoError(t, err, "token %d: a store is never refused for room", i)
 	}
 	info, err := b.client.tokens.Info(ctx)
 	require.NoError(t, err)
 	require.LessOrEqual(t, info.State.Bytes, uint64(256<<10))
-	_, err = js.Publish(ctx, tokenSubject("huge", 1), make([]byte, TokenMaxMsgSize+1), jetstream.WithExpectStream(b.top.TokenStream()))
+	_, err = js.Publish(ctx, wire.TokenSubject("huge", 1), make([]byte, TokenMaxMsgSize+1), jetstream.WithExpectStream(b.top.TokenStream()))
 	require.ErrorIs(t, err, jetstream.ErrStreamMessageExceedsMaximum)
 }
 
@@ -286,19 +288,19 @@ func TestOwnersCancelIsRelayed(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return solves.Load() == 1 }, 10*time.Second, 5*time.Millisecond, "the one thread is busy")
 
-	secret, hash := newCancelKey()
+	secret, hash := wire.NewCancelKey()
 	b.client.cancelHashes.Store("own-1", hash)
 	r, err := b.client.Submit(ctx, turnstileTask("own-1"))
 	b.client.cancelHashes.Delete("own-1")
 	require.NoError(t, err)
-	forgeCancels(t, b, "own-1", r.Seq, 2*ownerCancelScan)
+	forgeCancels(t, b, "own-1", r.Seq, 2*taskstore.OwnerCancelScan)
 	b.client.cancelKeys.Store("own-1", secret)
 	_, err = b.client.Cancel(ctx, "own-1", "changed my mind")
 	require.NoError(t, err)
 	_, s := b.raw(t)
 	require.Eventually(t, func() bool {
-		m, err := s.GetLastMsgForSubject(ctx, cancelRecordSubject("own-1"))
-		return err == nil && parseCancel(m.Data, r.Seq) != nil && parseCancel(m.Data, r.Seq).Secret == ""
+		m, err := s.GetLastMsgForSubject(ctx, wire.CancelRecordSubject("own-1"))
+		return err == nil && wire.ParseCancel(m.Data, r.Seq) != nil && wire.ParseCancel(m.Data, r.Seq).Secret == ""
 	}, 10*time.Second, 10*time.Millisecond, "relayed without its secret")
 
 	close(release)

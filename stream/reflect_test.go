@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // producerRequests are the request subjects the shipped PRODUCER role may
@@ -61,8 +62,8 @@ func TestProducerCannotMakeTheServerAnswerIntoAStream(t *testing.T) {
 	t.Cleanup(func() { stop(); <-done })
 	_, err = snc.Subscribe("captchaq.store", func(m *nats.Msg) { _ = m.Respond([]byte(`{"room":1}`)) })
 	require.NoError(t, err)
-	require.NoError(t, SetPlan(ctx, sjs, Topology{}, 2))
-	_, err = EnsureTimings(ctx, sjs, Topology{})
+	require.NoError(t, SetPlan(ctx, sjs.Conn(), Topology{}, 2))
+	_, err = EnsureTimings(ctx, sjs.Conn(), Topology{})
 	require.NoError(t, err)
 
 	anc, _ := roleConn(t, ns, "producer")
@@ -71,7 +72,7 @@ func TestProducerCannotMakeTheServerAnswerIntoAStream(t *testing.T) {
 	// A message of the attacker's own, without Nats-Msg-Id (a copy of it
 	// would otherwise be dropped as a duplicate).
 	m := nats.NewMsg("captcha.tasks.fast.normal.atk")
-	m.Header.Set(HeaderGen, "1")
+	m.Header.Set(wire.HeaderGen, "1")
 	m.Data = []byte(`{"id":"victim","gen":1,"reason":"forged"}`)
 	ack, err := ajs.PublishMsg(ctx, m)
 	require.NoError(t, err)
@@ -92,7 +93,7 @@ func TestProducerCannotMakeTheServerAnswerIntoAStream(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // the worker's own writes about the attacker's message settle
 	before := last()
 	replies := []string{"captcha.results.victim", "captcha.cancels.victim", "captcha.events.victim", "captcha.dead.victim",
-		"captcha.cancels.victim.1", "captcha.tasks.fast.normal.victim", "captcha.workers.x", tokenSubject("victim", 1),
+		"captcha.cancels.victim.1", "captcha.tasks.fast.normal.victim", "captcha.workers.x", wire.TokenSubject("victim", 1),
 		"captcha-plan.threads", "$KV.captchaq-timings.turnstile"}
 	for subj, body := range producerRequests(ack.Sequence) {
 		for _, reply := range replies {
@@ -135,13 +136,13 @@ func TestProducerCannotPlantAToken(t *testing.T) {
 		"attempts": 1, "method": "turnstile", "captcha_id": "1", "solved_at": now, "expires_at": now.Add(time.Hour)})
 	m := nats.NewMsg("captcha.tasks.fast.normal.atk")
 	m.Header.Set("Nats-Msg-Id", "atk")
-	m.Header.Set(HeaderTaskID, "victim")
-	m.Header.Set(HeaderGen, strconv.FormatUint(r.Seq, 10))
+	m.Header.Set(wire.HeaderTaskID, "victim")
+	m.Header.Set(wire.HeaderGen, strconv.FormatUint(r.Seq, 10))
 	m.Data = forged
 	ack, err := ajs.PublishMsg(ctx, m)
 	require.NoError(t, err)
 	get, _ := json.Marshal(map[string]any{"seq": ack.Sequence})
-	require.NoError(t, anc.PublishMsg(&nats.Msg{Subject: "$JS.API.DIRECT.GET.CAPTCHA", Reply: tokenSubject("victim", r.Seq), Data: get}))
+	require.NoError(t, anc.PublishMsg(&nats.Msg{Subject: "$JS.API.DIRECT.GET.CAPTCHA", Reply: wire.TokenSubject("victim", r.Seq), Data: get}))
 	require.NoError(t, anc.Flush())
 	select {
 	case err := <-aerrs:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // A slow-lane retry that comes due while a fast-lane backlog keeps the only
@@ -121,7 +122,7 @@ func TestWaitEndsAtTokenExpiryWithoutOutcome(t *testing.T) {
 	b0, err := json.Marshal(Event{Kind: EventSolved, Gen: r.Seq, Attempts: 1,
 		At: time.Now(), ExpiresAt: time.Now().Add(300 * time.Millisecond)})
 	require.NoError(t, err)
-	_, err = js.Publish(ctx, eventSubject("lost"), b0)
+	_, err = js.Publish(ctx, wire.EventSubject("lost"), b0)
 	require.NoError(t, err)
 	out, err := b.client.Wait(ctx, r.ID)
 	require.ErrorIs(t, err, ErrTokenExpired)

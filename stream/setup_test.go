@@ -14,6 +14,7 @@ import (
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // bundle is what a test needs: an embedded JetStream server, a connection,
@@ -61,9 +62,9 @@ func ensureAsAdmin(t testing.TB, nc *nats.Conn, top Topology) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = EnsureTopology(ctx, js, top, true)
+	_, err = EnsureTopology(ctx, js.Conn(), top, true)
 	require.NoError(t, err)
-	_, err = EnsureTimings(ctx, js, top)
+	_, err = EnsureTimings(ctx, js.Conn(), top)
 	require.NoError(t, err)
 }
 
@@ -141,3 +142,7 @@ func waitCounted(ctx context.Context, t *testing.T, s jetstream.Stream, consumer
 		return err == nil && info.NumPending == n
 	}, 5*time.Second, time.Millisecond, "consumer %s never counted %d messages", consumer, n)
 }
+
+// heartbeatSubject is the subject of a worker's heartbeats
+// (wire.HeartbeatSubject).
+func heartbeatSubject(name string) string { return wire.HeartbeatSubject(name) }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // observerPassword is the password of the user siteObserver adds.
@@ -59,7 +60,7 @@ func TestSiteProducerCannotMakeTheServerAnswerIntoAStream(t *testing.T) {
 			require.NoError(t, err)
 			_, err = anc.Subscribe("captchaq.store", func(m *nats.Msg) { _ = m.Respond([]byte(`{"room":1}`)) })
 			require.NoError(t, err)
-			require.NoError(t, SetPlan(ctx, hjs, top, 2))
+			require.NoError(t, SetPlan(ctx, hjs.Conn(), top, 2))
 
 			// A worker at the site answers captchaq.reports (as
 			// gateway.ServeReports does; no worker takes the attacker's
@@ -80,7 +81,7 @@ func TestSiteProducerCannotMakeTheServerAnswerIntoAStream(t *testing.T) {
 			pjs, err := jetstream.New(pnc)
 			require.NoError(t, err)
 			m := nats.NewMsg("captcha.tasks.fast.normal.atk")
-			m.Header.Set(HeaderGen, "1")
+			m.Header.Set(wire.HeaderGen, "1")
 			m.Data = []byte(`{"id":"victim","gen":1,"reason":"forged"}`)
 			ack, err := pjs.PublishMsg(ctx, m)
 			require.NoError(t, err)
@@ -102,7 +103,7 @@ func TestSiteProducerCannotMakeTheServerAnswerIntoAStream(t *testing.T) {
 			// it), so its answer is not counted below; it is sent first.
 			kvReply := "$KV.captchaq-timings.turnstile"
 			replies := []string{"captcha.results.victim", "captcha.cancels.victim", "captcha.events.victim", "captcha.dead.victim",
-				"captcha.cancels.victim.1", "captcha.tasks.fast.normal.victim", "captcha.workers.x", tokenSubject("victim", 1),
+				"captcha.cancels.victim.1", "captcha.tasks.fast.normal.victim", "captcha.workers.x", wire.TokenSubject("victim", 1),
 				"captcha-plan.threads"}
 			inStreams := make(chan *nats.Msg, 1024)
 			for _, r := range append([]string{kvReply}, replies...) {
@@ -179,15 +180,15 @@ func TestSiteProducerCannotPlantAToken(t *testing.T) {
 		"attempts": 1, "method": "turnstile", "captcha_id": "1", "solved_at": now, "expires_at": now.Add(time.Hour)})
 	m := nats.NewMsg("captcha.tasks.fast.normal.atk")
 	m.Header.Set("Nats-Msg-Id", "atk")
-	m.Header.Set(HeaderTaskID, "victim")
-	m.Header.Set(HeaderGen, strconv.FormatUint(r.Seq, 10))
+	m.Header.Set(wire.HeaderTaskID, "victim")
+	m.Header.Set(wire.HeaderGen, strconv.FormatUint(r.Seq, 10))
 	m.Data = forged
 	ack, err := ajs.PublishMsg(ctx, m)
 	require.NoError(t, err)
 	get, _ := json.Marshal(map[string]any{"seq": ack.Sequence})
 	// The plant, then the same get with a reply of the attacker's own: once
 	// that is answered, so is the plant (one stream answers both in order).
-	require.NoError(t, anc.PublishMsg(&nats.Msg{Subject: "$JS.hub.API.DIRECT.GET.CAPTCHA", Reply: tokenSubject("victim", r.Seq), Data: get}))
+	require.NoError(t, anc.PublishMsg(&nats.Msg{Subject: "$JS.hub.API.DIRECT.GET.CAPTCHA", Reply: wire.TokenSubject("victim", r.Seq), Data: get}))
 	_, err = anc.RequestWithContext(ctx, "$JS.hub.API.DIRECT.GET.CAPTCHA", get)
 	require.NoError(t, err)
 
@@ -239,7 +240,7 @@ func TestSiteProducersLinkCanDoNoMoreThanAProducer(t *testing.T) {
 	require.NoError(t, err)
 
 	// Forged records of the victim's task, in the hub's subjects.
-	for _, subj := range []string{"captcha.results.victim", "captcha.cancels.victim", "captcha.events.victim", tokenSubject("victim", r.Seq)} {
+	for _, subj := range []string{"captcha.results.victim", "captcha.cancels.victim", "captcha.events.victim", wire.TokenSubject("victim", r.Seq)} {
 		_, err := pnc.RequestWithContext(ctx, subj, []byte(`{"id":"victim","status":"solved","solution":"FORGED"}`))
 		require.ErrorIs(t, err, nats.ErrNoResponders, "a publish on %s was taken", subj)
 	}
@@ -342,7 +343,7 @@ func TestForgetfulSiteClientRefused(t *testing.T) {
 			require.NoError(t, err)
 			ectx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
-			_, err = EnsureTopology(ectx, js, Topology{}, true)
+			_, err = EnsureTopology(ectx, js.Conn(), Topology{}, true)
 			require.Error(t, err, "a second queue at the site")
 			if conf == "site-js.conf" {
 				jsz, err := s.site.Jsz(nil)

@@ -10,6 +10,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/internal/quantile"
+	"github.com/captchaq/captchaq/stream/internal/dispatcher"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // QueueStats is the state of one lane and priority: one workers' consumer.
@@ -18,7 +23,7 @@ type QueueStats struct {
 	// Lane is the queue's lane.
 	Lane Lane `json:"lane"`
 	// Priority is the queue's priority: "high" or "normal".
-	Priority string `json:"priority"`
+	Priority Priority `json:"priority"`
 	// Queued is how many tasks wait for a worker.
 	Queued uint64 `json:"queued"`
 	// InFlight is how many are held by workers now (solving, or waiting out
@@ -177,7 +182,7 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 	}
 	st.OldestQueuedSeconds = st.OldestQueued.Seconds()
 
-	threads, err := PlanThreads(ctx, c.js)
+	threads, _, err := dispatcher.PlanSettings(ctx, c.js)
 	if err != nil {
 		return st, err
 	}
@@ -234,11 +239,11 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 	if lb := st.At.Add(-solvingLookback); !from.IsZero() && lb.Before(from) {
 		from = lb
 	}
-	subjects := []string{subjectEvents + ".>", subjectResults + ".>"}
+	subjects := []string{wire.SubjectEvents + ".>", wire.SubjectResults + ".>"}
 	err := scan(ctx, c, scanOpts{subjects: subjects, startTime: from}, func(m jetstream.Msg) (bool, error) {
-		id := idFromSubject(m.Subject())
+		id := wire.IDFromSubject(m.Subject())
 		var ev statsEvent
-		if strings.HasPrefix(m.Subject(), subjectResults+".") {
+		if strings.HasPrefix(m.Subject(), wire.SubjectResults+".") {
 			var o Outcome
 			if json.Unmarshal(m.Data(), &o) != nil {
 				return false, nil
@@ -250,7 +255,7 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 				return false, nil // the dead event counts it
 			}
 			// A solved outcome is the record of the solve.
-			ev = statsEvent{Kind: EventSolved, At: o.SolvedAt, Seconds: o.SolveSeconds, Method: o.Method, Gen: genOf(m.Headers())}
+			ev = statsEvent{Kind: EventSolved, At: o.SolvedAt, Seconds: o.SolveSeconds, Method: o.Method, Gen: taskstore.GenOf(m.Headers())}
 		} else if json.Unmarshal(m.Data(), &ev) != nil || ev.Kind == EventSolved {
 			// A solved event (written by workers before the outcome became
 			// the record of a solve) is counted by its outcome.
@@ -319,7 +324,7 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 	for method, ts := range times {
 		slices.Sort(ts)
 		ms := st.ByMethod[method]
-		ms.P50, ms.P95 = Percentile(ts, 0.50), Percentile(ts, 0.95)
+		ms.P50, ms.P95 = quantile.Of(ts, 0.50), quantile.Of(ts, 0.95)
 		st.ByMethod[method] = ms
 	}
 	if st.Solved > 0 {
@@ -338,10 +343,10 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 func (c *Client) countHeld(ctx context.Context, st *Stats, held map[string]TaskStatus) error {
 	at := map[string]int{}
 	for i, q := range st.Queues {
-		at[string(q.Lane)+"."+q.Priority] = i
+		at[string(q.Lane)+"."+string(q.Priority)] = i
 	}
 	for id, status := range held {
-		m, err := c.s.GetLastMsgForSubject(ctx, taskSubjectsFor(id))
+		m, err := c.s.GetLastMsgForSubject(ctx, wire.TaskSubjectsFor(id))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // ended meanwhile
 		}
@@ -360,14 +365,4 @@ func (c *Client) countHeld(ctx context.Context, st *Stats, held map[string]TaskS
 		}
 	}
 	return nil
-}
-
-// Percentile returns the p-quantile (0..1) of sorted values by the nearest
-// rank; 0 for none.
-func Percentile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(p*float64(len(sorted))+0.5) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
 }

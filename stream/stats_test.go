@@ -12,6 +12,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 func TestStatsCountsQueuesPlanAndOutcomes(t *testing.T) {
@@ -20,7 +21,7 @@ func TestStatsCountsQueuesPlanAndOutcomes(t *testing.T) {
 	ctx := testContext(t)
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
-	require.NoError(t, SetPlan(ctx, js, Topology{}, 3))
+	require.NoError(t, SetPlan(ctx, js.Conn(), Topology{}, 3))
 
 	// First a batch that ends: three solved, one solved on its second
 	// attempt, one dead.
@@ -73,12 +74,12 @@ func TestStatsCountsQueuesPlanAndOutcomes(t *testing.T) {
 	require.Positive(t, st.OldestQueued)
 	for _, q := range st.Queues {
 		switch {
-		case q.Lane == LaneFast && q.Priority == priorityNormal:
+		case q.Lane == LaneFast && q.Priority == wire.PriorityNormal:
 			require.Equal(t, uint64(2), q.Queued)
 			require.Equal(t, 1, q.InFlight)
 			require.Equal(t, 1, q.Solving, "the busy solve, counted in its queue")
 			require.Zero(t, q.Retrying)
-		case q.Lane == LaneSlow && q.Priority == priorityHigh:
+		case q.Lane == LaneSlow && q.Priority == wire.PriorityHigh:
 			require.Equal(t, uint64(1), q.Queued)
 			require.Positive(t, q.OldestQueued)
 		default:

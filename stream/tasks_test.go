@@ -15,6 +15,8 @@ import (
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // A queued task that is canceled ends dead/canceled at its delivery without
@@ -147,7 +149,7 @@ func TestPauseLane(t *testing.T) {
 	// A topology update (captchaq server starting again) keeps the pause.
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
-	_, err = EnsureTopology(ctx, js, Topology{}, true)
+	_, err = EnsureTopology(ctx, js.Conn(), Topology{}, true)
 	require.NoError(t, err)
 	st, err = b.client.Stats(ctx, time.Hour)
 	require.NoError(t, err)
@@ -170,17 +172,17 @@ func TestWorkersAnnounceThemselves(t *testing.T) {
 	require.NoError(t, err)
 	<-started
 	// The first heartbeat goes out at start, before the task was taken; the
-	// next one, HeartbeatEvery later, counts it.
+	// next one, wire.HeartbeatEvery later, counts it.
 	var ws []WorkerInfo
 	require.Eventually(t, func() bool {
 		ws, err = b.client.Workers(ctx)
 		require.NoError(t, err)
 		return len(ws) == 1 && ws[0].InUse == 1
-	}, 2*HeartbeatEvery, 20*time.Millisecond)
+	}, 2*wire.HeartbeatEvery, 20*time.Millisecond)
 	require.Equal(t, "hb.worker 1", ws[0].Name)
 	require.Equal(t, 3, ws[0].Threads)
 	require.False(t, ws[0].Stopped)
-	require.WithinDuration(t, time.Now(), ws[0].At, HeartbeatEvery+time.Second)
+	require.WithinDuration(t, time.Now(), ws[0].At, wire.HeartbeatEvery+time.Second)
 
 	w.stop()
 	<-w.done
@@ -198,7 +200,7 @@ func TestInvalidTaskOutcomeSaysWhy(t *testing.T) {
 	b := setup(t, Topology{})
 	ctx := testContext(t)
 	b.startWorker(t, WorkerConfig{Solver: tokenSolver()})
-	_, err := b.client.js.Publish(ctx, taskSubject(LaneFast, "normal", "typo"),
+	_, err := b.client.js.Publish(ctx, wire.TaskSubject(LaneFast, "normal", "typo"),
 		[]byte(`{"method":"turnstile","prority":"high","params":{"sitekey":"k","pageurl":"https://shop.example/secret/path"}}`), jetstream.WithMsgID("typo"))
 	require.NoError(t, err)
 	out, err := b.client.Wait(ctx, "typo")
@@ -208,9 +210,6 @@ func TestInvalidTaskOutcomeSaysWhy(t *testing.T) {
 	d, err := b.client.DeadLetterOf(ctx, "typo")
 	require.NoError(t, err)
 	require.Equal(t, out.Detail, d.Detail)
-
-	require.Equal(t, `params.x: want a string, got ["<url on shop.example>"]`, safeDetail(`params.x: want a string, got ["https://shop.example/secret/path?q=1"]`))
-	require.NotContains(t, safeDetail("see ftp://files.example/a/b"), "/a/b")
 }
 
 // BenchmarkCancelCheck is what the cancel check adds to each delivery of a
@@ -234,7 +233,7 @@ func BenchmarkCancelCheck(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		rec, err := cancelOf(ctx, c.nc, c.top, fmt.Sprintf("t-%d", i%1000), genState{gen: uint64(i%1000 + 2)}, nil)
+		rec, err := taskstore.CancelOf(ctx, c.nc, c.top.Domain, c.top.Stream, fmt.Sprintf("t-%d", i%1000), taskstore.GenState{Gen: uint64(i%1000 + 2)}, nil)
 		if err != nil || rec != nil {
 			b.Fatal(rec, err)
 		}

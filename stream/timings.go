@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/solver"
@@ -44,7 +45,11 @@ var _ solver.TimingStore = (*Timings)(nil)
 // t.Memory; t's replicas) if it does not exist, and returns the store.
 // Admins (`captchaq server`, `captchaq init`) create it; workers, whose
 // role may not create streams, find it with OpenTimings.
-func EnsureTimings(ctx context.Context, js jetstream.JetStream, t Topology) (*Timings, error) {
+func EnsureTimings(ctx context.Context, nc *nats.Conn, t Topology) (*Timings, error) {
+	js, err := jetStreamOf(nc, t)
+	if err != nil {
+		return nil, err
+	}
 	t = t.withDefaults()
 	storage := t.storage()
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
@@ -64,7 +69,11 @@ func EnsureTimings(ctx context.Context, js jetstream.JetStream, t Topology) (*Ti
 // OpenTimings binds TimingsBucket, which an admin created (EnsureTimings).
 // It creates nothing: without the bucket it fails with ErrNoTopology,
 // naming the domain it reached.
-func OpenTimings(ctx context.Context, js jetstream.JetStream, t Topology) (*Timings, error) {
+func OpenTimings(ctx context.Context, nc *nats.Conn, t Topology) (*Timings, error) {
+	js, err := jetStreamOf(nc, t)
+	if err != nil {
+		return nil, err
+	}
 	kv, err := js.KeyValue(ctx, TimingsBucket)
 	if err == nil {
 		return &Timings{kv: kv}, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // imageBody is an image task's body: 1 KB, the service's least size, base64.
@@ -43,7 +44,7 @@ func TestTimingsSurviveRestart(t *testing.T) {
 	store := func() *Timings {
 		js, err := jetstream.New(b.connect(t))
 		require.NoError(t, err)
-		ts, err := OpenTimings(ctx, js, b.top)
+		ts, err := OpenTimings(ctx, js.Conn(), b.top)
 		require.NoError(t, err)
 		return ts
 	}
@@ -102,7 +103,7 @@ func TestTimingsMergeConcurrently(t *testing.T) {
 	for range 8 {
 		js, err := jetstream.New(b.connect(t))
 		require.NoError(t, err)
-		ts, err := OpenTimings(ctx, js, b.top)
+		ts, err := OpenTimings(ctx, js.Conn(), b.top)
 		require.NoError(t, err)
 		wg.Go(func() {
 			_, err := ts.MergeTimings(ctx, map[string]solver.Learned{solver.KindTurnstile: {Median: 4 * time.Second, Sigma: 0.3, N: 10, At: time.Now()}})
@@ -112,7 +113,7 @@ func TestTimingsMergeConcurrently(t *testing.T) {
 	wg.Wait()
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
-	ts, err := OpenTimings(ctx, js, b.top)
+	ts, err := OpenTimings(ctx, js.Conn(), b.top)
 	require.NoError(t, err)
 	held, err := ts.Load(ctx)
 	require.NoError(t, err)
@@ -131,13 +132,13 @@ func TestAuthWorkerSharesTimings(t *testing.T) {
 	admin, _ := roleConn(t, ns, "admin")
 	ajs, err := jetstream.New(admin)
 	require.NoError(t, err)
-	_, err = EnsureTimings(ctx, ajs, Topology{})
+	_, err = EnsureTimings(ctx, ajs.Conn(), Topology{})
 	require.NoError(t, err)
 
 	worker, werrs := roleConn(t, ns, "worker")
 	wjs, err := jetstream.New(worker)
 	require.NoError(t, err)
-	ws, err := OpenTimings(ctx, wjs, Topology{})
+	ws, err := OpenTimings(ctx, wjs.Conn(), Topology{})
 	require.NoError(t, err)
 	held, err := ws.MergeTimings(ctx, map[string]solver.Learned{solver.KindImage: {Median: time.Second, Sigma: 0.4, N: 12, At: time.Now()}})
 	require.NoError(t, err)
@@ -151,7 +152,7 @@ func TestAuthWorkerSharesTimings(t *testing.T) {
 	producer, perrs := roleConn(t, ns, "producer")
 	pjs, err := jetstream.New(producer)
 	require.NoError(t, err)
-	ps, err := OpenTimings(ctx, pjs, Topology{})
+	ps, err := OpenTimings(ctx, pjs.Conn(), Topology{})
 	require.NoError(t, err)
 	got, err := ps.Load(ctx)
 	require.NoError(t, err)
@@ -171,9 +172,9 @@ func TestStatsShowLearnedPlan(t *testing.T) {
 	ctx := testContext(t)
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
-	_, err = EnsureTopology(ctx, js, b.top, true)
+	_, err = EnsureTopology(ctx, js.Conn(), b.top, true)
 	require.NoError(t, err)
-	ts, err := OpenTimings(ctx, js, b.top)
+	ts, err := OpenTimings(ctx, js.Conn(), b.top)
 	require.NoError(t, err)
 	now := time.Now()
 	require.NoError(t, ts.PutWindow(ctx, "gone", 40, now.Add(-windowFresh-time.Second)))
@@ -186,7 +187,7 @@ func TestStatsShowLearnedPlan(t *testing.T) {
 	for _, wi := range []WorkerInfo{{Name: "w1", Threads: 1, At: now}, {Name: "w2", Threads: 1, At: now}, {Name: "stopped", Threads: 1, At: now, Stopped: true}} {
 		b, err := json.Marshal(wi)
 		require.NoError(t, err)
-		_, err = js.Publish(ctx, heartbeatSubject(wi.Name), b)
+		_, err = js.Publish(ctx, wire.HeartbeatSubject(wi.Name), b)
 		require.NoError(t, err)
 	}
 	st, err := b.client.Stats(ctx, 0)

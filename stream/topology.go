@@ -1,15 +1,20 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // Topology describes the CAPTCHA stream and the workers' consumers. The zero
@@ -26,8 +31,8 @@ import (
 // headers (read.go), never with a consumer. nats-server cannot change a
 // stream's retention in place, so a stream created with Limits retention by
 // an earlier version keeps it: updates leave its retention as it is,
-// workers then delete each finished task themselves, and `captchaq server`
-// says how to move to WorkQueue (LimitsRetentionAdvice).
+// workers then delete each finished task themselves, and each worker says
+// in its log how to move to WorkQueue.
 type Topology struct {
 	// Stream is the stream's name. Default "CAPTCHA".
 	Stream string
@@ -46,7 +51,8 @@ type Topology struct {
 	// DefaultTokenMaxBytes.
 	TokenMaxBytes int64
 	// DuplicateWindow is how long a task id is remembered to drop a
-	// re-published task. Default 2m.
+	// re-published task: at most Retention. Default 2m, or Retention when
+	// that is shorter.
 	DuplicateWindow time.Duration
 	// AckWait is how long a worker may stay silent before its task is handed
 	// to another. Workers send a heartbeat every AckWait/3. Default 30s.
@@ -67,7 +73,7 @@ type Topology struct {
 	Domain string
 
 	// maxPayload is the server's max_payload, which sets the stream's
-	// MaxMsgSize (MaxTaskMessage); ensureTopology reads it from the
+	// MaxMsgSize (wire.MaxTaskMessage); ensureTopology reads it from the
 	// connection.
 	maxPayload int64
 }
@@ -86,26 +92,54 @@ const (
 	DefaultMaxInFlight = 10000
 )
 
+// validate reports the first field of t that is out of range, by name.
+// Zero fields take their defaults (withDefaults); nothing else is replaced.
+func (t Topology) validate() error {
+	const scope = "topology"
+	if err := cmp.Or(
+		atLeastZero(scope, "Replicas", t.Replicas, 1),
+		atLeastZero(scope, "Retention", t.Retention, DefaultRetention),
+		atLeastZero(scope, "MaxBytes", t.MaxBytes, "none: Retention alone bounds the stream"),
+		atLeastZero(scope, "TokenMaxBytes", t.TokenMaxBytes, DefaultTokenMaxBytes),
+		atLeastZero(scope, "DuplicateWindow", t.DuplicateWindow, DefaultDuplicateWindow),
+		atLeastZero(scope, "AckWait", t.AckWait, DefaultAckWait),
+		atLeastZero(scope, "MaxInFlight", t.MaxInFlight, DefaultMaxInFlight),
+	); err != nil {
+		return err
+	}
+	if retention := cmp.Or(t.Retention, DefaultRetention); t.DuplicateWindow > retention {
+		return fmt.Errorf("%s: DuplicateWindow %s: longer than the Retention %s (JetStream keeps no id longer than its messages)", scope, t.DuplicateWindow, retention)
+	}
+	for lane, n := range t.LaneLimits {
+		if !slices.Contains(Lanes, lane) {
+			return fmt.Errorf("%s: LaneLimits[%q]: no such lane, want one of %v", scope, lane, Lanes)
+		}
+		if err := atLeastZero(scope, fmt.Sprintf("LaneLimits[%q]", lane), n, "no lane limit"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withDefaults is t with its zero fields set to their defaults. A zero
+// DuplicateWindow is the default or the Retention, whichever is shorter.
 func (t Topology) withDefaults() Topology {
 	if t.Stream == "" {
 		t.Stream = DefaultStream
 	}
-	if t.Replicas <= 0 {
+	if t.Replicas == 0 {
 		t.Replicas = 1
 	}
-	if t.Retention <= 0 {
+	if t.Retention == 0 {
 		t.Retention = DefaultRetention
 	}
-	if t.DuplicateWindow <= 0 {
-		t.DuplicateWindow = DefaultDuplicateWindow
+	if t.DuplicateWindow == 0 {
+		t.DuplicateWindow = min(DefaultDuplicateWindow, t.Retention)
 	}
-	if t.DuplicateWindow > t.Retention {
-		t.DuplicateWindow = t.Retention
-	}
-	if t.AckWait <= 0 {
+	if t.AckWait == 0 {
 		t.AckWait = DefaultAckWait
 	}
-	if t.MaxInFlight <= 0 {
+	if t.MaxInFlight == 0 {
 		t.MaxInFlight = DefaultMaxInFlight
 	}
 	return t
@@ -116,7 +150,7 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        t.Stream,
 		Description: "captchaq: tasks, their life, outcomes and dead letters",
-		Subjects:    streamSubjects(),
+		Subjects:    wire.StreamSubjects(),
 		Retention:   jetstream.WorkQueuePolicy,
 		MaxAge:      t.Retention,
 		MaxBytes:    orUnlimited(t.MaxBytes),
@@ -125,7 +159,7 @@ func (t Topology) streamConfig() jetstream.StreamConfig {
 		// set, and the configuration it reports must compare equal to this.
 		MaxMsgsPerSubject: -1,
 		// Every task message the stream takes fits its own dead letter.
-		MaxMsgSize:   int32(MaxTaskMessage(t.maxPayload)),
+		MaxMsgSize:   int32(wire.MaxTaskMessage(t.maxPayload)),
 		MaxConsumers: -1,
 		// At MaxBytes refuse new messages (the producer gets a clear error)
 		// rather than drop the oldest, which may be accepted, queued tasks.
@@ -177,76 +211,13 @@ func orUnlimited(n int64) int64 {
 	return n
 }
 
-// consumerName is the durable name of the workers' consumer for a lane and
-// priority.
-func consumerName(lane Lane, priority string) string {
-	return fmt.Sprintf("workers-%s-%s", lane, priority)
-}
-
-type workerConsumer struct {
-	lane     Lane
-	priority string
-}
-
-// workerConsumers lists the consumers in the order a worker with a free slot
-// looks at them: high priority in every lane first, then normal.
-func workerConsumers() []workerConsumer {
-	var out []workerConsumer
-	for _, p := range []string{priorityHigh, priorityNormal} {
-		for _, l := range Lanes {
-			out = append(out, workerConsumer{lane: l, priority: p})
-		}
-	}
-	return out
-}
-
-func (t Topology) consumerConfig(wc workerConsumer) jetstream.ConsumerConfig {
-	limit := t.MaxInFlight
-	if n := t.LaneLimits[wc.lane]; n > 0 && wc.priority == priorityNormal {
-		limit = n
-	}
-	return jetstream.ConsumerConfig{
-		Durable:       consumerName(wc.lane, wc.priority),
-		Description:   fmt.Sprintf("captchaq workers: %s lane, %s priority", wc.lane, wc.priority),
-		FilterSubject: taskFilter(wc.lane, wc.priority),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       t.AckWait,
-		// Unlimited: the worker counts attempts itself in the task's event
-		// log and dead-letters the task when the budget is spent, so no task
-		// is ever stranded by MaxDeliver with nobody listening.
-		MaxDeliver:    -1,
-		MaxAckPending: limit,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		ReplayPolicy:  jetstream.ReplayInstantPolicy,
-		Replicas:      0, // as the stream
-	}
-}
-
-// SubjectAnchor is the subject of the stream's anchor: one message that
-// never expires (Nats-TTL: never), stored by whoever creates the stream and
-// put back by EnsureTopology with update. It is part of the wire contract;
-// clients ignore it.
-//
-// It keeps the stream's first sequence below every consumer's position.
-// When a consumer's next sequence is at or below the stream's first
-// sequence, nats-server's file store scans the subjects of every queued task
-// on each delivery (about 40 ms at a million queued, under the store's
-// lock); every task has its own subject and workers delete finished tasks,
-// so a backlog at the head of the stream would take that path on nearly
-// every delivery (bench/FINDINGS.md, "Scale: dispatch latency").
-const SubjectAnchor = SubjectRoot + ".anchor"
-
-// anchorBody says what the anchor is to whoever reads the stream.
-var anchorBody = []byte(`{"captchaq":"anchor","note":"never expires; keeps the stream's first sequence below the workers' consumers, ` +
-	`which spares nats-server a scan of every queued task subject per delivery; clients ignore it"}`)
-
 // ensureStream creates the CAPTCHA stream and its token stream if they do
 // not exist, and returns both, without the workers' consumers. With update
 // set it also brings existing streams' configurations to t. Two processes
 // racing to create them both succeed. Only admins create (producers and
 // workers find them: openTopology).
 // Whoever creates or updates the stream also stores its anchor
-// (SubjectAnchor) unless it holds one, when it may publish on it.
+// (wire.SubjectAnchor) unless it holds one, when it may publish on it.
 func ensureStream(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (s, tokens jetstream.Stream, err error) {
 	t = t.withDefaults()
 	s, put, err := putStream(ctx, js, t, update)
@@ -261,21 +232,6 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, t Topology, updat
 	}
 	return s, tokens, nil
 }
-
-// tryStoreAnchor stores the stream's anchor unless it holds one, and gives
-// up quietly. The anchor spares the server work; without it everything
-// still works. So a stream that refuses it (full at its MaxBytes, say, or a
-// role that may not publish on SubjectAnchor) stops nobody, and the attempt
-// is bounded: NATS reports a publish permission error only asynchronously,
-// as a timeout.
-func tryStoreAnchor(ctx context.Context, js jetstream.JetStream, stream string) {
-	actx, cancel := context.WithTimeout(ctx, anchorTimeout)
-	_ = storeAnchor(actx, js, stream)
-	cancel()
-}
-
-// anchorTimeout bounds storing the anchor.
-const anchorTimeout = 5 * time.Second
 
 // putOutcome is what putStream did.
 type putOutcome int
@@ -332,10 +288,10 @@ func putStreamConfig(ctx context.Context, js jetstream.JetStream, cfg jetstream.
 	return nil, 0, fmt.Errorf("create stream %s: lost the race three times", cfg.Name)
 }
 
-// LimitsRetentionAdvice says, for a stream with Limits retention (created
+// limitsRetentionAdvice says, for a stream with Limits retention (created
 // by an earlier version), what it costs and how to move it to WorkQueue
 // retention; "" for any other stream.
-func LimitsRetentionAdvice(s jetstream.Stream) string {
+func limitsRetentionAdvice(s jetstream.Stream) string {
 	cfg := s.CachedInfo().Config
 	if cfg.Retention != jetstream.LimitsPolicy {
 		return ""
@@ -355,67 +311,19 @@ const (
 
 // lookupStream looks the stream up, asking again until it is answered.
 func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
-	return untilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, name) })
-}
-
-// storeAnchor stores the stream's anchor unless the stream holds one: the
-// publish expects no earlier message on SubjectAnchor, so of racing
-// creators only one stores it, and the others' "wrong last sequence" means
-// it is there. On a replicated stream the leader may instead answer that
-// another write to the subject is in flight (the "constant" variant): then
-// it waits for that write to show, and stores the anchor itself if it never
-// does (the other writer failed). After a purge it lands at the tail, and
-// becomes the head once the older messages have left with the retention.
-func storeAnchor(ctx context.Context, js jetstream.JetStream, streamName string) error {
-	for range 3 {
-		msg := nats.NewMsg(SubjectAnchor)
-		msg.Header.Set(headerNatsTTL, "never")
-		msg.Data = anchorBody
-		_, err := js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithExpectStream(streamName))
-		var apiErr *jetstream.APIError
-		switch {
-		case err == nil:
-			return nil
-		case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
-			return nil // there already
-		case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant:
-			if anchorShows(ctx, js, streamName) {
-				return nil
-			}
-			continue // the other write failed: try ours again
-		default:
-			return fmt.Errorf("store the anchor of stream %s: %w", streamName, err)
-		}
-	}
-	return fmt.Errorf("store the anchor of stream %s: other writes kept getting in the way", streamName)
-}
-
-// anchorShows waits up to a second for the stream's anchor to be readable.
-func anchorShows(ctx context.Context, js jetstream.JetStream, streamName string) bool {
-	s, err := js.Stream(ctx, streamName)
-	if err != nil {
-		return false
-	}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for range 20 {
-		if _, err := s.GetLastMsgForSubject(ctx, SubjectAnchor); err == nil {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-tick.C:
-		}
-	}
-	return false
+	return jscall.UntilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, name) })
 }
 
 // EnsureTopology creates (or, with update, updates) the stream and the
 // workers' consumers. When it creates the stream, or runs with update, it
-// also stores the stream's anchor (SubjectAnchor) unless the stream holds
-// one. It is idempotent; start order never matters.
-func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (jetstream.Stream, error) {
+// also stores the stream's anchor (wire.SubjectAnchor) unless the stream holds
+// one. It is idempotent; start order never matters. It needs the admin's
+// permissions; nc reaches the stream's JetStream in t.Domain.
+func EnsureTopology(ctx context.Context, nc *nats.Conn, t Topology, update bool) (jetstream.Stream, error) {
+	js, err := jetStreamOf(nc, t)
+	if err != nil {
+		return nil, err
+	}
 	s, _, err := ensureTopology(ctx, js, t, update)
 	return s, err
 }
@@ -440,7 +348,7 @@ func ensureTopology(ctx context.Context, js jetstream.JetStream, t Topology, upd
 	for _, wc := range workerConsumers() {
 		cfg := t.consumerConfig(wc)
 		if !update {
-			_, err := untilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
+			_, err := jscall.UntilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
 				return s.Consumer(ctx, cfg.Durable)
 			})
 			if err == nil {
@@ -450,7 +358,7 @@ func ensureTopology(ctx context.Context, js jetstream.JetStream, t Topology, upd
 		// CreateOrUpdate is idempotent for an identical config, so racing
 		// processes all succeed, and a request left unanswered can be sent
 		// again.
-		_, err := untilAnswered(ctx, createTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
+		_, err := jscall.UntilAnswered(ctx, createTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
 			return s.CreateOrUpdateConsumer(ctx, cfg)
 		})
 		if err != nil {
@@ -464,4 +372,13 @@ func ensureTopology(ctx context.Context, js jetstream.JetStream, t Topology, upd
 		tryStoreAnchor(ctx, js, t.Stream)
 	}
 	return s, tokens, nil
+}
+
+// atLeastZero is the error of a field of scope's configuration that must
+// not be negative (zero takes its default, dflt); nil when it is not.
+func atLeastZero[T ~int | ~int64](scope, field string, v T, dflt any) error {
+	if v >= 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %s %v: want 0 (default %v) or more", scope, field, v, dflt)
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // TestUpdateLeavesAnUnchangedStreamAlone: EnsureTopology with update sends
@@ -22,15 +24,15 @@ func TestUpdateLeavesAnUnchangedStreamAlone(t *testing.T) {
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	_, err = EnsureTopology(ctx, js, Topology{}, true)
+	_, err = EnsureTopology(ctx, js.Conn(), Topology{}, true)
 	require.NoError(t, err)
 
 	adv, err := nc.SubscribeSync("$JS.EVENT.ADVISORY.STREAM.>")
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())
-	_, err = EnsureTopology(ctx, js, Topology{}, true)
+	_, err = EnsureTopology(ctx, js.Conn(), Topology{}, true)
 	require.NoError(t, err)
-	s, err := EnsureTopology(ctx, js, Topology{MaxBytes: 1 << 30}, true)
+	s, err := EnsureTopology(ctx, js.Conn(), Topology{MaxBytes: 1 << 30}, true)
 	require.NoError(t, err)
 	require.Equal(t, int64(1<<30), s.CachedInfo().Config.MaxBytes)
 	// The server sends its advisories in order: once the marker stream's
@@ -59,7 +61,7 @@ func TestUpdateUndoesChangesMadeByHand(t *testing.T) {
 	ns := bareServer(t)
 	ctx := testContext(t)
 	js := bareJetStream(t, ns)
-	s, err := EnsureTopology(ctx, js, Topology{}, true)
+	s, err := EnsureTopology(ctx, js.Conn(), Topology{}, true)
 	require.NoError(t, err)
 	want := Topology{maxPayload: js.Conn().MaxPayload()}.withDefaults().streamConfig()
 	require.True(t, sameStreamConfig(s.CachedInfo().Config, want), "as the server reports it: %+v", s.CachedInfo().Config)
@@ -69,11 +71,11 @@ func TestUpdateUndoesChangesMadeByHand(t *testing.T) {
 	byHand.MaxMsgSize = 1024
 	_, err = js.UpdateStream(ctx, byHand)
 	require.NoError(t, err)
-	s, err = EnsureTopology(ctx, js, Topology{}, true)
+	s, err = EnsureTopology(ctx, js.Conn(), Topology{}, true)
 	require.NoError(t, err)
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(-1), info.Config.MaxMsgsPerSubject)
-	require.Equal(t, int32(MaxTaskMessage(js.Conn().MaxPayload())), info.Config.MaxMsgSize)
+	require.Equal(t, int32(wire.MaxTaskMessage(js.Conn().MaxPayload())), info.Config.MaxMsgSize)
 	require.True(t, sameStreamConfig(info.Config, want))
 }

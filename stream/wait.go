@@ -1,5 +1,4 @@
-// Waiting for outcomes: by id (Wait), by receipt (Solve, WaitAll), or all of
-// them as they come (Results).
+// Waiting for outcomes: by id (Wait), or by receipt (Solve, WaitAll).
 
 package stream
 
@@ -13,23 +12,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
-)
 
-// Errors Wait returns.
-var (
-	// ErrNotFound: the stream has no task with this id (never submitted, or
-	// older than the retention).
-	ErrNotFound = errors.New("no such task")
-	// ErrTokenExpired: the task was solved, but its token's lifetime ended
-	// before it was read; the Outcome still says when it was solved.
-	ErrTokenExpired = errors.New("token expired before it was read")
-	// ErrNotSolved: the task ended in the dead letter; the Outcome says why.
-	ErrNotSolved = errors.New("task not solved")
-	// ErrIDTaken: Solve's task id was taken, within the duplicate window, by
-	// a submission that is not this call's (another producer's, or an
-	// earlier call's): nothing was enqueued, and Solve does not wait on a
-	// task it did not write. Submit again under another id.
-	ErrIDTaken = errors.New("task id taken by another submission")
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // Wait blocks until task id has an outcome and returns it. It works whether
@@ -55,7 +41,7 @@ func (c *Client) Wait(ctx context.Context, id string) (Outcome, error) {
 // Nats-Msg-Id is not the id, say) is not a submission of the id and is
 // skipped.
 func (c *Client) latestGen(ctx context.Context, id string) (uint64, error) {
-	m, err := c.s.GetLastMsgForSubject(ctx, taskSubjectsFor(id))
+	m, err := c.s.GetLastMsgForSubject(ctx, wire.TaskSubjectsFor(id))
 	if err == nil && c.submissionOf(ctx, id, m) {
 		return m.Sequence, nil
 	}
@@ -65,15 +51,15 @@ func (c *Client) latestGen(ctx context.Context, id string) (uint64, error) {
 	var best uint64
 	forged := map[uint64]bool{}
 	gens := map[uint64]bool{}
-	if err := walk(ctx, c.s, taskSubjectsFor(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+	if err := jscall.Walk(ctx, c.s, wire.TaskSubjectsFor(id), 0, 0, func(m *jetstream.RawStreamMsg) {
 		if c.submissionOf(ctx, id, m) {
 			best = max(best, m.Sequence)
 		}
 	}); err != nil {
 		return 0, err
 	}
-	if err := walk(ctx, c.s, eventSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
-		if ev, ok := parseEvent(m.Data); ok && ev.Gen > 0 {
+	if err := jscall.Walk(ctx, c.s, wire.EventSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+		if ev, ok := wire.ParseEvent(m.Data); ok && ev.Gen > 0 {
 			gens[ev.Gen] = true
 			forged[ev.Gen] = forged[ev.Gen] || ev.Code == CodeInvalidEnvelope
 		}
@@ -92,13 +78,13 @@ func (c *Client) latestGen(ctx context.Context, id string) (uint64, error) {
 }
 
 // submissionOf reports whether task message m is a submission of id, as
-// workers judge it (checkEnvelope, verifyReplay).
+// workers judge it (wire.CheckEnvelope, taskstore.VerifyReplay).
 func (c *Client) submissionOf(ctx context.Context, id string, m *jetstream.RawStreamMsg) bool {
 	t, _ := ParseTask(m.Data)
-	if checkEnvelope(id, m.Header, t) != nil {
+	if wire.CheckEnvelope(id, m.Header, t) != nil {
 		return false
 	}
-	return m.Header.Get(headerMsgID) == id || verifyReplay(ctx, c.s, id, m.Sequence, m.Header, t) == nil
+	return m.Header.Get(wire.HeaderMsgID) == id || taskstore.VerifyReplay(ctx, c.s, id, m.Sequence, m.Header, t) == nil
 }
 
 // waitGen waits for the outcome of generation gen of task id.
@@ -123,11 +109,11 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 	// woken by the outcome's republished header: the events matter only to
 	// a solve whose outcome never comes, which the token's expiry (and the
 	// follower's poll) settles.
-	o := scanOpts{subjects: []string{idSubjects(id)}, wake: []string{resultSubject(id)}, startSeq: gen, follow: true}
+	o := scanOpts{subjects: []string{wire.IDSubjects(id)}, wake: []string{wire.ResultSubject(id)}, startSeq: gen, follow: true}
 	err := scan(sctx, c, o, func(m jetstream.Msg) (bool, error) {
 		md, _ := m.Metadata()
-		if m.Subject() == resultSubject(id) {
-			if g, _ := strconv.ParseUint(m.Headers().Get(HeaderGen), 10, 64); g != gen {
+		if m.Subject() == wire.ResultSubject(id) {
+			if g, _ := strconv.ParseUint(m.Headers().Get(wire.HeaderGen), 10, 64); g != gen {
 				return false, nil
 			}
 			if err := json.Unmarshal(m.Data(), &out); err != nil {
@@ -136,10 +122,10 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 			found = true
 			return true, nil
 		}
-		if m.Subject() != eventSubject(id) {
+		if m.Subject() != wire.EventSubject(id) {
 			return false, nil // a dead letter, a replay or a cancel record: the outcome follows
 		}
-		if ev, ok := parseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
+		if ev, ok := wire.ParseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
 			solvedEv = &ev
 			if timer == nil {
 				timer = time.AfterFunc(max(ev.ExpiresAt.Sub(c.cfg.Now()), 0), func() { stop(errExpired) })
@@ -193,7 +179,7 @@ func (c *Client) Solve(ctx context.Context, t Task) (Outcome, error) {
 	if t.ID == "" {
 		t.ID = nuid.Next()
 	}
-	secret, hash := newCancelKey()
+	secret, hash := wire.NewCancelKey()
 	c.cancelKeys.Store(t.ID, secret)
 	c.cancelHashes.Store(t.ID, hash)
 	r, err := c.Submit(ctx, t)
@@ -225,7 +211,7 @@ func (c *Client) ownSubmission(ctx context.Context, r Receipt, hash string) erro
 	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fmt.Errorf("task %s: the stream has a submission under this id (sequence %d); read it: %w", r.ID, r.Seq, err)
 	}
-	if err == nil && m.Header.Get(HeaderCancelHash) == hash {
+	if err == nil && m.Header.Get(wire.HeaderCancelHash) == hash {
 		return nil
 	}
 	return fmt.Errorf("task %s: %w (stream sequence %d) within the last %s: submit under another id",
@@ -249,11 +235,11 @@ func (c *Client) WaitAll(ctx context.Context, receipts []Receipt, fn func(Outcom
 		start = min(start, r.Seq)
 	}
 	solved := map[string]Event{} // solved events of wanted tasks whose outcome has not come yet
-	err := scanFrom(ctx, c, []string{subjectResults + ".>", subjectEvents + ".>"}, start, true, func(m jetstream.Msg) (bool, error) {
-		id := idFromSubject(m.Subject())
+	err := scanFrom(ctx, c, []string{wire.SubjectResults + ".>", wire.SubjectEvents + ".>"}, start, true, func(m jetstream.Msg) (bool, error) {
+		id := wire.IDFromSubject(m.Subject())
 		if gen, ok := want[id]; ok {
-			if m.Subject() == resultSubject(id) {
-				if g, _ := strconv.ParseUint(m.Headers().Get(HeaderGen), 10, 64); g == gen {
+			if m.Subject() == wire.ResultSubject(id) {
+				if g, _ := strconv.ParseUint(m.Headers().Get(wire.HeaderGen), 10, 64); g == gen {
 					var out Outcome
 					if err := json.Unmarshal(m.Data(), &out); err != nil {
 						return false, fmt.Errorf("outcome of task %s: %w", id, err)
@@ -266,7 +252,7 @@ func (c *Client) WaitAll(ctx context.Context, receipts []Receipt, fn func(Outcom
 					}
 					fn(c.checkOutcome(out, found))
 				}
-			} else if ev, ok := parseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
+			} else if ev, ok := wire.ParseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
 				solved[id] = ev
 			}
 		}
@@ -300,27 +286,4 @@ func (c *Client) tokenGone(ev Event) bool {
 func expiredOutcome(id string, ev Event) Outcome {
 	return Outcome{ID: id, Status: StatusSolved, Attempts: ev.Attempts, SolveSeconds: ev.Seconds,
 		ExpiresAt: ev.ExpiresAt, CaptchaID: ev.CaptchaID, SolvedAt: ev.At, Method: ev.Method}
-}
-
-func parseEvent(b []byte) (Event, bool) {
-	var ev Event
-	return ev, json.Unmarshal(b, &ev) == nil
-}
-
-// Results calls fn with every outcome in the stream, oldest first, with its
-// token while the token stream holds it. With follow it then waits for new ones until ctx
-// ends.
-func (c *Client) Results(ctx context.Context, follow bool, fn func(Outcome)) error {
-	return scanFrom(ctx, c, []string{subjectResults + ".>"}, 0, follow, func(m jetstream.Msg) (bool, error) {
-		var out Outcome
-		if err := json.Unmarshal(m.Data(), &out); err != nil {
-			return false, nil // not ours; skip
-		}
-		out, _, err := c.withToken(ctx, out, genOf(m.Headers()))
-		if err != nil {
-			return false, err
-		}
-		fn(out)
-		return false, nil
-	})
 }

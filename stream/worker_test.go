@@ -14,6 +14,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // blockingSolver signals each solve that starts and holds it until ctx ends.
@@ -29,7 +30,7 @@ func blockingSolver(started chan<- string) solver.Solver {
 func (b *bundle) events(t *testing.T, id string) []Event {
 	t.Helper()
 	var out []Event
-	err := scanFrom(testContext(t), b.client, []string{eventSubject(id)}, 0, false, func(m jetstream.Msg) (bool, error) {
+	err := scanFrom(testContext(t), b.client, []string{wire.EventSubject(id)}, 0, false, func(m jetstream.Msg) (bool, error) {
 		var ev Event
 		require.NoError(t, json.Unmarshal(m.Data(), &ev))
 		out = append(out, ev)
@@ -108,7 +109,7 @@ func TestWorkerDiesMidSolveTaskRedeliveredOnce(t *testing.T) {
 
 	stopA() // A wakes up; its late writes go nowhere
 	<-doneA
-	require.Equal(t, 1, b.count(t, resultSubject("crash")), "exactly one outcome")
+	require.Equal(t, 1, b.count(t, wire.ResultSubject("crash")), "exactly one outcome")
 	evs := b.events(t, "crash")
 	require.True(t, evs[1].Crashed, "the second attempt knows the first died: %+v", evs)
 }
@@ -142,7 +143,7 @@ func TestMalformedMessagesAreDeadLetteredAndWorkerGoesOn(t *testing.T) {
 		out, err := b.client.waitGen(ctx, id, gens[id])
 		require.ErrorIs(t, err, ErrNotSolved, id)
 		require.Equal(t, string(retry.ReasonInvalidTask), out.Reason, id)
-		require.Equal(t, 1, b.count(t, deadSubject(id)), id)
+		require.Equal(t, 1, b.count(t, wire.DeadSubject(id)), id)
 	}
 }
 
@@ -200,7 +201,7 @@ func TestRetryPaths(t *testing.T) {
 				require.NoError(t, err)
 			} else {
 				require.ErrorIs(t, err, ErrNotSolved)
-				require.Equal(t, 1, b.count(t, deadSubject("r")))
+				require.Equal(t, 1, b.count(t, wire.DeadSubject("r")))
 			}
 			require.Equal(t, tc.wantStatus, out.Status)
 			require.Equal(t, string(tc.wantReason), out.Reason)
@@ -256,7 +257,7 @@ func TestFatalErrorStopsWorkerAndLeavesTasksUntouched(t *testing.T) {
 	evs := b.events(t, "fatal")
 	require.Equal(t, EventHandback, evs[len(evs)-1].Kind)
 	require.Zero(t, evs[len(evs)-1].Attempts)
-	require.Zero(t, b.count(t, deadSubject("fatal")))
+	require.Zero(t, b.count(t, wire.DeadSubject("fatal")))
 }
 
 var _ = nats.ErrTimeout
@@ -302,26 +303,6 @@ func TestThreadFreedWhenServiceIsDone(t *testing.T) {
 		n++
 	}))
 	require.Equal(t, 2, n)
-}
-
-// TestSlotKeepsThreadWithoutRoom: with no room for another task recording
-// its outcome, a solved task keeps its thread until it is recorded.
-func TestSlotKeepsThreadWithoutRoom(t *testing.T) {
-	t.Parallel()
-	free := make(chan struct{}, 2)
-	finishing := make(chan struct{}, 1)
-	a, b := &slot{free: free, finishing: finishing}, &slot{free: free, finishing: finishing}
-	a.solved()
-	require.Len(t, free, 1, "room to record: the thread is free")
-	b.solved()
-	require.Len(t, free, 1, "no room to record: the thread is kept")
-	a.end()
-	require.Len(t, free, 1, "a's thread was freed once only")
-	require.Empty(t, finishing, "a gave its room back")
-	b.end()
-	require.Len(t, free, 2, "b's thread is freed when it ends")
-	var nilSlot *slot
-	nilSlot.solved() // handle called without a slot
 }
 
 // TestIdleWorkerNeverMissesAPublish: an idle worker learns of a task from
@@ -382,7 +363,7 @@ func TestFatalStopsIntakeWithPlanQuota(t *testing.T) {
 		ctx := testContext(t)
 		js, err := jetstream.New(b.nc)
 		require.NoError(t, err)
-		require.NoError(t, SetPlan(ctx, js, b.top, 1))
+		require.NoError(t, SetPlan(ctx, js.Conn(), b.top, 1))
 		tasks := make([]Task, 20)
 		for i := range tasks {
 			tasks[i] = turnstileTask(fmt.Sprintf("t%02d", i))
@@ -422,15 +403,15 @@ func TestShortFetchOnFreshNewsLooksAgain(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.client.Submit(ctx, turnstileTask("A"))
 	require.NoError(t, err)
-	waitCounted(ctx, t, b.client.s, consumerName(LaneFast, priorityNormal), 1) // "A stored"
+	waitCounted(ctx, t, b.client.s, consumerName(LaneFast, wire.PriorityNormal), 1) // "A stored"
 	// Past the initial "unknown: look once".
-	for _, f := range w.feeds {
-		f.emptyAt.Store(f.news.Load())
+	for _, f := range w.dispatch.Feeds {
+		f.EmptyAt.Store(f.News.Load())
 	}
-	w.news(taskSubject(LaneFast, priorityNormal, "A"))
-	w.news(taskSubject(LaneFast, priorityNormal, "B")) // B's publish seen, B not stored yet
-	require.Len(t, w.fetch(ctx, 4), 1)
-	require.Eventually(t, w.anyNews, 5*time.Second, time.Millisecond, "the worker stopped looking for B")
+	w.dispatch.News(wire.TaskSubject(LaneFast, wire.PriorityNormal, "A"))
+	w.dispatch.News(wire.TaskSubject(LaneFast, wire.PriorityNormal, "B")) // B's publish seen, B not stored yet
+	require.Len(t, w.dispatch.Fetch(ctx, 4), 1)
+	require.Eventually(t, w.dispatch.AnyNews, 5*time.Second, time.Millisecond, "the worker stopped looking for B")
 }
 
 // A worker configuration out of range is refused with the field's name,
@@ -448,4 +429,33 @@ func TestWorkerConfigRefusedNotReplaced(t *testing.T) {
 		_, err := NewWorker(ctx, b.nc, cfg)
 		require.ErrorContains(t, err, want)
 	}
+}
+
+// A client's or a topology's configuration out of range is refused with the
+// field's name at every entry point, never replaced by a default.
+func TestConfigRefusedNotReplaced(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	for want, cfg := range map[string]ClientConfig{
+		"DefaultDeadline -1s":   {DefaultDeadline: -time.Second},
+		"Replicas -1":           {Topology: Topology{Replicas: -1}},
+		"Retention -1h0m0s":     {Topology: Topology{Retention: -time.Hour}},
+		"AckWait -1s":           {Topology: Topology{AckWait: -time.Second}},
+		"MaxInFlight -5":        {Topology: Topology{MaxInFlight: -5}},
+		"MaxBytes -1":           {Topology: Topology{MaxBytes: -1}},
+		"DuplicateWindow -1s":   {Topology: Topology{DuplicateWindow: -time.Second}},
+		"DuplicateWindow 2h0m":  {Topology: Topology{Retention: time.Hour, DuplicateWindow: 2 * time.Hour}},
+		`LaneLimits["medium"]`:  {Topology: Topology{LaneLimits: map[Lane]int{"medium": 3}}},
+		`LaneLimits["slow"] -2`: {Topology: Topology{LaneLimits: map[Lane]int{LaneSlow: -2}}},
+	} {
+		_, err := NewClient(ctx, b.nc, cfg)
+		require.ErrorContains(t, err, want)
+		if cfg.DefaultDeadline == 0 {
+			_, err = NewWorker(ctx, b.nc, WorkerConfig{Solver: tokenSolver(), Topology: cfg.Topology})
+			require.ErrorContains(t, err, want, "the worker checks its topology too")
+		}
+	}
+	_, err := NewWorker(ctx, b.nc, WorkerConfig{Solver: tokenSolver(), ShareTimingsEvery: -time.Second})
+	require.ErrorContains(t, err, "ShareTimingsEvery -1s")
 }

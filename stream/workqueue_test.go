@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // serveStoreStatus answers store-status requests for b's server as
@@ -90,10 +91,10 @@ func taskMessages(t *testing.T, b *bundle, rw *runningWorker) uint64 {
 	require.NoError(t, err)
 	var n uint64
 	require.Eventually(t, func() bool {
-		if _, queued := rw.w.eraser.drained(); queued > 0 {
+		if _, queued := rw.w.completer.Drained(); queued > 0 {
 			return false
 		}
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter(subjectAllTasks))
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectAllTasks))
 		if err != nil {
 			return false
 		}
@@ -119,12 +120,12 @@ func TestAckRemovesTheFinishedTaskWithoutADelete(t *testing.T) {
 	n, _ := deletes.counts()
 	require.Zero(t, n, "delete requests sent for finished tasks")
 
-	info, err := rw.w.s.Info(testContext(t), jetstream.WithSubjectFilter(SubjectRoot+".>"))
+	info, err := rw.w.s.Info(testContext(t), jetstream.WithSubjectFilter(wire.SubjectRoot+".>"))
 	require.NoError(t, err)
 	require.Equal(t, jetstream.WorkQueuePolicy, info.Config.Retention)
 	for i := range 5 {
-		require.Equal(t, uint64(1), info.State.Subjects[resultSubject(fmt.Sprintf("wq-%d", i))], "outcome of wq-%d", i)
-		require.NotZero(t, info.State.Subjects[eventSubject(fmt.Sprintf("wq-%d", i))], "events of wq-%d", i)
+		require.Equal(t, uint64(1), info.State.Subjects[wire.ResultSubject(fmt.Sprintf("wq-%d", i))], "outcome of wq-%d", i)
+		require.NotZero(t, info.State.Subjects[wire.EventSubject(fmt.Sprintf("wq-%d", i))], "events of wq-%d", i)
 	}
 }
 
@@ -162,17 +163,17 @@ func TestLimitsStreamOfAnEarlierVersionKeepsWorking(t *testing.T) {
 	_, err = js.CreateStream(ctx, old)
 	require.NoError(t, err)
 
-	s, err := EnsureTopology(ctx, js, Topology{MaxBytes: 1 << 30}, true)
+	s, err := EnsureTopology(ctx, js.Conn(), Topology{MaxBytes: 1 << 30}, true)
 	require.NoError(t, err, "an update must not try to change the retention")
 	require.Equal(t, jetstream.LimitsPolicy, s.CachedInfo().Config.Retention)
 	require.Equal(t, int64(1<<30), s.CachedInfo().Config.MaxBytes, "the rest of the update applies")
-	require.Contains(t, LimitsRetentionAdvice(s), "nats stream rm CAPTCHA")
+	require.Contains(t, limitsRetentionAdvice(s), "nats stream rm CAPTCHA")
 
 	b.client, err = NewClient(ctx, b.nc, ClientConfig{Name: "test-producer"})
 	require.NoError(t, err)
 	b.serveStoreStatus(t)
 	rw := b.startWorker(t, WorkerConfig{Name: "w", Threads: 2, Solver: tokenSolver()})
-	require.False(t, rw.w.workQueue)
+	require.False(t, rw.w.completer.WorkQueue())
 	solveAll(t, b, 3)
 	require.Zero(t, taskMessages(t, b, rw))
 }
@@ -182,5 +183,5 @@ func TestNewStreamIsAWorkQueue(t *testing.T) {
 	b := setup(t, Topology{})
 	rw := b.startWorker(t, WorkerConfig{Name: "w", Threads: 1, Solver: tokenSolver()})
 	require.Equal(t, jetstream.WorkQueuePolicy, rw.w.s.CachedInfo().Config.Retention)
-	require.Empty(t, LimitsRetentionAdvice(rw.w.s))
+	require.Empty(t, limitsRetentionAdvice(rw.w.s))
 }

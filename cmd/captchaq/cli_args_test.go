@@ -115,7 +115,7 @@ func TestStatsPlanOnlyFromLiveWorkersThatSawRefusals(t *testing.T) {
 	_, err = client.Wait(ctx, "p1")
 	require.NoError(t, err)
 	require.Zero(t, api.Stats().Codes["ERROR_ZERO_BALANCE"], "the emulator refused nothing")
-	store, err := stream.OpenTimings(ctx, js, stream.Topology{})
+	store, err := stream.OpenTimings(ctx, js.Conn(), stream.Topology{})
 	require.NoError(t, err)
 	// Fifteen sharing intervals pass: still no window, for want of a
 	// refusal (a worker that shared its window would have at the first).

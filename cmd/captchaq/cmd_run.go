@@ -161,7 +161,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		conns = append(conns, wnc)
-		w, err := stream.NewWorker(ctx, wnc, stream.WorkerConfig{Solver: sc, Threads: *threads, Policy: pf.policy(),
+		// One solving client for every worker of this process: it learns
+		// for all of them, with no pool to share with.
+		w, err := stream.NewWorker(ctx, wnc, stream.WorkerConfig{Solver: sc, LearnAlone: true, Threads: *threads, Policy: pf.policy(),
 			Logger: log, Name: fmt.Sprintf("run-worker-%d", i+1), ShutdownGrace: time.Second, Now: now})
 		if err != nil {
 			return err

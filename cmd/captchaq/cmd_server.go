@@ -225,16 +225,12 @@ const planEarlyUsage = "with --plan-threads: give a thread back when its captcha
 // ensureTopology creates or updates the stream, the workers' consumers and
 // the timings bucket, and sets the plan quota unless planThreads is negative.
 func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, planThreads int, early bool) error {
-	js, err := stream.JetStream(nc, top.Domain)
-	if err != nil {
-		return err
-	}
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := stream.EnsureTopology(tctx, js, top, true); err != nil {
+	if _, err := stream.EnsureTopology(tctx, nc, top, true); err != nil {
 		return fmt.Errorf("create the topology: %w", err)
 	}
-	if _, err := stream.EnsureTimings(tctx, js, top); err != nil {
+	if _, err := stream.EnsureTimings(tctx, nc, top); err != nil {
 		return fmt.Errorf("create the timings bucket: %w", err)
 	}
 	if planThreads >= 0 {
@@ -242,7 +238,7 @@ func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, pla
 		if early {
 			opts = append(opts, stream.PlanEarly())
 		}
-		if err := stream.SetPlan(tctx, js, top, planThreads, opts...); err != nil {
+		if err := stream.SetPlan(tctx, nc, top, planThreads, opts...); err != nil {
 			return fmt.Errorf("set the plan quota: %w", err)
 		}
 	}

@@ -75,20 +75,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer nc.Close()
 	ae.setLogger(log)
-	if *learnPlan {
-		err = untilQueue(ctx, log, func() (err error) {
-			sf.learnPlan, err = noPlanQuota(ctx, nc, nf.jsDomain)
-			return err
-		})
-		if err != nil {
-			return explain(err, ae)
-		}
-	}
-	sc, err := sf.client(solver.Timing{})
-	if err != nil {
-		return err
-	}
-
+	// The worker builds the solving client once it knows whether a
+	// plan-wide quota is set, and shares what the client learns.
+	var sc *solver.Client
 	// Readiness: connected to NATS, bound to the consumers, and taking tasks.
 	var running atomic.Bool
 	var worker atomic.Pointer[stream.Worker]
@@ -117,11 +106,18 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		log.Info("serving metrics", slog.String("addr", addr))
 	}
 
-	w, err := newWorkerPatiently(ctx, nc, ae, stream.WorkerConfig{Solver: m.Solver(sc), Threads: *threads, Policy: pf.policy(),
-		Topology: nf.topology(top.topology()), Name: *name, Logger: log, ShutdownGrace: *grace, Observer: m, NoErase: *noErase, Now: sf.now}, log)
+	w, err := newWorkerPatiently(ctx, nc, ae, stream.WorkerConfig{
+		NewSolver: func(noQuota bool) (*solver.Client, error) {
+			sf.learnPlan = noQuota && *learnPlan
+			return sf.client(solver.Timing{})
+		},
+		WrapSolver: m.Solver, ShareTimingsEvery: *shareEvery, LearnAlone: *shareEvery == 0,
+		Threads: *threads, Policy: pf.policy(), Topology: nf.topology(top.topology()), Name: *name, Logger: log,
+		ShutdownGrace: *grace, Observer: m, NoErase: *noErase, Now: sf.now}, log)
 	if err != nil {
 		return explain(err, ae)
 	}
+	sc = w.SolverClient()
 	// Reports a gateway asks for (its callers' reportgood/reportbad):
 	// the service's key stays here. With a nats.conf that does not let
 	// workers take them, the server's refusal is logged and the gateway
@@ -131,10 +127,6 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return explain(err, ae)
 	}
 	defer stopReports()
-	if *shareEvery > 0 {
-		stopSharing := shareTimings(ctx, nc, nf.topology(top.topology()), sc, *shareEvery, w.Name(), log)
-		defer stopSharing()
-	}
 	svc, _ := sf.profile()
 	log.Info("worker started", slog.Int("threads", *threads), slog.String("nats", nc.ConnectedUrlRedacted()),
 		slog.String("service", string(svc)), slog.String("solver", redactURL(sf.url)))
@@ -221,73 +213,6 @@ func untilQueue(ctx context.Context, log *slog.Logger, do func() error) error {
 			return err
 		}
 	}
-}
-
-// noPlanQuota reports whether no plan-wide thread quota is set.
-func noPlanQuota(ctx context.Context, nc *nats.Conn, domain string) (bool, error) {
-	js, err := stream.JetStream(nc, domain)
-	if err != nil {
-		return false, err
-	}
-	n, err := stream.PlanThreads(ctx, js)
-	if err != nil {
-		return false, fmt.Errorf("read the plan quota: %w", err)
-	}
-	return n == 0, nil
-}
-
-// shareTimings starts sc with the pool's learned solve times and shares what
-// sc learns with the pool every interval, until the returned function is
-// called, which shares once more. Without the
-// bucket (a server whose admin has not run init since it exists) the worker
-// says so once and learns alone.
-func shareTimings(ctx context.Context, nc *nats.Conn, top stream.Topology, sc *solver.Client, every time.Duration, name string, log *slog.Logger) func() {
-	js, err := stream.JetStream(nc, top.Domain)
-	if err == nil {
-		var store *stream.Timings
-		if store, err = stream.OpenTimings(ctx, js, top); err == nil {
-			// The pool's timings before the first task, then every interval.
-			warned := false
-			share := func(ctx context.Context) {
-				err := sc.ShareTimings(ctx, store)
-				// A window is a plan size only once the service has
-				// refused a submission for want of threads.
-				if n := sc.PlanWindow(); n > 0 && sc.PlanReached() && err == nil {
-					err = store.PutWindow(ctx, name, n, time.Now())
-				}
-				if err != nil && ctx.Err() == nil && !warned {
-					warned = true
-					log.Warn("could not share learned solve times; polling on with this worker's own", slog.Any("error", err))
-				}
-			}
-			share(ctx)
-			ctx, cancel := context.WithCancel(ctx)
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				t := time.NewTicker(every)
-				defer t.Stop()
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-t.C:
-						share(ctx)
-					}
-				}
-			}()
-			return func() {
-				cancel()
-				<-done
-				// What this worker learned since the last share outlives it.
-				last, stop := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-				defer stop()
-				share(last)
-			}
-		}
-	}
-	log.Warn("solve times are not shared with the pool: this worker learns alone", slog.Any("error", err))
-	return func() {}
 }
 
 // hostOf is a URL's host, all that logs show of it.

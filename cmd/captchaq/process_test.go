@@ -50,9 +50,9 @@ func listeningServer(t *testing.T, top stream.Topology) (string, jetstream.JetSt
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	// As `captchaq init`: producers and workers only find what it creates.
-	_, err = stream.EnsureTopology(ctx, js, top, true)
+	_, err = stream.EnsureTopology(ctx, js.Conn(), top, true)
 	require.NoError(t, err)
-	_, err = stream.EnsureTimings(ctx, js, top)
+	_, err = stream.EnsureTimings(ctx, js.Conn(), top)
 	require.NoError(t, err)
 	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{Topology: top, Name: "process-test"})
 	require.NoError(t, err)
@@ -205,7 +205,7 @@ func TestPlanQuotaAcrossWorkerProcesses(t *testing.T) {
 	url, js, client := listeningServer(t, top)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	require.NoError(t, stream.SetPlan(ctx, js, top, 15))
+	require.NoError(t, stream.SetPlan(ctx, js.Conn(), top, 15))
 	api, emu := emulatorURL(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: {Min: 600 * time.Millisecond, Max: 600 * time.Millisecond}}})
 	for range 5 {
 		w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu, "--poll-scale", "0.01", "--threads", "20")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/internal/quantile"
 	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/stream"
@@ -107,7 +108,7 @@ func (s *summary) print(w io.Writer, total int) {
 		fmt.Fprintf(w, "           %d × %s: %s%s\n", len(s.reasons[k]), strings.TrimSpace(k), strings.Join(ids, ", "), more)
 	}
 	if len(s.times) > 0 {
-		fmt.Fprintf(w, "  solve time p50 %.1fs, p95 %.1fs\n", stream.Percentile(s.times, 0.5), stream.Percentile(s.times, 0.95))
+		fmt.Fprintf(w, "  solve time p50 %.1fs, p95 %.1fs\n", quantile.Of(s.times, 0.5), quantile.Of(s.times, 0.95))
 	}
 	if secs := s.elapsed.Seconds(); secs > 0 {
 		fmt.Fprintf(w, "  throughput %.2f tasks/s (%.0f tasks/min)\n", float64(s.done())/secs, float64(s.done())/secs*60)

@@ -28,6 +28,11 @@ func (t *topoFlags) register(fs *flag.FlagSet) {
 
 func (t *topoFlags) topology() stream.Topology {
 	top := stream.Topology{Replicas: t.replicas, Retention: t.retention, AckWait: t.ackWait, DuplicateWindow: t.dup, MaxBytes: t.maxBytes}
+	if t.dup == stream.DefaultDuplicateWindow {
+		// The default, which the stream cuts to a shorter --retention; a
+		// window set longer than the retention is refused.
+		top.DuplicateWindow = 0
+	}
 	if t.slowLimit > 0 || t.fastLimit > 0 {
 		top.LaneLimits = map[stream.Lane]int{stream.LaneSlow: t.slowLimit, stream.LaneFast: t.fastLimit}
 	}

@@ -55,7 +55,7 @@ type Config struct {
 	// An encrypted store keeps every message's bytes (page URLs among them)
 	// unreadable on disk without the key, from the moment it is stored; a
 	// plaintext store holds them readable until a worker erases them, at
-	// the price of a block rewrite per message (package stream, erase.go).
+	// the price of a block rewrite per message (stream/internal/completer, erase.go).
 	StoreKey string
 }
 

@@ -50,7 +50,7 @@ func TestWorkerMetrics(t *testing.T) {
 	// As `captchaq init`: workers only find the topology.
 	ajs, err := stream.JetStream(connect(), "")
 	require.NoError(t, err)
-	_, err = stream.EnsureTopology(ctx, ajs, stream.Topology{}, true)
+	_, err = stream.EnsureTopology(ctx, ajs.Conn(), stream.Topology{}, true)
 	require.NoError(t, err)
 	w, err := stream.NewWorker(ctx, connect(), stream.WorkerConfig{Solver: m.Solver(sc), Threads: 3, Observer: m,
 		IdleCheck: 50 * time.Millisecond, Policy: retry.Policy{InitialInterval: 10 * time.Millisecond, NoJitter: true}})

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
@@ -112,11 +111,9 @@ func Start(t testing.TB, opts ...Option) *Env {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// As `captchaq init` does: producers and workers only find the topology.
-	if js, err := stream.JetStream(e.Conn, e.Topology.Domain); err != nil {
-		t.Fatalf("streamtest: jetstream: %v", err)
-	} else if _, err := stream.EnsureTopology(ctx, js, e.Topology, true); err != nil {
+	if _, err := stream.EnsureTopology(ctx, e.Conn, e.Topology, true); err != nil {
 		t.Fatalf("streamtest: topology: %v", err)
-	} else if _, err := stream.EnsureTimings(ctx, js, e.Topology); err != nil {
+	} else if _, err := stream.EnsureTimings(ctx, e.Conn, e.Topology); err != nil {
 		t.Fatalf("streamtest: timings bucket: %v", err)
 	}
 	e.Client, err = stream.NewClient(ctx, e.Conn, stream.ClientConfig{Topology: e.Topology, Name: "streamtest-producer", Now: e.Now})
@@ -124,11 +121,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 		t.Fatalf("streamtest: producer client: %v", err)
 	}
 	if cfg.planThreads > 0 {
-		js, err := jetstream.New(e.Conn)
-		if err == nil {
-			err = stream.SetPlan(ctx, js, e.Topology, cfg.planThreads)
-		}
-		if err != nil {
+		if err := stream.SetPlan(ctx, e.Conn, e.Topology, cfg.planThreads); err != nil {
 			t.Fatalf("streamtest: plan threads: %v", err)
 		}
 	}

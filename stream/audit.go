@@ -1,0 +1,156 @@
+package stream
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// TraceEntry is one step in the life of a task, for audits, as Trace returns
+// it and `captchaq trace --json` prints it. It never holds a token or a page
+// URL (page hosts only). It is part of the wire contract: fields may be
+// added; these keep their names and meaning.
+type TraceEntry struct {
+	// Seq is the stream sequence of the message the step was read from (for
+	// a submission whose task message is gone, the task message's own).
+	Seq uint64 `json:"seq"`
+	// At is when the step happened.
+	At time.Time `json:"at"`
+	// Kind names the step: submitted, attempt, retry, snooze, handback,
+	// solved, dead (event log); outcome, dead-letter, replayed, cancel (the
+	// stored records; cancel: an admin's, or an owner's a worker relayed).
+	Kind string `json:"kind"`
+	// Gen is the generation (task message) the step belongs to.
+	Gen uint64 `json:"gen"`
+	// Attempt is how many attempts the generation had spent at this step; 0
+	// (omitted) when none or not applicable.
+	Attempt int `json:"attempt,omitempty"`
+	// Worker is the name of the worker that took the step; empty for
+	// producer-side steps.
+	Worker string `json:"worker,omitempty"`
+	// Client is the name of the producer that submitted or replayed the
+	// task; empty when unnamed or not applicable.
+	Client string `json:"client,omitempty"`
+	// Code is the API code or pseudo-code of the failure behind the step;
+	// empty for attempts and successes.
+	Code string `json:"code,omitempty"`
+	// Reason is the retry.Reason of a dead task; empty otherwise.
+	Reason string `json:"reason,omitempty"`
+	// Delay is the wait before the next delivery (retry, snooze); 0
+	// otherwise. In JSON it is an integer of nanoseconds.
+	Delay time.Duration `json:"delay,omitempty"`
+	// Detail is a human-readable note on the step (method and page host,
+	// delivery number, solve time, error detail); its wording may change.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Trace returns the life of task id, oldest first: each submission (when,
+// from which client), each attempt (worker, start, end, error code), each
+// retry and its delay, the outcome or dead letter, and any replay.
+func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
+	if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	subjects := []string{wire.TaskSubjectsFor(id), wire.IDSubjects(id)}
+	var out []TraceEntry
+	submitted := map[uint64]bool{}
+	err := scanFrom(ctx, c, subjects, 0, false, func(m jetstream.Msg) (bool, error) {
+		md, err := m.Metadata()
+		if err != nil {
+			return false, err
+		}
+		e := TraceEntry{Seq: md.Sequence.Stream, At: md.Timestamp}
+		h := m.Headers()
+		switch subj := m.Subject(); {
+		case strings.HasPrefix(subj, wire.SubjectTasks+"."):
+			e.Kind, e.Gen, e.Client = "submitted", e.Seq, h.Get(wire.HeaderClient)
+			submitted[e.Gen] = true
+			e.Detail = "subject " + subj
+			if t, err := ParseTask(m.Data()); err == nil {
+				e.Detail = fmt.Sprintf("%s on %s, priority %s, deadline %s", t.Method, wire.PageHost(t.Params), t.Queue(), t.Deadline.Format(time.RFC3339))
+			}
+			if r := h.Get(wire.HeaderReplayedBy); r != "" {
+				e.Detail += ", replay of dead letter " + r
+			}
+		case strings.HasPrefix(subj, wire.SubjectEvents+"."):
+			var ev Event
+			if err := json.Unmarshal(m.Data(), &ev); err != nil {
+				return false, nil
+			}
+			if !submitted[ev.Gen] && !ev.Submitted.IsZero() {
+				// The task message is deleted once the task is done; its
+				// events remember when and by whom it was submitted.
+				submitted[ev.Gen] = true
+				out = append(out, TraceEntry{Seq: ev.Gen, At: ev.Submitted, Kind: "submitted", Gen: ev.Gen, Client: ev.Client,
+					Detail: "on " + ev.Host})
+			}
+			e.Kind, e.Gen, e.Attempt, e.Worker, e.Reason = string(ev.Kind), ev.Gen, ev.Attempts, ev.Worker, ev.Reason
+			e.Code, e.Delay, e.At = cmp.Or(ev.Code, ev.LastCode), time.Duration(ev.DelayMS)*time.Millisecond, ev.At
+			switch ev.Kind {
+			case EventAttempt:
+				e.Code = ""
+				e.Detail = fmt.Sprintf("delivery %d", ev.Delivery)
+				if ev.Crashed {
+					e.Detail += ", the previous attempt died with its worker"
+				}
+			case EventSolved:
+				e.Detail = fmt.Sprintf("in %.1fs, token valid until %s", ev.Seconds, ev.ExpiresAt.Format(time.RFC3339))
+			case EventDead:
+				e.Detail = ev.Detail
+			case EventRetry, EventSnooze, EventHandback:
+				e.Detail = fmt.Sprintf("after %.1fs", ev.Seconds)
+			}
+		case strings.HasPrefix(subj, wire.SubjectResults+"."):
+			var o Outcome
+			_ = json.Unmarshal(m.Data(), &o)
+			e.Kind, e.Attempt, e.Code, e.Reason = "outcome", o.Attempts, o.Error, o.Reason
+			e.Gen, _ = strconv.ParseUint(h.Get(wire.HeaderGen), 10, 64)
+			e.Detail = "status " + string(o.Status)
+			if o.Status == StatusSolved {
+				e.Detail += fmt.Sprintf(", in %.1fs, token valid until %s", o.SolveSeconds, o.ExpiresAt.Format(time.RFC3339))
+			}
+		case strings.HasPrefix(subj, wire.SubjectDead+"."):
+			d := wire.ParseDeadLetter(subj, h, m.Data(), e.Seq, e.At)
+			e.Kind, e.Gen, e.Attempt, e.Code, e.Reason = "dead-letter", d.Gen, d.Attempts, d.Error, string(d.Reason)
+		case subj == wire.CancelRecordSubject(id):
+			var r CancelRecord
+			_ = json.Unmarshal(m.Data(), &r)
+			e.Kind, e.Client, e.Gen, e.At = "cancel", r.By, r.Gen, md.Timestamp
+			e.Detail = wire.CancelDetail(&r)
+		case strings.HasPrefix(subj, wire.SubjectReplays+"."):
+			var r Replay
+			_ = json.Unmarshal(m.Data(), &r)
+			if r.TaskSeq == 0 {
+				// A replay's first record, written before it queued
+				// anything: its task message shows as the next
+				// submission, and the final record as the replay.
+				return false, nil
+			}
+			e.Kind, e.Client, e.Gen = "replayed", r.By, r.TaskSeq
+			e.Detail = fmt.Sprintf("dead letter %d replayed as task message %d", r.DeadSeq, r.TaskSeq)
+		default:
+			return false, nil // not a record of the task (a worker named like it)
+		}
+		out = append(out, e)
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("trace %s: %w", id, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("trace %s: %w", id, ErrNotFound)
+	}
+	// Stream order, except the submissions remembered by events (their task
+	// messages are gone), which go back to when they happened.
+	slices.SortStableFunc(out, func(a, b TraceEntry) int { return a.At.Compare(b.At) })
+	return out, nil
+}

@@ -1,0 +1,107 @@
+// Relaying owners' cancels: every worker listens to the headers the stream
+// republishes of owners' cancel records (captcha.stored.cancels.<id>.<gen>)
+// and turns a valid one into a record of the task (captcha.cancels.<id>),
+// which every later delivery reads with the task's state at no cost and
+// which makes a running delivery's next attempt write fail. A forged record
+// costs each worker two direct gets when it is stored, once, and no
+// delivery anything.
+
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// relayQueue bounds the owners' cancels waiting to be checked. One that
+// does not fit is dropped: a delivery still finds it among the first
+// records of its subject (cancelOf).
+const relayQueue = 1024
+
+// relayCancels relays owners' cancels until ctx ends. The returned function
+// waits for the relay to stop.
+func (w *Worker) relayCancels(ctx context.Context) (func(), error) {
+	queue := make(chan uint64, relayQueue)
+	sub, err := w.nc.Subscribe(wire.StoredSubject(wire.SubjectCancels+".*.*"), func(m *nats.Msg) {
+		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		if err != nil {
+			return
+		}
+		select {
+		case queue <- seq:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { _ = sub.Unsubscribe() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case seq := <-queue:
+				w.relayCancel(ctx, seq)
+			}
+		}
+	}()
+	return func() { <-done }, nil
+}
+
+// relayCancel checks the owner's cancel record at seq and, when it holds
+// the secret its task message's hash names and the generation has no
+// cancel record yet, stores one among the task's records.
+func (w *Worker) relayCancel(ctx context.Context, seq uint64) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := w.s.GetMsg(ctx, seq)
+	if err != nil {
+		return
+	}
+	parts := strings.Split(m.Subject, ".")
+	if len(parts) != 4 || parts[0]+"."+parts[1] != wire.SubjectCancels {
+		return
+	}
+	id := parts[2]
+	gen, err := strconv.ParseUint(parts[3], 10, 64)
+	if err != nil {
+		return
+	}
+	rec := wire.ParseCancel(m.Data, gen)
+	if rec == nil || rec.Secret == "" {
+		return
+	}
+	task, err := w.s.GetLastMsgForSubject(ctx, wire.TaskSubjectsFor(id))
+	if err != nil || task.Sequence != gen || !wire.OwnsCancel(task.Header, rec.Secret) {
+		return // forged, or the task is done (its message is gone)
+	}
+	if last, err := w.s.GetLastMsgForSubject(ctx, wire.CancelRecordSubject(id)); err == nil && wire.ParseCancel(last.Data, gen) != nil {
+		return // relayed already
+	} else if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return
+	}
+	rec.Secret = "" // the task's records never hold it
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return
+	}
+	if _, err := jscall.PublishRetrying(ctx, w.js, &nats.Msg{Subject: wire.CancelRecordSubject(id), Data: b}, jetstream.WithExpectStream(w.top.Stream)); err != nil {
+		w.log.Warn("cannot relay an owner's cancel; the next delivery looks for it itself", slog.String("task_id", id), slog.Any("error", err))
+		return
+	}
+	w.log.Info("relayed the owner's cancel", slog.String("task_id", id))
+}

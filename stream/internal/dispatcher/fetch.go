@@ -1,0 +1,275 @@
+// Dispatch: which consumer a worker with free threads asks next, and how
+// it learns that one may have a task (a publish seen, a task of the lane
+// finished, an idle tick) without asking consumers that have none.
+
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// Fetch pulls up to n tasks without waiting: high priority first, in every
+// lane, then normal. Exactly one message is pulled per free thread, so no
+// task's ack timer starts while it waits in a local buffer.
+func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
+	var out []jetstream.Msg
+	dp.turn++
+	for _, f := range dp.rotated() {
+		if len(out) == n || ctx.Err() != nil {
+			break
+		}
+		if f.Priority != wire.PriorityHigh && dp.highRechecking() {
+			break // a high-priority task may be about to show: no normal task takes its thread
+		}
+		seen := f.News.Load()
+		if seen == f.EmptyAt.Load() {
+			continue // nothing new since it was last found empty
+		}
+		want := n - len(out)
+		var batch jetstream.MessageBatch
+		var err error
+		if f.Limited {
+			batch, want, err = dp.fetchLimited(ctx, f, want)
+		} else {
+			batch, err = f.Cons.FetchNoWait(want)
+		}
+		if err != nil {
+			dp.Log.Debug("fetch tasks", slog.String("consumer", f.Cons.CachedInfo().Name), slog.Any("error", err))
+			dp.Reach.Failed(dp.Log, "fetch tasks", err)
+			continue
+		}
+		if batch == nil {
+			f.EmptyAt.Store(seen) // at its lane limit: a task of the lane finishing makes room
+			continue
+		}
+		got := 0
+		for m := range batch.Messages() {
+			out = append(out, m)
+			got++
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			dp.Log.Debug("fetch tasks", slog.String("consumer", f.Cons.CachedInfo().Name), slog.Any("error", err))
+			dp.Reach.Failed(dp.Log, "fetch tasks", err)
+		} else {
+			dp.Reach.Answered(dp.Log)
+		}
+		if got < want {
+			f.EmptyAt.Store(seen)
+			dp.recheck(f, got == 0)
+		}
+	}
+	return out
+}
+
+// storeLag bounds how long after the wake-up subscription sees a publish the
+// stream may take to store it: the server hands the message to subscribers
+// and to the stream's own queue at once, so a fetch sent on the news can come
+// back empty for a task stored a moment later.
+const storeLag = 50 * time.Millisecond
+
+// recheckDelays are the waits before looking at a consumer again after a
+// Fetch on fresh news found it short: 2, 6 and 18 ms after that fetch.
+var recheckDelays = [...]time.Duration{2 * time.Millisecond, 6 * time.Millisecond, 18 * time.Millisecond}
+
+// recheck looks at f again shortly after a fetch found it short, when the
+// last publish seen for it came within storeLag: a task may not be stored,
+// or not yet counted by the consumer (the producer's acknowledgement can come
+// first). At most len(recheckDelays) times per publish, so a lane that other
+// workers keep empty costs at most three extra fetches per publish. When the
+// Fetch found nothing (empty), until the first of them has looked fetch takes
+// no normal task if f is a high-priority consumer: a freshly published
+// high-priority task is not to lose the thread to a normal one; that holds
+// normal tasks back at most 2 ms per high-priority publish this worker found
+// empty. Only after an empty fetch: holding them after short fetches too
+// would starve the normal backlog under steady high-priority traffic.
+func (dp *Dispatcher) recheck(f *Feed, empty bool) {
+	at := f.newsAt.Load()
+	if time.Duration(time.Now().UnixNano()-at) > storeLag {
+		return
+	}
+	f.mu.Lock()
+	if f.recheckFor != at {
+		f.recheckFor, f.rechecks = at, 0
+	}
+	if f.rechecks == len(recheckDelays) {
+		f.mu.Unlock()
+		return
+	}
+	d, hold := recheckDelays[f.rechecks], empty && f.rechecks == 0
+	f.rechecks++
+	f.mu.Unlock()
+	if hold {
+		f.rechecking.Add(1)
+	}
+	time.AfterFunc(d, func() {
+		f.News.Add(1)
+		if hold {
+			f.rechecking.Add(-1)
+		}
+		dp.Poke()
+	})
+}
+
+// highRechecking reports whether a high-priority consumer is to be looked at
+// again in a moment (recheck's first look).
+func (dp *Dispatcher) highRechecking() bool {
+	for _, f := range dp.Feeds {
+		if f.Priority == wire.PriorityHigh && f.rechecking.Load() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// fetchLimited pulls up to want tasks from a consumer held to a lane limit
+// (MaxAckPending), asking for no more than the room it has left. The server
+// does not answer a no-wait fetch of a consumer at its MaxAckPending with "no
+// messages": it keeps the request until a task of the lane is acked, and
+// nats.go gives up only after a second of silence, all that time holding up
+// the dispatch loop, high-priority tasks and the other lanes included. So it
+// first asks the consumer for its room (fetchRoom). It returns how many
+// tasks it asked for.
+func (dp *Dispatcher) fetchLimited(ctx context.Context, f *Feed, want int) (jetstream.MessageBatch, int, error) {
+	info, err := f.Cons.Info(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	return FetchRoom(f, info, want)
+}
+
+// limitedFetchWait bounds a fetch from a lane-limited consumer that another
+// worker may have filled since its room was read.
+const limitedFetchWait = 50 * time.Millisecond
+
+// FetchRoom fetches up to want tasks of a lane-limited consumer whose state
+// info read a moment ago: none when it had no room (a nil batch); with tasks
+// waiting, no more than there were, with an expiry of limitedFetchWait, so
+// that another worker taking the room in between (both saw the last free
+// slot) costs this worker 50 ms instead of the second a no-wait fetch at the
+// limit waits; with none waiting, a no-wait fetch, which also brings tasks
+// coming back for a retry.
+func FetchRoom(f *Feed, info *jetstream.ConsumerInfo, want int) (jetstream.MessageBatch, int, error) {
+	room := info.Config.MaxAckPending - info.NumAckPending
+	if room <= 0 {
+		return nil, 0, nil
+	}
+	want = min(want, room)
+	if info.NumPending > 0 {
+		want = int(min(uint64(want), info.NumPending))
+		b, err := f.Cons.Fetch(want, jetstream.FetchMaxWait(limitedFetchWait))
+		return b, want, err
+	}
+	b, err := f.Cons.FetchNoWait(want)
+	return b, want, err
+}
+
+// Feed is one of the workers' consumers, with what this worker knows of it:
+// News counts events that may have put a task there (a publish seen on the
+// wake-up subscription, a task of its lane finished here, an idle tick), and
+// emptyAt is the value news had when a fetch last came back short. A feed
+// with no news since it was found empty is not asked: no empty round trips.
+type Feed struct {
+	Cons     jetstream.Consumer
+	Lane     wire.Lane
+	Priority wire.Priority
+	// Limited is set when the consumer's MaxAckPending is a lane limit.
+	Limited bool
+	News    atomic.Uint64
+	EmptyAt atomic.Uint64
+	// newsAt is when the wake-up subscription last saw a publish for it
+	// (Unix ns); rechecks counts the rechecks made for the publish seen at
+	// recheckFor.
+	newsAt     atomic.Int64
+	rechecking atomic.Int32 // first rechecks after an empty fetch, scheduled and not yet made
+	mu         sync.Mutex
+	recheckFor int64
+	rechecks   int
+}
+
+// News notes a task published on subject (captcha.tasks.<lane>.<priority>.<id>).
+func (dp *Dispatcher) News(subject string) {
+	rest, ok := strings.CutPrefix(subject, wire.SubjectTasks+".")
+	if !ok {
+		return
+	}
+	lane, rest, _ := strings.Cut(rest, ".")
+	priority, _, _ := strings.Cut(rest, ".")
+	for _, f := range dp.Feeds {
+		if string(f.Lane) == lane && string(f.Priority) == priority {
+			f.newsAt.Store(time.Now().UnixNano())
+			f.News.Add(1)
+		}
+	}
+}
+
+// AnyNews reports whether some consumer may have a task for this worker.
+func (dp *Dispatcher) AnyNews() bool {
+	for _, f := range dp.Feeds {
+		if f.News.Load() != f.EmptyAt.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// BumpAll marks every consumer as worth asking again.
+func (dp *Dispatcher) BumpAll() {
+	for _, f := range dp.Feeds {
+		f.News.Add(1)
+	}
+}
+
+// Poke wakes the dispatch loop if it is idle.
+func (dp *Dispatcher) Poke() {
+	select {
+	case dp.wake <- struct{}{}:
+	default:
+	}
+}
+
+// LookAgainAfter makes the worker look at lane's consumers when a task it
+// handed back with delay d comes due, when that is sooner than the idle
+// check would.
+func (dp *Dispatcher) LookAgainAfter(d time.Duration, lane wire.Lane) {
+	if d >= dp.IdleCheck {
+		return
+	}
+	time.AfterFunc(d+10*time.Millisecond, func() {
+		dp.LaneFreed(lane)
+		dp.Poke()
+	})
+}
+
+// LaneFreed notes that a task of lane finished here: a lane held at its
+// limit may hand out another one now.
+func (dp *Dispatcher) LaneFreed(lane wire.Lane) {
+	for _, f := range dp.Feeds {
+		if f.Lane == lane {
+			f.News.Add(1)
+		}
+	}
+}
+
+// rotated returns the consumers in the order to look at them this time: every
+// lane's high-priority consumer before any normal one, and within each
+// priority the lanes in turn.
+func (dp *Dispatcher) rotated() []*Feed {
+	k := len(wire.Lanes)
+	out := make([]*Feed, 0, len(dp.Feeds))
+	for p := 0; p < len(dp.Feeds)/k; p++ {
+		for i := range k {
+			out = append(out, dp.Feeds[p*k+(i+dp.turn)%k])
+		}
+	}
+	return out
+}

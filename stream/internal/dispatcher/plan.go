@@ -1,0 +1,169 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/solver"
+)
+
+// The plan-wide thread quota lives in a stream of its own: one message per
+// thread of the plan. A worker must hold one (delivered, not yet acked) while
+// it talks to the service about a captcha, and gives it back with a Nak the
+// moment the service is done with it. The server hands each message to one
+// holder at a time, so the quota holds across every worker process and
+// machine; a holder that dies gives its thread back after AckWait, like any
+// task; a live holder keeps it with InProgress. No lock service, no clock
+// agreement, nothing outside JetStream.
+const (
+	PlanStream      = "CAPTCHA_PLAN"
+	PlanSubject     = "captcha-plan.threads"
+	PlanConsumer    = "plan-threads"
+	PlanMetaThreads = "captchaq.plan_threads"
+	PlanMetaEarly   = "captchaq.plan_early"
+)
+
+// PlanSettings returns the plan-wide thread quota (0: none) and whether its
+// threads are given back early (stream.PlanEarly).
+func PlanSettings(ctx context.Context, js jetstream.JetStream) (threads int, early bool, err error) {
+	s, err := js.Stream(ctx, PlanStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("plan stream: %w", err)
+	}
+	meta := s.CachedInfo().Config.Metadata
+	n, err := strconv.Atoi(meta[PlanMetaThreads])
+	if err != nil {
+		return 0, false, fmt.Errorf("plan stream: bad %s metadata: %w", PlanMetaThreads, err)
+	}
+	return n, meta[PlanMetaEarly] == "true", nil
+}
+
+// planRefresh is how often a worker looks whether the plan quota was set,
+// changed or removed.
+const planRefresh = 10 * time.Second
+
+// PlanThread is one held thread of the plan. Release gives it back at once;
+// it is safe to call more than once.
+type PlanThread struct {
+	m        jetstream.Msg
+	once     sync.Once
+	released atomic.Bool
+	wait     time.Duration // the plan consumer's ack wait
+}
+
+func (p *PlanThread) Release() {
+	if p == nil {
+		return
+	}
+	p.once.Do(func() { p.released.Store(true); _ = p.m.Nak() })
+}
+
+// AckWait is the plan consumer's ack wait, 0 when unknown.
+func (p *PlanThread) AckWait() time.Duration {
+	if p == nil {
+		return 0
+	}
+	return p.wait
+}
+
+// KeepAlive extends the lease of a thread not given back yet.
+func (p *PlanThread) KeepAlive() {
+	if p != nil && !p.released.Load() {
+		_ = p.m.InProgress()
+	}
+}
+
+// PlanGate hands out plan threads to a worker.
+type PlanGate struct {
+	JS      jetstream.JetStream
+	mu      sync.Mutex
+	cons    jetstream.Consumer // nil: no quota
+	early   bool               // the quota's threads are given back early (stream.PlanEarly)
+	checked time.Time
+}
+
+// EarlyRelease returns ctx, under which the solver gives t back when its
+// captcha is probably solved, if the quota says so (stream.PlanEarly); else ctx.
+func (g *PlanGate) EarlyRelease(ctx context.Context, t *PlanThread) context.Context {
+	if t == nil {
+		return ctx
+	}
+	g.mu.Lock()
+	early := g.early
+	g.mu.Unlock()
+	if !early {
+		return ctx
+	}
+	return solver.WithProbablyReady(ctx, t.Release)
+}
+
+// consumer returns the plan's consumer, nil when no quota is set, looking
+// again at most every planRefresh.
+func (g *PlanGate) consumer(ctx context.Context, now time.Time) jetstream.Consumer {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.checked.IsZero() && now.Sub(g.checked) < planRefresh {
+		return g.cons
+	}
+	g.checked = now
+	c, err := g.JS.Consumer(ctx, PlanStream, PlanConsumer)
+	switch {
+	case err == nil:
+		g.cons = c
+		if _, early, err := PlanSettings(ctx, g.JS); err == nil {
+			g.early = early
+		}
+	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrConsumerNotFound):
+		g.cons, g.early = nil, false
+	}
+	// On other errors keep what we had: a jscall.Passing broker problem must not
+	// lift the quota.
+	return g.cons
+}
+
+// Acquire takes up to n plan threads, waiting up to wait for the first when
+// none is free. With no quota it returns n nil threads: nothing to hold.
+func (g *PlanGate) Acquire(ctx context.Context, n int, wait time.Duration, now time.Time) ([]*PlanThread, error) {
+	c := g.consumer(ctx, now)
+	if c == nil {
+		return make([]*PlanThread, n), nil
+	}
+	var out []*PlanThread
+	lease := c.CachedInfo().Config.AckWait
+	batch, err := c.FetchNoWait(n)
+	if err == nil {
+		for m := range batch.Messages() {
+			out = append(out, &PlanThread{m: m, wait: lease})
+		}
+		err = batch.Error()
+	}
+	if len(out) > 0 || (err != nil && !errors.Is(err, jetstream.ErrNoMessages)) {
+		return out, ignoreNoMessages(err)
+	}
+	batch, err = c.Fetch(1, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		return nil, err
+	}
+	for m := range batch.Messages() {
+		out = append(out, &PlanThread{m: m, wait: lease})
+	}
+	return out, ignoreNoMessages(batch.Error())
+}
+
+func ignoreNoMessages(err error) error {
+	if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
+}

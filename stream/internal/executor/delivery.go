@@ -1,0 +1,330 @@
+// Executing one delivery of a task message: delivery owns the delivery's
+// state and every write made for it. The dispatcher hands it a message and
+// a plan thread; what to record and what comes next is decided by the pure
+// functions of decide.go; the records are written through the Store
+// (record.go, finish.go, token.go).
+
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// delivery is one delivery of a task message being executed.
+type delivery struct {
+	x      *Executor
+	m      jetstream.Msg
+	id     string
+	gen    uint64
+	number uint64 // the delivery's number (1: the first)
+	// submitted is when the task message was stored.
+	submitted time.Time
+	task      wire.Task
+	invalid   error
+	// forged is set when the message's envelope (subject id, message id,
+	// id header) does not hold together: it is not a submission of its id.
+	forged   bool
+	deadline time.Time
+	st       taskstore.GenState
+	log      *slog.Logger
+	// thread is the plan thread held for this task (nil without a quota).
+	thread Thread
+	// assumed is true while st is an assumption (first delivery), not a read.
+	assumed bool
+}
+
+// resume finishes a generation that an earlier delivery took to its end
+// but did not finish, and reports whether it did.
+func (d *delivery) resume(ctx context.Context) bool {
+	switch resumeFrom(d.st, d.x.Clock.BrokerTime(d.x.Now())) { // token expiry is on the broker's clock
+	case resumeAck:
+		d.done()
+	case resumeDead:
+		d.finishDead(ctx, retry.Reason(d.st.Last.Reason), d.st.Last.LastCode)
+	case resumeExpired:
+		d.finishExpired(ctx)
+	case resumeToken:
+		return d.finishFromToken(ctx)
+	default:
+		return false
+	}
+	return true
+}
+
+// admit decides whether the delivery may make an attempt: not when the
+// message is not a valid task, was canceled, or has its budget or deadline
+// spent (each ends it dead). It returns the event every step of the attempt
+// starts from, and whether the last attempt died with its worker.
+func (d *delivery) admit(ctx context.Context) (base wire.Event, crashed bool, ok bool) {
+	if d.st.Last.Kind == wire.EventAttempt && d.attemptLives(ctx) {
+		// Its worker is alive and still holds it (the broker lost track of
+		// the delivery, a restart say): paying the service again would pay
+		// twice. Look again after the next heartbeat.
+		d.log.Info("the last attempt's worker is alive and holds the task: waiting for it", slog.String("holder", d.st.Last.Worker))
+		_ = d.m.NakWithDelay(wire.HeartbeatEvery)
+		return wire.Event{}, false, false
+	}
+	carried, crashed := carryOver(d.st.Last, d.x.Now())
+	if crashed {
+		d.log.Warn("the last attempt died with its worker", slog.Int("attempts", carried.Attempts))
+	}
+	base = carried
+	base.Gen, base.Method, base.Worker, base.Delivery, base.Host = d.gen, d.task.Method, d.x.Name, d.number, wire.PageHost(d.task.Params)
+	base.Submitted, base.Client = d.submitted, d.m.Headers().Get(wire.HeaderClient)
+
+	if d.invalid != nil {
+		d.deadLetter(ctx, base, invalidVerdict(d.invalid, d.forged))
+		return base, crashed, false
+	}
+	if detail, ok := d.canceled(ctx); ok {
+		d.deadLetter(ctx, base, canceledVerdict(detail))
+		return base, crashed, false
+	}
+	if v, ok := startVerdict(d.x.Policy, carried, crashed, d.deadline, d.x.Now()); !ok {
+		d.deadLetter(ctx, base, v)
+		return base, crashed, false
+	}
+	return base, crashed, true
+}
+
+// attempt records an attempt, has the service solve the captcha, and
+// records what came of it (afterAttempt): the solve, a retry or snooze, a
+// dead letter, or a hand-back.
+//
+// The attempt is recorded before the service hears of the captcha: a solve
+// that could not be counted (a full stream, a broker outage) is never paid
+// for, and every paid solve is in the audit trail.
+func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, sl Slot) {
+	start := d.x.Now()
+	if !d.x.Room.Take(ctx, start) {
+		if ctx.Err() != nil {
+			_ = d.m.Nak() // stopping: another worker may take it now
+			return
+		}
+		d.log.Warn("the stream is full (or its size could not be read): no attempt starts that could not be recorded; it comes back later")
+		_ = d.m.NakWithDelay(d.x.Lease())
+		return
+	}
+	defer d.x.Room.Give()
+	ev := base
+	ev.Kind, ev.Attempts, ev.At, ev.Crashed = wire.EventAttempt, base.Attempts+1, start, crashed
+	// Held from before the attempt is recorded to the end of the delivery:
+	// every heartbeat sent while the attempt's record is the task's last
+	// names the task (attemptLives).
+	held := wire.HeldTask{ID: d.id, Gen: d.gen}
+	d.x.Held.Add(held)
+	defer d.x.Held.Remove(held)
+	if !d.record(ctx, ev) {
+		if ctx.Err() != nil {
+			// The worker is stopping (its write was cut short, not refused):
+			// hand the task back at once, as a stopping worker does with
+			// every task it holds, instead of after a heartbeat.
+			_ = d.m.Nak()
+			return
+		}
+		_ = d.m.NakWithDelay(d.x.Lease())
+		return
+	}
+	tctx, endTrace := traceAttempt(ctx, d)
+	ans, serr := d.solve(d.x.EarlyRelease(tctx, d.thread))
+	endTrace(serr)
+	if solver.ClassOf(serr) != retry.Fatal {
+		sl.Solved() // the next task may start while this one is recorded
+	}
+	end := d.x.Now()
+	ev.Seconds = end.Sub(start).Seconds()
+	res := attemptResult{ev: ev, err: serr, shutdown: ctx.Err() != nil, end: end, deadline: d.deadline}
+	if code := d.x.StopCause(); code != "" {
+		res.stopCode = code
+	}
+	// What follows records what the service already did: it must not fail
+	// because the worker is stopping. An answer is paid for: it is kept
+	// until the broker takes it (finishSolved), not for an ack wait only.
+	nx := afterAttempt(d.x.Policy, res)
+	patience := d.x.AckWait
+	if nx.kind == nextSolved {
+		patience = 0
+	}
+	hard := ctx
+	ctx, cancel := withPatience(context.WithoutCancel(ctx), patience)
+	defer cancel()
+	if patience == 0 {
+		// A worker past its shutdown grace waits an ack wait more, as for
+		// any other record, then gives the task up (its log says so).
+		defer context.AfterFunc(hard, func() { time.AfterFunc(d.x.AckWait, cancel) })()
+	}
+	// Unless the worker stops with the broker out of reach: then nothing
+	// can be written, and the stop does not wait for it (Run says which
+	// tasks it could not hand back).
+	defer context.AfterFunc(d.x.Abandon(), cancel)()
+
+	switch nx.kind {
+	case nextSolved:
+		d.finishSolved(ctx, nx.ev, ans, start, end)
+	case nextRetry:
+		if d.record(ctx, nx.ev) {
+			_ = d.m.NakWithDelay(nx.delay)
+			d.x.LookAgain(nx.delay, wire.LaneOfSubject(d.m.Subject()))
+		}
+		d.log.Info("attempt failed", slog.String("code", nx.ev.Code), slog.String("class", nx.ev.Class),
+			slog.String("next", string(nx.ev.Kind)), slog.Duration("delay", nx.delay), slog.Int("attempts", nx.ev.Attempts))
+	case nextDead:
+		d.deadLetter(ctx, nx.ev, nx.verdict)
+	case nextHandback:
+		if d.record(ctx, nx.ev) {
+			_ = d.m.Nak()
+		}
+		d.log.Info("handed back", slog.String("code", nx.ev.Code))
+	case nextStop:
+		d.x.StopWith(nx.ev.Code)
+		if d.record(ctx, nx.ev) {
+			_ = d.m.Nak() // at once: a worker the service accepts may take it
+		}
+		d.log.Error("the solving service refuses this worker; stopping", slog.String("code", nx.ev.Code))
+		d.x.Refused(nx.ev.Code)
+	}
+}
+
+// withPatience is ctx bounded by patience, or only cancelable without one.
+func withPatience(ctx context.Context, patience time.Duration) (context.Context, context.CancelFunc) {
+	if patience <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, patience)
+}
+
+// attemptLives reports whether the generation's last attempt, recorded and
+// not ended, may still be running at its worker: this worker holds it, or
+// the worker's latest heartbeat is newer than the attempt's record and
+// names the task, or is older (it may not know the task yet: the next one
+// says). Not when that worker's heartbeat has expired (HeartbeatTTL, on the
+// broker's clock), says it stopped, or, newer than the attempt, does not
+// name the task. Redelivery alone proves nothing: a broker that restarts
+// may lose its consumers' delivery state and deliver a task again while
+// its worker is still solving it. A heartbeat that cannot be read counts
+// as alive: waiting costs a heartbeat period, a wrong guess a second
+// payment.
+func (d *delivery) attemptLives(ctx context.Context) bool {
+	holder := d.st.Last.Worker
+	if holder == d.x.Name {
+		return d.x.Held.Has(wire.HeldTask{ID: d.id, Gen: d.gen})
+	}
+	var (
+		hb    []byte
+		hbSeq uint64
+		found bool
+	)
+	err := d.patiently(ctx, func() (err error) {
+		hb, hbSeq, found, err = d.x.Store.Heartbeat(ctx, holder)
+		return err
+	})
+	switch {
+	case err != nil:
+		d.log.Warn("cannot read the heartbeat of the last attempt's worker; waiting", slog.Any("error", err))
+		return true
+	case !found && !d.x.Reach.Settled(2*wire.HeartbeatEvery):
+		// The stream was out of this worker's reach (a leaf link cut, a
+		// broker down) until a moment ago: the holder's heartbeats expired
+		// meanwhile at the stream whether it lives or not, and a live one
+		// stores its next within wire.HeartbeatEvery of the return.
+		d.log.Info("the last attempt's worker has no heartbeat since the stream came back; waiting for its next", slog.String("holder", holder))
+		return true
+	case !found:
+		return false
+	}
+	var info wire.WorkerInfo
+	if json.Unmarshal(hb, &info) != nil {
+		return false
+	}
+	return heartbeatHolds(info, hbSeq, d.st.LastSeq, wire.HeldTask{ID: d.id, Gen: d.gen})
+}
+
+// heartbeatHolds decides from a worker's latest heartbeat (stored at
+// sequence seq) whether the attempt recorded at attemptSeq may still be
+// running there.
+func heartbeatHolds(info wire.WorkerInfo, seq, attemptSeq uint64, t wire.HeldTask) bool {
+	switch {
+	case info.Stopped:
+		return false
+	case seq < attemptSeq:
+		return true
+	}
+	return slices.Contains(info.Tasks, t)
+}
+
+// patiently runs a read of the task's state, retrying it for up to a third of
+// the ack wait while keeping the task's lease, so that a broker hiccup (a
+// leader change) is not mistaken for a lost delivery.
+func (d *delivery) patiently(ctx context.Context, read func() error) error {
+	return jscall.Patiently(ctx, d.x.Lease(), func() { _ = d.m.InProgress() }, read)
+}
+
+// observe reports a recorded step to the Observer.
+func (d *delivery) observe(ev wire.Event) {
+	if d.x.Observe != nil {
+		d.x.Observe(ev, d.task)
+	}
+}
+
+// solve runs the solver under the task's deadline, keeping the lease alive
+// with InProgress while it works.
+func (d *delivery) solve(ctx context.Context) (solver.Answer, error) {
+	sctx, cancel := context.WithDeadline(ctx, d.deadline)
+	defer cancel()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		every := d.x.Lease()
+		if pw := d.thread.AckWait(); pw > 0 && pw/3 < every {
+			every = pw / 3
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = d.m.InProgress()
+				d.thread.KeepAlive()
+			}
+		}
+	}()
+	ans, err := d.x.Solver.Solve(sctx, solver.Request{Method: d.task.Method, Params: d.task.Params})
+	if solver.ClassOf(err) != retry.Fatal {
+		// The service's thread is free again: give it back at once. Not
+		// after a Fatal error: the worker is stopping, and a plan thread
+		// given back now could carry one more task to a service that
+		// refuses the key (the worker returns it when the task ends).
+		d.thread.Release()
+	}
+	return ans, err
+}
+
+// canceled reports whether the delivered generation was canceled, and the
+// dead letter's detail if so. A failed read is taken as "not canceled": a
+// cancel is a request, and losing one to a broker hiccup costs a solve, not
+// a task.
+func (d *delivery) canceled(ctx context.Context) (string, bool) {
+	rec, err := d.x.Store.CancelOf(ctx, d.id, d.st, d.m.Headers())
+	if err != nil {
+		d.log.Warn("cannot read the task's cancel record; solving it", slog.Any("error", err))
+		return "", false
+	}
+	if rec == nil {
+		return "", false
+	}
+	return wire.CancelDetail(rec), true
+}

@@ -1,0 +1,13 @@
+package executor
+
+import "errors"
+
+// The errors a delivery decides on; no caller sees them.
+
+// errStateMoved means another delivery of the same generation recorded a
+// step after this one read the state: it holds the task now.
+var errStateMoved = errors.New("another delivery of the task recorded a step meanwhile")
+
+// errCanceled means the generation was canceled before the write: nothing
+// more may start.
+var errCanceled = errors.New("the task was canceled")

@@ -1,0 +1,132 @@
+package executor
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// Executor takes deliveries of task messages to their next step, one at a
+// time each (Execute). Its fields are set once, before the first Execute;
+// every one is required unless it says otherwise.
+type Executor struct {
+	// Name is the worker's name in the audit trail.
+	Name string
+	// Now is the clock of what is recorded and decided on.
+	Now func() time.Time
+	// Policy decides retries, snoozes and dead letters.
+	Policy retry.Policy
+	// Solver solves the captchas.
+	Solver solver.Solver
+	// TokenLifetimes is how long a solution stays usable, by method.
+	TokenLifetimes map[string]time.Duration
+	// DefaultDeadline applies to tasks that carry none: publish time plus
+	// this.
+	DefaultDeadline time.Duration
+	// AckWait is the topology's ack wait: how long a write that records
+	// what the service did may wait for the broker.
+	AckWait time.Duration
+	// Lease is how often a held task's lease is renewed.
+	Lease func() time.Duration
+	// Log receives one line per outcome and per problem.
+	Log *slog.Logger
+	// Observe, when set, receives every recorded step with its task.
+	Observe func(wire.Event, wire.Task)
+
+	// Store reads and writes the task's records.
+	Store taskstore.Store
+	// Completer finishes a delivery whose outcome is stored.
+	Completer Completer
+	// Room keeps attempts from starting that a full stream could not
+	// record.
+	Room Room
+	// Held are the task generations whose attempt this worker recorded
+	// and has not ended, for its heartbeats.
+	Held *Held
+	// Clock reads the broker's clock: token expiry and deadlines are on it.
+	Clock *jscall.BrokerClock
+	// Reach says how long ago the stream came back within this worker's
+	// reach.
+	Reach interface{ Settled(time.Duration) bool }
+	// EarlyRelease is ctx with the plan thread given back once the service
+	// probably solved the captcha, when the plan says so.
+	EarlyRelease func(ctx context.Context, t Thread) context.Context
+	// LookAgain makes the dispatcher look at lane's consumers when a task
+	// handed back with delay d comes due.
+	LookAgain func(d time.Duration, lane wire.Lane)
+	// StopWith notes that the worker stops because the service refuses it
+	// (code): what is handed back from then on says so. StopCause is that
+	// code, "" until then. Refused then tells the worker to stop taking
+	// tasks.
+	StopWith  func(code string)
+	StopCause func() string
+	Refused   func(code string)
+	// Abandon ends when the worker stops with the broker out of reach:
+	// writes still to make give up then.
+	Abandon func() context.Context
+}
+
+// Thread is the plan thread a delivery holds while the service works on
+// its captcha. A nil *T of an implementation must be usable (no quota).
+type Thread interface {
+	// Release gives the thread back; it is safe to call more than once.
+	Release()
+	// AckWait is how long the thread is held without KeepAlive; 0: no
+	// limit.
+	AckWait() time.Duration
+	// KeepAlive renews the hold.
+	KeepAlive()
+}
+
+// Slot is the worker thread a delivery holds.
+type Slot interface {
+	// Solved frees the thread for the next task once the service is done,
+	// when there is room for one more task recording its outcome.
+	Solved()
+}
+
+// Room reserves the room an attempt's records take in the stream.
+type Room interface {
+	// Take reserves room for one attempt; false means no room (or the
+	// size could not be read).
+	Take(ctx context.Context, now time.Time) bool
+	// Give returns the room of an attempt that ended.
+	Give()
+}
+
+// Completer finishes a delivery whose outcome is stored: it acks the task
+// message and erases it. How it batches that is its own affair.
+type Completer interface {
+	// Complete finishes the delivery m of generation gen; log is the
+	// delivery's.
+	Complete(m jetstream.Msg, gen uint64, log *slog.Logger)
+}
+
+// Execute takes one delivered task message to its next step. It never
+// panics on a bad message, never starts a solve whose attempt is not
+// recorded, and never acks before the outcome is stored.
+func (x *Executor) Execute(ctx context.Context, m jetstream.Msg, thread Thread, sl Slot) {
+	d, err := x.open(ctx, m)
+	if err != nil {
+		// Leave it to lapse: open already retried for a while.
+		x.Log.Warn("cannot read task state; it comes back after the ack wait", slog.Any("error", err))
+		return
+	}
+	d.thread = thread
+	if d.resume(ctx) {
+		return
+	}
+	base, crashed, ok := d.admit(ctx)
+	if !ok {
+		return
+	}
+	d.attempt(ctx, base, crashed, sl)
+}

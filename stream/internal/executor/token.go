@@ -1,0 +1,110 @@
+// Where a solved task's token lives: in the token stream
+// (memory-backed), on captcha.tokens.<id>.<gen>, as
+// the whole outcome with its solution, for the token's lifetime (its TTL).
+// The outcome on captcha.results.<id>, in the file-backed CAPTCHA stream, is
+// the record of the solve: it carries everything but the solution, and
+// stays for the audit.
+//
+// So no token is ever written to the store's files, and no token has to be
+// erased when it expires. The token is stored before the solve is
+// recorded: a worker that stops in between leaves it for the next
+// delivery, which records the solve from it instead of paying the service
+// again.
+
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// storeToken stores out, a solved outcome with its solution, in the token
+// stream until it expires, unless the generation has a token already, and
+// returns the generation's token: out, or the one stored before it. The
+// write expects no earlier message on the subject (compare-and-set): a
+// generation's token is written once, so a late write (a second solve of
+// the same generation) never replaces the token its outcome names; the
+// outcome is then stored from the token the stream holds.
+func (d *delivery) storeToken(ctx context.Context, out wire.Outcome) (wire.Outcome, error) {
+	b, err := json.Marshal(out)
+	if err != nil {
+		return wire.Outcome{}, fmt.Errorf("encode token: %w", err)
+	}
+	msg := nats.NewMsg(wire.TokenSubject(d.id, d.gen))
+	msg.Data = b
+	msg.Header.Set(wire.HeaderTaskID, d.id)
+	msg.Header.Set(wire.HeaderGen, strconv.FormatUint(d.gen, 10))
+	err = d.x.Store.PutToken(ctx, d.id, d.gen, msg, tokenTTL(out.ExpiresAt, d.x.Clock.BrokerTime(d.x.Now())))
+	if err == nil {
+		return out, nil
+	}
+	if errors.Is(err, taskstore.ErrTokenTooLarge) {
+		return wire.Outcome{}, fmt.Errorf("store the token of task %s: %w: the answer is %d bytes, the token stream takes at most %d", d.id, taskstore.ErrTokenTooLarge, len(b), wire.TokenMaxMsgSize)
+	}
+	if !errors.Is(err, taskstore.ErrTokenTaken) {
+		return wire.Outcome{}, fmt.Errorf("store the token of task %s: %w", d.id, err)
+	}
+	// There already: ours, whose acknowledgement was lost, or an earlier
+	// solve's.
+	var (
+		stored wire.Outcome
+		found  bool
+	)
+	err = d.patiently(ctx, func() (err error) { stored, found, err = d.x.Store.Token(ctx, d.id, d.gen); return err })
+	switch {
+	case err != nil:
+		return wire.Outcome{}, err
+	case !found:
+		return wire.Outcome{}, fmt.Errorf("store the token of task %s: the stream holds one, then none (expired meanwhile)", d.id)
+	}
+	if stored.CaptchaID != out.CaptchaID || !stored.SolvedAt.Equal(out.SolvedAt) {
+		d.log.Warn("the generation has a token from an earlier solve already: its outcome is that one's")
+	}
+	return stored, nil
+}
+
+// withoutToken is out as the CAPTCHA stream keeps it: no solution.
+func withoutToken(out wire.Outcome) wire.Outcome {
+	out.Solution, out.UserAgent = nil, ""
+	return out
+}
+
+// finishFromToken ends a generation whose solve an earlier delivery stored
+// in the token stream but did not record (its worker stopped after the
+// token): it stores the outcome and acks, without asking the service
+// again. It reports whether it did; without a live token the delivery goes
+// on to admission.
+func (d *delivery) finishFromToken(ctx context.Context) bool {
+	var (
+		out   wire.Outcome
+		found bool
+	)
+	err := d.patiently(ctx, func() (err error) { out, found, err = d.x.Store.Token(ctx, d.id, d.gen); return err })
+	if err != nil {
+		d.log.Warn("cannot read the token stream; solving the task again", slog.Any("error", err))
+		return false
+	}
+	if !found || !d.x.Clock.BrokerTime(d.x.Now()).Before(out.ExpiresAt) {
+		return false
+	}
+	if d.finishWith(ctx, withoutToken(out)) {
+		d.log.Info("solved by an earlier delivery whose worker stopped; recorded from its token", slog.Int("attempts", out.Attempts))
+	}
+	return true
+}
+
+// tokenTTL is the TTL of a token that expires at expires: whole seconds
+// (what JetStream takes), rounded up, at least one.
+func tokenTTL(expires, now time.Time) time.Duration {
+	return max((expires.Sub(now) + time.Second - 1).Truncate(time.Second), time.Second)
+}

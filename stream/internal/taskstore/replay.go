@@ -1,0 +1,70 @@
+package taskstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/internal/text"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// ErrForged marks an envelope check that failed on what the stream holds,
+// as opposed to a read that failed.
+var ErrForged = errors.New("not a submission of its id")
+
+// IgnoreForged is err unless it says a message is forged (a verdict, not a
+// failed read).
+func IgnoreForged(err error) error {
+	if errors.Is(err, ErrForged) {
+		return nil
+	}
+	return err
+}
+
+// VerifyReplay checks a task message that carries a replay's message id
+// (stream's Client.Replay): anyone who may submit tasks could put one on a task of
+// their own, so it must name a dead letter of the same id with the same
+// task (method and parameters), or a replay record of the admin's must name
+// it. An error wrapping ErrForged says it does not; any other error is a
+// failed read.
+func VerifyReplay(ctx context.Context, s jetstream.Stream, id string, gen uint64, h nats.Header, t wire.Task) error {
+	deadSeq, err := strconv.ParseUint(h.Get(wire.HeaderReplayedBy), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: header %s %q is not a sequence", ErrForged, wire.HeaderReplayedBy, text.Cut(h.Get(wire.HeaderReplayedBy), 30))
+	}
+	d, err := s.GetMsg(ctx, deadSeq)
+	switch {
+	case err == nil && d.Subject == wire.DeadSubject(id):
+		dt, perr := wire.ParseTask(d.Data)
+		if perr == nil && dt.Method == t.Method && maps.Equal(dt.Params, t.Params) {
+			return nil
+		}
+		return fmt.Errorf("%w: the task differs from dead letter %d it claims to replay", ErrForged, deadSeq)
+	case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
+		return err
+	}
+	// The letter is gone (purged after the replay): the admin's replay
+	// record still names this task message.
+	found := false
+	err = jscall.Walk(ctx, s, wire.ReplaySubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+		var r wire.Replay
+		if json.Unmarshal(m.Data, &r) == nil && r.DeadSeq == deadSeq && r.TaskSeq == gen {
+			found = true
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("%w: message %d is not a dead letter of %s, and no replay record names this task", ErrForged, deadSeq, id)
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+// Reading outcomes: those since a time (followed as they come), with when
+// they were stored, and a solved outcome's token from the token stream.
+
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// OutcomesSince calls fn with every outcome stored since since (zero: all
+// the stream keeps), oldest first, each with its token while the token
+// stream holds it; with follow it then waits for new ones until ctx ends.
+func (c *Client) OutcomesSince(ctx context.Context, since time.Time, follow bool, fn func(Outcome)) error {
+	return scan(ctx, c, scanOpts{subjects: []string{wire.SubjectResults + ".>"}, startTime: since, follow: follow}, func(m jetstream.Msg) (bool, error) {
+		var o Outcome
+		if json.Unmarshal(m.Data(), &o) != nil || o.ID == "" {
+			return false, nil
+		}
+		o, _, err := c.withToken(ctx, o, taskstore.GenOf(m.Headers()))
+		if err != nil {
+			return false, err
+		}
+		fn(o)
+		return false, nil
+	})
+}
+
+// OutcomeRecord is an outcome with when it was stored, never with its
+// token.
+type OutcomeRecord struct {
+	Outcome
+	// At is when the outcome was stored: when the task ended.
+	At time.Time `json:"at"`
+	// Gen is the generation (task message sequence) it ends.
+	Gen uint64 `json:"gen"`
+}
+
+// OutcomeRecords returns the outcomes stored since since (zero: all the
+// stream keeps), oldest first, without their tokens.
+func (c *Client) OutcomeRecords(ctx context.Context, since time.Time) ([]OutcomeRecord, error) {
+	var out []OutcomeRecord
+	err := scan(ctx, c, scanOpts{subjects: []string{wire.SubjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
+		md, err := m.Metadata()
+		if err != nil {
+			return false, err
+		}
+		var o Outcome
+		if json.Unmarshal(m.Data(), &o) == nil && o.ID != "" {
+			o.Solution, o.UserAgent = nil, ""
+			out = append(out, OutcomeRecord{Outcome: o, At: md.Timestamp, Gen: taskstore.GenOf(m.Headers())})
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outcomes: %w", err)
+	}
+	return out, nil
+}
+
+// withToken puts the token of generation gen back into out, a solved
+// outcome as the CAPTCHA stream keeps it, from the token stream. It reports
+// whether the token is there; it is not once expired or after a broker
+// restart within its lifetime. An outcome stored by an older worker,
+// solution included, is returned as it is.
+func (c *Client) withToken(ctx context.Context, out Outcome, gen uint64) (Outcome, bool, error) {
+	// expires_at is stored on the broker's clock: it is decided on there,
+	// and handed out on the client's clock, so that a producer whose clock
+	// is off neither throws away a fresh token nor keeps a stale one.
+	stored := out
+	out.ExpiresAt = c.localTime(out.ExpiresAt)
+	if out.Status != StatusSolved || len(out.Solution) > 0 {
+		return out, true, nil
+	}
+	if !c.brokerTime(c.cfg.Now()).Before(stored.ExpiresAt) {
+		return out, false, nil
+	}
+	tok, found, err := taskstore.ReadToken(ctx, c.tokens, out.ID, gen)
+	if err != nil || !found {
+		return out, false, err
+	}
+	if !sameSolve(tok, stored) {
+		// Not the solve the outcome records (a token written after the
+		// broker lost the outcome's, a restart within its lifetime): the
+		// outcome's own token is gone.
+		return out, false, nil
+	}
+	out.Solution, out.UserAgent = tok.Solution, tok.UserAgent
+	return out, true, nil
+}
+
+// sameSolve reports whether tok, a token, is the solve outcome records: a
+// reader's token is always its outcome's.
+func sameSolve(tok, out Outcome) bool {
+	return tok.CaptchaID == out.CaptchaID && tok.SolvedAt.Equal(out.SolvedAt) && tok.Attempts == out.Attempts
+}

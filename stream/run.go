@@ -1,0 +1,178 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/internal/completer"
+	"github.com/captchaq/captchaq/stream/internal/dispatcher"
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// Run pulls and solves tasks until ctx ends, then stops pulling, lets
+// in-flight solves finish within ShutdownGrace, hands back the rest without
+// spending an attempt, and returns nil. It returns a *FatalError when the
+// service refuses the worker itself. Before the first task, every
+// ShareTimingsEvery and once more as it returns, it shares what its
+// solving client learned with the pool (WorkerConfig.Learner).
+func (w *Worker) Run(ctx context.Context) error {
+	// What the solving client learns is shared with the pool until Run
+	// returns, and once more then.
+	defer w.shareLearning(ctx)()
+	// hard outlives ctx by the grace period: in-flight solves run under it.
+	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
+	erasing, stopErasing := context.WithCancel(context.WithoutCancel(ctx))
+	erased := make(chan struct{})
+	go func() { defer close(erased); w.completer.Run(erasing) }()
+	defer func() { stopErasing(); <-erased }()
+	pullCtx, stopPulling := context.WithCancel(ctx)
+	defer stopPulling()
+	// abandon ends once the worker is stopping and the broker is out of
+	// reach: nothing it still has to write can be written then, so nothing
+	// waits for it.
+	abandon, abandonNow := context.WithCancel(context.Background())
+	defer abandonNow()
+	w.abandon = abandon
+
+	// Idle threads wake on the headers the stream republishes of each task
+	// it stored (captcha.stored.tasks.<lane>.<priority>.<id>), one
+	// subscription per consumer: no page URL reaches a worker that does
+	// not take the task, and the news comes once the task is stored. A
+	// publish on a task subject the stream does not store has no listener
+	// at all, and its publisher learns at once (no responders).
+	for _, wc := range workerConsumers() {
+		sub, err := w.nc.Subscribe(wire.StoredSubject(wire.TaskFilter(wc.lane, wc.priority)), func(m *nats.Msg) {
+			w.dispatch.News(wire.SubjectRoot + strings.TrimPrefix(m.Subject, wire.SubjectStored))
+			w.dispatch.Poke()
+		})
+		if err != nil {
+			return fmt.Errorf("subscribe to new tasks: %w", err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+
+	var inflight sync.WaitGroup
+	// Heartbeats for `captchaq workers ls`, until the worker stops pulling.
+	announced := w.announce(pullCtx, func() int { return int(w.busy.Load()) })
+	defer func() { stopPulling(); announced() }()
+	// Owners' cancels, relayed to the tasks' records while the worker runs.
+	relayed, err := w.relayCancels(pullCtx)
+	if err != nil {
+		return fmt.Errorf("listen for cancels: %w", err)
+	}
+	defer func() { stopPulling(); relayed() }()
+
+	fatalErr := w.dispatch.Pull(pullCtx, w.fatal, func(m jetstream.Msg, thread *dispatcher.PlanThread, sl *dispatcher.Slot) {
+		inflight.Add(1)
+		w.busy.Add(1)
+		held := heldOf(m)
+		w.inHand.Add(held)
+		go func() {
+			defer inflight.Done()
+			defer w.inHand.Remove(held)
+			defer w.busy.Add(-1)
+			defer sl.End()
+			defer thread.Release()
+			defer w.dispatch.LaneFreed(wire.LaneOfSubject(m.Subject()))
+			defer w.survive(m)
+			w.exec.Execute(hard, m, thread, sl)
+		}()
+	})
+
+	done := make(chan struct{})
+	go func() { inflight.Wait(); close(done) }()
+	var unreturned []HeldTask
+	go func() {
+		// The tasks in hand when the broker went: none of them can be
+		// handed back (or its solve recorded) until it is back.
+		ch := w.nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+		defer w.nc.RemoveStatusListener(ch)
+		if w.nc.IsConnected() {
+			select {
+			case <-ch:
+			case <-done:
+				return
+			}
+		}
+		unreturned = w.inHand.List()
+		abandonNow()
+	}()
+	if fatalErr != nil {
+		cancelHard() // the service refuses us: every solve would fail alike
+	}
+	select {
+	case <-done:
+	case <-abandon.Done():
+		cancelHard()
+		<-done
+	case <-time.After(w.cfg.ShutdownGrace):
+		w.log.Warn("shutdown grace over: handing back in-flight tasks")
+		cancelHard()
+		<-done
+	}
+	if abandon.Err() != nil {
+		ids := make([]string, len(unreturned))
+		for i, t := range unreturned {
+			ids[i] = t.ID
+		}
+		if len(ids) > 0 {
+			w.log.Warn("stopping with the broker out of reach: could not hand back the tasks in hand; "+
+				"each comes back to a worker once the broker is back and its ack wait has passed",
+				slog.Int("tasks", len(ids)), slog.Any("ids", ids))
+		}
+		abandonNow()
+		return fatalErr
+	}
+	abandonNow()
+	if fatalErr == nil {
+		select {
+		case fatalErr = <-w.fatal:
+		default:
+		}
+	}
+	// Finished task messages still to erase get a moment; what is left
+	// then keeps its bytes on disk until the server compacts its block.
+	if idle, n := w.completer.Drained(); n > 0 {
+		select {
+		case <-idle:
+		case <-time.After(completer.EraseGrace):
+			if _, n := w.completer.Drained(); n > 0 {
+				w.log.Warn("stopping with messages not yet erased: their bytes stay on disk until the server compacts their blocks",
+					slog.Int("messages", n))
+			}
+		}
+	}
+	// Hand-backs (Nak) are not confirmed by the server: make sure they left
+	// before the caller closes the connection, so handed-back tasks come
+	// back at once rather than after the ack wait.
+	_ = w.nc.FlushTimeout(5 * time.Second)
+	return fatalErr
+}
+
+// heldOf names the task generation of a delivered task message.
+func heldOf(m jetstream.Msg) HeldTask {
+	t := HeldTask{ID: wire.IDFromSubject(m.Subject())}
+	if md, err := m.Metadata(); err == nil {
+		t.Gen = md.Sequence.Stream
+	}
+	return t
+}
+
+// survive keeps a bug met on one message from taking the whole worker down:
+// it logs the panic with its stack and lets the task come back after a while.
+func (w *Worker) survive(m jetstream.Msg) {
+	if r := recover(); r != nil {
+		w.log.Error("panic while handling a task; it will be delivered again", slog.Any("panic", r),
+			slog.String("subject", m.Subject()), slog.String("stack", string(debug.Stack())))
+		_ = m.NakWithDelay(w.top.AckWait)
+	}
+}

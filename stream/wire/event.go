@@ -1,0 +1,80 @@
+package wire
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// EventKind names a step in a task's life, as the audit trail shows it.
+type EventKind string
+
+// The steps of a task's life recorded on captcha.events.<id>.
+const (
+	EventAttempt  EventKind = "attempt"  // an attempt started (the attempt is spent from here)
+	EventRetry    EventKind = "retry"    // the attempt failed; delivered again after a delay
+	EventSnooze   EventKind = "snooze"   // no free thread at the service; no attempt spent
+	EventHandback EventKind = "handback" // the worker stopped; no attempt spent
+	EventSolved   EventKind = "solved"   // solved: an Observation only; the outcome records a solve (older workers wrote this event too)
+	EventDead     EventKind = "dead"     // moved to captcha.dead.<id>
+)
+
+// Event is one step in a task's life. The last event of a task is also its
+// state: how many attempts are spent, and whether an attempt is under way.
+// Events never carry a token or a page URL.
+type Event struct {
+	// Kind is the step.
+	Kind EventKind `json:"kind"`
+	// Method is the task's method, for stats by method after the outcome
+	// (and its token) is gone.
+	Method string `json:"method,omitempty"`
+	// Gen is the stream sequence of the task message this event belongs to:
+	// a replayed task is a new generation with a fresh budget.
+	Gen uint64 `json:"gen"`
+	// Attempts spent on this generation after this event.
+	Attempts int `json:"attempts"`
+	// Snoozes is the number of capacity errors in a row.
+	Snoozes int `json:"snoozes,omitempty"`
+	// At is when the step happened, by the worker's clock.
+	At time.Time `json:"at"`
+	// Worker names the worker that took the step.
+	Worker string `json:"worker,omitempty"`
+	// Delivery is the JetStream delivery count of the task message.
+	Delivery uint64 `json:"delivery,omitempty"`
+	// Code is the service's error code of this step, or a pseudo-code
+	// (WORKER_LOST, DEADLINE_PASSED, SHUTDOWN, INVALID_TASK).
+	Code string `json:"code,omitempty"`
+	// Class is the retry class of Code.
+	Class string `json:"class,omitempty"`
+	// DelayMS is the wait in milliseconds before the next delivery (retry, snooze).
+	DelayMS int64 `json:"delay_ms,omitempty"`
+	// Reason is the dead-letter reason (dead).
+	Reason string `json:"reason,omitempty"`
+	// CaptchaID is the service's id of the captcha (solved).
+	CaptchaID string `json:"captcha_id,omitempty"`
+	// Seconds is how long the attempt took.
+	Seconds float64 `json:"seconds,omitempty"`
+	// Crashed marks an attempt that started after the previous one died
+	// with its worker.
+	Crashed bool `json:"crashed,omitempty"`
+	// ExpiresAt is when the token stops being usable (solved).
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// FirstFailure and LastFailure are when this generation first and last
+	// failed; LastCode is the code of the last failure.
+	FirstFailure time.Time `json:"first_failure,omitzero"`
+	LastFailure  time.Time `json:"last_failure,omitzero"`
+	LastCode     string    `json:"last_code,omitempty"`
+	// Submitted and Client say when and by whom the task was submitted: the
+	// task message itself is deleted once the task is done.
+	Submitted time.Time `json:"submitted,omitzero"`
+	Client    string    `json:"client,omitempty"`
+	// Detail says more about a dead letter (what is wrong with an invalid task).
+	Detail string `json:"detail,omitempty"`
+	// Host is the host of the task's page URL (never the whole URL).
+	Host string `json:"host,omitempty"`
+}
+
+// ParseEvent reads an event record; false when b is not one.
+func ParseEvent(b []byte) (Event, bool) {
+	var ev Event
+	return ev, json.Unmarshal(b, &ev) == nil
+}

@@ -1,0 +1,54 @@
+package wire
+
+// Header names carried by captchaq's messages. They are part of the wire
+// contract; each says which messages carry it.
+const (
+	// HeaderTaskID is the task's id, on task messages, outcomes and dead
+	// letters.
+	HeaderTaskID = "Captchaq-Task-Id"
+	// HeaderGen is the stream sequence (decimal) of the task message an
+	// outcome or dead letter belongs to: which submission of the id it ends.
+	HeaderGen = "Captchaq-Gen"
+	// HeaderAttempts is the number of attempts spent (decimal), on dead
+	// letters.
+	HeaderAttempts = "Captchaq-Attempts"
+	// HeaderError is the code of the last failure, on dead letters (see
+	// Outcome.Error).
+	HeaderError = "Captchaq-Error"
+	// HeaderReason is the retry.Reason, on dead letters.
+	HeaderReason = "Captchaq-Reason"
+	// HeaderDetail says more about a dead task in words (Outcome.Detail),
+	// on dead letters that have it.
+	HeaderDetail = "Captchaq-Detail"
+	// HeaderBodyOmitted, on a dead letter, is the size in bytes of the task
+	// message's body that the letter leaves out: the task was too large to
+	// be dead-lettered whole.
+	HeaderBodyOmitted = "Captchaq-Body-Omitted"
+	// HeaderSubject is the task subject the task was delivered on, on dead
+	// letters.
+	HeaderSubject = "Captchaq-Subject"
+	// HeaderFirstFail is when the task first failed (RFC 3339, UTC), on dead
+	// letters.
+	HeaderFirstFail = "Captchaq-First-Failure"
+	// HeaderLastFail is when the task last failed (RFC 3339, UTC), on dead
+	// letters.
+	HeaderLastFail = "Captchaq-Last-Failure"
+	// HeaderDeadSeq is the stream sequence (decimal) of the dead letter a
+	// replay record is about, on captcha.replays.<id>.
+	HeaderDeadSeq = "Captchaq-Dead-Seq"
+	// HeaderClient is the producer's name (stream.ClientConfig.Name), on task
+	// messages whose producer has one, and on their dead letters.
+	HeaderClient = "Captchaq-Client"
+	// HeaderReplayedBy is the stream sequence (decimal) of the dead letter a
+	// task message replays, on replayed task messages.
+	HeaderReplayedBy = "Captchaq-Replay-Of"
+	// HeaderCancelHash is the hex SHA-256 of the secret that cancels a
+	// task, on task messages whose producer may cancel them (stream's
+	// Client.Solve sets it).
+	HeaderCancelHash = "Captchaq-Cancel-Hash"
+	// HeaderMsgID is JetStream's message id: on a task message, the task's
+	// id (or, on a replay, ReplayMsgID).
+	HeaderMsgID = "Nats-Msg-Id"
+	// HeaderNatsTTL is JetStream's per-message TTL.
+	HeaderNatsTTL = "Nats-TTL"
+)

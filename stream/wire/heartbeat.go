@@ -1,0 +1,40 @@
+package wire
+
+import "time"
+
+// Heartbeats: a running worker stores one every HeartbeatEvery on
+// captcha.workers.<name>, each living HeartbeatTTL (Nats-TTL), so the
+// stream holds a few per worker and none of a worker gone for longer.
+const (
+	HeartbeatEvery = 5 * time.Second
+	HeartbeatTTL   = 3 * HeartbeatEvery
+)
+
+// WorkerInfo is a worker's heartbeat, as `captchaq workers ls` lists it. It
+// is part of the wire contract.
+type WorkerInfo struct {
+	// Name is the worker's name in the audit trail.
+	Name string `json:"name"`
+	// Host and PID say where it runs.
+	Host string `json:"host,omitempty"`
+	PID  int    `json:"pid,omitempty"`
+	// Threads is its --threads; InUse how many of them hold a task now.
+	Threads int `json:"threads"`
+	InUse   int `json:"in_use"`
+	// Started is when it started taking tasks.
+	Started time.Time `json:"started"`
+	// At is when it sent this heartbeat: when it was last seen.
+	At time.Time `json:"at"`
+	// Stopped is set on the last heartbeat of a worker that stopped.
+	Stopped bool `json:"stopped,omitempty"`
+	// Tasks are the task generations it holds from their recorded attempt
+	// to their end: a worker given one of them again while this heartbeat
+	// is the holder's latest waits instead of paying the service again.
+	Tasks []HeldTask `json:"tasks,omitempty"`
+}
+
+// HeldTask names a task generation a worker holds (WorkerInfo.Tasks).
+type HeldTask struct {
+	ID  string `json:"id"`
+	Gen uint64 `json:"gen"`
+}

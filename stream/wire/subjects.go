@@ -1,0 +1,183 @@
+package wire
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Subjects. They are part of the wire contract (docs/wire-contract.md):
+//
+//	captcha.tasks.<lane>.<priority>.<id>  a task, Nats-Msg-Id = <id>; lane fast|slow, priority high|normal
+//	captcha.events.<id>                   the task's life: attempts, retries, hand-backs, the verdict
+//	captcha.results.<id>                  the outcome (no token): for a solved task, the record of the solve
+//	captcha.dead.<id>                     a dead letter: the original task plus headers
+//	captcha.replays.<id>                  a record that a dead letter was replayed
+//	captcha.cancels.<id>                  an admin's cancel of a generation (or an owner's, relayed by a worker)
+//	captcha.cancels.<id>.<gen>            an owner's cancel, valid with the secret the task message's hash names
+//	captcha.workers.<name>                a worker's heartbeat
+//	captcha.anchor                        one message that never expires, at the head; clients ignore it
+//	captcha.tokens.<id>.<gen>             in CAPTCHA_TOKENS, in memory: a solved outcome with its token, until it expires
+//	captcha.stored.<the rest>             the headers of everything the CAPTCHA stream stores, republished
+const (
+	// SubjectRoot is the first token of every captchaq subject; the stream
+	// holds the subjects under it that StreamSubjects lists.
+	SubjectRoot = "captcha"
+	// SubjectTasks is the root of the task subjects,
+	// captcha.tasks.<lane>.<priority>.<id>.
+	SubjectTasks = "captcha.tasks"
+	// SubjectAllTasks matches every task subject.
+	SubjectAllTasks = SubjectTasks + ".>"
+	// SubjectEvents is the root of the events of a task's life,
+	// captcha.events.<id>.
+	SubjectEvents = "captcha.events"
+	// SubjectResults is the root of the outcomes, captcha.results.<id>.
+	SubjectResults = "captcha.results"
+	// SubjectDead is the root of the dead letters, captcha.dead.<id>.
+	SubjectDead = "captcha.dead"
+	// SubjectReplays is the root of the replay records, captcha.replays.<id>.
+	SubjectReplays = "captcha.replays"
+	// SubjectTokens is the root of the token stream's subjects,
+	// captcha.tokens.<id>.<gen>.
+	SubjectTokens = "captcha.tokens"
+	// SubjectWorkers holds the workers' heartbeats: captcha.workers.<name>.
+	SubjectWorkers = "captcha.workers"
+	// SubjectCancels is the root of the cancel records:
+	// captcha.cancels.<id>.<gen> from the task's owner, whose record must
+	// carry the secret whose SHA-256 the task message names in its
+	// Captchaq-Cancel-Hash header (so no other producer can cancel it), and
+	// captcha.cancels.<id> from an admin (nats.conf lets only admins, and
+	// workers relaying an owner's cancel, publish there).
+	//
+	// captcha.cancels.<id> is one of the task's own records (IDSubjects): a
+	// delivery reads it with the task's state, at no cost, and every worker
+	// write for the task expects the last sequence over them, so a cancel
+	// stored after a delivery read the state makes its next write fail and the
+	// delivery yields to it. An owner's subject has four tokens and is not one
+	// of the task's records: anyone may publish there.
+	SubjectCancels = "captcha.cancels"
+	// SubjectStored is the root of the subjects the CAPTCHA stream
+	// republishes every stored message's headers to, its subject after this
+	// root (captcha.events.<id> → captcha.stored.events.<id>). Headers only:
+	// a task or a dead letter holds a page URL in its body, and a reader
+	// told that a record was stored reads it from the stream.
+	SubjectStored = SubjectRoot + ".stored"
+	// SubjectAnchor is the subject of the stream's anchor: one message that
+	// never expires (Nats-TTL: never), stored by whoever creates the stream
+	// and put back by an update of the topology. Clients ignore it.
+	//
+	// It keeps the stream's first sequence below every consumer's position.
+	// When a consumer's next sequence is at or below the stream's first
+	// sequence, nats-server's file store scans the subjects of every queued
+	// task on each delivery (about 40 ms at a million queued, under the
+	// store's lock); every task has its own subject and workers delete
+	// finished tasks, so a backlog at the head of the stream would take that
+	// path on nearly every delivery (bench/FINDINGS.md, "Scale: dispatch
+	// latency").
+	SubjectAnchor = SubjectRoot + ".anchor"
+)
+
+// StreamSubjects are the subjects the CAPTCHA stream stores: the four task
+// subjects the workers' consumers read, the per-task records, and the
+// anchor. Nothing else under captcha.> is stored, so a publish on a subject
+// no consumer reads (captcha.tasks.fast.urgent.x, captcha.tasks.x, one token
+// too many) is refused at once (no stream answers it) instead of being
+// accepted and never handled; and nothing a producer may publish
+// (captcha.tasks.<lane>.<priority>.<id>) matches IDSubjects.
+func StreamSubjects() []string {
+	var out []string
+	for _, p := range Priorities {
+		for _, l := range Lanes {
+			out = append(out, TaskFilter(l, p))
+		}
+	}
+	return append(out, SubjectEvents+".*", SubjectResults+".*", SubjectDead+".*", SubjectReplays+".*", SubjectAnchor,
+		SubjectCancels+".*.*", SubjectCancels+".*", SubjectWorkers+".*")
+}
+
+// TaskFilter is the subject filter of the workers' consumer of a lane and
+// priority.
+func TaskFilter(lane Lane, priority Priority) string {
+	return fmt.Sprintf("%s.%s.%s.*", SubjectTasks, lane, priority)
+}
+
+// IDSubjects matches every record of task id that workers and admins write
+// (captcha.events, results, dead, replays and cancels.<id>) and nothing a
+// producer may publish. Every worker write for a task expects the last
+// sequence over it (compare-and-set), so whether an outcome exists is
+// decided on state no producer can change, never by message-id
+// deduplication, whose window a producer can occupy.
+func IDSubjects(id string) string { return SubjectRoot + ".*." + id }
+
+// TaskSubject is the subject of task id in a lane, at a priority.
+func TaskSubject(lane Lane, priority Priority, id string) string {
+	return fmt.Sprintf("%s.%s.%s.%s", SubjectTasks, lane, priority, id)
+}
+
+// TaskSubjectsFor matches the task messages of task id, in any lane and at
+// any priority.
+func TaskSubjectsFor(id string) string { return SubjectTasks + ".*.*." + id }
+
+// EventSubject is where the events of task id are recorded.
+func EventSubject(id string) string { return SubjectEvents + "." + id }
+
+// ResultSubject is where the outcomes of task id are stored.
+func ResultSubject(id string) string { return SubjectResults + "." + id }
+
+// DeadSubject is where the dead letters of task id are stored.
+func DeadSubject(id string) string { return SubjectDead + "." + id }
+
+// ReplaySubject is where the replays of task id's dead letters are
+// recorded.
+func ReplaySubject(id string) string { return SubjectReplays + "." + id }
+
+// TokenSubject is where the token of generation gen of task id is kept, in
+// the token stream.
+func TokenSubject(id string, gen uint64) string {
+	return fmt.Sprintf("%s.%s.%d", SubjectTokens, id, gen)
+}
+
+// CancelSubject is where the owner of generation gen of task id publishes
+// its cancel.
+func CancelSubject(id string, gen uint64) string {
+	return SubjectCancels + "." + id + "." + strconv.FormatUint(gen, 10)
+}
+
+// CancelRecordSubject is where an admin's cancel of task id is stored, and
+// an owner's once a worker relayed it: among the task's records.
+func CancelRecordSubject(id string) string { return SubjectCancels + "." + id }
+
+var notInToken = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// HeartbeatSubject is the subject of a worker's heartbeats: its name made a
+// subject token.
+func HeartbeatSubject(name string) string {
+	tok := notInToken.ReplaceAllString(name, "_")
+	if len(tok) > MaxIDLength {
+		tok = tok[:MaxIDLength]
+	}
+	return SubjectWorkers + "." + tok
+}
+
+// StoredSubject is where the stream republishes what it stores on subject
+// (a filter is fine).
+func StoredSubject(subject string) string {
+	return SubjectStored + strings.TrimPrefix(subject, SubjectRoot)
+}
+
+// IDFromSubject returns the last token of a subject: the task id on every
+// per-task subject.
+func IDFromSubject(subject string) string {
+	if i := strings.LastIndexByte(subject, '.'); i >= 0 {
+		return subject[i+1:]
+	}
+	return subject
+}
+
+// LaneOfSubject returns the lane token of a task subject.
+func LaneOfSubject(subject string) Lane {
+	rest, _ := strings.CutPrefix(subject, SubjectTasks+".")
+	lane, _, _ := strings.Cut(rest, ".")
+	return Lane(lane)
+}
