@@ -78,10 +78,14 @@ func TestLearnsFasterServiceEmulated(t *testing.T) {
 // from its first ones on: while a kind is not learned, each captcha polls
 // early too, and the first answers plan the schedule. 60 solves, 10 at a
 // time, time at 1/20; the lag is the emulator's (ready → the reply that
-// carried the answer).
+// carried the answer). The figure (at most 1 s) is the bench's
+// (`bench -only ttt`, its cold-start row); this test holds the behaviour
+// with room for a loaded machine: well under half the documented first
+// poll of an image (5 s), where a schedule that waits for the documented
+// first polls picks answers up 7 s late.
 func TestColdStartPicksUpFast(t *testing.T) {
 	t.Parallel()
-	const scale = 0.05
+	const scale = 0.25
 	fast := fakeapi.Range{Min: 200 * time.Millisecond, Max: 2 * time.Second}
 	api, c := scaledEmulator(t, fakeapi.Config{Seed: 5,
 		SolveTime: map[string]fakeapi.Range{fakeapi.KindImage: fast, fakeapi.KindRecaptcha: fast}}, scale, false)
@@ -122,8 +126,8 @@ func TestColdStartPicksUpFast(t *testing.T) {
 	mean := time.Duration(float64(st.PickupLagMean) / scale)
 	t.Logf("mean pickup lag %v over the first 20 answers, %v over all %d (real time); %.2f res.php per solve, at most %d for one captcha",
 		first, mean, st.Pickups, float64(st.ResCalls)/float64(st.Pickups), st.MaxResCallsPerCaptcha)
-	if first > 1500*time.Millisecond || mean > time.Second {
-		t.Errorf("mean pickup lag %v over the first 20 answers, %v over all: want at most 1.5 s and 1 s", first, mean)
+	if want := solver.DefaultFirstPoll(solver.KindImage) * 2 / 5; first > want || mean > want {
+		t.Errorf("mean pickup lag %v over the first 20 answers, %v over all: want at most %v", first, mean, want)
 	}
 	if st.MaxResCallsPerCaptcha > solver.DefaultMaxCalls {
 		t.Errorf("a captcha got %d res.php calls, over %d", st.MaxResCallsPerCaptcha, solver.DefaultMaxCalls)
