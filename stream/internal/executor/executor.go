@@ -116,8 +116,12 @@ type Completer interface {
 func (x *Executor) Execute(ctx context.Context, m jetstream.Msg, thread Thread, sl Slot) {
 	d, err := x.open(ctx, m)
 	if err != nil {
-		// Leave it to lapse: open already retried for a while.
-		x.Log.Warn("cannot read task state; it comes back after the ack wait", slog.Any("error", err))
+		// Leave it to lapse: open already retried for a while. A worker
+		// that is stopping says nothing: every task it held comes back
+		// the same way, and its stop has been said.
+		if ctx.Err() == nil {
+			x.Log.Warn("cannot read task state; it comes back after the ack wait", slog.Any("error", err))
+		}
 		return
 	}
 	d.thread = thread
