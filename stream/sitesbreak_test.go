@@ -1,0 +1,93 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/internal/logbuf"
+	"github.com/captchaq/captchaq/retry"
+)
+
+// A worker that starts at a site right after its link to the hub comes
+// back (started during the outage and waiting for the queue, or restarted
+// then) receives the tasks the hub handed out again while the link was
+// down. Their holders are alive and solving; their heartbeats expired at
+// the hub during the outage and each stores its next within HeartbeatEvery
+// of the return. The new worker must wait for that heartbeat, as a worker
+// that saw the outage does, and not pay for the tasks a second time.
+func TestSiteWorkerStartedAfterLinkReturnsPaysOnce(t *testing.T) {
+	t.Parallel()
+	top := Topology{Domain: "hub", AckWait: 2 * time.Second}
+	s := startSites(t, top, "site.conf", true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	// Long enough to outlast the cut (heartbeats expire after HeartbeatTTL).
+	sc, api := emulatorSolver(t, HeartbeatTTL+10*time.Second)
+	var logs logbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	start := func(name string, threads int) {
+		t.Helper()
+		wnc, _ := roleConn(t, s.site, "worker")
+		var w *Worker
+		// Right after the link is back the hub's JetStream may not answer
+		// yet: retried as captchaq worker does (untilQueue).
+		require.Eventually(t, func() bool {
+			var err error
+			w, err = NewWorker(ctx, wnc, WorkerConfig{Solver: sc, Threads: threads, Topology: top, Name: name, Logger: log,
+				IdleCheck: 50 * time.Millisecond, ShutdownGrace: 100 * time.Millisecond,
+				Policy: retry.Policy{InitialInterval: 50 * time.Millisecond, MaxInterval: 200 * time.Millisecond, NoJitter: true}})
+			return err == nil
+		}, 10*time.Second, 20*time.Millisecond)
+		runWorker(t, w)
+	}
+	// Every thread of the holders busy: the redeliveries go to the new worker.
+	start("holder-a", 3)
+	start("holder-b", 3)
+	pnc, _ := roleConn(t, s.site, "producer")
+	producer, err := NewClient(ctx, pnc, ClientConfig{Topology: top, Name: "site-producer"})
+	require.NoError(t, err)
+	const n = 6
+	for i := range n {
+		_, err := producer.Submit(ctx, turnstileTask(fmt.Sprintf("late-%d", i)))
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return api.Stats().Submitted == n }, 30*time.Second, 10*time.Millisecond, "every task at the service")
+
+	s.link.cut()
+	require.Eventually(t, func() bool { return s.site.NumLeafNodes() == 0 }, 10*time.Second, 10*time.Millisecond)
+	hjs, err := jetstream.NewWithDomain(s.conn(t, s.hub, "admin"), "hub")
+	require.NoError(t, err)
+	hs, err := hjs.Stream(ctx, DefaultStream)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		for _, w := range []string{"holder-a", "holder-b"} {
+			if _, err := hs.GetLastMsgForSubject(ctx, heartbeatSubject(w)); err == nil {
+				return false
+			}
+		}
+		return true
+	}, HeartbeatTTL+10*time.Second, 100*time.Millisecond, "the holders' heartbeats expire at the hub")
+	s.link.restore()
+	s.waitLinked(t)
+	// The worker that starts now, with free threads.
+	start("late-c", 6)
+
+	for i := range n {
+		out, err := producer.Wait(ctx, fmt.Sprintf("late-%d", i))
+		require.NoError(t, err)
+		require.NotEmpty(t, out.Solution)
+	}
+	require.Equal(t, n, api.Stats().Submitted, "a task was paid twice:\n%s", logs.String())
+	for i := range n {
+		tr, err := producer.Trace(ctx, fmt.Sprintf("late-%d", i))
+		require.NoError(t, err)
+		require.Equal(t, 1, traceKinds(tr)["attempt"], "one attempt for task %d: %v", i, traceKinds(tr))
+	}
+	require.NotContains(t, logs.String(), "died with its worker")
+}
