@@ -54,7 +54,7 @@ func (r *reach) answered(log *slog.Logger) {
 }
 
 // settled reports whether the stream has answered for at least d since it
-// last came back (always, when it never was out of reach).
+// last came back, or since the worker started (NewWorker sets backAt).
 func (r *reach) settled(d time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -225,6 +225,12 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	w := &Worker{cfg: cfg, top: top, nc: nc, js: js, s: s, tokens: tokens, fatal: make(chan error, 1), wake: make(chan struct{}, 1),
 		log: cfg.Logger.With(slog.String("worker", cfg.Name)), plan: &planGate{js: js},
 		room: &workerRoom{s: s, nc: nc, maxBytes: s.CachedInfo().Config.MaxBytes}}
+	// A worker that has just reached the stream knows nothing of how long
+	// it has answered: a link that came back a moment ago (this worker
+	// waited for the queue meanwhile, or was restarted then) has every
+	// worker cut off with it still without a heartbeat. It treats its
+	// start as the stream's return (reach.settled).
+	w.reach.backAt = time.Now()
 	w.eraser = newEraser(s, w.log)
 	w.eraser.plain = cfg.NoErase
 	w.workQueue = s.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy
