@@ -91,3 +91,27 @@ func TestSiteWorkerStartedAfterLinkReturnsPaysOnce(t *testing.T) {
 	}
 	require.NotContains(t, logs.String(), "died with its worker")
 }
+
+// A client at a site that gives the hub's domain while the site's link to
+// the hub is down is told that no JetStream answers in that domain (a link
+// down, or a domain no server has), not to give the domain it gave.
+func TestSiteClientWithTheDomainWhileTheLinkIsDownIsToldSo(t *testing.T) {
+	t.Parallel()
+	top := Topology{Domain: "hub"}
+	s := startSites(t, top, "site.conf", true)
+	ctx := testContext(t)
+	s.link.cut()
+	require.Eventually(t, func() bool { return s.site.NumLeafNodes() == 0 }, 10*time.Second, 10*time.Millisecond)
+
+	pnc, _ := roleConn(t, s.site, "producer")
+	_, err := NewClient(ctx, pnc, ClientConfig{Topology: top})
+	require.Error(t, err)
+	require.ErrorContains(t, err, `JetStream domain "hub"`)
+	require.NotContains(t, err.Error(), "reaches the hub's with --js-domain", "the client gave the domain")
+	require.ErrorContains(t, err, "no JetStream answers in it")
+	require.ErrorContains(t, err, "link")
+
+	// Without a domain the hint stays: give the hub's.
+	_, err = NewClient(ctx, pnc, ClientConfig{})
+	require.ErrorContains(t, err, "--js-domain")
+}
