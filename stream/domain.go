@@ -44,6 +44,10 @@ func openStream(ctx context.Context, js jetstream.JetStream, t Topology, name st
 		return s, nil
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return nil, missingTopology(ctx, js, t, "stream "+name)
+	case t.Domain != "" && errors.Is(err, nats.ErrNoResponders):
+		// The client gave a domain: nothing in it answers.
+		return nil, fmt.Errorf("look up stream %s in %s: %w (no JetStream answers in it: a site's link to the hub is down, "+
+			"or no server has that domain; the hub's config names it: jetstream { domain: … })", name, domainName(t.Domain), err)
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount), errors.Is(err, nats.ErrNoResponders):
 		return nil, fmt.Errorf("look up stream %s in %s: %w (a site without JetStream of its own reaches the hub's with --js-domain and the hub's domain)", name, domainName(t.Domain), err)
 	}
