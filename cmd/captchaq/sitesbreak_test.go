@@ -127,3 +127,60 @@ func passwordlessLeafReaches(t *testing.T, leafPort int) string {
 	}
 	return "linked, and the hub's JetStream listed its streams: " + string(m.Data)
 }
+
+// siteServer runs the shipped site config conf (testdata/leaf) on a free
+// loopback port, its variables written in (this process's environment is
+// shared by parallel tests): the roles' hashes of the given passwords, and
+// links to a hub that is not there.
+func siteServer(t *testing.T, conf string, passwords map[string]string) *server.Server {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "leaf")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	var oldNew []string
+	for role, pw := range passwords {
+		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+		require.NoError(t, err)
+		oldNew = append(oldNew, "$CAPTCHAQ_"+strings.ToUpper(role)+"_PASSWORD_HASH", `"`+string(h)+`"`)
+	}
+	oldNew = append(oldNew, "$CAPTCHAQ_HUB_LEAF_URL", `"nats-leaf://127.0.0.1:1"`, "$CAPTCHAQ_HUB_PRODUCERS_LEAF_URL", `"nats-leaf://127.0.0.1:1"`)
+	copyFile(t, filepath.Join(root, "testdata", "leaf", "site.conf"), filepath.Join(dir, "site.conf"), oldNew...)
+	if conf == "site-js.conf" {
+		copyFile(t, filepath.Join(root, "testdata", "leaf", "site-js.conf"), filepath.Join(dir, "site-js.conf"), oldNew[:6]...)
+	}
+	opts, err := server.ProcessConfigFile(filepath.Join(dir, conf))
+	require.NoError(t, err)
+	opts.Port, opts.NoSigs, opts.NoLog = -1, true, true
+	if opts.JetStream {
+		opts.StoreDir = t.TempDir()
+	}
+	ns, err := server.NewServer(opts)
+	require.NoError(t, err)
+	go ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	require.True(t, ns.ReadyForConnections(10*time.Second))
+	return ns
+}
+
+// A `captchaq worker` at a site that forgets --js-domain is told where it
+// looked and what to give, as the page says (the JetStream reached without
+// a domain, or the site's own, domain "site"), not that its role may not
+// read the plan quota's stream there.
+func TestSiteWorkerWithoutDomainIsToldWhereItLooked(t *testing.T) {
+	t.Parallel()
+	for conf, want := range map[string]string{
+		"site.conf":    "the JetStream reached without a domain",
+		"site-js.conf": `JetStream domain \"site\"`, // quoted in the log line
+	} {
+		t.Run(conf, func(t *testing.T) {
+			t.Parallel()
+			site := siteServer(t, conf, map[string]string{"producer": "p-pw", "worker": "w-pw", "admin": "a-pw"})
+			p := startProc(t, []string{"CAPTCHAQ_JS_DOMAIN=", "CAPTCHAAI_API_KEY=0123456789abcdef0123456789abcdef",
+				"CAPTCHAQ_SOLVER_URL=http://127.0.0.1:1", "CAPTCHAQ_USER=worker", "CAPTCHAQ_PASSWORD=w-pw"},
+				"worker", "--nats", site.ClientURL())
+			p.waitLine("--js-domain", 30*time.Second)
+			require.Contains(t, p.output(), want)
+		})
+	}
+}
