@@ -79,6 +79,16 @@ func domainName(d string) string {
 	return fmt.Sprintf("JetStream domain %q", d)
 }
 
+// FindTopology finds the topology an admin created in t's domain, creating
+// nothing, and refuses as NewClient and NewWorker do: ErrNoTopology naming
+// the domain reached, or no JetStream answering there. A command checks it
+// before any other read, so that a client in the wrong place is told where
+// it looked rather than what its role may not read there.
+func FindTopology(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	_, _, err := openTopology(ctx, js, t)
+	return err
+}
+
 // openTopology finds the stream, the token stream and the workers'
 // consumers that an admin created (ensureTopology), and creates nothing.
 func openTopology(ctx context.Context, js jetstream.JetStream, t Topology) (s, tokens jetstream.Stream, err error) {

@@ -82,7 +82,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	ae.setLogger(log)
 	if *learnPlan {
 		err = untilQueue(ctx, log, func() (err error) {
-			sf.learnPlan, err = noPlanQuota(ctx, nc, nf.jsDomain)
+			sf.learnPlan, err = noPlanQuota(ctx, nc, nf.topology(top.topology()))
 			return err
 		})
 		if err != nil {
@@ -228,10 +228,16 @@ func untilQueue(ctx context.Context, log *slog.Logger, do func() error) error {
 	}
 }
 
-// noPlanQuota reports whether no plan-wide thread quota is set.
-func noPlanQuota(ctx context.Context, nc *nats.Conn, domain string) (bool, error) {
-	js, err := stream.JetStream(nc, domain)
+// noPlanQuota reports whether no plan-wide thread quota is set. It finds
+// the queue first: a worker in the wrong place (a site without
+// --js-domain) is told where it looked, not what its role may not read
+// there.
+func noPlanQuota(ctx context.Context, nc *nats.Conn, top stream.Topology) (bool, error) {
+	js, err := stream.JetStream(nc, top.Domain)
 	if err != nil {
+		return false, err
+	}
+	if err := stream.FindTopology(ctx, js, top); err != nil {
 		return false, err
 	}
 	n, err := stream.PlanThreads(ctx, js)
