@@ -2,16 +2,23 @@ package stream
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/internal/logbuf"
 	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
 )
 
 // A worker that starts at a site right after its link to the hub comes
@@ -114,4 +121,65 @@ func TestSiteClientWithTheDomainWhileTheLinkIsDownIsToldSo(t *testing.T) {
 	// Without a domain the hint stays: give the hub's.
 	_, err = NewClient(ctx, pnc, ClientConfig{})
 	require.ErrorContains(t, err, "--js-domain")
+}
+
+// The site's two link URLs swapped or copied (CAPTCHAQ_HUB_PRODUCERS_LEAF_URL
+// with user "site"): the site's producers' account is then linked to the
+// hub's streams' account, and a producer at the site is one of the
+// streams' account again. A direct get of a message it published, answered
+// on a token's subject, plants that token for another producer's task.
+// Nothing says so: the hub takes both links, the site runs, and every
+// client works. The hub should refuse, or at least say, that a site's
+// producers reach the streams' account.
+func TestSiteProducersLinkedAsTheSiteUserCannotPlantAToken(t *testing.T) {
+	t.Parallel()
+	top := Topology{Domain: "hub"}
+	s := startSitesWith(t, top, "site.conf", true, func(opts *server.Options) {
+		// Both remotes log in as "site", as with the URL copied.
+		for _, r := range opts.LeafNode.Remotes {
+			for _, u := range r.URLs {
+				u.User = url.UserPassword("site", sitePassword)
+			}
+		}
+	})
+	ctx := testContext(t)
+
+	vnc, _ := roleConn(t, s.site, "producer")
+	victim, err := NewClient(ctx, vnc, ClientConfig{Topology: top, Name: "victim"})
+	require.NoError(t, err)
+	r, err := victim.Submit(ctx, turnstileTask("victim"))
+	require.NoError(t, err)
+
+	anc, _ := roleConn(t, s.site, "producer")
+	ajs, err := jetstream.NewWithDomain(anc, "hub")
+	require.NoError(t, err)
+	now := time.Now().UTC()
+	forged, _ := json.Marshal(map[string]any{"id": "victim", "status": "solved", "solution": "PLANTED",
+		"attempts": 1, "method": "turnstile", "captcha_id": "1", "solved_at": now, "expires_at": now.Add(time.Hour)})
+	m := nats.NewMsg("captcha.tasks.fast.normal.atk")
+	m.Header.Set("Nats-Msg-Id", "atk")
+	m.Header.Set(HeaderTaskID, "victim")
+	m.Header.Set(HeaderGen, strconv.FormatUint(r.Seq, 10))
+	m.Data = forged
+	ack, err := ajs.PublishMsg(ctx, m)
+	require.NoError(t, err)
+	get, _ := json.Marshal(map[string]any{"seq": ack.Sequence})
+	require.NoError(t, anc.PublishMsg(&nats.Msg{Subject: "$JS.hub.API.DIRECT.GET.CAPTCHA", Reply: tokenSubject("victim", r.Seq), Data: get}))
+	_, err = anc.RequestWithContext(ctx, "$JS.hub.API.DIRECT.GET.CAPTCHA", get)
+	require.NoError(t, err)
+
+	var solves atomic.Int32
+	solve := solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		solves.Add(1)
+		b, _ := json.Marshal("tok-" + req.Params["sitekey"])
+		return solver.Answer{Solution: b, CaptchaID: fmt.Sprintf("7%d", solves.Load())}, nil
+	})
+	wnc, _ := roleConn(t, s.site, "worker")
+	w, err := NewWorker(ctx, wnc, WorkerConfig{Solver: solve, Threads: 2, Topology: top, IdleCheck: 50 * time.Millisecond})
+	require.NoError(t, err)
+	runWorker(t, w)
+
+	out, err := victim.Wait(ctx, "victim")
+	require.NoError(t, err)
+	require.NotEqual(t, `"PLANTED"`, string(out.Solution), "the victim got the attacker's token")
 }
