@@ -183,3 +183,19 @@ func TestSiteProducersLinkedAsTheSiteUserCannotPlantAToken(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, `"PLANTED"`, string(out.Solution), "the victim got the attacker's token")
 }
+
+// A producer at a site with JetStream of its own that forgets --js-domain
+// gets no answer at all (its account has no JetStream, and nats-server
+// does not answer for it); when its patience ends it is told, besides
+// that no answer came, to give the hub's domain.
+func TestSiteJSProducerWithoutDomainIsToldToGiveIt(t *testing.T) {
+	t.Parallel()
+	s := startSites(t, Topology{Domain: "hub"}, "site-js.conf", true)
+	ctx, cancel := context.WithTimeout(testContext(t), 3*time.Second)
+	defer cancel()
+	pnc, _ := roleConn(t, s.site, "producer")
+	_, err := NewClient(ctx, pnc, ClientConfig{})
+	require.Error(t, err)
+	require.ErrorContains(t, err, "no answer from JetStream")
+	require.ErrorContains(t, err, "--js-domain")
+}
