@@ -50,6 +50,11 @@ func openStream(ctx context.Context, js jetstream.JetStream, t Topology, name st
 			"or no server has that domain; the hub's config names it: jetstream { domain: … })", name, domainName(t.Domain), err)
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount), errors.Is(err, nats.ErrNoResponders):
 		return nil, fmt.Errorf("look up stream %s in %s: %w (a site without JetStream of its own reaches the hub's with --js-domain and the hub's domain)", name, domainName(t.Domain), err)
+	case t.Domain == "" && errors.Is(err, context.DeadlineExceeded):
+		// A producer at a site with JetStream of its own gets no answer
+		// at all without a domain: its account has none, and nats-server
+		// does not answer for an account with a leaf node link.
+		return nil, fmt.Errorf("look up stream %s in %s: %w (at a site, give the hub's domain: --js-domain)", name, domainName(t.Domain), err)
 	}
 	return nil, fmt.Errorf("look up stream %s in %s: %w", name, domainName(t.Domain), err)
 }
