@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -198,4 +199,54 @@ func TestSiteJSProducerWithoutDomainIsToldToGiveIt(t *testing.T) {
 	require.Error(t, err)
 	require.ErrorContains(t, err, "no answer from JetStream")
 	require.ErrorContains(t, err, "--js-domain")
+}
+
+// Two sites in two places, each running the shipped site.conf as the page
+// says, linked to one hub: both stay linked, and tasks from either are
+// solved once. (The hub takes a second link of the same server name and
+// account for a reconnect of the first and drops the first: two sites of
+// one name would drop each other's links forever.)
+func TestTwoSitesFromTheShippedConfigStayLinked(t *testing.T) {
+	t.Parallel()
+	top := Topology{Domain: "hub"}
+	s := startSites(t, top, "site.conf", true)
+	ctx := testContext(t)
+
+	// The second site: the same file, its own links to the hub.
+	sopts, err := server.ProcessConfigFile(filepath.Join("..", "testdata", "leaf", "site.conf"))
+	require.NoError(t, err)
+	sopts.Port, sopts.NoSigs = -1, true
+	for _, r := range sopts.LeafNode.Remotes {
+		user, password := "site", sitePassword
+		if r.LocalAccount == "PRODUCERS" {
+			user, password = "site-producers", siteProducersPassword
+		}
+		u, err := url.Parse(fmt.Sprintf("nats-leaf://%s:%s@%s", user, password, s.link.addr))
+		require.NoError(t, err)
+		r.URLs = []*url.URL{u}
+	}
+	sopts.LeafNode.ReconnectInterval = 100 * time.Millisecond
+	second := startServer(t, sopts)
+	require.Eventually(t, func() bool {
+		return s.hub.NumLeafNodes() == 4 && s.site.NumLeafNodes() == 2 && second.NumLeafNodes() == 2
+	}, 15*time.Second, 10*time.Millisecond, "both sites linked at once (hub: %d links)", s.hub.NumLeafNodes())
+
+	sc, api := emulatorSolver(t, 0)
+	for i, site := range []*server.Server{s.site, second} {
+		wnc, _ := roleConn(t, site, "worker")
+		w, err := NewWorker(ctx, wnc, WorkerConfig{Solver: sc, Threads: 2, Topology: top, Name: fmt.Sprintf("site%d-worker", i),
+			IdleCheck: 50 * time.Millisecond, ShutdownGrace: 100 * time.Millisecond})
+		require.NoError(t, err)
+		runWorker(t, w)
+	}
+	for i, site := range []*server.Server{s.site, second} {
+		pnc, _ := roleConn(t, site, "producer")
+		producer, err := NewClient(ctx, pnc, ClientConfig{Topology: top, Name: fmt.Sprintf("site%d-producer", i)})
+		require.NoError(t, err)
+		out, err := producer.Solve(ctx, turnstileTask(fmt.Sprintf("two-sites-%d", i)))
+		require.NoError(t, err)
+		require.NotEmpty(t, out.Solution)
+	}
+	require.Equal(t, 2, api.Stats().Submitted, "every task paid once")
+	require.Equal(t, 4, s.hub.NumLeafNodes(), "a site's link was dropped")
 }
