@@ -42,8 +42,17 @@ func openStream(ctx context.Context, js jetstream.JetStream, t Topology, name st
 		return s, nil
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return nil, missingTopology(ctx, js, t, "stream "+name)
+	case t.Domain != "" && errors.Is(err, nats.ErrNoResponders):
+		// The client gave a domain: nothing in it answers.
+		return nil, fmt.Errorf("look up stream %s in %s: %w (no JetStream answers in it: a site's link to the hub is down, "+
+			"or no server has that domain; the hub's config names it: jetstream { domain: … })", name, domainName(t.Domain), err)
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount), errors.Is(err, nats.ErrNoResponders):
 		return nil, fmt.Errorf("look up stream %s in %s: %w (a site without JetStream of its own reaches the hub's with --js-domain and the hub's domain)", name, domainName(t.Domain), err)
+	case t.Domain == "" && errors.Is(err, context.DeadlineExceeded):
+		// A producer at a site with JetStream of its own gets no answer
+		// at all without a domain: its account has none, and nats-server
+		// does not answer for an account with a leaf node link.
+		return nil, fmt.Errorf("look up stream %s in %s: %w (at a site, give the hub's domain: --js-domain)", name, domainName(t.Domain), err)
 	}
 	return nil, fmt.Errorf("look up stream %s in %s: %w", name, domainName(t.Domain), err)
 }
@@ -71,6 +80,16 @@ func domainName(d string) string {
 		return "the JetStream reached without a domain"
 	}
 	return fmt.Sprintf("JetStream domain %q", d)
+}
+
+// FindTopology finds the topology an admin created in t's domain, creating
+// nothing, and refuses as NewClient and NewWorker do: ErrNoTopology naming
+// the domain reached, or no JetStream answering there. A command checks it
+// before any other read, so that a client in the wrong place is told where
+// it looked rather than what its role may not read there.
+func FindTopology(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	_, _, err := openTopology(ctx, js, t)
+	return err
 }
 
 // openTopology finds the stream, the token stream and the workers'

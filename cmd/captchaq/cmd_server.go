@@ -83,6 +83,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			if err := refuseSite(cfg.ConfigFile, opts); err != nil {
 				return err
 			}
+			if err := refuseEmptyPasswords(cfg.ConfigFile, opts); err != nil {
+				return err
+			}
 		}
 	}
 	if cfg.ConfigFile != "" && admin.password == "" {
@@ -172,6 +175,31 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	<-ctx.Done()
 	log.Info("shutting down")
+	return nil
+}
+
+// refuseEmptyPasswords refuses a config in which a user's password is
+// empty: a *_PASSWORD_HASH variable set to nothing (a `$(captchaq passwd <
+// file)` whose file was missing) reads as an empty password, and nats-server
+// lets a leaf node link in as such a user with no password at all (the
+// hub's link user "site" is the streams' account without limits). Users
+// that TLS certificates name (verify_and_map) have no password by design.
+func refuseEmptyPasswords(config string, opts *server.Options) error {
+	const why = " (a *_PASSWORD_HASH variable set but empty? export it as $(captchaq passwd < FILE) with the password's file there)"
+	if !opts.TLSMap {
+		for _, u := range opts.Users {
+			if u.Password == "" {
+				return fmt.Errorf("%s: user %q has an empty password%s", config, u.Username, why)
+			}
+		}
+	}
+	if !opts.LeafNode.TLSMap {
+		for _, u := range opts.LeafNode.Users {
+			if u.Password == "" {
+				return fmt.Errorf("%s: leaf node user %q has an empty password, and a site could link as it with none%s", config, u.Username, why)
+			}
+		}
+	}
 	return nil
 }
 

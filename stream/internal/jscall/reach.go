@@ -54,9 +54,20 @@ func (r *Reach) Answered(log *slog.Logger) {
 }
 
 // Settled reports whether the stream has answered for at least d since it
-// last came back (always, when it never was out of reach).
+// last came back, or since the worker started (Started).
 func (r *Reach) Settled(d time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return !r.down && (r.backAt.IsZero() || time.Since(r.backAt) >= d)
+}
+
+// Started notes that the worker has just reached the stream. It knows
+// nothing of how long the stream has answered: a link that came back a
+// moment ago (the worker waited for the queue meanwhile, or was restarted
+// then) has every worker cut off with it still without a heartbeat, so the
+// worker's start counts as the stream's return (Settled).
+func (r *Reach) Started() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.backAt = time.Now()
 }
