@@ -163,19 +163,28 @@ func TestStreamtestPlanThreads(t *testing.T) {
 func TestStreamtestOwnWorker(t *testing.T) {
 	t.Parallel()
 	env := streamtest.Start(t, streamtest.WithWorkers(0))
-	var solved atomic.Int32
+	// The observer hears of the solve once its outcome is stored, which is
+	// also when Solve may return: wait for the one, then the other.
+	var solves atomic.Int32
+	solved := make(chan stream.Observation, 1)
 	cfg := env.WorkerConfig()
 	cfg.Name = "my-worker"
 	cfg.Observer = stream.ObserverFunc(func(o stream.Observation) {
-		if o.Kind == stream.EventSolved {
-			solved.Add(1)
+		if o.Kind == stream.EventSolved && solves.Add(1) == 1 {
+			solved <- o
 		}
 	})
 	env.StartWorker(cfg)
 
 	_, err := env.Client.Solve(testContext(t), turnstile("w1", "https://shop.example/"))
 	require.NoError(t, err)
-	require.EqualValues(t, 1, solved.Load())
+	select {
+	case o := <-solved:
+		require.Equal(t, "turnstile", o.Method)
+	case <-testContext(t).Done():
+		t.Fatal("the worker's observer never heard of the solve")
+	}
+	require.EqualValues(t, 1, solves.Load())
 	trace, err := env.Client.Trace(testContext(t), "w1")
 	require.NoError(t, err)
 	var workers []string
