@@ -305,9 +305,16 @@ func TestStreamFullToTheLastByteNeverPays(t *testing.T) {
 	// Make room: the admin takes the newest half out.
 	s, err := js.Stream(ctx, DefaultStream)
 	require.NoError(t, err)
+	gone := 0
 	for _, seq := range seqs[len(seqs)/2:] {
-		require.NoError(t, s.DeleteMsg(ctx, seq))
+		// A task may have left on its own meanwhile (ended by a worker and
+		// acked, which removes it): its room is made all the same.
+		if err := s.DeleteMsg(ctx, seq); err != nil {
+			require.ErrorContains(t, err, "not found", "sequence %d", seq)
+			gone++
+		}
 	}
+	t.Logf("%d of the %d tasks taken out had already left", gone, len(seqs)-len(seqs)/2)
 	outcomes := func() int {
 		info, err := s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectResults+".*"))
 		require.NoError(t, err)
