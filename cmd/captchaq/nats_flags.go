@@ -309,7 +309,10 @@ func (n *natsFlags) withSession(ctx context.Context, name string, cfg stream.Cli
 // connectInProcess connects to ns in process as name: as user when a
 // password is set (a nats.conf with users), else without credentials.
 func connectInProcess(ns *server.Server, name, user, password string) (*nats.Conn, error) {
-	opts := []nats.Option{nats.InProcessServer(ns), nats.Name(name)}
+	// The server is this process: the only wait is its bcrypt check of the
+	// password, which a loaded machine can stretch past nats.go's default
+	// 2 s, and giving up then would stop a server that is fine.
+	opts := []nats.Option{nats.InProcessServer(ns), nats.Name(name), nats.Timeout(20 * time.Second)}
 	if password != "" {
 		opts = append(opts, nats.UserInfo(user, password))
 	}
