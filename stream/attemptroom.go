@@ -38,6 +38,7 @@ type workerRoom struct {
 }
 
 // roomRefresh is how long a reading of the stream's size is used.
+// Worker.StoreRefusing states its value to users.
 const roomRefresh = 100 * time.Millisecond
 
 // Take reserves room for one attempt, reading the stream's size at most
@@ -85,7 +86,7 @@ func (r *workerRoom) Give() {
 }
 
 // StoreRefusing reports the broker's store refusing writes, as the server
-// that runs it last said (at most roomRefresh ago): nil when it takes
+// that runs it last said (at most 100 ms ago): nil when it takes
 // writes or reports nothing.
 func (w *Worker) StoreRefusing(ctx context.Context) error {
 	if w.room.nc == nil {

@@ -57,6 +57,9 @@ func (cfg WorkerConfig) solver(ctx context.Context, js jetstream.JetStream) (*so
 	if err != nil {
 		return nil, nil, err
 	}
+	if client == nil {
+		return nil, nil, errors.New("worker: NewSolver returned no client (and no error)")
+	}
 	if learner == nil {
 		learner = client
 	}

@@ -31,7 +31,7 @@ func PlanEarly() PlanOption { return func(o *planOptions) { o.early = true } }
 // SetPlan sets the plan-wide thread quota: at most threads captchas are at
 // the solving service at once, across all workers. Zero removes the quota
 // (each worker's --threads alone limits it). It is the one place the quota is
-// set; workers pick a change up within planRefresh. Threads held while the
+// set; workers pick a change up within 10 seconds. Threads held while the
 // quota changes are given back as their solves end, so for a moment the old
 // holders and the new quota may overlap.
 func SetPlan(ctx context.Context, nc *nats.Conn, t Topology, threads int, opts ...PlanOption) error {

@@ -152,7 +152,8 @@ func (s *Timings) Load(ctx context.Context) (map[string]solver.Learned, error) {
 const planWindowsKey = "plan_windows"
 
 // windowFresh is how long a worker's plan window counts after it wrote it:
-// a worker that stopped writing is gone.
+// a worker that stopped writing is gone. Timings.PutWindow and Windows
+// state its value to users.
 const windowFresh = 2 * time.Minute
 
 // PlanWindow is one worker's learned plan window.
@@ -165,7 +166,7 @@ type PlanWindow struct {
 }
 
 // PutWindow records worker's learned plan window limit at now, and drops
-// the windows of workers silent for windowFresh.
+// the windows of workers silent for 2 minutes.
 func (s *Timings) PutWindow(ctx context.Context, worker string, limit int, now time.Time) error {
 	for range mergeTries {
 		e, err := s.kv.Get(ctx, planWindowsKey)
@@ -200,7 +201,7 @@ func (s *Timings) PutWindow(ctx context.Context, worker string, limit int, now t
 }
 
 // Windows returns the plan windows of the workers that wrote theirs within
-// windowFresh of now, by worker name.
+// 2 minutes of now, by worker name.
 func (s *Timings) Windows(ctx context.Context, now time.Time) (map[string]PlanWindow, error) {
 	e, err := s.kv.Get(ctx, planWindowsKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {

@@ -93,7 +93,9 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	if built != nil {
 		cfg.Solver = built
 		if cfg.WrapSolver != nil {
-			cfg.Solver = cfg.WrapSolver(built)
+			if cfg.Solver = cfg.WrapSolver(built); cfg.Solver == nil {
+				return nil, errors.New("worker: WrapSolver returned no solver")
+			}
 		}
 	}
 	w := &Worker{cfg: cfg, built: built, learner: learner, top: top, nc: nc, js: js, s: s, tokens: tokens, fatal: make(chan error, 1),

@@ -44,7 +44,7 @@ type WorkerConfig struct {
 	// Threads is how many tasks this process solves at once. Default 4.
 	// A task's thread is free for the next task as soon as the service is
 	// done with it; recording its outcome goes on beside, for up to
-	// finishingPerThread × Threads tasks at once.
+	// 4 × Threads tasks at once.
 	Threads int
 	// Policy decides retries, snoozes and dead letters.
 	Policy retry.Policy

@@ -50,7 +50,7 @@ func PlanSettings(ctx context.Context, js jetstream.JetStream) (threads int, ear
 }
 
 // planRefresh is how often a worker looks whether the plan quota was set,
-// changed or removed.
+// changed or removed. stream.SetPlan states its value to users.
 const planRefresh = 10 * time.Second
 
 // PlanThread is one held thread of the plan. Release gives it back at once;

@@ -6,7 +6,8 @@ import "sync"
 // their threads went on to the next task. Recording is two or three
 // exchanges with the broker, no work of the service's; with no room left a
 // task keeps its thread until it is recorded, so a slow broker slows the
-// intake instead of piling up finished solves.
+// intake instead of piling up finished solves. stream.WorkerConfig.Threads
+// states its value to users.
 const FinishingPerThread = 4
 
 // Slot is a worker thread held by one task.

@@ -47,6 +47,8 @@ type fakeStore struct {
 	// beforeAppend, when set, runs before each append (another worker
 	// writing meanwhile).
 	beforeAppend func(s *fakeStore)
+	// heartbeats are the workers' latest heartbeats, by name.
+	heartbeats map[string]storedRec
 }
 
 var _ taskstore.Store = (*fakeStore)(nil)
@@ -123,8 +125,24 @@ func (s *fakeStore) CancelOf(_ context.Context, _ string, st taskstore.GenState,
 	return st.Cancel, nil
 }
 
-func (s *fakeStore) Heartbeat(context.Context, string) ([]byte, uint64, bool, error) {
-	return nil, 0, false, nil
+func (s *fakeStore) Heartbeat(_ context.Context, worker string) ([]byte, uint64, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hb, ok := s.heartbeats[worker]
+	return hb.data, hb.seq, ok, nil
+}
+
+// heartbeat stores info as the latest heartbeat of its worker.
+func (s *fakeStore) heartbeat(t *testing.T, info wire.WorkerInfo) {
+	b, err := json.Marshal(info)
+	require.NoError(t, err)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seq := s.put(wire.HeartbeatSubject(info.Name), nil, b)
+	if s.heartbeats == nil {
+		s.heartbeats = map[string]storedRec{}
+	}
+	s.heartbeats[info.Name] = storedRec{seq: seq, data: b}
 }
 
 func (s *fakeStore) VerifyReplay(context.Context, string, uint64, nats.Header, wire.Task) error {

@@ -1,0 +1,156 @@
+package executor
+
+// What a delivery holds and gives back, and whom it waits for, against
+// the fake store of executor_test.go.
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// recordAttemptOf stores an attempt of generation gen by worker, not ended:
+// that worker was solving the task when the delivery was given again.
+func (b *bundle) recordAttemptOf(t *testing.T, id string, gen uint64, worker string) {
+	t.Helper()
+	ev, err := json.Marshal(wire.Event{Kind: wire.EventAttempt, Gen: gen, Attempts: 1, Worker: worker, Delivery: 1, At: b.x.Now()})
+	require.NoError(t, err)
+	b.store.mu.Lock()
+	b.store.put(wire.EventSubject(id), nil, ev)
+	b.store.mu.Unlock()
+}
+
+// A redelivery of a task whose last attempt's worker may still be solving
+// it waits for that worker: no second payment, nothing recorded, handed
+// back for a heartbeat period. It may be: a heartbeat newer than the
+// attempt names the task, or the latest heartbeat is older than the
+// attempt (the next one says).
+func TestExecuteWaitsForALiveHolder(t *testing.T) {
+	t.Parallel()
+	for name, before := range map[string]bool{"names it": false, "older than the attempt": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, solver.Answer{Solution: json.RawMessage(`"tok"`)}, nil)
+			m := b.deliver(t, "h1", turnstile, 1)
+			if before {
+				b.store.heartbeat(t, wire.WorkerInfo{Name: "w2"})
+				b.recordAttemptOf(t, "h1", 1, "w2")
+			} else {
+				b.recordAttemptOf(t, "h1", 1, "w2")
+				b.store.heartbeat(t, wire.WorkerInfo{Name: "w2", Tasks: []wire.HeldTask{{ID: "h1", Gen: 1}}})
+			}
+			again := b.redeliver(1, "h1", m.header, turnstile, 2)
+			b.x.Execute(context.Background(), again, noThread{}, noSlot{})
+
+			require.Zero(t, b.solves, "the holder is solving it")
+			require.Equal(t, "nak "+wire.HeartbeatEvery.String(), again.how())
+			require.Equal(t, []string{"w2"}, workers(b.store.events(t, "h1")))
+		})
+	}
+}
+
+// A redelivery of a task whose last attempt's worker has stopped, or whose
+// newer heartbeat does not name the task, takes it over: the lost attempt
+// stays spent and is marked as such.
+func TestExecuteTakesOverFromAGoneHolder(t *testing.T) {
+	t.Parallel()
+	for name, info := range map[string]wire.WorkerInfo{
+		"stopped":       {Name: "w2", Stopped: true, Tasks: []wire.HeldTask{{ID: "g1", Gen: 1}}},
+		"not naming it": {Name: "w2", Tasks: []wire.HeldTask{{ID: "other", Gen: 1}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, solver.Answer{Solution: json.RawMessage(`"tok"`)}, nil)
+			m := b.deliver(t, "g1", turnstile, 1)
+			b.recordAttemptOf(t, "g1", 1, "w2")
+			b.store.heartbeat(t, info)
+			again := b.redeliver(1, "g1", m.header, turnstile, 2)
+			b.x.Execute(context.Background(), again, noThread{}, noSlot{})
+
+			require.Equal(t, 1, b.solves)
+			require.Equal(t, "ack", again.how())
+			evs := b.store.events(t, "g1")
+			require.Equal(t, []string{"w2", "w1"}, workers(evs))
+			require.True(t, evs[1].Crashed, "the second attempt says the first died with its worker")
+			out, ok := b.store.outcome(t, "g1")
+			require.True(t, ok)
+			require.Equal(t, 2, out.Attempts, "the lost attempt stays spent")
+		})
+	}
+}
+
+// countingThread, countingSlot and countingRoom count what a delivery
+// takes and gives back.
+type countingThread struct {
+	mu       sync.Mutex
+	released int
+}
+
+func (c *countingThread) Release()               { c.mu.Lock(); c.released++; c.mu.Unlock() }
+func (c *countingThread) AckWait() time.Duration { return 0 }
+func (c *countingThread) KeepAlive()             {}
+
+type countingSlot struct{ solved int }
+
+func (c *countingSlot) Solved() { c.solved++ }
+
+type countingRoom struct{ taken, given int }
+
+func (c *countingRoom) Take(context.Context, time.Time) bool { c.taken++; return true }
+func (c *countingRoom) Give()                                { c.given++ }
+
+// A delivery holds its task in the worker's heartbeat from before the
+// attempt is recorded to its end, solves within the task's deadline, frees
+// the plan thread and the worker thread once the service is done, and
+// gives back the room its records took; the token lives its method's
+// lifetime.
+func TestExecuteHoldsAndGivesBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, solver.Answer{}, nil)
+	deadline := b.x.Now().Add(7 * time.Minute)
+	var held bool
+	var solveDeadline time.Time
+	b.x.Solver = solver.Func(func(ctx context.Context, _ solver.Request) (solver.Answer, error) {
+		held = b.x.Held.Has(wire.HeldTask{ID: "o1", Gen: 1})
+		solveDeadline, _ = ctx.Deadline()
+		return solver.Answer{Solution: json.RawMessage(`"tok"`), CaptchaID: "c9"}, nil
+	})
+	room, th, sl := &countingRoom{}, &countingThread{}, &countingSlot{}
+	b.x.Room = room
+	task, err := json.Marshal(wire.Task{ID: "o1", Method: "turnstile", Deadline: deadline,
+		Params: wire.Params{"sitekey": "k", "pageurl": "https://shop.example/p"}})
+	require.NoError(t, err)
+	m := b.deliver(t, "o1", string(task), 1)
+	b.x.Execute(context.Background(), m, th, sl)
+
+	require.Equal(t, "ack", m.how())
+	require.True(t, held, "the heartbeat names the task while the service works on it")
+	require.False(t, b.x.Held.Has(wire.HeldTask{ID: "o1", Gen: 1}), "and no longer once it ended")
+	require.True(t, solveDeadline.Equal(deadline), "the solve ends at the task's deadline: %s", solveDeadline)
+	require.Equal(t, 1, th.released, "the plan thread is given back")
+	require.Equal(t, 1, sl.solved, "the worker thread is free for the next task")
+	require.Equal(t, [2]int{1, 1}, [2]int{room.taken, room.given}, "the room taken is given back")
+	tok, found, _ := b.store.Token(context.Background(), "o1", 1)
+	require.True(t, found)
+	require.True(t, tok.ExpiresAt.Equal(b.x.Now().Add(300*time.Second)), "a turnstile token lives 300 s: %s", tok.ExpiresAt)
+}
+
+// A retry is handed back for its delay, and the dispatcher is told to look
+// at the task's lane again when it comes due.
+func TestExecuteRetryLooksAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, solver.Answer{}, &solver.Error{Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: solver.Classify("ERROR_CAPTCHA_UNSOLVABLE"), Op: "res.php"})
+	var looked []string
+	b.x.LookAgain = func(d time.Duration, lane wire.Lane) { looked = append(looked, "nak "+d.String()+" "+string(lane)) }
+	m := b.deliver(t, "l1", turnstile, 1)
+	b.x.Execute(context.Background(), m, noThread{}, noSlot{})
+
+	require.Equal(t, []string{m.how() + " " + string(wire.LaneFast)}, looked)
+}
