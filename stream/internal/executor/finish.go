@@ -46,7 +46,8 @@ func (d *delivery) finishSolved(ctx context.Context, ev wire.Event, ans solver.A
 	// and no redelivery pays again.
 	tctx, cancel := context.WithTimeout(ctx, out.ExpiresAt.Sub(d.x.Clock.BrokerTime(d.x.Now())))
 	stored := out
-	err := d.untilStored(tctx, func() (err error) { out, err = d.storeToken(tctx, stored); return err })
+	attemptSeq := d.st.LastSeq // the attempt's event: no record since
+	err := d.untilStored(tctx, func() (err error) { out, err = d.storeToken(tctx, stored, attemptSeq); return err })
 	cancel()
 	switch {
 	case errors.Is(err, taskstore.ErrTokenTooLarge):
