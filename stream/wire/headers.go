@@ -52,6 +52,11 @@ const (
 	// names an attempt of the generation (the attempt events are the
 	// workers' own records, each written by compare-and-set).
 	HeaderAttemptSeq = "Captchaq-Attempt-Seq"
+	// HeaderTokenSeq is the sequence (decimal) in the token stream of the
+	// token a solved outcome's solve stored, on outcomes that have one: a
+	// reader takes that message for the token, and no later one on the
+	// token's subject.
+	HeaderTokenSeq = "Captchaq-Token-Seq"
 	// HeaderMsgID is JetStream's message id: on a task message, the task's
 	// id (or, on a replay, ReplayMsgID).
 	HeaderMsgID = "Nats-Msg-Id"

@@ -100,20 +100,20 @@ func (s *fakeStore) Append(_ context.Context, id string, expect uint64, msg *nat
 	return s.put(msg.Subject, msg.Header, msg.Data), nil
 }
 
-func (s *fakeStore) PutToken(_ context.Context, _ string, gen uint64, msg *nats.Msg, _ time.Duration, over uint64) error {
+func (s *fakeStore) PutToken(_ context.Context, _ string, gen uint64, msg *nats.Msg, _ time.Duration, over uint64) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.tokens[gen].Seq != over {
-		return taskstore.ErrTokenTaken
+		return 0, taskstore.ErrTokenTaken
 	}
 	var out wire.Outcome
 	if err := json.Unmarshal(msg.Data, &out); err != nil {
-		return err
+		return 0, err
 	}
 	attempt, _ := strconv.ParseUint(msg.Header.Get(wire.HeaderAttemptSeq), 10, 64)
 	s.tokenSeq++
 	s.tokens[gen] = taskstore.StoredToken{Out: out, Seq: s.tokenSeq, Attempt: attempt}
-	return nil
+	return s.tokenSeq, nil
 }
 
 func (s *fakeStore) Token(_ context.Context, _ string, gen uint64) (taskstore.StoredToken, bool, error) {
@@ -449,6 +449,11 @@ func TestExecuteRefusesAForeignToken(t *testing.T) {
 			require.True(t, found)
 			require.JSONEq(t, `"own"`, string(tok.Out.Solution), "the solve's token is stored over the foreign one")
 			require.Equal(t, "c-own", tok.Out.CaptchaID)
+			for _, r := range b.store.recs {
+				if r.subject == wire.ResultSubject("p1") {
+					require.Equal(t, strconv.FormatUint(tok.Seq, 10), r.header.Get(wire.HeaderTokenSeq), "the outcome names its token")
+				}
+			}
 		})
 	}
 }

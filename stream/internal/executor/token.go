@@ -31,7 +31,8 @@ import (
 // storeToken stores out, a solved outcome with its solution and the solve
 // of the attempt recorded at attemptSeq, in the token stream until it
 // expires, unless the generation has a token of this pool already, and
-// returns the generation's token: out, or the one stored before it. The
+// returns the generation's token with its sequence in the token stream
+// (which the outcome names): out, or the one stored before it. The
 // write expects no earlier message on the subject (compare-and-set): a
 // generation's token is written once, so a late write (a second solve of
 // the same generation) never replaces the token its outcome names; the
@@ -46,10 +47,10 @@ import (
 // compare-and-set (a pool's second solve racing this one still loses to
 // the first) and the outcome names this solve, whose token is the last on
 // the subject; a reader refuses any other (sameSolve).
-func (d *delivery) storeToken(ctx context.Context, out wire.Outcome, attemptSeq uint64) (wire.Outcome, error) {
+func (d *delivery) storeToken(ctx context.Context, out wire.Outcome, attemptSeq uint64) (taskstore.StoredToken, error) {
 	b, err := json.Marshal(out)
 	if err != nil {
-		return wire.Outcome{}, fmt.Errorf("encode token: %w", err)
+		return taskstore.StoredToken{}, fmt.Errorf("encode token: %w", err)
 	}
 	msg := nats.NewMsg(wire.TokenSubject(d.id, d.gen))
 	msg.Data = b
@@ -58,15 +59,15 @@ func (d *delivery) storeToken(ctx context.Context, out wire.Outcome, attemptSeq 
 	msg.Header.Set(wire.HeaderAttemptSeq, strconv.FormatUint(attemptSeq, 10))
 	var over uint64 // the foreign token written over, if any
 	for range storeTries {
-		err = d.x.Store.PutToken(ctx, d.id, d.gen, msg, tokenTTL(out.ExpiresAt, d.x.Clock.BrokerTime(d.x.Now())), over)
+		seq, err := d.x.Store.PutToken(ctx, d.id, d.gen, msg, tokenTTL(out.ExpiresAt, d.x.Clock.BrokerTime(d.x.Now())), over)
 		if err == nil {
-			return out, nil
+			return taskstore.StoredToken{Out: out, Seq: seq, Attempt: attemptSeq}, nil
 		}
 		if errors.Is(err, taskstore.ErrTokenTooLarge) {
-			return wire.Outcome{}, fmt.Errorf("store the token of task %s: %w: the answer is %d bytes, the token stream takes at most %d", d.id, taskstore.ErrTokenTooLarge, len(b), wire.TokenMaxMsgSize)
+			return taskstore.StoredToken{}, fmt.Errorf("store the token of task %s: %w: the answer is %d bytes, the token stream takes at most %d", d.id, taskstore.ErrTokenTooLarge, len(b), wire.TokenMaxMsgSize)
 		}
 		if !errors.Is(err, taskstore.ErrTokenTaken) {
-			return wire.Outcome{}, fmt.Errorf("store the token of task %s: %w", d.id, err)
+			return taskstore.StoredToken{}, fmt.Errorf("store the token of task %s: %w", d.id, err)
 		}
 		// There already: ours, whose acknowledgement was lost, an earlier
 		// solve's of this pool, or a foreign one.
@@ -77,20 +78,20 @@ func (d *delivery) storeToken(ctx context.Context, out wire.Outcome, attemptSeq 
 		err = d.patiently(ctx, func() (err error) { stored, found, err = d.x.Store.Token(ctx, d.id, d.gen); return err })
 		switch {
 		case err != nil:
-			return wire.Outcome{}, err
+			return taskstore.StoredToken{}, err
 		case !found:
-			return wire.Outcome{}, fmt.Errorf("store the token of task %s: the stream holds one, then none (expired meanwhile)", d.id)
+			return taskstore.StoredToken{}, fmt.Errorf("store the token of task %s: the stream holds one, then none (expired meanwhile)", d.id)
 		}
 		if stored.Attempt == attemptSeq && stored.Out.CaptchaID == out.CaptchaID && stored.Out.SolvedAt.Equal(out.SolvedAt) {
-			return stored.Out, nil // ours
+			return stored, nil // ours
 		}
 		pool, err := d.poolToken(ctx, stored)
 		if err != nil {
-			return wire.Outcome{}, err
+			return taskstore.StoredToken{}, err
 		}
 		if pool && stored.Attempt != attemptSeq {
 			d.log.Warn("the generation has a token from an earlier solve already: its outcome is that one's")
-			return stored.Out, nil
+			return stored, nil
 		}
 		// Naming no attempt of the generation, or this one's with another
 		// solve: no worker of this pool stored it.
@@ -98,7 +99,7 @@ func (d *delivery) storeToken(ctx context.Context, out wire.Outcome, attemptSeq 
 			slog.Uint64("token_seq", stored.Seq))
 		over = stored.Seq
 	}
-	return wire.Outcome{}, fmt.Errorf("store the token of task %s: other tokens kept getting in the way", d.id)
+	return taskstore.StoredToken{}, fmt.Errorf("store the token of task %s: other tokens kept getting in the way", d.id)
 }
 
 // poolToken reports whether tok was stored by a worker of this pool: it
@@ -155,7 +156,7 @@ func (d *delivery) finishFromToken(ctx context.Context) bool {
 			slog.Uint64("token_seq", tok.Seq))
 		return false
 	}
-	if d.finishWith(ctx, withoutToken(out)) {
+	if d.finishWith(ctx, withoutToken(out), tok.Seq) {
 		d.log.Info("solved by an earlier delivery whose worker stopped; recorded from its token", slog.Int("attempts", out.Attempts))
 	}
 	return true

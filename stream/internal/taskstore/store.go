@@ -31,7 +31,8 @@ type Store interface {
 	// token yet; else the foreign one it replaces); when another came first
 	// it stores nothing (an error wrapping ErrTokenTaken). A token too
 	// large to keep is ErrTokenTooLarge.
-	PutToken(ctx context.Context, id string, gen uint64, msg *nats.Msg, ttl time.Duration, over uint64) error
+	// It returns the token's sequence in the token stream.
+	PutToken(ctx context.Context, id string, gen uint64, msg *nats.Msg, ttl time.Duration, over uint64) (uint64, error)
 	// Token reads the token of generation gen of task id, and whether it
 	// is there (it is not once expired).
 	Token(ctx context.Context, id string, gen uint64) (StoredToken, bool, error)
@@ -97,16 +98,18 @@ func (s *JetStream) Append(ctx context.Context, id string, expect uint64, msg *n
 // PutToken publishes the token with its TTL, expecting over as the last
 // message on its subject (compare-and-set): a generation's token is written
 // once by this pool, over nothing or over one no worker of it stored.
-func (s *JetStream) PutToken(ctx context.Context, id string, gen uint64, msg *nats.Msg, ttl time.Duration, over uint64) error {
-	_, err := jscall.PublishRetrying(ctx, s.JS, msg, jetstream.WithExpectStream(s.Tokens.CachedInfo().Config.Name),
+func (s *JetStream) PutToken(ctx context.Context, id string, gen uint64, msg *nats.Msg, ttl time.Duration, over uint64) (uint64, error) {
+	ack, err := jscall.PublishRetrying(ctx, s.JS, msg, jetstream.WithExpectStream(s.Tokens.CachedInfo().Config.Name),
 		jetstream.WithExpectLastSequencePerSubject(over), jetstream.WithMsgTTL(ttl))
 	switch {
 	case errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum):
-		return fmt.Errorf("%w: %w", ErrTokenTooLarge, err)
+		return 0, fmt.Errorf("%w: %w", ErrTokenTooLarge, err)
 	case jscall.WrongLastSequence(err):
-		return fmt.Errorf("%w: %w", ErrTokenTaken, err)
+		return 0, fmt.Errorf("%w: %w", ErrTokenTaken, err)
+	case err != nil:
+		return 0, err
 	}
-	return err
+	return ack.Sequence, nil
 }
 
 // Token reads the token from the token stream (ReadStoredToken).

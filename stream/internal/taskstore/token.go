@@ -49,6 +49,29 @@ func ReadStoredToken(ctx context.Context, tokens jetstream.Stream, id string, ge
 	return tok, true, nil
 }
 
+// ReadTokenAt reads the token of generation gen of task id at sequence seq
+// of the token stream tokens, the one its outcome names
+// (wire.HeaderTokenSeq): the solved outcome with its solution, and whether
+// it is there (it is not once expired, or after a broker restart, or when
+// the message at seq is not on the generation's token subject).
+func ReadTokenAt(ctx context.Context, tokens jetstream.Stream, id string, gen, seq uint64) (wire.Outcome, bool, error) {
+	m, err := tokens.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return wire.Outcome{}, false, nil
+	}
+	if err != nil {
+		return wire.Outcome{}, false, fmt.Errorf("read the token of task %s: %w", id, err)
+	}
+	if m.Subject != wire.TokenSubject(id, gen) {
+		return wire.Outcome{}, false, nil
+	}
+	var out wire.Outcome
+	if err := json.Unmarshal(m.Data, &out); err != nil {
+		return wire.Outcome{}, false, fmt.Errorf("token of task %s: %w", id, err)
+	}
+	return out, true, nil
+}
+
 // AttemptAt reads the record at sequence seq of the CAPTCHA stream s and
 // reports whether it is an attempt event of generation gen of task id, with
 // the event when it is.
