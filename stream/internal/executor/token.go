@@ -45,8 +45,8 @@ import (
 // foreign one is never adopted: this solve's token is written over it,
 // expecting it as the subject's last message, so the write stays
 // compare-and-set (a pool's second solve racing this one still loses to
-// the first) and the outcome names this solve, whose token is the last on
-// the subject; a reader refuses any other (sameSolve).
+// the first), and the outcome names this solve and its token's sequence,
+// which is what a reader takes (wire.HeaderTokenSeq).
 func (d *delivery) storeToken(ctx context.Context, out wire.Outcome, attemptSeq uint64) (taskstore.StoredToken, error) {
 	b, err := json.Marshal(out)
 	if err != nil {
