@@ -156,6 +156,10 @@ func TestContractRawClientSolved(t *testing.T) {
 	require.NotEmpty(t, tok["useragent"])
 	require.Equal(t, out["expires_at"], tok["expires_at"])
 	require.NotEmpty(t, tm.Header.Get("Nats-TTL"), "a token leaves its stream with its lifetime")
+	// The outcome names its token by sequence: that message is the one to
+	// take (a later one on the subject is not the outcome's).
+	require.Equal(t, strconv.FormatUint(tm.Sequence, 10), m.Header.Get("Captchaq-Token-Seq"))
+	require.NotEmpty(t, tm.Header.Get("Captchaq-Attempt-Seq"), "a token names its attempt")
 
 	lm, err := live.NextMsg(10 * time.Second)
 	require.NoError(t, err)

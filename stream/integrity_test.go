@@ -432,15 +432,26 @@ func frozenTask(t *testing.T, id string) (*bundle, jetstream.JetStream, jetstrea
 	return b, js, s, r
 }
 
-func publishRecord(ctx context.Context, t *testing.T, js jetstream.JetStream, subject string, gen uint64, v any) {
+func publishRecord(ctx context.Context, t *testing.T, js jetstream.JetStream, subject string, gen uint64, v any) uint64 {
+	t.Helper()
+	return publishRecordWith(ctx, t, js, subject, gen, v, nil)
+}
+
+// publishRecordWith is publishRecord with headers h besides the
+// generation's, and returns the record's sequence.
+func publishRecordWith(ctx context.Context, t *testing.T, js jetstream.JetStream, subject string, gen uint64, v any, h nats.Header) uint64 {
 	t.Helper()
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	m := nats.NewMsg(subject)
 	m.Data = b
+	for k, vs := range h {
+		m.Header[k] = vs
+	}
 	m.Header.Set(wire.HeaderGen, strconv.FormatUint(gen, 10))
-	_, err = js.PublishMsg(ctx, m)
+	ack, err := js.PublishMsg(ctx, m)
 	require.NoError(t, err)
+	return ack.Sequence
 }
 
 // A worker that stored a generation's outcome (and, dead, its dead letter)
@@ -522,10 +533,11 @@ func TestRedeliveryRecordsASolveFromItsStoredToken(t *testing.T) {
 			b, js, s, r := frozenTask(t, "tokened")
 			ctx := testContext(t)
 			now := time.Now()
-			publishRecord(ctx, t, js, wire.EventSubject("tokened"), r.Seq, Event{Kind: EventAttempt, Gen: r.Seq, Attempts: 1, Delivery: 1, Worker: "frozen", At: now})
+			attempt := publishRecord(ctx, t, js, wire.EventSubject("tokened"), r.Seq, Event{Kind: EventAttempt, Gen: r.Seq, Attempts: 1, Delivery: 1, Worker: "frozen", At: now})
 			out := Outcome{ID: "tokened", Status: StatusSolved, Solution: json.RawMessage(`"the-stored-token"`), Attempts: 1,
 				SolveSeconds: 1.5, ExpiresAt: now.Add(5 * time.Minute), Method: "turnstile", CaptchaID: "4242", SolvedAt: now}
-			publishRecord(ctx, t, js, wire.TokenSubject("tokened", r.Seq), r.Seq, out)
+			// As the frozen worker stored it: naming its attempt.
+			publishRecordWith(ctx, t, js, wire.TokenSubject("tokened", r.Seq), r.Seq, out, nats.Header{wire.HeaderAttemptSeq: {strconv.FormatUint(attempt, 10)}})
 			if recorded {
 				publishRecord(ctx, t, js, wire.EventSubject("tokened"), r.Seq, Event{Kind: EventSolved, Gen: r.Seq, Attempts: 1, Delivery: 1,
 					Worker: "frozen", At: now, ExpiresAt: out.ExpiresAt, CaptchaID: "4242"})

@@ -7,8 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
@@ -24,7 +26,7 @@ func (c *Client) OutcomesSince(ctx context.Context, since time.Time, follow bool
 		if json.Unmarshal(m.Data(), &o) != nil || o.ID == "" {
 			return false, nil
 		}
-		o, _, err := c.withToken(ctx, o, taskstore.GenOf(m.Headers()))
+		o, _, err := c.withToken(ctx, o, taskstore.GenOf(m.Headers()), tokenSeqOf(m.Headers()))
 		if err != nil {
 			return false, err
 		}
@@ -66,11 +68,18 @@ func (c *Client) OutcomeRecords(ctx context.Context, since time.Time) ([]Outcome
 }
 
 // withToken puts the token of generation gen back into out, a solved
-// outcome as the CAPTCHA stream keeps it, from the token stream. It reports
-// whether the token is there; it is not once expired or after a broker
-// restart within its lifetime. An outcome stored by an older worker,
-// solution included, is returned as it is.
-func (c *Client) withToken(ctx context.Context, out Outcome, gen uint64) (Outcome, bool, error) {
+// outcome as the CAPTCHA stream keeps it, from the token stream: the token
+// at tokenSeq, which the outcome names (wire.HeaderTokenSeq), or for an
+// outcome of an older worker that names none the last on the generation's
+// token subject. It reports whether the token is there; it is not once
+// expired or after a broker restart within its lifetime. An outcome stored
+// by an older worker, solution included, is returned as it is.
+//
+// A token the outcome does not name is never handed out: one written on
+// the token subject after the outcome's (by a second solve, or by anyone
+// who made the broker publish there) is not read, and one whose solve
+// differs from the outcome's is refused (sameSolve).
+func (c *Client) withToken(ctx context.Context, out Outcome, gen, tokenSeq uint64) (Outcome, bool, error) {
 	// expires_at is stored on the broker's clock: it is decided on there,
 	// and handed out on the client's clock, so that a producer whose clock
 	// is off neither throws away a fresh token nor keeps a stale one.
@@ -82,7 +91,16 @@ func (c *Client) withToken(ctx context.Context, out Outcome, gen uint64) (Outcom
 	if !c.brokerTime(c.cfg.Now()).Before(stored.ExpiresAt) {
 		return out, false, nil
 	}
-	tok, found, err := taskstore.ReadToken(ctx, c.tokens, out.ID, gen)
+	var (
+		tok   Outcome
+		found bool
+		err   error
+	)
+	if tokenSeq != 0 {
+		tok, found, err = taskstore.ReadTokenAt(ctx, c.tokens, out.ID, gen, tokenSeq)
+	} else {
+		tok, found, err = taskstore.ReadToken(ctx, c.tokens, out.ID, gen)
+	}
 	if err != nil || !found {
 		return out, false, err
 	}
@@ -94,6 +112,13 @@ func (c *Client) withToken(ctx context.Context, out Outcome, gen uint64) (Outcom
 	}
 	out.Solution, out.UserAgent = tok.Solution, tok.UserAgent
 	return out, true, nil
+}
+
+// tokenSeqOf is the token sequence an outcome message names
+// (wire.HeaderTokenSeq), 0 when none.
+func tokenSeqOf(h nats.Header) uint64 {
+	seq, _ := strconv.ParseUint(h.Get(wire.HeaderTokenSeq), 10, 64)
+	return seq
 }
 
 // sameSolve reports whether tok, a token, is the solve outcome records: a

@@ -93,6 +93,7 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 		out      Outcome
 		solvedEv *Event
 		found    bool
+		tokenSeq uint64 // the token the outcome names
 	)
 	// Once the solve is known, the token's expiry ends the wait even if its
 	// outcome never comes (stored by nobody) and no other message arrives.
@@ -119,7 +120,7 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 			if err := json.Unmarshal(m.Data(), &out); err != nil {
 				return false, fmt.Errorf("outcome of task %s: %w", id, err)
 			}
-			found = true
+			found, tokenSeq = true, tokenSeqOf(m.Headers())
 			return true, nil
 		}
 		if m.Subject() != wire.EventSubject(id) {
@@ -146,7 +147,7 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 		return Outcome{}, fmt.Errorf("wait for task %s: %w", id, err)
 	}
 	if found {
-		if out, found, err = c.withToken(ctx, out, gen); err != nil {
+		if out, found, err = c.withToken(ctx, out, gen, tokenSeq); err != nil {
 			return Outcome{}, fmt.Errorf("wait for task %s: %w", id, err)
 		}
 	}
@@ -246,7 +247,7 @@ func (c *Client) WaitAll(ctx context.Context, receipts []Receipt, fn func(Outcom
 					}
 					delete(want, id)
 					delete(solved, id)
-					out, found, err := c.withToken(ctx, out, gen)
+					out, found, err := c.withToken(ctx, out, gen, tokenSeqOf(m.Headers()))
 					if err != nil {
 						return false, fmt.Errorf("wait for task %s: %w", id, err)
 					}

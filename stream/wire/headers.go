@@ -46,6 +46,17 @@ const (
 	// task, on task messages whose producer may cancel them (stream's
 	// Client.Solve sets it).
 	HeaderCancelHash = "Captchaq-Cancel-Hash"
+	// HeaderAttemptSeq is the stream sequence (decimal) of the attempt
+	// event whose solve a token is, on tokens (captcha.tokens.<id>.<gen>):
+	// a worker takes a stored token for a solve of this pool only when it
+	// names an attempt of the generation (the attempt events are the
+	// workers' own records, each written by compare-and-set).
+	HeaderAttemptSeq = "Captchaq-Attempt-Seq"
+	// HeaderTokenSeq is the sequence (decimal) in the token stream of the
+	// token a solved outcome's solve stored, on outcomes that have one: a
+	// reader takes that message for the token, and no later one on the
+	// token's subject.
+	HeaderTokenSeq = "Captchaq-Token-Seq"
 	// HeaderMsgID is JetStream's message id: on a task message, the task's
 	// id (or, on a replay, ReplayMsgID).
 	HeaderMsgID = "Nats-Msg-Id"

@@ -43,7 +43,9 @@ type fakeStore struct {
 	mu     sync.Mutex
 	seq    uint64 // the stream's last sequence
 	recs   []storedRec
-	tokens map[uint64]wire.Outcome
+	tokens map[uint64]taskstore.StoredToken
+	// tokenSeq is the token stream's last sequence.
+	tokenSeq uint64
 	// beforeAppend, when set, runs before each append (another worker
 	// writing meanwhile).
 	beforeAppend func(s *fakeStore)
@@ -53,7 +55,7 @@ type fakeStore struct {
 
 var _ taskstore.Store = (*fakeStore)(nil)
 
-func newFakeStore() *fakeStore { return &fakeStore{tokens: map[uint64]wire.Outcome{}} }
+func newFakeStore() *fakeStore { return &fakeStore{tokens: map[uint64]taskstore.StoredToken{}} }
 
 // put stores a record on subject, as anyone may, without a check.
 func (s *fakeStore) put(subject string, h nats.Header, data []byte) uint64 {
@@ -100,25 +102,39 @@ func (s *fakeStore) Append(_ context.Context, id string, expect uint64, msg *nat
 	return s.put(msg.Subject, msg.Header, msg.Data), nil
 }
 
-func (s *fakeStore) PutToken(_ context.Context, _ string, gen uint64, msg *nats.Msg, _ time.Duration) error {
+func (s *fakeStore) PutToken(_ context.Context, _ string, gen uint64, msg *nats.Msg, _ time.Duration, over uint64) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.tokens[gen]; ok {
-		return taskstore.ErrTokenTaken
+	if s.tokens[gen].Seq != over {
+		return 0, taskstore.ErrTokenTaken
 	}
 	var out wire.Outcome
 	if err := json.Unmarshal(msg.Data, &out); err != nil {
-		return err
+		return 0, err
 	}
-	s.tokens[gen] = out
-	return nil
+	attempt, _ := strconv.ParseUint(msg.Header.Get(wire.HeaderAttemptSeq), 10, 64)
+	s.tokenSeq++
+	s.tokens[gen] = taskstore.StoredToken{Out: out, Seq: s.tokenSeq, Attempt: attempt}
+	return s.tokenSeq, nil
 }
 
-func (s *fakeStore) Token(_ context.Context, _ string, gen uint64) (wire.Outcome, bool, error) {
+func (s *fakeStore) Token(_ context.Context, _ string, gen uint64) (taskstore.StoredToken, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out, ok := s.tokens[gen]
-	return out, ok, nil
+	tok, ok := s.tokens[gen]
+	return tok, ok, nil
+}
+
+func (s *fakeStore) AttemptAt(_ context.Context, id string, gen, seq uint64) (wire.Event, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.recs {
+		if r.seq == seq && r.subject == wire.EventSubject(id) {
+			ev, ok := wire.ParseEvent(r.data)
+			return ev, ok && ev.Kind == wire.EventAttempt && ev.Gen == gen, nil
+		}
+	}
+	return wire.Event{}, false, nil
 }
 
 func (s *fakeStore) CancelOf(_ context.Context, _ string, st taskstore.GenState, _ nats.Header) (*wire.CancelRecord, error) {
@@ -317,7 +333,7 @@ func TestExecuteSolves(t *testing.T) {
 	require.Equal(t, 1, out.Attempts)
 	tok, found, _ := b.store.Token(context.Background(), "a1", 1)
 	require.True(t, found)
-	require.JSONEq(t, `"tok"`, string(tok.Solution), "the token stream does")
+	require.JSONEq(t, `"tok"`, string(tok.Out.Solution), "the token stream does")
 	require.Equal(t, []wire.EventKind{wire.EventAttempt, wire.EventSolved}, b.observed)
 }
 
@@ -395,9 +411,9 @@ func TestExecuteFinishesFromTheToken(t *testing.T) {
 	b := setup(t, solver.Answer{Solution: json.RawMessage(`"second"`)}, nil)
 	m := b.deliver(t, "k1", turnstile, 1)
 	attempt, _ := json.Marshal(wire.Event{Kind: wire.EventAttempt, Gen: 1, Attempts: 1, Worker: "gone", Delivery: 1, At: b.x.Now()})
-	b.store.put(wire.EventSubject("k1"), nil, attempt)
-	b.store.tokens[1] = wire.Outcome{ID: "k1", Status: wire.StatusSolved, Solution: json.RawMessage(`"first"`), Attempts: 1,
-		CaptchaID: "c1", SolvedAt: b.x.Now(), ExpiresAt: b.x.Now().Add(time.Minute)}
+	attemptSeq := b.store.put(wire.EventSubject("k1"), nil, attempt)
+	b.store.tokens[1] = taskstore.StoredToken{Seq: 1, Attempt: attemptSeq, Out: wire.Outcome{ID: "k1", Status: wire.StatusSolved,
+		Solution: json.RawMessage(`"first"`), Attempts: 1, CaptchaID: "c1", SolvedAt: b.x.Now(), ExpiresAt: b.x.Now().Add(time.Minute)}}
 	again := b.redeliver(1, "k1", m.header, turnstile, 2)
 	b.x.Execute(context.Background(), again, noThread{}, noSlot{})
 
@@ -407,6 +423,57 @@ func TestExecuteFinishesFromTheToken(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "c1", out.CaptchaID)
 	require.Empty(t, out.Solution)
+}
+
+// A token on the generation's subject that names no attempt event of it
+// (someone made the broker publish it there) is never taken for a solve of
+// the pool: neither by a redelivery after a crash, nor by a solve whose own
+// write finds it there. The solve's own token is stored over it and the
+// outcome names the solve.
+func TestExecuteRefusesAForeignToken(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		attempt func(b *bundle) uint64 // the attempt the foreign token names
+		crashed bool
+	}{
+		{"naming nothing", func(*bundle) uint64 { return 0 }, false},
+		{"naming nothing, after a crash", func(*bundle) uint64 { return 0 }, true},
+		{"naming another generation's attempt", func(b *bundle) uint64 {
+			rec, _ := json.Marshal(wire.Event{Kind: wire.EventAttempt, Gen: 99, Attempts: 1})
+			return b.store.put(wire.EventSubject("p1"), nil, rec)
+		}, false},
+		{"naming the solve's own attempt", func(*bundle) uint64 { return 2 }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, solver.Answer{Solution: json.RawMessage(`"own"`), CaptchaID: "c-own"}, nil)
+			m := b.deliver(t, "p1", turnstile, 1)
+			if c.crashed {
+				attempt, _ := json.Marshal(wire.Event{Kind: wire.EventAttempt, Gen: 1, Attempts: 1, Worker: "gone", Delivery: 1, At: b.x.Now()})
+				b.store.put(wire.EventSubject("p1"), nil, attempt)
+				m = b.redeliver(1, "p1", m.header, turnstile, 2)
+			}
+			b.store.tokens[1] = taskstore.StoredToken{Seq: 7, Attempt: c.attempt(b), Out: wire.Outcome{ID: "p1", Status: wire.StatusSolved,
+				Solution: json.RawMessage(`"PLANTED"`), Attempts: 1, CaptchaID: "1", SolvedAt: b.x.Now(), ExpiresAt: b.x.Now().Add(time.Hour)}}
+			b.x.Execute(context.Background(), m, noThread{}, noSlot{})
+
+			require.Equal(t, 1, b.solves, "solved by the pool")
+			require.Equal(t, "ack", m.how())
+			out, ok := b.store.outcome(t, "p1")
+			require.True(t, ok)
+			require.Equal(t, "c-own", out.CaptchaID, "the outcome names the pool's solve")
+			tok, found, _ := b.store.Token(context.Background(), "p1", 1)
+			require.True(t, found)
+			require.JSONEq(t, `"own"`, string(tok.Out.Solution), "the solve's token is stored over the foreign one")
+			require.Equal(t, "c-own", tok.Out.CaptchaID)
+			for _, r := range b.store.recs {
+				if r.subject == wire.ResultSubject("p1") {
+					require.Equal(t, strconv.FormatUint(tok.Seq, 10), r.header.Get(wire.HeaderTokenSeq), "the outcome names its token")
+				}
+			}
+		})
+	}
 }
 
 // A canceled generation ends dead without a solve.

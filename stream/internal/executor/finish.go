@@ -46,8 +46,11 @@ func (d *delivery) finishSolved(ctx context.Context, ev wire.Event, ans solver.A
 	// and no redelivery pays again.
 	tctx, cancel := context.WithTimeout(ctx, out.ExpiresAt.Sub(d.x.Clock.BrokerTime(d.x.Now())))
 	stored := out
-	err := d.untilStored(tctx, func() (err error) { out, err = d.storeToken(tctx, stored); return err })
+	attemptSeq := d.st.LastSeq // the attempt's event: no record since
+	var tok taskstore.StoredToken
+	err := d.untilStored(tctx, func() (err error) { tok, err = d.storeToken(tctx, stored, attemptSeq); return err })
 	cancel()
+	out = tok.Out
 	switch {
 	case errors.Is(err, taskstore.ErrTokenTooLarge):
 		// Paid for, and no answer can be kept: the outcome says so,
@@ -58,23 +61,24 @@ func (d *delivery) finishSolved(ctx context.Context, ev wire.Event, ans solver.A
 		// The token's lifetime ran out first: the outcome records the
 		// solve, its token expired.
 		d.log.Warn("the broker took no token within its lifetime: the solve is recorded without it", slog.Any("error", err))
-		out = stored
+		out, tok = stored, taskstore.StoredToken{}
 	case err != nil:
 		d.log.Warn("cannot store the token; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}
-	if !d.finishWith(ctx, withoutToken(out)) {
+	if !d.finishWith(ctx, withoutToken(out), tok.Seq) {
 		return
 	}
 	d.observe(ev)
 	d.log.Info("solved", slog.Int("attempts", ev.Attempts), slog.Float64("seconds", out.SolveSeconds))
 }
 
-// finishWith stores out as the generation's outcome and acks, and reports
-// whether it did. When another delivery finished the generation meanwhile,
-// it acks; when another holds it, it leaves the task to that one.
-func (d *delivery) finishWith(ctx context.Context, out wire.Outcome) bool {
-	err := d.untilStored(ctx, func() error { _, err := d.storeOutcome(ctx, out); return err })
+// finishWith stores out as the generation's outcome, naming its token at
+// tokenSeq in the token stream (0: none), and acks, and reports whether it
+// did. When another delivery finished the generation meanwhile, it acks;
+// when another holds it, it leaves the task to that one.
+func (d *delivery) finishWith(ctx context.Context, out wire.Outcome, tokenSeq uint64) bool {
+	err := d.untilStored(ctx, func() error { _, err := d.storeOutcome(ctx, out, tokenSeq); return err })
 	switch {
 	case errors.Is(err, errStateMoved) && d.st.Outcome:
 		d.done()
@@ -108,7 +112,7 @@ func (d *delivery) finishExpired(ctx context.Context) {
 	last := d.st.Last
 	out := wire.Outcome{ID: d.id, Status: wire.StatusSolved, Attempts: last.Attempts, SolveSeconds: last.Seconds,
 		ExpiresAt: last.ExpiresAt, Method: last.Method, CaptchaID: last.CaptchaID, SolvedAt: last.At}
-	if _, err := d.storeOutcome(ctx, out); err != nil {
+	if _, err := d.storeOutcome(ctx, out, 0); err != nil {
 		d.log.Warn("cannot store the outcome; the task comes back after the ack wait", slog.Any("error", err))
 		return
 	}
@@ -126,9 +130,10 @@ func roundSeconds(d time.Duration) float64 {
 }
 
 // storeOutcome stores out as the outcome of the delivery's generation,
-// unless it is stored already, and returns its sequence (0 when it was
-// there).
-func (d *delivery) storeOutcome(ctx context.Context, out wire.Outcome) (uint64, error) {
+// naming its token at tokenSeq in the token stream (wire.HeaderTokenSeq;
+// 0: none), unless it is stored already, and returns its sequence (0 when
+// it was there).
+func (d *delivery) storeOutcome(ctx context.Context, out wire.Outcome, tokenSeq uint64) (uint64, error) {
 	if d.st.Outcome {
 		return 0, nil
 	}
@@ -140,6 +145,9 @@ func (d *delivery) storeOutcome(ctx context.Context, out wire.Outcome) (uint64, 
 	msg.Data = b
 	msg.Header.Set(wire.HeaderTaskID, d.id)
 	msg.Header.Set(wire.HeaderGen, strconv.FormatUint(d.gen, 10))
+	if tokenSeq != 0 {
+		msg.Header.Set(wire.HeaderTokenSeq, strconv.FormatUint(tokenSeq, 10))
+	}
 	var seq uint64
 	err = d.store(ctx, record{msg: msg,
 		apply: func(st *taskstore.GenState, s uint64) { st.Outcome, seq = true, s },
@@ -185,7 +193,7 @@ func (d *delivery) finishDead(ctx context.Context, reason retry.Reason, code str
 	}
 	out := wire.Outcome{ID: d.id, Status: wire.StatusDead, Error: code, Reason: string(reason), Attempts: ev.Attempts,
 		Method: d.task.Method, Detail: detail}
-	if _, err := d.storeOutcome(ctx, out); err != nil {
+	if _, err := d.storeOutcome(ctx, out, 0); err != nil {
 		d.cannotStore("the outcome", err)
 		return
 	}

@@ -27,12 +27,18 @@ type Store interface {
 	// ErrConflict and nothing is stored.
 	Append(ctx context.Context, id string, expect uint64, msg *nats.Msg) (uint64, error)
 	// PutToken stores msg, the token of generation gen of task id, for ttl,
-	// unless the generation has a token already (an error wrapping
-	// ErrTokenTaken). A token too large to keep is ErrTokenTooLarge.
-	PutToken(ctx context.Context, id string, gen uint64, msg *nats.Msg, ttl time.Duration) error
+	// expecting over as the last sequence on the token's subject (0: no
+	// token yet; else the foreign one it replaces); when another came first
+	// it stores nothing (an error wrapping ErrTokenTaken). A token too
+	// large to keep is ErrTokenTooLarge.
+	// It returns the token's sequence in the token stream.
+	PutToken(ctx context.Context, id string, gen uint64, msg *nats.Msg, ttl time.Duration, over uint64) (uint64, error)
 	// Token reads the token of generation gen of task id, and whether it
 	// is there (it is not once expired).
-	Token(ctx context.Context, id string, gen uint64) (wire.Outcome, bool, error)
+	Token(ctx context.Context, id string, gen uint64) (StoredToken, bool, error)
+	// AttemptAt reports whether the record at sequence seq is an attempt
+	// event of generation gen of task id, with the event when it is.
+	AttemptAt(ctx context.Context, id string, gen, seq uint64) (wire.Event, bool, error)
 	// CancelOf returns the valid cancel record of the generation whose
 	// state is st and whose task message carries headers h; nil when none.
 	CancelOf(ctx context.Context, id string, st GenState, h nats.Header) (*wire.CancelRecord, error)
@@ -89,23 +95,31 @@ func (s *JetStream) Append(ctx context.Context, id string, expect uint64, msg *n
 	return ack.Sequence, nil
 }
 
-// PutToken publishes the token with its TTL, expecting no earlier message
-// on its subject (compare-and-set): a generation's token is written once.
-func (s *JetStream) PutToken(ctx context.Context, id string, gen uint64, msg *nats.Msg, ttl time.Duration) error {
-	_, err := jscall.PublishRetrying(ctx, s.JS, msg, jetstream.WithExpectStream(s.Tokens.CachedInfo().Config.Name),
-		jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithMsgTTL(ttl))
+// PutToken publishes the token with its TTL, expecting over as the last
+// message on its subject (compare-and-set): a generation's token is written
+// once by this pool, over nothing or over one no worker of it stored.
+func (s *JetStream) PutToken(ctx context.Context, id string, gen uint64, msg *nats.Msg, ttl time.Duration, over uint64) (uint64, error) {
+	ack, err := jscall.PublishRetrying(ctx, s.JS, msg, jetstream.WithExpectStream(s.Tokens.CachedInfo().Config.Name),
+		jetstream.WithExpectLastSequencePerSubject(over), jetstream.WithMsgTTL(ttl))
 	switch {
 	case errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum):
-		return fmt.Errorf("%w: %w", ErrTokenTooLarge, err)
+		return 0, fmt.Errorf("%w: %w", ErrTokenTooLarge, err)
 	case jscall.WrongLastSequence(err):
-		return fmt.Errorf("%w: %w", ErrTokenTaken, err)
+		return 0, fmt.Errorf("%w: %w", ErrTokenTaken, err)
+	case err != nil:
+		return 0, err
 	}
-	return err
+	return ack.Sequence, nil
 }
 
-// Token reads the token from the token stream (ReadToken).
-func (s *JetStream) Token(ctx context.Context, id string, gen uint64) (wire.Outcome, bool, error) {
-	return ReadToken(ctx, s.Tokens, id, gen)
+// Token reads the token from the token stream (ReadStoredToken).
+func (s *JetStream) Token(ctx context.Context, id string, gen uint64) (StoredToken, bool, error) {
+	return ReadStoredToken(ctx, s.Tokens, id, gen)
+}
+
+// AttemptAt reads the record at seq from the CAPTCHA stream (AttemptAt).
+func (s *JetStream) AttemptAt(ctx context.Context, id string, gen, seq uint64) (wire.Event, bool, error) {
+	return AttemptAt(ctx, s.Stream, id, gen, seq)
 }
 
 // CancelOf finds the generation's cancel record (CancelOf).
