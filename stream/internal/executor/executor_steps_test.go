@@ -139,7 +139,7 @@ func TestExecuteHoldsAndGivesBack(t *testing.T) {
 	require.Equal(t, [2]int{1, 1}, [2]int{room.taken, room.given}, "the room taken is given back")
 	tok, found, _ := b.store.Token(context.Background(), "o1", 1)
 	require.True(t, found)
-	require.True(t, tok.ExpiresAt.Equal(b.x.Now().Add(300*time.Second)), "a turnstile token lives 300 s: %s", tok.ExpiresAt)
+	require.True(t, tok.Out.ExpiresAt.Equal(b.x.Now().Add(300*time.Second)), "a turnstile token lives 300 s: %s", tok.Out.ExpiresAt)
 }
 
 // A retry is handed back for its delay, and the dispatcher is told to look

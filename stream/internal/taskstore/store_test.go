@@ -78,14 +78,15 @@ func TestTokenIsWrittenOnce(t *testing.T) {
 		b, err := json.Marshal(wire.Outcome{ID: "k1", Status: wire.StatusSolved, Solution: json.RawMessage(solution)})
 		require.NoError(t, err)
 		msg.Data = b
-		return s.PutToken(ctx, "k1", 7, msg, time.Minute)
+		_, err = s.PutToken(ctx, "k1", 7, msg, time.Minute, 0)
+		return err
 	}
 	require.NoError(t, put(`"first"`))
 	require.ErrorIs(t, put(`"second"`), taskstore.ErrTokenTaken)
 	out, found, err := s.Token(ctx, "k1", 7)
 	require.NoError(t, err)
 	require.True(t, found)
-	require.JSONEq(t, `"first"`, string(out.Solution))
+	require.JSONEq(t, `"first"`, string(out.Out.Solution))
 	_, found, err = s.Token(ctx, "k1", 8)
 	require.NoError(t, err)
 	require.False(t, found, "another generation has none")
