@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/stream"
@@ -100,7 +101,10 @@ func (d *Dashboard) change(fn changeFunc) http.HandlerFunc {
 // admin alone, and a server without users to everyone. A refusal comes back
 // as a permission violation on the connection, or as no answer.
 func isAdmin(ctx context.Context, nc *nats.Conn, domain string) error {
-	js, err := stream.JetStream(nc, domain)
+	js, err := jetstream.NewWithDomain(nc, domain)
+	if domain == "" {
+		js, err = jetstream.New(nc)
+	}
 	if err != nil {
 		return err
 	}

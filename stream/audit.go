@@ -122,7 +122,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 			d := wire.ParseDeadLetter(subj, h, m.Data(), e.Seq, e.At)
 			e.Kind, e.Gen, e.Attempt, e.Code, e.Reason = "dead-letter", d.Gen, d.Attempts, d.Error, string(d.Reason)
 		case subj == wire.CancelRecordSubject(id):
-			var r CancelRecord
+			var r wire.CancelRecord
 			_ = json.Unmarshal(m.Data(), &r)
 			e.Kind, e.Client, e.Gen, e.At = "cancel", r.By, r.Gen, md.Timestamp
 			e.Detail = wire.CancelDetail(&r)

@@ -29,7 +29,7 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (TaskInfo, error
 	if ti.Status == TaskDone {
 		return ti, fmt.Errorf("cancel task %s: %w", id, ErrTaskEnded)
 	}
-	rec := CancelRecord{ID: id, Gen: ti.Gen, At: c.cfg.Now(), By: c.cfg.Name, Reason: text.Cut(reason, 100)}
+	rec := wire.CancelRecord{ID: id, Gen: ti.Gen, At: c.cfg.Now(), By: c.cfg.Name, Reason: text.Cut(reason, 100)}
 	subject := wire.CancelRecordSubject(id)
 	if secret, ok := c.cancelKeys.Load(id); ok {
 		rec.Secret, subject = secret.(string), wire.CancelSubject(id, ti.Gen)

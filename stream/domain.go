@@ -9,10 +9,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// JetStream is the JetStream handle on nc for the given domain: requests
+// jetStream is the JetStream handle on nc for the given domain: requests
 // go to $JS.<domain>.API when domain is set (a site linked to the hub as a
 // leaf node), to $JS.API otherwise.
-func JetStream(nc *nats.Conn, domain string, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
+func jetStream(nc *nats.Conn, domain string, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
 	if domain == "" {
 		return jetstream.New(nc, opts...)
 	}
@@ -26,7 +26,7 @@ func jetStreamOf(nc *nats.Conn, t Topology, opts ...jetstream.JetStreamOpt) (jet
 	if err := t.validate(); err != nil {
 		return nil, err
 	}
-	js, err := JetStream(nc, t.Domain, opts...)
+	js, err := jetStream(nc, t.Domain, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
@@ -80,16 +80,6 @@ func domainName(d string) string {
 		return "the JetStream reached without a domain"
 	}
 	return fmt.Sprintf("JetStream domain %q", d)
-}
-
-// FindTopology finds the topology an admin created in t's domain, creating
-// nothing, and refuses as NewClient and NewWorker do: ErrNoTopology naming
-// the domain reached, or no JetStream answering there. A command checks it
-// before any other read, so that a client in the wrong place is told where
-// it looked rather than what its role may not read there.
-func FindTopology(ctx context.Context, js jetstream.JetStream, t Topology) error {
-	_, _, err := openTopology(ctx, js, t)
-	return err
 }
 
 // openTopology finds the stream, the token stream and the workers'

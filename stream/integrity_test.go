@@ -708,7 +708,7 @@ func TestProducerCannotSuppressAnothersCancel(t *testing.T) {
 	_, err := a.victim.Cancel(ctx, "hid-1", "changed my mind")
 	require.NoError(t, err)
 	for i := range 3 {
-		forged, _ := json.Marshal(CancelRecord{ID: "hid-1", Gen: ti.Gen, By: "attacker", Secret: fmt.Sprintf("guess-%d", i)})
+		forged, _ := json.Marshal(wire.CancelRecord{ID: "hid-1", Gen: ti.Gen, By: "attacker", Secret: fmt.Sprintf("guess-%d", i)})
 		_, err = a.attacker.Publish(ctx, wire.CancelSubject("hid-1", ti.Gen), forged)
 		require.NoError(t, err)
 	}
@@ -727,7 +727,7 @@ func TestProducerCannotCancelAnothersTask(t *testing.T) {
 	ctx := testContext(t)
 	r, err := a.victim.Submit(ctx, turnstileTask("mine-1"))
 	require.NoError(t, err)
-	forged, _ := json.Marshal(CancelRecord{ID: "mine-1", Gen: r.Seq, By: "attacker", Secret: "guess"})
+	forged, _ := json.Marshal(wire.CancelRecord{ID: "mine-1", Gen: r.Seq, By: "attacker", Secret: "guess"})
 	_, err = a.attacker.Publish(ctx, wire.CancelSubject("mine-1", r.Seq), forged)
 	require.NoError(t, err, "producers may publish owners' cancels")
 	anc, errs := roleConn(t, a.ns, "producer")

@@ -124,7 +124,7 @@ func forgeCancels(t testing.TB, b *bundle, id string, gen uint64, n int) {
 		}
 	}
 	for i := range n {
-		rec, _ := json.Marshal(CancelRecord{ID: id, Gen: gen, By: "forger", Secret: fmt.Sprintf("guess-%d", i)})
+		rec, _ := json.Marshal(wire.CancelRecord{ID: id, Gen: gen, By: "forger", Secret: fmt.Sprintf("guess-%d", i)})
 		_, err := js.PublishAsync(wire.CancelSubject(id, gen), rec)
 		require.NoError(t, err)
 		if i%2048 == 2047 {

@@ -138,14 +138,14 @@ func TestProducerCannotMakeTheServerWrite(t *testing.T) {
 
 // TestTokenStreamBounded: the token stream holds at most TokenMaxBytes
 // (the oldest tokens give way, no store is refused for room) and no token
-// over TokenMaxMsgSize.
+// over wire.TokenMaxMsgSize.
 func TestTokenStreamBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{TokenMaxBytes: 256 << 10})
 	ctx := testContext(t)
 	cfg := b.client.tokens.CachedInfo().Config
 	require.EqualValues(t, 256<<10, cfg.MaxBytes)
-	require.EqualValues(t, TokenMaxMsgSize, cfg.MaxMsgSize)
+	require.EqualValues(t, wire.TokenMaxMsgSize, cfg.MaxMsgSize)
 	require.Equal(t, jetstream.DiscardOld, cfg.Discard)
 
 	js, err := jetstream.New(b.nc)
@@ -158,7 +158,7 @@ func TestTokenStreamBounded(t *testing.T) {
 	info, err := b.client.tokens.Info(ctx)
 	require.NoError(t, err)
 	require.LessOrEqual(t, info.State.Bytes, uint64(256<<10))
-	_, err = js.Publish(ctx, wire.TokenSubject("huge", 1), make([]byte, TokenMaxMsgSize+1), jetstream.WithExpectStream(b.top.TokenStream()))
+	_, err = js.Publish(ctx, wire.TokenSubject("huge", 1), make([]byte, wire.TokenMaxMsgSize+1), jetstream.WithExpectStream(b.top.TokenStream()))
 	require.ErrorIs(t, err, jetstream.ErrStreamMessageExceedsMaximum)
 }
 
@@ -171,7 +171,7 @@ func TestTokenTooLargeEndsTheTask(t *testing.T) {
 	var solves atomic.Int32
 	b.startWorker(t, WorkerConfig{Threads: 1, Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
 		solves.Add(1)
-		huge, _ := json.Marshal(string(make([]byte, TokenMaxMsgSize)))
+		huge, _ := json.Marshal(string(make([]byte, wire.TokenMaxMsgSize)))
 		return solver.Answer{Solution: huge}, nil
 	})})
 	out, err := b.client.Solve(ctx, turnstileTask("huge-1"))

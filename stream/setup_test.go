@@ -58,7 +58,7 @@ func setupStore(t *testing.T, top Topology, key string) *bundle {
 // `captchaq init` does: producers and workers only find them.
 func ensureAsAdmin(t testing.TB, nc *nats.Conn, top Topology) {
 	t.Helper()
-	js, err := JetStream(nc, top.Domain)
+	js, err := jetStream(nc, top.Domain)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -56,7 +56,7 @@ func TestSiteProducerCannotMakeTheServerAnswerIntoAStream(t *testing.T) {
 			// sets the plan, and sees whatever is published in the streams'
 			// account on the subjects the attacker names as replies.
 			anc := s.conn(t, s.hub, "admin")
-			hjs, err := JetStream(anc, "hub")
+			hjs, err := jetStream(anc, "hub")
 			require.NoError(t, err)
 			_, err = anc.Subscribe("captchaq.store", func(m *nats.Msg) { _ = m.Respond([]byte(`{"room":1}`)) })
 			require.NoError(t, err)
@@ -228,7 +228,7 @@ func TestSiteProducersLinkCanDoNoMoreThanAProducer(t *testing.T) {
 		}
 	})
 	ctx := testContext(t)
-	hjs, err := JetStream(s.conn(t, s.hub, "admin"), "hub")
+	hjs, err := jetStream(s.conn(t, s.hub, "admin"), "hub")
 	require.NoError(t, err)
 	hs, err := hjs.Stream(ctx, DefaultStream)
 	require.NoError(t, err)

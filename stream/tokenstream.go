@@ -57,7 +57,7 @@ func (t Topology) tokenStreamConfig() jetstream.StreamConfig {
 		MaxBytes:          t.tokenMaxBytes(),
 		MaxMsgs:           -1,
 		MaxMsgsPerSubject: -1,
-		MaxMsgSize:        TokenMaxMsgSize,
+		MaxMsgSize:        wire.TokenMaxMsgSize,
 		MaxConsumers:      -1,
 		Discard:           jetstream.DiscardOld,
 		Storage:           jetstream.MemoryStorage,
@@ -79,9 +79,6 @@ const (
 	// far beyond any plan (100 threads at one solve each 10 s is 10 a
 	// second).
 	DefaultTokenMaxBytes = 64 << 20
-	// TokenMaxMsgSize is the largest token the token stream keeps
-	// (wire.TokenMaxMsgSize).
-	TokenMaxMsgSize = wire.TokenMaxMsgSize
 )
 
 func (t Topology) tokenMaxBytes() int64 {

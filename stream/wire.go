@@ -84,10 +84,6 @@ type DeadLetter = wire.DeadLetter
 // Replay records that a dead letter went back onto the queue (wire.Replay).
 type Replay = wire.Replay
 
-// CancelRecord asks workers not to solve one submission of a task
-// (wire.CancelRecord).
-type CancelRecord = wire.CancelRecord
-
 // WorkerInfo is a worker's heartbeat (wire.WorkerInfo).
 type WorkerInfo = wire.WorkerInfo
 

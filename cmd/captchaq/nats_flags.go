@@ -16,7 +16,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/stream"
 )
@@ -39,11 +38,6 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&n.tlsCert, "tls-cert", "", "client certificate (PEM), for a server that requires one (mutual TLS); with --tls-key")
 	fs.StringVar(&n.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
 	fs.StringVar(&n.jsDomain, "js-domain", "", "JetStream domain of the queue: the hub's, from a site linked to it as a leaf node (docs/across-sites.md)")
-}
-
-// jetStream is the JetStream handle of nc in the queue's domain.
-func (n *natsFlags) jetStream(nc *nats.Conn, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
-	return stream.JetStream(nc, n.jsDomain, opts...)
 }
 
 // topology is top in the queue's domain.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/retry"
@@ -48,7 +49,7 @@ func TestWorkerMetrics(t *testing.T) {
 		OnCall: m.SolverCall, MinSubmitInterval: -1})
 	require.NoError(t, err)
 	// As `captchaq init`: workers only find the topology.
-	ajs, err := stream.JetStream(connect(), "")
+	ajs, err := jetstream.New(connect())
 	require.NoError(t, err)
 	_, err = stream.EnsureTopology(ctx, ajs.Conn(), stream.Topology{}, true)
 	require.NoError(t, err)
