@@ -71,7 +71,10 @@ func ReadStoreStatus(ctx context.Context, nc *nats.Conn) (StoreStatus, error) {
 }
 
 // ServeStoreStatus answers requests on SubjectStoreStatus with status(),
-// until the returned subscription is unsubscribed.
+// until the returned subscription is unsubscribed. `captchaq server` serves
+// it; whoever runs a NATS server of their own (where clients get
+// ErrNoStoreStatus) can serve the store's status from their own watch of
+// it, so that workers and producers keep room as they do with captchaq's.
 func ServeStoreStatus(nc *nats.Conn, status func() StoreStatus) (*nats.Subscription, error) {
 	sub, err := nc.Subscribe(SubjectStoreStatus, func(m *nats.Msg) {
 		b, err := json.Marshal(status())
