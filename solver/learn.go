@@ -20,6 +20,9 @@ const (
 	// coldRungs is how many early polls, each at half the next, a captcha
 	// of a kind not learned yet makes before the fixed schedule's first.
 	coldRungs = 5
+	// shareFirst is how many answers of a kind the pool has not learned yet
+	// make a Client ask to share them at once (Client.ShareSoon).
+	shareFirst = 3
 )
 
 // readyWindow is an observation: the captcha became ready in (lo, hi] after
@@ -32,6 +35,9 @@ type readyWindow struct{ lo, hi time.Duration }
 type poller struct {
 	mu    sync.Mutex
 	kinds map[string]*kindStats
+	// soon receives (without blocking) when answers of a kind the pool has
+	// not learned yet are worth sharing before the next periodic share.
+	soon chan struct{}
 }
 
 type kindStats struct {
@@ -64,6 +70,24 @@ func (p *poller) observe(kind string, lo, hi time.Duration) {
 	ks.next = (ks.next + 1) % learnWindow
 	ks.fresh++
 	ks.unshared = min(ks.unshared+1, learnWindow)
+	// While the pool has not learned the kind, every few answers are
+	// shared at once, and so is the answer that makes the pool's count
+	// reach minLearned: other workers then plan the kind from the first
+	// answers, not after the next periodic share.
+	if ks.prior.N < minLearned && (ks.unshared >= shareFirst || ks.prior.N+ks.unshared >= minLearned) {
+		select {
+		case p.soonChan() <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// soonChan returns p.soon, made on first use. Callers hold p.mu.
+func (p *poller) soonChan() chan struct{} {
+	if p.soon == nil {
+		p.soon = make(chan struct{}, 1)
+	}
+	return p.soon
 }
 
 func (p *poller) stats(kind string) *kindStats {

@@ -67,6 +67,29 @@ type occupancy struct {
 	z       float64
 	running bool
 	freed   chan struct{} // closed and replaced when a captcha of the Client is answered
+	pool    Pool          // the other clients on the plan; nil: none known
+}
+
+// Pool is what a Client's hand-back knows of the other clients handing
+// back threads of the same plan (Client.JoinPool): their captchas in
+// flight make the uncertainty of how many threads are free pool-wide.
+// Implementations must be quick and safe for concurrent use.
+type Pool interface {
+	// Report is told this client's variance of how many of its captchas
+	// are still being solved (ΣS(1−S)) at each estimate, and 0 when it
+	// has none in flight.
+	Report(v float64)
+	// Others returns the sum of the variances the other clients reported
+	// last, leaving out those gone quiet.
+	Others() float64
+}
+
+// JoinPool makes c's hand-back keep one margin for the whole pool instead
+// of one of its own (see handBack).
+func (c *Client) JoinPool(p Pool) {
+	c.occ.mu.Lock()
+	c.occ.pool = p
+	c.occ.mu.Unlock()
 }
 
 func newOccupancy(c *Client, every, hold time.Duration) *occupancy {
@@ -141,6 +164,9 @@ func (o *occupancy) run() {
 		o.mu.Lock()
 		if len(o.holders) == 0 {
 			o.running = false
+			if o.pool != nil {
+				o.pool.Report(0)
+			}
 			o.mu.Unlock()
 			return
 		}
@@ -167,7 +193,19 @@ func (o *occupancy) handBack(now time.Time) {
 			ests = append(ests, est{h, s})
 		}
 	}
-	free := int(math.Round(float64(len(ests)) - e - o.z*math.Sqrt(v)))
+	// Alone, the margin is z·√V. In a pool, the threads free pool-wide
+	// are Σn − ΣE − z·√ΣV, and each client keeps its share of that one
+	// margin, z·V/√ΣV: the shares sum to z·√ΣV, less than the Σz·√V
+	// the clients would keep each alone, which is what makes the pool
+	// hand threads back as early as one client holding them all would.
+	margin := o.z * math.Sqrt(v)
+	if o.pool != nil {
+		o.pool.Report(v)
+		if all := v + max(o.pool.Others(), 0); all > 0 {
+			margin = o.z * v / math.Sqrt(all)
+		}
+	}
+	free := int(math.Round(float64(len(ests)) - e - margin))
 	if free <= 0 {
 		return
 	}
