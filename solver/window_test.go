@@ -136,3 +136,67 @@ func TestHandBack(t *testing.T) {
 		t.Errorf("%d of 40 captchas just past the median handed back, want some, fewer than the %.1f expected done", n, done)
 	}
 }
+
+// staticPool is a Pool whose other clients report a fixed variance.
+type staticPool struct {
+	others   float64
+	reported []float64
+}
+
+func (p *staticPool) Report(v float64) { p.reported = append(p.reported, v) }
+func (p *staticPool) Others() float64  { return p.others }
+
+// TestHandBackPoolMargin: a Client in a pool keeps its share of the pool's
+// one margin (z·V/√ΣV), not a margin of its own (z·√V): with three other
+// clients as uncertain as it is, it hands back more of its captchas just
+// past the median than alone, still fewer than it expects done, and
+// reports its variance to the pool.
+func TestHandBackPoolMargin(t *testing.T) {
+	t.Parallel()
+	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		c.poller.observe(KindImage, time.Second, time.Second+time.Duration(i)*25*time.Millisecond)
+	}
+	k := c.timing.forKind(KindImage)
+	now := time.Now()
+	median := 1500 * time.Millisecond // the answers are ready evenly in 1–2 s
+	s := c.poller.survival(KindImage, k, median, 0)
+	handed := func(pool *staticPool) int {
+		o := newOccupancy(c, time.Hour, time.Hour)
+		o.z = 2
+		if pool != nil {
+			o.pool = pool
+		}
+		var hs []*holder
+		for range 12 {
+			hs = append(hs, o.add(KindImage, k, now.Add(-median), nil))
+		}
+		o.mu.Lock()
+		o.handBack(now)
+		o.mu.Unlock()
+		n := 0
+		for _, h := range hs {
+			select {
+			case <-h.back:
+				n++
+			default:
+			}
+		}
+		return n
+	}
+	v := 12 * s * (1 - s)
+	alone := handed(nil)
+	pool := &staticPool{others: 3 * v}
+	pooled := handed(pool)
+	done := 12 * (1 - s)
+	t.Logf("S %.2f, expected done %.1f: alone %d handed back, in a pool of four %d", s, done, alone, pooled)
+	if pooled <= alone || float64(pooled) >= done {
+		t.Errorf("in a pool %d handed back, alone %d: want more than alone, fewer than the %.1f expected done", pooled, alone, done)
+	}
+	if len(pool.reported) != 1 || math.Abs(pool.reported[0]-v) > 1e-9 {
+		t.Errorf("reported %v to the pool, want [%v]", pool.reported, v)
+	}
+}
