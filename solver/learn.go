@@ -20,9 +20,6 @@ const (
 	// coldRungs is how many early polls, each at half the next, a captcha
 	// of a kind not learned yet makes before the fixed schedule's first.
 	coldRungs = 5
-	// shareFirst is how many answers of a kind the pool has not learned yet
-	// make a Client ask to share them at once (Client.ShareSoon).
-	shareFirst = 3
 )
 
 // readyWindow is an observation: the captcha became ready in (lo, hi] after
@@ -70,11 +67,10 @@ func (p *poller) observe(kind string, lo, hi time.Duration) {
 	ks.next = (ks.next + 1) % learnWindow
 	ks.fresh++
 	ks.unshared = min(ks.unshared+1, learnWindow)
-	// While the pool has not learned the kind, every few answers are
-	// shared at once, and so is the answer that makes the pool's count
-	// reach minLearned: other workers then plan the kind from the first
-	// answers, not after the next periodic share.
-	if ks.prior.N < minLearned && (ks.unshared >= shareFirst || ks.prior.N+ks.unshared >= minLearned) {
+	// While the pool has not learned the kind, its answers are shared at
+	// once: other workers then plan the kind as soon as the pool has seen
+	// minLearned answers, not after the next periodic share.
+	if ks.prior.N < minLearned {
 		select {
 		case p.soonChan() <- struct{}{}:
 		default:

@@ -101,9 +101,8 @@ func (c *Client) ShareTimings(ctx context.Context, store TimingStore) error {
 
 // ShareSoon receives when what c learned should be shared before the next
 // periodic ShareTimings: a kind the pool has not learned yet (fewer than
-// minLearned answers in the store's last reply) got a few answers, or
-// enough for the pool to learn it. A receive is a hint: ShareTimings
-// shares whatever is new.
+// minLearned answers in what c last heard of the store) got an answer.
+// Receives are coalesced; ShareTimings shares whatever is new.
 func (c *Client) ShareSoon() <-chan struct{} {
 	c.poller.mu.Lock()
 	defer c.poller.mu.Unlock()
@@ -112,9 +111,19 @@ func (c *Client) ShareSoon() <-chan struct{} {
 
 // AdoptTimings plans the kinds of pooled with what another worker just
 // merged into the pool's store (the values the store holds, as
-// MergeTimings returns them), without sharing anything of c's.
+// MergeTimings returns them), without sharing anything of c's. A value
+// older than what c holds of its kind (Learned.At) is ignored: values
+// stored one after the other may be heard out of order.
 func (c *Client) AdoptTimings(pooled map[string]Learned) {
-	c.poller.setPriors(pooled)
+	newer := make(map[string]Learned, len(pooled))
+	c.poller.mu.Lock()
+	for kind, l := range pooled {
+		if ks, ok := c.poller.kinds[kind]; !ok || !l.At.Before(ks.prior.At) {
+			newer[kind] = l
+		}
+	}
+	c.poller.mu.Unlock()
+	c.poller.setPriors(newer)
 }
 
 // Knows reports whether c plans kind's polls from learned ready times (its

@@ -86,9 +86,9 @@ func TestWorkersShareFirstAnswers(t *testing.T) {
 	t.Logf("both workers plan turnstile %v after the 12th answer", time.Since(solved).Round(time.Millisecond))
 }
 
-// The occupancy reports: a worker's pool counts the others' latest
-// variance, not its own, not a report of 0 (nothing in flight), and not
-// a message it cannot read.
+// The occupancy reports: a worker's pool holds the others' latest
+// estimates, not its own, not a report of nothing in flight, and not a
+// message it cannot read.
 func TestOccupancyReportsReachThePool(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
@@ -100,13 +100,14 @@ func TestOccupancyReportsReachThePool(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(stopB)
 	require.NoError(t, other.Flush())
-	a.Report(2.5)
-	p.Report(7) // its own: not counted by itself
-	require.Eventually(t, func() bool { return p.Others() == 2.5 }, 2*time.Second, 5*time.Millisecond)
-	for _, bad := range []string{`{`, `{"worker":"c","v":-1}`, `{"worker":"c","v":1e300}`, `{"v":3}`} {
+	fromA := solver.Occupancy{V: 2.5, Free: -0.75}
+	a.Report(fromA)
+	p.Report(solver.Occupancy{V: 7, Free: 1.5}) // its own: not among the others
+	require.Eventually(t, func() bool { o := p.Others(); return len(o) == 1 && o[0] == fromA }, 2*time.Second, 5*time.Millisecond)
+	for _, bad := range []string{`{`, `{"worker":"c","v":-1}`, `{"worker":"c","v":1e300}`, `{"worker":"c","v":1,"free":-1e300}`, `{"v":3}`} {
 		require.NoError(t, other.Publish(OccupancySubject, []byte(bad)))
 	}
-	a.Report(0)
-	require.Eventually(t, func() bool { return p.Others() == 0 }, 2*time.Second, 5*time.Millisecond)
-	require.Equal(t, 7.0, a.Others(), "a counts b's report")
+	a.Report(solver.Occupancy{})
+	require.Eventually(t, func() bool { return len(p.Others()) == 0 }, 2*time.Second, 5*time.Millisecond)
+	require.Equal(t, []solver.Occupancy{{V: 7, Free: 1.5}}, a.Others(), "a holds b's report")
 }

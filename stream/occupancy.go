@@ -13,11 +13,12 @@ import (
 )
 
 // OccupancySubject is where the workers of a pool tell each other, on core
-// NATS (nothing is stored), how uncertain each is of how many of its
-// captchas the service is still solving: {"worker":"<name>","v":V}, V being
-// the variance of that count (solver.Pool). It holds no captcha, token or
-// URL. With it the pool keeps one safety margin when it hands plan
-// threads back early, not one per worker.
+// NATS (nothing is stored), what each estimates of its captchas at the
+// service: {"worker":"<name>","v":V,"free":F} (solver.Occupancy: the
+// variance of how many it still has solved, and how many of its plan
+// threads are probably free). It holds no captcha, token or URL. With it
+// the pool hands plan threads back early with one safety margin and one
+// rounding, not one per worker.
 const OccupancySubject = "captchaq.occupancy"
 
 // occupancyFresh is how long a worker's report counts: a worker reports at
@@ -25,14 +26,14 @@ const OccupancySubject = "captchaq.occupancy"
 // and 0 when it has none, so a report this old is of a worker gone.
 const occupancyFresh = time.Second
 
-// maxVariance bounds a report: the variance of a count of captchas is at
-// most a quarter of their number, and no worker has more in flight.
-const maxVariance = 1 << 16
+// maxReported bounds a report's numbers: no worker has that many captchas
+// in flight.
+const maxReported = 1 << 16
 
 // occupancyReport is one message on OccupancySubject.
 type occupancyReport struct {
-	Worker string  `json:"worker"`
-	V      float64 `json:"v"`
+	Worker string `json:"worker"`
+	solver.Occupancy
 }
 
 // occupancyPool is a solver.Pool over OccupancySubject.
@@ -44,7 +45,7 @@ type occupancyPool struct {
 }
 
 type reported struct {
-	v  float64
+	solver.Occupancy
 	at time.Time // monotonic: when it arrived
 }
 
@@ -66,39 +67,39 @@ func joinOccupancy(nc *nats.Conn, name string) (*occupancyPool, func(), error) {
 func (p *occupancyPool) receive(m *nats.Msg) {
 	var r occupancyReport
 	if json.Unmarshal(m.Data, &r) != nil || r.Worker == "" || r.Worker == p.name ||
-		math.IsNaN(r.V) || r.V < 0 || r.V > maxVariance {
+		!(r.V >= 0 && r.V <= maxReported) || !(math.Abs(r.Free) <= maxReported) {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if r.V == 0 {
-		delete(p.others, r.Worker)
+	if r.Occupancy == (solver.Occupancy{}) {
+		delete(p.others, r.Worker) // nothing in flight
 		return
 	}
-	p.others[r.Worker] = reported{v: r.V, at: time.Now()}
+	p.others[r.Worker] = reported{Occupancy: r.Occupancy, at: time.Now()}
 }
 
-// Report publishes this worker's variance; a publish that fails (the
+// Report publishes this worker's estimate; a publish that fails (the
 // connection down) only leaves the others with what they had.
-func (p *occupancyPool) Report(v float64) {
-	b, _ := json.Marshal(occupancyReport{Worker: p.name, V: v})
+func (p *occupancyPool) Report(o solver.Occupancy) {
+	b, _ := json.Marshal(occupancyReport{Worker: p.name, Occupancy: o})
 	_ = p.nc.Publish(OccupancySubject, b)
 }
 
-// Others sums the fresh reports of the other workers.
-func (p *occupancyPool) Others() float64 {
+// Others returns the fresh reports of the other workers.
+func (p *occupancyPool) Others() []solver.Occupancy {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var sum float64
+	out := make([]solver.Occupancy, 0, len(p.others))
 	now := time.Now()
 	for name, r := range p.others {
 		if now.Sub(r.at) > occupancyFresh {
 			delete(p.others, name)
 			continue
 		}
-		sum += r.v
+		out = append(out, r.Occupancy)
 	}
-	return sum
+	return out
 }
 
 // timingsSubject is the subject of the timings bucket's keys: every merge

@@ -163,8 +163,8 @@ func TestAuthWorkerSharesTimings(t *testing.T) {
 	}
 	reporter, _, err := joinOccupancy(worker, "reporter")
 	require.NoError(t, err)
-	reporter.Report(1.5)
-	require.Eventually(t, func() bool { return pool.Others() == 1.5 }, 5*time.Second, 5*time.Millisecond)
+	reporter.Report(solver.Occupancy{V: 1.5, Free: 0.25})
+	require.Eventually(t, func() bool { return len(pool.Others()) == 1 }, 5*time.Second, 5*time.Millisecond)
 	for _, errs := range []<-chan error{werrs, ferrs} {
 		select {
 		case err := <-errs:
