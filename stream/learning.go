@@ -110,7 +110,7 @@ func (w *Worker) shareLearning(ctx context.Context) func() {
 		return leaveAll
 	}
 	store := &Timings{kv: kv}
-	if stop, err := followTimings(w.nc, w.learner.AdoptTimings); err != nil {
+	if stop, err := followTimings(w.nc, w.top.Domain, w.learner.AdoptTimings); err != nil {
 		w.log.Warn("other workers' solve times reach this worker only at its periodic share", slog.Any("error", err))
 	} else {
 		leave = append(leave, stop)

@@ -102,16 +102,26 @@ func (p *occupancyPool) Others() []solver.Occupancy {
 	return out
 }
 
-// timingsSubject is the subject of the timings bucket's keys: every merge
-// a worker writes is published there, and a core subscription sees it as
-// it is stored (no consumer, which a worker's role may not create).
-const timingsSubject = "$KV." + TimingsBucket + "."
+// timingsSubject is the prefix of the subjects the workers write the
+// timings bucket's keys on, in JetStream domain domain ("": none): every
+// merge a worker writes is published there, and a core subscription sees
+// it as it is stored (no consumer, which a worker's role may not create).
+// Workers that reach the bucket through another domain's prefix write on
+// other subjects: their merges reach this worker at its periodic share.
+func timingsSubject(domain string) string {
+	if domain == "" {
+		return "$KV." + TimingsBucket + "."
+	}
+	return "$JS." + domain + ".API.$KV." + TimingsBucket + "."
+}
 
 // followTimings plans with every kind's timings as soon as any worker of
-// the pool merges them into the bucket; the returned function stops.
-func followTimings(nc *nats.Conn, adopt func(map[string]solver.Learned)) (func(), error) {
-	sub, err := nc.Subscribe(timingsSubject+"*", func(m *nats.Msg) {
-		kind := strings.TrimPrefix(m.Subject, timingsSubject)
+// the pool merges them into the bucket (through domain); the returned
+// function stops.
+func followTimings(nc *nats.Conn, domain string, adopt func(map[string]solver.Learned)) (func(), error) {
+	pre := timingsSubject(domain)
+	sub, err := nc.Subscribe(pre+"*", func(m *nats.Msg) {
+		kind := strings.TrimPrefix(m.Subject, pre)
 		if kind == planWindowsKey || !validKey.MatchString(kind) || len(m.Data) == 0 {
 			return
 		}

@@ -139,7 +139,7 @@ func TestAuthWorkerSharesTimings(t *testing.T) {
 	// occupancy reports.
 	follower, ferrs := roleConn(t, ns, "worker")
 	adopted := make(chan map[string]solver.Learned, 4)
-	stopFollow, err := followTimings(follower, func(m map[string]solver.Learned) { adopted <- m })
+	stopFollow, err := followTimings(follower, "", func(m map[string]solver.Learned) { adopted <- m })
 	require.NoError(t, err)
 	t.Cleanup(stopFollow)
 	pool, stopPool, err := joinOccupancy(follower, "follower")
