@@ -95,7 +95,8 @@
 // workers on one plan (Client.JoinPool) keep one margin between them: the
 // threads free pool-wide are Σn − ΣE − z·√ΣV, and each client keeps its
 // share z·V/√ΣV of that margin, from the variances the others report, where
-// each alone would keep z·√V.
+// each alone would keep z·√V; the pool's free threads are rounded once and
+// go one by one to the client with the largest share left.
 //
 // # The plan window
 //
