@@ -91,7 +91,12 @@
 // thread until an answer comes or BatchGap passes) and shrinks a little
 // with each accepted submission, so refusals stay a small share of in.php
 // calls (about zDown/zUp) while threads come back as early as they allow.
-// Kinds not learned yet count as still being solved.
+// Kinds not learned yet count as still being solved. Clients of several
+// workers on one plan (Client.JoinPool) keep one margin between them: the
+// threads free pool-wide are Σn − ΣE − z·√ΣV, and each client keeps its
+// share z·V/√ΣV of that margin, from the variances the others report, where
+// each alone would keep z·√V; the pool's free threads are rounded once and
+// go one by one to the client with the largest share left.
 //
 // # The plan window
 //

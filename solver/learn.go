@@ -32,6 +32,9 @@ type readyWindow struct{ lo, hi time.Duration }
 type poller struct {
 	mu    sync.Mutex
 	kinds map[string]*kindStats
+	// soon receives (without blocking) when answers of a kind the pool has
+	// not learned yet are worth sharing before the next periodic share.
+	soon chan struct{}
 }
 
 type kindStats struct {
@@ -64,6 +67,23 @@ func (p *poller) observe(kind string, lo, hi time.Duration) {
 	ks.next = (ks.next + 1) % learnWindow
 	ks.fresh++
 	ks.unshared = min(ks.unshared+1, learnWindow)
+	// While the pool has not learned the kind, its answers are shared at
+	// once: other workers then plan the kind as soon as the pool has seen
+	// minLearned answers, not after the next periodic share.
+	if ks.prior.N < minLearned {
+		select {
+		case p.soonChan() <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// soonChan returns p.soon, made on first use. Callers hold p.mu.
+func (p *poller) soonChan() chan struct{} {
+	if p.soon == nil {
+		p.soon = make(chan struct{}, 1)
+	}
+	return p.soon
 }
 
 func (p *poller) stats(kind string) *kindStats {

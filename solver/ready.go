@@ -67,6 +67,39 @@ type occupancy struct {
 	z       float64
 	running bool
 	freed   chan struct{} // closed and replaced when a captcha of the Client is answered
+	pool    Pool          // the other clients on the plan; nil: none known
+}
+
+// Pool is what a Client's hand-back knows of the other clients handing
+// back threads of the same plan (Client.JoinPool). Implementations must be
+// quick and safe for concurrent use.
+type Pool interface {
+	// Report is told this client's estimate at each estimate, and the zero
+	// Occupancy when it has no captcha in flight.
+	Report(Occupancy)
+	// Others returns the estimates the other clients reported last,
+	// leaving out those gone quiet.
+	Others() []Occupancy
+}
+
+// Occupancy is one client's estimate of its captchas at the service.
+type Occupancy struct {
+	// V is the variance of how many of its captchas the service is still
+	// solving: ΣS(1−S).
+	V float64 `json:"v"`
+	// Free is how many of the plan threads it holds are free at the
+	// service, less its share of the pool's margin: n − E − z·V/√ΣV. It is
+	// fractional, and negative when captchas it handed back are probably
+	// still being solved.
+	Free float64 `json:"free"`
+}
+
+// JoinPool makes c's hand-back decide with the pool's other clients how
+// many plan threads are free (see handBack).
+func (c *Client) JoinPool(p Pool) {
+	c.occ.mu.Lock()
+	c.occ.pool = p
+	c.occ.mu.Unlock()
 }
 
 func newOccupancy(c *Client, every, hold time.Duration) *occupancy {
@@ -141,6 +174,9 @@ func (o *occupancy) run() {
 		o.mu.Lock()
 		if len(o.holders) == 0 {
 			o.running = false
+			if o.pool != nil {
+				o.pool.Report(Occupancy{})
+			}
 			o.mu.Unlock()
 			return
 		}
@@ -167,7 +203,7 @@ func (o *occupancy) handBack(now time.Time) {
 			ests = append(ests, est{h, s})
 		}
 	}
-	free := int(math.Round(float64(len(ests)) - e - o.z*math.Sqrt(v)))
+	free := o.free(float64(len(ests)), e, v)
 	if free <= 0 {
 		return
 	}
@@ -176,6 +212,61 @@ func (o *occupancy) handBack(now time.Time) {
 		x.h.handed = true
 		close(x.h.back)
 	}
+}
+
+// free returns how many of the n threads the Client holds (not handed back)
+// to hand back, E and V being the expectation and variance of how many of
+// its captchas the service is still solving. Callers hold o.mu.
+//
+// Alone: round(n − E − z·√V). In a pool, the threads free pool-wide are
+// Σn − ΣE − z·√ΣV; each client counts its share of them, x = n − E −
+// z·V/√ΣV (the shares of the margin sum to z·√ΣV, less than the Σz·√V the
+// clients would keep each alone), reports it, and the pool's
+// round(Σx) threads go one by one to the client with the most left, so
+// that five clients each a fraction of a thread short of handing one back
+// do not all keep it. Every client runs the same allocation on the same
+// reports; the others' are up to one estimate old.
+func (o *occupancy) free(n, e, v float64) int {
+	if o.pool == nil {
+		return int(math.Round(n - e - o.z*math.Sqrt(v)))
+	}
+	others := o.pool.Others()
+	all := v
+	for _, x := range others {
+		all += max(x.V, 0)
+	}
+	own := n - e
+	if all > 0 {
+		own -= o.z * v / math.Sqrt(all)
+	}
+	o.pool.Report(Occupancy{V: v, Free: own})
+	total := own
+	left := make([]float64, 0, len(others)+1)
+	for _, x := range others {
+		total += x.Free
+		left = append(left, x.Free)
+	}
+	self := len(left)
+	left = append(left, own)
+	mine := 0
+	for range int(math.Round(total)) {
+		// The client with the most left takes the thread; on a tie, one
+		// of the others.
+		best := 0
+		for i := range left {
+			if left[i] > left[best] || left[i] == left[best] && best == self {
+				best = i
+			}
+		}
+		if left[best] <= 0 {
+			break
+		}
+		left[best]--
+		if best == self {
+			mine++
+		}
+	}
+	return min(mine, int(n))
 }
 
 func cmpFloat(a, b float64) int {

@@ -98,3 +98,39 @@ func (c *Client) ShareTimings(ctx context.Context, store TimingStore) error {
 	c.poller.setPriors(pooled)
 	return nil
 }
+
+// ShareSoon receives when what c learned should be shared before the next
+// periodic ShareTimings: a kind the pool has not learned yet (fewer than
+// minLearned answers in what c last heard of the store) got an answer.
+// Receives are coalesced; ShareTimings shares whatever is new.
+func (c *Client) ShareSoon() <-chan struct{} {
+	c.poller.mu.Lock()
+	defer c.poller.mu.Unlock()
+	return c.poller.soonChan()
+}
+
+// AdoptTimings plans the kinds of pooled with what another worker just
+// merged into the pool's store (the values the store holds, as
+// MergeTimings returns them), without sharing anything of c's. A value
+// older than what c holds of its kind (Learned.At) is ignored: values
+// stored one after the other may be heard out of order.
+func (c *Client) AdoptTimings(pooled map[string]Learned) {
+	newer := make(map[string]Learned, len(pooled))
+	c.poller.mu.Lock()
+	for kind, l := range pooled {
+		if ks, ok := c.poller.kinds[kind]; !ok || !l.At.Before(ks.prior.At) {
+			newer[kind] = l
+		}
+	}
+	c.poller.mu.Unlock()
+	c.poller.setPriors(newer)
+}
+
+// Knows reports whether c plans kind's polls from learned ready times (its
+// own answers or the pool's), not the documented fixed schedule.
+func (c *Client) Knows(kind string) bool {
+	c.poller.mu.Lock()
+	defer c.poller.mu.Unlock()
+	ks, ok := c.poller.kinds[kind]
+	return ok && ks.learned()
+}

@@ -136,3 +136,96 @@ func TestHandBack(t *testing.T) {
 		t.Errorf("%d of 40 captchas just past the median handed back, want some, fewer than the %.1f expected done", n, done)
 	}
 }
+
+// staticPool is a Pool whose other clients report fixed estimates.
+type staticPool struct {
+	others   []Occupancy
+	reported []Occupancy
+}
+
+func (p *staticPool) Report(o Occupancy)  { p.reported = append(p.reported, o) }
+func (p *staticPool) Others() []Occupancy { return p.others }
+
+// handedBack counts the holders of hs told to hand their threads back.
+func handedBack(hs []*holder) (n int) {
+	for _, h := range hs {
+		select {
+		case <-h.back:
+			n++
+		default:
+		}
+	}
+	return n
+}
+
+// TestHandBackPoolMargin: a Client in a pool keeps its share of the pool's
+// one margin (z·V/√ΣV), not a margin of its own (z·√V): with three other
+// clients as uncertain as it is and nothing free of theirs, it hands back
+// more of its captchas just past the median than alone, still fewer than
+// it expects done, and reports its estimate to the pool.
+func TestHandBackPoolMargin(t *testing.T) {
+	t.Parallel()
+	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		c.poller.observe(KindImage, time.Second, time.Second+time.Duration(i)*25*time.Millisecond)
+	}
+	k := c.timing.forKind(KindImage)
+	now := time.Now()
+	age := 1500 * time.Millisecond // the answers are ready evenly in 1–2 s
+	s := c.poller.survival(KindImage, k, age, 0)
+	handed := func(pool *staticPool) int {
+		o := newOccupancy(c, time.Hour, time.Hour)
+		o.z = 2
+		if pool != nil {
+			o.pool = pool
+		}
+		var hs []*holder
+		for range 12 {
+			hs = append(hs, o.add(KindImage, k, now.Add(-age), nil))
+		}
+		o.mu.Lock()
+		o.handBack(now)
+		o.mu.Unlock()
+		return handedBack(hs)
+	}
+	v := 12 * s * (1 - s)
+	alone := handed(nil)
+	pool := &staticPool{others: []Occupancy{{V: v}, {V: v}, {V: v}}}
+	pooled := handed(pool)
+	done := 12 * (1 - s)
+	t.Logf("S %.2f, expected done %.1f: alone %d handed back, in a pool of four %d", s, done, alone, pooled)
+	if pooled <= alone || float64(pooled) >= done {
+		t.Errorf("in a pool %d handed back, alone %d: want more than alone, fewer than the %.1f expected done", pooled, alone, done)
+	}
+	if len(pool.reported) != 1 || math.Abs(pool.reported[0].V-v) > 1e-9 {
+		t.Errorf("reported %v to the pool, want one report of V %v", pool.reported, v)
+	}
+}
+
+// TestHandBackPoolRounding: the pool's free threads are rounded once, and
+// go to the clients with the most left: a client 0.4 of a thread short of
+// handing one back alone hands it back when two others are 0.4 short too
+// and it is the one with the most left, and not when another has more.
+func TestHandBackPoolRounding(t *testing.T) {
+	t.Parallel()
+	o := &occupancy{z: 0}
+	o.pool = &staticPool{others: []Occupancy{{V: 1, Free: 0.3}, {V: 1, Free: 0.3}}}
+	if got := o.free(1, 0.6, 1); got != 1 {
+		t.Errorf("0.4 free of its own, 0.3 and 0.3 of the others': handed back %d, want 1", got)
+	}
+	o.pool = &staticPool{others: []Occupancy{{V: 1, Free: 0.5}, {V: 1, Free: 0.3}}}
+	if got := o.free(1, 0.6, 1); got != 0 {
+		t.Errorf("another has more free (0.5 against 0.4): handed back %d, want 0", got)
+	}
+	o.pool = nil
+	if got := o.free(1, 0.6, 1); got != 0 {
+		t.Errorf("alone with 0.4 free: handed back %d, want 0", got)
+	}
+	o.pool = &staticPool{others: []Occupancy{{V: 1, Free: -2.2}}}
+	if got := o.free(3, 0.5, 1); got != 0 {
+		t.Errorf("2.5 free of its own, -2.2 of another's (its hand-backs still being solved): handed back %d, want 0", got)
+	}
+}

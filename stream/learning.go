@@ -30,6 +30,15 @@ type Learner interface {
 	// PlanReached reports whether the service refused the client for want
 	// of plan threads: only then is PlanWindow a plan size learned.
 	PlanReached() bool
+	// ShareSoon receives when what the client learned should be shared
+	// before the next periodic share (the first answers of a kind).
+	ShareSoon() <-chan struct{}
+	// AdoptTimings plans with the timings another worker merged into the
+	// pool's store.
+	AdoptTimings(pooled map[string]solver.Learned)
+	// JoinPool makes the client's early hand-back of plan threads keep
+	// one margin with the pool's other workers (solver.Pool).
+	JoinPool(p solver.Pool)
 }
 
 var _ Learner = (*solver.Client)(nil)
@@ -71,13 +80,27 @@ func (cfg WorkerConfig) solver(ctx context.Context, js jetstream.JetStream) (*so
 func (w *Worker) SolverClient() *solver.Client { return w.built }
 
 // shareLearning starts the learner with the pool's learned solve times and
-// shares what it learns with the pool every ShareTimingsEvery, until the
-// returned function is called, which shares once more. Without the bucket
-// (a server whose admin has not run init since it exists) the worker says
-// so once and learns alone.
+// shares what it learns with the pool every ShareTimingsEvery and when the
+// learner asks (the first answers of a kind), and plans with what other
+// workers merge as they merge it, until the returned function is called,
+// which shares once more. It also joins the pool's occupancy reports
+// (OccupancySubject). Without the bucket (a server whose admin has not run
+// init since it exists) the worker says so once and learns alone.
 func (w *Worker) shareLearning(ctx context.Context) func() {
 	if w.learner == nil || w.cfg.LearnAlone {
 		return func() {}
+	}
+	var leave []func()
+	leaveAll := func() {
+		for _, f := range leave {
+			f()
+		}
+	}
+	if pool, stop, err := joinOccupancy(w.nc, w.cfg.Name); err != nil {
+		w.log.Warn("plan threads are handed back with this worker's own margin", slog.Any("error", err))
+	} else {
+		w.learner.JoinPool(pool)
+		leave = append(leave, stop)
 	}
 	// The bucket only: without it, no more requests (a worker's role may
 	// not ask which domain it reached, as OpenTimings does to say so).
@@ -87,9 +110,14 @@ func (w *Worker) shareLearning(ctx context.Context) func() {
 			err = fmt.Errorf("timings bucket %s not found: an admin creates it (`captchaq init`)", TimingsBucket)
 		}
 		w.log.Warn("solve times are not shared with the pool: this worker learns alone", slog.Any("error", err))
-		return func() {}
+		return leaveAll
 	}
 	store := &Timings{kv: kv}
+	if stop, err := followTimings(w.nc, w.top.Domain, w.learner.AdoptTimings); err != nil {
+		w.log.Warn("other workers' solve times reach this worker only at its periodic share", slog.Any("error", err))
+	} else {
+		leave = append(leave, stop)
+	}
 	warned := false
 	share := func(ctx context.Context) {
 		err := w.learner.ShareTimings(ctx, store)
@@ -111,10 +139,13 @@ func (w *Worker) shareLearning(ctx context.Context) func() {
 		defer close(done)
 		t := time.NewTicker(w.cfg.ShareTimingsEvery)
 		defer t.Stop()
+		soon := w.learner.ShareSoon()
 		for ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
 			case <-t.C:
+				share(ctx)
+			case <-soon:
 				share(ctx)
 			}
 		}
@@ -122,6 +153,7 @@ func (w *Worker) shareLearning(ctx context.Context) func() {
 	return func() {
 		cancel()
 		<-done
+		leaveAll()
 		// What this worker learned since the last share outlives it.
 		last, stop := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer stop()

@@ -53,3 +53,61 @@ func TestWorkerComposesPlanCheckAndSharing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, false}, learn, "a plan-wide quota bounds the threads: nothing to learn")
 }
+
+// Two workers share a kind's timings from its first answers: once the
+// pool has seen enough answers of a kind to plan it, both workers' clients
+// plan it within about a second, though neither shares periodically for an
+// hour and at least one of them saw too few answers of its own.
+func TestWorkersShareFirstAnswers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	srv := httptest.NewServer(fakeapi.New(fakeapi.Config{TimeScale: 0.01, BurstLimit: 1 << 20}))
+	t.Cleanup(srv.Close)
+	clients := make([]*solver.Client, 2)
+	for i := range clients {
+		c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+			Timing: solver.Timing{Scale: 0.01, NoBatch: true}})
+		require.NoError(t, err)
+		clients[i] = c
+		b.startWorker(t, WorkerConfig{Solver: c, Threads: 3, ShareTimingsEvery: time.Hour, Name: fmt.Sprintf("share-%d", i)})
+	}
+	tasks := make([]Task, 12)
+	for i := range tasks {
+		tasks[i] = turnstileTask(fmt.Sprintf("first-%d", i))
+	}
+	rs, err := b.client.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+	require.NoError(t, b.client.WaitAll(ctx, rs, func(_ Outcome, err error) { require.NoError(t, err) }))
+	solved := time.Now()
+	require.Eventually(t, func() bool {
+		return clients[0].Knows(solver.KindTurnstile) && clients[1].Knows(solver.KindTurnstile)
+	}, 1500*time.Millisecond, 10*time.Millisecond, "a worker still polls turnstile on the fixed schedule: the pool's answers did not reach it")
+	t.Logf("both workers plan turnstile %v after the 12th answer", time.Since(solved).Round(time.Millisecond))
+}
+
+// The occupancy reports: a worker's pool holds the others' latest
+// estimates, not its own, not a report of nothing in flight, and not a
+// message it cannot read.
+func TestOccupancyReportsReachThePool(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	a, stopA, err := joinOccupancy(b.connect(t), "a")
+	require.NoError(t, err)
+	t.Cleanup(stopA)
+	other := b.connect(t)
+	p, stopB, err := joinOccupancy(other, "b")
+	require.NoError(t, err)
+	t.Cleanup(stopB)
+	require.NoError(t, other.Flush())
+	fromA := solver.Occupancy{V: 2.5, Free: -0.75}
+	a.Report(fromA)
+	p.Report(solver.Occupancy{V: 7, Free: 1.5}) // its own: not among the others
+	require.Eventually(t, func() bool { o := p.Others(); return len(o) == 1 && o[0] == fromA }, 2*time.Second, 5*time.Millisecond)
+	for _, bad := range []string{`{`, `{"worker":"c","v":-1}`, `{"worker":"c","v":1e300}`, `{"worker":"c","v":1,"free":-1e300}`, `{"v":3}`} {
+		require.NoError(t, other.Publish(OccupancySubject, []byte(bad)))
+	}
+	a.Report(solver.Occupancy{})
+	require.Eventually(t, func() bool { return len(p.Others()) == 0 }, 2*time.Second, 5*time.Millisecond)
+	require.Equal(t, []solver.Occupancy{{V: 7, Free: 1.5}}, a.Others(), "a holds b's report")
+}

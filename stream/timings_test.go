@@ -135,6 +135,18 @@ func TestAuthWorkerSharesTimings(t *testing.T) {
 	_, err = EnsureTimings(ctx, ajs.Conn(), Topology{})
 	require.NoError(t, err)
 
+	// Another worker follows the merges as they are stored, and the
+	// occupancy reports.
+	follower, ferrs := roleConn(t, ns, "worker")
+	adopted := make(chan map[string]solver.Learned, 4)
+	stopFollow, err := followTimings(follower, "", func(m map[string]solver.Learned) { adopted <- m })
+	require.NoError(t, err)
+	t.Cleanup(stopFollow)
+	pool, stopPool, err := joinOccupancy(follower, "follower")
+	require.NoError(t, err)
+	t.Cleanup(stopPool)
+	require.NoError(t, follower.Flush())
+
 	worker, werrs := roleConn(t, ns, "worker")
 	wjs, err := jetstream.New(worker)
 	require.NoError(t, err)
@@ -144,9 +156,21 @@ func TestAuthWorkerSharesTimings(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 12, held[solver.KindImage].N)
 	select {
-	case err := <-werrs:
-		t.Fatalf("worker: %v", err)
-	default:
+	case m := <-adopted:
+		require.Equal(t, 12, m[solver.KindImage].N, "the follower plans with what the other worker merged")
+	case <-ctx.Done():
+		t.Fatal("the follower never saw the merge")
+	}
+	reporter, _, err := joinOccupancy(worker, "reporter")
+	require.NoError(t, err)
+	reporter.Report(solver.Occupancy{V: 1.5, Free: 0.25})
+	require.Eventually(t, func() bool { return len(pool.Others()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	for _, errs := range []<-chan error{werrs, ferrs} {
+		select {
+		case err := <-errs:
+			t.Fatalf("worker: %v", err)
+		default:
+		}
 	}
 
 	producer, perrs := roleConn(t, ns, "producer")

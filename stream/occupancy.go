@@ -1,0 +1,138 @@
+package stream
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/captchaq/captchaq/solver"
+)
+
+// OccupancySubject is where the workers of a pool tell each other, on core
+// NATS (nothing is stored), what each estimates of its captchas at the
+// service: {"worker":"<name>","v":V,"free":F} (solver.Occupancy: the
+// variance of how many it still has solved, and how many of its plan
+// threads are probably free). It holds no captcha, token or URL. With it
+// the pool hands plan threads back early with one safety margin and one
+// rounding, not one per worker.
+const OccupancySubject = "captchaq.occupancy"
+
+// occupancyFresh is how long a worker's report counts: a worker reports at
+// every estimate (a fifth of a second) while it has captchas in flight,
+// and 0 when it has none, so a report this old is of a worker gone.
+const occupancyFresh = time.Second
+
+// maxReported bounds a report's numbers: no worker has that many captchas
+// in flight.
+const maxReported = 1 << 16
+
+// occupancyReport is one message on OccupancySubject.
+type occupancyReport struct {
+	Worker string `json:"worker"`
+	solver.Occupancy
+}
+
+// occupancyPool is a solver.Pool over OccupancySubject.
+type occupancyPool struct {
+	nc     *nats.Conn
+	name   string
+	mu     sync.Mutex
+	others map[string]reported
+}
+
+type reported struct {
+	solver.Occupancy
+	at time.Time // monotonic: when it arrived
+}
+
+var _ solver.Pool = (*occupancyPool)(nil)
+
+// joinOccupancy subscribes to the pool's reports; the returned function
+// unsubscribes.
+func joinOccupancy(nc *nats.Conn, name string) (*occupancyPool, func(), error) {
+	p := &occupancyPool{nc: nc, name: name, others: map[string]reported{}}
+	sub, err := nc.Subscribe(OccupancySubject, p.receive)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, func() { _ = sub.Unsubscribe() }, nil
+}
+
+// receive records another worker's report; anything unreadable or out of
+// range is ignored.
+func (p *occupancyPool) receive(m *nats.Msg) {
+	var r occupancyReport
+	if json.Unmarshal(m.Data, &r) != nil || r.Worker == "" || r.Worker == p.name ||
+		!(r.V >= 0 && r.V <= maxReported) || !(math.Abs(r.Free) <= maxReported) {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r.Occupancy == (solver.Occupancy{}) {
+		delete(p.others, r.Worker) // nothing in flight
+		return
+	}
+	p.others[r.Worker] = reported{Occupancy: r.Occupancy, at: time.Now()}
+}
+
+// Report publishes this worker's estimate; a publish that fails (the
+// connection down) only leaves the others with what they had.
+func (p *occupancyPool) Report(o solver.Occupancy) {
+	b, _ := json.Marshal(occupancyReport{Worker: p.name, Occupancy: o})
+	_ = p.nc.Publish(OccupancySubject, b)
+}
+
+// Others returns the fresh reports of the other workers.
+func (p *occupancyPool) Others() []solver.Occupancy {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]solver.Occupancy, 0, len(p.others))
+	now := time.Now()
+	for name, r := range p.others {
+		if now.Sub(r.at) > occupancyFresh {
+			delete(p.others, name)
+			continue
+		}
+		out = append(out, r.Occupancy)
+	}
+	return out
+}
+
+// timingsSubject is the prefix of the subjects the workers write the
+// timings bucket's keys on, in JetStream domain domain ("": none): every
+// merge a worker writes is published there, and a core subscription sees
+// it as it is stored (no consumer, which a worker's role may not create).
+// Workers that reach the bucket through another domain's prefix write on
+// other subjects: their merges reach this worker at its periodic share.
+func timingsSubject(domain string) string {
+	if domain == "" {
+		return "$KV." + TimingsBucket + "."
+	}
+	return "$JS." + domain + ".API.$KV." + TimingsBucket + "."
+}
+
+// followTimings plans with every kind's timings as soon as any worker of
+// the pool merges them into the bucket (through domain); the returned
+// function stops.
+func followTimings(nc *nats.Conn, domain string, adopt func(map[string]solver.Learned)) (func(), error) {
+	pre := timingsSubject(domain)
+	sub, err := nc.Subscribe(pre+"*", func(m *nats.Msg) {
+		kind := strings.TrimPrefix(m.Subject, pre)
+		if kind == planWindowsKey || !validKey.MatchString(kind) || len(m.Data) == 0 {
+			return
+		}
+		var l solver.Learned
+		if json.Unmarshal(m.Data, &l) != nil {
+			return
+		}
+		adopt(map[string]solver.Learned{kind: l})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
