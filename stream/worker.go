@@ -175,8 +175,35 @@ func (w *Worker) executor(js jetstream.JetStream, s, tokens jetstream.Stream) *e
 			default:
 			}
 		},
-		Abandon: w.abandonCtx,
+		Abandon:       w.abandonCtx,
+		Lead:          w.solveLead,
+		ScheduleCheck: cfg.ScheduleCheck,
 	}
+}
+
+// solveTimes is what a solving client knows of its kinds' solve times
+// (a *solver.Client).
+type solveTimes interface {
+	SolveTimeP90(kind string) (time.Duration, bool)
+}
+
+// solveLead is how long before a task's use_at its solve starts: the
+// kind's 90th-percentile solve time as the worker's client learned it
+// (solver.Client.SolveTimeP90), or, with a Solver that does not learn,
+// twice the kind's default first poll (solver.DefaultFirstPoll).
+func (w *Worker) solveLead(method string, params wire.Params) time.Duration {
+	kind := solver.Kind(method, params)
+	var st solveTimes
+	if w.built != nil {
+		st = w.built
+	} else if s, ok := w.cfg.Solver.(solveTimes); ok {
+		st = s
+	}
+	if st == nil {
+		return 2 * solver.DefaultFirstPoll(kind)
+	}
+	d, _ := st.SolveTimeP90(kind)
+	return d
 }
 
 // abandonCtx is the worker's abandon context (Run), or one that never ends

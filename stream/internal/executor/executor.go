@@ -72,6 +72,12 @@ type Executor struct {
 	// Abandon ends when the worker stops with the broker out of reach:
 	// writes still to make give up then.
 	Abandon func() context.Context
+	// Lead is how long before a task's use_at its solve starts: the
+	// kind's 90th-percentile solve time as the worker knows it.
+	Lead func(method string, params wire.Params) time.Duration
+	// ScheduleCheck bounds how long a task that is not due waits between
+	// deliveries, so that a cancel of it ends it within that time.
+	ScheduleCheck time.Duration
 }
 
 // Thread is the plan thread a delivery holds while the service works on
