@@ -175,8 +175,16 @@ func (w *Worker) executor(js jetstream.JetStream, s, tokens jetstream.Stream) *e
 			default:
 			}
 		},
-		Abandon:       w.abandonCtx,
-		Lead:          w.solveLead,
+		Abandon: w.abandonCtx,
+		Lead:    w.solveLead,
+		WakeAt: func(d time.Duration, lane wire.Lane) {
+			// The consumer redelivers the task once d has passed: look then
+			// rather than at the next idle check.
+			time.AfterFunc(d+10*time.Millisecond, func() {
+				w.dispatch.LaneFreed(lane)
+				w.dispatch.Poke()
+			})
+		},
 		ScheduleCheck: cfg.ScheduleCheck,
 	}
 }

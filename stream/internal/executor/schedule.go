@@ -65,5 +65,5 @@ func (d *delivery) wait(ctx context.Context, base wire.Event, until time.Time, l
 		d.log.Info("scheduled: waits in the stream", slog.Time("until", until), slog.Duration("lead", lead))
 	}
 	_ = d.m.NakWithDelay(delay)
-	d.x.LookAgain(delay, wire.LaneOfSubject(d.m.Subject()))
+	d.x.WakeAt(delay, wire.LaneOfSubject(d.m.Subject()))
 }
