@@ -98,21 +98,27 @@ func TestUseAtTokenArrivesJustBefore(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
-	// At a hundredth of real time: the lead (twice turnstile's 5-s first
-	// poll) is 100 ms, a solve 10 ms.
-	_, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.01}, 0.01)
+	// At a twentieth of real time: the lead (twice turnstile's 5-s first
+	// poll) is 500 ms, a solve 50 ms, room for a loaded machine.
+	_, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.05}, 0.05)
 	b.startWorker(t, WorkerConfig{Solver: sc})
 	lead, learned := sc.SolveTimeP90("turnstile")
 	require.False(t, learned, "nothing solved yet")
 
 	task := turnstileTask("jit")
-	task.UseAt = In(1500 * time.Millisecond)
+	task.UseAt = In(2 * time.Second)
 	r, err := b.client.Submit(ctx, task)
 	require.NoError(t, err)
 	out, err := b.client.Wait(ctx, r.ID)
 	require.NoError(t, err)
 	require.Equal(t, StatusSolved, out.Status)
 	require.False(t, out.UseAt.IsZero(), "the outcome names use_at")
+	if !out.SolvedAt.Before(out.UseAt) {
+		tr, _ := b.client.Trace(ctx, r.ID)
+		for _, e := range tr {
+			t.Logf("%s %s %s", e.At.Format("15:04:05.000"), e.Kind, e.Detail)
+		}
+	}
 	require.True(t, out.SolvedAt.Before(out.UseAt), "solved at %v, used at %v", out.SolvedAt, out.UseAt)
 	life := DefaultTokenLifetimes["turnstile"].Seconds()
 	require.InDelta(t, out.ExpiresAt.Sub(out.UseAt).Seconds(), out.LifetimeAtUseS, 0.01)
