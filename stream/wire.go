@@ -119,3 +119,7 @@ func At(t time.Time) When { return wire.At(t) }
 
 // In is the When of a duration from submission (wire.In).
 func In(d time.Duration) When { return wire.In(d) }
+
+// ParseWhen reads an RFC 3339 instant or a positive duration from
+// submission, the forms of use_at and not_before (wire.ParseWhen).
+func ParseWhen(s string) (When, error) { return wire.ParseWhen(s) }
