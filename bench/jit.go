@@ -135,6 +135,12 @@ func runJIT(ctx context.Context, scale float64, n int, spread time.Duration, byH
 	// Let the workers share what they learned (every 30 s, scaled).
 	time.Sleep(scaled(35 * time.Second))
 	inBefore := p.emu.Stats().InCalls
+	for _, k := range []string{"recaptcha", "turnstile", "image"} {
+		for i, c := range p.clients {
+			d, learned := c.SolveTime(k, stream.LeadQuantile)
+			slog.Info("lead", "kind", k, "worker", i, "lead_real", toReal(d), "learned", learned)
+		}
+	}
 
 	rng := rand.New(rand.NewPCG(11, 13))
 	start := time.Now()
@@ -153,6 +159,7 @@ func runJIT(ctx context.Context, scale float64, n int, spread time.Duration, byH
 		}
 		res.solved++
 		if !o.SolvedAt.Before(uses[i]) {
+			slog.Info("late", "method", o.Method, "by", toReal(o.SolvedAt.Sub(uses[i])), "solve", o.SolveSeconds/scale)
 			return
 		}
 		res.before++

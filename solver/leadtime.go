@@ -5,18 +5,16 @@ import (
 	"time"
 )
 
-// z90 is the standard normal's 90th percentile.
-const z90 = 1.2815515655446004
-
-// SolveTimeP90 is how long a captcha of kind takes to come back, from its
-// submission to its answer in hand, at the 90th percentile, as this Client
-// knows it: the 90th percentile of the log-normal it learned of the kind's
-// ready times (its own answers and the pool's), plus the kind's polling
-// resolution for the pickup. learned is false while the kind is not
-// learned: the estimate is then twice the kind's first poll (Timing's, or
-// DefaultFirstPoll: 30 s for reCAPTCHA v2), the service's typical solve time
-// with room to spare.
-func (c *Client) SolveTimeP90(kind string) (p90 time.Duration, learned bool) {
+// SolveTime is how long a captcha of kind takes to come back, from its
+// submission to its answer in hand, at quantile q (0.9: nine in ten come
+// back sooner), as this Client knows it: that quantile of the log-normal it
+// learned of the kind's ready times (its own answers and the pool's), plus
+// a poll interval for the pickup (an answer ready just after a poll waits
+// for the next). learned is false while the
+// kind is not learned: the estimate is then 4 times the kind's first poll
+// (Timing's, or DefaultFirstPoll: 60 s for reCAPTCHA v2, 20 s for
+// Turnstile), a slow answer of the service's, whatever q.
+func (c *Client) SolveTime(kind string, q float64) (d time.Duration, learned bool) {
 	k := c.timing.forKind(kind)
 	c.poller.mu.Lock()
 	ks, ok := c.poller.kinds[kind]
@@ -25,8 +23,9 @@ func (c *Client) SolveTimeP90(kind string) (p90 time.Duration, learned bool) {
 		mu, sigma = ks.fit()
 	}
 	c.poller.mu.Unlock()
-	if !ok || mu == 0 {
-		return 2 * k.first, false
+	if mu == 0 || !(q > 0 && q < 1) {
+		return 4 * k.first, false
 	}
-	return time.Duration(math.Exp(mu+z90*sigma)) + k.resolution, true
+	z := math.Sqrt2 * math.Erfinv(2*q-1)
+	return time.Duration(math.Exp(mu+z*sigma)) + k.interval, true
 }

@@ -98,11 +98,11 @@ func TestUseAtTokenArrivesJustBefore(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
-	// At a twentieth of real time: the lead (twice turnstile's 5-s first
-	// poll) is 500 ms, a solve 50 ms, room for a loaded machine.
+	// At a twentieth of real time: the lead (four times turnstile's 5-s
+	// first poll) is a second, a solve 50 ms, room for a loaded machine.
 	_, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.05}, 0.05)
 	b.startWorker(t, WorkerConfig{Solver: sc})
-	lead, learned := sc.SolveTimeP90("turnstile")
+	lead, learned := sc.SolveTime("turnstile", LeadQuantile)
 	require.False(t, learned, "nothing solved yet")
 
 	task := turnstileTask("jit")
