@@ -293,6 +293,8 @@ func solveGaveUp(ctx context.Context, c *stream.Client, id string, timeout time.
 		msg = fmt.Sprintf("task %s was handed back by worker %s and waits for another", id, t.Worker)
 	case t.Status == stream.TaskSolving:
 		msg = fmt.Sprintf("task %s is still at the solving service (worker %s, attempt %d)", id, t.Worker, t.Attempts)
+	case t.Status == stream.TaskScheduled:
+		msg = fmt.Sprintf("task %s is not due: it waits in the stream until %s", id, t.StartAt.Format(time.RFC3339))
 	case t.Status == stream.TaskRetrying:
 		msg = fmt.Sprintf("task %s failed %d time(s) (last %s) and waits to retry", id, t.Attempts, t.LastCode)
 	default:
