@@ -4,7 +4,7 @@
 // bench/run.sh runs it and writes BENCHMARKS.md.
 //
 //	captchaq-bench [-quick] [-redis 127.0.0.1:6379] [-redis-durable 127.0.0.1:6380]
-//	               [-only broker,solver,ttt,scale,rss,atomic] [-profile-dir DIR]
+//	               [-only broker,solver,ttt,scale,rss,atomic,jit] [-profile-dir DIR]
 //
 // Every scenario is bounded in tasks and time and talks only to 127.0.0.1 or
 // in-process servers. The subcommands serve and worker are the subprocesses
@@ -53,7 +53,7 @@ func main() {
 	quick := flag.Bool("quick", false, "a short smoke run (fewer tasks, shorter windows)")
 	redisAddr := flag.String("redis", "", "host:port of a redis-server without persistence (appendonly no, save \"\") for the Redis-list and asynq rows (skipped when empty)")
 	redisDurable := flag.String("redis-durable", "", "host:port of a redis-server with appendonly yes, appendfsync always for the durable Redis-list and asynq rows (skipped when empty)")
-	only := flag.String("only", "broker,solver,ttt,scale,rss,atomic", "scenarios to run, comma-separated")
+	only := flag.String("only", "broker,solver,ttt,scale,rss,atomic,jit", "scenarios to run, comma-separated")
 	systems := flag.String("systems", "", "broker-bound systems and solver-bound scenarios: run only those whose name contains this (several: a|b; =name: exactly that name)")
 	threadList := flag.String("threads", "1,8,64", "broker-bound: worker threads, comma-separated")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -102,6 +102,8 @@ func main() {
 			err = b.rss()
 		case "atomic":
 			err = b.atomicBatch()
+		case "jit":
+			err = b.jit()
 		default:
 			err = fmt.Errorf("unknown scenario %q", s)
 		}

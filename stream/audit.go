@@ -26,7 +26,7 @@ type TraceEntry struct {
 	// At is when the step happened.
 	At time.Time `json:"at"`
 	// Kind names the step: submitted, attempt, retry, snooze, handback,
-	// solved, dead (event log); outcome, dead-letter, replayed, cancel (the
+	// scheduled, solved, dead (event log); outcome, dead-letter, replayed, cancel (the
 	// stored records; cancel: an admin's, or an owner's a worker relayed).
 	Kind string `json:"kind"`
 	// Gen is the generation (task message) the step belongs to.
@@ -108,6 +108,11 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 				e.Detail = ev.Detail
 			case EventRetry, EventSnooze, EventHandback:
 				e.Detail = fmt.Sprintf("after %.1fs", ev.Seconds)
+			case EventScheduled:
+				e.Detail = "not due: waits in the stream until " + ev.Until.Format(time.RFC3339Nano)
+				if ev.LeadMS > 0 {
+					e.Detail += fmt.Sprintf(", %.1fs before use_at", float64(ev.LeadMS)/1000)
+				}
 			}
 		case strings.HasPrefix(subj, wire.SubjectResults+"."):
 			var o Outcome
@@ -117,6 +122,9 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 			e.Detail = "status " + string(o.Status)
 			if o.Status == StatusSolved {
 				e.Detail += fmt.Sprintf(", in %.1fs, token valid until %s", o.SolveSeconds, o.ExpiresAt.Format(time.RFC3339))
+				if !o.UseAt.IsZero() {
+					e.Detail += fmt.Sprintf(", %.1fs of it left at use_at %s", o.LifetimeAtUseS, o.UseAt.Format(time.RFC3339))
+				}
 			}
 		case strings.HasPrefix(subj, wire.SubjectDead+"."):
 			d := wire.ParseDeadLetter(subj, h, m.Data(), e.Seq, e.At)

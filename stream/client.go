@@ -155,12 +155,30 @@ func (c *Client) Prepare(t Task) (Task, error) {
 	if t.ID == "" {
 		t.ID = nuid.Next()
 	}
+	// A duration from submission becomes an instant on the broker's clock,
+	// as the default deadline is: the stored task names instants.
+	if t.UseAt.In != 0 {
+		t.UseAt = wire.At(c.brokerTime(now).Add(t.UseAt.In))
+	}
+	if t.NotBefore.In != 0 {
+		t.NotBefore = wire.At(c.brokerTime(now).Add(t.NotBefore.In))
+	}
 	if t.Deadline.IsZero() {
 		// On the broker's clock, which workers judge deadlines on: a
 		// producer whose clock is off does not shorten or stretch it. A
-		// deadline the caller gives is an instant of its own clock.
-		t.Deadline = c.brokerTime(now).Add(c.cfg.DefaultDeadline)
+		// deadline the caller gives is an instant of its own clock. The
+		// default window counts from when the task may start.
+		t.Deadline = latestOf(c.brokerTime(now), t.UseAt.At, t.NotBefore.At).Add(c.cfg.DefaultDeadline)
 		now = c.brokerTime(now)
+	}
+	for _, f := range []struct {
+		name string
+		at   time.Time
+	}{{"use_at", t.UseAt.At}, {"not_before", t.NotBefore.At}} {
+		if f.at.Sub(now) > c.top.Retention {
+			return t, &TaskError{ID: t.ID, Err: fmt.Errorf("%s %s: further away than the stream's retention %s",
+				f.name, f.at.Format(time.RFC3339), c.top.Retention)}
+		}
 	}
 	if t.Deadline.Sub(now) > c.top.Retention {
 		return t, &TaskError{ID: t.ID, Err: fmt.Errorf("deadline %s: further away than the stream's retention %s",
@@ -328,4 +346,15 @@ func (c *Client) publishMsg(ctx context.Context, t Task, msg *nats.Msg) (*jetstr
 // continue the producer's.
 func injectTrace(ctx context.Context, msg *nats.Msg) {
 	tracing.Inject(ctx, msg.Header)
+}
+
+// latestOf is the latest of its instants.
+func latestOf(ts ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range ts {
+		if t.After(out) {
+			out = t
+		}
+	}
+	return out
 }

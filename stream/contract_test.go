@@ -238,3 +238,29 @@ func TestContractStreamSubjects(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "never", anchor.Header.Get("Nats-TTL"))
 }
+
+// A raw producer's task naming use_at as a duration from submission (counted
+// from the message's store time) and not_before as an instant is solved no
+// earlier than not_before, and its outcome names use_at and the lifetime
+// left then.
+func TestContractRawClientUseAt(t *testing.T) {
+	t.Parallel()
+	env := streamtest.Start(t, streamtest.WithListen())
+	p := newRawProducer(t, env.URL())
+	ctx := contractContext(t)
+	notBefore := time.Now().Add(time.Second).UTC()
+	body := []byte(`{"id":"contract-jit","method":"turnstile",` +
+		`"params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/checkout"},` +
+		`"use_at":"2s","not_before":"` + notBefore.Format(time.RFC3339Nano) + `"}`)
+	ack := p.publish(t, ctx, "fast", "normal", "contract-jit", body)
+	_, out := p.outcome(t, ctx, "contract-jit", ack.Sequence)
+	require.Equal(t, "solved", out["status"])
+	useAt, err := time.Parse(time.RFC3339Nano, out["use_at"].(string))
+	require.NoError(t, err)
+	solvedAt, err := time.Parse(time.RFC3339Nano, out["solved_at"].(string))
+	require.NoError(t, err)
+	expires, err := time.Parse(time.RFC3339Nano, out["expires_at"].(string))
+	require.NoError(t, err)
+	require.False(t, solvedAt.Before(notBefore), "solved at %v, not before %v", solvedAt, notBefore)
+	require.InDelta(t, expires.Sub(useAt).Seconds(), out["lifetime_at_use_s"], 0.01)
+}

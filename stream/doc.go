@@ -27,10 +27,12 @@
 //     stores.
 //  4. The worker executes the delivery (stream/internal/executor): it
 //     reads the task's state, checks the message's envelope
-//     (wire.CheckEnvelope), records the attempt before the service hears
-//     of the captcha, has the solver.Solver solve it, and records what
-//     came of it: a retry or a capacity snooze (the policy of package
-//     retry), a dead letter, or the solve. Each step is decided by pure
+//     (wire.CheckEnvelope), hands a task that is not due yet (its use_at
+//     less the kind's lead, its not_before) back to the stream with the
+//     delay, holding no thread while it waits, records the attempt before
+//     the service hears of the captcha, has the solver.Solver solve it,
+//     and records what came of it: a retry or a capacity snooze (the
+//     policy of package retry), a dead letter, or the solve. Each step is decided by pure
 //     functions of the state, the policy and the clock.
 //  5. Every record of a task is written by compare-and-set on the last
 //     sequence over the task's records (stream/internal/taskstore), so

@@ -29,6 +29,9 @@ const (
 	TaskSolving TaskStatus = "solving"
 	// TaskRetrying waits out a retry (or capacity snooze) delay.
 	TaskRetrying TaskStatus = "retrying"
+	// TaskScheduled is not due yet (use_at, not_before): it waits in the
+	// stream until StartAt.
+	TaskScheduled TaskStatus = "scheduled"
 	// TaskDone has its outcome; its task message is about to be deleted
 	// (TaskOf only, for a task whose message is gone).
 	TaskDone TaskStatus = "done"
@@ -61,6 +64,12 @@ type TaskInfo struct {
 	RetryAt time.Time `json:"retry_at,omitzero"`
 	// Since is when its last step happened (its submission if none).
 	Since time.Time `json:"since"`
+	// UseAt and NotBefore are the task's, as instants (zero: none).
+	UseAt     time.Time `json:"use_at,omitzero"`
+	NotBefore time.Time `json:"not_before,omitzero"`
+	// StartAt is when a scheduled task's solve starts, as its worker
+	// recorded it; zero otherwise.
+	StartAt time.Time `json:"start_at,omitzero"`
 	// Canceled is set once someone asked that it not be solved (Cancel):
 	// a worker drops it at its next delivery instead of solving it.
 	Canceled bool `json:"canceled,omitempty"`
@@ -150,12 +159,16 @@ func taskInfoOf(subject string, data []byte, seq uint64, at time.Time) (TaskInfo
 	ti := TaskInfo{ID: parts[4], Lane: Lane(parts[2]), Priority: Priority(parts[3]), Gen: seq, Submitted: at, Since: at}
 	if t, err := ParseTask(data); err == nil {
 		ti.Method, ti.Host = t.Method, wire.PageHost(t.Params)
+		ti.UseAt, ti.NotBefore = t.UseAt.From(ti.Submitted), t.NotBefore.From(ti.Submitted)
 	}
 	return ti, true
 }
 
 func (c *Client) fill(ti *TaskInfo, last Event, now time.Time) {
 	ti.Status, ti.RetryAt = statusOf(last, ti.Gen, now)
+	if last.Kind == EventScheduled && last.Gen == ti.Gen && now.Before(last.Until) {
+		ti.Status, ti.StartAt = TaskScheduled, last.Until
+	}
 	if last.Gen == ti.Gen {
 		ti.Attempts, ti.Worker, ti.LastCode, ti.Since = last.Attempts, last.Worker, last.LastCode, last.At
 	}

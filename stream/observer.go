@@ -6,7 +6,7 @@ import "time"
 // carries a token, a page URL or a key.
 type Observation struct {
 	// Kind is the step: an EventKind (attempt, retry, snooze, handback,
-	// solved, dead).
+	// scheduled, solved, dead).
 	Kind EventKind
 	// Method is the task's method ("" when unknown: invalid tasks).
 	Method string

@@ -73,6 +73,8 @@ const (
 	EventHandback = wire.EventHandback
 	EventSolved   = wire.EventSolved
 	EventDead     = wire.EventDead
+	// EventScheduled: not due yet (use_at, not_before); waits holding no thread.
+	EventScheduled = wire.EventScheduled
 )
 
 // Event is one step in a task's life (wire.Event).
@@ -103,3 +105,17 @@ const (
 	// token stream.
 	CodeTokenTooLarge = wire.CodeTokenTooLarge
 )
+
+// When is a moment a task names for its token, use_at or not_before: an
+// instant or a duration from submission (wire.When).
+type When = wire.When
+
+// At is the When of an instant (wire.At).
+func At(t time.Time) When { return wire.At(t) }
+
+// In is the When of a duration from submission (wire.In).
+func In(d time.Duration) When { return wire.In(d) }
+
+// ParseWhen reads an RFC 3339 instant or a positive duration from
+// submission, the forms of use_at and not_before (wire.ParseWhen).
+func ParseWhen(s string) (When, error) { return wire.ParseWhen(s) }

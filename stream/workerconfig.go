@@ -69,6 +69,10 @@ type WorkerConfig struct {
 	// IdleCheck is how often an idle worker looks for retries that came due;
 	// new tasks wake it at once. Default 1s.
 	IdleCheck time.Duration
+	// ScheduleCheck bounds how long a task that is not due yet (use_at,
+	// not_before) waits in the stream between two looks at it: a cancel
+	// ends a waiting task within this time. Default 1m.
+	ScheduleCheck time.Duration
 	// Now is the clock of what the worker records and decides on (see the
 	// package documentation, "Clocks"). Default time.Now.
 	Now func() time.Time
@@ -102,6 +106,7 @@ func (cfg WorkerConfig) validate() error {
 		atLeastZero(scope, "ShutdownGrace", cfg.ShutdownGrace, 30*time.Second),
 		atLeastZero(scope, "DefaultDeadline", cfg.DefaultDeadline, DefaultDeadline),
 		atLeastZero(scope, "IdleCheck", cfg.IdleCheck, time.Second),
+		atLeastZero(scope, "ScheduleCheck", cfg.ScheduleCheck, DefaultScheduleCheck),
 		atLeastZero(scope, "ShareTimingsEvery", cfg.ShareTimingsEvery, DefaultShareTimingsEvery),
 	); err != nil {
 		return err
@@ -144,6 +149,9 @@ func (cfg WorkerConfig) withDefaults() WorkerConfig {
 	if cfg.IdleCheck == 0 {
 		cfg.IdleCheck = time.Second
 	}
+	if cfg.ScheduleCheck == 0 {
+		cfg.ScheduleCheck = DefaultScheduleCheck
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -172,3 +180,6 @@ var DefaultTokenLifetimes = map[string]time.Duration{
 	"base64":               300 * time.Second,
 	"bls":                  300 * time.Second,
 }
+
+// DefaultScheduleCheck is the default WorkerConfig.ScheduleCheck.
+const DefaultScheduleCheck = time.Minute

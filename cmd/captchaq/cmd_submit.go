@@ -27,7 +27,9 @@ import (
 // A parameter its method does not know is passed through, as the service
 // ignores it, with a warning on warn naming its line and, for a near miss,
 // the known name ("did you mean googlekey?").
-func readTasks(r io.Reader, c *stream.Client, warn io.Writer) (tasks []stream.Task, named bool, err error) {
+//
+// useAt and notBefore, when set, are given to the tasks that name none.
+func readTasks(r io.Reader, c *stream.Client, warn io.Writer, useAt, notBefore stream.When) (tasks []stream.Task, named bool, err error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 8<<20)
 	var (
@@ -45,6 +47,12 @@ func readTasks(r io.Reader, c *stream.Client, warn io.Writer) (tasks []stream.Ta
 			named = false
 		}
 		if err == nil {
+			if t.UseAt.IsZero() {
+				t.UseAt = useAt
+			}
+			if t.NotBefore.IsZero() {
+				t.NotBefore = notBefore
+			}
 			t, err = c.Prepare(t)
 		}
 		if err == nil {
@@ -90,6 +98,9 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("submit", "[flags] FILE|-", stdout)
 	wait := fs.Bool("wait", false, "after submitting, print each outcome as it arrives; exit 1 unless every task is solved")
 	timeout := fs.Duration("timeout", 0, "with --wait, give up after this long (default: no limit)")
+	var useAt, notBefore whenFlag
+	fs.Var(&useAt, "use-at", "for tasks that name no use_at: when their tokens will be used, RFC 3339 or a duration from submission (90s); the solve starts just in time")
+	fs.Var(&notBefore, "not-before", "for tasks that name no not_before: the earliest their solves start, RFC 3339 or a duration from submission")
 	nf := addFlags[natsFlags](fs)
 	if err := parseArgs(fs, args, 1); err != nil {
 		return err
@@ -103,7 +114,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer in.Close()
 	return nf.withSession(ctx, "captchaq-submit", stream.ClientConfig{}, func(ctx context.Context, c *stream.Client, ae *asyncErrors) error {
-		tasks, named, err := readTasks(in, c, stderr)
+		tasks, named, err := readTasks(in, c, stderr, useAt.When, notBefore.When)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
@@ -187,6 +198,9 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	priority := fs.String("priority", "high", "high or normal (an interactive solve jumps the batch queue by default)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "give up after this long; it is also the task's deadline")
 	asJSON := fs.Bool("json", false, "print the whole outcome as JSON instead of the answer alone")
+	var useAt, notBefore whenFlag
+	fs.Var(&useAt, "use-at", "when the token will be used, RFC 3339 or a duration from now (90s): the solve starts just in time; --timeout counts from then")
+	fs.Var(&notBefore, "not-before", "the earliest the solve starts, RFC 3339 or a duration from now; --timeout counts from then")
 	nf := addFlags[natsFlags](fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
@@ -198,11 +212,20 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *timeout <= 0 {
 			return usageError("--timeout %s: want a positive duration", *timeout)
 		}
-		task, err := c.Prepare(stream.Task{ID: *id, Method: *method, Params: params, Priority: stream.Priority(*priority), Deadline: time.Now().Add(*timeout)})
+		// A scheduled solve's timeout counts from when it may start.
+		now := time.Now()
+		from := now
+		for _, w := range []stream.When{useAt.When, notBefore.When} {
+			if at := w.From(now); at.After(from) {
+				from = at
+			}
+		}
+		task, err := c.Prepare(stream.Task{ID: *id, Method: *method, Params: params, Priority: stream.Priority(*priority),
+			Deadline: from.Add(*timeout), UseAt: useAt.When, NotBefore: notBefore.When})
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
-		sctx, cancel := context.WithTimeout(ctx, *timeout)
+		sctx, cancel := context.WithDeadline(ctx, from.Add(*timeout))
 		defer cancel()
 		for _, u := range solver.UnknownParams(*method, params) {
 			fmt.Fprintf(stderr, "warning: %s\n", u)
@@ -270,6 +293,8 @@ func solveGaveUp(ctx context.Context, c *stream.Client, id string, timeout time.
 		msg = fmt.Sprintf("task %s was handed back by worker %s and waits for another", id, t.Worker)
 	case t.Status == stream.TaskSolving:
 		msg = fmt.Sprintf("task %s is still at the solving service (worker %s, attempt %d)", id, t.Worker, t.Attempts)
+	case t.Status == stream.TaskScheduled:
+		msg = fmt.Sprintf("task %s is not due: it waits in the stream until %s", id, t.StartAt.Format(time.RFC3339))
 	case t.Status == stream.TaskRetrying:
 		msg = fmt.Sprintf("task %s failed %d time(s) (last %s) and waits to retry", id, t.Attempts, t.LastCode)
 	default:
@@ -394,4 +419,17 @@ func deadWords(o stream.Outcome) string {
 		msg += " (" + o.Detail + ")"
 	}
 	return msg
+}
+
+// whenFlag is a flag holding an RFC 3339 instant or a duration from
+// submission (stream.When).
+type whenFlag struct{ stream.When }
+
+func (w *whenFlag) Set(s string) error {
+	v, err := stream.ParseWhen(s)
+	if err != nil {
+		return err
+	}
+	w.When = v
+	return nil
 }

@@ -14,7 +14,7 @@ import (
 )
 
 var taskVerbs = []subcommand{
-	{"ls", "[--lane fast|slow] [--status queued|solving|retrying] [--limit N] [--json]", "list the tasks that wait or run, oldest first"},
+	{"ls", "[--lane fast|slow] [--status queued|scheduled|solving|retrying] [--limit N] [--json]", "list the tasks that wait or run, oldest first"},
 	{"show", "ID [--json]", "show where one task stands"},
 	{"cancel", "ID...", "ask that tasks not be solved: each ends dead/canceled at its next delivery, without a call to the service; an attempt already at the service is not stopped"},
 }
@@ -35,7 +35,7 @@ func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	switch sub {
 	case "ls":
 		fs.StringVar(&lane, "lane", "", "only this lane: fast or slow")
-		fs.StringVar(&status, "status", "", "only this status: queued, solving or retrying")
+		fs.StringVar(&status, "status", "", "only this status: queued, scheduled, solving or retrying")
 		fs.IntVar(&limit, "limit", 100, "list at most this many; 0: all (one read per task)")
 		fs.BoolVar(&asJSON, "json", false, "print JSON lines")
 	case "show":
@@ -48,8 +48,8 @@ func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	switch {
 	case lane != "" && f.Lane != stream.LaneFast && f.Lane != stream.LaneSlow:
 		return usageError("--lane %q: want fast or slow", lane)
-	case status != "" && f.Status != stream.TaskQueued && f.Status != stream.TaskSolving && f.Status != stream.TaskRetrying:
-		return usageError("--status %q: want queued, solving or retrying", status)
+	case status != "" && f.Status != stream.TaskQueued && f.Status != stream.TaskSolving && f.Status != stream.TaskRetrying && f.Status != stream.TaskScheduled:
+		return usageError("--status %q: want queued, scheduled, solving or retrying", status)
 	case limit < 0:
 		return usageError("--limit %d: want 0 or more", limit)
 	case sub == "ls" && fs.NArg() > 0:

@@ -401,7 +401,10 @@ async function showTask(id) {
   $("task-close").hidden = false;
   const t = out.task;
   const parts = [t.method && t.host ? `${t.method} on ${t.host}` : t.method || t.host,
-    t.lane && `${t.lane} lane`, t.priority && `${t.priority} priority`, `${t.attempts} attempt(s)`, t.last_code && `last ${t.last_code}`];
+    t.lane && `${t.lane} lane`, t.priority && `${t.priority} priority`, `${t.attempts} attempt(s)`, t.last_code && `last ${t.last_code}`,
+    t.use_at && `token used at ${new Date(t.use_at).toLocaleTimeString()}`,
+    t.not_before && `not before ${new Date(t.not_before).toLocaleTimeString()}`,
+    t.start_at && `solve starts at ${new Date(t.start_at).toLocaleTimeString()}`];
   $("task-state").textContent = `${t.status}${t.canceled ? " (canceled)" : ""}: ` + parts.filter(Boolean).join(", ");
   $("task-state").className = "";
   fillTable("trace", (out.trace || []).map(e => el("tr", {},

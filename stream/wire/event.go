@@ -16,6 +16,10 @@ const (
 	EventHandback EventKind = "handback" // the worker stopped; no attempt spent
 	EventSolved   EventKind = "solved"   // solved: an Observation only; the outcome records a solve (older workers wrote this event too)
 	EventDead     EventKind = "dead"     // moved to captcha.dead.<id>
+	// EventScheduled: the task is not due (use_at, not_before); it waits
+	// in the stream, holding no thread, until Until. No attempt spent;
+	// recorded once per generation.
+	EventScheduled EventKind = "scheduled"
 )
 
 // Event is one step in a task's life. The last event of a task is also its
@@ -71,6 +75,12 @@ type Event struct {
 	Detail string `json:"detail,omitempty"`
 	// Host is the host of the task's page URL (never the whole URL).
 	Host string `json:"host,omitempty"`
+	// Until is when a scheduled task's solve starts (scheduled): use_at
+	// less the lead the worker allowed for the solve, or not_before.
+	Until time.Time `json:"until,omitzero"`
+	// LeadMS is the lead in milliseconds the worker allowed before use_at
+	// (scheduled): the kind's 90th-percentile solve time as it knew it.
+	LeadMS int64 `json:"lead_ms,omitempty"`
 }
 
 // ParseEvent reads an event record; false when b is not one.

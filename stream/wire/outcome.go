@@ -66,6 +66,12 @@ type Outcome struct {
 	CaptchaID string `json:"captcha_id,omitempty"`
 	// SolvedAt is when the answer arrived; zero when dead.
 	SolvedAt time.Time `json:"solved_at,omitzero"`
+	// UseAt is the task's use_at, as an instant, when it named one.
+	UseAt time.Time `json:"use_at,omitzero"`
+	// LifetimeAtUseS is how much of the token's lifetime was left at UseAt,
+	// in seconds (ExpiresAt − UseAt; negative when the token expired
+	// before it); 0 and absent without a use_at or when dead.
+	LifetimeAtUseS float64 `json:"lifetime_at_use_s,omitempty"`
 }
 
 // Text returns the solution as plain text: the token or text answer itself,

@@ -30,6 +30,14 @@ type Task struct {
 	// Deadline is when the answer stops being useful. Submit sets the
 	// producer's default (10 minutes) when it is zero.
 	Deadline time.Time `json:"deadline,omitzero"`
+	// UseAt is when the producer will use the token: the worker starts the
+	// solve that long before it that the token arrives shortly before (the
+	// kind's learned 90th-percentile solve time), so the token has most of
+	// its lifetime left when it is used. Zero: solve at once.
+	UseAt When `json:"use_at,omitzero"`
+	// NotBefore is when the solve may start at the earliest: alone, a task
+	// scheduled for then; with UseAt, a bound on how early it starts.
+	NotBefore When `json:"not_before,omitzero"`
 }
 
 // Priority orders tasks: every queued high-priority task starts before any
@@ -121,7 +129,9 @@ func (e *TaskError) Unwrap() []error { return []error{ErrInvalidTask, e.Err} }
 
 // Validate checks everything about a task that can be checked without the
 // service: the id (when set), the method and its parameters (solver.Validate,
-// the one place that knows them), the priority and the deadline.
+// the one place that knows them), the priority, the deadline, and use_at and
+// not_before (not passed by more than PastTolerance, not_before not after
+// use_at, neither after the deadline).
 func (t *Task) Validate(now time.Time) error {
 	wrap := func(err error) error { return &TaskError{ID: t.ID, Err: err} }
 	if t.ID != "" {
@@ -142,6 +152,9 @@ func (t *Task) Validate(now time.Time) error {
 	}
 	if !t.Deadline.IsZero() && !t.Deadline.After(now) {
 		return wrap(fmt.Errorf("deadline %s: already passed", t.Deadline.Format(time.RFC3339)))
+	}
+	if err := t.checkSchedule(now); err != nil {
+		return wrap(err)
 	}
 	return nil
 }
@@ -168,10 +181,38 @@ func ParseTask(b []byte) (Task, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&t); err != nil {
+		if ferr := scheduleFieldError(b); ferr != nil {
+			return Task{}, &TaskError{Err: ferr}
+		}
 		return Task{}, &TaskError{Err: fmt.Errorf("not a task object: %w", err)}
 	}
 	if dec.More() {
 		return Task{}, &TaskError{ID: t.ID, Err: errors.New("trailing data after the task object")}
 	}
 	return t, nil
+}
+
+// scheduleFieldError names use_at or not_before when one of them is what
+// makes b unreadable, which the JSON decoder's error does not.
+func scheduleFieldError(b []byte) error {
+	var raw struct {
+		UseAt     json.RawMessage `json:"use_at"`
+		NotBefore json.RawMessage `json:"not_before"`
+	}
+	if json.Unmarshal(b, &raw) != nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    json.RawMessage
+	}{{"use_at", raw.UseAt}, {"not_before", raw.NotBefore}} {
+		if len(f.v) == 0 {
+			continue
+		}
+		var w When
+		if err := w.UnmarshalJSON(f.v); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	return nil
 }

@@ -43,6 +43,9 @@ type delivery struct {
 	thread Thread
 	// assumed is true while st is an assumption (first delivery), not a read.
 	assumed bool
+	// useAt and notBefore are the task's, as instants on the broker's
+	// clock (zero: none).
+	useAt, notBefore time.Time
 }
 
 // resume finishes a generation that an earlier delivery took to its end
@@ -95,6 +98,12 @@ func (d *delivery) admit(ctx context.Context) (base wire.Event, crashed bool, ok
 	if v, ok := startVerdict(d.x.Policy, carried, crashed, d.deadline, d.x.Now()); !ok {
 		d.deadLetter(ctx, base, v)
 		return base, crashed, false
+	}
+	if carried.Attempts == 0 && !crashed {
+		if until, lead, ok := d.notDue(); ok {
+			d.wait(ctx, base, until, lead)
+			return base, crashed, false
+		}
 	}
 	return base, crashed, true
 }

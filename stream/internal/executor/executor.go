@@ -72,6 +72,16 @@ type Executor struct {
 	// Abandon ends when the worker stops with the broker out of reach:
 	// writes still to make give up then.
 	Abandon func() context.Context
+	// Lead is how long before a task's use_at its solve starts: the
+	// kind's 90th-percentile solve time as the worker knows it.
+	Lead func(method string, params wire.Params) time.Duration
+	// WakeAt makes the dispatcher look at lane's consumers when a task
+	// handed back until it is due comes due, however far off that is: a
+	// hint, which a restart may forget, since the stream keeps the task.
+	WakeAt func(d time.Duration, lane wire.Lane)
+	// ScheduleCheck bounds how long a task that is not due waits between
+	// deliveries, so that a cancel of it ends it within that time.
+	ScheduleCheck time.Duration
 }
 
 // Thread is the plan thread a delivery holds while the service works on

@@ -41,6 +41,9 @@ func (d *delivery) finishSolved(ctx context.Context, ev wire.Event, ans solver.A
 	out := wire.Outcome{ID: d.id, Status: wire.StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
 		Attempts: ev.Attempts, SolveSeconds: roundSeconds(end.Sub(start)), ExpiresAt: ev.ExpiresAt,
 		Method: d.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: end}
+	if !d.useAt.IsZero() {
+		out.UseAt, out.LifetimeAtUseS = d.useAt, roundSeconds(out.ExpiresAt.Sub(d.useAt))
+	}
 	// Paid for: a broker out of reach (a restart) is waited for while the
 	// token lives, the task held meanwhile, so that its heartbeats name it
 	// and no redelivery pays again.

@@ -45,9 +45,11 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 	if d.invalid == nil {
 		d.invalid = d.task.ValidateShape()
 	}
+	d.useAt, d.notBefore = d.task.UseAt.From(md.Timestamp), d.task.NotBefore.From(md.Timestamp)
 	d.deadline = d.task.Deadline
 	if d.deadline.IsZero() {
-		d.deadline = md.Timestamp.Add(x.DefaultDeadline)
+		// The default window counts from when the task may start.
+		d.deadline = latest(md.Timestamp, d.useAt, d.notBefore).Add(x.DefaultDeadline)
 	}
 	// A deadline is an instant on the broker's clock (the publish stamp
 	// above; the producer's, read from the broker): the worker judges it on

@@ -75,7 +75,8 @@ func eventRecord(d *delivery, ev wire.Event) (record, error) {
 	}
 	msg := nats.NewMsg(wire.EventSubject(d.id))
 	msg.Data = b
-	yields := ev.Kind == wire.EventAttempt || ev.Kind == wire.EventRetry || ev.Kind == wire.EventSnooze || ev.Kind == wire.EventHandback
+	yields := ev.Kind == wire.EventAttempt || ev.Kind == wire.EventRetry || ev.Kind == wire.EventSnooze || ev.Kind == wire.EventHandback ||
+		ev.Kind == wire.EventScheduled
 	return record{msg: msg, yields: yields,
 		apply: func(st *taskstore.GenState, seq uint64) { st.Last, st.LastSeq = ev, seq },
 		in: func(st taskstore.GenState) bool {
