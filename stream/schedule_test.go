@@ -281,7 +281,7 @@ func TestScheduledTaskSurvivesRestarts(t *testing.T) {
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	start(port)
-	js, err := JetStream(connect(), "")
+	js, err := jetStream(connect(), "")
 	require.NoError(t, err)
 	_, err = EnsureTopology(ctx, js.Conn(), top, true) // the token stream is in memory
 	require.NoError(t, err)
