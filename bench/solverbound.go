@@ -101,12 +101,18 @@ type solverBoundResult struct {
 	Failed      map[string]int // failed attempts (retried or dead) by code, whole run
 }
 
+// measuredWindow is the wall clock a solver-bound row measures over
+// (-solver-window, else 30 s, 10 s with -quick).
+func (b *bench) measuredWindow() time.Duration {
+	if b.solverWindow > 0 {
+		return b.solverWindow
+	}
+	return time.Duration(b.pick(10, 30)) * time.Second
+}
+
 func (b *bench) solverBound() error {
 	const scale = 0.1
-	window := time.Duration(b.pick(10, 30)) * time.Second
-	if b.solverWindow > 0 {
-		window = b.solverWindow
-	}
+	window := b.measuredWindow()
 	fmt.Printf("## 2. Solver-bound: captchaq end to end against the emulator over HTTP\n\n")
 	fmt.Printf("Solve times uniform: realistic mix reCAPTCHA v2 15–60 s, Turnstile 5–15 s, images 2–8 s (one third each); the fast service 0.5–1.3 s for all three. "+
 		"Time scale %.2f (0.5 for the fast-service rows; emulator `TimeScale`, solver `Timing.Scale`, in.php spacing and ban window scaled alike), so 1 s of wall clock is %.0f s of real time; "+

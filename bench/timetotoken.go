@@ -41,10 +41,7 @@ func userRow(name string, quota, early bool) solverScenario {
 
 func (b *bench) timeToToken() error {
 	const scale = 0.1
-	window := time.Duration(b.pick(10, 30)) * time.Second
-	if b.solverWindow > 0 {
-		window = b.solverWindow
-	}
+	window := b.measuredWindow()
 	fmt.Printf("## Time to token: the configuration users run\n\n")
 	fmt.Printf("Plan 15 threads at the emulator (CaptchaAI as documented: no multi-id polls), five workers of 20 threads, every kind solved in 5–15 s (uniform), "+
 		"the workers' flags at their defaults (adaptive polling one by one, timings shared through the bucket every 30 s of real time); time scale %.2f; "+

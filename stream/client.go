@@ -168,7 +168,7 @@ func (c *Client) Prepare(t Task) (Task, error) {
 		// producer whose clock is off does not shorten or stretch it. A
 		// deadline the caller gives is an instant of its own clock. The
 		// default window counts from when the task may start.
-		t.Deadline = latestOf(c.brokerTime(now), t.UseAt.At, t.NotBefore.At).Add(c.cfg.DefaultDeadline)
+		t.Deadline = wire.Latest(c.brokerTime(now), t.UseAt.At, t.NotBefore.At).Add(c.cfg.DefaultDeadline)
 		now = c.brokerTime(now)
 	}
 	for _, f := range []struct {
@@ -346,15 +346,4 @@ func (c *Client) publishMsg(ctx context.Context, t Task, msg *nats.Msg) (*jetstr
 // continue the producer's.
 func injectTrace(ctx context.Context, msg *nats.Msg) {
 	tracing.Inject(ctx, msg.Header)
-}
-
-// latestOf is the latest of its instants.
-func latestOf(ts ...time.Time) time.Time {
-	var out time.Time
-	for _, t := range ts {
-		if t.After(out) {
-			out = t
-		}
-	}
-	return out
 }

@@ -131,3 +131,16 @@ func (t *Task) checkSchedule(now time.Time) error {
 	}
 	return nil
 }
+
+// Latest is the latest of its instants (zero ones count for nothing): a
+// task's default deadline counts from the latest of its submission,
+// use_at and not_before, on the producer's side and the worker's alike.
+func Latest(ts ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range ts {
+		if t.After(out) {
+			out = t
+		}
+	}
+	return out
+}

@@ -49,7 +49,7 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 	d.deadline = d.task.Deadline
 	if d.deadline.IsZero() {
 		// The default window counts from when the task may start.
-		d.deadline = latest(md.Timestamp, d.useAt, d.notBefore).Add(x.DefaultDeadline)
+		d.deadline = wire.Latest(md.Timestamp, d.useAt, d.notBefore).Add(x.DefaultDeadline)
 	}
 	// A deadline is an instant on the broker's clock (the publish stamp
 	// above; the producer's, read from the broker): the worker judges it on

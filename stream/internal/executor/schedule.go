@@ -15,17 +15,6 @@ import (
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
-// latest is the latest of its non-zero instants.
-func latest(ts ...time.Time) time.Time {
-	var out time.Time
-	for _, t := range ts {
-		if t.After(out) {
-			out = t
-		}
-	}
-	return out
-}
-
 // notDue reports whether the delivered task is not due yet, with when it
 // is (on the worker's clock) and the lead allowed before use_at.
 func (d *delivery) notDue() (until time.Time, lead time.Duration, ok bool) {
@@ -35,7 +24,7 @@ func (d *delivery) notDue() (until time.Time, lead time.Duration, ok bool) {
 	start := d.notBefore
 	if !d.useAt.IsZero() {
 		lead = d.x.Lead(d.task.Method, d.task.Params)
-		start = latest(d.useAt.Add(-lead), d.notBefore)
+		start = wire.Latest(d.useAt.Add(-lead), d.notBefore)
 	}
 	// An instant on the broker's clock, as the deadline is.
 	start = start.Add(-d.x.Clock.Offset())
