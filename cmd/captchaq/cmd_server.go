@@ -142,6 +142,14 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("connect in-process: %w", err)
 	}
 	defer nc.Close()
+	// A site whose producers' link logs in as the streams' link user gives
+	// its producers the streams' account: drop such links and say so.
+	if cid, err := nc.GetClientID(); err == nil {
+		if acc := broker.AccountOf(ns, cid); acc != "" {
+			stopLeafGuard := broker.GuardLeafLinks(ns, acc, log)
+			defer stopLeafGuard()
+		}
+	}
 	stopGuard, err := guardStore(ns, nc, top.topology(), log, func() error {
 		return ensureTopology(ctx, nc, top.topology(), -1, false)
 	})

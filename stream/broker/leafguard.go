@@ -125,3 +125,18 @@ func GuardLeafLinks(ns *server.Server, account string, log *slog.Logger) (stop f
 	var once sync.Once
 	return func() { once.Do(func() { close(done); <-finished }) }
 }
+
+// AccountOf is the name of the account of ns's client connection cid
+// ("$G", nats-server's global account, in a config without accounts), or
+// "" when ns has no such connection. The account captchaq server's admin
+// connection is in is the streams' account.
+func AccountOf(ns *server.Server, cid uint64) string {
+	cz, err := ns.Connz(&server.ConnzOptions{CID: cid, Username: true})
+	if err != nil || cz == nil || len(cz.Conns) != 1 {
+		return ""
+	}
+	if a := cz.Conns[0].Account; a != "" {
+		return a
+	}
+	return server.DEFAULT_GLOBAL_ACCOUNT
+}
