@@ -14,7 +14,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // errorRecords is a slog handler that hands every record at Error to a
@@ -53,6 +55,11 @@ func hubLinks(t *testing.T, hub *server.Server, site, account string) []uint64 {
 	return ids
 }
 
+// hubGuard is what captchaq server guards at the shipped hub.conf.
+func hubGuard(log *slog.Logger) broker.LeafGuard {
+	return broker.LeafGuard{Account: "CAPTCHAQ", WorkerSubjects: []string{wire.SubjectStored + ".tasks."}, Logger: log}
+}
+
 // bothLinksAsSite edits a site's config so that both remotes log in as
 // user "site", as with CAPTCHAQ_HUB_PRODUCERS_LEAF_URL copied from
 // CAPTCHAQ_HUB_LEAF_URL.
@@ -73,10 +80,10 @@ func TestHubDropsASitesProducersLinkedAsTheSiteUser(t *testing.T) {
 	name := s.site.Name()
 	first := hubLinks(t, s.hub, name, "CAPTCHAQ")
 	require.Len(t, first, 2, "both of the site's links are in the streams' account")
-	require.Equal(t, []broker.MislinkedSite{{Server: name, Links: first}}, broker.MislinkedSites(s.hub, "CAPTCHAQ"))
+	require.Equal(t, []broker.MislinkedSite{{Server: name, What: broker.BothInStreamsAccount, Links: first}}, hubGuard(nil).MislinkedSites(s.hub))
 
 	errs := make(errorRecords, 16)
-	stop := broker.GuardLeafLinks(s.hub, "CAPTCHAQ", slog.New(errs))
+	stop := broker.GuardLeafLinks(s.hub, hubGuard(slog.New(errs)))
 	t.Cleanup(stop)
 	select {
 	case r := <-errs:
@@ -118,7 +125,27 @@ func TestHubKeepsCorrectlyLinkedSites(t *testing.T) {
 			require.Len(t, before, 1)
 			producers := hubLinks(t, s.hub, good, "PRODUCERS")
 			require.Len(t, producers, 1)
-			require.Empty(t, broker.MislinkedSites(s.hub, "CAPTCHAQ"))
+			// A worker at the site: its subscriptions cross the streams' link.
+			wnc, _ := roleConn(t, s.site, "worker")
+			w, err := NewWorker(testContext(t), wnc, WorkerConfig{Topology: Topology{Domain: "hub"}, Threads: 1, IdleCheck: 50 * time.Millisecond,
+				Solver: solver.Func(func(context.Context, solver.Request) (solver.Answer, error) {
+					return solver.Answer{}, fmt.Errorf("no task is submitted here")
+				})})
+			require.NoError(t, err)
+			runWorker(t, w)
+			require.Eventually(t, func() bool {
+				lz, err := s.hub.Leafz(&server.LeafzOptions{Subscriptions: true, Account: "CAPTCHAQ"})
+				require.NoError(t, err)
+				for _, l := range lz.Leafs {
+					for _, sub := range l.Subs {
+						if l.Name == good && strings.HasPrefix(sub, wire.SubjectStored+".tasks.") {
+							return true
+						}
+					}
+				}
+				return false
+			}, 30*time.Second, 10*time.Millisecond, "the site's worker's subscriptions reach the hub")
+			require.Empty(t, hubGuard(nil).MislinkedSites(s.hub))
 
 			// A second site, on the same hub, with both links as "site".
 			bopts, err := server.ProcessConfigFile(filepath.Join("..", "testdata", "leaf", "site.conf"))
@@ -135,7 +162,7 @@ func TestHubKeepsCorrectlyLinkedSites(t *testing.T) {
 				30*time.Second, 10*time.Millisecond)
 
 			errs := make(errorRecords, 16)
-			stop := broker.GuardLeafLinks(s.hub, "CAPTCHAQ", slog.New(errs))
+			stop := broker.GuardLeafLinks(s.hub, hubGuard(slog.New(errs)))
 			t.Cleanup(stop)
 			select {
 			case r := <-errs:
@@ -149,4 +176,57 @@ func TestHubKeepsCorrectlyLinkedSites(t *testing.T) {
 			require.Empty(t, errs)
 		})
 	}
+}
+
+// A site whose two URLs are swapped has its producers in the hub's
+// streams' account and its workers in the producers' account, where they
+// cannot work (they say the stream does not answer). Once a worker runs
+// there, its subscriptions cross the producers' link: the hub drops both
+// of the site's links and says which site and what to fix.
+func TestHubDropsASitesSwappedLinks(t *testing.T) {
+	t.Parallel()
+	top := Topology{Domain: "hub"}
+	s := startSitesWith(t, top, "site.conf", true, func(opts *server.Options) {
+		for _, r := range opts.LeafNode.Remotes {
+			for _, u := range r.URLs {
+				if r.LocalAccount == "PRODUCERS" {
+					u.User = url.UserPassword("site", sitePassword)
+				} else {
+					u.User = url.UserPassword("site-producers", siteProducersPassword)
+				}
+			}
+		}
+	})
+	name := s.site.Name()
+	streams, producers := hubLinks(t, s.hub, name, "CAPTCHAQ"), hubLinks(t, s.hub, name, "PRODUCERS")
+	require.Len(t, streams, 1)
+	require.Len(t, producers, 1)
+	// Until a worker runs at the site, the hub cannot tell.
+	require.Empty(t, hubGuard(nil).MislinkedSites(s.hub))
+
+	ctx := testContext(t)
+	wnc, _ := roleConn(t, s.site, "worker")
+	w, err := NewWorker(ctx, wnc, WorkerConfig{Topology: top, Threads: 1, IdleCheck: 50 * time.Millisecond,
+		Solver: solver.Func(func(context.Context, solver.Request) (solver.Answer, error) {
+			return solver.Answer{}, fmt.Errorf("no task reaches a worker linked to the producers' account")
+		})})
+	require.NoError(t, err)
+	runWorker(t, w)
+
+	errs := make(errorRecords, 16)
+	stop := broker.GuardLeafLinks(s.hub, hubGuard(slog.New(errs)))
+	t.Cleanup(stop)
+	select {
+	case r := <-errs:
+		text := recordText(r)
+		require.Contains(t, text, "swapped")
+		require.Contains(t, text, "site_server="+name)
+		require.Contains(t, text, "CAPTCHAQ_HUB_LEAF_URL must log in as site and CAPTCHAQ_HUB_PRODUCERS_LEAF_URL as site-producers")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no error about the site's swapped links")
+	}
+	require.Eventually(t, func() bool {
+		return !slices.Contains(hubLinks(t, s.hub, name, "CAPTCHAQ"), streams[0]) &&
+			!slices.Contains(hubLinks(t, s.hub, name, "PRODUCERS"), producers[0])
+	}, 30*time.Second, 10*time.Millisecond, "both links are dropped")
 }

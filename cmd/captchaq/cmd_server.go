@@ -21,6 +21,7 @@ import (
 	"github.com/captchaq/captchaq/dashboard"
 	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // adminFlags name the account `captchaq server` uses, in process, to create
@@ -146,7 +147,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// its producers the streams' account: drop such links and say so.
 	if cid, err := nc.GetClientID(); err == nil {
 		if acc := broker.AccountOf(ns, cid); acc != "" {
-			stopLeafGuard := broker.GuardLeafLinks(ns, acc, log)
+			stopLeafGuard := broker.GuardLeafLinks(ns, broker.LeafGuard{Account: acc, Logger: log,
+				// A worker's wake-ups: no producer may subscribe to them.
+				WorkerSubjects: []string{wire.SubjectStored + ".tasks."}})
 			defer stopLeafGuard()
 		}
 	}
