@@ -21,6 +21,7 @@ import (
 	"github.com/captchaq/captchaq/dashboard"
 	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // adminFlags name the account `captchaq server` uses, in process, to create
@@ -142,6 +143,16 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("connect in-process: %w", err)
 	}
 	defer nc.Close()
+	// A site whose producers' link logs in as the streams' link user gives
+	// its producers the streams' account: drop such links and say so.
+	if cid, err := nc.GetClientID(); err == nil {
+		if acc := broker.AccountOf(ns, cid); acc != "" {
+			stopLeafGuard := broker.GuardLeafLinks(ns, broker.LeafGuard{Account: acc, Logger: log,
+				// A worker's wake-ups: no producer may subscribe to them.
+				WorkerSubjects: []string{wire.SubjectStored + ".tasks."}})
+			defer stopLeafGuard()
+		}
+	}
 	stopGuard, err := guardStore(ns, nc, top.topology(), log, func() error {
 		return ensureTopology(ctx, nc, top.topology(), -1, false)
 	})
