@@ -20,7 +20,10 @@ func TestPlanQuotaHoldsAcrossWorkersAndIsUsedInFull(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
-	api, sc := emulator(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: fixed(60 * time.Millisecond)}}, 0.002)
+	// Each captcha stays 300 ms at the service: long enough that the plan
+	// fills even when a loaded machine is slow to hand threads on (at
+	// 60 ms it peaked at 11 of 15 under the race detector).
+	api, sc := emulator(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: fixed(300 * time.Millisecond)}}, 0.002)
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
 	require.NoError(t, SetPlan(ctx, js.Conn(), b.top, 15))
