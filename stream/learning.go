@@ -124,7 +124,7 @@ func (w *Worker) shareLearning(ctx context.Context) func() {
 		// A window is a plan size only once the service has refused a
 		// submission for want of threads.
 		if n := w.learner.PlanWindow(); n > 0 && w.learner.PlanReached() && err == nil {
-			err = store.PutWindow(ctx, w.cfg.Name, n, w.cfg.Now())
+			err = store.putWindow(ctx, w.cfg.Name, n, w.cfg.Now())
 		}
 		if err != nil && ctx.Err() == nil && !warned {
 			warned = true

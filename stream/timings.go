@@ -152,12 +152,12 @@ func (s *Timings) Load(ctx context.Context) (map[string]solver.Learned, error) {
 const planWindowsKey = "plan_windows"
 
 // windowFresh is how long a worker's plan window counts after it wrote it:
-// a worker that stopped writing is gone. Timings.PutWindow and Windows
-// state its value to users.
+// a worker that stopped writing is gone. Stats.LearnedPlan states its
+// value to users.
 const windowFresh = 2 * time.Minute
 
-// PlanWindow is one worker's learned plan window.
-type PlanWindow struct {
+// planWindow is one worker's learned plan window.
+type planWindow struct {
 	// Limit is how many captchas the worker keeps on the service's threads
 	// at most.
 	Limit int `json:"limit"`
@@ -165,12 +165,12 @@ type PlanWindow struct {
 	At time.Time `json:"at"`
 }
 
-// PutWindow records worker's learned plan window limit at now, and drops
+// putWindow records worker's learned plan window limit at now, and drops
 // the windows of workers silent for 2 minutes.
-func (s *Timings) PutWindow(ctx context.Context, worker string, limit int, now time.Time) error {
+func (s *Timings) putWindow(ctx context.Context, worker string, limit int, now time.Time) error {
 	for range mergeTries {
 		e, err := s.kv.Get(ctx, planWindowsKey)
-		ws := map[string]PlanWindow{}
+		ws := map[string]planWindow{}
 		if err == nil {
 			_ = json.Unmarshal(e.Value(), &ws) // unreadable: replaced
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -181,7 +181,7 @@ func (s *Timings) PutWindow(ctx context.Context, worker string, limit int, now t
 				delete(ws, name)
 			}
 		}
-		ws[worker] = PlanWindow{Limit: limit, At: now}
+		ws[worker] = planWindow{Limit: limit, At: now}
 		b, _ := json.Marshal(ws)
 		if e == nil {
 			_, err = s.kv.Create(ctx, planWindowsKey, b)
@@ -200,9 +200,9 @@ func (s *Timings) PutWindow(ctx context.Context, worker string, limit int, now t
 	return fmt.Errorf("plan windows: still updated by others after %d tries", mergeTries)
 }
 
-// Windows returns the plan windows of the workers that wrote theirs within
+// windows returns the plan windows of the workers that wrote theirs within
 // 2 minutes of now, by worker name.
-func (s *Timings) Windows(ctx context.Context, now time.Time) (map[string]PlanWindow, error) {
+func (s *Timings) windows(ctx context.Context, now time.Time) (map[string]planWindow, error) {
 	e, err := s.kv.Get(ctx, planWindowsKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil
@@ -210,7 +210,7 @@ func (s *Timings) Windows(ctx context.Context, now time.Time) (map[string]PlanWi
 	if err != nil {
 		return nil, fmt.Errorf("plan windows: %w", err)
 	}
-	ws := map[string]PlanWindow{}
+	ws := map[string]planWindow{}
 	_ = json.Unmarshal(e.Value(), &ws)
 	for name, w := range ws {
 		if now.Sub(w.At) > windowFresh {
@@ -230,7 +230,7 @@ func (c *Client) learnedPlan(ctx context.Context, st *Stats, now time.Time) erro
 	if err != nil {
 		return fmt.Errorf("timings bucket %s: %w", TimingsBucket, err)
 	}
-	ws, err := (&Timings{kv: kv}).Windows(ctx, now)
+	ws, err := (&Timings{kv: kv}).windows(ctx, now)
 	if err != nil {
 		return err
 	}

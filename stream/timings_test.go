@@ -201,11 +201,11 @@ func TestStatsShowLearnedPlan(t *testing.T) {
 	ts, err := OpenTimings(ctx, js.Conn(), b.top)
 	require.NoError(t, err)
 	now := time.Now()
-	require.NoError(t, ts.PutWindow(ctx, "gone", 40, now.Add(-windowFresh-time.Second)))
-	require.NoError(t, ts.PutWindow(ctx, "w1", 7, now))
-	require.NoError(t, ts.PutWindow(ctx, "w2", 8, now))
-	require.NoError(t, ts.PutWindow(ctx, "stopped", 100, now))
-	require.NoError(t, ts.PutWindow(ctx, "silent", 200, now))
+	require.NoError(t, ts.putWindow(ctx, "gone", 40, now.Add(-windowFresh-time.Second)))
+	require.NoError(t, ts.putWindow(ctx, "w1", 7, now))
+	require.NoError(t, ts.putWindow(ctx, "w2", 8, now))
+	require.NoError(t, ts.putWindow(ctx, "stopped", 100, now))
+	require.NoError(t, ts.putWindow(ctx, "silent", 200, now))
 	// Only the workers alive count: w1 and w2 beat, "stopped" said it
 	// stopped, "silent" sent no heartbeat.
 	for _, wi := range []WorkerInfo{{Name: "w1", Threads: 1, At: now}, {Name: "w2", Threads: 1, At: now}, {Name: "stopped", Threads: 1, At: now, Stopped: true}} {

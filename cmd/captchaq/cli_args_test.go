@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver/fakeapi"
@@ -115,14 +118,20 @@ func TestStatsPlanOnlyFromLiveWorkersThatSawRefusals(t *testing.T) {
 	_, err = client.Wait(ctx, "p1")
 	require.NoError(t, err)
 	require.Zero(t, api.Stats().Codes["ERROR_ZERO_BALANCE"], "the emulator refused nothing")
-	store, err := stream.OpenTimings(ctx, js.Conn(), stream.Topology{})
+	// The workers' plan windows, as they store them in the timings bucket:
+	// {"<worker>":{"limit":N,"at":T}} under one key.
+	kv, err := js.KeyValue(ctx, stream.TimingsBucket)
 	require.NoError(t, err)
+	const windowsKey = "plan_windows"
 	// Fifteen sharing intervals pass: still no window, for want of a
 	// refusal (a worker that shared its window would have at the first).
 	require.Never(t, func() bool {
-		ws, err := store.Windows(ctx, time.Now())
+		_, err := kv.Get(ctx, windowsKey)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return false
+		}
 		require.NoError(t, err)
-		return len(ws) > 0
+		return true
 	}, 1500*time.Millisecond, 50*time.Millisecond, "no refusal seen: no window shared")
 	r := captchaq(t, natsURL, "stats")
 	require.Zero(t, r.code, r.stderr)
@@ -130,8 +139,10 @@ func TestStatsPlanOnlyFromLiveWorkersThatSawRefusals(t *testing.T) {
 	require.NotContains(t, r.stdout, "--plan-threads")
 
 	// A window of a worker that is gone counts for nothing.
-	require.NoError(t, store.PutWindow(ctx, "live-w", 7, time.Now()))
-	require.NoError(t, store.PutWindow(ctx, "gone-w", 350, time.Now()))
+	windows, _ := json.Marshal(map[string]any{"live-w": map[string]any{"limit": 7, "at": time.Now()},
+		"gone-w": map[string]any{"limit": 350, "at": time.Now()}})
+	_, err = kv.Put(ctx, windowsKey, windows)
+	require.NoError(t, err)
 	r = captchaq(t, natsURL, "stats")
 	require.Zero(t, r.code, r.stderr)
 	require.Contains(t, r.stdout, "captchaq init --plan-threads 7\n", r.stdout)
