@@ -1,0 +1,81 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver/fakeapi"
+)
+
+// A raw producer's task whose use_at and not_before are in different forms
+// (one a duration from submission, one an instant) with not_before after
+// use_at is as invalid as the same task in one form: the worker, which
+// knows the store time, ends it at once naming not_before, rather than
+// starting the solve after the token was to be used.
+func TestRawScheduleMixedFormsNotBeforeAfterUseAt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
+	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: 50 * time.Millisecond})
+	js, _ := b.raw(t)
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	for _, c := range []struct{ id, useAt, notBefore string }{
+		{"mixed-1", `"1s"`, `"` + later + `"`},
+		{"mixed-2", `"` + time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano) + `"`, `"1h"`},
+	} {
+		body := fmt.Sprintf(`{"id":%q,"method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/a"},"use_at":%s,"not_before":%s}`,
+			c.id, c.useAt, c.notBefore)
+		publishRaw(ctx, t, js, "captcha.tasks.fast.normal."+c.id, body, map[string]string{"Nats-Msg-Id": c.id})
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		out, err := b.client.Wait(wctx, c.id)
+		cancel()
+		require.ErrorIs(t, err, ErrNotSolved, c.id)
+		require.Equal(t, StatusDead, out.Status, c.id)
+		require.Equal(t, "invalid-task", out.Reason, c.id)
+		require.Contains(t, out.Detail+out.Error, "not_before", c.id)
+	}
+	require.Zero(t, api.Stats().InCalls, "the service never heard of them")
+}
+
+// A raw producer's use_at or not_before further away than the stream keeps
+// a task would have the task wait until the stream drops it, without an
+// outcome: the worker ends it at once as invalid, naming the field.
+func TestRawScheduleBeyondRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
+	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: 50 * time.Millisecond})
+	js, _ := b.raw(t)
+	for _, c := range []struct{ id, field, value string }{
+		{"far-1", "use_at", "9999-12-31T23:59:59Z"},
+		{"far-2", "not_before", "2562047h"},
+		{"far-3", "use_at", "720h"},
+	} {
+		body := fmt.Sprintf(`{"id":%q,"method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/a"},%q:%q}`,
+			c.id, c.field, c.value)
+		publishRaw(ctx, t, js, "captcha.tasks.fast.normal."+c.id, body, map[string]string{"Nats-Msg-Id": c.id})
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		out, err := b.client.Wait(wctx, c.id)
+		cancel()
+		require.ErrorIs(t, err, ErrNotSolved, c.id)
+		require.Equal(t, StatusDead, out.Status, c.id)
+		require.Equal(t, "invalid-task", out.Reason, c.id)
+		require.Contains(t, out.Detail+out.Error, c.field, c.id)
+	}
+	require.Zero(t, api.Stats().InCalls, "the service never heard of them")
+}
+
+// The zero instant is a moment like any other in the JSON form: a use_at
+// of 0001-01-01T00:00:00Z is not the same as no use_at.
+func TestParseWhenZeroInstant(t *testing.T) {
+	t.Parallel()
+	_, err := ParseTask([]byte(`{"method":"turnstile","params":{},"use_at":"0001-01-01T00:00:00Z"}`))
+	require.ErrorIs(t, err, ErrInvalidTask)
+	require.Contains(t, err.Error(), "use_at")
+}
