@@ -79,3 +79,40 @@ func TestParseWhenZeroInstant(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidTask)
 	require.Contains(t, err.Error(), "use_at")
 }
+
+// A dead letter of a task that was still waiting for its time (canceled
+// while scheduled) replays as a task that waits for the same time and is
+// then solved: the replay's deadline counts from when it may start, as a
+// submission's does, not from the replay, which would expire it before.
+func TestReplayOfScheduledTaskKeepsItsTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	// A default deadline of a second, so that a replay deadline counted from
+	// the replay runs out before not_before.
+	client, err := NewClient(ctx, b.nc, ClientConfig{Name: "short-deadline", DefaultDeadline: time.Second})
+	require.NoError(t, err)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
+	obs, scheduled := observed(EventScheduled)
+	b.startWorker(t, WorkerConfig{Solver: sc, Observer: obs, ScheduleCheck: 50 * time.Millisecond})
+
+	notBefore := time.Now().Add(4 * time.Second)
+	task := turnstileTask("replay-later")
+	task.NotBefore = At(notBefore)
+	_, err = client.Submit(ctx, task)
+	require.NoError(t, err)
+	await(ctx, t, scheduled, "the scheduled event")
+	_, err = client.Cancel(ctx, task.ID, "changed my mind")
+	require.NoError(t, err)
+	out, err := client.Wait(ctx, task.ID)
+	require.ErrorIs(t, err, ErrNotSolved)
+	require.Equal(t, "canceled", out.Reason)
+
+	_, err = client.Replay(ctx, task.ID)
+	require.NoError(t, err)
+	out, err = client.Wait(ctx, task.ID)
+	require.NoError(t, err, "%+v", out)
+	require.Equal(t, StatusSolved, out.Status)
+	require.False(t, out.SolvedAt.Before(notBefore), "solved at %v, before not_before %v", out.SolvedAt, notBefore)
+	require.Equal(t, 1, api.Stats().Submitted)
+}
