@@ -116,3 +116,32 @@ func TestReplayOfScheduledTaskKeepsItsTime(t *testing.T) {
 	require.False(t, out.SolvedAt.Before(notBefore), "solved at %v, before not_before %v", out.SolvedAt, notBefore)
 	require.Equal(t, 1, api.Stats().Submitted)
 }
+
+// A worker whose clock is three minutes off, ahead or behind, starts a task
+// with not_before neither early nor late: not_before is an instant on the
+// broker's clock, as the deadline is.
+func TestScheduleWorkerClockSkew(t *testing.T) {
+	t.Parallel()
+	for _, skew := range []time.Duration{3 * time.Minute, -3 * time.Minute} {
+		t.Run(skew.String(), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, Topology{})
+			ctx := testContext(t)
+			api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
+			b.startWorker(t, WorkerConfig{Solver: sc, Now: func() time.Time { return time.Now().Add(skew) }, ScheduleCheck: 100 * time.Millisecond})
+			notBefore := time.Now().Add(2 * time.Second)
+			task := turnstileTask("skewed")
+			task.NotBefore = At(notBefore)
+			_, err := b.client.Submit(ctx, task)
+			require.NoError(t, err)
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			out, err := b.client.Wait(wctx, task.ID)
+			require.NoError(t, err, "solved within 20 s, not a skew late")
+			require.Equal(t, StatusSolved, out.Status)
+			require.False(t, time.Now().Before(notBefore), "the answer came before not_before")
+			require.Equal(t, 1, api.Stats().Submitted)
+			require.True(t, time.Now().Before(notBefore.Add(10*time.Second)), "not late by the skew")
+		})
+	}
+}
