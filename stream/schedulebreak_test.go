@@ -145,3 +145,27 @@ func TestScheduleWorkerClockSkew(t *testing.T) {
 		})
 	}
 }
+
+// Tasks waiting for their time do not starve the due tasks of their lane:
+// with a lane limit of two, two normal tasks scheduled an hour on leave the
+// lane's due tasks to be solved now, not in an hour.
+func TestScheduledTasksDoNotFillTheLaneLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{LaneLimits: map[Lane]int{LaneFast: 2}})
+	ctx := testContext(t)
+	_, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
+	obs, scheduled := observed(EventScheduled)
+	b.startWorker(t, WorkerConfig{Solver: sc, Observer: obs, ScheduleCheck: 100 * time.Millisecond})
+	for _, id := range []string{"later-a", "later-b"} {
+		task := turnstileTask(id)
+		task.NotBefore = In(time.Hour)
+		_, err := b.client.Submit(ctx, task)
+		require.NoError(t, err)
+		await(ctx, t, scheduled, "a scheduled event")
+	}
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	out, err := b.client.Solve(wctx, turnstileTask("due-now"))
+	require.NoError(t, err, "a due task of the lane is solved while two wait for an hour")
+	require.Equal(t, StatusSolved, out.Status)
+}
