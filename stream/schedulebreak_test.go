@@ -176,3 +176,42 @@ func TestScheduledTasksDoNotFillTheLaneLimit(t *testing.T) {
 	require.NoError(t, err, "a due task of the lane is solved while two wait for an hour")
 	require.Equal(t, StatusSolved, out.Status)
 }
+
+// Three hundred tasks waiting for their time neither make the worker spin
+// (each is delivered once, then not again before ScheduleCheck) nor hold
+// up the due tasks, which are solved meanwhile as on an empty queue.
+func TestManyScheduledTasksNoSpin(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	_, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
+	obs, scheduled := observed(EventScheduled)
+	b.startWorker(t, WorkerConfig{Solver: sc, Observer: obs, Threads: 4})
+	const waiting = 300
+	tasks := make([]Task, waiting)
+	for i := range tasks {
+		tasks[i] = turnstileTask(fmt.Sprintf("wait-%03d", i))
+		tasks[i].NotBefore = In(time.Hour)
+	}
+	_, err := b.client.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+	for range waiting {
+		await(ctx, t, scheduled, "a scheduled event")
+	}
+	start := time.Now()
+	for i := range 5 {
+		out, err := b.client.Solve(ctx, turnstileTask(fmt.Sprintf("due-%d", i)))
+		require.NoError(t, err)
+		require.Equal(t, StatusSolved, out.Status)
+	}
+	took := time.Since(start)
+	js, _ := b.raw(t)
+	c, err := js.Consumer(ctx, b.top.withDefaults().Stream, consumerName(LaneFast, PriorityNormal))
+	require.NoError(t, err)
+	info, err := c.Info(ctx)
+	require.NoError(t, err)
+	t.Logf("5 due tasks solved in %v beside %d waiting; consumer delivered %d, redelivered %d, pending ack %d",
+		took, waiting, info.Delivered.Consumer, info.NumRedelivered, info.NumAckPending)
+	require.LessOrEqual(t, info.Delivered.Consumer, uint64(waiting+5+10), "each waiting task delivered once in the first minute")
+	require.Less(t, took, 10*time.Second)
+}
