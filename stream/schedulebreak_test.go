@@ -215,3 +215,78 @@ func TestManyScheduledTasksNoSpin(t *testing.T) {
 	require.LessOrEqual(t, info.Delivered.Consumer, uint64(waiting+5+10), "each waiting task delivered once in the first minute")
 	require.Less(t, took, 10*time.Second)
 }
+
+// Whatever a raw producer puts in use_at or not_before, the worker ends the
+// task at once as invalid naming the field, and the service never hears of
+// it; a deadline before not_before ends it expired by the deadline.
+func TestRawScheduleBadValues(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
+	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: 50 * time.Millisecond})
+	js, _ := b.raw(t)
+	cases := []struct{ field, value string }{
+		{"use_at", `null`}, {"use_at", `42`}, {"use_at", `{}`}, {"use_at", `[]`}, {"use_at", `true`},
+		{"use_at", `"0s"`}, {"not_before", `"-1s"`}, {"not_before", `"soon"`}, {"use_at", `"1e400h"`},
+		{"use_at", `"99999999999h"`}, {"not_before", `"2026-13-45T99:00:00Z"`}, {"use_at", `""`},
+		{"not_before", `"0001-01-01T00:00:00Z"`},
+	}
+	for i, c := range cases {
+		id := fmt.Sprintf("bad-%d", i)
+		body := fmt.Sprintf(`{"id":%q,"method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/a"},%q:%s}`, id, c.field, c.value)
+		publishRaw(ctx, t, js, "captcha.tasks.fast.normal."+id, body, map[string]string{"Nats-Msg-Id": id})
+	}
+	both := `{"id":"bad-both","method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/a"},"use_at":"1m","not_before":"2m"}`
+	publishRaw(ctx, t, js, "captcha.tasks.fast.normal.bad-both", both, map[string]string{"Nats-Msg-Id": "bad-both"})
+	cases = append(cases, struct{ field, value string }{"not_before", "both"})
+	for i, c := range cases {
+		id := fmt.Sprintf("bad-%d", i)
+		if c.value == "both" {
+			id = "bad-both"
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		out, err := b.client.Wait(wctx, id)
+		cancel()
+		require.ErrorIs(t, err, ErrNotSolved, "%s %s", c.field, c.value)
+		require.Equal(t, "invalid-task", out.Reason, "%s %s", c.field, c.value)
+		require.Contains(t, out.Detail+out.Error, c.field, "%s %s", c.field, c.value)
+	}
+
+	deadline := time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)
+	early := fmt.Sprintf(`{"id":"early-deadline","method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/a"},"not_before":"1h","deadline":%q}`, deadline)
+	publishRaw(ctx, t, js, "captcha.tasks.fast.normal.early-deadline", early, map[string]string{"Nats-Msg-Id": "early-deadline"})
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := b.client.Wait(wctx, "early-deadline")
+	require.ErrorIs(t, err, ErrNotSolved)
+	require.Equal(t, "expired", out.Reason)
+	require.Zero(t, api.Stats().InCalls, "the service never heard of them")
+}
+
+// A second submission of an id with another use_at is the duplicate it
+// is: the first use_at stands, and the task is solved once.
+func TestDuplicateSubmitOtherUseAt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
+	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: 100 * time.Millisecond})
+	first := turnstileTask("dup")
+	first.UseAt = In(time.Second)
+	r1, err := b.client.Submit(ctx, first)
+	require.NoError(t, err)
+	second := turnstileTask("dup")
+	second.UseAt = In(time.Hour)
+	r2, err := b.client.Submit(ctx, second)
+	t.Logf("second submit: %+v %v", r2, err)
+	if err == nil {
+		require.True(t, r2.Duplicate, "the second submission is a duplicate")
+		require.Equal(t, r1.Seq, r2.Seq)
+	}
+	out, err := b.client.Wait(ctx, "dup")
+	require.NoError(t, err)
+	require.Equal(t, StatusSolved, out.Status)
+	require.WithinDuration(t, time.Now(), out.UseAt, 30*time.Second, "the first use_at stands")
+	require.Equal(t, 1, api.Stats().Submitted)
+}
