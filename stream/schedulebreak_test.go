@@ -290,3 +290,28 @@ func TestDuplicateSubmitOtherUseAt(t *testing.T) {
 	require.WithinDuration(t, time.Now(), out.UseAt, 30*time.Second, "the first use_at stands")
 	require.Equal(t, 1, api.Stats().Submitted)
 }
+
+// A raw task whose own deadline comes before its not_before, or before its
+// use_at, can never be of use: the worker ends it at once as invalid naming
+// the field, as Submit refuses it, rather than letting it wait to expire.
+func TestRawScheduleAfterDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
+	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: time.Minute})
+	js, _ := b.raw(t)
+	deadline := time.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano)
+	for _, c := range []struct{ id, field string }{{"late-nb", "not_before"}, {"late-use", "use_at"}} {
+		body := fmt.Sprintf(`{"id":%q,"method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/a"},%q:"1h","deadline":%q}`,
+			c.id, c.field, deadline)
+		publishRaw(ctx, t, js, "captcha.tasks.fast.normal."+c.id, body, map[string]string{"Nats-Msg-Id": c.id})
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		out, err := b.client.Wait(wctx, c.id)
+		cancel()
+		require.ErrorIs(t, err, ErrNotSolved, c.id)
+		require.Equal(t, "invalid-task", out.Reason, c.id)
+		require.Contains(t, out.Detail+out.Error, c.field, c.id)
+	}
+	require.Zero(t, api.Stats().InCalls)
+}
