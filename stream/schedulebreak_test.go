@@ -218,7 +218,7 @@ func TestManyScheduledTasksNoSpin(t *testing.T) {
 
 // Whatever a raw producer puts in use_at or not_before, the worker ends the
 // task at once as invalid naming the field, and the service never hears of
-// it; a deadline before not_before ends it expired by the deadline.
+// it, a deadline before not_before too.
 func TestRawScheduleBadValues(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
@@ -260,7 +260,8 @@ func TestRawScheduleBadValues(t *testing.T) {
 	defer cancel()
 	out, err := b.client.Wait(wctx, "early-deadline")
 	require.ErrorIs(t, err, ErrNotSolved)
-	require.Equal(t, "expired", out.Reason)
+	require.Equal(t, "invalid-task", out.Reason)
+	require.Contains(t, out.Detail, "not_before")
 	require.Zero(t, api.Stats().InCalls, "the service never heard of them")
 }
 
