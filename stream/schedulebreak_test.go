@@ -316,3 +316,23 @@ func TestRawScheduleAfterDeadline(t *testing.T) {
 	}
 	require.Zero(t, api.Stats().InCalls)
 }
+
+// An outcome's solved_at is on the same clock as its use_at and
+// expires_at (the broker's), so that a producer comparing them learns
+// whether the token arrived before use, whatever the worker's clock says.
+func TestSolvedAtOnTheBrokersClock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	_, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
+	b.startWorker(t, WorkerConfig{Solver: sc, Now: func() time.Time { return time.Now().Add(3 * time.Minute) }})
+	task := turnstileTask("skewed-jit")
+	task.UseAt = In(3 * time.Second)
+	r, err := b.client.Submit(ctx, task)
+	require.NoError(t, err)
+	out, err := b.client.Wait(ctx, r.ID)
+	require.NoError(t, err)
+	now := time.Now()
+	require.WithinDuration(t, now, out.SolvedAt, 10*time.Second, "solved_at on the broker's clock (the worker's is 3 min ahead)")
+	require.WithinDuration(t, out.UseAt, out.SolvedAt, 10*time.Second, "solved_at and use_at on one clock")
+}
