@@ -178,7 +178,11 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, fmt.Errorf("replay %s (dead letter %d): %w: %v", d.ID, d.Seq, ErrNotReplayable, err)
 	}
-	t.ID, t.Deadline = d.ID, c.brokerTime(c.cfg.Now()).Add(c.cfg.DefaultDeadline) // on the broker's clock, as workers judge it
+	// On the broker's clock, as workers judge it; counted, as a
+	// submission's, from when the task may start: a task still waiting for
+	// its use_at or not_before would otherwise expire before its time.
+	now := c.brokerTime(c.cfg.Now())
+	t.ID, t.Deadline = d.ID, wire.Latest(now, t.UseAt.From(now), t.NotBefore.From(now)).Add(c.cfg.DefaultDeadline)
 	msg, err := c.taskMsg(t)
 	if err != nil {
 		return Receipt{}, fmt.Errorf("replay %s (dead letter %d): %w", d.ID, d.Seq, err)

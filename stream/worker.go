@@ -189,6 +189,7 @@ func (w *Worker) executor(js jetstream.JetStream, s, tokens jetstream.Stream) *e
 			})
 		},
 		ScheduleCheck: cfg.ScheduleCheck,
+		Retention:     s.CachedInfo().Config.MaxAge,
 	}
 }
 

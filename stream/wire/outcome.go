@@ -64,7 +64,8 @@ type Outcome struct {
 	// CaptchaID is the service's id of the captcha, for `captchaq report`;
 	// empty when dead.
 	CaptchaID string `json:"captcha_id,omitempty"`
-	// SolvedAt is when the answer arrived; zero when dead.
+	// SolvedAt is when the answer arrived, on the broker's clock as
+	// ExpiresAt and UseAt are; zero when dead.
 	SolvedAt time.Time `json:"solved_at,omitzero"`
 	// UseAt is the task's use_at, as an instant, when it named one.
 	UseAt time.Time `json:"use_at,omitzero"`

@@ -81,6 +81,10 @@ func ParseWhen(s string) (When, error) {
 		return When{}, errors.New("empty: want an RFC 3339 instant or a duration such as 90s")
 	}
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		if t.IsZero() {
+			// When's zero value means no moment: this one is long passed.
+			return When{}, fmt.Errorf("%q: long passed", s)
+		}
 		return When{At: t}, nil
 	}
 	d, err := time.ParseDuration(s)

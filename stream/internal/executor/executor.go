@@ -82,6 +82,11 @@ type Executor struct {
 	// ScheduleCheck bounds how long a task that is not due waits between
 	// deliveries, so that a cancel of it ends it within that time.
 	ScheduleCheck time.Duration
+	// Retention is how long the stream keeps a task (its MaxAge; 0: no
+	// limit): a task naming a use_at or not_before further from its store
+	// time would wait until the stream drops it, without an outcome, so it
+	// ends as invalid at once.
+	Retention time.Duration
 }
 
 // Thread is the plan thread a delivery holds while the service works on

@@ -35,12 +35,13 @@ func (d *delivery) finishSolved(ctx context.Context, ev wire.Event, ans solver.A
 	if life <= 0 {
 		life = 2 * time.Minute
 	}
-	// On the broker's clock: a producer compares it with its own, and the
-	// two machines' clocks need not agree with the worker's.
+	// On the broker's clock, as SolvedAt and use_at: a producer compares
+	// them with its own, and the two machines' clocks need not agree with
+	// the worker's.
 	ev.Kind, ev.CaptchaID, ev.ExpiresAt = wire.EventSolved, ans.CaptchaID, d.x.Clock.BrokerTime(end).Add(life)
 	out := wire.Outcome{ID: d.id, Status: wire.StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
 		Attempts: ev.Attempts, SolveSeconds: roundSeconds(end.Sub(start)), ExpiresAt: ev.ExpiresAt,
-		Method: d.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: end}
+		Method: d.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: d.x.Clock.BrokerTime(end)}
 	if !d.useAt.IsZero() {
 		out.UseAt, out.LifetimeAtUseS = d.useAt, roundSeconds(out.ExpiresAt.Sub(d.useAt))
 	}

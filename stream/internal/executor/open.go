@@ -46,6 +46,9 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 		d.invalid = d.task.ValidateShape()
 	}
 	d.useAt, d.notBefore = d.task.UseAt.From(md.Timestamp), d.task.NotBefore.From(md.Timestamp)
+	if d.invalid == nil {
+		d.invalid = d.scheduleError(md.Timestamp)
+	}
 	d.deadline = d.task.Deadline
 	if d.deadline.IsZero() {
 		// The default window counts from when the task may start.

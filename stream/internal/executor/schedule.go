@@ -9,11 +9,49 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/captchaq/captchaq/stream/wire"
 )
+
+// scheduleError judges what the task's shape alone cannot, knowing its
+// store time: not_before after use_at when one is a duration and the other
+// an instant, either after the task's own deadline, and a use_at or not_before further from the store time than
+// the stream keeps the task, which would wait until the stream drops it
+// and end without an outcome.
+func (d *delivery) scheduleError(stored time.Time) error {
+	if !d.useAt.IsZero() && !d.notBefore.IsZero() && d.notBefore.After(d.useAt) {
+		return &wire.TaskError{ID: d.id, Err: fmt.Errorf("not_before %s: after use_at %s",
+			d.notBefore.Format(time.RFC3339Nano), d.useAt.Format(time.RFC3339Nano))}
+	}
+	// A task's own deadline before its time: never of use (Submit refuses
+	// it). Both are instants on the broker's clock.
+	if dl := d.task.Deadline; !dl.IsZero() {
+		if !d.notBefore.IsZero() && !d.notBefore.Before(dl) {
+			return &wire.TaskError{ID: d.id, Err: fmt.Errorf("not_before %s: not before the deadline %s",
+				d.notBefore.Format(time.RFC3339Nano), dl.Format(time.RFC3339Nano))}
+		}
+		if !d.useAt.IsZero() && d.useAt.After(dl) {
+			return &wire.TaskError{ID: d.id, Err: fmt.Errorf("use_at %s: after the deadline %s",
+				d.useAt.Format(time.RFC3339Nano), dl.Format(time.RFC3339Nano))}
+		}
+	}
+	if d.x.Retention <= 0 {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		at   time.Time
+	}{{"use_at", d.useAt}, {"not_before", d.notBefore}} {
+		if !f.at.IsZero() && f.at.Sub(stored) > d.x.Retention {
+			return &wire.TaskError{ID: d.id, Err: fmt.Errorf("%s %s: further away than the stream keeps a task (%s)",
+				f.name, f.at.Format(time.RFC3339), d.x.Retention)}
+		}
+	}
+	return nil
+}
 
 // notDue reports whether the delivered task is not due yet, with when it
 // is (on the worker's clock) and the lead allowed before use_at.
