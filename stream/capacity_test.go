@@ -22,8 +22,10 @@ func TestPlanQuotaHoldsAcrossWorkersAndIsUsedInFull(t *testing.T) {
 	ctx := testContext(t)
 	// Each captcha stays 300 ms at the service: long enough that the plan
 	// fills even when a loaded machine is slow to hand threads on (at
-	// 60 ms it peaked at 11 of 15 under the race detector).
-	api, sc := emulator(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: fixed(300 * time.Millisecond)}}, 0.002)
+	// 60 ms it peaked at 11 of 15 under the race detector). At time scale
+	// 0.01 that is a 30-s solve, as a real Turnstile's may be; at 0.002 it
+	// was 150 s, and captchas ran out of polls before their answer.
+	api, sc := emulator(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: fixed(300 * time.Millisecond)}}, 0.01)
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
 	require.NoError(t, SetPlan(ctx, js.Conn(), b.top, 15))
