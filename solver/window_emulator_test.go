@@ -66,7 +66,15 @@ func TestLearnsUnconfiguredPlan(t *testing.T) {
 	if share > 0.15 {
 		t.Errorf("%.1f %% of in.php calls refused, want ≤ 15 %%", 100*share)
 	}
-	if w := c.PlanWindow(); w < 6 || w > 20 {
+	// The window found the plan (the service's threads all busy at once),
+	// and ends within reach of it: the last refusal cut it by a fifth at
+	// most twice in a row, and small windows regrow slowly (window.go); on
+	// a loaded machine the end lands anywhere in that range. How much of
+	// the plan the window keeps busy is the bench's figure (`-only ttt`).
+	if st.MaxConcurrent < 10 {
+		t.Errorf("at most %d captchas at the service at once, want the plan of 10 reached", st.MaxConcurrent)
+	}
+	if w := c.PlanWindow(); w < 4 || w > 20 {
 		t.Errorf("plan window %d, want near the plan of 10", w)
 	}
 }
