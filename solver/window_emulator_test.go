@@ -67,9 +67,9 @@ func TestLearnsUnconfiguredPlan(t *testing.T) {
 		t.Errorf("%.1f %% of in.php calls refused, want ≤ 15 %%", 100*share)
 	}
 	// The window found the plan (the service's threads all busy at once),
-	// and ends within reach of it: the last refusal cut it by a fifth at
-	// most twice in a row, and small windows regrow slowly (window.go); on
-	// a loaded machine the end lands anywhere in that range. How much of
+	// and ends within reach of it: each refusal cuts it by a fifth, and
+	// small windows regrow slowly (window.go), so where it ends depends on
+	// when the last refusals came, which a loaded machine shifts. How much of
 	// the plan the window keeps busy is the bench's figure (`-only ttt`).
 	if st.MaxConcurrent < 10 {
 		t.Errorf("at most %d captchas at the service at once, want the plan of 10 reached", st.MaxConcurrent)
