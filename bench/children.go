@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/captchaq/captchaq/internal/storestatus"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
@@ -82,15 +83,28 @@ func (c *child) stop() {
 }
 
 // serveMain is the serve subcommand: an embedded nats-server on 127.0.0.1
-// (LazySync) with its store in dir; prints its URL, runs until interrupted.
+// (LazySync) with its store in dir, encrypted at rest with key (none:
+// plaintext), answering the store's status as `captchaq server` does, so
+// workers know whether a finished task's message needs a rewrite of its
+// block; prints its URL, runs until interrupted.
 // With pprofAddr set it also serves net/http/pprof there and prints the
 // address it got after the URL, on the same line.
-func serveMain(ctx context.Context, dir string, lazy bool, pprofAddr string) error {
-	ns, err := broker.Start(broker.Config{StoreDir: dir, LazySync: lazy, Listen: true})
+func serveMain(ctx context.Context, dir string, lazy bool, key, pprofAddr string) error {
+	ns, err := broker.Start(broker.Config{StoreDir: dir, LazySync: lazy, Listen: true, StoreKey: key})
 	if err != nil {
 		return err
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	snc, err := nats.Connect(ns.ClientURL(), nats.Name("bench-store-status"))
+	if err != nil {
+		return err
+	}
+	defer snc.Close()
+	stopStatus, err := storestatus.Serve(ns, snc, broker.GuardConfig{})
+	if err != nil {
+		return err
+	}
+	defer stopStatus()
 	line := ns.ClientURL()
 	if pprofAddr != "" {
 		ln, err := net.Listen("tcp", pprofAddr)

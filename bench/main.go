@@ -36,8 +36,13 @@ func main() {
 			dir := fs.String("store", "", "JetStream store directory")
 			syncAlways := fs.Bool("sync-always", false, "fsync before every acknowledgement")
 			pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address")
+			plaintext := fs.Bool("plaintext", false, "leave the store unencrypted (workers then erase each finished task by a rewrite of its block)")
 			_ = fs.Parse(os.Args[2:])
-			exit(serveMain(ctx, *dir, !*syncAlways, *pprofAddr))
+			key := benchStoreKey
+			if *plaintext {
+				key = ""
+			}
+			exit(serveMain(ctx, *dir, !*syncAlways, key, *pprofAddr))
 			return
 		case "worker":
 			fs := flag.NewFlagSet("worker", flag.ExitOnError)
@@ -61,6 +66,7 @@ func main() {
 	serverProfiles := flag.String("server-profiles", "", "scale: write the nats-server's CPU profile of each dispatch measurement into this directory")
 	solverWindow := flag.Duration("solver-window", 0, "solver-bound: the measured window of wall clock (0: 30 s, 10 s with -quick; at time scale 0.1 a second is ten of real time); longer, plan used counts more solves and wavers less")
 	tokenLife := flag.Duration("token-lifetime", 0, "broker-bound: captchaq's token lifetime for every method (0: the product's defaults); short, a burst pays what a token's expiry costs")
+	scalePlaintext := flag.Bool("scale-plaintext", false, "scale: an unencrypted store (a nats-server of the user's own without a key), where workers erase each finished task by a rewrite of its block")
 	noAnchor := flag.Bool("scale-no-anchor", false, "scale: delete the stream's anchor (captcha.anchor) before the backlog, to show dispatch without it")
 	flag.Parse()
 	if *cpuProfile != "" && *profileDir != "" {
@@ -85,7 +91,7 @@ func main() {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	b := &bench{ctx: ctx, quick: *quick, redis: *redisAddr, redisDurable: *redisDurable, log: log, filter: *systems, threads: threads,
-		profileDir: *profileDir, serverProfiles: *serverProfiles, noAnchor: *noAnchor, tokenLife: *tokenLife,
+		profileDir: *profileDir, serverProfiles: *serverProfiles, noAnchor: *noAnchor, plaintext: *scalePlaintext, tokenLife: *tokenLife,
 		solverWindow: *solverWindow}
 	for _, s := range strings.Split(*only, ",") {
 		var err error
@@ -138,6 +144,8 @@ type bench struct {
 	// noAnchor deletes the scale scenario's stream anchor, to show the
 	// dispatch latency without it (FINDINGS.md, "Scale: dispatch latency").
 	noAnchor bool
+	// plaintext runs the scale scenario's server without a store key.
+	plaintext bool
 	// tokenLife is captchaq's token lifetime in broker-bound bursts (0: the defaults).
 	tokenLife time.Duration
 	// solverWindow is the solver-bound scenario's measured window of wall
@@ -159,11 +167,15 @@ func (b *bench) scale() error {
 	}
 	probes, rate := b.pick(100, 500), 100.0
 	fmt.Printf("## 3. Scale: queue depth\n\n")
-	fmt.Printf("A fresh nats-server subprocess (LazySync, file store) per depth, filled with that many normal-priority Turnstile tasks by 8 producer goroutines calling `Client.Submit` over TCP "+
+	store := "encrypted at rest, as `captchaq server` keeps it by default, its status answered as the server does"
+	if b.plaintext {
+		store = "unencrypted (`-scale-plaintext`: a nats-server of the user's own without a key), so workers erase each finished task by a rewrite of its block"
+	}
+	fmt.Printf("A fresh nats-server subprocess (LazySync, file store %s) per depth, filled with that many normal-priority Turnstile tasks by 8 producer goroutines calling `Client.Submit` over TCP "+
 		"(no worker running). Then, twice on the same server, an 8-thread worker starts and %d high-priority tasks are submitted at %.0f/s: "+
 		"dispatch latency is their submit → solver call. First with the backlog held back (the fast lane's normal-priority consumer capped at 1 task in solving by `Topology.LaneLimits`, "+
 		"each backlog solve taking 50 ms, so under 20 backlog tasks/s and a nearly idle CPU: what the depth itself costs), "+
-		"then with the cap lifted and the 8 no-op threads draining the backlog as fast as the 2 cores allow. RSS is the server process's VmRSS.\n\n", probes, rate)
+		"then with the cap lifted and the 8 no-op threads draining the backlog as fast as the 2 cores allow. RSS is the server process's VmRSS.\n\n", store, probes, rate)
 	if b.noAnchor {
 		fmt.Printf("With `-scale-no-anchor`: the stream's anchor (`captcha.anchor`, `Nats-TTL: never`) is deleted before the backlog is stored, so the stream's first sequence catches up with the consumers as the backlog drains " +
 			"and nats-server scans every queued task subject on nearly every delivery: the behaviour before captchaq stored the anchor.\n\n")
@@ -174,7 +186,7 @@ func (b *bench) scale() error {
 	dt := table{head: []string{"queued", "backlog drain", "dispatch p50 / p99 / max", "dispatch mean", "backlog drained /s", "CPU used (server + bench), cores"}}
 	for _, d := range depths {
 		b.log.Info("scale", slog.Int("depth", d))
-		r, err := runDepth(b.ctx, d, probes, rate, b.noAnchor, b.serverProfiles)
+		r, err := runDepth(b.ctx, d, probes, rate, b.noAnchor, b.plaintext, b.serverProfiles)
 		if err != nil {
 			return err
 		}

@@ -74,7 +74,7 @@ type phaseResult struct {
 // EnsureTopology, which puts it back: the behaviour before the product stored
 // it. With profileDir set, the server's CPU profile of each phase is written
 // there.
-func runDepth(ctx context.Context, depth, probes int, rate float64, noAnchor bool, profileDir string) (depthResult, error) {
+func runDepth(ctx context.Context, depth, probes int, rate float64, noAnchor, plaintext bool, profileDir string) (depthResult, error) {
 	res := depthResult{Depth: depth}
 	dir, err := os.MkdirTemp("", "captchaq-bench-scale-")
 	if err != nil {
@@ -82,6 +82,9 @@ func runDepth(ctx context.Context, depth, probes int, rate float64, noAnchor boo
 	}
 	defer os.RemoveAll(dir)
 	args := []string{"serve", "-store", dir}
+	if plaintext {
+		args = append(args, "-plaintext")
+	}
 	if profileDir != "" {
 		args = append(args, "-pprof", "127.0.0.1:0")
 	}
