@@ -50,7 +50,7 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 		}
 		if batch == nil {
 			f.EmptyAt.Store(seen) // at its lane limit: a task of the lane finishing makes room
-			dp.relisten(f)
+			dp.relisten(f, false)
 			continue
 		}
 		got := 0
@@ -66,8 +66,7 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 		}
 		if got < want {
 			f.EmptyAt.Store(seen)
-			dp.recheck(f, got == 0)
-			dp.relisten(f)
+			dp.relisten(f, dp.recheck(f, got == 0))
 		}
 	}
 	return out
@@ -93,11 +92,12 @@ var recheckDelays = [...]time.Duration{2 * time.Millisecond, 6 * time.Millisecon
 // high-priority task is not to lose the thread to a normal one; that holds
 // normal tasks back at most 2 ms per high-priority publish this worker found
 // empty. Only after an empty fetch: holding them after short fetches too
-// would starve the normal backlog under steady high-priority traffic.
-func (dp *Dispatcher) recheck(f *Feed, empty bool) {
+// would starve the normal backlog under steady high-priority traffic. It
+// reports whether it will look again.
+func (dp *Dispatcher) recheck(f *Feed, empty bool) bool {
 	at := f.newsAt.Load()
 	if time.Duration(time.Now().UnixNano()-at) > storeLag {
-		return
+		return false
 	}
 	f.mu.Lock()
 	if f.recheckFor != at {
@@ -105,7 +105,7 @@ func (dp *Dispatcher) recheck(f *Feed, empty bool) {
 	}
 	if f.rechecks == len(recheckDelays) {
 		f.mu.Unlock()
-		return
+		return false
 	}
 	d, hold := recheckDelays[f.rechecks], empty && f.rechecks == 0
 	f.rechecks++
@@ -120,6 +120,7 @@ func (dp *Dispatcher) recheck(f *Feed, empty bool) {
 		}
 		dp.Poke()
 	})
+	return true
 }
 
 // highRechecking reports whether a high-priority consumer is to be looked at
@@ -270,18 +271,19 @@ func (dp *Dispatcher) listen(f *Feed) (bool, error) {
 }
 
 // relisten starts f's wake-up subscription again after a fetch found f
-// short, and has f asked once more: a task stored after that fetch and
-// before the subscription would have no wake-up. That look counts as fresh
-// news (recheck), because the consumer may count a task stored just before
-// the subscription a moment late. Without a subscription (it could not be
-// made: the connection is closing) f is asked again at the idle check.
-func (dp *Dispatcher) relisten(f *Feed) {
+// short, and has f asked once more, unless a recheck will (looking): a task
+// stored after that fetch and before the subscription would have no
+// wake-up. That look counts as fresh news (recheck), because the consumer
+// may count a task stored just before the subscription a moment late.
+// Without a subscription (it could not be made: the connection is closing)
+// f is asked again at the idle check.
+func (dp *Dispatcher) relisten(f *Feed, looking bool) {
 	started, err := dp.listen(f)
 	if err != nil {
 		dp.Log.Warn("listen for new tasks", slog.String("consumer", f.Cons.CachedInfo().Name), slog.Any("error", err))
 		return
 	}
-	if started {
+	if started && !looking {
 		f.newsAt.Store(time.Now().UnixNano())
 		f.News.Add(1)
 		dp.Poke()
