@@ -49,6 +49,7 @@ func BenchmarkBrokerExchangesPerTask(b *testing.B) {
 	require.NoError(b, snc.Flush())
 
 	ctx := context.Background()
+	ensureAsAdmin(b, snc, Topology{})
 	client, err := NewClient(ctx, connect(), ClientConfig{Name: "bench-producer"})
 	require.NoError(b, err)
 	var workers []*nats.Conn
