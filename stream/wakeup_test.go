@@ -119,3 +119,30 @@ func TestBusyWorkerGetsNoWakeUps(t *testing.T) {
 	require.NoError(t, err, "the task after the backlog waited for the idle check")
 	require.Equal(t, StatusSolved, o.Status)
 }
+
+// TestPanickingSolveLeavesTheWorkerRunning: a task whose handling panics is
+// logged and handed back; the goroutine it ran on goes on to the next task
+// (tasks run on goroutines kept between tasks), and the thread is free
+// again: with one thread, the next task is solved.
+func TestPanickingSolveLeavesTheWorkerRunning(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	b.startWorker(t, WorkerConfig{Threads: 1, Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		if strings.Contains(req.Params["pageurl"], "/boom") {
+			panic("a bug met on one message")
+		}
+		return tokenSolver().Solve(ctx, req)
+	})})
+	boom := turnstileTask("boom")
+	boom.Params["pageurl"] = "https://shop.example/boom"
+	_, err := b.client.Submit(ctx, boom)
+	require.NoError(t, err)
+	for i := range 3 {
+		r, err := b.client.Submit(ctx, turnstileTask(fmt.Sprintf("after-%d", i)))
+		require.NoError(t, err)
+		o, err := b.client.Wait(ctx, r.ID)
+		require.NoError(t, err)
+		require.Equal(t, StatusSolved, o.Status)
+	}
+}
