@@ -24,7 +24,9 @@
 //     a plan thread first when a plan-wide quota is set (SetPlan), then
 //     one task per free thread, high priority before normal, the lanes in
 //     turn, woken by the headers the stream republishes of every task it
-//     stores.
+//     stores, listened to only while they can tell the worker something
+//     (not for a consumer it already knows has tasks while every thread is
+//     busy: under a backlog no wake-up reaches it per task).
 //  4. The worker executes the delivery (stream/internal/executor): it
 //     reads the task's state, checks the message's envelope
 //     (wire.CheckEnvelope), hands a task that is not due yet (its use_at

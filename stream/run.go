@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
@@ -44,21 +43,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.abandon = abandon
 
 	// Idle threads wake on the headers the stream republishes of each task
-	// it stored (captcha.stored.tasks.<lane>.<priority>.<id>), one
-	// subscription per consumer: no page URL reaches a worker that does
-	// not take the task, and the news comes once the task is stored. A
-	// publish on a task subject the stream does not store has no listener
-	// at all, and its publisher learns at once (no responders).
-	for _, wc := range workerConsumers() {
-		sub, err := w.nc.Subscribe(wire.StoredSubject(wire.TaskFilter(wc.lane, wc.priority)), func(m *nats.Msg) {
-			w.dispatch.News(wire.SubjectRoot + strings.TrimPrefix(m.Subject, wire.SubjectStored))
-			w.dispatch.Poke()
-		})
-		if err != nil {
-			return fmt.Errorf("subscribe to new tasks: %w", err)
-		}
-		defer func() { _ = sub.Unsubscribe() }()
+	// it stored (wakeUps), while they can tell the worker something.
+	if err := w.dispatch.ListenAll(); err != nil {
+		w.dispatch.QuietAll()
+		return fmt.Errorf("subscribe to new tasks: %w", err)
 	}
+	defer w.dispatch.QuietAll()
 
 	var inflight sync.WaitGroup
 	// Heartbeats for `captchaq workers ls`, until the worker stops pulling.
@@ -71,12 +61,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer func() { stopPulling(); relayed() }()
 
+	run := runners{idle: make(chan func())}
 	fatalErr := w.dispatch.Pull(pullCtx, w.fatal, func(m jetstream.Msg, thread *dispatcher.PlanThread, sl *dispatcher.Slot) {
 		inflight.Add(1)
 		w.busy.Add(1)
+		m = parsedOnce(m)
 		held := heldOf(m)
 		w.inHand.Add(held)
-		go func() {
+		run.start(func() {
 			defer inflight.Done()
 			defer w.inHand.Remove(held)
 			defer w.busy.Add(-1)
@@ -85,8 +77,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			defer w.dispatch.LaneFreed(wire.LaneOfSubject(m.Subject()))
 			defer w.survive(m)
 			w.exec.Execute(hard, m, thread, sl)
-		}()
+		})
 	})
+	run.stop() // Pull starts nothing more
 
 	done := make(chan struct{})
 	go func() { inflight.Wait(); close(done) }()
@@ -156,6 +149,68 @@ func (w *Worker) Run(ctx context.Context) error {
 	// back at once rather than after the ack wait.
 	_ = w.nc.FlushTimeout(5 * time.Second)
 	return fatalErr
+}
+
+// wakeUps subscribes to the headers the stream republishes of each task it
+// stores on f's subjects (captcha.stored.tasks.<lane>.<priority>.<id>),
+// calling woken for each: no page URL reaches a worker that does not take
+// the task, and the news comes once the task is stored. A publish on a task
+// subject the stream does not store has no listener at all, and its
+// publisher learns at once (no responders). The dispatcher holds the
+// subscription only while a wake-up can tell it something
+// (dispatcher.Dispatcher.Listen).
+func (w *Worker) wakeUps(f *dispatcher.Feed, woken func()) (func(), error) {
+	sub, err := w.nc.Subscribe(wire.StoredSubject(wire.TaskFilter(f.Lane, f.Priority)), func(*nats.Msg) { woken() })
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// runners are the goroutines the worker's tasks run on, kept from one task
+// to the next: a task's goroutine grows its stack to what executing a
+// delivery takes, and a fresh goroutine per task paid that growth (a stack
+// copy per doubling) for every task. A task never waits for a runner: with
+// none idle, start makes one.
+type runners struct {
+	idle chan func() // unbuffered: a send goes only to a runner waiting for it
+}
+
+// start runs task on an idle runner, or on a new one.
+func (r *runners) start(task func()) {
+	select {
+	case r.idle <- task:
+	default:
+		go r.loop(task)
+	}
+}
+
+// loop runs task, then every task handed to it, until stop.
+func (r *runners) loop(task func()) {
+	for task != nil {
+		task()
+		task = <-r.idle
+	}
+}
+
+// stop lets the runners end once their tasks have: call it when start is
+// called no more.
+func (r *runners) stop() { close(r.idle) }
+
+// parsedMsg is a delivered task message whose metadata (the fields of its
+// ack reply subject) was parsed once, for everyone on the worker who reads it.
+type parsedMsg struct {
+	jetstream.Msg
+	md  *jetstream.MsgMetadata
+	err error
+}
+
+func (m *parsedMsg) Metadata() (*jetstream.MsgMetadata, error) { return m.md, m.err }
+
+// parsedOnce is m with its metadata parsed once.
+func parsedOnce(m jetstream.Msg) jetstream.Msg {
+	md, err := m.Metadata()
+	return &parsedMsg{Msg: m, md: md, err: err}
 }
 
 // heldOf names the task generation of a delivered task message.

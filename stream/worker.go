@@ -105,6 +105,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	w.dispatch = dispatcher.New(nil)
 	w.dispatch.Threads, w.dispatch.IdleCheck, w.dispatch.Now = cfg.Threads, cfg.IdleCheck, cfg.Now
 	w.dispatch.Plan, w.dispatch.Reach, w.dispatch.Log = &dispatcher.PlanGate{JS: js}, &w.reach, w.log
+	w.dispatch.Listen = w.wakeUps
 	w.completer = completer.New(s, w.log, cfg.NoErase, w.storeEncrypted)
 	w.exec = w.executor(js, s, tokens)
 	if advice := limitsRetentionAdvice(s); advice != "" {

@@ -8,6 +8,7 @@ package dispatcher
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,10 +34,21 @@ type Dispatcher struct {
 	Reach *jscall.Reach
 	// Log receives the dispatcher's problems.
 	Log *slog.Logger
+	// Listen starts the wake-up subscription of f: woken is to be called
+	// for each task the stream stores on f's subjects, until stop is
+	// called. nil: the dispatcher holds no subscriptions, and whoever
+	// learns of tasks reports them with News.
+	Listen func(f *Feed, woken func()) (stop func(), err error)
 
 	turn int // rotates the lane looked at first, so lanes share fairly
 	// wake tells an idle dispatch loop to look for tasks now.
 	wake chan struct{}
+	// free holds a token per idle thread once Pull runs; holding counts
+	// the tokens the dispatch loop took to fetch tasks for.
+	free    atomic.Pointer[chan struct{}]
+	holding atomic.Int32
+	// listening is set from ListenAll until QuietAll.
+	listening atomic.Bool
 }
 
 // New is a dispatcher of feeds; set the rest of its fields before Pull.
@@ -47,13 +59,14 @@ func New(feeds []*Feed) *Dispatcher {
 // Pull takes tasks, one per free thread and plan thread, and hands each to
 // start with its plan thread and its slot, until ctx ends or fatal says
 // the service refuses the worker; it returns that refusal (nil when ctx
-// ended). start runs the task in a goroutine of its own, and must End the
-// slot and Release the thread when the task ends.
+// ended). start runs the task in another goroutine, and must End the slot
+// and Release the thread when the task ends.
 func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m jetstream.Msg, thread *PlanThread, sl *Slot)) error {
 	free := make(chan struct{}, dp.Threads)
 	for range dp.Threads {
 		free <- struct{}{}
 	}
+	dp.free.Store(&free)
 	finishing := make(chan struct{}, FinishingPerThread*dp.Threads)
 	idle := time.NewTicker(dp.IdleCheck)
 	defer idle.Stop()
@@ -87,11 +100,13 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 				break more
 			}
 		}
+		dp.holding.Store(int32(n))
 		if !dp.AnyNews() {
 			// Nothing can be waiting: take no plan thread just to find that out.
 			for range n {
 				free <- struct{}{}
 			}
+			dp.holding.Store(0)
 		} else {
 			// A plan thread first (when a plan-wide quota is set), then a task for it.
 			threads, err := dp.Plan.Acquire(ctx, n, dp.IdleCheck, dp.Now())
@@ -101,6 +116,7 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 			for range n - len(threads) {
 				free <- struct{}{}
 			}
+			dp.holding.Store(int32(len(threads)))
 			if len(threads) == 0 {
 				if err != nil {
 					pause(ctx, dp.IdleCheck)
@@ -119,12 +135,14 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 			}
 			msgs := dp.Fetch(ctx, len(threads))
 			for i, m := range msgs {
+				dp.holding.Add(-1) // busy from now on
 				start(m, threads[i], NewSlot(free, finishing))
 			}
 			for _, t := range threads[len(msgs):] {
 				t.Release()
 				free <- struct{}{}
 			}
+			dp.holding.Store(0)
 			if len(msgs) > 0 {
 				continue
 			}
@@ -140,6 +158,14 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 			dp.BumpAll()
 		}
 	}
+}
+
+// idle reports whether the worker has a thread without a task: one free,
+// or taken by the dispatch loop to fetch a task for. Before Pull runs, every
+// thread is idle.
+func (dp *Dispatcher) idle() bool {
+	free := dp.free.Load()
+	return free == nil || len(*free)+int(dp.holding.Load()) > 0
 }
 
 // pause waits for d or until ctx ends.

@@ -50,6 +50,7 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 		}
 		if batch == nil {
 			f.EmptyAt.Store(seen) // at its lane limit: a task of the lane finishing makes room
+			dp.relisten(f, false)
 			continue
 		}
 		got := 0
@@ -65,7 +66,7 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 		}
 		if got < want {
 			f.EmptyAt.Store(seen)
-			dp.recheck(f, got == 0)
+			dp.relisten(f, dp.recheck(f, got == 0))
 		}
 	}
 	return out
@@ -91,11 +92,12 @@ var recheckDelays = [...]time.Duration{2 * time.Millisecond, 6 * time.Millisecon
 // high-priority task is not to lose the thread to a normal one; that holds
 // normal tasks back at most 2 ms per high-priority publish this worker found
 // empty. Only after an empty fetch: holding them after short fetches too
-// would starve the normal backlog under steady high-priority traffic.
-func (dp *Dispatcher) recheck(f *Feed, empty bool) {
+// would starve the normal backlog under steady high-priority traffic. It
+// reports whether it will look again.
+func (dp *Dispatcher) recheck(f *Feed, empty bool) bool {
 	at := f.newsAt.Load()
 	if time.Duration(time.Now().UnixNano()-at) > storeLag {
-		return
+		return false
 	}
 	f.mu.Lock()
 	if f.recheckFor != at {
@@ -103,7 +105,7 @@ func (dp *Dispatcher) recheck(f *Feed, empty bool) {
 	}
 	if f.rechecks == len(recheckDelays) {
 		f.mu.Unlock()
-		return
+		return false
 	}
 	d, hold := recheckDelays[f.rechecks], empty && f.rechecks == 0
 	f.rechecks++
@@ -118,6 +120,7 @@ func (dp *Dispatcher) recheck(f *Feed, empty bool) {
 		}
 		dp.Poke()
 	})
+	return true
 }
 
 // highRechecking reports whether a high-priority consumer is to be looked at
@@ -194,7 +197,13 @@ type Feed struct {
 	mu         sync.Mutex
 	recheckFor int64
 	rechecks   int
+	// listener is the feed's wake-up subscription, nil while it has none
+	// (guarded by mu).
+	listener *listener
 }
+
+// listener is one wake-up subscription of a feed.
+type listener struct{ stop func() }
 
 // News notes a task published on subject (captcha.tasks.<lane>.<priority>.<id>).
 func (dp *Dispatcher) News(subject string) {
@@ -209,6 +218,100 @@ func (dp *Dispatcher) News(subject string) {
 			f.newsAt.Store(time.Now().UnixNano())
 			f.News.Add(1)
 		}
+	}
+}
+
+// Wake-ups come only while they can tell the worker something. A feed is
+// listened to (Listen) unless it is known to have news: then the next free
+// thread asks it anyway, and a wake-up per task stored on it meanwhile would
+// say nothing new. So a wake-up that comes while every thread is busy ends
+// the feed's subscription (the wake-up itself is the news), and a fetch that
+// finds the feed short starts it again, then has the feed asked once more,
+// so that a task stored between that fetch and the subscription is not left
+// for the idle check. Under a backlog the workers' connections receive no
+// wake-up per task; an idle worker is woken by every task as before; and a
+// task of another lane or priority still wakes a busy worker once, so that
+// its next free thread takes it in its turn.
+
+// woken notes a wake-up of f, from its subscription l: a task stored for it.
+// With no idle thread, l ends first (before the news is noted, so whoever
+// sees the news knows the subscription was ended).
+func (dp *Dispatcher) woken(f *Feed, l *listener) {
+	if !dp.idle() {
+		f.mu.Lock()
+		if f.listener == l {
+			l.stop()
+			f.listener = nil
+		}
+		f.mu.Unlock()
+	}
+	f.newsAt.Store(time.Now().UnixNano())
+	f.News.Add(1)
+	dp.Poke()
+}
+
+// listen starts f's wake-up subscription unless it has one, and reports
+// whether it started one.
+func (dp *Dispatcher) listen(f *Feed) (bool, error) {
+	if dp.Listen == nil {
+		return false, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.listener != nil || !dp.listening.Load() {
+		return false, nil
+	}
+	l := &listener{}
+	stop, err := dp.Listen(f, func() { dp.woken(f, l) })
+	if err != nil {
+		return false, err
+	}
+	l.stop, f.listener = stop, l
+	return true, nil
+}
+
+// relisten starts f's wake-up subscription again after a fetch found f
+// short, and has f asked once more, unless a recheck will (looking): a task
+// stored after that fetch and before the subscription would have no
+// wake-up. That look counts as fresh news (recheck), because the consumer
+// may count a task stored just before the subscription a moment late.
+// Without a subscription (it could not be made: the connection is closing)
+// f is asked again at the idle check.
+func (dp *Dispatcher) relisten(f *Feed, looking bool) {
+	started, err := dp.listen(f)
+	if err != nil {
+		dp.Log.Warn("listen for new tasks", slog.String("consumer", f.Cons.CachedInfo().Name), slog.Any("error", err))
+		return
+	}
+	if started && !looking {
+		f.newsAt.Store(time.Now().UnixNano())
+		f.News.Add(1)
+		dp.Poke()
+	}
+}
+
+// ListenAll starts the wake-up subscription of every feed (Listen), and
+// has the dispatcher keep them as the feeds need them until QuietAll.
+func (dp *Dispatcher) ListenAll() error {
+	dp.listening.Store(true)
+	for _, f := range dp.Feeds {
+		if _, err := dp.listen(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// QuietAll ends the wake-up subscription of every feed.
+func (dp *Dispatcher) QuietAll() {
+	dp.listening.Store(false)
+	for _, f := range dp.Feeds {
+		f.mu.Lock()
+		if f.listener != nil {
+			f.listener.stop()
+			f.listener = nil
+		}
+		f.mu.Unlock()
 	}
 }
 
