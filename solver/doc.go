@@ -82,9 +82,11 @@
 // Every BatchGap / 5 (200 ms), each captcha in flight has a chance S of still
 // being solved: the survival of its kind's ready times at its age, given
 // that it was not ready at its last CAPCHA_NOT_READY (the kind's own
-// answers, each spread over its window, where they say enough; the fit
-// beyond). About E = ΣS of them are still being solved, give or take
-// σ = √ΣS(1−S); of the n that still hold threads, n − E − z·σ (rounded) are
+// answers where they say enough, each counted ready within its window as
+// the kind's fit says, so that answers found at a first poll do not count
+// the kind as ready from its submission on; the fit beyond). About E = ΣS
+// of them are still being solved, give or take σ = √ΣS(1−S); of the n that
+// still hold threads, n − E − z·σ (rounded) are
 // then probably free at the service, and that many holders, the likeliest
 // done first, hand theirs back. z grows at every plan-full refusal at
 // in.php (a thread was not free after all; the refused Solve then holds its
