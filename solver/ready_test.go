@@ -78,3 +78,30 @@ func TestYoungCaptchasAreNotDone(t *testing.T) {
 		t.Errorf("%d of 5 captchas past the slowest answer handed back, want 5", n)
 	}
 }
+
+// TestFirstPollAnswersFollowBoundedOnes: of a kind polled once at 14 s,
+// nearly every answer is found there ("ready by 14 s"); a few captchas
+// polled early at 7 s were not ready then and were found at 14 s. Those
+// say the kind is ready after 7 s, so a captcha 5 s old is not counted
+// done (spread evenly from submission, nine in ten answers counted 5/14
+// of themselves done), while one 12 s old probably is.
+func TestFirstPollAnswersFollowBoundedOnes(t *testing.T) {
+	t.Parallel()
+	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 36 {
+		c.poller.observe(KindRecaptcha, 0, 14*time.Second)
+	}
+	for range 4 {
+		c.poller.observe(KindRecaptcha, 7*time.Second, 14*time.Second)
+	}
+	k := c.timing.forKind(KindRecaptcha)
+	if s := c.poller.survival(KindRecaptcha, k, 5*time.Second, 0); s < 0.99 {
+		t.Errorf("survival at 5 s, no answer ever ready before 7 s: %.3f, want at least 0.99", s)
+	}
+	if s := c.poller.survival(KindRecaptcha, k, 12*time.Second, 0); s > 0.5 {
+		t.Errorf("survival at 12 s: %.3f, want under 0.5 (5/7 of the answers ready by then)", s)
+	}
+}
