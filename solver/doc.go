@@ -82,11 +82,15 @@
 // Every BatchGap / 5 (200 ms), each captcha in flight has a chance S of still
 // being solved: the survival of its kind's ready times at its age, given
 // that it was not ready at its last CAPCHA_NOT_READY (the kind's own
-// answers, each spread over its window, where they say enough; the fit
-// beyond). About E = ΣS of them are still being solved, give or take
-// σ = √ΣS(1−S); of the n that still hold threads, n − E − z·σ (rounded) are
-// then probably free at the service, and that many holders, the likeliest
-// done first, hand theirs back. z grows at every plan-full refusal at
+// answers where they say enough, the fit beyond). An answer seen after a
+// CAPCHA_NOT_READY counts as ready evenly over its window; one found at its
+// captcha's first poll, which says only "ready by then", as the answers
+// with both bounds say (the fit where they say nothing), so that a kind
+// never answered within 5 s does not count a captcha 3 s old as done.
+// About E = ΣS of them are still being solved, give or take σ = √ΣS(1−S);
+// of the n that still hold threads, n − E − z·σ (rounded) are then probably
+// free at the service, and that many holders, the likeliest done first,
+// hand theirs back. z grows at every plan-full refusal at
 // in.php (a thread was not free after all; the refused Solve then holds its
 // thread until an answer comes or BatchGap passes) and shrinks a little
 // with each accepted submission, so refusals stay a small share of in.php

@@ -49,6 +49,13 @@ type kindStats struct {
 	sigma    float64
 	probes   int     // captchas scheduled while the kind is probed
 	prior    Learned // what the pool learned (Client.ShareTimings); N = 0: nothing
+	// obs as survival reads them, and those with both bounds (spreadObs),
+	// for the fit spreadMu, spreadSigma; spreadValid is cleared at every
+	// answer.
+	spread                []spreadWindow
+	bounded               []readyWindow
+	spreadMu, spreadSigma float64
+	spreadValid           bool
 }
 
 // observe records that a captcha of kind became ready in (lo, hi].
@@ -65,6 +72,7 @@ func (p *poller) observe(kind string, lo, hi time.Duration) {
 		ks.obs[ks.next] = readyWindow{lo, hi}
 	}
 	ks.next = (ks.next + 1) % learnWindow
+	ks.spreadValid = false
 	ks.fresh++
 	ks.unshared = min(ks.unshared+1, learnWindow)
 	// While the pool has not learned the kind, its answers are shared at

@@ -1,0 +1,107 @@
+package solver
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// uniformWindows returns the windows n answers ready evenly in [lo, hi]
+// are seen in when polled at polls: an answer ready by the first poll is
+// left-censored, (0, first poll].
+func uniformWindows(n int, lo, hi time.Duration, polls []time.Duration) []readyWindow {
+	out := make([]readyWindow, 0, n)
+	for i := range n {
+		r := lo + (hi-lo)*time.Duration(2*i+1)/time.Duration(2*n)
+		var last time.Duration
+		for _, p := range polls {
+			if r <= p {
+				out = append(out, readyWindow{last, p})
+				break
+			}
+			last = p
+		}
+	}
+	return out
+}
+
+// TestYoungCaptchasAreNotDone: a kind never ready before 5 s, whose first
+// poll finds a fifth of its answers (ready in 5–7 s, seen at 7 s, so
+// "ready by 7 s"), is not counted done at 3 s: none of twenty captchas 3 s
+// old hands its thread back, even with no margin. Spread evenly over
+// (0, 7 s], those answers counted 3/7 of themselves done at 3 s, a tenth of
+// the kind, and two of the twenty threads went to captchas the service
+// would refuse. The estimate stays right where the answers say: at 9 s
+// about 60 % are still being solved, and past the slowest none.
+func TestYoungCaptchasAreNotDone(t *testing.T) {
+	t.Parallel()
+	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	polls := []time.Duration{7 * time.Second, 10 * time.Second, 13 * time.Second, 15 * time.Second}
+	for _, w := range uniformWindows(100, 5*time.Second, 15*time.Second, polls) {
+		c.poller.observe(KindImage, w.lo, w.hi)
+	}
+	k := c.timing.forKind(KindImage)
+
+	if s := c.poller.survival(KindImage, k, 3*time.Second, 0); s < 0.99 {
+		t.Errorf("survival at 3 s of a kind never ready before 5 s: %.3f, want at least 0.99", s)
+	}
+	if s := c.poller.survival(KindImage, k, 9*time.Second, 7*time.Second); math.Abs(s-0.75) > 0.08 {
+		t.Errorf("survival at 9 s of a captcha not ready at 7 s: %.3f, want about 0.75 (6/8)", s)
+	}
+	if s := c.poller.survival(KindImage, k, 9*time.Second, 0); math.Abs(s-0.6) > 0.08 {
+		t.Errorf("survival at 9 s: %.3f, want about 0.6", s)
+	}
+	if s := c.poller.survival(KindImage, k, 16*time.Second, 13*time.Second); s > 0.01 {
+		t.Errorf("survival at 16 s, past every answer: %.3f, want 0", s)
+	}
+
+	now := time.Now()
+	o := newOccupancy(c, time.Hour, time.Hour)
+	o.z = 0
+	var young, old []*holder
+	for range 20 {
+		young = append(young, o.add(KindImage, k, now.Add(-3*time.Second), nil))
+	}
+	for range 5 {
+		old = append(old, o.add(KindImage, k, now.Add(-16*time.Second), nil))
+	}
+	o.mu.Lock()
+	o.handBack(now)
+	o.mu.Unlock()
+	if n := handedBack(young); n != 0 {
+		t.Errorf("%d of 20 captchas 3 s old handed back, want 0: none of the kind is ready before 5 s", n)
+	}
+	if n := handedBack(old); n != 5 {
+		t.Errorf("%d of 5 captchas past the slowest answer handed back, want 5", n)
+	}
+}
+
+// TestFirstPollAnswersFollowBoundedOnes: of a kind polled once at 14 s,
+// nearly every answer is found there ("ready by 14 s"); a few captchas
+// polled early at 7 s were not ready then and were found at 14 s. Those
+// say the kind is ready after 7 s, so a captcha 5 s old is not counted
+// done (spread evenly from submission, nine in ten answers counted 5/14
+// of themselves done), while one 12 s old probably is.
+func TestFirstPollAnswersFollowBoundedOnes(t *testing.T) {
+	t.Parallel()
+	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 36 {
+		c.poller.observe(KindRecaptcha, 0, 14*time.Second)
+	}
+	for range 4 {
+		c.poller.observe(KindRecaptcha, 7*time.Second, 14*time.Second)
+	}
+	k := c.timing.forKind(KindRecaptcha)
+	if s := c.poller.survival(KindRecaptcha, k, 5*time.Second, 0); s < 0.99 {
+		t.Errorf("survival at 5 s, no answer ever ready before 7 s: %.3f, want at least 0.99", s)
+	}
+	if s := c.poller.survival(KindRecaptcha, k, 12*time.Second, 0); s > 0.5 {
+		t.Errorf("survival at 12 s: %.3f, want under 0.5 (5/7 of the answers ready by then)", s)
+	}
+}
