@@ -60,7 +60,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, err
 	}
-	subjects := []string{wire.TaskSubjectsFor(id), wire.IDSubjects(id)}
+	subjects := []string{taskMessagesFor(id), wire.IDSubjects(id)}
 	var out []TraceEntry
 	submitted := map[uint64]bool{}
 	err := scanFrom(ctx, c, subjects, 0, false, func(m jetstream.Msg) (bool, error) {
@@ -71,7 +71,10 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 		e := TraceEntry{Seq: md.Sequence.Stream, At: md.Timestamp}
 		h := m.Headers()
 		switch subj := m.Subject(); {
-		case strings.HasPrefix(subj, wire.SubjectTasks+"."):
+		case strings.HasPrefix(subj, wire.SubjectTasks+".") || wire.InWaitingRoom(subj):
+			if gen, _ := taskMessageGen(h, e.Seq, e.At); gen != e.Seq {
+				return false, nil // a copy moved to the waiting room or back: not a submission
+			}
 			e.Kind, e.Gen, e.Client = "submitted", e.Seq, h.Get(wire.HeaderClient)
 			submitted[e.Gen] = true
 			e.Detail = "subject " + subj

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
@@ -13,8 +14,9 @@ import (
 )
 
 // Cancel asks that task id's latest submission not be solved. A worker that
-// delivers it next (queued, handed back, or due after a retry delay) ends it
-// as dead with reason canceled, without calling the service. An attempt
+// delivers it next (queued, handed back, or due after a retry delay; at
+// once for a task waiting for its time) ends it as dead with reason
+// canceled, without calling the service. An attempt
 // already at the service is not stopped: its answer is stored as usual
 // (and paid for). Cancel returns where the task stood when the record was
 // stored; ErrTaskEnded if it had ended.
@@ -42,7 +44,30 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (TaskInfo, error
 		return ti, fmt.Errorf("cancel task %s: %w", id, err)
 	}
 	ti.Canceled = true
+	c.nudge(ctx, id, ti.Gen)
 	return ti, nil
+}
+
+// nudge has generation gen of task id, if it waits in the waiting room,
+// looked at now rather than at its next delivery (up to the workers'
+// ScheduleCheck later): it publishes a copy of its message there, which a
+// worker is handed at once and, finding the cancel, ends; the message
+// itself then finds the generation ended. A copy is the generation's only
+// if a worker recorded its digest, so a producer's copy of another's task
+// changes nothing but when a worker looks at it. Best effort: without it,
+// the cancel takes effect at the next delivery.
+func (c *Client) nudge(ctx context.Context, id string, gen uint64) {
+	m, err := c.s.GetLastMsgForSubject(ctx, wire.SubjectLater+".*.*."+id)
+	if err != nil {
+		return
+	}
+	g, submitted := taskMessageGen(m.Header, m.Sequence, m.Time)
+	if g != gen {
+		return
+	}
+	msg := wire.MovedCopy(m.Subject, m.Header, m.Data, gen, submitted, m.Sequence)
+	msg.Header.Set(wire.HeaderMsgID, wire.MovedMsgID(id, m.Sequence)+".cancel")
+	_, _ = c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(c.top.Stream))
 }
 
 // cancelRequested reports whether a valid cancel record names generation

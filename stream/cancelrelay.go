@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -85,9 +86,17 @@ func (w *Worker) relayCancel(ctx context.Context, seq uint64) {
 	if rec == nil || rec.Secret == "" {
 		return
 	}
-	task, err := w.s.GetLastMsgForSubject(ctx, wire.TaskSubjectsFor(id))
-	if err != nil || task.Sequence != gen || !wire.OwnsCancel(task.Header, rec.Secret) {
-		return // forged, or the task is done (its message is gone)
+	task, err := w.s.GetLastMsgForSubject(ctx, taskMessagesFor(id))
+	if err != nil {
+		return // the task is done (its message is gone)
+	}
+	taskGen, submitted := taskMessageGen(task.Header, task.Sequence, task.Time)
+	if taskGen != gen || !wire.OwnsCancel(task.Header, rec.Secret) {
+		return // forged, or the task is done
+	}
+	if taskGen != task.Sequence && taskstore.VerifyMoved(ctx, w.s, id, gen,
+		wire.MovedDigest(task.Subject, task.Header, task.Data, gen, submitted)) != nil {
+		return // a copy no worker moved: its cancel hash proves nothing
 	}
 	if last, err := w.s.GetLastMsgForSubject(ctx, wire.CancelRecordSubject(id)); err == nil && wire.ParseCancel(last.Data, gen) != nil {
 		return // relayed already

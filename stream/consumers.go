@@ -5,6 +5,7 @@ package stream
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -54,4 +55,37 @@ func (t Topology) consumerConfig(wc workerConsumer) jetstream.ConsumerConfig {
 		ReplayPolicy:  jetstream.ReplayInstantPolicy,
 		Replicas:      0, // as the stream
 	}
+}
+
+// waitingRoomConfig is the consumer of the waiting room
+// (wire.SubjectLater), which workers alone read: tasks that are not due
+// wait there, each handed back with its delay, so that its MaxAckPending
+// is unlimited (every waiting task is pending, and none may hold up
+// another), while the workers' consumers of the lanes count only tasks
+// that are due.
+func (t Topology) waitingRoomConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        wire.WaitingRoomConsumer,
+		Description:    "captchaq workers: the waiting room (tasks not due yet)",
+		FilterSubjects: wire.LaterFilters(),
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        t.AckWait,
+		MaxDeliver:     -1, // as the lanes': a task never strands
+		MaxAckPending:  -1,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		ReplayPolicy:   jetstream.ReplayInstantPolicy,
+		Replicas:       0, // as the stream
+	}
+}
+
+// hasWaitingRoom reports whether a stream whose subjects are subjects
+// stores the waiting room's: a stream made by an earlier version does not
+// until its topology is updated (`captchaq init`).
+func hasWaitingRoom(subjects []string) bool {
+	for _, f := range wire.LaterFilters() {
+		if !slices.Contains(subjects, f) {
+			return false
+		}
+	}
+	return true
 }

@@ -99,7 +99,7 @@ func (p *rawProducer) outcome(t *testing.T, ctx context.Context, id string, gen 
 		consumers = append(consumers, n)
 	}
 	require.NoError(t, names.Err())
-	require.ElementsMatch(t, []string{"workers-fast-high", "workers-slow-high", "workers-fast-normal", "workers-slow-normal"}, consumers)
+	require.ElementsMatch(t, []string{"workers-fast-high", "workers-slow-high", "workers-fast-normal", "workers-slow-normal", "workers-later"}, consumers)
 	return m, out
 }
 
@@ -229,7 +229,7 @@ func TestContractStreamSubjects(t *testing.T) {
 	require.NoError(t, err)
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter("captcha.>"))
 	require.NoError(t, err)
-	listed := regexp.MustCompile(`^captcha\.(tasks\.(slow|fast)\.(high|normal)\.[A-Za-z0-9_-]{1,64}|(events|results|dead|replays|cancels|workers)\.[A-Za-z0-9_-]{1,64}|anchor)$`)
+	listed := regexp.MustCompile(`^captcha\.((tasks|later)\.(slow|fast)\.(high|normal)\.[A-Za-z0-9_-]{1,64}|(events|results|dead|replays|cancels|workers)\.[A-Za-z0-9_-]{1,64}|anchor)$`)
 	for subj := range info.State.Subjects {
 		require.Regexp(t, listed, subj)
 	}

@@ -29,9 +29,10 @@
 //     busy: under a backlog no wake-up reaches it per task).
 //  4. The worker executes the delivery (stream/internal/executor): it
 //     reads the task's state, checks the message's envelope
-//     (wire.CheckEnvelope), hands a task that is not due yet (its use_at
-//     less the kind's lead, its not_before) back to the stream with the
-//     delay, holding no thread while it waits, records the attempt before
+//     (wire.CheckEnvelope), moves a task that is not due yet (its use_at
+//     less the kind's lead, its not_before) to the stream's waiting room
+//     (captcha.later.>, a consumer of its own), where it holds no thread
+//     and no slot of its lane until it is due, records the attempt before
 //     the service hears of the captcha, has the solver.Solver solve it,
 //     and records what came of it: a retry or a capacity snooze (the
 //     policy of package retry), a dead letter, or the solve. Each step is decided by pure

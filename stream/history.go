@@ -57,12 +57,13 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 	}
 	// The tasks that wait or run (and those about to leave): their task
 	// messages are their submissions.
-	err := scanFrom(ctx, c, []string{wire.SubjectAllTasks}, 0, false, func(m jetstream.Msg) (bool, error) {
+	err := scanFrom(ctx, c, taskMessageSubjects(""), 0, false, func(m jetstream.Msg) (bool, error) {
 		md, err := m.Metadata()
 		if err != nil {
 			return false, err
 		}
-		get(md.Sequence.Stream).submitted = md.Timestamp
+		gen, at := taskMessageGen(m.Headers(), md.Sequence.Stream, md.Timestamp)
+		get(gen).submitted = at
 		return false, nil
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
@@ -111,21 +112,26 @@ type TaskFilter struct {
 // still in the stream (a finished task's message is deleted) whose event log
 // does not end it. It reads each listed task's last event: one read per task.
 func (c *Client) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
-	subject := wire.SubjectAllTasks
-	if f.Lane != "" {
-		subject = wire.SubjectTasks + "." + string(f.Lane) + ".>"
-	}
 	now := c.cfg.Now()
 	var out []TaskInfo
-	err := scanFrom(ctx, c, []string{subject}, 0, false, func(m jetstream.Msg) (bool, error) {
+	// A task moving between its lane and the waiting room may be in both
+	// for a moment: listed once.
+	type genKey struct {
+		id  string
+		gen uint64
+	}
+	seen := map[genKey]bool{}
+	err := scanFrom(ctx, c, taskMessageSubjects(f.Lane), 0, false, func(m jetstream.Msg) (bool, error) {
 		md, err := m.Metadata()
 		if err != nil {
 			return false, err
 		}
-		ti, ok := taskInfoOf(m.Subject(), m.Data(), md.Sequence.Stream, md.Timestamp)
-		if !ok {
+		ti, ok := taskInfoOf(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream, md.Timestamp)
+		key := genKey{ti.ID, ti.Gen}
+		if !ok || seen[key] {
 			return false, nil
 		}
+		seen[key] = true
 		st, err := taskstore.LoadGen(ctx, c.s, ti.ID, ti.Gen)
 		if err != nil {
 			return false, err
@@ -149,13 +155,39 @@ func (c *Client) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
 	return out, nil
 }
 
-// taskInfoOf reads a task message's subject and body; false when the
-// subject is not a task's.
-func taskInfoOf(subject string, data []byte, seq uint64, at time.Time) (TaskInfo, bool) {
+// taskMessageGen is the generation and the submission time of a task
+// message stored at seq and at, on a task subject or in the waiting room:
+// a moved copy (wire.MovedCopy) names those of the submission it copies,
+// any other message is its own. Readers take a copy at its word; workers
+// check it against the generation's scheduled event.
+func taskMessageGen(h nats.Header, seq uint64, at time.Time) (uint64, time.Time) {
+	if gen, submitted, ok := wire.MovedFrom(h); ok && gen < seq {
+		return gen, submitted
+	}
+	return seq, at
+}
+
+// taskMessageSubjects are the subjects of the task messages of a lane
+// ("": of every lane): its task subjects and its waiting room's.
+func taskMessageSubjects(lane Lane) []string {
+	if lane == "" {
+		return []string{wire.SubjectAllTasks, wire.SubjectAllLater}
+	}
+	return []string{wire.SubjectTasks + "." + string(lane) + ".>", wire.SubjectLater + "." + string(lane) + ".>"}
+}
+
+// taskMessagesFor matches the task messages of task id: on its task
+// subjects and in the waiting room.
+func taskMessagesFor(id string) string { return wire.SubjectRoot + ".*.*.*." + id }
+
+// taskInfoOf reads a task message's subject, headers and body; false when
+// the subject is not a task's.
+func taskInfoOf(subject string, h nats.Header, data []byte, seq uint64, at time.Time) (TaskInfo, bool) {
 	parts := strings.Split(subject, ".")
 	if len(parts) != 5 {
 		return TaskInfo{}, false
 	}
+	seq, at = taskMessageGen(h, seq, at)
 	ti := TaskInfo{ID: parts[4], Lane: Lane(parts[2]), Priority: Priority(parts[3]), Gen: seq, Submitted: at, Since: at}
 	if t, err := ParseTask(data); err == nil {
 		ti.Method, ti.Host = t.Method, wire.PageHost(t.Params)
@@ -185,7 +217,7 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 	if err != nil {
 		return TaskInfo{}, err
 	}
-	m, err := c.s.GetLastMsgForSubject(ctx, wire.TaskSubjectsFor(id))
+	m, err := c.s.GetLastMsgForSubject(ctx, taskMessagesFor(id))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		if st.Seq == 0 {
@@ -198,7 +230,7 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 	case err != nil:
 		return TaskInfo{}, fmt.Errorf("task %s: %w", id, err)
 	}
-	ti, _ := taskInfoOf(m.Subject, m.Data, m.Sequence, m.Time)
+	ti, _ := taskInfoOf(m.Subject, m.Header, m.Data, m.Sequence, m.Time)
 	gst, err := taskstore.LoadGen(ctx, c.s, id, ti.Gen)
 	if err != nil {
 		return TaskInfo{}, fmt.Errorf("task %s: %w", id, err)

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -61,6 +62,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer func() { stopPulling(); relayed() }()
 
+	// The waiting room's deliveries, beside the lanes', holding no thread.
+	roomCtx, stopRoom := context.WithCancel(pullCtx)
+	defer stopRoom()
+	roomDone := make(chan struct{})
+	go func() { defer close(roomDone); w.pullWaitingRoom(roomCtx, hard, &inflight) }()
+
 	run := runners{idle: make(chan func())}
 	fatalErr := w.dispatch.Pull(pullCtx, w.fatal, func(m jetstream.Msg, thread *dispatcher.PlanThread, sl *dispatcher.Slot) {
 		inflight.Add(1)
@@ -81,6 +88,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	})
 	run.stop() // Pull starts nothing more
 
+	stopRoom()
+	<-roomDone
 	done := make(chan struct{})
 	go func() { inflight.Wait(); close(done) }()
 	var unreturned []HeldTask
@@ -211,6 +220,64 @@ func (m *parsedMsg) Metadata() (*jetstream.MsgMetadata, error) { return m.md, m.
 func parsedOnce(m jetstream.Msg) jetstream.Msg {
 	md, err := m.Metadata()
 	return &parsedMsg{Msg: m, md: md, err: err}
+}
+
+// Waiting room pulls: how many deliveries one pull asks for, how long it
+// waits for them, and how many are executed at once.
+const (
+	waitingRoomBatch       = 32
+	waitingRoomPoll        = 5 * time.Second
+	waitingRoomConcurrency = 8
+)
+
+// pullWaitingRoom executes the waiting room's deliveries until ctx ends:
+// each is handed back until its task is due, moved back to its task
+// subject when it is, or ended (canceled, expired, invalid). None holds a
+// worker thread or a plan thread: each is a few writes. Executions run
+// under hard and count in inflight.
+func (w *Worker) pullWaitingRoom(ctx, hard context.Context, inflight *sync.WaitGroup) {
+	if w.waitingRoom == nil {
+		return
+	}
+	sem := make(chan struct{}, waitingRoomConcurrency)
+	for ctx.Err() == nil {
+		fctx, cancel := context.WithTimeout(ctx, waitingRoomPoll)
+		batch, err := w.waitingRoom.Fetch(waitingRoomBatch, jetstream.FetchContext(fctx))
+		if err != nil {
+			cancel()
+			if ctx.Err() == nil {
+				w.log.Debug("fetch from the waiting room", slog.Any("error", err))
+				pause(ctx, w.cfg.IdleCheck)
+			}
+			continue
+		}
+		for m := range batch.Messages() {
+			sem <- struct{}{}
+			inflight.Add(1)
+			go func() {
+				defer inflight.Done()
+				defer func() { <-sem }()
+				defer w.survive(m)
+				w.exec.Execute(hard, m, nil, nil)
+			}()
+		}
+		if err := batch.Error(); err != nil && ctx.Err() == nil && !errors.Is(err, jetstream.ErrNoMessages) &&
+			!errors.Is(err, context.DeadlineExceeded) {
+			w.log.Debug("fetch from the waiting room", slog.Any("error", err))
+			pause(ctx, w.cfg.IdleCheck)
+		}
+		cancel()
+	}
+}
+
+// pause waits for d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // heldOf names the task generation of a delivered task message.

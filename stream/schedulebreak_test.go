@@ -3,7 +3,6 @@ package stream
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -152,12 +151,6 @@ func TestScheduleWorkerClockSkew(t *testing.T) {
 // lane's due tasks to be solved now, not in an hour.
 func TestScheduledTasksDoNotFillTheLaneLimit(t *testing.T) {
 	t.Parallel()
-	if os.Getenv("CAPTCHAQ_KNOWN_FAILURES") == "" {
-		// A waiting task is a delivery Nak'ed with a delay, which the
-		// consumer counts as pending: the fix is a wait that holds no
-		// ack-pending slot (a message schedule, or a consumer of its own).
-		t.Skip("known failure: scheduled tasks count towards the lane limit; set CAPTCHAQ_KNOWN_FAILURES=1 to run")
-	}
 	b := setup(t, Topology{LaneLimits: map[Lane]int{LaneFast: 2}})
 	ctx := testContext(t)
 	_, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)

@@ -287,7 +287,7 @@ func TestSiteProducersLinkCanDoNoMoreThanAProducer(t *testing.T) {
 		consumers = append(consumers, n)
 	}
 	require.NoError(t, names.Err())
-	require.ElementsMatch(t, []string{"workers-fast-high", "workers-slow-high", "workers-fast-normal", "workers-slow-normal"}, consumers)
+	require.ElementsMatch(t, []string{"workers-fast-high", "workers-slow-high", "workers-fast-normal", "workers-slow-normal", "workers-later"}, consumers)
 }
 
 // TestForgetfulSiteClientRefused: with the shipped site roles, a client at

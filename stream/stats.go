@@ -346,14 +346,14 @@ func (c *Client) countHeld(ctx context.Context, st *Stats, held map[string]TaskS
 		at[string(q.Lane)+"."+string(q.Priority)] = i
 	}
 	for id, status := range held {
-		m, err := c.s.GetLastMsgForSubject(ctx, wire.TaskSubjectsFor(id))
+		m, err := c.s.GetLastMsgForSubject(ctx, taskMessagesFor(id))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // ended meanwhile
 		}
 		if err != nil {
 			return fmt.Errorf("stats: %w", err)
 		}
-		ti, ok := taskInfoOf(m.Subject, nil, m.Sequence, m.Time)
+		ti, ok := taskInfoOf(m.Subject, m.Header, nil, m.Sequence, m.Time)
 		i, known := at[string(ti.Lane)+"."+string(ti.Priority)]
 		if !ok || !known {
 			continue

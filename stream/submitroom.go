@@ -135,6 +135,15 @@ func (c *Client) queuedTasks(ctx context.Context) (int, error) {
 		}
 		queued += int(ci.CachedInfo().NumPending) + ci.CachedInfo().NumAckPending
 	}
+	// And the tasks waiting for their time (none on a stream made by an
+	// earlier version, which has no waiting room).
+	ci, err := c.s.Consumer(ctx, wire.WaitingRoomConsumer)
+	switch {
+	case err == nil:
+		queued += int(ci.CachedInfo().NumPending) + ci.CachedInfo().NumAckPending
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return 0, fmt.Errorf("count queued tasks: %w", err)
+	}
 	return queued, nil
 }
 

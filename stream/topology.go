@@ -345,8 +345,17 @@ func ensureTopology(ctx context.Context, js jetstream.JetStream, t Topology, upd
 	if tokens, _, err = putStreamConfig(ctx, js, t.tokenStreamConfig(), update); err != nil {
 		return nil, nil, err
 	}
+	var cfgs []jetstream.ConsumerConfig
 	for _, wc := range workerConsumers() {
-		cfg := t.consumerConfig(wc)
+		cfgs = append(cfgs, t.consumerConfig(wc))
+	}
+	// The waiting room's consumer, once the stream stores its subjects (an
+	// update puts them there): before that, workers wait for a task's time
+	// on its lane's consumer, as earlier versions did.
+	if hasWaitingRoom(s.CachedInfo().Config.Subjects) {
+		cfgs = append(cfgs, t.waitingRoomConfig())
+	}
+	for _, cfg := range cfgs {
 		if !update {
 			_, err := jscall.UntilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
 				return s.Consumer(ctx, cfg.Durable)

@@ -35,13 +35,15 @@ func (c *Client) Wait(ctx context.Context, id string) (Outcome, error) {
 }
 
 // latestGen returns the stream sequence of the latest submission of task id:
-// its task message while it waits or runs, else (the task message is erased
+// its task message while it waits or runs (on its task subject or in the
+// waiting room; a moved copy is not a submission, its generation's events
+// name it), else (the task message is erased
 // once the task is done) the generation its event log names. A message
 // published on the id's subject whose envelope does not hold together (its
 // Nats-Msg-Id is not the id, say) is not a submission of the id and is
 // skipped.
 func (c *Client) latestGen(ctx context.Context, id string) (uint64, error) {
-	m, err := c.s.GetLastMsgForSubject(ctx, wire.TaskSubjectsFor(id))
+	m, err := c.s.GetLastMsgForSubject(ctx, taskMessagesFor(id))
 	if err == nil && c.submissionOf(ctx, id, m) {
 		return m.Sequence, nil
 	}
@@ -51,7 +53,7 @@ func (c *Client) latestGen(ctx context.Context, id string) (uint64, error) {
 	var best uint64
 	forged := map[uint64]bool{}
 	gens := map[uint64]bool{}
-	if err := jscall.Walk(ctx, c.s, wire.TaskSubjectsFor(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+	if err := jscall.Walk(ctx, c.s, taskMessagesFor(id), 0, 0, func(m *jetstream.RawStreamMsg) {
 		if c.submissionOf(ctx, id, m) {
 			best = max(best, m.Sequence)
 		}

@@ -59,6 +59,9 @@ type Worker struct {
 	clock jscall.BrokerClock
 	// reach says whether the stream answers this worker.
 	reach jscall.Reach
+	// waitingRoom is the waiting room's consumer (nil: the stream has none
+	// yet, and a task that is not due waits on its lane's consumer).
+	waitingRoom jetstream.Consumer
 }
 
 // storeEncrypted reports whether the server running the broker says its
@@ -132,6 +135,19 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		}
 		f.News.Store(1) // unknown: look once
 		w.dispatch.Feeds = append(w.dispatch.Feeds, f)
+	}
+	room, err := jscall.UntilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
+		return s.Consumer(ctx, wire.WaitingRoomConsumer)
+	})
+	switch {
+	case err == nil:
+		w.waitingRoom = room
+		w.exec.Mover = w.exec.Store.(*taskstore.JetStream)
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		w.log.Warn("the stream has no waiting room (made by an earlier version): tasks waiting for their use_at or not_before " +
+			"count towards their lane's limit; run `captchaq init` to add it")
+	default:
+		return nil, fmt.Errorf("consumer %s: %w", wire.WaitingRoomConsumer, err)
 	}
 	if _, err := s.GetLastMsgForSubject(ctx, wire.SubjectAnchor); errors.Is(err, jetstream.ErrMsgNotFound) {
 		w.log.Warn("the stream has no anchor (purged, or dropped by a server restart past the retention): " +

@@ -70,8 +70,9 @@ type WorkerConfig struct {
 	// new tasks wake it at once. Default 1s.
 	IdleCheck time.Duration
 	// ScheduleCheck bounds how long a task that is not due yet (use_at,
-	// not_before) waits in the stream between two looks at it: a cancel
-	// ends a waiting task within this time. Default 1m.
+	// not_before) waits in the stream's waiting room between two looks at
+	// it: a cancel that Client.Cancel did not have looked at at once (a raw
+	// producer's, say) ends a waiting task within this time. Default 1m.
 	ScheduleCheck time.Duration
 	// Now is the clock of what the worker records and decides on (see the
 	// package documentation, "Clocks"). Default time.Now.

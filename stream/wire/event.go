@@ -17,8 +17,9 @@ const (
 	EventSolved   EventKind = "solved"   // solved: an Observation only; the outcome records a solve (older workers wrote this event too)
 	EventDead     EventKind = "dead"     // moved to captcha.dead.<id>
 	// EventScheduled: the task is not due (use_at, not_before); it waits
-	// in the stream, holding no thread, until Until. No attempt spent;
-	// recorded once per generation.
+	// in the stream's waiting room (SubjectLater), holding no thread and no
+	// slot of its lane, until Until. No attempt spent; recorded once per
+	// generation, before the task first moves.
 	EventScheduled EventKind = "scheduled"
 )
 
@@ -81,6 +82,11 @@ type Event struct {
 	// LeadMS is the lead in milliseconds the worker allowed before use_at
 	// (scheduled): the kind's 90th-percentile solve time as it knew it.
 	LeadMS int64 `json:"lead_ms,omitempty"`
+	// Digest is the digest of the task message (MovedDigest), on a
+	// scheduled event: a copy of the task that a worker moved to the
+	// waiting room or back is the generation's only when a scheduled event
+	// of the generation names its digest.
+	Digest string `json:"digest,omitempty"`
 }
 
 // ParseEvent reads an event record; false when b is not one.

@@ -8,6 +8,8 @@ const (
 	HeaderTaskID = "Captchaq-Task-Id"
 	// HeaderGen is the stream sequence (decimal) of the task message an
 	// outcome or dead letter belongs to: which submission of the id it ends.
+	// On a task message a worker moved to the waiting room or back (a moved
+	// copy, MovedCopy), the submission it is a copy of.
 	HeaderGen = "Captchaq-Gen"
 	// HeaderAttempts is the number of attempts spent (decimal), on dead
 	// letters.

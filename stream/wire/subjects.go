@@ -10,6 +10,7 @@ import (
 // Subjects. They are part of the wire contract (docs/wire-contract.md):
 //
 //	captcha.tasks.<lane>.<priority>.<id>  a task, Nats-Msg-Id = <id>; lane fast|slow, priority high|normal
+//	captcha.later.<lane>.<priority>.<id>  the waiting room: a task that is not due yet (use_at, not_before)
 //	captcha.events.<id>                   the task's life: attempts, retries, hand-backs, the verdict
 //	captcha.results.<id>                  the outcome (no token): for a solved task, the record of the solve
 //	captcha.dead.<id>                     a dead letter: the original task plus headers
@@ -29,6 +30,20 @@ const (
 	SubjectTasks = "captcha.tasks"
 	// SubjectAllTasks matches every task subject.
 	SubjectAllTasks = SubjectTasks + ".>"
+	// SubjectLater is the root of the waiting room's subjects,
+	// captcha.later.<lane>.<priority>.<id>: a task that is not due yet
+	// waits there, read by a consumer of its own (WaitingRoomConsumer), so
+	// that it holds no slot of its lane's consumer (whose MaxAckPending is
+	// the lane limit) while it waits. A worker moves a task there when it
+	// is delivered before its time, and back onto its task subject when it
+	// is due (MovedCopy); a producer may also submit a task there, which is
+	// then a submission like one on its task subject.
+	SubjectLater = "captcha.later"
+	// SubjectAllLater matches every subject of the waiting room.
+	SubjectAllLater = SubjectLater + ".>"
+	// WaitingRoomConsumer is the durable name of the waiting room's
+	// consumer, which workers alone read.
+	WaitingRoomConsumer = "workers-later"
 	// SubjectEvents is the root of the events of a task's life,
 	// captcha.events.<id>.
 	SubjectEvents = "captcha.events"
@@ -79,8 +94,8 @@ const (
 )
 
 // StreamSubjects are the subjects the CAPTCHA stream stores: the four task
-// subjects the workers' consumers read, the per-task records, and the
-// anchor. Nothing else under captcha.> is stored, so a publish on a subject
+// subjects the workers' consumers read, the waiting room's four, the
+// per-task records, and the anchor. Nothing else under captcha.> is stored, so a publish on a subject
 // no consumer reads (captcha.tasks.fast.urgent.x, captcha.tasks.x, one token
 // too many) is refused at once (no stream answers it) instead of being
 // accepted and never handled; and nothing a producer may publish
@@ -92,6 +107,7 @@ func StreamSubjects() []string {
 			out = append(out, TaskFilter(l, p))
 		}
 	}
+	out = append(out, LaterFilters()...)
 	return append(out, SubjectEvents+".*", SubjectResults+".*", SubjectDead+".*", SubjectReplays+".*", SubjectAnchor,
 		SubjectCancels+".*.*", SubjectCancels+".*", SubjectWorkers+".*")
 }
@@ -100,6 +116,45 @@ func StreamSubjects() []string {
 // priority.
 func TaskFilter(lane Lane, priority Priority) string {
 	return fmt.Sprintf("%s.%s.%s.*", SubjectTasks, lane, priority)
+}
+
+// LaterFilters are the subjects of the waiting room, one per lane and
+// priority, as the stream stores them.
+func LaterFilters() []string {
+	var out []string
+	for _, p := range Priorities {
+		for _, l := range Lanes {
+			out = append(out, fmt.Sprintf("%s.%s.%s.*", SubjectLater, l, p))
+		}
+	}
+	return out
+}
+
+// LaterSubject is the waiting room's subject of task id of a lane, at a
+// priority.
+func LaterSubject(lane Lane, priority Priority, id string) string {
+	return fmt.Sprintf("%s.%s.%s.%s", SubjectLater, lane, priority, id)
+}
+
+// InWaitingRoom reports whether subject is one of the waiting room's.
+func InWaitingRoom(subject string) bool { return strings.HasPrefix(subject, SubjectLater+".") }
+
+// TaskSubjectOf is the task subject a task subject or a waiting room's
+// subject stands for: captcha.later.<lane>.<priority>.<id> →
+// captcha.tasks.<lane>.<priority>.<id>; any other subject as it is.
+func TaskSubjectOf(subject string) string {
+	if rest, ok := strings.CutPrefix(subject, SubjectLater+"."); ok {
+		return SubjectTasks + "." + rest
+	}
+	return subject
+}
+
+// LaterSubjectOf is the waiting room's subject of a task subject.
+func LaterSubjectOf(subject string) string {
+	if rest, ok := strings.CutPrefix(subject, SubjectTasks+"."); ok {
+		return SubjectLater + "." + rest
+	}
+	return subject
 }
 
 // IDSubjects matches every record of task id that workers and admins write
@@ -175,9 +230,10 @@ func IDFromSubject(subject string) string {
 	return subject
 }
 
-// LaneOfSubject returns the lane token of a task subject.
+// LaneOfSubject returns the lane token of a task subject (or of a waiting
+// room's subject).
 func LaneOfSubject(subject string) Lane {
-	rest, _ := strings.CutPrefix(subject, SubjectTasks+".")
+	rest, _ := strings.CutPrefix(TaskSubjectOf(subject), SubjectTasks+".")
 	lane, _, _ := strings.Cut(rest, ".")
 	return Lane(lane)
 }

@@ -46,6 +46,15 @@ type delivery struct {
 	// useAt and notBefore are the task's, as instants on the broker's
 	// clock (zero: none).
 	useAt, notBefore time.Time
+	// seq is the delivered message's own stream sequence: gen, but for a
+	// moved copy (moved), which names the generation it is a copy of.
+	seq   uint64
+	moved bool
+	// inRoom is set for a delivery from the waiting room.
+	inRoom bool
+	// digest is the message's digest as its generation's
+	// (wire.MovedDigest).
+	digest string
 }
 
 // resume finishes a generation that an earlier delivery took to its end
@@ -104,6 +113,12 @@ func (d *delivery) admit(ctx context.Context) (base wire.Event, crashed bool, ok
 			d.wait(ctx, base, until, lead)
 			return base, crashed, false
 		}
+	}
+	if d.inRoom {
+		// Due: back to its lane, whose limit, priority and plan apply to it
+		// as to any task. No attempt starts from the waiting room.
+		d.move(ctx, base, wire.TaskSubjectOf(d.m.Subject()))
+		return base, crashed, false
 	}
 	return base, crashed, true
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/retry"
@@ -82,11 +83,28 @@ type Executor struct {
 	// ScheduleCheck bounds how long a task that is not due waits between
 	// deliveries, so that a cancel of it ends it within that time.
 	ScheduleCheck time.Duration
+	// Mover moves tasks that are not due to the waiting room and back, and
+	// checks the copies it makes (optional: without it a task that is not
+	// due waits on its lane's consumer, where the consumer counts it as
+	// pending, and a message that says it is a moved copy is not a task).
+	Mover Mover
 	// Retention is how long the stream keeps a task (its MaxAge; 0: no
 	// limit): a task naming a use_at or not_before further from its store
 	// time would wait until the stream drops it, without an outcome, so it
 	// ends as invalid at once.
 	Retention time.Duration
+}
+
+// Mover moves a task between its task subject and the waiting room
+// (wire.SubjectLater).
+type Mover interface {
+	// Move publishes a moved copy of a task (wire.MovedCopy), once per
+	// message it moves.
+	Move(ctx context.Context, msg *nats.Msg) error
+	// VerifyMoved checks that a scheduled event of generation gen of task
+	// id names digest; an error wrapping taskstore.ErrForged says none
+	// does, any other a failed read.
+	VerifyMoved(ctx context.Context, id string, gen uint64, digest string) error
 }
 
 // Thread is the plan thread a delivery holds while the service works on
@@ -120,9 +138,9 @@ type Room interface {
 // Completer finishes a delivery whose outcome is stored: it acks the task
 // message and erases it. How it batches that is its own affair.
 type Completer interface {
-	// Complete finishes the delivery m of generation gen; log is the
-	// delivery's.
-	Complete(m jetstream.Msg, gen uint64, log *slog.Logger)
+	// Complete finishes the delivery m of the message at sequence seq
+	// (its generation's, or a moved copy's); log is the delivery's.
+	Complete(m jetstream.Msg, seq uint64, log *slog.Logger)
 }
 
 // Execute takes one delivered task message to its next step. It never

@@ -124,9 +124,11 @@ func (d *delivery) finishExpired(ctx context.Context) {
 	d.log.Warn("solved, but the token expired before its outcome was stored", slog.Time("expired", last.ExpiresAt))
 }
 
-// done finishes the delivery once its outcome is stored (the Completer).
+// done finishes the delivery once its outcome is stored, or it moved (the
+// Completer): acks and erases the delivered message, which for a moved
+// copy is not its generation's first.
 func (d *delivery) done() {
-	d.x.Completer.Complete(d.m, d.gen, d.log)
+	d.x.Completer.Complete(d.m, d.seq, d.log)
 }
 
 func roundSeconds(d time.Duration) float64 {
@@ -225,7 +227,7 @@ func (d *delivery) deadLetterMsg(reason retry.Reason, code, detail string, whole
 		dl.Header.Set(wire.HeaderDetail, text.Cut(detail, wire.MaxDeadLetterDetail))
 	}
 	dl.Header.Set(wire.HeaderReason, string(reason))
-	dl.Header.Set(wire.HeaderSubject, d.m.Subject())
+	dl.Header.Set(wire.HeaderSubject, wire.TaskSubjectOf(d.m.Subject()))
 	dl.Header.Set(wire.HeaderFirstFail, ev.FirstFailure.UTC().Format(time.RFC3339Nano))
 	dl.Header.Set(wire.HeaderLastFail, ev.LastFailure.UTC().Format(time.RFC3339Nano))
 	return dl

@@ -22,13 +22,20 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
 	}
-	d.gen, d.number, d.submitted = md.Sequence.Stream, md.NumDelivered, md.Timestamp
+	d.seq = md.Sequence.Stream
+	d.gen, d.number, d.submitted = d.seq, md.NumDelivered, md.Timestamp
+	d.inRoom = wire.InWaitingRoom(m.Subject())
 	// The id is the subject's last token, whatever the message says: the
-	// stream stores task messages only on captcha.tasks.<lane>.<priority>.*,
-	// so that token always names a subject of its own for the outcome.
+	// stream stores task messages only on captcha.tasks.<lane>.<priority>.*
+	// and captcha.later.<lane>.<priority>.*, so that token always names a
+	// subject of its own for the outcome.
 	d.id = wire.IDFromSubject(m.Subject())
 	d.task, d.invalid = wire.ParseTask(m.Data())
-	if err := wire.CheckEnvelope(d.id, m.Headers(), d.task); err != nil {
+	if wire.IsMovedCopy(m.Headers()) {
+		if err := d.openMoved(ctx); err != nil {
+			return nil, err
+		}
+	} else if err := wire.CheckEnvelope(d.id, m.Headers(), d.task); err != nil {
 		d.invalid, d.forged = err, true
 	} else if m.Headers().Get(wire.HeaderMsgID) != d.id {
 		var err error
@@ -45,14 +52,17 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 	if d.invalid == nil {
 		d.invalid = d.task.ValidateShape()
 	}
-	d.useAt, d.notBefore = d.task.UseAt.From(md.Timestamp), d.task.NotBefore.From(md.Timestamp)
+	// Durations count from the submission's store time, which a moved
+	// copy carries.
+	d.useAt, d.notBefore = d.task.UseAt.From(d.submitted), d.task.NotBefore.From(d.submitted)
 	if d.invalid == nil {
-		d.invalid = d.scheduleError(md.Timestamp)
+		d.invalid = d.scheduleError(d.submitted)
 	}
+	d.digest = wire.MovedDigest(m.Subject(), m.Headers(), m.Data(), d.gen, d.submitted)
 	d.deadline = d.task.Deadline
 	if d.deadline.IsZero() {
 		// The default window counts from when the task may start.
-		d.deadline = wire.Latest(md.Timestamp, d.useAt, d.notBefore).Add(x.DefaultDeadline)
+		d.deadline = wire.Latest(d.submitted, d.useAt, d.notBefore).Add(x.DefaultDeadline)
 	}
 	// A deadline is an instant on the broker's clock (the publish stamp
 	// above; the producer's, read from the broker): the worker judges it on
@@ -62,7 +72,7 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 	d.log = x.Log.With(slog.String("task_id", d.id), slog.String("method", d.task.Method),
 		slog.String("host", wire.PageHost(d.task.Params)), slog.Uint64("delivery", d.number))
 	d.st = taskstore.GenState{Gen: d.gen}
-	if d.number == 1 {
+	if d.number == 1 && !d.moved {
 		// Nobody has handled this message before: assume nothing is
 		// recorded for the id and let the first write's compare-and-set
 		// say otherwise, saving a read per task.
@@ -74,4 +84,39 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 		return nil, err
 	}
 	return d, nil
+}
+
+// openMoved reads what a moved copy of a task is (wire.MovedCopy): the
+// generation it names and when that was submitted, if a scheduled event of
+// the generation names its digest; otherwise it is not a submission of its
+// id (forged), and ends as one on its own sequence. It returns an error
+// only when the task's records cannot be read.
+func (d *delivery) openMoved(ctx context.Context) error {
+	gen, submitted, ok := wire.MovedFrom(d.m.Headers())
+	switch {
+	case !ok:
+		d.invalid = fmt.Errorf("headers %s and %s of a moved task are not a generation and a time", wire.HeaderGen, wire.HeaderSubmitted)
+	case gen >= d.seq:
+		d.invalid = fmt.Errorf("header %s %d: not a task message before this one", wire.HeaderGen, gen)
+	case d.x.Mover == nil:
+		d.invalid = fmt.Errorf("header %s: this worker moves no task", wire.HeaderGen)
+	}
+	if d.invalid != nil {
+		d.forged = true
+		return nil
+	}
+	digest := wire.MovedDigest(d.m.Subject(), d.m.Headers(), d.m.Data(), gen, submitted)
+	var err error
+	if perr := d.patiently(ctx, func() error {
+		err = d.x.Mover.VerifyMoved(ctx, d.id, gen, digest)
+		return taskstore.IgnoreForged(err)
+	}); perr != nil {
+		return perr
+	}
+	if err != nil {
+		d.invalid, d.forged = err, true
+		return nil
+	}
+	d.gen, d.submitted, d.moved = gen, submitted, true
+	return nil
 }

@@ -1,9 +1,11 @@
 // Tasks that are not due: a task naming use_at starts its solve the kind's
 // 90th-percentile solve time before it, one naming not_before not before
-// that. Until then a delivery of it is handed back to the stream with the
-// delay (NakWithDelay): it holds no worker thread and no plan thread while
-// it waits, spends no attempt, and a restart of the worker or the broker
-// forgets nothing, since the wait is the consumer's.
+// that. Until then it waits in the stream's waiting room
+// (wire.SubjectLater), whose consumer hands each delivery back with the
+// delay (NakWithDelay): it holds no worker thread, no plan thread and no
+// slot of its lane's consumer while it waits, spends no attempt, and a
+// restart of the worker or the broker forgets nothing, since the wait is
+// the consumer's. Once due it moves back to its task subject.
 
 package executor
 
@@ -69,20 +71,29 @@ func (d *delivery) notDue() (until time.Time, lead time.Duration, ok bool) {
 	return start, lead, d.x.Now().Before(start)
 }
 
-// wait hands the delivery back until the task is due, or its deadline
-// passes first (the next delivery then ends it expired), and at most
-// ScheduleCheck, so that a cancel ends a waiting task within that time.
-// The first wait of a generation is recorded (scheduled, until when), so
-// the audit trail explains a task that waits; the later ones are not.
+// wait keeps the delivery from its solve until the task is due, or its
+// deadline passes first (a delivery then ends it expired). With a waiting
+// room (Mover), a delivery from a lane moves the task there: the lane's
+// consumer counts a message handed back with a delay as pending, so tasks
+// waiting on it would fill its lane limit (or MaxInFlight) and starve the
+// due ones. In the waiting room, or without one, the delivery is handed
+// back with the delay, and at most ScheduleCheck, so that a cancel ends a
+// waiting task within that time. The first wait of a generation is
+// recorded (scheduled, until when, and the digest a moved copy of it must
+// have), so the audit trail explains a task that waits; the later ones are
+// not.
 func (d *delivery) wait(ctx context.Context, base wire.Event, until time.Time, lead time.Duration) {
 	now := d.x.Now()
 	delay := min(until.Sub(now), d.x.ScheduleCheck)
 	if d.deadline.Before(until) {
 		delay = min(delay, max(d.deadline.Sub(now), 0)+time.Millisecond)
 	}
-	if d.st.Last.Kind != wire.EventScheduled {
+	if !d.scheduled() {
 		ev := base
 		ev.Kind, ev.At, ev.Until, ev.LeadMS = wire.EventScheduled, now, until, lead.Milliseconds()
+		if d.x.Mover != nil {
+			ev.Digest = d.digest
+		}
 		if !d.record(ctx, ev) {
 			if ctx.Err() == nil && !d.st.Outcome && d.st.Cancel == nil {
 				_ = d.m.NakWithDelay(min(delay, d.x.Lease()))
@@ -91,6 +102,56 @@ func (d *delivery) wait(ctx context.Context, base wire.Event, until time.Time, l
 		}
 		d.log.Info("scheduled: waits in the stream", slog.Time("until", until), slog.Duration("lead", lead))
 	}
+	if d.x.Mover != nil && !d.inRoom {
+		d.move(ctx, base, wire.LaterSubjectOf(d.m.Subject()))
+		return
+	}
 	_ = d.m.NakWithDelay(delay)
-	d.x.WakeAt(delay, wire.LaneOfSubject(d.m.Subject()))
+	if !d.inRoom {
+		d.x.WakeAt(delay, wire.LaneOfSubject(d.m.Subject()))
+	}
+}
+
+// scheduled reports whether the generation's last event is its scheduled
+// event, naming the digest a moved copy of the delivered message has when
+// tasks move (one recorded by a worker that moved none names none).
+func (d *delivery) scheduled() bool {
+	last := d.st.Last
+	return last.Kind == wire.EventScheduled && (d.x.Mover == nil || last.Digest == d.digest)
+}
+
+// move publishes a copy of the task on subject to (the waiting room, or
+// its task subject when it is due), then acks and erases the delivered
+// message. A generation moves only after a scheduled event names its
+// digest, so that the copy can prove it is the generation's. A copy that
+// cannot be published leaves the task where it is, back after a lease.
+func (d *delivery) move(ctx context.Context, base wire.Event, to string) {
+	if !d.scheduled() {
+		// Delivered in the waiting room (a producer submitted it there) and
+		// due at once: recorded as any task that went through the room.
+		ev := base
+		now := d.x.Now()
+		ev.Kind, ev.At, ev.Until, ev.Digest = wire.EventScheduled, now, now, d.digest
+		if !d.record(ctx, ev) {
+			if ctx.Err() == nil && !d.st.Outcome && d.st.Cancel == nil {
+				_ = d.m.NakWithDelay(d.x.Lease())
+			}
+			return
+		}
+	}
+	if d.x.Mover == nil {
+		_ = d.m.NakWithDelay(d.x.Lease()) // a worker that moves nothing reads no waiting room
+		return
+	}
+	msg := wire.MovedCopy(to, d.m.Headers(), d.m.Data(), d.gen, d.submitted, d.seq)
+	if err := d.x.Mover.Move(ctx, msg); err != nil {
+		if ctx.Err() != nil {
+			_ = d.m.Nak()
+			return
+		}
+		d.log.Warn("cannot move the task; it comes back later", slog.String("to", to), slog.Any("error", err))
+		_ = d.m.NakWithDelay(d.x.Lease())
+		return
+	}
+	d.done()
 }

@@ -1,0 +1,81 @@
+package taskstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// VerifyMoved checks a moved copy of generation gen of task id whose
+// digest is digest (wire.MovedDigest): anyone who may submit tasks could
+// publish a message that names a generation of someone else's task, so a
+// scheduled event of the generation, which only workers write, must name
+// the digest. An error wrapping ErrForged says none does; any other error
+// is a failed read. One direct read per record of the task from the
+// generation on: a handful.
+func VerifyMoved(ctx context.Context, s jetstream.Stream, id string, gen uint64, digest string) error {
+	found := false
+	err := jscall.WalkWhile(ctx, s, wire.EventSubject(id), gen, 0, func(m *jetstream.RawStreamMsg) bool {
+		ev, ok := wire.ParseEvent(m.Data)
+		found = ok && ev.Gen == gen && ev.Kind == wire.EventScheduled && ev.Digest == digest
+		return !found
+	})
+	if err != nil {
+		return fmt.Errorf("read the events of task %s: %w", id, err)
+	}
+	if !found {
+		return fmt.Errorf("%w: it names generation %d, and no scheduled event of that generation names this message", ErrForged, gen)
+	}
+	return nil
+}
+
+// Move publishes a moved copy of a task (wire.MovedCopy). A copy the
+// stream takes for a duplicate is this worker's earlier one (it stopped
+// before it acked the message it moved) only when the stream holds it on
+// the same subject with the same body and generation; otherwise (someone
+// else took the message id first, or the copy is gone, moved on or ended)
+// the copy is published again without a message id: a second copy of a
+// generation costs a delivery that finds the generation ahead of it, a
+// lost one would lose the task.
+func Move(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, msg *nats.Msg) error {
+	stream := jetstream.WithExpectStream(s.CachedInfo().Config.Name)
+	ack, err := jscall.PublishRetrying(ctx, js, msg, stream)
+	if err != nil || !ack.Duplicate {
+		return err
+	}
+	kept, err := s.GetMsg(ctx, ack.Sequence)
+	switch {
+	case err == nil && kept.Subject == msg.Subject && bytes.Equal(kept.Data, msg.Data) &&
+		kept.Header.Get(wire.HeaderGen) == msg.Header.Get(wire.HeaderGen):
+		return nil
+	case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
+		return err
+	}
+	again := nats.NewMsg(msg.Subject)
+	again.Data = msg.Data
+	for k, v := range msg.Header {
+		if k != wire.HeaderMsgID {
+			again.Header[k] = v
+		}
+	}
+	_, err = jscall.PublishRetrying(ctx, js, again, stream)
+	return err
+}
+
+// VerifyMoved checks a moved copy against the generation's scheduled
+// events (VerifyMoved).
+func (s *JetStream) VerifyMoved(ctx context.Context, id string, gen uint64, digest string) error {
+	return VerifyMoved(ctx, s.Stream, id, gen, digest)
+}
+
+// Move publishes a moved copy of a task (Move).
+func (s *JetStream) Move(ctx context.Context, msg *nats.Msg) error {
+	return Move(ctx, s.JS, s.Stream, msg)
+}

@@ -1,0 +1,101 @@
+// Moving a task between its task subject and the waiting room: the copy a
+// worker publishes carries the generation it belongs to and the store time
+// of the submission, and is the generation's only when a worker's
+// scheduled event names its digest.
+
+package wire
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"hash"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// HeaderSubmitted is when the submission a moved copy of a task belongs to
+// was stored (RFC 3339 with nanoseconds, UTC, on the broker's clock), on
+// moved copies: durations in use_at, not_before and the default deadline
+// count from it, not from the copy's own store time.
+const HeaderSubmitted = "Captchaq-Submitted"
+
+// MovedCopy is the copy of task message (subject, h, body) of generation
+// gen, stored at submitted, that a worker publishes on subject to: the
+// same body and producer headers, the generation (HeaderGen), the store
+// time (HeaderSubmitted), and a message id derived from the sequence of the
+// message it moves (from), so that a worker that publishes it again (it
+// stopped before it acked that message) stores no second copy within the
+// duplicate window.
+func MovedCopy(to string, h nats.Header, body []byte, gen uint64, submitted time.Time, from uint64) *nats.Msg {
+	m := nats.NewMsg(to)
+	m.Data = body
+	for k, v := range h {
+		switch ck := http.CanonicalHeaderKey(k); {
+		case strings.HasPrefix(ck, "Nats-"), ck == HeaderGen, ck == HeaderSubmitted:
+			continue
+		}
+		m.Header[k] = v
+	}
+	m.Header.Set(HeaderGen, strconv.FormatUint(gen, 10))
+	m.Header.Set(HeaderSubmitted, submitted.UTC().Format(time.RFC3339Nano))
+	m.Header.Set(HeaderMsgID, MovedMsgID(IDFromSubject(to), from))
+	return m
+}
+
+// MovedMsgID is the message id of the copy of task id that moves message
+// from: a task id is a subject token and holds no dot, so no submission
+// takes it.
+func MovedMsgID(id string, from uint64) string {
+	return id + ".moved." + strconv.FormatUint(from, 10)
+}
+
+// IsMovedCopy reports whether a task message says it is a moved copy (it
+// names a generation and its store time): whether it is one, its digest
+// says (MovedDigest). A message with one of the two headers alone is taken
+// for what its message id says, as before there were moved copies.
+func IsMovedCopy(h nats.Header) bool { return h.Get(HeaderGen) != "" && h.Get(HeaderSubmitted) != "" }
+
+// MovedFrom reads what a moved copy says of itself: its generation and
+// when that submission was stored; ok is false when either is not well
+// formed.
+func MovedFrom(h nats.Header) (gen uint64, submitted time.Time, ok bool) {
+	gen, err := strconv.ParseUint(h.Get(HeaderGen), 10, 64)
+	if err != nil || gen == 0 {
+		return 0, time.Time{}, false
+	}
+	submitted, err = time.Parse(time.RFC3339Nano, h.Get(HeaderSubmitted))
+	if err != nil {
+		return 0, time.Time{}, false
+	}
+	return gen, submitted, true
+}
+
+// MovedDigest is the digest of what a task message of generation gen says
+// of the task, whether on its task subject or in the waiting room: its
+// task subject (lane, priority, id), its body, the headers a worker acts on
+// (id, client, cancel hash, replay), and when its submission was stored.
+// The worker that first moves a generation records it on its scheduled
+// event (Event.Digest); a copy whose digest no scheduled event of its
+// generation names is not the generation's.
+func MovedDigest(subject string, h nats.Header, body []byte, gen uint64, submitted time.Time) string {
+	d := sha256.New()
+	field := func(h hash.Hash, b []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field(d, []byte(TaskSubjectOf(subject)))
+	field(d, body)
+	for _, k := range []string{HeaderTaskID, HeaderClient, HeaderCancelHash, HeaderReplayedBy} {
+		field(d, []byte(h.Get(k)))
+	}
+	field(d, []byte(strconv.FormatUint(gen, 10)))
+	field(d, []byte(submitted.UTC().Format(time.RFC3339Nano)))
+	return hex.EncodeToString(d.Sum(nil))
+}
