@@ -265,26 +265,45 @@ func TestRawScheduleBadValues(t *testing.T) {
 	require.Zero(t, api.Stats().InCalls, "the service never heard of them")
 }
 
-// A second submission of an id with another use_at is the duplicate it
-// is: the first use_at stands, and the task is solved once.
+// A second submission of an id with another use_at or not_before is the
+// duplicate it is (the first stands, and the task is solved once), and its
+// caller is told so, as Solve is told of a duplicate that is not its own:
+// ErrIDTaken, naming the field. The same submission again (a retry, "in
+// 1s" again a moment later) is a duplicate without an error.
 func TestDuplicateSubmitOtherUseAt(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
 	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: 100 * time.Millisecond})
 	first := turnstileTask("dup")
 	first.UseAt = In(time.Second)
 	r1, err := b.client.Submit(ctx, first)
 	require.NoError(t, err)
-	second := turnstileTask("dup")
-	second.UseAt = In(time.Hour)
-	r2, err := b.client.Submit(ctx, second)
-	t.Logf("second submit: %+v %v", r2, err)
-	if err == nil {
+
+	again, err := b.client.Submit(ctx, first)
+	require.NoError(t, err, "the same submission again")
+	require.True(t, again.Duplicate)
+
+	for field, task := range map[string]Task{"use_at": turnstileTask("dup"), "not_before": turnstileTask("dup")} {
+		task.UseAt = In(time.Hour)
+		if field == "not_before" {
+			task.UseAt, task.NotBefore = In(time.Second), In(500*time.Millisecond)
+		}
+		r2, err := b.client.Submit(ctx, task)
+		require.ErrorIs(t, err, ErrIDTaken, field)
+		require.ErrorContains(t, err, field)
 		require.True(t, r2.Duplicate, "the second submission is a duplicate")
 		require.Equal(t, r1.Seq, r2.Seq)
+		rs, err := b.client.SubmitAll(ctx, []Task{task})
+		require.ErrorIs(t, err, ErrIDTaken, field)
+		require.ErrorContains(t, err, field)
+		require.Len(t, rs, 1)
+		require.True(t, rs[0].Duplicate)
 	}
+
+	// The worker starts once the duplicates were compared with the stored
+	// task (a task that ended is erased, and nothing is compared then).
+	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: 100 * time.Millisecond})
 	out, err := b.client.Wait(ctx, "dup")
 	require.NoError(t, err)
 	require.Equal(t, StatusSolved, out.Status)
