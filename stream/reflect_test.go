@@ -129,25 +129,11 @@ func TestProducerCannotPlantAToken(t *testing.T) {
 
 	// The attacker: a plain nats.go client with the producer's role.
 	anc, aerrs := roleConn(t, ns, "producer")
-	ajs, err := jetstream.New(anc)
-	require.NoError(t, err)
-	now := time.Now().UTC()
-	forged, _ := json.Marshal(map[string]any{"id": "victim", "status": "solved", "solution": "PLANTED",
-		"attempts": 1, "method": "turnstile", "captcha_id": "1", "solved_at": now, "expires_at": now.Add(time.Hour)})
-	m := nats.NewMsg("captcha.tasks.fast.normal.atk")
-	m.Header.Set("Nats-Msg-Id", "atk")
-	m.Header.Set(wire.HeaderTaskID, "victim")
-	m.Header.Set(wire.HeaderGen, strconv.FormatUint(r.Seq, 10))
-	m.Data = forged
-	ack, err := ajs.PublishMsg(ctx, m)
-	require.NoError(t, err)
-	get, _ := json.Marshal(map[string]any{"seq": ack.Sequence})
-	require.NoError(t, anc.PublishMsg(&nats.Msg{Subject: "$JS.API.DIRECT.GET.CAPTCHA", Reply: wire.TokenSubject("victim", r.Seq), Data: get}))
-	require.NoError(t, anc.Flush())
+	plantToken(ctx, t, anc, "", "victim", r.Seq)
 	select {
 	case err := <-aerrs:
 		t.Logf("the plant was refused: %v", err)
-	case <-time.After(500 * time.Millisecond):
+	default:
 	}
 
 	var solves atomic.Int32
@@ -213,4 +199,37 @@ func TestSolveNeverWaitsOnAnotherProducersTask(t *testing.T) {
 	require.NotEqual(t, `"tok-0xSQUATTER"`, string(out.Solution), "the victim got the squatter's token")
 	require.ErrorIs(t, err, ErrIDTaken)
 	require.ErrorContains(t, err, "order-1001")
+}
+
+// plantToken is the planted-token attack of a producer on nc: it publishes
+// a message shaped as the token of generation gen of task victim (a task
+// message of its own, with the headers and the solved body of its choice),
+// then direct-gets it with the victim's token subject as the reply, so
+// that nats-server answers onto that subject. domain is the JetStream
+// domain of the stream, "" for none. It returns once the plant was
+// answered: the same get with a reply of the attacker's own, sent after it
+// on the same connection, is answered after it (the stream answers a
+// client's direct gets as they come, in order).
+func plantToken(ctx context.Context, t *testing.T, nc *nats.Conn, domain, victim string, gen uint64) {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	now := time.Now().UTC()
+	forged, _ := json.Marshal(map[string]any{"id": victim, "status": "solved", "solution": "PLANTED",
+		"attempts": 1, "method": "turnstile", "captcha_id": "1", "solved_at": now, "expires_at": now.Add(time.Hour)})
+	m := nats.NewMsg("captcha.tasks.fast.normal.atk")
+	m.Header.Set("Nats-Msg-Id", "atk")
+	m.Header.Set(wire.HeaderTaskID, victim)
+	m.Header.Set(wire.HeaderGen, strconv.FormatUint(gen, 10))
+	m.Data = forged
+	ack, err := js.PublishMsg(ctx, m)
+	require.NoError(t, err)
+	get, _ := json.Marshal(map[string]any{"seq": ack.Sequence})
+	api := "$JS.API.DIRECT.GET.CAPTCHA"
+	if domain != "" {
+		api = "$JS." + domain + ".API.DIRECT.GET.CAPTCHA"
+	}
+	require.NoError(t, nc.PublishMsg(&nats.Msg{Subject: api, Reply: wire.TokenSubject(victim, gen), Data: get}))
+	_, err = nc.RequestWithContext(ctx, api, get)
+	require.NoError(t, err)
 }
