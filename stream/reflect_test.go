@@ -78,33 +78,56 @@ func TestProducerCannotMakeTheServerAnswerIntoAStream(t *testing.T) {
 	require.NoError(t, err)
 
 	streams := []string{DefaultStream, Topology{}.TokenStream(), "CAPTCHA_PLAN", "KV_captchaq-timings"}
-	last := func() map[string]uint64 {
-		seqs := map[string]uint64{}
-		for _, name := range streams {
-			s, err := sjs.Stream(ctx, name)
-			require.NoError(t, err, name)
-			info, err := s.Info(ctx)
-			require.NoError(t, err)
-			seqs[name] = info.State.LastSeq
-		}
-		return seqs
-	}
-	require.NoError(t, ajs.Conn().Flush())
-	time.Sleep(500 * time.Millisecond) // the worker's own writes about the attacker's message settle
-	before := last()
 	replies := []string{"captcha.results.victim", "captcha.cancels.victim", "captcha.events.victim", "captcha.dead.victim",
 		"captcha.cancels.victim.1", "captcha.tasks.fast.normal.victim", "captcha.workers.x", wire.TokenSubject("victim", 1),
 		"captcha-plan.threads", "$KV.captchaq-timings.turnstile"}
-	for subj, body := range producerRequests(ack.Sequence) {
+	// What the streams hold on the replies' subjects: an answer stored
+	// would be there. (The worker's own writes, its heartbeats and the
+	// records of the attacker's task, are on other subjects.)
+	stored := func() map[string]uint64 {
+		n := map[string]uint64{}
+		for _, name := range streams {
+			s, err := sjs.Stream(ctx, name)
+			require.NoError(t, err, name)
+			info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+			require.NoError(t, err)
+			for _, reply := range replies {
+				if c := info.State.Subjects[reply]; c > 0 {
+					n[name+" "+reply] = c
+				}
+			}
+		}
+		return n
+	}
+	before := stored()
+	reqs := producerRequests(ack.Sequence)
+	for subj, body := range reqs {
 		for _, reply := range replies {
 			require.NoError(t, anc.PublishMsg(&nats.Msg{Subject: subj, Reply: reply, Data: []byte(body)}))
 		}
 	}
-	require.NoError(t, anc.Flush())
-	// The answers are sent at once; a request answered later than this
-	// would have to be stored later too, and the check below rereads.
-	time.Sleep(time.Second)
-	require.Equal(t, before, last(), "an answer to a producer's request was stored")
+	// Then each request once more, answered to the attacker's own inbox:
+	// a responder answers one subject's requests in the order they came
+	// (the server's API from one queue, a client's subscription one by
+	// one), so once all these are answered, so are the ones before.
+	answers := make(chan *nats.Msg, len(reqs))
+	inbox := nats.NewInbox()
+	sub, err := anc.ChanSubscribe(inbox+".*", answers)
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	i := 0
+	for subj, body := range reqs {
+		i++
+		require.NoError(t, anc.PublishMsg(&nats.Msg{Subject: subj, Reply: fmt.Sprintf("%s.%d", inbox, i), Data: []byte(body)}))
+	}
+	for range reqs {
+		select {
+		case <-answers:
+		case <-ctx.Done():
+			t.Fatal("a request to the attacker's own inbox was not answered")
+		}
+	}
+	require.Equal(t, before, stored(), "an answer to a producer's request was stored")
 }
 
 // TestProducerCannotPlantAToken: nats-server answers a direct get on the
