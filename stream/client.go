@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -191,18 +192,24 @@ func (c *Client) Prepare(t Task) (Task, error) {
 }
 
 // Submit validates a task and enqueues it. The task id is the message id, so
-// a Submit retried after a timeout never enqueues the task twice.
+// a Submit retried after a timeout never enqueues the task twice. The first
+// submission under an id stands: a task whose id the stream already has
+// (Receipt.Duplicate) with another use_at or not_before is not enqueued, and
+// Submit returns its receipt with ErrIDTaken naming the field.
 func (c *Client) Submit(ctx context.Context, t Task) (Receipt, error) {
+	given := t
 	t, err := c.Prepare(t)
 	if err != nil {
 		return Receipt{}, err
 	}
-	return c.publish(ctx, t)
+	return c.publish(ctx, given, t)
 }
 
 // SubmitAll validates every task first and publishes none if any is invalid;
 // the error then names each invalid task by its 1-based position. Otherwise
-// it enqueues them in order and returns their receipts.
+// it enqueues them in order and returns their receipts. A task whose id the
+// stream already has with another use_at or not_before is reported as
+// Submit reports it, in the error returned with every receipt.
 func (c *Client) SubmitAll(ctx context.Context, tasks []Task) ([]Receipt, error) {
 	prepared := make([]Task, len(tasks))
 	var errs []error
@@ -235,7 +242,7 @@ func (c *Client) SubmitAll(ctx context.Context, tasks []Task) ([]Receipt, error)
 	if err := c.checkRoom(ctx, len(msgs), size); err != nil {
 		return nil, err
 	}
-	return c.publishAll(ctx, prepared, msgs)
+	return c.publishAll(ctx, tasks, prepared, msgs)
 }
 
 // submitWindow is how many task publishes SubmitAll keeps in flight at once.
@@ -246,8 +253,9 @@ const submitWindow = 256
 // come is retried synchronously with the same message id, so nothing is lost
 // and nothing doubled. On an error it returns the receipts of the tasks
 // before the failed one: those are enqueued.
-func (c *Client) publishAll(ctx context.Context, tasks []Task, msgs []*nats.Msg) ([]Receipt, error) {
+func (c *Client) publishAll(ctx context.Context, given, tasks []Task, msgs []*nats.Msg) ([]Receipt, error) {
 	out := make([]Receipt, 0, len(tasks))
+	var taken []error // duplicates with another schedule
 	type pending struct {
 		i   int
 		fut jetstream.PubAckFuture // nil: publish synchronously
@@ -270,7 +278,13 @@ func (c *Client) publishAll(ctx context.Context, tasks []Task, msgs []*nats.Msg)
 					return err
 				}
 			}
-			out = append(out, Receipt{ID: tasks[p.i].ID, Seq: ack.Sequence, Duplicate: ack.Duplicate})
+			r := Receipt{ID: tasks[p.i].ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}
+			if r.Duplicate {
+				if err := c.sameSchedule(ctx, given[p.i], msgs[p.i], r); err != nil {
+					taken = append(taken, err)
+				}
+			}
+			out = append(out, r)
 		}
 		window = window[:0]
 		return nil
@@ -287,10 +301,13 @@ func (c *Client) publishAll(ctx context.Context, tasks []Task, msgs []*nats.Msg)
 			}
 		}
 	}
-	return out, flush()
+	if err := flush(); err != nil {
+		return out, err
+	}
+	return out, errors.Join(taken...)
 }
 
-func (c *Client) publish(ctx context.Context, t Task) (Receipt, error) {
+func (c *Client) publish(ctx context.Context, given, t Task) (Receipt, error) {
 	msg, err := c.taskMsg(t)
 	if err != nil {
 		return Receipt{}, err
@@ -303,7 +320,62 @@ func (c *Client) publish(ctx context.Context, t Task) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, err
 	}
-	return Receipt{ID: t.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	r := Receipt{ID: t.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}
+	if r.Duplicate {
+		return r, c.sameSchedule(ctx, given, msg, r)
+	}
+	return r, nil
+}
+
+// scheduleSlack is how far apart the instants of a duplicate's use_at or
+// not_before and the stored task's may be and still be the same: the
+// stored one was taken on the broker's clock a moment before its message
+// was stored, and a duration counts from that store time.
+const scheduleSlack = 2 * time.Second
+
+// sameSchedule checks that r, a receipt the stream answered as a duplicate
+// of msg, the message of given (the task as its caller gave it), is a
+// submission with the stored task's use_at and not_before: the first
+// submission under an id stands, and a caller who asked for another time
+// must hear that the token comes at the first's. A duration counts from the
+// stored message's time, so the same "in 10m" submitted again a minute
+// later is the same submission. A stored message that is gone (its task
+// ended and was erased) is not compared.
+func (c *Client) sameSchedule(ctx context.Context, given Task, msg *nats.Msg, r Receipt) error {
+	m, err := c.s.GetMsg(ctx, r.Seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("task %s: the stream has a submission under this id (sequence %d); read it: %w", r.ID, r.Seq, err)
+	}
+	if bytes.Equal(m.Data, msg.Data) {
+		return nil // this very message, its publish retried
+	}
+	stored, err := wire.ParseTask(m.Data)
+	if err != nil {
+		return fmt.Errorf("task %s: %w (stream sequence %d), which is not a valid task: submit under another id", r.ID, ErrIDTaken, r.Seq)
+	}
+	for _, f := range []struct {
+		name          string
+		stored, given wire.When
+	}{{"use_at", stored.UseAt, given.UseAt}, {"not_before", stored.NotBefore, given.NotBefore}} {
+		was, asked := f.stored.From(m.Time), f.given.From(m.Time)
+		if was.IsZero() == asked.IsZero() && (was.IsZero() || was.Sub(asked).Abs() <= scheduleSlack) {
+			continue
+		}
+		return fmt.Errorf("task %s: %w (stream sequence %d) with %s %s, not %s: the first stands; submit under another id",
+			r.ID, ErrIDTaken, r.Seq, f.name, instantText(was), instantText(asked))
+	}
+	return nil
+}
+
+// instantText is t in RFC 3339, or "none" when zero.
+func instantText(t time.Time) string {
+	if t.IsZero() {
+		return "none"
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // taskMsg builds the message of a prepared task.

@@ -28,9 +28,11 @@ var (
 	ErrTokenExpired = errors.New("token expired before it was read")
 	// ErrNotSolved: the task ended in the dead letter; the Outcome says why.
 	ErrNotSolved = errors.New("task not solved")
-	// ErrIDTaken: Solve's task id was taken, within the duplicate window, by
-	// a submission that is not this call's (another producer's, or an
-	// earlier call's): nothing was enqueued, and Solve does not wait on a
+	// ErrIDTaken: the task id was taken, within the duplicate window, by a
+	// submission that is not this one: for Solve, one that is not this
+	// call's (another producer's, or an earlier call's), for Submit and
+	// SubmitAll one with another use_at or not_before. Nothing was
+	// enqueued, the first submission stands, and Solve does not wait on a
 	// task it did not write. Submit again under another id.
 	ErrIDTaken = errors.New("task id taken by another submission")
 )

@@ -78,33 +78,56 @@ func TestProducerCannotMakeTheServerAnswerIntoAStream(t *testing.T) {
 	require.NoError(t, err)
 
 	streams := []string{DefaultStream, Topology{}.TokenStream(), "CAPTCHA_PLAN", "KV_captchaq-timings"}
-	last := func() map[string]uint64 {
-		seqs := map[string]uint64{}
-		for _, name := range streams {
-			s, err := sjs.Stream(ctx, name)
-			require.NoError(t, err, name)
-			info, err := s.Info(ctx)
-			require.NoError(t, err)
-			seqs[name] = info.State.LastSeq
-		}
-		return seqs
-	}
-	require.NoError(t, ajs.Conn().Flush())
-	time.Sleep(500 * time.Millisecond) // the worker's own writes about the attacker's message settle
-	before := last()
 	replies := []string{"captcha.results.victim", "captcha.cancels.victim", "captcha.events.victim", "captcha.dead.victim",
 		"captcha.cancels.victim.1", "captcha.tasks.fast.normal.victim", "captcha.workers.x", wire.TokenSubject("victim", 1),
 		"captcha-plan.threads", "$KV.captchaq-timings.turnstile"}
-	for subj, body := range producerRequests(ack.Sequence) {
+	// What the streams hold on the replies' subjects: an answer stored
+	// would be there. (The worker's own writes, its heartbeats and the
+	// records of the attacker's task, are on other subjects.)
+	stored := func() map[string]uint64 {
+		n := map[string]uint64{}
+		for _, name := range streams {
+			s, err := sjs.Stream(ctx, name)
+			require.NoError(t, err, name)
+			info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+			require.NoError(t, err)
+			for _, reply := range replies {
+				if c := info.State.Subjects[reply]; c > 0 {
+					n[name+" "+reply] = c
+				}
+			}
+		}
+		return n
+	}
+	before := stored()
+	reqs := producerRequests(ack.Sequence)
+	for subj, body := range reqs {
 		for _, reply := range replies {
 			require.NoError(t, anc.PublishMsg(&nats.Msg{Subject: subj, Reply: reply, Data: []byte(body)}))
 		}
 	}
-	require.NoError(t, anc.Flush())
-	// The answers are sent at once; a request answered later than this
-	// would have to be stored later too, and the check below rereads.
-	time.Sleep(time.Second)
-	require.Equal(t, before, last(), "an answer to a producer's request was stored")
+	// Then each request once more, answered to the attacker's own inbox:
+	// a responder answers one subject's requests in the order they came
+	// (the server's API from one queue, a client's subscription one by
+	// one), so once all these are answered, so are the ones before.
+	answers := make(chan *nats.Msg, len(reqs))
+	inbox := nats.NewInbox()
+	sub, err := anc.ChanSubscribe(inbox+".*", answers)
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	i := 0
+	for subj, body := range reqs {
+		i++
+		require.NoError(t, anc.PublishMsg(&nats.Msg{Subject: subj, Reply: fmt.Sprintf("%s.%d", inbox, i), Data: []byte(body)}))
+	}
+	for range reqs {
+		select {
+		case <-answers:
+		case <-ctx.Done():
+			t.Fatal("a request to the attacker's own inbox was not answered")
+		}
+	}
+	require.Equal(t, before, stored(), "an answer to a producer's request was stored")
 }
 
 // TestProducerCannotPlantAToken: nats-server answers a direct get on the
@@ -129,25 +152,11 @@ func TestProducerCannotPlantAToken(t *testing.T) {
 
 	// The attacker: a plain nats.go client with the producer's role.
 	anc, aerrs := roleConn(t, ns, "producer")
-	ajs, err := jetstream.New(anc)
-	require.NoError(t, err)
-	now := time.Now().UTC()
-	forged, _ := json.Marshal(map[string]any{"id": "victim", "status": "solved", "solution": "PLANTED",
-		"attempts": 1, "method": "turnstile", "captcha_id": "1", "solved_at": now, "expires_at": now.Add(time.Hour)})
-	m := nats.NewMsg("captcha.tasks.fast.normal.atk")
-	m.Header.Set("Nats-Msg-Id", "atk")
-	m.Header.Set(wire.HeaderTaskID, "victim")
-	m.Header.Set(wire.HeaderGen, strconv.FormatUint(r.Seq, 10))
-	m.Data = forged
-	ack, err := ajs.PublishMsg(ctx, m)
-	require.NoError(t, err)
-	get, _ := json.Marshal(map[string]any{"seq": ack.Sequence})
-	require.NoError(t, anc.PublishMsg(&nats.Msg{Subject: "$JS.API.DIRECT.GET.CAPTCHA", Reply: wire.TokenSubject("victim", r.Seq), Data: get}))
-	require.NoError(t, anc.Flush())
+	plantToken(ctx, t, anc, "", "victim", r.Seq)
 	select {
 	case err := <-aerrs:
 		t.Logf("the plant was refused: %v", err)
-	case <-time.After(500 * time.Millisecond):
+	default:
 	}
 
 	var solves atomic.Int32
@@ -213,4 +222,37 @@ func TestSolveNeverWaitsOnAnotherProducersTask(t *testing.T) {
 	require.NotEqual(t, `"tok-0xSQUATTER"`, string(out.Solution), "the victim got the squatter's token")
 	require.ErrorIs(t, err, ErrIDTaken)
 	require.ErrorContains(t, err, "order-1001")
+}
+
+// plantToken is the planted-token attack of a producer on nc: it publishes
+// a message shaped as the token of generation gen of task victim (a task
+// message of its own, with the headers and the solved body of its choice),
+// then direct-gets it with the victim's token subject as the reply, so
+// that nats-server answers onto that subject. domain is the JetStream
+// domain of the stream, "" for none. It returns once the plant was
+// answered: the same get with a reply of the attacker's own, sent after it
+// on the same connection, is answered after it (the stream answers a
+// client's direct gets as they come, in order).
+func plantToken(ctx context.Context, t *testing.T, nc *nats.Conn, domain, victim string, gen uint64) {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	now := time.Now().UTC()
+	forged, _ := json.Marshal(map[string]any{"id": victim, "status": "solved", "solution": "PLANTED",
+		"attempts": 1, "method": "turnstile", "captcha_id": "1", "solved_at": now, "expires_at": now.Add(time.Hour)})
+	m := nats.NewMsg("captcha.tasks.fast.normal.atk")
+	m.Header.Set("Nats-Msg-Id", "atk")
+	m.Header.Set(wire.HeaderTaskID, victim)
+	m.Header.Set(wire.HeaderGen, strconv.FormatUint(gen, 10))
+	m.Data = forged
+	ack, err := js.PublishMsg(ctx, m)
+	require.NoError(t, err)
+	get, _ := json.Marshal(map[string]any{"seq": ack.Sequence})
+	api := "$JS.API.DIRECT.GET.CAPTCHA"
+	if domain != "" {
+		api = "$JS." + domain + ".API.DIRECT.GET.CAPTCHA"
+	}
+	require.NoError(t, nc.PublishMsg(&nats.Msg{Subject: api, Reply: wire.TokenSubject(victim, gen), Data: get}))
+	_, err = nc.RequestWithContext(ctx, api, get)
+	require.NoError(t, err)
 }

@@ -11,54 +11,40 @@ import (
 	"github.com/captchaq/captchaq/solver/fakeapi"
 )
 
-// A raw producer's task whose use_at and not_before are in different forms
-// (one a duration from submission, one an instant) with not_before after
-// use_at is as invalid as the same task in one form: the worker, which
-// knows the store time, ends it at once naming not_before, rather than
-// starting the solve after the token was to be used.
-func TestRawScheduleMixedFormsNotBeforeAfterUseAt(t *testing.T) {
+// A raw producer's task whose use_at or not_before can never be met ends at
+// once as invalid, naming the field, and the service never hears of it:
+//   - use_at and not_before in different forms (one a duration from
+//     submission, one an instant) with not_before after use_at, as invalid
+//     as in one form (the worker knows the store time), rather than a solve
+//     started after the token was to be used;
+//   - either further away than the stream keeps a task, which would wait
+//     until the stream drops it, without an outcome;
+//   - either after the task's own deadline, as Submit refuses it, rather
+//     than a task waiting to expire.
+//
+// The worker looks at waiting tasks again only a minute on: at once is at
+// their first delivery.
+func TestRawScheduleNeverMetEndsAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
 	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: 50 * time.Millisecond})
+	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: time.Minute})
 	js, _ := b.raw(t)
 	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	for _, c := range []struct{ id, useAt, notBefore string }{
-		{"mixed-1", `"1s"`, `"` + later + `"`},
-		{"mixed-2", `"` + time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano) + `"`, `"1h"`},
+	soon := time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)
+	deadline := time.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano)
+	for _, c := range []struct{ id, fields, field string }{
+		{"mixed-1", `"use_at":"1s","not_before":"` + later + `"`, "not_before"},
+		{"mixed-2", `"use_at":"` + soon + `","not_before":"1h"`, "not_before"},
+		{"far-1", `"use_at":"9999-12-31T23:59:59Z"`, "use_at"},
+		{"far-2", `"not_before":"2562047h"`, "not_before"},
+		{"far-3", `"use_at":"720h"`, "use_at"},
+		{"late-nb", `"not_before":"1h","deadline":"` + deadline + `"`, "not_before"},
+		{"late-use", `"use_at":"1h","deadline":"` + deadline + `"`, "use_at"},
 	} {
-		body := fmt.Sprintf(`{"id":%q,"method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/a"},"use_at":%s,"not_before":%s}`,
-			c.id, c.useAt, c.notBefore)
-		publishRaw(ctx, t, js, "captcha.tasks.fast.normal."+c.id, body, map[string]string{"Nats-Msg-Id": c.id})
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		out, err := b.client.Wait(wctx, c.id)
-		cancel()
-		require.ErrorIs(t, err, ErrNotSolved, c.id)
-		require.Equal(t, StatusDead, out.Status, c.id)
-		require.Equal(t, "invalid-task", out.Reason, c.id)
-		require.Contains(t, out.Detail+out.Error, "not_before", c.id)
-	}
-	require.Zero(t, api.Stats().InCalls, "the service never heard of them")
-}
-
-// A raw producer's use_at or not_before further away than the stream keeps
-// a task would have the task wait until the stream drops it, without an
-// outcome: the worker ends it at once as invalid, naming the field.
-func TestRawScheduleBeyondRetention(t *testing.T) {
-	t.Parallel()
-	b := setup(t, Topology{})
-	ctx := testContext(t)
-	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: 50 * time.Millisecond})
-	js, _ := b.raw(t)
-	for _, c := range []struct{ id, field, value string }{
-		{"far-1", "use_at", "9999-12-31T23:59:59Z"},
-		{"far-2", "not_before", "2562047h"},
-		{"far-3", "use_at", "720h"},
-	} {
-		body := fmt.Sprintf(`{"id":%q,"method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/a"},%q:%q}`,
-			c.id, c.field, c.value)
+		body := fmt.Sprintf(`{"id":%q,"method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/a"},%s}`,
+			c.id, c.fields)
 		publishRaw(ctx, t, js, "captcha.tasks.fast.normal."+c.id, body, map[string]string{"Nats-Msg-Id": c.id})
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		out, err := b.client.Wait(wctx, c.id)
@@ -258,56 +244,50 @@ func TestRawScheduleBadValues(t *testing.T) {
 	require.Zero(t, api.Stats().InCalls, "the service never heard of them")
 }
 
-// A second submission of an id with another use_at is the duplicate it
-// is: the first use_at stands, and the task is solved once.
+// A second submission of an id with another use_at or not_before is the
+// duplicate it is (the first stands, and the task is solved once), and its
+// caller is told so, as Solve is told of a duplicate that is not its own:
+// ErrIDTaken, naming the field. The same submission again (a retry, "in
+// 1s" again a moment later) is a duplicate without an error.
 func TestDuplicateSubmitOtherUseAt(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
 	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: 100 * time.Millisecond})
 	first := turnstileTask("dup")
 	first.UseAt = In(time.Second)
 	r1, err := b.client.Submit(ctx, first)
 	require.NoError(t, err)
-	second := turnstileTask("dup")
-	second.UseAt = In(time.Hour)
-	r2, err := b.client.Submit(ctx, second)
-	t.Logf("second submit: %+v %v", r2, err)
-	if err == nil {
+
+	again, err := b.client.Submit(ctx, first)
+	require.NoError(t, err, "the same submission again")
+	require.True(t, again.Duplicate)
+
+	for field, task := range map[string]Task{"use_at": turnstileTask("dup"), "not_before": turnstileTask("dup")} {
+		task.UseAt = In(time.Hour)
+		if field == "not_before" {
+			task.UseAt, task.NotBefore = In(time.Second), In(500*time.Millisecond)
+		}
+		r2, err := b.client.Submit(ctx, task)
+		require.ErrorIs(t, err, ErrIDTaken, field)
+		require.ErrorContains(t, err, field)
 		require.True(t, r2.Duplicate, "the second submission is a duplicate")
 		require.Equal(t, r1.Seq, r2.Seq)
+		rs, err := b.client.SubmitAll(ctx, []Task{task})
+		require.ErrorIs(t, err, ErrIDTaken, field)
+		require.ErrorContains(t, err, field)
+		require.Len(t, rs, 1)
+		require.True(t, rs[0].Duplicate)
 	}
+
+	// The worker starts once the duplicates were compared with the stored
+	// task (a task that ended is erased, and nothing is compared then).
+	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: 100 * time.Millisecond})
 	out, err := b.client.Wait(ctx, "dup")
 	require.NoError(t, err)
 	require.Equal(t, StatusSolved, out.Status)
 	require.WithinDuration(t, time.Now(), out.UseAt, 30*time.Second, "the first use_at stands")
 	require.Equal(t, 1, api.Stats().Submitted)
-}
-
-// A raw task whose own deadline comes before its not_before, or before its
-// use_at, can never be of use: the worker ends it at once as invalid naming
-// the field, as Submit refuses it, rather than letting it wait to expire.
-func TestRawScheduleAfterDeadline(t *testing.T) {
-	t.Parallel()
-	b := setup(t, Topology{})
-	ctx := testContext(t)
-	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: time.Minute})
-	js, _ := b.raw(t)
-	deadline := time.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano)
-	for _, c := range []struct{ id, field string }{{"late-nb", "not_before"}, {"late-use", "use_at"}} {
-		body := fmt.Sprintf(`{"id":%q,"method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/a"},%q:"1h","deadline":%q}`,
-			c.id, c.field, deadline)
-		publishRaw(ctx, t, js, "captcha.tasks.fast.normal."+c.id, body, map[string]string{"Nats-Msg-Id": c.id})
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		out, err := b.client.Wait(wctx, c.id)
-		cancel()
-		require.ErrorIs(t, err, ErrNotSolved, c.id)
-		require.Equal(t, "invalid-task", out.Reason, c.id)
-		require.Contains(t, out.Detail+out.Error, c.field, c.id)
-	}
-	require.Zero(t, api.Stats().InCalls)
 }
 
 // An outcome's solved_at is on the same clock as its use_at and

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -173,24 +172,7 @@ func TestSiteProducerCannotPlantAToken(t *testing.T) {
 	require.NoError(t, err)
 
 	anc, _ := roleConn(t, s.site, "producer")
-	ajs, err := jetstream.New(anc)
-	require.NoError(t, err)
-	now := time.Now().UTC()
-	forged, _ := json.Marshal(map[string]any{"id": "victim", "status": "solved", "solution": "PLANTED",
-		"attempts": 1, "method": "turnstile", "captcha_id": "1", "solved_at": now, "expires_at": now.Add(time.Hour)})
-	m := nats.NewMsg("captcha.tasks.fast.normal.atk")
-	m.Header.Set("Nats-Msg-Id", "atk")
-	m.Header.Set(wire.HeaderTaskID, "victim")
-	m.Header.Set(wire.HeaderGen, strconv.FormatUint(r.Seq, 10))
-	m.Data = forged
-	ack, err := ajs.PublishMsg(ctx, m)
-	require.NoError(t, err)
-	get, _ := json.Marshal(map[string]any{"seq": ack.Sequence})
-	// The plant, then the same get with a reply of the attacker's own: once
-	// that is answered, so is the plant (one stream answers both in order).
-	require.NoError(t, anc.PublishMsg(&nats.Msg{Subject: "$JS.hub.API.DIRECT.GET.CAPTCHA", Reply: wire.TokenSubject("victim", r.Seq), Data: get}))
-	_, err = anc.RequestWithContext(ctx, "$JS.hub.API.DIRECT.GET.CAPTCHA", get)
-	require.NoError(t, err)
+	plantToken(ctx, t, anc, "hub", "victim", r.Seq)
 
 	var solves atomic.Int32
 	solve := solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {

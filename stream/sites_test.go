@@ -175,13 +175,37 @@ func startSitesWith(t *testing.T, top Topology, siteConf string, roles bool, edi
 	s := &sites{hub: hub, roles: roles}
 	s.link = newLinkProxy(t, fmt.Sprintf("127.0.0.1:%d", hopts.LeafNode.Port))
 
+	sopts := s.siteOptions(t, siteConf)
+	if !roles {
+		// The global account, with JetStream where the site has it, and
+		// one link.
+		sopts.Users, sopts.Accounts = nil, nil
+		sopts.LeafNode.Remotes = sopts.LeafNode.Remotes[:1]
+		sopts.LeafNode.Remotes[0].LocalAccount = ""
+	}
+	s.links = len(sopts.LeafNode.Remotes)
+	if editSite != nil {
+		editSite(sopts)
+	}
+	s.site = startServer(t, sopts)
+	s.waitLinked(t)
+
+	ensureAsAdmin(t, s.conn(t, hub, "admin"), top)
+	return s
+}
+
+// siteOptions are the options of the shipped site config siteConf
+// (testdata/leaf) on a free loopback port, a temporary store where it has
+// JetStream, and its two links to the hub through the proxy: the streams'
+// account's, as user site, and the producers', as user site-producers.
+func (s *sites) siteOptions(t *testing.T, siteConf string) *server.Options {
+	t.Helper()
 	sopts, err := server.ProcessConfigFile(filepath.Join("..", "testdata", "leaf", siteConf))
 	require.NoError(t, err)
 	sopts.Port, sopts.NoSigs = -1, true
 	if sopts.JetStream {
 		sopts.StoreDir = t.TempDir()
 	}
-	// Two links through the proxy: the streams' account's and the producers'.
 	require.Len(t, sopts.LeafNode.Remotes, 2)
 	for _, r := range sopts.LeafNode.Remotes {
 		user, password := "site", sitePassword
@@ -192,23 +216,31 @@ func startSitesWith(t *testing.T, top Topology, siteConf string, roles bool, edi
 		require.NoError(t, err)
 		r.URLs = []*url.URL{u}
 	}
-	if !roles {
-		// The global account, with JetStream where the site has it, and
-		// one link.
-		sopts.Users, sopts.Accounts = nil, nil
-		sopts.LeafNode.Remotes = sopts.LeafNode.Remotes[:1]
-		sopts.LeafNode.Remotes[0].LocalAccount = ""
-	}
-	s.links = len(sopts.LeafNode.Remotes)
 	sopts.LeafNode.ReconnectInterval = 100 * time.Millisecond // the default is a second
-	if editSite != nil {
-		editSite(sopts)
-	}
-	s.site = startServer(t, sopts)
-	s.waitLinked(t)
+	return sopts
+}
 
-	ensureAsAdmin(t, s.conn(t, hub, "admin"), top)
-	return s
+// cutUntilExpired cuts the site's link to the hub, waits until the hub
+// holds no heartbeat of the given workers (HeartbeatTTL after their last),
+// and brings the link back.
+func (s *sites) cutUntilExpired(ctx context.Context, t *testing.T, workers ...string) {
+	t.Helper()
+	s.link.cut()
+	require.Eventually(t, func() bool { return s.site.NumLeafNodes() == 0 }, 10*time.Second, 10*time.Millisecond)
+	hjs, err := jetstream.NewWithDomain(s.conn(t, s.hub, "admin"), "hub")
+	require.NoError(t, err)
+	hs, err := hjs.Stream(ctx, DefaultStream)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		for _, w := range workers {
+			if _, err := hs.GetLastMsgForSubject(ctx, heartbeatSubject(w)); err == nil {
+				return false
+			}
+		}
+		return true
+	}, HeartbeatTTL+10*time.Second, 100*time.Millisecond, "the heartbeats of %v expire at the hub", workers)
+	s.link.restore()
+	s.waitLinked(t)
 }
 
 func startServer(t *testing.T, opts *server.Options) *server.Server {
@@ -355,24 +387,9 @@ func TestSiteLinkCutLongerThanAckWaitPaysOnce(t *testing.T) {
 	// A worker with free threads, which takes whatever is redelivered.
 	start("idle-c", 4)
 
-	s.link.cut()
-	require.Eventually(t, func() bool { return s.site.NumLeafNodes() == 0 }, 10*time.Second, 10*time.Millisecond)
-	// Wait, on the hub, until the holders' heartbeats have expired there and
+	// The holders' heartbeats expire at the hub while the link is cut, and
 	// the tasks' ack wait is long over.
-	hjs, err := jetstream.NewWithDomain(s.conn(t, s.hub, "admin"), "hub")
-	require.NoError(t, err)
-	hs, err := hjs.Stream(ctx, DefaultStream)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		for _, w := range []string{"holder-a", "holder-b"} {
-			if _, err := hs.GetLastMsgForSubject(ctx, heartbeatSubject(w)); err == nil {
-				return false
-			}
-		}
-		return true
-	}, HeartbeatTTL+10*time.Second, 100*time.Millisecond, "the holders' heartbeats expire at the hub")
-	s.link.restore()
-	s.waitLinked(t)
+	s.cutUntilExpired(ctx, t, "holder-a", "holder-b")
 	// The link is up once the hub's JetStream answers across it.
 	require.Eventually(t, func() bool { _, err := producer.Trace(ctx, "cut-0"); return err == nil }, 10*time.Second, 20*time.Millisecond)
 

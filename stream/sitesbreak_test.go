@@ -6,21 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"path/filepath"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/internal/logbuf"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
-	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // A worker that starts at a site right after its link to the hub comes
@@ -68,22 +63,7 @@ func TestSiteWorkerStartedAfterLinkReturnsPaysOnce(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return api.Stats().Submitted == n }, 30*time.Second, 10*time.Millisecond, "every task at the service")
 
-	s.link.cut()
-	require.Eventually(t, func() bool { return s.site.NumLeafNodes() == 0 }, 10*time.Second, 10*time.Millisecond)
-	hjs, err := jetstream.NewWithDomain(s.conn(t, s.hub, "admin"), "hub")
-	require.NoError(t, err)
-	hs, err := hjs.Stream(ctx, DefaultStream)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		for _, w := range []string{"holder-a", "holder-b"} {
-			if _, err := hs.GetLastMsgForSubject(ctx, heartbeatSubject(w)); err == nil {
-				return false
-			}
-		}
-		return true
-	}, HeartbeatTTL+10*time.Second, 100*time.Millisecond, "the holders' heartbeats expire at the hub")
-	s.link.restore()
-	s.waitLinked(t)
+	s.cutUntilExpired(ctx, t, "holder-a", "holder-b")
 	// The worker that starts now, with free threads.
 	start("late-c", 6)
 
@@ -153,22 +133,7 @@ func TestSiteProducersLinkedAsTheSiteUserCannotPlantAToken(t *testing.T) {
 	require.NoError(t, err)
 
 	anc, _ := roleConn(t, s.site, "producer")
-	ajs, err := jetstream.NewWithDomain(anc, "hub")
-	require.NoError(t, err)
-	now := time.Now().UTC()
-	forged, _ := json.Marshal(map[string]any{"id": "victim", "status": "solved", "solution": "PLANTED",
-		"attempts": 1, "method": "turnstile", "captcha_id": "1", "solved_at": now, "expires_at": now.Add(time.Hour)})
-	m := nats.NewMsg("captcha.tasks.fast.normal.atk")
-	m.Header.Set("Nats-Msg-Id", "atk")
-	m.Header.Set(wire.HeaderTaskID, "victim")
-	m.Header.Set(wire.HeaderGen, strconv.FormatUint(r.Seq, 10))
-	m.Data = forged
-	ack, err := ajs.PublishMsg(ctx, m)
-	require.NoError(t, err)
-	get, _ := json.Marshal(map[string]any{"seq": ack.Sequence})
-	require.NoError(t, anc.PublishMsg(&nats.Msg{Subject: "$JS.hub.API.DIRECT.GET.CAPTCHA", Reply: wire.TokenSubject("victim", r.Seq), Data: get}))
-	_, err = anc.RequestWithContext(ctx, "$JS.hub.API.DIRECT.GET.CAPTCHA", get)
-	require.NoError(t, err)
+	plantToken(ctx, t, anc, "hub", "victim", r.Seq)
 
 	var solves atomic.Int32
 	solve := solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
@@ -214,20 +179,7 @@ func TestTwoSitesFromTheShippedConfigStayLinked(t *testing.T) {
 	ctx := testContext(t)
 
 	// The second site: the same file, its own links to the hub.
-	sopts, err := server.ProcessConfigFile(filepath.Join("..", "testdata", "leaf", "site.conf"))
-	require.NoError(t, err)
-	sopts.Port, sopts.NoSigs = -1, true
-	for _, r := range sopts.LeafNode.Remotes {
-		user, password := "site", sitePassword
-		if r.LocalAccount == "PRODUCERS" {
-			user, password = "site-producers", siteProducersPassword
-		}
-		u, err := url.Parse(fmt.Sprintf("nats-leaf://%s:%s@%s", user, password, s.link.addr))
-		require.NoError(t, err)
-		r.URLs = []*url.URL{u}
-	}
-	sopts.LeafNode.ReconnectInterval = 100 * time.Millisecond
-	second := startServer(t, sopts)
+	second := startServer(t, s.siteOptions(t, "site.conf"))
 	require.Eventually(t, func() bool {
 		return s.hub.NumLeafNodes() == 4 && s.site.NumLeafNodes() == 2 && second.NumLeafNodes() == 2
 	}, 15*time.Second, 10*time.Millisecond, "both sites linked at once (hub: %d links)", s.hub.NumLeafNodes())

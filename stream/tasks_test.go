@@ -240,3 +240,28 @@ func BenchmarkCancelCheck(b *testing.B) {
 		i++
 	}
 }
+
+// Two workers whose names differ only in a character a subject token does
+// not keep ("a.b" and "a_b") have a heartbeat subject each: both are
+// listed, and neither's heartbeat stands for the other's when a task's
+// holder is looked up.
+func TestWorkersNamedDotAndUnderscoreHaveAHeartbeatEach(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	for _, name := range []string{"a.b", "a_b"} {
+		b.startWorker(t, WorkerConfig{Solver: tokenSolver(), Name: name})
+	}
+	// Each stores its first heartbeat as it starts.
+	var names []string
+	require.Eventually(t, func() bool {
+		ws, err := b.client.Workers(ctx)
+		require.NoError(t, err)
+		names = names[:0]
+		for _, w := range ws {
+			names = append(names, w.Name)
+		}
+		return len(names) == 2
+	}, 10*time.Second, 20*time.Millisecond, "both workers listed")
+	require.Equal(t, []string{"a.b", "a_b"}, names)
+}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nuid"
@@ -61,7 +64,10 @@ type WorkerConfig struct {
 	// spending an attempt. Default 30s.
 	ShutdownGrace time.Duration
 	// TokenLifetimes is how long a solution stays usable, by method; the
-	// token leaves the token stream then. Default: DefaultTokenLifetimes.
+	// token leaves the token stream then. A method it does not name keeps
+	// its DefaultTokenLifetimes entry, so that every method captchaq
+	// accepts has a known lifetime; a method captchaq does not accept
+	// (solver.Methods) is refused, naming it. Default: DefaultTokenLifetimes.
 	TokenLifetimes map[string]time.Duration
 	// DefaultDeadline applies to tasks that carry none (raw publishers):
 	// publish time plus this. Default 10m.
@@ -112,9 +118,13 @@ func (cfg WorkerConfig) validate() error {
 	); err != nil {
 		return err
 	}
+	methods := solver.Methods()
 	for method, d := range cfg.TokenLifetimes {
 		if d <= 0 {
 			return fmt.Errorf("worker: TokenLifetimes[%q] %s: want a positive duration", method, d)
+		}
+		if !slices.Contains(methods, method) {
+			return fmt.Errorf("worker: TokenLifetimes[%q]: not a method captchaq accepts (%s)", method, strings.Join(methods, ", "))
 		}
 	}
 	if err := cfg.Policy.Validate(); err != nil {
@@ -141,9 +151,9 @@ func (cfg WorkerConfig) withDefaults() WorkerConfig {
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = 30 * time.Second
 	}
-	if cfg.TokenLifetimes == nil {
-		cfg.TokenLifetimes = DefaultTokenLifetimes
-	}
+	lifetimes := maps.Clone(DefaultTokenLifetimes)
+	maps.Copy(lifetimes, cfg.TokenLifetimes)
+	cfg.TokenLifetimes = lifetimes
 	if cfg.DefaultDeadline == 0 {
 		cfg.DefaultDeadline = DefaultDeadline
 	}
@@ -170,7 +180,8 @@ func (cfg WorkerConfig) withDefaults() WorkerConfig {
 // Turnstile 300 s, GeeTest (v3 and v4) 120 s, hCaptcha 120 s; a
 // cloudflare_challenge cookie 300 s (the site sets its real lifetime, often
 // longer; the outcome need not outlive the first use); text answers of
-// images and BLS cells 300 s.
+// images and BLS cells 300 s. It names every method captchaq accepts
+// (solver.Methods), and only those.
 var DefaultTokenLifetimes = map[string]time.Duration{
 	"userrecaptcha":        120 * time.Second,
 	"turnstile":            300 * time.Second,

@@ -6,14 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -47,44 +44,25 @@ func TestBrokerCrashSoak(t *testing.T) {
 }
 
 func runBrokerCrash(t *testing.T, run brokerCrashRun) {
-	dir := t.TempDir()
-	port := freePort(t)
-	conf := filepath.Join(dir, "nats.conf")
-	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\njetstream { store_dir: %q }\n", port, filepath.Join(dir, "js"))), 0o600))
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	// fsync before every ack, as shipped: what the broker acknowledged
 	// survives its crash; the consumers' delivery state may not. Solves
 	// outlast the ack wait: a task redelivered after the crash comes back
 	// while its first attempt is still at the service.
-	server := startProc(t, nil, "server", "--config", conf, "--ack-wait", "2s")
-	server.waitLine("captchaq server ready", 30*time.Second)
+	server := startProcBroker(t, "2s")
+	url := server.url
 
 	api := fakeapi.New(fakeapi.Config{Seed: time.Now().UnixNano(), BurstLimit: 1 << 20,
 		SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: {Min: 2 * time.Second, Median: 4 * time.Second, Max: 7 * time.Second}}})
-	calls := &inCalls{at: map[string][]time.Time{}}
-	emu := httptest.NewServer(calls.wrap(api))
-	t.Cleanup(emu.Close)
+	calls, emu := countedEmulator(t, api)
 	for i := range run.workers {
-		w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu.URL, "--poll-scale", "0.2", // polls outlast the slowest solve
+		w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu, "--poll-scale", "0.2", // polls outlast the slowest solve
 			"--threads", itoa(run.threads), "--ack-wait", "2s", "--name", fmt.Sprintf("crash-worker-%d", i+1))
 		w.waitLine("worker started", 30*time.Second)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), run.timeout)
 	defer cancel()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "crash-test"})
-	require.NoError(t, err)
-	tasks := make([]stream.Task, run.tasks)
-	for i := range tasks {
-		id := fmt.Sprintf("crash%04d", i)
-		tasks[i] = stream.Task{ID: id, Method: "turnstile",
-			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/crash/" + id}}
-	}
-	_, err = client.SubmitAll(ctx, tasks)
-	require.NoError(t, err)
+	nc, client, tasks := submitTurnstiles(ctx, t, url, "crash", 4, run.tasks)
 
 	submitted := func() int {
 		calls.mu.Lock()
@@ -98,8 +76,7 @@ func runBrokerCrash(t *testing.T, run brokerCrashRun) {
 		require.Eventually(t, func() bool { return submitted() >= want }, run.timeout, 20*time.Millisecond)
 		server.kill()
 		t.Logf("broker killed after %d tasks reached the service", submitted())
-		server = startProc(t, nil, "server", "--config", conf, "--ack-wait", "2s")
-		server.waitLine("captchaq server ready", 30*time.Second)
+		server.restart()
 	}
 
 	// Every task ends; read each outcome twice, by two readers.

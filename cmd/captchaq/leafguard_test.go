@@ -5,13 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/crypto/bcrypt"
 )
 
 // `captchaq server` with the shipped hub.conf drops both links of a site
@@ -20,30 +18,11 @@ import (
 // a correctly linked site beside it keeps its links.
 func TestServerDropsASitesProducersLinkedAsTheSiteUser(t *testing.T) {
 	t.Parallel()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
-	hash := func(pw string) string {
-		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
-		require.NoError(t, err)
-		return string(h)
-	}
-	dir := t.TempDir()
-	hubPort, leafPort := freePort(t), freePort(t)
-	copyFile(t, filepath.Join(root, "nats.conf"), filepath.Join(dir, "nats.conf"),
-		"127.0.0.1:4222", fmt.Sprintf("127.0.0.1:%d", hubPort))
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata", "leaf"), 0o755))
-	copyFile(t, filepath.Join(root, "testdata", "leaf", "hub.conf"), filepath.Join(dir, "testdata", "leaf", "hub.conf"),
-		"127.0.0.1:7422", fmt.Sprintf("127.0.0.1:%d", leafPort))
-	p := startProc(t, []string{
-		"CAPTCHAQ_PRODUCER_PASSWORD_HASH=" + hash("producer-pw"),
-		"CAPTCHAQ_WORKER_PASSWORD_HASH=" + hash("worker-pw"),
-		"CAPTCHAQ_ADMIN_PASSWORD_HASH=" + hash("admin-pw"),
-		"CAPTCHAQ_SITE_PASSWORD_HASH=" + hash("site-pw"),
-		"CAPTCHAQ_SITE_PRODUCERS_PASSWORD_HASH=" + hash("site-producers-pw"),
-		"CAPTCHAQ_STORE_KEY=" + strings.Repeat("k", 64),
-		"CAPTCHAQ_ADMIN_PASSWORD=admin-pw",
-	}, "server", "--config", filepath.Join(dir, "testdata", "leaf", "hub.conf"), "--store", filepath.Join(dir, "store"))
-	p.waitLine("captchaq server ready", 60*time.Second)
+	root := repoRoot(t)
+	hub := startHub(t)
+	hub.waitLine("captchaq server ready", 60*time.Second)
+	leafPort := hub.leafPort
+	hash := func(pw string) string { return bcryptHash(t, pw) }
 
 	// The shipped site.conf, its links' URLs written in.
 	site := func(name, producersUser, producersPW string) *server.Server {
@@ -81,8 +60,8 @@ func TestServerDropsASitesProducersLinkedAsTheSiteUser(t *testing.T) {
 	good := site("good", "site-producers", "site-producers-pw")
 	goodLinks := links(good)
 	bad := site("bad", "site", "site-pw")
-	p.waitLine("site_server="+bad.Name(), 30*time.Second)
-	out := p.output()
+	hub.waitLine("site_server="+bad.Name(), 30*time.Second)
+	out := hub.output()
 	require.Contains(t, out, "CAPTCHAQ_HUB_PRODUCERS_LEAF_URL")
 	require.NotContains(t, out, "site-pw", "a link's password in the log")
 	require.NotContains(t, out, good.Name(), "the correctly linked site was named")

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,23 +77,16 @@ func runPausedWorker(t *testing.T, run pausedWorkerRun) {
 	if run.ackWait == "" {
 		run.ackWait = "3s"
 	}
-	dir := t.TempDir()
-	port := freePort(t)
-	conf := filepath.Join(dir, "nats.conf")
-	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\njetstream { store_dir: %q }\n", port, filepath.Join(dir, "js"))), 0o600))
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	server := startProc(t, nil, "server", "--config", conf, "--ack-wait", run.ackWait)
-	server.waitLine("captchaq server ready", 30*time.Second)
+	server := startProcBroker(t, run.ackWait)
+	url := server.url
 
 	// Solves take 3-4 s: every task is at the service when the worker stops,
 	// and answered while it is stopped.
 	api := fakeapi.New(fakeapi.Config{Seed: time.Now().UnixNano(), BurstLimit: 1 << 20,
 		SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: {Min: 3 * time.Second, Median: 3500 * time.Millisecond, Max: 4 * time.Second}}})
-	calls := &inCalls{at: map[string][]time.Time{}}
-	emu := httptest.NewServer(calls.wrap(api))
-	t.Cleanup(emu.Close)
+	calls, emu := countedEmulator(t, api)
 	worker := func(name string) *proc {
-		w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu.URL, "--poll-scale", "0.2",
+		w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu, "--poll-scale", "0.2",
 			"--threads", itoa(run.tasks), "--ack-wait", run.ackWait, "--name", name)
 		w.waitLine("worker started", 30*time.Second)
 		return w
@@ -103,19 +95,7 @@ func runPausedWorker(t *testing.T, run pausedWorkerRun) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "pause-test"})
-	require.NoError(t, err)
-	tasks := make([]stream.Task, run.tasks)
-	for i := range tasks {
-		id := fmt.Sprintf("pause%02d", i)
-		tasks[i] = stream.Task{ID: id, Method: "turnstile",
-			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/pause/" + id}}
-	}
-	_, err = client.SubmitAll(ctx, tasks)
-	require.NoError(t, err)
+	nc, client, tasks := submitTurnstiles(ctx, t, url, "pause", 2, run.tasks)
 	paid := func() (tasks, calls_ int) {
 		calls.mu.Lock()
 		defer calls.mu.Unlock()
@@ -136,8 +116,7 @@ func runPausedWorker(t *testing.T, run pausedWorkerRun) {
 	if run.crashBroker {
 		paused.wait(10 * time.Second)
 		server.kill()
-		server = startProc(t, nil, "server", "--config", conf, "--ack-wait", run.ackWait)
-		server.waitLine("captchaq server ready", 30*time.Second)
+		server.restart()
 	}
 	t.Cleanup(func() { _ = paused.cmd.Process.Signal(syscall.SIGCONT) })
 	other := worker("other-worker")

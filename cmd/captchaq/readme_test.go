@@ -2,16 +2,13 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -66,29 +63,8 @@ func TestREADMEShellBlocks(t *testing.T) {
 	natsPort, emuPort := freePort(t), freePort(t)
 	script := readmeScript(t, blocks, map[string]string{"127.0.0.1:8088": fmt.Sprintf("127.0.0.1:%d", emuPort)})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", script)
-	cmd.Dir = dir
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CAPTCHAQ_") && !strings.HasPrefix(kv, "CAPTCHAAI_") && !strings.HasPrefix(kv, "GOFLAGS=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, fmt.Sprintf("CAPTCHAQ_LISTEN=127.0.0.1:%d", natsPort), fmt.Sprintf("CAPTCHAQ_NATS=nats://127.0.0.1:%d", natsPort),
-		"HTTPS_PROXY=http://127.0.0.1:1", "HTTP_PROXY=http://127.0.0.1:1", "NO_PROXY=127.0.0.1,localhost")
-	// Its own process group: whatever the script left running is stopped
-	// with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	var output strings.Builder
-	cmd.Stdout, cmd.Stderr = &output, &output
-	err = cmd.Run()
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	require.NoError(t, err, "the README's shell blocks:\n%s\n--- output:\n%s", script, output.String())
-	got := output.String()
+	got := runDocBlocks(t, "the README", dir, script,
+		fmt.Sprintf("CAPTCHAQ_LISTEN=127.0.0.1:%d", natsPort), fmt.Sprintf("CAPTCHAQ_NATS=nats://127.0.0.1:%d", natsPort))
 	t.Logf("output:\n%s", got)
 	for _, want := range []string{
 		"2 of 30 tasks not solved",               // run and submit --wait: the demo fails on purpose

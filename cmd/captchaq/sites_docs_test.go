@@ -1,16 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -84,32 +81,9 @@ func TestAcrossSitesRunsAsWritten(t *testing.T) {
 			})
 			api, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.01, Seed: 1})
 
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, "bash", "-c", script)
-			cmd.Dir = dir
-			for _, kv := range os.Environ() {
-				if !strings.HasPrefix(kv, "CAPTCHAQ_") && !strings.HasPrefix(kv, "CAPTCHAAI_") && !strings.HasPrefix(kv, "GOFLAGS=") &&
-					!strings.HasPrefix(kv, "PATH=") {
-					cmd.Env = append(cmd.Env, kv)
-				}
-			}
-			cmd.Env = append(cmd.Env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-				"CAPTCHAAI_API_KEY="+fakeapi.TestKey, "CAPTCHAQ_SOLVER_URL="+emu, "CAPTCHAQ_POLL_SCALE=0.01",
-				// Nothing reaches the paid service.
-				"HTTPS_PROXY=http://127.0.0.1:1", "HTTP_PROXY=http://127.0.0.1:1", "NO_PROXY=127.0.0.1,localhost")
-			// Its own process group: whatever the script left running is
-			// stopped with it.
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-			var output strings.Builder
-			cmd.Stdout, cmd.Stderr = &output, &output
-			err := cmd.Run()
-			if cmd.Process != nil {
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			}
-			require.NoError(t, err, "the page's shell blocks:\n%s\n--- output:\n%s", script, output.String())
-			got := output.String()
+			got := runDocBlocks(t, "the page", dir, script,
+				"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+				"CAPTCHAAI_API_KEY="+fakeapi.TestKey, "CAPTCHAQ_SOLVER_URL="+emu, "CAPTCHAQ_POLL_SCALE=0.01")
 
 			// solve printed the answer: the last line after its command.
 			_, after, ok := strings.Cut(got, "$ captchaq solve")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -25,35 +26,11 @@ import (
 // can join.
 func TestServerRefusesAnEmptyPasswordHash(t *testing.T) {
 	t.Parallel()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
-	hash := func(pw string) string {
-		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
-		require.NoError(t, err)
-		return string(h)
-	}
 	for _, empty := range []string{"CAPTCHAQ_SITE_PASSWORD_HASH", "CAPTCHAQ_PRODUCER_PASSWORD_HASH"} {
 		t.Run(empty, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			hubPort, leafPort := freePort(t), freePort(t)
-			copyFile(t, filepath.Join(root, "nats.conf"), filepath.Join(dir, "nats.conf"),
-				"127.0.0.1:4222", fmt.Sprintf("127.0.0.1:%d", hubPort))
-			require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata", "leaf"), 0o755))
-			copyFile(t, filepath.Join(root, "testdata", "leaf", "hub.conf"), filepath.Join(dir, "testdata", "leaf", "hub.conf"),
-				"127.0.0.1:7422", fmt.Sprintf("127.0.0.1:%d", leafPort))
-			env := []string{
-				"CAPTCHAQ_PRODUCER_PASSWORD_HASH=" + hash("producer-pw"),
-				"CAPTCHAQ_WORKER_PASSWORD_HASH=" + hash("worker-pw"),
-				"CAPTCHAQ_ADMIN_PASSWORD_HASH=" + hash("admin-pw"),
-				"CAPTCHAQ_SITE_PASSWORD_HASH=" + hash("site-pw"),
-				"CAPTCHAQ_SITE_PRODUCERS_PASSWORD_HASH=" + hash("site-producers-pw"),
-				"CAPTCHAQ_STORE_KEY=" + strings.Repeat("k", 64),
-				"CAPTCHAQ_ADMIN_PASSWORD=admin-pw",
-				empty + "=", // last: it wins
-			}
-			p := startProc(t, env, "server", "--config", filepath.Join(dir, "testdata", "leaf", "hub.conf"),
-				"--store", filepath.Join(dir, "store"))
+			hub := startHub(t, empty+"=") // last: it wins
+			p, hubPort, leafPort := hub.proc, hub.clientPort, hub.leafPort
 			ready := make(chan struct{})
 			go func() {
 				defer close(ready)
@@ -102,18 +79,20 @@ func passwordlessLeafReaches(t *testing.T, leafPort int) string {
 	t.Helper()
 	u, err := url.Parse(fmt.Sprintf("nats-leaf://site@127.0.0.1:%d", leafPort))
 	require.NoError(t, err)
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true}
+	// A system account with a user, to hear the leaf server say that its
+	// link is up; every other client is the global account's, as without
+	// users.
+	sys := server.NewAccount("SYS")
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true, SystemAccount: "SYS",
+		Accounts: []*server.Account{sys}, NoAuthUser: "client",
+		Users: []*server.User{{Username: "sys", Password: "sys-pw", Account: sys}, {Username: "client", Password: "client-pw"}}}
 	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{{URLs: []*url.URL{u}}}
 	leaf, err := server.NewServer(opts)
 	require.NoError(t, err)
 	go leaf.Start()
 	t.Cleanup(func() { leaf.Shutdown(); leaf.WaitForShutdown() })
 	require.True(t, leaf.ReadyForConnections(10*time.Second))
-	deadline := time.Now().Add(10 * time.Second)
-	for leaf.NumLeafNodes() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if leaf.NumLeafNodes() == 0 {
+	if !leafLinked(t, leaf) {
 		return "the link was refused"
 	}
 	nc, err := nats.Connect(leaf.ClientURL())
@@ -126,6 +105,34 @@ func passwordlessLeafReaches(t *testing.T, leafPort int) string {
 		return "linked, and " + err.Error()
 	}
 	return "linked, and the hub's JetStream listed its streams: " + string(m.Data)
+}
+
+// leafLinked waits up to ten seconds for leaf's link to come up: the
+// connect event it sends of a leaf node connection
+// ($SYS.ACCOUNT.<account>.CONNECT, nats-server's events.go). The link may be
+// up before the subscription is.
+func leafLinked(t *testing.T, leaf *server.Server) bool {
+	t.Helper()
+	sys, err := nats.Connect(leaf.ClientURL(), nats.UserInfo("sys", "sys-pw"))
+	require.NoError(t, err)
+	defer sys.Close()
+	events := make(chan *nats.Msg, 16)
+	_, err = sys.ChanSubscribe("$SYS.ACCOUNT.*.CONNECT", events)
+	require.NoError(t, err)
+	require.NoError(t, sys.Flush())
+	timeout := time.After(10 * time.Second)
+	for leaf.NumLeafNodes() == 0 {
+		select {
+		case m := <-events:
+			var ev server.ConnectEventMsg
+			if json.Unmarshal(m.Data, &ev) == nil && ev.Client.Kind == "Leafnode" {
+				return true
+			}
+		case <-timeout:
+			return false
+		}
+	}
+	return true
 }
 
 // siteServer runs the shipped site config conf (testdata/leaf) on a free

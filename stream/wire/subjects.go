@@ -1,8 +1,9 @@
 package wire
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -203,16 +204,33 @@ func CancelSubject(id string, gen uint64) string {
 // an owner's once a worker relayed it: among the task's records.
 func CancelRecordSubject(id string) string { return SubjectCancels + "." + id }
 
-var notInToken = regexp.MustCompile(`[^A-Za-z0-9_-]`)
-
-// HeartbeatSubject is the subject of a worker's heartbeats: its name made a
-// subject token.
+// HeartbeatSubject is the subject of a worker's heartbeats: its name made
+// one subject token, distinct names giving distinct tokens, so that no
+// worker's heartbeat ever stands for another's. Letters, digits, '_' and
+// '-' stay as they are; every other byte is written %XX (two hex digits),
+// so "a.b" is a%2Eb, never a_b. A token that would be longer than
+// MaxIDLength keeps its beginning and ends in '~' and 32 hex digits of the
+// name's SHA-256, which no shorter token has ('~' is never kept).
 func HeartbeatSubject(name string) string {
-	tok := notInToken.ReplaceAllString(name, "_")
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; keptInToken(c) {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	tok := b.String()
 	if len(tok) > MaxIDLength {
-		tok = tok[:MaxIDLength]
+		sum := sha256.Sum256([]byte(name))
+		tok = tok[:MaxIDLength-33] + "~" + hex.EncodeToString(sum[:16])
 	}
 	return SubjectWorkers + "." + tok
+}
+
+// keptInToken reports whether HeartbeatSubject keeps c as it is.
+func keptInToken(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
 }
 
 // StoredSubject is where the stream republishes what it stores on subject
