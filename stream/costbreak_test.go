@@ -17,6 +17,19 @@ import (
 // waiting when the room comes.
 func TestLaneAtItsLimitTakesTheNextTaskOnTheAck(t *testing.T) {
 	t.Parallel()
+	t.Run("encrypted store", func(t *testing.T) {
+		t.Parallel()
+		laneLimitNextTask(t, setup)
+	})
+	// On a plaintext store the ack comes after the erasure, in the
+	// background, after the task's thread and its lane were given back.
+	t.Run("plaintext store", func(t *testing.T) {
+		t.Parallel()
+		laneLimitNextTask(t, setupPlaintext)
+	})
+}
+
+func laneLimitNextTask(t *testing.T, setup func(*testing.T, Topology) *bundle) {
 	top := Topology{LaneLimits: map[Lane]int{LaneSlow: 1}}
 	b := setup(t, top)
 	ctx := testContext(t)
