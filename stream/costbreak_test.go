@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // TestLaneAtItsLimitTakesTheNextTaskOnTheAck: with a lane held to one task
@@ -46,4 +49,62 @@ func laneLimitNextTask(t *testing.T, setup func(*testing.T, Topology) *bundle) {
 		require.NoError(t, err, "a task of a lane at its limit waited for the idle check after the lane had room")
 		require.Equal(t, StatusSolved, o.Status, o.ID)
 	}))
+}
+
+// TestBusyWorkerTakesOtherFeedsTasksWhenFree: a worker with its one thread
+// busy, told of a high-priority task and of another lane's task while
+// busy (one wake-up each, then no more), takes the high-priority task as
+// soon as the thread is free, then the other lane's, then one more task
+// of that lane published after its wake-ups were ended; the idle check is
+// an hour, so none of them waits for it.
+func TestBusyWorkerTakesOtherFeedsTasksWhenFree(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	order := make(chan string, 8)
+	rw := b.startWorker(t, WorkerConfig{Threads: 1, IdleCheck: time.Hour, Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		if req.Params["pageurl"] == "https://shop.example/busy" {
+			entered <- struct{}{}
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+		}
+		order <- req.Params["pageurl"]
+		return tokenSolver().Solve(ctx, req)
+	})})
+	busy := turnstileTask("busy")
+	busy.Params["pageurl"] = "https://shop.example/busy"
+	r0, err := b.client.Submit(ctx, busy)
+	require.NoError(t, err)
+	<-entered
+
+	high := turnstileTask("high")
+	high.Priority = "high"
+	high.Params["pageurl"] = "https://shop.example/high"
+	slow := recaptchaTask("slow")
+	slow.Params["pageurl"] = "https://shop.example/slow"
+	rs, err := b.client.SubmitAll(ctx, []Task{slow, high})
+	require.NoError(t, err)
+	for _, sub := range []string{wire.StoredSubject(wire.TaskFilter(LaneFast, wire.PriorityHigh)), wire.StoredSubject(wire.TaskFilter(LaneSlow, wire.PriorityNormal))} {
+		require.Eventually(t, func() bool { return !hasWakeSub(wakeSubs(t, b.ns, rw.w.nc), sub) }, 5*time.Second, time.Millisecond,
+			"the busy worker still listens on %s", sub)
+	}
+	later := recaptchaTask("slow-later")
+	later.Params["pageurl"] = "https://shop.example/slow-later"
+	rl, err := b.client.Submit(ctx, later)
+	require.NoError(t, err)
+
+	close(gate)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, b.client.WaitAll(wctx, append([]Receipt{r0, rl}, rs...), func(o Outcome, err error) {
+		require.NoError(t, err, "a task waited for the idle check")
+		require.Equal(t, StatusSolved, o.Status, o.ID)
+	}))
+	got := []string{<-order, <-order, <-order, <-order}
+	require.Equal(t, []string{"https://shop.example/busy", "https://shop.example/high", "https://shop.example/slow", "https://shop.example/slow-later"}, got,
+		"the high-priority task goes first once the thread is free")
 }
