@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,4 +108,59 @@ func TestBusyWorkerTakesOtherFeedsTasksWhenFree(t *testing.T) {
 	got := []string{<-order, <-order, <-order, <-order}
 	require.Equal(t, []string{"https://shop.example/busy", "https://shop.example/high", "https://shop.example/slow", "https://shop.example/slow-later"}, got,
 		"the high-priority task goes first once the thread is free")
+}
+
+// TestNoTaskWaitsForTheIdleCheckUnderChurn: two workers of two threads,
+// whose idle check is an hour, take tasks of both lanes and priorities
+// submitted in bursts while they solve (a solve takes a moment), so that
+// their wake-up subscriptions end and start again many times. Every task
+// is solved: a wake-up lost while a thread was idle would leave its task
+// for the hour.
+func TestNoTaskWaitsForTheIdleCheckUnderChurn(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	var solves atomic.Int64
+	sv := solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		// A solve holds its thread for a moment: 0–2 ms.
+		select {
+		case <-time.After(time.Duration(solves.Add(1)%3) * time.Millisecond):
+		case <-ctx.Done():
+		}
+		return tokenSolver().Solve(ctx, req)
+	})
+	for range 2 {
+		b.startWorker(t, WorkerConfig{Threads: 2, IdleCheck: time.Hour, Solver: sv})
+	}
+	// Under a minute of the hour-long idle check: a lost wake-up shows.
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var receipts []Receipt
+	for burst := range 30 {
+		tasks := make([]Task, 1+burst%7)
+		for i := range tasks {
+			id := fmt.Sprintf("churn-%02d-%d", burst, i)
+			if (burst+i)%2 == 0 {
+				tasks[i] = turnstileTask(id)
+			} else {
+				tasks[i] = recaptchaTask(id)
+			}
+			if (burst*7+i)%3 == 0 {
+				tasks[i].Priority = "high"
+			}
+		}
+		rs, err := b.client.SubmitAll(ctx, tasks)
+		require.NoError(t, err)
+		receipts = append(receipts, rs...)
+		if burst%5 == 4 {
+			// Let the workers run dry now and then: the next burst finds them idle.
+			require.NoError(t, b.client.WaitAll(wctx, receipts[len(receipts)-len(rs):], func(o Outcome, err error) {
+				require.NoError(t, err, "a task waited for the idle check")
+			}))
+		}
+	}
+	require.NoError(t, b.client.WaitAll(wctx, receipts, func(o Outcome, err error) {
+		require.NoError(t, err, "a task waited for the idle check")
+		require.Equal(t, StatusSolved, o.Status, o.ID)
+	}))
 }
