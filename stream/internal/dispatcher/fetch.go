@@ -374,19 +374,27 @@ func (dp *Dispatcher) LookAgainAfter(d time.Duration, lane wire.Lane) {
 // room (Slot.Solved), so an idle thread may have found the lane full and
 // be waiting for news.
 func (dp *Dispatcher) LaneFreed(lane wire.Lane) {
-	limited := false
 	for _, f := range dp.Feeds {
 		if f.Lane == lane {
 			f.News.Add(1)
-			limited = limited || f.Limited
+		}
+	}
+	dp.LaneAcked(lane)
+}
+
+// LaneAcked notes that a task of lane was acked here, when the ack comes
+// after the task ended (LaneFreed): a lane held at its limit has room from
+// then on, and the dispatch loop is woken to use it.
+func (dp *Dispatcher) LaneAcked(lane wire.Lane) {
+	limited := false
+	for _, f := range dp.Feeds {
+		if f.Lane == lane && f.Limited {
+			f.freed.Store(true)
+			f.News.Add(1)
+			limited = true
 		}
 	}
 	if limited {
-		for _, f := range dp.Feeds {
-			if f.Lane == lane && f.Limited {
-				f.freed.Store(true)
-			}
-		}
 		dp.Poke()
 	}
 }
