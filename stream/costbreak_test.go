@@ -164,3 +164,60 @@ func TestNoTaskWaitsForTheIdleCheckUnderChurn(t *testing.T) {
 		require.Equal(t, StatusSolved, o.Status, o.ID)
 	}))
 }
+
+// TestLimitedFeedListensAgainAfterAFailedLook: a lane-limited consumer
+// whose wake-ups the worker ended while busy, and whose next look fails
+// (here its consumer is gone for a moment, as while an operator recreates
+// it), is listened to again: a task stored once it is back reaches the
+// idle thread at once, not at the idle check (an hour).
+func TestLimitedFeedListensAgainAfterAFailedLook(t *testing.T) {
+	t.Parallel()
+	top := Topology{LaneLimits: map[Lane]int{LaneSlow: 2}}
+	b := setup(t, top)
+	ctx := testContext(t)
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	rw := b.startWorker(t, WorkerConfig{Threads: 1, IdleCheck: time.Hour, Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		if req.Params["pageurl"] == "https://shop.example/busy" {
+			entered <- struct{}{}
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+		}
+		return tokenSolver().Solve(ctx, req)
+	})})
+	busy := turnstileTask("busy")
+	busy.Params["pageurl"] = "https://shop.example/busy"
+	r0, err := b.client.Submit(ctx, busy)
+	require.NoError(t, err)
+	<-entered
+	first, err := b.client.Submit(ctx, recaptchaTask("slow-first"))
+	require.NoError(t, err)
+	slowSub := wire.StoredSubject(wire.TaskFilter(LaneSlow, wire.PriorityNormal))
+	require.Eventually(t, func() bool { return !hasWakeSub(wakeSubs(t, b.ns, rw.w.nc), slowSub) }, 5*time.Second, time.Millisecond,
+		"the busy worker still listens on %s", slowSub)
+
+	name := consumerName(LaneSlow, wire.PriorityNormal)
+	cfg, err := b.client.s.Consumer(ctx, name)
+	require.NoError(t, err)
+	saved := cfg.CachedInfo().Config
+	require.NoError(t, b.client.s.DeleteConsumer(ctx, name))
+	close(gate)
+	require.NoError(t, b.client.WaitAll(ctx, []Receipt{r0}, func(o Outcome, err error) { require.NoError(t, err) }))
+	// The freed thread looked at the slow lane and failed; then the
+	// consumer is back (it starts again from the stream's first task).
+	require.Eventually(t, func() bool { return hasWakeSub(wakeSubs(t, b.ns, rw.w.nc), slowSub) }, 5*time.Second, time.Millisecond,
+		"the worker does not listen to %s again after its look failed", slowSub)
+	_, err = b.client.s.CreateConsumer(ctx, saved)
+	require.NoError(t, err)
+
+	later, err := b.client.Submit(ctx, recaptchaTask("slow-later"))
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, b.client.WaitAll(wctx, []Receipt{first, later}, func(o Outcome, err error) {
+		require.NoError(t, err, "a task waited for the idle check")
+		require.Equal(t, StatusSolved, o.Status, o.ID)
+	}))
+}
