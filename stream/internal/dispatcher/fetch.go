@@ -46,6 +46,10 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 		if err != nil {
 			dp.Log.Debug("fetch tasks", slog.String("consumer", f.Cons.CachedInfo().Name), slog.Any("error", err))
 			dp.Reach.Failed(dp.Log, "fetch tasks", err)
+			// Listen again: the wake-ups may have ended while the worker was
+			// busy, and the failed look leaves f's news pending, so a task
+			// stored from now on wakes the loop to look once more.
+			dp.relisten(f, true)
 			continue
 		}
 		if batch == nil {
@@ -286,7 +290,8 @@ func (dp *Dispatcher) listen(f *Feed) (bool, error) {
 }
 
 // relisten starts f's wake-up subscription again after a fetch found f
-// short, and has f asked once more, unless a recheck will (looking): a task
+// short (or failed), and has f asked once more, unless a recheck will or
+// its news is still pending (looking): a task
 // stored after that fetch and before the subscription would have no
 // wake-up. That look counts as fresh news (recheck), because the consumer
 // may count a task stored just before the subscription a moment late.
