@@ -110,6 +110,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	w.dispatch.Plan, w.dispatch.Reach, w.dispatch.Log = &dispatcher.PlanGate{JS: js}, &w.reach, w.log
 	w.dispatch.Listen = w.wakeUps
 	w.completer = completer.New(s, w.log, cfg.NoErase, w.storeEncrypted)
+	w.completer.Acked = func(m jetstream.Msg) { w.dispatch.LaneAcked(wire.LaneOfSubject(m.Subject())) }
 	w.exec = w.executor(js, s, tokens)
 	if advice := limitsRetentionAdvice(s); advice != "" {
 		w.log.Warn(advice)

@@ -18,6 +18,10 @@ type Completer struct {
 	// encrypted reports whether the broker's store is encrypted at rest,
 	// as its server last said.
 	encrypted func() bool
+	// Acked, when set, is called after an ack sent once the task's thread
+	// was given back (after the erasure): the ack is what makes room in a
+	// limited lane.
+	Acked func(m jetstream.Msg)
 }
 
 // New finishes deliveries of stream s. plain deletes finished task
@@ -59,7 +63,11 @@ func (c *Completer) Complete(m jetstream.Msg, gen uint64, log *slog.Logger) {
 		return
 	}
 	if c.workQueue {
-		c.eraser.add(gen, "the finished task message", func() { ack(m, log) })
+		c.eraser.add(gen, "the finished task message", func() {
+			if ack(m, log) && c.Acked != nil {
+				c.Acked(m)
+			}
+		})
 		return
 	}
 	if ack(m, log) {

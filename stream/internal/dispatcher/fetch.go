@@ -46,6 +46,10 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 		if err != nil {
 			dp.Log.Debug("fetch tasks", slog.String("consumer", f.Cons.CachedInfo().Name), slog.Any("error", err))
 			dp.Reach.Failed(dp.Log, "fetch tasks", err)
+			// Listen again: the wake-ups may have ended while the worker was
+			// busy, and the failed look leaves f's news pending, so a task
+			// stored from now on wakes the loop to look once more.
+			dp.relisten(f, true)
 			continue
 		}
 		if batch == nil {
@@ -161,8 +165,20 @@ const limitedFetchWait = 50 * time.Millisecond
 // slot) costs this worker 50 ms instead of the second a no-wait fetch at the
 // limit waits; with none waiting, a no-wait fetch, which also brings tasks
 // coming back for a retry.
+//
+// With no room but tasks waiting, right after this worker acked a task of
+// the lane (LaneFreed), it asks for one task with the same expiry: the
+// server counts an ack a moment after it arrives (its consumer takes acks
+// from a queue of their own), so the info may not show the room that ack
+// made yet, and nothing else would tell an idle thread of it before the
+// idle check. The server holds the request until the room is there.
 func FetchRoom(f *Feed, info *jetstream.ConsumerInfo, want int) (jetstream.MessageBatch, int, error) {
 	room := info.Config.MaxAckPending - info.NumAckPending
+	freed := f.freed.Swap(false)
+	if room <= 0 && freed && info.NumPending > 0 {
+		b, err := f.Cons.Fetch(1, jetstream.FetchMaxWait(limitedFetchWait))
+		return b, 1, err
+	}
 	if room <= 0 {
 		return nil, 0, nil
 	}
@@ -194,6 +210,9 @@ type Feed struct {
 	// recheckFor.
 	newsAt     atomic.Int64
 	rechecking atomic.Int32 // first rechecks after an empty fetch, scheduled and not yet made
+	// freed is set when this worker acked a task of a limited feed's lane
+	// and no fetch of the feed has looked since (LaneFreed).
+	freed      atomic.Bool
 	mu         sync.Mutex
 	recheckFor int64
 	rechecks   int
@@ -271,7 +290,8 @@ func (dp *Dispatcher) listen(f *Feed) (bool, error) {
 }
 
 // relisten starts f's wake-up subscription again after a fetch found f
-// short, and has f asked once more, unless a recheck will (looking): a task
+// short (or failed), and has f asked once more, unless a recheck will or
+// its news is still pending (looking): a task
 // stored after that fetch and before the subscription would have no
 // wake-up. That look counts as fresh news (recheck), because the consumer
 // may count a task stored just before the subscription a moment late.
@@ -354,12 +374,33 @@ func (dp *Dispatcher) LookAgainAfter(d time.Duration, lane wire.Lane) {
 }
 
 // LaneFreed notes that a task of lane finished here: a lane held at its
-// limit may hand out another one now.
+// limit may hand out another one now. It wakes the dispatch loop when the
+// lane has a limit: the task's thread went back before its ack made the
+// room (Slot.Solved), so an idle thread may have found the lane full and
+// be waiting for news.
 func (dp *Dispatcher) LaneFreed(lane wire.Lane) {
 	for _, f := range dp.Feeds {
 		if f.Lane == lane {
 			f.News.Add(1)
 		}
+	}
+	dp.LaneAcked(lane)
+}
+
+// LaneAcked notes that a task of lane was acked here, when the ack comes
+// after the task ended (LaneFreed): a lane held at its limit has room from
+// then on, and the dispatch loop is woken to use it.
+func (dp *Dispatcher) LaneAcked(lane wire.Lane) {
+	limited := false
+	for _, f := range dp.Feeds {
+		if f.Lane == lane && f.Limited {
+			f.freed.Store(true)
+			f.News.Add(1)
+			limited = true
+		}
+	}
+	if limited {
+		dp.Poke()
 	}
 }
 
