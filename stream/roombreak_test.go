@@ -1,0 +1,131 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// A producer cannot have a waiting task lost by taking the message id of
+// its move back to its lane: it reads the task's room message (direct gets
+// are the producer's), and publishes on the task's subject, under the
+// message id the worker's copy will carry, the same body naming the same
+// generation but with a header of its own (another client), so that its
+// digest is not the generation's. Its message waits in the lane behind a
+// busy thread. When the task is due, the worker's copy is a duplicate of
+// it; the worker must not take the stranger's message for its own copy and
+// ack the room's message, or the generation is left with a forged copy
+// only (ended invalid) and is never solved.
+func TestMoveBackNotTakenByForgedMessageID(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	js, s := b.raw(t)
+
+	var mu sync.Mutex
+	solved := map[string]int{}
+	busy, release := make(chan struct{}, 1), make(chan struct{})
+	solve := solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		mu.Lock()
+		solved[req.Params["pageurl"]]++
+		mu.Unlock()
+		if strings.Contains(req.Params["pageurl"], "blocker") {
+			busy <- struct{}{}
+			<-release
+		}
+		out, _ := json.Marshal("tok-" + req.Params["sitekey"])
+		return solver.Answer{Solution: out}, nil
+	})
+	obs, dead := observed(EventDead)
+	obsScheduled, scheduled := observed(EventScheduled)
+	b.startWorker(t, WorkerConfig{Solver: solve, Threads: 1, ScheduleCheck: 100 * time.Millisecond,
+		Observer: ObserverFunc(func(o Observation) { obs.Observe(o); obsScheduled.Observe(o) })})
+
+	// The victim waits in the room.
+	moved := make(chan struct{}, 1)
+	roomSub, err := b.nc.Subscribe(wire.SubjectAllLater, func(*nats.Msg) {
+		select {
+		case moved <- struct{}{}:
+		default:
+		}
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = roomSub.Unsubscribe() })
+	require.NoError(t, b.nc.Flush())
+	victim := turnstileTask("victim")
+	victim.NotBefore = At(time.Now().Add(2 * time.Second))
+	_, err = b.client.Submit(ctx, victim)
+	require.NoError(t, err)
+	await(ctx, t, scheduled, "the victim's scheduled event")
+	await(ctx, t, moved, "the victim's move to the room")
+	room, err := s.GetLastMsgForSubject(ctx, wire.SubjectLater+".*.*.victim")
+	require.NoError(t, err)
+
+	// Then the pool's one thread is busy, so that what is published on the
+	// lane now waits there.
+	blocker := turnstileTask("blocker")
+	blocker.Params = Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/blocker"}
+	_, err = b.client.Submit(ctx, blocker)
+	require.NoError(t, err)
+	await(ctx, t, busy, "the blocker's solve")
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+
+	// Acks of the room's consumer for the room message: the worker acks it
+	// once it takes its move back for done.
+	acked := make(chan struct{}, 1)
+	sub, err := b.nc.Subscribe("$JS.ACK."+b.top.withDefaults().Stream+"."+wire.WaitingRoomConsumer+".>", func(m *nats.Msg) {
+		tok := strings.Split(m.Subject, ".")
+		if len(tok) >= 7 && tok[5] == strconv.FormatUint(room.Sequence, 10) &&
+			(len(m.Data) == 0 || strings.HasPrefix(string(m.Data), "+ACK")) {
+			select {
+			case acked <- struct{}{}:
+			default:
+			}
+		}
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, b.nc.Flush())
+
+	forged := nats.NewMsg(wire.TaskSubjectOf(room.Subject))
+	forged.Data = room.Data
+	forged.Header.Set(wire.HeaderMsgID, wire.MovedMsgID("victim", room.Sequence))
+	forged.Header.Set(wire.HeaderGen, room.Header.Get(wire.HeaderGen))
+	forged.Header.Set(wire.HeaderSubmitted, room.Header.Get(wire.HeaderSubmitted))
+	forged.Header.Set(wire.HeaderTaskID, "victim")
+	forged.Header.Set(wire.HeaderClient, "attacker")
+	_, err = js.PublishMsg(ctx, forged)
+	require.NoError(t, err)
+
+	await(ctx, t, acked, "the room message's ack once the victim is due")
+	close(release)
+	for {
+		if o := await(ctx, t, dead, "the forged message's end"); o.Code == CodeInvalidEnvelope {
+			break
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+	defer cancel()
+	out, err := b.client.Wait(wctx, "victim")
+	require.NoError(t, err, "the waiting task is not lost to a stranger's message id")
+	require.Equal(t, StatusSolved, out.Status)
+	mu.Lock()
+	require.Equal(t, 1, solved["https://shop.example/checkout/123"], "solved once")
+	mu.Unlock()
+}
