@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strconv"
@@ -128,4 +129,58 @@ func TestMoveBackNotTakenByForgedMessageID(t *testing.T) {
 	mu.Lock()
 	require.Equal(t, 1, solved["https://shop.example/checkout/123"], "solved once")
 	mu.Unlock()
+}
+
+// padded is task t as JSON, padded with white space (which a task message
+// may hold) to exactly size bytes with a message id header of id.
+func padded(t *testing.T, task Task, size int) []byte {
+	t.Helper()
+	body, err := json.Marshal(task)
+	require.NoError(t, err)
+	hdr := len("NATS/1.0\r\n" + wire.HeaderMsgID + ": " + task.ID + "\r\n\r\n")
+	fill := size - hdr - len(body)
+	require.Positive(t, fill)
+	return append(append([]byte("{"), bytes.Repeat([]byte(" "), fill)...), body[1:]...)
+}
+
+// A raw producer's task as large as the stream takes, waiting for its
+// time, cannot be moved (a move adds headers): it must end with an error
+// that says so, not come back on its lane for ever holding a slot of the
+// lane's limit (stalling the due tasks of every producer), nor stay in the
+// waiting room until its deadline when published there.
+func TestOversizedScheduledTaskEndsClearly(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{LaneLimits: map[Lane]int{LaneFast: 1}})
+	ctx := testContext(t)
+	js, s := b.raw(t)
+	most := int(s.CachedInfo().Config.MaxMsgSize)
+	require.Positive(t, most)
+	b.startWorker(t, WorkerConfig{Solver: tokenSolver(), ScheduleCheck: 100 * time.Millisecond})
+
+	onLane := turnstileTask("big-lane")
+	onLane.NotBefore = In(time.Hour)
+	m := nats.NewMsg("captcha.tasks.fast.normal.big-lane")
+	m.Header.Set(wire.HeaderMsgID, onLane.ID)
+	m.Data = padded(t, onLane, most)
+	_, err := js.PublishMsg(ctx, m)
+	require.NoError(t, err, "the stream takes a message of its MaxMsgSize")
+
+	inRoom := turnstileTask("big-room")
+	m = nats.NewMsg("captcha.later.fast.normal.big-room")
+	m.Header.Set(wire.HeaderMsgID, inRoom.ID)
+	m.Data = padded(t, inRoom, most)
+	_, err = js.PublishMsg(ctx, m)
+	require.NoError(t, err)
+
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := b.client.Solve(wctx, turnstileTask("due-now"))
+	require.NoError(t, err, "a due task is solved beside an oversized one that waits, at a lane limit of one")
+	require.Equal(t, StatusSolved, out.Status)
+	for _, id := range []string{onLane.ID, inRoom.ID} {
+		out, err := b.client.Wait(wctx, id)
+		require.ErrorIs(t, err, ErrNotSolved, id)
+		require.Equal(t, "invalid-task", out.Reason, id)
+		require.Contains(t, out.Detail+out.Error, "too large", id)
+	}
 }
