@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -183,4 +184,67 @@ func TestOversizedScheduledTaskEndsClearly(t *testing.T) {
 		require.Equal(t, "invalid-task", out.Reason, id)
 		require.Contains(t, out.Detail+out.Error, "too large", id)
 	}
+}
+
+// A cancel names the generation of the task's latest message on its task
+// subjects and in the waiting room. A producer's message there that names
+// another generation (a forged copy, which a worker would end invalid on
+// its own sequence) must not have the cancel name that generation: the
+// waiting task would go on to be solved, paid for, while Cancel said it
+// was canceled. Here the forged copy waits while no worker runs (a
+// restart; under load it waits behind a lane's backlog).
+func TestCancelNotMisdirectedByForgedCopy(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	js, s := b.raw(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
+	obs, scheduled := observed(EventScheduled)
+	moved := make(chan struct{}, 1)
+	roomSub, err := b.nc.Subscribe(wire.SubjectAllLater, func(*nats.Msg) {
+		select {
+		case moved <- struct{}{}:
+		default:
+		}
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = roomSub.Unsubscribe() })
+	require.NoError(t, b.nc.Flush())
+
+	first := b.startWorker(t, WorkerConfig{Solver: sc, Observer: obs})
+	task := turnstileTask("victim")
+	task.NotBefore = In(time.Hour)
+	r, err := b.client.Submit(ctx, task)
+	require.NoError(t, err)
+	await(ctx, t, scheduled, "the scheduled event")
+	await(ctx, t, moved, "the move to the room")
+	first.stop()
+	require.NoError(t, <-first.done)
+	first.done <- nil // for the test's cleanup
+
+	room, err := s.GetLastMsgForSubject(ctx, wire.SubjectLater+".*.*.victim")
+	require.NoError(t, err)
+	forged := nats.NewMsg(room.Subject)
+	forged.Data = room.Data
+	forged.Header.Set(wire.HeaderMsgID, "victim.moved.forged")
+	forged.Header.Set(wire.HeaderTaskID, "victim")
+	forged.Header.Set(wire.HeaderGen, "1")
+	forged.Header.Set(wire.HeaderSubmitted, room.Header.Get(wire.HeaderSubmitted))
+	_, err = js.PublishMsg(ctx, forged)
+	require.NoError(t, err)
+
+	ti, err := b.client.TaskOf(ctx, "victim")
+	require.NoError(t, err)
+	require.Equal(t, r.Seq, ti.Gen, "the task's generation, not the one a stranger's message names")
+	ti, err = b.client.Cancel(ctx, "victim", "not needed")
+	require.NoError(t, err)
+	require.Equal(t, r.Seq, ti.Gen, "the cancel names the task's generation")
+
+	b.startWorker(t, WorkerConfig{Solver: sc})
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := b.client.Wait(wctx, "victim")
+	require.ErrorIs(t, err, ErrNotSolved)
+	require.Equal(t, "canceled", out.Reason)
+	require.Zero(t, api.Stats().InCalls)
 }
