@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -247,4 +249,77 @@ func TestCancelNotMisdirectedByForgedCopy(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotSolved)
 	require.Equal(t, "canceled", out.Reason)
 	require.Zero(t, api.Stats().InCalls)
+}
+
+// A worker started before `captchaq init` added the waiting room moves no
+// task, but tasks other workers moved back to their lanes reach it: it must
+// take a copy whose digest its generation's scheduled event names for the
+// generation, as any worker does, not end it invalid (the generation's only
+// message), losing the task.
+func TestWorkerWithoutRoomTakesMovedCopies(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	js, s := b.raw(t)
+	require.NoError(t, s.DeleteConsumer(ctx, wire.WaitingRoomConsumer))
+	cfg := s.CachedInfo().Config
+	cfg.Subjects = slices.DeleteFunc(slices.Clone(cfg.Subjects), func(subj string) bool { return wire.InWaitingRoom(subj) })
+	_, err := js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	solvedBy := map[string]string{}
+	solverOf := func(name string, busy chan<- struct{}, release <-chan struct{}) solver.Solver {
+		return solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+			mu.Lock()
+			solvedBy[req.Params["pageurl"]] = name
+			mu.Unlock()
+			if busy != nil && strings.Contains(req.Params["pageurl"], "blocker") {
+				busy <- struct{}{}
+				<-release
+			}
+			out, _ := json.Marshal("tok-" + req.Params["sitekey"])
+			return solver.Answer{Solution: out}, nil
+		})
+	}
+	b.startWorker(t, WorkerConfig{Name: "before-init", Solver: solverOf("before-init", nil, nil), Threads: 1})
+	_, err = EnsureTopology(ctx, b.nc, b.top, true)
+	require.NoError(t, err)
+	busy, release := make(chan struct{}, 1), make(chan struct{})
+	b.startWorker(t, WorkerConfig{Name: "after-init", Solver: solverOf("after-init", busy, release), Threads: 1,
+		ScheduleCheck: 100 * time.Millisecond})
+	t.Cleanup(func() { close(release) }) // before the worker's stop, which waits for its solve
+
+	// The worker with the room is busy; the other one is not.
+	for i := 0; ; i++ {
+		blocker := turnstileTask(fmt.Sprintf("blocker-%d", i))
+		blocker.Params = Params{"sitekey": "0x4AAAAAAAB", "pageurl": fmt.Sprintf("https://shop.example/blocker/%d", i)}
+		_, err := b.client.Submit(ctx, blocker)
+		require.NoError(t, err)
+		waited := make(chan error, 1)
+		go func() { _, err := b.client.Wait(ctx, blocker.ID); waited <- err }()
+		select {
+		case <-busy:
+		case err := <-waited:
+			require.NoError(t, err)
+			continue
+		}
+		break
+	}
+
+	// Submitted into the room: the worker with the room moves it back to
+	// its lane when due, where the other worker takes it.
+	victim := turnstileTask("victim")
+	victim.NotBefore = At(time.Now().Add(time.Second))
+	body, err := json.Marshal(victim)
+	require.NoError(t, err)
+	publishRaw(ctx, t, js, "captcha.later.fast.normal.victim", string(body), map[string]string{wire.HeaderMsgID: "victim"})
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := b.client.Wait(wctx, "victim")
+	require.NoError(t, err, "a moved copy is not lost to a worker that moves none")
+	require.Equal(t, StatusSolved, out.Status)
+	mu.Lock()
+	require.Equal(t, "before-init", solvedBy["https://shop.example/checkout/123"])
+	mu.Unlock()
 }
