@@ -323,3 +323,51 @@ func TestWorkerWithoutRoomTakesMovedCopies(t *testing.T) {
 	require.Equal(t, "before-init", solvedBy["https://shop.example/checkout/123"])
 	mu.Unlock()
 }
+
+// Many tasks waiting for their time, on every lane and priority, moved to
+// the room by several workers at once, hold no slot of a lane's limit nor
+// of MaxInFlight: due tasks submitted after them are solved at once, on
+// both lanes.
+func TestManyWaitingTasksDoNotStallSeveralWorkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{MaxInFlight: 4, LaneLimits: map[Lane]int{LaneFast: 2, LaneSlow: 2}})
+	ctx := testContext(t)
+	counted := make(chan Observation, 1024)
+	for range 3 {
+		b.startWorker(t, WorkerConfig{Solver: tokenSolver(), Threads: 4, Observer: ObserverFunc(func(o Observation) {
+			if o.Kind == EventScheduled {
+				counted <- o
+			}
+		})})
+	}
+	var tasks []Task
+	for i := range 300 {
+		task := turnstileTask(fmt.Sprintf("wait-%d", i))
+		if i%2 == 1 {
+			task = recaptchaTask(fmt.Sprintf("wait-%d", i))
+		}
+		if i%3 == 0 {
+			task.Priority = PriorityHigh
+		}
+		task.NotBefore = In(time.Hour)
+		tasks = append(tasks, task)
+	}
+	_, err := b.client.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+	for range tasks {
+		await(ctx, t, counted, "a scheduled event")
+	}
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for _, task := range []Task{turnstileTask("due-fast"), recaptchaTask("due-slow")} {
+		out, err := b.client.Solve(wctx, task)
+		require.NoError(t, err, "%s solved while 300 tasks wait", task.ID)
+		require.Equal(t, StatusSolved, out.Status)
+	}
+	_, s := b.raw(t)
+	room, err := s.Consumer(ctx, wire.WaitingRoomConsumer)
+	require.NoError(t, err)
+	info, err := room.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(300), info.NumPending+uint64(info.NumAckPending), "all of them wait in the room")
+}
