@@ -371,3 +371,45 @@ func TestManyWaitingTasksDoNotStallSeveralWorkers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(300), info.NumPending+uint64(info.NumAckPending), "all of them wait in the room")
 }
+
+// Two workers whose clocks are three minutes off, one ahead and one
+// behind, share the waiting room: the task moves to the room once and back
+// once (no back and forth between a worker that finds it due and one that
+// does not), and is solved once, neither before its not_before nor late.
+func TestWaitingRoomWithSkewedWorkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
+	var mu sync.Mutex
+	copies := map[string]int{}
+	sub, err := b.nc.Subscribe("captcha.*.*.*.skewed", func(m *nats.Msg) {
+		mu.Lock()
+		copies[strings.Split(m.Subject, ".")[1]]++
+		mu.Unlock()
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, b.nc.Flush())
+	for _, skew := range []time.Duration{3 * time.Minute, -3 * time.Minute} {
+		b.startWorker(t, WorkerConfig{Name: "skew" + skew.String(), Solver: sc, Now: func() time.Time { return time.Now().Add(skew) },
+			ScheduleCheck: 100 * time.Millisecond})
+	}
+	notBefore := time.Now().Add(2 * time.Second)
+	task := turnstileTask("skewed")
+	task.NotBefore = At(notBefore)
+	_, err = b.client.Submit(ctx, task)
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	out, err := b.client.Wait(wctx, task.ID)
+	require.NoError(t, err)
+	require.Equal(t, StatusSolved, out.Status)
+	require.False(t, out.SolvedAt.Before(notBefore), "solved at %v, before not_before %v", out.SolvedAt, notBefore)
+	require.True(t, time.Now().Before(notBefore.Add(10*time.Second)), "not late by the skew")
+	require.Equal(t, 1, api.Stats().Submitted)
+	require.NoError(t, b.nc.Flush())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]int{"tasks": 2, "later": 1}, copies, "submitted, moved to the room once and back once")
+}
