@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
@@ -412,4 +414,65 @@ func TestWaitingRoomWithSkewedWorkers(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, map[string]int{"tasks": 2, "later": 1}, copies, "submitted, moved to the room once and back once")
+}
+
+// A producer replays a waiting task's room message byte for byte (its
+// digest is the generation's, so each replay is a valid copy) under fresh
+// message ids, many times: the copies move back to the lane together and
+// reach several workers at once, and the task is still paid for once, with
+// one outcome.
+func TestReplayedRoomMessagesPaidOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	js, s := b.raw(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.3}, 0.3)
+	obs, scheduled := observed(EventScheduled)
+	moved := make(chan struct{}, 1)
+	roomSub, err := b.nc.Subscribe(wire.SubjectAllLater, func(*nats.Msg) {
+		select {
+		case moved <- struct{}{}:
+		default:
+		}
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = roomSub.Unsubscribe() })
+	require.NoError(t, b.nc.Flush())
+	for i := range 3 {
+		cfg := WorkerConfig{Name: fmt.Sprintf("w%d", i), Solver: sc, ScheduleCheck: 100 * time.Millisecond}
+		if i == 0 {
+			cfg.Observer = obs
+		}
+		b.startWorker(t, cfg)
+	}
+	task := turnstileTask("victim")
+	notBefore := time.Now().Add(2 * time.Second)
+	task.NotBefore = At(notBefore)
+	r, err := b.client.Submit(ctx, task)
+	require.NoError(t, err)
+	await(ctx, t, scheduled, "the scheduled event")
+	await(ctx, t, moved, "the move to the room")
+	room, err := s.GetLastMsgForSubject(ctx, wire.SubjectLater+".*.*.victim")
+	require.NoError(t, err)
+	for i := range 8 {
+		m := nats.NewMsg(room.Subject)
+		m.Data = room.Data
+		for k, v := range room.Header {
+			m.Header[k] = v
+		}
+		m.Header.Set(wire.HeaderMsgID, fmt.Sprintf("replay-%d", i))
+		_, err := js.PublishMsg(ctx, m)
+		require.NoError(t, err)
+	}
+	out, err := b.client.Wait(ctx, "victim")
+	require.NoError(t, err)
+	require.Equal(t, StatusSolved, out.Status)
+	require.False(t, out.SolvedAt.Before(notBefore))
+	// Every copy ends (acked and erased) without a second solve.
+	require.Eventually(t, func() bool {
+		_, err := s.GetLastMsgForSubject(ctx, "captcha.*.*.*.victim")
+		return errors.Is(err, jetstream.ErrMsgNotFound)
+	}, 15*time.Second, 50*time.Millisecond, "every copy ends")
+	require.Equal(t, 1, api.Stats().Submitted, "paid once")
+	require.Len(t, outcomesOf(ctx, t, s, "victim", r.Seq), 1)
 }
