@@ -439,11 +439,7 @@ func TestReplayedRoomMessagesPaidOnce(t *testing.T) {
 	t.Cleanup(func() { _ = roomSub.Unsubscribe() })
 	require.NoError(t, b.nc.Flush())
 	for i := range 3 {
-		cfg := WorkerConfig{Name: fmt.Sprintf("w%d", i), Solver: sc, ScheduleCheck: 100 * time.Millisecond}
-		if i == 0 {
-			cfg.Observer = obs
-		}
-		b.startWorker(t, cfg)
+		b.startWorker(t, WorkerConfig{Name: fmt.Sprintf("w%d", i), Solver: sc, ScheduleCheck: 100 * time.Millisecond, Observer: obs})
 	}
 	task := turnstileTask("victim")
 	notBefore := time.Now().Add(2 * time.Second)
