@@ -54,10 +54,11 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (TaskInfo, error
 // worker is handed at once and, finding the cancel, ends; the message
 // itself then finds the generation ended. A copy is the generation's only
 // if a worker recorded its digest, so a producer's copy of another's task
-// changes nothing but when a worker looks at it. Best effort: without it,
+// changes nothing but when a worker looks at it, and one that is not the
+// task's (lastTaskMessage) is not the one copied. Best effort: without it,
 // the cancel takes effect at the next delivery.
 func (c *Client) nudge(ctx context.Context, id string, gen uint64) {
-	m, err := c.s.GetLastMsgForSubject(ctx, wire.SubjectLater+".*.*."+id)
+	m, err := c.lastTaskMessage(ctx, wire.SubjectLater+".*.*."+id, id)
 	if err != nil {
 		return
 	}

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
@@ -217,7 +219,7 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 	if err != nil {
 		return TaskInfo{}, err
 	}
-	m, err := c.s.GetLastMsgForSubject(ctx, taskMessagesFor(id))
+	m, err := c.lastTaskMessage(ctx, taskMessagesFor(id), id)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		if st.Seq == 0 {
@@ -243,6 +245,62 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 		return ti, err
 	}
 	return ti, nil
+}
+
+// lastTaskMessage returns the last message on subject (task id's task
+// messages, or some of them) that is task id's as workers judge it: a
+// submission of id, or a copy a worker moved (its generation's scheduled
+// event names its digest). Anyone who may submit tasks can publish on those
+// subjects a message naming another generation, or none of id's, which a
+// worker ends invalid on its own sequence; until it does, what it names
+// must not be taken for the task's (a cancel would name that generation).
+// ErrMsgNotFound when there is none. One read when the last message is
+// the task's, one per message of the id otherwise.
+func (c *Client) lastTaskMessage(ctx context.Context, subject, id string) (*jetstream.RawStreamMsg, error) {
+	m, err := c.s.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := c.taskMessageOf(ctx, id, m); ok || err != nil {
+		return m, err
+	}
+	var last *jetstream.RawStreamMsg
+	var werr error
+	err = jscall.Walk(ctx, c.s, subject, 0, m.Sequence, func(m *jetstream.RawStreamMsg) {
+		ok, err := c.taskMessageOf(ctx, id, m)
+		werr = cmp.Or(werr, err)
+		if ok {
+			last = m
+		}
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case werr != nil:
+		return nil, werr
+	case last == nil:
+		return nil, jetstream.ErrMsgNotFound
+	}
+	return last, nil
+}
+
+// taskMessageOf reports whether m, on one of task id's task subjects or
+// in the waiting room, is id's as workers judge it: a moved copy whose
+// digest a scheduled event of its generation names, or a submission
+// (submissionOf).
+func (c *Client) taskMessageOf(ctx context.Context, id string, m *jetstream.RawStreamMsg) (bool, error) {
+	if !wire.IsMovedCopy(m.Header) {
+		return c.submissionOf(ctx, id, m), nil
+	}
+	gen, submitted, ok := wire.MovedFrom(m.Header)
+	if !ok || gen >= m.Sequence {
+		return false, nil
+	}
+	err := taskstore.VerifyMoved(ctx, c.s, id, gen, wire.MovedDigest(m.Subject, m.Header, m.Data, gen, submitted))
+	if errors.Is(err, taskstore.ErrForged) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // Workers returns the workers seen within HeartbeatTTL, by name, from their

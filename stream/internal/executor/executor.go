@@ -86,7 +86,7 @@ type Executor struct {
 	// Mover moves tasks that are not due to the waiting room and back, and
 	// checks the copies it makes (optional: without it a task that is not
 	// due waits on its lane's consumer, where the consumer counts it as
-	// pending, and a message that says it is a moved copy is not a task).
+	// pending, and a moved copy is checked by the Store, when it can).
 	Mover Mover
 	// Retention is how long the stream keeps a task (its MaxAge; 0: no
 	// limit): a task naming a use_at or not_before further from its store

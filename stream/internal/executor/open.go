@@ -93,13 +93,20 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 // only when the task's records cannot be read.
 func (d *delivery) openMoved(ctx context.Context) error {
 	gen, submitted, ok := wire.MovedFrom(d.m.Headers())
+	// A worker that moves no task (it started before the stream had a
+	// waiting room) still takes the copies other workers move back to the
+	// lanes: its store checks them as a Mover does.
+	var verifier movedVerifier = d.x.Mover
+	if verifier == nil {
+		verifier, _ = d.x.Store.(movedVerifier)
+	}
 	switch {
 	case !ok:
 		d.invalid = fmt.Errorf("headers %s and %s of a moved task are not a generation and a time", wire.HeaderGen, wire.HeaderSubmitted)
 	case gen >= d.seq:
 		d.invalid = fmt.Errorf("header %s %d: not a task message before this one", wire.HeaderGen, gen)
-	case d.x.Mover == nil:
-		d.invalid = fmt.Errorf("header %s: this worker moves no task", wire.HeaderGen)
+	case verifier == nil:
+		d.invalid = fmt.Errorf("header %s: this worker cannot check a moved task", wire.HeaderGen)
 	}
 	if d.invalid != nil {
 		d.forged = true
@@ -108,7 +115,7 @@ func (d *delivery) openMoved(ctx context.Context) error {
 	digest := wire.MovedDigest(d.m.Subject(), d.m.Headers(), d.m.Data(), gen, submitted)
 	var err error
 	if perr := d.patiently(ctx, func() error {
-		err = d.x.Mover.VerifyMoved(ctx, d.id, gen, digest)
+		err = verifier.VerifyMoved(ctx, d.id, gen, digest)
 		return taskstore.IgnoreForged(err)
 	}); perr != nil {
 		return perr
@@ -119,4 +126,10 @@ func (d *delivery) openMoved(ctx context.Context) error {
 	}
 	d.gen, d.submitted, d.moved = gen, submitted, true
 	return nil
+}
+
+// movedVerifier checks a moved copy against its generation's scheduled
+// events (Mover.VerifyMoved).
+type movedVerifier interface {
+	VerifyMoved(ctx context.Context, id string, gen uint64, digest string) error
 }

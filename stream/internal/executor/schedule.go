@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -145,6 +146,16 @@ func (d *delivery) move(ctx context.Context, base wire.Event, to string) {
 	}
 	msg := wire.MovedCopy(to, d.m.Headers(), d.m.Data(), d.gen, d.submitted, d.seq)
 	if err := d.x.Mover.Move(ctx, msg); err != nil {
+		if jscall.TooLarge(err) {
+			// Only a raw producer's message comes this close to the stream's
+			// MaxMsgSize (Submit refuses far smaller ones): a move adds headers,
+			// so it can never move, and handing it back would have it come
+			// back for ever, on its lane holding a slot of the lane's limit.
+			d.deadLetter(ctx, base, invalidVerdict(&wire.TaskError{ID: d.id, Err: fmt.Errorf(
+				"too large to wait for its time: the task message (%d bytes) leaves the stream no room for the headers of its move to %s: %w",
+				len(d.m.Data()), to, err)}, false))
+			return
+		}
 		if ctx.Err() != nil {
 			_ = d.m.Nak()
 			return

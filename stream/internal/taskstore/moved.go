@@ -39,7 +39,7 @@ func VerifyMoved(ctx context.Context, s jetstream.Stream, id string, gen uint64,
 // Move publishes a moved copy of a task (wire.MovedCopy). A copy the
 // stream takes for a duplicate is this worker's earlier one (it stopped
 // before it acked the message it moved) only when the stream holds it on
-// the same subject with the same body and generation; otherwise (someone
+// the same subject with the same digest (sameCopy); otherwise (someone
 // else took the message id first, or the copy is gone, moved on or ended)
 // the copy is published again without a message id: a second copy of a
 // generation costs a delivery that finds the generation ahead of it, a
@@ -52,8 +52,7 @@ func Move(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, msg *
 	}
 	kept, err := s.GetMsg(ctx, ack.Sequence)
 	switch {
-	case err == nil && kept.Subject == msg.Subject && bytes.Equal(kept.Data, msg.Data) &&
-		kept.Header.Get(wire.HeaderGen) == msg.Header.Get(wire.HeaderGen):
+	case err == nil && sameCopy(kept, msg):
 		return nil
 	case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
 		return err
@@ -67,6 +66,19 @@ func Move(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, msg *
 	}
 	_, err = jscall.PublishRetrying(ctx, js, again, stream)
 	return err
+}
+
+// sameCopy reports whether the stored message kept is copy msg: the same
+// subject and the same digest as a copy of the same generation and store
+// time (wire.MovedDigest), so that a message a producer published under
+// the copy's message id with the same body but headers of its own (whose
+// digest no scheduled event names, and which ends invalid) is not taken
+// for it.
+func sameCopy(kept *jetstream.RawStreamMsg, msg *nats.Msg) bool {
+	kg, ks, ok := wire.MovedFrom(kept.Header)
+	mg, ms, mok := wire.MovedFrom(msg.Header)
+	return ok && mok && kept.Subject == msg.Subject && kg == mg && ks.Equal(ms) && bytes.Equal(kept.Data, msg.Data) &&
+		wire.MovedDigest(kept.Subject, kept.Header, kept.Data, kg, ks) == wire.MovedDigest(msg.Subject, msg.Header, msg.Data, mg, ms)
 }
 
 // VerifyMoved checks a moved copy against the generation's scheduled
