@@ -94,7 +94,7 @@
 // in.php (a thread was not free after all; the refused Solve then holds its
 // thread until an answer comes or BatchGap passes) and shrinks a little
 // with each accepted submission, so refusals stay a small share of in.php
-// calls (about zDown/zUp) while threads come back as early as they allow.
+// calls (about zDown/zUp, 5 %) while threads come back as early as they allow.
 // When the margin is what keeps a thread (n − E ≥ ½ but none handed back),
 // the Client asks instead of waiting: its captcha likeliest done (lowest S,
 // handed back or not) makes its next scheduled poll at once, in place of

@@ -14,7 +14,7 @@ import (
 const (
 	zStart = 0.5
 	zUp    = 0.25
-	zDown  = 0.02
+	zDown  = 0.0125
 	zMax   = 3.0
 	zMin   = -2.0
 )
