@@ -94,7 +94,17 @@
 // in.php (a thread was not free after all; the refused Solve then holds its
 // thread until an answer comes or BatchGap passes) and shrinks a little
 // with each accepted submission, so refusals stay a small share of in.php
-// calls (about zDown/zUp) while threads come back as early as they allow.
+// calls (about zDown/zUp, 5 %) while threads come back as early as they allow.
+// When the margin is what keeps a thread (n − E ≥ ½ but none handed back),
+// the Client asks instead of waiting: its captcha likeliest done (lowest S,
+// handed back or not) makes its next scheduled poll at once, in place of
+// that poll, so no captcha makes more res.php calls than its schedule
+// plans; its last poll keeps its time. At most one such poll is in flight
+// per Client, and one is asked at most per decision. An answer frees the
+// thread for certain and is picked up early; CAPCHA_NOT_READY raises the
+// captcha's lower bound, so E and σ shrink. The calls per solve rise (a poll
+// made early finds the captcha not ready more often, and the later polls
+// then follow), within each captcha's schedule.
 // Kinds not learned yet count as still being solved. Clients of several
 // workers on one plan (Client.JoinPool) keep one margin between them: the
 // threads free pool-wide are Σn − ΣE − z·√ΣV, and each client keeps its

@@ -14,7 +14,7 @@ import (
 const (
 	zStart = 0.5
 	zUp    = 0.25
-	zDown  = 0.02
+	zDown  = 0.0125
 	zMax   = 3.0
 	zMin   = -2.0
 )
@@ -53,6 +53,9 @@ type holder struct {
 	back      chan struct{} // closed when it should hand its thread back
 	onBack    func()        // what handing it back does, on the goroutine of Solve
 	handed    bool          // guarded by occupancy.mu
+	// confirm asks its wait to poll now instead of at its next scheduled
+	// poll (see confirm); buffered, one at a time.
+	confirm chan struct{}
 }
 
 // occupancy decides which of a Client's captchas hand their threads back
@@ -68,6 +71,7 @@ type occupancy struct {
 	running bool
 	freed   chan struct{} // closed and replaced when a captcha of the Client is answered
 	pool    Pool          // the other clients on the plan; nil: none known
+	asking  *holder       // asked to confirm and not settled yet; nil: none
 }
 
 // Pool is what a Client's hand-back knows of the other clients handing
@@ -109,7 +113,7 @@ func newOccupancy(c *Client, every, hold time.Duration) *occupancy {
 // add registers a captcha that holds a thread from submitted on; onBack
 // hands it back.
 func (o *occupancy) add(kind string, k kindTiming, submitted time.Time, onBack func()) *holder {
-	h := &holder{kind: kind, k: k, submitted: submitted, back: make(chan struct{}), onBack: onBack}
+	h := &holder{kind: kind, k: k, submitted: submitted, back: make(chan struct{}), onBack: onBack, confirm: make(chan struct{}, 1)}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.holders[h] = struct{}{}
@@ -127,6 +131,27 @@ func (o *occupancy) notReady(h *holder, lo time.Duration) {
 	}
 	o.mu.Lock()
 	h.lo = max(h.lo, lo)
+	if o.asking == h {
+		// A poll said it: a confirm still buffered asks nothing new.
+		o.asking = nil
+		select {
+		case <-h.confirm:
+		default:
+		}
+	}
+	o.mu.Unlock()
+}
+
+// settled says h's wait has made, or will not make, the poll it was asked
+// for (confirm): another captcha of the Client may be asked.
+func (o *occupancy) settled(h *holder) {
+	if h == nil {
+		return
+	}
+	o.mu.Lock()
+	if o.asking == h {
+		o.asking = nil
+	}
 	o.mu.Unlock()
 }
 
@@ -136,6 +161,9 @@ func (o *occupancy) done(h *holder, answered bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.holders, h)
+	if o.asking == h {
+		o.asking = nil
+	}
 	if answered {
 		close(o.freed)
 		o.freed = make(chan struct{})
@@ -195,6 +223,8 @@ func (o *occupancy) handBack(now time.Time) {
 	}
 	ests := make([]est, 0, len(o.holders))
 	var e, v float64
+	var likeliest est // the captcha likeliest done, handed back or not
+	likeliest.s = 1
 	for h := range o.holders {
 		s := o.c.poller.survival(h.kind, h.k, now.Sub(h.submitted), h.lo)
 		e += s
@@ -202,15 +232,38 @@ func (o *occupancy) handBack(now time.Time) {
 		if !h.handed {
 			ests = append(ests, est{h, s})
 		}
+		if s < likeliest.s {
+			likeliest = est{h, s}
+		}
 	}
-	free := o.free(float64(len(ests)), e, v)
+	n := float64(len(ests))
+	free := o.free(n, e, v)
 	if free <= 0 {
+		if n-e >= 0.5 {
+			// A thread is probably free, but the margin keeps it.
+			o.confirm(likeliest.h)
+		}
 		return
 	}
 	slices.SortFunc(ests, func(a, b est) int { return cmpFloat(a.s, b.s) })
 	for _, x := range ests[:min(free, len(ests))] {
 		x.h.handed = true
 		close(x.h.back)
+	}
+}
+
+// confirm asks h (nil: none) to poll res.php now, in place of its next
+// scheduled poll, unless a captcha of the Client was asked and has not
+// settled yet: at most one such poll in flight per Client, at most one per
+// hand-back decision. Callers hold o.mu.
+func (o *occupancy) confirm(h *holder) {
+	if h == nil || o.asking != nil {
+		return
+	}
+	select {
+	case h.confirm <- struct{}{}:
+		o.asking = h
+	default:
 	}
 }
 

@@ -42,8 +42,12 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		}
 	}
 	var handBack <-chan struct{} // nil: never
+	var confirm <-chan struct{}  // nil: never
 	if h != nil {
 		handBack = h.back
+		if called == nil {
+			confirm = h.confirm
+		}
 	}
 	var w *pollWaiter
 	var news <-chan struct{} // nil without a batcher: never ready
@@ -149,6 +153,27 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		case <-handBack:
 			handBack = nil
 			h.onBack()
+		case <-confirm:
+			// The hand-back asks whether this captcha is done (ready.go,
+			// confirm): its next scheduled poll is made now instead, so
+			// the schedule's calls are not exceeded. The last is kept for
+			// its time: it is the captcha's own, and giving up after it
+			// means what it always meant.
+			if last {
+				c.occ.settled(h)
+				continue
+			}
+			i++
+			if w != nil && !own && c.batch.on() {
+				c.batch.earn()
+				continue
+			}
+			own = false
+			done, a, err := fetch(time.Time{})
+			c.occ.settled(h)
+			if done {
+				return a, err
+			}
 		case <-called:
 			// Ready about now: fetch the answer (never taken from the
 			// callback), and learn the ready time as this moment.
@@ -170,6 +195,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 					// Failures in a row are counted on the captcha's own
 					// polls, as without batching.
 					own, lastErr = true, n.err
+					c.occ.settled(h)
 				case newsFatal:
 					return Answer{}, n.err
 				case newsAnswer:

@@ -81,10 +81,24 @@ func TestLearnsUnconfiguredPlan(t *testing.T) {
 
 // TestProbablyReadyHook: once a kind is learned, Solve calls the
 // WithProbablyReady function before it returns the answer; before, never.
+// The client polls each captcha once, at 10 s: with more polls to make, a
+// lone captcha probably done is asked about (the hand-back's confirming
+// poll) and its answer comes before the hook would.
 func TestProbablyReadyHook(t *testing.T) {
 	t.Parallel()
-	_, c := scaledEmulator(t, fakeapi.Config{Seed: 6,
-		SolveTime: map[string]fakeapi.Range{fakeapi.KindImage: {Min: 3 * time.Second, Max: 4 * time.Second}}}, 0.02, false)
+	api := fakeapi.New(fakeapi.Config{Seed: 6, TimeScale: 0.02,
+		SolveTime: map[string]fakeapi.Range{fakeapi.KindImage: {Min: 3 * time.Second, Max: 4 * time.Second}}})
+	url, stop, err := fakeapi.ServeLocal(api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	c, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey,
+		Timing: solver.Timing{Scale: 0.02, NoBatch: true, Fixed: true, MaxCalls: 1,
+			FirstPoll: map[string]time.Duration{solver.KindImage: 10 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	req := solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}}
