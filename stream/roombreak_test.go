@@ -58,19 +58,10 @@ func TestMoveBackNotTakenByForgedMessageID(t *testing.T) {
 		Observer: ObserverFunc(func(o Observation) { obs.Observe(o); obsScheduled.Observe(o) })})
 
 	// The victim waits in the room.
-	moved := make(chan struct{}, 1)
-	roomSub, err := b.nc.Subscribe(wire.SubjectAllLater, func(*nats.Msg) {
-		select {
-		case moved <- struct{}{}:
-		default:
-		}
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = roomSub.Unsubscribe() })
-	require.NoError(t, b.nc.Flush())
+	moved := roomMoves(t, b)
 	victim := turnstileTask("victim")
 	victim.NotBefore = At(time.Now().Add(2 * time.Second))
-	_, err = b.client.Submit(ctx, victim)
+	_, err := b.client.Submit(ctx, victim)
 	require.NoError(t, err)
 	await(ctx, t, scheduled, "the victim's scheduled event")
 	await(ctx, t, moved, "the victim's move to the room")
@@ -204,16 +195,7 @@ func TestCancelNotMisdirectedByForgedCopy(t *testing.T) {
 	js, s := b.raw(t)
 	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
 	obs, scheduled := observed(EventScheduled)
-	moved := make(chan struct{}, 1)
-	roomSub, err := b.nc.Subscribe(wire.SubjectAllLater, func(*nats.Msg) {
-		select {
-		case moved <- struct{}{}:
-		default:
-		}
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = roomSub.Unsubscribe() })
-	require.NoError(t, b.nc.Flush())
+	moved := roomMoves(t, b)
 
 	first := b.startWorker(t, WorkerConfig{Solver: sc, Observer: obs})
 	task := turnstileTask("victim")
@@ -428,16 +410,7 @@ func TestReplayedRoomMessagesPaidOnce(t *testing.T) {
 	js, s := b.raw(t)
 	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.3}, 0.3)
 	obs, scheduled := observed(EventScheduled)
-	moved := make(chan struct{}, 1)
-	roomSub, err := b.nc.Subscribe(wire.SubjectAllLater, func(*nats.Msg) {
-		select {
-		case moved <- struct{}{}:
-		default:
-		}
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = roomSub.Unsubscribe() })
-	require.NoError(t, b.nc.Flush())
+	moved := roomMoves(t, b)
 	for i := range 3 {
 		b.startWorker(t, WorkerConfig{Name: fmt.Sprintf("w%d", i), Solver: sc, ScheduleCheck: 100 * time.Millisecond, Observer: obs})
 	}
@@ -471,4 +444,21 @@ func TestReplayedRoomMessagesPaidOnce(t *testing.T) {
 	}, 15*time.Second, 50*time.Millisecond, "every copy ends")
 	require.Equal(t, 1, api.Stats().Submitted, "paid once")
 	require.Len(t, outcomesOf(ctx, t, s, "victim", r.Seq), 1)
+}
+
+// roomMoves signals (without blocking, at most one pending) each message
+// stored in the waiting room, as seen by b's connection from now on.
+func roomMoves(t *testing.T, b *bundle) <-chan struct{} {
+	t.Helper()
+	moved := make(chan struct{}, 1)
+	sub, err := b.nc.Subscribe(wire.SubjectAllLater, func(*nats.Msg) {
+		select {
+		case moved <- struct{}{}:
+		default:
+		}
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, b.nc.Flush())
+	return moved
 }
