@@ -247,7 +247,7 @@ func (w *Worker) pullWaitingRoom(ctx, hard context.Context, inflight *sync.WaitG
 			cancel()
 			if ctx.Err() == nil {
 				w.log.Debug("fetch from the waiting room", slog.Any("error", err))
-				pause(ctx, w.cfg.IdleCheck)
+				dispatcher.Pause(ctx, w.cfg.IdleCheck)
 			}
 			continue
 		}
@@ -264,19 +264,9 @@ func (w *Worker) pullWaitingRoom(ctx, hard context.Context, inflight *sync.WaitG
 		if err := batch.Error(); err != nil && ctx.Err() == nil && !errors.Is(err, jetstream.ErrNoMessages) &&
 			!errors.Is(err, context.DeadlineExceeded) {
 			w.log.Debug("fetch from the waiting room", slog.Any("error", err))
-			pause(ctx, w.cfg.IdleCheck)
+			dispatcher.Pause(ctx, w.cfg.IdleCheck)
 		}
 		cancel()
-	}
-}
-
-// pause waits for d or until ctx ends.
-func pause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
 

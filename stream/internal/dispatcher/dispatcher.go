@@ -119,7 +119,7 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 			dp.holding.Store(int32(len(threads)))
 			if len(threads) == 0 {
 				if err != nil {
-					pause(ctx, dp.IdleCheck)
+					Pause(ctx, dp.IdleCheck)
 				}
 				continue // the quota is in use: acquire waited for a thread already
 			}
@@ -168,8 +168,9 @@ func (dp *Dispatcher) idle() bool {
 	return free == nil || len(*free)+int(dp.holding.Load()) > 0
 }
 
-// pause waits for d or until ctx ends.
-func pause(ctx context.Context, d time.Duration) {
+// Pause waits for d or until ctx ends: the idle tick of a worker's loops
+// (the dispatcher's and the waiting room's), which a stop cuts short.
+func Pause(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
