@@ -190,19 +190,17 @@ func TestOversizedScheduledTaskEndsClearly(t *testing.T) {
 // restart; under load it waits behind a lane's backlog).
 func TestCancelNotMisdirectedByForgedCopy(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
+	b := scheduledSetup(t, Topology{})
 	ctx := testContext(t)
 	js, s := b.raw(t)
-	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	obs, scheduled := observed(EventScheduled)
-	moved := roomMoves(t, b)
+	moved := roomMoves(t, b.bundle)
 
-	first := b.startWorker(t, WorkerConfig{Solver: sc, Observer: obs})
+	first := b.worker(t, WorkerConfig{})
 	task := turnstileTask("victim")
 	task.NotBefore = In(time.Hour)
 	r, err := b.client.Submit(ctx, task)
 	require.NoError(t, err)
-	await(ctx, t, scheduled, "the scheduled event")
+	await(ctx, t, b.scheduled, "the scheduled event")
 	await(ctx, t, moved, "the move to the room")
 	first.stop()
 	require.NoError(t, <-first.done)
@@ -226,13 +224,13 @@ func TestCancelNotMisdirectedByForgedCopy(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, r.Seq, ti.Gen, "the cancel names the task's generation")
 
-	b.startWorker(t, WorkerConfig{Solver: sc})
+	b.worker(t, WorkerConfig{})
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	out, err := b.client.Wait(wctx, "victim")
 	require.ErrorIs(t, err, ErrNotSolved)
 	require.Equal(t, "canceled", out.Reason)
-	require.Zero(t, api.Stats().InCalls)
+	require.Zero(t, b.api.Stats().InCalls)
 }
 
 // A worker started before `captchaq init` added the waiting room moves no
@@ -362,9 +360,8 @@ func TestManyWaitingTasksDoNotStallSeveralWorkers(t *testing.T) {
 // does not), and is solved once, neither before its not_before nor late.
 func TestWaitingRoomWithSkewedWorkers(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
+	b := scheduledSetup(t, Topology{})
 	ctx := testContext(t)
-	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
 	var mu sync.Mutex
 	copies := map[string]int{}
 	sub, err := b.nc.Subscribe("captcha.*.*.*.skewed", func(m *nats.Msg) {
@@ -376,7 +373,7 @@ func TestWaitingRoomWithSkewedWorkers(t *testing.T) {
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	require.NoError(t, b.nc.Flush())
 	for _, skew := range []time.Duration{3 * time.Minute, -3 * time.Minute} {
-		b.startWorker(t, WorkerConfig{Name: "skew" + skew.String(), Solver: sc, Now: func() time.Time { return time.Now().Add(skew) },
+		b.worker(t, WorkerConfig{Name: "skew" + skew.String(), Now: func() time.Time { return time.Now().Add(skew) },
 			ScheduleCheck: 100 * time.Millisecond})
 	}
 	notBefore := time.Now().Add(2 * time.Second)
@@ -391,7 +388,7 @@ func TestWaitingRoomWithSkewedWorkers(t *testing.T) {
 	require.Equal(t, StatusSolved, out.Status)
 	require.False(t, out.SolvedAt.Before(notBefore), "solved at %v, before not_before %v", out.SolvedAt, notBefore)
 	require.True(t, time.Now().Before(notBefore.Add(10*time.Second)), "not late by the skew")
-	require.Equal(t, 1, api.Stats().Submitted)
+	require.Equal(t, 1, b.api.Stats().Submitted)
 	require.NoError(t, b.nc.Flush())
 	mu.Lock()
 	defer mu.Unlock()

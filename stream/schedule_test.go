@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream/broker"
 )
@@ -41,6 +42,41 @@ func await[T any](ctx context.Context, t *testing.T, ch <-chan T, what string) T
 	}
 	var zero T
 	return zero
+}
+
+// scheduledBed is the set-up of a test of tasks that wait for their time:
+// a bundle, the API emulator (every solve a second long, run at a
+// thousandth of real time), and the scheduled events of the workers that
+// worker starts.
+type scheduledBed struct {
+	*bundle
+	api       *fakeapi.Server
+	sc        *solver.Client
+	obs       Observer
+	scheduled <-chan Observation
+}
+
+// scheduledSetup starts a scheduledBed on topology top; no worker yet.
+func scheduledSetup(t *testing.T, top Topology) *scheduledBed {
+	t.Helper()
+	bed := &scheduledBed{bundle: setup(t, top)}
+	bed.api, bed.sc = emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
+	bed.obs, bed.scheduled = observed(EventScheduled)
+	return bed
+}
+
+// worker starts a worker of cfg that solves through the bed's emulator and
+// reports its scheduled events on bed.scheduled, unless cfg names a
+// Solver or an Observer of its own.
+func (bed *scheduledBed) worker(t *testing.T, cfg WorkerConfig) *runningWorker {
+	t.Helper()
+	if cfg.Solver == nil {
+		cfg.Solver = bed.sc
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = bed.obs
+	}
+	return bed.startWorker(t, cfg)
 }
 
 // traceKinds returns the kinds of the steps of task id's trace and its

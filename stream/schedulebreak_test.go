@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/captchaq/captchaq/solver/fakeapi"
 )
 
 // A raw producer's task whose use_at or not_before can never be met ends at
@@ -26,10 +24,9 @@ import (
 // their first delivery.
 func TestRawScheduleNeverMetEndsAtOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
+	b := scheduledSetup(t, Topology{})
 	ctx := testContext(t)
-	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: time.Minute})
+	b.worker(t, WorkerConfig{ScheduleCheck: time.Minute})
 	js, _ := b.raw(t)
 	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	soon := time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)
@@ -54,7 +51,7 @@ func TestRawScheduleNeverMetEndsAtOnce(t *testing.T) {
 		require.Equal(t, "invalid-task", out.Reason, c.id)
 		require.Contains(t, out.Detail+out.Error, c.field, c.id)
 	}
-	require.Zero(t, api.Stats().InCalls, "the service never heard of them")
+	require.Zero(t, b.api.Stats().InCalls, "the service never heard of them")
 }
 
 // The zero instant is a moment like any other in the JSON form: a use_at
@@ -72,22 +69,20 @@ func TestParseWhenZeroInstant(t *testing.T) {
 // submission's does, not from the replay, which would expire it before.
 func TestReplayOfScheduledTaskKeepsItsTime(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
+	b := scheduledSetup(t, Topology{})
 	ctx := testContext(t)
 	// A default deadline of a second, so that a replay deadline counted from
 	// the replay runs out before not_before.
 	client, err := NewClient(ctx, b.nc, ClientConfig{Name: "short-deadline", DefaultDeadline: time.Second})
 	require.NoError(t, err)
-	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	obs, scheduled := observed(EventScheduled)
-	b.startWorker(t, WorkerConfig{Solver: sc, Observer: obs, ScheduleCheck: 50 * time.Millisecond})
+	b.worker(t, WorkerConfig{ScheduleCheck: 50 * time.Millisecond})
 
 	notBefore := time.Now().Add(4 * time.Second)
 	task := turnstileTask("replay-later")
 	task.NotBefore = At(notBefore)
 	_, err = client.Submit(ctx, task)
 	require.NoError(t, err)
-	await(ctx, t, scheduled, "the scheduled event")
+	await(ctx, t, b.scheduled, "the scheduled event")
 	_, err = client.Cancel(ctx, task.ID, "changed my mind")
 	require.NoError(t, err)
 	out, err := client.Wait(ctx, task.ID)
@@ -100,7 +95,7 @@ func TestReplayOfScheduledTaskKeepsItsTime(t *testing.T) {
 	require.NoError(t, err, "%+v", out)
 	require.Equal(t, StatusSolved, out.Status)
 	require.False(t, out.SolvedAt.Before(notBefore), "solved at %v, before not_before %v", out.SolvedAt, notBefore)
-	require.Equal(t, 1, api.Stats().Submitted)
+	require.Equal(t, 1, b.api.Stats().Submitted)
 }
 
 // A worker whose clock is three minutes off, ahead or behind, starts a task
@@ -111,10 +106,9 @@ func TestScheduleWorkerClockSkew(t *testing.T) {
 	for _, skew := range []time.Duration{3 * time.Minute, -3 * time.Minute} {
 		t.Run(skew.String(), func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, Topology{})
+			b := scheduledSetup(t, Topology{})
 			ctx := testContext(t)
-			api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-			b.startWorker(t, WorkerConfig{Solver: sc, Now: func() time.Time { return time.Now().Add(skew) }, ScheduleCheck: 100 * time.Millisecond})
+			b.worker(t, WorkerConfig{Now: func() time.Time { return time.Now().Add(skew) }, ScheduleCheck: 100 * time.Millisecond})
 			notBefore := time.Now().Add(2 * time.Second)
 			task := turnstileTask("skewed")
 			task.NotBefore = At(notBefore)
@@ -126,7 +120,7 @@ func TestScheduleWorkerClockSkew(t *testing.T) {
 			require.NoError(t, err, "solved within 20 s, not a skew late")
 			require.Equal(t, StatusSolved, out.Status)
 			require.False(t, time.Now().Before(notBefore), "the answer came before not_before")
-			require.Equal(t, 1, api.Stats().Submitted)
+			require.Equal(t, 1, b.api.Stats().Submitted)
 			require.True(t, time.Now().Before(notBefore.Add(10*time.Second)), "not late by the skew")
 		})
 	}
@@ -137,17 +131,15 @@ func TestScheduleWorkerClockSkew(t *testing.T) {
 // lane's due tasks to be solved now, not in an hour.
 func TestScheduledTasksDoNotFillTheLaneLimit(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{LaneLimits: map[Lane]int{LaneFast: 2}})
+	b := scheduledSetup(t, Topology{LaneLimits: map[Lane]int{LaneFast: 2}})
 	ctx := testContext(t)
-	_, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	obs, scheduled := observed(EventScheduled)
-	b.startWorker(t, WorkerConfig{Solver: sc, Observer: obs, ScheduleCheck: 100 * time.Millisecond})
+	b.worker(t, WorkerConfig{ScheduleCheck: 100 * time.Millisecond})
 	for _, id := range []string{"later-a", "later-b"} {
 		task := turnstileTask(id)
 		task.NotBefore = In(time.Hour)
 		_, err := b.client.Submit(ctx, task)
 		require.NoError(t, err)
-		await(ctx, t, scheduled, "a scheduled event")
+		await(ctx, t, b.scheduled, "a scheduled event")
 	}
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -161,11 +153,9 @@ func TestScheduledTasksDoNotFillTheLaneLimit(t *testing.T) {
 // up the due tasks, which are solved meanwhile as on an empty queue.
 func TestManyScheduledTasksNoSpin(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
+	b := scheduledSetup(t, Topology{})
 	ctx := testContext(t)
-	_, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	obs, scheduled := observed(EventScheduled)
-	b.startWorker(t, WorkerConfig{Solver: sc, Observer: obs, Threads: 4})
+	b.worker(t, WorkerConfig{Threads: 4})
 	const waiting = 300
 	tasks := make([]Task, waiting)
 	for i := range tasks {
@@ -175,7 +165,7 @@ func TestManyScheduledTasksNoSpin(t *testing.T) {
 	_, err := b.client.SubmitAll(ctx, tasks)
 	require.NoError(t, err)
 	for range waiting {
-		await(ctx, t, scheduled, "a scheduled event")
+		await(ctx, t, b.scheduled, "a scheduled event")
 	}
 	start := time.Now()
 	for i := range 5 {
@@ -200,10 +190,9 @@ func TestManyScheduledTasksNoSpin(t *testing.T) {
 // it, a deadline before not_before too.
 func TestRawScheduleBadValues(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
+	b := scheduledSetup(t, Topology{})
 	ctx := testContext(t)
-	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: 50 * time.Millisecond})
+	b.worker(t, WorkerConfig{ScheduleCheck: 50 * time.Millisecond})
 	js, _ := b.raw(t)
 	cases := []struct{ field, value string }{
 		{"use_at", `null`}, {"use_at", `42`}, {"use_at", `{}`}, {"use_at", `[]`}, {"use_at", `true`},
@@ -241,7 +230,7 @@ func TestRawScheduleBadValues(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotSolved)
 	require.Equal(t, "invalid-task", out.Reason)
 	require.Contains(t, out.Detail, "not_before")
-	require.Zero(t, api.Stats().InCalls, "the service never heard of them")
+	require.Zero(t, b.api.Stats().InCalls, "the service never heard of them")
 }
 
 // A second submission of an id with another use_at or not_before is the
@@ -251,9 +240,8 @@ func TestRawScheduleBadValues(t *testing.T) {
 // 1s" again a moment later) is a duplicate without an error.
 func TestDuplicateSubmitOtherUseAt(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
+	b := scheduledSetup(t, Topology{})
 	ctx := testContext(t)
-	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
 	first := turnstileTask("dup")
 	first.UseAt = In(time.Second)
 	r1, err := b.client.Submit(ctx, first)
@@ -282,12 +270,12 @@ func TestDuplicateSubmitOtherUseAt(t *testing.T) {
 
 	// The worker starts once the duplicates were compared with the stored
 	// task (a task that ended is erased, and nothing is compared then).
-	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: 100 * time.Millisecond})
+	b.worker(t, WorkerConfig{ScheduleCheck: 100 * time.Millisecond})
 	out, err := b.client.Wait(ctx, "dup")
 	require.NoError(t, err)
 	require.Equal(t, StatusSolved, out.Status)
 	require.WithinDuration(t, time.Now(), out.UseAt, 30*time.Second, "the first use_at stands")
-	require.Equal(t, 1, api.Stats().Submitted)
+	require.Equal(t, 1, b.api.Stats().Submitted)
 }
 
 // An outcome's solved_at is on the same clock as its use_at and
@@ -295,10 +283,9 @@ func TestDuplicateSubmitOtherUseAt(t *testing.T) {
 // whether the token arrived before use, whatever the worker's clock says.
 func TestSolvedAtOnTheBrokersClock(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
+	b := scheduledSetup(t, Topology{})
 	ctx := testContext(t)
-	_, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	b.startWorker(t, WorkerConfig{Solver: sc, Now: func() time.Time { return time.Now().Add(3 * time.Minute) }})
+	b.worker(t, WorkerConfig{Now: func() time.Time { return time.Now().Add(3 * time.Minute) }})
 	task := turnstileTask("skewed-jit")
 	task.UseAt = In(3 * time.Second)
 	r, err := b.client.Submit(ctx, task)

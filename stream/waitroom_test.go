@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
-	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -23,11 +22,9 @@ import (
 // lane's due tasks to be solved now, not in an hour.
 func TestScheduledTasksDoNotFillMaxInFlight(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{MaxInFlight: 5})
+	b := scheduledSetup(t, Topology{MaxInFlight: 5})
 	ctx := testContext(t)
-	_, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	obs, scheduled := observed(EventScheduled)
-	b.startWorker(t, WorkerConfig{Solver: sc, Observer: obs})
+	b.worker(t, WorkerConfig{})
 	tasks := make([]Task, 5)
 	for i := range tasks {
 		tasks[i] = turnstileTask(fmt.Sprintf("later-%d", i))
@@ -36,7 +33,7 @@ func TestScheduledTasksDoNotFillMaxInFlight(t *testing.T) {
 	_, err := b.client.SubmitAll(ctx, tasks)
 	require.NoError(t, err)
 	for range tasks {
-		await(ctx, t, scheduled, "a scheduled event")
+		await(ctx, t, b.scheduled, "a scheduled event")
 	}
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -138,17 +135,15 @@ func TestWaitingRoomWithShippedRoles(t *testing.T) {
 // time, once.
 func TestWaitingRoomListedAndWaitedFor(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
+	b := scheduledSetup(t, Topology{})
 	ctx := testContext(t)
-	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	obs, scheduled := observed(EventScheduled)
-	b.startWorker(t, WorkerConfig{Solver: sc, Observer: obs, ScheduleCheck: 200 * time.Millisecond})
+	b.worker(t, WorkerConfig{ScheduleCheck: 200 * time.Millisecond})
 	notBefore := time.Now().Add(4 * time.Second)
 	task := turnstileTask("waits")
 	task.NotBefore = At(notBefore)
 	r1, err := b.client.Submit(ctx, task)
 	require.NoError(t, err)
-	await(ctx, t, scheduled, "the scheduled event")
+	await(ctx, t, b.scheduled, "the scheduled event")
 
 	ls, err := b.client.Tasks(ctx, TaskFilter{Status: TaskScheduled})
 	require.NoError(t, err)
@@ -163,7 +158,7 @@ func TestWaitingRoomListedAndWaitedFor(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, StatusSolved, out.Status)
 	require.False(t, out.SolvedAt.Before(notBefore))
-	require.Equal(t, 1, api.Stats().Submitted)
+	require.Equal(t, 1, b.api.Stats().Submitted)
 }
 
 // A cancel of a task waiting for its time an hour on ends it at once, not
@@ -171,16 +166,14 @@ func TestWaitingRoomListedAndWaitedFor(t *testing.T) {
 // the service never hears of it.
 func TestCancelOfWaitingTaskIsPrompt(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
+	b := scheduledSetup(t, Topology{})
 	ctx := testContext(t)
-	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	obs, scheduled := observed(EventScheduled)
-	b.startWorker(t, WorkerConfig{Solver: sc, Observer: obs})
+	b.worker(t, WorkerConfig{})
 	task := turnstileTask("cancel-me")
 	task.NotBefore = In(time.Hour)
 	_, err := b.client.Submit(ctx, task)
 	require.NoError(t, err)
-	await(ctx, t, scheduled, "the scheduled event")
+	await(ctx, t, b.scheduled, "the scheduled event")
 	_, err = b.client.Cancel(ctx, task.ID, "not needed")
 	require.NoError(t, err)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -188,7 +181,7 @@ func TestCancelOfWaitingTaskIsPrompt(t *testing.T) {
 	out, err := b.client.Wait(wctx, task.ID)
 	require.ErrorIs(t, err, ErrNotSolved, "ended within seconds, not a minute")
 	require.Equal(t, "canceled", out.Reason)
-	require.Zero(t, api.Stats().InCalls)
+	require.Zero(t, b.api.Stats().InCalls)
 }
 
 // A stream made by an earlier version has no waiting room: EnsureTopology
@@ -197,7 +190,7 @@ func TestCancelOfWaitingTaskIsPrompt(t *testing.T) {
 // an update adds the room's subjects and its consumer.
 func TestWaitingRoomAddedByUpdate(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
+	b := scheduledSetup(t, Topology{})
 	ctx := testContext(t)
 	js, s := b.raw(t)
 	require.NoError(t, s.DeleteConsumer(ctx, wire.WaitingRoomConsumer))
@@ -210,8 +203,7 @@ func TestWaitingRoomAddedByUpdate(t *testing.T) {
 	_, err = s.Consumer(ctx, wire.WaitingRoomConsumer)
 	require.ErrorIs(t, err, jetstream.ErrConsumerNotFound)
 
-	_, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(time.Second), TimeScale: 0.001}, 0.001)
-	b.startWorker(t, WorkerConfig{Solver: sc, ScheduleCheck: 100 * time.Millisecond})
+	b.worker(t, WorkerConfig{ScheduleCheck: 100 * time.Millisecond})
 	notBefore := time.Now().Add(time.Second)
 	task := turnstileTask("old-stream")
 	task.NotBefore = At(notBefore)
