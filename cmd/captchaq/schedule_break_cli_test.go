@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,9 +9,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/captchaq/captchaq/solver/fakeapi"
-	"github.com/captchaq/captchaq/stream"
 )
 
 // The operator's side of scheduled tasks: wrong or missing --use-at and
@@ -21,11 +17,7 @@ import (
 // and `task show` says at once that `task cancel` asked it not be solved.
 func TestScheduleCLIOperator(t *testing.T) {
 	t.Parallel()
-	natsURL, _, client := listeningServer(t, stream.Topology{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	api, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.001})
-	startWorker(t, ctx, natsURL, emu)
+	ctx, natsURL, client, api := scheduleCLISetup(t)
 
 	dir := t.TempDir()
 	n := 0

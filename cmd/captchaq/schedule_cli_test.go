@@ -20,11 +20,7 @@ import (
 // the field.
 func TestSolveAndSubmitScheduled(t *testing.T) {
 	t.Parallel()
-	natsURL, _, client := listeningServer(t, stream.Topology{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.001})
-	startWorker(t, ctx, natsURL, emu)
+	ctx, natsURL, client, _ := scheduleCLISetup(t)
 
 	notBefore := time.Now().Add(time.Second)
 	r := captchaq(t, natsURL, "solve", "--json", "--method", "turnstile", "--param", "sitekey=k", "--param", "pageurl=https://a.example/",
@@ -61,4 +57,18 @@ func TestSolveAndSubmitScheduled(t *testing.T) {
 	r = captchaq(t, natsURL, "submit", file)
 	require.Equal(t, 2, r.code)
 	require.Contains(t, r.stderr, "line 1 (id s-3): use_at 2001-01-01T00:00:00Z: already passed")
+}
+
+// scheduleCLISetup starts what the tests of the scheduling flags share: a
+// listening server with the default topology and a client on it, the API
+// emulator at a thousandth of real time, and a worker solving through it.
+// ctx ends a minute on, or with the test.
+func scheduleCLISetup(t *testing.T) (ctx context.Context, natsURL string, client *stream.Client, api *fakeapi.Server) {
+	t.Helper()
+	natsURL, _, client = listeningServer(t, stream.Topology{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	api, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.001})
+	startWorker(t, ctx, natsURL, emu)
+	return ctx, natsURL, client, api
 }
