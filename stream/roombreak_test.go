@@ -444,11 +444,14 @@ func TestReplayedRoomMessagesPaidOnce(t *testing.T) {
 }
 
 // roomMoves signals (without blocking, at most one pending) each message
-// stored in the waiting room, as seen by b's connection from now on.
+// stored in the waiting room, as seen by b's connection from now on: on
+// the stream's republish of what it stored, which comes after the store
+// (the publish itself may reach a subscriber before), so that a read of
+// the room after the signal finds the message.
 func roomMoves(t *testing.T, b *bundle) <-chan struct{} {
 	t.Helper()
 	moved := make(chan struct{}, 1)
-	sub, err := b.nc.Subscribe(wire.SubjectAllLater, func(*nats.Msg) {
+	sub, err := b.nc.Subscribe(wire.StoredSubject(wire.SubjectAllLater), func(*nats.Msg) {
 		select {
 		case moved <- struct{}{}:
 		default:
