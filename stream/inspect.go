@@ -179,7 +179,10 @@ func taskMessageSubjects(lane Lane) []string {
 }
 
 // taskMessagesFor matches the task messages of task id: on its task
-// subjects and in the waiting room.
+// subjects and in the waiting room. One filter names both, so a read is one
+// request: the stream stores only the subjects wire.StreamSubjects lists,
+// and of those only the task lanes and the waiting room have five tokens
+// (the per-task records have three or four), so no other message matches.
 func taskMessagesFor(id string) string { return wire.SubjectRoot + ".*.*.*." + id }
 
 // taskInfoOf reads a task message's subject, headers and body; false when
