@@ -97,9 +97,10 @@
 // calls (about zDown/zUp, 5 %) while threads come back as early as they allow.
 // When the margin is what keeps a thread (n − E ≥ ½ but none handed back),
 // the Client asks instead of waiting: its captcha likeliest done (lowest S,
-// handed back or not) makes its next scheduled poll at once, in place of
-// that poll, so no captcha makes more res.php calls than its schedule
-// plans; its last poll keeps its time. At most one such poll is in flight
+// handed back or not, among those with a poll left before their last)
+// makes its next scheduled poll at once, in place of that poll, so no
+// captcha makes more res.php calls than its schedule plans; its last poll
+// keeps its time. At most one such poll is in flight
 // per Client, and one is asked at most per decision. An answer frees the
 // thread for certain and is picked up early; CAPCHA_NOT_READY raises the
 // captcha's lower bound, so E and σ shrink. The calls per solve rise (a poll

@@ -56,6 +56,9 @@ type holder struct {
 	// confirm asks its wait to poll now instead of at its next scheduled
 	// poll (see confirm); buffered, one at a time.
 	confirm chan struct{}
+	// lastOnly: its only poll left is its last, which keeps its time, so
+	// it is not asked to confirm again; guarded by occupancy.mu.
+	lastOnly bool
 }
 
 // occupancy decides which of a Client's captchas hand their threads back
@@ -155,6 +158,18 @@ func (o *occupancy) settled(h *holder) {
 	o.mu.Unlock()
 }
 
+// declined says h was asked to confirm with only its last poll left, which
+// keeps its time: it is not asked again, and another captcha of the Client
+// may be.
+func (o *occupancy) declined(h *holder) {
+	o.mu.Lock()
+	h.lastOnly = true
+	if o.asking == h {
+		o.asking = nil
+	}
+	o.mu.Unlock()
+}
+
 // done unregisters h; answered says its answer came, so a thread at the
 // service is free for sure.
 func (o *occupancy) done(h *holder, answered bool) {
@@ -223,7 +238,9 @@ func (o *occupancy) handBack(now time.Time) {
 	}
 	ests := make([]est, 0, len(o.holders))
 	var e, v float64
-	var likeliest est // the captcha likeliest done, handed back or not
+	// The captcha likeliest done, handed back or not, that has a poll
+	// left before its last.
+	var likeliest est
 	likeliest.s = 1
 	for h := range o.holders {
 		s := o.c.poller.survival(h.kind, h.k, now.Sub(h.submitted), h.lo)
@@ -232,7 +249,7 @@ func (o *occupancy) handBack(now time.Time) {
 		if !h.handed {
 			ests = append(ests, est{h, s})
 		}
-		if s < likeliest.s {
+		if s < likeliest.s && !h.lastOnly {
 			likeliest = est{h, s}
 		}
 	}

@@ -160,7 +160,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			// its time: it is the captcha's own, and giving up after it
 			// means what it always meant.
 			if last {
-				c.occ.settled(h)
+				c.occ.declined(h)
 				continue
 			}
 			i++
