@@ -146,7 +146,10 @@ func (o *occupancy) notReady(h *holder, lo time.Duration) {
 }
 
 // settled says h's wait has made, or will not make, the poll it was asked
-// for (confirm): another captcha of the Client may be asked.
+// for (confirm): another captcha of the Client may be asked. A request
+// made again since (after its poll said CAPCHA_NOT_READY, before it
+// settled) goes with it: a confirm is buffered only for the captcha the
+// Client counts as asking.
 func (o *occupancy) settled(h *holder) {
 	if h == nil {
 		return
@@ -154,6 +157,10 @@ func (o *occupancy) settled(h *holder) {
 	o.mu.Lock()
 	if o.asking == h {
 		o.asking = nil
+		select {
+		case <-h.confirm:
+		default:
+		}
 	}
 	o.mu.Unlock()
 }
