@@ -85,7 +85,8 @@ type Pool interface {
 	// Occupancy when it has no captcha in flight.
 	Report(Occupancy)
 	// Others returns the estimates the other clients reported last,
-	// leaving out those gone quiet.
+	// leaving out those gone quiet. Reports out of range (not a number,
+	// a variance below 0, more than 65536 captchas) are ignored.
 	Others() []Occupancy
 }
 
@@ -99,6 +100,19 @@ type Occupancy struct {
 	// fractional, and negative when captchas it handed back are probably
 	// still being solved.
 	Free float64 `json:"free"`
+}
+
+// maxOccupancy bounds what another client's report can say: no client has
+// that many captchas in flight.
+const maxOccupancy = 1 << 16
+
+// sane reports whether o is a report a client can make: a variance in
+// [0, maxOccupancy], free threads within ±maxOccupancy. Others are
+// ignored: a NaN would stop every hand-back of the pool, and a huge
+// number of free threads keep the allocation (free) counting them out
+// one by one.
+func (o Occupancy) sane() bool {
+	return o.V >= 0 && o.V <= maxOccupancy && math.Abs(o.Free) <= maxOccupancy
 }
 
 // JoinPool makes c's hand-back decide with the pool's other clients how
@@ -307,10 +321,10 @@ func (o *occupancy) free(n, e, v float64) int {
 	if o.pool == nil {
 		return int(math.Round(n - e - o.z*math.Sqrt(v)))
 	}
-	others := o.pool.Others()
+	others := slices.DeleteFunc(slices.Clone(o.pool.Others()), func(x Occupancy) bool { return !x.sane() })
 	all := v
 	for _, x := range others {
-		all += max(x.V, 0)
+		all += x.V
 	}
 	own := n - e
 	if all > 0 {
