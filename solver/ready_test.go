@@ -105,3 +105,39 @@ func TestFirstPollAnswersFollowBoundedOnes(t *testing.T) {
 		t.Errorf("survival at 12 s: %.3f, want under 0.5 (5/7 of the answers ready by then)", s)
 	}
 }
+
+// TestFirstPollAnswersAloneKeepTheMargin: of a kind every answer of which
+// was found at its captcha's first poll (10 s), nobody knows how long
+// before that it was ready: no answer has both bounds, and the fit of such
+// answers alone is where its iteration started (half the poll, as narrow
+// as a fit gets), not something they say. Counted by that fit, captchas
+// 5.5 s old are surely done, their variance is nothing, and the margin,
+// however high refusals made it, keeps none of their threads: at the
+// margin's most careful, eight of ten went to the next captchas. Counted
+// evenly over (0, 10 s] as nothing says otherwise, the margin keeps all
+// but one.
+func TestFirstPollAnswersAloneKeepTheMargin(t *testing.T) {
+	t.Parallel()
+	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		c.poller.observe(KindImage, 0, 10*time.Second)
+	}
+	k := c.timing.forKind(KindImage)
+	now := time.Now()
+	o := newOccupancy(c, time.Hour, time.Hour)
+	o.z = zMax
+	var hs []*holder
+	for range 10 {
+		hs = append(hs, o.add(KindImage, k, now.Add(-5500*time.Millisecond), nil))
+	}
+	o.mu.Lock()
+	o.handBack(now)
+	o.mu.Unlock()
+	s := c.poller.survival(KindImage, k, 5500*time.Millisecond, 0)
+	if n := handedBack(hs); n > 3 {
+		t.Errorf("%d of 10 captchas 5.5 s old handed back at the margin's most careful (survival %.3f), want at most 3: nothing says they were ready before their first poll at 10 s", n, s)
+	}
+}
