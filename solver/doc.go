@@ -85,7 +85,8 @@
 // answers where they say enough, the fit beyond). An answer seen after a
 // CAPCHA_NOT_READY counts as ready evenly over its window; one found at its
 // captcha's first poll, which says only "ready by then", as the answers
-// with both bounds say (the fit where they say nothing), so that a kind
+// with both bounds say (the fit where they say nothing, evenly when no
+// answer with both bounds informs the fit either), so that a kind
 // never answered within 5 s does not count a captcha 3 s old as done.
 // About E = ΣS of them are still being solved, give or take σ = √ΣS(1−S);
 // of the n that still hold threads, n − E − z·σ (rounded) are then probably

@@ -431,7 +431,8 @@ type spreadWindow struct {
 // with both bounds were ready by t to those ready by hi: they were each
 // seen not ready at some poll, so they say how soon the kind can be ready.
 // Where none of them was ready before hi, the fit's proportion F(t)/F(hi);
-// where the fit gives the window no mass, evenly. The answers with both
+// where the fit gives the window no mass, or rests on no answer with both
+// bounds (the Client's or the pool's), evenly. The answers with both
 // bounds are not refined by the others in turn: a self-consistent estimate
 // would put every answer found at a first poll at the earliest time any
 // window allows.
@@ -445,12 +446,20 @@ func (ks *kindStats) spreadObs() ([]spreadWindow, []readyWindow) {
 			ks.bounded = append(ks.bounded, o)
 		}
 	}
+	// The fit says something below a first poll only when answers with
+	// both bounds, the Client's or the pool's, went into it: of answers
+	// found at their first polls alone it is where its iteration started
+	// (half the poll, as narrow as a fit gets), and it would count every
+	// captcha past that surely done, leaving the margin nothing to keep.
+	informed := len(ks.bounded) > 0 || ks.prior.N > 0
 	ks.spread = ks.spread[:0]
 	for _, o := range ks.obs {
 		w := spreadWindow{lo: o.lo, hi: o.hi}
 		if o.lo == 0 {
 			w.ref = evenReady(ks.bounded, o.hi)
-			w.fhi = logNormalCDF(ks.mu, ks.sigma, o.hi)
+			if informed {
+				w.fhi = logNormalCDF(ks.mu, ks.sigma, o.hi)
+			}
 		}
 		ks.spread = append(ks.spread, w)
 	}
