@@ -15,12 +15,11 @@ var gridReq = solver.Request{Method: "base64", Params: map[string]string{"body":
 	"textinstructions": "Select all images with buses", "recaptcharows": "3", "recaptchacols": "3"}}
 
 // TestConfirmSkipsACaptchaOnItsLastPoll: a grid captcha far slower than
-// its kind's answers was confirmed once and has only its last scheduled
-// poll left, which keeps its time; it is the client's likeliest-done
-// captcha from then on. An image captcha submitted next is probably done
-// at 2.5 s and must be confirmed then, not left to its first scheduled
-// poll (10 s) because the hand-back keeps asking the grid captcha, which
-// can only decline.
+// its kind's answers has one poll, at 60 s, its last, which keeps its
+// time; past its kind's answers it is the client's likeliest-done captcha.
+// An image captcha submitted next is probably done at 2.5 s and must be
+// confirmed then, not left to its first scheduled poll (10 s) because the
+// hand-back keeps asking the grid captcha, which can only decline.
 func TestConfirmSkipsACaptchaOnItsLastPoll(t *testing.T) {
 	t.Parallel()
 	const scale = 0.05
@@ -33,9 +32,9 @@ func TestConfirmSkipsACaptchaOnItsLastPoll(t *testing.T) {
 	}
 	t.Cleanup(stop)
 	c, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey, MinSubmitInterval: -1,
-		Timing: solver.Timing{Scale: scale, NoBatch: true, Fixed: true, MaxCalls: 2,
-			FirstPoll: map[string]time.Duration{solver.KindImage: 10 * time.Second, solver.KindGrid: 10 * time.Second},
-			MaxWait:   map[string]time.Duration{solver.KindGrid: 10 * time.Minute},
+		Timing: solver.Timing{Scale: scale, NoBatch: true, Fixed: true,
+			FirstPoll: map[string]time.Duration{solver.KindImage: 10 * time.Second, solver.KindGrid: time.Minute},
+			MaxWait:   map[string]time.Duration{solver.KindGrid: time.Minute},
 			BatchGap:  50 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -50,8 +49,8 @@ func TestConfirmSkipsACaptchaOnItsLastPoll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	// The grid captcha: confirmed at about 2.5 s (its first scheduled poll
-	// taken), not ready, then counted done and handed back.
+	// The grid captcha: asked to confirm at about 2.5 s, which it declines,
+	// then counted done and handed back.
 	gridCtx, gridCancel := context.WithCancel(ctx)
 	handed := make(chan struct{})
 	gridDone := make(chan error, 1)
@@ -66,9 +65,6 @@ func TestConfirmSkipsACaptchaOnItsLastPoll(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the grid captcha was never handed back")
 	}
-	if st := api.Stats(); st.ResCalls != 1 {
-		t.Fatalf("%d res.php calls for the grid captcha before its hand-back, want 1 (the confirming poll)", st.ResCalls)
-	}
 
 	start := time.Now()
 	a, err := c.Solve(solver.WithProbablyReady(ctx, func() {}), solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}})
@@ -76,8 +72,9 @@ func TestConfirmSkipsACaptchaOnItsLastPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took >= 250*time.Millisecond {
-		t.Errorf("the image answer came after %.1f s (scaled), want before 5 s: the confirm went to the grid captcha on its last poll",
+	// Confirmed at about 2.5 s; 8 s leaves a loaded machine room.
+	if took >= 400*time.Millisecond {
+		t.Errorf("the image answer came after %.1f s (scaled), want before 8 s: the confirm went to the grid captcha on its last poll",
 			took.Seconds()/scale)
 	}
 	if n := api.Stats().ResCallsPerCaptcha[a.CaptchaID]; n != 1 {
@@ -85,7 +82,7 @@ func TestConfirmSkipsACaptchaOnItsLastPoll(t *testing.T) {
 	}
 	gridCancel()
 	<-gridDone
-	if n := api.Stats().ResCalls; n != 2 {
-		t.Errorf("%d res.php calls in all, want 2: the grid captcha's last poll keeps its time", n)
+	if n := api.Stats().ResCalls; n != 1 {
+		t.Errorf("%d res.php calls in all, want 1: the grid captcha's last poll keeps its time", n)
 	}
 }
