@@ -2,9 +2,11 @@ package solver_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 )
@@ -84,5 +86,81 @@ func TestConfirmSkipsACaptchaOnItsLastPoll(t *testing.T) {
 	<-gridDone
 	if n := api.Stats().ResCalls; n != 1 {
 		t.Errorf("%d res.php calls in all, want 1: the grid captcha's last poll keeps its time", n)
+	}
+}
+
+// TestConfirmKeepsAStragglerOnSchedule: a grid captcha ready at 60 s,
+// long past its kind's answers (2–3 s), counts as done at every estimate
+// even just after a CAPCHA_NOT_READY, and it is the likeliest-done captcha
+// whenever eight callers of images keep the margin at work (a six-thread
+// plan refuses some of their submissions). Each confirm takes its next
+// scheduled poll (every 5 s from 10 s), so asked at every estimate it
+// spent every poll but its last (105 s) within seconds and its answer
+// waited there, 45 s after it was ready. Confirmed at most one poll ahead
+// of its schedule, it is found at about 60 s.
+func TestConfirmKeepsAStragglerOnSchedule(t *testing.T) {
+	t.Parallel()
+	const scale = 0.02
+	api := fakeapi.New(fakeapi.Config{Seed: 9, TimeScale: scale, Threads: 6, NoSlotCode: true, BurstLimit: 1 << 20,
+		SolveTime: map[string]fakeapi.Range{
+			fakeapi.KindImage: {Min: 2 * time.Second, Max: 3 * time.Second},
+			fakeapi.KindGrid:  {Min: time.Minute, Max: time.Minute}}})
+	url, stop, err := fakeapi.ServeLocal(api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	c, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey, MinSubmitInterval: -1,
+		Timing: solver.Timing{Scale: scale, NoBatch: true, Fixed: true,
+			FirstPoll: map[string]time.Duration{solver.KindImage: 10 * time.Second, solver.KindGrid: 10 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{solver.KindImage, solver.KindGrid} {
+		for i := range 40 {
+			lo := 2*time.Second + time.Second*time.Duration(i)/40
+			c.Observe(kind, time.Duration(float64(lo)*scale), time.Duration(float64(lo+time.Second/40)*scale))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	gridDone := make(chan struct{})
+	var took time.Duration
+	var grid solver.Answer
+	go func() {
+		defer close(gridDone)
+		start := time.Now()
+		a, err := c.Solve(solver.WithProbablyReady(ctx, func() {}), gridReq)
+		took, grid = time.Since(start), a
+		if err != nil {
+			t.Error(err)
+		}
+	}()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-gridDone:
+					return
+				default:
+				}
+				_, err := c.Solve(solver.WithProbablyReady(ctx, func() {}), solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}})
+				if err != nil && solver.ClassOf(err) != retry.Capacity {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	n := api.Stats().ResCallsPerCaptcha[grid.CaptchaID]
+	t.Logf("the grid captcha answered after %.1f s (scaled), %d res.php calls", took.Seconds()/scale, n)
+	if took >= time.Duration(85*float64(time.Second)*scale) {
+		t.Errorf("the grid captcha ready at 60 s was answered after %.1f s (scaled), want before 85 s: its confirms spent its polls ahead of their time",
+			took.Seconds()/scale)
+	}
+	if n > 20 {
+		t.Errorf("%d res.php calls for the grid captcha, want at most MaxCalls (20)", n)
 	}
 }
