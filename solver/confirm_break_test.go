@@ -110,7 +110,15 @@ func TestConfirmKeepsAStragglerOnSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	c, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey, MinSubmitInterval: -1,
+	gridIn := make(chan struct{})
+	var submitted sync.Once
+	c, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+		// The first submission accepted is the grid captcha's.
+		OnCall: func(call solver.Call) {
+			if call.Op == "in.php" && call.Code == "OK" {
+				submitted.Do(func() { close(gridIn) })
+			}
+		},
 		Timing: solver.Timing{Scale: scale, NoBatch: true, Fixed: true,
 			FirstPoll: map[string]time.Duration{solver.KindImage: 10 * time.Second, solver.KindGrid: 10 * time.Second}}})
 	if err != nil {
@@ -136,6 +144,11 @@ func TestConfirmKeepsAStragglerOnSchedule(t *testing.T) {
 			t.Error(err)
 		}
 	}()
+	select {
+	case <-gridIn:
+	case <-gridDone:
+		t.Fatal("the grid captcha was not submitted")
+	}
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
