@@ -59,6 +59,9 @@ type holder struct {
 	// lastOnly: its only poll left is its last, which keeps its time, so
 	// it is not asked to confirm again; guarded by occupancy.mu.
 	lastOnly bool
+	// notBefore: it is not asked to confirm before then, the time of the
+	// scheduled poll its last confirm took; guarded by occupancy.mu.
+	notBefore time.Time
 }
 
 // occupancy decides which of a Client's captchas hand their threads back
@@ -179,6 +182,17 @@ func (o *occupancy) settled(h *holder) {
 	o.mu.Unlock()
 }
 
+// took says h's confirm took its scheduled poll of at: h is not asked
+// again before then, so that it runs at most one poll ahead of its
+// schedule. A captcha slower than every answer of its kind counts as done
+// even just after a CAPCHA_NOT_READY; asked at every estimate, it spent
+// every poll but its last within seconds, and its answer waited for that.
+func (o *occupancy) took(h *holder, at time.Time) {
+	o.mu.Lock()
+	h.notBefore = at
+	o.mu.Unlock()
+}
+
 // declined says h was asked to confirm with only its last poll left, which
 // keeps its time: it is not asked again, and another captcha of the Client
 // may be.
@@ -260,7 +274,7 @@ func (o *occupancy) handBack(now time.Time) {
 	ests := make([]est, 0, len(o.holders))
 	var e, v float64
 	// The captcha likeliest done, handed back or not, that has a poll
-	// left before its last.
+	// left before its last and is not a poll ahead of its schedule.
 	var likeliest est
 	likeliest.s = 1
 	for h := range o.holders {
@@ -270,7 +284,7 @@ func (o *occupancy) handBack(now time.Time) {
 		if !h.handed {
 			ests = append(ests, est{h, s})
 		}
-		if s < likeliest.s && !h.lastOnly {
+		if s < likeliest.s && !h.lastOnly && !now.Before(h.notBefore) {
 			likeliest = est{h, s}
 		}
 	}

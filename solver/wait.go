@@ -166,6 +166,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 				continue
 			}
 			i++
+			c.occ.took(h, submitted.Add(sched[i-1]))
 			if w != nil && !own && c.batch.on() {
 				c.batch.earn()
 				continue
