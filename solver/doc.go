@@ -82,7 +82,8 @@
 // Every BatchGap / 5 (200 ms), each captcha in flight has a chance S of still
 // being solved: the survival of its kind's ready times at its age, given
 // that it was not ready at its last CAPCHA_NOT_READY (the kind's own
-// answers where they say enough, the fit beyond). An answer seen after a
+// answers where they say enough, the fit beyond; 1 where neither allows
+// a captcha still being solved, since one was just seen). An answer seen after a
 // CAPCHA_NOT_READY counts as ready evenly over its window; one found at its
 // captcha's first poll, which says only "ready by then", as the answers
 // with both bounds say (the fit where they say nothing, evenly when no

@@ -385,7 +385,8 @@ func cmpFloat(a, b float64) int {
 }
 
 // survival returns the chance that a captcha of kind, not ready at offset lo,
-// is still being solved at offset age; 1 when the kind is not learned. It
+// is still being solved at offset age; 1 when the kind is not learned, or
+// lo is beyond anything its answers and fit allow. It
 // reads the kind's own answers where they say enough, the fitted
 // distribution beyond them and for the pool's learning alone. An answer
 // seen after a CAPCHA_NOT_READY counts as ready evenly over its window; an
@@ -421,7 +422,10 @@ func (p *poller) survival(kind string, k kindTiming, age, lo time.Duration) floa
 	}
 	from := surv(lo)
 	if from <= 1e-12 {
-		return 0
+		// Seen not ready where the fit allows nothing: the fit says
+		// nothing of it, and the service holds its thread. Counted done,
+		// its thread counted free and was given out twice.
+		return 1
 	}
 	return math.Min(surv(age)/from, 1)
 }
