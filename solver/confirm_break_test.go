@@ -2,6 +2,10 @@ package solver_test
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -175,5 +179,79 @@ func TestConfirmKeepsAStragglerOnSchedule(t *testing.T) {
 	}
 	if n > 20 {
 		t.Errorf("%d res.php calls for the grid captcha, want at most MaxCalls (20)", n)
+	}
+}
+
+// TestConfirmCanceled: the caller gives up while the confirming poll is
+// in flight (res.php holds its reply). Solve returns at once with the
+// context's error, and the next captcha of the client is confirmed as
+// the first would have been: the cancel left nothing asked.
+func TestConfirmCanceled(t *testing.T) {
+	t.Parallel()
+	const scale = 0.05
+	api := fakeapi.New(fakeapi.Config{Seed: 9, TimeScale: scale, SolveTime: map[string]fakeapi.Range{
+		fakeapi.KindImage: {Min: time.Second, Max: 1100 * time.Millisecond}}})
+	polling := make(chan struct{})
+	var first sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/res.php" {
+			held := false
+			first.Do(func() { held = true })
+			if held {
+				// Read, so that the server sees the client hang up.
+				io.Copy(io.Discard, r.Body)
+				close(polling)
+				<-r.Context().Done()
+				return
+			}
+		}
+		api.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1,
+		Timing: solver.Timing{Scale: scale, NoBatch: true, Fixed: true,
+			FirstPoll: map[string]time.Duration{solver.KindImage: 10 * time.Second},
+			BatchGap:  50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		lo := 2*time.Second + time.Second*time.Duration(i)/40
+		c.Observe(solver.KindImage, time.Duration(float64(lo)*scale), time.Duration(float64(lo+time.Second/40)*scale))
+	}
+	req := solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Solve(solver.WithProbablyReady(ctx, func() {}), req)
+		done <- err
+	}()
+	deadline := time.NewTimer(5 * time.Second)
+	defer deadline.Stop()
+	select {
+	case <-polling:
+	case <-deadline.C:
+		t.Fatal("no confirming poll")
+	}
+	if n := api.Stats().ResCalls; n != 0 {
+		t.Fatalf("%d res.php calls reached the service before the held one, want 0", n)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Solve: %v, want the context's error", err)
+		}
+	case <-deadline.C:
+		t.Fatal("Solve did not return after its context was canceled during the confirming poll")
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	start := time.Now()
+	if _, err := c.Solve(solver.WithProbablyReady(ctx2, func() {}), req); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= 400*time.Millisecond {
+		t.Errorf("the next captcha was answered after %.1f s (scaled), want before 8 s: it was not confirmed", took.Seconds()/scale)
 	}
 }
