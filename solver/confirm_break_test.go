@@ -255,3 +255,57 @@ func TestConfirmCanceled(t *testing.T) {
 		t.Errorf("the next captcha was answered after %.1f s (scaled), want before 8 s: it was not confirmed", took.Seconds()/scale)
 	}
 }
+
+// TestConfirmPacedByTheSchedule429: a gateway in front of res.php answers
+// HTTP 429 for the first 8 s after the submission. The captcha, ready at
+// 1 s, is confirmed at about 2.5 s and refused; a refused poll says
+// nothing of the captcha, which stays the likeliest done. Asked again at
+// every estimate, it met three refusals within a few milliseconds and its
+// Solve gave up (three failures in a row, PollErrors), where its schedule
+// (10 s, 15 s, ...) would have polled past the refusals. Asked at most a
+// poll ahead of its schedule, its next poll is at 10 s, and it is
+// answered.
+func TestConfirmPacedByTheSchedule429(t *testing.T) {
+	t.Parallel()
+	const scale = 0.05
+	api := fakeapi.New(fakeapi.Config{Seed: 9, TimeScale: scale, SolveTime: map[string]fakeapi.Range{
+		fakeapi.KindImage: {Min: time.Second, Max: 1100 * time.Millisecond}}})
+	var mu sync.Mutex
+	var submitted time.Time
+	refused := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if r.URL.Path == "/res.php" && time.Since(submitted) < time.Duration(8*float64(time.Second)*scale) {
+			refused++
+			mu.Unlock()
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		if r.URL.Path == "/in.php" {
+			submitted = time.Now()
+		}
+		mu.Unlock()
+		api.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1,
+		Timing: solver.Timing{Scale: scale, NoBatch: true, Fixed: true,
+			FirstPoll: map[string]time.Duration{solver.KindImage: 10 * time.Second},
+			BatchGap:  50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		lo := 2*time.Second + time.Second*time.Duration(i)/40
+		c.Observe(solver.KindImage, time.Duration(float64(lo)*scale), time.Duration(float64(lo+time.Second/40)*scale))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = c.Solve(solver.WithProbablyReady(ctx, func() {}), solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}})
+	mu.Lock()
+	n := refused
+	mu.Unlock()
+	if err != nil {
+		t.Fatalf("Solve: %v after %d refused polls, want the answer: the schedule polls past 8 s", err, n)
+	}
+}
