@@ -100,8 +100,9 @@ func TestConfirmSkipsACaptchaOnItsLastPoll(t *testing.T) {
 // plan refuses some of their submissions). Each confirm takes its next
 // scheduled poll (every 5 s from 10 s), so asked at every estimate it
 // spent every poll but its last (105 s) within seconds and its answer
-// waited there, 45 s after it was ready. Confirmed at most one poll ahead
-// of its schedule, it is found at about 60 s.
+// waited there, 45 s after it was ready. Counted still being solved once
+// seen not ready where its kind's fit allows nothing, it polls on its
+// schedule and is found at about 60 s.
 func TestConfirmKeepsAStragglerOnSchedule(t *testing.T) {
 	t.Parallel()
 	const scale = 0.02
@@ -262,9 +263,9 @@ func TestConfirmCanceled(t *testing.T) {
 // nothing of the captcha, which stays the likeliest done. Asked again at
 // every estimate, it met three refusals within a few milliseconds and its
 // Solve gave up (three failures in a row, PollErrors), where its schedule
-// (10 s, 15 s, ...) would have polled past the refusals. Asked at most a
-// poll ahead of its schedule, its next poll is at 10 s, and it is
-// answered.
+// (10 s, 15 s, ...) would have polled past the refusals. Not asked again
+// after a failed confirm before the time of the poll it took, its next
+// poll is at 10 s, and it is answered.
 func TestConfirmPacedByTheSchedule429(t *testing.T) {
 	t.Parallel()
 	const scale = 0.05

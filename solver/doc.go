@@ -102,10 +102,9 @@
 // handed back or not, among those with a poll left before their last)
 // makes its next scheduled poll at once, in place of that poll, so no
 // captcha makes more res.php calls than its schedule plans; its last poll
-// keeps its time, and it is not asked again before the time of the poll
-// it took (at most one poll ahead of its schedule: a captcha slower than
-// every one seen counts as done even just after a CAPCHA_NOT_READY, and
-// asked at every estimate it spent its schedule within seconds). At most one such poll is in flight
+// keeps its time, and after a confirming poll that failed (HTTP 5xx or
+// 429) it is not asked again before the time of the poll it took, so its
+// failures come no faster than its schedule's. At most one such poll is in flight
 // per Client, and one is asked at most per decision. An answer frees the
 // thread for certain and is picked up early; CAPCHA_NOT_READY raises the
 // captcha's lower bound, so E and σ shrink. The calls per solve rise (a poll

@@ -60,7 +60,7 @@ type holder struct {
 	// it is not asked to confirm again; guarded by occupancy.mu.
 	lastOnly bool
 	// notBefore: it is not asked to confirm before then, the time of the
-	// scheduled poll its last confirm took; guarded by occupancy.mu.
+	// scheduled poll a failed confirm took; guarded by occupancy.mu.
 	notBefore time.Time
 }
 
@@ -182,12 +182,13 @@ func (o *occupancy) settled(h *holder) {
 	o.mu.Unlock()
 }
 
-// took says h's confirm took its scheduled poll of at: h is not asked
-// again before then, so that it runs at most one poll ahead of its
-// schedule. A captcha slower than every answer of its kind counts as done
-// even just after a CAPCHA_NOT_READY; asked at every estimate, it spent
-// every poll but its last within seconds, and its answer waited for that.
-func (o *occupancy) took(h *holder, at time.Time) {
+// failed says h's confirm failed (HTTP 5xx or 429, a network error) in
+// place of its scheduled poll of at: h is not asked again before then. A
+// failed poll says nothing of the captcha, which stays the likeliest done;
+// asked at every estimate, it met PollErrors failures in a row within
+// milliseconds and its Solve gave up, where its schedule polls past a
+// gateway's passing refusals.
+func (o *occupancy) failed(h *holder, at time.Time) {
 	o.mu.Lock()
 	h.notBefore = at
 	o.mu.Unlock()
@@ -274,7 +275,7 @@ func (o *occupancy) handBack(now time.Time) {
 	ests := make([]est, 0, len(o.holders))
 	var e, v float64
 	// The captcha likeliest done, handed back or not, that has a poll
-	// left before its last and is not a poll ahead of its schedule.
+	// left before its last and whose last confirm did not fail just now.
 	var likeliest est
 	likeliest.s = 1
 	for h := range o.holders {

@@ -166,13 +166,18 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 				continue
 			}
 			i++
-			c.occ.took(h, submitted.Add(sched[i-1]))
 			if w != nil && !own && c.batch.on() {
 				c.batch.earn()
 				continue
 			}
 			own = false
+			failed := fails
 			done, a, err := fetch(time.Time{})
+			if fails > failed {
+				// Failed, it says nothing: not asked again before the
+				// time of the poll it took (ready.go, failed).
+				c.occ.failed(h, submitted.Add(sched[i-1]))
+			}
 			c.occ.settled(h)
 			if done {
 				return a, err
