@@ -82,10 +82,12 @@
 // Every BatchGap / 5 (200 ms), each captcha in flight has a chance S of still
 // being solved: the survival of its kind's ready times at its age, given
 // that it was not ready at its last CAPCHA_NOT_READY (the kind's own
-// answers where they say enough, the fit beyond). An answer seen after a
+// answers where they say enough, the fit beyond; 1 where neither allows
+// a captcha still being solved, since one was just seen). An answer seen after a
 // CAPCHA_NOT_READY counts as ready evenly over its window; one found at its
 // captcha's first poll, which says only "ready by then", as the answers
-// with both bounds say (the fit where they say nothing), so that a kind
+// with both bounds say (the fit where they say nothing, evenly when no
+// answer with both bounds informs the fit either), so that a kind
 // never answered within 5 s does not count a captcha 3 s old as done.
 // About E = ΣS of them are still being solved, give or take σ = √ΣS(1−S);
 // of the n that still hold threads, n − E − z·σ (rounded) are then probably
@@ -97,9 +99,12 @@
 // calls (about zDown/zUp, 5 %) while threads come back as early as they allow.
 // When the margin is what keeps a thread (n − E ≥ ½ but none handed back),
 // the Client asks instead of waiting: its captcha likeliest done (lowest S,
-// handed back or not) makes its next scheduled poll at once, in place of
-// that poll, so no captcha makes more res.php calls than its schedule
-// plans; its last poll keeps its time. At most one such poll is in flight
+// handed back or not, among those with a poll left before their last)
+// makes its next scheduled poll at once, in place of that poll, so no
+// captcha makes more res.php calls than its schedule plans; its last poll
+// keeps its time, and after a confirming poll that failed (HTTP 5xx or
+// 429) it is not asked again before the time of the poll it took, so its
+// failures come no faster than its schedule's. At most one such poll is in flight
 // per Client, and one is asked at most per decision. An answer frees the
 // thread for certain and is picked up early; CAPCHA_NOT_READY raises the
 // captcha's lower bound, so E and σ shrink. The calls per solve rise (a poll

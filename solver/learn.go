@@ -258,7 +258,9 @@ func (p *poller) setPriors(pooled map[string]Learned) {
 			continue
 		}
 		ks := p.stats(kind)
-		ks.prior, ks.hasPlan = l, false
+		// survival's view of the answers depends on whether the pool
+		// knows the kind (spreadObs): computed again.
+		ks.prior, ks.hasPlan, ks.spreadValid = l, false, false
 	}
 }
 

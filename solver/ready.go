@@ -56,6 +56,12 @@ type holder struct {
 	// confirm asks its wait to poll now instead of at its next scheduled
 	// poll (see confirm); buffered, one at a time.
 	confirm chan struct{}
+	// lastOnly: its only poll left is its last, which keeps its time, so
+	// it is not asked to confirm again; guarded by occupancy.mu.
+	lastOnly bool
+	// notBefore: it is not asked to confirm before then, the time of the
+	// scheduled poll a failed confirm took; guarded by occupancy.mu.
+	notBefore time.Time
 }
 
 // occupancy decides which of a Client's captchas hand their threads back
@@ -82,7 +88,8 @@ type Pool interface {
 	// Occupancy when it has no captcha in flight.
 	Report(Occupancy)
 	// Others returns the estimates the other clients reported last,
-	// leaving out those gone quiet.
+	// leaving out those gone quiet. Reports out of range (not a number,
+	// a variance below 0, more than 65536 captchas) are ignored.
 	Others() []Occupancy
 }
 
@@ -96,6 +103,19 @@ type Occupancy struct {
 	// fractional, and negative when captchas it handed back are probably
 	// still being solved.
 	Free float64 `json:"free"`
+}
+
+// maxOccupancy bounds what another client's report can say: no client has
+// that many captchas in flight.
+const maxOccupancy = 1 << 16
+
+// sane reports whether o is a report a client can make: a variance in
+// [0, maxOccupancy], free threads within ±maxOccupancy. Others are
+// ignored: a NaN would stop every hand-back of the pool, and a huge
+// number of free threads keep the allocation (free) counting them out
+// one by one.
+func (o Occupancy) sane() bool {
+	return o.V >= 0 && o.V <= maxOccupancy && math.Abs(o.Free) <= maxOccupancy
 }
 
 // JoinPool makes c's hand-back decide with the pool's other clients how
@@ -143,12 +163,43 @@ func (o *occupancy) notReady(h *holder, lo time.Duration) {
 }
 
 // settled says h's wait has made, or will not make, the poll it was asked
-// for (confirm): another captcha of the Client may be asked.
+// for (confirm): another captcha of the Client may be asked. A request
+// made again since (after its poll said CAPCHA_NOT_READY, before it
+// settled) goes with it: a confirm is buffered only for the captcha the
+// Client counts as asking.
 func (o *occupancy) settled(h *holder) {
 	if h == nil {
 		return
 	}
 	o.mu.Lock()
+	if o.asking == h {
+		o.asking = nil
+		select {
+		case <-h.confirm:
+		default:
+		}
+	}
+	o.mu.Unlock()
+}
+
+// failed says h's confirm failed (HTTP 5xx or 429, a network error) in
+// place of its scheduled poll of at: h is not asked again before then. A
+// failed poll says nothing of the captcha, which stays the likeliest done;
+// asked at every estimate, it met PollErrors failures in a row within
+// milliseconds and its Solve gave up, where its schedule polls past a
+// gateway's passing refusals.
+func (o *occupancy) failed(h *holder, at time.Time) {
+	o.mu.Lock()
+	h.notBefore = at
+	o.mu.Unlock()
+}
+
+// declined says h was asked to confirm with only its last poll left, which
+// keeps its time: it is not asked again, and another captcha of the Client
+// may be.
+func (o *occupancy) declined(h *holder) {
+	o.mu.Lock()
+	h.lastOnly = true
 	if o.asking == h {
 		o.asking = nil
 	}
@@ -223,7 +274,9 @@ func (o *occupancy) handBack(now time.Time) {
 	}
 	ests := make([]est, 0, len(o.holders))
 	var e, v float64
-	var likeliest est // the captcha likeliest done, handed back or not
+	// The captcha likeliest done, handed back or not, that has a poll
+	// left before its last and whose last confirm did not fail just now.
+	var likeliest est
 	likeliest.s = 1
 	for h := range o.holders {
 		s := o.c.poller.survival(h.kind, h.k, now.Sub(h.submitted), h.lo)
@@ -232,7 +285,7 @@ func (o *occupancy) handBack(now time.Time) {
 		if !h.handed {
 			ests = append(ests, est{h, s})
 		}
-		if s < likeliest.s {
+		if s < likeliest.s && !h.lastOnly && !now.Before(h.notBefore) {
 			likeliest = est{h, s}
 		}
 	}
@@ -283,10 +336,10 @@ func (o *occupancy) free(n, e, v float64) int {
 	if o.pool == nil {
 		return int(math.Round(n - e - o.z*math.Sqrt(v)))
 	}
-	others := o.pool.Others()
+	others := slices.DeleteFunc(slices.Clone(o.pool.Others()), func(x Occupancy) bool { return !x.sane() })
 	all := v
 	for _, x := range others {
-		all += max(x.V, 0)
+		all += x.V
 	}
 	own := n - e
 	if all > 0 {
@@ -333,7 +386,8 @@ func cmpFloat(a, b float64) int {
 }
 
 // survival returns the chance that a captcha of kind, not ready at offset lo,
-// is still being solved at offset age; 1 when the kind is not learned. It
+// is still being solved at offset age; 1 when the kind is not learned, or
+// lo is beyond anything its answers and fit allow. It
 // reads the kind's own answers where they say enough, the fitted
 // distribution beyond them and for the pool's learning alone. An answer
 // seen after a CAPCHA_NOT_READY counts as ready evenly over its window; an
@@ -369,7 +423,10 @@ func (p *poller) survival(kind string, k kindTiming, age, lo time.Duration) floa
 	}
 	from := surv(lo)
 	if from <= 1e-12 {
-		return 0
+		// Seen not ready where the fit allows nothing: the fit says
+		// nothing of it, and the service holds its thread. Counted done,
+		// its thread counted free and was given out twice.
+		return 1
 	}
 	return math.Min(surv(age)/from, 1)
 }
@@ -393,7 +450,8 @@ type spreadWindow struct {
 // with both bounds were ready by t to those ready by hi: they were each
 // seen not ready at some poll, so they say how soon the kind can be ready.
 // Where none of them was ready before hi, the fit's proportion F(t)/F(hi);
-// where the fit gives the window no mass, evenly. The answers with both
+// where the fit gives the window no mass, or rests on no answer with both
+// bounds (the Client's or the pool's), evenly. The answers with both
 // bounds are not refined by the others in turn: a self-consistent estimate
 // would put every answer found at a first poll at the earliest time any
 // window allows.
@@ -407,12 +465,20 @@ func (ks *kindStats) spreadObs() ([]spreadWindow, []readyWindow) {
 			ks.bounded = append(ks.bounded, o)
 		}
 	}
+	// The fit says something below a first poll only when answers with
+	// both bounds, the Client's or the pool's, went into it: of answers
+	// found at their first polls alone it is where its iteration started
+	// (half the poll, as narrow as a fit gets), and it would count every
+	// captcha past that surely done, leaving the margin nothing to keep.
+	informed := len(ks.bounded) > 0 || ks.prior.N > 0
 	ks.spread = ks.spread[:0]
 	for _, o := range ks.obs {
 		w := spreadWindow{lo: o.lo, hi: o.hi}
 		if o.lo == 0 {
 			w.ref = evenReady(ks.bounded, o.hi)
-			w.fhi = logNormalCDF(ks.mu, ks.sigma, o.hi)
+			if informed {
+				w.fhi = logNormalCDF(ks.mu, ks.sigma, o.hi)
+			}
 		}
 		ks.spread = append(ks.spread, w)
 	}

@@ -63,6 +63,8 @@ func (l Learned) Merge(fresh Learned) Learned {
 		fresh.N = min(fresh.N, maxPooled)
 		return fresh
 	}
+	// Each weighs at most maxPooled answers, and the sum cannot wrap.
+	l.N, fresh.N = min(l.N, maxPooled), min(fresh.N, maxPooled)
 	m1, s1 := l.logNanos()
 	m2, s2 := fresh.logNanos()
 	mu, sigma := pool(m1, s1, float64(l.N), m2, s2, float64(fresh.N))

@@ -113,21 +113,23 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 	i := 0
 	for i < len(sched) {
 		at, last := submitted.Add(sched[i]), i == len(sched)-1
-		if at.After(deadline) || !c.now().Before(deadline) {
-			break // past the deadline, planned or because a call took that long
+		if !c.now().Before(deadline) {
+			break // past the deadline: a call took that long
 		}
 		if i > 0 {
 			// Behind the schedule (a slow call, a starved process), keep its
 			// spacing from the poll before instead of making up the missed
 			// polls at once: that would send a burst of own polls or, with a
 			// batcher, earn calls faster than it spends them (the unspent
-			// are dropped) and run through the budget without asking. A
-			// poll pushed past the deadline is made at the deadline, the
-			// captcha's own and its last.
+			// are dropped) and run through the budget without asking.
 			at = latest(at, fired.Add(sched[i]-sched[i-1]))
-			if at.After(deadline) {
-				at, last = deadline, true
-			}
+		}
+		if at.After(deadline) {
+			// A poll planned or pushed past the deadline (an adaptive
+			// plan's grid ends up to a step beyond MaxWait) is made at the
+			// deadline, the captcha's own and its last: a captcha ready
+			// by then is not given up before.
+			at, last = deadline, true
 		}
 		timer.Reset(at.Sub(c.now()))
 		select {
@@ -160,7 +162,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			// its time: it is the captcha's own, and giving up after it
 			// means what it always meant.
 			if last {
-				c.occ.settled(h)
+				c.occ.declined(h)
 				continue
 			}
 			i++
@@ -169,7 +171,13 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 				continue
 			}
 			own = false
+			failed := fails
 			done, a, err := fetch(time.Time{})
+			if fails > failed {
+				// Failed, it says nothing: not asked again before the
+				// time of the poll it took (ready.go, failed).
+				c.occ.failed(h, submitted.Add(sched[i-1]))
+			}
 			c.occ.settled(h)
 			if done {
 				return a, err
