@@ -51,8 +51,10 @@
 // Given that distribution, the fixed schedule (FirstPoll, then every
 // PollInterval) costs some expected number of res.php calls per captcha,
 // and so does the service's own pace, a poll every PollInterval from
-// submission (CaptchaAI's recommended poll frequency per task; pacedCalls);
-// B is the larger of the two. The
+// submission (CaptchaAI's recommended poll frequency per task; pacedCalls).
+// B is the fixed schedule's, or the larger of the two where the documented
+// first poll comes after the kind's median ready time (a service faster
+// than FirstPoll assumes). The
 // adaptive schedule is the set of poll times, on a grid of Resolution (or,
 // for a kind whose median is under four Resolutions, a quarter of the
 // median, down to a quarter of Resolution: planGrid), that

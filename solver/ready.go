@@ -74,8 +74,8 @@ type occupancy struct {
 	// told and toldAt: the estimate last reported to the pool, and when.
 	told   Occupancy
 	toldAt time.Time
-	asking  *holder       // asked to confirm and not settled yet; nil: none
-	own     Occupancy     // this client's estimate at the last decision (free), for the pool
+	asking *holder   // asked to confirm and not settled yet; nil: none
+	own    Occupancy // this client's estimate at the last decision (free), for the pool
 }
 
 // Pool is what a Client's hand-back knows of the other clients handing
