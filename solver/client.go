@@ -183,7 +183,7 @@ func NewClient(cfg Config) (*Client, error) {
 	if cfg.LearnPlan {
 		c.win = newWindow()
 	}
-	c.occ = newOccupancy(c, cfg.Timing.batchGap()/5, cfg.Timing.batchGap())
+	c.occ = newOccupancy(c, cfg.Timing.batchGap()/20, cfg.Timing.batchGap())
 	if c.http == nil {
 		c.http = newHTTPClient()
 	}

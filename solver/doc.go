@@ -49,7 +49,12 @@
 // schedule is planned for it.
 //
 // Given that distribution, the fixed schedule (FirstPoll, then every
-// PollInterval) costs some expected number of res.php calls B per captcha. The
+// PollInterval) costs some expected number of res.php calls per captcha,
+// and so does the service's own pace, a poll every PollInterval from
+// submission (CaptchaAI's recommended poll frequency per task; pacedCalls).
+// B is the fixed schedule's, or the larger of the two where the documented
+// first poll comes after the kind's median ready time (a service faster
+// than FirstPoll assumes). The
 // adaptive schedule is the set of poll times, on a grid of Resolution (or,
 // for a kind whose median is under four Resolutions, a quarter of the
 // median, down to a quarter of Resolution: planGrid), that
@@ -79,7 +84,7 @@
 // its own plan window) so that the next captcha goes to the service about
 // when a thread frees there (ready.go).
 //
-// Every BatchGap / 5 (200 ms), each captcha in flight has a chance S of still
+// Every BatchGap / 20 (50 ms), each captcha in flight has a chance S of still
 // being solved: the survival of its kind's ready times at its age, given
 // that it was not ready at its last CAPCHA_NOT_READY (the kind's own
 // answers where they say enough, the fit beyond; 1 where neither allows

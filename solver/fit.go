@@ -62,6 +62,9 @@ func planAdaptive(mu, sigma float64, obs []readyWindow, prior float64, k kindTim
 	d := shaped(discretize(mu, sigma, g, n), obs, prior, g)
 	fixedCalls, fixedLag := d.evaluate(fixed)
 	budget := max(fixedCalls, 1+budgetSlack)
+	if d.quantile(0.5, g) < k.first {
+		budget = max(budget, pacedCalls(d, k))
+	}
 
 	// C[i], M[i]: probability and first moment (in grid units) of ready by
 	// t(i) = i·g.
@@ -154,6 +157,24 @@ func planAdaptive(mu, sigma float64, obs []readyWindow, prior float64, k kindTim
 		}
 	}
 	return fixed
+}
+
+// pacedCalls is what the service's own pace costs a captcha of d: a poll
+// every PollInterval (5 s) from its submission on, CaptchaAI's
+// recommended poll frequency for each task in flight ("Poll frequency:
+// Recommended: every 5 seconds per task"; it enforces no per-second limit
+// on res.php: blog.captchaai.com/rate-limits-and-throttling). Where the
+// documented first poll comes after most solves (reCAPTCHA's 15 s on a
+// service answering in 5–15 s), the fixed schedule costs less than that
+// pace, one call, and on average half the solve window of lag: there the
+// adaptive schedule may spend up to the pace. Where it does not (the
+// kind's median ready time is past the first poll), the budget stays the
+// fixed schedule's: it already polls at the pace once polling starts.
+func pacedCalls(d dist, k kindTiming) float64 {
+	paced := k
+	paced.first = k.interval
+	calls, _ := d.evaluate(paced.fixedSchedule())
+	return calls
 }
 
 // dist is a distribution of ready times on the grid: mass[i] in cell

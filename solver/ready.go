@@ -77,7 +77,11 @@ type occupancy struct {
 	running bool
 	freed   chan struct{} // closed and replaced when a captcha of the Client is answered
 	pool    Pool          // the other clients on the plan; nil: none known
-	asking  *holder       // asked to confirm and not settled yet; nil: none
+	// told and toldAt: the estimate last reported to the pool, and when.
+	told   Occupancy
+	toldAt time.Time
+	asking *holder   // asked to confirm and not settled yet; nil: none
+	own    Occupancy // this client's estimate at the last decision (free), for the pool
 }
 
 // Pool is what a Client's hand-back knows of the other clients handing
@@ -255,6 +259,7 @@ func (o *occupancy) run() {
 			o.running = false
 			if o.pool != nil {
 				o.pool.Report(Occupancy{})
+				o.told, o.toldAt = Occupancy{}, time.Time{}
 			}
 			o.mu.Unlock()
 			return
@@ -291,6 +296,7 @@ func (o *occupancy) handBack(now time.Time) {
 	}
 	n := float64(len(ests))
 	free := o.free(n, e, v)
+	o.tell(now)
 	if free <= 0 {
 		if n-e >= 0.5 {
 			// A thread is probably free, but the margin keeps it.
@@ -345,7 +351,7 @@ func (o *occupancy) free(n, e, v float64) int {
 	if all > 0 {
 		own -= o.z * v / math.Sqrt(all)
 	}
-	o.pool.Report(Occupancy{V: v, Free: own})
+	o.own = Occupancy{V: v, Free: own}
 	total := own
 	left := make([]float64, 0, len(others)+1)
 	for _, x := range others {
@@ -373,6 +379,34 @@ func (o *occupancy) free(n, e, v float64) int {
 		}
 	}
 	return min(mine, int(n))
+}
+
+// The estimate runs every BatchGap / 20 (50 ms): a captcha the service
+// finishes waits for the next one to hand its thread back, half a period on
+// average, and at 1.35 solves a second on a plan of 15 (5–15-s solves)
+// 200 ms between estimates cost a tenth of a thread. The pool need not hear
+// every estimate: a client tells it when its share moved by tellStep, or
+// tellEvery estimates passed, so the messages stay about five a second per
+// worker.
+const (
+	tellStep  = 0.1
+	tellEvery = 4
+)
+
+// tell reports the last decision's estimate to the pool when it moved by
+// tellStep since the last report or tellEvery estimates passed. Callers hold
+// o.mu.
+func (o *occupancy) tell(now time.Time) {
+	if o.pool == nil {
+		return
+	}
+	x := o.own
+	if !o.toldAt.IsZero() && now.Sub(o.toldAt) < tellEvery*o.every &&
+		math.Abs(x.Free-o.told.Free) < tellStep && math.Abs(x.V-o.told.V) < tellStep {
+		return
+	}
+	o.pool.Report(x)
+	o.told, o.toldAt = x, now
 }
 
 func cmpFloat(a, b float64) int {

@@ -229,3 +229,50 @@ func TestHandBackPoolRounding(t *testing.T) {
 		t.Errorf("2.5 free of its own, -2.2 of another's (its hand-backs still being solved): handed back %d, want 0", got)
 	}
 }
+
+// TestPoolToldWhenTheEstimateMoves: the estimate runs every 50 ms, and the
+// pool hears it when this client's share moved by tellStep or tellEvery
+// estimates passed, not at every estimate; a client whose captchas are all
+// answered says so at once, and its next estimate is told at once again.
+func TestPoolToldWhenTheEstimateMoves(t *testing.T) {
+	t.Parallel()
+	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		c.poller.observe(KindImage, time.Second, time.Second+time.Duration(i)*25*time.Millisecond)
+	}
+	k := c.timing.forKind(KindImage)
+	every := 50 * time.Millisecond
+	o := newOccupancy(c, every, time.Hour)
+	pool := &staticPool{others: []Occupancy{{V: 1}}}
+	o.pool = pool
+	now := time.Now()
+	for range 3 {
+		o.add(KindImage, k, now.Add(-100*time.Millisecond), nil) // surely not done: the estimate stays
+	}
+	decide := func(at time.Time) int {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.handBack(at)
+		return len(pool.reported)
+	}
+	if n := decide(now); n != 1 {
+		t.Fatalf("first estimate: %d reports, want 1", n)
+	}
+	for i := 1; i < tellEvery; i++ {
+		if n := decide(now.Add(time.Duration(i) * every)); n != 1 {
+			t.Fatalf("estimate %d, unchanged: %d reports, want still 1", i, n)
+		}
+	}
+	if n := decide(now.Add(tellEvery * every)); n != 2 {
+		t.Fatalf("after %d estimates: %d reports, want 2", tellEvery, n)
+	}
+	// A captcha surely done moves its share by a thread (handed back at
+	// once, and told at once).
+	o.add(KindImage, k, now.Add(-5*time.Second), nil)
+	if n := decide(now.Add(tellEvery*every + every)); n != 3 {
+		t.Fatalf("a captcha surely done: %d reports, want 3", n)
+	}
+}

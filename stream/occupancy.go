@@ -22,8 +22,9 @@ import (
 const OccupancySubject = "captchaq.occupancy"
 
 // occupancyFresh is how long a worker's report counts: a worker reports at
-// every estimate (a fifth of a second) while it has captchas in flight,
-// and 0 when it has none, so a report this old is of a worker gone.
+// least every fifth of a second while it has captchas in flight (sooner
+// when its estimate moves), and 0 when it has none, so a report this old
+// is of a worker gone.
 const occupancyFresh = time.Second
 
 // maxReported bounds a report's numbers: no worker has that many captchas
