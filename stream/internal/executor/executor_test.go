@@ -88,11 +88,14 @@ func (s *fakeStore) LoadGen(_ context.Context, id string, gen uint64) (taskstore
 	return st, nil
 }
 
-func (s *fakeStore) Append(_ context.Context, id string, expect uint64, msg *nats.Msg) (uint64, error) {
+func (s *fakeStore) Append(ctx context.Context, id string, expect uint64, msg *nats.Msg) (uint64, error) {
 	if s.beforeAppend != nil {
 		f := s.beforeAppend
 		s.beforeAppend = nil
 		f(s)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -512,3 +515,33 @@ func TestExecuteForgedEnvelope(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, wire.CodeInvalidEnvelope, out.Error)
 }
+
+// A worker stopping while it records a delivery's attempt (the service
+// refused its key, or it was told to stop) says nothing of it: the task
+// comes back like every task it held, and its stop has been said. Said as
+// "cannot record task event: context canceled", it read as a failure of
+// its own after the stop's reason.
+func TestExecuteStoppingSaysNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, solver.Answer{Solution: json.RawMessage(`"tok"`), CaptchaID: "c1"}, nil)
+	var logs strings.Builder
+	var mu sync.Mutex
+	b.x.Log = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	m := b.deliver(t, "a1", turnstile, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.store.beforeAppend = func(*fakeStore) { cancel() }
+	b.x.Execute(ctx, m, noThread{}, noSlot{})
+	require.Equal(t, 0, b.solves, "no solve without its attempt recorded")
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotContains(t, logs.String(), "context canceled")
+	require.NotContains(t, logs.String(), "level=WARN")
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -111,6 +111,10 @@ func (d *delivery) record(ctx context.Context, ev wire.Event) bool {
 	case errors.Is(err, errStateMoved):
 		d.log.Warn("another worker took the task over; dropping this delivery", slog.String("event", string(ev.Kind)))
 		return false
+	case err != nil && ctx.Err() != nil:
+		// The worker is stopping: the task comes back like every task it
+		// held, and its stop has been said (as Execute does).
+		return false
 	case err != nil:
 		d.log.Warn("cannot record task event; it comes back later", slog.String("event", string(ev.Kind)), slog.Any("error", err))
 		return false
