@@ -99,9 +99,11 @@ func planAdaptive(mu, sigma float64, obs []readyWindow, prior float64, k kindTim
 		// Beyond the 99.9th percentile the fixed interval polls on
 		// (extend): polls planned into a tail nothing was seen in would
 		// spend MaxCalls on nearly nothing.
+		// The grid's last cell may end past MaxWait (a grid that does not
+		// divide it): its poll is at MaxWait, when the wait gives up.
 		var s []time.Duration
 		for j := 0; surv(j) > tailShare && next[j] > 0 && len(s) <= k.maxCalls; j = next[j] {
-			s = append(s, time.Duration(next[j])*g)
+			s = append(s, min(time.Duration(next[j])*g, k.maxWait))
 		}
 		return s
 	}

@@ -82,6 +82,11 @@ type occupancy struct {
 	toldAt time.Time
 	asking *holder   // asked to confirm and not settled yet; nil: none
 	own    Occupancy // this client's estimate at the last decision (free), for the pool
+	// credit: the reports the client may make now, at most tellBurst,
+	// earning one every tellEvery estimates (tell); creditAt: when it
+	// was counted.
+	credit   float64
+	creditAt time.Time
 }
 
 // Pool is what a Client's hand-back knows of the other clients handing
@@ -131,7 +136,7 @@ func (c *Client) JoinPool(p Pool) {
 }
 
 func newOccupancy(c *Client, every, hold time.Duration) *occupancy {
-	return &occupancy{c: c, every: every, hold: hold, holders: map[*holder]struct{}{}, z: zStart, freed: make(chan struct{})}
+	return &occupancy{c: c, every: every, hold: hold, holders: map[*holder]struct{}{}, z: zStart, freed: make(chan struct{}), credit: tellBurst}
 }
 
 // add registers a captcha that holds a thread from submitted on; onBack
@@ -251,7 +256,8 @@ func (o *occupancy) accepted() {
 }
 
 func (o *occupancy) run() {
-	t := time.NewTicker(o.every)
+	period := o.every
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for range t.C {
 		o.mu.Lock()
@@ -260,13 +266,35 @@ func (o *occupancy) run() {
 			if o.pool != nil {
 				o.pool.Report(Occupancy{})
 				o.told, o.toldAt = Occupancy{}, time.Time{}
+				o.spend(o.c.now())
 			}
 			o.mu.Unlock()
 			return
 		}
 		o.handBack(o.c.now())
+		p := o.period(len(o.holders))
 		o.mu.Unlock()
+		if p != period {
+			period = p
+			t.Reset(p)
+		}
 	}
+}
+
+// estimateCost is what one estimate costs per captcha in flight, with
+// room: about half a microsecond (BenchmarkHandBack, a kind's window of
+// learnWindow answers), twenty times over, so that the estimate takes at
+// most about a twentieth of a core.
+const estimateCost = 10 * time.Microsecond
+
+// period returns the time between two estimates with n captchas in flight:
+// every (BatchGap/20), or, for a Client with so many captchas in flight
+// that estimating that often would cost more than a twentieth of a core
+// (thousands), longer, up to four times every (BatchGap/5). The pool hears
+// a client at least every tellEvery·every (tell), which stays well within
+// the time others count a report.
+func (o *occupancy) period(n int) time.Duration {
+	return min(max(time.Duration(n)*estimateCost, o.every), tellEvery*o.every)
 }
 
 // handBack signals the holders that are probably done (see above): E and σ
@@ -386,16 +414,20 @@ func (o *occupancy) free(n, e, v float64) int {
 // average, and at 1.35 solves a second on a plan of 15 (5–15-s solves)
 // 200 ms between estimates cost a tenth of a thread. The pool need not hear
 // every estimate: a client tells it when its share moved by tellStep, or
-// tellEvery estimates passed, so the messages stay about five a second per
-// worker.
+// tellEvery estimates passed, and no more often on average than once every
+// tellEvery estimates (tellBurst at once), so the messages stay at most
+// five a second per worker, as when it heard every estimate at BatchGap/5:
+// a client with many captchas in flight moves its share at every estimate.
 const (
 	tellStep  = 0.1
 	tellEvery = 4
+	tellBurst = 2
 )
 
 // tell reports the last decision's estimate to the pool when it moved by
-// tellStep since the last report or tellEvery estimates passed. Callers hold
-// o.mu.
+// tellStep since the last report, or tellEvery estimates passed, or none
+// was made since the client had nothing in flight; a report that moved
+// waits while the client has no credit. Callers hold o.mu.
 func (o *occupancy) tell(now time.Time) {
 	if o.pool == nil {
 		return
@@ -405,8 +437,31 @@ func (o *occupancy) tell(now time.Time) {
 		math.Abs(x.Free-o.told.Free) < tellStep && math.Abs(x.V-o.told.V) < tellStep {
 		return
 	}
+	if o.earn(now) < 1 {
+		return
+	}
 	o.pool.Report(x)
 	o.told, o.toldAt = x, now
+	o.spend(now)
+}
+
+// earn counts the credit earned since it was last counted, one report
+// every tellEvery estimates, up to tellBurst, and returns it. Callers hold
+// o.mu.
+func (o *occupancy) earn(now time.Time) float64 {
+	if !o.creditAt.IsZero() && now.After(o.creditAt) {
+		o.credit = min(o.credit+float64(now.Sub(o.creditAt))/float64(tellEvery*o.every), tellBurst)
+	}
+	o.creditAt = now
+	return o.credit
+}
+
+// spend counts a report made at now: the zero report of a client with
+// nothing in flight is made whatever its credit, and the next waits for
+// it. Callers hold o.mu.
+func (o *occupancy) spend(now time.Time) {
+	o.earn(now)
+	o.credit = max(o.credit-1, -1)
 }
 
 func cmpFloat(a, b float64) int {
