@@ -21,10 +21,10 @@ import (
 // rounding, not one per worker.
 const OccupancySubject = "captchaq.occupancy"
 
-// occupancyFresh is how long a worker's report counts: a worker reports at
-// least every fifth of a second while it has captchas in flight (sooner
-// when its estimate moves), and 0 when it has none, so a report this old
-// is of a worker gone.
+// occupancyFresh is how long a worker's report counts: a worker reports
+// within 0.4 s while it has captchas in flight (about five a second at
+// most, sooner when its estimate moves), and 0 when it has none, so a
+// report this old is of a worker gone.
 const occupancyFresh = time.Second
 
 // maxReported bounds a report's numbers: no worker has that many captchas
