@@ -84,7 +84,8 @@
 // its own plan window) so that the next captcha goes to the service about
 // when a thread frees there (ready.go).
 //
-// Every BatchGap / 20 (50 ms), each captcha in flight has a chance S of still
+// Every BatchGap / 20 (50 ms; 10 µs more per captcha in flight beyond
+// 5 000, at most BatchGap / 5), each captcha in flight has a chance S of still
 // being solved: the survival of its kind's ready times at its age, given
 // that it was not ready at its last CAPCHA_NOT_READY (the kind's own
 // answers where they say enough, the fit beyond; 1 where neither allows
