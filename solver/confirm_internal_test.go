@@ -13,10 +13,7 @@ import (
 // be in flight at once.
 func TestOneConfirmInFlight(t *testing.T) {
 	t.Parallel()
-	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := offlineClient(t)
 	// Images ready evenly in 2–3 s, each seen not ready before.
 	for i := range 40 {
 		lo := 2*time.Second + time.Second*time.Duration(i)/40

@@ -29,10 +29,7 @@ func BenchmarkHandBack(b *testing.B) {
 // running: the benchmark or test makes the estimates), and the time they
 // are estimated at.
 func handBackLoad(tb testing.TB, n int) (*occupancy, time.Time) {
-	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	c := offlineClient(tb)
 	for i := range learnWindow {
 		lo := 5*time.Second + time.Duration(i)*10*time.Second/learnWindow
 		if i%3 == 0 {

@@ -160,15 +160,22 @@ func (o *occupancy) notReady(h *holder, lo time.Duration) {
 	}
 	o.mu.Lock()
 	h.lo = max(h.lo, lo)
-	if o.asking == h {
-		// A poll said it: a confirm still buffered asks nothing new.
-		o.asking = nil
-		select {
-		case <-h.confirm:
-		default:
-		}
-	}
+	// A poll said it: a confirm still buffered asks nothing new.
+	o.unask(h)
 	o.mu.Unlock()
+}
+
+// unask ends h's confirm, if h is the captcha the Client is asking, with
+// the request still buffered for it. Callers hold o.mu.
+func (o *occupancy) unask(h *holder) {
+	if o.asking != h {
+		return
+	}
+	o.asking = nil
+	select {
+	case <-h.confirm:
+	default:
+	}
 }
 
 // settled says h's wait has made, or will not make, the poll it was asked
@@ -181,13 +188,7 @@ func (o *occupancy) settled(h *holder) {
 		return
 	}
 	o.mu.Lock()
-	if o.asking == h {
-		o.asking = nil
-		select {
-		case <-h.confirm:
-		default:
-		}
-	}
+	o.unask(h)
 	o.mu.Unlock()
 }
 

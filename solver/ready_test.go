@@ -35,10 +35,7 @@ func uniformWindows(n int, lo, hi time.Duration, polls []time.Duration) []readyW
 // about 60 % are still being solved, and past the slowest none.
 func TestYoungCaptchasAreNotDone(t *testing.T) {
 	t.Parallel()
-	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := offlineClient(t)
 	polls := []time.Duration{7 * time.Second, 10 * time.Second, 13 * time.Second, 15 * time.Second}
 	for _, w := range uniformWindows(100, 5*time.Second, 15*time.Second, polls) {
 		c.poller.observe(KindImage, w.lo, w.hi)
@@ -87,10 +84,7 @@ func TestYoungCaptchasAreNotDone(t *testing.T) {
 // of themselves done), while one 12 s old probably is.
 func TestFirstPollAnswersFollowBoundedOnes(t *testing.T) {
 	t.Parallel()
-	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := offlineClient(t)
 	for range 36 {
 		c.poller.observe(KindRecaptcha, 0, 14*time.Second)
 	}
@@ -118,10 +112,7 @@ func TestFirstPollAnswersFollowBoundedOnes(t *testing.T) {
 // but one.
 func TestFirstPollAnswersAloneKeepTheMargin(t *testing.T) {
 	t.Parallel()
-	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := offlineClient(t)
 	for range 40 {
 		c.poller.observe(KindImage, 0, 10*time.Second)
 	}
@@ -150,10 +141,7 @@ func TestFirstPollAnswersAloneKeepTheMargin(t *testing.T) {
 // threads given out where one was free.
 func TestNotReadyPastTheFitIsNotDone(t *testing.T) {
 	t.Parallel()
-	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := offlineClient(t)
 	for i := range 40 {
 		lo := 2*time.Second + time.Second*time.Duration(i)/40
 		c.poller.observe(KindImage, lo, lo+time.Second/40)
@@ -173,4 +161,15 @@ func TestNotReadyPastTheFitIsNotDone(t *testing.T) {
 	if handedBack([]*holder{done}) != 0 {
 		t.Errorf("a captcha probably done was handed back while a captcha that handed its thread back is still being solved")
 	}
+}
+
+// offlineClient is a Client whose service is never reached: for tests of
+// what it estimates from answers a test feeds its poller.
+func offlineClient(tb testing.TB) *Client {
+	tb.Helper()
+	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
 }

@@ -76,10 +76,7 @@ func TestWindowWaits(t *testing.T) {
 // never do.
 func TestHandBack(t *testing.T) {
 	t.Parallel()
-	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := offlineClient(t)
 	for i := range 40 {
 		c.poller.observe(KindImage, time.Second, time.Second+time.Duration(i)*5*time.Millisecond)
 	}
@@ -165,10 +162,7 @@ func handedBack(hs []*holder) (n int) {
 // it expects done, and reports its estimate to the pool.
 func TestHandBackPoolMargin(t *testing.T) {
 	t.Parallel()
-	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := offlineClient(t)
 	for i := range 40 {
 		c.poller.observe(KindImage, time.Second, time.Second+time.Duration(i)*25*time.Millisecond)
 	}
@@ -236,10 +230,7 @@ func TestHandBackPoolRounding(t *testing.T) {
 // answered says so at once, and its next estimate is told at once again.
 func TestPoolToldWhenTheEstimateMoves(t *testing.T) {
 	t.Parallel()
-	c, err := NewClient(Config{BaseURL: "http://127.0.0.1:1", APIKey: "0123456789abcdef0123456789abcdef"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := offlineClient(t)
 	for i := range 40 {
 		c.poller.observe(KindImage, time.Second, time.Second+time.Duration(i)*25*time.Millisecond)
 	}
