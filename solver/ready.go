@@ -80,8 +80,10 @@ type occupancy struct {
 	// told and toldAt: the estimate last reported to the pool, and when.
 	told   Occupancy
 	toldAt time.Time
-	asking *holder   // asked to confirm and not settled yet; nil: none
-	own    Occupancy // this client's estimate at the last decision (free), for the pool
+	asking *holder // asked to confirm and not settled yet; nil: none
+	// askedAt is when a captcha was last asked to confirm (confirm).
+	askedAt time.Time
+	own     Occupancy // this client's estimate at the last decision (free), for the pool
 	// credit: the reports the client may make now, at most tellBurst,
 	// earning one every tellEvery estimates (tell); creditAt: when it
 	// was counted.
@@ -329,7 +331,7 @@ func (o *occupancy) handBack(now time.Time) {
 	if free <= 0 {
 		if n-e >= 0.5 {
 			// A thread is probably free, but the margin keeps it.
-			o.confirm(likeliest.h)
+			o.confirm(likeliest.h, now)
 		}
 		return
 	}
@@ -342,15 +344,20 @@ func (o *occupancy) handBack(now time.Time) {
 
 // confirm asks h (nil: none) to poll res.php now, in place of its next
 // scheduled poll, unless a captcha of the Client was asked and has not
-// settled yet: at most one such poll in flight per Client, at most one per
-// hand-back decision. Callers hold o.mu.
-func (o *occupancy) confirm(h *holder) {
-	if h == nil || o.asking != nil {
+// settled yet, or one was asked less than tellEvery estimates (BatchGap/5,
+// 200 ms) ago: at most one such poll in flight per Client, at most one per
+// 200 ms. The estimate runs every 50 ms so that threads come back soon;
+// asking that often spends a captcha's scheduled polls ahead of their time
+// (a straggler past everything its kind's answers say is asked again and
+// again), and the calls per solve rise without the plan used rising with
+// them. Callers hold o.mu.
+func (o *occupancy) confirm(h *holder, now time.Time) {
+	if h == nil || o.asking != nil || !o.askedAt.IsZero() && now.Sub(o.askedAt) < tellEvery*o.every {
 		return
 	}
 	select {
 	case h.confirm <- struct{}{}:
-		o.asking = h
+		o.asking, o.askedAt = h, now
 	default:
 	}
 }
