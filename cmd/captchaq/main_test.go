@@ -54,7 +54,9 @@ func startProc(t *testing.T, env []string, args ...string) *proc {
 	cmd.Stdout, cmd.Stderr = pw, pw
 	p := &proc{t: t, cmd: cmd, added: make(chan struct{}), exit: make(chan error, 1)}
 	require.NoError(t, cmd.Start())
+	scanned := make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64*1024), 1<<20)
 		for sc.Scan() {
@@ -68,6 +70,10 @@ func startProc(t *testing.T, env []string, args ...string) *proc {
 	go func() {
 		err := cmd.Wait()
 		_ = pw.Close()
+		// The exit is told once every line is in p.lines: a line the
+		// scanner has read but not appended yet would be missing from
+		// the output of a process that has ended.
+		<-scanned
 		p.exit <- err
 	}()
 	t.Cleanup(func() {
