@@ -47,10 +47,7 @@ func TestConfirmSkipsACaptchaOnItsLastPoll(t *testing.T) {
 	}
 	// Both kinds learned ready evenly in 2–3 s.
 	for _, kind := range []string{solver.KindImage, solver.KindGrid} {
-		for i := range 40 {
-			lo := 2*time.Second + time.Second*time.Duration(i)/40
-			c.Observe(kind, time.Duration(float64(lo)*scale), time.Duration(float64(lo+time.Second/40)*scale))
-		}
+		teachFast(c, kind, scale)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -130,10 +127,7 @@ func TestConfirmKeepsAStragglerOnSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, kind := range []string{solver.KindImage, solver.KindGrid} {
-		for i := range 40 {
-			lo := 2*time.Second + time.Second*time.Duration(i)/40
-			c.Observe(kind, time.Duration(float64(lo)*scale), time.Duration(float64(lo+time.Second/40)*scale))
-		}
+		teachFast(c, kind, scale)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -209,17 +203,7 @@ func TestConfirmCanceled(t *testing.T) {
 		api.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1,
-		Timing: solver.Timing{Scale: scale, NoBatch: true, Fixed: true,
-			FirstPoll: map[string]time.Duration{solver.KindImage: 10 * time.Second},
-			BatchGap:  50 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 40 {
-		lo := 2*time.Second + time.Second*time.Duration(i)/40
-		c.Observe(solver.KindImage, time.Duration(float64(lo)*scale), time.Duration(float64(lo+time.Second/40)*scale))
-	}
+	c := fastImageClient(t, srv.URL, scale)
 	req := solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -289,24 +273,30 @@ func TestConfirmPacedByTheSchedule429(t *testing.T) {
 		api.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1,
-		Timing: solver.Timing{Scale: scale, NoBatch: true, Fixed: true,
-			FirstPoll: map[string]time.Duration{solver.KindImage: 10 * time.Second},
-			BatchGap:  50 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 40 {
-		lo := 2*time.Second + time.Second*time.Duration(i)/40
-		c.Observe(solver.KindImage, time.Duration(float64(lo)*scale), time.Duration(float64(lo+time.Second/40)*scale))
-	}
+	c := fastImageClient(t, srv.URL, scale)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = c.Solve(solver.WithProbablyReady(ctx, func() {}), solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}})
+	_, err := c.Solve(solver.WithProbablyReady(ctx, func() {}), solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}})
 	mu.Lock()
 	n := refused
 	mu.Unlock()
 	if err != nil {
 		t.Fatalf("Solve: %v after %d refused polls, want the answer: the schedule polls past 8 s", err, n)
 	}
+}
+
+// fastImageClient is a Client of the service at url whose images are
+// polled on the fixed schedule (first poll at 10 s) and known to be ready
+// in 2–3 s, deciding its hand-back every 10 ms (at time scale scale).
+func fastImageClient(t *testing.T, url string, scale float64) *solver.Client {
+	t.Helper()
+	c, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey, MinSubmitInterval: -1,
+		Timing: solver.Timing{Scale: scale, NoBatch: true, Fixed: true,
+			FirstPoll: map[string]time.Duration{solver.KindImage: 10 * time.Second},
+			BatchGap:  50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	teachFast(c, solver.KindImage, scale)
+	return c
 }

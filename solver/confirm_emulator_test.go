@@ -32,10 +32,7 @@ func confirmClient(t *testing.T, solve fakeapi.Range, maxCalls int, maxWait time
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 40 {
-		lo := 2*time.Second + time.Second*time.Duration(i)/40
-		c.Observe(solver.KindImage, time.Duration(float64(lo)*scale), time.Duration(float64(lo+time.Second/40)*scale))
-	}
+	teachFast(c, solver.KindImage, scale)
 	return api, c
 }
 
@@ -91,5 +88,14 @@ func TestConfirmKeepsTheBudget(t *testing.T) {
 	t.Logf("%d res.php calls", n)
 	if n > 3 {
 		t.Errorf("%d res.php calls for the captcha, want at most MaxCalls (3)", n)
+	}
+}
+
+// teachFast teaches c that captchas of kind are ready evenly in 2–3 s (at
+// time scale scale), each seen not ready just before: forty answers.
+func teachFast(c *solver.Client, kind string, scale float64) {
+	for i := range 40 {
+		lo := 2*time.Second + time.Second*time.Duration(i)/40
+		c.Observe(kind, time.Duration(float64(lo)*scale), time.Duration(float64(lo+time.Second/40)*scale))
 	}
 }
