@@ -15,10 +15,7 @@ func TestOneConfirmInFlight(t *testing.T) {
 	t.Parallel()
 	c := offlineClient(t)
 	// Images ready evenly in 2–3 s, each seen not ready before.
-	for i := range 40 {
-		lo := 2*time.Second + time.Second*time.Duration(i)/40
-		c.poller.observe(KindImage, lo, lo+time.Second/40)
-	}
+	learnImagesIn2To3s(c)
 	k := c.timing.forKind(KindImage)
 	now := time.Now()
 	o := newOccupancy(c, time.Hour, time.Hour)

@@ -142,10 +142,7 @@ func TestFirstPollAnswersAloneKeepTheMargin(t *testing.T) {
 func TestNotReadyPastTheFitIsNotDone(t *testing.T) {
 	t.Parallel()
 	c := offlineClient(t)
-	for i := range 40 {
-		lo := 2*time.Second + time.Second*time.Duration(i)/40
-		c.poller.observe(KindImage, lo, lo+time.Second/40)
-	}
+	learnImagesIn2To3s(c)
 	k := c.timing.forKind(KindImage)
 	if s := c.poller.survival(KindImage, k, 10100*time.Millisecond, 10*time.Second); s < 0.5 {
 		t.Errorf("survival 100 ms after a CAPCHA_NOT_READY at 10 s: %.3f, want at least 0.5", s)
@@ -172,4 +169,21 @@ func offlineClient(tb testing.TB) *Client {
 		tb.Fatal(err)
 	}
 	return c
+}
+
+// learnImagesIn2To3s teaches c forty images ready evenly in 2–3 s, each
+// seen not ready just before.
+func learnImagesIn2To3s(c *Client) {
+	for i := range 40 {
+		lo := 2*time.Second + time.Second*time.Duration(i)/40
+		c.poller.observe(KindImage, lo, lo+time.Second/40)
+	}
+}
+
+// learnImagesAfter1s teaches c forty images seen not ready at 1 s and ready
+// by 1 s + i·step.
+func learnImagesAfter1s(c *Client, step time.Duration) {
+	for i := range 40 {
+		c.poller.observe(KindImage, time.Second, time.Second+time.Duration(i)*step)
+	}
 }

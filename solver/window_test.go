@@ -77,9 +77,7 @@ func TestWindowWaits(t *testing.T) {
 func TestHandBack(t *testing.T) {
 	t.Parallel()
 	c := offlineClient(t)
-	for i := range 40 {
-		c.poller.observe(KindImage, time.Second, time.Second+time.Duration(i)*5*time.Millisecond)
-	}
+	learnImagesAfter1s(c, 5*time.Millisecond)
 	k := c.timing.forKind(KindImage)
 	now := time.Now()
 	o := newOccupancy(c, time.Hour, time.Hour)
@@ -163,9 +161,7 @@ func handedBack(hs []*holder) (n int) {
 func TestHandBackPoolMargin(t *testing.T) {
 	t.Parallel()
 	c := offlineClient(t)
-	for i := range 40 {
-		c.poller.observe(KindImage, time.Second, time.Second+time.Duration(i)*25*time.Millisecond)
-	}
+	learnImagesAfter1s(c, 25*time.Millisecond)
 	k := c.timing.forKind(KindImage)
 	now := time.Now()
 	age := 1500 * time.Millisecond // the answers are ready evenly in 1–2 s
@@ -231,9 +227,7 @@ func TestHandBackPoolRounding(t *testing.T) {
 func TestPoolToldWhenTheEstimateMoves(t *testing.T) {
 	t.Parallel()
 	c := offlineClient(t)
-	for i := range 40 {
-		c.poller.observe(KindImage, time.Second, time.Second+time.Duration(i)*25*time.Millisecond)
-	}
+	learnImagesAfter1s(c, 25*time.Millisecond)
 	k := c.timing.forKind(KindImage)
 	every := 50 * time.Millisecond
 	o := newOccupancy(c, every, time.Hour)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -242,12 +241,7 @@ func TestWorkerWithoutRoomTakesMovedCopies(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
-	js, s := b.raw(t)
-	require.NoError(t, s.DeleteConsumer(ctx, wire.WaitingRoomConsumer))
-	cfg := s.CachedInfo().Config
-	cfg.Subjects = slices.DeleteFunc(slices.Clone(cfg.Subjects), func(subj string) bool { return wire.InWaitingRoom(subj) })
-	_, err := js.UpdateStream(ctx, cfg)
-	require.NoError(t, err)
+	js, _ := removeWaitingRoom(ctx, t, b)
 
 	var mu sync.Mutex
 	solvedBy := map[string]string{}
@@ -265,7 +259,7 @@ func TestWorkerWithoutRoomTakesMovedCopies(t *testing.T) {
 		})
 	}
 	b.startWorker(t, WorkerConfig{Name: "before-init", Solver: solverOf("before-init", nil, nil), Threads: 1})
-	_, err = EnsureTopology(ctx, b.nc, b.top, true)
+	_, err := EnsureTopology(ctx, b.nc, b.top, true)
 	require.NoError(t, err)
 	busy, release := make(chan struct{}, 1), make(chan struct{})
 	b.startWorker(t, WorkerConfig{Name: "after-init", Solver: solverOf("after-init", busy, release), Threads: 1,

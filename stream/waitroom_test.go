@@ -192,13 +192,8 @@ func TestWaitingRoomAddedByUpdate(t *testing.T) {
 	t.Parallel()
 	b := scheduledSetup(t, Topology{})
 	ctx := testContext(t)
-	js, s := b.raw(t)
-	require.NoError(t, s.DeleteConsumer(ctx, wire.WaitingRoomConsumer))
-	cfg := s.CachedInfo().Config
-	cfg.Subjects = slices.DeleteFunc(slices.Clone(cfg.Subjects), func(subj string) bool { return wire.InWaitingRoom(subj) })
-	_, err := js.UpdateStream(ctx, cfg)
-	require.NoError(t, err)
-	_, err = EnsureTopology(ctx, b.nc, b.top, false)
+	_, s := removeWaitingRoom(ctx, t, b.bundle)
+	_, err := EnsureTopology(ctx, b.nc, b.top, false)
 	require.NoError(t, err, "an older stream is found as it is")
 	_, err = s.Consumer(ctx, wire.WaitingRoomConsumer)
 	require.ErrorIs(t, err, jetstream.ErrConsumerNotFound)
@@ -219,4 +214,17 @@ func TestWaitingRoomAddedByUpdate(t *testing.T) {
 	c, err := s.Consumer(ctx, wire.WaitingRoomConsumer)
 	require.NoError(t, err, "the update adds the waiting room")
 	require.Equal(t, -1, c.CachedInfo().Config.MaxAckPending, "no waiting task holds up another")
+}
+
+// removeWaitingRoom makes b's stream one an earlier version made: no
+// waiting room subjects, no room consumer.
+func removeWaitingRoom(ctx context.Context, t *testing.T, b *bundle) (jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	js, s := b.raw(t)
+	require.NoError(t, s.DeleteConsumer(ctx, wire.WaitingRoomConsumer))
+	cfg := s.CachedInfo().Config
+	cfg.Subjects = slices.DeleteFunc(slices.Clone(cfg.Subjects), func(subj string) bool { return wire.InWaitingRoom(subj) })
+	_, err := js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+	return js, s
 }
