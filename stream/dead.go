@@ -188,6 +188,13 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 		return Receipt{}, fmt.Errorf("replay %s (dead letter %d): %w", d.ID, d.Seq, err)
 	}
 	msg.Header.Set(wire.HeaderReplayedBy, strconv.FormatUint(d.Seq, 10))
+	// The task's owner, not the operator, may cancel the replay: it holds
+	// the secret whose hash the letter kept. A letter without one leaves the
+	// replay to the admin's cancel alone.
+	msg.Header.Del(wire.HeaderCancelHash)
+	if d.CancelHash != "" {
+		msg.Header.Set(wire.HeaderCancelHash, d.CancelHash)
+	}
 	if !resuming {
 		started, _ := json.Marshal(Replay{DeadSeq: d.Seq, At: c.cfg.Now(), By: c.cfg.Name})
 		rm := nats.NewMsg(wire.ReplaySubject(d.ID))
@@ -206,7 +213,8 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 		// Anyone who may submit tasks can occupy a message id: make sure
 		// the message the stream kept is this replay.
 		if kept, err := c.s.GetMsg(ctx, ack.Sequence); err != nil || kept.Subject != msg.Subject ||
-			kept.Header.Get(wire.HeaderReplayedBy) != msg.Header.Get(wire.HeaderReplayedBy) {
+			kept.Header.Get(wire.HeaderReplayedBy) != msg.Header.Get(wire.HeaderReplayedBy) ||
+			!wire.ReplayCancelHashOK(d.CancelHash, kept.Header.Get(wire.HeaderCancelHash)) {
 			return Receipt{}, fmt.Errorf("replay %s (dead letter %d): its message id is taken by another message (%d) "+
 				"within the stream's duplicate window; replay again once the window has passed", d.ID, d.Seq, ack.Sequence)
 		}

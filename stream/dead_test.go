@@ -2,6 +2,9 @@ package stream
 
 import (
 	"context"
+	"encoding/json"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -102,3 +105,157 @@ func TestDeadLetterListReplayTracePurge(t *testing.T) {
 
 // pngBase64 is a 1×1 PNG.
 const pngBase64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+// A task's owner can still cancel it once it has died and an operator has
+// replayed it: the dead letter keeps the task's cancel hash and the replay
+// carries it. No one else can: another producer's record is ignored, and
+// the admin's cancel still holds.
+func TestOwnerCancelsItsReplayedTask(t *testing.T) {
+	t.Parallel()
+	a := attackSetup(t)
+	ctx := testContext(t)
+	adm, _ := roleConn(t, a.ns, "admin")
+	operator, err := NewClient(ctx, adm, ClientConfig{Name: "operator"})
+	require.NoError(t, err)
+	var broken atomic.Bool
+	broken.Store(true)
+	var solves atomic.Int32
+	startWorker := func() (stop func()) {
+		nc, _ := roleConn(t, a.ns, "worker")
+		w, err := NewWorker(ctx, nc, WorkerConfig{Threads: 3, IdleCheck: 50 * time.Millisecond,
+			Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+				if broken.Load() {
+					return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
+				}
+				solves.Add(1)
+				return tokenSolver().Solve(ctx, req)
+			})})
+		require.NoError(t, err)
+		wctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(wctx) }()
+		var once sync.Once
+		stop = func() { once.Do(func() { cancel(); <-done }) }
+		t.Cleanup(stop)
+		return stop
+	}
+
+	// Each task submitted as Solve submits it: its message names the hash
+	// of a secret only its owner, the victim's Client, holds.
+	const own, other, admin = "rp-owner", "rp-other", "rp-admin"
+	hashes := map[string]string{}
+	for _, id := range []string{own, other, admin} {
+		secret, hash := wire.NewCancelKey()
+		hashes[id] = hash
+		a.victim.cancelHashes.Store(id, hash)
+		_, err := a.victim.Submit(ctx, turnstileTask(id))
+		a.victim.cancelHashes.Delete(id)
+		require.NoError(t, err)
+		a.victim.cancelKeys.Store(id, secret)
+	}
+	stop := startWorker()
+	for _, id := range []string{own, other, admin} {
+		out, err := a.victim.Wait(ctx, id)
+		require.ErrorIs(t, err, ErrNotSolved, id)
+		require.Equal(t, string(retry.ReasonPermanent), out.Reason, id)
+	}
+	// No worker runs while the replays are canceled: each cancel is in
+	// place before the replay's first delivery.
+	stop()
+	broken.Store(false)
+	replays := map[string]Receipt{}
+	for _, id := range []string{own, other, admin} {
+		replays[id], err = operator.Replay(ctx, id)
+		require.NoError(t, err, id)
+	}
+	ti, err := a.victim.Cancel(ctx, own, "changed my mind")
+	require.NoError(t, err)
+	require.Equal(t, replays[own].Seq, ti.Gen, "the owner cancels the replay")
+	forged, _ := json.Marshal(wire.CancelRecord{ID: other, Gen: replays[other].Seq, By: "attacker", Secret: "guess"})
+	_, err = a.attacker.Publish(ctx, wire.CancelSubject(other, replays[other].Seq), forged)
+	require.NoError(t, err)
+	_, err = operator.Cancel(ctx, admin, "operator")
+	require.NoError(t, err)
+
+	startWorker()
+	out, err := a.victim.waitGen(ctx, own, replays[own].Seq)
+	require.ErrorIs(t, err, ErrNotSolved, "the owner's cancel of its replayed task was not honoured")
+	require.Equal(t, string(retry.ReasonCanceled), out.Reason)
+	require.Equal(t, "canceled by victim: changed my mind", out.Detail)
+	out, err = a.victim.waitGen(ctx, other, replays[other].Seq)
+	require.NoError(t, err, "another producer canceled the replayed task")
+	require.Equal(t, StatusSolved, out.Status)
+	out, err = a.victim.waitGen(ctx, admin, replays[admin].Seq)
+	require.ErrorIs(t, err, ErrNotSolved)
+	require.Equal(t, "canceled by operator: operator", out.Detail)
+	require.Equal(t, int32(1), solves.Load(), "a canceled replay was paid for")
+
+	// Every dead letter, the replays' too, names the owner's hash, never
+	// its secret.
+	s, err := a.admin.Stream(ctx, DefaultStream)
+	require.NoError(t, err)
+	for _, id := range []string{own, other, admin} {
+		ds, err := operator.DeadLetters(ctx, DeadFilter{IDs: []string{id}})
+		require.NoError(t, err)
+		require.NotEmpty(t, ds, id)
+		for _, d := range ds {
+			m, err := s.GetMsg(ctx, d.Seq)
+			require.NoError(t, err)
+			require.Equal(t, hashes[id], m.Header.Get(wire.HeaderCancelHash), "%s: dead letter %d", id, d.Seq)
+		}
+	}
+}
+
+// A replay published by hand may not name a cancel hash other than its dead
+// letter's: one naming another producer's ends unsolved as an invalid
+// envelope, so that producer's secret cancels nothing of the owner's.
+func TestHandReplayCannotTakeOverTheCancel(t *testing.T) {
+	t.Parallel()
+	a := attackSetup(t)
+	ctx := testContext(t)
+	var broken atomic.Bool
+	broken.Store(true)
+	var solves atomic.Int32
+	nc, _ := roleConn(t, a.ns, "worker")
+	w, err := NewWorker(ctx, nc, WorkerConfig{Threads: 2, IdleCheck: 50 * time.Millisecond,
+		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+			if broken.Load() {
+				return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
+			}
+			solves.Add(1)
+			return tokenSolver().Solve(ctx, req)
+		})})
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	_, hash := wire.NewCancelKey()
+	a.victim.cancelHashes.Store("hr-1", hash)
+	_, err = a.victim.Submit(ctx, turnstileTask("hr-1"))
+	a.victim.cancelHashes.Delete("hr-1")
+	require.NoError(t, err)
+	_, err = a.victim.Wait(ctx, "hr-1")
+	require.ErrorIs(t, err, ErrNotSolved)
+	d, err := a.victim.DeadLetterOf(ctx, "hr-1")
+	require.NoError(t, err)
+	require.Equal(t, hash, d.CancelHash)
+	broken.Store(false)
+
+	// The attacker replays the victim's letter under a cancel hash of its
+	// own, and cancels it.
+	secret, own := wire.NewCancelKey()
+	dead := strconv.FormatUint(d.Seq, 10)
+	x := publishRaw(ctx, t, a.attacker, d.Subject, string(d.Task), map[string]string{
+		wire.HeaderMsgID: wire.ReplayMsgID("hr-1", dead), wire.HeaderReplayedBy: dead, wire.HeaderCancelHash: own})
+	rec, _ := json.Marshal(wire.CancelRecord{ID: "hr-1", Gen: x.Sequence, By: "attacker", Secret: secret})
+	_, err = a.attacker.Publish(ctx, wire.CancelSubject("hr-1", x.Sequence), rec)
+	require.NoError(t, err)
+
+	o := waitOutcome(ctx, t, a.astream, "hr-1", x.Sequence)
+	require.Equal(t, StatusDead, o.Status)
+	require.Equal(t, CodeInvalidEnvelope, o.Error, "not the replay it claims to be: %s", o.Detail)
+	require.Contains(t, o.Detail, wire.HeaderCancelHash)
+	require.Equal(t, int32(0), solves.Load())
+}

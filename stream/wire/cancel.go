@@ -51,6 +51,15 @@ func OwnsCancel(h nats.Header, secret string) bool {
 	return subtle.ConstantTimeCompare([]byte(hex.EncodeToString(sum[:])), []byte(strings.ToLower(want))) == 1
 }
 
+// ReplayCancelHashOK reports whether a replay whose task message names
+// cancel hash replay stands for a dead letter that names letter: the same
+// hash, so that the task's owner, and only it, may cancel the replay, or
+// none, which leaves the replay's cancel to an admin. Any other hash would
+// let whoever holds its secret cancel a task that is not theirs.
+func ReplayCancelHashOK(letter, replay string) bool {
+	return replay == "" || replay == letter
+}
+
 // NewCancelKey returns a fresh secret and the hash a task message carries
 // for it.
 func NewCancelKey() (secret, hash string) {

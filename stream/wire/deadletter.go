@@ -51,6 +51,11 @@ type DeadLetter struct {
 	// Task is the task message as it was submitted (JSON), or, when that was
 	// not JSON, a JSON string holding its first 200 bytes.
 	Task json.RawMessage `json:"task"`
+	// CancelHash is the task message's Captchaq-Cancel-Hash, the hash of
+	// the secret its owner cancels it with (never the secret); empty when
+	// it had none. A replay of the letter carries it, so the owner, and
+	// only the owner, can cancel the replayed task.
+	CancelHash string `json:"cancel_hash,omitempty"`
 	// BodyOmitted is the size in bytes of a task message too large to be
 	// dead-lettered whole: the letter then holds no task (Task is "") and
 	// cannot be replayed. Zero for a whole letter.
@@ -82,7 +87,8 @@ type Replay struct {
 // bytes.
 func ParseDeadLetter(subject string, h nats.Header, data []byte, seq uint64, at time.Time) DeadLetter {
 	d := DeadLetter{Seq: seq, ID: IDFromSubject(subject), Reason: retry.Reason(h.Get(HeaderReason)), Error: h.Get(HeaderError),
-		Detail: h.Get(HeaderDetail), Subject: h.Get(HeaderSubject), DeadAt: at, Task: json.RawMessage(data)}
+		Detail: h.Get(HeaderDetail), Subject: h.Get(HeaderSubject), CancelHash: h.Get(HeaderCancelHash), DeadAt: at,
+		Task: json.RawMessage(data)}
 	d.Attempts, _ = strconv.Atoi(h.Get(HeaderAttempts))
 	d.BodyOmitted, _ = strconv.Atoi(h.Get(HeaderBodyOmitted))
 	d.Gen, _ = strconv.ParseUint(h.Get(HeaderGen), 10, 64)

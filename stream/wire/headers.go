@@ -46,7 +46,8 @@ const (
 	HeaderReplayedBy = "Captchaq-Replay-Of"
 	// HeaderCancelHash is the hex SHA-256 of the secret that cancels a
 	// task, on task messages whose producer may cancel them (stream's
-	// Client.Solve sets it).
+	// Client.Solve sets it), on their dead letters, and on the replays of
+	// those, so that the owner may cancel a replayed task too.
 	HeaderCancelHash = "Captchaq-Cancel-Hash"
 	// HeaderAttemptSeq is the stream sequence (decimal) of the attempt
 	// event whose solve a token is, on tokens (captcha.tokens.<id>.<gen>):

@@ -268,16 +268,25 @@ func (d *delivery) cannotStore(what string, err error) {
 // less the reserved ones: JetStream's (Nats-*: a producer's
 // Nats-Expected-Last-Sequence would make the dead letter unstorable) and
 // those captchaq's workers and replays set (Captchaq-*), which a producer
-// must not be able to forge on a record of the workers. The producer's name
-// (Captchaq-Client) and any header of its own stay.
+// must not be able to forge on a record of the workers. What the producer
+// says of its own task stays: its name (Captchaq-Client), its cancel hash
+// (Captchaq-Cancel-Hash: a replay of the letter carries it, so the owner
+// who holds the secret, and no one else, can still cancel the task), and
+// any header of its own.
 func copyProducerHeaders(dst, src nats.Header) {
 	for k, v := range src {
 		ck := http.CanonicalHeaderKey(k)
-		if strings.HasPrefix(ck, "Nats-") || (strings.HasPrefix(ck, "Captchaq-") && ck != wire.HeaderClient) {
+		if strings.HasPrefix(ck, "Nats-") || (strings.HasPrefix(ck, "Captchaq-") && !producersOwn(ck)) {
 			continue
 		}
 		dst[k] = v
 	}
+}
+
+// producersOwn reports whether reserved header ck (canonical) is the
+// producer's claim about its own task, which its dead letter keeps.
+func producersOwn(ck string) bool {
+	return ck == wire.HeaderClient || ck == wire.HeaderCancelHash
 }
 
 var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>()\[\]{}]*`)

@@ -32,9 +32,10 @@ func IgnoreForged(err error) error {
 // VerifyReplay checks a task message that carries a replay's message id
 // (stream's Client.Replay): anyone who may submit tasks could put one on a task of
 // their own, so it must name a dead letter of the same id with the same
-// task (method and parameters), or a replay record of the admin's must name
-// it. An error wrapping ErrForged says it does not; any other error is a
-// failed read.
+// task (method and parameters) and a cancel hash the letter allows
+// (wire.ReplayCancelHashOK: no producer takes over the owner's cancel), or
+// a replay record of the admin's must name it. An error wrapping ErrForged
+// says it does not; any other error is a failed read.
 func VerifyReplay(ctx context.Context, s jetstream.Stream, id string, gen uint64, h nats.Header, t wire.Task) error {
 	deadSeq, err := strconv.ParseUint(h.Get(wire.HeaderReplayedBy), 10, 64)
 	if err != nil {
@@ -44,10 +45,13 @@ func VerifyReplay(ctx context.Context, s jetstream.Stream, id string, gen uint64
 	switch {
 	case err == nil && d.Subject == wire.DeadSubject(id):
 		dt, perr := wire.ParseTask(d.Data)
-		if perr == nil && dt.Method == t.Method && maps.Equal(dt.Params, t.Params) {
-			return nil
+		if perr != nil || dt.Method != t.Method || !maps.Equal(dt.Params, t.Params) {
+			return fmt.Errorf("%w: the task differs from dead letter %d it claims to replay", ErrForged, deadSeq)
 		}
-		return fmt.Errorf("%w: the task differs from dead letter %d it claims to replay", ErrForged, deadSeq)
+		if !wire.ReplayCancelHashOK(d.Header.Get(wire.HeaderCancelHash), h.Get(wire.HeaderCancelHash)) {
+			return fmt.Errorf("%w: header %s differs from dead letter %d's, which it claims to replay", ErrForged, wire.HeaderCancelHash, deadSeq)
+		}
+		return nil
 	case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
 		return err
 	}
