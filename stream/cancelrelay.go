@@ -94,6 +94,9 @@ func (w *Worker) relayCancel(ctx context.Context, seq uint64) {
 	if taskGen != gen || !wire.OwnsCancel(task.Header, rec.Secret) {
 		return // forged, or the task is done
 	}
+	if spent, err := taskstore.SecretSpent(ctx, w.nc, w.top.Domain, w.top.Stream, id, gen, rec.Secret); err != nil || spent {
+		return // a secret that went out on another generation's record proves nothing
+	}
 	if taskGen != task.Sequence && taskstore.VerifyMoved(ctx, w.s, id, gen,
 		wire.MovedDigest(task.Subject, task.Header, task.Data, gen, submitted)) != nil {
 		return // a copy no worker moved: its cancel hash proves nothing

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/retry"
@@ -258,4 +259,155 @@ func TestHandReplayCannotTakeOverTheCancel(t *testing.T) {
 	require.Equal(t, CodeInvalidEnvelope, o.Error, "not the replay it claims to be: %s", o.Detail)
 	require.Contains(t, o.Detail, wire.HeaderCancelHash)
 	require.Equal(t, int32(0), solves.Load())
+}
+
+// An owner's cancel record is stored for any producer to read (direct
+// gets), secret and all. A secret that went out on a record of one
+// generation must not cancel a replay of the task, which carries the same
+// hash: whoever read the record would cancel a task that is not theirs.
+func TestSpentSecretCannotCancelTheReplay(t *testing.T) {
+	t.Parallel()
+	a := attackSetup(t)
+	ctx := testContext(t)
+	adm, _ := roleConn(t, a.ns, "admin")
+	operator, err := NewClient(ctx, adm, ClientConfig{Name: "operator"})
+	require.NoError(t, err)
+	var broken atomic.Bool
+	broken.Store(true)
+	var solves atomic.Int32
+	startWorker := func() (stop func()) {
+		nc, _ := roleConn(t, a.ns, "worker")
+		w, err := NewWorker(ctx, nc, WorkerConfig{Threads: 2, IdleCheck: 50 * time.Millisecond,
+			Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+				if broken.Load() {
+					return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
+				}
+				solves.Add(1)
+				return tokenSolver().Solve(ctx, req)
+			})})
+		require.NoError(t, err)
+		wctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(wctx) }()
+		var once sync.Once
+		stop = func() { once.Do(func() { cancel(); <-done }) }
+		t.Cleanup(stop)
+		return stop
+	}
+
+	const id = "spent-1"
+	secret, hash := wire.NewCancelKey()
+	a.victim.cancelHashes.Store(id, hash)
+	first, err := a.victim.Submit(ctx, turnstileTask(id))
+	a.victim.cancelHashes.Delete(id)
+	require.NoError(t, err)
+	stop := startWorker()
+	_, err = a.victim.Wait(ctx, id)
+	require.ErrorIs(t, err, ErrNotSolved)
+	stop()
+	// The owner's cancel of the first generation lost the race to its
+	// death (Cancel read the task running, the last attempt then failed):
+	// its record, with the secret, is in the stream.
+	rec, _ := json.Marshal(wire.CancelRecord{ID: id, Gen: first.Seq, By: "victim", Reason: "too late", Secret: secret})
+	_, err = a.victim.js.Publish(ctx, wire.CancelSubject(id, first.Seq), rec)
+	require.NoError(t, err)
+
+	broken.Store(false)
+	r, err := operator.Replay(ctx, id)
+	require.NoError(t, err)
+
+	// Another producer reads the owner's record and cancels the replay with
+	// its secret.
+	m, err := a.astream.GetLastMsgForSubject(ctx, wire.CancelSubject(id, first.Seq))
+	require.NoError(t, err)
+	var leaked wire.CancelRecord
+	require.NoError(t, json.Unmarshal(m.Data, &leaked))
+	require.Equal(t, secret, leaked.Secret)
+	forged, _ := json.Marshal(wire.CancelRecord{ID: id, Gen: r.Seq, By: "attacker", Reason: "mine now", Secret: leaked.Secret})
+	_, err = a.attacker.Publish(ctx, wire.CancelSubject(id, r.Seq), forged)
+	require.NoError(t, err)
+
+	startWorker()
+	out, err := a.victim.waitGen(ctx, id, r.Seq)
+	require.NoError(t, err, "a producer canceled another's replayed task with a secret read from the stream: %s", out.Detail)
+	require.Equal(t, StatusSolved, out.Status)
+	require.Equal(t, int32(1), solves.Load())
+}
+
+// Nor does a worker relay such a record onto the task's own records while
+// the replay runs (which would end it canceled at its next write).
+func TestSpentSecretIsNotRelayed(t *testing.T) {
+	t.Parallel()
+	a := attackSetup(t)
+	ctx := testContext(t)
+	adm, _ := roleConn(t, a.ns, "admin")
+	operator, err := NewClient(ctx, adm, ClientConfig{Name: "operator"})
+	require.NoError(t, err)
+	var broken atomic.Bool
+	broken.Store(true)
+	started := make(chan string, 4)
+	release := make(chan struct{})
+	unblock := sync.OnceFunc(func() { close(release) })
+	nc, _ := roleConn(t, a.ns, "worker")
+	w, err := NewWorker(ctx, nc, WorkerConfig{Threads: 2, IdleCheck: 50 * time.Millisecond,
+		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+			if broken.Load() {
+				return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
+			}
+			started <- req.Method
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return solver.Answer{}, ctx.Err()
+			}
+			return tokenSolver().Solve(ctx, req)
+		})})
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { unblock(); stop(); <-done })
+
+	const id, marker = "spent-relay", "spent-marker"
+	secret, hash := wire.NewCancelKey()
+	a.victim.cancelHashes.Store(id, hash)
+	first, err := a.victim.Submit(ctx, turnstileTask(id))
+	a.victim.cancelHashes.Delete(id)
+	require.NoError(t, err)
+	_, err = a.victim.Wait(ctx, id)
+	require.ErrorIs(t, err, ErrNotSolved)
+	rec, _ := json.Marshal(wire.CancelRecord{ID: id, Gen: first.Seq, By: "victim", Reason: "too late", Secret: secret})
+	_, err = a.victim.js.Publish(ctx, wire.CancelSubject(id, first.Seq), rec)
+	require.NoError(t, err)
+
+	broken.Store(false)
+	r, err := operator.Replay(ctx, id)
+	require.NoError(t, err)
+	msecret, mhash := wire.NewCancelKey()
+	a.victim.cancelHashes.Store(marker, mhash)
+	_, err = a.victim.Submit(ctx, turnstileTask(marker))
+	a.victim.cancelHashes.Delete(marker)
+	require.NoError(t, err)
+	a.victim.cancelKeys.Store(marker, msecret)
+	for range 2 {
+		<-started // both run, their messages in the stream
+	}
+
+	forged, _ := json.Marshal(wire.CancelRecord{ID: id, Gen: r.Seq, By: "attacker", Reason: "mine now", Secret: secret})
+	_, err = a.attacker.Publish(ctx, wire.CancelSubject(id, r.Seq), forged)
+	require.NoError(t, err)
+	// The relay checks records one at a time, in order: once the owner's
+	// cancel of the marker task, published after, is relayed, the forged
+	// one was checked.
+	_, err = a.victim.Cancel(ctx, marker, "marker")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := a.astream.GetLastMsgForSubject(ctx, wire.CancelRecordSubject(marker))
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	_, err = a.astream.GetLastMsgForSubject(ctx, wire.CancelRecordSubject(id))
+	require.ErrorIs(t, err, jetstream.ErrMsgNotFound, "a worker relayed a cancel whose secret was read from another generation's record")
+	unblock()
+	out, err := a.victim.waitGen(ctx, id, r.Seq)
+	require.NoError(t, err, out.Detail)
 }

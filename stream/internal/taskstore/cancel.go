@@ -2,7 +2,10 @@ package taskstore
 
 import (
 	"context"
+	"crypto/subtle"
+	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -44,8 +47,53 @@ func CancelOf(ctx context.Context, nc *nats.Conn, domain, stream string, id stri
 	}
 	for _, m := range msgs {
 		if rec := wire.ParseCancel(m.Data(), st.Gen); rec != nil && wire.OwnsCancel(h, rec.Secret) {
+			spent, err := secretSpent(ctx, r, id, st.Gen, rec.Secret)
+			if err != nil {
+				return nil, err
+			}
+			if spent {
+				continue
+			}
 			return rec, nil
 		}
 	}
 	return nil, nil
+}
+
+// SecretSpent reports whether secret is on an owner's cancel record of a
+// generation of task id other than gen. Such a secret is public: any
+// producer reads cancel records with direct gets. A replay carries its
+// dead letter's cancel hash, so the secret that canceled (or tried to
+// cancel) an earlier generation would otherwise cancel the replay in the
+// hands of whoever read it; the owner's cancel of a replay needs a secret
+// that never went out, and a spent one leaves the replay to the admin.
+func SecretSpent(ctx context.Context, nc *nats.Conn, domain, stream string, id string, gen uint64, secret string) (bool, error) {
+	r, err := jscall.NewDirectReader(nc, domain, stream)
+	if err != nil {
+		return false, err
+	}
+	defer r.Close()
+	return secretSpent(ctx, r, id, gen, secret)
+}
+
+func secretSpent(ctx context.Context, r *jscall.DirectReader, id string, gen uint64, secret string) (bool, error) {
+	own := wire.CancelSubject(id, gen)
+	for from := uint64(1); ; {
+		msgs, after, err := r.Batch(ctx, wire.CancelRecordSubject(id)+".*", from, time.Time{})
+		if err != nil {
+			return false, fmt.Errorf("read cancel records of task %s: %w", id, err)
+		}
+		for _, m := range msgs {
+			var rec wire.CancelRecord
+			if m.Subject() != own && json.Unmarshal(m.Data(), &rec) == nil &&
+				subtle.ConstantTimeCompare([]byte(rec.Secret), []byte(secret)) == 1 {
+				return true, nil
+			}
+		}
+		if len(msgs) == 0 || after == 0 {
+			return false, nil
+		}
+		md, _ := msgs[len(msgs)-1].Metadata()
+		from = md.Sequence.Stream + 1
+	}
 }
