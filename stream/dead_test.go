@@ -411,3 +411,72 @@ func TestSpentSecretIsNotRelayed(t *testing.T) {
 	out, err := a.victim.waitGen(ctx, id, r.Seq)
 	require.NoError(t, err, out.Detail)
 }
+
+// A replay published by hand without the letter's cancel hash would put the
+// task beyond its owner's cancel: the owner's Cancel would name that
+// generation and be ignored, and the task would be solved and paid for.
+// It is not the letter's replay, and ends unsolved as an invalid envelope.
+func TestHandReplayCannotDropTheCancel(t *testing.T) {
+	t.Parallel()
+	a := attackSetup(t)
+	ctx := testContext(t)
+	var broken atomic.Bool
+	broken.Store(true)
+	var solves atomic.Int32
+	nc, _ := roleConn(t, a.ns, "worker")
+	w, err := NewWorker(ctx, nc, WorkerConfig{Threads: 2, IdleCheck: 50 * time.Millisecond,
+		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+			if broken.Load() {
+				return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
+			}
+			solves.Add(1)
+			return tokenSolver().Solve(ctx, req)
+		})})
+	require.NoError(t, err)
+
+	const id = "hr-drop"
+	secret, hash := wire.NewCancelKey()
+	a.victim.cancelHashes.Store(id, hash)
+	_, err = a.victim.Submit(ctx, turnstileTask(id))
+	a.victim.cancelHashes.Delete(id)
+	require.NoError(t, err)
+	a.victim.cancelKeys.Store(id, secret)
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	_, err = a.victim.Wait(ctx, id)
+	require.ErrorIs(t, err, ErrNotSolved)
+	stop()
+	require.NoError(t, <-done)
+	d, err := a.victim.DeadLetterOf(ctx, id)
+	require.NoError(t, err)
+	broken.Store(false)
+
+	// The attacker replays the victim's letter without its hash; the owner
+	// cancels the task it finds queued again, before any worker runs.
+	dead := strconv.FormatUint(d.Seq, 10)
+	x := publishRaw(ctx, t, a.attacker, d.Subject, string(d.Task), map[string]string{
+		wire.HeaderMsgID: wire.ReplayMsgID(id, dead), wire.HeaderReplayedBy: dead})
+	// (Once such a message is known for not the letter's replay, the
+	// owner's Cancel finds its task ended, dead, and has nothing to do.)
+	if ti, err := a.victim.Cancel(ctx, id, "changed my mind"); err == nil {
+		require.Equal(t, x.Sequence, ti.Gen)
+	} else {
+		require.ErrorIs(t, err, ErrTaskEnded)
+	}
+
+	w2nc, _ := roleConn(t, a.ns, "worker")
+	w2, err := NewWorker(ctx, w2nc, WorkerConfig{Threads: 2, IdleCheck: 50 * time.Millisecond,
+		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+			solves.Add(1)
+			return tokenSolver().Solve(ctx, req)
+		})})
+	require.NoError(t, err)
+	w2ctx, stop2 := context.WithCancel(context.Background())
+	done2 := make(chan error, 1)
+	go func() { done2 <- w2.Run(w2ctx) }()
+	t.Cleanup(func() { stop2(); <-done2 })
+	o := waitOutcome(ctx, t, a.astream, id, x.Sequence)
+	require.NotEqual(t, StatusSolved, o.Status, "a hand replay without the cancel hash was solved despite the owner's cancel")
+	require.Equal(t, int32(0), solves.Load())
+}

@@ -52,12 +52,15 @@ func OwnsCancel(h nats.Header, secret string) bool {
 }
 
 // ReplayCancelHashOK reports whether a replay whose task message names
-// cancel hash replay stands for a dead letter that names letter: the same
-// hash, so that the task's owner, and only it, may cancel the replay, or
-// none, which leaves the replay's cancel to an admin. Any other hash would
-// let whoever holds its secret cancel a task that is not theirs.
+// cancel hash replay stands for a dead letter that names letter: exactly
+// the same hash (none for none), so that the task's owner, and only it,
+// may cancel the replay. Any other hash would let whoever holds its secret
+// cancel a task that is not theirs; none, where the letter names one,
+// would let anyone who may submit (a hand replay takes the replay's
+// message id) put the task beyond its owner's cancel, to be solved and
+// paid for after the owner canceled it.
 func ReplayCancelHashOK(letter, replay string) bool {
-	return replay == "" || replay == letter
+	return replay == letter
 }
 
 // NewCancelKey returns a fresh secret and the hash a task message carries

@@ -32,8 +32,9 @@ func IgnoreForged(err error) error {
 // VerifyReplay checks a task message that carries a replay's message id
 // (stream's Client.Replay): anyone who may submit tasks could put one on a task of
 // their own, so it must name a dead letter of the same id with the same
-// task (method and parameters) and a cancel hash the letter allows
-// (wire.ReplayCancelHashOK: no producer takes over the owner's cancel), or
+// task (method and parameters) and the letter's cancel hash
+// (wire.ReplayCancelHashOK: no producer takes over or drops the owner's
+// cancel), or
 // a replay record of the admin's must name it. An error wrapping ErrForged
 // says it does not; any other error is a failed read.
 func VerifyReplay(ctx context.Context, s jetstream.Stream, id string, gen uint64, h nats.Header, t wire.Task) error {
