@@ -480,3 +480,66 @@ func TestHandReplayCannotDropTheCancel(t *testing.T) {
 	require.NotEqual(t, StatusSolved, o.Status, "a hand replay without the cancel hash was solved despite the owner's cancel")
 	require.Equal(t, int32(0), solves.Load())
 }
+
+// A hand replay under the attacker's own cancel hash ends INVALID_ENVELOPE,
+// and its end writes a dead letter too: the latest of the id, which an
+// operator's `dead replay` takes. That letter must not hand the attacker's
+// hash on to the operator's replay, or the attacker cancels it.
+func TestForgedReplaysLetterGivesNoCancel(t *testing.T) {
+	t.Parallel()
+	a := attackSetup(t)
+	ctx := testContext(t)
+	adm, _ := roleConn(t, a.ns, "admin")
+	operator, err := NewClient(ctx, adm, ClientConfig{Name: "operator"})
+	require.NoError(t, err)
+	var broken atomic.Bool
+	broken.Store(true)
+	var solves atomic.Int32
+	nc, _ := roleConn(t, a.ns, "worker")
+	w, err := NewWorker(ctx, nc, WorkerConfig{Threads: 2, IdleCheck: 50 * time.Millisecond,
+		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+			if broken.Load() {
+				return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
+			}
+			solves.Add(1)
+			return tokenSolver().Solve(ctx, req)
+		})})
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	const id = "hr-letter"
+	_, hash := wire.NewCancelKey()
+	a.victim.cancelHashes.Store(id, hash)
+	_, err = a.victim.Submit(ctx, turnstileTask(id))
+	a.victim.cancelHashes.Delete(id)
+	require.NoError(t, err)
+	_, err = a.victim.Wait(ctx, id)
+	require.ErrorIs(t, err, ErrNotSolved)
+	d, err := a.victim.DeadLetterOf(ctx, id)
+	require.NoError(t, err)
+	broken.Store(false)
+
+	secret, own := wire.NewCancelKey()
+	dead := strconv.FormatUint(d.Seq, 10)
+	x := publishRaw(ctx, t, a.attacker, d.Subject, string(d.Task), map[string]string{
+		wire.HeaderMsgID: wire.ReplayMsgID(id, dead), wire.HeaderReplayedBy: dead, wire.HeaderCancelHash: own})
+	o := waitOutcome(ctx, t, a.astream, id, x.Sequence)
+	require.Equal(t, CodeInvalidEnvelope, o.Error)
+
+	// The operator replays the task's latest letter; the attacker cancels
+	// the replay with its own secret.
+	latest, err := operator.DeadLetterOf(ctx, id)
+	require.NoError(t, err)
+	require.NotEqual(t, own, latest.CancelHash, "dead letter %d of a forged message names the forger's cancel hash", latest.Seq)
+	r, err := operator.Replay(ctx, id)
+	require.NoError(t, err)
+	rec, _ := json.Marshal(wire.CancelRecord{ID: id, Gen: r.Seq, By: "attacker", Reason: "mine now", Secret: secret})
+	_, err = a.attacker.Publish(ctx, wire.CancelSubject(id, r.Seq), rec)
+	require.NoError(t, err)
+	out, err := a.victim.waitGen(ctx, id, r.Seq)
+	require.NoError(t, err, "the attacker canceled the operator's replay: %s", out.Detail)
+	require.Equal(t, int32(1), solves.Load())
+}

@@ -216,6 +216,13 @@ func (d *delivery) deadLetterMsg(reason retry.Reason, code, detail string, whole
 	if whole {
 		dl.Data = d.m.Data()
 		copyProducerHeaders(dl.Header, d.m.Headers())
+		if d.forged {
+			// Not a submission of its id: its cancel hash is whoever
+			// forged it's, and a replay of this letter (the id's latest)
+			// would hand that producer the cancel of the task. The
+			// replay's cancel is the admin's.
+			dl.Header.Del(wire.HeaderCancelHash)
+		}
 	} else {
 		dl.Header.Set(wire.HeaderBodyOmitted, strconv.Itoa(len(d.m.Data())))
 	}
