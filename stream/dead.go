@@ -14,6 +14,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -211,15 +212,26 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 	}
 	if ack.Duplicate {
 		// Anyone who may submit tasks can occupy a message id: make sure
-		// the message the stream kept is this replay.
+		// the message the stream kept is this replay, as workers will judge
+		// it (the letter's task and cancel hash: VerifyReplay). A message
+		// of another task would end INVALID_ENVELOPE while the letter read
+		// as replayed.
 		if kept, err := c.s.GetMsg(ctx, ack.Sequence); err != nil || kept.Subject != msg.Subject ||
 			kept.Header.Get(wire.HeaderReplayedBy) != msg.Header.Get(wire.HeaderReplayedBy) ||
-			!wire.ReplayCancelHashOK(d.CancelHash, kept.Header.Get(wire.HeaderCancelHash)) {
+			!wire.ReplayCancelHashOK(d.CancelHash, kept.Header.Get(wire.HeaderCancelHash)) ||
+			!c.keptIsReplay(ctx, d, kept) {
 			return Receipt{}, fmt.Errorf("replay %s (dead letter %d): its message id is taken by another message (%d) "+
 				"within the stream's duplicate window; replay again once the window has passed", d.ID, d.Seq, ack.Sequence)
 		}
 	}
 	return c.recordReplay(ctx, d, Receipt{ID: d.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate})
+}
+
+// keptIsReplay reports whether task message kept, holding the message id
+// of dead letter d's replay, is one workers take for that replay.
+func (c *Client) keptIsReplay(ctx context.Context, d DeadLetter, kept *jetstream.RawStreamMsg) bool {
+	t, err := ParseTask(kept.Data)
+	return err == nil && taskstore.VerifyReplay(ctx, c.s, d.ID, kept.Sequence, kept.Header, t) == nil
 }
 
 // recordReplay writes the record that dead letter d was replayed as task

@@ -543,3 +543,47 @@ func TestForgedReplaysLetterGivesNoCancel(t *testing.T) {
 	require.NoError(t, err, "the attacker canceled the operator's replay: %s", out.Detail)
 	require.Equal(t, int32(1), solves.Load())
 }
+
+// A message published ahead of the operator's replay under its message id,
+// with the letter's cancel hash but a task of the attacker's, is not the
+// replay: Replay must say its id is taken rather than report the task
+// queued again while workers end that message INVALID_ENVELOPE.
+func TestReplayDoesNotTakeAnotherTaskForItsOwn(t *testing.T) {
+	t.Parallel()
+	a := attackSetup(t)
+	ctx := testContext(t)
+	adm, _ := roleConn(t, a.ns, "admin")
+	operator, err := NewClient(ctx, adm, ClientConfig{Name: "operator"})
+	require.NoError(t, err)
+	nc, _ := roleConn(t, a.ns, "worker")
+	w, err := NewWorker(ctx, nc, WorkerConfig{Threads: 2, IdleCheck: 50 * time.Millisecond,
+		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+			return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
+		})})
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+
+	const id = "hr-other-task"
+	_, hash := wire.NewCancelKey()
+	a.victim.cancelHashes.Store(id, hash)
+	_, err = a.victim.Submit(ctx, turnstileTask(id))
+	a.victim.cancelHashes.Delete(id)
+	require.NoError(t, err)
+	_, err = a.victim.Wait(ctx, id)
+	require.ErrorIs(t, err, ErrNotSolved)
+	stop()
+	require.NoError(t, <-done)
+	d, err := a.victim.DeadLetterOf(ctx, id)
+	require.NoError(t, err)
+
+	other := turnstileTask(id)
+	other.Params["sitekey"] = "0x4AAAAAAATTACKER"
+	body, _ := json.Marshal(other)
+	dead := strconv.FormatUint(d.Seq, 10)
+	publishRaw(ctx, t, a.attacker, d.Subject, string(body), map[string]string{
+		wire.HeaderMsgID: wire.ReplayMsgID(id, dead), wire.HeaderReplayedBy: dead, wire.HeaderCancelHash: hash})
+	r, err := operator.Replay(ctx, id)
+	require.Error(t, err, "Replay took message %d, another task, for the replay of dead letter %d", r.Seq, d.Seq)
+}
