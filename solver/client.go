@@ -183,7 +183,6 @@ func NewClient(cfg Config) (*Client, error) {
 	if cfg.LearnPlan {
 		c.win = newWindow()
 	}
-	c.occ = newOccupancy(c, cfg.Timing.batchGap()/20, cfg.Timing.batchGap())
 	if c.http == nil {
 		c.http = newHTTPClient()
 	}
@@ -197,6 +196,7 @@ func NewClient(cfg Config) (*Client, error) {
 	} else if _, err := ParseService(string(c.service)); err != nil {
 		return nil, err
 	}
+	c.occ = newOccupancy(c, cfg.Timing.batchGap()/20, cfg.Timing.batchGap(), cfg.Timing.forKind("").interval)
 	if !cfg.Timing.NoBatch {
 		c.batch = newBatcher(c, cfg.Timing.batchGap())
 	}
@@ -386,6 +386,7 @@ func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 // solved yet gives a *Error of class retry.Poll (CAPCHA_NOT_READY).
 func (c *Client) Fetch(ctx context.Context, id string) (Answer, error) {
 	r, err := c.call(ctx, "res.php", c.form(url.Values{"action": {"get"}, "id": {id}}), formType)
+	c.occ.polled(err)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
