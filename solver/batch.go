@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -215,7 +216,8 @@ func (b *batcher) pick() []*pollWaiter {
 	return all
 }
 
-// probe makes one batch call for ws and tells each what it found.
+// probe makes one batch call for ws and tells each what it found; a reply
+// refusing the key is told to every captcha waiting.
 func (b *batcher) probe(ctx context.Context, ws []*pollWaiter) {
 	ids := make([]string, len(ws))
 	for i, w := range ws {
@@ -253,6 +255,14 @@ func (b *batcher) probe(ctx context.Context, ws []*pollWaiter) {
 			b.c.log.LogAttrs(ctx, slog.LevelWarn, "the solving service does not answer batch polls (res.php action=get&ids); polling each captcha on its own",
 				slog.String("reply", CodeOf(err)))
 		}
+	case batchFatal:
+		// The reply refuses the key, not the ids asked: every captcha
+		// waiting now is told, also those that registered while the call
+		// was in flight. Left out, one can end up alone, and a batch of
+		// one is its own poll: it hears of the refusal only if single
+		// polls are refused too, else it waits out its schedule, whose
+		// last polls are far apart.
+		ws = slices.Collect(maps.Keys(b.waiting))
 	}
 	b.mu.Unlock()
 	err = b.c.scrubErr(err)

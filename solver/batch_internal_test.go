@@ -3,9 +3,11 @@ package solver
 import (
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseBatch(t *testing.T) {
@@ -91,4 +93,45 @@ func FuzzParseBatch(f *testing.F) {
 			t.Fatalf("error quotes the key: %v", err)
 		}
 	})
+}
+
+// TestBatchFatalReplyTellsLateCaptchas: a captcha that registers while a
+// batch call is in flight is not asked about in it, yet a reply refusing the
+// key is about it too. Told nothing, it would be alone after the others
+// ended and only make its own polls, far apart late in its schedule.
+func TestBatchFatalReplyTellsLateCaptchas(t *testing.T) {
+	asked, release := make(chan struct{}, 1), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/res.php" || r.FormValue("ids") == "" {
+			http.Error(w, "only batch polls here", http.StatusTeapot)
+			return
+		}
+		asked <- struct{}{}
+		<-release
+		w.Write([]byte(`{"status":0,"request":"ERROR_KEY_DOES_NOT_EXIST"}`))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient(Config{BaseURL: srv.URL, APIKey: "0123456789abcdef0123456789abcdef", Timing: Timing{Scale: 0.001},
+		MinSubmitInterval: -1, SubmitBurst: -1})
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	b := c.batch
+	first, second := b.add("1", KindRecaptcha), b.add("2", KindRecaptcha)
+	t.Cleanup(func() { b.remove(first); b.remove(second) })
+	b.earn()
+	<-asked // the call about 1 and 2 is in flight
+	late := b.add("3", KindRecaptcha)
+	t.Cleanup(func() { b.remove(late) })
+	close(release)
+	for _, w := range []*pollWaiter{first, second, late} {
+		select {
+		case <-w.signal:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("captcha %s: told nothing 5 s after the batch reply refused the key", w.id)
+		}
+		if news := w.take(); len(news) != 1 || news[0].kind != newsFatal || CodeOf(news[0].err) != "ERROR_KEY_DOES_NOT_EXIST" {
+			t.Errorf("captcha %s told %+v, want one ERROR_KEY_DOES_NOT_EXIST (fatal)", w.id, news)
+		}
+	}
 }

@@ -406,7 +406,11 @@ func TestEmulatorBurstBan(t *testing.T) {
 
 func TestSubmitWaitHonoursContext(t *testing.T) {
 	t.Parallel()
-	b := setup(t, opts{client: solver.Config{MinSubmitInterval: time.Hour}})
+	// A key of its own: the limiter is shared by every client of a URL and
+	// key in the process and keeps the strictest interval, so an hour left
+	// on TestKey would stall a later test whose server gets this port.
+	const key = "hourlongsubmitintervaltestkey012"
+	b := setup(t, opts{api: fakeapi.Config{Keys: []string{key}}, client: solver.Config{APIKey: key, MinSubmitInterval: time.Hour}})
 	if _, err := b.client.Submit(ctxT(t), turnstile("https://a.example/")); err != nil {
 		t.Fatal(err)
 	}
