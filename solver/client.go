@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -156,6 +157,9 @@ func NewClient(cfg Config) (*Client, error) {
 	if strings.ContainsAny(cfg.APIKey, " \t\r\n") {
 		return nil, errors.New("solver: the API key contains white space")
 	}
+	if p := cfg.Timing.PollPace; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) {
+		return nil, fmt.Errorf("solver: Timing.PollPace %v: want 0 (the service's) or a positive multiple of its pace", p)
+	}
 	base := cfg.BaseURL
 	if base == "" {
 		base = DefaultBaseURL
@@ -197,6 +201,9 @@ func NewClient(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c.occ = newOccupancy(c, cfg.Timing.batchGap()/20, cfg.Timing.batchGap(), cfg.Timing.forKind("").interval)
+	if p := cfg.Timing.PollPace; p > 0 {
+		c.occ.askPace = p
+	}
 	if !cfg.Timing.NoBatch {
 		c.batch = newBatcher(c, cfg.Timing.batchGap())
 	}

@@ -3,8 +3,6 @@ package solver
 import (
 	"context"
 	"math"
-	"os"
-	"strconv"
 	"slices"
 	"sync"
 	"time"
@@ -737,11 +735,4 @@ func empiricalSurvival(obs []spreadWindow, bounded []readyWindow, t time.Duratio
 		}
 	}
 	return 1 - ready/float64(len(obs))
-}
-
-func envFloat(name string, def float64) float64 {
-	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil {
-		return v
-	}
-	return def
 }

@@ -73,7 +73,8 @@ func (s Service) Classify(code string) retry.Class {
 
 // askPace is how many times its recommended pace, a poll every
 // PollInterval (5 s) per captcha in flight, a Client's res.php calls may
-// come to with the hand-back's confirms (ready.go, callCredit).
+// come to with the hand-back's confirms (ready.go, callCredit), unless
+// Timing.PollPace says.
 //
 // 2captcha asks for 5 s between polls of a captcha not ready and blocks
 // keys whose timeouts are wrong ("If captcha is not solved yet - retry in
@@ -90,10 +91,8 @@ func (s Service) askPace() float64 {
 	if s == TwoCaptcha {
 		return 1
 	}
-	return captchaAIAskPace
+	return 3
 }
-
-var captchaAIAskPace = envFloat("CAPTCHAQ_ASKPACE", 3)
 
 // Offers returns nil when the service has the method of a request Validate
 // accepted, else an error naming the service.
