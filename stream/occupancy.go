@@ -14,9 +14,11 @@ import (
 
 // OccupancySubject is where the workers of a pool tell each other, on core
 // NATS (nothing is stored), what each estimates of its captchas at the
-// service: {"worker":"<name>","v":V,"free":F} (solver.Occupancy: the
-// variance of how many it still has solved, and how many of its plan
-// threads are probably free). It holds no captcha, token or URL. With it
+// service: {"worker":"<name>","v":V,"free":F,"ready":R} (solver.Occupancy:
+// the variance of how many of its captchas are still being solved, how many of its plan
+// threads are probably free less its share of the margin, and before it;
+// a worker of an earlier version sends no "ready"). It holds no captcha,
+// token or URL. With it
 // the pool hands plan threads back early with one safety margin and one
 // rounding, not one per worker.
 const OccupancySubject = "captchaq.occupancy"
