@@ -402,7 +402,9 @@ const askAt = 0.5
 // again), and the calls per solve rise without the plan used rising with
 // them. Callers hold o.mu.
 func (o *occupancy) confirm(h *holder, now time.Time) {
-	if h == nil || o.asking != nil || !o.askedAt.IsZero() && now.Sub(o.askedAt) < tellEvery*o.every {
+	// An ask "later" than now was made before the clock (Config.Now)
+	// stepped back: it does not hold the next one back for the step.
+	if since := now.Sub(o.askedAt); h == nil || o.asking != nil || !o.askedAt.IsZero() && since >= 0 && since < tellEvery*o.every {
 		return
 	}
 	if o.callCredit(now) < 1 {
@@ -555,7 +557,12 @@ func (o *occupancy) callCredit(now time.Time) float64 {
 	if o.pace <= 0 {
 		return 1 // a test's occupancy: no budget
 	}
-	if now.Before(o.quiet) {
+	if q := o.quiet.Sub(now); q > 0 {
+		if q > quietFor*o.pace {
+			// Set before the clock (Config.Now) stepped back: a minute
+			// from now, not the minute and the step.
+			o.quiet = now.Add(quietFor * o.pace)
+		}
 		return 0
 	}
 	if !o.callsAt.IsZero() && now.After(o.callsAt) {
