@@ -129,6 +129,11 @@ type Occupancy struct {
 	// the service whether one of its captchas is done (see ask). A report
 	// without it (a worker of an earlier version) counts as none.
 	Ready float64 `json:"ready,omitempty"`
+	// Held says it cannot ask now: its res.php calls have spent what the
+	// confirms may (callCredit), or the service refused one for its rate.
+	// Its Ready counts in the pool's, but the others do not leave the
+	// asking to it.
+	Held bool `json:"held,omitempty"`
 }
 
 // maxOccupancy bounds what another client's report can say: no client has
@@ -347,6 +352,11 @@ func (o *occupancy) handBack(now time.Time) {
 	n := float64(len(ests))
 	others := o.others()
 	free := o.free(n, e, v, others)
+	if o.pool != nil {
+		// The client with the most asks; one that cannot would keep the
+		// others from asking until its credit or the quiet ends.
+		o.own.Held = o.callCredit(now) < 1
+	}
 	o.tell(now)
 	if free <= 0 {
 		if o.ask(n-e, others) {
@@ -366,7 +376,8 @@ func (o *occupancy) handBack(now time.Time) {
 // done captcha is done (confirm), ready being its n − E, the threads it
 // holds that are probably free before the margin: when that is half a
 // thread or more, or, in a pool, when the pool's threads probably free
-// come to half a thread or more and no other client has more of them. In a
+// come to half a thread or more and no other client that can ask (not
+// Held) has more of them. In a
 // pool of five workers with three threads each, no worker alone is often
 // half a thread sure, while the pool is most of the time: asked by the
 // worker likeliest to find one, the service frees the margin's threads
@@ -380,7 +391,7 @@ func (o *occupancy) ask(ready float64, others []Occupancy) bool {
 	}
 	sum := ready
 	for _, x := range others {
-		if x.Ready > ready {
+		if x.Ready > ready && !x.Held {
 			return false // it asks
 		}
 		sum += x.Ready
@@ -506,7 +517,7 @@ func (o *occupancy) tell(now time.Time) {
 	x := o.own
 	if !o.toldAt.IsZero() && now.Sub(o.toldAt) < tellEvery*o.every &&
 		math.Abs(x.Free-o.told.Free) < tellStep && math.Abs(x.V-o.told.V) < tellStep &&
-		math.Abs(x.Ready-o.told.Ready) < tellStep {
+		math.Abs(x.Ready-o.told.Ready) < tellStep && x.Held == o.told.Held {
 		return
 	}
 	if o.earn(now) < 1 {

@@ -14,9 +14,11 @@ import (
 
 // OccupancySubject is where the workers of a pool tell each other, on core
 // NATS (nothing is stored), what each estimates of its captchas at the
-// service: {"worker":"<name>","v":V,"free":F} (solver.Occupancy: the
-// variance of how many it still has solved, and how many of its plan
-// threads are probably free). It holds no captcha, token or URL. With it
+// service: {"worker":"<name>","v":V,"free":F,"ready":R,"held":true}
+// (solver.Occupancy: the variance of how many it still has solved, how
+// many of its plan threads are probably free after and before the margin,
+// and whether it cannot ask the service early now; ready and held are
+// left out when zero). It holds no captcha, token or URL. With it
 // the pool hands plan threads back early with one safety margin and one
 // rounding, not one per worker.
 const OccupancySubject = "captchaq.occupancy"
