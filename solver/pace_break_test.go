@@ -205,3 +205,80 @@ func TestResCallsWithinThePace(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchRateRefusalQuietsTheConfirms: two captchas polled in batches,
+// both ready at 1 s and probably done at 2.5 s, where the hand-back asks
+// about one; the batch call that asks is refused for its rate (HTTP 429,
+// or ERROR_TOO_MUCH_REQUESTS for the whole batch). No res.php call follows
+// before their planned polls at 10 s, and both are answered there.
+func TestBatchRateRefusalQuietsTheConfirms(t *testing.T) {
+	t.Parallel()
+	for name, refuse := range map[string]func(http.ResponseWriter){
+		"HTTP 429":                func(w http.ResponseWriter) { w.WriteHeader(http.StatusTooManyRequests) },
+		"ERROR_TOO_MUCH_REQUESTS": func(w http.ResponseWriter) { _, _ = w.Write([]byte("ERROR_TOO_MUCH_REQUESTS")) },
+	} {
+		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			const scale = 0.05
+			api := fakeapi.New(fakeapi.Config{Seed: 9, TimeScale: scale, BatchPolls: true, SolveTime: map[string]fakeapi.Range{
+				fakeapi.KindImage: {Min: time.Second, Max: 1100 * time.Millisecond}}})
+			var mu sync.Mutex
+			var first time.Time // the first submission
+			var calls []time.Duration
+			refused := false
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				switch r.URL.Path {
+				case "/in.php":
+					if first.IsZero() {
+						first = time.Now()
+					}
+				case "/res.php":
+					calls = append(calls, time.Since(first))
+					if !refused {
+						refused = true
+						mu.Unlock()
+						refuse(w)
+						return
+					}
+				}
+				mu.Unlock()
+				api.ServeHTTP(w, r)
+			}))
+			t.Cleanup(srv.Close)
+			c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1,
+				Timing: solver.Timing{Scale: scale, Fixed: true,
+					FirstPoll: map[string]time.Duration{solver.KindImage: 10 * time.Second},
+					BatchGap:  50 * time.Millisecond}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			teachFast(c, solver.KindImage, scale)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Go(func() {
+					if _, err := c.Solve(solver.WithProbablyReady(ctx, func() {}), solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}}); err != nil {
+						t.Errorf("Solve: %v", err)
+					}
+				})
+			}
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			if len(calls) == 0 {
+				t.Fatal("no res.php call")
+			}
+			sec := func(d time.Duration) float64 { return d.Seconds() / scale }
+			if calls[0] > time.Duration(8*float64(time.Second)*scale) {
+				t.Fatalf("the first res.php call came at %.1f s (scaled): no confirm to refuse", sec(calls[0]))
+			}
+			for _, at := range calls[1:] {
+				if at < time.Duration(9*float64(time.Second)*scale) {
+					t.Errorf("a res.php call at %.1f s (scaled), after the refusal at %.1f s and before the planned polls at 10 s", sec(at), sec(calls[0]))
+				}
+			}
+		})
+	}
+}
