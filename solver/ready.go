@@ -552,8 +552,12 @@ func (o *occupancy) spend(now time.Time) {
 // (5 s) per captcha in flight. The schedules' own polls are never held back
 // (they keep within their budget, fit.go); a confirm goes only when the
 // calls made so far leave room for it. The credit is at most callBurst,
-// and a debt of more than callBurst calls is forgotten: a burst of
-// scheduled polls does not silence the confirms for minutes. A res.php
+// and a debt of more than a minute of the budget (quietFor poll intervals)
+// is forgotten: a burst of scheduled polls silences the confirms for about
+// a minute at most, as a rate refusal does. A debt forgotten sooner (after
+// callBurst calls) let a confirm through between every two bursts of a
+// schedule that already spends more than the budget, as an adaptive one
+// does on 2captcha, whose budget is its pace itself. A res.php
 // call the service refuses for its rate (HTTP 429, ERROR_TOO_MUCH_REQUESTS,
 // ERROR: 1005) stops the confirms for quietFor poll intervals (a minute):
 // the schedules alone then poll, as the service asks.
@@ -591,7 +595,7 @@ func (o *occupancy) polled(err error) {
 	defer o.mu.Unlock()
 	now := o.c.now()
 	o.callCredit(now)
-	o.calls = max(o.calls-1, -callBurst)
+	o.calls = max(o.calls-1, -max(callBurst, o.askPace*float64(len(o.holders))*quietFor))
 	if ClassOf(err) == retry.Capacity {
 		o.quiet = now.Add(quietFor * o.pace)
 	}
