@@ -554,10 +554,10 @@ func (o *occupancy) spend(now time.Time) {
 // calls made so far leave room for it. The credit is at most callBurst,
 // and a debt of more than a minute of the budget (quietFor poll intervals)
 // is forgotten: a burst of scheduled polls silences the confirms for about
-// a minute at most, as a rate refusal does. A debt forgotten sooner (after
-// callBurst calls) let a confirm through between every two bursts of a
-// schedule that already spends more than the budget, as an adaptive one
-// does on 2captcha, whose budget is its pace itself. A res.php
+// a minute at most, as a rate refusal does. A shorter memory would let a
+// confirm through between every two bursts of a schedule that already
+// spends more than the budget, as an adaptive one does on 2captcha, whose
+// budget is its pace itself. A res.php
 // call the service refuses for its rate (HTTP 429, ERROR_TOO_MUCH_REQUESTS,
 // ERROR: 1005) stops the confirms for quietFor poll intervals (a minute):
 // the schedules alone then poll, as the service asks.
