@@ -83,6 +83,9 @@ func TestConfirmsWithinThePace(t *testing.T) {
 	k := c.timing.forKind(KindImage)
 	const pace = 5 * time.Second
 	o := newOccupancy(c, 50*time.Millisecond, time.Hour, pace)
+	// The test makes the estimates and moves the clock: no goroutine
+	// of the occupancy reads it meanwhile.
+	o.running = true
 	// Another client's captchas are still being solved: the pool hands
 	// nothing back, while this client's two captchas are long done.
 	o.pool = &staticPool{others: []Occupancy{{V: 1, Free: -5, Ready: -4}}}
@@ -140,6 +143,9 @@ func TestConfirmsQuietAfterARateRefusal(t *testing.T) {
 	clock := start
 	c.now = func() time.Time { return clock }
 	o := newOccupancy(c, 50*time.Millisecond, time.Hour, DefaultPollInterval)
+	// The test makes the estimates and moves the clock: no goroutine
+	// of the occupancy reads it meanwhile.
+	o.running = true
 	o.add(KindImage, c.timing.forKind(KindImage), start, nil)
 	credit := func() float64 {
 		o.mu.Lock()

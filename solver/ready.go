@@ -129,6 +129,11 @@ type Occupancy struct {
 	// the service whether one of its captchas is done (see ask). A report
 	// without it (a worker of an earlier version) counts as none.
 	Ready float64 `json:"ready,omitempty"`
+	// Held says it cannot ask now: its res.php calls have spent what the
+	// confirms may (callCredit), or the service refused one for its rate.
+	// Its Ready counts in the pool's, but the others do not leave the
+	// asking to it.
+	Held bool `json:"held,omitempty"`
 }
 
 // maxOccupancy bounds what another client's report can say: no client has
@@ -347,6 +352,11 @@ func (o *occupancy) handBack(now time.Time) {
 	n := float64(len(ests))
 	others := o.others()
 	free := o.free(n, e, v, others)
+	if o.pool != nil {
+		// The client with the most asks; one that cannot would keep the
+		// others from asking until its credit or the quiet ends.
+		o.own.Held = o.callCredit(now) < 1
+	}
 	o.tell(now)
 	if free <= 0 {
 		if o.ask(n-e, others) {
@@ -366,7 +376,8 @@ func (o *occupancy) handBack(now time.Time) {
 // done captcha is done (confirm), ready being its n − E, the threads it
 // holds that are probably free before the margin: when that is half a
 // thread or more, or, in a pool, when the pool's threads probably free
-// come to half a thread or more and no other client has more of them. In a
+// come to half a thread or more and no other client that can ask (not
+// Held) has more of them. In a
 // pool of five workers with three threads each, no worker alone is often
 // half a thread sure, while the pool is most of the time: asked by the
 // worker likeliest to find one, the service frees the margin's threads
@@ -380,7 +391,7 @@ func (o *occupancy) ask(ready float64, others []Occupancy) bool {
 	}
 	sum := ready
 	for _, x := range others {
-		if x.Ready > ready {
+		if x.Ready > ready && !x.Held {
 			return false // it asks
 		}
 		sum += x.Ready
@@ -402,7 +413,9 @@ const askAt = 0.5
 // again), and the calls per solve rise without the plan used rising with
 // them. Callers hold o.mu.
 func (o *occupancy) confirm(h *holder, now time.Time) {
-	if h == nil || o.asking != nil || !o.askedAt.IsZero() && now.Sub(o.askedAt) < tellEvery*o.every {
+	// An ask "later" than now was made before the clock (Config.Now)
+	// stepped back: it does not hold the next one back for the step.
+	if since := now.Sub(o.askedAt); h == nil || o.asking != nil || !o.askedAt.IsZero() && since >= 0 && since < tellEvery*o.every {
 		return
 	}
 	if o.callCredit(now) < 1 {
@@ -504,7 +517,7 @@ func (o *occupancy) tell(now time.Time) {
 	x := o.own
 	if !o.toldAt.IsZero() && now.Sub(o.toldAt) < tellEvery*o.every &&
 		math.Abs(x.Free-o.told.Free) < tellStep && math.Abs(x.V-o.told.V) < tellStep &&
-		math.Abs(x.Ready-o.told.Ready) < tellStep {
+		math.Abs(x.Ready-o.told.Ready) < tellStep && x.Held == o.told.Held {
 		return
 	}
 	if o.earn(now) < 1 {
@@ -539,8 +552,12 @@ func (o *occupancy) spend(now time.Time) {
 // (5 s) per captcha in flight. The schedules' own polls are never held back
 // (they keep within their budget, fit.go); a confirm goes only when the
 // calls made so far leave room for it. The credit is at most callBurst,
-// and a debt of more than callBurst calls is forgotten: a burst of
-// scheduled polls does not silence the confirms for minutes. A res.php
+// and a debt of more than a minute of the budget (quietFor poll intervals)
+// is forgotten: a burst of scheduled polls silences the confirms for about
+// a minute at most, as a rate refusal does. A shorter memory would let a
+// confirm through between every two bursts of a schedule that already
+// spends more than the budget, as an adaptive one does on 2captcha, whose
+// budget is its pace itself. A res.php
 // call the service refuses for its rate (HTTP 429, ERROR_TOO_MUCH_REQUESTS,
 // ERROR: 1005) stops the confirms for quietFor poll intervals (a minute):
 // the schedules alone then poll, as the service asks.
@@ -555,7 +572,12 @@ func (o *occupancy) callCredit(now time.Time) float64 {
 	if o.pace <= 0 {
 		return 1 // a test's occupancy: no budget
 	}
-	if now.Before(o.quiet) {
+	if q := o.quiet.Sub(now); q > 0 {
+		if q > quietFor*o.pace {
+			// Set before the clock (Config.Now) stepped back: a minute
+			// from now, not the minute and the step.
+			o.quiet = now.Add(quietFor * o.pace)
+		}
 		return 0
 	}
 	if !o.callsAt.IsZero() && now.After(o.callsAt) {
@@ -573,7 +595,7 @@ func (o *occupancy) polled(err error) {
 	defer o.mu.Unlock()
 	now := o.c.now()
 	o.callCredit(now)
-	o.calls = max(o.calls-1, -callBurst)
+	o.calls = max(o.calls-1, -max(callBurst, o.askPace*float64(len(o.holders))*quietFor))
 	if ClassOf(err) == retry.Capacity {
 		o.quiet = now.Add(quietFor * o.pace)
 	}
