@@ -238,6 +238,7 @@ func (b *batcher) probe(ctx context.Context, ws []*pollWaiter) {
 		}
 	}
 	b.c.observe("res.php", true, sent, err)
+	b.c.occ.polled(err)
 	if ctx.Err() != nil {
 		return // nobody is waiting any more
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -156,6 +157,9 @@ func NewClient(cfg Config) (*Client, error) {
 	if strings.ContainsAny(cfg.APIKey, " \t\r\n") {
 		return nil, errors.New("solver: the API key contains white space")
 	}
+	if p := cfg.Timing.PollPace; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) {
+		return nil, fmt.Errorf("solver: Timing.PollPace %v: want 0 (the service's) or a positive multiple of its pace", p)
+	}
 	base := cfg.BaseURL
 	if base == "" {
 		base = DefaultBaseURL
@@ -183,7 +187,6 @@ func NewClient(cfg Config) (*Client, error) {
 	if cfg.LearnPlan {
 		c.win = newWindow()
 	}
-	c.occ = newOccupancy(c, cfg.Timing.batchGap()/20, cfg.Timing.batchGap())
 	if c.http == nil {
 		c.http = newHTTPClient()
 	}
@@ -196,6 +199,10 @@ func NewClient(cfg Config) (*Client, error) {
 		c.service = ServiceOf(c.base)
 	} else if _, err := ParseService(string(c.service)); err != nil {
 		return nil, err
+	}
+	c.occ = newOccupancy(c, cfg.Timing.batchGap()/20, cfg.Timing.batchGap(), cfg.Timing.forKind("").interval)
+	if p := cfg.Timing.PollPace; p > 0 {
+		c.occ.askPace = p
 	}
 	if !cfg.Timing.NoBatch {
 		c.batch = newBatcher(c, cfg.Timing.batchGap())
@@ -386,6 +393,7 @@ func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 // solved yet gives a *Error of class retry.Poll (CAPCHA_NOT_READY).
 func (c *Client) Fetch(ctx context.Context, id string) (Answer, error) {
 	r, err := c.call(ctx, "res.php", c.form(url.Values{"action": {"get"}, "id": {id}}), formType)
+	c.occ.polled(err)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {

@@ -18,7 +18,7 @@ func TestOneConfirmInFlight(t *testing.T) {
 	learnImagesIn2To3s(c)
 	k := c.timing.forKind(KindImage)
 	now := time.Now()
-	o := newOccupancy(c, time.Hour, time.Hour)
+	o := newOccupancy(c, time.Hour, time.Hour, 0)
 	o.z = zMax
 	h1 := o.add(KindImage, k, now.Add(-2700*time.Millisecond), nil)
 	o.add(KindImage, k, now.Add(-time.Second), nil)

@@ -115,7 +115,15 @@
 // thread for certain and is picked up early; CAPCHA_NOT_READY raises the
 // captcha's lower bound, so E and σ shrink. The calls per solve rise (a poll
 // made early finds the captcha not ready more often, and the later polls
-// then follow), within each captcha's schedule.
+// then follow), within each captcha's schedule. In a pool, a client also
+// asks when the pool's Σ(n − E) is half a thread or more and no other
+// client reports more of it (Occupancy.Ready): five clients of three
+// threads each are rarely half a thread sure alone. These early polls keep
+// to a budget: a Client's res.php calls, planned and early, stay within
+// Timing.PollPace (by default its Service's multiple: 3 on CaptchaAI, 1 on
+// 2captcha) times a poll every PollInterval per captcha in flight; the
+// planned polls are never held back, and a res.php call refused for its
+// rate stops the early ones for a minute.
 // Kinds not learned yet count as still being solved. Clients of several
 // workers on one plan (Client.JoinPool) keep one margin between them: the
 // threads free pool-wide are Σn − ΣE − z·√ΣV, and each client keeps its

@@ -38,7 +38,7 @@ func handBackLoad(tb testing.TB, n int) (*occupancy, time.Time) {
 		c.poller.observe(KindImage, lo, lo+time.Second)
 	}
 	k := c.timing.forKind(KindImage)
-	o := newOccupancy(c, 50*time.Millisecond, time.Hour)
+	o := newOccupancy(c, 50*time.Millisecond, time.Hour, 0)
 	o.pool = &staticPool{others: []Occupancy{{V: 1, Free: 0.5}}}
 	now := time.Now()
 	for i := range n {

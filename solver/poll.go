@@ -40,6 +40,13 @@ type Timing struct {
 	// BatchGap is the least time between two batch res.php calls of a
 	// Client. Zero means PollInterval / 5 (1 s).
 	BatchGap time.Duration
+	// PollPace is how many times the service's recommended res.php pace,
+	// a poll every PollInterval per captcha in flight, a Client's calls may
+	// come to when the hand-back asks captchas to poll early (ready.go).
+	// Zero means the service's own (Service: 3 on CaptchaAI, 1 on
+	// 2captcha); the planned polls are never held back, so a value below
+	// what they spend turns the early polls off. Negative is an error.
+	PollPace float64
 	// Scale, when positive, multiplies every duration above after the
 	// defaults are applied: 0.001 turns the 15-s first poll of reCAPTCHA into
 	// 15 ms. Zero means 1.

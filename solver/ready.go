@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/captchaq/captchaq/retry"
 )
 
 // The margin z of the hand-back (package doc, "Threads handed back"): its
@@ -83,6 +85,14 @@ type occupancy struct {
 	asking *holder // asked to confirm and not settled yet; nil: none
 	// askedAt is when a captcha was last asked to confirm (confirm).
 	askedAt time.Time
+	// pace is PollInterval, askPace the service's (Service.askPace);
+	// calls and callsAt: the res.php calls the
+	// confirms may spend, and when they were counted (callCredit).
+	pace    time.Duration
+	askPace float64
+	calls   float64
+	callsAt time.Time
+	quiet   time.Time // no confirm before then: the service refused a call for its rate
 	own     Occupancy // this client's estimate at the last decision (free), for the pool
 	// credit: the reports the client may make now, at most tellBurst,
 	// earning one every tellEvery estimates (tell); creditAt: when it
@@ -114,6 +124,16 @@ type Occupancy struct {
 	// fractional, and negative when captchas it handed back are probably
 	// still being solved.
 	Free float64 `json:"free"`
+	// Ready is how many of the plan threads it holds are probably free at
+	// the service, before the margin: n − E. The client with the most asks
+	// the service whether one of its captchas is done (see ask). A report
+	// without it (a worker of an earlier version) counts as none.
+	Ready float64 `json:"ready,omitempty"`
+	// Held says it cannot ask now: its res.php calls have spent what the
+	// confirms may (callCredit), or the service refused one for its rate.
+	// Its Ready counts in the pool's, but the others do not leave the
+	// asking to it.
+	Held bool `json:"held,omitempty"`
 }
 
 // maxOccupancy bounds what another client's report can say: no client has
@@ -126,7 +146,7 @@ const maxOccupancy = 1 << 16
 // number of free threads keep the allocation (free) counting them out
 // one by one.
 func (o Occupancy) sane() bool {
-	return o.V >= 0 && o.V <= maxOccupancy && math.Abs(o.Free) <= maxOccupancy
+	return o.V >= 0 && o.V <= maxOccupancy && math.Abs(o.Free) <= maxOccupancy && math.Abs(o.Ready) <= maxOccupancy
 }
 
 // JoinPool makes c's hand-back decide with the pool's other clients how
@@ -137,8 +157,12 @@ func (c *Client) JoinPool(p Pool) {
 	c.occ.mu.Unlock()
 }
 
-func newOccupancy(c *Client, every, hold time.Duration) *occupancy {
-	return &occupancy{c: c, every: every, hold: hold, holders: map[*holder]struct{}{}, z: zStart, freed: make(chan struct{}), credit: tellBurst}
+func newOccupancy(c *Client, every, hold, pace time.Duration) *occupancy {
+	ap := 1.0
+	if c != nil {
+		ap = c.service.askPace()
+	}
+	return &occupancy{c: c, every: every, hold: hold, pace: pace, askPace: ap, calls: callBurst, holders: map[*holder]struct{}{}, z: zStart, freed: make(chan struct{}), credit: tellBurst}
 }
 
 // add registers a captcha that holds a thread from submitted on; onBack
@@ -326,10 +350,16 @@ func (o *occupancy) handBack(now time.Time) {
 		}
 	}
 	n := float64(len(ests))
-	free := o.free(n, e, v)
+	others := o.others()
+	free := o.free(n, e, v, others)
+	if o.pool != nil {
+		// The client with the most asks; one that cannot would keep the
+		// others from asking until its credit or the quiet ends.
+		o.own.Held = o.callCredit(now) < 1
+	}
 	o.tell(now)
 	if free <= 0 {
-		if n-e >= 0.5 {
+		if o.ask(n-e, others) {
 			// A thread is probably free, but the margin keeps it.
 			o.confirm(likeliest.h, now)
 		}
@@ -342,6 +372,37 @@ func (o *occupancy) handBack(now time.Time) {
 	}
 }
 
+// ask reports whether the Client asks the service whether its likeliest
+// done captcha is done (confirm), ready being its n − E, the threads it
+// holds that are probably free before the margin: when that is half a
+// thread or more, or, in a pool, when the pool's threads probably free
+// come to half a thread or more and no other client that can ask (not
+// Held) has more of them. In a
+// pool of five workers with three threads each, no worker alone is often
+// half a thread sure, while the pool is most of the time: asked by the
+// worker likeliest to find one, the service frees the margin's threads
+// sooner. Callers hold o.mu.
+func (o *occupancy) ask(ready float64, others []Occupancy) bool {
+	if ready >= askAt {
+		return true
+	}
+	if ready <= 0 || len(others) == 0 {
+		return false
+	}
+	sum := ready
+	for _, x := range others {
+		if x.Ready > ready && !x.Held {
+			return false // it asks
+		}
+		sum += x.Ready
+	}
+	return sum >= askAt
+}
+
+// askAt is how many threads must probably be free before one is asked
+// about.
+const askAt = 0.5
+
 // confirm asks h (nil: none) to poll res.php now, in place of its next
 // scheduled poll, unless a captcha of the Client was asked and has not
 // settled yet, or one was asked less than tellEvery estimates (BatchGap/5,
@@ -352,7 +413,12 @@ func (o *occupancy) handBack(now time.Time) {
 // again), and the calls per solve rise without the plan used rising with
 // them. Callers hold o.mu.
 func (o *occupancy) confirm(h *holder, now time.Time) {
-	if h == nil || o.asking != nil || !o.askedAt.IsZero() && now.Sub(o.askedAt) < tellEvery*o.every {
+	// An ask "later" than now was made before the clock (Config.Now)
+	// stepped back: it does not hold the next one back for the step.
+	if since := now.Sub(o.askedAt); h == nil || o.asking != nil || !o.askedAt.IsZero() && since >= 0 && since < tellEvery*o.every {
+		return
+	}
+	if o.callCredit(now) < 1 {
 		return
 	}
 	select {
@@ -360,6 +426,15 @@ func (o *occupancy) confirm(h *holder, now time.Time) {
 		o.asking, o.askedAt = h, now
 	default:
 	}
+}
+
+// others returns the other clients' reports that are sane; nil without a
+// pool. Callers hold o.mu.
+func (o *occupancy) others() []Occupancy {
+	if o.pool == nil {
+		return nil
+	}
+	return slices.DeleteFunc(slices.Clone(o.pool.Others()), func(x Occupancy) bool { return !x.sane() })
 }
 
 // free returns how many of the n threads the Client holds (not handed back)
@@ -374,11 +449,10 @@ func (o *occupancy) confirm(h *holder, now time.Time) {
 // that five clients each a fraction of a thread short of handing one back
 // do not all keep it. Every client runs the same allocation on the same
 // reports; the others' are up to one estimate old.
-func (o *occupancy) free(n, e, v float64) int {
+func (o *occupancy) free(n, e, v float64, others []Occupancy) int {
 	if o.pool == nil {
 		return int(math.Round(n - e - o.z*math.Sqrt(v)))
 	}
-	others := slices.DeleteFunc(slices.Clone(o.pool.Others()), func(x Occupancy) bool { return !x.sane() })
 	all := v
 	for _, x := range others {
 		all += x.V
@@ -387,7 +461,7 @@ func (o *occupancy) free(n, e, v float64) int {
 	if all > 0 {
 		own -= o.z * v / math.Sqrt(all)
 	}
-	o.own = Occupancy{V: v, Free: own}
+	o.own = Occupancy{V: v, Free: own, Ready: n - e}
 	total := own
 	left := make([]float64, 0, len(others)+1)
 	for _, x := range others {
@@ -442,7 +516,8 @@ func (o *occupancy) tell(now time.Time) {
 	}
 	x := o.own
 	if !o.toldAt.IsZero() && now.Sub(o.toldAt) < tellEvery*o.every &&
-		math.Abs(x.Free-o.told.Free) < tellStep && math.Abs(x.V-o.told.V) < tellStep {
+		math.Abs(x.Free-o.told.Free) < tellStep && math.Abs(x.V-o.told.V) < tellStep &&
+		math.Abs(x.Ready-o.told.Ready) < tellStep && x.Held == o.told.Held {
 		return
 	}
 	if o.earn(now) < 1 {
@@ -470,6 +545,60 @@ func (o *occupancy) earn(now time.Time) float64 {
 func (o *occupancy) spend(now time.Time) {
 	o.earn(now)
 	o.credit = max(o.credit-1, -1)
+}
+
+// The calls a Client's confirms may spend: its res.php calls, scheduled or
+// not, stay within its service's askPace times a poll every PollInterval
+// (5 s) per captcha in flight. The schedules' own polls are never held back
+// (they keep within their budget, fit.go); a confirm goes only when the
+// calls made so far leave room for it. The credit is at most callBurst,
+// and a debt of more than a minute of the budget (quietFor poll intervals)
+// is forgotten: a burst of scheduled polls silences the confirms for about
+// a minute at most, as a rate refusal does. A shorter memory would let a
+// confirm through between every two bursts of a schedule that already
+// spends more than the budget, as an adaptive one does on 2captcha, whose
+// budget is its pace itself. A res.php
+// call the service refuses for its rate (HTTP 429, ERROR_TOO_MUCH_REQUESTS,
+// ERROR: 1005) stops the confirms for quietFor poll intervals (a minute):
+// the schedules alone then poll, as the service asks.
+const (
+	callBurst = 2
+	quietFor  = 12
+)
+
+// callCredit returns the calls the confirms may spend now. Callers hold
+// o.mu.
+func (o *occupancy) callCredit(now time.Time) float64 {
+	if o.pace <= 0 {
+		return 1 // a test's occupancy: no budget
+	}
+	if q := o.quiet.Sub(now); q > 0 {
+		if q > quietFor*o.pace {
+			// Set before the clock (Config.Now) stepped back: a minute
+			// from now, not the minute and the step.
+			o.quiet = now.Add(quietFor * o.pace)
+		}
+		return 0
+	}
+	if !o.callsAt.IsZero() && now.After(o.callsAt) {
+		earned := o.askPace * float64(len(o.holders)) * float64(now.Sub(o.callsAt)) / float64(o.pace)
+		o.calls = min(o.calls+earned, callBurst)
+	}
+	o.callsAt = now
+	return o.calls
+}
+
+// polled counts one res.php call of the Client against the confirms'
+// credit; err is how it ended.
+func (o *occupancy) polled(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := o.c.now()
+	o.callCredit(now)
+	o.calls = max(o.calls-1, -max(callBurst, o.askPace*float64(len(o.holders))*quietFor))
+	if ClassOf(err) == retry.Capacity {
+		o.quiet = now.Add(quietFor * o.pace)
+	}
 }
 
 func cmpFloat(a, b float64) int {

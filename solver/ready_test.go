@@ -56,7 +56,7 @@ func TestYoungCaptchasAreNotDone(t *testing.T) {
 	}
 
 	now := time.Now()
-	o := newOccupancy(c, time.Hour, time.Hour)
+	o := newOccupancy(c, time.Hour, time.Hour, 0)
 	o.z = 0
 	var young, old []*holder
 	for range 20 {
@@ -118,7 +118,7 @@ func TestFirstPollAnswersAloneKeepTheMargin(t *testing.T) {
 	}
 	k := c.timing.forKind(KindImage)
 	now := time.Now()
-	o := newOccupancy(c, time.Hour, time.Hour)
+	o := newOccupancy(c, time.Hour, time.Hour, 0)
 	o.z = zMax
 	var hs []*holder
 	for range 10 {
@@ -148,7 +148,7 @@ func TestNotReadyPastTheFitIsNotDone(t *testing.T) {
 		t.Errorf("survival 100 ms after a CAPCHA_NOT_READY at 10 s: %.3f, want at least 0.5", s)
 	}
 	now := time.Now()
-	o := newOccupancy(c, time.Hour, time.Hour)
+	o := newOccupancy(c, time.Hour, time.Hour, 0)
 	slow := o.add(KindImage, k, now.Add(-10100*time.Millisecond), nil)
 	slow.handed, slow.lo = true, 10*time.Second
 	done := o.add(KindImage, k, now.Add(-2900*time.Millisecond), nil)

@@ -71,6 +71,29 @@ func (s Service) Classify(code string) retry.Class {
 	return Classify(code)
 }
 
+// askPace is how many times its recommended pace, a poll every
+// PollInterval (5 s) per captcha in flight, a Client's res.php calls may
+// come to with the hand-back's confirms (ready.go, callCredit), unless
+// Timing.PollPace says.
+//
+// 2captcha asks for 5 s between polls of a captcha not ready and blocks
+// keys whose timeouts are wrong ("If captcha is not solved yet - retry in
+// 5 seconds. If your timeouts are configured incorrectly your account or
+// IP address will be temporary blocked": 2captcha.com/api-docs/limits):
+// the pace itself. CaptchaAI recommends the same pace but enforces no
+// per-second limit on res.php ("CaptchaAI does not enforce strict
+// per-second rate limits … Poll frequency: Recommended: every 5 seconds per
+// task": blog.captchaai.com/rate-limits-and-throttling), and answers a
+// rate it does not take with HTTP 429 or ERROR_TOO_MUCH_REQUESTS
+// (blog.captchaai.com/captchaai-api-rate-limiting-429-responses), which
+// stops the confirms for a minute.
+func (s Service) askPace() float64 {
+	if s == TwoCaptcha {
+		return 1
+	}
+	return 3
+}
+
 // Offers returns nil when the service has the method of a request Validate
 // accepted, else an error naming the service.
 func (s Service) Offers(methodName string, params map[string]string) error {

@@ -36,7 +36,7 @@ func TestPoolToldNoMoreThanBefore(t *testing.T) {
 // well within the second a report counts.
 func TestEstimatePeriodGrowsWithHolders(t *testing.T) {
 	t.Parallel()
-	o := newOccupancy(nil, 50*time.Millisecond, time.Second)
+	o := newOccupancy(nil, 50*time.Millisecond, time.Second, 0)
 	for _, c := range []struct {
 		n    int
 		want time.Duration

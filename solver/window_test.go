@@ -80,7 +80,7 @@ func TestHandBack(t *testing.T) {
 	learnImagesAfter1s(c, 5*time.Millisecond)
 	k := c.timing.forKind(KindImage)
 	now := time.Now()
-	o := newOccupancy(c, time.Hour, time.Hour)
+	o := newOccupancy(c, time.Hour, time.Hour, 0)
 	var old, young, unknown []*holder
 	for range 10 {
 		old = append(old, o.add(KindImage, k, now.Add(-5*time.Second), nil))
@@ -115,7 +115,7 @@ func TestHandBack(t *testing.T) {
 
 	// Captchas just past the median: over half are done; the margin keeps
 	// the hand-back under that.
-	o2 := newOccupancy(c, time.Hour, time.Hour)
+	o2 := newOccupancy(c, time.Hour, time.Hour, 0)
 	c.poller.mu.Lock()
 	median := time.Duration(math.Exp(c.poller.stats(KindImage).mu))
 	c.poller.mu.Unlock()
@@ -167,7 +167,7 @@ func TestHandBackPoolMargin(t *testing.T) {
 	age := 1500 * time.Millisecond // the answers are ready evenly in 1–2 s
 	s := c.poller.survival(KindImage, k, age, 0)
 	handed := func(pool *staticPool) int {
-		o := newOccupancy(c, time.Hour, time.Hour)
+		o := newOccupancy(c, time.Hour, time.Hour, 0)
 		o.z = 2
 		if pool != nil {
 			o.pool = pool
@@ -203,19 +203,19 @@ func TestHandBackPoolRounding(t *testing.T) {
 	t.Parallel()
 	o := &occupancy{z: 0}
 	o.pool = &staticPool{others: []Occupancy{{V: 1, Free: 0.3}, {V: 1, Free: 0.3}}}
-	if got := o.free(1, 0.6, 1); got != 1 {
+	if got := o.free(1, 0.6, 1, o.others()); got != 1 {
 		t.Errorf("0.4 free of its own, 0.3 and 0.3 of the others': handed back %d, want 1", got)
 	}
 	o.pool = &staticPool{others: []Occupancy{{V: 1, Free: 0.5}, {V: 1, Free: 0.3}}}
-	if got := o.free(1, 0.6, 1); got != 0 {
+	if got := o.free(1, 0.6, 1, o.others()); got != 0 {
 		t.Errorf("another has more free (0.5 against 0.4): handed back %d, want 0", got)
 	}
 	o.pool = nil
-	if got := o.free(1, 0.6, 1); got != 0 {
+	if got := o.free(1, 0.6, 1, o.others()); got != 0 {
 		t.Errorf("alone with 0.4 free: handed back %d, want 0", got)
 	}
 	o.pool = &staticPool{others: []Occupancy{{V: 1, Free: -2.2}}}
-	if got := o.free(3, 0.5, 1); got != 0 {
+	if got := o.free(3, 0.5, 1, o.others()); got != 0 {
 		t.Errorf("2.5 free of its own, -2.2 of another's (its hand-backs still being solved): handed back %d, want 0", got)
 	}
 }
@@ -230,7 +230,7 @@ func TestPoolToldWhenTheEstimateMoves(t *testing.T) {
 	learnImagesAfter1s(c, 25*time.Millisecond)
 	k := c.timing.forKind(KindImage)
 	every := 50 * time.Millisecond
-	o := newOccupancy(c, every, time.Hour)
+	o := newOccupancy(c, every, time.Hour, 0)
 	pool := &staticPool{others: []Occupancy{{V: 1}}}
 	o.pool = pool
 	now := time.Now()

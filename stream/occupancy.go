@@ -14,11 +14,15 @@ import (
 
 // OccupancySubject is where the workers of a pool tell each other, on core
 // NATS (nothing is stored), what each estimates of its captchas at the
-// service: {"worker":"<name>","v":V,"free":F} (solver.Occupancy: the
-// variance of how many it still has solved, and how many of its plan
-// threads are probably free). It holds no captcha, token or URL. With it
-// the pool hands plan threads back early with one safety margin and one
-// rounding, not one per worker.
+// service: {"worker":"<name>","v":V,"free":F,"ready":R,"held":true}
+// (solver.Occupancy: the variance of how many of its captchas are still
+// being solved, how many of its plan threads are probably free less its
+// share of the margin and before it, and whether it cannot ask the service
+// early now; ready and held are left out when zero, and a worker of an
+// earlier version sends neither). It holds no captcha, token or URL. With
+// it the pool hands plan threads back early with one safety margin and one
+// rounding, not one per worker, and the worker likeliest to find a free
+// thread asks.
 const OccupancySubject = "captchaq.occupancy"
 
 // occupancyFresh is how long a worker's report counts: a worker reports

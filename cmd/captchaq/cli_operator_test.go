@@ -91,6 +91,8 @@ func TestBadFlagIsOneLine(t *testing.T) {
 		"dead ls --frobnicate":               `flag provided but not defined: --frobnicate (see captchaq dead ls --help)`,
 		"submit --json=maybe x":              `flag provided but not defined: --json (see captchaq submit --help)`,
 		"worker --threads":                   `flag needs an argument: --threads (see captchaq worker --help)`,
+		"worker --poll-pace -1":              `invalid value "-1" for flag --poll-pace: want 0 (the service's own) or a positive multiple of its recommended pace (see captchaq worker --help)`,
+		"run --poll-pace NaN x.jsonl":        `invalid value "NaN" for flag --poll-pace: want 0 (the service's own) or a positive multiple of its recommended pace (see captchaq run --help)`,
 	} {
 		r := runInProcess(strings.Fields(args)...)
 		require.Equal(t, 2, r.code, args)

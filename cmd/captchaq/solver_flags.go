@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +37,7 @@ func apiKey(keyFile string) (string, error) {
 type solverFlags struct {
 	url, keyFile string
 	pollScale    float64
+	pollPace     float64
 	submitEvery  time.Duration
 	submitBurst  int
 	batch        bool
@@ -71,6 +75,8 @@ func (s *solverFlags) registerSolving(fs *flag.FlagSet) {
 		"the service's profile, captchaai or 2captcha: what ERROR_ZERO_BALANCE means (CaptchaAI: all plan threads busy, wait; 2captcha: no money, stop) and which methods exist (default: from the --solver-url host)")
 	fs.DurationVar(&s.outageWarn, "outage-warn-after", solver.DefaultOutageWarnAfter,
 		"when the service cannot be reached at all (connection refused, DNS, TLS), tasks wait without spending attempts; after this long the log says so at WARN every minute")
+	fs.Var((*paceFlag)(&s.pollPace), "poll-pace",
+		"how many times the service's recommended res.php pace (a poll every 5 s per captcha in flight) this worker's polls may come to when it asks captchas early whether a plan thread is free; the planned polls are never held back (default 0: the service's, 3 on CaptchaAI, 1 on 2captcha, whose limits ask for 5 s between polls)")
 	fs.Float64Var(&s.pollScale, "poll-scale", 1, "multiply every polling delay by this (only with a sped-up emulator: fakeapi --speed 10 goes with 0.1)")
 }
 
@@ -98,6 +104,7 @@ func (s *solverFlags) clientWith(timing solver.Timing, hc *http.Client) (*solver
 // every solver flag applies, whichever command registered them.
 func (s *solverFlags) clientWithKey(key string, timing solver.Timing, hc *http.Client) (*solver.Client, error) {
 	timing.NoBatch = !s.batch
+	timing.PollPace = s.pollPace
 	svc, err := s.profile()
 	if err != nil {
 		return nil, err
@@ -133,4 +140,18 @@ func (p *policyFlags) register(fs *flag.FlagSet) {
 
 func (p *policyFlags) policy() retry.Policy {
 	return retry.Policy{MaxAttempts: p.maxAttempts, InitialInterval: p.initial, MaxInterval: p.maxInterval}
+}
+
+// paceFlag is --poll-pace: 0 or a finite positive multiple.
+type paceFlag float64
+
+func (p *paceFlag) String() string { return strconv.FormatFloat(float64(*p), 'g', -1, 64) }
+
+func (p *paceFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return errors.New("want 0 (the service's own) or a positive multiple of its recommended pace")
+	}
+	*p = paceFlag(v)
+	return nil
 }
