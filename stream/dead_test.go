@@ -113,48 +113,17 @@ const pngBase64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+
 // the admin's cancel still holds.
 func TestOwnerCancelsItsReplayedTask(t *testing.T) {
 	t.Parallel()
-	a := attackSetup(t)
-	ctx := testContext(t)
-	adm, _ := roleConn(t, a.ns, "admin")
-	operator, err := NewClient(ctx, adm, ClientConfig{Name: "operator"})
-	require.NoError(t, err)
-	var broken atomic.Bool
-	broken.Store(true)
-	var solves atomic.Int32
-	startWorker := func() (stop func()) {
-		nc, _ := roleConn(t, a.ns, "worker")
-		w, err := NewWorker(ctx, nc, WorkerConfig{Threads: 3, IdleCheck: 50 * time.Millisecond,
-			Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
-				if broken.Load() {
-					return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
-				}
-				solves.Add(1)
-				return tokenSolver().Solve(ctx, req)
-			})})
-		require.NoError(t, err)
-		wctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- w.Run(wctx) }()
-		var once sync.Once
-		stop = func() { once.Do(func() { cancel(); <-done }) }
-		t.Cleanup(stop)
-		return stop
-	}
+	b := newReplayBed(t)
+	a, ctx, operator := b.attack, b.ctx, b.operator
 
 	// Each task submitted as Solve submits it: its message names the hash
 	// of a secret only its owner, the victim's Client, holds.
 	const own, other, admin = "rp-owner", "rp-other", "rp-admin"
 	hashes := map[string]string{}
 	for _, id := range []string{own, other, admin} {
-		secret, hash := wire.NewCancelKey()
-		hashes[id] = hash
-		a.victim.cancelHashes.Store(id, hash)
-		_, err := a.victim.Submit(ctx, turnstileTask(id))
-		a.victim.cancelHashes.Delete(id)
-		require.NoError(t, err)
-		a.victim.cancelKeys.Store(id, secret)
+		_, hashes[id], _ = b.submitOwned(t, id, true)
 	}
-	stop := startWorker()
+	stop := b.startWorker(t, 3, nil)
 	for _, id := range []string{own, other, admin} {
 		out, err := a.victim.Wait(ctx, id)
 		require.ErrorIs(t, err, ErrNotSolved, id)
@@ -163,9 +132,10 @@ func TestOwnerCancelsItsReplayedTask(t *testing.T) {
 	// No worker runs while the replays are canceled: each cancel is in
 	// place before the replay's first delivery.
 	stop()
-	broken.Store(false)
+	b.broken.Store(false)
 	replays := map[string]Receipt{}
 	for _, id := range []string{own, other, admin} {
+		var err error
 		replays[id], err = operator.Replay(ctx, id)
 		require.NoError(t, err, id)
 	}
@@ -178,7 +148,7 @@ func TestOwnerCancelsItsReplayedTask(t *testing.T) {
 	_, err = operator.Cancel(ctx, admin, "operator")
 	require.NoError(t, err)
 
-	startWorker()
+	b.startWorker(t, 3, nil)
 	out, err := a.victim.waitGen(ctx, own, replays[own].Seq)
 	require.ErrorIs(t, err, ErrNotSolved, "the owner's cancel of its replayed task was not honoured")
 	require.Equal(t, string(retry.ReasonCanceled), out.Reason)
@@ -189,7 +159,7 @@ func TestOwnerCancelsItsReplayedTask(t *testing.T) {
 	out, err = a.victim.waitGen(ctx, admin, replays[admin].Seq)
 	require.ErrorIs(t, err, ErrNotSolved)
 	require.Equal(t, "canceled by operator: operator", out.Detail)
-	require.Equal(t, int32(1), solves.Load(), "a canceled replay was paid for")
+	require.Equal(t, int32(1), b.paid.Load(), "a canceled replay was paid for")
 
 	// Every dead letter, the replays' too, names the owner's hash, never
 	// its secret.
@@ -212,37 +182,17 @@ func TestOwnerCancelsItsReplayedTask(t *testing.T) {
 // envelope, so that producer's secret cancels nothing of the owner's.
 func TestHandReplayCannotTakeOverTheCancel(t *testing.T) {
 	t.Parallel()
-	a := attackSetup(t)
-	ctx := testContext(t)
-	var broken atomic.Bool
-	broken.Store(true)
-	var solves atomic.Int32
-	nc, _ := roleConn(t, a.ns, "worker")
-	w, err := NewWorker(ctx, nc, WorkerConfig{Threads: 2, IdleCheck: 50 * time.Millisecond,
-		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
-			if broken.Load() {
-				return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
-			}
-			solves.Add(1)
-			return tokenSolver().Solve(ctx, req)
-		})})
-	require.NoError(t, err)
-	wctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	b := newReplayBed(t)
+	a, ctx := b.attack, b.ctx
+	b.startWorker(t, 2, nil)
 
-	_, hash := wire.NewCancelKey()
-	a.victim.cancelHashes.Store("hr-1", hash)
-	_, err = a.victim.Submit(ctx, turnstileTask("hr-1"))
-	a.victim.cancelHashes.Delete("hr-1")
-	require.NoError(t, err)
-	_, err = a.victim.Wait(ctx, "hr-1")
+	_, hash, _ := b.submitOwned(t, "hr-1", false)
+	_, err := a.victim.Wait(ctx, "hr-1")
 	require.ErrorIs(t, err, ErrNotSolved)
 	d, err := a.victim.DeadLetterOf(ctx, "hr-1")
 	require.NoError(t, err)
 	require.Equal(t, hash, d.CancelHash)
-	broken.Store(false)
+	b.broken.Store(false)
 
 	// The attacker replays the victim's letter under a cancel hash of its
 	// own, and cancels it.
@@ -258,7 +208,7 @@ func TestHandReplayCannotTakeOverTheCancel(t *testing.T) {
 	require.Equal(t, StatusDead, o.Status)
 	require.Equal(t, CodeInvalidEnvelope, o.Error, "not the replay it claims to be: %s", o.Detail)
 	require.Contains(t, o.Detail, wire.HeaderCancelHash)
-	require.Equal(t, int32(0), solves.Load())
+	require.Equal(t, int32(0), b.paid.Load())
 }
 
 // An owner's cancel record is stored for any producer to read (direct
@@ -267,42 +217,13 @@ func TestHandReplayCannotTakeOverTheCancel(t *testing.T) {
 // hash: whoever read the record would cancel a task that is not theirs.
 func TestSpentSecretCannotCancelTheReplay(t *testing.T) {
 	t.Parallel()
-	a := attackSetup(t)
-	ctx := testContext(t)
-	adm, _ := roleConn(t, a.ns, "admin")
-	operator, err := NewClient(ctx, adm, ClientConfig{Name: "operator"})
-	require.NoError(t, err)
-	var broken atomic.Bool
-	broken.Store(true)
-	var solves atomic.Int32
-	startWorker := func() (stop func()) {
-		nc, _ := roleConn(t, a.ns, "worker")
-		w, err := NewWorker(ctx, nc, WorkerConfig{Threads: 2, IdleCheck: 50 * time.Millisecond,
-			Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
-				if broken.Load() {
-					return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
-				}
-				solves.Add(1)
-				return tokenSolver().Solve(ctx, req)
-			})})
-		require.NoError(t, err)
-		wctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- w.Run(wctx) }()
-		var once sync.Once
-		stop = func() { once.Do(func() { cancel(); <-done }) }
-		t.Cleanup(stop)
-		return stop
-	}
+	b := newReplayBed(t)
+	a, ctx, operator := b.attack, b.ctx, b.operator
 
 	const id = "spent-1"
-	secret, hash := wire.NewCancelKey()
-	a.victim.cancelHashes.Store(id, hash)
-	first, err := a.victim.Submit(ctx, turnstileTask(id))
-	a.victim.cancelHashes.Delete(id)
-	require.NoError(t, err)
-	stop := startWorker()
-	_, err = a.victim.Wait(ctx, id)
+	secret, _, first := b.submitOwned(t, id, false)
+	stop := b.startWorker(t, 2, nil)
+	_, err := a.victim.Wait(ctx, id)
 	require.ErrorIs(t, err, ErrNotSolved)
 	stop()
 	// The owner's cancel of the first generation lost the race to its
@@ -312,7 +233,7 @@ func TestSpentSecretCannotCancelTheReplay(t *testing.T) {
 	_, err = a.victim.js.Publish(ctx, wire.CancelSubject(id, first.Seq), rec)
 	require.NoError(t, err)
 
-	broken.Store(false)
+	b.broken.Store(false)
 	r, err := operator.Replay(ctx, id)
 	require.NoError(t, err)
 
@@ -327,68 +248,48 @@ func TestSpentSecretCannotCancelTheReplay(t *testing.T) {
 	_, err = a.attacker.Publish(ctx, wire.CancelSubject(id, r.Seq), forged)
 	require.NoError(t, err)
 
-	startWorker()
+	b.startWorker(t, 2, nil)
 	out, err := a.victim.waitGen(ctx, id, r.Seq)
 	require.NoError(t, err, "a producer canceled another's replayed task with a secret read from the stream: %s", out.Detail)
 	require.Equal(t, StatusSolved, out.Status)
-	require.Equal(t, int32(1), solves.Load())
+	require.Equal(t, int32(1), b.paid.Load())
 }
 
 // Nor does a worker relay such a record onto the task's own records while
 // the replay runs (which would end it canceled at its next write).
 func TestSpentSecretIsNotRelayed(t *testing.T) {
 	t.Parallel()
-	a := attackSetup(t)
-	ctx := testContext(t)
-	adm, _ := roleConn(t, a.ns, "admin")
-	operator, err := NewClient(ctx, adm, ClientConfig{Name: "operator"})
-	require.NoError(t, err)
-	var broken atomic.Bool
-	broken.Store(true)
+	b := newReplayBed(t)
+	a, ctx, operator := b.attack, b.ctx, b.operator
 	started := make(chan string, 4)
 	release := make(chan struct{})
 	unblock := sync.OnceFunc(func() { close(release) })
-	nc, _ := roleConn(t, a.ns, "worker")
-	w, err := NewWorker(ctx, nc, WorkerConfig{Threads: 2, IdleCheck: 50 * time.Millisecond,
-		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
-			if broken.Load() {
-				return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
-			}
-			started <- req.Method
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return solver.Answer{}, ctx.Err()
-			}
-			return tokenSolver().Solve(ctx, req)
-		})})
-	require.NoError(t, err)
-	wctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() { unblock(); stop(); <-done })
+	b.startWorker(t, 2, func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		if b.broken.Load() {
+			return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
+		}
+		started <- req.Method
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return solver.Answer{}, ctx.Err()
+		}
+		return tokenSolver().Solve(ctx, req)
+	})
+	t.Cleanup(unblock) // registered after the worker's stop, so run before it
 
 	const id, marker = "spent-relay", "spent-marker"
-	secret, hash := wire.NewCancelKey()
-	a.victim.cancelHashes.Store(id, hash)
-	first, err := a.victim.Submit(ctx, turnstileTask(id))
-	a.victim.cancelHashes.Delete(id)
-	require.NoError(t, err)
-	_, err = a.victim.Wait(ctx, id)
+	secret, _, first := b.submitOwned(t, id, false)
+	_, err := a.victim.Wait(ctx, id)
 	require.ErrorIs(t, err, ErrNotSolved)
 	rec, _ := json.Marshal(wire.CancelRecord{ID: id, Gen: first.Seq, By: "victim", Reason: "too late", Secret: secret})
 	_, err = a.victim.js.Publish(ctx, wire.CancelSubject(id, first.Seq), rec)
 	require.NoError(t, err)
 
-	broken.Store(false)
+	b.broken.Store(false)
 	r, err := operator.Replay(ctx, id)
 	require.NoError(t, err)
-	msecret, mhash := wire.NewCancelKey()
-	a.victim.cancelHashes.Store(marker, mhash)
-	_, err = a.victim.Submit(ctx, turnstileTask(marker))
-	a.victim.cancelHashes.Delete(marker)
-	require.NoError(t, err)
-	a.victim.cancelKeys.Store(marker, msecret)
+	b.submitOwned(t, marker, true)
 	for range 2 {
 		<-started // both run, their messages in the stream
 	}
@@ -418,39 +319,18 @@ func TestSpentSecretIsNotRelayed(t *testing.T) {
 // It is not the letter's replay, and ends unsolved as an invalid envelope.
 func TestHandReplayCannotDropTheCancel(t *testing.T) {
 	t.Parallel()
-	a := attackSetup(t)
-	ctx := testContext(t)
-	var broken atomic.Bool
-	broken.Store(true)
-	var solves atomic.Int32
-	nc, _ := roleConn(t, a.ns, "worker")
-	w, err := NewWorker(ctx, nc, WorkerConfig{Threads: 2, IdleCheck: 50 * time.Millisecond,
-		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
-			if broken.Load() {
-				return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
-			}
-			solves.Add(1)
-			return tokenSolver().Solve(ctx, req)
-		})})
-	require.NoError(t, err)
+	b := newReplayBed(t)
+	a, ctx := b.attack, b.ctx
 
 	const id = "hr-drop"
-	secret, hash := wire.NewCancelKey()
-	a.victim.cancelHashes.Store(id, hash)
-	_, err = a.victim.Submit(ctx, turnstileTask(id))
-	a.victim.cancelHashes.Delete(id)
-	require.NoError(t, err)
-	a.victim.cancelKeys.Store(id, secret)
-	wctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	_, err = a.victim.Wait(ctx, id)
+	b.submitOwned(t, id, true)
+	stop := b.startWorker(t, 2, nil)
+	_, err := a.victim.Wait(ctx, id)
 	require.ErrorIs(t, err, ErrNotSolved)
 	stop()
-	require.NoError(t, <-done)
 	d, err := a.victim.DeadLetterOf(ctx, id)
 	require.NoError(t, err)
-	broken.Store(false)
+	b.broken.Store(false)
 
 	// The attacker replays the victim's letter without its hash; the owner
 	// cancels the task it finds queued again, before any worker runs.
@@ -465,20 +345,10 @@ func TestHandReplayCannotDropTheCancel(t *testing.T) {
 		require.ErrorIs(t, err, ErrTaskEnded)
 	}
 
-	w2nc, _ := roleConn(t, a.ns, "worker")
-	w2, err := NewWorker(ctx, w2nc, WorkerConfig{Threads: 2, IdleCheck: 50 * time.Millisecond,
-		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
-			solves.Add(1)
-			return tokenSolver().Solve(ctx, req)
-		})})
-	require.NoError(t, err)
-	w2ctx, stop2 := context.WithCancel(context.Background())
-	done2 := make(chan error, 1)
-	go func() { done2 <- w2.Run(w2ctx) }()
-	t.Cleanup(func() { stop2(); <-done2 })
+	b.startWorker(t, 2, nil)
 	o := waitOutcome(ctx, t, a.astream, id, x.Sequence)
 	require.NotEqual(t, StatusSolved, o.Status, "a hand replay without the cancel hash was solved despite the owner's cancel")
-	require.Equal(t, int32(0), solves.Load())
+	require.Equal(t, int32(0), b.paid.Load())
 }
 
 // A hand replay under the attacker's own cancel hash ends INVALID_ENVELOPE,
@@ -487,40 +357,17 @@ func TestHandReplayCannotDropTheCancel(t *testing.T) {
 // hash on to the operator's replay, or the attacker cancels it.
 func TestForgedReplaysLetterGivesNoCancel(t *testing.T) {
 	t.Parallel()
-	a := attackSetup(t)
-	ctx := testContext(t)
-	adm, _ := roleConn(t, a.ns, "admin")
-	operator, err := NewClient(ctx, adm, ClientConfig{Name: "operator"})
-	require.NoError(t, err)
-	var broken atomic.Bool
-	broken.Store(true)
-	var solves atomic.Int32
-	nc, _ := roleConn(t, a.ns, "worker")
-	w, err := NewWorker(ctx, nc, WorkerConfig{Threads: 2, IdleCheck: 50 * time.Millisecond,
-		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
-			if broken.Load() {
-				return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
-			}
-			solves.Add(1)
-			return tokenSolver().Solve(ctx, req)
-		})})
-	require.NoError(t, err)
-	wctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	b := newReplayBed(t)
+	a, ctx, operator := b.attack, b.ctx, b.operator
+	b.startWorker(t, 2, nil)
 
 	const id = "hr-letter"
-	_, hash := wire.NewCancelKey()
-	a.victim.cancelHashes.Store(id, hash)
-	_, err = a.victim.Submit(ctx, turnstileTask(id))
-	a.victim.cancelHashes.Delete(id)
-	require.NoError(t, err)
-	_, err = a.victim.Wait(ctx, id)
+	b.submitOwned(t, id, false)
+	_, err := a.victim.Wait(ctx, id)
 	require.ErrorIs(t, err, ErrNotSolved)
 	d, err := a.victim.DeadLetterOf(ctx, id)
 	require.NoError(t, err)
-	broken.Store(false)
+	b.broken.Store(false)
 
 	secret, own := wire.NewCancelKey()
 	dead := strconv.FormatUint(d.Seq, 10)
@@ -541,7 +388,7 @@ func TestForgedReplaysLetterGivesNoCancel(t *testing.T) {
 	require.NoError(t, err)
 	out, err := a.victim.waitGen(ctx, id, r.Seq)
 	require.NoError(t, err, "the attacker canceled the operator's replay: %s", out.Detail)
-	require.Equal(t, int32(1), solves.Load())
+	require.Equal(t, int32(1), b.paid.Load())
 }
 
 // A message published ahead of the operator's replay under its message id,
@@ -550,31 +397,15 @@ func TestForgedReplaysLetterGivesNoCancel(t *testing.T) {
 // queued again while workers end that message INVALID_ENVELOPE.
 func TestReplayDoesNotTakeAnotherTaskForItsOwn(t *testing.T) {
 	t.Parallel()
-	a := attackSetup(t)
-	ctx := testContext(t)
-	adm, _ := roleConn(t, a.ns, "admin")
-	operator, err := NewClient(ctx, adm, ClientConfig{Name: "operator"})
-	require.NoError(t, err)
-	nc, _ := roleConn(t, a.ns, "worker")
-	w, err := NewWorker(ctx, nc, WorkerConfig{Threads: 2, IdleCheck: 50 * time.Millisecond,
-		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
-			return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
-		})})
-	require.NoError(t, err)
-	wctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
+	b := newReplayBed(t)
+	a, ctx, operator := b.attack, b.ctx, b.operator
+	stop := b.startWorker(t, 2, nil) // broken throughout
 
 	const id = "hr-other-task"
-	_, hash := wire.NewCancelKey()
-	a.victim.cancelHashes.Store(id, hash)
-	_, err = a.victim.Submit(ctx, turnstileTask(id))
-	a.victim.cancelHashes.Delete(id)
-	require.NoError(t, err)
-	_, err = a.victim.Wait(ctx, id)
+	_, hash, _ := b.submitOwned(t, id, false)
+	_, err := a.victim.Wait(ctx, id)
 	require.ErrorIs(t, err, ErrNotSolved)
 	stop()
-	require.NoError(t, <-done)
 	d, err := a.victim.DeadLetterOf(ctx, id)
 	require.NoError(t, err)
 
@@ -586,4 +417,74 @@ func TestReplayDoesNotTakeAnotherTaskForItsOwn(t *testing.T) {
 		wire.HeaderMsgID: wire.ReplayMsgID(id, dead), wire.HeaderReplayedBy: dead, wire.HeaderCancelHash: hash})
 	r, err := operator.Replay(ctx, id)
 	require.Error(t, err, "Replay took message %d, another task, for the replay of dead letter %d", r.Seq, d.Seq)
+}
+
+// replayBed is the set-up of the replay and cancel tests: the attack
+// set-up (a victim producer, an attacker), an operator Client of the admin
+// role, and workers whose service refuses every task for good
+// (ERROR_PAGEURL) while broken is set, and solves it after, counting the
+// solves in paid.
+type replayBed struct {
+	*attack
+	ctx      context.Context
+	operator *Client
+	broken   atomic.Bool
+	paid     atomic.Int32
+}
+
+func newReplayBed(t *testing.T) *replayBed {
+	t.Helper()
+	b := &replayBed{attack: attackSetup(t), ctx: testContext(t)}
+	adm, _ := roleConn(t, b.ns, "admin")
+	op, err := NewClient(b.ctx, adm, ClientConfig{Name: "operator"})
+	require.NoError(t, err)
+	b.operator = op
+	b.broken.Store(true)
+	return b
+}
+
+// startWorker runs a worker of the worker role with threads threads,
+// solving with solve (nil: the bed's service); stop ends it and checks how
+// it ended, also at the test's end.
+func (b *replayBed) startWorker(t *testing.T, threads int, solve solver.Func) (stop func()) {
+	t.Helper()
+	if solve == nil {
+		solve = func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+			if b.broken.Load() {
+				return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
+			}
+			b.paid.Add(1)
+			return tokenSolver().Solve(ctx, req)
+		}
+	}
+	nc, _ := roleConn(t, b.ns, "worker")
+	w, err := NewWorker(b.ctx, nc, WorkerConfig{Threads: threads, IdleCheck: 50 * time.Millisecond, Solver: solve})
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	stop = sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+	t.Cleanup(stop)
+	return stop
+}
+
+// submitOwned submits the victim's task id as Solve does: its message
+// names the hash of a fresh secret. keep: the victim's Client keeps the
+// secret to cancel the task with, as Solve does until the task ends.
+func (b *replayBed) submitOwned(t *testing.T, id string, keep bool) (secret, hash string, r Receipt) {
+	t.Helper()
+	secret, hash = wire.NewCancelKey()
+	b.victim.cancelHashes.Store(id, hash)
+	r, err := b.victim.Submit(b.ctx, turnstileTask(id))
+	b.victim.cancelHashes.Delete(id)
+	require.NoError(t, err)
+	if keep {
+		b.victim.cancelKeys.Store(id, secret)
+	}
+	return secret, hash, r
 }
