@@ -23,43 +23,32 @@ func TestCallCreditAfterTheClockJumps(t *testing.T) {
 		{"back an hour after a 429", -time.Hour, true},
 		{"forward a day after a 429", 24 * time.Hour, true},
 	} {
-		c := offlineClient(t)
-		start := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-		clock := start
-		c.now = func() time.Time { return clock }
-		o := newOccupancy(c, 50*time.Millisecond, time.Hour, DefaultPollInterval)
-		// The test makes the estimates: no goroutine of its own.
-		o.running = true
-		o.add(KindImage, c.timing.forKind(KindImage), start, nil)
-		credit := func() float64 {
-			o.mu.Lock()
-			defer o.mu.Unlock()
-			return o.callCredit(clock)
-		}
+		b := newCreditBed(t)
+		o := b.o
 		for range 5 {
 			o.polled(nil) // a burst of planned polls: in debt
 		}
 		if tc.refuse {
 			o.polled(newError("res.php", "HTTP_429", nil))
 		}
-		clock = clock.Add(tc.jump)
+		b.clock = b.clock.Add(tc.jump)
 		for range 5 {
 			o.polled(nil)
 			// The debt floor: a minute of the budget.
 			floor := -max(callBurst, o.askPace*quietFor)
-			if got := credit(); got > callBurst || got < floor {
+			if got := b.credit(); got > callBurst || got < floor {
 				t.Errorf("%s: credit %.2f, want within [%v, %d]", tc.name, got, floor, callBurst)
 			}
 		}
 		// A minute and a half of the clock's own time: the quiet is over
 		// and the debt of the eleven polls earned back.
 		for range 18 {
-			clock = clock.Add(DefaultPollInterval)
-			if got := credit(); got > callBurst {
+			b.clock = b.clock.Add(DefaultPollInterval)
+			if got := b.credit(); got > callBurst {
 				t.Errorf("%s: credit %.2f, want at most %d", tc.name, got, callBurst)
 			}
 		}
-		if got := credit(); got < 1 {
+		if got := b.credit(); got < 1 {
 			t.Errorf("%s: %v after the clock stepped %v, credit %.2f, want the confirms back", tc.name, 18*DefaultPollInterval, tc.jump, got)
 		}
 	}
@@ -128,43 +117,8 @@ func TestConfirmsWithinThePaceOnTwoCaptcha(t *testing.T) {
 	t.Parallel()
 	c := offlineClient(t)
 	c.service = TwoCaptcha
-	learnImagesIn2To3s(c)
-	start := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-	clock := start
-	c.now = func() time.Time { return clock }
-	k := c.timing.forKind(KindImage)
-	o := newOccupancy(c, 50*time.Millisecond, time.Hour, DefaultPollInterval)
-	// The test makes the estimates: no goroutine of its own.
-	o.running = true
-	o.pool = &staticPool{others: []Occupancy{{V: 1, Free: -5, Ready: -4}}}
-	hs := []*holder{
-		o.add(KindImage, k, start.Add(-10*time.Second), nil),
-		o.add(KindImage, k, start.Add(-10*time.Second), nil),
-	}
 	const span = 2 * time.Minute
-	planned, confirms := 0, 0
-	next := start
-	for ; clock.Before(start.Add(span)); clock = clock.Add(50 * time.Millisecond) {
-		if !clock.Before(next) {
-			for range 5 {
-				o.polled(nil)
-				planned++
-			}
-			next = next.Add(10 * time.Second)
-		}
-		o.mu.Lock()
-		o.handBack(clock)
-		o.mu.Unlock()
-		for _, h := range hs {
-			select {
-			case <-h.confirm:
-				o.polled(nil)
-				confirms++
-				o.settled(h)
-			default:
-			}
-		}
-	}
+	_, hs, planned, confirms := confirmsUnderPlannedPolls(c, DefaultPollInterval, span, 10*time.Second, 5)
 	pace := float64(len(hs)) * float64(span) / float64(DefaultPollInterval)
 	if confirms > callBurst {
 		t.Errorf("%d confirms with %d planned polls in %v, the pace %.0f: want at most the %d calls of the burst",

@@ -75,48 +75,10 @@ func TestPoolAskConfirms(t *testing.T) {
 func TestConfirmsWithinThePace(t *testing.T) {
 	t.Parallel()
 	c := offlineClient(t)
-	learnImagesIn2To3s(c)
-	var clock time.Time
-	start := time.Now()
-	clock = start
-	c.now = func() time.Time { return clock }
-	k := c.timing.forKind(KindImage)
-	const pace = 5 * time.Second
-	o := newOccupancy(c, 50*time.Millisecond, time.Hour, pace)
-	// The test makes the estimates and moves the clock: no goroutine
-	// of the occupancy reads it meanwhile.
-	o.running = true
-	// Another client's captchas are still being solved: the pool hands
-	// nothing back, while this client's two captchas are long done.
-	o.pool = &staticPool{others: []Occupancy{{V: 1, Free: -5, Ready: -4}}}
-	hs := []*holder{
-		o.add(KindImage, k, start.Add(-10*time.Second), nil),
-		o.add(KindImage, k, start.Add(-10*time.Second), nil),
-	}
-	const span = 60 * time.Second
-	calls, confirms := 0, 0
-	nextScheduled := start
-	for clock = start; clock.Before(start.Add(span)); clock = clock.Add(50 * time.Millisecond) {
-		if !clock.Before(nextScheduled) {
-			// A scheduled poll every 4 s, which is never held back.
-			o.polled(nil)
-			calls++
-			nextScheduled = nextScheduled.Add(4 * time.Second)
-		}
-		o.mu.Lock()
-		o.handBack(clock)
-		o.mu.Unlock()
-		for _, h := range hs {
-			select {
-			case <-h.confirm:
-				o.polled(nil)
-				calls++
-				confirms++
-				o.settled(h)
-			default:
-			}
-		}
-	}
+	const pace, span = 5 * time.Second, 60 * time.Second
+	// A scheduled poll every 4 s, which is never held back.
+	o, hs, planned, confirms := confirmsUnderPlannedPolls(c, pace, span, 4*time.Second, 1)
+	calls := planned + confirms
 	budget := o.askPace*float64(len(hs))*float64(span)/float64(pace) + callBurst
 	if float64(calls) > budget+1 {
 		t.Errorf("%d res.php calls in %v with %d captchas in flight, want at most %.0f (%.1f× a poll every %v each, and the burst)", calls, span, len(hs), budget, o.askPace, pace)
@@ -138,31 +100,19 @@ func TestConfirmsWithinThePace(t *testing.T) {
 // pace itself.
 func TestConfirmsQuietAfterARateRefusal(t *testing.T) {
 	t.Parallel()
-	c := offlineClient(t)
-	start := time.Now()
-	clock := start
-	c.now = func() time.Time { return clock }
-	o := newOccupancy(c, 50*time.Millisecond, time.Hour, DefaultPollInterval)
-	// The test makes the estimates and moves the clock: no goroutine
-	// of the occupancy reads it meanwhile.
-	o.running = true
-	o.add(KindImage, c.timing.forKind(KindImage), start, nil)
-	credit := func() float64 {
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		return o.callCredit(clock)
-	}
-	if got := credit(); got < 1 {
+	b := newCreditBed(t)
+	o := b.o
+	if got := b.credit(); got < 1 {
 		t.Fatalf("a fresh client has credit %.2f, want at least 1", got)
 	}
 	o.polled(newError("res.php", "HTTP_429", nil))
-	clock = clock.Add(quietFor*DefaultPollInterval - time.Second)
-	if got := credit(); got != 0 {
-		t.Errorf("%v after a 429, credit %.2f, want none", clock.Sub(start), got)
+	b.clock = b.clock.Add(quietFor*DefaultPollInterval - time.Second)
+	if got := b.credit(); got != 0 {
+		t.Errorf("%v after a 429, credit %.2f, want none", b.clock.Sub(b.start), got)
 	}
-	clock = clock.Add(2 * time.Second)
-	if got := credit(); got < 1 {
-		t.Errorf("%v after a 429, credit %.2f, want the confirms back", clock.Sub(start), got)
+	b.clock = b.clock.Add(2 * time.Second)
+	if got := b.credit(); got < 1 {
+		t.Errorf("%v after a 429, credit %.2f, want the confirms back", b.clock.Sub(b.start), got)
 	}
 	if got := TwoCaptcha.askPace(); got != 1 {
 		t.Errorf("2captcha's confirms may spend %v× its pace, want 1", got)
@@ -170,4 +120,75 @@ func TestConfirmsQuietAfterARateRefusal(t *testing.T) {
 	if got := CaptchaAI.askPace(); got <= 1 {
 		t.Errorf("CaptchaAI's confirms may spend %v× its pace, want more than its recommendation", got)
 	}
+}
+
+// confirmsUnderPlannedPolls runs a Client's occupancy on c, with two
+// captchas long done that another client's captchas still being solved
+// (the pool) keep from being handed back, for span at one estimate per
+// 50 ms, the test's clock moving and no goroutine of the occupancy reading
+// it; every gap, perGap planned polls are counted (they are never held
+// back). It returns the occupancy, its holders, and the planned and
+// confirming polls made, each confirm answered at once.
+func confirmsUnderPlannedPolls(c *Client, pace, span, gap time.Duration, perGap int) (o *occupancy, hs []*holder, planned, confirms int) {
+	learnImagesIn2To3s(c)
+	start := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	clock := start
+	c.now = func() time.Time { return clock }
+	k := c.timing.forKind(KindImage)
+	o = newOccupancy(c, 50*time.Millisecond, time.Hour, pace)
+	o.running = true
+	o.pool = &staticPool{others: []Occupancy{{V: 1, Free: -5, Ready: -4}}}
+	hs = []*holder{
+		o.add(KindImage, k, start.Add(-10*time.Second), nil),
+		o.add(KindImage, k, start.Add(-10*time.Second), nil),
+	}
+	next := start
+	for ; clock.Before(start.Add(span)); clock = clock.Add(50 * time.Millisecond) {
+		if !clock.Before(next) {
+			for range perGap {
+				o.polled(nil)
+				planned++
+			}
+			next = next.Add(gap)
+		}
+		o.mu.Lock()
+		o.handBack(clock)
+		o.mu.Unlock()
+		for _, h := range hs {
+			select {
+			case <-h.confirm:
+				o.polled(nil)
+				confirms++
+				o.settled(h)
+			default:
+			}
+		}
+	}
+	return o, hs, planned, confirms
+}
+
+// creditBed is an occupancy of an offline Client on a clock the test
+// moves, with one image in flight since the clock's start; the test makes
+// the estimates, so no goroutine of the occupancy reads the clock.
+type creditBed struct {
+	o            *occupancy
+	start, clock time.Time
+}
+
+func newCreditBed(t *testing.T) *creditBed {
+	c := offlineClient(t)
+	b := &creditBed{start: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
+	b.clock = b.start
+	c.now = func() time.Time { return b.clock }
+	b.o = newOccupancy(c, 50*time.Millisecond, time.Hour, DefaultPollInterval)
+	b.o.running = true
+	b.o.add(KindImage, c.timing.forKind(KindImage), b.start, nil)
+	return b
+}
+
+// credit returns the calls the confirms may spend now.
+func (b *creditBed) credit() float64 {
+	b.o.mu.Lock()
+	defer b.o.mu.Unlock()
+	return b.o.callCredit(b.clock)
 }

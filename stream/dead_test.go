@@ -218,7 +218,7 @@ func TestHandReplayCannotTakeOverTheCancel(t *testing.T) {
 func TestSpentSecretCannotCancelTheReplay(t *testing.T) {
 	t.Parallel()
 	b := newReplayBed(t)
-	a, ctx, operator := b.attack, b.ctx, b.operator
+	a, ctx := b.attack, b.ctx
 
 	const id = "spent-1"
 	secret, _, first := b.submitOwned(t, id, false)
@@ -226,16 +226,7 @@ func TestSpentSecretCannotCancelTheReplay(t *testing.T) {
 	_, err := a.victim.Wait(ctx, id)
 	require.ErrorIs(t, err, ErrNotSolved)
 	stop()
-	// The owner's cancel of the first generation lost the race to its
-	// death (Cancel read the task running, the last attempt then failed):
-	// its record, with the secret, is in the stream.
-	rec, _ := json.Marshal(wire.CancelRecord{ID: id, Gen: first.Seq, By: "victim", Reason: "too late", Secret: secret})
-	_, err = a.victim.js.Publish(ctx, wire.CancelSubject(id, first.Seq), rec)
-	require.NoError(t, err)
-
-	b.broken.Store(false)
-	r, err := operator.Replay(ctx, id)
-	require.NoError(t, err)
+	r := b.cancelTooLateAndReplay(t, id, secret, first)
 
 	// Another producer reads the owner's record and cancels the replay with
 	// its secret.
@@ -260,7 +251,7 @@ func TestSpentSecretCannotCancelTheReplay(t *testing.T) {
 func TestSpentSecretIsNotRelayed(t *testing.T) {
 	t.Parallel()
 	b := newReplayBed(t)
-	a, ctx, operator := b.attack, b.ctx, b.operator
+	a, ctx := b.attack, b.ctx
 	started := make(chan string, 4)
 	release := make(chan struct{})
 	unblock := sync.OnceFunc(func() { close(release) })
@@ -282,13 +273,7 @@ func TestSpentSecretIsNotRelayed(t *testing.T) {
 	secret, _, first := b.submitOwned(t, id, false)
 	_, err := a.victim.Wait(ctx, id)
 	require.ErrorIs(t, err, ErrNotSolved)
-	rec, _ := json.Marshal(wire.CancelRecord{ID: id, Gen: first.Seq, By: "victim", Reason: "too late", Secret: secret})
-	_, err = a.victim.js.Publish(ctx, wire.CancelSubject(id, first.Seq), rec)
-	require.NoError(t, err)
-
-	b.broken.Store(false)
-	r, err := operator.Replay(ctx, id)
-	require.NoError(t, err)
+	r := b.cancelTooLateAndReplay(t, id, secret, first)
 	b.submitOwned(t, marker, true)
 	for range 2 {
 		<-started // both run, their messages in the stream
@@ -487,4 +472,20 @@ func (b *replayBed) submitOwned(t *testing.T, id string, keep bool) (secret, has
 		b.victim.cancelKeys.Store(id, secret)
 	}
 	return secret, hash, r
+}
+
+// cancelTooLateAndReplay publishes the owner's cancel of generation first
+// of task id that lost the race to its death (Cancel read the task
+// running, the last attempt then failed): its record, with the secret, is
+// in the stream, where every producer reads it. Then the service works
+// again and the operator replays the task.
+func (b *replayBed) cancelTooLateAndReplay(t *testing.T, id, secret string, first Receipt) Receipt {
+	t.Helper()
+	rec, _ := json.Marshal(wire.CancelRecord{ID: id, Gen: first.Seq, By: "victim", Reason: "too late", Secret: secret})
+	_, err := b.victim.js.Publish(b.ctx, wire.CancelSubject(id, first.Seq), rec)
+	require.NoError(t, err)
+	b.broken.Store(false)
+	r, err := b.operator.Replay(b.ctx, id)
+	require.NoError(t, err)
+	return r
 }
