@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -157,8 +156,8 @@ func NewClient(cfg Config) (*Client, error) {
 	if strings.ContainsAny(cfg.APIKey, " \t\r\n") {
 		return nil, errors.New("solver: the API key contains white space")
 	}
-	if p := cfg.Timing.PollPace; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) {
-		return nil, fmt.Errorf("solver: Timing.PollPace %v: want 0 (the service's) or a positive multiple of its pace", p)
+	if err := CheckPollPace(cfg.Timing.PollPace); err != nil {
+		return nil, fmt.Errorf("solver: Timing.PollPace %v: %w", cfg.Timing.PollPace, err)
 	}
 	base := cfg.BaseURL
 	if base == "" {

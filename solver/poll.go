@@ -1,6 +1,8 @@
 package solver
 
 import (
+	"errors"
+	"math"
 	"slices"
 	"time"
 )
@@ -88,6 +90,15 @@ const (
 	// DefaultMaxCalls is the default Timing.MaxCalls.
 	DefaultMaxCalls = 20
 )
+
+// CheckPollPace says what is wrong with a Timing.PollPace, nil when
+// nothing: it is 0 (the service's) or a finite positive multiple.
+func CheckPollPace(p float64) error {
+	if p < 0 || math.IsNaN(p) || math.IsInf(p, 0) {
+		return errors.New("want 0 (the service's own) or a positive multiple of its recommended pace")
+	}
+	return nil
+}
 
 // batchGap is BatchGap resolved: its default and Scale applied.
 func (t Timing) batchGap() time.Duration {

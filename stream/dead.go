@@ -218,7 +218,6 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 		// as replayed.
 		if kept, err := c.s.GetMsg(ctx, ack.Sequence); err != nil || kept.Subject != msg.Subject ||
 			kept.Header.Get(wire.HeaderReplayedBy) != msg.Header.Get(wire.HeaderReplayedBy) ||
-			!wire.ReplayCancelHashOK(d.CancelHash, kept.Header.Get(wire.HeaderCancelHash)) ||
 			!c.keptIsReplay(ctx, d, kept) {
 			return Receipt{}, fmt.Errorf("replay %s (dead letter %d): its message id is taken by another message (%d) "+
 				"within the stream's duplicate window; replay again once the window has passed", d.ID, d.Seq, ack.Sequence)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -149,8 +148,11 @@ func (p *paceFlag) String() string { return strconv.FormatFloat(float64(*p), 'g'
 
 func (p *paceFlag) Set(s string) error {
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return errors.New("want 0 (the service's own) or a positive multiple of its recommended pace")
+	if err != nil {
+		v = math.NaN() // not a number: refused as one
+	}
+	if err := solver.CheckPollPace(v); err != nil {
+		return err
 	}
 	*p = paceFlag(v)
 	return nil

@@ -78,22 +78,19 @@ func SecretSpent(ctx context.Context, nc *nats.Conn, domain, stream string, id s
 
 func secretSpent(ctx context.Context, r *jscall.DirectReader, id string, gen uint64, secret string) (bool, error) {
 	own := wire.CancelSubject(id, gen)
-	for from := uint64(1); ; {
-		msgs, after, err := r.Batch(ctx, wire.CancelRecordSubject(id)+".*", from, time.Time{})
+	sc := jscall.NewScan(r, []string{wire.CancelRecordSubject(id) + ".*"}, 0, time.Time{})
+	for {
+		m, err := sc.Next(ctx)
 		if err != nil {
 			return false, fmt.Errorf("read cancel records of task %s: %w", id, err)
 		}
-		for _, m := range msgs {
-			var rec wire.CancelRecord
-			if m.Subject() != own && json.Unmarshal(m.Data(), &rec) == nil &&
-				subtle.ConstantTimeCompare([]byte(rec.Secret), []byte(secret)) == 1 {
-				return true, nil
-			}
-		}
-		if len(msgs) == 0 || after == 0 {
+		if m == nil {
 			return false, nil
 		}
-		md, _ := msgs[len(msgs)-1].Metadata()
-		from = md.Sequence.Stream + 1
+		var rec wire.CancelRecord
+		if m.Subject() != own && json.Unmarshal(m.Data(), &rec) == nil &&
+			subtle.ConstantTimeCompare([]byte(rec.Secret), []byte(secret)) == 1 {
+			return true, nil
+		}
 	}
 }
