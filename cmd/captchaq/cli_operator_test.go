@@ -426,3 +426,21 @@ func TestServerServesTheDashboard(t *testing.T) {
 	require.Contains(t, snap, `"queues":[`)
 	require.NotContains(t, snap, `"error"`)
 }
+
+// captchaq without a command is a usage error, as `go` and `git` treat it:
+// the usage goes to stderr and the exit code is 2, so a script that lost
+// its arguments fails instead of passing. `help --help` and `help help`
+// are asking for the usage, not naming a command.
+func TestNoCommandIsAUsageError(t *testing.T) {
+	t.Parallel()
+	r := runInProcess()
+	require.Equal(t, 2, r.code)
+	require.Empty(t, r.stdout)
+	require.Contains(t, r.stderr, "Usage: captchaq COMMAND")
+	for _, args := range [][]string{{"help", "--help"}, {"help", "-h"}, {"help", "help"}} {
+		r := runInProcess(args...)
+		require.Equal(t, 0, r.code, "captchaq %s: %s", strings.Join(args, " "), r.stderr)
+		require.Empty(t, r.stderr, "captchaq %s", strings.Join(args, " "))
+		require.Contains(t, r.stdout, "Usage: captchaq COMMAND", "captchaq %s", strings.Join(args, " "))
+	}
+}

@@ -123,7 +123,13 @@ func interruptOf(ctx context.Context) (interrupted, bool) {
 }
 
 func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		// No command is a usage error (exit 2, as go and git do), so a
+		// script whose arguments went missing fails instead of passing.
+		usage(stderr)
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" {
 		usage(stdout)
 		return 0
 	}
@@ -132,7 +138,7 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 0
 	}
 	if args[0] == "help" {
-		if len(args) == 1 {
+		if len(args) == 1 || args[1] == "--help" || args[1] == "-h" || args[1] == "help" {
 			usage(stdout)
 			return 0
 		}
