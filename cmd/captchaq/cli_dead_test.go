@@ -210,16 +210,33 @@ func TestCLIDeadLettersListShowReplayTracePurge(t *testing.T) {
 	r = captchaq(t, natsURL, "dead", "replay", "--all", "bad2")
 	require.Equal(t, 2, r.code, "ids or --all, not both")
 
-	// dead replay --all --reason: only the letters of that reason not yet
-	// replayed; a second run finds none.
-	r = captchaq(t, natsURL, "dead", "replay", "--all", "--reason", "attempts-exhausted")
+	// dead replay --all without --yes lists and replays nothing; --dry-run
+	// says so; permanent letters are left out unless --reason names them.
+	r = captchaq(t, natsURL, "dead", "replay", "--all")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "would replay 1 dead letter(s), each paid for again; add --yes to do it")
+	require.Regexp(t, `(?m)^flaky1\s+turnstile\s+attempts-exhausted\s`, r.stdout)
+	require.NotRegexp(t, `(?m)^bad2\s`, r.stdout, "a permanent letter would die again")
+	require.Contains(t, r.stdout, "left out 1 permanent letter(s), which would die again: name --reason to replay them")
+	r = captchaq(t, natsURL, "dead", "replay", "--all", "--dry-run")
+	require.Zero(t, r.code, r.stderr)
+	require.Contains(t, r.stdout, "would replay 1 dead letter(s)")
+	r = captchaq(t, natsURL, "dead", "replay", "--dry-run", "flaky1")
+	require.Equal(t, 2, r.code, "--dry-run goes with --all")
+	r = captchaq(t, natsURL, "dead", "ls", "--pending", "--json")
+	require.Zero(t, r.code, r.stderr)
+	require.Equal(t, []string{"bad2", "flaky1"}, letterIDs(jsonLines[stream.DeadLetter](t, r.stdout)), "nothing was replayed")
+
+	// dead replay --all --reason --yes: only the letters of that reason not
+	// yet replayed; a second run finds none.
+	r = captchaq(t, natsURL, "dead", "replay", "--all", "--reason", "attempts-exhausted", "--yes")
 	require.Zero(t, r.code, r.stderr)
 	replayed = jsonLines[stream.Receipt](t, r.stdout)
 	require.Len(t, replayed, 1)
 	require.Equal(t, "flaky1", replayed[0].ID)
 	_, err = client.Wait(ctx, "flaky1")
 	require.NoError(t, err)
-	r = captchaq(t, natsURL, "dead", "replay", "--all", "--reason", "attempts-exhausted")
+	r = captchaq(t, natsURL, "dead", "replay", "--all", "--reason", "attempts-exhausted", "--yes")
 	require.Zero(t, r.code, r.stderr)
 	require.Empty(t, r.stdout, "nothing left to replay")
 

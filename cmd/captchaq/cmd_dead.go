@@ -21,7 +21,7 @@ import (
 var deadVerbs = []subcommand{
 	{"ls", "[--method M] [--reason R] [--since D] [--pending] [--json]", "list dead letters"},
 	{"show", "ID [--json]", "show one task's latest dead letter, with its reason and detail"},
-	{"replay", "ID... | --all [--method M] [--reason R] [--since D] [--wait]", "put dead letters back on the queue as new submissions (admin); --wait prints their outcomes"},
+	{"replay", "ID... | --all [--method M] [--reason R] [--since D] [--dry-run] --yes [--wait]", "put dead letters back on the queue as new submissions (admin); --all lists them first and replays with --yes; --wait prints their outcomes"},
 	{"purge", "ID... | --all [--method M] [--reason R] [--since D] [--dry-run] --yes", "delete the dead letters of the ids named, or every one that matches the filters (admin); --dry-run lists them"},
 }
 
@@ -70,7 +70,9 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "show":
 	case "replay":
 		df.register(fs)
-		fs.BoolVar(&all, "all", false, "replay every dead letter that matches the filters and was not replayed yet")
+		fs.BoolVar(&all, "all", false, "replay every dead letter that matches the filters and was not replayed yet (permanent, invalid-task and canceled letters only when --reason names them)")
+		fs.BoolVar(&yes, "yes", false, "with --all or filters: really replay them (each is paid for again)")
+		fs.BoolVar(&dryRun, "dry-run", false, "with --all or filters: list what would be replayed, replay nothing")
 		fs.BoolVar(&wait, "wait", false, "then wait for the replayed tasks' outcomes and print them (exit 1 unless all are solved)")
 	case "purge":
 		df.register(fs)
@@ -135,7 +137,13 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			switch {
 			case fs.NArg() > 0 && (all || filtered):
 				return usageError("dead replay: give ids, or --all and filters, not both")
-			case all:
+			case fs.NArg() > 0 && dryRun:
+				return usageError("dead replay: --dry-run goes with --all or filters; dead show ID shows a letter")
+			case all || filtered:
+				f, err = chooseReplays(ctx, c, df, f, yes, dryRun, stdout, stderr)
+				if err != nil || f.IDs == nil {
+					return explain(err, ae)
+				}
 				receipts, err = c.ReplayAll(ctx, f)
 			case fs.NArg() == 0:
 				return usageError("dead replay: want task ids, or --all")
@@ -182,6 +190,80 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		return nil
 	})
+}
+
+// redyingReasons are the reasons whose letters die again when replayed as
+// they are: the service refused the task itself, the task is not valid, or
+// its owner canceled it. replay --all takes them only when --reason names
+// them.
+var redyingReasons = []retry.Reason{retry.ReasonPermanent, retry.ReasonInvalidTask, retry.ReasonCanceled}
+
+// chooseReplays lists the letters replay --all or its filters select (the
+// latest of each task, not replayed yet, without the reasons that would
+// die again unless --reason names one), and returns the filter that replays
+// exactly those ids. Without --yes, or with --dry-run, it lists them and
+// returns a filter with nil IDs: nothing is replayed, since each replay is
+// paid for again.
+func chooseReplays(ctx context.Context, c *stream.Client, df deadFilterFlags, f stream.DeadFilter,
+	yes, dryRun bool, stdout, stderr io.Writer) (stream.DeadFilter, error) {
+	f.Pending = true
+	ds, err := c.DeadLetters(ctx, f)
+	if err != nil {
+		return f, err
+	}
+	latest := map[string]stream.DeadLetter{}
+	skipped := map[retry.Reason]int{}
+	for _, d := range ds {
+		latest[d.ID] = d
+	}
+	var chosen []stream.DeadLetter
+	for _, d := range ds {
+		if latest[d.ID].Seq != d.Seq {
+			continue
+		}
+		if df.reason == "" && slices.Contains(redyingReasons, d.Reason) {
+			skipped[d.Reason]++
+			continue
+		}
+		chosen = append(chosen, d)
+	}
+	var notes []string
+	for _, r := range redyingReasons {
+		if n := skipped[r]; n > 0 {
+			notes = append(notes, fmt.Sprintf("%d %s", n, r))
+		}
+	}
+	skippedLine := func(w io.Writer) {
+		if len(notes) > 0 {
+			fmt.Fprintf(w, "left out %s letter(s), which would die again: name --reason to replay them\n", strings.Join(notes, ", "))
+		}
+	}
+	if dryRun || !yes {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tMETHOD\tREASON\tERROR\tDEAD AT")
+		for _, d := range chosen {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.ID, d.Method, d.Reason, d.Error, d.DeadAt.UTC().Format(time.RFC3339))
+		}
+		if err := tw.Flush(); err != nil {
+			return f, err
+		}
+		skippedLine(stdout)
+		f.IDs = nil
+		if dryRun {
+			fmt.Fprintf(stdout, "would replay %d dead letter(s)\n", len(chosen))
+			return f, nil
+		}
+		return f, usageError("would replay %d dead letter(s), each paid for again; add --yes to do it", len(chosen))
+	}
+	f.IDs = make([]string, 0, len(chosen))
+	for _, d := range chosen {
+		f.IDs = append(f.IDs, d.ID)
+	}
+	if len(f.IDs) == 0 {
+		skippedLine(stderr)
+		return stream.DeadFilter{}, nil // nothing to replay
+	}
+	return f, nil
 }
 
 // purgeDead deletes exactly what the command line names: the dead letters of
