@@ -58,18 +58,31 @@ func UnknownParams(methodName string, params map[string]string) []UnknownParam {
 // nearest returns the known parameter name closest to n, if close enough to
 // be a typo of it.
 func nearest(n string, own map[string]param) string {
+	names := make([]string, 0, len(own)+len(commonParams))
+	for k := range own {
+		names = append(names, k)
+	}
+	for k := range commonParams {
+		names = append(names, k)
+	}
+	return nearestName(n, names)
+}
+
+// NearMethod returns the method n is a near miss of ("turnstile" for
+// "turnstyle"), or "" when it is near none: an edit distance of at most 2,
+// ignoring case.
+func NearMethod(n string) string { return nearestName(n, Methods()) }
+
+// nearestName returns the name of names closest to n, if close enough to be
+// a typo of it (an edit distance of at most 2, ignoring case, and less than
+// n's length); ties go to the name first in order.
+func nearestName(n string, names []string) string {
 	best, bestD := "", 3
-	try := func(k string) {
+	for _, k := range names {
 		d := editDistance(strings.ToLower(n), strings.ToLower(k))
 		if d < bestD || d == bestD && k < best {
 			best, bestD = k, d
 		}
-	}
-	for k := range own {
-		try(k)
-	}
-	for k := range commonParams {
-		try(k)
 	}
 	if bestD > 2 || bestD >= len(n) {
 		return ""

@@ -87,7 +87,9 @@ func TestBadFlagIsOneLine(t *testing.T) {
 	t.Parallel()
 	for args, want := range map[string]string{
 		"solve --method turnstile --param x": `invalid value "x" for flag --param: want key=value, got "x" (see captchaq solve --help)`,
-		"stats --interval soon":              `invalid value "soon" for flag --interval: parse error (see captchaq stats --help)`,
+		"stats --interval soon":              `invalid value "soon" for flag --interval: want a duration such as 90s, 15m or 2h (see captchaq stats --help)`,
+		"dead ls --since garbage":            `invalid value "garbage" for flag --since: want a duration such as 90s, 15m or 2h (see captchaq dead ls --help)`,
+		"worker --threads many":              `invalid value "many" for flag --threads: want a whole number (see captchaq worker --help)`,
 		"dead ls --frobnicate":               `flag provided but not defined: --frobnicate (see captchaq dead ls --help)`,
 		"submit --json=maybe x":              `flag provided but not defined: --json (see captchaq submit --help)`,
 		"worker --threads":                   `flag needs an argument: --threads (see captchaq worker --help)`,
@@ -442,5 +444,23 @@ func TestNoCommandIsAUsageError(t *testing.T) {
 		require.Equal(t, 0, r.code, "captchaq %s: %s", strings.Join(args, " "), r.stderr)
 		require.Empty(t, r.stderr, "captchaq %s", strings.Join(args, " "))
 		require.Contains(t, r.stdout, "Usage: captchaq COMMAND", "captchaq %s", strings.Join(args, " "))
+	}
+}
+
+// A filter value that can match nothing is refused, naming what it takes:
+// a misspelt method would otherwise list, replay or purge nothing and say
+// nothing.
+func TestFilterValuesThatMatchNothing(t *testing.T) {
+	t.Parallel()
+	for _, verb := range []string{"ls", "replay", "purge"} {
+		args := []string{"dead", verb, "--method", "turnstyle"}
+		if verb != "ls" {
+			args = append(args, "--all")
+		}
+		r := runInProcess(args...)
+		require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stderr, `captchaq dead `+verb+`: --method "turnstyle": not a method captchaq solves (did you mean turnstile?); want one of `, args)
+		require.Contains(t, r.stderr, "userrecaptcha", args)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
 	}
 }

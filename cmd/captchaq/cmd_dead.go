@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -45,6 +46,13 @@ func (d *deadFilterFlags) filter() (stream.DeadFilter, error) {
 	f := stream.DeadFilter{Method: d.method, Reason: retry.Reason(d.reason), Pending: d.pending}
 	if f.Reason != "" && !f.Reason.Valid() {
 		return f, usageError("--reason %q: want one of %v", d.reason, retry.Reasons)
+	}
+	if d.method != "" && !slices.Contains(solver.Methods(), d.method) {
+		near := ""
+		if m := solver.NearMethod(d.method); m != "" {
+			near = " (did you mean " + m + "?)"
+		}
+		return f, usageError("--method %q: not a method captchaq solves%s; want one of %s", d.method, near, strings.Join(solver.Methods(), ", "))
 	}
 	if d.since < 0 {
 		return f, usageError("--since %s: want a positive duration", d.since)

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // newFlagSet returns a flag set whose usage lists each flag's environment
@@ -101,7 +102,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 				usage()
 				return err
 			}
-			return flagError(fs.Name(), err)
+			return flagError(fs, err)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -122,9 +123,38 @@ var dashFlag = regexp.MustCompile(`(^|[\s:])-([A-Za-z0-9][A-Za-z0-9_-]*)`)
 
 // flagError is a bad flag or flag value as one line: the flag spelled
 // --name as the usage spells it, and where to read more.
-func flagError(command string, err error) error {
-	msg := dashFlag.ReplaceAllString(err.Error(), "$1--$2")
-	return &exitError{code: 2, err: fmt.Errorf("%s (see captchaq %s --help)", msg, command)}
+func flagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	if m := badValue.FindStringSubmatch(msg); m != nil {
+		if f := fs.Lookup(m[1]); f != nil {
+			msg = strings.TrimSuffix(msg, "parse error") + wantedValue(f.Value)
+		}
+	}
+	msg = dashFlag.ReplaceAllString(msg, "$1--$2")
+	return &exitError{code: 2, err: fmt.Errorf("%s (see captchaq %s --help)", msg, fs.Name())}
+}
+
+// badValue is the flag package's words for a value its type cannot parse.
+var badValue = regexp.MustCompile(`^invalid value ".*" for flag -([A-Za-z0-9_-]+): parse error$`)
+
+// wantedValue says what a flag of v's type takes, in place of the flag
+// package's bare "parse error".
+func wantedValue(v flag.Value) string {
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return "parse error"
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "want a duration such as 90s, 15m or 2h"
+	case int, int64, uint, uint64:
+		return "want a whole number"
+	case float64:
+		return "want a number"
+	case bool:
+		return "want true or false"
+	}
+	return "parse error"
 }
 
 // parseArgs parses args into fs (parseFlags) and refuses more than n
