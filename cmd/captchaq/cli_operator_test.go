@@ -298,7 +298,7 @@ func TestServerSaysItNeedsTheAdminPassword(t *testing.T) {
 }
 
 // run, piped: one JSON line per outcome as it lands, a summary on stderr
-// that names the dead ids and the real API, and a store kept for dead ls.
+// that names the dead ids and the service's host, and a store kept for dead ls.
 func TestRunPipedKeepsItsStore(t *testing.T) {
 	t.Parallel()
 	_, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.001, Faults: fakeapi.Faults{Rules: []fakeapi.Rule{
@@ -321,7 +321,8 @@ func TestRunPipedKeepsItsStore(t *testing.T) {
 	}
 	require.Equal(t, map[string]stream.Status{"r-ok": "solved", "r-bad-1": "dead", "r-bad-2": "dead"}, status)
 	host := strings.TrimPrefix(emu, "http://")
-	require.Contains(t, r.stderr, "real API: "+host+" (CAPTCHAAI_API_KEY is set: each solve is paid for)")
+	require.Contains(t, r.stderr, "solving service at "+host+" (--solver-url or CAPTCHAQ_SOLVER_URL; CAPTCHAAI_API_KEY is set: a paid service charges each solve)")
+	require.NotContains(t, r.stderr, "real API", "the URL is not the paid API's")
 	require.Contains(t, r.stderr, "2 × permanent ERROR_PAGEURL: r-bad-1, r-bad-2\n")
 	require.NotContains(t, r.stderr, "expired")
 	require.Contains(t, r.stderr, "store    kept in "+store)
@@ -463,4 +464,22 @@ func TestFilterValuesThatMatchNothing(t *testing.T) {
 		require.Contains(t, r.stderr, "userrecaptcha", args)
 		require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
 	}
+}
+
+// run with a key and a solver URL that nothing answers (the README's
+// exports left set after its emulator is gone) stops at once, says how to
+// get back to the built-in emulator, and submits nothing.
+func TestRunRefusesAServiceThatIsGone(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tasks.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte(`{"id":"gone-1","method":"turnstile","params":{"sitekey":"k","pageurl":"https://a.example/x"}}
+`), 0o600))
+	gone := freeAddr(t)
+	r := captchaqEnv(t, "", keyEnv, "run", "--solver-url", "http://"+gone, file)
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "captchaq run: the solving service at "+gone+" cannot be reached (connection refused to "+gone)
+	require.Contains(t, r.stderr, "unset CAPTCHAQ_SOLVER_URL and CAPTCHAAI_API_KEY to solve with the built-in emulator; nothing was submitted")
+	require.NotContains(t, r.stderr, "real API")
+	require.Empty(t, r.stdout, "no outcome: nothing was submitted")
 }

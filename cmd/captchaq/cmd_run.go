@@ -87,8 +87,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer stop()
 		sf.url, key, timing = url, fakeapi.TestKey, solver.Timing{Scale: 1 / *speed}
 		fmt.Fprintf(stderr, "no CAPTCHAAI_API_KEY: solving with the emulator at %s, %gx real speed\n", url, *speed)
-	} else {
+	} else if sf.url == solver.DefaultBaseURL {
 		fmt.Fprintf(stderr, "real API: %s (CAPTCHAAI_API_KEY is set: each solve is paid for)\n", urlHost(sf.url))
+	} else {
+		fmt.Fprintf(stderr, "solving service at %s (--solver-url or CAPTCHAQ_SOLVER_URL; CAPTCHAAI_API_KEY is set: a paid service charges each solve)\n", urlHost(sf.url))
 	}
 	sf.log = log
 	if timing.Scale == 0 {
@@ -98,6 +100,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sf.now = now
 	sc, err := sf.clientWithKey(key, timing, nil)
 	if err != nil {
+		return err
+	}
+	if err := serviceAnswers(ctx, sc, sf.url); err != nil {
 		return err
 	}
 
@@ -262,6 +267,21 @@ func startEmulator(cfg fakeapi.Config) (string, func(), error) {
 }
 
 // urlHost is the host of a URL, for messages (never its path or query).
+// serviceAnswers asks the solving service for the balance once (a free
+// call) and refuses to start the run when the service cannot be reached at
+// all: a run is a batch that someone waits for, and a URL left over from an
+// emulator that is gone (the README's exports) must fail at once, naming
+// the way back to the built-in emulator, not queue the file and wait.
+func serviceAnswers(ctx context.Context, sc *solver.Client, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	_, _ = sc.Balance(ctx)
+	if since, err := sc.Unreachable(); !since.IsZero() {
+		return fmt.Errorf("the solving service at %s cannot be reached (%v): start it, or unset CAPTCHAQ_SOLVER_URL and CAPTCHAAI_API_KEY to solve with the built-in emulator; nothing was submitted", urlHost(url), err)
+	}
+	return nil
+}
+
 func urlHost(raw string) string {
 	if u, err := url.Parse(raw); err == nil && u.Host != "" {
 		return u.Host
