@@ -70,6 +70,9 @@ type TaskInfo struct {
 	// UseAt and NotBefore are the task's, as instants (zero: none).
 	UseAt     time.Time `json:"use_at,omitzero"`
 	NotBefore time.Time `json:"not_before,omitzero"`
+	// Deadline is the task's deadline (zero: none), after which a worker
+	// ends it dead with DEADLINE_PASSED instead of solving it.
+	Deadline time.Time `json:"deadline,omitzero"`
 	// StartAt is when a scheduled task's solve starts, as its worker
 	// recorded it; zero otherwise.
 	StartAt time.Time `json:"start_at,omitzero"`
@@ -197,6 +200,7 @@ func taskInfoOf(subject string, h nats.Header, data []byte, seq uint64, at time.
 	if t, err := ParseTask(data); err == nil {
 		ti.Method, ti.Host = t.Method, wire.PageHost(t.Params)
 		ti.UseAt, ti.NotBefore = t.UseAt.From(ti.Submitted), t.NotBefore.From(ti.Submitted)
+		ti.Deadline = t.Deadline
 	}
 	return ti, true
 }

@@ -183,3 +183,39 @@ func TestProducerToldTheStreamIsMissing(t *testing.T) {
 	require.Contains(t, r.stderr, "stream CAPTCHA not found in the JetStream reached without a domain; an admin creates it there (`captchaq init`, or `captchaq server`)")
 	require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
 }
+
+// lane pause warns when waiting tasks of the lane reach their deadline
+// before the pause ends (or, paused until resumed, says when the first
+// does): they would end dead with DEADLINE_PASSED while the lane says they
+// queue.
+func TestLanePauseWarnsOfDeadlines(t *testing.T) {
+	t.Parallel()
+	natsURL, _, _ := listeningServer(t, stream.Topology{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, err := nats.Connect(natsURL)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{})
+	require.NoError(t, err)
+	// No worker runs: the tasks wait in the slow lane (hCaptcha).
+	soon := time.Now().Add(5 * time.Minute)
+	for i, dl := range []time.Time{soon, soon.Add(time.Minute), time.Now().Add(time.Hour)} {
+		_, err := c.Submit(ctx, stream.Task{ID: "dl" + string(rune('a'+i)), Method: "hcaptcha",
+			Params: map[string]string{"sitekey": "k", "pageurl": "https://shop.example/"}, Deadline: dl})
+		require.NoError(t, err)
+	}
+	r := captchaq(t, natsURL, "lane", "pause", "slow", "--for", "20m")
+	require.Zero(t, r.code, r.stderr)
+	require.Contains(t, r.stdout, "lane slow paused until ")
+	require.Contains(t, r.stderr, "warning: 2 of 3 waiting tasks of lane slow reach their deadline before the pause ends (the first at ")
+	require.Contains(t, r.stderr, "they will end dead with DEADLINE_PASSED unless the lane is resumed before")
+
+	r = captchaq(t, natsURL, "lane", "pause", "slow")
+	require.Zero(t, r.code, r.stderr)
+	require.Contains(t, r.stderr, "warning: 3 of 3 waiting tasks of lane slow have deadlines; the first passes at ")
+
+	r = captchaq(t, natsURL, "lane", "pause", "fast", "--for", "20m")
+	require.Zero(t, r.code, r.stderr)
+	require.Empty(t, r.stderr, "no task waits in the fast lane")
+}

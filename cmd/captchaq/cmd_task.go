@@ -177,7 +177,45 @@ func runLane(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return explain(err, ss.ae)
 	}
 	fmt.Fprintf(stdout, "lane %s paused %s: its tasks queue, tasks already taken finish\n", lane, what)
+	warnOfDeadlines(ss.ctx, ss.client, lane, until, d > 0, stderr)
 	return nil
+}
+
+// warnOfDeadlines says on w how many of lane's waiting tasks reach their
+// deadline before the pause ends (forever: whether any has one), since a
+// task that waits past its deadline ends dead, not queued. A listing that
+// fails says nothing: the pause itself is done.
+func warnOfDeadlines(ctx context.Context, c *stream.Client, lane stream.Lane, until time.Time, bounded bool, w io.Writer) {
+	ts, err := c.Tasks(ctx, stream.TaskFilter{Lane: lane})
+	if err != nil {
+		return
+	}
+	waiting, passing := 0, 0
+	var first time.Time
+	for _, t := range ts {
+		if t.Status == stream.TaskSolving || t.Status == stream.TaskDone {
+			continue
+		}
+		waiting++
+		if t.Deadline.IsZero() || bounded && !t.Deadline.Before(until) {
+			continue
+		}
+		passing++
+		if first.IsZero() || t.Deadline.Before(first) {
+			first = t.Deadline
+		}
+	}
+	if passing == 0 {
+		return
+	}
+	at := fmt.Sprintf("%s, in %s", first.UTC().Format(time.RFC3339), time.Until(first).Round(time.Second))
+	if bounded {
+		fmt.Fprintf(w, "warning: %d of %d waiting tasks of lane %s reach their deadline before the pause ends (the first at %s): they will end dead with DEADLINE_PASSED unless the lane is resumed before\n",
+			passing, waiting, lane, at)
+		return
+	}
+	fmt.Fprintf(w, "warning: %d of %d waiting tasks of lane %s have deadlines; the first passes at %s: resume the lane before then, or they end dead with DEADLINE_PASSED\n",
+		passing, waiting, lane, at)
 }
 
 var workersVerbs = []subcommand{
