@@ -24,10 +24,12 @@ type QueueStats struct {
 	Lane Lane `json:"lane"`
 	// Priority is the queue's priority: "high" or "normal".
 	Priority Priority `json:"priority"`
-	// Queued is how many tasks wait for a worker.
+	// Queued is how many tasks wait for a worker: those never taken, and
+	// those whose retry or capacity delay ended and that no worker has
+	// taken again yet (a paused lane's, or while every thread is busy).
 	Queued uint64 `json:"queued"`
-	// InFlight is how many are held by workers now (solving, or waiting out
-	// a retry delay).
+	// InFlight is how many the queue's consumer holds as delivered:
+	// solving, waiting out a retry delay, or due again after one.
 	InFlight int `json:"in_flight"`
 	// Solving is how many of them are at the solving service now.
 	Solving int `json:"solving"`
@@ -301,6 +303,14 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 		case TaskRetrying:
 			st.Retrying++
 			held[id] = status
+		case TaskQueued:
+			if ev.Kind == EventRetry || ev.Kind == EventSnooze {
+				// Its delay ended and no worker has taken it again yet
+				// (its lane is paused, or every thread is busy): the
+				// consumer still holds it as in flight, not pending, so
+				// countHeld counts it as queued in its queue.
+				held[id] = status
+			}
 		}
 	}
 	times := map[string][]float64{}
@@ -338,8 +348,9 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 	return held, nil
 }
 
-// countHeld counts the tasks at the service and those waiting out a delay by
-// the queue they came from: one read of each one's task message.
+// countHeld counts the tasks at the service, those waiting out a delay and
+// those due again after one by the queue they came from: one read of each
+// one's task message.
 func (c *Client) countHeld(ctx context.Context, st *Stats, held map[string]TaskStatus) error {
 	at := map[string]int{}
 	for i, q := range st.Queues {
@@ -358,10 +369,14 @@ func (c *Client) countHeld(ctx context.Context, st *Stats, held map[string]TaskS
 		if !ok || !known {
 			continue
 		}
-		if status == TaskSolving {
+		switch status {
+		case TaskSolving:
 			st.Queues[i].Solving++
-		} else {
+		case TaskRetrying:
 			st.Queues[i].Retrying++
+		case TaskQueued:
+			st.Queues[i].Queued++
+			st.Queued++
 		}
 	}
 	return nil

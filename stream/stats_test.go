@@ -123,3 +123,50 @@ func TestStatsCountsQueuesPlanAndOutcomes(t *testing.T) {
 	require.Contains(t, string(b2), `"plan_threads":3`)
 	require.Contains(t, string(b2), `"failed_attempts":1`)
 }
+
+// A task whose retry delay ended while its lane is paused waits to be taken
+// again: stats counts it as queued, as Tasks lists it, so that the columns
+// of stats add up to what task ls and the dashboard show.
+func TestStatsCountsRetriesDueInAPausedLaneAsQueued(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	failed := make(chan string, 4)
+	solve := solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		failed <- req.Params["sitekey"]
+		return solver.Answer{}, &solver.Error{Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: retry.Transient, Op: "res.php"}
+	})
+	const delay = 300 * time.Millisecond
+	b.startWorker(t, WorkerConfig{Solver: solve, Threads: 4, Policy: retry.Policy{InitialInterval: delay, NoJitter: true}})
+	// Paused before the tasks come: nothing is taken, the first waits.
+	require.NoError(t, b.client.PauseLane(ctx, LaneSlow, time.Now().Add(time.Hour)))
+	_, err := b.client.SubmitAll(ctx, []Task{turnstileTask("r1"), turnstileTask("r2"), recaptchaTask("w1")})
+	require.NoError(t, err)
+	<-failed
+	<-failed
+	// Both fast tasks wait out their retry delay; the fast lane is paused
+	// before it ends, so they are not taken again.
+	require.NoError(t, b.client.PauseLane(ctx, LaneFast, time.Now().Add(time.Hour)))
+	var ts []TaskInfo
+	require.Eventually(t, func() bool {
+		ts, err = b.client.Tasks(ctx, TaskFilter{})
+		require.NoError(t, err)
+		queued := 0
+		for _, ti := range ts {
+			if ti.Status == TaskQueued {
+				queued++
+			}
+		}
+		return queued == 3
+	}, 10*time.Second, 10*time.Millisecond, "the retries' delay never ended: %+v", ts)
+	st, err := b.client.Stats(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), st.Queued, "every waiting task is in a column: %+v", st.Queues)
+	require.Zero(t, st.Solving)
+	require.Zero(t, st.Retrying)
+	for _, q := range st.Queues {
+		if q.Lane == LaneFast && q.Priority == wire.PriorityNormal {
+			require.Equal(t, uint64(2), q.Queued, "%+v", q)
+		}
+	}
+}
