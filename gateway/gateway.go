@@ -54,6 +54,8 @@ type Gateway struct {
 	callers map[[32]byte]*caller
 	reader  *stream.Client
 	threads int
+	// unenforced: some key has a share, and there is no plan to divide.
+	unenforced bool
 
 	mu    sync.Mutex
 	tasks map[string]*entry // by captchaq task id
@@ -143,8 +145,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	for _, c := range g.callers {
 		if c.Share > 0 && g.threads == 0 {
-			g.log.Warn("no plan thread count (set one with `captchaq server --plan-threads` or the gateway's --plan-threads): keys' shares are not enforced")
-			break
+			g.unenforced = true
 		}
 	}
 	g.ctx, g.stop = context.WithCancel(context.Background())
@@ -156,6 +157,12 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 
 // Close stops following outcomes and sending pingbacks, and waits for
 // both.
+// SharesUnenforced reports that some key has a share of the plan but the
+// gateway knows no plan thread count (Config.PlanThreads, or the stream's
+// plan at New), so no share is enforced: the caller says so, naming its own
+// setting.
+func (g *Gateway) SharesUnenforced() bool { return g.unenforced }
+
 func (g *Gateway) Close() {
 	g.stop()
 	g.bg.Wait()

@@ -26,12 +26,16 @@ import (
 type gatewayFlags struct {
 	addr, keys, cert, key string
 	planThreads           int
+	// prefix is what the command puts before the flags' names ("gateway-"
+	// for run and server), for messages that name one.
+	prefix string
 	// user and password are the producer credentials `server` connects
 	// the gateway with (in-process; run's server has no users).
 	user, password string
 }
 
 func (g *gatewayFlags) register(fs *flag.FlagSet, prefix string) {
+	g.prefix = prefix
 	addrName, addrDefault, addrUsage := "addr", "127.0.0.1:8090", "listen on this address (beyond loopback only with --https-cert and --https-key)"
 	if prefix != "" {
 		addrName, addrDefault, addrUsage = "gateway", "", "also serve the 2captcha-compatible gateway (in.php, res.php) on this address, e.g. 127.0.0.1:8090; with --gateway-keys; empty: off"
@@ -78,6 +82,9 @@ func (g *gatewayFlags) start(ctx context.Context, nc *nats.Conn, top stream.Topo
 	gw, err := gateway.New(ctx, gateway.Config{Conn: nc, Topology: top, Keys: keys, PlanThreads: g.planThreads, Logger: log, Now: now})
 	if err != nil {
 		return nil, err
+	}
+	if gw.SharesUnenforced() {
+		log.Warn(fmt.Sprintf("no plan thread count (set one with `captchaq server --plan-threads` or --%splan-threads): keys' shares are not enforced", g.prefix))
 	}
 	l, err := net.Listen("tcp", g.addr)
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 )
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", "[flags] FILE", stdout)
+	fs := newFlagSet("run", "[flags] FILE\n       captchaq run --gateway ADDR [flags] [FILE]  (serves the gateway until interrupted; FILE is optional)", stdout)
 	workers := fs.Int("workers", 2, "worker pools to run in this process")
 	threads := fs.Int("threads", 8, "threads per worker pool")
 	speed := fs.Float64("fake-speed", 10, "with the emulator: solve this many times faster than the real service (1 = real time)")
@@ -198,7 +198,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer stopGW()
 		if fs.NArg() == 0 {
 			<-wctx.Done()
-			return nil
+			return gatewayStopped(ctx, wctx, client, *store, dir, stderr)
 		}
 	}
 
@@ -260,13 +260,50 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
+// gatewayStopped says what a run that only served the gateway leaves
+// behind when it stops: nothing, or tasks that are lost with a temporary
+// store (an interrupt then exits with its code), or that stay in the one
+// --store kept.
+func gatewayStopped(ctx, wctx context.Context, client *stream.Client, store, dir string, stderr io.Writer) error {
+	sig, interrupted := interruptOf(ctx)
+	cause := context.Cause(wctx)
+	if !interrupted && (cause == nil || errors.Is(cause, context.Canceled)) {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ts, err := client.Tasks(lctx, stream.TaskFilter{})
+	var what string
+	switch {
+	case err != nil:
+		what = fmt.Sprintf("the gateway stopped; the tasks left could not be listed (%v)", err)
+	case len(ts) > 0 && store == "":
+		what = fmt.Sprintf("the gateway stopped with %d task(s) it accepted and no outcome yet; they are lost with this run's temporary store (--store DIR keeps them)", len(ts))
+	case len(ts) > 0:
+		what = fmt.Sprintf("the gateway stopped with %d task(s) it accepted and no outcome yet; they stay queued in %s (`captchaq server --config '' --store %s` and a worker solve them)", len(ts), dir, dir)
+	default:
+		msg := "the gateway stopped; no task it accepted was left without an outcome"
+		if store != "" {
+			msg += fmt.Sprintf("; the store is kept in %s (`captchaq server --config '' --store %s`, then `captchaq trace ID`)", dir, dir)
+		}
+		fmt.Fprintln(stderr, "captchaq run: "+msg)
+		if interrupted {
+			return nil
+		}
+		return cause
+	}
+	if interrupted {
+		return &exitError{code: sig.exitCode(), err: fmt.Errorf("%s: %s", sig, what)}
+	}
+	return fmt.Errorf("%v; %s", cause, what)
+}
+
 // startEmulator serves the solving service's emulator on a free port of
 // 127.0.0.1 and returns its URL.
 func startEmulator(cfg fakeapi.Config) (string, func(), error) {
 	return fakeapi.ServeLocal(fakeapi.New(cfg))
 }
 
-// urlHost is the host of a URL, for messages (never its path or query).
 // serviceAnswers asks the solving service for the balance once (a free
 // call) and refuses to start the run when the service cannot be reached at
 // all: a run is a batch that someone waits for, and a URL left over from an
@@ -282,6 +319,7 @@ func serviceAnswers(ctx context.Context, sc *solver.Client, url string) error {
 	return nil
 }
 
+// urlHost is the host of a URL, for messages (never its path or query).
 func urlHost(raw string) string {
 	if u, err := url.Parse(raw); err == nil && u.Host != "" {
 		return u.Host

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,8 +23,13 @@ const gatewayKey = "cli-key-0123456789abcdef00"
 
 func gatewayKeyFile(t *testing.T) string {
 	t.Helper()
+	return writeKeyFile(t, `{"keys": [{"key": "`+gatewayKey+`", "producer": "cli"}]}`)
+}
+
+func writeKeyFile(t *testing.T, content string) string {
+	t.Helper()
 	f := filepath.Join(t.TempDir(), "keys.json")
-	require.NoError(t, os.WriteFile(f, []byte(`{"keys": [{"key": "`+gatewayKey+`", "producer": "cli"}]}`), 0o600))
+	require.NoError(t, os.WriteFile(f, []byte(content), 0o600))
 	return f
 }
 
@@ -49,8 +55,11 @@ var gatewayTurnstile = []string{"key", gatewayKey, "method", "turnstile", "sitek
 func TestRunServesTheGateway(t *testing.T) {
 	t.Parallel()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := startProc(t, nil, "run", "--gateway", addr, "--gateway-keys", gatewayKeyFile(t), "--fake-speed", "100")
+	// A key with a share and no plan: the warning names run's own flag.
+	keys := writeKeyFile(t, `{"keys": [{"key": "`+gatewayKey+`", "producer": "cli", "share": 0.5}]}`)
+	p := startProc(t, nil, "run", "--gateway", addr, "--gateway-keys", keys, "--fake-speed", "100")
 	p.waitLine("captchaq gateway on http://"+addr, 30*time.Second)
+	require.Contains(t, p.output(), "or --gateway-plan-threads): keys' shares are not enforced")
 	base := "http://" + addr
 	out := gatewayGet(t, base, "in.php", gatewayTurnstile...)
 	require.True(t, strings.HasPrefix(out, "OK|"), out)
@@ -67,8 +76,14 @@ func TestRunServesTheGateway(t *testing.T) {
 	require.True(t, strings.HasPrefix(out, "OK|"), out)
 	// reportbad reaches the emulator through run's workers, which hold the key.
 	require.Equal(t, "OK_REPORT_RECORDED", gatewayGet(t, base, "res.php", "key", gatewayKey, "action", "reportbad", "id", id))
+	// A task still retrying when the run is interrupted is lost with its
+	// temporary store: Ctrl-C says so and exits with its code.
+	held := append(slices.Clone(gatewayTurnstile[:4]), "sitekey", "unsolvable", "pageurl", "https://shop.example/held")
+	out = gatewayGet(t, base, "in.php", held...)
+	require.True(t, strings.HasPrefix(out, "OK|"), out)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
-	p.wait(30 * time.Second)
+	require.Equal(t, 130, p.wait(30*time.Second), p.output())
+	require.Contains(t, p.output(), "captchaq run: interrupted (Ctrl-C): the gateway stopped with 1 task(s) it accepted and no outcome yet; they are lost with this run's temporary store (--store DIR keeps them)")
 }
 
 // `captchaq gateway` against a separate server: a producer like any other,
