@@ -33,8 +33,7 @@ type Config struct {
 	Limits Limits
 	// PlanThreads is the plan's thread count that keys' shares divide.
 	// 0: read from the stream's plan (stream.PlanThreads) at start; when
-	// no plan is set either, shares are not enforced (and New says so in
-	// the log).
+	// no plan is set either, shares are not enforced (SharesUnenforced).
 	PlanThreads int
 	// Pingback configures the callbacks to callers' pingback URLs.
 	Pingback Pingback
