@@ -230,5 +230,10 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 	if lastErr != nil {
 		why += fmt.Sprintf(" (last poll error: %v)", lastErr)
 	}
+	if c.outage.active() {
+		// The time ran out while the service did not answer: the
+		// outage's, a capacity wait, not the task's attempt.
+		code = CodeUnreachable
+	}
 	return Answer{}, newError("res.php", code, errors.New(why)).about(id)
 }

@@ -92,8 +92,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		if since, err := sc.Unreachable(); err != nil {
-			return fmt.Errorf("the solving service is unreachable since %s: %v (--solver-url %s)",
-				since.UTC().Format(time.RFC3339), err, redactURL(sf.url))
+			return fmt.Errorf("the solving service is unreachable since %s: %v (--solver-url %s); %d captchas held at the service",
+				since.UTC().Format(time.RFC3339), err, redactURL(sf.url), sc.Held())
 		}
 		return nil
 	}
