@@ -28,7 +28,10 @@ const (
 	DefaultSubmitWindow = 3 * time.Second
 	// DefaultSubmitBurst is the default Config.SubmitBurst. It leaves a
 	// margin for network jitter under the service's ban threshold of 60
-	// in.php calls in 3 s.
+	// in.php calls in 3 s (MAX_USER_TURN, then every in.php refused for
+	// 10 s: blog.captchaai.com/captchaai-api-error-handling-decision-tree,
+	// cited in testdata/service/replies.json). After an outage the queued
+	// submissions resume through the same limit: no burst.
 	DefaultSubmitBurst = 55
 	// DefaultHTTPTimeout bounds one HTTP exchange of the default client.
 	DefaultHTTPTimeout = 30 * time.Second
