@@ -387,6 +387,10 @@ func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	if err := c.limiter.wait(ctx, c.now); err != nil {
 		return "", fmt.Errorf("solver: wait for submission slot: %w", err)
 	}
+	if c.outage.active() {
+		// It began while this call waited for its slot.
+		return "", c.unanswered()
+	}
 	if c.pingsBack() {
 		params := make(map[string]string, len(req.Params)+1)
 		for k, v := range req.Params {

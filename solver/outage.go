@@ -230,7 +230,15 @@ func (c *Client) gate(ctx context.Context) error {
 		}
 		_ = err // the outage holds what failed
 	}
+	return c.unanswered()
+}
+
+// unanswered is Submit's error during an outage: a capacity wait.
+func (c *Client) unanswered() error {
 	since, why := c.Unreachable()
+	if since.IsZero() {
+		since, why = c.now(), errors.New("it answers again")
+	}
 	return newError("in.php", CodeUnreachable, fmt.Errorf("not submitted: the service at %s does not answer since %s (%v)",
 		c.outage.host, since.UTC().Format(time.RFC3339), why))
 }
