@@ -219,18 +219,31 @@ func (c *Client) gate(ctx context.Context) error {
 	if !c.outage.active() {
 		return nil
 	}
-	if c.outage.probe(c.now()) {
-		_, err := c.Balance(ctx)
-		c.outage.probed(c.now())
-		if !c.outage.active() {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("solver: probe the service: %w", ctx.Err())
-		}
-		_ = err // the outage holds what failed
+	if c.Probe(ctx) {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("solver: probe the service: %w", err)
 	}
 	return c.unanswered()
+}
+
+// Probe, during an outage (Unreachable), asks the service for the balance
+// when the probe schedule says a probe is due (a second after the outage
+// began, then at doubling gaps up to 15 s) and no other call of this
+// Client probes now. It reports whether the service answers: true when
+// no outage is on, or the probe got a reply. A worker calls it now and
+// then, so that an outage ends when the service is back even while no
+// captcha comes to be submitted.
+func (c *Client) Probe(ctx context.Context) bool {
+	if !c.outage.active() {
+		return true
+	}
+	if c.outage.probe(c.now()) {
+		_, _ = c.Balance(ctx) // the outage records what failed
+		c.outage.probed(c.now())
+	}
+	return !c.outage.active()
 }
 
 // unanswered is Submit's error during an outage: a capacity wait.

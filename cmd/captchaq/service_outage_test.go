@@ -79,6 +79,11 @@ func (b *outageBed) solvedOnce(t *testing.T, rs []stream.Receipt, within time.Du
 	require.Zero(t, st.Codes["MAX_USER_TURN"], "no burst on the service's return: %v", st.Codes)
 	require.Zero(t, st.Codes["ERROR: 1001"], "%v", st.Codes)
 	require.Equal(t, len(rs), st.Submitted, "each task paid once at the service")
+	var out string
+	require.Eventually(t, func() bool {
+		out = captchaq(t, b.natsURL, "stats").stdout
+		return strings.Contains(out, "workers alive: 1") && !strings.Contains(out, "service unreachable")
+	}, 20*time.Second, 200*time.Millisecond, "the outage is over in stats: %s", out)
 }
 
 // during waits until the emulator has accepted n captchas, then breaks the
