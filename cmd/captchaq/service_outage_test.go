@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -192,4 +193,46 @@ func TestServiceOutageSoak(t *testing.T) {
 				tc.name, time.Since(start).Round(time.Second), st.InCalls, st.Submitted, st.ResCalls, st.Codes)
 		})
 	}
+}
+
+// A worker process with work whose `captchaq server` is SIGSTOPped: it
+// says once that the stream does not answer, and that it answers again
+// only after SIGCONT, once a request made the round trip; all tasks are
+// solved, each paid once.
+func TestWorkerSaysTheStreamAnswersOnlyAfterSIGCONT(t *testing.T) {
+	t.Parallel()
+	server := startProcBroker(t, "30s")
+	api := fakeapi.New(fakeapi.Config{Seed: 35, SolveTime: map[string]fakeapi.Range{
+		fakeapi.KindTurnstile: {Min: 200 * time.Millisecond, Median: 400 * time.Millisecond, Max: time.Second}}})
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	w := startProc(t, keyEnv, "worker", "--nats", server.url, "--solver-url", srv.URL, "--poll-scale", "0.1", "--name", "stopped-broker")
+	w.waitLine("worker started", 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	_, client, tasks := submitTurnstiles(ctx, t, server.url, "sigstop", 3, 60)
+	require.Eventually(t, func() bool { return api.Stats().Submitted >= 4 }, time.Minute, 10*time.Millisecond)
+
+	require.NoError(t, server.cmd.Process.Signal(syscall.SIGSTOP))
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			_ = server.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	})
+	w.waitLine("the stream does not answer", 30*time.Second)
+	// Stopped for longer than a heartbeat's period and many fetches'
+	// expiry: no return is told meanwhile.
+	require.Never(t, func() bool { return strings.Contains(w.output(), "the stream answers again") },
+		8*time.Second, 50*time.Millisecond, "told while the server is stopped")
+	require.NoError(t, server.cmd.Process.Signal(syscall.SIGCONT))
+	stopped = false
+	w.waitLine("the stream answers again", 30*time.Second)
+	for _, tk := range tasks {
+		out, err := client.Wait(ctx, tk.ID)
+		require.NoError(t, err, "task %s", tk.ID)
+		require.Equal(t, stream.StatusSolved, out.Status)
+	}
+	require.Equal(t, len(tasks), api.Stats().Submitted, "each task paid once")
+	require.Equal(t, 1, strings.Count(w.output(), "the stream answers again"), "%s", w.output())
 }
