@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/captchaq/captchaq/internal/text"
@@ -27,7 +28,10 @@ const (
 	DefaultSubmitWindow = 3 * time.Second
 	// DefaultSubmitBurst is the default Config.SubmitBurst. It leaves a
 	// margin for network jitter under the service's ban threshold of 60
-	// in.php calls in 3 s.
+	// in.php calls in 3 s (MAX_USER_TURN, then every in.php refused for
+	// 10 s: blog.captchaai.com/captchaai-api-error-handling-decision-tree,
+	// cited in testdata/service/replies.json). After an outage the queued
+	// submissions resume through the same limit: no burst.
 	DefaultSubmitBurst = 55
 	// DefaultHTTPTimeout bounds one HTTP exchange of the default client.
 	DefaultHTTPTimeout = 30 * time.Second
@@ -77,10 +81,16 @@ type Config struct {
 	// Service is the profile of the service at BaseURL: what its codes mean
 	// and which methods it has. Default ServiceOf(BaseURL).
 	Service Service
-	// OutageWarnAfter is how long the service may stay unreachable
-	// (Unreachable) before the Logger says so at WARN, then once a minute.
-	// Zero means DefaultOutageWarnAfter (3 min).
+	// OutageWarnAfter is how often the Logger says again, at WARN, that
+	// the service is still unreachable (Unreachable); the first failed
+	// call of an outage is logged at WARN at once, with the service's host
+	// and the captchas held there. Zero means DefaultOutageWarnAfter (1 min).
 	OutageWarnAfter time.Duration
+	// StallAfter is how long a call may wait for a reply, while no other
+	// call gets one, before the service counts as frozen (it accepts
+	// connections and answers nothing): an outage, during which no captcha
+	// is submitted. Zero means DefaultStallAfter (10 s).
+	StallAfter time.Duration
 	// PollErrors is how many transient errors in a row (HTTP 5xx, garbage,
 	// network) a captcha's polling tolerates before Solve returns the last
 	// one: the captcha is still being solved, a failed poll does not lose it.
@@ -127,6 +137,7 @@ type Client struct {
 	occ        *occupancy
 	win        *window // nil without Config.LearnPlan
 	pingback   *Pingback
+	held       atomic.Int64 // captchas accepted by the service that Solve waits for
 }
 
 // pingsBack reports whether the service calls back (Config.Pingback).
@@ -193,6 +204,12 @@ func NewClient(cfg Config) (*Client, error) {
 	if c.outage.warnFrom <= 0 {
 		c.outage.warnFrom = DefaultOutageWarnAfter
 	}
+	c.outage.stall = cfg.StallAfter
+	if c.outage.stall <= 0 {
+		c.outage.stall = DefaultStallAfter
+	}
+	c.outage.host = u.Host
+	c.outage.held = c.Held
 	c.service = cfg.Service
 	if c.service == "" {
 		c.service = ServiceOf(c.base)
@@ -300,6 +317,8 @@ func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
 		return Answer{}, err
 	}
 	submitted := c.now()
+	c.held.Add(1)
+	defer c.held.Add(-1)
 	c.occ.accepted()
 	if c.win != nil {
 		c.win.accepted()
@@ -351,7 +370,10 @@ func (c *Client) PlanReached() bool {
 }
 
 // Submit validates req and sends it to in.php, returning the captcha id. It
-// waits for the key's submission rate limit first.
+// waits for the key's submission rate limit first. While the service does
+// not answer (Unreachable) it sends nothing and returns a CodeUnreachable
+// *Error at once, a capacity wait: except when a probe of the service is
+// due, which it makes first, submitting if the service answered.
 func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	if err := Validate(req.Method, req.Params); err != nil {
 		return "", newError("validate", CodeInvalidParams, err)
@@ -359,8 +381,15 @@ func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	if err := c.service.Offers(req.Method, req.Params); err != nil {
 		return "", newError("validate", CodeInvalidParams, err)
 	}
+	if err := c.gate(ctx); err != nil {
+		return "", err
+	}
 	if err := c.limiter.wait(ctx, c.now); err != nil {
 		return "", fmt.Errorf("solver: wait for submission slot: %w", err)
+	}
+	if c.outage.active() {
+		// It began while this call waited for its slot.
+		return "", c.unanswered()
 	}
 	if c.pingsBack() {
 		params := make(map[string]string, len(req.Params)+1)

@@ -15,10 +15,28 @@ import (
 )
 
 // DefaultOutageWarnAfter is Config.OutageWarnAfter's default.
-const DefaultOutageWarnAfter = 3 * time.Minute
+const DefaultOutageWarnAfter = time.Minute
 
-// outageWarnEvery is how often a lasting outage is logged at WARN.
-const outageWarnEvery = time.Minute
+// DefaultStallAfter is Config.StallAfter's default. The service answers
+// in.php and res.php within a second or two; a call with no reply after
+// this long, while no other call got one since it was sent, means a
+// service that accepts connections and answers nothing.
+const DefaultStallAfter = 10 * time.Second
+
+// Probe schedule during an outage: the first probe a second after the
+// outage began, then each twice as late as the one before, at most
+// probeMax apart. Each process probes at this pace on its own: a pool of
+// n workers on one key sends at most n calls per probeMax once the outage
+// has lasted half a minute.
+const (
+	probeFirst = time.Second
+	probeMax   = 15 * time.Second
+)
+
+// serverErrorsInARow is how many HTTP 5xx replies in a row, with no other
+// reply between them, make an outage: one is a passing fault of one call,
+// a run of them a service that is down behind its front.
+const serverErrorsInARow = 3
 
 // unreachable describes err when it means the service could not be reached
 // at all, before any HTTP exchange: the connection was refused or timed out,
@@ -74,56 +92,175 @@ func tlsReason(err error) string {
 	return msg
 }
 
-// outage tracks whether the service has been unreachable since some time.
+// outage tracks whether the service answers. It begins at the first call
+// that fails as an outage does (the service could not be reached, or gave
+// no reply within StallAfter, or a run of HTTP 5xx) and ends at the first
+// reply that is not a 5xx. While it lasts, no captcha is submitted: Submit
+// answers CodeUnreachable at once (a capacity wait, no attempt spent),
+// except for one call at a time on the probe schedule, which probes with
+// getbalance and submits only if the service answered.
 type outage struct {
+	host string
+
 	mu       sync.Mutex
-	since    time.Time // zero: reachable (or never tried)
+	since    time.Time // zero: the service answers (or no call yet)
 	last     string    // what failed last
 	warned   time.Time // last WARN
 	warnFrom time.Duration
+	stall    time.Duration
+	probeAt  time.Time     // the next probe may go then
+	probeGap time.Duration // the wait before the next probe after this one
+	probing  bool
+	replied  time.Time // the last reply of any kind
+	fives    int       // HTTP 5xx replies in a row
+	held     func() int
 }
 
-// fail records an unreachable call and logs: once at INFO when the outage
-// starts, then at WARN every minute once it has lasted warnFrom.
+// active reports whether an outage is on.
+func (o *outage) active() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.since.IsZero()
+}
+
+// fail records a call that failed as an outage does (what says how) and
+// logs at WARN when it begins the outage, then every warnFrom while it
+// lasts.
 func (o *outage) fail(ctx context.Context, log *slog.Logger, what string, now time.Time) {
 	o.mu.Lock()
 	start := o.since.IsZero()
 	if start {
-		o.since = now
+		o.since, o.warned = now, now
+		o.probeAt, o.probeGap = now.Add(probeFirst), 2*probeFirst
 	}
 	o.last = what
 	lasted := now.Sub(o.since)
-	warn := lasted >= o.warnFrom && now.Sub(o.warned) >= outageWarnEvery
+	warn := !start && now.Sub(o.warned) >= o.warnFrom
 	if warn {
 		o.warned = now
 	}
 	o.mu.Unlock()
 	switch {
+	case start:
+		log.LogAttrs(ctx, slog.LevelWarn, "the solving service does not answer: no captcha is submitted until it does; tasks wait without spending attempts",
+			slog.String("host", o.host), slog.String("error", what), slog.Int("held", o.held()))
 	case warn:
 		log.LogAttrs(ctx, slog.LevelWarn, "the solving service is still unreachable; tasks wait without spending attempts",
-			slog.String("error", what), slog.Duration("for", lasted.Round(time.Second)))
-	case start:
-		log.LogAttrs(ctx, slog.LevelInfo, "the solving service is unreachable; tasks wait without spending attempts",
-			slog.String("error", what))
+			slog.String("host", o.host), slog.String("error", what), slog.Duration("for", lasted.Round(time.Second)),
+			slog.Int("held", o.held()))
 	}
 }
 
-// ok records a call that got an HTTP reply: the outage, if any, is over.
-func (o *outage) ok(ctx context.Context, log *slog.Logger, now time.Time) {
+// reply records an HTTP reply with status. A 5xx is no answer from the
+// service itself: a run of serverErrorsInARow of them begins an outage;
+// any other reply ends the outage, if any.
+func (o *outage) reply(ctx context.Context, log *slog.Logger, status int, now time.Time) {
 	o.mu.Lock()
+	o.replied = now
+	if status >= 500 {
+		o.fives++
+		n := o.fives
+		o.mu.Unlock()
+		if n >= serverErrorsInARow {
+			o.fail(ctx, log, fmt.Sprintf("HTTP %d from %s, %d replies in a row with a 5xx status", status, o.host, n), now)
+		}
+		return
+	}
+	o.fives = 0
 	was, lasted := !o.since.IsZero(), now.Sub(o.since)
 	o.since, o.last, o.warned = time.Time{}, "", time.Time{}
 	o.mu.Unlock()
 	if was {
-		log.LogAttrs(ctx, slog.LevelInfo, "the solving service is reachable again", slog.Duration("after", lasted.Round(time.Second)))
+		log.LogAttrs(ctx, slog.LevelWarn, "the solving service answers again: submissions resume at the service's rate",
+			slog.String("host", o.host), slog.Duration("after", lasted.Round(time.Second)), slog.Int("held", o.held()))
 	}
 }
 
-// Unreachable reports an outage: since when every call to the service has
-// failed without reaching it (connection refused, DNS or TLS failure), and
-// what failed last, e.g. "connection refused to 127.0.0.1:8099: is the
-// service's URL right?". It returns the zero time and nil while the
-// service answers (or before the first call).
+// stalled is run StallAfter after a call was sent that has no reply yet:
+// when no call got a reply since then either, the service accepts
+// connections and answers nothing, an outage.
+func (o *outage) stalled(ctx context.Context, log *slog.Logger, sent time.Time, now func() time.Time) {
+	o.mu.Lock()
+	answered := o.replied.After(sent)
+	o.mu.Unlock()
+	if !answered {
+		o.fail(ctx, log, fmt.Sprintf("no reply from %s for %v: it accepts connections and answers nothing", o.host, o.stall), now())
+	}
+}
+
+// probe reports whether the caller is to probe the service now: an outage
+// is on, its next probe is due and no other caller probes. The caller
+// calls probed when done.
+func (o *outage) probe(now time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.since.IsZero() || o.probing || now.Before(o.probeAt) {
+		return false
+	}
+	o.probing = true
+	return true
+}
+
+// probed ends a probe and plans the next one.
+func (o *outage) probed(now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.probing = false
+	o.probeAt = now.Add(o.probeGap)
+	o.probeGap = min(2*o.probeGap, probeMax)
+}
+
+// gate lets a submission through while the service answers. During an
+// outage it probes the service when a probe is due (getbalance: free,
+// and answered as fast as anything) and lets the submission through if
+// the service answered; otherwise it returns a CodeUnreachable *Error at
+// once, a capacity wait that spends no attempt and holds nothing.
+func (c *Client) gate(ctx context.Context) error {
+	if !c.outage.active() {
+		return nil
+	}
+	if c.Probe(ctx) {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("solver: probe the service: %w", err)
+	}
+	return c.unanswered()
+}
+
+// Probe, during an outage (Unreachable), asks the service for the balance
+// when the probe schedule says a probe is due (a second after the outage
+// began, then at doubling gaps up to 15 s) and no other call of this
+// Client probes now. It reports whether the service answers: true when
+// no outage is on, or the probe got a reply. A worker calls it now and
+// then, so that an outage ends when the service is back even while no
+// captcha comes to be submitted.
+func (c *Client) Probe(ctx context.Context) bool {
+	if !c.outage.active() {
+		return true
+	}
+	if c.outage.probe(c.now()) {
+		_, _ = c.Balance(ctx) // the outage records what failed
+		c.outage.probed(c.now())
+	}
+	return !c.outage.active()
+}
+
+// unanswered is Submit's error during an outage: a capacity wait.
+func (c *Client) unanswered() error {
+	since, why := c.Unreachable()
+	if since.IsZero() {
+		since, why = c.now(), errors.New("it answers again")
+	}
+	return newError("in.php", CodeUnreachable, fmt.Errorf("not submitted: the service at %s does not answer since %s (%v)",
+		c.outage.host, since.UTC().Format(time.RFC3339), why))
+}
+
+// Unreachable reports an outage: since when the service has not answered
+// (every call failed to reach it, got no reply within Config.StallAfter,
+// or a run of HTTP 5xx), and what failed last, e.g. "connection refused
+// to 127.0.0.1:8099: is the service's URL right?". It returns the zero
+// time and nil while the service answers (or before the first call).
 func (c *Client) Unreachable() (time.Time, error) {
 	c.outage.mu.Lock()
 	defer c.outage.mu.Unlock()
@@ -132,3 +269,7 @@ func (c *Client) Unreachable() (time.Time, error) {
 	}
 	return c.outage.since, errors.New(c.outage.last)
 }
+
+// Held returns how many captchas of this Client the service has accepted
+// and Solve still waits for: what the service holds of it.
+func (c *Client) Held() int { return int(c.held.Load()) }

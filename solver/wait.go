@@ -95,6 +95,13 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		case cls == retry.Poll:
 			lastNotReady, fails = max(lastNotReady, seen), 0
 			c.occ.notReady(h, lastNotReady)
+		case CodeOf(err) == CodeUnreachable:
+			// The service does not answer anyone (outage.go): the captcha
+			// it holds is still this task's, polled again at the next
+			// scheduled poll, whichever the outage's length.
+			lastErr = err
+			c.log.LogAttrs(ctx, slog.LevelDebug, "poll failed during an outage, polling on",
+				slog.String("captcha_id", id))
 		case (cls == retry.Transient || cls == retry.Capacity) && fails < c.pollErrors:
 			// Capacity from res.php is a gateway's HTTP 429: the captcha is
 			// still being solved, so slow down and poll on like after any
@@ -229,6 +236,11 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 	}
 	if lastErr != nil {
 		why += fmt.Sprintf(" (last poll error: %v)", lastErr)
+	}
+	if c.outage.active() {
+		// The time ran out while the service did not answer: the
+		// outage's, a capacity wait, not the task's attempt.
+		code = CodeUnreachable
 	}
 	return Answer{}, newError("res.php", code, errors.New(why)).about(id)
 }

@@ -11,9 +11,13 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
+
+	"github.com/captchaq/captchaq/retry"
 )
 
 const formType = "application/x-www-form-urlencoded"
@@ -84,6 +88,11 @@ func (c *Client) callParsed(op string, status int, b []byte, loc string) (reply,
 		var e *Error
 		if errors.As(err, &e) {
 			e.Class = c.service.Classify(e.Code)
+			if status >= 500 && c.outage.active() {
+				// A 5xx during an outage (a run of them is one) is the
+				// outage's, a capacity wait, not the task's fault.
+				e.Class = retry.Capacity
+			}
 			if loc != "" && status/100 == 3 && e.Err != nil {
 				e.Err = fmt.Errorf("%w (a redirect to %s, not followed: the API never redirects, check the base URL)",
 					e.Err, redirectTarget(loc))
@@ -105,7 +114,13 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 	}
 	hreq.Header.Set("Content-Type", ctype)
 	hreq.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
+	// A call with no reply after StallAfter, while no other call got one
+	// either, is a frozen service: an outage from then on, not only once
+	// the HTTP client's timeout ends the call.
+	sent := c.now()
+	stall := time.AfterFunc(c.outage.stall, func() { c.outage.stalled(context.WithoutCancel(ctx), c.log, sent, c.now) })
 	resp, err := c.http.Do(hreq)
+	stall.Stop()
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, nil, "", fmt.Errorf("solver: %s: %w", op, ctx.Err())
@@ -115,9 +130,22 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 			c.outage.fail(ctx, c.log, redact(what, c.key), c.now())
 			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, fmt.Errorf("%s (%w)", what, err)))
 		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			// No reply within the HTTP client's timeout: the service
+			// accepts connections and answers nothing.
+			what := fmt.Sprintf("no reply from %s within %v", c.outage.host, c.now().Sub(sent).Round(time.Second))
+			c.outage.fail(ctx, c.log, what, c.now())
+			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, fmt.Errorf("%s (%w)", what, err)))
+		}
+		if c.outage.active() {
+			// A cut connection during an outage is the outage's, not the
+			// task's.
+			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, err))
+		}
 		return 0, nil, "", c.scrub(newError(op, CodeNetwork, err))
 	}
-	c.outage.ok(ctx, c.log, c.now())
+	c.outage.reply(ctx, c.log, resp.StatusCode, c.now())
 	defer resp.Body.Close()
 	b, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {

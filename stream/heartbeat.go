@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
 )
@@ -24,6 +25,13 @@ func (w *Worker) announce(ctx context.Context, inUse func() int) func() {
 	info := WorkerInfo{Name: w.cfg.Name, Host: host, PID: os.Getpid(), Threads: w.cfg.Threads, Started: w.cfg.Now()}
 	beat := func(ctx context.Context) {
 		info.At, info.InUse, info.Tasks = w.cfg.Now(), inUse(), w.held.List()
+		info.ServiceDownSince, info.ServiceDown, info.HeldAtService = time.Time{}, "", 0
+		if sc := w.serviceClient(); sc != nil {
+			info.HeldAtService = sc.Held()
+			if since, err := sc.Unreachable(); err != nil {
+				info.ServiceDownSince, info.ServiceDown = since, err.Error()
+			}
+		}
 		b, err := json.Marshal(info)
 		if err != nil {
 			return
@@ -77,4 +85,14 @@ const lastBeatTimeout = time.Second
 // brokerTime is t, a time of the worker's clock, on the broker's clock.
 func (w *Worker) brokerTime(t time.Time) time.Time {
 	return w.clock.BrokerTime(t)
+}
+
+// serviceClient is the worker's *solver.Client, built or given, whose
+// outage and held captchas its heartbeat carries; nil for another Solver.
+func (w *Worker) serviceClient() *solver.Client {
+	if w.built != nil {
+		return w.built
+	}
+	sc, _ := w.cfg.Solver.(*solver.Client)
+	return sc
 }

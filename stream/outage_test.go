@@ -36,7 +36,7 @@ func TestUnreachableServiceSpendsNoAttempts(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	sc, err := solver.NewClient(solver.Config{BaseURL: "http://" + addr, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
 		Timing: solver.Timing{Scale: 0.001}, Logger: log,
-		OutageWarnAfter: 100 * time.Millisecond}) // the production default is 3 min
+		OutageWarnAfter: 100 * time.Millisecond}) // the production default is 1 min
 	require.NoError(t, err)
 	p := retry.Policy{MaxAttempts: 1, InitialInterval: 10 * time.Millisecond, MaxInterval: 20 * time.Millisecond, NoJitter: true,
 		CapacityDelay: 20 * time.Millisecond, CapacityMaxDelay: 50 * time.Millisecond}
@@ -103,7 +103,7 @@ func TestUnreachableServiceSpendsNoAttempts(t *testing.T) {
 		solved++
 	}))
 	require.Equal(t, len(tasks), solved)
-	require.Contains(t, logs.String(), "reachable again")
+	require.Contains(t, logs.String(), "the solving service answers again")
 	since, uerr = sc.Unreachable()
 	require.True(t, since.IsZero(), "%v", uerr)
 }

@@ -125,6 +125,11 @@ func printStats(w io.Writer, st stream.Stats) {
 		fmt.Fprintf(tw, ", %d of %d threads in use", inUse, threads)
 	}
 	fmt.Fprintln(tw)
+	for _, x := range st.Workers {
+		if s := x.ServiceState(); s != "" && !x.Stopped {
+			fmt.Fprintf(tw, "  %s: %s\n", x.Name, s)
+		}
+	}
 	win := "all retained"
 	if st.Window > 0 {
 		win = "last " + st.Window.String()

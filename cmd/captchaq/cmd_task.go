@@ -263,6 +263,8 @@ func printWorkers(w io.Writer, ws []stream.WorkerInfo) {
 		state := "running"
 		if x.Stopped {
 			state = "stopped"
+		} else if s := x.ServiceState(); s != "" {
+			state = "running; " + s
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s ago\t%s\n", x.Name, orDash(x.Host), x.PID, x.Threads, x.InUse,
 			age(x.At.Sub(x.Started)), age(max(now.Sub(x.At), time.Millisecond)), state)

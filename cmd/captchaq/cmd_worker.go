@@ -92,8 +92,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		if since, err := sc.Unreachable(); err != nil {
-			return fmt.Errorf("the solving service is unreachable since %s: %v (--solver-url %s)",
-				since.UTC().Format(time.RFC3339), err, redactURL(sf.url))
+			return fmt.Errorf("the solving service is unreachable since %s: %v (--solver-url %s); %d captchas held at the service",
+				since.UTC().Format(time.RFC3339), err, redactURL(sf.url), sc.Held())
 		}
 		return nil
 	}
@@ -133,6 +133,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	worker.Store(w)
 	running.Store(true)
 	go checkService(ctx, sc, log)
+	go probeOutages(ctx, sc)
 	// A user that may not pull tasks (the producer's credentials, by
 	// mistake) can do nothing: stop, and say which role a worker needs,
 	// rather than run on refused every second while nothing is solved.
@@ -180,6 +181,25 @@ func checkService(ctx context.Context, sc *solver.Client, log *slog.Logger) {
 	case errors.As(err, &se) && solver.ClassOf(err) == retry.Fatal:
 		log.Error("the solving service refuses this worker: it stops at the first task it takes, handing the task back",
 			slog.String("code", se.Code), slog.String("error", serviceWords(se)))
+	}
+}
+
+// probeOutages lets the solving client probe the service during an
+// outage on its schedule (solver.Client.Probe), so that the outage ends,
+// in the log, /readyz and stats, once the service answers, even while no
+// task comes to be submitted.
+func probeOutages(ctx context.Context, sc *solver.Client) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			pctx, cancel := context.WithTimeout(ctx, solver.DefaultHTTPTimeout)
+			sc.Probe(pctx)
+			cancel()
+		}
 	}
 }
 

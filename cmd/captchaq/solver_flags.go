@@ -73,7 +73,7 @@ func (s *solverFlags) registerSolving(fs *flag.FlagSet) {
 	fs.StringVar(&s.service, "service", "",
 		"the service's profile, captchaai or 2captcha: what ERROR_ZERO_BALANCE means (CaptchaAI: all plan threads busy, wait; 2captcha: no money, stop) and which methods exist (default: from the --solver-url host)")
 	fs.DurationVar(&s.outageWarn, "outage-warn-after", solver.DefaultOutageWarnAfter,
-		"when the service cannot be reached at all (connection refused, DNS, TLS), tasks wait without spending attempts; after this long the log says so at WARN every minute")
+		"when the service does not answer (connection refused, DNS, TLS, no reply for 10 s, a run of HTTP 5xx), the first failed call is logged at WARN, no captcha is submitted and tasks wait without spending attempts; while it lasts the log says so again at WARN this often")
 	fs.Var((*paceFlag)(&s.pollPace), "poll-pace",
 		"how many times the service's recommended res.php pace (a poll every 5 s per captcha in flight) this worker's polls may come to when it asks captchas early whether a plan thread is free; the planned polls are never held back (default 0: the service's, 3 on CaptchaAI, 1 on 2captcha, whose limits ask for 5 s between polls)")
 	fs.Float64Var(&s.pollScale, "poll-scale", 1, "multiply every polling delay by this (only with a sped-up emulator: fakeapi --speed 10 goes with 0.1)")

@@ -73,6 +73,18 @@ function syncButtons() { document.querySelectorAll("button.admin").forEach(syncB
 
 // ---- the snapshot: queues, workers, methods, history ----
 
+// workerState is a worker's state cell: stopped, running, or running while
+// its solving service does not answer, since when and with how many of its
+// captchas held there (WorkerInfo.ServiceState says the same in the CLI).
+function workerState(w) {
+  if (w.stopped) return td("stopped", "dead");
+  if (w.service_down_since) {
+    return td(`running; service unreachable since ${new Date(w.service_down_since).toISOString().replace(/\.\d+Z$/, "Z")}` +
+      ` (${w.held_at_service || 0} captchas held at the service)`, "dead");
+  }
+  return td("running", "solved");
+}
+
 function render(s) {
   const now = new Date(s.at);
   const st = s.stats;
@@ -90,7 +102,7 @@ function render(s) {
 
   fillTable("workers", (st.workers || []).map(w => el("tr", {},
     td(w.name), td(w.host || "-"), td(w.threads, "num"), td(w.in_use, "num"), td(age(w.at, now) + " ago"),
-    td(w.stopped ? "stopped" : "running", w.stopped ? "dead" : "solved"))), "no worker seen in the last 15s");
+    workerState(w))), "no worker seen in the last 15s");
 
   const methods = Object.keys(st.by_method || {}).sort();
   fillTable("methods", methods.map(m => {

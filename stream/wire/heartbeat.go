@@ -1,6 +1,9 @@
 package wire
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Heartbeats: a running worker stores one every HeartbeatEvery on
 // captcha.workers.<name>, each living HeartbeatTTL (Nats-TTL), so the
@@ -31,6 +34,26 @@ type WorkerInfo struct {
 	// to their end: a worker given one of them again while this heartbeat
 	// is the holder's latest waits instead of paying the service again.
 	Tasks []HeldTask `json:"tasks,omitempty"`
+	// ServiceDownSince is set while the solving service does not answer
+	// this worker (refused connections, no reply, a run of HTTP 5xx): since
+	// when. The worker submits nothing meanwhile; ServiceDown says what
+	// failed last (by host, never the key).
+	ServiceDownSince time.Time `json:"service_down_since,omitzero"`
+	ServiceDown      string    `json:"service_down,omitempty"`
+	// HeldAtService counts the captchas the service has accepted from this
+	// worker and not answered yet.
+	HeldAtService int `json:"held_at_service,omitempty"`
+}
+
+// ServiceState says whether the worker's solving service answers, as
+// `captchaq stats` and the dashboard show it: "" while it does, else
+// "service unreachable since <time> (<n> captchas held at the service)".
+func (w WorkerInfo) ServiceState() string {
+	if w.ServiceDownSince.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("service unreachable since %s (%d captchas held at the service)",
+		w.ServiceDownSince.UTC().Format(time.RFC3339), w.HeldAtService)
 }
 
 // HeldTask names a task generation a worker holds (WorkerInfo.Tasks).

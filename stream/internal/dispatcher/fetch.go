@@ -65,7 +65,10 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			dp.Log.Debug("fetch tasks", slog.String("consumer", f.Cons.CachedInfo().Name), slog.Any("error", err))
 			dp.Reach.Failed(dp.Log, "fetch tasks", err)
-		} else {
+		} else if got > 0 {
+			// Only a message fetched proves the round trip: a no-wait
+			// fetch that the broker never answers ends after a second
+			// without an error, as an empty one does.
 			dp.Reach.Answered(dp.Log)
 		}
 		if got < want {

@@ -39,8 +39,12 @@ func (r *Reach) Failed(log *slog.Logger, what string, err error) {
 	}
 }
 
-// Answered notes that a request to the stream succeeded, and logs the
-// outage that it ends, if any.
+// Answered notes that a request to the stream made the round trip (the
+// broker's own reply came back: a stored message's ack, a fetched
+// message), and logs the outage that it ends, if any. A call that only
+// ended without an error proves nothing: a no-wait fetch the broker never
+// answers ends so, and a publish without an ack leaves only the client's
+// buffer; neither may be told here.
 func (r *Reach) Answered(log *slog.Logger) {
 	r.mu.Lock()
 	if !r.down {
