@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -57,6 +58,10 @@ type Gateway struct {
 
 	mu    sync.Mutex
 	tasks map[string]*entry // by captchaq task id
+	// past are the generations of the tasks the gateway forgot (sweep),
+	// by captchaq task id, for as long as the stream keeps their
+	// outcomes: a poll of one reads its own generation's outcome.
+	past map[string]pastTask
 
 	stop     context.CancelFunc
 	ctx      context.Context
@@ -87,6 +92,28 @@ type entry struct {
 	done           bool
 	doneAt         time.Time
 	out            stream.Outcome
+	// early are outcomes stored under the id before Submit returned its
+	// generation (at most maxEarly; overflow says more came): the one of
+	// that generation, if among them, is the task's.
+	early    []genOutcome
+	overflow bool
+}
+
+// genOutcome is an outcome and the generation it ends.
+type genOutcome struct {
+	out stream.Outcome
+	gen uint64
+}
+
+// maxEarly bounds the outcomes an entry keeps while its generation is not
+// known yet: a submission's own outcome cannot come before it is stored,
+// so more than a few are someone else's.
+const maxEarly = 4
+
+// pastTask is a forgotten task's generation, and when it was forgotten.
+type pastTask struct {
+	gen uint64
+	at  time.Time
 }
 
 // keepDone is how long a finished task's outcome stays in memory; after
@@ -114,7 +141,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
 	cfg.Pingback = cfg.Pingback.withDefaults()
-	g := &Gateway{cfg: cfg, log: cfg.Logger, callers: map[[32]byte]*caller{}, tasks: map[string]*entry{}}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, callers: map[[32]byte]*caller{}, tasks: map[string]*entry{}, past: map[string]pastTask{}}
 	producers := map[string]bool{}
 	for i, k := range cfg.Keys {
 		if err := k.Validate(); err != nil {
@@ -169,7 +196,7 @@ func (g *Gateway) Close() {
 func (g *Gateway) follow(since time.Time) {
 	defer g.bg.Done()
 	for g.ctx.Err() == nil {
-		err := g.reader.OutcomesSince(g.ctx, since, true, g.record)
+		err := g.reader.GenOutcomesSince(g.ctx, since, true, g.record)
 		if g.ctx.Err() != nil {
 			return
 		}
@@ -212,25 +239,71 @@ func (g *Gateway) janitor() {
 	}
 }
 
-// record takes an outcome the stream stored: the end of a task the
-// gateway waits for (its first outcome after the submission), or nothing
-// of the gateway's.
-func (g *Gateway) record(o stream.Outcome) {
-	now := g.cfg.Now()
+// record takes an outcome the stream stored under generation gen: the
+// end of a task the gateway waits for when gen is the generation its
+// submission got, else nothing of the gateway's. Anyone who may submit can
+// have outcomes stored under a gateway task's id (a forged message, a task
+// submitted again after the duplicate window); only the submission's own
+// outcome answers the caller, calls its pingback and frees its slot.
+func (g *Gateway) record(o stream.Outcome, gen uint64) {
 	g.mu.Lock()
 	e := g.tasks[o.ID]
-	if e == nil || e.done {
-		g.mu.Unlock()
+	switch {
+	case e == nil || e.done:
+	case e.gen == 0:
+		// Submit has not returned the generation yet: keep it until it
+		// does (gotGen).
+		if len(e.early) < maxEarly {
+			e.early = append(e.early, genOutcome{o, gen})
+		} else {
+			e.overflow = true
+		}
+	case gen == e.gen:
+		g.finishLocked(e, o)
+	}
+	g.mu.Unlock()
+}
+
+// finishLocked ends entry e with its outcome o: the answer of its polls,
+// its slot freed, its pingback sent. Callers hold g.mu.
+func (g *Gateway) finishLocked(e *entry, o stream.Outcome) {
+	now := g.cfg.Now()
+	e.done, e.doneAt, e.out, e.early = true, now, o, nil
+	e.caller.inFlight--
+	if e.pingback != "" {
+		g.pingwait.Add(1)
+		go g.sendPingback(e.num, e.pingback, g.answerOf(o, e.method, now))
+	}
+}
+
+// gotGen records the generation Submit gave entry e (task id) and ends it
+// with an outcome of that generation that came first. When more outcomes
+// came under the id than the entry keeps, its own is read from the stream.
+func (g *Gateway) gotGen(e *entry, id string, gen uint64, deadline time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e.gen, e.deadline = gen, deadline
+	for _, eo := range e.early {
+		if eo.gen == gen {
+			g.finishLocked(e, eo.out)
+			return
+		}
+	}
+	e.early = nil
+	if !e.overflow || g.ctx.Err() != nil {
 		return
 	}
-	e.done, e.doneAt, e.out = true, now, o
-	e.caller.inFlight--
-	pb := e.pingback
-	g.mu.Unlock()
-	if pb != "" {
-		g.pingwait.Add(1)
-		go g.sendPingback(e.num, pb, g.answerOf(o, e.method, now))
-	}
+	g.bg.Add(1)
+	go func() {
+		defer g.bg.Done()
+		ctx, cancel := context.WithDeadline(g.ctx, deadline.Add(time.Minute))
+		defer cancel()
+		o, err := e.caller.client.WaitReceipt(ctx, stream.Receipt{ID: id, Seq: gen})
+		if err != nil && o.ID == "" {
+			return // the sweep forgets it past its deadline; polls read the stream
+		}
+		g.record(o, gen)
+	}()
 }
 
 // sweep forgets finished tasks after keepDone, drops tokens from memory at
@@ -245,16 +318,24 @@ func (g *Gateway) sweep() {
 		if !e.done {
 			if !e.deadline.IsZero() && now.Sub(e.deadline) > time.Minute {
 				delete(g.tasks, id)
+				g.past[id] = pastTask{gen: e.gen, at: now}
 				e.caller.inFlight--
 			}
 			continue
 		}
 		if now.Sub(e.doneAt) > keepDone {
 			delete(g.tasks, id)
+			g.past[id] = pastTask{gen: e.gen, at: now}
 			continue
 		}
 		if e.out.Solution != nil && !now.Before(e.out.ExpiresAt) {
 			e.out.Solution, e.out.UserAgent = nil, ""
+		}
+	}
+	keep := cmp.Or(g.cfg.Topology.Retention, stream.DefaultRetention)
+	for id, p := range g.past {
+		if now.Sub(p.at) > keep {
+			delete(g.past, id)
 		}
 	}
 }

@@ -146,9 +146,7 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 	if deadline.IsZero() {
 		deadline = now.Add(cmp.Or(time.Duration(c.Deadline), stream.DefaultDeadline))
 	}
-	g.mu.Lock()
-	e.gen, e.deadline = r.Seq, deadline
-	g.mu.Unlock()
+	g.gotGen(e, t.ID, r.Seq, deadline)
 	rep.ok(jsonString(e.num), e.num, "", "")
 }
 
