@@ -64,7 +64,7 @@ func newRoleBed(t *testing.T, api fakeapi.Config, top stream.Topology, edit func
 		MinSubmitInterval: -1, SubmitBurst: -1})
 	require.NoError(t, err)
 
-	cfg := gateway.Config{Conn: rb.conn(t, "producer"), Topology: top, Keys: []gateway.Key{alice, bob}}
+	cfg := gateway.Config{Conn: rb.conn(t, "producer"), Topology: top, Keys: []gateway.Key{alice, bob}, Pingback: gateway.Pingback{Allow: testHooks}}
 	if edit != nil {
 		edit(&cfg)
 	}

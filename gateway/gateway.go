@@ -55,6 +55,9 @@ type Gateway struct {
 	callers map[[32]byte]*caller
 	reader  *stream.Client
 	threads int
+	// guard and pingClient keep callbacks to the addresses allowed.
+	guard      *addrGuard
+	pingClient *http.Client
 
 	mu    sync.Mutex
 	tasks map[string]*entry // by captchaq task id
@@ -142,6 +145,11 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	cfg.Limits = cfg.Limits.withDefaults()
 	cfg.Pingback = cfg.Pingback.withDefaults()
 	g := &Gateway{cfg: cfg, log: cfg.Logger, callers: map[[32]byte]*caller{}, tasks: map[string]*entry{}, past: map[string]pastTask{}}
+	guard, err := newAddrGuard(cfg.Pingback)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: Config.%w", err)
+	}
+	g.guard, g.pingClient = guard, guard.client()
 	producers := map[string]bool{}
 	for i, k := range cfg.Keys {
 		if err := k.Validate(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -26,6 +27,9 @@ import (
 type gatewayFlags struct {
 	addr, keys, cert, key string
 	planThreads           int
+	// pingbackAllow lists the internal hosts and networks callbacks may
+	// reach (comma-separated).
+	pingbackAllow string
 	// user and password are the producer credentials `server` connects
 	// the gateway with (in-process; run's server has no users).
 	user, password string
@@ -41,6 +45,7 @@ func (g *gatewayFlags) register(fs *flag.FlagSet, prefix string) {
 	fs.StringVar(&g.cert, prefix+"https-cert", "", "serve HTTPS with this certificate (PEM); with --"+prefix+"https-key")
 	fs.StringVar(&g.key, prefix+"https-key", "", "private key (PEM) of --"+prefix+"https-cert")
 	fs.IntVar(&g.planThreads, prefix+"plan-threads", 0, "the plan's thread count keys' shares divide; 0: the stream's plan (captchaq server --plan-threads)")
+	fs.StringVar(&g.pingbackAllow, prefix+"pingback-allow", "", "internal hosts, addresses and CIDR networks callers' pingback URLs may reach, comma-separated (e.g. hooks.internal,10.0.0.0/8); by default only public addresses are called back (docs/security.md)")
 	if prefix != "" {
 		fs.StringVar(&g.user, prefix+"user", "producer", "with a nats.conf that has users: the producer user the gateway connects as")
 		fs.StringVar(&g.password, prefix+"password", "", "its password (prefer the environment variable: a flag value shows in ps)")
@@ -75,7 +80,14 @@ func (g *gatewayFlags) start(ctx context.Context, nc *nats.Conn, top stream.Topo
 	if err != nil {
 		return nil, err
 	}
-	gw, err := gateway.New(ctx, gateway.Config{Conn: nc, Topology: top, Keys: keys, PlanThreads: g.planThreads, Logger: log, Now: now})
+	var allow []string
+	for _, a := range strings.Split(g.pingbackAllow, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			allow = append(allow, a)
+		}
+	}
+	gw, err := gateway.New(ctx, gateway.Config{Conn: nc, Topology: top, Keys: keys, PlanThreads: g.planThreads, Logger: log, Now: now,
+		Pingback: gateway.Pingback{Allow: allow}})
 	if err != nil {
 		return nil, err
 	}
