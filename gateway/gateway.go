@@ -39,6 +39,8 @@ type Config struct {
 	PlanThreads int
 	// Pingback configures the callbacks to callers' pingback URLs.
 	Pingback Pingback
+	// Admission bounds what a request costs before its key is known.
+	Admission Admission
 	// Logger receives the gateway's log; default slog.Default(). It never
 	// gets a key, a token or a page URL beyond its host.
 	Logger *slog.Logger
@@ -58,6 +60,7 @@ type Gateway struct {
 	// guard and pingClient keep callbacks to the addresses allowed.
 	guard      *addrGuard
 	pingClient *http.Client
+	admit      *admission
 
 	mu    sync.Mutex
 	tasks map[string]*entry // by captchaq task id
@@ -150,6 +153,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: Config.%w", err)
 	}
 	g.guard, g.pingClient = guard, guard.client()
+	g.admit = newAdmission(cfg.Admission.withDefaults())
 	producers := map[string]bool{}
 	for i, k := range cfg.Keys {
 		if err := k.Validate(); err != nil {
@@ -243,6 +247,7 @@ func (g *Gateway) janitor() {
 			return
 		case <-tick.C:
 			g.sweep()
+			g.admit.sweep(g.cfg.Now())
 		}
 	}
 }
@@ -371,10 +376,47 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	f, err := readForm(w, r)
+	// What a request may cost is bounded before its key is known: its
+	// address's count, then the key in the query before the body is read,
+	// then a turn to read a body whose key comes inside it.
+	now, addr := g.cfg.Now(), clientAddr(r)
+	leave, refused := g.admit.enter(addr, now)
+	if leave == nil {
+		g.refuse(w, queryForm(r), op, refused)
+		return
+	}
+	defer leave()
+	known := func(key string) bool {
+		if key == "" || g.callers[sha256.Sum256([]byte(key))] == nil {
+			g.admit.badKey(addr, now)
+			return false
+		}
+		return true
+	}
+	if q := queryForm(r); q["key"] != "" && !known(q["key"]) {
+		newReplier(w, q).code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
+		return
+	} else if r.Method == http.MethodPost && q["key"] == "" && r.ContentLength != 0 {
+		done, ok := g.admit.unauthTurn(r.Context())
+		if !ok {
+			g.refuse(w, q, op, "busy")
+			return
+		}
+		defer done()
+		inner := known
+		known = func(key string) bool {
+			ok := inner(key)
+			done()
+			return ok
+		}
+	}
+	f, err := readForm(w, r, known)
 	rep := newReplier(w, f)
 	var tooBig *http.MaxBytesError
 	switch {
+	case errors.Is(err, errUnknownKey):
+		rep.code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
+		return
 	case errors.As(err, &tooBig) && op == "in.php":
 		// Only an image makes a body this large: the service's code
 		// for an image over its size (solver/testdata/service/replies.json,
@@ -387,6 +429,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c := g.callers[sha256.Sum256([]byte(f["key"]))]
 	if c == nil || f["key"] == "" {
+		g.admit.badKey(addr, now)
 		// The service's answer to a key it does not know
 		// (solver/testdata/service/replies.json, ERROR_KEY_DOES_NOT_EXIST).
 		rep.code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
@@ -397,6 +440,23 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.result(r.Context(), c, f, rep)
+}
+
+// refuse answers a request the gateway does not read: from a banned
+// address (IP_BANNED), or over its address's count or the turns to read
+// bodies before their key is known (busy), with the service's code for
+// too many requests of the operation (in.php MAX_USER_TURN, res.php
+// "ERROR: 1005"), which callers wait on and retry.
+func (g *Gateway) refuse(w http.ResponseWriter, q form, op, why string) {
+	rep := newReplier(w, q)
+	switch {
+	case why == "IP_BANNED":
+		rep.code("IP_BANNED", "too many requests with keys the gateway does not know from this address: wait")
+	case op == "in.php":
+		rep.code("MAX_USER_TURN", "too many requests from this address at once: wait")
+	default:
+		rep.code("ERROR: 1005", "too many requests from this address at once: wait")
+	}
 }
 
 // newNumber draws a task's caller-facing id: 18 decimal digits, the first
