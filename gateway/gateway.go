@@ -394,6 +394,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return true
 	}
 	if q := queryForm(r); q["key"] != "" && !known(q["key"]) {
+		w.Header().Set("Connection", "close")
 		newReplier(w, q).code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
 		return
 	} else if r.Method == http.MethodPost && q["key"] == "" && r.ContentLength != 0 {
@@ -415,6 +416,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.Is(err, errUnknownKey):
+		w.Header().Set("Connection", "close")
 		rep.code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
 		return
 	case errors.As(err, &tooBig) && op == "in.php":
@@ -448,6 +450,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // too many requests of the operation (in.php MAX_USER_TURN, res.php
 // "ERROR: 1005"), which callers wait on and retry.
 func (g *Gateway) refuse(w http.ResponseWriter, q form, op, why string) {
+	w.Header().Set("Connection", "close") // its body is not read: the connection ends with the answer
 	rep := newReplier(w, q)
 	switch {
 	case why == "IP_BANNED":

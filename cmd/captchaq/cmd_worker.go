@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/captchaq/captchaq/gateway"
+	"github.com/captchaq/captchaq/internal/httpguard"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
@@ -231,7 +232,9 @@ func serveHTTP(addr string, h http.Handler, log *slog.Logger) (func(), string, e
 	if err != nil {
 		return nil, "", err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	var lim httpguard.Limits
+	l, lim = guardListener(l, "metrics", httpguard.Metrics(), log)
+	srv := httpguard.Server(h, lim)
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("HTTP listener stopped", slog.String("addr", l.Addr().String()), slog.Any("error", err))
