@@ -12,10 +12,12 @@ import (
 // callers without a key cannot hold the gateway's memory: the zero value
 // takes the defaults, a negative value turns a bound off.
 type Admission struct {
-	// PerAddress is how many requests one client address may have in the
-	// gateway at once; one more is answered at once, without reading its
-	// body (MAX_USER_TURN on in.php, "ERROR: 1005" on res.php, the
-	// service's codes for too many requests). Default 16.
+	// PerAddress is how many requests without a key in their query one
+	// client address may have in the gateway at once; one more is
+	// answered at once, without reading its body (MAX_USER_TURN on
+	// in.php, "ERROR: 1005" on res.php, the service's codes for too many
+	// requests). A request with a known key in its query is bounded by
+	// the key's Limits instead. Default 16.
 	PerAddress int
 	// Unauthenticated is how many request bodies may be read at once
 	// before their key is known (a key not in the query, sent in the
@@ -98,17 +100,22 @@ func clientAddr(r *http.Request) string {
 	return host
 }
 
-// enter counts a request from addr in; it reports false when addr is over
-// its count or banned (and why), and otherwise returns leave, to call
-// when the request is answered.
-func (a *admission) enter(addr string, now time.Time) (leave func(), code string) {
+// banned reports whether addr is banned for its unknown keys.
+func (a *admission) banned(addr string, now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if w := a.badKeys[addr]; w != nil && w.banned(now) {
-		return nil, "IP_BANNED"
-	}
+	w := a.badKeys[addr]
+	return w != nil && w.banned(now)
+}
+
+// enter counts a request from addr whose key is not known yet; it reports
+// false when addr is at its count, and otherwise returns leave, to call
+// when the request is answered.
+func (a *admission) enter(addr string) (leave func(), ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.cfg.PerAddress > 0 && a.active[addr] >= a.cfg.PerAddress {
-		return nil, "busy"
+		return nil, false
 	}
 	a.active[addr]++
 	return func() {
@@ -117,7 +124,7 @@ func (a *admission) enter(addr string, now time.Time) (leave func(), code string
 		if a.active[addr]--; a.active[addr] <= 0 {
 			delete(a.active, addr)
 		}
-	}, ""
+	}, true
 }
 
 // badKey records a request from addr with a key the gateway does not know.

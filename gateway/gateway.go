@@ -376,16 +376,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	// What a request may cost is bounded before its key is known: its
-	// address's count, then the key in the query before the body is read,
-	// then a turn to read a body whose key comes inside it.
+	// What a request may cost is bounded before its key is known: an
+	// address's ban, the key in the query before the body is read; a
+	// request whose key is not in the query counts against its address's
+	// requests and waits for a turn to read its body. A known key's
+	// requests are bounded by the key's own limits instead.
 	now, addr := g.cfg.Now(), clientAddr(r)
-	leave, refused := g.admit.enter(addr, now)
-	if leave == nil {
-		g.refuse(w, queryForm(r), op, refused)
+	q := queryForm(r)
+	if g.admit.banned(addr, now) {
+		g.refuse(w, q, op, "IP_BANNED")
 		return
 	}
-	defer leave()
 	known := func(key string) bool {
 		if key == "" || g.callers[sha256.Sum256([]byte(key))] == nil {
 			g.admit.badKey(addr, now)
@@ -393,22 +394,31 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return true
 	}
-	if q := queryForm(r); q["key"] != "" && !known(q["key"]) {
+	switch {
+	case q["key"] != "" && !known(q["key"]):
 		w.Header().Set("Connection", "close")
 		newReplier(w, q).code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
 		return
-	} else if r.Method == http.MethodPost && q["key"] == "" && r.ContentLength != 0 {
-		done, ok := g.admit.unauthTurn(r.Context())
+	case q["key"] == "":
+		leave, ok := g.admit.enter(addr)
 		if !ok {
 			g.refuse(w, q, op, "busy")
 			return
 		}
-		defer done()
-		inner := known
-		known = func(key string) bool {
-			ok := inner(key)
-			done()
-			return ok
+		defer leave()
+		if r.Method == http.MethodPost && r.ContentLength != 0 {
+			done, ok := g.admit.unauthTurn(r.Context())
+			if !ok {
+				g.refuse(w, q, op, "busy")
+				return
+			}
+			defer done()
+			inner := known
+			known = func(key string) bool {
+				ok := inner(key)
+				done()
+				return ok
+			}
 		}
 	}
 	f, err := readForm(w, r, known)
