@@ -396,7 +396,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case q["key"] != "" && !known(q["key"]):
-		w.Header().Set("Connection", "close")
+		unread(w)
 		newReplier(w, q).code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
 		return
 	case q["key"] == "":
@@ -426,7 +426,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.Is(err, errUnknownKey):
-		w.Header().Set("Connection", "close")
+		unread(w)
 		rep.code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
 		return
 	case errors.As(err, &tooBig) && op == "in.php":
@@ -460,7 +460,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // too many requests of the operation (in.php MAX_USER_TURN, res.php
 // "ERROR: 1005"), which callers wait on and retry.
 func (g *Gateway) refuse(w http.ResponseWriter, q form, op, why string) {
-	w.Header().Set("Connection", "close") // its body is not read: the connection ends with the answer
+	unread(w)
 	rep := newReplier(w, q)
 	switch {
 	case why == "IP_BANNED":
@@ -470,6 +470,15 @@ func (g *Gateway) refuse(w http.ResponseWriter, q form, op, why string) {
 	default:
 		rep.code("ERROR: 1005", "too many requests from this address at once: wait")
 	}
+}
+
+// unread ends a request whose body the gateway does not read: the
+// connection closes with the answer, without waiting for the rest of the
+// body (the server would otherwise read up to 256 KB of it, as slowly as
+// the caller sends it, to keep the connection).
+func unread(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 // newNumber draws a task's caller-facing id: 18 decimal digits, the first
