@@ -18,7 +18,8 @@ import (
 )
 
 // maxRequest bounds a request's body: an image of the service's largest
-// size, base64-encoded, and the other fields.
+// size (solver.MaxImageSize, 1024 KB), base64-encoded, and the other
+// fields. The body is never buffered beyond it.
 const maxRequest = 2*solver.MaxImageSize + 64<<10
 
 // form is a request's fields, from the query and the body; the body wins.
