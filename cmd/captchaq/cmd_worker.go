@@ -56,7 +56,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return usageError("--pingback-url: %v", err)
 		}
-		stop, addr, err := serveHTTP(*pingbackListen, pb, log)
+		stop, addr, err := serveHTTP(*pingbackListen, "callbacks", httpguard.Callbacks(), pb, log)
 		if err != nil {
 			return fmt.Errorf("--pingback-listen: %w", err)
 		}
@@ -99,7 +99,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return nil
 	}
 	if *metricsAddr != "" {
-		stopMetrics, addr, err := serveHTTP(*metricsAddr, metrics.Mux(m.Registry(), ready), log)
+		stopMetrics, addr, err := serveHTTP(*metricsAddr, "metrics", httpguard.Metrics(), metrics.Mux(m.Registry(), ready), log)
 		if err != nil {
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
@@ -225,15 +225,15 @@ func hostOf(raw string) string {
 	return u.Host
 }
 
-// serveHTTP serves h on addr in the background and returns a function that
-// stops it, and the address it listens on.
-func serveHTTP(addr string, h http.Handler, log *slog.Logger) (func(), string, error) {
+// serveHTTP serves h on addr (the listener name, bounded by lim) in the
+// background and returns a function that stops it, and the address it
+// listens on.
+func serveHTTP(addr, name string, lim httpguard.Limits, h http.Handler, log *slog.Logger) (func(), string, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", err
 	}
-	var lim httpguard.Limits
-	l, lim = guardListener(l, "metrics", httpguard.Metrics(), log)
+	l, lim = guardListener(l, name, lim, log)
 	srv := httpguard.Server(h, lim)
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -58,6 +58,16 @@ func Metrics() Limits {
 		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 }
 
+// Callbacks are the limits of a worker's listener for the service's
+// callbacks (`worker --pingback-listen`): 256 connections, any number
+// from one address (the service calls back from a few), headers within
+// 5 s, a request within 10 s, the answer within 10 s, 60 s idle, 64 KB
+// of headers.
+func Callbacks() Limits {
+	return Limits{MaxConns: 256, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
+}
+
 // Server is an http.Server for h with lim's timeouts; serve it on
 // Listen's listener.
 func Server(h http.Handler, lim Limits) *http.Server {
