@@ -347,11 +347,16 @@ func (g *Gateway) sweep() {
 	}
 	keep := cmp.Or(g.cfg.Topology.Retention, stream.DefaultRetention)
 	for id, p := range g.past {
-		if now.Sub(p.at) > keep {
+		if now.Sub(p.at) > keep || len(g.past) > maxPast {
 			delete(g.past, id)
 		}
 	}
 }
+
+// maxPast bounds the forgotten tasks whose generations the gateway keeps
+// (about 150 bytes each): over it, some are dropped, and answer like tasks
+// submitted before a restart.
+const maxPast = 1 << 20
 
 // ServeHTTP serves /in.php and /res.php, GET and POST; anything else is
 // 404.
