@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -37,6 +38,8 @@ type Config struct {
 	PlanThreads int
 	// Pingback configures the callbacks to callers' pingback URLs.
 	Pingback Pingback
+	// Admission bounds what a request costs before its key is known.
+	Admission Admission
 	// Logger receives the gateway's log; default slog.Default(). It never
 	// gets a key, a token or a page URL beyond its host.
 	Logger *slog.Logger
@@ -55,9 +58,17 @@ type Gateway struct {
 	threads int
 	// unenforced: some key has a share, and there is no plan to divide.
 	unenforced bool
+	// guard and pingClient keep callbacks to the addresses allowed.
+	guard      *addrGuard
+	pingClient *http.Client
+	admit      *admission
 
 	mu    sync.Mutex
 	tasks map[string]*entry // by captchaq task id
+	// past are the generations of the tasks the gateway forgot (sweep),
+	// by captchaq task id, for as long as the stream keeps their
+	// outcomes: a poll of one reads its own generation's outcome.
+	past map[string]pastTask
 
 	stop     context.CancelFunc
 	ctx      context.Context
@@ -88,6 +99,28 @@ type entry struct {
 	done           bool
 	doneAt         time.Time
 	out            stream.Outcome
+	// early are outcomes stored under the id before Submit returned its
+	// generation (at most maxEarly; overflow says more came): the one of
+	// that generation, if among them, is the task's.
+	early    []genOutcome
+	overflow bool
+}
+
+// genOutcome is an outcome and the generation it ends.
+type genOutcome struct {
+	out stream.Outcome
+	gen uint64
+}
+
+// maxEarly bounds the outcomes an entry keeps while its generation is not
+// known yet: a submission's own outcome cannot come before it is stored,
+// so more than a few are someone else's.
+const maxEarly = 4
+
+// pastTask is a forgotten task's generation, and when it was forgotten.
+type pastTask struct {
+	gen uint64
+	at  time.Time
 }
 
 // keepDone is how long a finished task's outcome stays in memory; after
@@ -115,7 +148,13 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
 	cfg.Pingback = cfg.Pingback.withDefaults()
-	g := &Gateway{cfg: cfg, log: cfg.Logger, callers: map[[32]byte]*caller{}, tasks: map[string]*entry{}}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, callers: map[[32]byte]*caller{}, tasks: map[string]*entry{}, past: map[string]pastTask{}}
+	guard, err := newAddrGuard(cfg.Pingback)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: Config.%w", err)
+	}
+	g.guard, g.pingClient = guard, guard.client()
+	g.admit = newAdmission(cfg.Admission.withDefaults())
 	producers := map[string]bool{}
 	for i, k := range cfg.Keys {
 		if err := k.Validate(); err != nil {
@@ -175,7 +214,7 @@ func (g *Gateway) Close() {
 func (g *Gateway) follow(since time.Time) {
 	defer g.bg.Done()
 	for g.ctx.Err() == nil {
-		err := g.reader.OutcomesSince(g.ctx, since, true, g.record)
+		err := g.reader.GenOutcomesSince(g.ctx, since, true, g.record)
 		if g.ctx.Err() != nil {
 			return
 		}
@@ -214,29 +253,76 @@ func (g *Gateway) janitor() {
 			return
 		case <-tick.C:
 			g.sweep()
+			g.admit.sweep(g.cfg.Now())
 		}
 	}
 }
 
-// record takes an outcome the stream stored: the end of a task the
-// gateway waits for (its first outcome after the submission), or nothing
-// of the gateway's.
-func (g *Gateway) record(o stream.Outcome) {
-	now := g.cfg.Now()
+// record takes an outcome the stream stored under generation gen: the
+// end of a task the gateway waits for when gen is the generation its
+// submission got, else nothing of the gateway's. Anyone who may submit can
+// have outcomes stored under a gateway task's id (a forged message, a task
+// submitted again after the duplicate window); only the submission's own
+// outcome answers the caller, calls its pingback and frees its slot.
+func (g *Gateway) record(o stream.Outcome, gen uint64) {
 	g.mu.Lock()
 	e := g.tasks[o.ID]
-	if e == nil || e.done {
-		g.mu.Unlock()
+	switch {
+	case e == nil || e.done:
+	case e.gen == 0:
+		// Submit has not returned the generation yet: keep it until it
+		// does (gotGen).
+		if len(e.early) < maxEarly {
+			e.early = append(e.early, genOutcome{o, gen})
+		} else {
+			e.overflow = true
+		}
+	case gen == e.gen:
+		g.finishLocked(e, o)
+	}
+	g.mu.Unlock()
+}
+
+// finishLocked ends entry e with its outcome o: the answer of its polls,
+// its slot freed, its pingback sent. Callers hold g.mu.
+func (g *Gateway) finishLocked(e *entry, o stream.Outcome) {
+	now := g.cfg.Now()
+	e.done, e.doneAt, e.out, e.early = true, now, o, nil
+	e.caller.inFlight--
+	if e.pingback != "" {
+		g.pingwait.Add(1)
+		go g.sendPingback(e.num, e.pingback, g.answerOf(o, e.method, now))
+	}
+}
+
+// gotGen records the generation Submit gave entry e (task id) and ends it
+// with an outcome of that generation that came first. When more outcomes
+// came under the id than the entry keeps, its own is read from the stream.
+func (g *Gateway) gotGen(e *entry, id string, gen uint64, deadline time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e.gen, e.deadline = gen, deadline
+	for _, eo := range e.early {
+		if eo.gen == gen {
+			g.finishLocked(e, eo.out)
+			return
+		}
+	}
+	e.early = nil
+	if !e.overflow || g.ctx.Err() != nil {
 		return
 	}
-	e.done, e.doneAt, e.out = true, now, o
-	e.caller.inFlight--
-	pb := e.pingback
-	g.mu.Unlock()
-	if pb != "" {
-		g.pingwait.Add(1)
-		go g.sendPingback(e.num, pb, g.answerOf(o, e.method, now))
-	}
+	g.bg.Add(1)
+	go func() {
+		defer g.bg.Done()
+		ctx, cancel := context.WithDeadline(g.ctx, deadline.Add(time.Minute))
+		defer cancel()
+		o, err := e.caller.client.WaitReceipt(ctx, stream.Receipt{ID: id, Seq: gen})
+		if err != nil && o.ID == "" {
+			return // the sweep forgets it past its deadline; polls read the stream
+		}
+		g.record(o, gen)
+	}()
 }
 
 // sweep forgets finished tasks after keepDone, drops tokens from memory at
@@ -251,19 +337,32 @@ func (g *Gateway) sweep() {
 		if !e.done {
 			if !e.deadline.IsZero() && now.Sub(e.deadline) > time.Minute {
 				delete(g.tasks, id)
+				g.past[id] = pastTask{gen: e.gen, at: now}
 				e.caller.inFlight--
 			}
 			continue
 		}
 		if now.Sub(e.doneAt) > keepDone {
 			delete(g.tasks, id)
+			g.past[id] = pastTask{gen: e.gen, at: now}
 			continue
 		}
 		if e.out.Solution != nil && !now.Before(e.out.ExpiresAt) {
 			e.out.Solution, e.out.UserAgent = nil, ""
 		}
 	}
+	keep := cmp.Or(g.cfg.Topology.Retention, stream.DefaultRetention)
+	for id, p := range g.past {
+		if now.Sub(p.at) > keep || len(g.past) > maxPast {
+			delete(g.past, id)
+		}
+	}
 }
+
+// maxPast bounds the forgotten tasks whose generations the gateway keeps
+// (about 150 bytes each): over it, some are dropped, and answer like tasks
+// submitted before a restart.
+const maxPast = 1 << 20
 
 // ServeHTTP serves /in.php and /res.php, GET and POST; anything else is
 // 404.
@@ -288,10 +387,59 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	f, err := readForm(w, r)
+	// What a request may cost is bounded before its key is known: an
+	// address's ban, the key in the query before the body is read; a
+	// request whose key is not in the query counts against its address's
+	// requests and waits for a turn to read its body. A known key's
+	// requests are bounded by the key's own limits instead.
+	now, addr := g.cfg.Now(), clientAddr(r)
+	q := queryForm(r)
+	if g.admit.banned(addr, now) {
+		g.refuse(w, q, op, "IP_BANNED")
+		return
+	}
+	known := func(key string) bool {
+		if key == "" || g.callers[sha256.Sum256([]byte(key))] == nil {
+			g.admit.badKey(addr, now)
+			return false
+		}
+		return true
+	}
+	switch {
+	case q["key"] != "" && !known(q["key"]):
+		unread(w)
+		newReplier(w, q).code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
+		return
+	case q["key"] == "":
+		leave, ok := g.admit.enter(addr)
+		if !ok {
+			g.refuse(w, q, op, "busy")
+			return
+		}
+		defer leave()
+		if r.Method == http.MethodPost && r.ContentLength != 0 {
+			done, ok := g.admit.unauthTurn(r.Context())
+			if !ok {
+				g.refuse(w, q, op, "busy")
+				return
+			}
+			defer done()
+			inner := known
+			known = func(key string) bool {
+				ok := inner(key)
+				done()
+				return ok
+			}
+		}
+	}
+	f, err := readForm(w, r, known)
 	rep := newReplier(w, f)
 	var tooBig *http.MaxBytesError
 	switch {
+	case errors.Is(err, errUnknownKey):
+		unread(w)
+		rep.code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
+		return
 	case errors.As(err, &tooBig) && op == "in.php":
 		// Only an image makes a body this large: the service's code
 		// for an image over its size (solver/testdata/service/replies.json,
@@ -304,6 +452,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c := g.callers[sha256.Sum256([]byte(f["key"]))]
 	if c == nil || f["key"] == "" {
+		g.admit.badKey(addr, now)
 		// The service's answer to a key it does not know
 		// (solver/testdata/service/replies.json, ERROR_KEY_DOES_NOT_EXIST).
 		rep.code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
@@ -314,6 +463,33 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.result(r.Context(), c, f, rep)
+}
+
+// refuse answers a request the gateway does not read: from a banned
+// address (IP_BANNED), or over its address's count or the turns to read
+// bodies before their key is known (busy), with the service's code for
+// too many requests of the operation (in.php MAX_USER_TURN, res.php
+// "ERROR: 1005"), which callers wait on and retry.
+func (g *Gateway) refuse(w http.ResponseWriter, q form, op, why string) {
+	unread(w)
+	rep := newReplier(w, q)
+	switch {
+	case why == "IP_BANNED":
+		rep.code("IP_BANNED", "too many requests with keys the gateway does not know from this address: wait")
+	case op == "in.php":
+		rep.code("MAX_USER_TURN", "too many requests from this address at once: wait")
+	default:
+		rep.code("ERROR: 1005", "too many requests from this address at once: wait")
+	}
+}
+
+// unread ends a request whose body the gateway does not read: the
+// connection closes with the answer, without waiting for the rest of the
+// body (the server would otherwise read up to 256 KB of it, as slowly as
+// the caller sends it, to keep the connection).
+func unread(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 // newNumber draws a task's caller-facing id: 18 decimal digits, the first

@@ -26,6 +26,10 @@ import (
 	"github.com/captchaq/captchaq/stream/streamtest"
 )
 
+// testHooks allows the tests' callback receivers, on 127.0.0.1, which a
+// gateway refuses by default.
+var testHooks = []string{"127.0.0.1"}
+
 var (
 	alice = gateway.Key{Key: "alice-key-0123456789abcdef", Producer: "alice"}
 	bob   = gateway.Key{Key: "bob-key-0123456789abcdef00", Producer: "bob"}
@@ -45,7 +49,7 @@ func setup(t *testing.T, edit func(*gateway.Config), opts ...streamtest.Option) 
 	t.Helper()
 	env := streamtest.Start(t, opts...)
 	cfg := gateway.Config{Conn: env.Connect(nats.Name("gateway")), Topology: env.Topology,
-		Keys: []gateway.Key{alice, bob}, Now: env.Now}
+		Keys: []gateway.Key{alice, bob}, Now: env.Now, Pingback: gateway.Pingback{Allow: testHooks}}
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/captchaq/captchaq/stream"
 )
@@ -17,7 +20,8 @@ import (
 // its tasks get.
 type Key struct {
 	// Key is the secret the caller sends in place of the service's key: at
-	// least 16 characters.
+	// least 16 characters, printable, without spaces or control
+	// characters (a caller sends it in a query or a form field).
 	Key string `json:"key"`
 	// Producer names the caller: its tasks carry it as their producer
 	// (the dashboard and trace show it) and their ids start with it.
@@ -28,7 +32,7 @@ type Key struct {
 	Priority stream.Priority `json:"priority,omitempty"`
 	// Deadline is how long the caller's tasks stay useful when in.php names
 	// no deadline parameter, like "5m"; default the producer's default (10
-	// minutes).
+	// minutes). At least MinKeyDeadline.
 	Deadline Duration `json:"deadline,omitempty"`
 	// Share is the part of the plan's threads the caller's unfinished tasks
 	// may hold at once, from 0 (exclusive) to 1; 0 means no limit. Over it,
@@ -60,17 +64,29 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 
 var producerPattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,24}$`)
 
-// Validate says what is wrong with a key, naming the field.
+// MinKeyDeadline is the shortest Key.Deadline: a captcha the service
+// solves fastest (an image) takes seconds, a token minutes, so a shorter
+// default would end every task of the key before a worker could solve it.
+const MinKeyDeadline = 30 * time.Second
+
+// Validate says what is wrong with a key, naming the field. The secret
+// itself is never in the error.
 func (k Key) Validate() error {
 	switch {
 	case len(k.Key) < 16:
 		return errors.New("key: at least 16 characters")
+	case strings.TrimSpace(k.Key) == "":
+		return errors.New("key: blank")
+	case strings.IndexFunc(k.Key, func(r rune) bool { return r <= ' ' || r == 0x7f || !unicode.IsPrint(r) }) >= 0:
+		return errors.New("key: holds a space or a control character")
 	case !producerPattern.MatchString(k.Producer):
 		return fmt.Errorf("producer %q: 1 to 24 letters, digits or '_'", k.Producer)
 	case k.Priority != "" && k.Priority != stream.PriorityHigh && k.Priority != stream.PriorityNormal:
 		return fmt.Errorf("priority %q: want %q or %q", k.Priority, stream.PriorityHigh, stream.PriorityNormal)
 	case k.Deadline < 0:
 		return fmt.Errorf("deadline %s: negative", time.Duration(k.Deadline))
+	case k.Deadline != 0 && time.Duration(k.Deadline) < MinKeyDeadline:
+		return fmt.Errorf("deadline %s: shorter than %s, every task would die before it is solved", time.Duration(k.Deadline), MinKeyDeadline)
 	case k.Share < 0 || k.Share > 1:
 		return fmt.Errorf("share %g: want 0 (no limit) to 1", k.Share)
 	}
@@ -91,6 +107,9 @@ func ParseKeys(b []byte) ([]Key, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("key file: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("key file: data after the JSON object at byte %d", dec.InputOffset())
 	}
 	if len(f.Keys) == 0 {
 		return nil, errors.New("key file: no keys")

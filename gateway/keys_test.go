@@ -28,6 +28,15 @@ func TestParseKeys(t *testing.T) {
 		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a", "deadline": "soon"}]}`, "soon"},
 		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a"}, {"key": "crawler-0123456789abcdef", "producer": "b"}]}`, "keys[1] (producer b): the same key"},
 		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a"}, {"key": "checkout-0123456789abcdef", "producer": "a"}]}`, "producer a named twice"},
+		{`{"keys": [{"key": "                ", "producer": "a"}]}`, "keys[0]: key: blank"},
+		{`{"keys": [{"key": "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t", "producer": "a"}]}`, "keys[0]: key: blank"},
+		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a"}, {"key": "crawler-01234567\u0000abcdef", "producer": "b"}]}`, "keys[1]: key: holds a space or a control character"},
+		{`{"keys": [{"key": "crawler 0123456789abcdef", "producer": "a"}]}`, "keys[0]: key: holds a space"},
+		{`{"keys": [{"key": "crawler-0123456789abcdef\n", "producer": "a"}]}`, "keys[0]: key: holds a space or a control character"},
+		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a", "deadline": "1ns"}]}`, "keys[0]: deadline 1ns: shorter than 30s"},
+		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a", "deadline": "29s"}]}`, "keys[0]: deadline 29s"},
+		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a"}]} {"keys": [{"key": "checkout-0123456789abcdef", "producer": "b"}]}`, "data after the JSON object"},
+		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a"}]} trailing`, "data after the JSON object"},
 	} {
 		_, err := gateway.ParseKeys([]byte(tc.file))
 		require.ErrorContains(t, err, tc.want, tc.file)

@@ -63,6 +63,21 @@ func newWindow(limit int, span, ban time.Duration) *window {
 	return &window{limit: limit, span: span, ban: ban}
 }
 
+// banned reports whether the window's ban holds at now.
+func (w *window) banned(now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return now.Before(w.banUntil)
+}
+
+// idle reports whether the window neither bans nor counts a call within
+// its span at now: forgetting it changes nothing.
+func (w *window) idle(now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !now.Before(w.banUntil) && (len(w.calls) == 0 || !w.calls[len(w.calls)-1].After(now.Add(-w.span)))
+}
+
 // allow records a call at now and reports whether it is within the limit.
 func (w *window) allow(now time.Time) bool {
 	if w.limit < 0 {

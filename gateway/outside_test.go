@@ -219,7 +219,7 @@ func TestOutcomeStoredWhileTheGatewayWasCutOff(t *testing.T) {
 	t.Cleanup(nc.Close)
 	cb, pingURL := newCallbacks(t, 0)
 	b := serve(t, env, gateway.Config{Conn: nc, Topology: env.Topology, Keys: []gateway.Key{alice}, Now: env.Now,
-		Pingback: gateway.Pingback{Backoff: 10 * time.Millisecond}})
+		Pingback: gateway.Pingback{Backoff: 10 * time.Millisecond, Allow: testHooks}})
 	out := b.call(t, "in.php", append([]string{"key", alice.Key, "pingback", pingURL}, turnstile...)...)
 	require.True(t, strings.HasPrefix(out, "OK|"), out)
 	id := strings.TrimPrefix(out, "OK|")

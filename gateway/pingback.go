@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"time"
 )
@@ -19,6 +20,13 @@ import (
 // 2captcha sends the same two fields as a POST form). It calls once the
 // outcome is stored in the stream, never before, so res.php answers the
 // same at that moment; any 2xx reply ends it, anything else is retried.
+//
+// Callbacks go to public unicast addresses only, unless Allow names the
+// host or network: in.php refuses a URL whose host is, or resolves to, a
+// loopback, private, link-local, multicast, unspecified or this host's own
+// address (ERROR_BAD_PARAMETERS, naming the pingback), and each call
+// connects only to an address that passes the same check at connect time.
+// Redirects are not followed.
 type Pingback struct {
 	// Attempts is how many calls are made at most; default 5.
 	Attempts int
@@ -27,8 +35,12 @@ type Pingback struct {
 	Backoff time.Duration
 	// Timeout bounds each call; default 10 s.
 	Timeout time.Duration
-	// Client makes the calls; default a client of its own.
-	Client *http.Client
+	// Allow names the internal hosts (by name, as the URL spells them),
+	// addresses and CIDR networks callbacks may reach on purpose, such as
+	// "hooks.internal", "10.1.2.3" or "10.0.0.0/8".
+	Allow []string
+	// Resolve looks up a host's addresses; default the system resolver.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 func (p Pingback) withDefaults() Pingback {
@@ -40,9 +52,6 @@ func (p Pingback) withDefaults() Pingback {
 	}
 	if p.Timeout <= 0 {
 		p.Timeout = 10 * time.Second
-	}
-	if p.Client == nil {
-		p.Client = &http.Client{}
 	}
 	return p
 }
@@ -92,7 +101,7 @@ func (g *Gateway) call(target string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	resp, err := g.cfg.Pingback.Client.Do(req)
+	resp, err := g.pingClient.Do(req)
 	if err != nil {
 		return 0, err
 	}

@@ -48,7 +48,9 @@ func newCallbacks(t *testing.T, fail int) (*callbacks, string) {
 // and the token, keeping the URL's own query.
 func TestPingbackRetries(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *gateway.Config) { c.Pingback = gateway.Pingback{Backoff: 5 * time.Millisecond} })
+	b := setup(t, func(c *gateway.Config) {
+		c.Pingback = gateway.Pingback{Backoff: 5 * time.Millisecond, Allow: testHooks}
+	})
 	cb, hook := newCallbacks(t, 2)
 	out := b.call(t, "in.php", append([]string{"key", alice.Key, "pingback", hook}, turnstile...)...)
 	id := out[len("OK|"):]

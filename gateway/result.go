@@ -106,6 +106,7 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 	if e != nil {
 		known, done, out, method = true, e.done, e.out, e.method
 	}
+	past, forgot := g.past[id]
 	g.mu.Unlock()
 	switch {
 	case known && !done:
@@ -113,8 +114,11 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 	case known:
 		return g.answerOf(out, method, now)
 	}
-	// Not in memory (submitted before a restart, or forgotten): the
-	// stream knows.
+	// Not in memory (forgotten, or submitted before a restart): the
+	// stream knows. A forgotten task's generation is known, and only its
+	// outcome answers; of a task submitted before a restart the gateway
+	// knows no generation, and the stream's latest submission under the
+	// id answers (docs/security.md).
 	ti, err := c.client.TaskOf(ctx, id)
 	switch {
 	case errors.Is(err, stream.ErrNotFound):
@@ -122,12 +126,20 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 	case err != nil:
 		g.log.Warn("res.php: read task", slog.String("producer", c.Producer), slog.Any("error", err))
 		return answer{code: "ERROR_SERVER_ERROR", text: "the queue could not be read: retry"}
-	case ti.Status != stream.TaskDone:
+	case ti.Status != stream.TaskDone && (!forgot || ti.Gen == past.gen):
 		return answer{code: notReady}
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err = c.client.Wait(wctx, id)
+	if forgot {
+		ti.Method = "" // the outcome's own
+		out, err = c.client.WaitReceipt(wctx, stream.Receipt{ID: id, Seq: past.gen})
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return answer{code: notReady}
+		}
+	} else {
+		out, err = c.client.Wait(wctx, id)
+	}
 	if err != nil && !errors.Is(err, stream.ErrNotSolved) && !errors.Is(err, stream.ErrTokenExpired) {
 		g.log.Warn("res.php: read outcome", slog.String("producer", c.Producer), slog.Any("error", err))
 		return answer{code: "ERROR_SERVER_ERROR", text: "the queue could not be read: retry"}

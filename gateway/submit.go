@@ -71,8 +71,22 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 	}
 	pingback := f["pingback"]
 	if pingback != "" {
-		if u, err := url.Parse(pingback); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		u, err := url.Parse(pingback)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			rep.code("ERROR_BAD_PARAMETERS", "pingback: want an http or https URL")
+			return
+		}
+		// Refused here, not at callback time: the caller learns it with
+		// the id it would otherwise wait on. The services publish no code
+		// of their own for a pingback address they refuse (2captcha takes
+		// only addresses registered beforehand:
+		// 2captcha.com/h/how-to-configure-automatic-response-retrieval-via-pingback),
+		// so the gateway answers the code of any refused parameter.
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = g.guard.check(cctx, u)
+		cancel()
+		if err != nil {
+			rep.code("ERROR_BAD_PARAMETERS", "pingback: "+err.Error())
 			return
 		}
 	}
@@ -146,9 +160,7 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 	if deadline.IsZero() {
 		deadline = now.Add(cmp.Or(time.Duration(c.Deadline), stream.DefaultDeadline))
 	}
-	g.mu.Lock()
-	e.gen, e.deadline = r.Seq, deadline
-	g.mu.Unlock()
+	g.gotGen(e, t.ID, r.Seq, deadline)
 	rep.ok(jsonString(e.num), e.num, "", "")
 }
 

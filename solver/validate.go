@@ -6,7 +6,9 @@ import (
 	"strings"
 )
 
-// MaxImageSize is the largest image the service accepts, decoded: 1024 KB.
+// MaxImageSize is the largest image the service accepts, decoded: 1024 KB
+// ("Uploaded image exceeds the allowed size (1024 KB Max)",
+// ERROR_TOO_BIG_CAPTCHA_FILESIZE: docs.captchaai.com/pages/err_handling).
 const MaxImageSize = 1024 * 1024
 
 // ValidationError says which field of a request is wrong and why. Field is

@@ -21,18 +21,42 @@ import (
 // the stream keeps), oldest first, each with its token while the token
 // stream holds it; with follow it then waits for new ones until ctx ends.
 func (c *Client) OutcomesSince(ctx context.Context, since time.Time, follow bool, fn func(Outcome)) error {
+	return c.GenOutcomesSince(ctx, since, follow, func(o Outcome, _ uint64) { fn(o) })
+}
+
+// GenOutcomesSince is OutcomesSince with the generation each outcome ends
+// (the task message sequence a Receipt's Seq names). Anyone who may submit
+// can have an outcome stored under any id (a forged message ends
+// INVALID_ENVELOPE there, and a task submitted again after the duplicate
+// window ends there too): a reader that waits for one submission takes
+// only the outcome of its generation, as Wait and Solve do.
+func (c *Client) GenOutcomesSince(ctx context.Context, since time.Time, follow bool, fn func(Outcome, uint64)) error {
 	return scan(ctx, c, scanOpts{subjects: []string{wire.SubjectResults + ".>"}, startTime: since, follow: follow}, func(m jetstream.Msg) (bool, error) {
 		var o Outcome
 		if json.Unmarshal(m.Data(), &o) != nil || o.ID == "" {
 			return false, nil
 		}
-		o, _, err := c.withToken(ctx, o, taskstore.GenOf(m.Headers()), tokenSeqOf(m.Headers()))
+		gen := taskstore.GenOf(m.Headers())
+		o, _, err := c.withToken(ctx, o, gen, tokenSeqOf(m.Headers()))
 		if err != nil {
 			return false, err
 		}
-		fn(o)
+		fn(o, gen)
 		return false, nil
 	})
+}
+
+// WaitReceipt blocks until the submission r names has an outcome and
+// returns it, with Wait's errors: the outcome of that generation only,
+// whatever else is published under its id before or after.
+func (c *Client) WaitReceipt(ctx context.Context, r Receipt) (Outcome, error) {
+	if err := ValidateID(r.ID); err != nil {
+		return Outcome{}, err
+	}
+	if r.Seq == 0 {
+		return Outcome{}, fmt.Errorf("wait for task %s: the receipt names no generation", r.ID)
+	}
+	return c.waitGen(ctx, r.ID, r.Seq)
 }
 
 // OutcomeRecord is an outcome with when it was stored, never with its

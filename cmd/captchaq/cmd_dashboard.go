@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/captchaq/captchaq/dashboard"
+	"github.com/captchaq/captchaq/internal/httpguard"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -93,7 +94,10 @@ func serveDashboard(ctx context.Context, cfg dashboard.Config, addr string, stdo
 		return err
 	}
 	// Requests end with ctx: the event streams would otherwise outlive it.
-	srv := &http.Server{Handler: d, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	var lim httpguard.Limits
+	l, lim = guardListener(l, "dashboard", httpguard.Dashboard(), log)
+	srv := httpguard.Server(d, lim)
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	url := "http://" + l.Addr().String() + "/"

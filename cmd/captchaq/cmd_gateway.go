@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/captchaq/captchaq/gateway"
+	"github.com/captchaq/captchaq/internal/httpguard"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -29,6 +31,12 @@ type gatewayFlags struct {
 	// prefix is what the command puts before the flags' names ("gateway-"
 	// for run and server), for messages that name one.
 	prefix string
+	// pingbackAllow lists the internal hosts and networks callbacks may
+	// reach (comma-separated).
+	pingbackAllow string
+	// maxConns and maxConnsPerAddr bound the gateway's connections; 0:
+	// httpguard.Gateway's.
+	maxConns, maxConnsPerAddr int
 	// user and password are the producer credentials `server` connects
 	// the gateway with (in-process; run's server has no users).
 	user, password string
@@ -45,6 +53,9 @@ func (g *gatewayFlags) register(fs *flag.FlagSet, prefix string) {
 	fs.StringVar(&g.cert, prefix+"https-cert", "", "serve HTTPS with this certificate (PEM); with --"+prefix+"https-key")
 	fs.StringVar(&g.key, prefix+"https-key", "", "private key (PEM) of --"+prefix+"https-cert")
 	fs.IntVar(&g.planThreads, prefix+"plan-threads", 0, "the plan's thread count keys' shares divide; 0: the stream's plan (captchaq server --plan-threads)")
+	fs.StringVar(&g.pingbackAllow, prefix+"pingback-allow", "", "internal hosts, addresses and CIDR networks callers' pingback URLs may reach, comma-separated (e.g. hooks.internal,10.0.0.0/8); by default only public addresses are called back (docs/security.md)")
+	fs.IntVar(&g.maxConns, prefix+"max-conns", 0, "the most connections the gateway holds at once (0: 1024, within half the process's descriptor limit); more wait in the kernel's backlog")
+	fs.IntVar(&g.maxConnsPerAddr, prefix+"max-conns-per-addr", 0, "the most connections one client address holds (0: 64)")
 	if prefix != "" {
 		fs.StringVar(&g.user, prefix+"user", "producer", "with a nats.conf that has users: the producer user the gateway connects as")
 		fs.StringVar(&g.password, prefix+"password", "", "its password (prefer the environment variable: a flag value shows in ps)")
@@ -66,6 +77,9 @@ func (g *gatewayFlags) check(flagPrefix string) error {
 	if ip := net.ParseIP(host); g.cert == "" && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
 		return usageError("gateway address %s is beyond loopback: set --%shttps-cert and --%shttps-key, since callers send their keys with every request", g.addr, flagPrefix, flagPrefix)
 	}
+	if g.maxConns < 0 || g.maxConnsPerAddr < 0 {
+		return usageError("--%smax-conns and --%smax-conns-per-addr: negative", flagPrefix, flagPrefix)
+	}
 	if g.planThreads < 0 {
 		return usageError("--%splan-threads %d: negative", flagPrefix, g.planThreads)
 	}
@@ -79,7 +93,14 @@ func (g *gatewayFlags) start(ctx context.Context, nc *nats.Conn, top stream.Topo
 	if err != nil {
 		return nil, err
 	}
-	gw, err := gateway.New(ctx, gateway.Config{Conn: nc, Topology: top, Keys: keys, PlanThreads: g.planThreads, Logger: log, Now: now})
+	var allow []string
+	for _, a := range strings.Split(g.pingbackAllow, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			allow = append(allow, a)
+		}
+	}
+	gw, err := gateway.New(ctx, gateway.Config{Conn: nc, Topology: top, Keys: keys, PlanThreads: g.planThreads, Logger: log, Now: now,
+		Pingback: gateway.Pingback{Allow: allow}})
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +122,15 @@ func (g *gatewayFlags) start(ctx context.Context, nc *nats.Conn, top stream.Topo
 		}
 		l, scheme = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}), "https"
 	}
-	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	lim := httpguard.Gateway()
+	if g.maxConns > 0 {
+		lim.MaxConns = g.maxConns
+	}
+	if g.maxConnsPerAddr > 0 {
+		lim.MaxConnsPerAddr = g.maxConnsPerAddr
+	}
+	l, lim = guardListener(l, "gateway", lim, log)
+	srv := httpguard.Server(gw, lim)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/captchaq/captchaq/gateway"
+	"github.com/captchaq/captchaq/internal/httpguard"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
@@ -55,7 +56,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return usageError("--pingback-url: %v", err)
 		}
-		stop, addr, err := serveHTTP(*pingbackListen, pb, log)
+		stop, addr, err := serveHTTP(*pingbackListen, "callbacks", httpguard.Callbacks(), pb, log)
 		if err != nil {
 			return fmt.Errorf("--pingback-listen: %w", err)
 		}
@@ -98,7 +99,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return nil
 	}
 	if *metricsAddr != "" {
-		stopMetrics, addr, err := serveHTTP(*metricsAddr, metrics.Mux(m.Registry(), ready), log)
+		stopMetrics, addr, err := serveHTTP(*metricsAddr, "metrics", httpguard.Metrics(), metrics.Mux(m.Registry(), ready), log)
 		if err != nil {
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
@@ -244,14 +245,16 @@ func hostOf(raw string) string {
 	return u.Host
 }
 
-// serveHTTP serves h on addr in the background and returns a function that
-// stops it, and the address it listens on.
-func serveHTTP(addr string, h http.Handler, log *slog.Logger) (func(), string, error) {
+// serveHTTP serves h on addr (the listener name, bounded by lim) in the
+// background and returns a function that stops it, and the address it
+// listens on.
+func serveHTTP(addr, name string, lim httpguard.Limits, h http.Handler, log *slog.Logger) (func(), string, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	l, lim = guardListener(l, name, lim, log)
+	srv := httpguard.Server(h, lim)
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("HTTP listener stopped", slog.String("addr", l.Addr().String()), slog.Any("error", err))

@@ -22,6 +22,13 @@ import (
 // arguments, so real processes are killed without a separate build.
 func TestMain(m *testing.M) {
 	if os.Getenv("CAPTCHAQ_TEST_MAIN") == "1" {
+		// A test may start captchaq with a low descriptor limit (soft and
+		// hard), as a host with few descriptors would.
+		if n, err := strconv.ParseUint(os.Getenv("CAPTCHAQ_TEST_NOFILE"), 10, 64); err == nil {
+			if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
+				panic(err)
+			}
+		}
 		ctx, stop := withSignals(context.Background())
 		code := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
 		stop()

@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Admission bounds what a request costs before its key is known, so that
+// callers without a key cannot hold the gateway's memory: the zero value
+// takes the defaults, a negative value turns a bound off.
+type Admission struct {
+	// PerAddress is how many requests without a key in their query one
+	// client address may have in the gateway at once; one more is
+	// answered at once, without reading its body (MAX_USER_TURN on
+	// in.php, "ERROR: 1005" on res.php, the service's codes for too many
+	// requests). A request with a known key in its query is bounded by
+	// the key's Limits instead. Default 16.
+	PerAddress int
+	// Unauthenticated is how many request bodies may be read at once
+	// before their key is known (a key not in the query, sent in the
+	// body after other fields); a body is at most an image of the
+	// service's largest size base64-encoded plus its fields (maxRequest).
+	// Others wait their turn, up to UnauthenticatedWait, then get the same
+	// answer as above. Default 16.
+	Unauthenticated int
+	// UnauthenticatedWait is how long a request waits for its turn to
+	// read its body before its key is known. Default 10 s.
+	UnauthenticatedWait time.Duration
+	// BadKeys requests with a key the gateway does not know from one
+	// address within BadKeyWindow ban the address for BadKeyBan: every
+	// request from it is answered IP_BANNED, unread, as the service bans
+	// an address "due to many frequent attempts to access the server using
+	// wrong authorization keys. Ban will be automatically lifted after 5
+	// minutes" (docs.captchaai.com/api/api-error-handling, IP_BANNED).
+	// Default 30 per minute and a 5-minute ban.
+	BadKeys      int
+	BadKeyWindow time.Duration
+	BadKeyBan    time.Duration
+}
+
+// The defaults of Admission's counts.
+const (
+	// DefaultPerAddress is Admission.PerAddress's default.
+	DefaultPerAddress = 16
+	// DefaultUnauthenticated is Admission.Unauthenticated's default.
+	DefaultUnauthenticated = 16
+)
+
+func (a Admission) withDefaults() Admission {
+	if a.PerAddress == 0 {
+		a.PerAddress = DefaultPerAddress
+	}
+	if a.Unauthenticated == 0 {
+		a.Unauthenticated = DefaultUnauthenticated
+	}
+	if a.UnauthenticatedWait <= 0 {
+		a.UnauthenticatedWait = 10 * time.Second
+	}
+	if a.BadKeys == 0 {
+		a.BadKeys = 30
+	}
+	if a.BadKeyWindow <= 0 {
+		a.BadKeyWindow = time.Minute
+	}
+	if a.BadKeyBan <= 0 {
+		a.BadKeyBan = 5 * time.Minute
+	}
+	return a
+}
+
+// admission holds the gateway's per-address counts and the turns to read
+// a body before its key is known.
+type admission struct {
+	cfg    Admission
+	unauth chan struct{}
+
+	mu      sync.Mutex
+	active  map[string]int     // requests in the gateway, by client address
+	badKeys map[string]*window // unknown keys, by client address
+}
+
+func newAdmission(cfg Admission) *admission {
+	a := &admission{cfg: cfg, active: map[string]int{}, badKeys: map[string]*window{}}
+	if cfg.Unauthenticated > 0 {
+		a.unauth = make(chan struct{}, cfg.Unauthenticated)
+	}
+	return a
+}
+
+// clientAddr is the address a request comes from: the connection's peer.
+// A header (X-Forwarded-For) is not trusted: anyone may send it.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// banned reports whether addr is banned for its unknown keys.
+func (a *admission) banned(addr string, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w := a.badKeys[addr]
+	return w != nil && w.banned(now)
+}
+
+// enter counts a request from addr whose key is not known yet; it reports
+// false when addr is at its count, and otherwise returns leave, to call
+// when the request is answered.
+func (a *admission) enter(addr string) (leave func(), ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cfg.PerAddress > 0 && a.active[addr] >= a.cfg.PerAddress {
+		return nil, false
+	}
+	a.active[addr]++
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.active[addr]--; a.active[addr] <= 0 {
+			delete(a.active, addr)
+		}
+	}, true
+}
+
+// badKey records a request from addr with a key the gateway does not know.
+func (a *admission) badKey(addr string, now time.Time) {
+	if a.cfg.BadKeys < 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w := a.badKeys[addr]
+	if w == nil {
+		w = newWindow(a.cfg.BadKeys, a.cfg.BadKeyWindow, a.cfg.BadKeyBan)
+		a.badKeys[addr] = w
+	}
+	w.allow(now)
+}
+
+// sweep forgets the bad-key counts of addresses that are neither banned
+// nor counted within the window any more.
+func (a *admission) sweep(now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for addr, w := range a.badKeys {
+		if w.idle(now) {
+			delete(a.badKeys, addr)
+		}
+	}
+}
+
+// unauthTurn waits for a turn to read a body whose key is not known yet;
+// it returns done (idempotent) to give the turn back once the key is
+// known or the request ends, or false when no turn came in time.
+func (a *admission) unauthTurn(ctx context.Context) (done func(), ok bool) {
+	if a.unauth == nil {
+		return func() {}, true
+	}
+	t := time.NewTimer(a.cfg.UnauthenticatedWait)
+	defer t.Stop()
+	select {
+	case a.unauth <- struct{}{}:
+	case <-t.C:
+		return nil, false
+	case <-ctx.Done():
+		return nil, false
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-a.unauth }) }, true
+}
