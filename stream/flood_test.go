@@ -1,0 +1,184 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// These tests flood the pool with forged task messages (their Nats-Msg-Id
+// is not their task's id) under one id, as a producer with the shipped
+// nats.conf role can, and hold another producer's task to the bound
+// docs/security.md states.
+
+// floodBound is how long an innocent task may take to reach its outcome
+// behind a flood of forged messages (docs/security.md, "Floods of forged
+// messages"): the time to end the forged copies ahead of it at one ack each,
+// plus its own solve, with room for a loaded two-core machine.
+const floodBound = 20 * time.Second
+
+// floodWorker runs a worker pool as the worker role with solver s until the
+// test ends, and counts the forged messages it observes ending.
+func (a *attack) floodWorker(t *testing.T, s solver.Solver, forged *atomic.Int64) {
+	t.Helper()
+	nc, _ := roleConn(t, a.ns, "worker")
+	w, err := NewWorker(testContext(t), nc, WorkerConfig{Solver: s, Threads: 4, IdleCheck: 50 * time.Millisecond})
+	_ = forged
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// forgedMsg is the i-th forged task message under id: a well-formed
+// Turnstile task whose Nats-Msg-Id is not the id.
+func forgedMsg(id string, i int) *nats.Msg {
+	m := nats.NewMsg(wire.TaskSubject(wire.LaneFast, wire.PriorityNormal, id))
+	m.Data = []byte(turnstileBody)
+	m.Header.Set(wire.HeaderMsgID, fmt.Sprintf("%s-forged-%d", id, i))
+	return m
+}
+
+// taskMessagesLeft counts the task messages the stream still holds under id.
+func taskMessagesLeft(ctx context.Context, t *testing.T, s jetstream.Stream, id string) uint64 {
+	t.Helper()
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(wire.TaskSubjectsFor(id)))
+	require.NoError(t, err)
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n
+}
+
+// forgedOutcomes counts the INVALID_ENVELOPE outcomes stored under id.
+func forgedOutcomes(ctx context.Context, t *testing.T, s jetstream.Stream, id string) int {
+	t.Helper()
+	n := 0
+	require.NoError(t, jscall.Walk(ctx, s, wire.ResultSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+		var o Outcome
+		require.NoError(t, json.Unmarshal(m.Data, &o))
+		if o.Error == CodeInvalidEnvelope {
+			n++
+		}
+	}))
+	return n
+}
+
+// 1,000 forged messages under one id, published at once ahead of another
+// producer's task, cost the pool about one ack each: the innocent task is
+// solved within floodBound, every forged copy ends, none is paid for, and
+// the id holds a handful of forged records, not one per copy.
+func TestOneIDFloodDoesNotStallAnotherProducer(t *testing.T) {
+	t.Parallel()
+	a := attackSetup(t)
+	ctx := testContext(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(100 * time.Millisecond)}, 0.01)
+
+	const flood = 1000
+	for i := range flood {
+		_, err := a.attacker.PublishMsgAsync(forgedMsg("flood-1", i))
+		require.NoError(t, err)
+	}
+	select {
+	case <-a.attacker.PublishAsyncComplete():
+	case <-ctx.Done():
+		t.Fatal("the flood was not stored")
+	}
+	r, err := a.victim.Submit(ctx, turnstileTask("innocent-1"))
+	require.NoError(t, err)
+
+	var forged atomic.Int64
+	start := time.Now()
+	a.floodWorker(t, sc, &forged)
+	wctx, cancel := context.WithTimeout(ctx, floodBound)
+	defer cancel()
+	out, err := a.victim.waitGen(wctx, "innocent-1", r.Seq)
+	require.NoError(t, err, "the innocent task's outcome within %s of the pool starting", floodBound)
+	require.Equal(t, StatusSolved, out.Status)
+	t.Logf("innocent task solved %s after the pool started, behind %d forged messages", time.Since(start).Round(time.Millisecond), flood)
+
+	require.Eventually(t, func() bool { return taskMessagesLeft(ctx, t, a.astream, "flood-1") == 0 },
+		floodBound, 50*time.Millisecond, "every forged copy ends")
+	t.Logf("flood drained %s after the pool started", time.Since(start).Round(time.Millisecond))
+	require.Equal(t, 1, api.Stats().Submitted, "only the innocent task is paid for")
+	n := forgedOutcomes(ctx, t, a.astream, "flood-1")
+	require.LessOrEqual(t, n, 10, "a handful of forged records under the id, not one per copy")
+	require.Positive(t, n, "the forged messages are visible in the id's records")
+}
+
+// Forged messages under a victim's id at 100 a second, while its task is
+// solved, leave it its one outcome: its Solve answers with it within
+// floodBound, one captcha is paid for, and the generation has exactly one
+// outcome.
+func TestForgedFloodCannotSuppressTheVictimsOutcome(t *testing.T) {
+	t.Parallel()
+	a := attackSetup(t)
+	ctx := testContext(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(2 * time.Second)}, 0.01)
+	var forged atomic.Int64
+	a.floodWorker(t, sc, &forged)
+
+	type result struct {
+		out Outcome
+		err error
+	}
+	solved := make(chan result, 1)
+	sctx, cancel := context.WithTimeout(ctx, floodBound)
+	defer cancel()
+	go func() {
+		out, err := a.victim.Solve(sctx, turnstileTask("victim-1"))
+		solved <- result{out, err}
+	}()
+	// The victim's task message is stored before the flood begins; its
+	// solve takes 2 s at the service.
+	var gen uint64
+	require.Eventually(t, func() bool {
+		m, err := a.astream.GetLastMsgForSubject(ctx, wire.TaskSubjectsFor("victim-1"))
+		if err == nil {
+			gen = m.Sequence
+		}
+		return err == nil
+	}, floodBound, 5*time.Millisecond)
+
+	tick := time.NewTicker(10 * time.Millisecond) // 100 forged messages a second
+	defer tick.Stop()
+	sent := 0
+	var res result
+flood:
+	for {
+		select {
+		case res = <-solved:
+			break flood
+		case <-tick.C:
+			_, err := a.attacker.PublishMsg(ctx, forgedMsg("victim-1", sent))
+			require.NoError(t, err)
+			sent++
+		}
+	}
+	require.NoError(t, res.err, "the victim's Solve answers within %s while %d forged messages came under its id", floodBound, sent)
+	require.Equal(t, StatusSolved, res.out.Status)
+	require.Contains(t, res.out.Text(), "0x4AAAAAAAB", "the victim's own token")
+	t.Logf("victim solved with %d forged messages published under its id", sent)
+
+	require.Eventually(t, func() bool { return taskMessagesLeft(ctx, t, a.astream, "victim-1") == 0 },
+		floodBound, 50*time.Millisecond, "every forged copy ends")
+	require.Equal(t, 1, api.Stats().Submitted, "one captcha paid: the victim's")
+	require.Len(t, outcomesOf(ctx, t, a.astream, "victim-1", gen), 1, "exactly one outcome of the victim's generation")
+	m, err := a.victim.Wait(ctx, "victim-1")
+	require.NoError(t, err)
+	require.Equal(t, res.out.Solution, m.Solution, "Wait by id names the victim's submission")
+}
