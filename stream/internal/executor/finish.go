@@ -204,6 +204,9 @@ func (d *delivery) finishDead(ctx context.Context, reason retry.Reason, code str
 		return
 	}
 	d.done()
+	if d.forged {
+		d.observeForged()
+	}
 	d.log.Warn("dead-lettered", slog.String("reason", string(reason)), slog.String("code", code), slog.Int("attempts", ev.Attempts))
 }
 
