@@ -159,15 +159,17 @@ func TestForgedFloodCannotSuppressTheVictimsOutcome(t *testing.T) {
 		return err == nil
 	}, floodBound, 5*time.Millisecond)
 
-	tick := time.NewTicker(10 * time.Millisecond) // 100 forged messages a second
+	// 100 forged messages a second until the victim has its answer, and
+	// 300 at least: what comes after the outcome must not add another.
+	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	sent := 0
+	sent, done := 0, false
 	var res result
-flood:
-	for {
+	for !done || sent < 300 {
 		select {
 		case res = <-solved:
-			break flood
+			done = true
+			t.Logf("victim answered with %d forged messages published under its id", sent)
 		case <-tick.C:
 			_, err := a.attacker.PublishMsg(ctx, forgedMsg("victim-1", sent))
 			require.NoError(t, err)
@@ -177,13 +179,15 @@ flood:
 	require.NoError(t, res.err, "the victim's Solve answers within %s while %d forged messages came under its id", floodBound, sent)
 	require.Equal(t, StatusSolved, res.out.Status)
 	require.NotEmpty(t, res.out.Solution, "the victim's token")
-	t.Logf("victim solved with %d forged messages published under its id", sent)
 
 	require.Eventually(t, func() bool { return taskMessagesLeft(ctx, t, a.astream, "victim-1") == 0 },
 		floodBound, 50*time.Millisecond, "every forged copy ends")
 	require.Equal(t, int64(sent), forged.Load(), "every forged copy is counted")
 	require.Equal(t, 1, api.Stats().Submitted, "one captcha paid: the victim's")
 	require.Len(t, outcomesOf(ctx, t, a.astream, "victim-1", gen), 1, "exactly one outcome of the victim's generation")
+	n := forgedOutcomes(ctx, t, a.astream, "victim-1")
+	require.LessOrEqual(t, n, 10, "a handful of forged records under the id, not one per copy")
+	require.Positive(t, n, "the forged messages are visible in the id's records")
 	m, err := a.victim.Wait(ctx, "victim-1")
 	require.NoError(t, err)
 	require.Equal(t, res.out.Solution, m.Solution, "Wait by id names the victim's submission")

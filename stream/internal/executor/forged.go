@@ -191,3 +191,12 @@ func (d *delivery) observeForged() {
 		d.x.Observe(wire.Event{Kind: KindForged, Code: wire.CodeInvalidEnvelope, Gen: d.gen}, d.task)
 	}
 }
+
+// forgedContended ends a forged copy whose record lost its race with other
+// records of the id: it does not try again (store), and ends as one ended
+// without a record. What it did record stays; readers skip a generation
+// whose events say INVALID_ENVELOPE.
+func (d *delivery) forgedContended() {
+	d.log.Info("forged task message: its record lost a race with other records of the id; ended without it")
+	d.endForged()
+}
