@@ -35,8 +35,11 @@ const (
 	// costs the pool one ack a copy beyond that.
 	ForgedBurst = 50
 	ForgedEvery = 100 * time.Millisecond
-	// forgedIDs bounds the ids the budget remembers; an id whose bucket is
-	// full again is forgotten first.
+	// forgedIDs bounds the ids the budget remembers: when it is reached,
+	// the ids whose budget is whole again are forgotten (with the count of
+	// their copies ended since their last record, which their warning and
+	// the observations keep), and while it is still reached the copies of
+	// other ids end without a record.
 	forgedIDs = 4096
 )
 
@@ -117,7 +120,7 @@ func (f *ForgedBudget) decide(id string, now time.Time) forgedDecision {
 	if e == nil {
 		if len(f.ids) >= forgedIDs {
 			for k, o := range f.ids {
-				if o.ended == 0 && o.b.full(now, ForgedPerIDEvery) {
+				if o.b.full(now, ForgedPerIDEvery) {
 					delete(f.ids, k)
 				}
 			}
