@@ -192,3 +192,64 @@ func TestForgedFloodCannotSuppressTheVictimsOutcome(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, res.out.Solution, m.Solution, "Wait by id names the victim's submission")
 }
+
+// Floods of forged messages shaped otherwise (many ids, replay message ids
+// whose letters do not exist, moved copies no worker moved, the waiting
+// room) hold another producer's task to the same bound, pay for nothing,
+// and every copy ends.
+func TestFloodShapesStayWithinTheBound(t *testing.T) {
+	t.Parallel()
+	const flood = 1000
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	shapes := map[string]func(i int) *nats.Msg{
+		"many ids": func(i int) *nats.Msg { return forgedMsg(fmt.Sprintf("many-%d", i), i) },
+		"replays under one id": func(i int) *nats.Msg {
+			m := nats.NewMsg(wire.TaskSubject(wire.LaneFast, wire.PriorityNormal, "replayed-1"))
+			m.Data = []byte(turnstileBody)
+			m.Header.Set(wire.HeaderReplayedBy, fmt.Sprint(i+1))
+			m.Header.Set(wire.HeaderMsgID, wire.ReplayMsgID("replayed-1", fmt.Sprint(i+1)))
+			return m
+		},
+		"moved copies under one id": func(i int) *nats.Msg {
+			m := forgedMsg("moved-1", i)
+			m.Header.Set(wire.HeaderGen, "1")
+			m.Header.Set(wire.HeaderSubmitted, now)
+			return m
+		},
+		"waiting room under one id": func(i int) *nats.Msg {
+			m := forgedMsg("later-1", i)
+			m.Subject = wire.SubjectLater + ".fast.normal.later-1"
+			return m
+		},
+	}
+	for name, shape := range shapes {
+		t.Run(name, func(t *testing.T) {
+			a := attackSetup(t)
+			ctx := testContext(t)
+			api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(100 * time.Millisecond)}, 0.01)
+			for i := range flood {
+				_, err := a.attacker.PublishMsgAsync(shape(i))
+				require.NoError(t, err)
+			}
+			select {
+			case <-a.attacker.PublishAsyncComplete():
+			case <-ctx.Done():
+				t.Fatal("the flood was not stored")
+			}
+			r, err := a.victim.Submit(ctx, turnstileTask("innocent-1"))
+			require.NoError(t, err)
+			var forged atomic.Int64
+			start := time.Now()
+			a.floodWorker(t, sc, &forged)
+			wctx, cancel := context.WithTimeout(ctx, floodBound)
+			defer cancel()
+			_, err = a.victim.waitGen(wctx, "innocent-1", r.Seq)
+			require.NoError(t, err, "the innocent task's outcome within %s of the pool starting", floodBound)
+			t.Logf("%s: innocent task solved %s after the pool started", name, time.Since(start).Round(time.Millisecond))
+			require.Eventually(t, func() bool { return forged.Load() == flood }, floodBound, 50*time.Millisecond,
+				"every forged copy ends")
+			t.Logf("%s: flood ended %s after the pool started", name, time.Since(start).Round(time.Millisecond))
+			require.Equal(t, 1, api.Stats().Submitted, "only the innocent task is paid for")
+		})
+	}
+}
