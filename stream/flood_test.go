@@ -253,3 +253,39 @@ func TestFloodShapesStayWithinTheBound(t *testing.T) {
 		})
 	}
 }
+
+// Wait by id, on a Client that submitted the id, answers with its own
+// submission's outcome, not with that of a task someone else published
+// under the same id once the duplicate window had passed; a Client that
+// never submitted the id waits for its latest submission.
+func TestWaitByIDAnswersTheClientsOwnGeneration(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{DuplicateWindow: time.Second})
+	ctx := testContext(t)
+	js, s := b.raw(t)
+	var solves atomic.Int32
+	b.startWorker(t, WorkerConfig{Solver: countingSolver(&solves), Threads: 2})
+	r, err := b.client.Submit(ctx, turnstileTask("mine-1"))
+	require.NoError(t, err)
+	require.Equal(t, StatusSolved, waitOutcome(ctx, t, s, "mine-1", r.Seq).Status)
+
+	evil := `{"method":"turnstile","params":{"sitekey":"0xATTACKER","pageurl":"https://evil.example/"}}`
+	var later *jetstream.PubAck
+	require.Eventually(t, func() bool {
+		later = publishRaw(ctx, t, js, "captcha.tasks.fast.normal.mine-1", evil, map[string]string{"Nats-Msg-Id": "mine-1"})
+		return !later.Duplicate
+	}, 10*time.Second, 50*time.Millisecond, "the duplicate window passes")
+	require.Equal(t, StatusSolved, waitOutcome(ctx, t, s, "mine-1", later.Sequence).Status)
+
+	out, err := b.client.Wait(ctx, "mine-1")
+	require.NoError(t, err)
+	require.Contains(t, out.Text(), "0x4AAAAAAAB", "the Client's own task's token")
+	require.NotContains(t, out.Text(), "0xATTACKER")
+
+	other, err := NewClient(ctx, b.connect(t), ClientConfig{Name: "other"})
+	require.NoError(t, err)
+	out, err = other.Wait(ctx, "mine-1")
+	require.NoError(t, err)
+	require.Contains(t, out.Text(), "0xATTACKER", "a Client that submitted nothing under the id waits for its latest submission")
+	require.Equal(t, int32(2), solves.Load())
+}
