@@ -289,3 +289,20 @@ func TestWaitByIDAnswersTheClientsOwnGeneration(t *testing.T) {
 	require.Contains(t, out.Text(), "0xATTACKER", "a Client that submitted nothing under the id waits for its latest submission")
 	require.Equal(t, int32(2), solves.Load())
 }
+
+func TestOwnGensForgetsTheOldestPastItsBound(t *testing.T) {
+	t.Parallel()
+	var o ownGens
+	for i := range maxOwnGens + 10 {
+		o.put(fmt.Sprintf("id-%d", i), uint64(i+1))
+	}
+	_, ok := o.get("id-0")
+	require.False(t, ok, "the oldest is forgotten")
+	g, ok := o.get(fmt.Sprintf("id-%d", maxOwnGens+9))
+	require.True(t, ok)
+	require.Equal(t, uint64(maxOwnGens+10), g)
+	require.Len(t, o.gens, maxOwnGens)
+	o.put("id-20", 5)
+	g, _ = o.get("id-20")
+	require.Equal(t, uint64(21), g, "a later submission is kept over an earlier one")
+}
