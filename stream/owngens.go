@@ -18,7 +18,7 @@ import (
 
 // maxOwnGens bounds the ids a Client remembers its submissions of; past it
 // the id remembered longest is forgotten first.
-const maxOwnGens = 1 << 16
+const maxOwnGens = 1 << 14
 
 // ownGens remembers the generation of a Client's latest submission of each
 // id it submitted (at most maxOwnGens ids). Its zero value is ready; it is

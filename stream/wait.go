@@ -20,7 +20,7 @@ import (
 
 // Wait blocks until task id has an outcome and returns it. It works whether
 // the outcome was published before or after Wait began. On a Client that
-// submitted id (Submit, SubmitAll or Solve; it remembers its last 65,536
+// submitted id (Submit, SubmitAll or Solve; it remembers its last 16,384
 // ids) it waits for the outcome of that submission, or, once it died and
 // its dead letter was replayed, of the replay: never for a task someone
 // else published under the same id after the duplicate window. Otherwise
