@@ -1,11 +1,17 @@
 package executor
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 func TestForgedBudgetPerID(t *testing.T) {
@@ -70,4 +76,88 @@ func TestForgedBudgetForgetsIdleIDs(t *testing.T) {
 	later := t0.Add(ForgedPerIDBurst * ForgedPerIDEvery)
 	require.True(t, f.decide("one-more", later).record, "ids whose budget is whole again are forgotten")
 	require.Len(t, f.ids, 1)
+}
+
+// forgedDelivery stores and delivers a task message under id whose message
+// id is not id.
+func (b *bundle) forgedDelivery(t *testing.T, id string, i int) *fakeMsg {
+	t.Helper()
+	h := nats.Header{}
+	h.Set(wire.HeaderMsgID, fmt.Sprintf("%s-forged-%d", id, i))
+	b.store.mu.Lock()
+	gen := b.store.put(wire.TaskSubject(wire.LaneFast, wire.PriorityNormal, id), h, []byte(turnstile))
+	b.store.mu.Unlock()
+	return b.redeliver(gen, id, h, turnstile, 1)
+}
+
+// outcomes returns the outcomes stored under id.
+func (s *fakeStore) outcomes(t *testing.T, id string) []wire.Outcome {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []wire.Outcome
+	for _, r := range s.recs {
+		if r.subject == wire.ResultSubject(id) {
+			var o wire.Outcome
+			require.NoError(t, json.Unmarshal(r.data, &o))
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Past the per-id budget, forged copies are acked with nothing written,
+// each observed; the next recorded copy says how many were ended since.
+func TestExecuteForgedPastTheBudgetWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, solver.Answer{Solution: json.RawMessage(`"tok"`)}, nil)
+	b.x.Forged = &ForgedBudget{}
+	const n = ForgedPerIDBurst + 5
+	for i := range n {
+		m := b.forgedDelivery(t, "f1", i)
+		b.x.Execute(context.Background(), m, noThread{}, noSlot{})
+		require.Equal(t, "ack", m.how(), "copy %d ends", i)
+	}
+	require.Zero(t, b.solves)
+	require.Len(t, b.store.outcomes(t, "f1"), ForgedPerIDBurst, "the burst is recorded, the rest not")
+	require.Len(t, b.store.events(t, "f1"), ForgedPerIDBurst)
+	forged := 0
+	for _, k := range b.observed {
+		if k == KindForged {
+			forged++
+		}
+	}
+	require.Equal(t, n, forged, "every copy is observed")
+
+	// The id's budget is whole again.
+	b.x.Forged.mu.Lock()
+	b.x.Forged.ids["f1"].b = bucket{}
+	b.x.Forged.mu.Unlock()
+	m := b.forgedDelivery(t, "f1", n)
+	b.x.Execute(context.Background(), m, noThread{}, noSlot{})
+	outs := b.store.outcomes(t, "f1")
+	require.Len(t, outs, ForgedPerIDBurst+1)
+	require.Contains(t, outs[len(outs)-1].Detail, "5 more forged messages under this id ended without a record since")
+}
+
+// A recorded forged copy whose write keeps losing its race with other
+// records of the id ends with an ack, not after the ack wait.
+func TestExecuteForgedThatLosesItsRaceEnds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, solver.Answer{Solution: json.RawMessage(`"tok"`)}, nil)
+	b.x.Forged = &ForgedBudget{}
+	// Another record of the id comes first, before every write.
+	var interfere func(s *fakeStore)
+	interfere = func(s *fakeStore) {
+		s.mu.Lock()
+		s.put(wire.EventSubject("f1"), nats.Header{}, []byte(`{}`))
+		s.mu.Unlock()
+		s.beforeAppend = interfere
+	}
+	b.store.beforeAppend = interfere
+	m := b.forgedDelivery(t, "f1", 0)
+	b.x.Execute(context.Background(), m, noThread{}, noSlot{})
+	require.Equal(t, "ack", m.how())
+	require.Empty(t, b.store.outcomes(t, "f1"))
+	require.Contains(t, b.observed, KindForged)
 }
