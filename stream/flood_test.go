@@ -226,6 +226,15 @@ func TestFloodShapesStayWithinTheBound(t *testing.T) {
 			m.Header.Set(wire.HeaderSubmitted, now)
 			return m
 		},
+		"invalid tasks over many ids": func(i int) *nats.Msg {
+			// Submissions (the envelope holds), each recorded dead
+			// INVALID_TASK: not forged, so the budget does not apply.
+			id := fmt.Sprintf("invalid-%d", i)
+			m := nats.NewMsg(wire.TaskSubject(wire.LaneFast, wire.PriorityNormal, id))
+			m.Data = []byte(`{"method":"no-such-method","params":{}}`)
+			m.Header.Set(wire.HeaderMsgID, id)
+			return m
+		},
 		"waiting room under one id": func(i int) *nats.Msg {
 			m := forgedMsg("later-1", i)
 			m.Subject = wire.SubjectLater + ".fast.normal.later-1"
@@ -256,8 +265,15 @@ func TestFloodShapesStayWithinTheBound(t *testing.T) {
 			_, err = a.victim.waitGen(wctx, "innocent-1", r.Seq)
 			require.NoError(t, err, "the innocent task's outcome within %s of the pool starting", floodBound)
 			t.Logf("%s: innocent task solved %s after the pool started", name, time.Since(start).Round(time.Millisecond))
-			require.Eventually(t, func() bool { return forged.Load() == flood }, floodBound, 50*time.Millisecond,
-				"every forged copy ends")
+			if name == "invalid tasks over many ids" {
+				require.Eventually(t, func() bool {
+					info, err := a.astream.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectTasks+".>"))
+					return err == nil && len(info.State.Subjects) == 0
+				}, floodBound, 50*time.Millisecond, "every invalid task ends")
+			} else {
+				require.Eventually(t, func() bool { return forged.Load() == flood }, floodBound, 50*time.Millisecond,
+					"every forged copy ends")
+			}
 			t.Logf("%s: flood ended %s after the pool started", name, time.Since(start).Round(time.Millisecond))
 			require.Equal(t, 1, api.Stats().Submitted, "only the innocent task is paid for")
 		})
