@@ -79,6 +79,9 @@ type Client struct {
 	cancelKeys sync.Map
 	// cancelHashes holds the hash taskMsg puts on a task Solve is submitting.
 	cancelHashes sync.Map
+	// own is the generation of this Client's latest submission of each id
+	// it submitted, for Wait.
+	own ownGens
 	// readers are idle direct readers (read.go).
 	readers *jscall.ReaderPool
 	// room is the last reading of the room a bounded stream has (checkRoom).
@@ -279,6 +282,9 @@ func (c *Client) publishAll(ctx context.Context, given, tasks []Task, msgs []*na
 				}
 			}
 			r := Receipt{ID: tasks[p.i].ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}
+			if !r.Duplicate {
+				c.own.put(r.ID, r.Seq)
+			}
 			if r.Duplicate {
 				if err := c.sameSchedule(ctx, given[p.i], msgs[p.i], r); err != nil {
 					taken = append(taken, err)
@@ -324,6 +330,7 @@ func (c *Client) publish(ctx context.Context, given, t Task) (Receipt, error) {
 	if r.Duplicate {
 		return r, c.sameSchedule(ctx, given, msg, r)
 	}
+	c.own.put(r.ID, r.Seq)
 	return r, nil
 }
 

@@ -90,7 +90,10 @@
 // # Integrity and room
 //
 // A task message is a submission of its id only if its envelope holds
-// together; tokens never reach the store's files, and finished task
+// together; one that does not (forged) is never solved, and a worker
+// records only a few of them, per id and per worker, ending the rest with
+// an ack and no record, so that no flood of them under one id holds up the
+// pool or the id's own task; tokens never reach the store's files, and finished task
 // messages leave them (a delete on an encrypted store, the default, an
 // erasure on a plaintext one); the stream keeps room for the records of
 // every queued task, within its MaxBytes and within what the server's

@@ -1,12 +1,16 @@
 package stream
 
-import "time"
+import (
+	"time"
+
+	"github.com/captchaq/captchaq/stream/internal/executor"
+)
 
 // Observation is one thing a worker did with a task, for metrics. It never
 // carries a token, a page URL or a key.
 type Observation struct {
 	// Kind is the step: an EventKind (attempt, retry, snooze, handback,
-	// scheduled, solved, dead).
+	// scheduled, solved, dead), or ObservedForged.
 	Kind EventKind
 	// Method is the task's method ("" when unknown: invalid tasks).
 	Method string
@@ -39,3 +43,9 @@ func (f ObserverFunc) Observe(o Observation) { f(o) }
 type nopObserver struct{}
 
 func (nopObserver) Observe(Observation) {}
+
+// ObservedForged is the kind of the Observation made when a forged task
+// message (its envelope does not hold together: not a submission of its
+// id) ends, whether the worker recorded it or ended it without a record.
+// No event of this kind is ever stored.
+const ObservedForged = executor.KindForged

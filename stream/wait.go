@@ -19,13 +19,25 @@ import (
 )
 
 // Wait blocks until task id has an outcome and returns it. It works whether
-// the outcome was published before or after Wait began. For a replayed task
-// it waits for the outcome of the latest submission. A dead task returns its
-// Outcome with an error wrapping ErrNotSolved; a solved task whose token has
-// expired returns its Outcome (without solution) and ErrTokenExpired.
+// the outcome was published before or after Wait began. On a Client that
+// submitted id (Submit, SubmitAll or Solve; it remembers its last 16,384
+// ids) it waits for the outcome of that submission, or, once it died and
+// its dead letter was replayed, of the replay: never for a task someone
+// else published under the same id after the duplicate window. Otherwise
+// it waits for the latest submission of id, a replay included. A dead task
+// returns its Outcome with an error wrapping ErrNotSolved; a solved task
+// whose token has expired returns its Outcome (without solution) and
+// ErrTokenExpired.
 func (c *Client) Wait(ctx context.Context, id string) (Outcome, error) {
 	if err := ValidateID(id); err != nil {
 		return Outcome{}, err
+	}
+	if own, ok := c.own.get(id); ok {
+		gen, err := c.replayedFrom(ctx, id, own)
+		if err != nil {
+			return Outcome{}, fmt.Errorf("wait for task %s: %w", id, err)
+		}
+		return c.waitGen(ctx, id, gen)
 	}
 	gen, err := c.latestGen(ctx, id)
 	if err != nil {

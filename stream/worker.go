@@ -175,6 +175,7 @@ func (w *Worker) executor(js jetstream.JetStream, s, tokens jetstream.Stream) *e
 		Store:     &taskstore.JetStream{JS: js, Stream: s, Tokens: tokens, NC: w.nc, Domain: w.top.Domain},
 		Completer: w.completer,
 		Room:      w.room,
+		Forged:    &executor.ForgedBudget{},
 		Held:      &w.held,
 		Clock:     &w.clock,
 		Reach:     &w.reach,

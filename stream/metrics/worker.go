@@ -41,6 +41,7 @@ type Worker struct {
 	snoozes   *Counter
 	handbacks *Counter
 	dead      *Counter
+	forged    *Counter
 	solveTime *Histogram
 	apiCalls  *Counter
 	apiTime   *Histogram
@@ -60,6 +61,7 @@ func NewWorker(threads int) *Worker {
 		snoozes:   r.Counter("captchaq_capacity_snoozes_total", "Attempts put off because the service had no free thread (no attempt spent), by code.", "method", "code"),
 		handbacks: r.Counter("captchaq_handbacks_total", "Tasks handed back without spending an attempt (shutdown, fatal service errors).", "method"),
 		dead:      r.Counter("captchaq_dead_letters_total", "Tasks moved to the dead letter, by reason.", "method", "reason"),
+		forged:    r.Counter("captchaq_forged_messages_total", "Task messages that were not a submission of their id (INVALID_ENVELOPE) ended by this worker, recorded or not: a worker records a few of an id's and ends the rest with an ack and no record."),
 		solveTime: r.Histogram("captchaq_solve_duration_seconds", "Time of the attempt that solved a task, submission to answer.", SolveBuckets, "method"),
 		apiCalls:  r.Counter("captchaq_api_calls_total", "Calls to the solving service, by endpoint (in.php, res.php) and answer code (OK, CAPCHA_NOT_READY, ERROR_…, HTTP_<status>, NETWORK).", "endpoint", "code"),
 		apiTime:   r.Histogram("captchaq_api_call_duration_seconds", "Duration of calls to the solving service, by endpoint.", APICallBuckets, "endpoint"),
@@ -92,6 +94,8 @@ func (m *Worker) Observe(o stream.Observation) {
 	case stream.EventDead:
 		m.tasks.Inc(method, "dead")
 		m.dead.Inc(method, reasonLabel(o.Reason))
+	case stream.ObservedForged:
+		m.forged.Inc()
 	}
 }
 

@@ -145,6 +145,7 @@ func TestObserveBoundsLabels(t *testing.T) {
 	m.Observe(stream.Observation{Kind: stream.EventSnooze, Method: "turnstile", Code: "ERROR_ZERO_BALANCE"})
 	m.Observe(stream.Observation{Kind: stream.EventDead, Method: "made-up-by-a-producer", Reason: "invalid-task"})
 	m.Observe(stream.Observation{Kind: stream.EventHandback, Method: "geetest"})
+	m.Observe(stream.Observation{Kind: stream.ObservedForged, Method: "made-up-by-a-producer", Code: stream.CodeInvalidEnvelope})
 	var b strings.Builder
 	require.NoError(t, m.Registry().WriteText(&b))
 	for _, want := range []string{
@@ -152,6 +153,7 @@ func TestObserveBoundsLabels(t *testing.T) {
 		`captchaq_capacity_snoozes_total{code="ERROR_ZERO_BALANCE",method="turnstile"} 1`,
 		`captchaq_dead_letters_total{method="other",reason="invalid-task"} 1`,
 		`captchaq_handbacks_total{method="geetest"} 1`,
+		`captchaq_forged_messages_total 1`,
 	} {
 		require.Contains(t, b.String(), want+"\n")
 	}

@@ -35,10 +35,13 @@ type delivery struct {
 	invalid   error
 	// forged is set when the message's envelope (subject id, message id,
 	// id header) does not hold together: it is not a submission of its id.
-	forged   bool
-	deadline time.Time
-	st       taskstore.GenState
-	log      *slog.Logger
+	forged bool
+	// unrecorded is set for a forged delivery the ForgedBudget ends
+	// without a record.
+	unrecorded bool
+	deadline   time.Time
+	st         taskstore.GenState
+	log        *slog.Logger
 	// thread is the plan thread held for this task (nil without a quota).
 	thread Thread
 	// assumed is true while st is an assumption (first delivery), not a read.

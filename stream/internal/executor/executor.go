@@ -88,6 +88,10 @@ type Executor struct {
 	// due waits on its lane's consumer, where the consumer counts it as
 	// pending, and a moved copy is checked by the Store, when it can).
 	Mover Mover
+	// Forged decides which forged task messages (their envelope does not
+	// hold together) are recorded, and which end without a record
+	// (optional: without it every one is recorded).
+	Forged *ForgedBudget
 	// Retention is how long the stream keeps a task (its MaxAge; 0: no
 	// limit): a task naming a use_at or not_before further from its store
 	// time would wait until the stream drops it, without an outcome, so it
@@ -155,6 +159,10 @@ func (x *Executor) Execute(ctx context.Context, m jetstream.Msg, thread Thread, 
 		if ctx.Err() == nil {
 			x.Log.Warn("cannot read task state; it comes back after the ack wait", slog.Any("error", err))
 		}
+		return
+	}
+	if d.unrecorded {
+		d.endForged()
 		return
 	}
 	d.thread = thread

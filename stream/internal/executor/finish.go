@@ -204,6 +204,9 @@ func (d *delivery) finishDead(ctx context.Context, reason retry.Reason, code str
 		return
 	}
 	d.done()
+	if d.forged {
+		d.observeForged()
+	}
 	d.log.Warn("dead-lettered", slog.String("reason", string(reason)), slog.String("code", code), slog.Int("attempts", ev.Attempts))
 }
 
@@ -258,10 +261,15 @@ func joinDetail(detail, more string) string {
 // cannotStore handles a record of the end of a generation that could not
 // be stored. A write the stream refuses for good (too large) ends the
 // delivery with Term: the message is never delivered again, so it cannot
-// hold a thread or a lane's slot forever; it says so at ERROR. Anything
+// hold a thread or a lane's slot forever; it says so at ERROR. A forged
+// copy that lost a race ends without the record (forgedContended). Anything
 // else (the broker unreachable, the stream full) brings the task back after
 // the ack wait.
 func (d *delivery) cannotStore(what string, err error) {
+	if errors.Is(err, errContended) && d.forged {
+		d.forgedContended()
+		return
+	}
 	if jscall.TooLarge(err) {
 		d.log.Error("the stream refuses "+what+" of this task for its size: the task ends here without it, "+
 			"and is not delivered again", slog.Any("error", err))

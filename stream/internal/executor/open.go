@@ -71,6 +71,12 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 	d.deadline = d.deadline.Add(-x.Clock.Offset())
 	d.log = x.Log.With(slog.String("task_id", d.id), slog.String("method", d.task.Method),
 		slog.String("host", wire.PageHost(d.task.Params)), slog.Uint64("delivery", d.number))
+	if d.forged && !d.forgedOpen() {
+		// Ended without a record (ForgedBudget): nothing of the id is read
+		// or written for it.
+		d.unrecorded = true
+		return d, nil
+	}
 	d.st = taskstore.GenState{Gen: d.gen}
 	if d.number == 1 && !d.moved {
 		// Nobody has handled this message before: assume nothing is

@@ -36,7 +36,8 @@ const storeTries = 5
 // sequence over wire.IDSubjects. On a conflict it reads the state again: when
 // only other generations wrote, it tries again on the new sequence; when
 // the record is there already, it is done; when this generation moved on,
-// another delivery holds the task (errStateMoved).
+// another delivery holds the task (errStateMoved). Past storeTries it
+// gives up (errContended).
 func (d *delivery) store(ctx context.Context, r record) error {
 	for range storeTries {
 		seq, err := d.x.Store.Append(ctx, d.id, d.st.Seq, r.msg)
@@ -64,7 +65,7 @@ func (d *delivery) store(ctx context.Context, r record) error {
 			return errStateMoved
 		}
 	}
-	return fmt.Errorf("store %s: other writes for task %s kept getting in the way", r.msg.Subject, d.id)
+	return fmt.Errorf("store %s of task %s: %w", r.msg.Subject, d.id, errContended)
 }
 
 // eventRecord is ev as the next event of j's task.
@@ -110,6 +111,9 @@ func (d *delivery) record(ctx context.Context, ev wire.Event) bool {
 		return false
 	case errors.Is(err, errStateMoved):
 		d.log.Warn("another worker took the task over; dropping this delivery", slog.String("event", string(ev.Kind)))
+		return false
+	case errors.Is(err, errContended) && d.forged:
+		d.forgedContended()
 		return false
 	case err != nil && ctx.Err() != nil:
 		// The worker is stopping: the task comes back like every task it
