@@ -1,0 +1,161 @@
+package stream
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/internal/logbuf"
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+)
+
+// refusingProxy forwards TCP connections on a local port to target, and can
+// be made to refuse: its listener closed and every open connection cut, so
+// that the service behind it looks gone (connection refused) until it
+// listens again on the same port.
+type refusingProxy struct {
+	target string
+	addr   string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]bool
+	wg    sync.WaitGroup
+}
+
+func newRefusingProxy(t *testing.T, target string) *refusingProxy {
+	t.Helper()
+	p := &refusingProxy{target: target, conns: map[net.Conn]bool{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(func() { p.refuse(); p.wg.Wait() })
+	return p
+}
+
+func (p *refusingProxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns[c], p.conns[up] = true, true
+			p.mu.Unlock()
+			p.wg.Add(2)
+			pipe := func(dst, src net.Conn) {
+				defer p.wg.Done()
+				_, _ = io.Copy(dst, src)
+				dst.Close()
+				src.Close()
+			}
+			go pipe(up, c)
+			go pipe(c, up)
+		}
+	}()
+}
+
+// refuse closes the listener and cuts every connection.
+func (p *refusingProxy) refuse() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+// listen takes connections again, on the same port.
+func (p *refusingProxy) listen(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", p.addr)
+	require.NoError(t, err)
+	p.serve(ln)
+}
+
+// The service refuses connections for 15 s while 16 captchas it accepted
+// are being solved. The worker keeps each captcha's id through the outage
+// and polls it again once the service answers: 16 captchas accepted, 16
+// solved, every task on its first attempt.
+func TestOutageKeepsTheAcceptedCaptchas(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	const n = 16
+	api := fakeapi.New(fakeapi.Config{BurstLimit: 1 << 20, SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: fixed(5 * time.Second)}})
+	apiURL, stopAPI, err := fakeapi.ServeLocal(api)
+	require.NoError(t, err)
+	t.Cleanup(stopAPI)
+	proxy := newRefusingProxy(t, apiURL[len("http://"):])
+
+	var logs logbuf.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	patient := map[string]time.Duration{}
+	for _, k := range solver.Kinds() {
+		patient[k] = 10 * time.Hour
+	}
+	// A poll every 0.5 s: the fixed schedule's 20 calls run out during the
+	// outage, so the captchas are held past their schedule too.
+	sc, err := solver.NewClient(solver.Config{BaseURL: "http://" + proxy.addr, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+		Timing: solver.Timing{Scale: 0.1, Fixed: true, MaxWait: patient}, Logger: log})
+	require.NoError(t, err)
+	b.startWorker(t, WorkerConfig{Solver: sc, Threads: n, Logger: log})
+
+	tasks := make([]Task, n)
+	for i := range tasks {
+		tasks[i] = turnstileTask(fmt.Sprintf("held%d", i))
+		tasks[i].Params = Params{"sitekey": fmt.Sprintf("0x4AAAAAAAB%d", i), "pageurl": "https://shop.example/checkout/123"}
+	}
+	receipts, err := b.client.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return api.Stats().Submitted == n }, 20*time.Second, 10*time.Millisecond,
+		"the service never accepted the %d captchas", n)
+
+	proxy.refuse()
+	select {
+	case <-time.After(15 * time.Second): // the outage is the scenario
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	proxy.listen(t)
+
+	solved := 0
+	require.NoError(t, b.client.WaitAll(ctx, receipts, func(o Outcome, err error) {
+		require.NoError(t, err)
+		require.Equal(t, StatusSolved, o.Status, "%+v", o)
+		require.Equal(t, 1, o.Attempts, "an outage spends no attempt: %+v", o)
+		solved++
+	}))
+	require.Equal(t, n, solved)
+	st := api.Stats()
+	require.Equal(t, n, st.Submitted, "each task's captcha is paid once")
+	require.Equal(t, n, st.Solved)
+}
