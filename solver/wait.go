@@ -62,8 +62,9 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 
 	var lastNotReady time.Duration // offset at which the service last said not ready
 	var lastErr error
-	fails := 0
-	own := false // a batch call failed or was not understood: the next scheduled poll is our own
+	fails := 0              // own polls in a row that got no word from the service
+	var heldSince time.Time // when the first of them failed
+	own := false            // a batch call failed or was not understood: the next scheduled poll is our own
 	polls := 0
 	// solved learns from the window the answer became ready in, seen after
 	// submission, and logs the solve.
@@ -91,17 +92,25 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			a, err = solved(a, seen)
 			return true, a, err
 		case ctx.Err() != nil:
-			return true, Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
+			return true, Answer{}, ended(ctx, id, heldSince, fails, lastErr)
 		case cls == retry.Poll:
 			lastNotReady, fails = max(lastNotReady, seen), 0
 			c.occ.notReady(h, lastNotReady)
-		case (cls == retry.Transient || cls == retry.Capacity) && fails < c.pollErrors:
-			// Capacity from res.php is a gateway's HTTP 429: the captcha is
-			// still being solved, so slow down and poll on like after any
-			// passing failure rather than give it up.
+		case cls == retry.Transient || cls == retry.Capacity:
+			// The service did not say anything about the captcha: a
+			// refused or cut connection, a timeout, an HTTP 5xx, a body
+			// that is no reply, or a 429 / ERROR: 1005 asking to slow
+			// down. The service accepted it and is paid for it, so it is
+			// kept and polled again, however long that lasts: only the
+			// service saying it does not know the id (ERROR_WRONG_CAPTCHA_ID,
+			// ERROR_NO_SUCH_CAPCHA_ID: codes.go), the task's ctx, or an
+			// answer gives it up.
+			if fails == 0 {
+				heldSince = c.now()
+			}
 			fails++
 			lastErr = err
-			c.log.LogAttrs(ctx, slog.LevelDebug, "poll failed, polling on",
+			c.log.LogAttrs(ctx, slog.LevelDebug, "poll failed; the captcha is kept and polled again",
 				slog.String("captcha_id", id), slog.String("code", CodeOf(err)), slog.Int("in_a_row", fails))
 		default:
 			return true, Answer{}, err
@@ -134,7 +143,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		timer.Reset(at.Sub(c.now()))
 		select {
 		case <-ctx.Done():
-			return Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
+			return Answer{}, ended(ctx, id, heldSince, fails, lastErr)
 		case <-timer.C:
 			// A scheduled poll: with a batcher it earns the call, except
 			// the last, which is always the captcha's own, and the first
@@ -223,6 +232,15 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			}
 		}
 	}
+	if fails > 0 {
+		// The last poll got no word from the service: the schedule ran out
+		// during an outage. Whether the captcha is ready is unknown, and
+		// giving it up would pay for it again: it is held and polled on a
+		// backoff until the service answers.
+		if done, a, err := c.hold(ctx, id, kt, heldSince, &fails, &lastErr, fetch); done {
+			return a, err
+		}
+	}
 	code, why := CodePollLimit, fmt.Sprintf("no answer after %d res.php calls", len(sched))
 	if len(sched) < kt.maxCalls || !c.now().Before(deadline) {
 		code, why = CodeTimeout, fmt.Sprintf("no answer within %v", kt.maxWait)
@@ -231,4 +249,63 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		why += fmt.Sprintf(" (last poll error: %v)", lastErr)
 	}
 	return Answer{}, newError("res.php", code, errors.New(why)).about(id)
+}
+
+// holdBackoffCap bounds the backoff of a held captcha's polls, in poll
+// intervals: 6 × 5 s = 30 s in production.
+const holdBackoffCap = 6
+
+// holdEvery is the wait before the next poll of a captcha held through an
+// outage after fails polls in a row got no word from the service: twice the
+// poll interval, doubling, at most holdBackoffCap intervals. CaptchaAI
+// advises to retry a transient server error after about 10 s, with
+// exponential backoff (docs.captchaai.com/pages/err_handling, "Quick
+// handling rules"), and to wait 5 s after anything that is no reply
+// (docs.captchaai.com/api/api-error-handling).
+func holdEvery(interval time.Duration, fails int) time.Duration {
+	d := interval * 2
+	for i := 1; i < fails && d < holdBackoffCap*interval; i++ {
+		d *= 2
+	}
+	return min(d, holdBackoffCap*interval)
+}
+
+// hold polls captcha id after its schedule ran out while the service gave
+// no word of it (fails polls in a row failed, the first at since), on the
+// holdEvery backoff, until the service says something about it (fetch's
+// done: an answer, an error code about the captcha) or ctx ends. A "not
+// ready" ends the hold without an answer (done false): the schedule is
+// spent, and the caller gives up as it would have without the outage.
+func (c *Client) hold(ctx context.Context, id string, kt kindTiming, since time.Time, fails *int, lastErr *error,
+	fetch func(time.Time) (bool, Answer, error)) (bool, Answer, error) {
+	c.log.LogAttrs(ctx, slog.LevelDebug, "the service gives no word of an accepted captcha; holding it and polling again",
+		slog.String("captcha_id", id), slog.Time("held_since", since))
+	timer := time.NewTimer(holdEvery(kt.interval, *fails))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return true, Answer{}, ended(ctx, id, since, *fails, *lastErr)
+		case <-timer.C:
+		}
+		if done, a, err := fetch(time.Time{}); done {
+			return true, a, err
+		}
+		if *fails == 0 {
+			return false, Answer{}, nil // the service answered: not ready
+		}
+		timer.Reset(holdEvery(kt.interval, *fails))
+	}
+}
+
+// ended is the error of a wait that ctx ended: ctx's error, and, when the
+// captcha's last polls got no word from the service (fails of them, the
+// first at since), the last poll's error too, so that the caller sees what
+// the service did (CodeOf, ClassOf) beside why the wait ended (errors.Is).
+func ended(ctx context.Context, id string, since time.Time, fails int, last error) error {
+	if fails == 0 || last == nil {
+		return fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
+	}
+	return fmt.Errorf("solver: captcha %s, held through %d failed polls since %s (last: %w): %w",
+		id, fails, since.Format(time.RFC3339), last, ctx.Err())
 }
