@@ -122,8 +122,11 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 	i := 0
 	for i < len(sched) {
 		at, last := submitted.Add(sched[i]), i == len(sched)-1
-		if !c.now().Before(deadline) {
-			break // past the deadline: a call took that long
+		if !c.now().Before(deadline) && polls > 0 {
+			// Past the deadline: a call took that long. A captcha resumed
+			// past its deadline (Request.CaptchaID) is asked once first:
+			// the service may have its answer.
+			break
 		}
 		if i > 0 {
 			// Behind the schedule (a slow call, a starved process), keep its

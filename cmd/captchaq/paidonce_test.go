@@ -48,7 +48,7 @@ func TestWorkerKilledAfterSubmitPaysOnce(t *testing.T) {
 	// once: it holds the id.
 	require.Eventually(t, func() bool {
 		st := api.Stats()
-		return st.Submitted == 1 && st.ResCalls >= 1
+		return st.Submitted == 1 && len(st.ResCallsPerCaptcha) == 1
 	}, 30*time.Second, time.Millisecond, "the worker never polled its captcha")
 	first.kill()
 

@@ -51,7 +51,7 @@ func resumeFrom(st taskstore.GenState, now time.Time) resumeStep {
 		return resumeDead
 	case last.Kind == wire.EventSolved && !now.Before(last.ExpiresAt):
 		return resumeExpired
-	case last.Kind == wire.EventSolved, last.Kind == wire.EventAttempt:
+	case last.Kind == wire.EventSolved, last.Kind == wire.EventAttempt, last.Kind == wire.EventAccepted:
 		return resumeToken
 	}
 	return resumeNothing
@@ -80,7 +80,33 @@ func carryOver(last wire.Event, now time.Time) (carried wire.Event, crashed bool
 // delivery that recorded nothing never reached the service and spends
 // nothing.
 func spentAttempts(last wire.Event) (attempts int, crashed bool) {
-	return last.Attempts, last.Kind == wire.EventAttempt
+	return last.Attempts, underWay(last)
+}
+
+// underWay reports whether last, a generation's last event, says an
+// attempt is under way: its attempt event, or the accepted event of its
+// captcha, recorded after it.
+func underWay(last wire.Event) bool {
+	return last.Kind == wire.EventAttempt || last.Kind == wire.EventAccepted
+}
+
+// captchaToResume is the captcha the service accepted for the
+// generation's last attempt, which a new attempt polls instead of
+// submitting another, and whether there is one: the attempt died with its
+// worker after in.php answered (its accepted event is the last), or its
+// worker stopped and handed the task back while polling it. crashed says
+// whether the attempt died: its captcha continues it, and spends no
+// attempt of its own.
+func captchaToResume(last wire.Event) (id string, at time.Time, crashed, ok bool) {
+	switch {
+	case last.CaptchaID == "":
+		return "", time.Time{}, false, false
+	case last.Kind == wire.EventAccepted:
+		return last.CaptchaID, last.AcceptedAt, true, true
+	case last.Kind == wire.EventHandback:
+		return last.CaptchaID, last.AcceptedAt, false, true
+	}
+	return "", time.Time{}, false, false
 }
 
 // verdict is why a generation ends dead: the dead letter's reason, error
