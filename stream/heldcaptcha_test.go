@@ -159,3 +159,56 @@ func TestOutageKeepsTheAcceptedCaptchas(t *testing.T) {
 	require.Equal(t, n, st.Submitted, "each task's captcha is paid once")
 	require.Equal(t, n, st.Solved)
 }
+
+// A worker told to stop while polling a captcha the service accepted hands
+// the task back naming the captcha; the next worker polls that captcha
+// instead of submitting another.
+func TestStoppedWorkerLeavesItsCaptchaToTheNext(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	var logs logbuf.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	api := fakeapi.New(fakeapi.Config{BurstLimit: 1 << 20, SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: fixed(3 * time.Second)}})
+	apiURL, stopAPI, err := fakeapi.ServeLocal(api)
+	require.NoError(t, err)
+	t.Cleanup(stopAPI)
+	sc, err := solver.NewClient(solver.Config{BaseURL: apiURL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+		Timing: solver.Timing{Scale: 0.01, Fixed: true, MaxCalls: 1000, MaxWait: map[string]time.Duration{solver.KindTurnstile: 10 * time.Hour}}, Logger: log})
+	require.NoError(t, err)
+	// No grace: the solve is cut short by the stop, not waited for.
+	first := b.startWorker(t, WorkerConfig{Solver: sc, Threads: 1, ShutdownGrace: time.Millisecond})
+	r, err := b.client.Submit(ctx, turnstileTask("left"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st := api.Stats()
+		return st.Submitted == 1 && len(st.ResCallsPerCaptcha) == 1
+	}, 20*time.Second, time.Millisecond, "the captcha was never polled")
+	first.stop()
+	require.Eventually(t, func() bool {
+		evs := b.events(t, "left")
+		return len(evs) > 0 && evs[len(evs)-1].Kind == EventHandback
+	}, 20*time.Second, 10*time.Millisecond, "the stopping worker handed nothing back")
+	evs := b.events(t, "left")
+	handback := evs[len(evs)-1]
+	require.NotEmpty(t, handback.CaptchaID, "the handback names the captcha: %+v", handback)
+	require.Zero(t, handback.Attempts, "%+v", handback)
+
+	b.startWorker(t, WorkerConfig{Solver: sc, Threads: 1, Logger: log})
+	out, err := b.client.Wait(ctx, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, StatusSolved, out.Status, "%+v", out)
+	require.Equal(t, handback.CaptchaID, out.CaptchaID, "the captcha handed back is the one solved")
+	require.Equal(t, 1, out.Attempts, "%+v", out)
+	require.Equal(t, 1, api.Stats().Submitted, "paid once")
+	var resumed bool
+	for _, ev := range b.events(t, "left") {
+		resumed = resumed || ev.Kind == EventAccepted && ev.Resumed && ev.CaptchaID == out.CaptchaID
+	}
+	require.True(t, resumed, "the trail says the captcha was resumed: %v", kinds(b.events(t, "left")))
+}
