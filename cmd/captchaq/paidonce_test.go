@@ -22,8 +22,8 @@ import (
 // A worker SIGKILLed right after in.php accepted its task's captcha (the
 // service has been polled about it once): the task's next worker, once the
 // first is judged dead, polls that captcha instead of submitting a new one.
-// The service is paid once, the task solved on its one attempt, and its
-// trace names the captcha and who resumed it.
+// The service is paid once (the crash still counts against the attempt
+// budget), and the task's trace names the captcha and who resumed it.
 func TestWorkerKilledAfterSubmitPaysOnce(t *testing.T) {
 	t.Parallel()
 	top := stream.Topology{AckWait: 2 * time.Second}
@@ -61,7 +61,7 @@ func TestWorkerKilledAfterSubmitPaysOnce(t *testing.T) {
 	require.Equal(t, stream.StatusSolved, out.Status, "%+v", out)
 	st := api.Stats()
 	require.Equal(t, 1, st.Submitted, "the captcha in.php accepted is the task's: paid once")
-	require.Equal(t, 1, out.Attempts, "the resumed captcha is the same attempt: %+v", out)
+	require.Equal(t, 2, out.Attempts, "the crash is counted, the resumed captcha pays nothing: %+v", out)
 	require.Empty(t, st.Repeated())
 
 	trace := captchaq(t, url, "trace", task.ID)

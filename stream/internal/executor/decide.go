@@ -94,19 +94,12 @@ func underWay(last wire.Event) bool {
 // generation's last attempt, which a new attempt polls instead of
 // submitting another, and whether there is one: the attempt died with its
 // worker after in.php answered (its accepted event is the last), or its
-// worker stopped and handed the task back while polling it. crashed says
-// whether the attempt died: its captcha continues it, and spends no
-// attempt of its own.
-func captchaToResume(last wire.Event) (id string, at time.Time, crashed, ok bool) {
-	switch {
-	case last.CaptchaID == "":
-		return "", time.Time{}, false, false
-	case last.Kind == wire.EventAccepted:
-		return last.CaptchaID, last.AcceptedAt, true, true
-	case last.Kind == wire.EventHandback:
-		return last.CaptchaID, last.AcceptedAt, false, true
+// worker stopped and handed the task back while polling it.
+func captchaToResume(last wire.Event) (id string, at time.Time, ok bool) {
+	if last.CaptchaID != "" && (last.Kind == wire.EventAccepted || last.Kind == wire.EventHandback) {
+		return last.CaptchaID, last.AcceptedAt, true
 	}
-	return "", time.Time{}, false, false
+	return "", time.Time{}, false
 }
 
 // verdict is why a generation ends dead: the dead letter's reason, error

@@ -109,13 +109,7 @@ func (d *delivery) admit(ctx context.Context) (base wire.Event, crashed bool, ok
 		d.deadLetter(ctx, base, canceledVerdict(detail))
 		return base, crashed, false
 	}
-	budget := carried
-	if _, _, continues, ok := captchaToResume(d.st.Last); ok && continues {
-		// The dead worker's captcha is paid and its attempt spent: polling
-		// it goes on with that attempt, so only the deadline can end it.
-		budget.Attempts--
-	}
-	if v, ok := startVerdict(d.x.Policy, budget, crashed, d.deadline, d.x.Now()); !ok {
+	if v, ok := startVerdict(d.x.Policy, carried, crashed, d.deadline, d.x.Now()); !ok {
 		d.deadLetter(ctx, base, v)
 		return base, crashed, false
 	}
@@ -155,11 +149,11 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 	defer d.x.Room.Give()
 	ev := base
 	ev.Kind, ev.Attempts, ev.At, ev.Crashed = wire.EventAttempt, base.Attempts+1, start, crashed
-	resumeID, resumeAt, continues, resume := captchaToResume(d.st.Last)
+	// A crash spends its attempt as before (the crash budget still ends a
+	// task that kills every worker that takes it); the new attempt polls
+	// the dead worker's captcha, if the records name one, and pays nothing.
+	resumeID, resumeAt, resume := captchaToResume(d.st.Last)
 	resumeFrom := d.st.Last.Worker
-	if resume && continues {
-		ev.Attempts = base.Attempts // the dead worker's attempt goes on
-	}
 	// Held from before the attempt is recorded to the end of the delivery:
 	// every heartbeat sent while the attempt's record is the task's last
 	// names the task (attemptLives).
