@@ -45,3 +45,32 @@ func accepted(ctx context.Context, a Accepted) {
 		f(a)
 	}
 }
+
+// Held is news of a captcha the service accepted and then gave no word of
+// (its polls refused, timed out, answered 5xx or garbage): Since is when
+// the first of those polls failed, Code what it failed with. Again, when
+// set, is when the service answered about it again, ending the hold.
+type Held struct {
+	ID    string
+	Since time.Time
+	Code  string
+	Again time.Time
+}
+
+type heldKey struct{}
+
+// WithHeld returns a copy of ctx under which Client.Solve calls f when a
+// captcha's polls start failing (Held.Again zero) and when the service
+// answers about it again (Again set): once each per hold. f runs on the
+// goroutine that called Solve and holds up the polling while it runs; it
+// should be bounded.
+func WithHeld(ctx context.Context, f func(Held)) context.Context {
+	return context.WithValue(ctx, heldKey{}, f)
+}
+
+// held tells the function WithHeld put in ctx, if any, of h.
+func held(ctx context.Context, h Held) {
+	if f, _ := ctx.Value(heldKey{}).(func(Held)); f != nil {
+		f(h)
+	}
+}

@@ -75,6 +75,13 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			slog.Int("polls", polls), slog.Duration("elapsed", c.now().Sub(submitted)))
 		return a, nil
 	}
+	// answeredAgain tells of the end of a hold (WithHeld): the service
+	// answered about the captcha at, after polls that got no word.
+	answeredAgain := func(at time.Time) {
+		if fails > 0 {
+			held(ctx, Held{ID: id, Since: heldSince, Code: CodeOf(lastErr), Again: at})
+		}
+	}
 	// fetch asks res.php about id on its own and says whether that ended the
 	// wait, with what. readyAt is when a batch call saw it ready (zero: this
 	// call tells).
@@ -86,6 +93,9 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		seen := sent.Add(c.now().Sub(sent) / 2).Sub(submitted)
 		if !readyAt.IsZero() {
 			seen = readyAt.Sub(submitted)
+		}
+		if cls := ClassOf(err); ctx.Err() == nil && cls != retry.Transient && cls != retry.Capacity {
+			answeredAgain(sent)
 		}
 		switch cls := ClassOf(err); {
 		case err == nil:
@@ -105,11 +115,12 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			// service saying it does not know the id (ERROR_WRONG_CAPTCHA_ID,
 			// ERROR_NO_SUCH_CAPCHA_ID: codes.go), the task's ctx, or an
 			// answer gives it up.
-			if fails == 0 {
-				heldSince = c.now()
-			}
 			fails++
 			lastErr = err
+			if fails == 1 {
+				heldSince = sent
+				held(ctx, Held{ID: id, Since: heldSince, Code: CodeOf(err)})
+			}
 			c.log.LogAttrs(ctx, slog.LevelDebug, "poll failed; the captcha is kept and polled again",
 				slog.String("captcha_id", id), slog.String("code", CodeOf(err)), slog.Int("in_a_row", fails))
 		default:
@@ -208,6 +219,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			for _, n := range w.take() {
 				switch n.kind {
 				case newsNotReady:
+					answeredAgain(n.seen)
 					lastNotReady, fails = max(lastNotReady, n.seen.Sub(submitted)), 0
 					c.occ.notReady(h, lastNotReady)
 					polls++
@@ -226,6 +238,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 					if !n.seen.IsZero() {
 						// The service answered about it: the failures in a
 						// row, if any, are over; fetch the answer it has.
+						answeredAgain(n.seen)
 						fails = 0
 					}
 					if done, a, err := fetch(n.seen); done {

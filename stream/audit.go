@@ -117,6 +117,15 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 				e.Code = ""
 				e.Detail = acceptedDetail(ev)
 				lastAccepted[ev.Gen] = true
+			case EventHeld:
+				e.Detail = fmt.Sprintf("captcha %s held through an outage since %s: the service gives no word of it; kept and polled again",
+					ev.CaptchaID, ev.HeldSince.Format(time.RFC3339Nano))
+				lastAccepted[ev.Gen] = true
+			case EventAnswered:
+				e.Code = ""
+				e.Detail = fmt.Sprintf("captcha %s polled again at %s: the service answers about it again (held since %s)",
+					ev.CaptchaID, ev.At.Format(time.RFC3339Nano), ev.HeldSince.Format(time.RFC3339Nano))
+				lastAccepted[ev.Gen] = true
 			case EventSolved:
 				e.Detail = fmt.Sprintf("in %.1fs, token valid until %s", ev.Seconds, ev.ExpiresAt.Format(time.RFC3339))
 				if ev.CaptchaID != "" {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -153,7 +154,26 @@ func TestOutageKeepsTheAcceptedCaptchas(t *testing.T) {
 		require.Equal(t, StatusSolved, o.Status, "%+v", o)
 		require.Equal(t, 1, o.Attempts, "an outage spends no attempt: %+v", o)
 		solved++
+		// The trail shows the hold: held since the first failed poll, then
+		// answered again, both about the captcha solved.
+		var held, answered bool
+		for _, ev := range b.events(t, o.ID) {
+			switch ev.Kind {
+			case EventHeld:
+				held = ev.CaptchaID == o.CaptchaID && !ev.HeldSince.IsZero()
+			case EventAnswered:
+				answered = held && ev.CaptchaID == o.CaptchaID && ev.At.Sub(ev.HeldSince) >= 10*time.Second
+			}
+		}
+		require.True(t, held && answered, "%s: %v", o.ID, kinds(b.events(t, o.ID)))
 	}))
+	tr, err := b.client.Trace(ctx, tasks[0].ID)
+	require.NoError(t, err)
+	var text []string
+	for _, e := range tr {
+		text = append(text, e.Kind+" "+e.Detail)
+	}
+	require.Regexp(t, `held captcha \d+ held through an outage since .*\nanswered captcha \d+ polled again at`, strings.Join(text, "\n"))
 	require.Equal(t, n, solved)
 	st := api.Stats()
 	require.Equal(t, n, st.Submitted, "each task's captcha is paid once")

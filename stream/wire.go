@@ -78,6 +78,10 @@ const (
 	// EventAccepted: the service accepted the attempt's captcha; a dead
 	// worker's attempt is resumed from it.
 	EventAccepted = wire.EventAccepted
+	// EventHeld and EventAnswered: the service gave no word of the
+	// attempt's captcha for a while (an outage), and answered again.
+	EventHeld     = wire.EventHeld
+	EventAnswered = wire.EventAnswered
 )
 
 // Event is one step in a task's life (wire.Event).

@@ -30,6 +30,13 @@ const (
 	// worker, which polls that captcha instead of paying for another. No
 	// attempt spent.
 	EventAccepted EventKind = "accepted"
+	// EventHeld: the service gives no word of the attempt's captcha
+	// (CaptchaID) since HeldSince (refused connections, timeouts, 5xx,
+	// garbage; Code is the first failure): the worker keeps it and polls
+	// it again. EventAnswered: the service answered about it again, at At.
+	// Like accepted, either may be an attempt's last event while it runs.
+	EventHeld     EventKind = "held"
+	EventAnswered EventKind = "answered"
 )
 
 // Event is one step in a task's life. The last event of a task is also its
@@ -77,6 +84,9 @@ type Event struct {
 	// Replaces is the captcha this one was submitted in place of: a
 	// resumed captcha the service no longer knew (accepted).
 	Replaces string `json:"replaces,omitempty"`
+	// HeldSince is when the service stopped giving word of CaptchaID
+	// (held, answered).
+	HeldSince time.Time `json:"held_since,omitzero"`
 	// Seconds is how long the attempt took.
 	Seconds float64 `json:"seconds,omitempty"`
 	// Crashed marks an attempt that started after the previous one died

@@ -51,7 +51,7 @@ func resumeFrom(st taskstore.GenState, now time.Time) resumeStep {
 		return resumeDead
 	case last.Kind == wire.EventSolved && !now.Before(last.ExpiresAt):
 		return resumeExpired
-	case last.Kind == wire.EventSolved, last.Kind == wire.EventAttempt, last.Kind == wire.EventAccepted:
+	case last.Kind == wire.EventSolved, underWay(last):
 		return resumeToken
 	}
 	return resumeNothing
@@ -87,16 +87,21 @@ func spentAttempts(last wire.Event) (attempts int, crashed bool) {
 // attempt is under way: its attempt event, or the accepted event of its
 // captcha, recorded after it.
 func underWay(last wire.Event) bool {
-	return last.Kind == wire.EventAttempt || last.Kind == wire.EventAccepted
+	switch last.Kind {
+	case wire.EventAttempt, wire.EventAccepted, wire.EventHeld, wire.EventAnswered:
+		return true
+	}
+	return false
 }
 
 // captchaToResume is the captcha the service accepted for the
 // generation's last attempt, which a new attempt polls instead of
 // submitting another, and whether there is one: the attempt died with its
-// worker after in.php answered (its accepted event is the last), or its
-// worker stopped and handed the task back while polling it.
+// worker after in.php answered (its accepted event, or a later word of its
+// captcha, held or answered, is the last), or its worker stopped and
+// handed the task back while polling it.
 func captchaToResume(last wire.Event) (id string, at time.Time, ok bool) {
-	if last.CaptchaID != "" && (last.Kind == wire.EventAccepted || last.Kind == wire.EventHandback) {
+	if last.CaptchaID != "" && (underWay(last) || last.Kind == wire.EventHandback) {
 		return last.CaptchaID, last.AcceptedAt, true
 	}
 	return "", time.Time{}, false

@@ -335,6 +335,7 @@ func (d *delivery) solve(ctx context.Context, req solver.Request, attempt wire.E
 	sctx, cancel := context.WithDeadline(ctx, d.deadline)
 	defer cancel()
 	sctx = solver.WithAccepted(sctx, func(a solver.Accepted) { d.accepted(ctx, attempt, a) })
+	sctx = solver.WithHeld(sctx, func(h solver.Held) { d.held(ctx, attempt, h) })
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -392,6 +393,26 @@ func (d *delivery) accepted(ctx context.Context, attempt wire.Event, a solver.Ac
 	ev := attempt
 	ev.Kind, ev.At, ev.CaptchaID, ev.AcceptedAt, ev.Resumed, ev.Replaces, ev.Code = wire.EventAccepted, d.x.Now(), a.ID, a.At, a.Resumed, a.Replaces, a.ReplacedCode
 	ev.Crashed = false
+	d.captchaEvent(ctx, ev)
+}
+
+// held records that the service gives no word of the attempt's captcha
+// since h.Since (held), or answered about it again (answered, h.Again):
+// the trace shows the hold, and a worker that dies meanwhile leaves the
+// captcha to the next as its accepted event does.
+func (d *delivery) held(ctx context.Context, attempt wire.Event, h solver.Held) {
+	ev := attempt
+	ev.Kind, ev.At, ev.CaptchaID, ev.AcceptedAt, ev.HeldSince, ev.Code = wire.EventHeld, d.x.Now(), h.ID, d.captcha.At, h.Since, h.Code
+	if !h.Again.IsZero() {
+		ev.Kind, ev.At = wire.EventAnswered, h.Again
+	}
+	ev.Crashed = false
+	d.captchaEvent(ctx, ev)
+}
+
+// captchaEvent stores ev, an event about the attempt's captcha, waiting an
+// ack wait at most.
+func (d *delivery) captchaEvent(ctx context.Context, ev wire.Event) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.x.AckWait)
 	defer cancel()
 	defer context.AfterFunc(d.x.Abandon(), cancel)()
@@ -400,8 +421,8 @@ func (d *delivery) accepted(ctx context.Context, attempt wire.Event, a solver.Ac
 		err = d.store(wctx, r)
 	}
 	if err != nil {
-		d.log.Warn("cannot record the captcha the service accepted; it is the task's while this worker lives",
-			slog.String("captcha_id", a.ID), slog.Any("error", err))
+		d.log.Warn("cannot record the news of the attempt's captcha; it is the task's while this worker lives",
+			slog.String("event", string(ev.Kind)), slog.String("captcha_id", ev.CaptchaID), slog.Any("error", err))
 		return
 	}
 	d.observe(ev)
