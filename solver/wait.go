@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/captchaq/captchaq/retry"
@@ -286,6 +287,13 @@ func holdEvery(interval time.Duration, fails int) time.Duration {
 	return min(d, holdBackoffCap*interval)
 }
 
+// jitter spreads d by ±20 %: captchas held through one outage failed at
+// about the same times, and would otherwise all poll again at once when
+// the service comes back.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
 // hold polls captcha id after its schedule ran out while the service gave
 // no word of it (fails polls in a row failed, the first at since), on the
 // holdEvery backoff, until the service says something about it (fetch's
@@ -296,7 +304,7 @@ func (c *Client) hold(ctx context.Context, id string, kt kindTiming, since time.
 	fetch func(time.Time) (bool, Answer, error)) (bool, Answer, error) {
 	c.log.LogAttrs(ctx, slog.LevelDebug, "the service gives no word of an accepted captcha; holding it and polling again",
 		slog.String("captcha_id", id), slog.Time("held_since", since))
-	timer := time.NewTimer(holdEvery(kt.interval, *fails))
+	timer := time.NewTimer(jitter(holdEvery(kt.interval, *fails)))
 	defer timer.Stop()
 	for {
 		select {
@@ -310,7 +318,7 @@ func (c *Client) hold(ctx context.Context, id string, kt kindTiming, since time.
 		if *fails == 0 {
 			return false, Answer{}, nil // the service answered: not ready
 		}
-		timer.Reset(holdEvery(kt.interval, *fails))
+		timer.Reset(jitter(holdEvery(kt.interval, *fails)))
 	}
 }
 
