@@ -242,12 +242,12 @@ func runChaos(t *testing.T, run chaosRun) {
 
 		// The event log agrees with the outcome: it ends with the verdict
 		// of a dead task, with the attempt that solved a solved one (or
-		// the accepted event of its captcha, which follows it).
+		// the news of its captcha, which follows it: accepted, held, answered).
 		evs := events[id]
 		require.NotEmpty(t, evs, id)
 		last := evs[len(evs)-1]
 		if o.Status == stream.StatusSolved {
-			require.Contains(t, []stream.EventKind{stream.EventAttempt, stream.EventAccepted}, last.Kind, "%s: %+v", id, last)
+			require.Contains(t, []stream.EventKind{stream.EventAttempt, stream.EventAccepted, stream.EventHeld, stream.EventAnswered}, last.Kind, "%s: %+v", id, last)
 		} else {
 			require.Equal(t, stream.EventDead, last.Kind, "%s: %+v", id, last)
 		}
