@@ -2,99 +2,26 @@ package stream
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/internal/logbuf"
+	"github.com/captchaq/captchaq/internal/tcpproxy"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 )
 
-// refusingProxy forwards TCP connections on a local port to target, and can
-// be made to refuse: its listener closed and every open connection cut, so
-// that the service behind it looks gone (connection refused) until it
-// listens again on the same port.
-type refusingProxy struct {
-	target string
-	addr   string
-
-	mu    sync.Mutex
-	ln    net.Listener
-	conns map[net.Conn]bool
-	wg    sync.WaitGroup
-}
-
-func newRefusingProxy(t *testing.T, target string) *refusingProxy {
+// newRefusingProxy puts a tcpproxy.Proxy in front of target for the test.
+func newRefusingProxy(t *testing.T, target string) *tcpproxy.Proxy {
 	t.Helper()
-	p := &refusingProxy{target: target, conns: map[net.Conn]bool{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := tcpproxy.New(target)
 	require.NoError(t, err)
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(func() { p.refuse(); p.wg.Wait() })
+	t.Cleanup(p.Close)
 	return p
-}
-
-func (p *refusingProxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[c], p.conns[up] = true, true
-			p.mu.Unlock()
-			p.wg.Add(2)
-			pipe := func(dst, src net.Conn) {
-				defer p.wg.Done()
-				_, _ = io.Copy(dst, src)
-				dst.Close()
-				src.Close()
-			}
-			go pipe(up, c)
-			go pipe(c, up)
-		}
-	}()
-}
-
-// refuse closes the listener and cuts every connection.
-func (p *refusingProxy) refuse() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
-}
-
-// listen takes connections again, on the same port.
-func (p *refusingProxy) listen(t *testing.T) {
-	t.Helper()
-	ln, err := net.Listen("tcp", p.addr)
-	require.NoError(t, err)
-	p.serve(ln)
 }
 
 // The service refuses connections for 15 s while 16 captchas it accepted
@@ -125,7 +52,7 @@ func TestOutageKeepsTheAcceptedCaptchas(t *testing.T) {
 	}
 	// A poll every 0.5 s: the fixed schedule's 20 calls run out during the
 	// outage, so the captchas are held past their schedule too.
-	sc, err := solver.NewClient(solver.Config{BaseURL: "http://" + proxy.addr, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+	sc, err := solver.NewClient(solver.Config{BaseURL: "http://" + proxy.Addr, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
 		Timing: solver.Timing{Scale: 0.1, Fixed: true, MaxWait: patient}, Logger: log})
 	require.NoError(t, err)
 	b.startWorker(t, WorkerConfig{Solver: sc, Threads: n, Logger: log})
@@ -140,13 +67,13 @@ func TestOutageKeepsTheAcceptedCaptchas(t *testing.T) {
 	require.Eventually(t, func() bool { return api.Stats().Submitted == n }, 20*time.Second, 10*time.Millisecond,
 		"the service never accepted the %d captchas", n)
 
-	proxy.refuse()
+	proxy.Refuse()
 	select {
 	case <-time.After(15 * time.Second): // the outage is the scenario
 	case <-ctx.Done():
 		t.Fatal(ctx.Err())
 	}
-	proxy.listen(t)
+	require.NoError(t, proxy.Listen())
 
 	solved := 0
 	require.NoError(t, b.client.WaitAll(ctx, receipts, func(o Outcome, err error) {
