@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/internal/tcpproxy"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
@@ -67,6 +68,82 @@ func TestWorkerKilledAfterSubmitPaysOnce(t *testing.T) {
 	trace := captchaq(t, url, "trace", task.ID)
 	require.Zero(t, trace.code, trace.stderr)
 	require.Regexp(t, regexp.MustCompile(`captcha `+regexp.QuoteMeta(out.CaptchaID)+`.*resumed by next-worker`), trace.stdout)
+}
+
+// A worker SIGKILLed while the service refuses connections, holding the
+// captchas it accepted: the next worker polls them (through the rest of
+// the outage) instead of submitting them again. Each task is paid once.
+func TestWorkerKilledDuringOutagePaysOnce(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	top := stream.Topology{AckWait: 2 * time.Second}
+	url, _, client := listeningServer(t, top)
+	api, emu := emulatorURL(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{
+		solver.KindTurnstile: {Min: 2 * time.Second, Median: 2 * time.Second, Max: 2 * time.Second}}})
+	proxy, err := tcpproxy.New(strings.TrimPrefix(emu, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(proxy.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+
+	worker := func(name string) *proc {
+		w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", "http://"+proxy.Addr, "--poll-scale", "0.1",
+			"--threads", itoa(n), "--ack-wait", "2s", "--name", name)
+		w.waitLine("worker started", 30*time.Second)
+		return w
+	}
+	first := worker("outage-killed")
+	tasks := make([]stream.Task, n)
+	for i := range tasks {
+		tasks[i] = stream.Task{ID: fmt.Sprintf("outage-kill-%d", i), Method: "turnstile",
+			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": fmt.Sprintf("https://shop.example/checkout/%d", i)}}
+	}
+	receipts, err := client.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return api.Stats().Submitted == n }, 30*time.Second, time.Millisecond)
+	proxy.Refuse()
+	// Every task's captcha is held: its polls fail, and its records say so.
+	require.Eventually(t, func() bool {
+		for _, tk := range tasks {
+			tr, err := client.Trace(ctx, tk.ID)
+			if err != nil || tr[len(tr)-1].Kind != string(stream.EventHeld) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 10*time.Millisecond, "the captchas were never held")
+	first.kill()
+
+	worker("outage-next")
+	// The next worker takes the tasks over once the first is judged dead,
+	// while the service still refuses: it holds their captchas in turn.
+	require.Eventually(t, func() bool {
+		for _, tk := range tasks {
+			tr, err := client.Trace(ctx, tk.ID)
+			if err != nil {
+				return false
+			}
+			resumed := false
+			for _, e := range tr {
+				resumed = resumed || e.Kind == string(stream.EventAccepted) && strings.Contains(e.Detail, "resumed by outage-next")
+			}
+			if !resumed {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 50*time.Millisecond, "the next worker never resumed the captchas")
+	require.NoError(t, proxy.Listen())
+	solved := 0
+	require.NoError(t, client.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
+		require.NoError(t, err)
+		require.Equal(t, stream.StatusSolved, o.Status, "%+v", o)
+		solved++
+	}))
+	require.Equal(t, n, solved)
+	st := api.Stats()
+	require.Equal(t, n, st.Submitted, "each task's captcha paid once")
+	require.Empty(t, st.Repeated())
 }
 
 // `captchaq fakeapi` says at exit (SIGINT, SIGTERM) what the account paid:
