@@ -64,8 +64,12 @@ func TestOutageKeepsTheAcceptedCaptchas(t *testing.T) {
 	}
 	receipts, err := b.client.SubmitAll(ctx, tasks)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return api.Stats().Submitted == n }, 20*time.Second, 10*time.Millisecond,
-		"the service never accepted the %d captchas", n)
+	// Accepted, and each polled once: the worker has every id (an in.php
+	// reply cut by the outage is the one case no one can know).
+	require.Eventually(t, func() bool {
+		st := api.Stats()
+		return st.Submitted == n && len(st.ResCallsPerCaptcha) == n
+	}, 20*time.Second, 10*time.Millisecond, "the service never accepted and was polled about the %d captchas", n)
 
 	proxy.Refuse()
 	select {

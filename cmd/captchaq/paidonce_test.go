@@ -100,7 +100,11 @@ func TestWorkerKilledDuringOutagePaysOnce(t *testing.T) {
 	}
 	receipts, err := client.SubmitAll(ctx, tasks)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return api.Stats().Submitted == n }, 30*time.Second, time.Millisecond)
+	// Accepted, and each polled once: the worker has every id.
+	require.Eventually(t, func() bool {
+		st := api.Stats()
+		return st.Submitted == n && len(st.ResCallsPerCaptcha) == n
+	}, 30*time.Second, time.Millisecond)
 	proxy.Refuse()
 	// Every task's captcha is held: its polls fail, and its records say so.
 	require.Eventually(t, func() bool {
