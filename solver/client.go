@@ -91,10 +91,11 @@ type Config struct {
 	// connections and answers nothing): an outage, during which no captcha
 	// is submitted. Zero means DefaultStallAfter (10 s).
 	StallAfter time.Duration
-	// PollErrors is how many transient errors in a row (HTTP 5xx, garbage,
-	// network) a captcha's polling tolerates before Solve returns the last
-	// one: the captcha is still being solved, a failed poll does not lose it.
-	// Zero means 3; negative means none.
+	// PollErrors is ignored: a captcha the service accepted is kept through
+	// any number of failed polls (HTTP 5xx, garbage, network, refused
+	// connections) and polled again until the service answers about it,
+	// says it does not know it, or the caller's ctx ends (wait.go). The
+	// field stays so that existing configurations still compile.
 	PollErrors int
 	// OnCall, when set, is told of every request to the service as it
 	// ends, from the reply this Client parsed (no second read of it). It
@@ -121,23 +122,22 @@ type Config struct {
 // Client talks to a 2captcha-compatible service. It is safe for concurrent
 // use; share one per API key.
 type Client struct {
-	base       string
-	key        string
-	http       *http.Client
-	log        *slog.Logger
-	timing     Timing
-	limiter    *submitLimiter
-	poller     poller
-	batch      *batcher // nil with Timing.NoBatch
-	pollErrors int
-	service    Service
-	outage     outage
-	onCall     func(Call)
-	now        func() time.Time
-	occ        *occupancy
-	win        *window // nil without Config.LearnPlan
-	pingback   *Pingback
-	held       atomic.Int64 // captchas accepted by the service that Solve waits for
+	base     string
+	key      string
+	http     *http.Client
+	log      *slog.Logger
+	timing   Timing
+	limiter  *submitLimiter
+	poller   poller
+	batch    *batcher // nil with Timing.NoBatch
+	service  Service
+	outage   outage
+	onCall   func(Call)
+	now      func() time.Time
+	occ      *occupancy
+	win      *window // nil without Config.LearnPlan
+	pingback *Pingback
+	held     atomic.Int64 // captchas accepted by the service that Solve waits for
 }
 
 // pingsBack reports whether the service calls back (Config.Pingback).
@@ -238,12 +238,6 @@ func NewClient(cfg Config) (*Client, error) {
 		window = DefaultSubmitWindow
 	}
 	c.limiter = sharedLimiter(c.base, c.key, max(interval, 0), window, max(burst, 0))
-	switch {
-	case cfg.PollErrors == 0:
-		c.pollErrors = 3
-	case cfg.PollErrors > 0:
-		c.pollErrors = cfg.PollErrors
-	}
 	return c, nil
 }
 
@@ -304,40 +298,58 @@ func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
 	defer free()
 	hook := probablyReadyHook(ctx)
 	handsBack := hook != nil || c.win != nil
-	id, err := c.Submit(ctx, req)
-	if err != nil {
-		if planFull(c.service, err) {
-			if c.win != nil {
-				c.win.refused(round)
+	id, submitted := req.CaptchaID, req.Submitted
+	var replaces, replacedCode string
+	for {
+		resumed := id != ""
+		if !resumed {
+			var err error
+			if id, err = c.Submit(ctx, req); err != nil {
+				if planFull(c.service, err) {
+					if c.win != nil {
+						c.win.refused(round)
+					}
+					if handsBack {
+						c.occ.refused(ctx)
+					}
+				}
+				return Answer{}, err
 			}
-			if handsBack {
-				c.occ.refused(ctx)
-			}
+			submitted = c.now()
+		} else if submitted.IsZero() || submitted.After(c.now()) {
+			submitted = c.now()
 		}
-		return Answer{}, err
+		accepted(ctx, Accepted{ID: id, At: submitted, Resumed: resumed, Replaces: replaces, ReplacedCode: replacedCode})
+		c.occ.accepted()
+		if c.win != nil {
+			c.win.accepted()
+		}
+		var h *holder
+		if handsBack {
+			kind := Kind(req.Method, req.Params)
+			h = c.occ.add(kind, c.timing.forKind(kind), submitted, func() {
+				free()
+				if hook != nil {
+					hook()
+				}
+			})
+		}
+		c.held.Add(1)
+		a, err := c.wait(ctx, req, id, submitted, h)
+		c.held.Add(-1)
+		if h != nil {
+			c.occ.done(h, err == nil)
+		}
+		if !resumed || !CaptchaUnknown(err) || ctx.Err() != nil {
+			return a, err
+		}
+		// A captcha accepted before (by a worker that died, say) that the
+		// service no longer knows: past its lifetime there, so no answer
+		// will come of it. Only a new submission gets one.
+		c.log.LogAttrs(ctx, slog.LevelInfo, "the service no longer knows a resumed captcha; submitting it anew",
+			slog.String("captcha_id", id), slog.String("code", CodeOf(err)))
+		replaces, replacedCode, id = id, CodeOf(err), ""
 	}
-	submitted := c.now()
-	c.held.Add(1)
-	defer c.held.Add(-1)
-	c.occ.accepted()
-	if c.win != nil {
-		c.win.accepted()
-	}
-	var h *holder
-	if handsBack {
-		kind := Kind(req.Method, req.Params)
-		h = c.occ.add(kind, c.timing.forKind(kind), submitted, func() {
-			free()
-			if hook != nil {
-				hook()
-			}
-		})
-	}
-	a, err := c.wait(ctx, req, id, submitted, h)
-	if h != nil {
-		c.occ.done(h, err == nil)
-	}
-	return a, err
 }
 
 // planFull reports whether err is in.php's answer that every thread of the

@@ -70,9 +70,17 @@ var classes = map[string]retry.Class{
 	"ERROR_INTERNAL_SERVER_ERROR": retry.Transient,
 
 	// resubmit
-	"ERROR_CAPTCHA_UNSOLVABLE":      retry.Resubmit,
-	"ERROR_BAD_DUPLICATES":          retry.Resubmit,
+	"ERROR_CAPTCHA_UNSOLVABLE": retry.Resubmit,
+	"ERROR_BAD_DUPLICATES":     retry.Resubmit,
+	// The service does not know the captcha id (never issued, or past its
+	// lifetime there): the only answer that gives up a captcha the
+	// service accepted (wait.go). CaptchaAI: ERROR_WRONG_CAPTCHA_ID, "You've
+	// provided incorrect captcha ID" (docs.captchaai.com/api/api-error-handling,
+	// res.php errors); 2captcha: ERROR_NO_SUCH_CAPCHA_ID, error 16, "You've
+	// provided incorrect captcha ID in the request"
+	// (2captcha.com/api-docs/error-codes).
 	"ERROR_WRONG_CAPTCHA_ID":        retry.Resubmit,
+	"ERROR_NO_SUCH_CAPCHA_ID":       retry.Resubmit,
 	"ERROR_PROXY_CONNECTION_FAILED": retry.Resubmit,
 	CodeTimeout:                     retry.Resubmit,
 	CodePollLimit:                   retry.Resubmit,
@@ -161,6 +169,18 @@ func Classify(code string) retry.Class {
 		return retry.Capacity
 	}
 	return retry.Transient
+}
+
+// CaptchaUnknown reports whether err is the service saying it does not know the
+// captcha id it was asked about (ERROR_WRONG_CAPTCHA_ID,
+// ERROR_NO_SUCH_CAPCHA_ID): a captcha it accepted is gone there, and only a
+// new submission gets an answer.
+func CaptchaUnknown(err error) bool {
+	switch CodeOf(err) {
+	case "ERROR_WRONG_CAPTCHA_ID", "ERROR_NO_SUCH_CAPCHA_ID":
+		return true
+	}
+	return false
 }
 
 // knownCodes returns every code Classify knows by name, in no particular order.

@@ -83,6 +83,7 @@ var designTable = map[string]retry.Class{
 	"IP_BANNED":                retry.Fatal,
 	"ERROR_IP_NOT_ALLOWED":     retry.Fatal,
 	"ERROR_IP_BLOCKED":         retry.Fatal,
+	"ERROR_NO_SUCH_CAPCHA_ID":  retry.Resubmit,
 	"ERROR_DOMAIN_NOT_ALLOWED": retry.Permanent,
 
 	// Not in the table: unknown codes are transient (see Classify).

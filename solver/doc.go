@@ -70,6 +70,19 @@
 // percentile: after its last planned poll it continues with the fixed
 // interval, so solves slower than any seen are still fetched and learned.
 //
+// A captcha in.php accepted is paid for, so polling never gives it up for
+// the service's silence: a poll refused, timed out, answered 5xx, an HTML
+// page or garbage, or asked to slow down, says nothing about the captcha,
+// and it is polled again, on its schedule and then, once the schedule is
+// spent, on a backoff from twice the poll interval up to six intervals,
+// until the service answers about it, says it does not know it
+// (CaptchaUnknown), or the caller's context ends. WithAccepted tells the
+// caller each captcha id as in.php answers, and WithHeld when its polls
+// start failing and when the service answers again, so that a caller can
+// record them; Request.CaptchaID resumes polling a captcha accepted
+// earlier, by this process or one that died, and submits anew only when
+// the service no longer knows it.
+//
 // What a Client learned can outlive it and be shared by a pool
 // (Client.ShareTimings with a TimingStore): a compact summary per kind
 // (Learned: median, spread, how many answers), merged by the store and

@@ -221,9 +221,9 @@ func (o *occupancy) settled(h *holder) {
 // failed says h's confirm failed (HTTP 5xx or 429, a network error) in
 // place of its scheduled poll of at: h is not asked again before then. A
 // failed poll says nothing of the captcha, which stays the likeliest done;
-// asked at every estimate, it met PollErrors failures in a row within
-// milliseconds and its Solve gave up, where its schedule polls past a
-// gateway's passing refusals.
+// asked at every estimate, it would spend its schedule's polls on a
+// gateway's passing refusals within milliseconds, where its schedule polls
+// past them.
 func (o *occupancy) failed(h *holder, at time.Time) {
 	o.mu.Lock()
 	h.notBefore = at

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/captchaq/captchaq/retry"
 )
@@ -18,6 +19,15 @@ type Request struct {
 	// Params are the method's parameters by their API names, without method
 	// and key. Solve does not modify the map.
 	Params map[string]string
+	// CaptchaID, when set, is a captcha the service accepted earlier for
+	// this request, by this process or another (WithAccepted told it):
+	// Client.Solve polls it instead of submitting, and submits anew only
+	// when the service says it does not know the id (CaptchaUnknown). A
+	// Solver that cannot resume may ignore it.
+	CaptchaID string
+	// Submitted is when the service accepted CaptchaID: its polls and its
+	// local deadline (Timing.MaxWait) count from then. Zero: now.
+	Submitted time.Time
 }
 
 // Answer is a solved captcha.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/captchaq/captchaq/retry"
@@ -62,8 +63,9 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 
 	var lastNotReady time.Duration // offset at which the service last said not ready
 	var lastErr error
-	fails := 0
-	own := false // a batch call failed or was not understood: the next scheduled poll is our own
+	fails := 0              // own polls in a row that got no word from the service
+	var heldSince time.Time // when the first of them failed
+	own := false            // a batch call failed or was not understood: the next scheduled poll is our own
 	polls := 0
 	// solved learns from the window the answer became ready in, seen after
 	// submission, and logs the solve.
@@ -73,6 +75,13 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			slog.String("method", req.Method), slog.String("captcha_id", id),
 			slog.Int("polls", polls), slog.Duration("elapsed", c.now().Sub(submitted)))
 		return a, nil
+	}
+	// answeredAgain tells of the end of a hold (WithHeld): the service
+	// answered about the captcha at, after polls that got no word.
+	answeredAgain := func(at time.Time) {
+		if fails > 0 {
+			held(ctx, Held{ID: id, Since: heldSince, Code: CodeOf(lastErr), Again: at})
+		}
 	}
 	// fetch asks res.php about id on its own and says whether that ended the
 	// wait, with what. readyAt is when a batch call saw it ready (zero: this
@@ -86,29 +95,34 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		if !readyAt.IsZero() {
 			seen = readyAt.Sub(submitted)
 		}
+		if cls := ClassOf(err); ctx.Err() == nil && cls != retry.Transient && cls != retry.Capacity {
+			answeredAgain(sent)
+		}
 		switch cls := ClassOf(err); {
 		case err == nil:
 			a, err = solved(a, seen)
 			return true, a, err
 		case ctx.Err() != nil:
-			return true, Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
+			return true, Answer{}, ended(ctx, id, heldSince, fails, lastErr)
 		case cls == retry.Poll:
 			lastNotReady, fails = max(lastNotReady, seen), 0
 			c.occ.notReady(h, lastNotReady)
-		case CodeOf(err) == CodeUnreachable:
-			// The service does not answer anyone (outage.go): the captcha
-			// it holds is still this task's, polled again at the next
-			// scheduled poll, whichever the outage's length.
-			lastErr = err
-			c.log.LogAttrs(ctx, slog.LevelDebug, "poll failed during an outage, polling on",
-				slog.String("captcha_id", id))
-		case (cls == retry.Transient || cls == retry.Capacity) && fails < c.pollErrors:
-			// Capacity from res.php is a gateway's HTTP 429: the captcha is
-			// still being solved, so slow down and poll on like after any
-			// passing failure rather than give it up.
+		case cls == retry.Transient || cls == retry.Capacity:
+			// The service did not say anything about the captcha: a
+			// refused or cut connection, a timeout, an HTTP 5xx, a body
+			// that is no reply, or a 429 / ERROR: 1005 asking to slow
+			// down. The service accepted it and is paid for it, so it is
+			// kept and polled again, however long that lasts: only the
+			// service saying it does not know the id (ERROR_WRONG_CAPTCHA_ID,
+			// ERROR_NO_SUCH_CAPCHA_ID: codes.go), the task's ctx, or an
+			// answer gives it up.
 			fails++
 			lastErr = err
-			c.log.LogAttrs(ctx, slog.LevelDebug, "poll failed, polling on",
+			if fails == 1 {
+				heldSince = sent
+				held(ctx, Held{ID: id, Since: heldSince, Code: CodeOf(err)})
+			}
+			c.log.LogAttrs(ctx, slog.LevelDebug, "poll failed; the captcha is kept and polled again",
 				slog.String("captcha_id", id), slog.String("code", CodeOf(err)), slog.Int("in_a_row", fails))
 		default:
 			return true, Answer{}, err
@@ -120,8 +134,11 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 	i := 0
 	for i < len(sched) {
 		at, last := submitted.Add(sched[i]), i == len(sched)-1
-		if !c.now().Before(deadline) {
-			break // past the deadline: a call took that long
+		if !c.now().Before(deadline) && polls > 0 {
+			// Past the deadline: a call took that long. A captcha resumed
+			// past its deadline (Request.CaptchaID) is asked once first:
+			// the service may have its answer.
+			break
 		}
 		if i > 0 {
 			// Behind the schedule (a slow call, a starved process), keep its
@@ -141,7 +158,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		timer.Reset(at.Sub(c.now()))
 		select {
 		case <-ctx.Done():
-			return Answer{}, fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
+			return Answer{}, ended(ctx, id, heldSince, fails, lastErr)
 		case <-timer.C:
 			// A scheduled poll: with a batcher it earns the call, except
 			// the last, which is always the captcha's own, and the first
@@ -203,6 +220,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			for _, n := range w.take() {
 				switch n.kind {
 				case newsNotReady:
+					answeredAgain(n.seen)
 					lastNotReady, fails = max(lastNotReady, n.seen.Sub(submitted)), 0
 					c.occ.notReady(h, lastNotReady)
 					polls++
@@ -221,6 +239,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 					if !n.seen.IsZero() {
 						// The service answered about it: the failures in a
 						// row, if any, are over; fetch the answer it has.
+						answeredAgain(n.seen)
 						fails = 0
 					}
 					if done, a, err := fetch(n.seen); done {
@@ -228,6 +247,15 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 					}
 				}
 			}
+		}
+	}
+	if fails > 0 {
+		// The last poll got no word from the service: the schedule ran out
+		// during an outage. Whether the captcha is ready is unknown, and
+		// giving it up would pay for it again: it is held and polled on a
+		// backoff until the service answers.
+		if done, a, err := c.hold(ctx, id, kt, heldSince, &fails, &lastErr, fetch); done {
+			return a, err
 		}
 	}
 	code, why := CodePollLimit, fmt.Sprintf("no answer after %d res.php calls", len(sched))
@@ -243,4 +271,70 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		code = CodeUnreachable
 	}
 	return Answer{}, newError("res.php", code, errors.New(why)).about(id)
+}
+
+// holdBackoffCap bounds the backoff of a held captcha's polls, in poll
+// intervals: 6 × 5 s = 30 s in production.
+const holdBackoffCap = 6
+
+// holdEvery is the wait before the next poll of a captcha held through an
+// outage after fails polls in a row got no word from the service: twice the
+// poll interval, doubling, at most holdBackoffCap intervals. CaptchaAI
+// advises to retry a transient server error after about 10 s, with
+// exponential backoff (docs.captchaai.com/pages/err_handling, "Quick
+// handling rules"), and to wait 5 s after anything that is no reply
+// (docs.captchaai.com/api/api-error-handling).
+func holdEvery(interval time.Duration, fails int) time.Duration {
+	d := interval * 2
+	for i := 1; i < fails && d < holdBackoffCap*interval; i++ {
+		d *= 2
+	}
+	return min(d, holdBackoffCap*interval)
+}
+
+// jitter spreads d by ±20 %: captchas held through one outage failed at
+// about the same times, and would otherwise all poll again at once when
+// the service comes back.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// hold polls captcha id after its schedule ran out while the service gave
+// no word of it (fails polls in a row failed, the first at since), on the
+// holdEvery backoff, until the service says something about it (fetch's
+// done: an answer, an error code about the captcha) or ctx ends. A "not
+// ready" ends the hold without an answer (done false): the schedule is
+// spent, and the caller gives up as it would have without the outage.
+func (c *Client) hold(ctx context.Context, id string, kt kindTiming, since time.Time, fails *int, lastErr *error,
+	fetch func(time.Time) (bool, Answer, error)) (bool, Answer, error) {
+	c.log.LogAttrs(ctx, slog.LevelDebug, "the service gives no word of an accepted captcha; holding it and polling again",
+		slog.String("captcha_id", id), slog.Time("held_since", since))
+	timer := time.NewTimer(jitter(holdEvery(kt.interval, *fails)))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return true, Answer{}, ended(ctx, id, since, *fails, *lastErr)
+		case <-timer.C:
+		}
+		if done, a, err := fetch(time.Time{}); done {
+			return true, a, err
+		}
+		if *fails == 0 {
+			return false, Answer{}, nil // the service answered: not ready
+		}
+		timer.Reset(jitter(holdEvery(kt.interval, *fails)))
+	}
+}
+
+// ended is the error of a wait that ctx ended: ctx's error, and, when the
+// captcha's last polls got no word from the service (fails of them, the
+// first at since), the last poll's error too, so that the caller sees what
+// the service did (CodeOf, ClassOf) beside why the wait ended (errors.Is).
+func ended(ctx context.Context, id string, since time.Time, fails int, last error) error {
+	if fails == 0 || last == nil {
+		return fmt.Errorf("solver: captcha %s: %w", id, ctx.Err())
+	}
+	return fmt.Errorf("solver: captcha %s, held through %d failed polls since %s (last: %w): %w",
+		id, fails, since.Format(time.RFC3339), last, ctx.Err())
 }

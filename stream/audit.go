@@ -63,6 +63,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 	subjects := []string{taskMessagesFor(id), wire.IDSubjects(id)}
 	var out []TraceEntry
 	submitted := map[uint64]bool{}
+	lastAccepted := map[uint64]bool{} // by generation: the last event is an accepted one
 	err := scanFrom(ctx, c, subjects, 0, false, func(m jetstream.Msg) (bool, error) {
 		md, err := m.Metadata()
 		if err != nil {
@@ -105,12 +106,42 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 				if ev.Crashed {
 					e.Detail += ", the previous attempt died with its worker"
 				}
+				if ev.Crashed && !lastAccepted[ev.Gen] {
+					// Its in.php call, if it made one, has no record: a
+					// reply lost with the worker is the one case no one
+					// can know about.
+					e.Detail += " before the service's word on its captcha was recorded (a captcha it submitted may have been paid)"
+				}
+				lastAccepted[ev.Gen] = false
+			case EventAccepted:
+				e.Code = ""
+				e.Detail = acceptedDetail(ev)
+				lastAccepted[ev.Gen] = true
+			case EventHeld:
+				e.Detail = fmt.Sprintf("captcha %s held through an outage since %s: the service gives no word of it; kept and polled again",
+					ev.CaptchaID, ev.HeldSince.Format(time.RFC3339Nano))
+				lastAccepted[ev.Gen] = true
+			case EventAnswered:
+				e.Code = ""
+				e.Detail = fmt.Sprintf("captcha %s polled again at %s: the service answers about it again (held since %s)",
+					ev.CaptchaID, ev.At.Format(time.RFC3339Nano), ev.HeldSince.Format(time.RFC3339Nano))
+				lastAccepted[ev.Gen] = true
 			case EventSolved:
 				e.Detail = fmt.Sprintf("in %.1fs, token valid until %s", ev.Seconds, ev.ExpiresAt.Format(time.RFC3339))
+				if ev.CaptchaID != "" {
+					e.Detail = "captcha " + ev.CaptchaID + " solved " + e.Detail
+				}
 			case EventDead:
 				e.Detail = ev.Detail
+				if ev.CaptchaID != "" {
+					e.Detail = strings.TrimPrefix(e.Detail+";"+captchaFate(ev), ";")
+				}
 			case EventRetry, EventSnooze, EventHandback:
 				e.Detail = fmt.Sprintf("after %.1fs", ev.Seconds)
+				if ev.CaptchaID != "" {
+					e.Detail += captchaFate(ev)
+				}
+				lastAccepted[ev.Gen] = false
 			case EventScheduled:
 				e.Detail = "not due: waits in the stream until " + ev.Until.Format(time.RFC3339Nano)
 				if ev.LeadMS > 0 {
@@ -123,6 +154,9 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 			e.Kind, e.Attempt, e.Code, e.Reason = "outcome", o.Attempts, o.Error, o.Reason
 			e.Gen, _ = strconv.ParseUint(h.Get(wire.HeaderGen), 10, 64)
 			e.Detail = "status " + string(o.Status)
+			if o.CaptchaID != "" {
+				e.Detail += ", captcha " + o.CaptchaID
+			}
 			if o.Status == StatusSolved {
 				e.Detail += fmt.Sprintf(", in %.1fs, token valid until %s", o.SolveSeconds, o.ExpiresAt.Format(time.RFC3339))
 				if !o.UseAt.IsZero() {
@@ -164,4 +198,32 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 	// messages are gone), which go back to when they happened.
 	slices.SortStableFunc(out, func(a, b TraceEntry) int { return a.At.Compare(b.At) })
 	return out, nil
+}
+
+// acceptedDetail says which captcha the service accepted for an attempt,
+// and how: submitted, resumed from a worker that died or stopped, or
+// submitted in place of one the service no longer knew.
+func acceptedDetail(ev Event) string {
+	at := ev.AcceptedAt.Format(time.RFC3339Nano)
+	switch {
+	case ev.Resumed:
+		return fmt.Sprintf("captcha %s (accepted %s) resumed by %s: polled again, not paid again", ev.CaptchaID, at, ev.Worker)
+	case ev.Replaces != "":
+		return fmt.Sprintf("captcha %s accepted %s in place of captcha %s, unknown at the service (%s)", ev.CaptchaID, at, ev.Replaces, ev.Code)
+	}
+	return fmt.Sprintf("captcha %s accepted by the service %s", ev.CaptchaID, at)
+}
+
+// captchaFate says what became of the captcha an attempt that ended
+// without a solve polled, from the event that ended it.
+func captchaFate(ev Event) string {
+	switch {
+	case ev.Kind == EventHandback:
+		return fmt.Sprintf(", captcha %s left to the next delivery, which polls it again", ev.CaptchaID)
+	case ev.Code == "ERROR_WRONG_CAPTCHA_ID" || ev.Code == "ERROR_NO_SUCH_CAPCHA_ID":
+		return fmt.Sprintf(", captcha %s unknown at the service (%s)", ev.CaptchaID, ev.Code)
+	case ev.Code != "":
+		return fmt.Sprintf(", captcha %s: %s", ev.CaptchaID, ev.Code)
+	}
+	return ", captcha " + ev.CaptchaID
 }

@@ -91,6 +91,10 @@ func TestFaultTransientErrorsRecover(t *testing.T) {
 			switch ev.Kind {
 			case EventAttempt:
 				n++
+			case EventAccepted, EventHeld, EventAnswered:
+				// The captcha of an attempt, and its polls failing and
+				// answered again: kept, not paid again.
+				require.NotEmpty(t, ev.CaptchaID, "%s: %+v", id, ev)
 			case EventRetry:
 				retries++
 				require.Equal(t, retry.Transient.String(), ev.Class, "%s: %+v", id, ev)
@@ -99,7 +103,19 @@ func TestFaultTransientErrorsRecover(t *testing.T) {
 				t.Fatalf("%s: only attempts and retries, then the outcome: %v", id, kinds(evs))
 			}
 		}
-		require.Equal(t, EventAttempt, evs[len(evs)-1].Kind, "%s: the solving attempt is the last event; its outcome records the solve", id)
+		// The solving attempt and the news of its captcha are the last
+		// events; its outcome records the solve.
+		lastAttempt := -1
+		for i, ev := range evs {
+			if ev.Kind == EventAttempt {
+				lastAttempt = i
+			}
+		}
+		require.Greater(t, len(evs)-1, lastAttempt, "%s: %v", id, kinds(evs))
+		require.Equal(t, EventAccepted, evs[lastAttempt+1].Kind, "%s: %v", id, kinds(evs))
+		for _, ev := range evs[lastAttempt+1:] {
+			require.Equal(t, out.CaptchaID, ev.CaptchaID, "%s: %v", id, kinds(evs))
+		}
 		require.Equal(t, n, out.Attempts, "%s: the outcome counts every attempt: %v", id, kinds(evs))
 		requireRetriesWaited(t, p, evs)
 		require.Zero(t, b.count(t, wire.DeadSubject(id)), id)
@@ -159,7 +175,11 @@ func TestFaultPermanentErrorDeadLettersOnFirstAttempt(t *testing.T) {
 			require.Equal(t, string(retry.ReasonPermanent), out.Reason)
 			require.Equal(t, tc.rule.Code, out.Error)
 			require.Equal(t, 1, out.Attempts)
-			require.Equal(t, []EventKind{EventAttempt, EventDead}, kinds(b.events(t, "bad")), "no retry")
+			want := []EventKind{EventAttempt, EventDead}
+			if tc.wantSubmitted > 0 {
+				want = []EventKind{EventAttempt, EventAccepted, EventDead} // refused at res.php: in.php accepted it
+			}
+			require.Equal(t, want, kinds(b.events(t, "bad")), "no retry")
 
 			d, err := b.client.DeadLetterOf(ctx, "bad")
 			require.NoError(t, err)
@@ -195,8 +215,8 @@ func TestFaultUnsolvableEveryTimeExhaustsAttempts(t *testing.T) {
 	require.Equal(t, p.MaxAttempts, out.Attempts)
 
 	evs := b.events(t, "hopeless")
-	require.Equal(t, []EventKind{EventAttempt, EventRetry, EventAttempt, EventRetry, EventAttempt, EventRetry, EventAttempt, EventDead},
-		kinds(evs))
+	require.Equal(t, []EventKind{EventAttempt, EventAccepted, EventRetry, EventAttempt, EventAccepted, EventRetry,
+		EventAttempt, EventAccepted, EventRetry, EventAttempt, EventAccepted, EventDead}, kinds(evs))
 	for _, ev := range evs {
 		if ev.Kind == EventRetry {
 			require.Equal(t, retry.Resubmit.String(), ev.Class)
@@ -248,7 +268,8 @@ func TestFaultCapacityOutageLongerThanBackoffBudget(t *testing.T) {
 		}
 		require.Greater(t, len(snoozes), p.MaxAttempts, "the outage outlasted the attempt budget: %v", kinds(evs))
 		require.Greater(t, snoozes[len(snoozes)-1].At.Sub(snoozes[0].At), budget, "the outage outlasted the backoff budget")
-		require.Equal(t, EventAttempt, evs[len(evs)-1].Kind, "the solving attempt is the last event: %v", kinds(evs))
+		require.Equal(t, EventAttempt, evs[len(evs)-2].Kind, "the solving attempt and its captcha are the last events: %v", kinds(evs))
+		require.Equal(t, EventAccepted, evs[len(evs)-1].Kind, "the solving attempt and its captcha are the last events: %v", kinds(evs))
 		require.Zero(t, b.count(t, wire.DeadSubject(out.ID)))
 		require.Equal(t, len(snoozes), api.Stats().Codes[code], "every capacity error became a snooze")
 	}

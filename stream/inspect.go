@@ -88,7 +88,7 @@ func statusOf(last Event, gen uint64, now time.Time) (TaskStatus, time.Time) {
 		return TaskQueued, time.Time{}
 	}
 	switch last.Kind {
-	case EventAttempt:
+	case EventAttempt, EventAccepted, EventHeld, EventAnswered:
 		return TaskSolving, time.Time{}
 	case EventRetry, EventSnooze:
 		due := last.At.Add(time.Duration(last.DelayMS) * time.Millisecond)

@@ -75,6 +75,13 @@ const (
 	EventDead     = wire.EventDead
 	// EventScheduled: not due yet (use_at, not_before); waits holding no thread.
 	EventScheduled = wire.EventScheduled
+	// EventAccepted: the service accepted the attempt's captcha; a dead
+	// worker's attempt is resumed from it.
+	EventAccepted = wire.EventAccepted
+	// EventHeld and EventAnswered: the service gave no word of the
+	// attempt's captcha for a while (an outage), and answered again.
+	EventHeld     = wire.EventHeld
+	EventAnswered = wire.EventAnswered
 )
 
 // Event is one step in a task's life (wire.Event).

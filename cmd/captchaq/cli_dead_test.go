@@ -251,20 +251,22 @@ func TestCLIDeadLettersListShowReplayTracePurge(t *testing.T) {
 	r = captchaq(t, natsURL, "trace", "bad1")
 	require.Zero(t, r.code, r.stderr)
 	steps, at := withoutReplayed(traceSteps(t, r.stdout))
-	require.Equal(t, []string{"submitted", "attempt", "dead", "dead-letter", "outcome", "submitted", "attempt", "outcome"}, steps, r.stdout)
+	// The replay's captcha is accepted (in.php refused the first for its page).
+	require.Equal(t, []string{"submitted", "attempt", "dead", "dead-letter", "outcome", "submitted", "attempt", "accepted", "outcome"}, steps, r.stdout)
 	require.Greater(t, at, 4, "the replay follows the first outcome:\n%s", r.stdout)
 	require.Regexp(t, `(?m)\sdead\s+1\s+cli-worker\s+ERROR_PAGEURL\s+permanent\s`, r.stdout)
 	require.NotContains(t, r.stdout, "secret-path", "trace shows the page host, never the URL")
 	r = captchaq(t, natsURL, "trace", "flaky1")
 	require.Zero(t, r.code, r.stderr)
 	steps, _ = withoutReplayed(traceSteps(t, r.stdout))
-	require.Equal(t, []string{"submitted", "attempt", "retry", "attempt", "dead", "dead-letter", "outcome",
-		"submitted", "attempt", "outcome"}, steps, r.stdout)
+	require.Equal(t, []string{"submitted", "attempt", "accepted", "retry", "attempt", "accepted", "dead", "dead-letter", "outcome",
+		"submitted", "attempt", "accepted", "outcome"}, steps, r.stdout)
+	require.Regexp(t, `(?m)\sretry\s.*captcha \d+: ERROR_CAPTCHA_UNSOLVABLE`, r.stdout, "the retry names the captcha and its fate")
 	require.Regexp(t, `(?m)\sretry\s+1\s+cli-worker\s+ERROR_CAPTCHA_UNSOLVABLE\s+\d+ms\s`, r.stdout, "the retry shows its code and delay")
 	r = captchaq(t, natsURL, "trace", "--json", "flaky1")
 	require.Zero(t, r.code, r.stderr)
 	entries := jsonLines[stream.TraceEntry](t, r.stdout)
-	require.Len(t, entries, 11)
+	require.Len(t, entries, 14)
 	gens := map[uint64]bool{}
 	for _, e := range entries {
 		gens[e.Gen] = true

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/captchaq/captchaq/solver/fakeapi"
@@ -61,7 +63,32 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		NumericIDs: *numericIDs, GeeTestAsString: *geetestString, Faults: f,
 		BatchPolls: *batchPolls, Service: *service, NoFunds: *noFunds,
 	})
-	return api.ListenAndServe(ctx, *addr, func(a net.Addr) {
+	err := api.ListenAndServe(ctx, *addr, func(a net.Addr) {
 		fmt.Fprintf(stdout, "fakeapi listening on http://%s (key %s)\n", a, fakeapi.TestKey)
 	})
+	printMoney(stdout, api.Stats())
+	return err
+}
+
+// printMoney says what the emulated account paid, at the emulator's exit:
+// the captchas accepted and refunded, the balance left, and every task
+// paid for more than once (fakeapi.Stats.PerTask), by its key (the page by
+// host only).
+func printMoney(w io.Writer, st fakeapi.Stats) {
+	fmt.Fprintf(w, "fakeapi: %d captchas accepted, %d refunded as unsolvable; %.5f spent, balance %.5f (at %.2f per 1000, the emulator's price)\n",
+		st.Submitted, st.Refunded, st.Spent, st.Balance, fakeapi.DefaultPricePer1000)
+	rep := st.Repeated()
+	if len(rep) == 0 {
+		fmt.Fprintln(w, "fakeapi: no task was paid for more than once")
+		return
+	}
+	keys := slices.Sorted(maps.Keys(rep))
+	extra := 0
+	for _, k := range keys {
+		extra += rep[k] - 1
+	}
+	fmt.Fprintf(w, "fakeapi: %d tasks paid for more than once (%d captchas paid again):\n", len(rep), extra)
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %d× %s\n", rep[k], k)
+	}
 }

@@ -76,8 +76,19 @@ type Config struct {
 	// GeeTestAsString sends GeeTest answers as a JSON-encoded string instead
 	// of an object (CaptchaAI does, at times).
 	GeeTestAsString bool
-	// Balance is what getbalance answers. Zero means 100.
+	// Balance is the account's money at the start. Every captcha in.php
+	// accepts lowers it by its price (Price); getbalance answers what is
+	// left. Zero means 100. The emulator never refuses a submission for
+	// want of money (NoFunds does that), so the balance may go below zero:
+	// what was spent stays visible.
 	Balance float64
+	// Price is what 1000 accepted captchas cost, by method; a method
+	// missing here costs DefaultPricePer1000. Figures for the emulator
+	// only, not the services' price lists: 2captcha charges per captcha,
+	// by method and load, and CaptchaAI sells thread plans, not captchas,
+	// so a per-captcha price stands in for both here, to make every
+	// accepted captcha (and every one paid twice) show as money.
+	Price map[string]float64
 	// ResultTTL is how long a ready answer can be fetched. Zero means 10 min.
 	ResultTTL time.Duration
 	// BatchPolls makes res.php answer multi-id polls (action=get&ids=…), a
@@ -147,6 +158,17 @@ type Stats struct {
 	BatchCalls, BatchAsked int
 	// Submitted counts captchas accepted by in.php.
 	Submitted int
+	// Spent is what the accepted captchas cost (Config.Price), less what
+	// was refunded (Refunded), and Balance what is left of Config.Balance.
+	Spent, Balance float64
+	// PerTask counts the captchas paid per task, by TaskKey: accepted,
+	// less those refunded. A key counted more than once is a task paid
+	// more than once.
+	PerTask map[string]int
+	// Refunded counts the captchas whose price came back: those answered
+	// ERROR_CAPTCHA_UNSOLVABLE, whose price 2captcha returns to the balance
+	// (2captcha.com/api-docs/error-codes, error 12).
+	Refunded int
 	// Solved counts answers delivered: the first res.php call that returned a
 	// captcha's answer.
 	Solved int
@@ -200,6 +222,11 @@ func (s *Server) Stats() Stats {
 	for k, v := range s.stats.ResCallsPerCaptcha {
 		st.ResCallsPerCaptcha[k] = v
 	}
+	st.PerTask = make(map[string]int, len(s.stats.PerTask))
+	for k, v := range s.stats.PerTask {
+		st.PerTask[k] = v
+	}
+	st.Balance = s.cfg.Balance - s.stats.Spent
 	st.Codes = make(map[string]int, len(s.stats.Codes))
 	for k, v := range s.stats.Codes {
 		st.Codes[k] = v
@@ -224,4 +251,16 @@ func (s *Server) PickupLags(n int) []time.Duration {
 		return nil
 	}
 	return append([]time.Duration(nil), s.lags[i:]...)
+}
+
+// Repeated returns the tasks accepted more than once (PerTask), by key,
+// with how many times each was.
+func (st Stats) Repeated() map[string]int {
+	out := map[string]int{}
+	for k, n := range st.PerTask {
+		if n > 1 {
+			out[k] = n
+		}
+	}
+	return out
 }

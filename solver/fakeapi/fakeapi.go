@@ -91,6 +91,8 @@ type captcha struct {
 	userAgent string
 	fetched   bool
 	reported  bool
+	price     float64 // what its acceptance cost
+	task      string  // TaskKey
 }
 
 // New returns a Server for cfg.
@@ -129,6 +131,7 @@ func New(cfg Config) *Server {
 		stats: Stats{
 			ResCallsPerCaptcha: map[string]int{},
 			Codes:              map[string]int{},
+			PerTask:            map[string]int{},
 		},
 	}
 	for _, k := range cfg.Keys {

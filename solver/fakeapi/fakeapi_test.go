@@ -89,7 +89,8 @@ func TestSubmitChecks(t *testing.T) {
 		{"res no action", post("/res.php", vals("key", k, "id", "1")), "ERROR_EMPTY_ACTION"},
 		{"res bad id", post("/res.php", vals("key", k, "action", "get", "id", "x1")), "ERROR_WRONG_ID_FORMAT"},
 		{"res unknown id", post("/res.php", vals("key", k, "action", "get", "id", "1")), "ERROR_WRONG_CAPTCHA_ID"},
-		{"balance json", post("/res.php", vals("key", k, "action", "getbalance", "json", "1")), `{"status":1,"request":"100.00000"}`},
+		// 100 less the four captchas accepted above, at 1.00 per 1000.
+		{"balance json", post("/res.php", vals("key", k, "action", "getbalance", "json", "1")), `{"status":1,"request":"99.99600"}`},
 	}
 	for _, tt := range tests {
 		if _, body := do(t, s, tt.req); !strings.HasPrefix(body, tt.want) {
@@ -364,5 +365,44 @@ func TestPingbackAsDocumented(t *testing.T) {
 				t.Errorf("Pingbacks = %d, want 1", st.Pingbacks)
 			}
 		})
+	}
+}
+
+// Every accepted captcha costs its price: the balance getbalance answers
+// goes down with each, and a task submitted twice is counted twice under
+// its key, which shows the page by host only.
+func TestBalanceAndRepeatedTasks(t *testing.T) {
+	t.Parallel()
+	s := New(Config{Balance: 10, Price: map[string]float64{"turnstile": 2000}})
+	submit := func(site string) {
+		t.Helper()
+		code, body := do(t, s, post("/in.php", vals("key", TestKey, "method", "turnstile", "sitekey", site,
+			"pageurl", "https://shop.example/checkout/secret-path")))
+		if code != http.StatusOK || !strings.HasPrefix(body, "OK|") {
+			t.Fatalf("in.php: %d %q", code, body)
+		}
+	}
+	submit("0x4AAA1")
+	submit("0x4AAA1")
+	submit("0x4AAA2")
+	// Refused submissions cost nothing.
+	if _, body := do(t, s, post("/in.php", vals("key", TestKey, "method", "turnstile", "pageurl", "https://shop.example/"))); strings.HasPrefix(body, "OK|") {
+		t.Fatalf("a turnstile without sitekey was accepted: %q", body)
+	}
+	st := s.Stats()
+	if st.Submitted != 3 || st.Spent != 6 || st.Balance != 4 {
+		t.Errorf("submitted %d, spent %v, balance %v; want 3, 6, 4", st.Submitted, st.Spent, st.Balance)
+	}
+	if _, body := do(t, s, get("/res.php", vals("key", TestKey, "action", "getbalance"))); body != "4.00000" {
+		t.Errorf("getbalance: %q, want 4.00000", body)
+	}
+	rep := st.Repeated()
+	if len(rep) != 1 {
+		t.Fatalf("repeated: %v, want one task", rep)
+	}
+	for k, n := range rep {
+		if n != 2 || !strings.Contains(k, "0x4AAA1") || !strings.Contains(k, "shop.example#") || strings.Contains(k, "secret-path") {
+			t.Errorf("repeated %q ×%d: want the 0x4AAA1 task twice, its page by host", k, n)
+		}
 	}
 }

@@ -22,7 +22,10 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 		// A bare number in plain text, the request string with json=1
 		// (2captcha/2captcha-go, GetBalance; 2captcha/2captcha-python,
 		// balance).
-		bal := strconv.FormatFloat(s.cfg.Balance, 'f', 5, 64)
+		s.mu.Lock()
+		left := s.cfg.Balance - s.stats.Spent
+		s.mu.Unlock()
+		bal := strconv.FormatFloat(left, 'f', 5, 64)
 		if !jsonOut {
 			w.Header().Set("Content-Type", "text/plain")
 			io.WriteString(w, bal)
@@ -113,6 +116,13 @@ func (s *Server) pickup(c *captcha, now time.Time) {
 		s.stats.Solved++
 	} else {
 		s.stats.Failed++
+	}
+	if c.code == "ERROR_CAPTCHA_UNSOLVABLE" {
+		// "The captcha price is automatically returned to your balance"
+		// (2captcha.com/api-docs/error-codes, error 12).
+		s.stats.Spent -= c.price
+		s.stats.Refunded++
+		s.stats.PerTask[c.task]--
 	}
 }
 

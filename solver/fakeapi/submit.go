@@ -115,6 +115,9 @@ func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file [
 		s.callBack(c, cb, c.readyAt.Sub(now))
 	}
 	s.stats.Submitted++
+	c.price, c.task = s.price(method), TaskKey(method, params, file)
+	s.stats.Spent += c.price
+	s.stats.PerTask[c.task]++
 	s.stats.MaxConcurrent = max(s.stats.MaxConcurrent, len(s.solving))
 	s.mu.Unlock()
 

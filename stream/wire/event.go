@@ -21,6 +21,22 @@ const (
 	// slot of its lane, until Until. No attempt spent; recorded once per
 	// generation, before the task first moves.
 	EventScheduled EventKind = "scheduled"
+	// EventAccepted: the service accepted the attempt's captcha (CaptchaID,
+	// at AcceptedAt), or the attempt resumed polling one accepted before
+	// (Resumed), or submitted one in place of a resumed captcha the
+	// service no longer knows (Replaces, whose fate Code says). Recorded as
+	// soon as in.php answers, before the first poll: an attempt whose last
+	// event it is, and whose worker died, is resumed by the task's next
+	// worker, which polls that captcha instead of paying for another. No
+	// attempt spent.
+	EventAccepted EventKind = "accepted"
+	// EventHeld: the service gives no word of the attempt's captcha
+	// (CaptchaID) since HeldSince (refused connections, timeouts, 5xx,
+	// garbage; Code is the first failure): the worker keeps it and polls
+	// it again. EventAnswered: the service answered about it again, at At.
+	// Like accepted, either may be an attempt's last event while it runs.
+	EventHeld     EventKind = "held"
+	EventAnswered EventKind = "answered"
 )
 
 // Event is one step in a task's life. The last event of a task is also its
@@ -54,8 +70,23 @@ type Event struct {
 	DelayMS int64 `json:"delay_ms,omitempty"`
 	// Reason is the dead-letter reason (dead).
 	Reason string `json:"reason,omitempty"`
-	// CaptchaID is the service's id of the captcha (solved).
+	// CaptchaID is the service's id of the captcha: the one solved
+	// (solved), accepted (accepted), or the one an ended attempt polled
+	// (retry, dead, handback: what became of it is Code).
 	CaptchaID string `json:"captcha_id,omitempty"`
+	// AcceptedAt is when the service accepted CaptchaID (accepted, and a
+	// handback that leaves it to the next delivery), by the clock of the
+	// worker it accepted it from.
+	AcceptedAt time.Time `json:"accepted_at,omitzero"`
+	// Resumed marks an accepted event of a captcha accepted before, whose
+	// polling this attempt took over (accepted).
+	Resumed bool `json:"resumed,omitempty"`
+	// Replaces is the captcha this one was submitted in place of: a
+	// resumed captcha the service no longer knew (accepted).
+	Replaces string `json:"replaces,omitempty"`
+	// HeldSince is when the service stopped giving word of CaptchaID
+	// (held, answered).
+	HeldSince time.Time `json:"held_since,omitzero"`
 	// Seconds is how long the attempt took.
 	Seconds float64 `json:"seconds,omitempty"`
 	// Crashed marks an attempt that started after the previous one died

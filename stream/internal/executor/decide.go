@@ -51,7 +51,7 @@ func resumeFrom(st taskstore.GenState, now time.Time) resumeStep {
 		return resumeDead
 	case last.Kind == wire.EventSolved && !now.Before(last.ExpiresAt):
 		return resumeExpired
-	case last.Kind == wire.EventSolved, last.Kind == wire.EventAttempt:
+	case last.Kind == wire.EventSolved, underWay(last):
 		return resumeToken
 	}
 	return resumeNothing
@@ -80,7 +80,31 @@ func carryOver(last wire.Event, now time.Time) (carried wire.Event, crashed bool
 // delivery that recorded nothing never reached the service and spends
 // nothing.
 func spentAttempts(last wire.Event) (attempts int, crashed bool) {
-	return last.Attempts, last.Kind == wire.EventAttempt
+	return last.Attempts, underWay(last)
+}
+
+// underWay reports whether last, a generation's last event, says an
+// attempt is under way: its attempt event, or the accepted event of its
+// captcha, recorded after it.
+func underWay(last wire.Event) bool {
+	switch last.Kind {
+	case wire.EventAttempt, wire.EventAccepted, wire.EventHeld, wire.EventAnswered:
+		return true
+	}
+	return false
+}
+
+// captchaToResume is the captcha the service accepted for the
+// generation's last attempt, which a new attempt polls instead of
+// submitting another, and whether there is one: the attempt died with its
+// worker after in.php answered (its accepted event, or a later word of its
+// captcha, held or answered, is the last), or its worker stopped and
+// handed the task back while polling it.
+func captchaToResume(last wire.Event) (id string, at time.Time, ok bool) {
+	if last.CaptchaID != "" && (underWay(last) || last.Kind == wire.EventHandback) {
+		return last.CaptchaID, last.AcceptedAt, true
+	}
+	return "", time.Time{}, false
 }
 
 // verdict is why a generation ends dead: the dead letter's reason, error

@@ -228,3 +228,43 @@ func TestSafeDetail(t *testing.T) {
 	require.Equal(t, `params.x: want a string, got ["<url on shop.example>"]`, safeDetail(`params.x: want a string, got ["https://shop.example/secret/path?q=1"]`))
 	require.NotContains(t, safeDetail("see ftp://files.example/a/b"), "/a/b")
 }
+
+// Which last event leaves a captcha to the next attempt: an attempt's
+// accepted, held or answered event (its worker died while polling it), or
+// a handback that names one (its worker stopped). Those of an attempt
+// under way also make a crash, counted against the budget; a handback
+// does not.
+func TestCaptchaToResume(t *testing.T) {
+	t.Parallel()
+	at := d0.Add(-time.Minute)
+	tests := []struct {
+		kind    wire.EventKind
+		id      string
+		resume  bool
+		crashed bool
+	}{
+		{wire.EventAttempt, "", false, true}, // died before in.php answered, or its answer was lost
+		{wire.EventAccepted, "7001", true, true},
+		{wire.EventHeld, "7001", true, true},
+		{wire.EventAnswered, "7001", true, true},
+		{wire.EventHandback, "7001", true, false},
+		{wire.EventHandback, "", false, false},
+		{wire.EventRetry, "7001", false, false}, // what became of it is the retry's code: a new captcha
+		{wire.EventSnooze, "", false, false},
+	}
+	for _, tt := range tests {
+		last := wire.Event{Kind: tt.kind, Attempts: 1, CaptchaID: tt.id, AcceptedAt: at}
+		id, got, ok := captchaToResume(last)
+		require.Equal(t, tt.resume, ok, "%s %q", tt.kind, tt.id)
+		if ok {
+			require.Equal(t, tt.id, id)
+			require.True(t, got.Equal(at))
+		}
+		carried, crashed := carryOver(last, d0)
+		require.Equal(t, tt.crashed, crashed, "%s", tt.kind)
+		require.Equal(t, 1, carried.Attempts, "%s: a crash stays spent, nothing else is", tt.kind)
+		if tt.crashed {
+			require.Equal(t, resumeToken, resumeFrom(taskstore.GenState{Last: last}, d0), "%s: a token may be there", tt.kind)
+		}
+	}
+}

@@ -58,6 +58,11 @@ type delivery struct {
 	// digest is the message's digest as its generation's
 	// (wire.MovedDigest).
 	digest string
+	// attemptSeq is the sequence of the attempt's event, once recorded.
+	attemptSeq uint64
+	// captcha is the last captcha the service accepted for the attempt
+	// (zero: none yet).
+	captcha solver.Accepted
 }
 
 // resume finishes a generation that an earlier delivery took to its end
@@ -83,7 +88,7 @@ func (d *delivery) resume(ctx context.Context) bool {
 // spent (each ends it dead). It returns the event every step of the attempt
 // starts from, and whether the last attempt died with its worker.
 func (d *delivery) admit(ctx context.Context) (base wire.Event, crashed bool, ok bool) {
-	if d.st.Last.Kind == wire.EventAttempt && d.attemptLives(ctx) {
+	if underWay(d.st.Last) && d.attemptLives(ctx) {
 		// Its worker is alive and still holds it (the broker lost track of
 		// the delivery, a restart say): paying the service again would pay
 		// twice. Look again after the next heartbeat.
@@ -147,6 +152,11 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 	defer d.x.Room.Give()
 	ev := base
 	ev.Kind, ev.Attempts, ev.At, ev.Crashed = wire.EventAttempt, base.Attempts+1, start, crashed
+	// A crash spends its attempt as before (the crash budget still ends a
+	// task that kills every worker that takes it); the new attempt polls
+	// the dead worker's captcha, if the records name one, and pays nothing.
+	resumeID, resumeAt, resume := captchaToResume(d.st.Last)
+	resumeFrom := d.st.Last.Worker
 	// Held from before the attempt is recorded to the end of the delivery:
 	// every heartbeat sent while the attempt's record is the task's last
 	// names the task (attemptLives).
@@ -164,8 +174,15 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 		_ = d.m.NakWithDelay(d.x.Lease())
 		return
 	}
+	d.attemptSeq = d.st.LastSeq
+	req := solver.Request{Method: d.task.Method, Params: d.task.Params}
+	if resume {
+		req.CaptchaID, req.Submitted = resumeID, resumeAt
+		d.log.Info("resuming the captcha the service accepted for the last attempt", slog.String("captcha_id", resumeID),
+			slog.String("from", resumeFrom))
+	}
 	tctx, endTrace := traceAttempt(ctx, d)
-	ans, serr := d.solve(d.x.EarlyRelease(tctx, d.thread))
+	ans, serr := d.solve(d.x.EarlyRelease(tctx, d.thread), req, ev)
 	endTrace(serr)
 	if solver.ClassOf(serr) != retry.Fatal {
 		sl.Solved() // the next task may start while this one is recorded
@@ -180,6 +197,14 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 	// because the worker is stopping. An answer is paid for: it is kept
 	// until the broker takes it (finishSolved), not for an ack wait only.
 	nx := afterAttempt(d.x.Policy, res)
+	if nx.kind != nextSolved && d.captcha.ID != "" {
+		// What became of the attempt's captcha: the code says. A handback
+		// leaves it to the next delivery, which polls it again.
+		nx.ev.CaptchaID = d.captcha.ID
+		if nx.kind == nextHandback || nx.kind == nextStop {
+			nx.ev.AcceptedAt = d.captcha.At
+		}
+	}
 	patience := d.x.AckWait
 	if nx.kind == nextSolved {
 		patience = 0
@@ -305,11 +330,15 @@ func (d *delivery) observe(ev wire.Event) {
 	}
 }
 
-// solve runs the solver under the task's deadline, keeping the lease alive
-// with InProgress while it works.
-func (d *delivery) solve(ctx context.Context) (solver.Answer, error) {
+// solve runs the solver on req under the task's deadline, keeping the
+// lease alive with InProgress while it works. Every captcha id the service
+// accepts for it is recorded as it comes (accepted), after attempt, the
+// attempt's event.
+func (d *delivery) solve(ctx context.Context, req solver.Request, attempt wire.Event) (solver.Answer, error) {
 	sctx, cancel := context.WithDeadline(ctx, d.deadline)
 	defer cancel()
+	sctx = solver.WithAccepted(sctx, func(a solver.Accepted) { d.accepted(ctx, attempt, a) })
+	sctx = solver.WithHeld(sctx, func(h solver.Held) { d.held(ctx, attempt, h) })
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -329,7 +358,7 @@ func (d *delivery) solve(ctx context.Context) (solver.Answer, error) {
 			}
 		}
 	}()
-	ans, err := d.x.Solver.Solve(sctx, solver.Request{Method: d.task.Method, Params: d.task.Params})
+	ans, err := d.x.Solver.Solve(sctx, req)
 	if solver.ClassOf(err) != retry.Fatal {
 		// The service's thread is free again: give it back at once. Not
 		// after a Fatal error: the worker is stopping, and a plan thread
@@ -354,4 +383,50 @@ func (d *delivery) canceled(ctx context.Context) (string, bool) {
 		return "", false
 	}
 	return wire.CancelDetail(rec), true
+}
+
+// accepted records that the service accepted captcha a for the attempt
+// whose event is attempt (or that the attempt resumed it), before the
+// captcha's first poll: the task's next worker, should this one die, polls
+// it instead of paying for another. The write waits an ack wait at most:
+// a broker out of reach delays the polls that long, and the captcha, not
+// recorded, is then the task's only while this worker lives.
+func (d *delivery) accepted(ctx context.Context, attempt wire.Event, a solver.Accepted) {
+	d.captcha = a
+	ev := attempt
+	ev.Kind, ev.At, ev.CaptchaID, ev.AcceptedAt, ev.Resumed, ev.Replaces, ev.Code = wire.EventAccepted, d.x.Now(), a.ID, a.At, a.Resumed, a.Replaces, a.ReplacedCode
+	ev.Crashed = false
+	d.captchaEvent(ctx, ev)
+}
+
+// held records that the service gives no word of the attempt's captcha
+// since h.Since (held), or answered about it again (answered, h.Again):
+// the trace shows the hold, and a worker that dies meanwhile leaves the
+// captcha to the next as its accepted event does.
+func (d *delivery) held(ctx context.Context, attempt wire.Event, h solver.Held) {
+	ev := attempt
+	ev.Kind, ev.At, ev.CaptchaID, ev.AcceptedAt, ev.HeldSince, ev.Code = wire.EventHeld, d.x.Now(), h.ID, d.captcha.At, h.Since, h.Code
+	if !h.Again.IsZero() {
+		ev.Kind, ev.At = wire.EventAnswered, h.Again
+	}
+	ev.Crashed = false
+	d.captchaEvent(ctx, ev)
+}
+
+// captchaEvent stores ev, an event about the attempt's captcha, waiting an
+// ack wait at most.
+func (d *delivery) captchaEvent(ctx context.Context, ev wire.Event) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.x.AckWait)
+	defer cancel()
+	defer context.AfterFunc(d.x.Abandon(), cancel)()
+	r, err := eventRecord(d, ev)
+	if err == nil {
+		err = d.store(wctx, r)
+	}
+	if err != nil {
+		d.log.Warn("cannot record the news of the attempt's captcha; it is the task's while this worker lives",
+			slog.String("event", string(ev.Kind)), slog.String("captcha_id", ev.CaptchaID), slog.Any("error", err))
+		return
+	}
+	d.observe(ev)
 }

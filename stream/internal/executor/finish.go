@@ -50,7 +50,7 @@ func (d *delivery) finishSolved(ctx context.Context, ev wire.Event, ans solver.A
 	// and no redelivery pays again.
 	tctx, cancel := context.WithTimeout(ctx, out.ExpiresAt.Sub(d.x.Clock.BrokerTime(d.x.Now())))
 	stored := out
-	attemptSeq := d.st.LastSeq // the attempt's event: no record since
+	attemptSeq := d.attemptSeq // the attempt's event (an accepted event may follow it)
 	var tok taskstore.StoredToken
 	err := d.untilStored(tctx, func() (err error) { tok, err = d.storeToken(tctx, stored, attemptSeq); return err })
 	cancel()
