@@ -196,6 +196,14 @@ func (c *Client) Prepare(t Task) (Task, error) {
 // submission under an id stands: a task whose id the stream already has
 // (Receipt.Duplicate) with another use_at or not_before is not enqueued, and
 // Submit returns its receipt with ErrIDTaken naming the field.
+//
+// Under a context with a deadline, the task must be stored a second before
+// it (its submit-by instant): a Submit that returns an error has left
+// nothing that will be paid, since a worker ends a task the broker stored
+// after that instant without an attempt (code SUBMIT_BY_PASSED). When the
+// broker gave no answer in time, the error is a *NotConfirmedError
+// (ErrNotConfirmed): the broker may still have stored it in time, and
+// Wait(id) says what became of it.
 func (c *Client) Submit(ctx context.Context, t Task) (Receipt, error) {
 	given := t
 	t, err := c.Prepare(t)
@@ -327,6 +335,13 @@ func (c *Client) publish(ctx context.Context, given, t Task) (Receipt, error) {
 		}
 		return Receipt{}, err
 	}
+	if hasBy && !time.Now().Before(by.Add(-submitSlack)) {
+		// Confirmed near or after its submit-by instant: the stored time
+		// decides whether a worker solves it.
+		if err := c.storedInTime(ctx, t.ID, ack.Sequence, msg.Header.Get(wire.HeaderSubmitBy), by); err != nil {
+			return Receipt{}, err
+		}
+	}
 	r := Receipt{ID: t.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}
 	if r.Duplicate {
 		return r, c.sameSchedule(ctx, given, msg, r)
@@ -369,6 +384,26 @@ func submitBy(ctx context.Context, now time.Time) (by time.Time, ok bool) {
 	}
 	left := dl.Sub(now)
 	return dl.Add(-min(submitSlack, max(left/4, 0))), true
+}
+
+// storedInTime checks that the task message at seq was stored by its
+// submit-by instant (header value byHeader): a worker ends one stored later
+// unsolved, so a Submit that returned its receipt would tell its caller a
+// task would be solved that will not be. A message it cannot read leaves
+// that open: a *NotConfirmedError.
+func (c *Client) storedInTime(ctx context.Context, id string, seq uint64, byHeader string, by time.Time) error {
+	m, err := c.s.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil // ended and erased already: it was taken
+	}
+	if err != nil {
+		return &NotConfirmedError{ID: id, By: by, Err: fmt.Errorf("read the stored task: %w", err)}
+	}
+	if bh, late := wire.StoredLate(id, nats.Header{wire.HeaderSubmitBy: {byHeader}, wire.HeaderMsgID: {id}}, m.Time); late {
+		return fmt.Errorf("submit task %s: stored at %s, after its submit-by %s: it ends unsolved (%s) and is not paid; submit it again under another id",
+			id, m.Time.UTC().Format(time.RFC3339Nano), bh.UTC().Format(time.RFC3339Nano), wire.CodeSubmitByPassed)
+	}
+	return nil
 }
 
 // unconfirmed reports whether err, a publish's failure, leaves open
