@@ -239,3 +239,70 @@ func lineWith(p *proc, s string) string {
 	}
 	return ""
 }
+
+// A full disk freed while the server reopens its store, and the server
+// SIGKILLed in the middle of the reopening: started again, its JetStream
+// measures a storage limit (75 % of the free space and of what the streams
+// hold) below what the streams hold, and refuses every write. The server
+// recovers by itself all the same: every accepted task ends solved, each
+// paid once, with no one restarting anything but the killed process.
+func TestFullDiskServerKilledDuringReopenRecoversByItself(t *testing.T) {
+	t.Parallel()
+	dir := smallDisk(t, "24m")
+	server, url := diskServer(t, dir)
+	client := diskClient(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// Tasks up to the store's room, as producers keep it.
+	var receipts []stream.Receipt
+	for i := 0; ; i++ {
+		r, err := client.Submit(ctx, imageTask(fmt.Sprintf("kill-%03d", i)))
+		if err != nil {
+			require.ErrorIs(t, err, stream.ErrStreamFull)
+			break
+		}
+		receipts = append(receipts, r)
+		require.Less(t, i, 1000, "a 24-MB disk took 1000 tasks of 40 KB")
+	}
+	t.Logf("%d tasks accepted; store %+v", len(receipts), storeOf(t, url))
+
+	// Solves under way when another file fills the disk: their records
+	// meet it, and the store latches.
+	api, emu := emulatorURL(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindImage: {Min: time.Second, Max: time.Second}}})
+	w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu, "--threads", "24", "--poll-scale", "0.05")
+	defer w.kill()
+	require.Eventually(t, func() bool { return api.Stats().Submitted >= 4 }, 60*time.Second, 20*time.Millisecond)
+	filler := fillDisk(t, dir, 0)
+	server.waitLine("the JetStream store refuses writes", 60*time.Second)
+
+	// Some space again, less than a third of what the streams hold, more
+	// than the margin the server keeps: the server reopens its store, and
+	// dies doing so. Started again, JetStream's limit (75 % of the free
+	// space and of what the streams hold) is below what they hold.
+	fi, err := os.Stat(filler)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(filler, fi.Size()-(4608<<10-freeBytes(t, dir))))
+	server.waitLine("reopening the JetStream store", 30*time.Second)
+	server.kill()
+	again := startProc(t, []string{storeKeyEnv + "=" + testStoreKey}, server.cmd.Args[1:]...)
+	again.waitLine("captchaq server ready", 60*time.Second)
+	t.Logf("started again; store %+v", storeOf(t, url))
+
+	n := 0
+	lost := 0
+	require.NoError(t, client.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
+		if errors.Is(err, stream.ErrTokenExpired) {
+			// Solved before the kill, its token not read yet: the token
+			// stream lives in memory and a killed server loses it.
+			lost++
+		} else {
+			require.NoError(t, err, o.ID)
+		}
+		require.Equal(t, stream.StatusSolved, o.Status, "%s: %+v", o.ID, o)
+		n++
+	}), "store after: %+v", storeOf(t, url))
+	t.Logf("%d tasks solved (%d tokens lost with the killed server); %d captchas accepted by the service", n, lost, api.Stats().Submitted)
+	require.Equal(t, len(receipts), n, "every accepted task ended")
+	require.Equal(t, len(receipts), api.Stats().Submitted, "each accepted task paid once")
+}
