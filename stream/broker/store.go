@@ -95,8 +95,8 @@ type Guard struct {
 	// restore is set while the Reopened callback failed after JetStream
 	// came back: it is called again (every raiseEvery) until it succeeds.
 	restore bool
-	stop   context.CancelFunc
-	done   chan struct{}
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
 // WatchStore starts a Guard on ns's JetStream store; it runs until Stop or
