@@ -57,6 +57,15 @@ func TestGatewayStalledBrokerChargesNoCallerToldOfAnError(t *testing.T) {
 	require.True(t, strings.HasPrefix(warm, "OK|"), warm)
 	require.Eventually(t, func() bool { return solved(strings.TrimPrefix(warm, "OK|")) }, 30*time.Second, 20*time.Millisecond)
 
+	// And a Go producer on its own connection.
+	nc, err := nats.Connect(server.url)
+	require.NoError(t, err)
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "stall-test"})
+	require.NoError(t, err)
+
 	require.NoError(t, server.cmd.Process.Signal(syscall.SIGSTOP))
 	stopped := time.Now()
 	resumed := false
@@ -76,7 +85,16 @@ func TestGatewayStalledBrokerChargesNoCallerToldOfAnError(t *testing.T) {
 			took[i] = time.Since(start)
 		})
 	}
+	var goErr error
+	wg.Go(func() {
+		sctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+		defer cancel()
+		_, goErr = client.Submit(sctx, stream.Task{ID: "go-stall", Method: "turnstile",
+			Params: stream.Params{"sitekey": "0x4AAAAAAABkMYinukE8nzY", "pageurl": "https://shop.example/stall/go"}})
+	})
 	wg.Wait()
+	require.ErrorIs(t, goErr, stream.ErrNotConfirmed, "%v", goErr)
+	require.Contains(t, goErr.Error(), `Wait("go-stall")`)
 	time.Sleep(time.Until(stopped.Add(12 * time.Second))) // the stall's length is the scenario, not a wait for an event
 	require.NoError(t, server.cmd.Process.Signal(syscall.SIGCONT))
 	resumed = true
@@ -91,13 +109,6 @@ func TestGatewayStalledBrokerChargesNoCallerToldOfAnError(t *testing.T) {
 	after := inPHP("after")
 	require.True(t, strings.HasPrefix(after, "OK|"), after)
 	require.Eventually(t, func() bool { return solved(strings.TrimPrefix(after, "OK|")) }, 60*time.Second, 50*time.Millisecond)
-	nc, err := nats.Connect(server.url)
-	require.NoError(t, err)
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{})
-	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		left, err := client.Tasks(ctx, stream.TaskFilter{})
 		return err == nil && len(left) == 0
@@ -132,6 +143,14 @@ func TestGatewayStalledBrokerChargesNoCallerToldOfAnError(t *testing.T) {
 		require.NotEqual(t, "CAPCHA_NOT_READY", look, "every task of the stall has ended")
 		require.Equal(t, 0, paid(page), "caller %d was told %q, and res.php %q, and is charged for it", i, a, look)
 	}
+	// The Go producer, told its submission was not confirmed, looks its
+	// task up: stored after its submit-by, it ended unsolved and unpaid.
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	out, err := client.Wait(wctx, "go-stall")
+	wcancel()
+	require.ErrorIs(t, err, stream.ErrNotSolved, "%+v", out)
+	require.Equal(t, "SUBMIT_BY_PASSED", out.Error, "%+v", out)
+	require.Equal(t, 0, paid("go"))
 	require.Equal(t, 1, paid("warm"))
 	require.Equal(t, 1, paid("after"))
 }
