@@ -398,8 +398,14 @@ func (g *Guard) measure() StoreState {
 	action := ""
 	if st.Used > st.MaxStore {
 		why = append(why, fmt.Sprintf("JetStream's storage limit is exceeded (%d of %d bytes): it refuses every write until streams shrink", st.Used, st.MaxStore))
-		action = "wait for the streams to shrink (expired records), or raise max_file_store in the server's config and restart it " +
-			"(a limit measured from the free disk space at start does not grow when space is freed later; a restart measures it again)"
+		switch {
+		case g.limitRaisable(st):
+			// The server reopens the store with room by itself (check).
+		case g.dynamicLimit():
+			action = "free space on the store's disk: the server raises JetStream's storage limit by itself once the disk has room"
+		default:
+			action = "wait for the streams to shrink (expired records), or raise max_file_store in the server's config and restart it"
+		}
 	}
 	h := g.ns.Healthz(&server.HealthzOptions{Details: true})
 	latched := false
