@@ -152,8 +152,12 @@ var ErrNotConfirmed = errors.New("the broker did not confirm the submission")
 // outcome, or ErrNotFound when it was never stored. Submitting the task
 // again under the same ID is safe either way (the duplicate window).
 type NotConfirmedError struct {
-	ID  string
-	By  time.Time
+	// ID is the task's id: Wait on it says what became of the task.
+	ID string
+	// By is the task's submit-by instant, on this process's clock.
+	By time.Time
+	// Err is why no confirmation came (the context's end, a lost
+	// connection).
 	Err error
 }
 
