@@ -323,7 +323,9 @@ func (c *Client) publish(ctx context.Context, given, t Task) (Receipt, error) {
 	injectTrace(ctx, msg)
 	by, hasBy := submitBy(ctx, time.Now())
 	if hasBy {
-		msg.Header.Set(wire.HeaderSubmitBy, c.brokerTime(by).UTC().Format(time.RFC3339Nano))
+		// The context's deadline is on the real clock; the broker's
+		// reading is on the client's (ClientConfig.Now).
+		msg.Header.Set(wire.HeaderSubmitBy, c.brokerTime(c.cfg.Now().Add(time.Until(by))).UTC().Format(time.RFC3339Nano))
 	}
 	if err := c.checkRoom(ctx, 1, int64(len(msg.Data))); err != nil {
 		return Receipt{}, err
