@@ -150,6 +150,16 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 			rep.code(code, text)
 		case errors.Is(err, stream.ErrInvalidTask):
 			rep.code("ERROR_BAD_PARAMETERS", err.Error())
+		case errors.Is(err, stream.ErrNotConfirmed):
+			// The broker did not answer in time (stalled, or gone). The
+			// task carries its submit-by instant: stored later, it ends
+			// unsolved and unpaid, so the caller's retry is its only
+			// payment. Stored in time with its answer lost (which no one
+			// can tell yet), it is solved: res.php on the id says which.
+			g.log.Warn("in.php: the queue did not confirm the task in time", slog.String("producer", c.Producer),
+				slog.String("id", e.num), slog.Any("error", err))
+			rep.code("ERROR_SERVER_ERROR", "the queue did not confirm the task in time: if it stores it later, it is not solved and not paid; "+
+				"res.php with id "+e.num+" says what became of it (ERROR_WRONG_CAPTCHA_ID: never stored); retry")
 		default:
 			g.log.Warn("in.php: submit failed", slog.String("producer", c.Producer), slog.Any("error", err))
 			rep.code("ERROR_SERVER_ERROR", "the queue did not take the task: retry")

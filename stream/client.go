@@ -199,6 +199,14 @@ func (c *Client) Prepare(t Task) (Task, error) {
 // submission under an id stands: a task whose id the stream already has
 // (Receipt.Duplicate) with another use_at or not_before is not enqueued, and
 // Submit returns its receipt with ErrIDTaken naming the field.
+//
+// Under a context with a deadline, the task must be stored a second before
+// it (its submit-by instant): a Submit that returns an error has left
+// nothing that will be paid, since a worker ends a task the broker stored
+// after that instant without an attempt (code SUBMIT_BY_PASSED). When the
+// broker gave no answer in time, the error is a *NotConfirmedError
+// (ErrNotConfirmed): the broker may still have stored it in time, and
+// Wait(id) says what became of it.
 func (c *Client) Submit(ctx context.Context, t Task) (Receipt, error) {
 	given := t
 	t, err := c.Prepare(t)
@@ -319,12 +327,28 @@ func (c *Client) publish(ctx context.Context, given, t Task) (Receipt, error) {
 		return Receipt{}, err
 	}
 	injectTrace(ctx, msg)
+	by, hasBy := submitBy(ctx, time.Now())
+	if hasBy {
+		// The context's deadline is on the real clock; the broker's
+		// reading is on the client's (ClientConfig.Now).
+		msg.Header.Set(wire.HeaderSubmitBy, c.brokerTime(c.cfg.Now().Add(time.Until(by))).UTC().Format(time.RFC3339Nano))
+	}
 	if err := c.checkRoom(ctx, 1, int64(len(msg.Data))); err != nil {
 		return Receipt{}, err
 	}
 	ack, err := c.publishMsg(ctx, t, msg)
 	if err != nil {
+		if hasBy && unconfirmed(err) {
+			return Receipt{}, &NotConfirmedError{ID: t.ID, By: by, Err: err}
+		}
 		return Receipt{}, err
+	}
+	if hasBy && !time.Now().Before(by.Add(-submitSlack)) {
+		// Confirmed near or after its submit-by instant: the stored time
+		// decides whether a worker solves it.
+		if err := c.storedInTime(ctx, t.ID, ack.Sequence, msg.Header.Get(wire.HeaderSubmitBy), by); err != nil {
+			return Receipt{}, err
+		}
 	}
 	r := Receipt{ID: t.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}
 	if r.Duplicate {
@@ -332,6 +356,76 @@ func (c *Client) publish(ctx context.Context, given, t Task) (Receipt, error) {
 	}
 	c.own.put(r.ID, r.Seq)
 	return r, nil
+}
+
+// A submission whose caller gives up (its context ends) before the
+// broker's acknowledgement comes cannot take back what it sent: the message
+// may wait in the connection's buffers, or in the kernel's, while the
+// broker is stalled (a SIGSTOP, a long pause), and be stored when it
+// resumes, long after the caller was told the submission failed. The
+// caller, told so, submits again, and the service would be paid twice. So
+// a submission under a deadline carries the instant by which it must be
+// stored (wire.HeaderSubmitBy, on the broker's clock): submitSlack before
+// the caller's deadline. A worker ends a task stored later without an
+// attempt (code SUBMIT_BY_PASSED): what the caller was told stands. The
+// slack covers the error of the client's reading of the broker's clock (at
+// most the round trip of the request it was read from) and the time an
+// acknowledgement takes to come back.
+//
+// One case remains that no one can know at the moment: the broker stored
+// the task in time and its acknowledgement was lost. The caller then gets
+// a *NotConfirmedError (not "it failed"), naming the id under which
+// Wait says what became of it: solved, or ended with SUBMIT_BY_PASSED, or
+// not found (never stored, and never to be solved).
+
+// submitSlack is how long before its context's deadline a submission must
+// be stored.
+const submitSlack = time.Second
+
+// submitBy is the instant (on this process's clock) by which a submission
+// under ctx must be stored: submitSlack before ctx's deadline, or a quarter
+// of what is left of it when that is shorter. ok is false when ctx has no
+// deadline: its caller waits for the answer however long it takes.
+func submitBy(ctx context.Context, now time.Time) (by time.Time, ok bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return time.Time{}, false
+	}
+	left := dl.Sub(now)
+	return dl.Add(-min(submitSlack, max(left/4, 0))), true
+}
+
+// storedInTime checks that the task message at seq was stored by its
+// submit-by instant (header value byHeader): a worker ends one stored later
+// unsolved, so a Submit that returned its receipt would tell its caller a
+// task would be solved that will not be. A message it cannot read leaves
+// that open: a *NotConfirmedError.
+func (c *Client) storedInTime(ctx context.Context, id string, seq uint64, byHeader string, by time.Time) error {
+	m, err := c.s.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil // ended and erased already: it was taken
+	}
+	if err != nil {
+		return &NotConfirmedError{ID: id, By: by, Err: fmt.Errorf("read the stored task: %w", err)}
+	}
+	if bh, late := wire.StoredLate(id, nats.Header{wire.HeaderSubmitBy: {byHeader}, wire.HeaderMsgID: {id}}, m.Time); late {
+		return fmt.Errorf("submit task %s: stored at %s, after its submit-by %s: it ends unsolved (%s) and is not paid; submit it again under another id",
+			id, m.Time.UTC().Format(time.RFC3339Nano), bh.UTC().Format(time.RFC3339Nano), wire.CodeSubmitByPassed)
+	}
+	return nil
+}
+
+// unconfirmed reports whether err, a publish's failure, leaves open
+// whether the broker stored the message: no answer came (a timeout, the
+// context's end, a lost connection). An answer of the broker's (an API
+// error: the stream refused it) or a message too large to send is a
+// definite no.
+func unconfirmed(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) || errors.Is(err, ErrStreamFull) || errors.Is(err, nats.ErrMaxPayload) {
+		return false
+	}
+	return true
 }
 
 // scheduleSlack is how far apart the instants of a duplicate's use_at or

@@ -264,3 +264,33 @@ func TestContractRawClientUseAt(t *testing.T) {
 	require.False(t, solvedAt.Before(notBefore), "solved at %v, not before %v", solvedAt, notBefore)
 	require.InDelta(t, expires.Sub(useAt).Seconds(), out["lifetime_at_use_s"], 0.01)
 }
+
+// A task message carrying Captchaq-Submit-By ends unpaid, SUBMIT_BY_PASSED,
+// when the stream stored it after that instant (its producer had given up
+// and told its caller so); one stored in time is solved as any other.
+func TestContractSubmitByPassedEndsUnpaid(t *testing.T) {
+	t.Parallel()
+	env := streamtest.Start(t, streamtest.WithListen())
+	p := newRawProducer(t, env.URL())
+	ctx := contractContext(t)
+	send := func(id string, by time.Time) uint64 {
+		msg := nats.NewMsg("captcha.tasks.fast.normal." + id)
+		msg.Header.Set("Nats-Msg-Id", id)
+		msg.Header.Set("Captchaq-Submit-By", by.UTC().Format(time.RFC3339Nano))
+		msg.Data = []byte(`{"method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/` + id + `"}}`)
+		ack, err := p.js.PublishMsg(ctx, msg)
+		require.NoError(t, err)
+		return ack.Sequence
+	}
+	lateSeq := send("late-1", time.Now().Add(-time.Second))
+	timelySeq := send("timely-1", time.Now().Add(time.Minute))
+
+	_, late := p.outcome(t, ctx, "late-1", lateSeq)
+	require.Equal(t, "dead", late["status"], "%v", late)
+	require.Equal(t, "SUBMIT_BY_PASSED", late["error"], "%v", late)
+	require.Equal(t, "expired", late["reason"], "%v", late)
+	require.EqualValues(t, 0, late["attempts"])
+	_, timely := p.outcome(t, ctx, "timely-1", timelySeq)
+	require.Equal(t, "solved", timely["status"], "%v", timely)
+	require.Equal(t, 1, env.Emulator.Stats().Submitted, "the late task reached no service")
+}

@@ -6,6 +6,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/captchaq/captchaq/stream/wire"
 )
@@ -137,3 +138,36 @@ type FatalError struct {
 func (e *FatalError) Error() string {
 	return fmt.Sprintf("the solving service refuses this worker (%s): stopped taking tasks; queued tasks are untouched", e.Code)
 }
+
+// ErrNotConfirmed is matched (errors.Is) by the error of a Submit whose
+// context ended before the broker confirmed the task (a *NotConfirmedError).
+var ErrNotConfirmed = errors.New("the broker did not confirm the submission")
+
+// NotConfirmedError is the error of a Submit that gave up waiting for the
+// broker's confirmation (its context ended; the broker stalled or went
+// away). The task was not solved because of this Submit unless the broker
+// stored it by By (a worker ends a task stored later without paying the
+// service, code SUBMIT_BY_PASSED); whether it did, no one can know until
+// the broker answers again. Wait(ID) then says what became of it: its
+// outcome, or ErrNotFound when it was never stored. Submitting the task
+// again under the same ID is safe either way (the duplicate window).
+type NotConfirmedError struct {
+	// ID is the task's id: Wait on it says what became of the task.
+	ID string
+	// By is the task's submit-by instant, on this process's clock.
+	By time.Time
+	// Err is why no confirmation came (the context's end, a lost
+	// connection).
+	Err error
+}
+
+func (e *NotConfirmedError) Error() string {
+	return fmt.Sprintf("submit task %s: %v (%v); if the broker stores it after %s, it ends unsolved (%s) and is not paid; "+
+		"Wait(%q) says what became of it", e.ID, ErrNotConfirmed, e.Err, e.By.UTC().Format(time.RFC3339Nano), wire.CodeSubmitByPassed, e.ID)
+}
+
+// Is matches ErrNotConfirmed.
+func (e *NotConfirmedError) Is(target error) bool { return target == ErrNotConfirmed }
+
+// Unwrap returns the publish's error.
+func (e *NotConfirmedError) Unwrap() error { return e.Err }

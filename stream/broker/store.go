@@ -82,13 +82,21 @@ type Guard struct {
 	state StoreState // the loop's last measurement
 	fresh StoreState // Status's last measurement
 	// latched is set while a stream is latched by a write error; failed
-	// once reopening failed (the operator restarts: no more tries).
-	latched, failed bool
-	// raised is when the Guard last reopened the store to measure its
-	// storage limit again (check's goroutine only).
+	// while a reopening failed and is to be tried again (every raiseEvery),
+	// final when it cannot be tried again (a clustered server: the
+	// operator restarts).
+	latched, failed, final bool
+	// raised is when the Guard last reopened the store (check's goroutine
+	// only), and jsCfg the JetStream configuration it reopened: what
+	// enables JetStream again after a reopening that shut it down and
+	// could not enable it.
 	raised time.Time
-	stop   context.CancelFunc
-	done   chan struct{}
+	jsCfg  *server.JetStreamConfig
+	// restore is set while the Reopened callback failed after JetStream
+	// came back: it is called again (every raiseEvery) until it succeeds.
+	restore bool
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
 // WatchStore starts a Guard on ns's JetStream store; it runs until Stop or
@@ -158,7 +166,7 @@ func (g *Guard) run(ctx context.Context) {
 func (g *Guard) check() {
 	st := g.measure()
 	g.mu.Lock()
-	was, latched, failed := g.state, g.latched && !g.failed, g.failed
+	was, latched, failed := g.state, g.latched, g.failed
 	g.state = st
 	g.mu.Unlock()
 	switch {
@@ -169,35 +177,72 @@ func (g *Guard) check() {
 	case !st.Refusing && was.Refusing:
 		g.log.Info("the JetStream store takes writes again", slog.String("store", st.Dir), slog.Int64("room_bytes", st.Room))
 	}
+	g.mu.Lock()
+	final, restore := g.final, g.restore
+	g.mu.Unlock()
+	due := time.Since(g.raised) > raiseEvery
 	switch {
-	case latched && st.Free > g.margin(st.Dir):
-		g.log.Warn("the disk has space again: reopening the JetStream store to clear its write error", slog.String("store", st.Dir))
-		g.reopen()
-	case !failed && g.limitRaisable(st) && time.Since(g.raised) > raiseEvery:
+	case final:
+	case restore && due:
 		g.raised = time.Now()
-		g.log.Warn("JetStream's storage limit, measured from the free disk space, is full while the disk has space: reopening the JetStream store to measure it again",
-			slog.String("store", st.Dir), slog.Int64("max_store", st.MaxStore), slog.Int64("used", st.Used), slog.Int64("free_bytes", st.Free))
-		g.reopen()
+		g.afterReopen()
+	case failed && g.jsCfg != nil && g.ns.JetStreamConfig() == nil && due:
+		g.raised = time.Now()
+		g.log.Warn("JetStream is down after a reopening of its store failed: enabling it again", slog.String("store", g.jsCfg.StoreDir))
+		g.reopen(g.raiseTo(st))
+	case latched && st.Free > g.margin(st.Dir) && (!failed || due):
+		g.log.Warn("the disk has space again: reopening the JetStream store to clear its write error", slog.String("store", st.Dir))
+		g.reopen(0)
+	case g.limitRaisable(st) && due:
+		g.raised = time.Now()
+		limit := g.raiseTo(st)
+		g.log.Warn("JetStream's storage limit, measured from the free disk space, is full while the disk has space: reopening the JetStream store with a limit that leaves room",
+			slog.String("store", st.Dir), slog.Int64("max_store", st.MaxStore), slog.Int64("used", st.Used), slog.Int64("free_bytes", st.Free),
+			slog.Int64("new_max_store", limit))
+		g.reopen(limit)
 	}
 }
+
+// fullBelow is how little room JetStream's storage limit may leave before
+// the Guard calls it full: less than what the records of a few tasks take.
+const fullBelow = 64 << 10
 
 // raiseEvery bounds how often the store is reopened to measure its limit
 // again, should nats-server's measurement differ from the Guard's.
 const raiseEvery = 10 * time.Second
 
 // limitRaisable reports whether JetStream's storage limit, measured from
-// the free disk space (no max_file_store), refuses writes although a
-// measurement now would leave room beyond the margin: the limit was
+// the free disk space (no max_file_store), is full (leaves less than
+// fullBelow) while the disk has room beyond the margin: the limit was
 // measured while the disk was full or nearly so (a reopening while another
-// file filled it, or after only part of the space came back), and nats-server
-// never measures it again by itself. Reopening measures it again: 75 % of
-// the free space plus 75 % of what the streams hold (nats-server's rule).
+// file filled it, or after only part of the space came back), or at a
+// start on a disk the streams already fill to more than three quarters (a
+// server killed while it reopened its store comes back so), and
+// nats-server never measures it again by itself. Without this, the
+// accepted tasks could never record their ends: no write is taken, and
+// no stream shrinks.
 func (g *Guard) limitRaisable(st StoreState) bool {
-	if st.Dir == "" || st.Used < st.MaxStore || !g.dynamicLimit() {
+	if st.Dir == "" || st.MaxStore-st.Used >= fullBelow || !g.dynamicLimit() {
 		return false
 	}
+	return g.raiseTo(st)-st.Used >= fullBelow
+}
+
+// raiseTo is the storage limit a reopening sets when the one measured from
+// the free disk space is full: the most of nats-server's own measurement
+// (75 % of the free space plus 75 % of what the streams hold) and of what
+// the disk can hold with the margin kept (what the streams hold and the
+// free space less the margin). nats-server's measurement alone leaves
+// nothing once the streams hold more than three times the free space,
+// which a store filled to its limit and then reopened does: the margin,
+// which the room producers keep is measured within, is what protects the
+// disk then. 0 when the limit is configured (max_file_store): it is kept.
+func (g *Guard) raiseTo(st StoreState) int64 {
+	if !g.dynamicLimit() {
+		return 0
+	}
 	again := (st.Free / 4 * 3) + (st.Used / 4 * 3)
-	return again-st.Used > g.margin(st.Dir)
+	return max(again, st.Used+st.Free-g.margin(st.Dir))
 }
 
 // actionOrRecover is what the log says the operator should do.
@@ -210,55 +255,85 @@ func (st StoreState) actionOrRecover() string {
 
 // reopen shuts JetStream down and enables it again with the configuration
 // it ran with, so that every stream is opened again from its files without
-// the write error it latched. Clients see JetStream unavailable for the
-// moment it takes; consumers and their state are on disk and come back.
-func (g *Guard) reopen() {
+// the write error it latched; with limit > 0, with that storage limit,
+// else (a limit measured from the free space) measured again. Clients see
+// JetStream unavailable for the moment it takes; consumers and their state
+// are on disk and come back. A JetStream that a failed reopening left shut
+// down is only enabled again.
+func (g *Guard) reopen(limit int64) {
 	cfg := g.ns.JetStreamConfig()
 	if cfg == nil {
-		return
-	}
-	if g.ns.JetStreamIsClustered() {
-		// Shutting JetStream down on one server of a cluster moves its
-		// streams' leaders elsewhere and back: a restart says so plainly.
-		g.fail(errors.New("a clustered server's store is not reopened in place"))
-		return
-	}
-	if g.cfg.Reopening != nil {
-		g.cfg.Reopening()
-	}
-	if err := g.ns.ShutdownJetStream(); err != nil {
-		g.fail(fmt.Errorf("shut JetStream down: %w", err))
-		return
+		if cfg = g.jsCfg; cfg == nil {
+			return
+		}
+	} else {
+		if g.ns.JetStreamIsClustered() {
+			// Shutting JetStream down on one server of a cluster moves its
+			// streams' leaders elsewhere and back: a restart says so plainly.
+			g.fail(errors.New("a clustered server's store is not reopened in place"), true)
+			return
+		}
+		kept := *cfg
+		g.jsCfg = &kept
+		if g.cfg.Reopening != nil {
+			g.cfg.Reopening()
+		}
+		if err := g.ns.ShutdownJetStream(); err != nil {
+			g.fail(fmt.Errorf("shut JetStream down: %w", err), false)
+			return
+		}
 	}
 	// EnableJetStream adds the "jetstream" directory to the one it is
 	// given, and measures the free space again when no limit was set.
 	again := *cfg
 	again.StoreDir = filepath.Dir(cfg.StoreDir)
 	if g.dynamicLimit() {
-		again.MaxStore = 0
+		again.MaxStore = max(limit, 0)
 	}
 	if err := g.ns.EnableJetStream(&again); err != nil {
-		g.fail(fmt.Errorf("enable JetStream again: %w", err))
+		g.fail(fmt.Errorf("enable JetStream again: %w", err), false)
 		return
 	}
 	g.mu.Lock()
-	g.latched = false
+	g.latched, g.failed = false, false
+	g.state.Action = ""
 	g.mu.Unlock()
+	g.afterReopen()
+}
+
+// afterReopen calls the Reopened callback, and measures the store again;
+// a callback that fails is called again at the next try.
+func (g *Guard) afterReopen() {
 	if g.cfg.Reopened != nil {
 		if err := g.cfg.Reopened(); err != nil {
-			g.fail(fmt.Errorf("after reopening JetStream: %w", err))
+			g.mu.Lock()
+			g.restore = true
+			g.mu.Unlock()
+			g.fail(fmt.Errorf("after reopening JetStream: %w", err), false)
 			return
 		}
 	}
+	g.mu.Lock()
+	g.restore, g.failed = false, false
+	g.mu.Unlock()
 	g.check()
 }
 
-// fail says that the store could not be reopened and what to do.
-func (g *Guard) fail(err error) {
-	g.log.Error("could not reopen the JetStream store after its write error: restart captchaq server", slog.Any("error", err))
+// fail says that the store could not be reopened and what to do: nothing
+// but wait while the Guard tries again (every raiseEvery), or, when final,
+// restart the server.
+func (g *Guard) fail(err error, final bool) {
+	action := fmt.Sprintf("free space on the store's disk: the server tries again every %s (its JetStream store could not be reopened: %v)", raiseEvery, err)
+	if final {
+		action = "restart captchaq server (its JetStream store could not be reopened: " + err.Error() + ")"
+		g.log.Error("could not reopen the JetStream store after its write error: restart captchaq server", slog.Any("error", err))
+	} else {
+		g.log.Error("could not reopen the JetStream store: trying again", slog.Duration("every", raiseEvery), slog.Any("error", err))
+	}
+	g.raised = time.Now() // the next try after raiseEvery
 	g.mu.Lock()
-	g.failed = true // not again: the operator restarts
-	g.state.Action = "restart captchaq server (its JetStream store could not be reopened: " + err.Error() + ")"
+	g.failed, g.final = true, g.final || final
+	g.state.Action = action
 	g.mu.Unlock()
 }
 
@@ -323,8 +398,14 @@ func (g *Guard) measure() StoreState {
 	action := ""
 	if st.Used > st.MaxStore {
 		why = append(why, fmt.Sprintf("JetStream's storage limit is exceeded (%d of %d bytes): it refuses every write until streams shrink", st.Used, st.MaxStore))
-		action = "wait for the streams to shrink (expired records), or raise max_file_store in the server's config and restart it " +
-			"(a limit measured from the free disk space at start does not grow when space is freed later; a restart measures it again)"
+		switch {
+		case g.limitRaisable(st):
+			// The server reopens the store with room by itself (check).
+		case g.dynamicLimit():
+			action = "free space on the store's disk: the server raises JetStream's storage limit by itself once the disk has room"
+		default:
+			action = "wait for the streams to shrink (expired records), or raise max_file_store in the server's config and restart it"
+		}
 	}
 	h := g.ns.Healthz(&server.HealthzOptions{Details: true})
 	latched := false

@@ -181,3 +181,54 @@ func TestGuardRecoversWhenTheDiskFillsDuringTheReopening(t *testing.T) {
 		require.Equal(t, "before", string(m.Data), "what the stream held is still there")
 	})
 }
+
+// A reopening whose last step fails (the memory streams cannot be created
+// again, the disk full once more, say) is not the end: the Guard says it
+// tries again, and does, until the store takes writes; it never asks for
+// a restart.
+func TestGuardTriesAFailedReopeningAgain(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "not root")
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", dir).CombinedOutput(); err != nil {
+		skipOrFail(t, fmt.Sprintf("mount -t tmpfs: %v: %s", err, out))
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	var reopened atomic.Int32
+	withServer(t, Config{StoreDir: filepath.Join(dir, "js")}, func(ctx context.Context, ns *server.Server, js jetstream.JetStream) {
+		g := WatchStore(ns, GuardConfig{Every: 50 * time.Millisecond, Reopened: func() error {
+			if reopened.Add(1) == 1 {
+				return errors.New("the disk filled again")
+			}
+			return nil
+		}})
+		defer g.Stop()
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s"}})
+		require.NoError(t, err)
+		filler := filepath.Join(dir, "filler")
+		f, err := os.Create(filler)
+		require.NoError(t, err)
+		for _, werr := f.Write(make([]byte, 1<<20)); werr == nil; _, werr = f.Write(make([]byte, 1<<20)) {
+		}
+		require.NoError(t, f.Close())
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err = js.Publish(pctx, "s", make([]byte, 64<<10))
+		cancel()
+		require.Error(t, err, "a full disk stores nothing")
+		require.Eventually(t, func() bool { return g.Status().Refusing }, 5*time.Second, 20*time.Millisecond)
+
+		require.NoError(t, os.Remove(filler))
+		require.Eventually(t, func() bool { return reopened.Load() == 1 }, 10*time.Second, 20*time.Millisecond)
+		st := g.Status()
+		require.NotContains(t, st.Action, "restart", "%+v", st)
+		require.Eventually(t, func() bool { return reopened.Load() == 2 }, 2*raiseEvery, 50*time.Millisecond, "tried again")
+		require.Eventually(t, func() bool { return !g.Status().Refusing }, 5*time.Second, 20*time.Millisecond)
+		require.Empty(t, g.Status().Action)
+		actx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // ctx is spent by the wait for the retry
+		defer cancel()
+		_, err = js.Publish(actx, "s", []byte("after"))
+		require.NoError(t, err, "the stream takes writes again")
+	})
+}

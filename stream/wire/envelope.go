@@ -6,6 +6,7 @@ package wire
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -52,3 +53,27 @@ func CheckEnvelopeHeaders(id string, h nats.Header) error {
 // does not hold together (CheckEnvelope): it ends dead with reason
 // invalid-task, and Wait(id) does not take it for a submission of its id.
 const CodeInvalidEnvelope = "INVALID_ENVELOPE"
+
+// CodeSubmitByPassed is the error code of a task message the stream stored
+// after its producer's submit-by instant (HeaderSubmitBy): it ends dead
+// with reason expired and no attempt, so the service is never paid for a
+// task whose producer was told the submission failed.
+const CodeSubmitByPassed = "SUBMIT_BY_PASSED"
+
+// StoredLate says whether a task message with headers h, stored at stored
+// (the stream's stamp, on the broker's clock), arrived after its
+// producer's submit-by instant, and returns that instant. Only the
+// producer's own message counts (its message id is the task id): a replay
+// of a dead letter is the operator's submission, not the producer's.
+// A header that is not an RFC 3339 time counts as absent.
+func StoredLate(id string, h nats.Header, stored time.Time) (by time.Time, late bool) {
+	v := h.Get(HeaderSubmitBy)
+	if v == "" || h.Get(HeaderMsgID) != id || stored.IsZero() {
+		return time.Time{}, false
+	}
+	by, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return by, stored.After(by)
+}

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
@@ -34,5 +35,37 @@ func TestCheckEnvelope(t *testing.T) {
 		"invalid id":           {"order#1", h(HeaderMsgID, "order#1"), Task{}, "subject: id"},
 	} {
 		require.ErrorContains(t, CheckEnvelope(c.id, c.h, c.t), c.err, name)
+	}
+}
+
+// A task message is late when the stream stored it after its producer's
+// submit-by instant; only the producer's own message (its message id the
+// task id) is judged, and a header that is not a time counts as none.
+func TestStoredLate(t *testing.T) {
+	t.Parallel()
+	by := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
+	h := func(msgID, submitBy string) nats.Header {
+		return nats.Header{HeaderMsgID: {msgID}, HeaderSubmitBy: {submitBy}}
+	}
+	for _, c := range []struct {
+		name   string
+		h      nats.Header
+		stored time.Time
+		late   bool
+	}{
+		{"stored after", h("t1", by.Format(time.RFC3339Nano)), by.Add(time.Millisecond), true},
+		{"stored at the instant", h("t1", by.Format(time.RFC3339Nano)), by, false},
+		{"stored before", h("t1", by.Format(time.RFC3339Nano)), by.Add(-time.Second), false},
+		{"no header", nats.Header{HeaderMsgID: {"t1"}}, by.Add(time.Hour), false},
+		{"a replay", h(ReplayMsgID("t1", "42"), by.Format(time.RFC3339Nano)), by.Add(time.Hour), false},
+		{"not a time", h("t1", "soon"), by.Add(time.Hour), false},
+	} {
+		got, late := StoredLate("t1", c.h, c.stored)
+		if late != c.late {
+			t.Errorf("%s: late %v, want %v", c.name, late, c.late)
+		}
+		if late && !got.Equal(by) {
+			t.Errorf("%s: by %s, want %s", c.name, got, by)
+		}
 	}
 }

@@ -60,6 +60,15 @@ const (
 	// reader takes that message for the token, and no later one on the
 	// token's subject.
 	HeaderTokenSeq = "Captchaq-Token-Seq"
+	// HeaderSubmitBy is the instant (RFC 3339, on the broker's clock) by
+	// which the producer needed its task message stored, on task messages
+	// of a producer that answers its own caller within a bound (stream's
+	// Client.Submit sets it from its context's deadline). A worker ends a
+	// task message the stream stored after it dead (code SubmitByPassed)
+	// without an attempt: its producer had given up on it, and told its
+	// caller so, when it arrived (a broker that stalled while the message
+	// waited in the connection's buffers).
+	HeaderSubmitBy = "Captchaq-Submit-By"
 	// HeaderMsgID is JetStream's message id: on a task message, the task's
 	// id (or, on a replay, ReplayMsgID).
 	HeaderMsgID = "Nats-Msg-Id"

@@ -9,6 +9,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/captchaq/captchaq/retry"
@@ -128,6 +129,14 @@ func invalidVerdict(invalid error, forged bool) verdict {
 // canceledVerdict is the verdict on a canceled generation.
 func canceledVerdict(detail string) verdict {
 	return verdict{reason: retry.ReasonCanceled, code: "CANCELED", detail: detail}
+}
+
+// lateVerdict is the verdict on a task message stored at stored, after its
+// producer's submit-by instant by (wire.StoredLate).
+func lateVerdict(by, stored time.Time) verdict {
+	return verdict{reason: retry.ReasonExpired, code: wire.CodeSubmitByPassed,
+		detail: fmt.Sprintf("stored at %s, after %s, when its producer had given up on it and said the submission failed: not solved",
+			stored.UTC().Format(time.RFC3339Nano), by.UTC().Format(time.RFC3339Nano))}
 }
 
 // startVerdict asks the policy whether an attempt may start on a generation

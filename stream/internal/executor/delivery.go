@@ -112,6 +112,13 @@ func (d *delivery) admit(ctx context.Context) (base wire.Event, crashed bool, ok
 		d.deadLetter(ctx, base, canceledVerdict(detail))
 		return base, crashed, false
 	}
+	if by, late := wire.StoredLate(d.id, d.m.Headers(), d.submitted); late && carried.Attempts == 0 && !crashed {
+		// Stored after its producer had given up on it and told its caller
+		// so: an attempt would pay for a task no one waits for, and the
+		// caller's retry would pay again.
+		d.deadLetter(ctx, base, lateVerdict(by, d.submitted))
+		return base, crashed, false
+	}
 	if v, ok := startVerdict(d.x.Policy, carried, crashed, d.deadline, d.x.Now()); !ok {
 		d.deadLetter(ctx, base, v)
 		return base, crashed, false
