@@ -1,0 +1,172 @@
+package gateway_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/gateway"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/streamtest"
+)
+
+// A caller's reportbad reports its own task's captcha, whatever another
+// producer submitted under its id since: here a valid task under the same
+// id after the duplicate window, solved after the caller's. The report
+// names the caller's generation, so the worker that makes it compares the
+// captcha id with that generation's outcome, not with the latest under
+// the id.
+func TestReportOfTheCallersOwnGenerationAfterALaterTask(t *testing.T) {
+	rb := newRoleBed(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: {Min: 10 * time.Millisecond, Max: 10 * time.Millisecond},
+		fakeapi.KindRecaptcha: {Min: time.Millisecond, Max: time.Millisecond}}}, stream.Topology{DuplicateWindow: time.Second}, nil)
+	rb.startWorker(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stop, err := gateway.ServeReports(ctx, rb.conn(t, "worker"), rb.top, rb.sc, nil)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+
+	num := rb.submit(t, alice)
+	id := "alice-" + num
+	got := rb.await(t, alice, num)
+	require.True(t, strings.HasPrefix(got, "OK|"), got)
+
+	attacker, err := stream.NewClient(ctx, rb.conn(t, "producer"), stream.ClientConfig{Topology: rb.top, Name: "mallory"})
+	require.NoError(t, err)
+	evil := stream.Task{ID: id, Method: "userrecaptcha", Priority: stream.PriorityHigh,
+		Params: stream.Params{"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": "https://evil.example/"}}
+	require.Eventually(t, func() bool {
+		r, err := attacker.Submit(ctx, evil)
+		require.NoError(t, err)
+		return !r.Duplicate
+	}, 20*time.Second, 50*time.Millisecond, "the id leaves the duplicate window")
+	_, err = attacker.Wait(ctx, id)
+	require.NoError(t, err, "the attacker's task is solved")
+	require.Equal(t, got, rb.call(t, "res.php", "key", alice.Key, "action", "get", "id", num), "res.php still answers the caller's own")
+
+	require.Equal(t, "OK_REPORT_RECORDED", rb.call(t, "res.php", "key", alice.Key, "action", "reportbad", "id", num),
+		"the caller's report of its own answer")
+	require.Equal(t, 1, rb.api.Stats().ReportsBad)
+	require.Equal(t, 2, rb.api.Stats().Submitted, "each task paid once")
+}
+
+// stalledBody is a request body whose first part the gateway has read
+// once Write returns, and whose rest never comes until the test ends.
+func stalledBody(t *testing.T, first string) io.Reader {
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = pw.Write([]byte(first))
+	}()
+	t.Cleanup(func() { pr.Close() })
+	return &firstRead{Reader: pr, done: done}
+}
+
+type firstRead struct {
+	io.Reader
+	done chan struct{}
+}
+
+// One client address that stalls its uploads (an urlencoded in.php whose
+// key field would come last, never sent) holds at most a few of the turns
+// to read bodies before their key is known: a caller at another address
+// that sends its key in the body, as 2captcha-python's in.php does (a
+// POST form), is served, not refused MAX_USER_TURN.
+func TestOneAddressDoesNotHoldEveryUnauthenticatedTurn(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *gateway.Config) { c.Admission = gateway.Admission{UnauthenticatedWait: 2 * time.Second} }, streamtest.WithWorkers(0))
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	bodies := make([]*firstRead, 0, gateway.DefaultPerAddress)
+	for range gateway.DefaultPerAddress {
+		body := stalledBody(t, "method=base64&body=AAAA&").(*firstRead)
+		bodies = append(bodies, body)
+		r := httptest.NewRequest(http.MethodPost, "/in.php", body)
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.RemoteAddr = "203.0.113.9:40000"
+		wg.Add(1)
+		go func() { defer wg.Done(); b.gw.ServeHTTP(httptest.NewRecorder(), r) }()
+	}
+	// Each stalled upload is being read: its turn is held (or it was
+	// refused without one, and its body was never read: then it is not
+	// the attacker's to hold).
+	held := 0
+	for _, body := range bodies {
+		select {
+		case <-body.done:
+			held++
+		case <-time.After(3 * time.Second):
+		}
+	}
+	t.Logf("uploads from one address being read: %d", held)
+
+	v := url.Values{"key": {alice.Key}}
+	for i := 0; i+1 < len(turnstile); i += 2 {
+		v.Set(turnstile[i], turnstile[i+1])
+	}
+	r := httptest.NewRequest(http.MethodPost, "/in.php", strings.NewReader(v.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.RemoteAddr = "198.51.100.7:50000"
+	w := httptest.NewRecorder()
+	b.gw.ServeHTTP(w, r)
+	require.True(t, strings.HasPrefix(w.Body.String(), "OK|"), "another address's caller with its key in the body: %s", w.Body.String())
+}
+
+// Unknown keys from one IPv6 /64 (one subscriber's network: every address
+// in it is the same client's to choose) ban that network, as unknown keys
+// from one IPv4 address ban it.
+func TestUnknownKeysFromOneIPv6NetworkBanIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *gateway.Config) { c.Admission = gateway.Admission{BadKeys: 3} }, streamtest.WithWorkers(0))
+	ask := func(remote, key string) string {
+		r := httptest.NewRequest(http.MethodGet, "/res.php?action=getbalance&key="+key, nil)
+		r.RemoteAddr = remote
+		w := httptest.NewRecorder()
+		b.gw.ServeHTTP(w, r)
+		return w.Body.String()
+	}
+	for i := range 4 {
+		ask(netip.AddrPortFrom(netip.MustParseAddr("2001:db8:7:8::"+strings.Repeat("1", i+1)), 40000).String(), "wrong-key-0123456789")
+	}
+	require.Equal(t, "IP_BANNED", ask("[2001:db8:7:8::abcd]:40001", alice.Key), "another address of the same /64")
+	require.Equal(t, "100", ask("[2001:db8:7:9::1]:40001", alice.Key), "another /64 is not banned")
+}
+
+// Special-purpose addresses that are not public unicast (IANA's
+// special-purpose registries: not globally reachable, or embedding an
+// IPv4 address a gateway's host may route inward) are refused as
+// pingbacks, like the classes TestPingbackAddressesRefusedAtSubmit names.
+func TestPingbackSpecialPurposeAddressesRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *gateway.Config) { c.Pingback = gateway.Pingback{} }, streamtest.WithWorkers(0))
+	cases := map[string]string{
+		"this network 0/8":           "http://0.1.2.3/",
+		"reserved 240/4":             "http://240.0.0.1/",
+		"documentation 192.0.2/24":   "http://192.0.2.1/",
+		"documentation 198.51.100":   "http://198.51.100.1/",
+		"documentation 203.0.113":    "http://203.0.113.1/",
+		"IPv4-compatible loopback":   "http://[::127.0.0.1]/",
+		"local-use NAT64 (RFC 8215)": "http://[64:ff9b:1::7f00:1]/",
+		"site-local v6":              "http://[fec0::1]/",
+		"discard-only v6":            "http://[100::1]/",
+		"Teredo (embeds IPv4)":       "http://[2001::1]/",
+		"documentation v6":           "http://[2001:db8::1]/",
+	}
+	for name, hook := range cases {
+		out := b.call(t, "in.php", append([]string{"key", alice.Key, "pingback", hook, "json", "1"}, turnstile...)...)
+		require.Contains(t, out, `"request":"ERROR_BAD_PARAMETERS"`, "%s: %s", name, hook)
+	}
+	require.Zero(t, b.env.Emulator.Stats().Submitted)
+}
