@@ -26,6 +26,13 @@ type Admission struct {
 	// Others wait their turn, up to UnauthenticatedWait, then get the same
 	// answer as above. Default 16.
 	Unauthenticated int
+	// UnauthenticatedPerAddress is how many of those turns one client
+	// address may hold at once; one more is answered at once, unread, as
+	// above, so that one address stalling its uploads cannot hold every
+	// turn and keep out the callers that send their key in the body
+	// (2captcha-python's in.php posts its key among the form's fields).
+	// Default 2.
+	UnauthenticatedPerAddress int
 	// UnauthenticatedWait is how long a request waits for its turn to
 	// read its body before its key is known. Default 10 s.
 	UnauthenticatedWait time.Duration
@@ -47,6 +54,9 @@ const (
 	DefaultPerAddress = 16
 	// DefaultUnauthenticated is Admission.Unauthenticated's default.
 	DefaultUnauthenticated = 16
+	// DefaultUnauthenticatedPerAddress is
+	// Admission.UnauthenticatedPerAddress's default.
+	DefaultUnauthenticatedPerAddress = 2
 )
 
 func (a Admission) withDefaults() Admission {
@@ -55,6 +65,9 @@ func (a Admission) withDefaults() Admission {
 	}
 	if a.Unauthenticated == 0 {
 		a.Unauthenticated = DefaultUnauthenticated
+	}
+	if a.UnauthenticatedPerAddress == 0 {
+		a.UnauthenticatedPerAddress = DefaultUnauthenticatedPerAddress
 	}
 	if a.UnauthenticatedWait <= 0 {
 		a.UnauthenticatedWait = 10 * time.Second
@@ -79,11 +92,12 @@ type admission struct {
 
 	mu      sync.Mutex
 	active  map[string]int     // requests in the gateway, by client address
+	turns   map[string]int     // turns to read a body held, by client address
 	badKeys map[string]*window // unknown keys, by client address
 }
 
 func newAdmission(cfg Admission) *admission {
-	a := &admission{cfg: cfg, active: map[string]int{}, badKeys: map[string]*window{}}
+	a := &admission{cfg: cfg, active: map[string]int{}, turns: map[string]int{}, badKeys: map[string]*window{}}
 	if cfg.Unauthenticated > 0 {
 		a.unauth = make(chan struct{}, cfg.Unauthenticated)
 	}
@@ -154,22 +168,39 @@ func (a *admission) sweep(now time.Time) {
 	}
 }
 
-// unauthTurn waits for a turn to read a body whose key is not known yet;
-// it returns done (idempotent) to give the turn back once the key is
-// known or the request ends, or false when no turn came in time.
-func (a *admission) unauthTurn(ctx context.Context) (done func(), ok bool) {
+// unauthTurn waits for a turn to read a body from addr whose key is not
+// known yet; it returns done (idempotent) to give the turn back once the
+// key is known or the request ends, or false when addr holds its share of
+// the turns already or no turn came in time.
+func (a *admission) unauthTurn(ctx context.Context, addr string) (done func(), ok bool) {
 	if a.unauth == nil {
 		return func() {}, true
+	}
+	a.mu.Lock()
+	if a.cfg.UnauthenticatedPerAddress > 0 && a.turns[addr] >= a.cfg.UnauthenticatedPerAddress {
+		a.mu.Unlock()
+		return nil, false
+	}
+	a.turns[addr]++
+	a.mu.Unlock()
+	release := func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.turns[addr]--; a.turns[addr] <= 0 {
+			delete(a.turns, addr)
+		}
 	}
 	t := time.NewTimer(a.cfg.UnauthenticatedWait)
 	defer t.Stop()
 	select {
 	case a.unauth <- struct{}{}:
 	case <-t.C:
+		release()
 		return nil, false
 	case <-ctx.Done():
+		release()
 		return nil, false
 	}
 	var once sync.Once
-	return func() { once.Do(func() { <-a.unauth }) }, true
+	return func() { once.Do(func() { <-a.unauth; release() }) }, true
 }

@@ -102,15 +102,18 @@ func TestOneAddressDoesNotHoldEveryUnauthenticatedTurn(t *testing.T) {
 	// Each stalled upload is being read: its turn is held (or it was
 	// refused without one, and its body was never read: then it is not
 	// the attacker's to hold).
-	held := 0
+	settleCtx, settled := context.WithTimeout(context.Background(), 3*time.Second)
+	defer settled()
+	held, settle := 0, settleCtx.Done()
 	for _, body := range bodies {
 		select {
 		case <-body.done:
 			held++
-		case <-time.After(3 * time.Second):
+		case <-settle:
 		}
 	}
 	t.Logf("uploads from one address being read: %d", held)
+	require.LessOrEqual(t, held, gateway.DefaultUnauthenticatedPerAddress, "bodies read at once from one address before their key is known")
 
 	v := url.Values{"key": {alice.Key}}
 	for i := 0; i+1 < len(turnstile); i += 2 {

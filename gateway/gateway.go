@@ -418,7 +418,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer leave()
 		if r.Method == http.MethodPost && r.ContentLength != 0 {
-			done, ok := g.admit.unauthTurn(r.Context())
+			done, ok := g.admit.unauthTurn(r.Context(), addr)
 			if !ok {
 				g.refuse(w, q, op, "busy")
 				return
