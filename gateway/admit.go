@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/captchaq/captchaq/internal/httpguard"
 )
 
 // Admission bounds what a request costs before its key is known, so that
@@ -104,14 +106,15 @@ func newAdmission(cfg Admission) *admission {
 	return a
 }
 
-// clientAddr is the address a request comes from: the connection's peer.
-// A header (X-Forwarded-For) is not trusted: anyone may send it.
+// clientAddr is the address a request comes from: the connection's peer,
+// an IPv6 one as its /64 (httpguard.ClientKey). A header (X-Forwarded-For)
+// is not trusted: anyone may send it.
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
 	}
-	return host
+	return httpguard.ClientKey(host)
 }
 
 // banned reports whether addr is banned for its unknown keys.
