@@ -173,3 +173,45 @@ func TestPingbackSpecialPurposeAddressesRefused(t *testing.T) {
 	}
 	require.Zero(t, b.env.Emulator.Stats().Submitted)
 }
+
+// A key whose default deadline is further away than the stream keeps
+// tasks (a key file edited wrongly: "48h" for "48m") is refused when the
+// gateway starts, naming the entry, not with every in.php of the key.
+func TestKeyDeadlineBeyondRetentionRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	env := streamtest.Start(t, streamtest.WithWorkers(0))
+	long := alice
+	long.Deadline = gateway.Duration(48 * time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	gw, err := gateway.New(ctx, gateway.Config{Conn: env.Connect(), Topology: env.Topology, Keys: []gateway.Key{long, bob}, Now: env.Now})
+	if err == nil {
+		t.Cleanup(gw.Close)
+		srv := httptest.NewServer(gw)
+		t.Cleanup(srv.Close)
+		b := &bundle{env: env, gw: gw, url: srv.URL}
+		t.Fatalf("the gateway started; the key's in.php answers %s", b.call(t, "in.php", append([]string{"key", long.Key}, turnstile...)...))
+	}
+	require.Contains(t, err.Error(), "alice")
+	require.Contains(t, err.Error(), "deadline")
+	require.NotContains(t, err.Error(), alice.Key, "never the secret")
+}
+
+// A caller that posts a JSON body (@2captcha/captcha-solver posts in.php
+// so, json=1 inside the body) and is refused before its body is read
+// (IP_BANNED here) is answered in JSON: its body says it speaks JSON.
+func TestRefusalOfAJSONBodyIsJSON(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *gateway.Config) { c.Admission = gateway.Admission{BadKeys: 1} }, streamtest.WithWorkers(0))
+	for range 2 {
+		b.call(t, "res.php", "key", "wrong-key-0123456789", "action", "getbalance")
+	}
+	for _, op := range []string{"in.php", "res.php"} {
+		resp, err := http.Post(b.url+"/"+op, "application/json", strings.NewReader(`{"key":"`+alice.Key+`","json":1,"action":"getbalance"}`))
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(string(body), `{"status":0,"request":"IP_BANNED"`), "%s: %s", op, body)
+	}
+}
