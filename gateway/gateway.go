@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -159,6 +160,12 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	for i, k := range cfg.Keys {
 		if err := k.Validate(); err != nil {
 			return nil, fmt.Errorf("gateway: Config.Keys[%d]: %w", i, err)
+		}
+		// The stream refuses a task whose deadline is further away than
+		// it keeps tasks: such a key's every in.php would be refused.
+		if keep := cmp.Or(cfg.Topology.Retention, stream.DefaultRetention); time.Duration(k.Deadline) > keep {
+			return nil, fmt.Errorf("gateway: Config.Keys[%d] (producer %s): deadline %s: further away than the stream's retention %s",
+				i, k.Producer, time.Duration(k.Deadline), keep)
 		}
 		h := sha256.Sum256([]byte(k.Key))
 		if g.callers[h] != nil || producers[k.Producer] {
@@ -394,6 +401,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// requests are bounded by the key's own limits instead.
 	now, addr := g.cfg.Now(), clientAddr(r)
 	q := queryForm(r)
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct == "application/json" && r.Method == http.MethodPost && q["json"] == "" {
+		// A caller that posts JSON reads JSON (its json=1 is in the
+		// body): so are the answers given before the body is read.
+		q["json"] = "1"
+	}
 	if g.admit.banned(addr, now) {
 		g.refuse(w, q, op, "IP_BANNED")
 		return
