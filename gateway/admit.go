@@ -29,8 +29,9 @@ type Admission struct {
 	// answer as above. Default 16.
 	Unauthenticated int
 	// UnauthenticatedPerAddress is how many of those turns one client
-	// address may hold at once; one more is answered at once, unread, as
-	// above, so that one address stalling its uploads cannot hold every
+	// address may hold at once; its further requests wait for one of its
+	// own (within the same UnauthenticatedWait) holding none of the
+	// others, so that one address stalling its uploads cannot hold every
 	// turn and keep out the callers that send their key in the body
 	// (2captcha-python's in.php posts its key among the form's fields).
 	// Default 2.
@@ -93,13 +94,13 @@ type admission struct {
 	unauth chan struct{}
 
 	mu      sync.Mutex
-	active  map[string]int     // requests in the gateway, by client address
-	turns   map[string]int     // turns to read a body held, by client address
-	badKeys map[string]*window // unknown keys, by client address
+	active  map[string]int        // requests in the gateway, by client address
+	turns   map[string]*addrTurns // turns to read a body, by client address
+	badKeys map[string]*window    // unknown keys, by client address
 }
 
 func newAdmission(cfg Admission) *admission {
-	a := &admission{cfg: cfg, active: map[string]int{}, turns: map[string]int{}, badKeys: map[string]*window{}}
+	a := &admission{cfg: cfg, active: map[string]int{}, turns: map[string]*addrTurns{}, badKeys: map[string]*window{}}
 	if cfg.Unauthenticated > 0 {
 		a.unauth = make(chan struct{}, cfg.Unauthenticated)
 	}
@@ -172,38 +173,69 @@ func (a *admission) sweep(now time.Time) {
 }
 
 // unauthTurn waits for a turn to read a body from addr whose key is not
-// known yet; it returns done (idempotent) to give the turn back once the
-// key is known or the request ends, or false when addr holds its share of
-// the turns already or no turn came in time.
+// known yet: one of addr's own (UnauthenticatedPerAddress), then one of
+// all (Unauthenticated). It returns done (idempotent) to give both back
+// once the key is known or the request ends, or false when none came
+// within UnauthenticatedWait. A request waiting for its address's turn
+// holds none of all, so one address's stalled uploads keep no other
+// address's out.
 func (a *admission) unauthTurn(ctx context.Context, addr string) (done func(), ok bool) {
 	if a.unauth == nil {
 		return func() {}, true
 	}
-	a.mu.Lock()
-	if a.cfg.UnauthenticatedPerAddress > 0 && a.turns[addr] >= a.cfg.UnauthenticatedPerAddress {
+	t := time.NewTimer(a.cfg.UnauthenticatedWait)
+	defer t.Stop()
+	var own *addrTurns
+	if a.cfg.UnauthenticatedPerAddress > 0 {
+		a.mu.Lock()
+		own = a.turns[addr]
+		if own == nil {
+			own = &addrTurns{ch: make(chan struct{}, a.cfg.UnauthenticatedPerAddress)}
+			a.turns[addr] = own
+		}
+		own.users++
 		a.mu.Unlock()
-		return nil, false
 	}
-	a.turns[addr]++
-	a.mu.Unlock()
-	release := func() {
+	leaveOwn := func(held bool) {
+		if own == nil {
+			return
+		}
+		if held {
+			<-own.ch
+		}
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		if a.turns[addr]--; a.turns[addr] <= 0 {
+		if own.users--; own.users == 0 {
 			delete(a.turns, addr)
 		}
 	}
-	t := time.NewTimer(a.cfg.UnauthenticatedWait)
-	defer t.Stop()
+	if own != nil {
+		select {
+		case own.ch <- struct{}{}:
+		case <-t.C:
+			leaveOwn(false)
+			return nil, false
+		case <-ctx.Done():
+			leaveOwn(false)
+			return nil, false
+		}
+	}
 	select {
 	case a.unauth <- struct{}{}:
 	case <-t.C:
-		release()
+		leaveOwn(true)
 		return nil, false
 	case <-ctx.Done():
-		release()
+		leaveOwn(true)
 		return nil, false
 	}
 	var once sync.Once
-	return func() { once.Do(func() { <-a.unauth; release() }) }, true
+	return func() { once.Do(func() { <-a.unauth; leaveOwn(true) }) }, true
+}
+
+// addrTurns are one address's turns to read a body before its key is
+// known, and how many of its requests hold or wait for one.
+type addrTurns struct {
+	ch    chan struct{}
+	users int
 }

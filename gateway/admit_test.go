@@ -97,7 +97,7 @@ func TestSlowUnauthenticatedUploadsBoundMemory(t *testing.T) {
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return answered["MAX_USER_TURN"] == n-gateway.DefaultUnauthenticatedPerAddress
+		return answered["MAX_USER_TURN"] == n-gateway.DefaultPerAddress
 	}, time.Minute, 10*time.Millisecond, "uploads over the address's count are answered unread")
 	// The gateway may still be reading what the kernel took: the peak of
 	// its live heap over the next 2 s.

@@ -305,3 +305,42 @@ func TestLaterTaskAfterRestartIsNotTheAnswer(t *testing.T) {
 		"the caller is handed the attacker's token")
 	require.Equal(t, got, after.call(t, "res.php", "key", alice.Key, "action", "get", "id", num))
 }
+
+// A caller at one address that uploads more bodies at once than its turns
+// (a script's threads, each posting an image with its key in the body)
+// waits for its address's turn and is served, not refused MAX_USER_TURN.
+func TestOneAddressUploadsOverItsTurnsWait(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, streamtest.WithWorkers(0))
+	const addr = "198.51.100.7:50000"
+	var (
+		wg     sync.WaitGroup
+		closes []func()
+	)
+	t.Cleanup(wg.Wait)
+	for range gateway.DefaultUnauthenticatedPerAddress {
+		pr, pw := io.Pipe()
+		closes = append(closes, func() { pw.Close() })
+		t.Cleanup(func() { pw.Close(); pr.Close() })
+		r := httptest.NewRequest(http.MethodPost, "/in.php", pr)
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.RemoteAddr = addr
+		wg.Add(1)
+		go func() { defer wg.Done(); b.gw.ServeHTTP(httptest.NewRecorder(), r) }()
+		_, err := pw.Write([]byte("method=base64&body=AAAA&")) // returns once the gateway reads it
+		require.NoError(t, err)
+	}
+	v := url.Values{"key": {alice.Key}}
+	for i := 0; i+1 < len(turnstile); i += 2 {
+		v.Set(turnstile[i], turnstile[i+1])
+	}
+	r := httptest.NewRequest(http.MethodPost, "/in.php", strings.NewReader(v.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.RemoteAddr = addr
+	w := httptest.NewRecorder()
+	served := make(chan struct{})
+	go func() { defer close(served); b.gw.ServeHTTP(w, r) }()
+	closes[0]() // one upload ends: its turn is free
+	<-served
+	require.True(t, strings.HasPrefix(w.Body.String(), "OK|"), w.Body.String())
+}
