@@ -344,3 +344,64 @@ func TestOneAddressUploadsOverItsTurnsWait(t *testing.T) {
 	<-served
 	require.True(t, strings.HasPrefix(w.Body.String(), "OK|"), w.Body.String())
 }
+
+// A request whose key, sent in the body, is known counts against its key's
+// limits from then on, not its address's count of requests whose key is
+// not known: a script behind one address with more requests in the gateway
+// at once than that count (here reportbad requests that a worker is slow
+// to answer, as an in.php is while the broker stores its task) is served.
+func TestKnownKeyInTheBodyLeavesTheAddressCount(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	num := b.submit(t, alice)
+	require.True(t, strings.HasPrefix(b.await(t, alice, num), "OK|"))
+	// A worker that takes every report and answers only when released.
+	release := make(chan struct{})
+	nc := b.env.Connect()
+	var held sync.WaitGroup
+	sub, err := nc.Subscribe(gateway.ReportSubject, func(m *nats.Msg) {
+		held.Add(1)
+		go func() {
+			defer held.Done()
+			<-release
+			_ = m.Respond([]byte(`{"code":"OK_REPORT_RECORDED"}`))
+		}()
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+
+	const n = gateway.DefaultPerAddress + 4
+	answers := make(chan string, n)
+	for range n {
+		go func() {
+			body := url.Values{"key": {alice.Key}, "action": {"reportbad"}, "id": {num}}.Encode()
+			r := httptest.NewRequest(http.MethodPost, "/res.php", strings.NewReader(body))
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			r.RemoteAddr = "198.51.100.7:50000"
+			w := httptest.NewRecorder()
+			b.gw.ServeHTTP(w, r)
+			answers <- w.Body.String()
+		}()
+	}
+	// Every request reaches the worker, or is answered without it.
+	var early []string
+	require.Eventually(t, func() bool {
+		for {
+			select {
+			case a := <-answers:
+				early = append(early, a)
+				continue
+			default:
+			}
+			break
+		}
+		delivered, _ := sub.Delivered()
+		return int(delivered)+len(early) == n
+	}, 20*time.Second, 10*time.Millisecond)
+	close(release)
+	require.Empty(t, early, "requests answered before the worker's answer: refused by the address's count")
+	for range n {
+		require.Equal(t, "OK_REPORT_RECORDED", <-answers)
+	}
+	held.Wait()
+}

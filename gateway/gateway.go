@@ -423,12 +423,25 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		newReplier(w, q).code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
 		return
 	case q["key"] == "":
-		leave, ok := g.admit.enter(addr)
+		enter, ok := g.admit.enter(addr)
 		if !ok {
 			g.refuse(w, q, op, "busy")
 			return
 		}
+		// Once the key in the body is known, the key's limits bound the
+		// request, as they bound one with its key in the query: it leaves
+		// its address's count then.
+		var once sync.Once
+		leave := func() { once.Do(enter) }
 		defer leave()
+		inner := known
+		known = func(key string) bool {
+			ok := inner(key)
+			if ok {
+				leave()
+			}
+			return ok
+		}
 		if r.Method == http.MethodPost && r.ContentLength != 0 {
 			done, ok := g.admit.unauthTurn(r.Context(), addr)
 			if !ok {
