@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -404,4 +405,46 @@ func TestKnownKeyInTheBodyLeavesTheAddressCount(t *testing.T) {
 		require.Equal(t, "OK_REPORT_RECORDED", <-answers)
 	}
 	held.Wait()
+}
+
+// A forged message under a gateway caller's id that names the caller's own
+// generation (Captchaq-Gen, as a worker's moved copy does, with a store
+// time; a producer reads the generation on captcha.stored.events) is not a
+// copy of that generation: the caller is answered its own task's token, and
+// one in.php is paid.
+func TestForgedCopyNamingTheCallersGenerationIsNotItsAnswer(t *testing.T) {
+	rb := newRoleBed(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: {Min: time.Second, Max: time.Second}}},
+		stream.Topology{}, nil)
+	num := rb.submit(t, alice)
+	id := "alice-" + num
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ti, err := rb.admin.TaskOf(ctx, id)
+	require.NoError(t, err)
+	require.NotZero(t, ti.Gen)
+
+	js, err := jetstream.New(rb.conn(t, "producer"))
+	require.NoError(t, err)
+	for i, subject := range []string{
+		wire.TaskSubject(stream.LaneOf("turnstile", nil), stream.PriorityHigh, id),
+		wire.TaskSubject(stream.LaneOf("turnstile", nil), stream.PriorityNormal, id),
+	} {
+		m := nats.NewMsg(subject)
+		m.Data = []byte(`{"method":"turnstile","params":{"sitekey":"0x4AAAAAAABkMYinukE8nzY","pageurl":"https://evil.example/"}}`)
+		m.Header.Set("Nats-Msg-Id", id+".moved."+strconv.Itoa(i+1))
+		m.Header.Set(wire.HeaderGen, strconv.FormatUint(ti.Gen, 10))
+		m.Header.Set(wire.HeaderSubmitted, time.Now().UTC().Format(time.RFC3339Nano))
+		_, err = js.PublishMsg(ctx, m)
+		require.NoError(t, err)
+	}
+	rb.startWorker(t, 2)
+	got := rb.await(t, alice, num)
+	require.True(t, strings.HasPrefix(got, "OK|"), "%s; outcomes under the id: %+v", got, rb.outcomesOf(t, id))
+	require.Eventually(t, func() bool { return len(rb.outcomesOf(t, id)) == 3 }, 20*time.Second, 20*time.Millisecond)
+	for _, o := range rb.outcomesOf(t, id) {
+		if o.Gen == ti.Gen {
+			require.Equal(t, stream.StatusSolved, o.Status, "the caller's generation's outcome is its own solve: %+v", o)
+		}
+	}
+	require.Equal(t, 1, rb.api.Stats().Submitted, "the forged copies are paid nothing")
 }
