@@ -369,6 +369,7 @@ func TestKnownKeyInTheBodyLeavesTheAddressCount(t *testing.T) {
 		}()
 	})
 	require.NoError(t, err)
+	require.NoError(t, nc.Flush(), "the subscription is the server's before any request")
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 
 	const n = gateway.DefaultPerAddress + 4
