@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/captchaq/captchaq/internal/httpguard"
 )
 
 // Admission bounds what a request costs before its key is known, so that
@@ -26,6 +28,14 @@ type Admission struct {
 	// Others wait their turn, up to UnauthenticatedWait, then get the same
 	// answer as above. Default 16.
 	Unauthenticated int
+	// UnauthenticatedPerAddress is how many of those turns one client
+	// address may hold at once; its further requests wait for one of its
+	// own (within the same UnauthenticatedWait) holding none of the
+	// others, so that one address stalling its uploads cannot hold every
+	// turn and keep out the callers that send their key in the body
+	// (2captcha-python's in.php posts its key among the form's fields).
+	// Default 2.
+	UnauthenticatedPerAddress int
 	// UnauthenticatedWait is how long a request waits for its turn to
 	// read its body before its key is known. Default 10 s.
 	UnauthenticatedWait time.Duration
@@ -47,6 +57,9 @@ const (
 	DefaultPerAddress = 16
 	// DefaultUnauthenticated is Admission.Unauthenticated's default.
 	DefaultUnauthenticated = 16
+	// DefaultUnauthenticatedPerAddress is
+	// Admission.UnauthenticatedPerAddress's default.
+	DefaultUnauthenticatedPerAddress = 2
 )
 
 func (a Admission) withDefaults() Admission {
@@ -55,6 +68,9 @@ func (a Admission) withDefaults() Admission {
 	}
 	if a.Unauthenticated == 0 {
 		a.Unauthenticated = DefaultUnauthenticated
+	}
+	if a.UnauthenticatedPerAddress == 0 {
+		a.UnauthenticatedPerAddress = DefaultUnauthenticatedPerAddress
 	}
 	if a.UnauthenticatedWait <= 0 {
 		a.UnauthenticatedWait = 10 * time.Second
@@ -78,26 +94,28 @@ type admission struct {
 	unauth chan struct{}
 
 	mu      sync.Mutex
-	active  map[string]int     // requests in the gateway, by client address
-	badKeys map[string]*window // unknown keys, by client address
+	active  map[string]int        // requests in the gateway, by client address
+	turns   map[string]*addrTurns // turns to read a body, by client address
+	badKeys map[string]*window    // unknown keys, by client address
 }
 
 func newAdmission(cfg Admission) *admission {
-	a := &admission{cfg: cfg, active: map[string]int{}, badKeys: map[string]*window{}}
+	a := &admission{cfg: cfg, active: map[string]int{}, turns: map[string]*addrTurns{}, badKeys: map[string]*window{}}
 	if cfg.Unauthenticated > 0 {
 		a.unauth = make(chan struct{}, cfg.Unauthenticated)
 	}
 	return a
 }
 
-// clientAddr is the address a request comes from: the connection's peer.
-// A header (X-Forwarded-For) is not trusted: anyone may send it.
+// clientAddr is the address a request comes from: the connection's peer,
+// an IPv6 one as its /64 (httpguard.ClientKey). A header (X-Forwarded-For)
+// is not trusted: anyone may send it.
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
 	}
-	return host
+	return httpguard.ClientKey(host)
 }
 
 // banned reports whether addr is banned for its unknown keys.
@@ -154,22 +172,70 @@ func (a *admission) sweep(now time.Time) {
 	}
 }
 
-// unauthTurn waits for a turn to read a body whose key is not known yet;
-// it returns done (idempotent) to give the turn back once the key is
-// known or the request ends, or false when no turn came in time.
-func (a *admission) unauthTurn(ctx context.Context) (done func(), ok bool) {
+// unauthTurn waits for a turn to read a body from addr whose key is not
+// known yet: one of addr's own (UnauthenticatedPerAddress), then one of
+// all (Unauthenticated). It returns done (idempotent) to give both back
+// once the key is known or the request ends, or false when none came
+// within UnauthenticatedWait. A request waiting for its address's turn
+// holds none of all, so one address's stalled uploads keep no other
+// address's out.
+func (a *admission) unauthTurn(ctx context.Context, addr string) (done func(), ok bool) {
 	if a.unauth == nil {
 		return func() {}, true
 	}
 	t := time.NewTimer(a.cfg.UnauthenticatedWait)
 	defer t.Stop()
+	var own *addrTurns
+	if a.cfg.UnauthenticatedPerAddress > 0 {
+		a.mu.Lock()
+		own = a.turns[addr]
+		if own == nil {
+			own = &addrTurns{ch: make(chan struct{}, a.cfg.UnauthenticatedPerAddress)}
+			a.turns[addr] = own
+		}
+		own.users++
+		a.mu.Unlock()
+	}
+	leaveOwn := func(held bool) {
+		if own == nil {
+			return
+		}
+		if held {
+			<-own.ch
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if own.users--; own.users == 0 {
+			delete(a.turns, addr)
+		}
+	}
+	if own != nil {
+		select {
+		case own.ch <- struct{}{}:
+		case <-t.C:
+			leaveOwn(false)
+			return nil, false
+		case <-ctx.Done():
+			leaveOwn(false)
+			return nil, false
+		}
+	}
 	select {
 	case a.unauth <- struct{}{}:
 	case <-t.C:
+		leaveOwn(true)
 		return nil, false
 	case <-ctx.Done():
+		leaveOwn(true)
 		return nil, false
 	}
 	var once sync.Once
-	return func() { once.Do(func() { <-a.unauth }) }, true
+	return func() { once.Do(func() { <-a.unauth; leaveOwn(true) }) }, true
+}
+
+// addrTurns are one address's turns to read a body before its key is
+// known, and how many of its requests hold or wait for one.
+type addrTurns struct {
+	ch    chan struct{}
+	users int
 }

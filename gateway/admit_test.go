@@ -47,7 +47,7 @@ func rss() uint64 {
 // 500 callers without a valid key each start an in.php upload of 1.5 MB
 // (an urlencoded base64 image whose key field would come last) and stall
 // before its last byte. The gateway's live heap stays bounded (under
-// 100 MB more than before): it reads at most Admission.PerAddress bodies
+// 100 MB more than before): it reads at most Admission.UnauthenticatedPerAddress bodies
 // from one address and Admission.Unauthenticated before their key is
 // known, and answers the rest at once, unread. A caller whose key is in
 // the query is served meanwhile.

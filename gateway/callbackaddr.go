@@ -31,12 +31,29 @@ type addrGuard struct {
 
 // nonPublic are ranges IsGlobalUnicast does not exclude that no callback
 // of a caller's has a reason to reach.
+// The ranges are IANA's special-purpose address registries' entries that
+// are not globally reachable (iana.org/assignments/iana-ipv4-special-registry,
+// iana-ipv6-special-registry), and the prefixes that carry an IPv4
+// address inside an IPv6 one.
 var nonPublic = []netip.Prefix{
-	netip.MustParsePrefix("100.64.0.0/10"), // carrier-grade NAT, RFC 6598
-	netip.MustParsePrefix("192.0.0.0/24"),  // IETF protocol assignments, RFC 6890
-	netip.MustParsePrefix("198.18.0.0/15"), // benchmarking, RFC 2544
-	netip.MustParsePrefix("64:ff9b::/96"),  // NAT64: reaches IPv4 inside
-	netip.MustParsePrefix("2002::/16"),     // 6to4: reaches IPv4 inside
+	netip.MustParsePrefix("0.0.0.0/8"),       // "this network", RFC 791
+	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT, RFC 6598
+	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments, RFC 6890
+	netip.MustParsePrefix("192.0.2.0/24"),    // documentation, RFC 5737
+	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking, RFC 2544
+	netip.MustParsePrefix("198.51.100.0/24"), // documentation, RFC 5737
+	netip.MustParsePrefix("203.0.113.0/24"),  // documentation, RFC 5737
+	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, RFC 1112
+	netip.MustParsePrefix("::/96"),           // IPv4-compatible, RFC 4291: reaches IPv4 inside
+	netip.MustParsePrefix("64:ff9b::/96"),    // NAT64: reaches IPv4 inside
+	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64, RFC 8215: reaches IPv4 inside
+	netip.MustParsePrefix("100::/64"),        // discard-only, RFC 6666
+	netip.MustParsePrefix("2001::/23"),       // IETF protocol assignments (Teredo, which reaches IPv4, among them), RFC 2928
+	netip.MustParsePrefix("2001:db8::/32"),   // documentation, RFC 3849
+	netip.MustParsePrefix("2002::/16"),       // 6to4: reaches IPv4 inside
+	netip.MustParsePrefix("3fff::/20"),       // documentation, RFC 9637
+	netip.MustParsePrefix("5f00::/16"),       // SRv6 SIDs, RFC 9602
+	netip.MustParsePrefix("fec0::/10"),       // site-local, RFC 3879: private in all but name
 }
 
 func newAddrGuard(p Pingback) (*addrGuard, error) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -159,6 +160,12 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	for i, k := range cfg.Keys {
 		if err := k.Validate(); err != nil {
 			return nil, fmt.Errorf("gateway: Config.Keys[%d]: %w", i, err)
+		}
+		// The stream refuses a task whose deadline is further away than
+		// it keeps tasks: such a key's every in.php would be refused.
+		if keep := cmp.Or(cfg.Topology.Retention, stream.DefaultRetention); time.Duration(k.Deadline) > keep {
+			return nil, fmt.Errorf("gateway: Config.Keys[%d] (producer %s): deadline %s: further away than the stream's retention %s",
+				i, k.Producer, time.Duration(k.Deadline), keep)
 		}
 		h := sha256.Sum256([]byte(k.Key))
 		if g.callers[h] != nil || producers[k.Producer] {
@@ -394,6 +401,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// requests are bounded by the key's own limits instead.
 	now, addr := g.cfg.Now(), clientAddr(r)
 	q := queryForm(r)
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct == "application/json" && r.Method == http.MethodPost && q["json"] == "" {
+		// A caller that posts JSON reads JSON (its json=1 is in the
+		// body): so are the answers given before the body is read.
+		q["json"] = "1"
+	}
 	if g.admit.banned(addr, now) {
 		g.refuse(w, q, op, "IP_BANNED")
 		return
@@ -411,14 +423,27 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		newReplier(w, q).code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
 		return
 	case q["key"] == "":
-		leave, ok := g.admit.enter(addr)
+		enter, ok := g.admit.enter(addr)
 		if !ok {
 			g.refuse(w, q, op, "busy")
 			return
 		}
+		// Once the key in the body is known, the key's limits bound the
+		// request, as they bound one with its key in the query: it leaves
+		// its address's count then.
+		var once sync.Once
+		leave := func() { once.Do(enter) }
 		defer leave()
+		inner := known
+		known = func(key string) bool {
+			ok := inner(key)
+			if ok {
+				leave()
+			}
+			return ok
+		}
 		if r.Method == http.MethodPost && r.ContentLength != 0 {
-			done, ok := g.admit.unauthTurn(r.Context())
+			done, ok := g.admit.unauthTurn(r.Context(), addr)
 			if !ok {
 				g.refuse(w, q, op, "busy")
 				return

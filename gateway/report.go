@@ -34,6 +34,11 @@ type reportRequest struct {
 	Task      string `json:"task"`       // the captchaq task id
 	CaptchaID string `json:"captcha_id"` // the service's id of its answer
 	Good      bool   `json:"good"`
+	// Gen is the generation (stream sequence) the caller's submission
+	// got, when the gateway knows it: the captcha id is that
+	// generation's answer, whatever was submitted under the id since. 0:
+	// the latest submission under the id.
+	Gen uint64 `json:"gen,omitempty"`
 }
 
 // reportReply is a worker's answer: the service's code (OK_REPORT_RECORDED
@@ -116,13 +121,21 @@ func report(ctx context.Context, c *stream.Client, r Reporter, data []byte, log 
 	case err != nil:
 		log.Warn("report: read task", slog.String("task_id", req.Task), slog.Any("error", err))
 		return reportReply{Code: "ERROR_REPORT_NOT_RECORDED", Text: "the task could not be read: retry"}
-	case ti.Status != stream.TaskDone:
+	case req.Gen == 0 && ti.Status != stream.TaskDone:
 		return reportReply{Code: "ERROR_REPORT_NOT_RECORDED", Text: "the task has no answer yet"}
 	}
 	// The captcha reported is the one the task's own outcome names, never
 	// only the request's word: any producer may send a request, and the
-	// account's other answers are not its to report.
-	out, err := c.Wait(ctx, req.Task)
+	// account's other answers are not its to report. With a generation,
+	// that generation's outcome: a later submission under the id (any
+	// producer may make one once the duplicate window has passed) is not
+	// the caller's.
+	var out stream.Outcome
+	if req.Gen != 0 {
+		out, err = c.WaitReceipt(ctx, stream.Receipt{ID: req.Task, Seq: req.Gen})
+	} else {
+		out, err = c.Wait(ctx, req.Task)
+	}
 	switch {
 	case out.CaptchaID == "" && err != nil && !errors.Is(err, stream.ErrTokenExpired):
 		log.Warn("report: read outcome", slog.String("task_id", req.Task), slog.Any("error", err))
@@ -159,7 +172,7 @@ func (g *Gateway) forwardReport(ctx context.Context, c *caller, num string, good
 		rep.code("ERROR_REPORT_NOT_RECORDED", "the task's outcome names no captcha of the service's")
 		return
 	}
-	b, _ := json.Marshal(reportRequest{Task: taskID(c.Producer, num), CaptchaID: a.captchaID, Good: good})
+	b, _ := json.Marshal(reportRequest{Task: taskID(c.Producer, num), CaptchaID: a.captchaID, Good: good, Gen: a.gen})
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout+5*time.Second)
 	defer cancel()
 	m, err := g.cfg.Conn.RequestWithContext(rctx, ReportSubject, b)

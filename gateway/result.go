@@ -23,6 +23,7 @@ type answer struct {
 	ua         string          // the user agent the token is bound to
 	uaField    string          // useragent or user_agent
 	captchaID  string          // the service's id of the answer
+	gen        uint64          // the generation answered, when the gateway knows it
 }
 
 const notReady = "CAPCHA_NOT_READY" // spelled as the service spells it
@@ -103,8 +104,9 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 		out         stream.Outcome
 		method      string
 	)
+	var gen uint64
 	if e != nil {
-		known, done, out, method = true, e.done, e.out, e.method
+		known, done, out, method, gen = true, e.done, e.out, e.method, e.gen
 	}
 	past, forgot := g.past[id]
 	g.mu.Unlock()
@@ -112,7 +114,9 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 	case known && !done:
 		return answer{code: notReady}
 	case known:
-		return g.answerOf(out, method, now)
+		a := g.answerOf(out, method, now)
+		a.gen = gen
+		return a
 	}
 	// Not in memory (forgotten, or submitted before a restart): the
 	// stream knows. A forgotten task's generation is known, and only its
@@ -144,7 +148,11 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 		g.log.Warn("res.php: read outcome", slog.String("producer", c.Producer), slog.Any("error", err))
 		return answer{code: "ERROR_SERVER_ERROR", text: "the queue could not be read: retry"}
 	}
-	return g.answerOf(out, ti.Method, now)
+	a := g.answerOf(out, ti.Method, now)
+	if forgot {
+		a.gen = past.gen
+	}
+	return a
 }
 
 // answerOf is res.php's answer for an outcome.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -150,7 +151,23 @@ func hostOf(a net.Addr) string {
 	if err != nil {
 		return a.String()
 	}
-	return host
+	return ClientKey(host)
+}
+
+// ClientKey is what per-address bounds count a client address host under:
+// an IPv4 address (an IPv4-mapped IPv6 one unmapped) as itself, an IPv6
+// address as its /64, the network one subscriber is given and chooses
+// every address of (RFC 6177), so that rotating addresses within it
+// passes no bound; anything else as it is.
+func ClientKey(host string) string {
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	if ip = ip.Unmap(); ip.Is4() {
+		return ip.String()
+	}
+	return netip.PrefixFrom(ip.WithZone(""), 64).Masked().String()
 }
 
 // conn gives its listener's counts back once, when closed.

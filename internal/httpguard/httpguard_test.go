@@ -121,3 +121,20 @@ func TestBudget(t *testing.T) {
 }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// Per-address bounds count an IPv6 client by its /64 (every address of
+// which one subscriber may use), an IPv4 one by its address, however
+// written.
+func TestClientKeyGroupsIPv6By64(t *testing.T) {
+	for host, want := range map[string]string{
+		"203.0.113.9":             "203.0.113.9",
+		"::ffff:203.0.113.9":      "203.0.113.9",
+		"2001:db8:7:8::1":         "2001:db8:7:8::/64",
+		"2001:db8:7:8:ffff::abcd": "2001:db8:7:8::/64",
+		"fe80::1%eth0":            "fe80::/64",
+		"not-an-address":          "not-an-address",
+	} {
+		require.Equal(t, want, httpguard.ClientKey(host), host)
+	}
+	require.NotEqual(t, httpguard.ClientKey("2001:db8:7:8::1"), httpguard.ClientKey("2001:db8:7:9::1"))
+}
