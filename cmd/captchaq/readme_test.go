@@ -78,6 +78,19 @@ func TestREADMEShellBlocks(t *testing.T) {
 		require.Contains(t, got, want)
 	}
 	require.NotContains(t, got, "real API", "nothing reaches the paid service")
+	// What the README says the emulator was paid is what it printed as
+	// the walkthrough stopped it.
+	money := 0
+	for _, block := range shellBlocks(string(readme), "text") {
+		if !strings.HasPrefix(block, "fakeapi: ") {
+			continue
+		}
+		for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+			require.Contains(t, got, line, "the README's money lines")
+			money++
+		}
+	}
+	require.Positive(t, money, "the README shows what the emulator was paid")
 }
 
 // shellBlocks returns the contents of the blocks fenced ```lang.
