@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -24,9 +25,11 @@ import (
 )
 
 // Whatever a producer publishes under captcha.tasks.> (any subject, any
-// headers, any body), every message the stream accepts ends with exactly
-// one outcome of its own generation, and every paid solve is the message's
-// own task. The random test runs a fresh mix on every run (the seed is
+// headers, any body), every message the stream accepts ends: with exactly
+// one outcome of its own generation, or, for a forged message past the
+// worker's budget (docs/security.md, "Floods of forged messages"), ended
+// without a record and counted as forged; and every paid solve is the
+// message's own task. The random test runs a fresh mix on every run (the seed is
 // logged; CAPTCHAQ_FUZZ_SEED replays one); FuzzTaskMessage lets `go test
 // -fuzz FuzzTaskMessage ./stream/` search for more.
 
@@ -38,6 +41,10 @@ type fuzzRig struct {
 	tokens jetstream.Stream
 	mu     sync.Mutex
 	solved map[string]int // solves by site key
+	// forged counts the forged messages the worker ended (recorded or not),
+	// unrecorded those the rig saw end without an outcome, recorded those
+	// that ended with an INVALID_ENVELOPE outcome.
+	forged, unrecorded, recorded atomic.Int64
 }
 
 func newFuzzRig(t testing.TB) *fuzzRig {
@@ -58,6 +65,11 @@ func newFuzzRig(t testing.TB) *fuzzRig {
 	wnc, err := nats.Connect("", nats.InProcessServer(ns))
 	require.NoError(t, err)
 	w, err := NewWorker(ctx, wnc, WorkerConfig{Topology: top, Threads: 8, IdleCheck: 20 * time.Millisecond,
+		Observer: ObserverFunc(func(o Observation) {
+			if o.Kind == ObservedForged {
+				r.forged.Add(1)
+			}
+		}),
 		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
@@ -109,20 +121,49 @@ func (r *fuzzRig) publish(t testing.TB, m fuzzMsg) uint64 {
 	return ack.Sequence
 }
 
-// check waits for the outcome of generation gen of the message published on
-// subject and checks it is the only one, and that a solved outcome is the
-// message's own task's.
+// check waits for generation gen of the message published on subject to
+// end: with its one outcome, whose solve, if any, is the message's own task
+// (sitekey), or, ended as a forged message past the budget, with none. The
+// latter are counted (unrecorded), and checkForged holds them to what the
+// worker says it ended as forged.
 func (r *fuzzRig) check(t testing.TB, subject string, gen uint64, sitekey string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	id := wire.IDFromSubject(subject)
-	out := waitOutcome(ctx, t, r.s, id, gen)
+	var got []Outcome
+	require.Eventually(t, func() bool {
+		// The outcome is written before the message is erased: a message
+		// gone with no outcome has none.
+		if got = outcomesOf(ctx, t, r.s, id, gen); len(got) > 0 {
+			return true
+		}
+		_, err := r.s.GetMsg(ctx, gen)
+		return errors.Is(err, jetstream.ErrMsgNotFound) && len(outcomesOf(ctx, t, r.s, id, gen)) == 0
+	}, 20*time.Second, 20*time.Millisecond, "message %d on %s neither has an outcome nor was ended", gen, subject)
+	if len(got) == 0 {
+		r.unrecorded.Add(1)
+		return
+	}
+	require.Len(t, got, 1, "exactly one outcome for %s generation %d", id, gen)
+	out := got[0]
+	if out.Error == wire.CodeInvalidEnvelope {
+		r.recorded.Add(1)
+	}
 	if out.Status == StatusSolved && sitekey != "" {
 		tok, found, err := readToken(ctx, r.tokens, id, gen)
 		require.NoError(t, err)
 		require.True(t, found, "message %d on %s: no token", gen, subject)
 		require.Equal(t, `"tok-`+sitekey+`"`, string(tok.Solution), "message %d on %s got another task's token", gen, subject)
 	}
+}
+
+// checkForged requires every message that ended without an outcome to be
+// one the worker ended as forged: no valid task is dropped unrecorded.
+func (r *fuzzRig) checkForged(t testing.TB) {
+	unrecorded, forged, recorded := r.unrecorded.Load(), r.forged.Load(), r.recorded.Load()
+	require.LessOrEqual(t, unrecorded, forged-recorded,
+		"%d messages ended without an outcome, but the worker ended only %d forged ones without a record (%d forged, %d recorded)",
+		unrecorded, forged-recorded, forged, recorded)
 }
 
 // randomMsg makes the n-th message of a run: a mix of valid tasks and every
@@ -194,16 +235,18 @@ func TestRandomTaskMessagesEachEndOnce(t *testing.T) {
 	for _, a := range got {
 		r.check(t, a.subject, a.gen, a.sitekey)
 	}
+	r.checkForged(t)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, n := range r.solved {
 		require.Equal(t, 1, n, "site key %s solved %d times", k, n)
 	}
-	t.Logf("%d messages accepted, %d solved", len(got), len(r.solved))
+	t.Logf("%d messages accepted, %d solved, %d forged ended without a record", len(got), len(r.solved), r.unrecorded.Load())
 }
 
 // FuzzTaskMessage publishes one message per input under captcha.tasks.> and
-// checks that, if the stream accepts it, it ends with exactly one outcome.
+// checks that, if the stream accepts it, it ends with exactly one outcome,
+// or as a forged message counted past the budget.
 func FuzzTaskMessage(f *testing.F) {
 	f.Add("fast.normal.f1", "f1", "", `{"method":"turnstile","params":{"sitekey":"0xF","pageurl":"https://a.example/"}}`)
 	f.Add("fast.normal.f2", "result.f1.3", "", `{"method":"turnstile","params":{"sitekey":"0xF","pageurl":"https://a.example/"}}`)
@@ -227,6 +270,7 @@ func FuzzTaskMessage(f *testing.F) {
 		}
 		if gen := rig.publish(t, m); gen > 0 {
 			rig.check(t, m.subject, gen, sitekey)
+			rig.checkForged(t)
 		}
 	})
 }
