@@ -1,0 +1,69 @@
+package stream
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/internal/logbuf"
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+)
+
+// A captcha handed back by a worker whose clock is right is resumed by a
+// worker whose clock is three minutes ahead: the resumed captcha is as old
+// as it is on the broker's clock, not three minutes older, so it is polled
+// until its answer comes instead of given up as past its wait and paid
+// again.
+func TestResumeByAWorkerWithAnotherClockPaysOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	var logs logbuf.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	api := fakeapi.New(fakeapi.Config{BurstLimit: 1 << 20, SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: fixed(3 * time.Second)}})
+	apiURL, stopAPI, err := fakeapi.ServeLocal(api)
+	require.NoError(t, err)
+	t.Cleanup(stopAPI)
+	// MaxWait 20 s (1000 s scaled by 0.02): far more than the solve's 3 s,
+	// far less than the second worker's 3 minutes of skew.
+	timing := solver.Timing{Scale: 0.02, Fixed: true, MaxCalls: 1000, MaxWait: map[string]time.Duration{solver.KindTurnstile: 1000 * time.Second}}
+	right, err := solver.NewClient(solver.Config{BaseURL: apiURL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+		Timing: timing, Logger: log})
+	require.NoError(t, err)
+	first := b.startWorker(t, WorkerConfig{Solver: right, Threads: 1, ShutdownGrace: time.Millisecond})
+	r, err := b.client.Submit(ctx, turnstileTask("skewed-resume"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st := api.Stats()
+		return st.Submitted == 1 && len(st.ResCallsPerCaptcha) == 1
+	}, 20*time.Second, time.Millisecond, "the captcha was never polled")
+	first.stop()
+	require.Eventually(t, func() bool {
+		evs := b.events(t, "skewed-resume")
+		return len(evs) > 0 && evs[len(evs)-1].Kind == EventHandback
+	}, 20*time.Second, 10*time.Millisecond, "the stopping worker handed nothing back")
+
+	ahead := func() time.Time { return time.Now().Add(3 * time.Minute) }
+	skewed, err := solver.NewClient(solver.Config{BaseURL: apiURL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+		Timing: timing, Logger: log, Now: ahead})
+	require.NoError(t, err)
+	b.startWorker(t, WorkerConfig{Solver: skewed, Threads: 1, Logger: log, Now: ahead})
+	out, err := b.client.Wait(ctx, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, StatusSolved, out.Status, "%+v", out)
+	st := api.Stats()
+	require.Equal(t, 1, st.Submitted, "paid once: %v", kinds(b.events(t, "skewed-resume")))
+	require.Len(t, st.PerTask, 1, "%v", st.PerTask)
+	for k, n := range st.PerTask {
+		require.Equal(t, 1, n, "task %s paid once", k)
+	}
+	require.Equal(t, 1, out.Attempts, "%+v", out)
+}
