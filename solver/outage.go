@@ -109,6 +109,7 @@ type outage struct {
 	warnFrom time.Duration
 	stall    time.Duration
 	probeAt  time.Time     // the next probe may go then
+	planned  time.Time     // when probeAt was planned: a clock read before it went back
 	probeGap time.Duration // the wait before the next probe after this one
 	probing  bool
 	replied  time.Time // the last reply of any kind
@@ -131,7 +132,7 @@ func (o *outage) fail(ctx context.Context, log *slog.Logger, what string, now ti
 	start := o.since.IsZero()
 	if start {
 		o.since, o.warned = now, now
-		o.probeAt, o.probeGap = now.Add(probeFirst), 2*probeFirst
+		o.probeAt, o.probeGap, o.planned = now.Add(probeFirst), 2*probeFirst, now
 	}
 	o.last = what
 	lasted := now.Sub(o.since)
@@ -194,6 +195,13 @@ func (o *outage) stalled(ctx context.Context, log *slog.Logger, sent time.Time, 
 func (o *outage) probe(now time.Time) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.planned.Sub(now) > clockBack {
+		// The clock went back since the probe was planned: the time to
+		// the probe can no longer be told from it, and waiting for the
+		// clock to reach probeAt again could take as long as the jump.
+		// The probe is due now; the next is planned from the new reading.
+		o.probeAt, o.planned = now, now
+	}
 	if o.since.IsZero() || o.probing || now.Before(o.probeAt) {
 		return false
 	}
@@ -206,7 +214,7 @@ func (o *outage) probed(now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.probing = false
-	o.probeAt = now.Add(o.probeGap)
+	o.probeAt, o.planned = now.Add(o.probeGap), now
 	o.probeGap = min(2*o.probeGap, probeMax)
 }
 
