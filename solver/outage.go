@@ -114,6 +114,7 @@ type outage struct {
 	probing  bool
 	replied  time.Time // the last reply of any kind
 	fives    int       // HTTP 5xx replies in a row
+	inFives  int       // HTTP 5xx replies of in.php in a row, whatever res.php answered between
 	held     func() int
 }
 
@@ -152,22 +153,35 @@ func (o *outage) fail(ctx context.Context, log *slog.Logger, what string, now ti
 	}
 }
 
-// reply records an HTTP reply with status. A 5xx is no answer from the
-// service itself: a run of serverErrorsInARow of them begins an outage;
-// any other reply ends the outage, if any.
-func (o *outage) reply(ctx context.Context, log *slog.Logger, status int, now time.Time) {
+// reply records an HTTP reply of op with status. A 5xx is no answer from
+// the service itself: a run of serverErrorsInARow of them begins an
+// outage, and so does such a run from in.php alone, whatever res.php
+// answered between (the polls of captchas the service holds get replies
+// while it takes none: an outage of submissions, which spends no task's
+// attempt); any other reply ends the outage, if any, and the next in.php
+// 5xx begins it again.
+func (o *outage) reply(ctx context.Context, log *slog.Logger, op string, status int, now time.Time) {
 	o.mu.Lock()
 	o.replied = now
 	if status >= 500 {
 		o.fives++
-		n := o.fives
+		if op == "in.php" {
+			o.inFives++
+		}
+		n, in := o.fives, o.inFives
 		o.mu.Unlock()
-		if n >= serverErrorsInARow {
+		switch {
+		case n >= serverErrorsInARow:
 			o.fail(ctx, log, fmt.Sprintf("HTTP %d from %s, %d replies in a row with a 5xx status", status, o.host, n), now)
+		case op == "in.php" && in >= serverErrorsInARow:
+			o.fail(ctx, log, fmt.Sprintf("HTTP %d from %s, %d in.php replies in a row with a 5xx status", status, o.host, in), now)
 		}
 		return
 	}
 	o.fives = 0
+	if op == "in.php" {
+		o.inFives = 0
+	}
 	was, lasted := !o.since.IsZero(), now.Sub(o.since)
 	o.since, o.last, o.warned = time.Time{}, "", time.Time{}
 	o.mu.Unlock()

@@ -145,7 +145,7 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 		}
 		return 0, nil, "", c.scrub(newError(op, CodeNetwork, err))
 	}
-	c.outage.reply(ctx, c.log, resp.StatusCode, c.now())
+	c.outage.reply(ctx, c.log, op, resp.StatusCode, c.now())
 	defer resp.Body.Close()
 	b, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
