@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,4 +89,100 @@ func TestServerErrorsOnlyOnInPHPSpendNoAttempt(t *testing.T) {
 		require.Equal(t, retry.Capacity.String(), cl, "submission %d of %v", i+3, classes)
 	}
 	require.Zero(t, api.Stats().Submitted, "nothing paid")
+}
+
+// res.php misbehaves for the first polls of a captcha the service accepted,
+// each way a service (or what stands before it) does: the captcha is kept
+// and polled until the service answers, and paid once.
+func TestHostileResPHPPaysOnce(t *testing.T) {
+	t.Parallel()
+	modes := map[string]func(w http.ResponseWriter){
+		"html-200": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = w.Write([]byte("<!DOCTYPE html><html><body>Attention Required! | Cloudflare</body></html>"))
+		},
+		"cut-mid-json": func(w http.ResponseWriter) {
+			conn, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n{\"status\":1,\"requ")
+			_ = buf.Flush()
+			_ = conn.Close()
+		},
+		"slow-body": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			for _, b := range []byte(`{"status":0,"request":"CAPCHA_NOT_READY"}`) {
+				_, _ = w.Write([]byte{b})
+				_ = http.NewResponseController(w).Flush()
+				time.Sleep(20 * time.Millisecond)
+			}
+		},
+		"http-429": func(w http.ResponseWriter) { http.Error(w, "Too Many Requests", http.StatusTooManyRequests) },
+		"http-502": func(w http.ResponseWriter) { http.Error(w, "<html>502 Bad Gateway</html>", http.StatusBadGateway) },
+		"error-1005": func(w http.ResponseWriter) {
+			_, _ = w.Write([]byte(`{"status":0,"request":"ERROR: 1005"}`))
+		},
+		"empty-200": func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK) },
+		"garbage":   func(w http.ResponseWriter) { _, _ = w.Write([]byte("\x00\xff\xfe OK| nonsense")) },
+	}
+	for name, mode := range modes {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			api := fakeapi.New(fakeapi.Config{TimeScale: 0.001})
+			var bad atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/res.php" && bad.Add(1) <= 4 {
+					mode(w)
+					return
+				}
+				api.ServeHTTP(w, r)
+			}))
+			t.Cleanup(srv.Close)
+			c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+				Timing: solver.Timing{Scale: 0.01, Fixed: true, NoBatch: true, MaxWait: map[string]time.Duration{solver.KindTurnstile: 500 * time.Second}}})
+			require.NoError(t, err)
+			var ids []solver.Accepted
+			ctx := solver.WithAccepted(ctxT(t), func(a solver.Accepted) { ids = append(ids, a) })
+			a, err := c.Solve(ctx, turnstile("https://shop.example/"))
+			require.NoError(t, err)
+			require.NotEmpty(t, a.Solution)
+			st := api.Stats()
+			require.Equal(t, 1, st.Submitted, "paid once")
+			require.Equal(t, 1, st.Solved)
+			require.Len(t, ids, 1)
+			require.Equal(t, ids[0].ID, a.CaptchaID, "the captcha accepted is the one answered")
+			require.GreaterOrEqual(t, bad.Load(), int32(5), "the service misbehaved on 4 polls first")
+		})
+	}
+}
+
+// The service's ids change between in.php and res.php (or it forgets them
+// at once): every poll says ERROR_WRONG_CAPTCHA_ID. A fresh captcha is
+// given up with that word, paid once; a resumed one is submitted anew once,
+// and the new one given up too: never a loop of payments.
+func TestIDsThatChangeAreNeverALoopOfPayments(t *testing.T) {
+	t.Parallel()
+	api := fakeapi.New(fakeapi.Config{TimeScale: 0.001})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/res.php" {
+			_, _ = w.Write([]byte(`{"status":0,"request":"ERROR_WRONG_CAPTCHA_ID"}`))
+			return
+		}
+		api.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+		Timing: solver.Timing{Scale: 0.01, Fixed: true, NoBatch: true}})
+	require.NoError(t, err)
+	_, err = c.Solve(ctxT(t), turnstile("https://shop.example/"))
+	require.True(t, solver.CaptchaUnknown(err), "%v", err)
+	require.Equal(t, 1, api.Stats().Submitted)
+
+	req := turnstile("https://shop.example/")
+	req.CaptchaID = "73100000001"
+	_, err = c.Solve(ctxT(t), req)
+	require.True(t, solver.CaptchaUnknown(err), "%v", err)
+	require.Equal(t, 2, api.Stats().Submitted, "the resumed captcha replaced once, not again")
 }
