@@ -2,6 +2,10 @@ package stream
 
 import (
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,4 +70,51 @@ func TestResumeByAWorkerWithAnotherClockPaysOnce(t *testing.T) {
 		require.Equal(t, 1, n, "task %s paid once", k)
 	}
 	require.Equal(t, 1, out.Attempts, "%+v", out)
+}
+
+// The service accepts a captcha and its in.php reply is cut mid-JSON: no
+// one can know the captcha's id, so the task is submitted again (paid
+// twice: the one case the worker guarantees do not cover), and its trace
+// says that the failed attempt's captcha may have been paid.
+func TestInPHPReplyCutSaysItMayHaveBeenPaid(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	api := fakeapi.New(fakeapi.Config{BurstLimit: 1 << 20, SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: fixed(100 * time.Millisecond)}})
+	var cut atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/in.php" || !cut.CompareAndSwap(false, true) {
+			api.ServeHTTP(w, r)
+			return
+		}
+		// The service takes the captcha (and is paid), and the reply
+		// is lost on the way.
+		api.ServeHTTP(httptest.NewRecorder(), r)
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{\"status\":1,\"req")
+		_ = buf.Flush()
+		_ = conn.Close()
+	}))
+	t.Cleanup(srv.Close)
+	sc, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+		Timing: solver.Timing{Scale: 0.01, Fixed: true}})
+	require.NoError(t, err)
+	b.startWorker(t, WorkerConfig{Solver: sc, Threads: 1})
+	out, err := b.client.Solve(ctx, turnstileTask("cut-reply"))
+	require.NoError(t, err)
+	require.Equal(t, StatusSolved, out.Status, "%+v", out)
+	st := api.Stats()
+	require.Equal(t, 2, st.Submitted, "the captcha whose reply was lost, and the one solved")
+	tr, err := b.client.Trace(ctx, "cut-reply")
+	require.NoError(t, err)
+	var said bool
+	var all []string
+	for _, e := range tr {
+		all = append(all, e.Kind+": "+e.Detail)
+		said = said || e.Kind == string(EventRetry) && strings.Contains(e.Detail, "may have been paid")
+	}
+	require.True(t, said, "the retry says its captcha may have been paid:\n%s", strings.Join(all, "\n"))
 }

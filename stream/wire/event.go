@@ -105,7 +105,9 @@ type Event struct {
 	// task message itself is deleted once the task is done.
 	Submitted time.Time `json:"submitted,omitzero"`
 	Client    string    `json:"client,omitempty"`
-	// Detail says more about a dead letter (what is wrong with an invalid task).
+	// Detail says more about a dead letter (what is wrong with an invalid
+	// task), or about a retry, snooze or handback whose in.php reply was
+	// lost (the captcha it submitted may have been paid).
 	Detail string `json:"detail,omitempty"`
 	// Host is the host of the task's page URL (never the whole URL).
 	Host string `json:"host,omitempty"`

@@ -214,6 +214,11 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 			nx.ev.AcceptedAt = d.brokerTime(d.captcha.At)
 		}
 	}
+	if (nx.kind == nextRetry || nx.kind == nextHandback) && solver.MayBePaid(serr) {
+		// The service may have taken the captcha with its reply lost: no
+		// one knows its id, and the next attempt submits again.
+		nx.ev.Detail = mayBePaid
+	}
 	patience := d.x.AckWait
 	if nx.kind == nextSolved {
 		patience = 0
@@ -257,6 +262,10 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 		d.x.Refused(nx.ev.Code)
 	}
 }
+
+// mayBePaid is the detail of an attempt's end whose in.php reply was lost
+// (solver.MayBePaid).
+const mayBePaid = "in.php's reply was lost: the captcha it submitted may have been paid"
 
 // withPatience is ctx bounded by patience, or only cancelable without one.
 func withPatience(ctx context.Context, patience time.Duration) (context.Context, context.CancelFunc) {
