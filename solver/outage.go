@@ -159,8 +159,7 @@ func (o *outage) fail(ctx context.Context, log *slog.Logger, what string, now ti
 // answered between (the polls of captchas the service holds get replies
 // while it takes none: an outage of submissions, which spends no task's
 // attempt); any other reply ends the outage, if any, and the next in.php
-// 5xx begins it again. An in.php reply ends the in.php run only once it is
-// read as one (inAnswered).
+// 5xx begins it again.
 func (o *outage) reply(ctx context.Context, log *slog.Logger, op string, status int, now time.Time) {
 	o.mu.Lock()
 	o.replied = now
@@ -180,6 +179,9 @@ func (o *outage) reply(ctx context.Context, log *slog.Logger, op string, status 
 		return
 	}
 	o.fives = 0
+	if op == "in.php" {
+		o.inFails = 0
+	}
 	was, lasted := !o.since.IsZero(), now.Sub(o.since)
 	o.since, o.last, o.warned = time.Time{}, "", time.Time{}
 	o.mu.Unlock()
@@ -189,30 +191,20 @@ func (o *outage) reply(ctx context.Context, log *slog.Logger, op string, status 
 	}
 }
 
-// inNoReply records an in.php call that got no reply of the service's:
-// its connection cut without one (reset, closed), or a body that is no
-// reply (a front's HTML page): what says which. A run of
-// serverErrorsInARow of them, or of them and 5xx replies, with no in.php
-// reply read between, is an outage of submissions, as a run of 5xx is. It
-// reports whether the outage is on.
-func (o *outage) inNoReply(ctx context.Context, log *slog.Logger, what string, now time.Time) bool {
+// inCut records an in.php call whose connection was cut without a reply
+// (reset, closed): a run of serverErrorsInARow of them, or of them and
+// 5xx replies, with no other in.php reply between, is an outage of
+// submissions, as a run of 5xx is. It reports whether the outage is on.
+func (o *outage) inCut(ctx context.Context, log *slog.Logger, now time.Time) bool {
 	o.mu.Lock()
 	o.inFails++
 	n := o.inFails
 	o.mu.Unlock()
 	if n >= serverErrorsInARow {
-		o.fail(ctx, log, fmt.Sprintf("in.php at %s: %s, %d in.php calls in a row without a reply", o.host, what, n), now)
+		o.fail(ctx, log, fmt.Sprintf("in.php at %s cut the connection without a reply, %d in.php calls in a row without one", o.host, n), now)
 		return true
 	}
 	return false
-}
-
-// inAnswered records an in.php reply read as one (a captcha id or an
-// error code): the run of in.php calls without a reply, if any, is over.
-func (o *outage) inAnswered() {
-	o.mu.Lock()
-	o.inFails = 0
-	o.mu.Unlock()
 }
 
 // stalled is run StallAfter after a call was sent that has no reply yet:

@@ -219,36 +219,3 @@ func TestCutInPHPConnectionsSpendNoAttempt(t *testing.T) {
 	}
 	require.Zero(t, api.Stats().Submitted, "nothing paid")
 }
-
-// in.php answers a front's HTML page with status 200 (a challenge page in
-// the way) while res.php answers: a run of them is an outage of
-// submissions, so a task spends no attempt on each; none reached the
-// service: nothing is paid.
-func TestHTMLPagesFromInPHPSpendNoAttempt(t *testing.T) {
-	t.Parallel()
-	api := fakeapi.New(fakeapi.Config{TimeScale: 0.001})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/in.php" {
-			w.Header().Set("Content-Type", "text/html")
-			_, _ = w.Write([]byte("<!DOCTYPE html><html><body>Just a moment...</body></html>"))
-			return
-		}
-		api.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1})
-	require.NoError(t, err)
-	var classes []string
-	for range 6 {
-		_, err := c.Submit(ctxT(t), turnstile("https://shop.example/"))
-		require.Error(t, err)
-		require.True(t, solver.MayBePaid(err) || solver.CodeOf(err) == solver.CodeUnreachable, "%v", err)
-		classes = append(classes, solver.ClassOf(err).String())
-		_, ferr := c.Fetch(ctxT(t), "1234567")
-		require.NotEqual(t, retry.Transient, solver.ClassOf(ferr), "%v", ferr)
-	}
-	for i, cl := range classes[2:] {
-		require.Equal(t, retry.Capacity.String(), cl, "submission %d of %v", i+3, classes)
-	}
-	require.Zero(t, api.Stats().Submitted, "nothing paid")
-}

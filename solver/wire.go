@@ -84,17 +84,8 @@ func (c *Client) call(ctx context.Context, op string, body []byte, ctype string)
 // callParsed parses one reply of op; loc is its Location header.
 func (c *Client) callParsed(op string, status int, b []byte, loc string) (reply, error) {
 	r, err := parseReply(op, status, b, c.key)
-	var e *Error
-	switch {
-	case op != "in.php" || status >= 500:
-	case err == nil || errors.As(err, &e) && e.Code != CodeBadReply:
-		c.outage.inAnswered()
-	case c.outage.inNoReply(context.Background(), c.log, "a body that is no reply ("+e.Code+")", c.now()):
-		// A run of bodies that are no reply (a front's page in the way):
-		// the service takes no captcha, an outage of submissions.
-		e.Code = CodeUnreachable
-	}
 	if err != nil {
+		var e *Error
 		if errors.As(err, &e) {
 			e.Class = c.service.Classify(e.Code)
 			if status >= 500 && c.outage.active() {
@@ -152,7 +143,7 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 			// task's.
 			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, err).replyLost())
 		}
-		if op == "in.php" && c.outage.inNoReply(ctx, c.log, "the connection was cut without a reply", c.now()) {
+		if op == "in.php" && c.outage.inCut(ctx, c.log, c.now()) {
 			// A run of in.php calls cut without a reply: the service
 			// takes no captcha, an outage of submissions.
 			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, err).replyLost())
