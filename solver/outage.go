@@ -114,7 +114,7 @@ type outage struct {
 	probing  bool
 	replied  time.Time // the last reply of any kind
 	fives    int       // HTTP 5xx replies in a row
-	inFails  int       // in.php calls in a row answered 5xx or cut without a reply, whatever res.php answered between
+	inFives  int       // HTTP 5xx replies of in.php in a row, whatever res.php answered between
 	held     func() int
 }
 
@@ -166,9 +166,9 @@ func (o *outage) reply(ctx context.Context, log *slog.Logger, op string, status 
 	if status >= 500 {
 		o.fives++
 		if op == "in.php" {
-			o.inFails++
+			o.inFives++
 		}
-		n, in := o.fives, o.inFails
+		n, in := o.fives, o.inFives
 		o.mu.Unlock()
 		switch {
 		case n >= serverErrorsInARow:
@@ -180,7 +180,7 @@ func (o *outage) reply(ctx context.Context, log *slog.Logger, op string, status 
 	}
 	o.fives = 0
 	if op == "in.php" {
-		o.inFails = 0
+		o.inFives = 0
 	}
 	was, lasted := !o.since.IsZero(), now.Sub(o.since)
 	o.since, o.last, o.warned = time.Time{}, "", time.Time{}
@@ -189,22 +189,6 @@ func (o *outage) reply(ctx context.Context, log *slog.Logger, op string, status 
 		log.LogAttrs(ctx, slog.LevelWarn, "the solving service answers again: submissions resume at the service's rate",
 			slog.String("host", o.host), slog.Duration("after", lasted.Round(time.Second)), slog.Int("held", o.held()))
 	}
-}
-
-// inCut records an in.php call whose connection was cut without a reply
-// (reset, closed): a run of serverErrorsInARow of them, or of them and
-// 5xx replies, with no other in.php reply between, is an outage of
-// submissions, as a run of 5xx is. It reports whether the outage is on.
-func (o *outage) inCut(ctx context.Context, log *slog.Logger, now time.Time) bool {
-	o.mu.Lock()
-	o.inFails++
-	n := o.inFails
-	o.mu.Unlock()
-	if n >= serverErrorsInARow {
-		o.fail(ctx, log, fmt.Sprintf("in.php at %s cut the connection without a reply, %d in.php calls in a row without one", o.host, n), now)
-		return true
-	}
-	return false
 }
 
 // stalled is run StallAfter after a call was sent that has no reply yet:

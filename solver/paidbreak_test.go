@@ -186,36 +186,3 @@ func TestIDsThatChangeAreNeverALoopOfPayments(t *testing.T) {
 	require.True(t, solver.CaptchaUnknown(err), "%v", err)
 	require.Equal(t, 2, api.Stats().Submitted, "the resumed captcha replaced once, not again")
 }
-
-// in.php's connections are cut before any reply (a front that resets them)
-// while res.php answers: as with a run of 5xx, a run of in.php calls with
-// no reply is an outage of submissions, so a task spends no attempt on
-// each. Nothing reached the service's in.php: nothing is paid.
-func TestCutInPHPConnectionsSpendNoAttempt(t *testing.T) {
-	t.Parallel()
-	api := fakeapi.New(fakeapi.Config{TimeScale: 0.001})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/in.php" {
-			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-				_ = conn.Close()
-			}
-			return
-		}
-		api.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1})
-	require.NoError(t, err)
-	var classes []string
-	for range 6 {
-		_, err := c.Submit(ctxT(t), turnstile("https://shop.example/"))
-		require.Error(t, err)
-		classes = append(classes, solver.ClassOf(err).String())
-		_, ferr := c.Fetch(ctxT(t), "1234567")
-		require.NotEqual(t, retry.Transient, solver.ClassOf(ferr), "%v", ferr)
-	}
-	for i, cl := range classes[2:] {
-		require.Equal(t, retry.Capacity.String(), cl, "submission %d of %v", i+3, classes)
-	}
-	require.Zero(t, api.Stats().Submitted, "nothing paid")
-}

@@ -143,11 +143,6 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 			// task's.
 			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, err).replyLost())
 		}
-		if op == "in.php" && c.outage.inCut(ctx, c.log, c.now()) {
-			// A run of in.php calls cut without a reply: the service
-			// takes no captcha, an outage of submissions.
-			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, err).replyLost())
-		}
 		return 0, nil, "", c.scrub(newError(op, CodeNetwork, err).replyLost())
 	}
 	c.outage.reply(ctx, c.log, op, resp.StatusCode, c.now())
