@@ -186,3 +186,51 @@ func TestIDsThatChangeAreNeverALoopOfPayments(t *testing.T) {
 	require.True(t, solver.CaptchaUnknown(err), "%v", err)
 	require.Equal(t, 2, api.Stats().Submitted, "the resumed captcha replaced once, not again")
 }
+
+// A service that takes every captcha and whose every in.php reply is lost
+// (an HTML page in its place, or the connection cut) while res.php
+// answers: each submission fails as transient and says it may have been
+// paid, so the caller spends an attempt on each and the payments stay
+// bounded by its attempts. Counting such calls as an outage (a capacity
+// wait, no attempt spent) would let a task pay on every probe until its
+// deadline.
+func TestLostInPHPRepliesStayBoundedByAttempts(t *testing.T) {
+	t.Parallel()
+	for name, lose := range map[string]func(w http.ResponseWriter){
+		"html-200": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = w.Write([]byte("<!DOCTYPE html><html><body>Just a moment...</body></html>"))
+		},
+		"cut": func(w http.ResponseWriter) {
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			api := fakeapi.New(fakeapi.Config{TimeScale: 0.001})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/in.php" {
+					api.ServeHTTP(httptest.NewRecorder(), r) // taken, and paid
+					lose(w)
+					return
+				}
+				api.ServeHTTP(w, r)
+			}))
+			t.Cleanup(srv.Close)
+			c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1})
+			require.NoError(t, err)
+			for i := range 6 {
+				_, err := c.Submit(ctxT(t), turnstile("https://shop.example/"))
+				require.Equal(t, retry.Transient, solver.ClassOf(err), "submission %d: %v", i+1, err)
+				require.True(t, solver.MayBePaid(err), "submission %d: %v", i+1, err)
+				_, ferr := c.Fetch(ctxT(t), "1234567")
+				require.NotEqual(t, retry.Transient, solver.ClassOf(ferr), "%v", ferr)
+			}
+			st := api.Stats()
+			require.Equal(t, 6, st.Submitted, "each call that may have paid did, and each told its caller so")
+			require.Equal(t, 6, st.InCalls)
+		})
+	}
+}
