@@ -234,3 +234,53 @@ func TestLostInPHPRepliesStayBoundedByAttempts(t *testing.T) {
 		})
 	}
 }
+
+// The service answers in.php and getbalance but res.php's polls hang
+// (a front that holds them): the captchas accepted are kept through the
+// hung polls, the submissions go on (a probe finds the service answering),
+// and once res.php answers again every captcha is solved: each paid once.
+func TestHungResPHPWithALiveBalanceKeepsTheCaptchas(t *testing.T) {
+	t.Parallel()
+	api := fakeapi.New(fakeapi.Config{TimeScale: 0.001})
+	var hang atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/res.php" && hang.Load() {
+			_ = r.ParseForm()
+			if r.PostForm.Get("action") == "get" {
+				<-r.Context().Done() // never answers; the client gives up
+				return
+			}
+		}
+		api.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+		HTTPClient: &http.Client{Timeout: 300 * time.Millisecond}, StallAfter: 100 * time.Millisecond,
+		Timing: solver.Timing{Scale: 0.01, Fixed: true, NoBatch: true, MaxWait: map[string]time.Duration{solver.KindTurnstile: 1000 * time.Second}}})
+	require.NoError(t, err)
+	hang.Store(true)
+	const n = 4
+	errs := make(chan error, n)
+	var held atomic.Int32
+	for range n {
+		go func() {
+			ctx := solver.WithHeld(ctxT(t), func(h solver.Held) {
+				if h.Again.IsZero() {
+					held.Add(1)
+				}
+			})
+			_, err := c.Solve(ctx, turnstile("https://shop.example/"))
+			errs <- err
+		}()
+	}
+	require.Eventually(t, func() bool { return held.Load() == n }, 8*time.Second, 10*time.Millisecond,
+		"every captcha's polls hang: each is held")
+	require.Equal(t, n, api.Stats().Submitted, "each submitted once, the hung polls notwithstanding")
+	hang.Store(false)
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	st := api.Stats()
+	require.Equal(t, n, st.Submitted, "paid once each")
+	require.Equal(t, n, st.Solved)
+}
