@@ -1,6 +1,8 @@
 package stream
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/internal/logbuf"
@@ -117,4 +120,28 @@ func TestInPHPReplyCutSaysItMayHaveBeenPaid(t *testing.T) {
 		said = said || e.Kind == string(EventRetry) && strings.Contains(e.Detail, "may have been paid")
 	}
 	require.True(t, said, "the retry says its captcha may have been paid:\n%s", strings.Join(all, "\n"))
+}
+
+// A producer cannot plant a captcha for a task to resume: the records
+// that name one (accepted, held, answered, a handback) are the workers'
+// to write, so a producer can make no worker poll a captcha id of its
+// choosing (another's, to take its answer unpaid) nor end one.
+func TestAuthProducerCannotForgeACaptchaEvent(t *testing.T) {
+	t.Parallel()
+	ns := authServer(t)
+	ctx := testContext(t)
+	nc, errs := roleConn(t, ns, "producer")
+	c, err := NewClient(ctx, nc, ClientConfig{})
+	require.NoError(t, err)
+	r, err := c.Submit(ctx, turnstileTask("p-forge"))
+	require.NoError(t, err)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ev := fmt.Sprintf(`{"kind":"accepted","gen":%d,"attempts":1,"captcha_id":"70000000001","accepted_at":"2026-01-01T00:00:00Z"}`, r.Seq)
+	for _, subj := range []string{"captcha.events.p-forge", "captcha.stored.events.p-forge"} {
+		denied(t, errs, subj, func(ctx context.Context) error {
+			_, err := js.Publish(ctx, subj, []byte(ev))
+			return err
+		})
+	}
 }
