@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -144,4 +145,44 @@ func TestAuthProducerCannotForgeACaptchaEvent(t *testing.T) {
 			return err
 		})
 	}
+}
+
+// A producer's clock steps an hour back after its Client bound to the
+// stream (an NTP correction): a submission under a deadline is still
+// stamped with the instant it must be stored by on the broker's clock, so
+// it is solved, once, instead of ending SUBMIT_BY_PASSED at once while
+// Submit said it was taken.
+func TestProducerClockStepBackKeepsSubmitBy(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	api := fakeapi.New(fakeapi.Config{BurstLimit: 1 << 20, SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: fixed(50 * time.Millisecond)}})
+	apiURL, stopAPI, err := fakeapi.ServeLocal(api)
+	require.NoError(t, err)
+	t.Cleanup(stopAPI)
+	sc, err := solver.NewClient(solver.Config{BaseURL: apiURL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+		Timing: solver.Timing{Scale: 0.01, Fixed: true}})
+	require.NoError(t, err)
+	b.startWorker(t, WorkerConfig{Solver: sc, Threads: 1})
+
+	var mu sync.Mutex
+	var step time.Duration
+	now := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return time.Now().Add(step)
+	}
+	client, err := NewClient(ctx, b.nc, ClientConfig{Name: "stepped-producer", Now: now})
+	require.NoError(t, err)
+	mu.Lock()
+	step = -time.Hour
+	mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	r, err := client.Submit(sctx, turnstileTask("stepped"))
+	require.NoError(t, err)
+	out, err := b.client.Wait(ctx, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, StatusSolved, out.Status, "%s %s", out.Reason, out.Error)
+	require.Equal(t, 1, api.Stats().Submitted, "paid once")
 }
