@@ -284,3 +284,44 @@ func TestHungResPHPWithALiveBalanceKeepsTheCaptchas(t *testing.T) {
 	require.Equal(t, n, st.Submitted, "paid once each")
 	require.Equal(t, n, st.Solved)
 }
+
+// The client's clock goes an hour back while a captcha is polled (batched
+// or not): its polls keep their spacing in the time that really passes,
+// instead of waiting for the clock to come back to them, and the answer
+// is taken within seconds. Paid once.
+func TestClockBackWhilePollingKeepsPolling(t *testing.T) {
+	t.Parallel()
+	for name, noBatch := range map[string]bool{"single": true, "batch": false} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			api := fakeapi.New(fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: {Min: 300 * time.Millisecond, Median: 300 * time.Millisecond, Max: 300 * time.Millisecond}}})
+			var clk clock
+			var moved atomic.Bool
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				api.ServeHTTP(w, r)
+				if r.URL.Path == "/res.php" && moved.CompareAndSwap(false, true) {
+					clk.move(-time.Hour)
+				}
+			}))
+			t.Cleanup(srv.Close)
+			c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1, Now: clk.now,
+				Timing: solver.Timing{Scale: 0.02, Fixed: true, NoBatch: noBatch, FirstPoll: map[string]time.Duration{solver.KindTurnstile: time.Second}}})
+			require.NoError(t, err)
+			const n = 3
+			errs := make(chan error, n)
+			for range n {
+				go func() {
+					_, err := c.Solve(ctxT(t), turnstile("https://shop.example/"))
+					errs <- err
+				}()
+			}
+			for range n {
+				require.NoError(t, <-errs)
+			}
+			require.True(t, moved.Load())
+			st := api.Stats()
+			require.Equal(t, n, st.Submitted, "paid once each")
+			require.Equal(t, n, st.Solved)
+		})
+	}
+}
