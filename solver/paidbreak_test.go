@@ -325,3 +325,46 @@ func TestClockBackWhilePollingKeepsPolling(t *testing.T) {
 		})
 	}
 }
+
+// The service refuses connections while captchas it accepted are polled,
+// and the client's clock jumps an hour forward during it, past every
+// captcha's MaxWait: the captchas are still the caller's, held through the
+// refusals, and their answers are taken once the service is back. Paid
+// once each.
+func TestClockForwardDuringOutageKeepsTheHeldCaptchas(t *testing.T) {
+	t.Parallel()
+	api := fakeapi.New(fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: {Min: 200 * time.Millisecond, Median: 200 * time.Millisecond, Max: 200 * time.Millisecond}}})
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	proxy, err := faultproxy.Start(u.Host)
+	require.NoError(t, err)
+	t.Cleanup(proxy.Close)
+	var clk clock
+	c, err := solver.NewClient(solver.Config{BaseURL: "http://" + proxy.Addr(), APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1, Now: clk.now,
+		Timing: solver.Timing{Scale: 0.02, Fixed: true, FirstPoll: map[string]time.Duration{solver.KindTurnstile: 30 * time.Second}}})
+	require.NoError(t, err)
+	const n = 3
+	var accepted atomic.Int32
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			ctx := solver.WithAccepted(ctxT(t), func(solver.Accepted) { accepted.Add(1) })
+			_, err := c.Solve(ctx, turnstile("https://shop.example/"))
+			errs <- err
+		}()
+	}
+	require.Eventually(t, func() bool { return accepted.Load() == n }, 5*time.Second, time.Millisecond)
+	proxy.Refuse()
+	require.Eventually(t, func() bool { return c.Held() == n && !func() bool { s, _ := c.Unreachable(); return s.IsZero() }() },
+		5*time.Second, 5*time.Millisecond, "the polls are refused")
+	clk.move(time.Hour)
+	require.NoError(t, proxy.Restore())
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	st := api.Stats()
+	require.Equal(t, n, st.Submitted, "paid once each")
+	require.Equal(t, n, st.Solved)
+}
