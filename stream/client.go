@@ -129,11 +129,16 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 	return c, nil
 }
 
-// brokerNow is the broker's clock now: its reading when the client bound,
-// plus the time that really passed since (a monotonic reading), whatever
-// the client's clock did meanwhile.
+// brokerNow is the broker's clock now: the later of the client's clock
+// moved by its offset and the broker's reading when the client bound plus
+// the time that really passed since (a monotonic reading). The first is
+// behind after the client's clock stepped back since it bound (an NTP
+// correction), the second after the machine was suspended (a monotonic
+// clock stands still then); an instant stamped too early would end a task
+// at once (SUBMIT_BY_PASSED, DEADLINE_PASSED), one a little late only
+// stretches it.
 func (c *Client) brokerNow() time.Time {
-	return c.boundBroker.Add(time.Since(c.bound))
+	return wire.Latest(c.brokerTime(c.cfg.Now()), c.boundBroker.Add(time.Since(c.bound)))
 }
 
 // brokerTime is t, a time of the client's clock, on the broker's clock.
