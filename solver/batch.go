@@ -169,7 +169,9 @@ func (b *batcher) run() {
 			<-b.kick
 			continue
 		}
-		if d := b.gap - b.c.now().Sub(b.last); d > 0 {
+		// At most a gap: a clock that went back since the last call
+		// would otherwise hold the next for as long as the jump.
+		if d := min(b.gap-b.c.now().Sub(b.last), b.gap); d > 0 {
 			b.mu.Unlock()
 			timer.Reset(d)
 			select {

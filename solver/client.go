@@ -421,7 +421,7 @@ func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	}
 	id := r.text
 	if id == "" || strings.ContainsAny(id, " \t\r\n{}\"") || len(id) > 64 {
-		return "", c.scrub(newError("in.php", CodeBadReply, fmt.Errorf("%w: captcha id %q", errBadReply, truncate(redact(id, c.key), 64))))
+		return "", c.scrub(newError("in.php", CodeBadReply, fmt.Errorf("%w: captcha id %q", errBadReply, truncate(redact(id, c.key), 64))).replyLost())
 	}
 	c.log.LogAttrs(ctx, slog.LevelDebug, "captcha submitted",
 		slog.String("method", req.Method), slog.String("captcha_id", id),

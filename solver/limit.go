@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+// clockBack is how far a clock reading must be behind one taken before to
+// count as the clock going back: readings taken by callers that then wait
+// for one lock arrive a little out of order, and those are no jump.
+const clockBack = time.Second
+
 // submitLimiter spaces in.php calls of one API key: at least interval between
 // two calls and, for each of its burst rules, at most burst calls in any
 // window. Callers reserve a start time in arrival order, then wait for it; a
@@ -28,6 +33,7 @@ type submitLimiter struct {
 	next      time.Time      // earliest start of the next call
 	recent    []time.Time    // reserved start times within maxWindow, oldest first
 	pending   []*reservation // reservations still waiting, oldest first
+	seen      time.Time      // the latest clock reading reserve was given
 }
 
 // burstRule is at most burst calls in any window.
@@ -87,6 +93,22 @@ func (l *submitLimiter) wait(ctx context.Context, now func() time.Time) error {
 func (l *submitLimiter) reserve(now time.Time) *reservation {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.seen.Sub(now) > clockBack {
+		// The clock went back (a Client's clock that jumps, or Clients
+		// of one key on clocks apart): the times kept are moved back as
+		// far, so the spacing they keep is the time that really passes,
+		// not the jump.
+		d := l.seen.Sub(now)
+		l.next = l.next.Add(-d)
+		for i := range l.recent {
+			l.recent[i] = l.recent[i].Add(-d)
+		}
+		for _, r := range l.pending {
+			r.at, r.prevNext = r.at.Add(-d), r.prevNext.Add(-d)
+		}
+		l.seen = now
+	}
+	l.seen = latest(l.seen, now)
 	// Calls that started a whole window ago bind nothing any more.
 	cut := 0
 	for cut < len(l.recent) && !l.recent[cut].Add(l.maxWindow).After(now) {

@@ -109,10 +109,12 @@ type outage struct {
 	warnFrom time.Duration
 	stall    time.Duration
 	probeAt  time.Time     // the next probe may go then
+	planned  time.Time     // when probeAt was planned: a clock read before it went back
 	probeGap time.Duration // the wait before the next probe after this one
 	probing  bool
 	replied  time.Time // the last reply of any kind
 	fives    int       // HTTP 5xx replies in a row
+	inFives  int       // HTTP 5xx replies of in.php in a row, whatever res.php answered between
 	held     func() int
 }
 
@@ -131,7 +133,7 @@ func (o *outage) fail(ctx context.Context, log *slog.Logger, what string, now ti
 	start := o.since.IsZero()
 	if start {
 		o.since, o.warned = now, now
-		o.probeAt, o.probeGap = now.Add(probeFirst), 2*probeFirst
+		o.probeAt, o.probeGap, o.planned = now.Add(probeFirst), 2*probeFirst, now
 	}
 	o.last = what
 	lasted := now.Sub(o.since)
@@ -151,22 +153,35 @@ func (o *outage) fail(ctx context.Context, log *slog.Logger, what string, now ti
 	}
 }
 
-// reply records an HTTP reply with status. A 5xx is no answer from the
-// service itself: a run of serverErrorsInARow of them begins an outage;
-// any other reply ends the outage, if any.
-func (o *outage) reply(ctx context.Context, log *slog.Logger, status int, now time.Time) {
+// reply records an HTTP reply of op with status. A 5xx is no answer from
+// the service itself: a run of serverErrorsInARow of them begins an
+// outage, and so does such a run from in.php alone, whatever res.php
+// answered between (the polls of captchas the service holds get replies
+// while it takes none: an outage of submissions, which spends no task's
+// attempt); any other reply ends the outage, if any, and the next in.php
+// 5xx begins it again.
+func (o *outage) reply(ctx context.Context, log *slog.Logger, op string, status int, now time.Time) {
 	o.mu.Lock()
 	o.replied = now
 	if status >= 500 {
 		o.fives++
-		n := o.fives
+		if op == "in.php" {
+			o.inFives++
+		}
+		n, in := o.fives, o.inFives
 		o.mu.Unlock()
-		if n >= serverErrorsInARow {
+		switch {
+		case n >= serverErrorsInARow:
 			o.fail(ctx, log, fmt.Sprintf("HTTP %d from %s, %d replies in a row with a 5xx status", status, o.host, n), now)
+		case op == "in.php" && in >= serverErrorsInARow:
+			o.fail(ctx, log, fmt.Sprintf("HTTP %d from %s, %d in.php replies in a row with a 5xx status", status, o.host, in), now)
 		}
 		return
 	}
 	o.fives = 0
+	if op == "in.php" {
+		o.inFives = 0
+	}
 	was, lasted := !o.since.IsZero(), now.Sub(o.since)
 	o.since, o.last, o.warned = time.Time{}, "", time.Time{}
 	o.mu.Unlock()
@@ -194,6 +209,13 @@ func (o *outage) stalled(ctx context.Context, log *slog.Logger, sent time.Time, 
 func (o *outage) probe(now time.Time) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.planned.Sub(now) > clockBack {
+		// The clock went back since the probe was planned: the time to
+		// the probe can no longer be told from it, and waiting for the
+		// clock to reach probeAt again could take as long as the jump.
+		// The probe is due now; the next is planned from the new reading.
+		o.probeAt, o.planned = now, now
+	}
 	if o.since.IsZero() || o.probing || now.Before(o.probeAt) {
 		return false
 	}
@@ -206,7 +228,7 @@ func (o *outage) probed(now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.probing = false
-	o.probeAt = now.Add(o.probeGap)
+	o.probeAt, o.planned = now.Add(o.probeGap), now
 	o.probeGap = min(2*o.probeGap, probeMax)
 }
 

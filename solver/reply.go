@@ -47,7 +47,7 @@ func parseReply(op string, status int, body []byte, key string) (reply, error) {
 	case status != http.StatusOK:
 		return reply{}, newError(op, HTTPCode(status), fmt.Errorf("HTTP %d %s: %s", status, http.StatusText(status), describe(body, key)))
 	case err != nil:
-		return reply{}, newError(op, CodeBadReply, err)
+		return reply{}, newError(op, CodeBadReply, err).replyLost()
 	case code != "":
 		return reply{}, newError(op, code, nil).saying(r.errorText)
 	}

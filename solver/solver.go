@@ -75,6 +75,27 @@ type Error struct {
 	Text string
 	// Err is the underlying error, if any (network errors, parse errors).
 	Err error
+	// lost is set when the request reached the service and its reply was
+	// lost or not understood (cut, timed out, garbled): see MayBePaid.
+	lost bool
+}
+
+// MayBePaid reports whether err is the failure of an in.php call whose
+// request reached the service and whose reply was lost or could not be
+// read (a connection cut mid-reply, no reply before the timeout, a body
+// that is no reply): the service may have accepted the captcha, and been
+// paid for it, with no one told its id. A refused connection, an error
+// code or a 5xx the service answered, or a call never sent, is no such
+// failure.
+func MayBePaid(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Op == "in.php" && e.lost
+}
+
+// replyLost marks e as the failure of a request whose reply was lost.
+func (e *Error) replyLost() *Error {
+	e.lost = true
+	return e
 }
 
 // newError is the error of an operation (in.php, res.php, validate) that

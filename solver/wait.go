@@ -131,8 +131,18 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 	}
 
 	var fired time.Time // when the last scheduled poll came
+	lastNow := c.now()  // the latest clock reading, to see the clock go back
 	i := 0
 	for i < len(sched) {
+		if now := c.now(); lastNow.Sub(now) > clockBack {
+			// The clock went back: the plan is moved back as far, so its
+			// polls keep their spacing in the time that really passes
+			// instead of waiting for the clock to come back to them.
+			d := lastNow.Sub(now)
+			submitted, deadline, fired, lastNow = submitted.Add(-d), deadline.Add(-d), fired.Add(-d), now
+		} else {
+			lastNow = latest(lastNow, now)
+		}
 		at, last := submitted.Add(sched[i]), i == len(sched)-1
 		if !c.now().Before(deadline) && polls > 0 {
 			// Past the deadline: a call took that long. A captcha resumed

@@ -136,23 +136,23 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 			// accepts connections and answers nothing.
 			what := fmt.Sprintf("no reply from %s within %v", c.outage.host, c.now().Sub(sent).Round(time.Second))
 			c.outage.fail(ctx, c.log, what, c.now())
-			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, fmt.Errorf("%s (%w)", what, err)))
+			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, fmt.Errorf("%s (%w)", what, err)).replyLost())
 		}
 		if c.outage.active() {
 			// A cut connection during an outage is the outage's, not the
 			// task's.
-			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, err))
+			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, err).replyLost())
 		}
-		return 0, nil, "", c.scrub(newError(op, CodeNetwork, err))
+		return 0, nil, "", c.scrub(newError(op, CodeNetwork, err).replyLost())
 	}
-	c.outage.reply(ctx, c.log, resp.StatusCode, c.now())
+	c.outage.reply(ctx, c.log, op, resp.StatusCode, c.now())
 	defer resp.Body.Close()
 	b, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, nil, "", fmt.Errorf("solver: %s: %w", op, ctx.Err())
 		}
-		return 0, nil, "", c.scrub(newError(op, CodeNetwork, fmt.Errorf("read reply: %w", err)))
+		return 0, nil, "", c.scrub(newError(op, CodeNetwork, fmt.Errorf("read reply: %w", err)).replyLost())
 	}
 	return resp.StatusCode, b, resp.Header.Get("Location"), nil
 }

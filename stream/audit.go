@@ -141,6 +141,9 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 				if ev.CaptchaID != "" {
 					e.Detail += captchaFate(ev)
 				}
+				if ev.Detail != "" {
+					e.Detail += "; " + ev.Detail
+				}
 				lastAccepted[ev.Gen] = false
 			case EventScheduled:
 				e.Detail = "not due: waits in the stream until " + ev.Until.Format(time.RFC3339Nano)

@@ -93,6 +93,11 @@ type Client struct {
 	// clock reads the broker's clock (brokerTime), from the stream info
 	// NewClient got: token expiry and default deadlines are on it.
 	clock jscall.BrokerClock
+	// bound is when the client bound to the stream, on the real clock
+	// (with its monotonic reading), and boundBroker the broker's clock
+	// then: brokerNow counts from them, so a step of the client's clock
+	// after it bound moves no instant it stamps for the broker.
+	bound, boundBroker time.Time
 }
 
 // NewClient binds a producer to the CAPTCHA stream on nc, in
@@ -120,7 +125,20 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 	if at := s.CachedInfo().TimeStamp; !at.IsZero() {
 		c.clock.Set(jscall.ClockOffset(at, sent, cfg.Now()))
 	}
+	c.bound, c.boundBroker = time.Now(), c.brokerTime(cfg.Now())
 	return c, nil
+}
+
+// brokerNow is the broker's clock now: the later of the client's clock
+// moved by its offset and the broker's reading when the client bound plus
+// the time that really passed since (a monotonic reading). The first is
+// behind after the client's clock stepped back since it bound (an NTP
+// correction), the second after the machine was suspended (a monotonic
+// clock stands still then); an instant stamped too early would end a task
+// at once (SUBMIT_BY_PASSED, DEADLINE_PASSED), one a little late only
+// stretches it.
+func (c *Client) brokerNow() time.Time {
+	return wire.Latest(c.brokerTime(c.cfg.Now()), c.boundBroker.Add(time.Since(c.bound)))
 }
 
 // brokerTime is t, a time of the client's clock, on the broker's clock.
@@ -160,20 +178,24 @@ func (c *Client) Prepare(t Task) (Task, error) {
 		t.ID = nuid.Next()
 	}
 	// A duration from submission becomes an instant on the broker's clock,
-	// as the default deadline is: the stored task names instants.
+	// as the default deadline is: the stored task names instants. The
+	// broker's clock is read as the time passed since the client bound
+	// (brokerNow), so a step of the client's clock since moves none of
+	// them.
+	bnow := c.brokerNow()
 	if t.UseAt.In != 0 {
-		t.UseAt = wire.At(c.brokerTime(now).Add(t.UseAt.In))
+		t.UseAt = wire.At(bnow.Add(t.UseAt.In))
 	}
 	if t.NotBefore.In != 0 {
-		t.NotBefore = wire.At(c.brokerTime(now).Add(t.NotBefore.In))
+		t.NotBefore = wire.At(bnow.Add(t.NotBefore.In))
 	}
 	if t.Deadline.IsZero() {
 		// On the broker's clock, which workers judge deadlines on: a
 		// producer whose clock is off does not shorten or stretch it. A
 		// deadline the caller gives is an instant of its own clock. The
 		// default window counts from when the task may start.
-		t.Deadline = wire.Latest(c.brokerTime(now), t.UseAt.At, t.NotBefore.At).Add(c.cfg.DefaultDeadline)
-		now = c.brokerTime(now)
+		t.Deadline = wire.Latest(bnow, t.UseAt.At, t.NotBefore.At).Add(c.cfg.DefaultDeadline)
+		now = bnow
 	}
 	for _, f := range []struct {
 		name string
@@ -329,9 +351,11 @@ func (c *Client) publish(ctx context.Context, given, t Task) (Receipt, error) {
 	injectTrace(ctx, msg)
 	by, hasBy := submitBy(ctx, time.Now())
 	if hasBy {
-		// The context's deadline is on the real clock; the broker's
-		// reading is on the client's (ClientConfig.Now).
-		msg.Header.Set(wire.HeaderSubmitBy, c.brokerTime(c.cfg.Now().Add(time.Until(by))).UTC().Format(time.RFC3339Nano))
+		// The context's deadline is on the real clock, and so is the
+		// time since the client read the broker's clock: a step of the
+		// client's clock since (an NTP correction) does not stamp an
+		// instant already passed, which would end the task unsolved.
+		msg.Header.Set(wire.HeaderSubmitBy, c.brokerNow().Add(time.Until(by)).UTC().Format(time.RFC3339Nano))
 	}
 	if err := c.checkRoom(ctx, 1, int64(len(msg.Data))); err != nil {
 		return Receipt{}, err

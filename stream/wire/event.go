@@ -75,8 +75,10 @@ type Event struct {
 	// (retry, dead, handback: what became of it is Code).
 	CaptchaID string `json:"captcha_id,omitempty"`
 	// AcceptedAt is when the service accepted CaptchaID (accepted, and a
-	// handback that leaves it to the next delivery), by the clock of the
-	// worker it accepted it from.
+	// handback that leaves it to the next delivery), on the broker's clock
+	// (the worker's own moved by its offset from the broker's), so that
+	// the worker that resumes it, whatever its clock, counts its wait from
+	// the same instant.
 	AcceptedAt time.Time `json:"accepted_at,omitzero"`
 	// Resumed marks an accepted event of a captcha accepted before, whose
 	// polling this attempt took over (accepted).
@@ -103,7 +105,9 @@ type Event struct {
 	// task message itself is deleted once the task is done.
 	Submitted time.Time `json:"submitted,omitzero"`
 	Client    string    `json:"client,omitempty"`
-	// Detail says more about a dead letter (what is wrong with an invalid task).
+	// Detail says more about a dead letter (what is wrong with an invalid
+	// task), or about a retry, snooze or handback whose in.php reply was
+	// lost (the captcha it submitted may have been paid).
 	Detail string `json:"detail,omitempty"`
 	// Host is the host of the task's page URL (never the whole URL).
 	Host string `json:"host,omitempty"`

@@ -184,7 +184,9 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 	d.attemptSeq = d.st.LastSeq
 	req := solver.Request{Method: d.task.Method, Params: d.task.Params}
 	if resume {
-		req.CaptchaID, req.Submitted = resumeID, resumeAt
+		// The records hold when it was accepted on the broker's clock: the
+		// worker that submitted it may have had another clock than this one.
+		req.CaptchaID, req.Submitted = resumeID, d.x.Clock.LocalTime(resumeAt)
 		d.log.Info("resuming the captcha the service accepted for the last attempt", slog.String("captcha_id", resumeID),
 			slog.String("from", resumeFrom))
 	}
@@ -209,8 +211,13 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 		// leaves it to the next delivery, which polls it again.
 		nx.ev.CaptchaID = d.captcha.ID
 		if nx.kind == nextHandback || nx.kind == nextStop {
-			nx.ev.AcceptedAt = d.captcha.At
+			nx.ev.AcceptedAt = d.brokerTime(d.captcha.At)
 		}
+	}
+	if (nx.kind == nextRetry || nx.kind == nextHandback) && solver.MayBePaid(serr) {
+		// The service may have taken the captcha with its reply lost: no
+		// one knows its id, and the next attempt submits again.
+		nx.ev.Detail = mayBePaid
 	}
 	patience := d.x.AckWait
 	if nx.kind == nextSolved {
@@ -255,6 +262,10 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 		d.x.Refused(nx.ev.Code)
 	}
 }
+
+// mayBePaid is the detail of an attempt's end whose in.php reply was lost
+// (solver.MayBePaid).
+const mayBePaid = "in.php's reply was lost: the captcha it submitted may have been paid"
 
 // withPatience is ctx bounded by patience, or only cancelable without one.
 func withPatience(ctx context.Context, patience time.Duration) (context.Context, context.CancelFunc) {
@@ -401,7 +412,7 @@ func (d *delivery) canceled(ctx context.Context) (string, bool) {
 func (d *delivery) accepted(ctx context.Context, attempt wire.Event, a solver.Accepted) {
 	d.captcha = a
 	ev := attempt
-	ev.Kind, ev.At, ev.CaptchaID, ev.AcceptedAt, ev.Resumed, ev.Replaces, ev.Code = wire.EventAccepted, d.x.Now(), a.ID, a.At, a.Resumed, a.Replaces, a.ReplacedCode
+	ev.Kind, ev.At, ev.CaptchaID, ev.AcceptedAt, ev.Resumed, ev.Replaces, ev.Code = wire.EventAccepted, d.x.Now(), a.ID, d.brokerTime(a.At), a.Resumed, a.Replaces, a.ReplacedCode
 	ev.Crashed = false
 	d.captchaEvent(ctx, ev)
 }
@@ -412,12 +423,24 @@ func (d *delivery) accepted(ctx context.Context, attempt wire.Event, a solver.Ac
 // captcha to the next as its accepted event does.
 func (d *delivery) held(ctx context.Context, attempt wire.Event, h solver.Held) {
 	ev := attempt
-	ev.Kind, ev.At, ev.CaptchaID, ev.AcceptedAt, ev.HeldSince, ev.Code = wire.EventHeld, d.x.Now(), h.ID, d.captcha.At, h.Since, h.Code
+	ev.Kind, ev.At, ev.CaptchaID, ev.AcceptedAt, ev.HeldSince, ev.Code = wire.EventHeld, d.x.Now(), h.ID, d.brokerTime(d.captcha.At), h.Since, h.Code
 	if !h.Again.IsZero() {
 		ev.Kind, ev.At = wire.EventAnswered, h.Again
 	}
 	ev.Crashed = false
 	d.captchaEvent(ctx, ev)
+}
+
+// brokerTime is t, a time of this worker's clock, on the broker's clock;
+// the zero time stays zero. When a captcha was accepted is recorded so: the
+// next worker to poll it, whose clock may differ, counts its wait from the
+// same instant (LocalTime on its own offset), instead of finding it minutes
+// older and giving it up, paid, as past its wait.
+func (d *delivery) brokerTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return d.x.Clock.BrokerTime(t)
 }
 
 // captchaEvent stores ev, an event about the attempt's captcha, waiting an
