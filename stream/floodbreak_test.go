@@ -75,7 +75,8 @@ func (a *attack) sustainedFlood(t *testing.T, perSecond int, shape func(i int) *
 //     priority: every forged copy, published after the task, takes a thread
 //     before it, so the task waits for as long as the flood lasts.
 //   - 1,000 ahead: 1,000 forged copies are queued ahead of the task in its
-//     own lane and priority, and the flood goes on behind it.
+//     own lane and priority, and the flood goes on behind it: while it is
+//     being stored, the pool ends each copy ahead in 6 ms to 185 ms here.
 func TestOngoingFloodStaysWithinTheBound(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -88,7 +89,7 @@ func TestOngoingFloodStaysWithinTheBound(t *testing.T) {
 		{"behind", wire.PriorityNormal, 3000, 0, ""},
 		{"high after", wire.PriorityHigh, 2000, 0, "a forged high-priority flood faster than the pool acks it holds every normal task back for as long as it lasts " +
 			"(high priority is strict: wire contract)"},
-		{"1,000 ahead", wire.PriorityNormal, 3000, 1000, "while a flood is being stored the pool ends each forged copy in about 20 ms, not 1 ms " +
+		{"1,000 ahead", wire.PriorityNormal, 5000, 1000, "while a flood is being stored the pool ends each forged copy in 6 ms to 185 ms (1,000 ahead: 6 s to no outcome in 30 s), not about 1 ms " +
 			"(no per-producer rate limit)"},
 	}
 	for _, c := range cases {
@@ -141,6 +142,10 @@ func TestOngoingFloodStaysWithinTheBound(t *testing.T) {
 			require.NoError(t, err, "the innocent task's outcome while the flood goes on")
 			require.Equal(t, StatusSolved, out.Status)
 			require.LessOrEqual(t, took, floodBound, "the innocent task's outcome within the bound")
+			// About 1 ms a copy queued ahead of it when the pool started
+			// (in its priority or above), with four times that for a
+			// loaded machine, and a second for its own solve.
+			require.LessOrEqual(t, took, time.Duration(atStart)*4*time.Millisecond+time.Second, "about 1 ms a copy queued ahead of it")
 			require.Equal(t, 1, api.Stats().Submitted, "only the innocent task is paid for")
 		})
 	}
@@ -199,6 +204,12 @@ func TestQueuedFloodShapesStayWithinTheBound(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if underRace {
+				if c.each > floodBound/1000 {
+					t.Skip("the race detector slows the broker's decryption of a 3.5 MB copy to about a second")
+				}
+				c.each *= 3 // as docs/security.md measures under -race
+			}
 			a := attackSetup(t)
 			ctx := testContext(t)
 			api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(100 * time.Millisecond)}, 0.01)
@@ -219,7 +230,7 @@ func TestQueuedFloodShapesStayWithinTheBound(t *testing.T) {
 			var forged atomic.Int64
 			start := time.Now()
 			a.floodWorker(t, sc, &forged)
-			wctx, cancel := context.WithTimeout(ctx, floodBound+10*time.Second)
+			wctx, cancel := context.WithTimeout(ctx, time.Duration(c.n)*c.each+10*time.Second)
 			defer cancel()
 			out, err := a.victim.waitGen(wctx, "innocent-1", r.Seq)
 			took := time.Since(start)
