@@ -180,6 +180,7 @@ func TestQueuedFloodShapesStayWithinTheBound(t *testing.T) {
 		// each is what a copy may cost the task: floodBound for 1,000 pro
 		// rata, more for a copy the broker must decrypt and send whole.
 		each time.Duration
+		hole string
 	}{
 		{"slow lane under many ids", 1000, func(i int) *nats.Msg {
 			id := fmt.Sprintf("slow-%d", i)
@@ -187,23 +188,35 @@ func TestQueuedFloodShapesStayWithinTheBound(t *testing.T) {
 			m.Data = []byte(slowBody)
 			m.Header.Set(wire.HeaderMsgID, id+"-forged")
 			return m
-		}, recaptchaTask("innocent-1"), floodBound / 1000},
+		}, recaptchaTask("innocent-1"), floodBound / 1000, ""},
 		{"max size under one id", 100, func(i int) *nats.Msg {
 			m := forgedMsg("big-1", i)
 			m.Data = []byte(big)
 			return m
-		}, turnstileTask("innocent-1"), 40 * time.Millisecond},
+		}, turnstileTask("innocent-1"), 40 * time.Millisecond, ""},
+		{"max size replays under one id", 100, func(i int) *nats.Msg {
+			// Replay-shaped: the headers hold, so only the dead letter
+			// they name (none) shows the copy forged.
+			m := nats.NewMsg(wire.TaskSubject(wire.LaneFast, wire.PriorityNormal, "bigreplay-1"))
+			m.Data = []byte(big)
+			m.Header.Set(wire.HeaderReplayedBy, fmt.Sprint(i+1))
+			m.Header.Set(wire.HeaderMsgID, wire.ReplayMsgID("bigreplay-1", fmt.Sprint(i+1)))
+			return m
+		}, turnstileTask("innocent-1"), 40 * time.Millisecond, ""},
 		{"scheduled a day ahead over many ids", 1000, func(i int) *nats.Msg {
 			id := fmt.Sprintf("later-%d", i)
 			return submission(id, fmt.Sprintf(`{"method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/"},"use_at":%q}`, day))
-		}, turnstileTask("innocent-1"), floodBound / 1000},
+		}, turnstileTask("innocent-1"), floodBound / 1000, ""},
 		{"deadline passed over many ids", 1000, func(i int) *nats.Msg {
 			id := fmt.Sprintf("late-%d", i)
 			return submission(id, fmt.Sprintf(`{"method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/"},"deadline":%q}`, past))
-		}, turnstileTask("innocent-1"), floodBound / 1000},
+		}, turnstileTask("innocent-1"), floodBound / 1000, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if c.hole != "" && os.Getenv("CAPTCHAQ_KNOWN_HOLES") != "1" {
+				t.Skip("known hole: " + c.hole + "; CAPTCHAQ_KNOWN_HOLES=1 runs it")
+			}
 			if underRace {
 				if c.each > floodBound/1000 {
 					t.Skip("the race detector slows the broker's decryption of a 3.5 MB copy to about a second")
