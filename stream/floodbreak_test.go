@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -280,4 +282,51 @@ func TestQueuedFloodShapesStayWithinTheBound(t *testing.T) {
 			require.Equal(t, 1, api.Stats().Submitted, "only the innocent task is paid for")
 		})
 	}
+}
+
+// Forged copies under a victim's id published in bursts the moment each of
+// its records is stored (a producer follows captcha.stored.events.<id>),
+// against three worker processes whose budgets each record up to three at
+// once: the victim's own writes race them, and must still win within the
+// bound: its Solve answers with its own token within floodBound, one
+// captcha is paid for, and its generation has exactly one outcome.
+func TestForgedBurstsTimedToTheVictimsRecords(t *testing.T) {
+	t.Parallel()
+	a := attackSetup(t)
+	ctx := testContext(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(500 * time.Millisecond)}, 0.01)
+	var forged atomic.Int64
+	for range 3 {
+		a.floodWorker(t, sc, &forged)
+	}
+	anc, _ := roleConn(t, a.ns, "producer")
+	js, err := jetstream.New(anc)
+	require.NoError(t, err)
+	var sent atomic.Int64
+	sub, err := anc.Subscribe(wire.StoredSubject(wire.EventSubject("victim-1")), func(*nats.Msg) {
+		for range 30 {
+			_, _ = js.PublishMsgAsync(forgedMsg("victim-1", int(sent.Add(1))))
+		}
+	})
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, floodBound)
+	defer cancel()
+	out, err := a.victim.Solve(sctx, turnstileTask("victim-1"))
+	took := time.Since(start)
+	t.Logf("victim: %v after %s, %d forged copies published on its records, %d ended", err, took.Round(time.Millisecond), sent.Load(), forged.Load())
+	require.NoError(t, err, "the victim's Solve answers within the bound")
+	require.Equal(t, StatusSolved, out.Status)
+	require.Equal(t, 1, api.Stats().Submitted, "one captcha paid: the victim's")
+	own := 0
+	require.NoError(t, jscall.Walk(ctx, a.astream, wire.ResultSubject("victim-1"), 0, 0, func(m *jetstream.RawStreamMsg) {
+		var o Outcome
+		require.NoError(t, json.Unmarshal(m.Data, &o))
+		if o.Error != CodeInvalidEnvelope {
+			own++
+		}
+	}))
+	require.Equal(t, 1, own, "exactly one outcome that is not a forged copy's: the victim's")
 }
