@@ -121,26 +121,32 @@ func (r *fuzzRig) publish(t testing.TB, m fuzzMsg) uint64 {
 	return ack.Sequence
 }
 
-// check waits for generation gen of the message published on subject to
-// end: with its one outcome, whose solve, if any, is the message's own task
-// (sitekey), or, ended as a forged message past the budget, with none. The
-// latter are counted (unrecorded), and checkForged holds them to what the
-// worker says it ended as forged.
-func (r *fuzzRig) check(t testing.TB, subject string, gen uint64, sitekey string) {
+// check waits for the outcome of generation gen of message m and checks it
+// is the only one, and that a solved outcome is the message's own task's.
+// A forged message (its envelope does not hold together) past the
+// workers' budget ends without an outcome (executor.ForgedBudget): one
+// whose message is gone with no outcome must be forged.
+func (r *fuzzRig) check(t testing.TB, m fuzzMsg, gen uint64, sitekey string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	subject := m.subject
 	id := wire.IDFromSubject(subject)
 	var got []Outcome
 	require.Eventually(t, func() bool {
-		// The outcome is written before the message is erased: a message
-		// gone with no outcome has none.
-		if got = outcomesOf(ctx, t, r.s, id, gen); len(got) > 0 {
-			return true
+		if _, err := r.s.GetMsg(ctx, gen); !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false // not ended yet (its outcome is stored before its ack)
 		}
-		_, err := r.s.GetMsg(ctx, gen)
-		return errors.Is(err, jetstream.ErrMsgNotFound) && len(outcomesOf(ctx, t, r.s, id, gen)) == 0
-	}, 20*time.Second, 20*time.Millisecond, "message %d on %s neither has an outcome nor was ended", gen, subject)
+		got = outcomesOf(ctx, t, r.s, id, gen)
+		return true
+	}, 30*time.Second, 20*time.Millisecond, "message %d on %s never ended", gen, subject)
 	if len(got) == 0 {
+		h := nats.Header{}
+		for k, v := range m.headers {
+			h.Set(k, v)
+		}
+		task, _ := wire.ParseTask([]byte(m.body))
+		forged := wire.IsMovedCopy(h) || wire.CheckEnvelope(id, h, task) != nil || h.Get(wire.HeaderMsgID) != id
+		require.True(t, forged, "message %d on %s ended without an outcome, and its envelope holds", gen, subject)
 		r.unrecorded.Add(1)
 		return
 	}
@@ -221,19 +227,20 @@ func TestRandomTaskMessagesEachEndOnce(t *testing.T) {
 		ids = append(ids, fmt.Sprintf("id-%d", i))
 	}
 	type accepted struct {
-		subject, sitekey string
-		gen              uint64
+		msg     fuzzMsg
+		sitekey string
+		gen     uint64
 	}
 	var got []accepted
 	for n := range 150 {
 		m, sitekey := randomMsg(rng, n, ids)
 		if gen := r.publish(t, m); gen > 0 {
-			got = append(got, accepted{m.subject, sitekey, gen})
+			got = append(got, accepted{m, sitekey, gen})
 		}
 	}
 	require.NotEmpty(t, got)
 	for _, a := range got {
-		r.check(t, a.subject, a.gen, a.sitekey)
+		r.check(t, a.msg, a.gen, a.sitekey)
 	}
 	r.checkForged(t)
 	r.mu.Lock()
@@ -269,7 +276,7 @@ func FuzzTaskMessage(f *testing.F) {
 			m.headers[wire.HeaderTaskID] = taskID
 		}
 		if gen := rig.publish(t, m); gen > 0 {
-			rig.check(t, m.subject, gen, sitekey)
+			rig.check(t, m, gen, sitekey)
 			rig.checkForged(t)
 		}
 	})

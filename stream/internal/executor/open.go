@@ -30,23 +30,50 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 	// and captcha.later.<lane>.<priority>.*, so that token always names a
 	// subject of its own for the outcome.
 	d.id = wire.IDFromSubject(m.Subject())
-	d.task, d.invalid = wire.ParseTask(m.Data())
-	if wire.IsMovedCopy(m.Headers()) {
+	// What the headers say of the envelope is judged before the body is
+	// read: a forged copy that the budget ends without a record costs no
+	// parse of its body, which may be as large as the broker takes (a
+	// flood of such copies would otherwise cost the pool a parse of
+	// megabytes each).
+	moved := wire.IsMovedCopy(m.Headers())
+	if moved {
 		if err := d.openMoved(ctx); err != nil {
 			return nil, err
 		}
-	} else if err := wire.CheckEnvelope(d.id, m.Headers(), d.task); err != nil {
+	} else if err := wire.CheckEnvelopeHeaders(d.id, m.Headers()); err != nil {
 		d.invalid, d.forged = err, true
-	} else if m.Headers().Get(wire.HeaderMsgID) != d.id {
-		var err error
-		if perr := d.patiently(ctx, func() error {
-			err = x.Store.VerifyReplay(ctx, d.id, d.gen, m.Headers(), d.task)
-			return taskstore.IgnoreForged(err)
-		}); perr != nil {
-			return nil, perr
+	}
+	decided := d.forged
+	if decided {
+		d.log = x.Log.With(slog.String("task_id", d.id), slog.Uint64("delivery", d.number))
+		if !d.forgedOpen() {
+			// Ended without a record (ForgedBudget): nothing of the id is
+			// read or written for it, and its body is not read.
+			d.unrecorded = true
+			return d, nil
 		}
-		if err != nil {
-			d.invalid, d.forged = err, true
+	}
+	var perr error
+	d.task, perr = wire.ParseTask(m.Data())
+	if !d.forged {
+		d.invalid = perr
+		envErr := wire.CheckEnvelope(d.id, m.Headers(), d.task)
+		switch {
+		case moved:
+			// Checked against its generation's records (openMoved).
+		case envErr != nil:
+			d.invalid, d.forged = envErr, true
+		case m.Headers().Get(wire.HeaderMsgID) != d.id:
+			var err error
+			if perr := d.patiently(ctx, func() error {
+				err = x.Store.VerifyReplay(ctx, d.id, d.gen, m.Headers(), d.task)
+				return taskstore.IgnoreForged(err)
+			}); perr != nil {
+				return nil, perr
+			}
+			if err != nil {
+				d.invalid, d.forged = err, true
+			}
 		}
 	}
 	if d.invalid == nil {
@@ -71,7 +98,7 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 	d.deadline = d.deadline.Add(-x.Clock.Offset())
 	d.log = x.Log.With(slog.String("task_id", d.id), slog.String("method", d.task.Method),
 		slog.String("host", wire.PageHost(d.task.Params)), slog.Uint64("delivery", d.number))
-	if d.forged && !d.forgedOpen() {
+	if d.forged && !decided && !d.forgedOpen() {
 		// Ended without a record (ForgedBudget): nothing of the id is read
 		// or written for it.
 		d.unrecorded = true
