@@ -86,7 +86,7 @@ func TestFaultTransientErrorsRecover(t *testing.T) {
 		require.Equal(t, StatusSolved, out.Status, id)
 		require.NotEmpty(t, out.Solution, id)
 		evs := b.events(t, id)
-		n := 0
+		n, snoozed := 0, 0
 		for _, ev := range evs {
 			switch ev.Kind {
 			case EventAttempt:
@@ -99,8 +99,15 @@ func TestFaultTransientErrorsRecover(t *testing.T) {
 				retries++
 				require.Equal(t, retry.Transient.String(), ev.Class, "%s: %+v", id, ev)
 				require.Contains(t, []string{solver.HTTPCode(500), solver.CodeBadReply}, ev.Code, "%s: %+v", id, ev)
+			case EventSnooze:
+				// Three HTTP 5xx in a row begin an outage: the third,
+				// and in.php during it (which sends nothing), snooze the
+				// task as a capacity wait, spending no attempt.
+				require.Equal(t, retry.Capacity.String(), ev.Class, "%s: %+v", id, ev)
+				require.Contains(t, []string{solver.CodeUnreachable, solver.HTTPCode(500)}, ev.Code, "%s: %+v", id, ev)
+				snoozed++
 			default:
-				t.Fatalf("%s: only attempts and retries, then the outcome: %v", id, kinds(evs))
+				t.Fatalf("%s: only attempts, retries and outage snoozes, then the outcome: %v", id, kinds(evs))
 			}
 		}
 		// The solving attempt and the news of its captcha are the last
@@ -116,7 +123,7 @@ func TestFaultTransientErrorsRecover(t *testing.T) {
 		for _, ev := range evs[lastAttempt+1:] {
 			require.Equal(t, out.CaptchaID, ev.CaptchaID, "%s: %v", id, kinds(evs))
 		}
-		require.Equal(t, n, out.Attempts, "%s: the outcome counts every attempt: %v", id, kinds(evs))
+		require.Equal(t, n-snoozed, out.Attempts, "%s: the outcome counts every attempt but those the outage snoozed: %v", id, kinds(evs))
 		requireRetriesWaited(t, p, evs)
 		require.Zero(t, b.count(t, wire.DeadSubject(id)), id)
 		attempts += n
