@@ -39,7 +39,66 @@ func TestREADMEShellBlocksEndWhenTheServerCannotStart(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "testdata", "tasks.jsonl"), tasks, 0o600))
 
-	// The squatter: takes the port, accepts, never answers.
+	natsAddr := squatPort(t)
+	emuPort := freePort(t)
+	script := readmeScript(t, blocks, map[string]string{"127.0.0.1:8088": fmt.Sprintf("127.0.0.1:%d", emuPort)})
+
+	got, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second,
+		"CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr)
+	require.False(t, hung, "the walkthrough still waited for the server after 90s; it should end once the server has failed to start")
+	require.Error(t, err, "the walkthrough cannot succeed without its server")
+	require.Contains(t, got, "address already in use", "the server's own error is shown")
+	require.NotContains(t, got, "real API", "nothing reaches the paid service")
+}
+
+// TestAcrossSitesEndsWhenTheHubCannotStart runs docs/across-sites.md's
+// walkthrough, as TestAcrossSitesRunsAsWritten does, with the hub's client
+// port already held by something that never speaks NATS: the hub cannot
+// start, and the walkthrough must end (with the hub's error) instead of
+// waiting forever for a queue no server holds.
+func TestAcrossSitesEndsWhenTheHubCannotStart(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skipf("openssl, which the page's walkthrough runs, is not installed (.ci/run installs it): %v", err)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	page, err := os.ReadFile(filepath.Join(root, "docs", "across-sites.md"))
+	require.NoError(t, err)
+	blocks := shellBlocks(string(page), "sh")
+
+	bin := t.TempDir()
+	for _, b := range [][]string{
+		{"go", "build", "-o", filepath.Join(bin, "captchaq"), "./cmd/captchaq"},
+		{"go", "build", "-o", filepath.Join(bin, "nats-server"), "github.com/nats-io/nats-server/v2"},
+	} {
+		build := exec.Command(b[0], b[1:]...)
+		build.Dir = root
+		out, err := build.CombinedOutput()
+		require.NoError(t, err, "%s: %s", strings.Join(b, " "), out)
+	}
+	hubAddr, leafPort, sitePort := squatPort(t), freePort(t), freePort(t)
+	dir := t.TempDir()
+	copyFile(t, filepath.Join(root, "nats.conf"), filepath.Join(dir, "nats.conf"), "127.0.0.1:4222", hubAddr)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata", "leaf"), 0o755))
+	copyFile(t, filepath.Join(root, "testdata", "leaf", "hub.conf"), filepath.Join(dir, "testdata", "leaf", "hub.conf"),
+		"127.0.0.1:7422", fmt.Sprintf("127.0.0.1:%d", leafPort))
+	copyFile(t, filepath.Join(root, "testdata", "leaf", "site.conf"), filepath.Join(dir, "testdata", "leaf", "site.conf"))
+	script := readmeScript(t, blocks, map[string]string{
+		"127.0.0.1:7422": fmt.Sprintf("127.0.0.1:%d", leafPort),
+		"4223":           fmt.Sprint(sitePort),
+		"127.0.0.1:8088": fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	})
+	out, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	require.False(t, hung, "the walkthrough still waited for the hub after 90s; it should end once the hub has failed to start")
+	require.Error(t, err, "the walkthrough cannot succeed without its hub")
+	require.Contains(t, out, "address already in use", "the hub's own error is shown")
+}
+
+// squatPort holds a loopback port as a program that is not a NATS server
+// would: it accepts connections and never answers. It returns the address.
+func squatPort(t *testing.T) string {
+	t.Helper()
 	squat, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = squat.Close() })
@@ -58,20 +117,31 @@ func TestREADMEShellBlocksEndWhenTheServerCannotStart(t *testing.T) {
 			held = append(held, c)
 		}
 	}()
-	natsAddr := squat.Addr().String()
-	emuPort := freePort(t)
-	script := readmeScript(t, blocks, map[string]string{"127.0.0.1:8088": fmt.Sprintf("127.0.0.1:%d", emuPort)})
+	return squat.Addr().String()
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+// runDocBlocksBounded runs a page's script as runDocBlocks does (no
+// CAPTCHAQ_ or CAPTCHAAI_ variable but env, HTTPS to a proxy that refuses
+// everything), expecting it may fail: it returns the output, the script's
+// error, and whether it was still running after limit (then killed).
+func runDocBlocksBounded(t *testing.T, dir, script string, limit time.Duration, env ...string) (string, error, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
 	cmd.Dir = dir
+	set := map[string]bool{}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CAPTCHAQ_") && !strings.HasPrefix(kv, "CAPTCHAAI_") && !strings.HasPrefix(kv, "GOFLAGS=") {
+		k, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, "CAPTCHAQ_") && !strings.HasPrefix(k, "CAPTCHAAI_") && k != "GOFLAGS" && !set[k] {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr,
+	cmd.Env = append(append(cmd.Env, env...),
 		"HTTPS_PROXY=http://127.0.0.1:1", "HTTP_PROXY=http://127.0.0.1:1", "NO_PROXY=127.0.0.1,localhost")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -82,12 +152,10 @@ func TestREADMEShellBlocksEndWhenTheServerCannotStart(t *testing.T) {
 	var output strings.Builder
 	cmd.Stdout, cmd.Stderr = &output, &output
 	start := time.Now()
-	err = cmd.Run()
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
 	t.Logf("after %v, output:\n%s", time.Since(start).Round(time.Second), output.String())
-
-	require.NoError(t, ctx.Err(), "the walkthrough still waited for the server after 90s; it should end once the server has failed to start")
-	require.Error(t, err, "the walkthrough cannot succeed without its server")
-	require.Contains(t, output.String(), "address already in use", "the server's own error is shown")
-	require.NotContains(t, output.String(), "real API", "nothing reaches the paid service")
+	return output.String(), err, ctx.Err() != nil
 }
