@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestREADMEShellBlocksEndWhenTheServerCannotStart runs the README's
+// walkthrough, as TestREADMEShellBlocks does, on a machine where the
+// server's port is already held by something that accepts connections and
+// never speaks NATS. The server cannot start; the walkthrough must then end
+// (with the server's own error in its output) instead of waiting forever
+// for a server that will never answer.
+func TestREADMEShellBlocksEndWhenTheServerCannotStart(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	blocks := shellBlocks(string(readme), "sh")
+
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "captchaq"), "./cmd/captchaq")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata"), 0o755))
+	tasks, err := os.ReadFile(filepath.Join(root, "testdata", "tasks.jsonl"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "testdata", "tasks.jsonl"), tasks, 0o600))
+
+	natsAddr := squatPort(t)
+	emuPort := freePort(t)
+	script := readmeScript(t, blocks, map[string]string{"127.0.0.1:8088": fmt.Sprintf("127.0.0.1:%d", emuPort)})
+
+	got, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second,
+		"CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr)
+	require.False(t, hung, "the walkthrough still waited for the server after 90s; it should end once the server has failed to start")
+	require.Error(t, err, "the walkthrough cannot succeed without its server")
+	require.Contains(t, got, "address already in use", "the server's own error is shown")
+	require.NotContains(t, got, "real API", "nothing reaches the paid service")
+}
+
+// TestAcrossSitesEndsWhenTheHubCannotStart runs docs/across-sites.md's
+// walkthrough, as TestAcrossSitesRunsAsWritten does, with the hub's client
+// port already held by something that never speaks NATS: the hub cannot
+// start, and the walkthrough must end (with the hub's error) instead of
+// waiting forever for a queue no server holds.
+func TestAcrossSitesEndsWhenTheHubCannotStart(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skipf("openssl, which the page's walkthrough runs, is not installed (.ci/run installs it): %v", err)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	page, err := os.ReadFile(filepath.Join(root, "docs", "across-sites.md"))
+	require.NoError(t, err)
+	blocks := shellBlocks(string(page), "sh")
+
+	bin := t.TempDir()
+	for _, b := range [][]string{
+		{"go", "build", "-o", filepath.Join(bin, "captchaq"), "./cmd/captchaq"},
+		{"go", "build", "-o", filepath.Join(bin, "nats-server"), "github.com/nats-io/nats-server/v2"},
+	} {
+		build := exec.Command(b[0], b[1:]...)
+		build.Dir = root
+		out, err := build.CombinedOutput()
+		require.NoError(t, err, "%s: %s", strings.Join(b, " "), out)
+	}
+	hubAddr, leafPort, sitePort := squatPort(t), freePort(t), freePort(t)
+	dir := t.TempDir()
+	copyFile(t, filepath.Join(root, "nats.conf"), filepath.Join(dir, "nats.conf"), "127.0.0.1:4222", hubAddr)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata", "leaf"), 0o755))
+	copyFile(t, filepath.Join(root, "testdata", "leaf", "hub.conf"), filepath.Join(dir, "testdata", "leaf", "hub.conf"),
+		"127.0.0.1:7422", fmt.Sprintf("127.0.0.1:%d", leafPort))
+	copyFile(t, filepath.Join(root, "testdata", "leaf", "site.conf"), filepath.Join(dir, "testdata", "leaf", "site.conf"))
+	script := readmeScript(t, blocks, map[string]string{
+		"127.0.0.1:7422": fmt.Sprintf("127.0.0.1:%d", leafPort),
+		"4223":           fmt.Sprint(sitePort),
+		"127.0.0.1:8088": fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	})
+	out, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	require.False(t, hung, "the walkthrough still waited for the hub after 90s; it should end once the hub has failed to start")
+	require.Error(t, err, "the walkthrough cannot succeed without its hub")
+	require.Contains(t, out, "address already in use", "the hub's own error is shown")
+}
+
+// squatPort holds a loopback port as a program that is not a NATS server
+// would: it accepts connections and never answers. It returns the address.
+func squatPort(t *testing.T) string {
+	t.Helper()
+	squat, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = squat.Close() })
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := squat.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	return squat.Addr().String()
+}
+
+// runDocBlocksBounded runs a page's script as runDocBlocks does (no
+// CAPTCHAQ_ or CAPTCHAAI_ variable but env, HTTPS to a proxy that refuses
+// everything), expecting it may fail: it returns the output, the script's
+// error, and whether it was still running after limit (then killed).
+func runDocBlocksBounded(t *testing.T, dir, script string, limit time.Duration, env ...string) (string, error, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Dir = dir
+	set := map[string]bool{}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, "CAPTCHAQ_") && !strings.HasPrefix(k, "CAPTCHAAI_") && k != "GOFLAGS" && !set[k] {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(append(cmd.Env, env...),
+		"HTTPS_PROXY=http://127.0.0.1:1", "HTTP_PROXY=http://127.0.0.1:1", "NO_PROXY=127.0.0.1,localhost")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// The script may end while the jobs it started in the background still
+	// hold its output open: stop waiting for them soon after, then kill them
+	// with the rest of the process group.
+	cmd.WaitDelay = 5 * time.Second
+	var output strings.Builder
+	cmd.Stdout, cmd.Stderr = &output, &output
+	start := time.Now()
+	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	t.Logf("after %v, output:\n%s", time.Since(start).Round(time.Second), output.String())
+	return output.String(), err, ctx.Err() != nil
+}
