@@ -84,6 +84,21 @@ func runDocBlocks(t *testing.T, page, dir, script string, env ...string) string 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	cmd, output := docCommand(ctx, dir, script, env...)
+	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	require.NoError(t, err, "%s's shell blocks:\n%s\n--- output:\n%s", page, script, output.String())
+	return output.String()
+}
+
+// docCommand is bash running a page's script in dir as a reader would:
+// with no CAPTCHAQ_ or CAPTCHAAI_ variable but env, HTTPS through a proxy
+// that refuses everything (nothing reaches the paid service), in a process
+// group of its own that ctx's end kills whole. Its output, both streams,
+// goes to the builder returned.
+func docCommand(ctx context.Context, dir, script string, env ...string) (*exec.Cmd, *strings.Builder) {
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
 	cmd.Dir = dir
 	set := map[string]bool{}
@@ -101,14 +116,9 @@ func runDocBlocks(t *testing.T, page, dir, script string, env ...string) string 
 		"HTTPS_PROXY=http://127.0.0.1:1", "HTTP_PROXY=http://127.0.0.1:1", "NO_PROXY=127.0.0.1,localhost")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	var output strings.Builder
-	cmd.Stdout, cmd.Stderr = &output, &output
-	err := cmd.Run()
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	require.NoError(t, err, "%s's shell blocks:\n%s\n--- output:\n%s", page, script, output.String())
-	return output.String()
+	output := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = output, output
+	return cmd, output
 }
 
 // procBroker is `captchaq server` as a machine runs it: its own nats.conf

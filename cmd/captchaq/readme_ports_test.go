@@ -128,29 +128,11 @@ func runDocBlocksBounded(t *testing.T, dir, script string, limit time.Duration, 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", script)
-	cmd.Dir = dir
-	set := map[string]bool{}
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		set[k] = true
-	}
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(k, "CAPTCHAQ_") && !strings.HasPrefix(k, "CAPTCHAAI_") && k != "GOFLAGS" && !set[k] {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(append(cmd.Env, env...),
-		"HTTPS_PROXY=http://127.0.0.1:1", "HTTP_PROXY=http://127.0.0.1:1", "NO_PROXY=127.0.0.1,localhost")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd, output := docCommand(ctx, dir, script, env...)
 	// The script may end while the jobs it started in the background still
 	// hold its output open: stop waiting for them soon after, then kill them
 	// with the rest of the process group.
 	cmd.WaitDelay = 5 * time.Second
-	var output strings.Builder
-	cmd.Stdout, cmd.Stderr = &output, &output
 	start := time.Now()
 	err := cmd.Run()
 	if cmd.Process != nil {
