@@ -28,13 +28,7 @@ import (
 func TestFrozenServiceHoldsSubmissions(t *testing.T) {
 	t.Parallel()
 	api := fakeapi.New(fakeapi.Config{TimeScale: 0.001})
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	u, err := url.Parse(srv.URL)
-	require.NoError(t, err)
-	proxy, err := faultproxy.Start(u.Host)
-	require.NoError(t, err)
-	t.Cleanup(proxy.Close)
+	proxy := behindFaultProxy(t, api)
 	var logs logbuf.Buffer
 	c, err := solver.NewClient(solver.Config{BaseURL: "http://" + proxy.Addr(), APIKey: fakeapi.TestKey, MinSubmitInterval: -1,
 		StallAfter: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -116,4 +110,18 @@ func TestServerErrorsInARowAreAnOutage(t *testing.T) {
 		return err == nil
 	}, 10*time.Second, 50*time.Millisecond, "%v", err)
 	require.Equal(t, 1, api.Stats().Submitted)
+}
+
+// behindFaultProxy serves api over loopback HTTP behind a proxy the test
+// can make refuse or freeze (faultproxy), and returns the proxy.
+func behindFaultProxy(t *testing.T, api http.Handler) *faultproxy.Proxy {
+	t.Helper()
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	proxy, err := faultproxy.Start(u.Host)
+	require.NoError(t, err)
+	t.Cleanup(proxy.Close)
+	return proxy
 }

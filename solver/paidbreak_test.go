@@ -4,14 +4,12 @@ import (
 	"github.com/captchaq/captchaq/retry"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/captchaq/captchaq/internal/faultproxy"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 )
@@ -24,13 +22,7 @@ import (
 func TestClockBackDuringOutageResumesSubmissions(t *testing.T) {
 	t.Parallel()
 	api := fakeapi.New(fakeapi.Config{TimeScale: 0.001})
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	u, err := url.Parse(srv.URL)
-	require.NoError(t, err)
-	proxy, err := faultproxy.Start(u.Host)
-	require.NoError(t, err)
-	t.Cleanup(proxy.Close)
+	proxy := behindFaultProxy(t, api)
 	var clk clock
 	c, err := solver.NewClient(solver.Config{BaseURL: "http://" + proxy.Addr(), APIKey: fakeapi.TestKey, Now: clk.now})
 	require.NoError(t, err)
@@ -334,13 +326,7 @@ func TestClockBackWhilePollingKeepsPolling(t *testing.T) {
 func TestClockForwardDuringOutageKeepsTheHeldCaptchas(t *testing.T) {
 	t.Parallel()
 	api := fakeapi.New(fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: {Min: 200 * time.Millisecond, Median: 200 * time.Millisecond, Max: 200 * time.Millisecond}}})
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	u, err := url.Parse(srv.URL)
-	require.NoError(t, err)
-	proxy, err := faultproxy.Start(u.Host)
-	require.NoError(t, err)
-	t.Cleanup(proxy.Close)
+	proxy := behindFaultProxy(t, api)
 	var clk clock
 	c, err := solver.NewClient(solver.Config{BaseURL: "http://" + proxy.Addr(), APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1, Now: clk.now,
 		Timing: solver.Timing{Scale: 0.02, Fixed: true, FirstPoll: map[string]time.Duration{solver.KindTurnstile: 30 * time.Second}}})
