@@ -39,13 +39,7 @@ func TestOutageKeepsTheAcceptedCaptchas(t *testing.T) {
 	t.Cleanup(stopAPI)
 	proxy := newRefusingProxy(t, apiURL[len("http://"):])
 
-	var logs logbuf.Buffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-	})
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := debugLog(t)
 	patient := map[string]time.Duration{}
 	for _, k := range solver.Kinds() {
 		patient[k] = 10 * time.Hour
@@ -118,13 +112,7 @@ func TestStoppedWorkerLeavesItsCaptchaToTheNext(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
-	var logs logbuf.Buffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-	})
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := debugLog(t)
 	api := fakeapi.New(fakeapi.Config{BurstLimit: 1 << 20, SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: fixed(3 * time.Second)}})
 	apiURL, stopAPI, err := fakeapi.ServeLocal(api)
 	require.NoError(t, err)
@@ -162,4 +150,17 @@ func TestStoppedWorkerLeavesItsCaptchaToTheNext(t *testing.T) {
 		resumed = resumed || ev.Kind == EventAccepted && ev.Resumed && ev.CaptchaID == out.CaptchaID
 	}
 	require.True(t, resumed, "the trail says the captcha was resumed: %v", kinds(b.events(t, "left")))
+}
+
+// debugLog is a logger at DEBUG whose lines the test prints only if it
+// fails.
+func debugLog(t *testing.T) *slog.Logger {
+	t.Helper()
+	var logs logbuf.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -3,7 +3,6 @@ package stream
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/captchaq/captchaq/internal/logbuf"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 )
@@ -29,13 +27,7 @@ func TestResumeByAWorkerWithAnotherClockPaysOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
-	var logs logbuf.Buffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-	})
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := debugLog(t)
 	api := fakeapi.New(fakeapi.Config{BurstLimit: 1 << 20, SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: fixed(3 * time.Second)}})
 	apiURL, stopAPI, err := fakeapi.ServeLocal(api)
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/captchaq/captchaq/internal/logbuf"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream/broker"
@@ -71,13 +69,7 @@ func TestBrokerDownAfterTheAnswerPaysOnce(t *testing.T) {
 		}
 		return ans, err
 	})
-	var logs logbuf.Buffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-	})
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := debugLog(t)
 	w, err := NewWorker(ctx, connect(), WorkerConfig{Topology: top, Solver: hooked, Threads: 1, IdleCheck: 50 * time.Millisecond, Logger: log})
 	require.NoError(t, err)
 	wctx, stopWorker := context.WithCancel(context.Background())
