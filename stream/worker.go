@@ -165,51 +165,63 @@ func (w *Worker) Name() string { return w.cfg.Name }
 func (w *Worker) executor(js jetstream.JetStream, s, tokens jetstream.Stream) *executor.Executor {
 	cfg := w.cfg
 	return &executor.Executor{
-		Name: cfg.Name, Now: cfg.Now, Policy: cfg.Policy, Solver: cfg.Solver, TokenLifetimes: cfg.TokenLifetimes,
-		DefaultDeadline: cfg.DefaultDeadline, AckWait: w.top.AckWait, Lease: w.heartbeat, Log: w.log,
-		Observe: func(ev Event, t Task) {
-			cfg.Observer.Observe(Observation{Kind: ev.Kind, Method: t.Method, Lane: LaneOf(t.Method, t.Params),
-				Code: ev.Code, Reason: ev.Reason, Duration: time.Duration(ev.Seconds * float64(time.Second)),
-				Delay: time.Duration(ev.DelayMS) * time.Millisecond})
-		},
-		Store:     &taskstore.JetStream{JS: js, Stream: s, Tokens: tokens, NC: w.nc, Domain: w.top.Domain},
-		Completer: w.completer,
-		Room:      w.room,
-		Forged:    &executor.ForgedBudget{},
-		Held:      &w.held,
-		Clock:     &w.clock,
-		Reach:     &w.reach,
-		EarlyRelease: func(ctx context.Context, t executor.Thread) context.Context {
-			th, _ := t.(*dispatcher.PlanThread)
-			return w.dispatch.Plan.EarlyRelease(ctx, th)
-		},
-		LookAgain: w.dispatch.LookAgainAfter,
-		StopWith:  func(code string) { w.stopped.CompareAndSwap(nil, &FatalError{Code: code}) },
-		StopCause: func() string {
-			if f := w.stopped.Load(); f != nil {
-				return f.Code
-			}
-			return ""
-		},
-		Refused: func(code string) {
-			select {
-			case w.fatal <- &FatalError{Code: code}:
-			default:
-			}
-		},
-		Abandon: w.abandonCtx,
-		Lead:    w.solveLead,
-		WakeAt: func(d time.Duration, lane wire.Lane) {
-			// The consumer redelivers the task once d has passed: look then
-			// rather than at the next idle check.
-			time.AfterFunc(d+10*time.Millisecond, func() {
-				w.dispatch.LaneFreed(lane)
-				w.dispatch.Poke()
-			})
-		},
+		Hooks: execHooks{w},
+		Name:  cfg.Name, Policy: cfg.Policy, Solver: cfg.Solver, TokenLifetimes: cfg.TokenLifetimes,
+		DefaultDeadline: cfg.DefaultDeadline, AckWait: w.top.AckWait, Log: w.log,
+		Store:         &taskstore.JetStream{JS: js, Stream: s, Tokens: tokens, NC: w.nc, Domain: w.top.Domain},
+		Completer:     w.completer,
+		Room:          w.room,
+		Forged:        &executor.ForgedBudget{},
+		Held:          &w.held,
+		Clock:         &w.clock,
+		Reach:         &w.reach,
 		ScheduleCheck: cfg.ScheduleCheck,
 		Retention:     s.CachedInfo().Config.MaxAge,
 	}
+}
+
+// execHooks is what the worker's executor asks of the worker
+// (executor.Hooks).
+type execHooks struct{ w *Worker }
+
+func (h execHooks) Now() time.Time       { return h.w.cfg.Now() }
+func (h execHooks) Lease() time.Duration { return h.w.heartbeat() }
+
+func (h execHooks) Observe(ev Event, t Task) {
+	h.w.cfg.Observer.Observe(Observation{Kind: ev.Kind, Method: t.Method, Lane: LaneOf(t.Method, t.Params),
+		Code: ev.Code, Reason: ev.Reason, Duration: time.Duration(ev.Seconds * float64(time.Second)),
+		Delay: time.Duration(ev.DelayMS) * time.Millisecond})
+}
+
+func (h execHooks) EarlyRelease(ctx context.Context, t executor.Thread) context.Context {
+	th, _ := t.(*dispatcher.PlanThread)
+	return h.w.dispatch.Plan.EarlyRelease(ctx, th)
+}
+
+func (h execHooks) LookAgainAfter(d time.Duration, lane wire.Lane) {
+	h.w.dispatch.LookAgainAfter(d, lane)
+}
+
+func (h execHooks) StopWith(code string) { h.w.stopped.CompareAndSwap(nil, &FatalError{Code: code}) }
+
+func (h execHooks) StopCause() string {
+	if f := h.w.stopped.Load(); f != nil {
+		return f.Code
+	}
+	return ""
+}
+
+func (h execHooks) Refused(code string) {
+	select {
+	case h.w.fatal <- &FatalError{Code: code}:
+	default:
+	}
+}
+
+func (h execHooks) Abandon() context.Context { return h.w.abandonCtx() }
+
+func (h execHooks) Lead(method string, params wire.Params) time.Duration {
+	return h.w.solveLead(method, params)
 }
 
 // LeadQuantile is the quantile of a kind's solve time a worker starts a

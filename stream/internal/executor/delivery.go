@@ -242,7 +242,7 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 	case nextRetry:
 		if d.record(ctx, nx.ev) {
 			_ = d.m.NakWithDelay(nx.delay)
-			d.x.LookAgain(nx.delay, wire.LaneOfSubject(d.m.Subject()))
+			d.x.LookAgainAfter(nx.delay, wire.LaneOfSubject(d.m.Subject()))
 		}
 		d.log.Info("attempt failed", slog.String("code", nx.ev.Code), slog.String("class", nx.ev.Class),
 			slog.String("next", string(nx.ev.Kind)), slog.Duration("delay", nx.delay), slog.Int("attempts", nx.ev.Attempts))
@@ -343,9 +343,7 @@ func (d *delivery) patiently(ctx context.Context, read func() error) error {
 
 // observe reports a recorded step to the Observer.
 func (d *delivery) observe(ev wire.Event) {
-	if d.x.Observe != nil {
-		d.x.Observe(ev, d.task)
-	}
+	d.x.Observe(ev, d.task)
 }
 
 // solve runs the solver on req under the task's deadline, keeping the

@@ -19,10 +19,12 @@ import (
 // time each (Execute). Its fields are set once, before the first Execute;
 // every one is required unless it says otherwise.
 type Executor struct {
+	// Hooks is what the executor asks of the worker that runs it: its
+	// clock, its lease, its dispatcher and its stop. Its methods are
+	// called as the executor's own (x.Now()).
+	Hooks
 	// Name is the worker's name in the audit trail.
 	Name string
-	// Now is the clock of what is recorded and decided on.
-	Now func() time.Time
 	// Policy decides retries, snoozes and dead letters.
 	Policy retry.Policy
 	// Solver solves the captchas.
@@ -35,12 +37,8 @@ type Executor struct {
 	// AckWait is the topology's ack wait: how long a write that records
 	// what the service did may wait for the broker.
 	AckWait time.Duration
-	// Lease is how often a held task's lease is renewed.
-	Lease func() time.Duration
 	// Log receives one line per outcome and per problem.
 	Log *slog.Logger
-	// Observe, when set, receives every recorded step with its task.
-	Observe func(wire.Event, wire.Task)
 
 	// Store reads and writes the task's records.
 	Store taskstore.Store
@@ -57,29 +55,6 @@ type Executor struct {
 	// Reach says how long ago the stream came back within this worker's
 	// reach.
 	Reach interface{ Settled(time.Duration) bool }
-	// EarlyRelease is ctx with the plan thread given back once the service
-	// probably solved the captcha, when the plan says so.
-	EarlyRelease func(ctx context.Context, t Thread) context.Context
-	// LookAgain makes the dispatcher look at lane's consumers when a task
-	// handed back with delay d comes due.
-	LookAgain func(d time.Duration, lane wire.Lane)
-	// StopWith notes that the worker stops because the service refuses it
-	// (code): what is handed back from then on says so. StopCause is that
-	// code, "" until then. Refused then tells the worker to stop taking
-	// tasks.
-	StopWith  func(code string)
-	StopCause func() string
-	Refused   func(code string)
-	// Abandon ends when the worker stops with the broker out of reach:
-	// writes still to make give up then.
-	Abandon func() context.Context
-	// Lead is how long before a task's use_at its solve starts: the
-	// kind's 90th-percentile solve time as the worker knows it.
-	Lead func(method string, params wire.Params) time.Duration
-	// WakeAt makes the dispatcher look at lane's consumers when a task
-	// handed back until it is due comes due, however far off that is: a
-	// hint, which a restart may forget, since the stream keeps the task.
-	WakeAt func(d time.Duration, lane wire.Lane)
 	// ScheduleCheck bounds how long a task that is not due waits between
 	// deliveries, so that a cancel of it ends it within that time.
 	ScheduleCheck time.Duration
@@ -97,6 +72,38 @@ type Executor struct {
 	// time would wait until the stream drops it, without an outcome, so it
 	// ends as invalid at once.
 	Retention time.Duration
+}
+
+// Hooks is what an executor asks of the worker that runs it. Every method
+// may be called from many deliveries at once.
+type Hooks interface {
+	// Now is the clock of what is recorded and decided on.
+	Now() time.Time
+	// Lease is how often a held task's lease is renewed.
+	Lease() time.Duration
+	// Observe receives every recorded step with its task.
+	Observe(ev wire.Event, t wire.Task)
+	// EarlyRelease is ctx with the plan thread given back once the service
+	// probably solved the captcha, when the plan says so.
+	EarlyRelease(ctx context.Context, t Thread) context.Context
+	// LookAgainAfter makes the dispatcher look at lane's consumers when a
+	// task handed back with delay d comes due, when that is sooner than
+	// its idle check would (dispatcher.Dispatcher.LookAgainAfter): a hint,
+	// which a restart may forget, since the stream keeps the task.
+	LookAgainAfter(d time.Duration, lane wire.Lane)
+	// StopWith notes that the worker stops because the service refuses it
+	// (code): what is handed back from then on says so. StopCause is that
+	// code, "" until then. Refused then tells the worker to stop taking
+	// tasks.
+	StopWith(code string)
+	StopCause() string
+	Refused(code string)
+	// Abandon ends when the worker stops with the broker out of reach:
+	// writes still to make give up then.
+	Abandon() context.Context
+	// Lead is how long before a task's use_at its solve starts: the
+	// kind's solve time at a high quantile as the worker knows it.
+	Lead(method string, params wire.Params) time.Duration
 }
 
 // Mover moves a task between its task subject and the waiting room

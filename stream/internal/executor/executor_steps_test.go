@@ -148,7 +148,7 @@ func TestExecuteRetryLooksAgain(t *testing.T) {
 	t.Parallel()
 	b := setup(t, solver.Answer{}, &solver.Error{Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: solver.Classify("ERROR_CAPTCHA_UNSOLVABLE"), Op: "res.php"})
 	var looked []string
-	b.x.LookAgain = func(d time.Duration, lane wire.Lane) { looked = append(looked, "nak "+d.String()+" "+string(lane)) }
+	b.hooks.lookAgain = func(d time.Duration, lane wire.Lane) { looked = append(looked, "nak "+d.String()+" "+string(lane)) }
 	m := b.deliver(t, "l1", turnstile, 1)
 	b.x.Execute(context.Background(), m, noThread{}, noSlot{})
 

@@ -260,6 +260,7 @@ func (settled) Settled(time.Duration) bool { return true }
 // bundle is what a test of one delivery needs.
 type bundle struct {
 	x        *Executor
+	hooks    *testHooks
 	store    *fakeStore
 	solves   int
 	observed []wire.EventKind
@@ -272,8 +273,10 @@ func setup(t *testing.T, answer solver.Answer, err error) *bundle {
 	b := &bundle{store: newFakeStore()}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
+	b.hooks = &testHooks{now: now, observe: func(ev wire.Event) { mu.Lock(); b.observed = append(b.observed, ev.Kind); mu.Unlock() }}
 	b.x = &Executor{
-		Name: "w1", Now: func() time.Time { return now }, Policy: retry.Policy{}.WithDefaults(),
+		Hooks: b.hooks,
+		Name:  "w1", Policy: retry.Policy{}.WithDefaults(),
 		Solver: solver.Func(func(context.Context, solver.Request) (solver.Answer, error) {
 			mu.Lock()
 			b.solves++
@@ -281,17 +284,40 @@ func setup(t *testing.T, answer solver.Answer, err error) *bundle {
 			return answer, err
 		}),
 		TokenLifetimes: map[string]time.Duration{"turnstile": 300 * time.Second}, DefaultDeadline: 10 * time.Minute,
-		AckWait: 30 * time.Second, Lease: func() time.Duration { return 10 * time.Second },
+		AckWait: 30 * time.Second,
 		Log:     slog.New(slog.DiscardHandler),
-		Observe: func(ev wire.Event, _ wire.Task) { mu.Lock(); b.observed = append(b.observed, ev.Kind); mu.Unlock() },
 		Store:   b.store, Completer: completeByAck{}, Room: roomy{}, Held: &Held{}, Clock: &jscall.BrokerClock{}, Reach: settled{},
-		EarlyRelease: func(ctx context.Context, _ Thread) context.Context { return ctx },
-		LookAgain:    func(time.Duration, wire.Lane) {},
-		StopWith:     func(string) {}, StopCause: func() string { return "" }, Refused: func(string) {},
-		Abandon: context.Background,
 	}
 	return b
 }
+
+// testHooks are the hooks of a worker that is not running: a frozen
+// clock, a 10-s lease, no plan, no stop; observe and lookAgain, when set,
+// receive what is observed and what the dispatcher is told to look at.
+type testHooks struct {
+	now       time.Time
+	observe   func(wire.Event)
+	lookAgain func(time.Duration, wire.Lane)
+}
+
+func (h *testHooks) Now() time.Time       { return h.now }
+func (h *testHooks) Lease() time.Duration { return 10 * time.Second }
+func (h *testHooks) Observe(ev wire.Event, _ wire.Task) {
+	if h.observe != nil {
+		h.observe(ev)
+	}
+}
+func (h *testHooks) EarlyRelease(ctx context.Context, _ Thread) context.Context { return ctx }
+func (h *testHooks) LookAgainAfter(d time.Duration, lane wire.Lane) {
+	if h.lookAgain != nil {
+		h.lookAgain(d, lane)
+	}
+}
+func (h *testHooks) StopWith(string)                        {}
+func (h *testHooks) StopCause() string                      { return "" }
+func (h *testHooks) Refused(string)                         {}
+func (h *testHooks) Abandon() context.Context               { return context.Background() }
+func (h *testHooks) Lead(string, wire.Params) time.Duration { return 0 }
 
 // deliver stores task as a task message of id and delivers it (number
 // delivery), returning the delivery.

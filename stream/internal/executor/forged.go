@@ -190,9 +190,7 @@ func (d *delivery) endForged() {
 
 // observeForged reports the end of a forged copy to the observer.
 func (d *delivery) observeForged() {
-	if d.x.Observe != nil {
-		d.x.Observe(wire.Event{Kind: KindForged, Code: wire.CodeInvalidEnvelope, Gen: d.gen}, d.task)
-	}
+	d.x.Observe(wire.Event{Kind: KindForged, Code: wire.CodeInvalidEnvelope, Gen: d.gen}, d.task)
 }
 
 // forgedContended ends a forged copy whose record lost its race with other

@@ -109,7 +109,11 @@ func (d *delivery) wait(ctx context.Context, base wire.Event, until time.Time, l
 	}
 	_ = d.m.NakWithDelay(delay)
 	if !d.inRoom {
-		d.x.WakeAt(delay, wire.LaneOfSubject(d.m.Subject()))
+		// On a stream without a waiting room the task waits on its lane's
+		// consumer. The dispatcher looks at the lane when it comes due if
+		// that is sooner than its idle check; a longer wait is found by
+		// the idle check, at most IdleCheck after it is due.
+		d.x.LookAgainAfter(delay, wire.LaneOfSubject(d.m.Subject()))
 	}
 }
 
