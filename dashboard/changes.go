@@ -19,9 +19,9 @@ import (
 	"github.com/captchaq/captchaq/stream"
 )
 
-// changeFunc makes one change with a client that has the admin's
+// changeFunc makes one change as an admin with the operator's
 // credentials, and says what it did.
-type changeFunc func(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error)
+type changeFunc func(ctx context.Context, a *stream.Admin, body json.RawMessage) (string, error)
 
 // errBadRequest marks a change request that is wrong in itself.
 var errBadRequest = errors.New("bad request")
@@ -76,12 +76,12 @@ func (d *Dashboard) change(fn changeFunc) http.HandlerFunc {
 			fail(http.StatusForbidden, "user %q may not change anything here: replay, purge, cancel and pause need the admin's permissions (%v)", user, err)
 			return
 		}
-		c, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "captchaq-dashboard-" + user, Topology: stream.Topology{Domain: d.cfg.Client.Domain()}})
+		a, err := stream.NewAdmin(nc, stream.AdminConfig{Name: "captchaq-dashboard-" + user, Topology: stream.Topology{Domain: d.cfg.Client.Domain()}})
 		if err != nil {
 			fail(http.StatusBadGateway, "%v", err)
 			return
 		}
-		msg, err := fn(ctx, c, body)
+		msg, err := fn(ctx, a, body)
 		d.changed()
 		switch {
 		case errors.Is(err, errBadRequest):
@@ -142,7 +142,7 @@ func decode[T any](body json.RawMessage) (T, error) {
 	return v, nil
 }
 
-func (d *Dashboard) replay(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
+func (d *Dashboard) replay(ctx context.Context, a *stream.Admin, body json.RawMessage) (string, error) {
 	req, err := decode[struct{ ID string }](body)
 	if err != nil {
 		return "", err
@@ -150,26 +150,26 @@ func (d *Dashboard) replay(ctx context.Context, c *stream.Client, body json.RawM
 	if err := stream.ValidateID(req.ID); err != nil {
 		return "", fmt.Errorf("%w: %v", errBadRequest, err)
 	}
-	dl, err := c.DeadLetterOf(ctx, req.ID)
+	dl, err := a.DeadLetterOf(ctx, req.ID)
 	if err != nil {
 		return "", err
 	}
 	if dl.Reason == retry.ReasonCanceled {
 		return "", fmt.Errorf("%w: task %s was canceled: submit it anew if it is wanted after all", errBadRequest, req.ID)
 	}
-	r, err := c.Replay(ctx, req.ID)
+	r, err := a.Replay(ctx, req.ID)
 	if err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("task %s is queued again (task message %d)", r.ID, r.Seq), nil
 }
 
-func (d *Dashboard) cancel(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
+func (d *Dashboard) cancel(ctx context.Context, a *stream.Admin, body json.RawMessage) (string, error) {
 	req, err := decode[struct{ ID string }](body)
 	if err != nil {
 		return "", err
 	}
-	t, err := c.Cancel(ctx, req.ID, "dashboard")
+	t, err := a.Cancel(ctx, req.ID, "dashboard")
 	if err != nil {
 		return "", err
 	}
@@ -179,7 +179,7 @@ func (d *Dashboard) cancel(ctx context.Context, c *stream.Client, body json.RawM
 	return fmt.Sprintf("task %s canceled: it ends dead/canceled without a call to the service", req.ID), nil
 }
 
-func (d *Dashboard) lane(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
+func (d *Dashboard) lane(ctx context.Context, a *stream.Admin, body json.RawMessage) (string, error) {
 	req, err := decode[struct{ Lane, Action string }](body)
 	if err != nil {
 		return "", err
@@ -187,12 +187,12 @@ func (d *Dashboard) lane(ctx context.Context, c *stream.Client, body json.RawMes
 	lane := stream.Lane(req.Lane)
 	switch req.Action {
 	case "pause":
-		if err := c.PauseLane(ctx, lane, time.Now().Add(100*365*24*time.Hour)); err != nil {
+		if err := a.PauseLane(ctx, lane, time.Now().Add(100*365*24*time.Hour)); err != nil {
 			return "", err
 		}
 		return "lane " + req.Lane + " paused", nil
 	case "resume":
-		if err := c.ResumeLane(ctx, lane); err != nil {
+		if err := a.ResumeLane(ctx, lane); err != nil {
 			return "", err
 		}
 		return "lane " + req.Lane + " resumed", nil
@@ -200,11 +200,11 @@ func (d *Dashboard) lane(ctx context.Context, c *stream.Client, body json.RawMes
 	return "", fmt.Errorf("%w: action %q: want pause or resume", errBadRequest, req.Action)
 }
 
-func (d *Dashboard) signin(_ context.Context, _ *stream.Client, _ json.RawMessage) (string, error) {
+func (d *Dashboard) signin(_ context.Context, _ *stream.Admin, _ json.RawMessage) (string, error) {
 	return "signed in: the admin's permissions are checked", nil
 }
 
-func (d *Dashboard) deleteDead(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
+func (d *Dashboard) deleteDead(ctx context.Context, a *stream.Admin, body json.RawMessage) (string, error) {
 	req, err := decode[struct{ Seq uint64 }](body)
 	if err != nil {
 		return "", err
@@ -213,7 +213,7 @@ func (d *Dashboard) deleteDead(ctx context.Context, c *stream.Client, body json.
 		return "", fmt.Errorf("%w: want the dead letter's seq", errBadRequest)
 	}
 	var id string
-	n, err := c.PurgeWhere(ctx, func(x stream.DeadLetter) bool {
+	n, err := a.PurgeWhere(ctx, func(x stream.DeadLetter) bool {
 		if x.Seq == req.Seq {
 			id = x.ID
 			return true
@@ -243,24 +243,24 @@ func bulkFilter(body json.RawMessage) (filter, error) {
 	return q.parse(time.Now())
 }
 
-func (d *Dashboard) replayAll(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
+func (d *Dashboard) replayAll(ctx context.Context, a *stream.Admin, body json.RawMessage) (string, error) {
 	f, err := bulkFilter(body)
 	if err != nil {
 		return "", err
 	}
-	rs, err := c.ReplayWhere(ctx, func(x stream.DeadLetter) bool { return replayable(x) && f.deadLetter(x) })
+	rs, err := a.ReplayWhere(ctx, func(x stream.DeadLetter) bool { return replayable(x) && f.deadLetter(x) })
 	if err != nil {
 		return "", fmt.Errorf("replayed %d task(s), then: %w", len(rs), err)
 	}
 	return fmt.Sprintf("replayed %d task(s)", len(rs)), nil
 }
 
-func (d *Dashboard) purge(ctx context.Context, c *stream.Client, body json.RawMessage) (string, error) {
+func (d *Dashboard) purge(ctx context.Context, a *stream.Admin, body json.RawMessage) (string, error) {
 	f, err := bulkFilter(body)
 	if err != nil {
 		return "", err
 	}
-	n, err := c.PurgeWhere(ctx, f.deadLetter)
+	n, err := a.PurgeWhere(ctx, f.deadLetter)
 	if err != nil {
 		return "", fmt.Errorf("purged %d dead letter(s), then: %w", n, err)
 	}

@@ -128,19 +128,25 @@ func ExampleWorker_Run() {
 }
 
 // List dead letters, and replay them once the cause is gone: here an outage
-// of the solving service that outlasted the attempt budget.
-func ExampleClient_DeadLetters() {
+// of the solving service that outlasted the attempt budget. Replaying is
+// the admin's (here the in-process server has no users: every connection
+// may).
+func ExampleAdmin_ReplayAll() {
 	env, stop := example(streamtest.WithFaults(fakeapi.Faults{Outage: true}), streamtest.WithMaxAttempts(2))
 	defer stop()
 	ctx := context.Background()
 	client := env.Client
+	admin, err := stream.NewAdmin(env.Conn, stream.AdminConfig{Topology: env.Topology, Name: "operator"})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	// During the outage, the task ends in the dead letter.
-	_, err := client.Solve(ctx, stream.Task{ID: "order-1004", Method: "turnstile",
+	_, err = client.Solve(ctx, stream.Task{ID: "order-1004", Method: "turnstile",
 		Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/checkout"}})
 	fmt.Println("solve:", errors.Is(err, stream.ErrNotSolved))
 
-	dead, err := client.DeadLetters(ctx, stream.DeadFilter{Pending: true})
+	dead, err := admin.DeadLetters(ctx, stream.DeadFilter{Pending: true})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -150,7 +156,7 @@ func ExampleClient_DeadLetters() {
 
 	// The service is back: replay every pending letter, with a fresh budget.
 	env.Emulator.SetFaults(fakeapi.Faults{})
-	receipts, err := client.ReplayAll(ctx, stream.DeadFilter{Reason: retry.ReasonAttemptsExhausted})
+	receipts, err := admin.ReplayAll(ctx, stream.DeadFilter{Reason: retry.ReasonAttemptsExhausted})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -81,4 +82,26 @@ func exportedRecv(r *ast.FieldList) bool {
 	}
 	id, ok := typ.(*ast.Ident)
 	return ok && id.IsExported()
+}
+
+// `go doc` of package stream shows its three roles, each with its
+// constructor and its configuration: the producer (Client), the worker
+// (Worker) and the admin (Admin).
+func TestGoDocShowsTheRoles(t *testing.T) {
+	t.Parallel()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	out, err := exec.Command(goBin, "doc", ".").CombinedOutput()
+	require.NoError(t, err, "go doc: %s", out)
+	doc := string(out)
+	for _, role := range []struct{ name, constructor string }{
+		{"Client", "func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, error)"},
+		{"Worker", "func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, error)"},
+		{"Admin", "func NewAdmin(nc *nats.Conn, cfg AdminConfig) (*Admin, error)"},
+	} {
+		require.Contains(t, doc, "\ntype "+role.name+" struct{ ... }\n    "+role.constructor+"\n", "go doc lists %s with its constructor", role.name)
+		require.Contains(t, doc, "\ntype "+role.name+"Config struct{ ... }\n", "go doc lists %sConfig", role.name)
+	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 )
 
-// PlanOption is an optional setting of SetPlan.
+// PlanOption is an optional setting of Admin.SetPlan.
 type PlanOption func(*planOptions)
 
 type planOptions struct{ early bool }
@@ -34,12 +34,12 @@ func PlanEarly() PlanOption { return func(o *planOptions) { o.early = true } }
 // set; workers pick a change up within 10 seconds. Threads held while the
 // quota changes are given back as their solves end, so for a moment the old
 // holders and the new quota may overlap.
-func SetPlan(ctx context.Context, nc *nats.Conn, t Topology, threads int, opts ...PlanOption) error {
-	js, err := jetStreamOf(nc, t)
+func (a *Admin) SetPlan(ctx context.Context, threads int, opts ...PlanOption) error {
+	js, err := jetStreamOf(a.nc, a.cfg.Topology)
 	if err != nil {
 		return err
 	}
-	t = t.withDefaults()
+	t := a.cfg.Topology.withDefaults()
 	var o planOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -114,6 +114,12 @@ func (t Topology) storage() jetstream.StorageType {
 }
 
 // PlanThreads returns the plan-wide thread quota, 0 when none is set.
+func (a *Admin) PlanThreads(ctx context.Context) (int, error) {
+	return PlanThreads(ctx, a.nc, a.cfg.Topology)
+}
+
+// PlanThreads returns the plan-wide thread quota of t, 0 when none is set.
+// Every role may read it.
 func PlanThreads(ctx context.Context, nc *nats.Conn, t Topology) (int, error) {
 	js, err := jetStreamOf(nc, t)
 	if err != nil {

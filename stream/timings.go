@@ -41,16 +41,16 @@ type Timings struct {
 
 var _ solver.TimingStore = (*Timings)(nil)
 
-// EnsureTimings creates TimingsBucket (file storage, or memory with
-// t.Memory; t's replicas) if it does not exist, and returns the store.
-// Admins (`captchaq server`, `captchaq init`) create it; workers, whose
-// role may not create streams, find it with OpenTimings.
-func EnsureTimings(ctx context.Context, nc *nats.Conn, t Topology) (*Timings, error) {
-	js, err := jetStreamOf(nc, t)
+// EnsureTimings creates TimingsBucket (file storage, or memory with the
+// Topology's Memory; its replicas) if it does not exist, and returns the
+// store. Admins (`captchaq server`, `captchaq init`) create it; workers,
+// whose role may not create streams, find it with OpenTimings.
+func (a *Admin) EnsureTimings(ctx context.Context) (*Timings, error) {
+	js, err := jetStreamOf(a.nc, a.cfg.Topology)
 	if err != nil {
 		return nil, err
 	}
-	t = t.withDefaults()
+	t := a.cfg.Topology.withDefaults()
 	storage := t.storage()
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:       TimingsBucket,

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/stream/internal/jscall"
@@ -315,20 +314,21 @@ func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jet
 }
 
 // EnsureTopology creates (or, with update, updates) the stream and the
-// workers' consumers. When it creates the stream, or runs with update, it
-// also stores the stream's anchor (wire.SubjectAnchor) unless the stream holds
-// one. It is idempotent; start order never matters. It needs the admin's
-// permissions; nc reaches the stream's JetStream in t.Domain.
-func EnsureTopology(ctx context.Context, nc *nats.Conn, t Topology, update bool) (jetstream.Stream, error) {
-	js, err := jetStreamOf(nc, t)
+// workers' consumers of the admin's Topology. When it creates the stream,
+// or runs with update, it also stores the stream's anchor
+// (wire.SubjectAnchor) unless the stream holds one. It is idempotent; start
+// order never matters.
+func (a *Admin) EnsureTopology(ctx context.Context, update bool) (jetstream.Stream, error) {
+	js, err := jetStreamOf(a.nc, a.cfg.Topology)
 	if err != nil {
 		return nil, err
 	}
-	s, _, err := ensureTopology(ctx, js, t, update)
+	s, _, err := ensureTopology(ctx, js, a.cfg.Topology, update)
 	return s, err
 }
 
-// ensureTopology is EnsureTopology, returning the token stream too.
+// ensureTopology is Admin.EnsureTopology on js, returning the token stream
+// too.
 func ensureTopology(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (s, tokens jetstream.Stream, err error) {
 	t = t.withDefaults()
 	if t.maxPayload == 0 {

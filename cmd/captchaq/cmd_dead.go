@@ -102,7 +102,7 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 	}
-	return nf.withSession(ctx, "captchaq-dead", stream.ClientConfig{Name: "captchaq-dead-" + sub}, func(ctx context.Context, c *stream.Client, ae *asyncErrors) error {
+	return nf.withAdminSession(ctx, "captchaq-dead", stream.ClientConfig{Name: "captchaq-dead-" + sub}, func(ctx context.Context, c *stream.Client, adm *stream.Admin, ae *asyncErrors) error {
 		enc := json.NewEncoder(stdout)
 		switch sub {
 		case "ls":
@@ -152,7 +152,7 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				if err != nil || f.IDs == nil {
 					return explain(err, ae)
 				}
-				receipts, err = c.ReplayAll(ctx, f)
+				receipts, err = adm.ReplayAll(ctx, f)
 			case fs.NArg() == 0:
 				return usageError("dead replay: want task ids, or --all")
 			default:
@@ -163,7 +163,7 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				}
 				var errs []error
 				for _, id := range fs.Args() {
-					r, err := c.Replay(ctx, id)
+					r, err := adm.Replay(ctx, id)
 					if r.ID != "" && !r.Duplicate {
 						receipts = append(receipts, r) // queued, even if recording the replay failed
 					}
@@ -194,7 +194,7 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 			return nil
 		case "purge":
-			return purgeDead(ctx, c, ae, df, f, fs.Args(), all, yes, dryRun, stdout)
+			return purgeDead(ctx, adm, ae, df, f, fs.Args(), all, yes, dryRun, stdout)
 		}
 		return nil
 	})
@@ -278,7 +278,7 @@ func chooseReplays(ctx context.Context, c *stream.Client, df deadFilterFlags, f 
 // the ids given (every one of them must have one), or with --all or a
 // filter every letter that matches. Without --yes, or with --dry-run, it
 // lists them and deletes nothing.
-func purgeDead(ctx context.Context, c *stream.Client, ae *asyncErrors, df deadFilterFlags, f stream.DeadFilter,
+func purgeDead(ctx context.Context, adm *stream.Admin, ae *asyncErrors, df deadFilterFlags, f stream.DeadFilter,
 	ids []string, all, yes, dryRun bool, stdout io.Writer) error {
 	filtered := df.method != "" || df.reason != "" || df.since > 0
 	switch {
@@ -293,7 +293,7 @@ func purgeDead(ctx context.Context, c *stream.Client, ae *asyncErrors, df deadFi
 		}
 	}
 	f.IDs = ids
-	ds, err := c.DeadLetters(ctx, f)
+	ds, err := adm.DeadLetters(ctx, f)
 	if err != nil {
 		return explain(err, ae)
 	}
@@ -315,7 +315,7 @@ func purgeDead(ctx context.Context, c *stream.Client, ae *asyncErrors, df deadFi
 		}
 		return usageError("would delete %d dead letter(s); add --yes to do it", len(ds))
 	}
-	n, err := c.PurgeDeadLetters(ctx, ds)
+	n, err := adm.PurgeDeadLetters(ctx, ds)
 	if n > 0 || err == nil {
 		// A refusal before the first deletion is said by the error alone.
 		fmt.Fprintf(stdout, "purged %d dead letter(s)\n", n)

@@ -266,10 +266,14 @@ const planEarlyUsage = "with --plan-threads: give a thread back when its captcha
 func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, planThreads int, early bool) error {
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := stream.EnsureTopology(tctx, nc, top, true); err != nil {
+	adm, err := stream.NewAdmin(nc, stream.AdminConfig{Topology: top})
+	if err != nil {
 		return fmt.Errorf("create the topology: %w", err)
 	}
-	if _, err := stream.EnsureTimings(tctx, nc, top); err != nil {
+	if _, err := adm.EnsureTopology(tctx, true); err != nil {
+		return fmt.Errorf("create the topology: %w", err)
+	}
+	if _, err := adm.EnsureTimings(tctx); err != nil {
 		return fmt.Errorf("create the timings bucket: %w", err)
 	}
 	if planThreads >= 0 {
@@ -277,7 +281,7 @@ func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, pla
 		if early {
 			opts = append(opts, stream.PlanEarly())
 		}
-		if err := stream.SetPlan(tctx, nc, top, planThreads, opts...); err != nil {
+		if err := adm.SetPlan(tctx, planThreads, opts...); err != nil {
 			return fmt.Errorf("set the plan quota: %w", err)
 		}
 	}

@@ -162,7 +162,7 @@ func runLane(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer ss.close()
 	if sub == "resume" {
-		if err := ss.client.ResumeLane(ss.ctx, lane); err != nil {
+		if err := ss.admin.ResumeLane(ss.ctx, lane); err != nil {
 			return explain(err, ss.ae)
 		}
 		fmt.Fprintf(stdout, "lane %s resumed: workers take its tasks again\n", lane)
@@ -173,7 +173,7 @@ func runLane(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		until = time.Now().Add(d)
 		what = "until " + until.UTC().Format(time.RFC3339)
 	}
-	if err := ss.client.PauseLane(ss.ctx, lane, until); err != nil {
+	if err := ss.admin.PauseLane(ss.ctx, lane, until); err != nil {
 		return explain(err, ss.ae)
 	}
 	fmt.Fprintf(stdout, "lane %s paused %s: its tasks queue, tasks already taken finish\n", lane, what)

@@ -265,12 +265,15 @@ func redactNATSURL(p string) string {
 type session struct {
 	ctx    context.Context
 	client *stream.Client
-	ae     *asyncErrors
-	close  func()
+	// admin makes the admin's changes (replay, purge, pause) on the same
+	// connection.
+	admin *stream.Admin
+	ae    *asyncErrors
+	close func()
 }
 
-// session connects as name and binds a producer client. The caller defers
-// close.
+// session connects as name and binds a producer client, and an admin on the
+// same connection. The caller defers close.
 func (n *natsFlags) session(ctx context.Context, name string, cfg stream.ClientConfig) (*session, error) {
 	nc, ae, err := n.connect(ctx, name)
 	if err != nil {
@@ -284,7 +287,13 @@ func (n *natsFlags) session(ctx context.Context, name string, cfg stream.ClientC
 		nc.Close()
 		return nil, explain(err, ae)
 	}
-	return &session{ctx: fctx, client: c, ae: ae, close: func() { cancel(); nc.Close() }}, nil
+	adm, err := stream.NewAdmin(nc, stream.AdminConfig{Topology: cfg.Topology, DefaultDeadline: cfg.DefaultDeadline, Name: cfg.Name, Now: cfg.Now})
+	if err != nil {
+		cancel()
+		nc.Close()
+		return nil, explain(err, ae)
+	}
+	return &session{ctx: fctx, client: c, admin: adm, ae: ae, close: func() { cancel(); nc.Close() }}, nil
 }
 
 // withSession runs do in a session as name (session): with its context,
@@ -292,12 +301,21 @@ func (n *natsFlags) session(ctx context.Context, name string, cfg stream.ClientC
 // its client, and what explains its errors. The session closes when do
 // returns.
 func (n *natsFlags) withSession(ctx context.Context, name string, cfg stream.ClientConfig, do func(context.Context, *stream.Client, *asyncErrors) error) error {
+	return n.withAdminSession(ctx, name, cfg, func(ctx context.Context, c *stream.Client, _ *stream.Admin, ae *asyncErrors) error {
+		return do(ctx, c, ae)
+	})
+}
+
+// withAdminSession is withSession for a command that makes the admin's
+// changes: do gets the session's admin too.
+func (n *natsFlags) withAdminSession(ctx context.Context, name string, cfg stream.ClientConfig,
+	do func(context.Context, *stream.Client, *stream.Admin, *asyncErrors) error) error {
 	ss, err := n.session(ctx, name, cfg)
 	if err != nil {
 		return err
 	}
 	defer ss.close()
-	return do(ss.ctx, ss.client, ss.ae)
+	return do(ss.ctx, ss.client, ss.admin, ss.ae)
 }
 
 // connectInProcess connects to ns in process as name: as user when a

@@ -111,9 +111,13 @@ func Start(t testing.TB, opts ...Option) *Env {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// As `captchaq init` does: producers and workers only find the topology.
-	if _, err := stream.EnsureTopology(ctx, e.Conn, e.Topology, true); err != nil {
+	adm, err := stream.NewAdmin(e.Conn, stream.AdminConfig{Topology: e.Topology, Name: "streamtest-admin", Now: e.Now})
+	if err != nil {
+		t.Fatalf("streamtest: admin: %v", err)
+	}
+	if _, err := adm.EnsureTopology(ctx, true); err != nil {
 		t.Fatalf("streamtest: topology: %v", err)
-	} else if _, err := stream.EnsureTimings(ctx, e.Conn, e.Topology); err != nil {
+	} else if _, err := adm.EnsureTimings(ctx); err != nil {
 		t.Fatalf("streamtest: timings bucket: %v", err)
 	}
 	e.Client, err = stream.NewClient(ctx, e.Conn, stream.ClientConfig{Topology: e.Topology, Name: "streamtest-producer", Now: e.Now})
@@ -121,7 +125,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 		t.Fatalf("streamtest: producer client: %v", err)
 	}
 	if cfg.planThreads > 0 {
-		if err := stream.SetPlan(ctx, e.Conn, e.Topology, cfg.planThreads); err != nil {
+		if err := adm.SetPlan(ctx, cfg.planThreads); err != nil {
 			t.Fatalf("streamtest: plan threads: %v", err)
 		}
 	}
