@@ -1,19 +1,47 @@
 // Package stream is captchaq's queue on NATS JetStream: producers submit
 // captchas to solve (Client), workers solve them through a solving service
-// (Worker), and an admin creates the stream they share (EnsureTopology).
+// (Worker), and an admin creates the stream they share and runs it
+// (Admin).
 // It decides nothing about retries (package retry) and speaks no HTTP
 // (package solver); it links no nats-server: stream/broker runs an
 // embedded one, and stream/streamtest runs all of it inside a Go test.
+//
+// # Rooms
+//
+// The package holds three role types, one per user that docs/security.md
+// defines, each with its configuration and its constructor:
+//
+//   - Client (ClientConfig, NewClient): the producer. It submits tasks,
+//     waits for their outcomes, cancels its own tasks and reads the queue.
+//   - Worker (WorkerConfig, NewWorker): takes tasks and solves them.
+//   - Admin (AdminConfig, NewAdmin): creates the topology and the timings
+//     bucket, sets the plan quota, pauses lanes, replays and purges dead
+//     letters, and reads and cancels any task.
+//
+// Beside them: stream/wire, the contract every producer links (tasks,
+// subjects, headers, events, outcomes); stream/broker, an embedded
+// nats-server; stream/streamtest, all of it in one Go test; and
+// stream/metrics, a worker's Prometheus metrics. The worker's machinery
+// lives in internal packages named by role:
+//
+//   - stream/internal/dispatcher: which consumer to pull from, and when;
+//     plan threads.
+//   - stream/internal/executor: one delivery taken to its next step; what
+//     it asks of the worker is one interface (executor.Hooks).
+//   - stream/internal/completer: acks and erases finished deliveries.
+//   - stream/internal/taskstore: every read and write of a task's records.
+//   - stream/internal/jscall: JetStream calls retried and paced alike.
+//   - stream/internal/tracing: a task's trace context across the broker.
 //
 // # From submit to outcome
 //
 // A task's path, naming the package each step lives in:
 //
 //  1. An admin creates the CAPTCHA stream, its token stream and the
-//     workers' consumers once (EnsureTopology; `captchaq init`). Producers
-//     and workers only find them: NewClient and NewWorker fail with
-//     ErrNoTopology, naming the JetStream domain they reached, rather than
-//     create a second queue.
+//     workers' consumers once (Admin.EnsureTopology; `captchaq init`).
+//     Producers and workers only find them: NewClient and NewWorker fail
+//     with ErrNoTopology, naming the JetStream domain they reached, rather
+//     than create a second queue.
 //  2. A producer submits a Task (Client.Submit, SubmitAll or Solve). The
 //     task, its subject captcha.tasks.<lane>.<priority>.<id> and its
 //     headers are the wire contract, in package stream/wire, which the
@@ -21,7 +49,7 @@
 //     (docs/wire-contract.md). The task id is the message id, so a retried
 //     submit never queues a task twice.
 //  3. A worker with a free thread takes it (stream/internal/dispatcher):
-//     a plan thread first when a plan-wide quota is set (SetPlan), then
+//     a plan thread first when a plan-wide quota is set (Admin.SetPlan), then
 //     one task per free thread, high priority before normal, the lanes in
 //     turn, woken by the headers the stream republishes of every task it
 //     stores, listened to only while they can tell the worker something
@@ -49,8 +77,8 @@
 //  7. The producer's Wait (or Solve) reads the outcome, with its token
 //     while it lives, by direct gets that follow the headers the stream
 //     republishes: producers need no consumer. A dead task's outcome says
-//     why (ErrNotSolved); its dead letter can be replayed
-//     (Client.Replay).
+//     why (ErrNotSolved); an admin can replay its dead letter
+//     (Admin.Replay).
 //
 // Every call to JetStream that is retried (a publish, a read of a task's
 // state, a scan) is retried on the same passing faults and paced by the
@@ -59,15 +87,15 @@
 // # Entry points and configuration
 //
 // Every entry point takes the *nats.Conn and finds the JetStream domain in
-// the Topology (Topology.Domain): NewClient, NewWorker, EnsureTopology,
-// SetPlan, PlanThreads, EnsureTimings, OpenTimings. A connection is what a
+// the Topology (Topology.Domain): NewClient, NewWorker, NewAdmin,
+// PlanThreads, OpenTimings. A connection is what a
 // producer needs anyway (direct gets, the republished headers, the store's
 // status are core NATS), and one value then says where the queue is,
 // where a JetStream handle would carry a domain of its own that could
 // disagree with the topology's.
 //
-// ClientConfig, WorkerConfig and Topology are checked before anything
-// else: a zero field takes the default its documentation names, and a
+// ClientConfig, WorkerConfig, AdminConfig and Topology are checked before
+// anything else: a zero field takes the default its documentation names, and a
 // field out of range (a negative duration, a lane that does not exist) is
 // refused with an error naming it, never replaced.
 //
