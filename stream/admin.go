@@ -56,13 +56,7 @@ func NewAdmin(nc *nats.Conn, cfg AdminConfig) (*Admin, error) {
 
 // validate reports the first field of cfg that is out of range, by name.
 func (cfg AdminConfig) validate() error {
-	if err := atLeastZero("admin", "DefaultDeadline", cfg.DefaultDeadline, DefaultDeadline); err != nil {
-		return err
-	}
-	if err := cfg.Topology.validate(); err != nil {
-		return fmt.Errorf("admin: %w", err)
-	}
-	return nil
+	return validateRole("admin", cfg.DefaultDeadline, cfg.Topology)
 }
 
 // clientConfig is the configuration of the client an Admin binds.

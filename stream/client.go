@@ -32,11 +32,18 @@ type ClientConfig struct {
 // validate reports the first field of cfg that is out of range, by name.
 // Zero fields take their defaults (withDefaults); nothing else is replaced.
 func (cfg ClientConfig) validate() error {
-	if err := atLeastZero("client", "DefaultDeadline", cfg.DefaultDeadline, DefaultDeadline); err != nil {
+	return validateRole("client", cfg.DefaultDeadline, cfg.Topology)
+}
+
+// validateRole checks what the configurations of a Client and an Admin
+// share: the deadline given to the tasks they queue, and the topology.
+// scope names the role in the error.
+func validateRole(scope string, deadline time.Duration, t Topology) error {
+	if err := atLeastZero(scope, "DefaultDeadline", deadline, DefaultDeadline); err != nil {
 		return err
 	}
-	if err := cfg.Topology.validate(); err != nil {
-		return fmt.Errorf("client: %w", err)
+	if err := t.validate(); err != nil {
+		return fmt.Errorf("%s: %w", scope, err)
 	}
 	return nil
 }

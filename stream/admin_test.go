@@ -1,0 +1,64 @@
+package stream
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// An Admin is made before the topology exists: it makes it, then works on
+// it. A call that needs the stream before it exists fails with
+// ErrNoTopology and the next one binds. A configuration out of range is
+// refused by name.
+func TestAdminMadeBeforeTheTopology(t *testing.T) {
+	t.Parallel()
+	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	ctx := testContext(t)
+
+	_, err = NewAdmin(nc, AdminConfig{DefaultDeadline: -time.Second})
+	require.ErrorContains(t, err, "admin: DefaultDeadline")
+	_, err = NewAdmin(nc, AdminConfig{Topology: Topology{Replicas: -1}})
+	require.ErrorContains(t, err, "admin: topology: Replicas")
+
+	adm, err := NewAdmin(nc, AdminConfig{Name: "ops"})
+	require.NoError(t, err)
+	_, err = adm.DeadLetters(ctx, DeadFilter{})
+	require.ErrorIs(t, err, ErrNoTopology, "no stream yet")
+
+	s, err := adm.EnsureTopology(ctx, true)
+	require.NoError(t, err)
+	_, err = adm.EnsureTimings(ctx)
+	require.NoError(t, err)
+	require.NoError(t, adm.SetPlan(ctx, 3))
+	n, err := adm.PlanThreads(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+
+	ds, err := adm.DeadLetters(ctx, DeadFilter{})
+	require.NoError(t, err, "bound once the stream exists")
+	require.Empty(t, ds)
+
+	require.NoError(t, adm.PauseLane(ctx, LaneFast, time.Now().Add(time.Hour)))
+	for _, p := range wire.Priorities {
+		c, err := s.Consumer(ctx, consumerName(LaneFast, p))
+		require.NoError(t, err)
+		require.True(t, c.CachedInfo().Paused, "%s paused", consumerName(LaneFast, p))
+	}
+	require.NoError(t, adm.ResumeLane(ctx, LaneFast))
+	for _, p := range wire.Priorities {
+		c, err := s.Consumer(ctx, consumerName(LaneFast, p))
+		require.NoError(t, err)
+		require.False(t, c.CachedInfo().Paused, "%s resumed", consumerName(LaneFast, p))
+	}
+	require.ErrorContains(t, adm.PauseLane(ctx, "medium", time.Now().Add(time.Hour)), `lane "medium"`)
+}
