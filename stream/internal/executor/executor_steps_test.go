@@ -154,3 +154,23 @@ func TestExecuteRetryLooksAgain(t *testing.T) {
 
 	require.Equal(t, []string{m.how() + " " + string(wire.LaneFast)}, looked)
 }
+
+// A task that is not due, delivered by its lane's consumer on a stream
+// without a waiting room (no Mover), is handed back until it is due, and
+// the dispatcher is told to look at its lane then through its own
+// LookAgainAfter, which looks only when that is sooner than its idle check.
+func TestExecuteNotDueLooksAgainThroughTheDispatcher(t *testing.T) {
+	t.Parallel()
+	b := setup(t, solver.Answer{Solution: json.RawMessage(`"tok"`)}, nil)
+	b.x.ScheduleCheck = time.Minute
+	var looked []string
+	b.hooks.lookAgain = func(d time.Duration, lane wire.Lane) { looked = append(looked, "nak "+d.String()+" "+string(lane)) }
+	due := b.x.Now().Add(30 * time.Second).Format(time.RFC3339)
+	m := b.deliver(t, "s1", `{"method":"turnstile","not_before":"`+due+`","params":{"sitekey":"k","pageurl":"https://shop.example/p"}}`, 1)
+	b.x.Execute(context.Background(), m, noThread{}, noSlot{})
+
+	require.Zero(t, b.solves, "not due")
+	require.Equal(t, "nak 30s", m.how())
+	require.Equal(t, []string{"nak 30s " + string(wire.LaneFast)}, looked)
+	require.Equal(t, []wire.EventKind{wire.EventScheduled}, kinds(b.store.events(t, "s1")))
+}
