@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/stream/wire"
 )
@@ -85,14 +86,51 @@ func (c *Client) admin() *Admin {
 	return &Admin{nc: c.nc, cfg: AdminConfig{Topology: c.cfg.Topology, DefaultDeadline: c.cfg.DefaultDeadline, Name: c.cfg.Name, Now: c.cfg.Now}, c: c}
 }
 
-// bound runs fn with a's client, bound first when it is not yet.
-func bound[T any](ctx context.Context, a *Admin, fn func(c *Client) (T, error)) (T, error) {
+// withClient runs fn with a's client, bound first when it is not yet.
+func withClient[T any](ctx context.Context, a *Admin, fn func(c *Client) (T, error)) (T, error) {
 	c, err := a.client(ctx)
 	if err != nil {
 		var zero T
 		return zero, err
 	}
 	return fn(c)
+}
+
+// EnsureTopology creates (or, with update, updates) the stream and the
+// workers' consumers of the admin's Topology. When it creates the stream,
+// or runs with update, it also stores the stream's anchor
+// (wire.SubjectAnchor) unless the stream holds one. It is idempotent; start
+// order never matters.
+func (a *Admin) EnsureTopology(ctx context.Context, update bool) (jetstream.Stream, error) {
+	js, err := jetStreamOf(a.nc, a.cfg.Topology)
+	if err != nil {
+		return nil, err
+	}
+	s, _, err := ensureTopology(ctx, js, a.cfg.Topology, update)
+	return s, err
+}
+
+// EnsureTimings creates TimingsBucket (file storage, or memory with the
+// Topology's Memory; its replicas) if it does not exist, and returns the
+// store. Admins (`captchaq server`, `captchaq init`) create it; workers,
+// whose role may not create streams, find it with OpenTimings.
+func (a *Admin) EnsureTimings(ctx context.Context) (*Timings, error) {
+	return ensureTimings(ctx, a.nc, a.cfg.Topology)
+}
+
+// SetPlan sets the plan-wide thread quota: at most threads captchas are at
+// the solving service at once, across all workers. Zero removes the quota
+// (each worker's --threads alone limits it). It is the one place the quota is
+// set; workers pick a change up within 10 seconds. Threads held while the
+// quota changes are given back as their solves end, so for a moment the old
+// holders and the new quota may overlap.
+func (a *Admin) SetPlan(ctx context.Context, threads int, opts ...PlanOption) error {
+	return setPlan(ctx, a.nc, a.cfg.Topology, threads, opts...)
+}
+
+// PlanThreads returns the plan-wide thread quota, 0 when none is set.
+func (a *Admin) PlanThreads(ctx context.Context) (int, error) {
+	return PlanThreads(ctx, a.nc, a.cfg.Topology)
 }
 
 // PauseLane stops workers from taking the lane's tasks (both priorities)
@@ -103,7 +141,7 @@ func (a *Admin) PauseLane(ctx context.Context, lane Lane, until time.Time) error
 	if !slices.Contains(Lanes, lane) {
 		return fmt.Errorf("lane %q: want one of %v", lane, Lanes)
 	}
-	_, err := bound(ctx, a, func(c *Client) (struct{}, error) {
+	_, err := withClient(ctx, a, func(c *Client) (struct{}, error) {
 		for _, p := range wire.Priorities {
 			name := consumerName(lane, p)
 			if _, err := c.s.PauseConsumer(ctx, name, until); err != nil {
@@ -120,7 +158,7 @@ func (a *Admin) ResumeLane(ctx context.Context, lane Lane) error {
 	if !slices.Contains(Lanes, lane) {
 		return fmt.Errorf("lane %q: want one of %v", lane, Lanes)
 	}
-	_, err := bound(ctx, a, func(c *Client) (struct{}, error) {
+	_, err := withClient(ctx, a, func(c *Client) (struct{}, error) {
 		for _, p := range wire.Priorities {
 			name := consumerName(lane, p)
 			if _, err := c.s.ResumeConsumer(ctx, name); err != nil {
@@ -134,49 +172,49 @@ func (a *Admin) ResumeLane(ctx context.Context, lane Lane) error {
 
 // DeadLetters lists the dead letters that match f, oldest first.
 func (a *Admin) DeadLetters(ctx context.Context, f DeadFilter) ([]DeadLetter, error) {
-	return bound(ctx, a, func(c *Client) ([]DeadLetter, error) { return c.DeadLetters(ctx, f) })
+	return withClient(ctx, a, func(c *Client) ([]DeadLetter, error) { return c.DeadLetters(ctx, f) })
 }
 
 // DeadLetterOf returns the latest dead letter of task id, with its replay
 // status.
 func (a *Admin) DeadLetterOf(ctx context.Context, id string) (DeadLetter, error) {
-	return bound(ctx, a, func(c *Client) (DeadLetter, error) { return c.DeadLetterOf(ctx, id) })
+	return withClient(ctx, a, func(c *Client) (DeadLetter, error) { return c.DeadLetterOf(ctx, id) })
 }
 
 // Tasks lists the tasks that wait or run (Client.Tasks).
 func (a *Admin) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
-	return bound(ctx, a, func(c *Client) ([]TaskInfo, error) { return c.Tasks(ctx, f) })
+	return withClient(ctx, a, func(c *Client) ([]TaskInfo, error) { return c.Tasks(ctx, f) })
 }
 
 // TaskOf says where task id stands (Client.TaskOf).
 func (a *Admin) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
-	return bound(ctx, a, func(c *Client) (TaskInfo, error) { return c.TaskOf(ctx, id) })
+	return withClient(ctx, a, func(c *Client) (TaskInfo, error) { return c.TaskOf(ctx, id) })
 }
 
 // Cancel asks that any task id's latest submission not be solved, as
 // Client.Cancel does for a producer's own tasks; the reason is recorded.
 func (a *Admin) Cancel(ctx context.Context, id, reason string) (TaskInfo, error) {
-	return bound(ctx, a, func(c *Client) (TaskInfo, error) { return c.Cancel(ctx, id, reason) })
+	return withClient(ctx, a, func(c *Client) (TaskInfo, error) { return c.Cancel(ctx, id, reason) })
 }
 
 // Workers lists the workers alive, from their heartbeats (Client.Workers).
 func (a *Admin) Workers(ctx context.Context) ([]WorkerInfo, error) {
-	return bound(ctx, a, func(c *Client) ([]WorkerInfo, error) { return c.Workers(ctx) })
+	return withClient(ctx, a, func(c *Client) ([]WorkerInfo, error) { return c.Workers(ctx) })
 }
 
 // Trace is the life of task id, for audits (Client.Trace).
 func (a *Admin) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
-	return bound(ctx, a, func(c *Client) ([]TraceEntry, error) { return c.Trace(ctx, id) })
+	return withClient(ctx, a, func(c *Client) ([]TraceEntry, error) { return c.Trace(ctx, id) })
 }
 
 // Stats is the queue's depth, work in flight, outcomes and solve times
 // over window (Client.Stats).
 func (a *Admin) Stats(ctx context.Context, window time.Duration) (Stats, error) {
-	return bound(ctx, a, func(c *Client) (Stats, error) { return c.Stats(ctx, window) })
+	return withClient(ctx, a, func(c *Client) (Stats, error) { return c.Stats(ctx, window) })
 }
 
 // History is the queue's outcomes since since, in steps of step
 // (Client.History).
 func (a *Admin) History(ctx context.Context, since time.Time, step time.Duration) ([]HistoryPoint, error) {
-	return bound(ctx, a, func(c *Client) ([]HistoryPoint, error) { return c.History(ctx, since, step) })
+	return withClient(ctx, a, func(c *Client) ([]HistoryPoint, error) { return c.History(ctx, since, step) })
 }

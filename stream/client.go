@@ -17,7 +17,7 @@ import (
 type ClientConfig struct {
 	// Topology must match the workers'. Only Stream, Retention and Domain
 	// matter to a producer: a producer finds the stream an admin created
-	// (EnsureTopology), and never creates or changes one.
+	// (Admin.EnsureTopology), and never creates or changes one.
 	Topology Topology
 	// DefaultDeadline is given to tasks submitted without one. Default 10m.
 	DefaultDeadline time.Duration

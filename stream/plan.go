@@ -28,18 +28,13 @@ type planOptions struct{ early bool }
 // service than the quota.
 func PlanEarly() PlanOption { return func(o *planOptions) { o.early = true } }
 
-// SetPlan sets the plan-wide thread quota: at most threads captchas are at
-// the solving service at once, across all workers. Zero removes the quota
-// (each worker's --threads alone limits it). It is the one place the quota is
-// set; workers pick a change up within 10 seconds. Threads held while the
-// quota changes are given back as their solves end, so for a moment the old
-// holders and the new quota may overlap.
-func (a *Admin) SetPlan(ctx context.Context, threads int, opts ...PlanOption) error {
-	js, err := jetStreamOf(a.nc, a.cfg.Topology)
+// setPlan is Admin.SetPlan of topology t on nc.
+func setPlan(ctx context.Context, nc *nats.Conn, t Topology, threads int, opts ...PlanOption) error {
+	js, err := jetStreamOf(nc, t)
 	if err != nil {
 		return err
 	}
-	t := a.cfg.Topology.withDefaults()
+	t = t.withDefaults()
 	var o planOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -113,13 +108,8 @@ func (t Topology) storage() jetstream.StorageType {
 	return jetstream.FileStorage
 }
 
-// PlanThreads returns the plan-wide thread quota, 0 when none is set.
-func (a *Admin) PlanThreads(ctx context.Context) (int, error) {
-	return PlanThreads(ctx, a.nc, a.cfg.Topology)
-}
-
-// PlanThreads returns the plan-wide thread quota of t, 0 when none is set.
-// Every role may read it.
+// PlanThreads returns the plan-wide thread quota of t, 0 when none is set
+// (Admin.SetPlan sets it). Every role may read it.
 func PlanThreads(ctx context.Context, nc *nats.Conn, t Topology) (int, error) {
 	js, err := jetStreamOf(nc, t)
 	if err != nil {

@@ -24,7 +24,7 @@ import (
 // id, so Wait(id) gets its outcome. Replaying the same letter twice returns
 // ErrAlreadyReplayed and enqueues nothing.
 func (a *Admin) Replay(ctx context.Context, id string) (Receipt, error) {
-	return bound(ctx, a, func(c *Client) (Receipt, error) {
+	return withClient(ctx, a, func(c *Client) (Receipt, error) {
 		d, err := c.DeadLetterOf(ctx, id)
 		if err != nil {
 			return Receipt{}, err
@@ -37,7 +37,7 @@ func (a *Admin) Replay(ctx context.Context, id string) (Receipt, error) {
 // It stops at the first failure and returns what it replayed so far.
 func (a *Admin) ReplayAll(ctx context.Context, f DeadFilter) ([]Receipt, error) {
 	f.Pending = true
-	return bound(ctx, a, func(c *Client) ([]Receipt, error) {
+	return withClient(ctx, a, func(c *Client) ([]Receipt, error) {
 		ds, err := c.DeadLetters(ctx, f)
 		if err != nil {
 			return nil, err
@@ -199,7 +199,7 @@ func (a *Admin) PurgeDeadLetters(ctx context.Context, ds []DeadLetter) (int, err
 // valid task or whose task was submitted again. It stops at the first other
 // failure and returns what it replayed so far.
 func (a *Admin) ReplayWhere(ctx context.Context, keep func(DeadLetter) bool) ([]Receipt, error) {
-	return bound(ctx, a, func(c *Client) ([]Receipt, error) {
+	return withClient(ctx, a, func(c *Client) ([]Receipt, error) {
 		ds, err := c.DeadLetters(ctx, DeadFilter{})
 		if err != nil {
 			return nil, err
@@ -221,7 +221,7 @@ func (a *Admin) PurgeWhere(ctx context.Context, keep func(DeadLetter) bool) (int
 // purgeLetters deletes the letters of ds that keep selects and returns how
 // many, stopping at the first failure.
 func (a *Admin) purgeLetters(ctx context.Context, ds []DeadLetter, keep func(DeadLetter) bool) (int, error) {
-	return bound(ctx, a, func(c *Client) (int, error) {
+	return withClient(ctx, a, func(c *Client) (int, error) {
 		n := 0
 		for _, d := range ds {
 			if !keep(d) {

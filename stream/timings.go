@@ -41,16 +41,13 @@ type Timings struct {
 
 var _ solver.TimingStore = (*Timings)(nil)
 
-// EnsureTimings creates TimingsBucket (file storage, or memory with the
-// Topology's Memory; its replicas) if it does not exist, and returns the
-// store. Admins (`captchaq server`, `captchaq init`) create it; workers,
-// whose role may not create streams, find it with OpenTimings.
-func (a *Admin) EnsureTimings(ctx context.Context) (*Timings, error) {
-	js, err := jetStreamOf(a.nc, a.cfg.Topology)
+// ensureTimings is Admin.EnsureTimings of topology t on nc.
+func ensureTimings(ctx context.Context, nc *nats.Conn, t Topology) (*Timings, error) {
+	js, err := jetStreamOf(nc, t)
 	if err != nil {
 		return nil, err
 	}
-	t := a.cfg.Topology.withDefaults()
+	t = t.withDefaults()
 	storage := t.storage()
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:       TimingsBucket,

@@ -313,20 +313,6 @@ func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jet
 	return jscall.UntilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, name) })
 }
 
-// EnsureTopology creates (or, with update, updates) the stream and the
-// workers' consumers of the admin's Topology. When it creates the stream,
-// or runs with update, it also stores the stream's anchor
-// (wire.SubjectAnchor) unless the stream holds one. It is idempotent; start
-// order never matters.
-func (a *Admin) EnsureTopology(ctx context.Context, update bool) (jetstream.Stream, error) {
-	js, err := jetStreamOf(a.nc, a.cfg.Topology)
-	if err != nil {
-		return nil, err
-	}
-	s, _, err := ensureTopology(ctx, js, a.cfg.Topology, update)
-	return s, err
-}
-
 // ensureTopology is Admin.EnsureTopology on js, returning the token stream
 // too.
 func ensureTopology(ctx context.Context, js jetstream.JetStream, t Topology, update bool) (s, tokens jetstream.Stream, err error) {
