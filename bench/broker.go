@@ -251,7 +251,7 @@ func runCaptchaq(ctx context.Context, l load, lazy, tcp, plaintext bool) (outcom
 	}
 	defer wnc.Close()
 	// The admin's part: producers and workers only find the topology.
-	if _, err := stream.EnsureTopology(ctx, pnc, stream.Topology{}, true); err != nil {
+	if _, err := adminOf(pnc, stream.Topology{}).EnsureTopology(ctx, true); err != nil {
 		return outcome{}, err
 	}
 	client, err := stream.NewClient(ctx, pnc, stream.ClientConfig{Name: "bench"})

@@ -100,7 +100,7 @@ func runJIT(ctx context.Context, scale float64, n int, spread time.Duration, byH
 	for m, d := range stream.DefaultTokenLifetimes {
 		lifetimes[m] = scaled(d)
 	}
-	if _, err := stream.EnsureTimings(ctx, p.nc, stream.Topology{}); err != nil {
+	if _, err := adminOf(p.nc, stream.Topology{}).EnsureTimings(ctx); err != nil {
 		return res, err
 	}
 	wctx, cancel := context.WithCancel(ctx)

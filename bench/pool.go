@@ -100,7 +100,7 @@ func startPool(ctx context.Context, sc solverScenario, scale float64) (p *pool, 
 	// An admin creates the topology (`captchaq server` does); producers
 	// and workers find it.
 	p.nc = nc
-	if _, err := stream.EnsureTopology(ctx, p.nc, stream.Topology{}, true); err != nil {
+	if _, err := adminOf(p.nc, stream.Topology{}).EnsureTopology(ctx, true); err != nil {
 		return p, err
 	}
 	if p.client, err = stream.NewClient(ctx, nc, stream.ClientConfig{Name: "bench"}); err != nil {
@@ -111,7 +111,7 @@ func startPool(ctx context.Context, sc solverScenario, scale float64) (p *pool, 
 		if sc.early {
 			opts = append(opts, stream.PlanEarly())
 		}
-		if err := stream.SetPlan(ctx, p.nc, stream.Topology{}, sc.plan, opts...); err != nil {
+		if err := adminOf(p.nc, stream.Topology{}).SetPlan(ctx, sc.plan, opts...); err != nil {
 			return p, err
 		}
 	}
@@ -131,7 +131,7 @@ func (p *pool) run(ctx context.Context, obs stream.Observer) error {
 	if p.sc.share > 0 {
 		// The workers merge into the pool's timings; the bucket is the
 		// admin's to create (`captchaq server` does).
-		if _, err := stream.EnsureTimings(ctx, p.nc, stream.Topology{}); err != nil {
+		if _, err := adminOf(p.nc, stream.Topology{}).EnsureTimings(ctx); err != nil {
 			return err
 		}
 	}
@@ -154,4 +154,14 @@ func (p *pool) run(ctx context.Context, obs stream.Observer) error {
 		running.Go(func() { _ = w.Run(wctx) })
 	}
 	return nil
+}
+
+// adminOf is an admin of top on nc, as `captchaq server` makes one; top is
+// one the bench made, so a configuration out of range is its bug.
+func adminOf(nc *nats.Conn, top stream.Topology) *stream.Admin {
+	a, err := stream.NewAdmin(nc, stream.AdminConfig{Topology: top})
+	if err != nil {
+		panic(err)
+	}
+	return a
 }

@@ -100,7 +100,7 @@ func runDepth(ctx context.Context, depth, probes int, rate float64, noAnchor, pl
 	}
 	defer nc.Close()
 	// The admin's part: producers and workers only find the topology.
-	if _, err := stream.EnsureTopology(ctx, nc, stream.Topology{}, true); err != nil {
+	if _, err := adminOf(nc, stream.Topology{}).EnsureTopology(ctx, true); err != nil {
 		return res, err
 	}
 	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "bench", DefaultDeadline: time.Hour})
@@ -165,7 +165,7 @@ func measureDispatch(ctx context.Context, client *stream.Client, natsURL string,
 	if d.laneLimit > 0 {
 		top.LaneLimits = map[stream.Lane]int{stream.LaneFast: d.laneLimit}
 	}
-	if _, err := stream.EnsureTopology(ctx, wnc, top, true); err != nil {
+	if _, err := adminOf(wnc, top).EnsureTopology(ctx, true); err != nil {
 		return res, err
 	}
 	if noAnchor {

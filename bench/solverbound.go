@@ -58,7 +58,7 @@ type solverScenario struct {
 	timing solver.Timing
 	batch  bool                     // the emulator answers multi-id polls
 	solve  map[string]fakeapi.Range // nil: realisticSolveTimes
-	// quota sets the plan-wide quota to plan (stream.SetPlan); early gives
+	// quota sets the plan-wide quota to plan (stream.Admin.SetPlan); early gives
 	// its threads back when a captcha is probably solved (stream.PlanEarly).
 	quota, early bool
 	// learnPlan: no quota told, each worker's client learns its plan window.

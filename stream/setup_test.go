@@ -58,13 +58,13 @@ func setupStore(t *testing.T, top Topology, key string) *bundle {
 // `captchaq init` does: producers and workers only find them.
 func ensureAsAdmin(t testing.TB, nc *nats.Conn, top Topology) {
 	t.Helper()
-	js, err := jetStream(nc, top.Domain)
+	adm, err := NewAdmin(nc, AdminConfig{Topology: top})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = EnsureTopology(ctx, js.Conn(), top, true)
+	_, err = adm.EnsureTopology(ctx, true)
 	require.NoError(t, err)
-	_, err = EnsureTimings(ctx, js.Conn(), top)
+	_, err = adm.EnsureTimings(ctx)
 	require.NoError(t, err)
 }
 
