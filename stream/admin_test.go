@@ -4,10 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/captchaq/captchaq/stream/broker"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -17,15 +15,10 @@ import (
 // refused by name.
 func TestAdminMadeBeforeTheTopology(t *testing.T) {
 	t.Parallel()
-	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	nc := (&bundle{ns: bareServer(t)}).connect(t)
 	ctx := testContext(t)
 
-	_, err = NewAdmin(nc, AdminConfig{DefaultDeadline: -time.Second})
+	_, err := NewAdmin(nc, AdminConfig{DefaultDeadline: -time.Second})
 	require.ErrorContains(t, err, "admin: DefaultDeadline")
 	_, err = NewAdmin(nc, AdminConfig{Topology: Topology{Replicas: -1}})
 	require.ErrorContains(t, err, "admin: topology: Replicas")
