@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/retry"
 )
 
@@ -39,7 +40,7 @@ func (c *Client) submitBody(req Request) ([]byte, string, error) {
 		}
 		return c.form(v), formType, nil
 	}
-	img, err := decodeImage(req.Params["file"])
+	img, err := captcha.DecodeImage(req.Params["file"])
 	if err != nil {
 		return nil, "", fmt.Errorf("decode file: %w", err)
 	}
@@ -56,7 +57,7 @@ func (c *Client) submitBody(req Request) ([]byte, string, error) {
 			return nil, "", fmt.Errorf("multipart field %s: %w", k, err)
 		}
 	}
-	fw, err := mw.CreateFormFile("file", "captcha."+imageType(img))
+	fw, err := mw.CreateFormFile("file", "captcha."+captcha.ImageType(img))
 	if err != nil {
 		return nil, "", fmt.Errorf("multipart file: %w", err)
 	}
