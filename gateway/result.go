@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
@@ -183,11 +185,10 @@ func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) ans
 	if method == "" {
 		method = out.Method
 	}
-	a := answer{value: out.Solution, plain: out.Text(), ua: out.UserAgent, uaField: "useragent", captchaID: out.CaptchaID}
-	if method == "cloudflare_challenge" {
-		a.uaField = "user_agent"
-	}
-	return a
+	// The user agent goes in the field the method's answers name it in
+	// (captcha.UserAgentField), Turnstile's useragent where none is named.
+	uaField := cmp.Or(captcha.UserAgentField(method), "useragent")
+	return answer{value: out.Solution, plain: out.Text(), ua: out.UserAgent, uaField: uaField, captchaID: out.CaptchaID}
 }
 
 // aboutTheCaptcha reports whether a dead task's last code is the service's
