@@ -163,3 +163,18 @@ func ImageType(b []byte) string {
 	}
 	return ""
 }
+
+// PageHost returns the host of a page URL, which is all that logs and the
+// audit trail carry of it (the path and query can be personal data): empty
+// when there is no URL, "invalid-url" when it does not parse or names no
+// host.
+func PageHost(pageURL string) string {
+	if pageURL == "" {
+		return ""
+	}
+	u, err := url.Parse(pageURL)
+	if err != nil || u.Host == "" {
+		return "invalid-url"
+	}
+	return u.Hostname()
+}

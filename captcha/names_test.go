@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -70,4 +71,17 @@ func literalFiles(t *testing.T, root string, names []string) map[string][]string
 		t.Fatalf("walk %s: %v", root, err)
 	}
 	return out
+}
+
+// TestLeaf checks the catalogue links only the standard library, so every
+// package can read it without linking anything more.
+func TestLeaf(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	if deps := strings.Fields(string(out)); !slices.Equal(deps, []string{"github.com/captchaq/captchaq/captcha"}) {
+		t.Errorf("captcha links %v, want the standard library only", deps)
+	}
 }

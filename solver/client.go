@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/retry"
 )
@@ -445,19 +446,8 @@ func (c *Client) Fetch(ctx context.Context, id string) (Answer, error) {
 }
 
 // PageHost returns the host of a page URL, which is all that logs and the
-// audit trail carry of it (the path and query can be personal data): empty
-// when there is no URL, "invalid-url" when it does not parse or names no
-// host.
-func PageHost(pageURL string) string {
-	if pageURL == "" {
-		return ""
-	}
-	u, err := url.Parse(pageURL)
-	if err != nil || u.Host == "" {
-		return "invalid-url"
-	}
-	return u.Hostname()
-}
+// audit trail carry of it (captcha.PageHost).
+func PageHost(pageURL string) string { return captcha.PageHost(pageURL) }
 
 // truncate cuts s to n bytes (text.Cut). A text that may hold the API key
 // must be redacted first (redact), never after: a cut key escapes redaction.
