@@ -8,7 +8,7 @@ import (
 
 // TestCatalogueTimings pins each kind's first poll and longest wait, and
 // each method's token lifetime, to their sources (cited at the entries in
-// catalogue.go): a change to one is a change to what the service asks.
+// methods.go): a change to one is a change to what the service asks.
 func TestCatalogueTimings(t *testing.T) {
 	t.Parallel()
 	const s = time.Second

@@ -5,6 +5,6 @@
 // checks a request against it. It imports only the standard library, so the
 // wire contract (stream/wire) links no HTTP client through it.
 //
-// Adding a method means adding an entry to catalogue (catalogue.go) and a
+// Adding a method means adding an entry to catalogue (methods.go) and a
 // fixture to the emulator (solver/fakeapi).
 package captcha
