@@ -56,7 +56,10 @@ const (
 // Cond is a parameter's value that makes a request of a method another
 // kind ("version" "v3" for reCAPTCHA v3). The zero Cond always holds.
 type Cond struct {
-	Param, Value string
+	// Param is the parameter's name.
+	Param string
+	// Value is the value that makes the request the other kind.
+	Value string
 }
 
 func (c Cond) holds(params map[string]string) bool {
@@ -136,7 +139,8 @@ var (
 	}()
 )
 
-// Lookup returns the entry of method name.
+// Lookup returns the entry of method name. Callers must not modify its
+// Kinds.
 func Lookup(name string) (Method, bool) {
 	m, ok := byName[name]
 	if !ok {
