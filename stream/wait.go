@@ -27,7 +27,8 @@ import (
 // it waits for the latest submission of id, a replay included. A dead task
 // returns its Outcome with an error wrapping ErrNotSolved; a solved task
 // whose token has expired returns its Outcome (without solution) and
-// ErrTokenExpired.
+// ErrTokenExpired. A broker reopening its store (after a full disk) is
+// waited through, as every reader of outcomes does, until ctx ends.
 func (c *Client) Wait(ctx context.Context, id string) (Outcome, error) {
 	if err := ValidateID(id); err != nil {
 		return Outcome{}, err
