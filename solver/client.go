@@ -133,6 +133,7 @@ type Client struct {
 	batch    *batcher // nil with Timing.NoBatch
 	service  Service
 	outage   outage
+	hangs    hangs // in.php calls on their way (hold.go)
 	onCall   func(Call)
 	now      func() time.Time
 	occ      *occupancy
@@ -397,6 +398,9 @@ func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	if err := c.gate(ctx); err != nil {
 		return "", err
 	}
+	if err := c.holdWhileHung(ctx); err != nil {
+		return "", err
+	}
 	if err := c.limiter.wait(ctx, c.now); err != nil {
 		return "", fmt.Errorf("solver: wait for submission slot: %w", err)
 	}
@@ -416,7 +420,9 @@ func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	if err != nil {
 		return "", newError("in.php", CodeInvalidParams, err)
 	}
+	ended := c.hangs.begin(c.now())
 	r, err := c.call(ctx, "in.php", body, ctype)
+	ended()
 	if err != nil {
 		return "", err
 	}

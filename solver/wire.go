@@ -119,7 +119,10 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 	// either, is a frozen service: an outage from then on, not only once
 	// the HTTP client's timeout ends the call.
 	sent := c.now()
-	stall := time.AfterFunc(c.outage.stall, func() { c.outage.stalled(context.WithoutCancel(ctx), c.log, sent, c.now) })
+	stall := time.AfterFunc(c.outage.stall, func() {
+		c.outage.stalled(context.WithoutCancel(ctx), c.log, sent, c.now)
+		c.hangs.wake() // an outage may have begun: held submissions are refused
+	})
 	resp, err := c.http.Do(hreq)
 	stall.Stop()
 	if err != nil {

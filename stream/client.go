@@ -263,19 +263,21 @@ func (c *Client) SubmitAll(ctx context.Context, tasks []Task) ([]Receipt, error)
 	}
 	msgs := make([]*nats.Msg, len(prepared))
 	var size int64
+	var sb submitByStamp // every task's, from ctx's deadline
 	for i, t := range prepared {
 		m, err := c.taskMsg(t)
 		if err != nil {
 			return nil, err
 		}
 		injectTrace(ctx, m)
+		sb = c.stampSubmitBy(ctx, m)
 		msgs[i] = m
 		size += int64(len(m.Data))
 	}
 	if err := c.checkRoom(ctx, len(msgs), size); err != nil {
 		return nil, err
 	}
-	return c.publishAll(ctx, tasks, prepared, msgs)
+	return c.publishAll(ctx, tasks, prepared, msgs, sb)
 }
 
 // submitWindow is how many task publishes SubmitAll keeps in flight at once.
@@ -285,8 +287,9 @@ const submitWindow = 256
 // and returns the receipts in order. A publish whose acknowledgement does not
 // come is retried synchronously with the same message id, so nothing is lost
 // and nothing doubled. On an error it returns the receipts of the tasks
-// before the failed one: those are enqueued.
-func (c *Client) publishAll(ctx context.Context, given, tasks []Task, msgs []*nats.Msg) ([]Receipt, error) {
+// before the failed one: those are enqueued. sb is the tasks' submit-by
+// instant, as publish checks it.
+func (c *Client) publishAll(ctx context.Context, given, tasks []Task, msgs []*nats.Msg, sb submitByStamp) ([]Receipt, error) {
 	out := make([]Receipt, 0, len(tasks))
 	var taken []error // duplicates with another schedule
 	type pending struct {
@@ -308,8 +311,11 @@ func (c *Client) publishAll(ctx context.Context, given, tasks []Task, msgs []*na
 			if ack == nil {
 				var err error
 				if ack, err = c.publishMsg(ctx, tasks[p.i], msgs[p.i]); err != nil {
-					return err
+					return sb.publishFailed(tasks[p.i].ID, err)
 				}
+			}
+			if err := c.confirmedInTime(ctx, sb, tasks[p.i].ID, ack.Sequence, msgs[p.i]); err != nil {
+				return err
 			}
 			r := Receipt{ID: tasks[p.i].ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}
 			if !r.Duplicate {
@@ -349,30 +355,16 @@ func (c *Client) publish(ctx context.Context, given, t Task) (Receipt, error) {
 		return Receipt{}, err
 	}
 	injectTrace(ctx, msg)
-	by, hasBy := submitBy(ctx, time.Now())
-	if hasBy {
-		// The context's deadline is on the real clock, and so is the
-		// time since the client read the broker's clock: a step of the
-		// client's clock since (an NTP correction) does not stamp an
-		// instant already passed, which would end the task unsolved.
-		msg.Header.Set(wire.HeaderSubmitBy, c.brokerNow().Add(time.Until(by)).UTC().Format(time.RFC3339Nano))
-	}
+	sb := c.stampSubmitBy(ctx, msg)
 	if err := c.checkRoom(ctx, 1, int64(len(msg.Data))); err != nil {
 		return Receipt{}, err
 	}
 	ack, err := c.publishMsg(ctx, t, msg)
 	if err != nil {
-		if hasBy && unconfirmed(err) {
-			return Receipt{}, &NotConfirmedError{ID: t.ID, By: by, Err: err}
-		}
-		return Receipt{}, err
+		return Receipt{}, sb.publishFailed(t.ID, err)
 	}
-	if hasBy && !time.Now().Before(by.Add(-submitSlack)) {
-		// Confirmed near or after its submit-by instant: the stored time
-		// decides whether a worker solves it.
-		if err := c.storedInTime(ctx, t.ID, ack.Sequence, msg.Header.Get(wire.HeaderSubmitBy), by); err != nil {
-			return Receipt{}, err
-		}
+	if err := c.confirmedInTime(ctx, sb, t.ID, ack.Sequence, msg); err != nil {
+		return Receipt{}, err
 	}
 	r := Receipt{ID: t.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}
 	if r.Duplicate {
@@ -405,6 +397,46 @@ func (c *Client) publish(ctx context.Context, given, t Task) (Receipt, error) {
 // submitSlack is how long before its context's deadline a submission must
 // be stored.
 const submitSlack = time.Second
+
+// submitByStamp is the submit-by instant of a submission, on this
+// process's clock (by), when its context has a deadline (ok).
+type submitByStamp struct {
+	by time.Time
+	ok bool
+}
+
+// stampSubmitBy stamps msg, a task message published under ctx, with its
+// submit-by instant on the broker's clock (wire.HeaderSubmitBy), when ctx
+// has a deadline. The deadline is on the real clock, and so is the time
+// since the client read the broker's clock: a step of the client's clock
+// since (an NTP correction) does not stamp an instant already passed,
+// which would end the task unsolved.
+func (c *Client) stampSubmitBy(ctx context.Context, msg *nats.Msg) submitByStamp {
+	by, ok := submitBy(ctx, time.Now())
+	if ok {
+		msg.Header.Set(wire.HeaderSubmitBy, c.brokerNow().Add(time.Until(by)).UTC().Format(time.RFC3339Nano))
+	}
+	return submitByStamp{by: by, ok: ok}
+}
+
+// publishFailed is the error of a publish of task id that failed: a
+// *NotConfirmedError when the broker may have stored it in time.
+func (sb submitByStamp) publishFailed(id string, err error) error {
+	if sb.ok && unconfirmed(err) {
+		return &NotConfirmedError{ID: id, By: sb.by, Err: err}
+	}
+	return err
+}
+
+// confirmedInTime checks, for a publish confirmed near or after its
+// submit-by instant, that the task was stored by then (storedInTime): the
+// stored time decides whether a worker solves it.
+func (c *Client) confirmedInTime(ctx context.Context, sb submitByStamp, id string, seq uint64, msg *nats.Msg) error {
+	if !sb.ok || time.Now().Before(sb.by.Add(-submitSlack)) {
+		return nil
+	}
+	return c.storedInTime(ctx, id, seq, msg.Header.Get(wire.HeaderSubmitBy), sb.by)
+}
 
 // submitBy is the instant (on this process's clock) by which a submission
 // under ctx must be stored: submitSlack before ctx's deadline, or a quarter
