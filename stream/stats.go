@@ -153,6 +153,10 @@ type statsEvent struct {
 func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error) {
 	now := c.cfg.Now()
 	st := Stats{At: now, Window: window, WindowSeconds: window.Seconds(), ByReason: map[string]int{}, ByMethod: map[string]MethodStats{}}
+	// oldestHeld is the submission of the oldest task a consumer holds
+	// (solving, waiting out a delay, or due again in a paused lane): its
+	// events are read however long ago they were written.
+	var oldestHeld time.Time
 	for _, wc := range workerConsumers() {
 		name := consumerName(wc.lane, wc.priority)
 		cons, err := c.s.Consumer(ctx, name)
@@ -176,6 +180,14 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 				q.OldestQueued = max(now.Sub(m.Time), 0)
 			}
 		}
+		if info.NumAckPending > 0 {
+			if m, err := c.s.GetMsg(ctx, info.AckFloor.Stream+1, jetstream.WithGetMsgSubject(info.Config.FilterSubject)); err == nil {
+				_, submitted := taskMessageGen(m.Header, m.Sequence, m.Time)
+				if oldestHeld.IsZero() || submitted.Before(oldestHeld) {
+					oldestHeld = submitted
+				}
+			}
+		}
 		q.OldestQueuedSeconds = q.OldestQueued.Seconds()
 		st.Queues = append(st.Queues, q)
 		st.Queued += q.Queued
@@ -194,7 +206,7 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 	if window > 0 {
 		start = now.Add(-window)
 	}
-	held, err := c.countOutcomes(ctx, &st, start)
+	held, err := c.countOutcomes(ctx, &st, start, oldestHeld)
 	if err != nil {
 		return st, err
 	}
@@ -225,8 +237,9 @@ const solvingLookback = 15 * time.Minute
 
 // countOutcomes fills the window's counts from the event logs, with the
 // method of each task from its event or its outcome, and counts the attempts
-// under way.
-func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) (map[string]TaskStatus, error) {
+// under way and the tasks held since oldestHeld (zero: none held), however
+// far before the window: a task in a lane paused for hours waits there.
+func (c *Client) countOutcomes(ctx context.Context, st *Stats, start, oldestHeld time.Time) (map[string]TaskStatus, error) {
 	type ended struct {
 		id string
 		ev statsEvent
@@ -240,6 +253,9 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 	from := start
 	if lb := st.At.Add(-solvingLookback); !from.IsZero() && lb.Before(from) {
 		from = lb
+	}
+	if !from.IsZero() && !oldestHeld.IsZero() && oldestHeld.Before(from) {
+		from = oldestHeld
 	}
 	subjects := []string{wire.SubjectEvents + ".>", wire.SubjectResults + ".>"}
 	err := scan(ctx, c, scanOpts{subjects: subjects, startTime: from}, func(m jetstream.Msg) (bool, error) {
