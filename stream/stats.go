@@ -45,6 +45,14 @@ type QueueStats struct {
 	// PausedUntil.
 	Paused      bool      `json:"paused,omitempty"`
 	PausedUntil time.Time `json:"paused_until,omitzero"`
+	// DeadlinesInPause counts, in a paused queue, the tasks waiting there
+	// (queued or retrying, not at the service) whose deadline falls before
+	// PausedUntil: passed already, or passing while the queue is paused.
+	// Each ends dead with DEADLINE_PASSED when a worker next takes it,
+	// unless the lane is resumed before its deadline. 0 when not paused.
+	DeadlinesInPause int `json:"deadlines_in_pause"`
+	// FirstDeadline is the earliest of those deadlines; zero when none.
+	FirstDeadline time.Time `json:"first_deadline,omitzero"`
 	// OldestQueued is the age of the oldest waiting task; 0 when none waits.
 	OldestQueued time.Duration `json:"-"`
 	// OldestQueuedSeconds is OldestQueued in seconds, for JSON.
@@ -89,6 +97,10 @@ type Stats struct {
 	// Retrying is how many tasks wait out a retry or capacity delay: held
 	// by the broker for a later delivery, at no worker.
 	Retrying int `json:"retrying"`
+	// DeadlinesInPause is the sum of the queues' DeadlinesInPause, and
+	// FirstDeadline the earliest of their FirstDeadline.
+	DeadlinesInPause int       `json:"deadlines_in_pause"`
+	FirstDeadline    time.Time `json:"first_deadline,omitzero"`
 	// Workers are the workers alive (seen within HeartbeatTTL).
 	Workers []WorkerInfo `json:"workers"`
 	// PlanThreads is the plan-wide thread quota Solving is held to
@@ -157,6 +169,7 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 	// (solving, waiting out a delay, or due again in a paused lane): its
 	// events are read however long ago they were written.
 	var oldestHeld time.Time
+	var floors []uint64 // each queue's ack floor: its messages past it wait or run
 	for _, wc := range workerConsumers() {
 		name := consumerName(wc.lane, wc.priority)
 		cons, err := c.s.Consumer(ctx, name)
@@ -190,6 +203,7 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 		}
 		q.OldestQueuedSeconds = q.OldestQueued.Seconds()
 		st.Queues = append(st.Queues, q)
+		floors = append(floors, info.AckFloor.Stream)
 		st.Queued += q.Queued
 		st.InFlight += q.InFlight
 		st.OldestQueued = max(st.OldestQueued, q.OldestQueued)
@@ -211,6 +225,9 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 		return st, err
 	}
 	if err := c.countHeld(ctx, &st, held); err != nil {
+		return st, err
+	}
+	if err := c.countDeadlinesInPause(ctx, &st, held, floors); err != nil {
 		return st, err
 	}
 	if st.Workers, err = c.Workers(ctx); err != nil {
@@ -393,6 +410,42 @@ func (c *Client) countHeld(ctx context.Context, st *Stats, held map[string]TaskS
 		case TaskQueued:
 			st.Queues[i].Queued++
 			st.Queued++
+		}
+	}
+	return nil
+}
+
+// countDeadlinesInPause counts, in each paused queue, the waiting tasks
+// whose deadline falls before the pause ends: one read of the queue's task
+// messages past its ack floor (floors, by queue), in paused queues alone.
+func (c *Client) countDeadlinesInPause(ctx context.Context, st *Stats, held map[string]TaskStatus, floors []uint64) error {
+	for i := range st.Queues {
+		q := &st.Queues[i]
+		if !q.Paused {
+			continue
+		}
+		subject := wire.TaskFilter(q.Lane, q.Priority)
+		err := scanFrom(ctx, c, []string{subject}, floors[i]+1, false, func(m jetstream.Msg) (bool, error) {
+			md, err := m.Metadata()
+			if err != nil {
+				return false, err
+			}
+			ti, ok := taskInfoOf(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream, md.Timestamp)
+			if !ok || held[ti.ID] == TaskSolving || ti.Deadline.IsZero() || !ti.Deadline.Before(q.PausedUntil) {
+				return false, nil
+			}
+			q.DeadlinesInPause++
+			if q.FirstDeadline.IsZero() || ti.Deadline.Before(q.FirstDeadline) {
+				q.FirstDeadline = ti.Deadline
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("stats: %w", err)
+		}
+		st.DeadlinesInPause += q.DeadlinesInPause
+		if !q.FirstDeadline.IsZero() && (st.FirstDeadline.IsZero() || q.FirstDeadline.Before(st.FirstDeadline)) {
+			st.FirstDeadline = q.FirstDeadline
 		}
 	}
 	return nil

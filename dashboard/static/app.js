@@ -85,13 +85,24 @@ function workerState(w) {
   return td("running", "solved");
 }
 
+// laneState is a queue's state cell: taking tasks, or paused, with how
+// many of its waiting tasks reach their deadline before the pause ends
+// (QueueStats.DeadlinesInPause; `captchaq stats` warns of the same).
+function laneState(q, now) {
+  if (!q.paused) return td("taking tasks");
+  if (!q.deadlines_in_pause) return td("paused", "paused");
+  const first = new Date(q.first_deadline);
+  const when = first > now ? "the first in " + dur((first - now) / 1000) : "the first " + dur((now - first) / 1000) + " ago";
+  return td(`paused: ${q.deadlines_in_pause} deadlines pass before it resumes (${when})`, "paused deadlines");
+}
+
 function render(s) {
   const now = new Date(s.at);
   const st = s.stats;
   fillTable("queues", (st.queues || []).map(q => el("tr", { data: { lane: q.lane, priority: q.priority } },
     td(q.lane), td(q.priority), td(q.queued, "num"), td(q.solving, "num"), td(q.retrying, "num"),
     td(q.oldest_queued_seconds > 0 ? dur(q.oldest_queued_seconds) : "-"), td(q.lane_limit > 0 ? q.lane_limit : "no limit"),
-    td(q.paused ? "paused" : "taking tasks", q.paused ? "paused" : ""),
+    laneState(q, now),
     el("td", { class: "actions" }, adminButton(q.paused ? "resume lane " + q.lane : "pause lane " + q.lane,
       () => change("/api/lane", { lane: q.lane, action: q.paused ? "resume" : "pause" }))))), "no queues");
   const plan = st.plan_threads > 0
