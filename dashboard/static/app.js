@@ -9,6 +9,8 @@
 
 const csrf = document.querySelector('meta[name="csrf"]').content;
 const readOnly = document.querySelector('meta[name="read-only"]').content === "true";
+// On a server without users any name signs in: the page says so.
+const noUsers = document.querySelector('meta[name="no-users"]').content === "true";
 const $ = id => document.getElementById(id);
 let signed = null; // {user, password} once the dashboard has checked them
 
@@ -366,6 +368,7 @@ function setWho() {
     return;
   }
   who.textContent = signed ? `changes as NATS user ${signed.user}` : "read-only: sign in as the admin to replay, delete, purge, cancel or pause";
+  if (noUsers) who.textContent += "; this server has no users (a local trial): any name signs in, no password is checked";
   who.classList.toggle("signed", !!signed);
   $("signout").hidden = !signed;
   $("signin-button").hidden = !!signed;
@@ -391,7 +394,7 @@ $("signin").addEventListener("submit", async ev => {
   if (res.ok) {
     signed = { user, password };
     $("password").value = "";
-    notice(`signed in as NATS user ${user}`, false);
+    notice(noUsers ? `signed in as NATS user ${user}: ${out.ok}` : `signed in as NATS user ${user}`, false);
   } else {
     signed = null;
     notice(out.error || res.statusText, true);
@@ -464,6 +467,8 @@ $("filters").addEventListener("submit", ev => ev.preventDefault());
 
 setWho();
 showTab("tasks");
+// The snapshot the page came with, shown before the first event arrives.
+render(JSON.parse($("first-snapshot").textContent));
 const events = new EventSource("/api/events");
 events.addEventListener("snapshot", ev => render(JSON.parse(ev.data)));
 events.addEventListener("error", () => {
