@@ -91,11 +91,11 @@ function workerState(w) {
 // many of its waiting tasks reach their deadline before the pause ends
 // (QueueStats.DeadlinesInPause; `captchaq stats` warns of the same).
 function laneState(q, now) {
-  if (!q.paused) return td("taking tasks");
-  if (!q.deadlines_in_pause) return td("paused", "paused");
+  if (!q.paused) return td("taking tasks", "state");
+  if (!q.deadlines_in_pause) return td("paused", "state paused");
   const first = new Date(q.first_deadline);
   const when = first > now ? "the first in " + dur((first - now) / 1000) : "the first " + dur((now - first) / 1000) + " ago";
-  return td(`paused: ${q.deadlines_in_pause} deadlines pass before it resumes (${when})`, "paused deadlines");
+  return td(`paused: ${q.deadlines_in_pause} deadlines pass before it resumes (${when})`, "state paused");
 }
 
 function render(s) {
@@ -188,7 +188,7 @@ const tabs = {
     head: ["id", "lane", "priority", "status", "method", "host", "attempts", "last code", "submitted", "worker", ""],
     row: t => el("tr", { data: { task: t.id } },
       el("td", {}, taskLink(t.id)), td(t.lane), td(t.priority), td(t.canceled ? t.status + " (canceled)" : t.status, t.canceled ? "canceled" : t.status),
-      td(t.method || "-"), td(t.host || "-"), td(t.attempts, "num"), td(t.last_code || "-"), td(stamp(t.submitted)), td(t.worker || "-"),
+      td(t.method || "-"), td(t.host || "-"), td(t.attempts, "num"), td(t.last_code || "-", "code"), td(stamp(t.submitted)), td(t.worker || "-", "code"),
       el("td", { class: "actions" }, t.cancelable ? adminButton("cancel", () => change("/api/cancel", { id: t.id })) : "")),
     empty: "no task waits or runs",
   },
@@ -205,7 +205,7 @@ const tabs = {
     head: ["id", "method", "host", "reason", "error", "attempts", "dead at", "replayed", ""],
     row: d => el("tr", { data: { task: d.id, seq: d.seq } },
       el("td", {}, taskLink(d.id)), td(d.method || "-"), td(d.host || "-"), td(d.reason, "dead"),
-      el("td", { title: d.detail || "" }, d.error || "-"), td(d.attempts, "num"), td(stamp(d.dead_at)), td(d.replayed ? "yes" : "no"),
+      el("td", { title: d.detail || "", class: "code" }, d.error || "-"), td(d.attempts, "num"), td(stamp(d.dead_at)), td(d.replayed ? "yes" : "no"),
       el("td", { class: "actions" },
         d.replayable ? adminButton("replay", () => change("/api/replay", { id: d.id })) : "",
         adminButton("delete", () => change("/api/delete", { seq: d.seq }), "danger"))),
