@@ -9,13 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/dashboard"
 	"github.com/captchaq/captchaq/internal/logbuf"
 	"github.com/captchaq/captchaq/retry"
-	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
 )
@@ -33,19 +31,8 @@ func TestCountsAgreeWithALanePausedDuringRetries(t *testing.T) {
 	// "unsolvable": ERROR_CAPTCHA_UNSOLVABLE from res.php (fakeapi's demo
 	// site keys), a transient failure that is retried after the delay.
 	api, emu := emulatorURL(t, fakeapi.Config{TimeScale: 0.001})
-	nc, err := nats.Connect(natsURL)
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	sc, err := solver.NewClient(solver.Config{BaseURL: emu, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.001}})
-	require.NoError(t, err)
 	const delay = 5 * time.Second // long enough to pause the lane within it
-	w, err := stream.NewWorker(ctx, nc, stream.WorkerConfig{Solver: sc, Threads: 8, IdleCheck: 50 * time.Millisecond,
-		Policy: retry.Policy{InitialInterval: delay, NoJitter: true}})
-	require.NoError(t, err)
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	startWorkerWith(t, ctx, natsURL, emu, stream.WorkerConfig{Threads: 8, Policy: retry.Policy{InitialInterval: delay, NoJitter: true}})
 
 	recaptcha := func(id string, high bool) stream.Task {
 		t := stream.Task{ID: id, Method: "userrecaptcha", Params: stream.Params{"googlekey": fakeapi.DemoUnsolvable, "pageurl": "https://shop.example/" + id}}

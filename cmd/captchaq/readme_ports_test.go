@@ -27,21 +27,8 @@ import (
 // for a server that will never answer.
 func TestREADMEShellBlocksEndWhenTheServerCannotStart(t *testing.T) {
 	t.Parallel()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	require.NoError(t, err)
-	blocks := shellBlocks(string(readme), "sh")
-
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "captchaq"), "./cmd/captchaq")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata"), 0o755))
-	tasks, err := os.ReadFile(filepath.Join(root, "testdata", "tasks.jsonl"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "testdata", "tasks.jsonl"), tasks, 0o600))
+	readme, dir := readmeWorkdir(t)
+	blocks := shellBlocks(readme, "sh")
 
 	natsAddr := squatPort(t)
 	emuPort := freePort(t)
@@ -63,21 +50,8 @@ func TestREADMEShellBlocksEndWhenTheServerCannotStart(t *testing.T) {
 // port.
 func TestREADMEShellBlocksEndWhenTheEmulatorCannotStart(t *testing.T) {
 	t.Parallel()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	require.NoError(t, err)
-	blocks := shellBlocks(string(readme), "sh")
-
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "captchaq"), "./cmd/captchaq")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata"), 0o755))
-	tasks, err := os.ReadFile(filepath.Join(root, "testdata", "tasks.jsonl"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "testdata", "tasks.jsonl"), tasks, 0o600))
+	readme, dir := readmeWorkdir(t)
+	blocks := shellBlocks(readme, "sh")
 
 	var asked atomic.Int64
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
