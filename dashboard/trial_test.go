@@ -86,7 +86,7 @@ func TestTrialServerSignInAndFirstSnapshot(t *testing.T) {
 	// the sign-in's reply.
 	br, problems := browser(t)
 	require.NoError(t, chromedp.Do(br, chromedp.Navigate(web.URL), waitText(`#queues tr[data-lane="fast"][data-priority="normal"]`, "2")))
-	require.Contains(t, text(t, br, `#live`), "live", "not connecting…: the first snapshot came with the page")
+	require.Contains(t, text(t, br, `#live`), "as of ", "not connecting…: the first snapshot came with the page")
 	require.Contains(t, text(t, br, `#who`), "this server has no users (a local trial): any name signs in, no password is checked")
 	require.NoError(t, chromedp.Do(br, chromedp.SetValue(`#user`, "anyone"), chromedp.SetValue(`#password`, "x"),
 		chromedp.Click(`#signin-button`), waitText(`#notice-msg`, "signed in as NATS user anyone: this NATS server has no users")))

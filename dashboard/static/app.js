@@ -98,7 +98,9 @@ function laneState(q, now) {
   return td(`paused: ${q.deadlines_in_pause} deadlines pass before it resumes (${when})`, "state paused");
 }
 
-function render(s) {
+// render shows a snapshot: one of the events (live), or the one the page
+// came with (loaded), shown until the first event arrives.
+function render(s, loaded) {
   const now = new Date(s.at);
   const st = s.stats;
   fillTable("queues", (st.queues || []).map(q => el("tr", { data: { lane: q.lane, priority: q.priority } },
@@ -125,8 +127,8 @@ function render(s) {
   charts(s.history || []);
 
   const live = $("live");
-  live.textContent = s.error ? "error: " + s.error : "live " + now.toLocaleTimeString();
-  live.className = "badge " + (s.error ? "off" : "on");
+  live.textContent = s.error ? "error: " + s.error : (loaded ? "as of " : "live ") + now.toLocaleTimeString();
+  live.className = "badge " + (s.error ? "off" : loaded ? "" : "on");
   refreshList();
 }
 
@@ -468,7 +470,7 @@ $("filters").addEventListener("submit", ev => ev.preventDefault());
 setWho();
 showTab("tasks");
 // The snapshot the page came with, shown before the first event arrives.
-render(JSON.parse($("first-snapshot").textContent));
+render(JSON.parse($("first-snapshot").textContent), true);
 const events = new EventSource("/api/events");
 events.addEventListener("snapshot", ev => render(JSON.parse(ev.data)));
 events.addEventListener("error", () => {
