@@ -161,7 +161,8 @@ type statsEvent struct {
 
 // Stats reads the queues from the workers' consumers, the plan quota, and
 // the outcomes of the last window from the tasks' event logs (which outlive
-// the tokens' outcomes).
+// the tokens' outcomes), read back to the oldest task a consumer holds. In
+// a paused queue it reads the waiting tasks' deadlines too.
 func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error) {
 	now := c.cfg.Now()
 	st := Stats{At: now, Window: window, WindowSeconds: window.Seconds(), ByReason: map[string]int{}, ByMethod: map[string]MethodStats{}}
@@ -424,6 +425,7 @@ func (c *Client) countDeadlinesInPause(ctx context.Context, st *Stats, held map[
 		if !q.Paused {
 			continue
 		}
+		seen := map[string]bool{} // a task once, whatever copies of its message the stream holds
 		subject := wire.TaskFilter(q.Lane, q.Priority)
 		err := scanFrom(ctx, c, []string{subject}, floors[i]+1, false, func(m jetstream.Msg) (bool, error) {
 			md, err := m.Metadata()
@@ -431,9 +433,10 @@ func (c *Client) countDeadlinesInPause(ctx context.Context, st *Stats, held map[
 				return false, err
 			}
 			ti, ok := taskInfoOf(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream, md.Timestamp)
-			if !ok || held[ti.ID] == TaskSolving || ti.Deadline.IsZero() || !ti.Deadline.Before(q.PausedUntil) {
+			if !ok || seen[ti.ID] || held[ti.ID] == TaskSolving || ti.Deadline.IsZero() || !ti.Deadline.Before(q.PausedUntil) {
 				return false, nil
 			}
+			seen[ti.ID] = true
 			q.DeadlinesInPause++
 			if q.FirstDeadline.IsZero() || ti.Deadline.Before(q.FirstDeadline) {
 				q.FirstDeadline = ti.Deadline
