@@ -38,14 +38,31 @@ func IgnoreForged(err error) error {
 // a replay record of the admin's must name it. An error wrapping ErrForged
 // says it does not; any other error is a failed read.
 func VerifyReplay(ctx context.Context, s jetstream.Stream, id string, gen uint64, h nats.Header, t wire.Task) error {
+	return VerifyReplayOf(ctx, s, id, gen, h, func() (wire.Task, error) { return t, nil })
+}
+
+// VerifyReplayOf is VerifyReplay for a task message whose body is not
+// parsed yet: the dead letter its headers name is read first, and the body
+// is parsed (parse) only to be compared with a letter that is there. A
+// replay-shaped copy that names no letter of its id, which anyone who may
+// submit can publish as large as the broker takes, is judged forged
+// without its body being parsed, and without the message it names being
+// sent whole when that is not a letter of the id.
+func VerifyReplayOf(ctx context.Context, s jetstream.Stream, id string, gen uint64, h nats.Header, parse func() (wire.Task, error)) error {
 	deadSeq, err := strconv.ParseUint(h.Get(wire.HeaderReplayedBy), 10, 64)
 	if err != nil {
 		return fmt.Errorf("%w: header %s %q is not a sequence", ErrForged, wire.HeaderReplayedBy, text.Cut(h.Get(wire.HeaderReplayedBy), 30))
 	}
-	d, err := s.GetMsg(ctx, deadSeq)
+	// The id's first letter at or after deadSeq: the broker sends nothing
+	// of a message on another subject.
+	d, err := s.GetMsg(ctx, deadSeq, jetstream.WithGetMsgSubject(wire.DeadSubject(id)))
 	switch {
-	case err == nil && d.Subject == wire.DeadSubject(id):
-		dt, perr := wire.ParseTask(d.Data)
+	case err == nil && d.Sequence == deadSeq:
+		dt, derr := wire.ParseTask(d.Data)
+		if derr != nil {
+			return fmt.Errorf("%w: dead letter %d it claims to replay holds no task", ErrForged, deadSeq)
+		}
+		t, perr := parse()
 		if perr != nil || dt.Method != t.Method || !maps.Equal(dt.Params, t.Params) {
 			return fmt.Errorf("%w: the task differs from dead letter %d it claims to replay", ErrForged, deadSeq)
 		}
