@@ -140,9 +140,3 @@ func (s *JetStream) Heartbeat(ctx context.Context, worker string) ([]byte, uint6
 	}
 	return m.Data, m.Sequence, true, nil
 }
-
-// VerifyReplayOf checks a replay against the dead letter it names
-// (VerifyReplayOf).
-func (s *JetStream) VerifyReplayOf(ctx context.Context, id string, gen uint64, h nats.Header, parse func() (wire.Task, error)) error {
-	return VerifyReplayOf(ctx, s.Stream, id, gen, h, parse)
-}
