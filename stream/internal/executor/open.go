@@ -117,17 +117,27 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 // unless the ForgedBudget records it, at all). It returns an error only
 // when the task's records cannot be read.
 func (d *delivery) openReplay(ctx context.Context) error {
-	var err error
-	if perr := d.patiently(ctx, func() error {
-		err = d.x.Store.VerifyReplayOf(ctx, d.id, d.gen, d.m.Headers(), d.parse)
-		return taskstore.IgnoreForged(err)
-	}); perr != nil {
-		return perr
+	_, err := d.verify(ctx, func() error { return d.x.Store.VerifyReplayOf(ctx, d.id, d.gen, d.m.Headers(), d.parse) })
+	return err
+}
+
+// verify runs check, a check of the delivery against the task's records,
+// retrying a failed read (patiently): a verdict that it is forged
+// (taskstore.ErrForged) marks it so and reports false; a read that keeps
+// failing is the error.
+func (d *delivery) verify(ctx context.Context, check func() error) (bool, error) {
+	var verdict error
+	if err := d.patiently(ctx, func() error {
+		verdict = check()
+		return taskstore.IgnoreForged(verdict)
+	}); err != nil {
+		return false, err
 	}
-	if err != nil {
-		d.invalid, d.forged = err, true
+	if verdict != nil {
+		d.invalid, d.forged = verdict, true
+		return false, nil
 	}
-	return nil
+	return true, nil
 }
 
 // openMoved reads what a moved copy of a task is (wire.MovedCopy): the
@@ -157,16 +167,8 @@ func (d *delivery) openMoved(ctx context.Context) error {
 		return nil
 	}
 	digest := wire.MovedDigest(d.m.Subject(), d.m.Headers(), d.m.Data(), gen, submitted)
-	var err error
-	if perr := d.patiently(ctx, func() error {
-		err = verifier.VerifyMoved(ctx, d.id, gen, digest)
-		return taskstore.IgnoreForged(err)
-	}); perr != nil {
-		return perr
-	}
-	if err != nil {
-		d.invalid, d.forged = err, true
-		return nil
+	if ok, err := d.verify(ctx, func() error { return verifier.VerifyMoved(ctx, d.id, gen, digest) }); !ok {
+		return err
 	}
 	d.gen, d.submitted, d.moved = gen, submitted, true
 	return nil
