@@ -246,7 +246,11 @@ func TestQueuedFloodShapesStayWithinTheBound(t *testing.T) {
 			switch took, broker := c.run(t, c.shape); {
 			case c.like != nil:
 				var base time.Duration
-				t.Run("same copies ended on their headers", func(t *testing.T) { base, _ = c.run(t, c.like) })
+				t.Run("same copies ended on their headers", func(t *testing.T) {
+					like := c
+					like.name += ", the same copies ended on their headers"
+					base, _ = like.run(t, c.like)
+				})
 				require.LessOrEqual(t, took, base*likeShare/2, "at most %d/2 times what the same copies cost ended on their headers", likeShare)
 			case c.each == 0:
 				require.LessOrEqual(t, took, brokerShare*broker+time.Second, "at most %d times the broker's own reads of the copies, and a second for the task's solve", brokerShare)
