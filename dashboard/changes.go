@@ -201,8 +201,15 @@ func (d *Dashboard) lane(ctx context.Context, a *stream.Admin, body json.RawMess
 }
 
 func (d *Dashboard) signin(_ context.Context, _ *stream.Admin, _ json.RawMessage) (string, error) {
+	if !d.cfg.Client.AuthRequired() {
+		return noUsers, nil
+	}
 	return "signed in: the admin's permissions are checked", nil
 }
+
+// noUsers is what the page and a sign-in say on a server without users.
+const noUsers = "this NATS server has no users (a local trial): any name signs in with every permission, no password is checked; " +
+	"start the server with a nats.conf that has users to keep changes to the admin"
 
 func (d *Dashboard) deleteDead(ctx context.Context, a *stream.Admin, body json.RawMessage) (string, error) {
 	req, err := decode[struct{ Seq uint64 }](body)

@@ -7,8 +7,9 @@
 //
 // The page is one HTML file, a stylesheet and a plain script, embedded in the
 // binary: nothing is fetched from elsewhere and nothing is built at run
-// time. It is kept up to date by server-sent events (/api/events), one
-// snapshot of the stream per refresh interval; the lists are read once per
+// time. The page comes with the stream's snapshot of the moment in it, and
+// is kept up to date by server-sent events (/api/events), one snapshot of
+// the stream per refresh interval; the lists are read once per
 // interval (or less often while a read takes long) whoever asks, and served
 // a page at a time.
 //
@@ -24,7 +25,9 @@
 // browser as site credentials); the dashboard connects with them and first
 // checks that they carry the admin's permissions (JetStream account info,
 // which nats.conf grants the admin alone), so producer credentials are
-// refused before anything is done. Those requests are POSTs with a JSON
+// refused before anything is done. On a server without users (a local
+// trial) any name would pass that check: the page says so, and so does the
+// reply to a sign-in. Those requests are POSTs with a JSON
 // body, a token of this dashboard's in a header, and, when the browser sends
 // one, an Origin of one of its Hosts: a page of another site cannot make
 // them.
@@ -170,10 +173,13 @@ func (d *Dashboard) tokenOK(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
+// index serves the page with the first snapshot in it, so that the page
+// shows the queues at once, before the first server-sent event.
 func (d *Dashboard) index(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = d.page.Execute(w, map[string]any{"CSRF": d.csrf, "ReadOnly": d.cfg.Connect == nil})
+	_ = d.page.Execute(w, map[string]any{"CSRF": d.csrf, "ReadOnly": d.cfg.Connect == nil, "NoUsers": !d.cfg.Client.AuthRequired(),
+		"Snapshot": d.snapshot(r.Context())})
 }
 
 // Snapshot is what the page shows at one moment besides the lists (which

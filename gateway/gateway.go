@@ -17,7 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -469,7 +469,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Only an image makes a body this large: the service's code
 		// for an image over its size (solver/testdata/service/replies.json,
 		// ERROR_TOO_BIG_CAPTCHA_FILESIZE).
-		rep.code("ERROR_TOO_BIG_CAPTCHA_FILESIZE", fmt.Sprintf("the request is over %d bytes: an image is at most %d", tooBig.Limit, solver.MaxImageSize))
+		rep.code("ERROR_TOO_BIG_CAPTCHA_FILESIZE", fmt.Sprintf("the request is over %d bytes: an image is at most %d", tooBig.Limit, captcha.MaxImageSize))
 		return
 	case err != nil:
 		rep.code("ERROR_BAD_PARAMETERS", err.Error())

@@ -14,13 +14,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/captcha"
 )
 
 // maxRequest bounds a request's body: an image of the service's largest
-// size (solver.MaxImageSize, 1024 KB), base64-encoded, and the other
+// size (captcha.MaxImageSize, 1024 KB), base64-encoded, and the other
 // fields. The body is never buffered beyond it.
-const maxRequest = 2*solver.MaxImageSize + 64<<10
+const maxRequest = 2*captcha.MaxImageSize + 64<<10
 
 // form is a request's fields, from the query and the body; the body wins.
 type form map[string]string

@@ -1,14 +1,17 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
@@ -119,40 +122,72 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 		return a
 	}
 	// Not in memory (forgotten, or submitted before a restart): the
-	// stream knows. A forgotten task's generation is known, and only its
-	// outcome answers; of a task submitted before a restart the gateway
-	// knows no generation, and the stream's latest submission under the
-	// id answers (docs/security.md).
+	// stream knows. Only the generation the caller submitted answers it:
+	// a forgotten task's is known; of a task submitted before a restart,
+	// the stream's records say which (callerGen), and the gateway keeps it
+	// as a forgotten task's.
 	ti, err := c.client.TaskOf(ctx, id)
+	if err == nil && !forgot {
+		past.gen, err = callerGen(ctx, c.client, id)
+		if err == nil {
+			past.at, forgot = now, true
+			g.mu.Lock()
+			g.past[id] = past
+			g.mu.Unlock()
+		}
+	}
 	switch {
 	case errors.Is(err, stream.ErrNotFound):
 		return answer{code: "ERROR_WRONG_CAPTCHA_ID", text: "no task of this key has this id"}
 	case err != nil:
 		g.log.Warn("res.php: read task", slog.String("producer", c.Producer), slog.Any("error", err))
 		return answer{code: "ERROR_SERVER_ERROR", text: "the queue could not be read: retry"}
-	case ti.Status != stream.TaskDone && (!forgot || ti.Gen == past.gen):
+	case ti.Status != stream.TaskDone && ti.Gen == past.gen:
 		return answer{code: notReady}
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if forgot {
-		ti.Method = "" // the outcome's own
-		out, err = c.client.WaitReceipt(wctx, stream.Receipt{ID: id, Seq: past.gen})
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return answer{code: notReady}
-		}
-	} else {
-		out, err = c.client.Wait(wctx, id)
+	out, err = c.client.WaitReceipt(wctx, stream.Receipt{ID: id, Seq: past.gen})
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return answer{code: notReady}
 	}
 	if err != nil && !errors.Is(err, stream.ErrNotSolved) && !errors.Is(err, stream.ErrTokenExpired) {
 		g.log.Warn("res.php: read outcome", slog.String("producer", c.Producer), slog.Any("error", err))
 		return answer{code: "ERROR_SERVER_ERROR", text: "the queue could not be read: retry"}
 	}
-	a := g.answerOf(out, ti.Method, now)
-	if forgot {
-		a.gen = past.gen
-	}
+	a := g.answerOf(out, "", now) // the outcome's own method
+	a.gen = past.gen
 	return a
+}
+
+// callerGen is the generation of task id that its gateway caller
+// submitted, read from the task's records: the earliest submission under
+// the id that did not end INVALID_ENVELOPE. The gateway names a task when
+// it submits it, so another producer's submission under the id (one the
+// duplicate window let through, or a forged message) comes after the
+// caller's; a forged message's generation ends INVALID_ENVELOPE, or leaves
+// no record at all once a worker has ended it without one.
+func callerGen(ctx context.Context, client *stream.Client, id string) (uint64, error) {
+	steps, err := client.Trace(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	forged := map[uint64]bool{}
+	for _, s := range steps {
+		if s.Code == stream.CodeInvalidEnvelope {
+			forged[s.Gen] = true
+		}
+	}
+	var gen uint64
+	for _, s := range steps {
+		if s.Kind == "submitted" && !forged[s.Gen] && (gen == 0 || s.Gen < gen) {
+			gen = s.Gen
+		}
+	}
+	if gen == 0 {
+		return 0, fmt.Errorf("task %s: no submission that is not forged: %w", id, stream.ErrNotFound)
+	}
+	return gen, nil
 }
 
 // answerOf is res.php's answer for an outcome.
@@ -183,11 +218,10 @@ func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) ans
 	if method == "" {
 		method = out.Method
 	}
-	a := answer{value: out.Solution, plain: out.Text(), ua: out.UserAgent, uaField: "useragent", captchaID: out.CaptchaID}
-	if method == "cloudflare_challenge" {
-		a.uaField = "user_agent"
-	}
-	return a
+	// The user agent goes in the field the method's answers name it in
+	// (captcha.UserAgentField), Turnstile's useragent where none is named.
+	uaField := cmp.Or(captcha.UserAgentField(method), "useragent")
+	return answer{value: out.Solution, plain: out.Text(), ua: out.UserAgent, uaField: uaField, captchaID: out.CaptchaID}
 }
 
 // aboutTheCaptcha reports whether a dead task's last code is the service's

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -90,7 +90,7 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 			return
 		}
 	}
-	if err := solver.Validate(t.Method, t.Params); err != nil {
+	if err := captcha.Validate(t.Method, t.Params); err != nil {
 		code, text := validationCode(err)
 		rep.code(code, text)
 		return
@@ -136,7 +136,7 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 			c.inFlight--
 		}
 		g.mu.Unlock()
-		var ve *solver.ValidationError
+		var ve *captcha.ValidationError
 		switch {
 		case errors.Is(err, stream.ErrStreamFull):
 			// The service's answer when it takes no captcha now, which
@@ -193,7 +193,7 @@ func (g *Gateway) slots(c *caller) int {
 // the image codes, ERROR_BAD_PROXY/ERROR_PROXY_FORMAT, else
 // ERROR_BAD_PARAMETERS), and what captchaq found wrong.
 func validationCode(err error) (string, string) {
-	var ve *solver.ValidationError
+	var ve *captcha.ValidationError
 	if !errors.As(err, &ve) {
 		return "ERROR_BAD_PARAMETERS", err.Error()
 	}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/retry"
 )
 
@@ -96,10 +97,11 @@ func (w *pollWaiter) take() []pollNews {
 }
 
 // add registers captcha id of kind as waiting, or returns nil when batching
-// is off or the kind's answers do not survive a batch reply (GeeTest
-// objects; a Cloudflare cookie without its user_agent).
+// is off or the kind's answers do not survive a batch reply
+// (captcha.BatchNone).
 func (b *batcher) add(id, kind string) *pollWaiter {
-	if kind == KindGeeTest || kind == KindGeeTestV4 || kind == KindCloudflare {
+	how := captcha.BatchOf(kind)
+	if how == captcha.BatchNone {
 		return nil
 	}
 	b.mu.Lock()
@@ -107,7 +109,7 @@ func (b *batcher) add(id, kind string) *pollWaiter {
 	if b.off {
 		return nil
 	}
-	w := &pollWaiter{id: id, direct: kind != KindTurnstile, asked: b.c.now(), signal: make(chan struct{}, 1)}
+	w := &pollWaiter{id: id, direct: how == captcha.BatchAnswer, asked: b.c.now(), signal: make(chan struct{}, 1)}
 	b.waiting[w] = struct{}{}
 	if !b.running {
 		b.running = true

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/retry"
 )
@@ -132,6 +133,7 @@ type Client struct {
 	batch    *batcher // nil with Timing.NoBatch
 	service  Service
 	outage   outage
+	hangs    hangs // in.php calls on their way (hold.go)
 	onCall   func(Call)
 	now      func() time.Time
 	occ      *occupancy
@@ -396,6 +398,9 @@ func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	if err := c.gate(ctx); err != nil {
 		return "", err
 	}
+	if err := c.holdWhileHung(ctx); err != nil {
+		return "", err
+	}
 	if err := c.limiter.wait(ctx, c.now); err != nil {
 		return "", fmt.Errorf("solver: wait for submission slot: %w", err)
 	}
@@ -415,7 +420,9 @@ func (c *Client) Submit(ctx context.Context, req Request) (string, error) {
 	if err != nil {
 		return "", newError("in.php", CodeInvalidParams, err)
 	}
+	ended := c.hangs.begin(c.now())
 	r, err := c.call(ctx, "in.php", body, ctype)
+	ended()
 	if err != nil {
 		return "", err
 	}
@@ -445,19 +452,8 @@ func (c *Client) Fetch(ctx context.Context, id string) (Answer, error) {
 }
 
 // PageHost returns the host of a page URL, which is all that logs and the
-// audit trail carry of it (the path and query can be personal data): empty
-// when there is no URL, "invalid-url" when it does not parse or names no
-// host.
-func PageHost(pageURL string) string {
-	if pageURL == "" {
-		return ""
-	}
-	u, err := url.Parse(pageURL)
-	if err != nil || u.Host == "" {
-		return "invalid-url"
-	}
-	return u.Hostname()
-}
+// audit trail carry of it (captcha.PageHost).
+func PageHost(pageURL string) string { return captcha.PageHost(pageURL) }
 
 // truncate cuts s to n bytes (text.Cut). A text that may hold the API key
 // must be redacted first (redact), never after: a cut key escapes redaction.

@@ -5,11 +5,13 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/captchaq/captchaq/captcha"
 )
 
 // Timing says when the client polls res.php and when it gives up. The zero
-// value is the production timing (the service's documented waits: first
-// poll after 5–20 s by kind, then every 5 s); tests set Scale. Polls are
+// value is the production timing (the catalogue's waits: first poll after
+// 5–20 s by kind, then every 5 s); tests set Scale. Polls are
 // planned from the submission; a captcha that falls behind its plan (a slow
 // call) polls once at once and then keeps the plan's spacing, so it gives
 // up at MaxWait (CodeTimeout) rather than send the polls it missed in a
@@ -23,8 +25,8 @@ type Timing struct {
 	// schedule. Zero means 5 s.
 	PollInterval time.Duration
 	// MaxWait is how long after submission the client gives up locally
-	// (CodeTimeout), by Kind. Missing kinds use DefaultMaxWait: 180 s for
-	// reCAPTCHA, 120 s for the others.
+	// (CodeTimeout), by Kind. Missing kinds use DefaultMaxWait, the
+	// catalogue's.
 	MaxWait map[string]time.Duration
 	// MaxCalls caps the res.php calls per captcha (CodePollLimit). Zero means
 	// 20.
@@ -56,32 +58,13 @@ type Timing struct {
 }
 
 // DefaultFirstPoll is the first-poll delay of a Kind when Timing.FirstPoll
-// does not say: 20 s for Cloudflare challenges, 15 s for reCAPTCHA, GeeTest
-// (v3 and v4), hCaptcha and BLS, 10 s for reCAPTCHA v3, 5 s for Turnstile,
-// images, grids and anything else. The new kinds' delays are the ones
-// CaptchaAI's example pack waits (CaptchaAI-Examples,
-// articles/how-to-solve-*-using-api/python/solve.py).
-func DefaultFirstPoll(kind string) time.Duration {
-	switch kind {
-	case KindCloudflare:
-		return 20 * time.Second
-	case KindRecaptcha, KindGeeTest, KindGeeTestV4, KindHCaptcha, KindBLS:
-		return 15 * time.Second
-	case KindRecaptchaV3:
-		return 10 * time.Second
-	}
-	return 5 * time.Second
-}
+// does not say: the catalogue's (captcha.FirstPoll), 5 s for a kind it does
+// not know.
+func DefaultFirstPoll(kind string) time.Duration { return captcha.FirstPoll(kind) }
 
 // DefaultMaxWait is the local deadline of a Kind when Timing.MaxWait does not
-// say: 180 s for reCAPTCHA (v2 and v3), 120 s for the others.
-func DefaultMaxWait(kind string) time.Duration {
-	switch kind {
-	case KindRecaptcha, KindRecaptchaV3:
-		return 180 * time.Second
-	}
-	return 120 * time.Second
-}
+// say: the catalogue's (captcha.MaxWait), 120 s for a kind it does not know.
+func DefaultMaxWait(kind string) time.Duration { return captcha.MaxWait(kind) }
 
 // Defaults of Timing's zero fields.
 const (

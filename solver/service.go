@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/retry"
 )
 
@@ -100,13 +101,19 @@ func (s Service) Offers(methodName string, params map[string]string) error {
 	if s != TwoCaptcha {
 		return nil
 	}
-	switch {
-	case methodName == "cloudflare_challenge", methodName == "bls":
-		return &ValidationError{"method", fmt.Sprintf("%s is not a method of service profile %s (CaptchaAI offers it)", methodName, s)}
-	case methodName == "geetest" && params["version"] == "4":
-		return &ValidationError{"params.version", fmt.Sprintf("GeeTest v4 as method geetest with version=4 is CaptchaAI's form; service profile %s names it geetest_v4, which captchaq does not send", s)}
+	m, ok := captcha.Lookup(methodName)
+	if !ok {
+		return nil
 	}
-	return nil
+	k, _ := captcha.LookupKind(captcha.KindOf(methodName, params))
+	if k.NotOn2Captcha == "" {
+		return nil
+	}
+	field := "method"
+	if k.Name != m.Kinds[0].Name {
+		field = "params." + k.If.Param
+	}
+	return &ValidationError{Field: field, Msg: fmt.Sprintf("%s is not for service profile %s: %s", methodName, s, k.NotOn2Captcha)}
 }
 
 // Explain says what a code means on this service, for the codes whose

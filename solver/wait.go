@@ -67,6 +67,11 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 	var heldSince time.Time // when the first of them failed
 	own := false            // a batch call failed or was not understood: the next scheduled poll is our own
 	polls := 0
+	// An unknown-id reply for a live captcha is asked again once
+	// (recheck) before it is given up: unknown is that reply while its
+	// re-check is still to come.
+	var unknown error
+	rechecked := false
 	// solved learns from the window the answer became ready in, seen after
 	// submission, and logs the solve.
 	solved := func(a Answer, seen time.Duration) (Answer, error) {
@@ -90,6 +95,7 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		sent := c.now()
 		a, err = c.Fetch(ctx, id)
 		polls++
+		unknown = nil // this call is the re-check, if one was due
 		// The service answered somewhere between sending and receiving.
 		seen := sent.Add(c.now().Sub(sent) / 2).Sub(submitted)
 		if !readyAt.IsZero() {
@@ -114,8 +120,8 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			// down. The service accepted it and is paid for it, so it is
 			// kept and polled again, however long that lasts: only the
 			// service saying it does not know the id (ERROR_WRONG_CAPTCHA_ID,
-			// ERROR_NO_SUCH_CAPCHA_ID: codes.go), the task's ctx, or an
-			// answer gives it up.
+			// ERROR_NO_SUCH_CAPCHA_ID: codes.go; twice for a live captcha,
+			// recheck), the task's ctx, or an answer gives it up.
 			fails++
 			lastErr = err
 			if fails == 1 {
@@ -124,6 +130,13 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			}
 			c.log.LogAttrs(ctx, slog.LevelDebug, "poll failed; the captcha is kept and polled again",
 				slog.String("captcha_id", id), slog.String("code", CodeOf(err)), slog.Int("in_a_row", fails))
+		case CaptchaUnknown(err) && !rechecked && c.now().Before(deadline):
+			// The service says it does not know the id of a captcha it
+			// accepted within the wait for it (recheck): once is asked
+			// again, by the next poll, the captcha's own.
+			rechecked, unknown, own = true, err, true
+			c.log.LogAttrs(ctx, slog.LevelDebug, "the service says it does not know a captcha it accepted: asked once more before it is given up",
+				slog.String("captcha_id", id), slog.String("code", CodeOf(err)))
 		default:
 			return true, Answer{}, err
 		}
@@ -259,6 +272,12 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			}
 		}
 	}
+	if unknown != nil {
+		// The schedule ran out on an unknown-id reply: its re-check.
+		if done, a, err := c.recheck(ctx, id, kt, unknown, fetch); done {
+			return a, err
+		}
+	}
 	if fails > 0 {
 		// The last poll got no word from the service: the schedule ran out
 		// during an outage. Whether the captcha is ready is unknown, and
@@ -281,6 +300,30 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 		code = CodeUnreachable
 	}
 	return Answer{}, newError("res.php", code, errors.New(why)).about(id)
+}
+
+// recheck: the service answered that it does not know captcha id
+// (ERROR_NO_SUCH_CAPCHA_ID, ERROR_WRONG_CAPTCHA_ID: CaptchaUnknown) while
+// the captcha was live, accepted by it within the wait for it. The codes
+// mean an id the service never issued or has forgotten: "You've provided
+// incorrect captcha ID" (CaptchaAI, docs.captchaai.com/api/api-error-handling,
+// res.php errors; 2captcha, 2captcha.com/api-docs/error-codes, error 16),
+// and a task "that does not exist in your current task list or has been
+// expired" in the compatible createTask API (anti-captcha.com/apidoc). An
+// id the service gave moments ago is neither, and services answer so for
+// a moment: giving the captcha up would pay for it again. So the captcha
+// is asked once more, a poll interval later, and given up only if the
+// service says it again.
+func (c *Client) recheck(ctx context.Context, id string, kt kindTiming, unknown error,
+	fetch func(time.Time) (bool, Answer, error)) (bool, Answer, error) {
+	timer := time.NewTimer(kt.interval)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return true, Answer{}, fmt.Errorf("solver: captcha %s, unknown to the service once (%w): %w", id, unknown, ctx.Err())
+	case <-timer.C:
+	}
+	return fetch(time.Time{})
 }
 
 // holdBackoffCap bounds the backoff of a held captcha's polls, in poll

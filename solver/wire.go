@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/retry"
 )
 
@@ -39,7 +40,7 @@ func (c *Client) submitBody(req Request) ([]byte, string, error) {
 		}
 		return c.form(v), formType, nil
 	}
-	img, err := decodeImage(req.Params["file"])
+	img, err := captcha.DecodeImage(req.Params["file"])
 	if err != nil {
 		return nil, "", fmt.Errorf("decode file: %w", err)
 	}
@@ -56,7 +57,7 @@ func (c *Client) submitBody(req Request) ([]byte, string, error) {
 			return nil, "", fmt.Errorf("multipart field %s: %w", k, err)
 		}
 	}
-	fw, err := mw.CreateFormFile("file", "captcha."+imageType(img))
+	fw, err := mw.CreateFormFile("file", "captcha."+captcha.ImageType(img))
 	if err != nil {
 		return nil, "", fmt.Errorf("multipart file: %w", err)
 	}
@@ -118,7 +119,10 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 	// either, is a frozen service: an outage from then on, not only once
 	// the HTTP client's timeout ends the call.
 	sent := c.now()
-	stall := time.AfterFunc(c.outage.stall, func() { c.outage.stalled(context.WithoutCancel(ctx), c.log, sent, c.now) })
+	stall := time.AfterFunc(c.outage.stall, func() {
+		c.outage.stalled(context.WithoutCancel(ctx), c.log, sent, c.now)
+		c.hangs.wake() // an outage may have begun: held submissions are refused
+	})
 	resp, err := c.http.Do(hreq)
 	stall.Stop()
 	if err != nil {

@@ -157,6 +157,11 @@ func (c *Client) localTime(t time.Time) time.Time {
 // (ClientConfig.Topology.Domain).
 func (c *Client) Domain() string { return c.top.Domain }
 
+// AuthRequired reports whether the NATS server the client reached asks for
+// credentials; false on a server without users (a local trial), where every
+// connection, whatever name it gives, has every permission.
+func (c *Client) AuthRequired() bool { return c.nc.AuthRequired() }
+
 // Receipt says where a submitted task went.
 type Receipt struct {
 	// ID is the task's id (generated when the task had none).

@@ -37,6 +37,46 @@ import (
 // be stored.
 const submitSlack = time.Second
 
+// submitByStamp is the submit-by instant of a submission, on this
+// process's clock (by), when its context has a deadline (ok).
+type submitByStamp struct {
+	by time.Time
+	ok bool
+}
+
+// stampSubmitBy stamps msg, a task message published under ctx, with its
+// submit-by instant on the broker's clock (wire.HeaderSubmitBy), when ctx
+// has a deadline. The deadline is on the real clock, and so is the time
+// since the client read the broker's clock: a step of the client's clock
+// since (an NTP correction) does not stamp an instant already passed,
+// which would end the task unsolved.
+func (c *Client) stampSubmitBy(ctx context.Context, msg *nats.Msg) submitByStamp {
+	by, ok := submitBy(ctx, time.Now())
+	if ok {
+		msg.Header.Set(wire.HeaderSubmitBy, c.brokerNow().Add(time.Until(by)).UTC().Format(time.RFC3339Nano))
+	}
+	return submitByStamp{by: by, ok: ok}
+}
+
+// publishFailed is the error of a publish of task id that failed: a
+// *NotConfirmedError when the broker may have stored it in time.
+func (sb submitByStamp) publishFailed(id string, err error) error {
+	if sb.ok && unconfirmed(err) {
+		return &NotConfirmedError{ID: id, By: sb.by, Err: err}
+	}
+	return err
+}
+
+// confirmedInTime checks, for a publish confirmed near or after its
+// submit-by instant, that the task was stored by then (storedInTime): the
+// stored time decides whether a worker solves it.
+func (c *Client) confirmedInTime(ctx context.Context, sb submitByStamp, id string, seq uint64, msg *nats.Msg) error {
+	if !sb.ok || time.Now().Before(sb.by.Add(-submitSlack)) {
+		return nil
+	}
+	return c.storedInTime(ctx, id, seq, msg.Header.Get(wire.HeaderSubmitBy), sb.by)
+}
+
 // submitBy is the instant (on this process's clock) by which a submission
 // under ctx must be stored: submitSlack before ctx's deadline, or a quarter
 // of what is left of it when that is shorter. ok is false when ctx has no

@@ -120,11 +120,14 @@ func (c *Client) withToken(ctx context.Context, out Outcome, gen, tokenSeq uint6
 		found bool
 		err   error
 	)
-	if tokenSeq != 0 {
-		tok, found, err = taskstore.ReadTokenAt(ctx, c.tokens, out.ID, gen, tokenSeq)
-	} else {
-		tok, found, err = taskstore.ReadToken(ctx, c.tokens, out.ID, gen)
-	}
+	err = untilRead(ctx, func() (err error) {
+		if tokenSeq != 0 {
+			tok, found, err = taskstore.ReadTokenAt(ctx, c.tokens, out.ID, gen, tokenSeq)
+		} else {
+			tok, found, err = taskstore.ReadToken(ctx, c.tokens, out.ID, gen)
+		}
+		return err
+	})
 	if err != nil || !found {
 		return out, false, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // A captcha handed back by a worker whose clock is right is resumed by a
@@ -140,41 +141,64 @@ func TestAuthProducerCannotForgeACaptchaEvent(t *testing.T) {
 }
 
 // A producer's clock steps an hour back after its Client bound to the
-// stream (an NTP correction): a submission under a deadline is still
-// stamped with the instant it must be stored by on the broker's clock, so
-// it is solved, once, instead of ending SUBMIT_BY_PASSED at once while
-// Submit said it was taken.
+// stream (an NTP correction): a submission under a deadline, by Submit or
+// by SubmitAll, is still stamped with the instant it must be stored by on
+// the broker's clock (the caller's deadline less the slack), so it is
+// solved, once, instead of ending SUBMIT_BY_PASSED at once while the call
+// said it was taken.
 func TestProducerClockStepBackKeepsSubmitBy(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
-	ctx := testContext(t)
-	api := fakeapi.New(fakeapi.Config{BurstLimit: 1 << 20, SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: fixed(50 * time.Millisecond)}})
-	apiURL, stopAPI, err := fakeapi.ServeLocal(api)
-	require.NoError(t, err)
-	t.Cleanup(stopAPI)
-	sc, err := solver.NewClient(solver.Config{BaseURL: apiURL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
-		Timing: solver.Timing{Scale: 0.01, Fixed: true}})
-	require.NoError(t, err)
-	b.startWorker(t, WorkerConfig{Solver: sc, Threads: 1})
+	for _, how := range []string{"Submit", "SubmitAll"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, Topology{})
+			ctx := testContext(t)
+			api := fakeapi.New(fakeapi.Config{BurstLimit: 1 << 20, SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: fixed(50 * time.Millisecond)}})
+			apiURL, stopAPI, err := fakeapi.ServeLocal(api)
+			require.NoError(t, err)
+			t.Cleanup(stopAPI)
+			sc, err := solver.NewClient(solver.Config{BaseURL: apiURL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+				Timing: solver.Timing{Scale: 0.01, Fixed: true}})
+			require.NoError(t, err)
 
-	var mu sync.Mutex
-	var step time.Duration
-	now := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return time.Now().Add(step)
+			var mu sync.Mutex
+			var step time.Duration
+			now := func() time.Time {
+				mu.Lock()
+				defer mu.Unlock()
+				return time.Now().Add(step)
+			}
+			client, err := NewClient(ctx, b.nc, ClientConfig{Name: "stepped-producer", Now: now})
+			require.NoError(t, err)
+			mu.Lock()
+			step = -time.Hour
+			mu.Unlock()
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			dl, _ := sctx.Deadline()
+			var r Receipt
+			if how == "Submit" {
+				r, err = client.Submit(sctx, turnstileTask("stepped"))
+			} else {
+				var rs []Receipt
+				rs, err = client.SubmitAll(sctx, []Task{turnstileTask("stepped")})
+				if len(rs) == 1 {
+					r = rs[0]
+				}
+			}
+			require.NoError(t, err)
+			// No worker yet: the stored task is there to be read.
+			m, err := b.client.s.GetMsg(ctx, r.Seq)
+			require.NoError(t, err)
+			by, err := time.Parse(time.RFC3339Nano, m.Header.Get(wire.HeaderSubmitBy))
+			require.NoError(t, err, "a submit-by instant is stamped")
+			require.WithinDuration(t, dl.Add(-submitSlack), by, 2*time.Second, "on the broker's clock (the real one here)")
+
+			b.startWorker(t, WorkerConfig{Solver: sc, Threads: 1})
+			out, err := b.client.Wait(ctx, r.ID)
+			require.NoError(t, err)
+			require.Equal(t, StatusSolved, out.Status, "%s %s", out.Reason, out.Error)
+			require.Equal(t, 1, api.Stats().Submitted, "paid once")
+		})
 	}
-	client, err := NewClient(ctx, b.nc, ClientConfig{Name: "stepped-producer", Now: now})
-	require.NoError(t, err)
-	mu.Lock()
-	step = -time.Hour
-	mu.Unlock()
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	r, err := client.Submit(sctx, turnstileTask("stepped"))
-	require.NoError(t, err)
-	out, err := b.client.Wait(ctx, r.ID)
-	require.NoError(t, err)
-	require.Equal(t, StatusSolved, out.Status, "%s %s", out.Reason, out.Error)
-	require.Equal(t, 1, api.Stats().Submitted, "paid once")
 }

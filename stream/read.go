@@ -86,9 +86,34 @@ type callerError struct{ err error }
 func (e callerError) Error() string { return e.err.Error() }
 
 // transient reports whether a read error may pass by itself: a broker fault
-// (passing), or a batch whose answer stopped mid-way.
+// (passing), a store being reopened, or a batch whose answer stopped
+// mid-way.
 func transient(err error) bool {
-	return jscall.Passing(err) || errors.Is(err, jscall.ErrReadStale)
+	return jscall.Passing(err) || storeReopening(err) || errors.Is(err, jscall.ErrReadStale)
+}
+
+// storeReopening reports whether err is what a read meets while the
+// broker's store is being reopened (broker.Guard, after a full disk):
+// "no responders" while JetStream is shut down, then "stream not found"
+// until the memory token stream is created again.
+func storeReopening(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrStreamNotFound)
+}
+
+// untilRead calls read until it does not fail as reads do while the store
+// is being reopened (storeReopening), pausing between tries (jscall.Backoff),
+// or until ctx ends: a reopening is a pause for a reader, not an error.
+func untilRead(ctx context.Context, read func() error) error {
+	var b jscall.Backoff
+	for {
+		err := read()
+		if err == nil || !storeReopening(err) {
+			return err
+		}
+		if !b.Wait(ctx) {
+			return fmt.Errorf("%w (the store did not answer: %w)", ctx.Err(), err)
+		}
+	}
 }
 
 // Following.

@@ -45,6 +45,14 @@ type QueueStats struct {
 	// PausedUntil.
 	Paused      bool      `json:"paused,omitempty"`
 	PausedUntil time.Time `json:"paused_until,omitzero"`
+	// DeadlinesInPause counts, in a paused queue, the tasks waiting there
+	// (queued or retrying, not at the service) whose deadline falls before
+	// PausedUntil: passed already, or passing while the queue is paused.
+	// Each ends dead with DEADLINE_PASSED when a worker next takes it,
+	// unless the lane is resumed before its deadline. 0 when not paused.
+	DeadlinesInPause int `json:"deadlines_in_pause"`
+	// FirstDeadline is the earliest of those deadlines; zero when none.
+	FirstDeadline time.Time `json:"first_deadline,omitzero"`
 	// OldestQueued is the age of the oldest waiting task; 0 when none waits.
 	OldestQueued time.Duration `json:"-"`
 	// OldestQueuedSeconds is OldestQueued in seconds, for JSON.
@@ -89,6 +97,10 @@ type Stats struct {
 	// Retrying is how many tasks wait out a retry or capacity delay: held
 	// by the broker for a later delivery, at no worker.
 	Retrying int `json:"retrying"`
+	// DeadlinesInPause is the sum of the queues' DeadlinesInPause, and
+	// FirstDeadline the earliest of their FirstDeadline.
+	DeadlinesInPause int       `json:"deadlines_in_pause"`
+	FirstDeadline    time.Time `json:"first_deadline,omitzero"`
 	// Workers are the workers alive (seen within HeartbeatTTL).
 	Workers []WorkerInfo `json:"workers"`
 	// PlanThreads is the plan-wide thread quota Solving is held to
@@ -149,10 +161,16 @@ type statsEvent struct {
 
 // Stats reads the queues from the workers' consumers, the plan quota, and
 // the outcomes of the last window from the tasks' event logs (which outlive
-// the tokens' outcomes).
+// the tokens' outcomes), read back to the oldest task a consumer holds. In
+// a paused queue it reads the waiting tasks' deadlines too.
 func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error) {
 	now := c.cfg.Now()
 	st := Stats{At: now, Window: window, WindowSeconds: window.Seconds(), ByReason: map[string]int{}, ByMethod: map[string]MethodStats{}}
+	// oldestHeld is the submission of the oldest task a consumer holds
+	// (solving, waiting out a delay, or due again in a paused lane): its
+	// events are read however long ago they were written.
+	var oldestHeld time.Time
+	var floors []uint64 // each queue's ack floor: its messages past it wait or run
 	for _, wc := range workerConsumers() {
 		name := consumerName(wc.lane, wc.priority)
 		cons, err := c.s.Consumer(ctx, name)
@@ -176,8 +194,17 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 				q.OldestQueued = max(now.Sub(m.Time), 0)
 			}
 		}
+		if info.NumAckPending > 0 {
+			if m, err := c.s.GetMsg(ctx, info.AckFloor.Stream+1, jetstream.WithGetMsgSubject(info.Config.FilterSubject)); err == nil {
+				_, submitted := taskMessageGen(m.Header, m.Sequence, m.Time)
+				if oldestHeld.IsZero() || submitted.Before(oldestHeld) {
+					oldestHeld = submitted
+				}
+			}
+		}
 		q.OldestQueuedSeconds = q.OldestQueued.Seconds()
 		st.Queues = append(st.Queues, q)
+		floors = append(floors, info.AckFloor.Stream)
 		st.Queued += q.Queued
 		st.InFlight += q.InFlight
 		st.OldestQueued = max(st.OldestQueued, q.OldestQueued)
@@ -194,11 +221,14 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 	if window > 0 {
 		start = now.Add(-window)
 	}
-	held, err := c.countOutcomes(ctx, &st, start)
+	held, err := c.countOutcomes(ctx, &st, start, oldestHeld)
 	if err != nil {
 		return st, err
 	}
 	if err := c.countHeld(ctx, &st, held); err != nil {
+		return st, err
+	}
+	if err := c.countDeadlinesInPause(ctx, &st, held, floors); err != nil {
 		return st, err
 	}
 	if st.Workers, err = c.Workers(ctx); err != nil {
@@ -225,8 +255,9 @@ const solvingLookback = 15 * time.Minute
 
 // countOutcomes fills the window's counts from the event logs, with the
 // method of each task from its event or its outcome, and counts the attempts
-// under way.
-func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) (map[string]TaskStatus, error) {
+// under way and the tasks held since oldestHeld (zero: none held), however
+// far before the window: a task in a lane paused for hours waits there.
+func (c *Client) countOutcomes(ctx context.Context, st *Stats, start, oldestHeld time.Time) (map[string]TaskStatus, error) {
 	type ended struct {
 		id string
 		ev statsEvent
@@ -240,6 +271,9 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start time.Time) 
 	from := start
 	if lb := st.At.Add(-solvingLookback); !from.IsZero() && lb.Before(from) {
 		from = lb
+	}
+	if !from.IsZero() && !oldestHeld.IsZero() && oldestHeld.Before(from) {
+		from = oldestHeld
 	}
 	subjects := []string{wire.SubjectEvents + ".>", wire.SubjectResults + ".>"}
 	err := scan(ctx, c, scanOpts{subjects: subjects, startTime: from}, func(m jetstream.Msg) (bool, error) {
@@ -377,6 +411,44 @@ func (c *Client) countHeld(ctx context.Context, st *Stats, held map[string]TaskS
 		case TaskQueued:
 			st.Queues[i].Queued++
 			st.Queued++
+		}
+	}
+	return nil
+}
+
+// countDeadlinesInPause counts, in each paused queue, the waiting tasks
+// whose deadline falls before the pause ends: one read of the queue's task
+// messages past its ack floor (floors, by queue), in paused queues alone.
+func (c *Client) countDeadlinesInPause(ctx context.Context, st *Stats, held map[string]TaskStatus, floors []uint64) error {
+	for i := range st.Queues {
+		q := &st.Queues[i]
+		if !q.Paused {
+			continue
+		}
+		seen := map[string]bool{} // a task once, whatever copies of its message the stream holds
+		subject := wire.TaskFilter(q.Lane, q.Priority)
+		err := scanFrom(ctx, c, []string{subject}, floors[i]+1, false, func(m jetstream.Msg) (bool, error) {
+			md, err := m.Metadata()
+			if err != nil {
+				return false, err
+			}
+			ti, ok := taskInfoOf(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream, md.Timestamp)
+			if !ok || seen[ti.ID] || held[ti.ID] == TaskSolving || ti.Deadline.IsZero() || !ti.Deadline.Before(q.PausedUntil) {
+				return false, nil
+			}
+			seen[ti.ID] = true
+			q.DeadlinesInPause++
+			if q.FirstDeadline.IsZero() || ti.Deadline.Before(q.FirstDeadline) {
+				q.FirstDeadline = ti.Deadline
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("stats: %w", err)
+		}
+		st.DeadlinesInPause += q.DeadlinesInPause
+		if !q.FirstDeadline.IsZero() && (st.FirstDeadline.IsZero() || q.FirstDeadline.Before(st.FirstDeadline)) {
+			st.FirstDeadline = q.FirstDeadline
 		}
 	}
 	return nil

@@ -169,4 +169,15 @@ func TestStatsCountsRetriesDueInAPausedLaneAsQueued(t *testing.T) {
 			require.Equal(t, uint64(2), q.Queued, "%+v", q)
 		}
 	}
+
+	// Two hours on, with the lanes still paused, the retries' events are
+	// older than the hour of stats' window: they are still counted.
+	later, err := NewClient(ctx, b.nc, ClientConfig{Now: func() time.Time { return time.Now().Add(2 * time.Hour) }})
+	require.NoError(t, err)
+	st, err = later.Stats(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), st.Queued, "every waiting task is in a column two hours on: %+v", st.Queues)
+	require.Zero(t, st.Solving)
+	require.Zero(t, st.Retrying)
+	require.Zero(t, st.Failed, "the retries happened before the window")
 }

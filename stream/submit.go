@@ -113,19 +113,21 @@ func (c *Client) SubmitAll(ctx context.Context, tasks []Task) ([]Receipt, error)
 	}
 	msgs := make([]*nats.Msg, len(prepared))
 	var size int64
+	var sb submitByStamp // every task's, from ctx's deadline
 	for i, t := range prepared {
 		m, err := c.taskMsg(t)
 		if err != nil {
 			return nil, err
 		}
 		injectTrace(ctx, m)
+		sb = c.stampSubmitBy(ctx, m)
 		msgs[i] = m
 		size += int64(len(m.Data))
 	}
 	if err := c.checkRoom(ctx, len(msgs), size); err != nil {
 		return nil, err
 	}
-	return c.publishAll(ctx, tasks, prepared, msgs)
+	return c.publishAll(ctx, tasks, prepared, msgs, sb)
 }
 
 // submitWindow is how many task publishes SubmitAll keeps in flight at once.
@@ -135,8 +137,9 @@ const submitWindow = 256
 // and returns the receipts in order. A publish whose acknowledgement does not
 // come is retried synchronously with the same message id, so nothing is lost
 // and nothing doubled. On an error it returns the receipts of the tasks
-// before the failed one: those are enqueued.
-func (c *Client) publishAll(ctx context.Context, given, tasks []Task, msgs []*nats.Msg) ([]Receipt, error) {
+// before the failed one: those are enqueued. sb is the tasks' submit-by
+// instant, as publish checks it.
+func (c *Client) publishAll(ctx context.Context, given, tasks []Task, msgs []*nats.Msg, sb submitByStamp) ([]Receipt, error) {
 	out := make([]Receipt, 0, len(tasks))
 	var taken []error // duplicates with another schedule
 	type pending struct {
@@ -158,8 +161,11 @@ func (c *Client) publishAll(ctx context.Context, given, tasks []Task, msgs []*na
 			if ack == nil {
 				var err error
 				if ack, err = c.publishMsg(ctx, tasks[p.i], msgs[p.i]); err != nil {
-					return err
+					return sb.publishFailed(tasks[p.i].ID, err)
 				}
+			}
+			if err := c.confirmedInTime(ctx, sb, tasks[p.i].ID, ack.Sequence, msgs[p.i]); err != nil {
+				return err
 			}
 			r := Receipt{ID: tasks[p.i].ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}
 			if !r.Duplicate {
@@ -199,30 +205,16 @@ func (c *Client) publish(ctx context.Context, given, t Task) (Receipt, error) {
 		return Receipt{}, err
 	}
 	injectTrace(ctx, msg)
-	by, hasBy := submitBy(ctx, time.Now())
-	if hasBy {
-		// The context's deadline is on the real clock, and so is the
-		// time since the client read the broker's clock: a step of the
-		// client's clock since (an NTP correction) does not stamp an
-		// instant already passed, which would end the task unsolved.
-		msg.Header.Set(wire.HeaderSubmitBy, c.brokerNow().Add(time.Until(by)).UTC().Format(time.RFC3339Nano))
-	}
+	sb := c.stampSubmitBy(ctx, msg)
 	if err := c.checkRoom(ctx, 1, int64(len(msg.Data))); err != nil {
 		return Receipt{}, err
 	}
 	ack, err := c.publishMsg(ctx, t, msg)
 	if err != nil {
-		if hasBy && unconfirmed(err) {
-			return Receipt{}, &NotConfirmedError{ID: t.ID, By: by, Err: err}
-		}
-		return Receipt{}, err
+		return Receipt{}, sb.publishFailed(t.ID, err)
 	}
-	if hasBy && !time.Now().Before(by.Add(-submitSlack)) {
-		// Confirmed near or after its submit-by instant: the stored time
-		// decides whether a worker solves it.
-		if err := c.storedInTime(ctx, t.ID, ack.Sequence, msg.Header.Get(wire.HeaderSubmitBy), by); err != nil {
-			return Receipt{}, err
-		}
+	if err := c.confirmedInTime(ctx, sb, t.ID, ack.Sequence, msg); err != nil {
+		return Receipt{}, err
 	}
 	r := Receipt{ID: t.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}
 	if r.Duplicate {

@@ -27,19 +27,21 @@ import (
 // it waits for the latest submission of id, a replay included. A dead task
 // returns its Outcome with an error wrapping ErrNotSolved; a solved task
 // whose token has expired returns its Outcome (without solution) and
-// ErrTokenExpired.
+// ErrTokenExpired. A broker reopening its store (after a full disk) is
+// waited through, as every reader of outcomes does, until ctx ends.
 func (c *Client) Wait(ctx context.Context, id string) (Outcome, error) {
 	if err := ValidateID(id); err != nil {
 		return Outcome{}, err
 	}
-	if own, ok := c.own.get(id); ok {
-		gen, err := c.replayedFrom(ctx, id, own)
-		if err != nil {
-			return Outcome{}, fmt.Errorf("wait for task %s: %w", id, err)
+	var gen uint64
+	err := untilRead(ctx, func() (err error) {
+		if own, ok := c.own.get(id); ok {
+			gen, err = c.replayedFrom(ctx, id, own)
+		} else {
+			gen, err = c.latestGen(ctx, id)
 		}
-		return c.waitGen(ctx, id, gen)
-	}
-	gen, err := c.latestGen(ctx, id)
+		return err
+	})
 	if err != nil {
 		return Outcome{}, fmt.Errorf("wait for task %s: %w", id, err)
 	}

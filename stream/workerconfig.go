@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nuid"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 )
@@ -67,7 +68,7 @@ type WorkerConfig struct {
 	// token leaves the token stream then. A method it does not name keeps
 	// its DefaultTokenLifetimes entry, so that every method captchaq
 	// accepts has a known lifetime; a method captchaq does not accept
-	// (solver.Methods) is refused, naming it. Default: DefaultTokenLifetimes.
+	// (captcha.Methods) is refused, naming it. Default: DefaultTokenLifetimes.
 	TokenLifetimes map[string]time.Duration
 	// DefaultDeadline applies to tasks that carry none (raw publishers):
 	// publish time plus this. Default 10m.
@@ -118,7 +119,7 @@ func (cfg WorkerConfig) validate() error {
 	); err != nil {
 		return err
 	}
-	methods := solver.Methods()
+	methods := captcha.Methods()
 	for method, d := range cfg.TokenLifetimes {
 		if d <= 0 {
 			return fmt.Errorf("worker: TokenLifetimes[%q] %s: want a positive duration", method, d)
@@ -176,22 +177,13 @@ func (cfg WorkerConfig) withDefaults() WorkerConfig {
 	return cfg
 }
 
-// DefaultTokenLifetimes are the token lifetimes by method: reCAPTCHA 120 s,
-// Turnstile 300 s, GeeTest (v3 and v4) 120 s, hCaptcha 120 s; a
-// cloudflare_challenge cookie 300 s (the site sets its real lifetime, often
-// longer; the outcome need not outlive the first use); text answers of
-// images and BLS cells 300 s. It names every method captchaq accepts
-// (solver.Methods), and only those.
-var DefaultTokenLifetimes = map[string]time.Duration{
-	"userrecaptcha":        120 * time.Second,
-	"turnstile":            300 * time.Second,
-	"geetest":              120 * time.Second,
-	"hcaptcha":             120 * time.Second,
-	"cloudflare_challenge": 300 * time.Second,
-	"post":                 300 * time.Second,
-	"base64":               300 * time.Second,
-	"bls":                  300 * time.Second,
-}
+// DefaultTokenLifetimes are the token lifetimes by method, the method
+// catalogue's (captcha.TokenLifetimes): reCAPTCHA 120 s, Turnstile 300 s,
+// GeeTest (v3 and v4) 120 s, hCaptcha 120 s; a cloudflare_challenge cookie
+// 300 s (the site sets its real lifetime, often longer; the outcome need not
+// outlive the first use); text answers of images and BLS cells 300 s. It
+// names every method captchaq accepts (captcha.Methods), and only those.
+var DefaultTokenLifetimes = captcha.TokenLifetimes()
 
 // DefaultScheduleCheck is the default WorkerConfig.ScheduleCheck.
 const DefaultScheduleCheck = time.Minute

@@ -148,12 +148,20 @@ func TestReportByTaskID(t *testing.T) {
 // startWorker runs a worker in this process against the emulator.
 func startWorker(t *testing.T, ctx context.Context, natsURL, emu string) {
 	t.Helper()
+	startWorkerWith(t, ctx, natsURL, emu, stream.WorkerConfig{Threads: 2})
+}
+
+// startWorkerWith runs a worker of cfg in this process against the
+// emulator, polling a thousand times as often as the service asks.
+func startWorkerWith(t *testing.T, ctx context.Context, natsURL, emu string, cfg stream.WorkerConfig) {
+	t.Helper()
 	nc, err := nats.Connect(natsURL)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	sc, err := solver.NewClient(solver.Config{BaseURL: emu, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.001}})
+	cfg.Solver, err = solver.NewClient(solver.Config{BaseURL: emu, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.001}})
 	require.NoError(t, err)
-	w, err := stream.NewWorker(ctx, nc, stream.WorkerConfig{Solver: sc, Threads: 2, IdleCheck: 50 * time.Millisecond})
+	cfg.IdleCheck = 50 * time.Millisecond
+	w, err := stream.NewWorker(ctx, nc, cfg)
 	require.NoError(t, err)
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"time"
 
@@ -36,6 +38,8 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	slow := fs.Float64("slow", 0, "rate of slow replies, 0..1")
 	slowDelay := fs.Duration("slow-delay", 5*time.Second, "delay of a slow reply")
 	failPage := fs.String("fail-pageurl", "", "tasks whose pageurl contains this fail with --fail-code")
+	addrFile := fs.String("addr-file", "", "once listening, write the address (host:port) to this file, removed again as the emulator stops: "+
+		"a script waits for it, and stops when it never comes (the port taken)")
 	failCode := fs.String("fail-code", "ERROR_PAGEURL", "code for tasks matching --fail-pageurl")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
@@ -63,9 +67,37 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		NumericIDs: *numericIDs, GeeTestAsString: *geetestString, Faults: f,
 		BatchPolls: *batchPolls, Service: *service, NoFunds: *noFunds,
 	})
+	if *addrFile != "" {
+		// A file left by an emulator that was killed must not pass for
+		// this one's.
+		if err := os.Remove(*addrFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("--addr-file: %w", err)
+		}
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wrote error
 	err := api.ListenAndServe(ctx, *addr, func(a net.Addr) {
+		if *addrFile != "" {
+			// Written whole, then renamed: a reader never sees half of it.
+			// Without it a script would wait for ever: stop instead.
+			tmp := *addrFile + ".tmp"
+			if wrote = os.WriteFile(tmp, []byte(a.String()+"\n"), 0o644); wrote == nil {
+				wrote = os.Rename(tmp, *addrFile)
+			}
+			if wrote != nil {
+				stop()
+				return
+			}
+		}
 		fmt.Fprintf(stdout, "fakeapi listening on http://%s (key %s)\n", a, fakeapi.TestKey)
 	})
+	if wrote != nil {
+		return fmt.Errorf("--addr-file: %w", wrote)
+	}
+	if *addrFile != "" {
+		_ = os.Remove(*addrFile)
+	}
 	printMoney(stdout, api.Stats())
 	return err
 }

@@ -100,6 +100,7 @@ func printStats(w io.Writer, st stream.Stats) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", q.Lane, q.Priority, q.Queued, q.Solving, q.Retrying, limit, age(q.OldestQueued), state)
 	}
 	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t\t%s\t\n", st.Queued, st.Solving, st.Retrying, age(st.OldestQueued))
+	printDeadlineWarnings(tw, st)
 	if st.PlanThreads > 0 {
 		fmt.Fprintf(tw, "\nsolving now: %d of %d plan threads (%.0f%%)\n", st.Solving, st.PlanThreads, 100*float64(st.Solving)/float64(st.PlanThreads))
 	} else {
@@ -160,6 +161,41 @@ func printStats(w io.Writer, st stream.Stats) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1fs\t%.1fs\n", m, s.Solved, s.Dead, s.P50, s.P95)
 	}
 	_ = tw.Flush()
+}
+
+// printDeadlineWarnings says, for each paused lane whose waiting tasks'
+// deadlines fall before the pause ends, how many and when the first
+// passes: each ends dead with DEADLINE_PASSED when it is next taken.
+func printDeadlineWarnings(w io.Writer, st stream.Stats) {
+	type atRisk struct {
+		n     int
+		first time.Time
+	}
+	var lanes []stream.Lane
+	risk := map[stream.Lane]atRisk{}
+	for _, q := range st.Queues {
+		if q.DeadlinesInPause == 0 {
+			continue
+		}
+		r, seen := risk[q.Lane]
+		if !seen {
+			lanes = append(lanes, q.Lane)
+		}
+		r.n += q.DeadlinesInPause
+		if r.first.IsZero() || q.FirstDeadline.Before(r.first) {
+			r.first = q.FirstDeadline
+		}
+		risk[q.Lane] = r
+	}
+	for _, lane := range lanes {
+		r := risk[lane]
+		when := fmt.Sprintf("the first passes at %s, in %s", r.first.UTC().Format(time.RFC3339), age(r.first.Sub(st.At)))
+		if !r.first.After(st.At) {
+			when = fmt.Sprintf("the first passed at %s, %s ago", r.first.UTC().Format(time.RFC3339), age(max(st.At.Sub(r.first), time.Millisecond)))
+		}
+		fmt.Fprintf(w, "warning: lane %s is paused with %d waiting tasks whose deadline passes before the pause ends (%s): they end dead with DEADLINE_PASSED unless `captchaq lane resume %s` comes first\n",
+			lane, r.n, when, lane)
+	}
 }
 
 // age prints a queue age, "-" when nothing waits.

@@ -203,7 +203,7 @@ func TestFullDiskReopeningKeepsUnreadTokens(t *testing.T) {
 	var receipts []stream.Receipt
 	for i := range 6 {
 		r, err := client.Submit(ctx, stream.Task{ID: fmt.Sprintf("reopen-%d", i), Method: "turnstile",
-			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/reopen"}})
+			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": fmt.Sprintf("https://shop.example/reopen/%d", i)}}) // a page each: paid counted per task
 		require.NoError(t, err)
 		receipts = append(receipts, r)
 	}
@@ -239,6 +239,7 @@ func TestFullDiskReopeningKeepsUnreadTokens(t *testing.T) {
 	}
 	t.Logf("6 tasks over a full disk and its reopening: %d in.php, %d of 12 reads without their token", api.Stats().InCalls, lost)
 	require.Zero(t, lost, "tokens not read yet are kept over the reopening")
+	paidOnce(t, api, len(receipts))
 }
 
 func diskConn(t *testing.T, url string) *nats.Conn {

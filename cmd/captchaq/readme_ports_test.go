@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -23,21 +27,8 @@ import (
 // for a server that will never answer.
 func TestREADMEShellBlocksEndWhenTheServerCannotStart(t *testing.T) {
 	t.Parallel()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	require.NoError(t, err)
-	blocks := shellBlocks(string(readme), "sh")
-
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "captchaq"), "./cmd/captchaq")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata"), 0o755))
-	tasks, err := os.ReadFile(filepath.Join(root, "testdata", "tasks.jsonl"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "testdata", "tasks.jsonl"), tasks, 0o600))
+	readme, dir := readmeWorkdir(t)
+	blocks := shellBlocks(readme, "sh")
 
 	natsAddr := squatPort(t)
 	emuPort := freePort(t)
@@ -48,6 +39,36 @@ func TestREADMEShellBlocksEndWhenTheServerCannotStart(t *testing.T) {
 	require.False(t, hung, "the walkthrough still waited for the server after 90s; it should end once the server has failed to start")
 	require.Error(t, err, "the walkthrough cannot succeed without its server")
 	require.Contains(t, got, "address already in use", "the server's own error is shown")
+	require.NotContains(t, got, "real API", "nothing reaches the paid service")
+}
+
+// TestREADMEShellBlocksEndWhenTheEmulatorCannotStart runs the README's
+// walkthrough with the emulator's port already held by an HTTP server of
+// something else, one that answers every request. The emulator cannot
+// start; the walkthrough must then stop there, with the emulator's own
+// error, before a worker, balance or report talks to whatever holds the
+// port.
+func TestREADMEShellBlocksEndWhenTheEmulatorCannotStart(t *testing.T) {
+	t.Parallel()
+	readme, dir := readmeWorkdir(t)
+	blocks := shellBlocks(readme, "sh")
+
+	var asked atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		_, _ = io.WriteString(w, `{"status":1,"request":"12345"}`) // as if it took the captcha
+	}))
+	t.Cleanup(other.Close)
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	script := readmeScript(t, blocks, map[string]string{"127.0.0.1:8088": other.Listener.Addr().String()})
+
+	got, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second,
+		"CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr)
+	require.False(t, hung, "the walkthrough still ran after 90s; it should stop once the emulator has failed to start")
+	require.Error(t, err, "the walkthrough cannot succeed without its emulator")
+	require.Contains(t, got, "address already in use", "the emulator's own error is shown")
+	require.NotContains(t, got, "$ ./captchaq worker", "the walkthrough stops before the worker")
+	require.Zero(t, asked.Load(), "nothing talked to what holds the emulator's port")
 	require.NotContains(t, got, "real API", "nothing reaches the paid service")
 }
 

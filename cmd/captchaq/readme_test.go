@@ -38,22 +38,9 @@ import (
 //     would fail or wait, and the test with it.
 func TestREADMEShellBlocks(t *testing.T) {
 	t.Parallel()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	require.NoError(t, err)
-	blocks := shellBlocks(string(readme), "sh")
+	readme, dir := readmeWorkdir(t, "-ldflags", "-X main.buildVersion=v0.0.0-readme")
+	blocks := shellBlocks(readme, "sh")
 	require.GreaterOrEqual(t, len(blocks), 3, "the README's walkthrough is in ```sh blocks")
-
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-ldflags", "-X main.buildVersion=v0.0.0-readme", "-o", filepath.Join(dir, "captchaq"), "./cmd/captchaq")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata"), 0o755))
-	tasks, err := os.ReadFile(filepath.Join(root, "testdata", "tasks.jsonl"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "testdata", "tasks.jsonl"), tasks, 0o600))
 
 	// The version comes from the build.
 	v, err := exec.Command(filepath.Join(dir, "captchaq"), "--version").Output()
@@ -81,7 +68,7 @@ func TestREADMEShellBlocks(t *testing.T) {
 	// What the README says the emulator was paid is what it printed as
 	// the walkthrough stopped it.
 	money := 0
-	for _, block := range shellBlocks(string(readme), "text") {
+	for _, block := range shellBlocks(readme, "text") {
 		if !strings.HasPrefix(block, "fakeapi: ") {
 			continue
 		}
@@ -111,6 +98,27 @@ func shellBlocks(md, lang string) []string {
 		}
 	}
 	return blocks
+}
+
+// readmeWorkdir returns the README and a directory to run its walkthrough
+// in, outside the checkout: captchaq built there (with buildFlags) and
+// testdata/tasks.jsonl copied in.
+func readmeWorkdir(t *testing.T, buildFlags ...string) (readme, dir string) {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	dir = t.TempDir()
+	build := exec.Command("go", append(append([]string{"build"}, buildFlags...), "-o", filepath.Join(dir, "captchaq"), "./cmd/captchaq")...)
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata"), 0o755))
+	tasks, err := os.ReadFile(filepath.Join(root, "testdata", "tasks.jsonl"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "testdata", "tasks.jsonl"), tasks, 0o600))
+	return string(b), dir
 }
 
 var exitsRe = regexp.MustCompile(`^(.*?)\s+# exits (\d+)\b.*$`)

@@ -150,6 +150,27 @@ func TestServiceRefusalSpendsNothing(t *testing.T) {
 	b.solvedOnce(t, rs, 3*time.Minute)
 }
 
+// Connections refused for 15 s once 16 captchas are at the service, under
+// 150 tasks, as the operator ran it: the same. Long (over a
+// minute): CAPTCHAQ_SOAK=1.
+func TestServiceRefusalOf150TasksSpendsNothing(t *testing.T) {
+	if os.Getenv("CAPTCHAQ_SOAK") != "1" {
+		t.Skip("CAPTCHAQ_SOAK=1 runs the 150-task refusal")
+	}
+	t.Parallel()
+	b := newOutageBed(t)
+	rs := b.submit(t, 150)
+	start := time.Now()
+	from := b.during(t, 16, b.proxy.Refuse)
+	b.seenAtOnce(t, from)
+	require.Eventually(t, func() bool { return time.Since(from) >= 15*time.Second }, 20*time.Second, 50*time.Millisecond)
+	require.NoError(t, b.proxy.Restore())
+	b.solvedOnce(t, rs, 5*time.Minute)
+	st := b.api.Stats()
+	t.Logf("150 solved in %s, in.php calls %d, accepted %d, res.php calls %d, codes %v",
+		time.Since(start).Round(time.Second), st.InCalls, st.Submitted, st.ResCalls, st.Codes)
+}
+
 // The long variants of the checks: 150 tasks through a 65-s refusal, a
 // 60-s freeze, and a service flapping (up 2 s, down 2 s) for a minute.
 func TestServiceOutageSoak(t *testing.T) {

@@ -9,6 +9,8 @@
 
 const csrf = document.querySelector('meta[name="csrf"]').content;
 const readOnly = document.querySelector('meta[name="read-only"]').content === "true";
+// On a server without users any name signs in: the page says so.
+const noUsers = document.querySelector('meta[name="no-users"]').content === "true";
 const $ = id => document.getElementById(id);
 let signed = null; // {user, password} once the dashboard has checked them
 
@@ -85,13 +87,26 @@ function workerState(w) {
   return td("running", "solved");
 }
 
-function render(s) {
+// laneState is a queue's state cell: taking tasks, or paused, with how
+// many of its waiting tasks reach their deadline before the pause ends
+// (QueueStats.DeadlinesInPause; `captchaq stats` warns of the same).
+function laneState(q, now) {
+  if (!q.paused) return td("taking tasks", "state");
+  if (!q.deadlines_in_pause) return td("paused", "state paused");
+  const first = new Date(q.first_deadline);
+  const when = first > now ? "the first in " + dur((first - now) / 1000) : "the first " + dur((now - first) / 1000) + " ago";
+  return td(`paused: ${q.deadlines_in_pause} deadlines pass before it resumes (${when})`, "state paused");
+}
+
+// render shows a snapshot: one of the events (live), or the one the page
+// came with (loaded), shown until the first event arrives.
+function render(s, loaded) {
   const now = new Date(s.at);
   const st = s.stats;
   fillTable("queues", (st.queues || []).map(q => el("tr", { data: { lane: q.lane, priority: q.priority } },
     td(q.lane), td(q.priority), td(q.queued, "num"), td(q.solving, "num"), td(q.retrying, "num"),
     td(q.oldest_queued_seconds > 0 ? dur(q.oldest_queued_seconds) : "-"), td(q.lane_limit > 0 ? q.lane_limit : "no limit"),
-    td(q.paused ? "paused" : "taking tasks", q.paused ? "paused" : ""),
+    laneState(q, now),
     el("td", { class: "actions" }, adminButton(q.paused ? "resume lane " + q.lane : "pause lane " + q.lane,
       () => change("/api/lane", { lane: q.lane, action: q.paused ? "resume" : "pause" }))))), "no queues");
   const plan = st.plan_threads > 0
@@ -112,8 +127,8 @@ function render(s) {
   charts(s.history || []);
 
   const live = $("live");
-  live.textContent = s.error ? "error: " + s.error : "live " + now.toLocaleTimeString();
-  live.className = "badge " + (s.error ? "off" : "on");
+  live.textContent = s.error ? "error: " + s.error : (loaded ? "as of " : "live ") + now.toLocaleTimeString();
+  live.className = "badge " + (s.error ? "off" : loaded ? "" : "on");
   refreshList();
 }
 
@@ -175,7 +190,7 @@ const tabs = {
     head: ["id", "lane", "priority", "status", "method", "host", "attempts", "last code", "submitted", "worker", ""],
     row: t => el("tr", { data: { task: t.id } },
       el("td", {}, taskLink(t.id)), td(t.lane), td(t.priority), td(t.canceled ? t.status + " (canceled)" : t.status, t.canceled ? "canceled" : t.status),
-      td(t.method || "-"), td(t.host || "-"), td(t.attempts, "num"), td(t.last_code || "-"), td(stamp(t.submitted)), td(t.worker || "-"),
+      td(t.method || "-"), td(t.host || "-"), td(t.attempts, "num"), td(t.last_code || "-", "code"), td(stamp(t.submitted)), td(t.worker || "-", "code"),
       el("td", { class: "actions" }, t.cancelable ? adminButton("cancel", () => change("/api/cancel", { id: t.id })) : "")),
     empty: "no task waits or runs",
   },
@@ -192,7 +207,7 @@ const tabs = {
     head: ["id", "method", "host", "reason", "error", "attempts", "dead at", "replayed", ""],
     row: d => el("tr", { data: { task: d.id, seq: d.seq } },
       el("td", {}, taskLink(d.id)), td(d.method || "-"), td(d.host || "-"), td(d.reason, "dead"),
-      el("td", { title: d.detail || "" }, d.error || "-"), td(d.attempts, "num"), td(stamp(d.dead_at)), td(d.replayed ? "yes" : "no"),
+      el("td", { title: d.detail || "", class: "code" }, d.error || "-"), td(d.attempts, "num"), td(stamp(d.dead_at)), td(d.replayed ? "yes" : "no"),
       el("td", { class: "actions" },
         d.replayable ? adminButton("replay", () => change("/api/replay", { id: d.id })) : "",
         adminButton("delete", () => change("/api/delete", { seq: d.seq }), "danger"))),
@@ -355,6 +370,7 @@ function setWho() {
     return;
   }
   who.textContent = signed ? `changes as NATS user ${signed.user}` : "read-only: sign in as the admin to replay, delete, purge, cancel or pause";
+  if (noUsers) who.textContent += "; this server has no users (a local trial): any name signs in, no password is checked";
   who.classList.toggle("signed", !!signed);
   $("signout").hidden = !signed;
   $("signin-button").hidden = !!signed;
@@ -380,7 +396,7 @@ $("signin").addEventListener("submit", async ev => {
   if (res.ok) {
     signed = { user, password };
     $("password").value = "";
-    notice(`signed in as NATS user ${user}`, false);
+    notice(noUsers ? `signed in as NATS user ${user}: ${out.ok}` : `signed in as NATS user ${user}`, false);
   } else {
     signed = null;
     notice(out.error || res.statusText, true);
@@ -453,6 +469,8 @@ $("filters").addEventListener("submit", ev => ev.preventDefault());
 
 setWho();
 showTab("tasks");
+// The snapshot the page came with, shown before the first event arrives.
+render(JSON.parse($("first-snapshot").textContent), true);
 const events = new EventSource("/api/events");
 events.addEventListener("snapshot", ev => render(JSON.parse(ev.data)));
 events.addEventListener("error", () => {

@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/captchaq/captchaq/solver"
+	catalogue "github.com/captchaq/captchaq/captcha" // captcha names a captcha in flight here
 )
 
 // TestKey is a valid key of every Server whose Config.Keys is empty. It is
@@ -36,19 +36,19 @@ const KeyLength = 32
 // A larger one gets ERROR_TOO_BIG_CAPTCHA_FILESIZE.
 const MaxImageSize = 1024 * 1024
 
-// Kinds of captcha, the keys of Config.SolveTime. They match the solver
-// package's kinds.
+// Kinds of captcha, the keys of Config.SolveTime: the method catalogue's
+// kinds (package captcha).
 const (
-	KindRecaptcha   = solver.KindRecaptcha   // userrecaptcha v2, invisible, enterprise
-	KindRecaptchaV3 = solver.KindRecaptchaV3 // userrecaptcha version=v3
-	KindTurnstile   = solver.KindTurnstile   // turnstile
-	KindGeeTest     = solver.KindGeeTest     // geetest (v3)
-	KindGeeTestV4   = solver.KindGeeTestV4   // geetest version=4
-	KindHCaptcha    = solver.KindHCaptcha    // hcaptcha
-	KindCloudflare  = solver.KindCloudflare  // cloudflare_challenge
-	KindImage       = solver.KindImage       // post and base64
-	KindGrid        = solver.KindGrid        // post and base64 with recaptcha=1
-	KindBLS         = solver.KindBLS         // bls
+	KindRecaptcha   = catalogue.KindRecaptcha   // userrecaptcha v2, invisible, enterprise
+	KindRecaptchaV3 = catalogue.KindRecaptchaV3 // userrecaptcha version=v3
+	KindTurnstile   = catalogue.KindTurnstile   // turnstile
+	KindGeeTest     = catalogue.KindGeeTest     // geetest (v3)
+	KindGeeTestV4   = catalogue.KindGeeTestV4   // geetest version=4
+	KindHCaptcha    = catalogue.KindHCaptcha    // hcaptcha
+	KindCloudflare  = catalogue.KindCloudflare  // cloudflare_challenge
+	KindImage       = catalogue.KindImage       // post and base64
+	KindGrid        = catalogue.KindGrid        // post and base64 with recaptcha=1
+	KindBLS         = catalogue.KindBLS         // bls
 )
 
 // The services Config.Service emulates.

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/captchaq/captchaq/solver"
+	catalogue "github.com/captchaq/captchaq/captcha"
 )
 
 func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file []byte, fileName string) {
@@ -92,7 +92,7 @@ func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file [
 		s.reply(w, jsonOut, "", code, nil, "")
 		return
 	}
-	kind := solver.Kind(method, params)
+	kind := catalogue.KindOf(method, params)
 	c := &captcha{
 		id:        strconv.FormatInt(s.nextID, 10),
 		kind:      kind,

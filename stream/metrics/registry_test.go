@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/captcha"
 )
 
 func TestExposition(t *testing.T) {
@@ -78,4 +80,10 @@ func TestAnswerCode(t *testing.T) {
 	}
 	require.Equal(t, "OTHER", codeLabel("error with spaces and https://page.example/x"))
 	require.Equal(t, "other", methodLabel("no-such-method"))
+	require.Equal(t, "unknown", methodLabel(""))
+	// Every method of the catalogue is its own series: a method added to
+	// the catalogue needs no second list here.
+	for _, m := range captcha.Methods() {
+		require.Equal(t, m, methodLabel(m))
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
 )
@@ -211,14 +212,12 @@ func answerCode(body []byte) string {
 // Label values come from tasks and from the service, so they are bounded
 // here: a producer's typo or a strange reply must not create new series
 // without end.
-var (
-	codePattern = regexp.MustCompile(`^[A-Z][A-Z0-9_]{1,47}(: ?[0-9]{1,5})?$`)
-	knownMethod = map[string]bool{"userrecaptcha": true, "turnstile": true, "geetest": true, "post": true, "base64": true,
-		"hcaptcha": true, "cloudflare_challenge": true, "bls": true}
-)
+var codePattern = regexp.MustCompile(`^[A-Z][A-Z0-9_]{1,47}(: ?[0-9]{1,5})?$`)
 
+// methodLabel is a method of the catalogue itself, "unknown" for none and
+// "other" for a method captchaq does not solve.
 func methodLabel(m string) string {
-	if knownMethod[m] {
+	if captcha.Known(m) {
 		return m
 	}
 	if m == "" {

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/internal/text"
-	"github.com/captchaq/captchaq/solver"
 )
 
 // Task is one captcha to solve, as producers write it (one JSON object per
@@ -19,7 +19,7 @@ type Task struct {
 	ID string `json:"id,omitempty"`
 	// Method is the solving service's method: userrecaptcha, turnstile,
 	// geetest (v3; v4 with version=4), hcaptcha, cloudflare_challenge,
-	// post, base64, bls (solver.Methods).
+	// post, base64, bls (captcha.Methods).
 	Method string `json:"method"`
 	// Params are the method's parameters, named as the service names them.
 	// JSON numbers and booleans are accepted and kept as their text.
@@ -91,9 +91,9 @@ func (p *Params) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// PageHost returns the host of a task's page URL (solver.PageHost): what
+// PageHost returns the host of a task's page URL (captcha.PageHost): what
 // logs, events and dead letters show of it, never the whole URL.
-func PageHost(p Params) string { return solver.PageHost(p["pageurl"]) }
+func PageHost(p Params) string { return captcha.PageHost(p["pageurl"]) }
 
 // ErrInvalidTask is matched (errors.Is) by every task validation error:
 // every *TaskError from Validate, ParseTask and Submit.
@@ -124,11 +124,11 @@ func (e *TaskError) Error() string {
 
 // Unwrap returns ErrInvalidTask and Err, so errors.Is(err, ErrInvalidTask)
 // holds for every TaskError and errors.As still reaches, say, a
-// *solver.ValidationError.
+// *captcha.ValidationError.
 func (e *TaskError) Unwrap() []error { return []error{ErrInvalidTask, e.Err} }
 
 // Validate checks everything about a task that can be checked without the
-// service: the id (when set), the method and its parameters (solver.Validate,
+// service: the id (when set), the method and its parameters (captcha.Validate,
 // the one place that knows them), the priority, the deadline, and use_at and
 // not_before (not passed by more than PastTolerance, not_before not after
 // use_at, neither after the deadline).
@@ -142,7 +142,7 @@ func (t *Task) Validate(now time.Time) error {
 	if t.Method == "" {
 		return wrap(errors.New("method: required"))
 	}
-	if err := solver.Validate(t.Method, t.Params); err != nil {
+	if err := captcha.Validate(t.Method, t.Params); err != nil {
 		return wrap(err)
 	}
 	switch t.Priority {

@@ -32,7 +32,11 @@ type delivery struct {
 	// submitted is when the task message was stored.
 	submitted time.Time
 	task      wire.Task
-	invalid   error
+	// parsed is set once task holds the body's parse (parse), and
+	// parseErr what the parse said.
+	parsed   bool
+	parseErr error
+	invalid  error
 	// forged is set when the message's envelope (subject id, message id,
 	// id header) does not hold together: it is not a submission of its id.
 	forged bool
@@ -63,6 +67,16 @@ type delivery struct {
 	// captcha is the last captcha the service accepted for the attempt
 	// (zero: none yet).
 	captcha solver.Accepted
+}
+
+// parse parses the task message's body into task the first time it is
+// called, however many checks read it, and returns what it said.
+func (d *delivery) parse() (wire.Task, error) {
+	if !d.parsed {
+		d.task, d.parseErr = wire.ParseTask(d.m.Data())
+		d.parsed = true
+	}
+	return d.task, d.parseErr
 }
 
 // resume finishes a generation that an earlier delivery took to its end

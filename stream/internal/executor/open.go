@@ -42,6 +42,10 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 		}
 	} else if err := wire.CheckEnvelopeHeaders(d.id, m.Headers()); err != nil {
 		d.invalid, d.forged = err, true
+	} else if m.Headers().Get(wire.HeaderMsgID) != d.id {
+		if err := d.openReplay(ctx); err != nil {
+			return nil, err
+		}
 	}
 	decided := d.forged
 	if decided {
@@ -53,27 +57,14 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 			return d, nil
 		}
 	}
-	var perr error
-	d.task, perr = wire.ParseTask(m.Data())
+	_, perr := d.parse()
 	if !d.forged {
 		d.invalid = perr
-		envErr := wire.CheckEnvelope(d.id, m.Headers(), d.task)
-		switch {
-		case moved:
-			// Checked against its generation's records (openMoved).
-		case envErr != nil:
+		// A moved copy is checked against its generation's records
+		// (openMoved), a replay against its letter (openReplay); what is
+		// left of the envelope is the body's id.
+		if envErr := wire.CheckEnvelope(d.id, m.Headers(), d.task); envErr != nil && !moved {
 			d.invalid, d.forged = envErr, true
-		case m.Headers().Get(wire.HeaderMsgID) != d.id:
-			var err error
-			if perr := d.patiently(ctx, func() error {
-				err = x.Store.VerifyReplay(ctx, d.id, d.gen, m.Headers(), d.task)
-				return taskstore.IgnoreForged(err)
-			}); perr != nil {
-				return nil, perr
-			}
-			if err != nil {
-				d.invalid, d.forged = err, true
-			}
 		}
 	}
 	if d.invalid == nil {
@@ -119,6 +110,36 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 	return d, nil
 }
 
+// openReplay checks a task message that carries a replay's message id
+// against the dead letter it names, which is read before the message's
+// body: a copy that names no letter of its id is forged, and its body,
+// which may be as large as the broker takes, is not parsed for it (nor,
+// unless the ForgedBudget records it, at all). It returns an error only
+// when the task's records cannot be read.
+func (d *delivery) openReplay(ctx context.Context) error {
+	_, err := d.verify(ctx, func() error { return d.x.Store.VerifyReplayOf(ctx, d.id, d.gen, d.m.Headers(), d.parse) })
+	return err
+}
+
+// verify runs check, a check of the delivery against the task's records,
+// retrying a failed read (patiently): a verdict that it is forged
+// (taskstore.ErrForged) marks it so and reports false; a read that keeps
+// failing is the error.
+func (d *delivery) verify(ctx context.Context, check func() error) (bool, error) {
+	var verdict error
+	if err := d.patiently(ctx, func() error {
+		verdict = check()
+		return taskstore.IgnoreForged(verdict)
+	}); err != nil {
+		return false, err
+	}
+	if verdict != nil {
+		d.invalid, d.forged = verdict, true
+		return false, nil
+	}
+	return true, nil
+}
+
 // openMoved reads what a moved copy of a task is (wire.MovedCopy): the
 // generation it names and when that was submitted, if a scheduled event of
 // the generation names its digest; otherwise it is not a submission of its
@@ -146,16 +167,8 @@ func (d *delivery) openMoved(ctx context.Context) error {
 		return nil
 	}
 	digest := wire.MovedDigest(d.m.Subject(), d.m.Headers(), d.m.Data(), gen, submitted)
-	var err error
-	if perr := d.patiently(ctx, func() error {
-		err = verifier.VerifyMoved(ctx, d.id, gen, digest)
-		return taskstore.IgnoreForged(err)
-	}); perr != nil {
-		return perr
-	}
-	if err != nil {
-		d.invalid, d.forged = err, true
-		return nil
+	if ok, err := d.verify(ctx, func() error { return verifier.VerifyMoved(ctx, d.id, gen, digest) }); !ok {
+		return err
 	}
 	d.gen, d.submitted, d.moved = gen, submitted, true
 	return nil

@@ -63,6 +63,10 @@ type directGetRequest struct {
 	Batch     int        `json:"batch,omitempty"`
 	MaxBytes  int        `json:"max_bytes,omitempty"`
 	StartTime *time.Time `json:"start_time,omitempty"`
+	// MultiLast and UpToSeq read the last message on each subject at or
+	// before UpToSeq (and at or after Seq).
+	MultiLast []string `json:"multi_last,omitempty"`
+	UpToSeq   uint64   `json:"up_to_seq,omitempty"`
 }
 
 // DirectReader sends batched direct gets to one stream and reads the
@@ -116,6 +120,20 @@ func (r *DirectReader) BatchOf(ctx context.Context, filter string, from uint64, 
 	return r.get(ctx, filter, from, time.Time{}, n)
 }
 
+// At reads the message at sequence seq if it is on subject; nil if it is
+// not, or is gone. The broker sends nothing of a message on another
+// subject, however large.
+func (r *DirectReader) At(ctx context.Context, subject string, seq uint64) (*StoredMsg, error) {
+	if seq == 0 {
+		return nil, nil
+	}
+	msgs, _, err := r.send(ctx, subject, directGetRequest{Seq: seq, UpToSeq: seq, MultiLast: []string{subject}, Batch: 1})
+	if err != nil || len(msgs) == 0 || msgs[0].seq != seq {
+		return nil, err
+	}
+	return msgs[0], nil
+}
+
 func (r *DirectReader) get(ctx context.Context, filter string, from uint64, start time.Time, n int) ([]*StoredMsg, uint64, error) {
 	req := directGetRequest{NextFor: filter, Batch: n, MaxBytes: readBatchBytes}
 	if !start.IsZero() {
@@ -123,6 +141,11 @@ func (r *DirectReader) get(ctx context.Context, filter string, from uint64, star
 	} else {
 		req.Seq = max(from, 1)
 	}
+	return r.send(ctx, filter, req)
+}
+
+// send sends req, a read of filter, and reads its answer.
+func (r *DirectReader) send(ctx context.Context, filter string, req directGetRequest) ([]*StoredMsg, uint64, error) {
 	body, _ := json.Marshal(req)
 	if err := r.nc.PublishRequest(r.subject, r.inbox, body); err != nil {
 		return nil, 0, fmt.Errorf("read %s: %w", filter, err)

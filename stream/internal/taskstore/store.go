@@ -45,10 +45,12 @@ type Store interface {
 	// Heartbeat reads the latest heartbeat of worker: its body and its
 	// sequence; found is false when there is none.
 	Heartbeat(ctx context.Context, worker string) (data []byte, seq uint64, found bool, err error)
-	// VerifyReplay checks a task message that carries a replay's message id
-	// against the dead letter it names; an error wrapping ErrForged says it
-	// is not a replay of it, any other a failed read.
-	VerifyReplay(ctx context.Context, id string, gen uint64, h nats.Header, t wire.Task) error
+	// VerifyReplayOf checks a task message that carries a replay's message
+	// id against the dead letter it names, read before the message's body
+	// is parsed (parse, called only when there is a letter to compare it
+	// with); an error wrapping ErrForged says it is not a replay of it, any
+	// other a failed read.
+	VerifyReplayOf(ctx context.Context, id string, gen uint64, h nats.Header, parse func() (wire.Task, error)) error
 }
 
 // ErrConflict means a compare-and-set write lost: another record of the
@@ -137,10 +139,4 @@ func (s *JetStream) Heartbeat(ctx context.Context, worker string) ([]byte, uint6
 		return nil, 0, false, err
 	}
 	return m.Data, m.Sequence, true, nil
-}
-
-// VerifyReplay checks a replay against the dead letter it names
-// (VerifyReplay).
-func (s *JetStream) VerifyReplay(ctx context.Context, id string, gen uint64, h nats.Header, t wire.Task) error {
-	return VerifyReplay(ctx, s.Stream, id, gen, h, t)
 }

@@ -1,6 +1,6 @@
 // The checks of single parameter values, as the service makes them.
 
-package solver
+package captcha
 
 import (
 	"bytes"
@@ -120,7 +120,7 @@ func checkProxy(v string) string {
 // checkImage checks a base64-encoded image: decodable, not empty, at most
 // MaxImageSize, JPEG, PNG or GIF.
 func checkImage(v string) string {
-	img, err := decodeImage(v)
+	img, err := DecodeImage(v)
 	if err != nil {
 		return "must be base64-encoded: " + err.Error()
 	}
@@ -129,15 +129,15 @@ func checkImage(v string) string {
 		return "empty image"
 	case len(img) > MaxImageSize:
 		return fmt.Sprintf("image of %d bytes is larger than %d KB", len(img), MaxImageSize/1024)
-	case imageType(img) == "":
+	case ImageType(img) == "":
 		return "image must be JPEG, PNG or GIF"
 	}
 	return ""
 }
 
-// decodeImage decodes a base64 image as the API takes it (standard alphabet,
+// DecodeImage decodes a base64 image as the API takes it (standard alphabet,
 // padding optional, line breaks ignored).
-func decodeImage(v string) ([]byte, error) {
+func DecodeImage(v string) ([]byte, error) {
 	s := strings.Map(func(r rune) rune {
 		if r == '\n' || r == '\r' || r == ' ' || r == '\t' {
 			return -1
@@ -150,9 +150,9 @@ func decodeImage(v string) ([]byte, error) {
 	return base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
 }
 
-// imageType names the image type from its magic bytes: "jpg", "png", "gif",
+// ImageType names the image type from its magic bytes: "jpg", "png", "gif",
 // or "" when it is none of them.
-func imageType(b []byte) string {
+func ImageType(b []byte) string {
 	switch {
 	case bytes.HasPrefix(b, []byte{0xFF, 0xD8, 0xFF}):
 		return "jpg"
@@ -162,4 +162,19 @@ func imageType(b []byte) string {
 		return "gif"
 	}
 	return ""
+}
+
+// PageHost returns the host of a page URL, which is all that logs and the
+// audit trail carry of it (the path and query can be personal data): empty
+// when there is no URL, "invalid-url" when it does not parse or names no
+// host.
+func PageHost(pageURL string) string {
+	if pageURL == "" {
+		return ""
+	}
+	u, err := url.Parse(pageURL)
+	if err != nil || u.Host == "" {
+		return "invalid-url"
+	}
+	return u.Hostname()
 }

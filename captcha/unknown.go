@@ -1,7 +1,7 @@
 // Parameters the service does not know: passed through, as the service
 // ignores them, and named in a warning (with a near known name).
 
-package solver
+package captcha
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ func (u UnknownParam) String() string {
 // edit distance of at most 2, or the same letters in another case). It
 // returns nil for an unknown method: Validate refuses that.
 func UnknownParams(methodName string, params map[string]string) []UnknownParam {
-	m, ok := methods[methodName]
+	m, ok := byName[methodName]
 	if !ok {
 		return nil
 	}

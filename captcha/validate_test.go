@@ -1,4 +1,4 @@
-package solver
+package captcha
 
 import (
 	"encoding/base64"
@@ -156,8 +156,8 @@ func TestKind(t *testing.T) {
 		{"bls", nil, KindBLS},
 	}
 	for _, tt := range tests {
-		if got := Kind(tt.method, tt.params); got != tt.want {
-			t.Errorf("Kind(%s, %v) = %s, want %s", tt.method, tt.params, got, tt.want)
+		if got := KindOf(tt.method, tt.params); got != tt.want {
+			t.Errorf("KindOf(%s, %v) = %s, want %s", tt.method, tt.params, got, tt.want)
 		}
 	}
 }
