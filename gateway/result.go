@@ -14,6 +14,7 @@ import (
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // answer is what res.php says of one task: an error code (code set, or
@@ -172,7 +173,7 @@ func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) ans
 	if out.Status == stream.StatusDead {
 		code := out.Error
 		switch {
-		case code == "INVALID_TASK":
+		case code == wire.CodeInvalidTask:
 			code = "ERROR_BAD_PARAMETERS"
 		case !aboutTheCaptcha(code):
 			code = "ERROR_CAPTCHA_UNSOLVABLE"

@@ -37,6 +37,11 @@ const (
 	CodeNotReady = "CAPCHA_NOT_READY"
 	// CodeReportRecorded is the API's answer to reportgood and reportbad.
 	CodeReportRecorded = "OK_REPORT_RECORDED"
+	// CodeCanceled is Call.Code of a call its caller's context ended before
+	// the reply (Config.OnCall). A task canceled while its call is under way
+	// ends with the outcome code of the same spelling, stream/wire's
+	// CodeCanceled, which this package does not link.
+	CodeCanceled = "CANCELED"
 )
 
 // HTTPCode returns the pseudo-code of an HTTP status that is not 200:
