@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/captcha"
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
@@ -29,18 +30,18 @@ type answer struct {
 	gen        uint64          // the generation answered, when the gateway knows it
 }
 
-const notReady = "CAPCHA_NOT_READY" // spelled as the service spells it
+const notReady = classic.CodeNotReady // spelled as the service spells it
 
 // result serves res.php: action=get (id, or ids for several),
 // getbalance, reportgood and reportbad.
 func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
-	if !c.polls.allow(g.cfg.Now()) {
-		rep.code("ERROR: 1005", "more than the allowed res.php requests within the window: poll less often")
+	if !c.polls.Allow(g.cfg.Now()) {
+		rep.code(classic.CodeTooManyPolls, "more than the allowed res.php requests within the window: poll less often")
 		return
 	}
 	switch f["action"] {
 	case "":
-		rep.code("ERROR_EMPTY_ACTION", "action: required")
+		rep.code(classic.CodeEmptyAction, "action: required")
 	case "get":
 		if ids := f["ids"]; ids != "" && f["id"] == "" {
 			g.several(ctx, c, strings.Split(ids, ","), rep)
@@ -51,7 +52,7 @@ func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
 			rep.code(a.code, a.text)
 			return
 		}
-		rep.ok(a.value, a.plain, a.ua, a.uaField)
+		rep.ok(a.value, a.ua, a.uaField)
 	case "getbalance":
 		rep.bare(strconv.Itoa(g.balance(c)))
 	case "reportgood", "reportbad":
@@ -59,7 +60,7 @@ func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
 		// (ServeReports).
 		g.forwardReport(ctx, c, f["id"], f["action"] == "reportgood", rep)
 	default:
-		rep.code("ERROR_BAD_PARAMETERS", "action: want get, getbalance, reportgood or reportbad")
+		rep.code(classic.CodeBadParameters, "action: want get, getbalance, reportgood or reportbad")
 	}
 }
 
@@ -69,7 +70,7 @@ func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
 // batch mirrors it). At most 100 ids.
 func (g *Gateway) several(ctx context.Context, c *caller, ids []string, rep replier) {
 	if len(ids) > 100 {
-		rep.code("ERROR_BAD_PARAMETERS", "ids: at most 100")
+		rep.code(classic.CodeBadParameters, "ids: at most 100")
 		return
 	}
 	states := make([]string, len(ids))
@@ -85,7 +86,7 @@ func (g *Gateway) several(ctx context.Context, c *caller, ids []string, rep repl
 		rep.plain(joined) // bare, without OK|
 		return
 	}
-	rep.ok(jsonString(joined), joined, "", "")
+	rep.ok(jsonString(joined), "", "")
 }
 
 // state says where task num of caller c stands. An id that is not c's
@@ -93,10 +94,10 @@ func (g *Gateway) several(ctx context.Context, c *caller, ids []string, rep repl
 // is not the account's.
 func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 	if num == "" {
-		return answer{code: "ERROR_WRONG_CAPTCHA_ID", text: "id: required"}
+		return answer{code: classic.CodeWrongCaptchaID, text: "id: required"}
 	}
 	if len(num) > 19 || strings.Trim(num, "0123456789") != "" {
-		return answer{code: "ERROR_WRONG_ID_FORMAT", text: "id: digits only"}
+		return answer{code: classic.CodeWrongIDFormat, text: "id: digits only"}
 	}
 	id := taskID(c.Producer, num)
 	now := g.cfg.Now()
@@ -129,10 +130,10 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 	ti, err := c.client.TaskOf(ctx, id)
 	switch {
 	case errors.Is(err, stream.ErrNotFound):
-		return answer{code: "ERROR_WRONG_CAPTCHA_ID", text: "no task of this key has this id"}
+		return answer{code: classic.CodeWrongCaptchaID, text: "no task of this key has this id"}
 	case err != nil:
 		g.log.Warn("res.php: read task", slog.String("producer", c.Producer), slog.Any("error", err))
-		return answer{code: "ERROR_SERVER_ERROR", text: "the queue could not be read: retry"}
+		return answer{code: classic.CodeServerError, text: "the queue could not be read: retry"}
 	case ti.Status != stream.TaskDone && (!forgot || ti.Gen == past.gen):
 		return answer{code: notReady}
 	}
@@ -149,7 +150,7 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 	}
 	if err != nil && !errors.Is(err, stream.ErrNotSolved) && !errors.Is(err, stream.ErrTokenExpired) {
 		g.log.Warn("res.php: read outcome", slog.String("producer", c.Producer), slog.Any("error", err))
-		return answer{code: "ERROR_SERVER_ERROR", text: "the queue could not be read: retry"}
+		return answer{code: classic.CodeServerError, text: "the queue could not be read: retry"}
 	}
 	a := g.answerOf(out, ti.Method, now)
 	if forgot {
@@ -174,14 +175,14 @@ func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) ans
 		code := out.Error
 		switch {
 		case code == wire.CodeInvalidTask:
-			code = "ERROR_BAD_PARAMETERS"
+			code = classic.CodeBadParameters
 		case !aboutTheCaptcha(code):
-			code = "ERROR_CAPTCHA_UNSOLVABLE"
+			code = classic.CodeCaptchaUnsolvable
 		}
 		return answer{code: code, text: strings.TrimSpace(out.Error + ": " + out.Detail)}
 	}
 	if len(out.Solution) == 0 || !now.Before(out.ExpiresAt) {
-		return answer{code: "ERROR_CAPTCHA_UNSOLVABLE", text: "solved, but the token expired before it was read: submit again"}
+		return answer{code: classic.CodeCaptchaUnsolvable, text: "solved, but the token expired before it was read: submit again"}
 	}
 	if method == "" {
 		method = out.Method
@@ -204,9 +205,9 @@ func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) ans
 // about the caller's task.
 func aboutTheCaptcha(code string) bool {
 	switch code {
-	case "ERROR_CAPTCHA_UNSOLVABLE", "ERROR_BAD_DUPLICATES", "ERROR_PROXY_CONNECTION_FAILED":
+	case classic.CodeCaptchaUnsolvable, classic.CodeBadDuplicates, classic.CodeProxyConnectionFailed:
 		return true
-	case "ERROR_WRONG_ID_FORMAT", "ERROR_EMPTY_ACTION", "ERROR_DUPLICATE_REPORT", "ERROR_REPORT_NOT_RECORDED":
+	case classic.CodeWrongIDFormat, classic.CodeEmptyAction, classic.CodeDuplicateReport, classic.CodeReportNotRecorded:
 		return false
 	}
 	return strings.HasPrefix(code, "ERROR_") && solver.Classify(code) == retry.Permanent

@@ -64,12 +64,13 @@ type Config struct {
 	Faults Faults
 	// BurstLimit in.php calls of one key within BurstWindow are allowed; one
 	// more answers MAX_USER_TURN and bans the key's in.php for BanTime.
-	// Zero means 60.
+	// Zero means the service's rule, 60 (classic.SubmitLimit).
 	BurstLimit int
-	// BurstWindow is the sliding window BurstLimit counts in. Zero means 3 s.
+	// BurstWindow is the sliding window BurstLimit counts in. Zero means 3 s
+	// (classic.SubmitWindow).
 	BurstWindow time.Duration
 	// BanTime is how long a key that broke BurstLimit gets MAX_USER_TURN
-	// from in.php. Zero means 10 s.
+	// from in.php. Zero means 10 s (classic.BanTime).
 	BanTime time.Duration
 	// NumericIDs sends captcha ids as JSON numbers (CaptchaAI does, at times).
 	NumericIDs bool
