@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/captcha"
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/retry"
 )
 
@@ -353,7 +354,7 @@ func parseBatch(status int, body []byte, n int, key string) ([]string, batchVerd
 	answered := false // a JSON reply with status 1
 	switch {
 	case strings.HasPrefix(text, "{"):
-		var j jsonReply
+		var j classic.JSONReply
 		if json.Unmarshal([]byte(text), &j) != nil {
 			return nil, batchFailed, newError("res.php", CodeBadReply, fmt.Errorf("%w: a JSON reply of %d bytes that does not decode", errBadReply, len(body)))
 		}
@@ -366,7 +367,7 @@ func parseBatch(status int, body []byte, n int, key string) ([]string, batchVerd
 		_, err := parseReply("res.php", status, body, key)
 		return nil, batchFailed, err
 	}
-	if strings.HasPrefix(text, "OK|") || answered && !strings.Contains(text, "|") {
+	if strings.HasPrefix(text, classic.OKPrefix) || answered && !strings.Contains(text, "|") {
 		return notRead("a single answer")
 	}
 	states := strings.Split(text, "|")

@@ -69,20 +69,6 @@ const (
 	CodeUpload                = "ERROR_UPLOAD"                   // the file or base64 cannot be read (CaptchaAI table)
 )
 
-// KeyRefused reports whether code refuses the key (or the address it is
-// used from) itself: every request with it gets the same answer until a
-// person fixes the key or the account. CaptchaAI-Examples
-// (articles/*/python/solve.py) stop on AUTH_ERRORS = ERROR_WRONG_USER_KEY,
-// ERROR_KEY_DOES_NOT_EXIST, IP_BANNED; 2captcha adds ERROR_IP_NOT_ALLOWED,
-// ERROR_IP_BLOCKED and "ERROR: 1004".
-func KeyRefused(code string) bool {
-	switch code {
-	case CodeWrongUserKey, CodeKeyDoesNotExist, CodeIPBanned, CodeIPNotAllowed, CodeIPBlocked, CodeIPBlockedBadKey:
-		return true
-	}
-	return false
-}
-
 // CaptchaUnknown reports whether code says the service does not know the
 // captcha id it was asked about (never issued, or past its lifetime there):
 // CaptchaAI answers ERROR_WRONG_CAPTCHA_ID, 2captcha ERROR_NO_SUCH_CAPCHA_ID.
