@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 )
 
@@ -36,7 +37,7 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	slow := fs.Float64("slow", 0, "rate of slow replies, 0..1")
 	slowDelay := fs.Duration("slow-delay", 5*time.Second, "delay of a slow reply")
 	failPage := fs.String("fail-pageurl", "", "tasks whose pageurl contains this fail with --fail-code")
-	failCode := fs.String("fail-code", "ERROR_PAGEURL", "code for tasks matching --fail-pageurl")
+	failCode := fs.String("fail-code", classic.CodePageURL, "code for tasks matching --fail-pageurl")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}

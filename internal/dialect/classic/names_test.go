@@ -1,0 +1,97 @@
+package classic_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestCodesLiveHere checks that the dialect's codes are spelled here once:
+// no non-test Go file of the repository outside this package and bench/
+// holds one of the codes this package declares as a string literal; the
+// gateway, the emulator and the solver name the constant.
+func TestCodesLiveHere(t *testing.T) {
+	t.Parallel()
+	codes := declared(t, "codes.go")
+	if len(codes) < 40 {
+		t.Fatalf("%d codes declared in codes.go, want the whole table", len(codes))
+	}
+	root := "../../.."
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			switch {
+			case rel == "bench", rel == "internal/dialect/classic", d.Name() == "testdata",
+				rel != "." && strings.HasPrefix(d.Name(), "."):
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
+			return nil
+		}
+		for _, lit := range literals(t, path) {
+			if codes[lit] {
+				t.Errorf("%s writes the dialect's code %q as a literal: name classic's constant", rel, lit)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// declared returns the string constants declared in file.
+func declared(t *testing.T, file string) map[string]bool {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, s := range g.Specs {
+			for _, v := range s.(*ast.ValueSpec).Values {
+				if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if u, err := strconv.Unquote(lit.Value); err == nil {
+						out[u] = true
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// literals returns the string literals of a Go file.
+func literals(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			if u, err := strconv.Unquote(lit.Value); err == nil {
+				out = append(out, u)
+			}
+		}
+		return true
+	})
+	return out
+}
