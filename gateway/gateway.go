@@ -179,7 +179,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: producer %s: %w", k.Producer, err)
 		}
 		g.callers[h] = &caller{Key: k, client: c,
-			submits: classic.NewWindow(cfg.Limits.Submits, cfg.Limits.SubmitWindow, cfg.Limits.BanTime),
+			submits: classic.NewRuleWindow(cfg.Limits.submitRule()),
 			polls:   classic.NewWindow(cfg.Limits.Polls, cfg.Limits.PollWindow, 0)}
 		if g.reader == nil {
 			g.reader = c

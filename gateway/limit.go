@@ -29,15 +29,8 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
-	if l.Submits == 0 {
-		l.Submits = classic.SubmitLimit
-	}
-	if l.SubmitWindow <= 0 {
-		l.SubmitWindow = classic.SubmitWindow
-	}
-	if l.BanTime <= 0 {
-		l.BanTime = classic.BanTime
-	}
+	r := l.submitRule().Or(classic.SubmitRule)
+	l.Submits, l.SubmitWindow, l.BanTime = r.Limit, r.Window, r.Ban
 	if l.Polls == 0 {
 		l.Polls = 300
 	}
@@ -45,4 +38,9 @@ func (l Limits) withDefaults() Limits {
 		l.PollWindow = 3 * time.Second
 	}
 	return l
+}
+
+// submitRule is the in.php rule l sets.
+func (l Limits) submitRule() classic.Rule {
+	return classic.Rule{Limit: l.Submits, Window: l.SubmitWindow, Ban: l.BanTime}
 }

@@ -3,7 +3,11 @@
 
 package fakeapi
 
-import "time"
+import (
+	"time"
+
+	"github.com/captchaq/captchaq/internal/dialect/classic"
+)
 
 // Range is a distribution of solve times. With Median zero it is uniform on
 // [Min, Max]; otherwise log-normal with that median and its 99th percentile at
@@ -264,4 +268,10 @@ func (st Stats) Repeated() map[string]int {
 		}
 	}
 	return out
+}
+
+// submitRule is the in.php rule cfg sets; a BurstLimit of 0 or less is
+// unset.
+func (cfg Config) submitRule() classic.Rule {
+	return classic.Rule{Limit: max(cfg.BurstLimit, 0), Window: cfg.BurstWindow, Ban: cfg.BanTime}
 }

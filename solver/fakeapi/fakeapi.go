@@ -101,15 +101,8 @@ func New(cfg Config) *Server {
 	if len(cfg.Keys) == 0 {
 		cfg.Keys = []string{TestKey}
 	}
-	if cfg.BurstLimit <= 0 {
-		cfg.BurstLimit = classic.SubmitLimit
-	}
-	if cfg.BurstWindow <= 0 {
-		cfg.BurstWindow = classic.SubmitWindow
-	}
-	if cfg.BanTime <= 0 {
-		cfg.BanTime = classic.BanTime
-	}
+	r := cfg.submitRule().Or(classic.SubmitRule)
+	cfg.BurstLimit, cfg.BurstWindow, cfg.BanTime = r.Limit, r.Window, r.Ban
 	if cfg.Balance == 0 {
 		cfg.Balance = 100
 	}

@@ -40,7 +40,7 @@ func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file [
 	// key's in.php for BanTime.
 	win := s.submits[key]
 	if win == nil {
-		win = classic.NewWindow(s.cfg.BurstLimit, s.cfg.BurstWindow, s.cfg.BanTime)
+		win = classic.NewRuleWindow(s.cfg.submitRule())
 		s.submits[key] = win
 	}
 	if !win.Allow(now) {

@@ -117,6 +117,12 @@ func TestSubmitRule(t *testing.T) {
 	if classic.SubmitLimit != 60 || classic.SubmitWindow != 3*time.Second || classic.BanTime != 10*time.Second {
 		t.Fatalf("rule %d per %s, ban %s; the services publish 60 per 3 s, 10 s", classic.SubmitLimit, classic.SubmitWindow, classic.BanTime)
 	}
+	if got := (classic.Rule{}).Or(classic.SubmitRule); got != classic.SubmitRule {
+		t.Errorf("the zero rule or the in.php rule: %+v", got)
+	}
+	if got := (classic.Rule{Limit: -1}).Or(classic.SubmitRule); got.Limit != -1 || got.Window != classic.SubmitWindow {
+		t.Errorf("no limit or the in.php rule: %+v, want the limit off", got)
+	}
 	w := classic.NewSubmitWindow()
 	t0 := time.Unix(1_700_000_000, 0)
 	for i := range classic.SubmitLimit {

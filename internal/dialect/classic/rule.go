@@ -17,6 +17,32 @@ const (
 	BanTime      = 10 * time.Second
 )
 
+// Rule is a rule of the in.php kind: Limit calls in any sliding Window,
+// and the call over it bans the caller for Ban.
+type Rule struct {
+	Limit  int
+	Window time.Duration
+	Ban    time.Duration
+}
+
+// SubmitRule is the in.php rule.
+var SubmitRule = Rule{Limit: SubmitLimit, Window: SubmitWindow, Ban: BanTime}
+
+// Or returns r with each zero field taken from d: a Limit of 0, a Window
+// or a Ban of 0 or less. A negative Limit stays: no limit.
+func (r Rule) Or(d Rule) Rule {
+	if r.Limit == 0 {
+		r.Limit = d.Limit
+	}
+	if r.Window <= 0 {
+		r.Window = d.Window
+	}
+	if r.Ban <= 0 {
+		r.Ban = d.Ban
+	}
+	return r
+}
+
 // Window enforces a rule of the in.php kind on the server side (the
 // gateway for its callers, the emulator as the service): at most a limit
 // of calls in any sliding span, and the call over it bans the caller for a
@@ -37,9 +63,11 @@ func NewWindow(limit int, span, ban time.Duration) *Window {
 	return &Window{limit: limit, span: span, ban: ban}
 }
 
-// NewSubmitWindow returns the Window of the in.php rule: SubmitLimit calls
-// per SubmitWindow, BanTime's ban.
-func NewSubmitWindow() *Window { return NewWindow(SubmitLimit, SubmitWindow, BanTime) }
+// NewRuleWindow returns the Window enforcing r.
+func NewRuleWindow(r Rule) *Window { return NewWindow(r.Limit, r.Window, r.Ban) }
+
+// NewSubmitWindow returns the Window of the in.php rule, SubmitRule.
+func NewSubmitWindow() *Window { return NewRuleWindow(SubmitRule) }
 
 // Banned reports whether the window's ban holds at now.
 func (w *Window) Banned(now time.Time) bool {
