@@ -3,6 +3,13 @@
 // checks with the real error codes, a plan thread cap, solve-time
 // distributions, injectable faults, and counters that tests read.
 //
+// It speaks the dialect through package classic, as the gateway and the
+// solver's client do: the codes, the reply shapes and the in.php rule. What
+// the service accepts it models on its own, deliberately: its parameter
+// and image checks (params.go) and its key format are written apart from
+// the method catalogue's Validate, so a mistake in the catalogue meets the
+// service's answer in tests instead of agreeing with itself.
+//
 // A captcha's readiness is a deadline checked when it is polled; the
 // emulator runs no goroutines but the timers of the service's callbacks
 // (in.php's pingback: a GET for CaptchaAI, a POST for 2captcha).
