@@ -38,9 +38,3 @@ func (r replier) ok(value json.RawMessage, ua, uaField string) {
 // bare answers text as the service sends getbalance and report answers:
 // bare in plain text, the request string of status 1 under json=1.
 func (r replier) bare(text string) { classic.WriteBare(r.w, r.json, text) }
-
-// plain answers s as plain text, whatever the request asked for.
-func (r replier) plain(s string) {
-	r.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	r.w.Write([]byte(s))
-}

@@ -65,12 +65,12 @@ func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
 }
 
 // several answers action=get&ids=…: each task's state in the order asked,
-// joined by "|" (a CAPCHA_NOT_READY, an error code, or the answer's text),
-// as 2captcha-compatible services answer a batch poll (the emulator's
-// batch mirrors it). At most 100 ids.
+// (a CAPCHA_NOT_READY, an error code, or the answer's text), as
+// 2captcha-compatible services answer a batch poll (classic.WriteStates).
+// At most classic.MaxBatchIDs ids.
 func (g *Gateway) several(ctx context.Context, c *caller, ids []string, rep replier) {
-	if len(ids) > 100 {
-		rep.code(classic.CodeBadParameters, "ids: at most 100")
+	if len(ids) > classic.MaxBatchIDs {
+		rep.code(classic.CodeBadParameters, "ids: at most "+strconv.Itoa(classic.MaxBatchIDs))
 		return
 	}
 	states := make([]string, len(ids))
@@ -81,12 +81,7 @@ func (g *Gateway) several(ctx context.Context, c *caller, ids []string, rep repl
 			states[i] = a.plain
 		}
 	}
-	joined := strings.Join(states, "|")
-	if !rep.json {
-		rep.plain(joined) // bare, without OK|
-		return
-	}
-	rep.ok(jsonString(joined), "", "")
+	classic.WriteStates(rep.w, rep.json, states)
 }
 
 // state says where task num of caller c stands. An id that is not c's

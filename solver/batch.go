@@ -20,8 +20,8 @@ import (
 	"github.com/captchaq/captchaq/retry"
 )
 
-// maxBatch is the most ids one batch call asks about (2captcha's limit).
-const maxBatch = 100
+// maxBatch is the most ids one batch call asks about (the dialect's limit).
+const maxBatch = classic.MaxBatchIDs
 
 // batchStrikes is how many unreadable batch replies turn batching off.
 const batchStrikes = 2
@@ -367,10 +367,10 @@ func parseBatch(status int, body []byte, n int, key string) ([]string, batchVerd
 		_, err := parseReply("res.php", status, body, key)
 		return nil, batchFailed, err
 	}
-	if strings.HasPrefix(text, classic.OKPrefix) || answered && !strings.Contains(text, "|") {
+	if strings.HasPrefix(text, classic.OKPrefix) || answered && !strings.Contains(text, classic.StateSep) {
 		return notRead("a single answer")
 	}
-	states := strings.Split(text, "|")
+	states := strings.Split(text, classic.StateSep)
 	switch {
 	case len(states) == n && !slices.Contains(states, ""):
 		return states, batchRead, nil

@@ -121,7 +121,7 @@ func (s *Server) pickup(c *captcha, now time.Time) {
 // unknown id). As plain text the bare list; with json=1 the list is the
 // request string of status 1. A ready captcha counts as picked up.
 func (s *Server) batch(w http.ResponseWriter, jsonOut bool, ids []string) {
-	if len(ids) > 100 {
+	if len(ids) > classic.MaxBatchIDs {
 		s.reply(w, jsonOut, "", classic.CodeBadParameters, nil, "")
 		return
 	}
@@ -153,5 +153,5 @@ func (s *Server) batch(w http.ResponseWriter, jsonOut bool, ids []string) {
 		}
 	}
 	s.mu.Unlock()
-	classic.WriteBare(w, jsonOut, strings.Join(states, "|"))
+	classic.WriteStates(w, jsonOut, states)
 }

@@ -162,3 +162,17 @@ func TestCaptchaUnknown(t *testing.T) {
 		}
 	}
 }
+
+// TestStates checks a batch poll's answer: the states in the order asked,
+// joined by "|", bare or as the request string of status 1.
+func TestStates(t *testing.T) {
+	t.Parallel()
+	states := []string{"tok1", classic.CodeNotReady, classic.CodeWrongCaptchaID}
+	plain, js := httptest.NewRecorder(), httptest.NewRecorder()
+	classic.WriteStates(plain, false, states)
+	classic.WriteStates(js, true, states)
+	if want := "tok1|CAPCHA_NOT_READY|ERROR_WRONG_CAPTCHA_ID"; plain.Body.String() != want {
+		t.Errorf("plain %q, want %q", plain.Body, want)
+	}
+	sameJSON(t, "states", js.Body.Bytes(), `{"status":1,"request":"tok1|CAPCHA_NOT_READY|ERROR_WRONG_CAPTCHA_ID"}`)
+}
