@@ -376,7 +376,7 @@ const maxPast = 1 << 20
 // 404.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
-	if op != "in.php" && op != "res.php" {
+	if op != classic.SubmitPath && op != classic.ResultPath {
 		http.NotFound(w, r)
 		return
 	}
@@ -466,7 +466,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		unread(w)
 		rep.code(classic.CodeKeyDoesNotExist, "no such gateway key")
 		return
-	case errors.As(err, &tooBig) && op == "in.php":
+	case errors.As(err, &tooBig) && op == classic.SubmitPath:
 		// Only an image makes a body this large: the service's code
 		// for an image over its size (solver/testdata/service/replies.json,
 		// ERROR_TOO_BIG_CAPTCHA_FILESIZE).
@@ -484,7 +484,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rep.code(classic.CodeKeyDoesNotExist, "no such gateway key")
 		return
 	}
-	if op == "in.php" {
+	if op == classic.SubmitPath {
 		g.submit(r.Context(), c, f, rep)
 		return
 	}
@@ -502,7 +502,7 @@ func (g *Gateway) refuse(w http.ResponseWriter, q form, op, why string) {
 	switch {
 	case why == classic.CodeIPBanned:
 		rep.code(classic.CodeIPBanned, "too many requests with keys the gateway does not know from this address: wait")
-	case op == "in.php":
+	case op == classic.SubmitPath:
 		rep.code(classic.CodeMaxUserTurn, "too many requests from this address at once: wait")
 	default:
 		rep.code(classic.CodeTooManyPolls, "too many requests from this address at once: wait")

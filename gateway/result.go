@@ -42,7 +42,7 @@ func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
 	switch f["action"] {
 	case "":
 		rep.code(classic.CodeEmptyAction, "action: required")
-	case "get":
+	case classic.ActionGet:
 		if ids := f["ids"]; ids != "" && f["id"] == "" {
 			g.several(ctx, c, strings.Split(ids, ","), rep)
 			return
@@ -53,12 +53,12 @@ func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
 			return
 		}
 		rep.ok(a.value, a.ua, a.uaField)
-	case "getbalance":
+	case classic.ActionGetBalance:
 		rep.bare(strconv.Itoa(g.balance(c)))
-	case "reportgood", "reportbad":
+	case classic.ActionReportGood, classic.ActionReportBad:
 		// The gateway holds no key of the service's: a worker reports
 		// (ServeReports).
-		g.forwardReport(ctx, c, f["id"], f["action"] == "reportgood", rep)
+		g.forwardReport(ctx, c, f["id"], f["action"] == classic.ActionReportGood, rep)
 	default:
 		rep.code(classic.CodeBadParameters, "action: want get, getbalance, reportgood or reportbad")
 	}

@@ -153,7 +153,7 @@ func (s *Server) SetFaults(f Faults) {
 // json=0 and json=1); other paths are 404.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := strings.TrimPrefix(r.URL.Path, "/")
-	if op != "in.php" && op != "res.php" {
+	if op != classic.SubmitPath && op != classic.ResultPath {
 		http.NotFound(w, r)
 		return
 	}
@@ -165,7 +165,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	form, file, fileName, perr := parseRequest(w, r)
 
 	s.mu.Lock()
-	if op == "in.php" {
+	if op == classic.SubmitPath {
 		s.stats.InCalls++
 	} else {
 		s.stats.ResCalls++
@@ -222,7 +222,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.reply(w, jsonOut, "", code, nil, "")
 		return
 	}
-	if op == "in.php" {
+	if op == classic.SubmitPath {
 		s.submit(w, jsonOut, form, file, fileName)
 		return
 	}

@@ -18,7 +18,7 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 	case "":
 		s.reply(w, jsonOut, "", classic.CodeEmptyAction, nil, "")
 		return
-	case "getbalance":
+	case classic.ActionGetBalance:
 		// A bare number in plain text, the request string with json=1
 		// (2captcha/2captcha-go, GetBalance; 2captcha/2captcha-python,
 		// balance).
@@ -28,12 +28,12 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 		bal := strconv.FormatFloat(left, 'f', 5, 64)
 		classic.WriteBare(w, jsonOut, bal)
 		return
-	case "get", "reportgood", "reportbad":
+	case classic.ActionGet, classic.ActionReportGood, classic.ActionReportBad:
 	default:
 		s.reply(w, jsonOut, "", classic.CodeBadParameters, nil, "")
 		return
 	}
-	if ids := form.get("ids"); action == "get" && id == "" && ids != "" && s.cfg.BatchPolls {
+	if ids := form.get("ids"); action == classic.ActionGet && id == "" && ids != "" && s.cfg.BatchPolls {
 		s.batch(w, jsonOut, strings.Split(ids, ","))
 		return
 	}
@@ -49,7 +49,7 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 	now := s.now()
 	s.sweep()
 	c, ok := s.captchas[id]
-	if action == "get" && ok {
+	if action == classic.ActionGet && ok {
 		s.stats.ResCallsPerCaptcha[id]++
 		s.stats.MaxResCallsPerCaptcha = max(s.stats.MaxResCallsPerCaptcha, s.stats.ResCallsPerCaptcha[id])
 	}
@@ -57,7 +57,7 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 	case !ok:
 		s.mu.Unlock()
 		s.reply(w, jsonOut, "", classic.CodeWrongCaptchaID, nil, "")
-	case action != "get":
+	case action != classic.ActionGet:
 		if c.code != "" || now.Before(c.readyAt) {
 			s.mu.Unlock()
 			s.reply(w, jsonOut, "", classic.CodeReportNotRecorded, nil, "")
@@ -69,7 +69,7 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 			return
 		}
 		c.reported = true
-		if action == "reportgood" {
+		if action == classic.ActionReportGood {
 			s.stats.ReportsGood++
 		} else {
 			s.stats.ReportsBad++
