@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -94,4 +95,17 @@ func literals(t *testing.T, path string) []string {
 		return true
 	})
 	return out
+}
+
+// TestLeaf checks the dialect links only the standard library, so the
+// gateway, the emulator and the solver read it without linking each other.
+func TestLeaf(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	if deps := strings.Fields(string(out)); len(deps) != 1 || deps[0] != "github.com/captchaq/captchaq/internal/dialect/classic" {
+		t.Errorf("classic links %v, want the standard library only", deps)
+	}
 }
