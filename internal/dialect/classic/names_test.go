@@ -4,12 +4,12 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/captchaq/captchaq/internal/golit"
 )
 
 // TestCodesLiveHere checks that the dialect's codes are spelled here once:
@@ -22,44 +22,25 @@ func TestCodesLiveHere(t *testing.T) {
 	if len(codes) < 40 {
 		t.Fatalf("%d codes declared in codes.go, want the whole table", len(codes))
 	}
-	root := "../../.."
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			switch {
-			case rel == "bench", rel == "internal/dialect/classic", d.Name() == "testdata",
-				rel != "." && strings.HasPrefix(d.Name(), "."):
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
-			return nil
-		}
-		for _, lit := range literals(t, path) {
-			if codes[lit] {
-				t.Errorf("%s writes the dialect's code %q as a literal: name classic's constant", rel, lit)
-			}
-		}
-		return nil
-	})
+	found, err := golit.Files("../../..", codes, "bench", "internal/dialect/classic")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for code, files := range found {
+		for _, f := range files {
+			t.Errorf("%s writes the dialect's code %q as a literal: name classic's constant", f, code)
+		}
 	}
 }
 
 // declared returns the string constants declared in file.
-func declared(t *testing.T, file string) map[string]bool {
+func declared(t *testing.T, file string) []string {
 	t.Helper()
 	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]bool{}
+	var out []string
 	for _, d := range f.Decls {
 		g, ok := d.(*ast.GenDecl)
 		if !ok || g.Tok != token.CONST {
@@ -69,31 +50,12 @@ func declared(t *testing.T, file string) map[string]bool {
 			for _, v := range s.(*ast.ValueSpec).Values {
 				if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == token.STRING {
 					if u, err := strconv.Unquote(lit.Value); err == nil {
-						out[u] = true
+						out = append(out, u)
 					}
 				}
 			}
 		}
 	}
-	return out
-}
-
-// literals returns the string literals of a Go file.
-func literals(t *testing.T, path string) []string {
-	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	ast.Inspect(f, func(n ast.Node) bool {
-		if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-			if u, err := strconv.Unquote(lit.Value); err == nil {
-				out = append(out, u)
-			}
-		}
-		return true
-	})
 	return out
 }
 
