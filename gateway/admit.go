@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/internal/httpguard"
 )
 
@@ -94,13 +95,13 @@ type admission struct {
 	unauth chan struct{}
 
 	mu      sync.Mutex
-	active  map[string]int        // requests in the gateway, by client address
-	turns   map[string]*addrTurns // turns to read a body, by client address
-	badKeys map[string]*window    // unknown keys, by client address
+	active  map[string]int             // requests in the gateway, by client address
+	turns   map[string]*addrTurns      // turns to read a body, by client address
+	badKeys map[string]*classic.Window // unknown keys, by client address
 }
 
 func newAdmission(cfg Admission) *admission {
-	a := &admission{cfg: cfg, active: map[string]int{}, turns: map[string]*addrTurns{}, badKeys: map[string]*window{}}
+	a := &admission{cfg: cfg, active: map[string]int{}, turns: map[string]*addrTurns{}, badKeys: map[string]*classic.Window{}}
 	if cfg.Unauthenticated > 0 {
 		a.unauth = make(chan struct{}, cfg.Unauthenticated)
 	}
@@ -123,7 +124,7 @@ func (a *admission) banned(addr string, now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	w := a.badKeys[addr]
-	return w != nil && w.banned(now)
+	return w != nil && w.Banned(now)
 }
 
 // enter counts a request from addr whose key is not known yet; it reports
@@ -154,10 +155,10 @@ func (a *admission) badKey(addr string, now time.Time) {
 	defer a.mu.Unlock()
 	w := a.badKeys[addr]
 	if w == nil {
-		w = newWindow(a.cfg.BadKeys, a.cfg.BadKeyWindow, a.cfg.BadKeyBan)
+		w = classic.NewWindow(a.cfg.BadKeys, a.cfg.BadKeyWindow, a.cfg.BadKeyBan)
 		a.badKeys[addr] = w
 	}
-	w.allow(now)
+	w.Allow(now)
 }
 
 // sweep forgets the bad-key counts of addresses that are neither banned
@@ -166,7 +167,7 @@ func (a *admission) sweep(now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for addr, w := range a.badKeys {
-		if w.idle(now) {
+		if w.Idle(now) {
 			delete(a.badKeys, addr)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/captchaq/captchaq/captcha"
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -82,8 +83,8 @@ type Gateway struct {
 type caller struct {
 	Key
 	client   *stream.Client
-	submits  *window
-	polls    *window
+	submits  *classic.Window
+	polls    *classic.Window
 	inFlight int
 }
 
@@ -178,8 +179,8 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: producer %s: %w", k.Producer, err)
 		}
 		g.callers[h] = &caller{Key: k, client: c,
-			submits: newWindow(cfg.Limits.Submits, cfg.Limits.SubmitWindow, cfg.Limits.BanTime),
-			polls:   newWindow(cfg.Limits.Polls, cfg.Limits.PollWindow, 0)}
+			submits: classic.NewRuleWindow(cfg.Limits.submitRule()),
+			polls:   classic.NewWindow(cfg.Limits.Polls, cfg.Limits.PollWindow, 0)}
 		if g.reader == nil {
 			g.reader = c
 		}
@@ -375,7 +376,7 @@ const maxPast = 1 << 20
 // 404.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
-	if op != "in.php" && op != "res.php" {
+	if op != classic.SubmitPath && op != classic.ResultPath {
 		http.NotFound(w, r)
 		return
 	}
@@ -407,7 +408,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		q["json"] = "1"
 	}
 	if g.admit.banned(addr, now) {
-		g.refuse(w, q, op, "IP_BANNED")
+		g.refuse(w, q, op, classic.CodeIPBanned)
 		return
 	}
 	known := func(key string) bool {
@@ -420,7 +421,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case q["key"] != "" && !known(q["key"]):
 		unread(w)
-		newReplier(w, q).code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
+		newReplier(w, q).code(classic.CodeKeyDoesNotExist, "no such gateway key")
 		return
 	case q["key"] == "":
 		enter, ok := g.admit.enter(addr)
@@ -463,16 +464,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, errUnknownKey):
 		unread(w)
-		rep.code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
+		rep.code(classic.CodeKeyDoesNotExist, "no such gateway key")
 		return
-	case errors.As(err, &tooBig) && op == "in.php":
+	case errors.As(err, &tooBig) && op == classic.SubmitPath:
 		// Only an image makes a body this large: the service's code
 		// for an image over its size (solver/testdata/service/replies.json,
 		// ERROR_TOO_BIG_CAPTCHA_FILESIZE).
-		rep.code("ERROR_TOO_BIG_CAPTCHA_FILESIZE", fmt.Sprintf("the request is over %d bytes: an image is at most %d", tooBig.Limit, captcha.MaxImageSize))
+		rep.code(classic.CodeTooBigCaptchaFilesize, fmt.Sprintf("the request is over %d bytes: an image is at most %d", tooBig.Limit, captcha.MaxImageSize))
 		return
 	case err != nil:
-		rep.code("ERROR_BAD_PARAMETERS", err.Error())
+		rep.code(classic.CodeBadParameters, err.Error())
 		return
 	}
 	c := g.callers[sha256.Sum256([]byte(f["key"]))]
@@ -480,10 +481,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.admit.badKey(addr, now)
 		// The service's answer to a key it does not know
 		// (solver/testdata/service/replies.json, ERROR_KEY_DOES_NOT_EXIST).
-		rep.code("ERROR_KEY_DOES_NOT_EXIST", "no such gateway key")
+		rep.code(classic.CodeKeyDoesNotExist, "no such gateway key")
 		return
 	}
-	if op == "in.php" {
+	if op == classic.SubmitPath {
 		g.submit(r.Context(), c, f, rep)
 		return
 	}
@@ -499,12 +500,12 @@ func (g *Gateway) refuse(w http.ResponseWriter, q form, op, why string) {
 	unread(w)
 	rep := newReplier(w, q)
 	switch {
-	case why == "IP_BANNED":
-		rep.code("IP_BANNED", "too many requests with keys the gateway does not know from this address: wait")
-	case op == "in.php":
-		rep.code("MAX_USER_TURN", "too many requests from this address at once: wait")
+	case why == classic.CodeIPBanned:
+		rep.code(classic.CodeIPBanned, "too many requests with keys the gateway does not know from this address: wait")
+	case op == classic.SubmitPath:
+		rep.code(classic.CodeMaxUserTurn, "too many requests from this address at once: wait")
 	default:
-		rep.code("ERROR: 1005", "too many requests from this address at once: wait")
+		rep.code(classic.CodeTooManyPolls, "too many requests from this address at once: wait")
 	}
 }
 

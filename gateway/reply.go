@@ -2,25 +2,15 @@ package gateway
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
+
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 )
 
-// Reply shapes, as the service sends them and its clients read them:
-//   - json=1: {"status":1,"request":<answer>} (an object for GeeTest, a
-//     string otherwise), {"status":0,"request":"<CODE>","error_text":"…"}
-//     (CaptchaAI-Examples, articles/how-to-solve-*-using-api/python/solve.py
-//     read status and request; the project's fixtures of every code are
-//     solver/testdata/service/replies.json);
-//   - plain text: OK|<answer> or the bare code (2captcha/2captcha-go,
-//     api2captcha.go: Send and GetResult cut "OK|", treat "ERROR_…" as
-//     an error and CAPCHA_NOT_READY as not yet);
-//   - Turnstile's user agent as useragent, cloudflare_challenge's as
-//     user_agent, beside request (CaptchaAI-Examples,
-//     articles/how-to-solve-cloudflare-challenge-using-api/python/solve.py);
-//   - header_acao=1 asks for Access-Control-Allow-Origin: * on the reply
-//     (@2captcha/captcha-solver sends it on every call:
-//     src/structs/2captcha.ts, defaultPayload).
+// Replies take the dialect's shapes (package classic: OK|…, the bare code,
+// json=1's {"status":…,"request":…}); header_acao=1 asks for
+// Access-Control-Allow-Origin: * on the reply (@2captcha/captcha-solver
+// sends it on every call: src/structs/2captcha.ts, defaultPayload).
 
 // replier writes the replies of one request in its dialect.
 type replier struct {
@@ -37,51 +27,14 @@ func newReplier(w http.ResponseWriter, f form) replier {
 
 // code answers an error code, or CAPCHA_NOT_READY; text says more under
 // json=1 (error_text).
-func (r replier) code(code, text string) {
-	if !r.json {
-		r.plain(code)
-		return
-	}
-	out := struct {
-		Status    int    `json:"status"`
-		Request   string `json:"request"`
-		ErrorText string `json:"error_text,omitempty"`
-	}{0, code, text}
-	r.writeJSON(out)
-}
+func (r replier) code(code, text string) { classic.WriteCode(r.w, r.json, code, text) }
 
 // ok answers a success: value is the answer as JSON (a string or an
-// object), plain its text form; ua and uaField add the user agent.
-func (r replier) ok(value json.RawMessage, plain, ua, uaField string) {
-	if !r.json {
-		r.plain("OK|" + plain)
-		return
-	}
-	out := map[string]any{"status": 1, "request": value}
-	if ua != "" {
-		out[uaField] = ua
-	}
-	r.writeJSON(out)
+// object); ua and uaField add the user agent.
+func (r replier) ok(value json.RawMessage, ua, uaField string) {
+	classic.WriteOK(r.w, r.json, value, uaField, ua)
 }
 
 // bare answers text as the service sends getbalance and report answers:
 // bare in plain text, the request string of status 1 under json=1.
-func (r replier) bare(text string) {
-	if !r.json {
-		r.plain(text)
-		return
-	}
-	v, _ := json.Marshal(text)
-	r.writeJSON(map[string]any{"status": 1, "request": json.RawMessage(v)})
-}
-
-func (r replier) plain(s string) {
-	r.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	io.WriteString(r.w, s)
-}
-
-func (r replier) writeJSON(v any) {
-	b, _ := json.Marshal(v)
-	r.w.Header().Set("Content-Type", "application/json")
-	r.w.Write(append(b, '\n'))
-}
+func (r replier) bare(text string) { classic.WriteBare(r.w, r.json, text) }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
 )
@@ -106,23 +107,23 @@ func ServeReports(ctx context.Context, nc *nats.Conn, top stream.Topology, r Rep
 func report(ctx context.Context, c *stream.Client, r Reporter, data []byte, log *slog.Logger) reportReply {
 	var req reportRequest
 	if err := json.Unmarshal(data, &req); err != nil {
-		return reportReply{Code: "ERROR_BAD_PARAMETERS", Text: "report request: " + err.Error()}
+		return reportReply{Code: classic.CodeBadParameters, Text: "report request: " + err.Error()}
 	}
 	if err := stream.ValidateID(req.Task); err != nil {
-		return reportReply{Code: "ERROR_WRONG_CAPTCHA_ID", Text: err.Error()}
+		return reportReply{Code: classic.CodeWrongCaptchaID, Text: err.Error()}
 	}
 	if req.CaptchaID == "" || strings.Trim(req.CaptchaID, "0123456789") != "" {
-		return reportReply{Code: "ERROR_WRONG_CAPTCHA_ID", Text: "report request: captcha_id: digits required"}
+		return reportReply{Code: classic.CodeWrongCaptchaID, Text: "report request: captcha_id: digits required"}
 	}
 	ti, err := c.TaskOf(ctx, req.Task)
 	switch {
 	case errors.Is(err, stream.ErrNotFound):
-		return reportReply{Code: "ERROR_WRONG_CAPTCHA_ID", Text: "no such task"}
+		return reportReply{Code: classic.CodeWrongCaptchaID, Text: "no such task"}
 	case err != nil:
 		log.Warn("report: read task", slog.String("task_id", req.Task), slog.Any("error", err))
-		return reportReply{Code: "ERROR_REPORT_NOT_RECORDED", Text: "the task could not be read: retry"}
+		return reportReply{Code: classic.CodeReportNotRecorded, Text: "the task could not be read: retry"}
 	case req.Gen == 0 && ti.Status != stream.TaskDone:
-		return reportReply{Code: "ERROR_REPORT_NOT_RECORDED", Text: "the task has no answer yet"}
+		return reportReply{Code: classic.CodeReportNotRecorded, Text: "the task has no answer yet"}
 	}
 	// The captcha reported is the one the task's own outcome names, never
 	// only the request's word: any producer may send a request, and the
@@ -139,14 +140,14 @@ func report(ctx context.Context, c *stream.Client, r Reporter, data []byte, log 
 	switch {
 	case out.CaptchaID == "" && err != nil && !errors.Is(err, stream.ErrTokenExpired):
 		log.Warn("report: read outcome", slog.String("task_id", req.Task), slog.Any("error", err))
-		return reportReply{Code: "ERROR_REPORT_NOT_RECORDED", Text: "the task's outcome could not be read: retry"}
+		return reportReply{Code: classic.CodeReportNotRecorded, Text: "the task's outcome could not be read: retry"}
 	case out.CaptchaID != req.CaptchaID:
-		return reportReply{Code: "ERROR_WRONG_CAPTCHA_ID", Text: "the captcha id is not the task's answer"}
+		return reportReply{Code: classic.CodeWrongCaptchaID, Text: "the captcha id is not the task's answer"}
 	}
 	if err := r.Report(ctx, req.CaptchaID, req.Good); err != nil {
 		code := solver.CodeOf(err)
 		if !strings.HasPrefix(code, "ERROR_") {
-			code = "ERROR_REPORT_NOT_RECORDED"
+			code = classic.CodeReportNotRecorded
 		}
 		log.Warn("report: the service did not take it", slog.String("task_id", req.Task), slog.String("code", code))
 		return reportReply{Code: code, Text: err.Error()}
@@ -161,15 +162,15 @@ func (g *Gateway) forwardReport(ctx context.Context, c *caller, num string, good
 	a := g.state(ctx, c, num)
 	switch a.code {
 	case "":
-	case "ERROR_WRONG_CAPTCHA_ID", "ERROR_WRONG_ID_FORMAT", "ERROR_SERVER_ERROR":
+	case classic.CodeWrongCaptchaID, classic.CodeWrongIDFormat, classic.CodeServerError:
 		rep.code(a.code, a.text) // not the caller's, or not readable now
 		return
 	default:
-		rep.code("ERROR_REPORT_NOT_RECORDED", "the task has no answer to report: "+a.code)
+		rep.code(classic.CodeReportNotRecorded, "the task has no answer to report: "+a.code)
 		return
 	}
 	if a.captchaID == "" {
-		rep.code("ERROR_REPORT_NOT_RECORDED", "the task's outcome names no captcha of the service's")
+		rep.code(classic.CodeReportNotRecorded, "the task's outcome names no captcha of the service's")
 		return
 	}
 	b, _ := json.Marshal(reportRequest{Task: taskID(c.Producer, num), CaptchaID: a.captchaID, Good: good, Gen: a.gen})
@@ -180,12 +181,12 @@ func (g *Gateway) forwardReport(ctx context.Context, c *caller, num string, good
 		if !errors.Is(err, nats.ErrNoResponders) {
 			g.log.Warn("res.php: report", slog.String("producer", c.Producer), slog.Any("error", err))
 		}
-		rep.code("ERROR_REPORT_NOT_RECORDED", "no worker took the report: retry, or the operator reports with `captchaq report good|bad TASK_ID`")
+		rep.code(classic.CodeReportNotRecorded, "no worker took the report: retry, or the operator reports with `captchaq report good|bad TASK_ID`")
 		return
 	}
 	var rr reportReply
 	if err := json.Unmarshal(m.Data, &rr); err != nil || rr.Code == "" {
-		rep.code("ERROR_REPORT_NOT_RECORDED", "a worker's answer could not be read")
+		rep.code(classic.CodeReportNotRecorded, "a worker's answer could not be read")
 		return
 	}
 	if rr.Code == solver.CodeReportRecorded {

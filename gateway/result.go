@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/captcha"
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // answer is what res.php says of one task: an error code (code set, or
@@ -29,19 +31,19 @@ type answer struct {
 	gen        uint64          // the generation answered, when the gateway knows it
 }
 
-const notReady = "CAPCHA_NOT_READY" // spelled as the service spells it
+const notReady = classic.CodeNotReady // spelled as the service spells it
 
 // result serves res.php: action=get (id, or ids for several),
 // getbalance, reportgood and reportbad.
 func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
-	if !c.polls.allow(g.cfg.Now()) {
-		rep.code("ERROR: 1005", "more than the allowed res.php requests within the window: poll less often")
+	if !c.polls.Allow(g.cfg.Now()) {
+		rep.code(classic.CodeTooManyPolls, "more than the allowed res.php requests within the window: poll less often")
 		return
 	}
 	switch f["action"] {
 	case "":
-		rep.code("ERROR_EMPTY_ACTION", "action: required")
-	case "get":
+		rep.code(classic.CodeEmptyAction, "action: required")
+	case classic.ActionGet:
 		if ids := f["ids"]; ids != "" && f["id"] == "" {
 			g.several(ctx, c, strings.Split(ids, ","), rep)
 			return
@@ -51,25 +53,25 @@ func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
 			rep.code(a.code, a.text)
 			return
 		}
-		rep.ok(a.value, a.plain, a.ua, a.uaField)
-	case "getbalance":
+		rep.ok(a.value, a.ua, a.uaField)
+	case classic.ActionGetBalance:
 		rep.bare(strconv.Itoa(g.balance(c)))
-	case "reportgood", "reportbad":
+	case classic.ActionReportGood, classic.ActionReportBad:
 		// The gateway holds no key of the service's: a worker reports
 		// (ServeReports).
-		g.forwardReport(ctx, c, f["id"], f["action"] == "reportgood", rep)
+		g.forwardReport(ctx, c, f["id"], f["action"] == classic.ActionReportGood, rep)
 	default:
-		rep.code("ERROR_BAD_PARAMETERS", "action: want get, getbalance, reportgood or reportbad")
+		rep.code(classic.CodeBadParameters, "action: want get, getbalance, reportgood or reportbad")
 	}
 }
 
 // several answers action=get&ids=…: each task's state in the order asked,
-// joined by "|" (a CAPCHA_NOT_READY, an error code, or the answer's text),
-// as 2captcha-compatible services answer a batch poll (the emulator's
-// batch mirrors it). At most 100 ids.
+// (a CAPCHA_NOT_READY, an error code, or the answer's text), as
+// 2captcha-compatible services answer a batch poll (classic.WriteStates).
+// At most classic.MaxBatchIDs ids.
 func (g *Gateway) several(ctx context.Context, c *caller, ids []string, rep replier) {
-	if len(ids) > 100 {
-		rep.code("ERROR_BAD_PARAMETERS", "ids: at most 100")
+	if len(ids) > classic.MaxBatchIDs {
+		rep.code(classic.CodeBadParameters, "ids: at most "+strconv.Itoa(classic.MaxBatchIDs))
 		return
 	}
 	states := make([]string, len(ids))
@@ -80,12 +82,7 @@ func (g *Gateway) several(ctx context.Context, c *caller, ids []string, rep repl
 			states[i] = a.plain
 		}
 	}
-	joined := strings.Join(states, "|")
-	if !rep.json {
-		rep.plain(joined) // bare, without OK|
-		return
-	}
-	rep.ok(jsonString(joined), joined, "", "")
+	classic.WriteStates(rep.w, rep.json, states)
 }
 
 // state says where task num of caller c stands. An id that is not c's
@@ -93,10 +90,10 @@ func (g *Gateway) several(ctx context.Context, c *caller, ids []string, rep repl
 // is not the account's.
 func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 	if num == "" {
-		return answer{code: "ERROR_WRONG_CAPTCHA_ID", text: "id: required"}
+		return answer{code: classic.CodeWrongCaptchaID, text: "id: required"}
 	}
 	if len(num) > 19 || strings.Trim(num, "0123456789") != "" {
-		return answer{code: "ERROR_WRONG_ID_FORMAT", text: "id: digits only"}
+		return answer{code: classic.CodeWrongIDFormat, text: "id: digits only"}
 	}
 	id := taskID(c.Producer, num)
 	now := g.cfg.Now()
@@ -138,10 +135,10 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 	}
 	switch {
 	case errors.Is(err, stream.ErrNotFound):
-		return answer{code: "ERROR_WRONG_CAPTCHA_ID", text: "no task of this key has this id"}
+		return answer{code: classic.CodeWrongCaptchaID, text: "no task of this key has this id"}
 	case err != nil:
 		g.log.Warn("res.php: read task", slog.String("producer", c.Producer), slog.Any("error", err))
-		return answer{code: "ERROR_SERVER_ERROR", text: "the queue could not be read: retry"}
+		return answer{code: classic.CodeServerError, text: "the queue could not be read: retry"}
 	case ti.Status != stream.TaskDone && ti.Gen == past.gen:
 		return answer{code: notReady}
 	}
@@ -153,7 +150,7 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 	}
 	if err != nil && !errors.Is(err, stream.ErrNotSolved) && !errors.Is(err, stream.ErrTokenExpired) {
 		g.log.Warn("res.php: read outcome", slog.String("producer", c.Producer), slog.Any("error", err))
-		return answer{code: "ERROR_SERVER_ERROR", text: "the queue could not be read: retry"}
+		return answer{code: classic.CodeServerError, text: "the queue could not be read: retry"}
 	}
 	a := g.answerOf(out, "", now) // the outcome's own method
 	a.gen = past.gen
@@ -205,15 +202,15 @@ func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) ans
 	if out.Status == stream.StatusDead {
 		code := out.Error
 		switch {
-		case code == "INVALID_TASK":
-			code = "ERROR_BAD_PARAMETERS"
+		case code == wire.CodeInvalidTask:
+			code = classic.CodeBadParameters
 		case !aboutTheCaptcha(code):
-			code = "ERROR_CAPTCHA_UNSOLVABLE"
+			code = classic.CodeCaptchaUnsolvable
 		}
 		return answer{code: code, text: strings.TrimSpace(out.Error + ": " + out.Detail)}
 	}
 	if len(out.Solution) == 0 || !now.Before(out.ExpiresAt) {
-		return answer{code: "ERROR_CAPTCHA_UNSOLVABLE", text: "solved, but the token expired before it was read: submit again"}
+		return answer{code: classic.CodeCaptchaUnsolvable, text: "solved, but the token expired before it was read: submit again"}
 	}
 	if method == "" {
 		method = out.Method
@@ -236,9 +233,9 @@ func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) ans
 // about the caller's task.
 func aboutTheCaptcha(code string) bool {
 	switch code {
-	case "ERROR_CAPTCHA_UNSOLVABLE", "ERROR_BAD_DUPLICATES", "ERROR_PROXY_CONNECTION_FAILED":
+	case classic.CodeCaptchaUnsolvable, classic.CodeBadDuplicates, classic.CodeProxyConnectionFailed:
 		return true
-	case "ERROR_WRONG_ID_FORMAT", "ERROR_EMPTY_ACTION", "ERROR_DUPLICATE_REPORT", "ERROR_REPORT_NOT_RECORDED":
+	case classic.CodeWrongIDFormat, classic.CodeEmptyAction, classic.CodeDuplicateReport, classic.CodeReportNotRecorded:
 		return false
 	}
 	return strings.HasPrefix(code, "ERROR_") && solver.Classify(code) == retry.Permanent

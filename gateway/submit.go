@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/captchaq/captchaq/captcha"
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -31,8 +32,8 @@ var requestFields = map[string]bool{"key": true, "method": true, "json": true, "
 // id, OK|<id> or {"status":1,"request":"<id>"}.
 func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 	now := g.cfg.Now()
-	if !c.submits.allow(now) {
-		rep.code("MAX_USER_TURN", "more than the allowed in.php requests within the window: wait")
+	if !c.submits.Allow(now) {
+		rep.code(classic.CodeMaxUserTurn, "more than the allowed in.php requests within the window: wait")
 		return
 	}
 	t := stream.Task{Method: f["method"], Params: stream.Params{}, Priority: c.Priority}
@@ -42,7 +43,7 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 		}
 	}
 	if t.Method == "" {
-		rep.code("ERROR_BAD_PARAMETERS", "method: required")
+		rep.code(classic.CodeBadParameters, "method: required")
 		return
 	}
 	if t.Method == "geetest_v4" {
@@ -56,7 +57,7 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 	}
 	if p := f["priority"]; p != "" {
 		if p != string(stream.PriorityHigh) && p != string(stream.PriorityNormal) {
-			rep.code("ERROR_BAD_PARAMETERS", "priority: want high or normal")
+			rep.code(classic.CodeBadParameters, "priority: want high or normal")
 			return
 		}
 		t.Priority = stream.Priority(p)
@@ -64,7 +65,7 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 	if d := f["deadline"]; d != "" {
 		secs, err := strconv.Atoi(d)
 		if err != nil || secs < 1 {
-			rep.code("ERROR_BAD_PARAMETERS", "deadline: want whole seconds from now, 1 or more")
+			rep.code(classic.CodeBadParameters, "deadline: want whole seconds from now, 1 or more")
 			return
 		}
 		t.Deadline = now.Add(time.Duration(secs) * time.Second)
@@ -73,7 +74,7 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 	if pingback != "" {
 		u, err := url.Parse(pingback)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			rep.code("ERROR_BAD_PARAMETERS", "pingback: want an http or https URL")
+			rep.code(classic.CodeBadParameters, "pingback: want an http or https URL")
 			return
 		}
 		// Refused here, not at callback time: the caller learns it with
@@ -86,7 +87,7 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 		err = g.guard.check(cctx, u)
 		cancel()
 		if err != nil {
-			rep.code("ERROR_BAD_PARAMETERS", "pingback: "+err.Error())
+			rep.code(classic.CodeBadParameters, "pingback: "+err.Error())
 			return
 		}
 	}
@@ -100,13 +101,13 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 		// Published now, the task would wait in the client's reconnect
 		// buffer and be enqueued when the connection comes back, after
 		// the caller was told it was not: refuse it at once instead.
-		rep.code("ERROR_SERVER_ERROR", "the queue is out of reach: retry")
+		rep.code(classic.CodeServerError, "the queue is out of reach: retry")
 		return
 	}
 	g.mu.Lock()
 	if slots := g.slots(c); slots > 0 && c.inFlight >= slots {
 		g.mu.Unlock()
-		rep.code("ERROR_NO_SLOT_AVAILABLE", "this key's share of the plan is in use: retry later")
+		rep.code(classic.CodeNoSlotAvailable, "this key's share of the plan is in use: retry later")
 		return
 	}
 	// The entry goes in before the task does: its outcome may come before
@@ -144,12 +145,12 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 			// busy, retry after 5 seconds",
 			// blog.captchaai.com/captchaai-api-error-handling-decision-tree;
 			// solver/testdata/service/replies.json classes it capacity).
-			rep.code("ERROR_NO_SLOT_AVAILABLE", "the queue is full: retry later")
+			rep.code(classic.CodeNoSlotAvailable, "the queue is full: retry later")
 		case errors.As(err, &ve):
 			code, text := validationCode(ve)
 			rep.code(code, text)
 		case errors.Is(err, stream.ErrInvalidTask):
-			rep.code("ERROR_BAD_PARAMETERS", err.Error())
+			rep.code(classic.CodeBadParameters, err.Error())
 		case errors.Is(err, stream.ErrNotConfirmed):
 			// The broker did not answer in time (stalled, or gone). The
 			// task carries its submit-by instant: stored later, it ends
@@ -158,11 +159,11 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 			// can tell yet), it is solved: res.php on the id says which.
 			g.log.Warn("in.php: the queue did not confirm the task in time", slog.String("producer", c.Producer),
 				slog.String("id", e.num), slog.Any("error", err))
-			rep.code("ERROR_SERVER_ERROR", "the queue did not confirm the task in time: if it stores it later, it is not solved and not paid; "+
+			rep.code(classic.CodeServerError, "the queue did not confirm the task in time: if it stores it later, it is not solved and not paid; "+
 				"res.php with id "+e.num+" says what became of it (ERROR_WRONG_CAPTCHA_ID: never stored); retry")
 		default:
 			g.log.Warn("in.php: submit failed", slog.String("producer", c.Producer), slog.Any("error", err))
-			rep.code("ERROR_SERVER_ERROR", "the queue did not take the task: retry")
+			rep.code(classic.CodeServerError, "the queue did not take the task: retry")
 		}
 		return
 	}
@@ -171,7 +172,7 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 		deadline = now.Add(cmp.Or(time.Duration(c.Deadline), stream.DefaultDeadline))
 	}
 	g.gotGen(e, t.ID, r.Seq, deadline)
-	rep.ok(jsonString(e.num), e.num, "", "")
+	rep.ok(jsonString(e.num), "", "")
 }
 
 // submitTimeout bounds a submission: the broker's answer normally comes
@@ -195,28 +196,28 @@ func (g *Gateway) slots(c *caller) int {
 func validationCode(err error) (string, string) {
 	var ve *captcha.ValidationError
 	if !errors.As(err, &ve) {
-		return "ERROR_BAD_PARAMETERS", err.Error()
+		return classic.CodeBadParameters, err.Error()
 	}
 	msg := ve.Error()
 	switch ve.Field {
 	case "params.pageurl":
-		return "ERROR_PAGEURL", msg
+		return classic.CodePageURL, msg
 	case "params.googlekey":
-		return "ERROR_GOOGLEKEY", msg
+		return classic.CodeGoogleKey, msg
 	case "params.proxy":
-		return "ERROR_PROXY_FORMAT", msg
+		return classic.CodeProxyFormat, msg
 	case "params.proxytype":
-		return "ERROR_BAD_PROXY", msg
+		return classic.CodeBadProxy, msg
 	case "params.file", "params.body", "params.imginstructions":
 		switch {
 		case strings.Contains(ve.Msg, "required"), strings.Contains(ve.Msg, "empty"):
-			return "ERROR_ZERO_CAPTCHA_FILESIZE", msg
+			return classic.CodeZeroCaptchaFilesize, msg
 		case strings.Contains(ve.Msg, "larger"), strings.Contains(ve.Msg, "far over"):
-			return "ERROR_TOO_BIG_CAPTCHA_FILESIZE", msg
+			return classic.CodeTooBigCaptchaFilesize, msg
 		case strings.Contains(ve.Msg, "base64"):
-			return "ERROR_UPLOAD", msg
+			return classic.CodeUpload, msg
 		}
-		return "ERROR_IMAGE_TYPE_NOT_SUPPORTED", msg
+		return classic.CodeImageTypeNotSupported, msg
 	}
-	return "ERROR_BAD_PARAMETERS", msg
+	return classic.CodeBadParameters, msg
 }

@@ -11,12 +11,14 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 )
 
 // Balance returns the account's balance as the service reports it
 // (action=getbalance). On CaptchaAI, billed by threads, it is informational.
 func (c *Client) Balance(ctx context.Context) (float64, error) {
-	body := c.form(url.Values{"action": {"getbalance"}})
+	body := c.form(url.Values{"action": {classic.ActionGetBalance}})
 	status, b, _, err := c.exchange(ctx, "res.php", body, formType)
 	if err != nil {
 		return 0, err
@@ -41,9 +43,9 @@ func (c *Client) Balance(ctx context.Context) (float64, error) {
 // the site (reportgood) or rejected (reportbad). It succeeds when the service
 // answers OK_REPORT_RECORDED.
 func (c *Client) Report(ctx context.Context, id string, good bool) error {
-	action := "reportbad"
+	action := classic.ActionReportBad
 	if good {
-		action = "reportgood"
+		action = classic.ActionReportGood
 	}
 	r, err := c.call(ctx, "res.php", c.form(url.Values{"action": {action}, "id": {id}}), formType)
 	if CodeOf(err) == CodeReportRecorded {

@@ -16,11 +16,12 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/captcha"
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/retry"
 )
 
-// maxBatch is the most ids one batch call asks about (2captcha's limit).
-const maxBatch = 100
+// maxBatch is the most ids one batch call asks about (the dialect's limit).
+const maxBatch = classic.MaxBatchIDs
 
 // batchStrikes is how many unreadable batch replies turn batching off.
 const batchStrikes = 2
@@ -228,7 +229,7 @@ func (b *batcher) probe(ctx context.Context, ws []*pollWaiter) {
 		ids[i] = w.id
 	}
 	sent := b.c.now()
-	status, body, _, err := b.c.exchange(ctx, "res.php", b.c.form(url.Values{"action": {"get"}, "ids": {strings.Join(ids, ",")}}), formType)
+	status, body, _, err := b.c.exchange(ctx, "res.php", b.c.form(url.Values{"action": {classic.ActionGet}, "ids": {strings.Join(ids, ",")}}), formType)
 	seen := sent.Add(b.c.now().Sub(sent) / 2)
 	v := batchFailed
 	var states []string
@@ -353,7 +354,7 @@ func parseBatch(status int, body []byte, n int, key string) ([]string, batchVerd
 	answered := false // a JSON reply with status 1
 	switch {
 	case strings.HasPrefix(text, "{"):
-		var j jsonReply
+		var j classic.JSONReply
 		if json.Unmarshal([]byte(text), &j) != nil {
 			return nil, batchFailed, newError("res.php", CodeBadReply, fmt.Errorf("%w: a JSON reply of %d bytes that does not decode", errBadReply, len(body)))
 		}
@@ -366,10 +367,10 @@ func parseBatch(status int, body []byte, n int, key string) ([]string, batchVerd
 		_, err := parseReply("res.php", status, body, key)
 		return nil, batchFailed, err
 	}
-	if strings.HasPrefix(text, "OK|") || answered && !strings.Contains(text, "|") {
+	if strings.HasPrefix(text, classic.OKPrefix) || answered && !strings.Contains(text, classic.StateSep) {
 		return notRead("a single answer")
 	}
-	states := strings.Split(text, "|")
+	states := strings.Split(text, classic.StateSep)
 	switch {
 	case len(states) == n && !slices.Contains(states, ""):
 		return states, batchRead, nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/captcha"
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/retry"
 )
@@ -25,15 +26,14 @@ const (
 	// DefaultMinSubmitInterval is the default Config.MinSubmitInterval.
 	DefaultMinSubmitInterval = 100 * time.Millisecond
 	// DefaultSubmitWindow is the default Config.SubmitWindow: the window of
-	// the service's ban threshold.
-	DefaultSubmitWindow = 3 * time.Second
-	// DefaultSubmitBurst is the default Config.SubmitBurst. It leaves a
-	// margin for network jitter under the service's ban threshold of 60
-	// in.php calls in 3 s (MAX_USER_TURN, then every in.php refused for
-	// 10 s: blog.captchaai.com/captchaai-api-error-handling-decision-tree,
-	// cited in testdata/service/replies.json). After an outage the queued
+	// the service's ban threshold (classic.SubmitWindow).
+	DefaultSubmitWindow = classic.SubmitWindow
+	// DefaultSubmitBurst is the default Config.SubmitBurst, 55. It leaves a
+	// margin of 5 for network jitter under the service's ban threshold of
+	// classic.SubmitLimit in.php calls per SubmitWindow (MAX_USER_TURN, then
+	// every in.php refused for classic.BanTime). After an outage the queued
 	// submissions resume through the same limit: no burst.
-	DefaultSubmitBurst = 55
+	DefaultSubmitBurst = classic.SubmitLimit - 5
 	// DefaultHTTPTimeout bounds one HTTP exchange of the default client.
 	DefaultHTTPTimeout = 30 * time.Second
 )
@@ -358,7 +358,7 @@ func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
 // plan is busy: ERROR_NO_SLOT_AVAILABLE, or CaptchaAI's ERROR_ZERO_BALANCE.
 func planFull(s Service, err error) bool {
 	code := CodeOf(err)
-	return code == "ERROR_NO_SLOT_AVAILABLE" || code == "ERROR_ZERO_BALANCE" && s.Classify(code) == retry.Capacity
+	return code == classic.CodeNoSlotAvailable || code == classic.CodeZeroBalance && s.Classify(code) == retry.Capacity
 }
 
 // PlanWindow returns the plan window learned so far (Config.LearnPlan):

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/retry"
 )
 
@@ -34,9 +35,14 @@ const (
 	CodePollLimit = "POLL_LIMIT"
 	// CodeNotReady is the API's "not solved yet" answer, spelled as the API
 	// spells it.
-	CodeNotReady = "CAPCHA_NOT_READY"
+	CodeNotReady = classic.CodeNotReady
 	// CodeReportRecorded is the API's answer to reportgood and reportbad.
-	CodeReportRecorded = "OK_REPORT_RECORDED"
+	CodeReportRecorded = classic.CodeReportRecorded
+	// CodeCanceled is Call.Code of a call its caller's context ended before
+	// the reply (Config.OnCall). A task canceled while its call is under way
+	// ends with the outcome code of the same spelling, stream/wire's
+	// CodeCanceled, which this package does not link.
+	CodeCanceled = "CANCELED"
 )
 
 // HTTPCode returns the pseudo-code of an HTTP status that is not 200:
@@ -53,62 +59,58 @@ var classes = map[string]retry.Class{
 
 	// capacity: no attempt spent. The rate limits are all here: waiting is
 	// what helps, and no task is at fault.
-	"ERROR_NO_SLOT_AVAILABLE": retry.Capacity,
-	"ERROR_ZERO_BALANCE":      retry.Capacity, // CaptchaAI: all plan threads busy (2captcha: Profile)
-	"MAX_USER_TURN":           retry.Capacity,
-	"ERROR_TOO_MUCH_REQUESTS": retry.Capacity,
-	"ERROR: 1001":             retry.Capacity, // too many ERROR_NO_SLOT_AVAILABLE: blocked for minutes
-	"ERROR: 1002":             retry.Capacity, // too many ERROR_ZERO_BALANCE (2captcha: Profile)
-	"ERROR: 1003":             retry.Capacity, // too many ERROR_NO_SLOT_AVAILABLE on a long queue
-	"ERROR: 1005":             retry.Capacity, // too many res.php calls
-	CodeUnreachable:           retry.Capacity,
+	classic.CodeNoSlotAvailable: retry.Capacity,
+	classic.CodeZeroBalance:     retry.Capacity, // CaptchaAI: all plan threads busy (2captcha: Profile)
+	classic.CodeMaxUserTurn:     retry.Capacity,
+	classic.CodeTooMuchRequests: retry.Capacity,
+	classic.CodeTooManyNoSlot:   retry.Capacity, // too many ERROR_NO_SLOT_AVAILABLE: blocked for minutes
+	classic.CodeTooManyZero:     retry.Capacity, // too many ERROR_ZERO_BALANCE (2captcha: Profile)
+	classic.CodeTooManyQueued:   retry.Capacity, // too many ERROR_NO_SLOT_AVAILABLE on a long queue
+	classic.CodeTooManyPolls:    retry.Capacity, // too many res.php calls
+	CodeUnreachable:             retry.Capacity,
 
 	// transient
-	CodeBadReply:                  retry.Transient,
-	CodeNetwork:                   retry.Transient,
-	"ERROR_SERVER_ERROR":          retry.Transient,
-	"ERROR_INTERNAL_SERVER_ERROR": retry.Transient,
+	CodeBadReply:                    retry.Transient,
+	CodeNetwork:                     retry.Transient,
+	classic.CodeServerError:         retry.Transient,
+	classic.CodeInternalServerError: retry.Transient,
 
 	// resubmit
-	"ERROR_CAPTCHA_UNSOLVABLE": retry.Resubmit,
-	"ERROR_BAD_DUPLICATES":     retry.Resubmit,
-	// The service does not know the captcha id (never issued, or past its
-	// lifetime there): the only answer that gives up a captcha the
-	// service accepted (wait.go). CaptchaAI: ERROR_WRONG_CAPTCHA_ID, "You've
-	// provided incorrect captcha ID" (docs.captchaai.com/api/api-error-handling,
-	// res.php errors); 2captcha: ERROR_NO_SUCH_CAPCHA_ID, error 16, "You've
-	// provided incorrect captcha ID in the request"
-	// (2captcha.com/api-docs/error-codes).
-	"ERROR_WRONG_CAPTCHA_ID":        retry.Resubmit,
-	"ERROR_NO_SUCH_CAPCHA_ID":       retry.Resubmit,
-	"ERROR_PROXY_CONNECTION_FAILED": retry.Resubmit,
-	CodeTimeout:                     retry.Resubmit,
-	CodePollLimit:                   retry.Resubmit,
+	classic.CodeCaptchaUnsolvable: retry.Resubmit,
+	classic.CodeBadDuplicates:     retry.Resubmit,
+	// The service does not know the captcha id (classic.CaptchaUnknown):
+	// the only answer that gives up a captcha the service accepted
+	// (wait.go).
+	classic.CodeWrongCaptchaID:        retry.Resubmit,
+	classic.CodeNoSuchCaptchaID:       retry.Resubmit,
+	classic.CodeProxyConnectionFailed: retry.Resubmit,
+	CodeTimeout:                       retry.Resubmit,
+	CodePollLimit:                     retry.Resubmit,
 
 	// permanent: the task itself is wrong
 	// ERROR_TOKEN_EXPIRED: the GeeTest challenge inside the task is stale, so
 	// no submission of the same task can succeed; the producer must fetch a
 	// fresh one.
-	"ERROR_TOKEN_EXPIRED":            retry.Permanent,
-	"ERROR_DOMAIN_NOT_ALLOWED":       retry.Permanent,
-	"ERROR_PAGEURL":                  retry.Permanent,
-	"ERROR_GOOGLEKEY":                retry.Permanent,
-	"ERROR_WRONG_GOOGLEKEY":          retry.Permanent,
-	"ERROR_BAD_TOKEN_OR_PAGEURL":     retry.Permanent,
-	"ERROR_BAD_PARAMETERS":           retry.Permanent,
-	"ERROR_PROXY_FORMAT":             retry.Permanent,
-	"ERROR_BAD_PROXY":                retry.Permanent,
-	"ERROR_ZERO_CAPTCHA_FILESIZE":    retry.Permanent,
-	"ERROR_TOO_BIG_CAPTCHA_FILESIZE": retry.Permanent,
-	"ERROR_WRONG_FILE_EXTENSION":     retry.Permanent,
-	"ERROR_IMAGE_TYPE_NOT_SUPPORTED": retry.Permanent,
-	"ERROR_UPLOAD":                   retry.Permanent,
-	"ERROR_CAPTCHAIMAGE_BLOCKED":     retry.Permanent,
-	"ERROR_WRONG_ID_FORMAT":          retry.Permanent,
-	"ERROR_EMPTY_ACTION":             retry.Permanent,
-	"ERROR_DUPLICATE_REPORT":         retry.Permanent,
-	"ERROR_REPORT_NOT_RECORDED":      retry.Permanent,
-	CodeInvalidParams:                retry.Permanent,
+	classic.CodeTokenExpired:          retry.Permanent,
+	classic.CodeDomainNotAllowed:      retry.Permanent,
+	classic.CodePageURL:               retry.Permanent,
+	classic.CodeGoogleKey:             retry.Permanent,
+	classic.CodeWrongGoogleKey:        retry.Permanent,
+	classic.CodeBadTokenOrPageURL:     retry.Permanent,
+	classic.CodeBadParameters:         retry.Permanent,
+	classic.CodeProxyFormat:           retry.Permanent,
+	classic.CodeBadProxy:              retry.Permanent,
+	classic.CodeZeroCaptchaFilesize:   retry.Permanent,
+	classic.CodeTooBigCaptchaFilesize: retry.Permanent,
+	classic.CodeWrongFileExtension:    retry.Permanent,
+	classic.CodeImageTypeNotSupported: retry.Permanent,
+	classic.CodeUpload:                retry.Permanent,
+	classic.CodeCaptchaImageBlocked:   retry.Permanent,
+	classic.CodeWrongIDFormat:         retry.Permanent,
+	classic.CodeEmptyAction:           retry.Permanent,
+	classic.CodeDuplicateReport:       retry.Permanent,
+	classic.CodeReportNotRecorded:     retry.Permanent,
+	CodeInvalidParams:                 retry.Permanent,
 
 	// HTTP statuses that are not Transient (see Classify for the others).
 	// Fatal: the API answers every call 200, even for errors, so these come
@@ -130,14 +132,14 @@ var classes = map[string]retry.Class{
 	"HTTP_429": retry.Capacity,
 
 	// fatal: the whole worker cannot work
-	"ERROR_WRONG_USER_KEY":     retry.Fatal,
-	"ERROR_KEY_DOES_NOT_EXIST": retry.Fatal,
-	"IP_BANNED":                retry.Fatal,
-	"ERROR_IP_NOT_ALLOWED":     retry.Fatal,
-	"ERROR_IP_BLOCKED":         retry.Fatal,
+	classic.CodeWrongUserKey:    retry.Fatal,
+	classic.CodeKeyDoesNotExist: retry.Fatal,
+	classic.CodeIPBanned:        retry.Fatal,
+	classic.CodeIPNotAllowed:    retry.Fatal,
+	classic.CodeIPBlocked:       retry.Fatal,
 	// The IP is blocked after requests with a wrong key: the cause of
 	// IP_BANNED, and only a corrected key helps.
-	"ERROR: 1004": retry.Fatal,
+	classic.CodeIPBlockedBadKey: retry.Fatal,
 }
 
 // Classify returns the retry class of an API code or pseudo-code. It is the
@@ -162,9 +164,9 @@ func Classify(code string) retry.Class {
 	switch {
 	case strings.HasPrefix(code, "HTTP_"):
 		return retry.Transient
-	case strings.HasPrefix(code, "ERROR: 1004"):
+	case strings.HasPrefix(code, classic.CodeIPBlockedBadKey):
 		return retry.Fatal
-	case len(code) >= len("ERROR: 1001") && code[:len("ERROR: 100")] == "ERROR: 100" &&
+	case len(code) >= len(classic.CodeTooManyNoSlot) && code[:len("ERROR: 100")] == "ERROR: 100" &&
 		code[len("ERROR: 100")] >= '1' && code[len("ERROR: 100")] <= '5':
 		return retry.Capacity
 	}
@@ -176,11 +178,7 @@ func Classify(code string) retry.Class {
 // ERROR_NO_SUCH_CAPCHA_ID): a captcha it accepted is gone there, and only a
 // new submission gets an answer.
 func CaptchaUnknown(err error) bool {
-	switch CodeOf(err) {
-	case "ERROR_WRONG_CAPTCHA_ID", "ERROR_NO_SUCH_CAPCHA_ID":
-		return true
-	}
-	return false
+	return classic.CaptchaUnknown(CodeOf(err))
 }
 
 // knownCodes returns every code Classify knows by name, in no particular order.

@@ -39,7 +39,7 @@ func (c *Client) observe(op string, batch bool, start time.Time, err error) {
 	if err != nil {
 		call.Code, call.Class = CodeOf(err), ClassOf(err)
 		if call.Code == "" {
-			call.Code = "CANCELED"
+			call.Code = CodeCanceled
 		}
 	}
 	c.onCall(call)

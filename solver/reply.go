@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 )
 
 // reply is one successful API answer: status 1 in JSON, OK|… in plain text.
@@ -65,30 +67,21 @@ func parseBody(body []byte, key string) (r reply, code string, err error) {
 	if b[0] == '{' {
 		return parseJSON(b, key)
 	}
-	if rest, ok := bytes.CutPrefix(b, []byte("OK|")); ok {
+	if rest, ok := bytes.CutPrefix(b, []byte(classic.OKPrefix)); ok {
 		if !utf8.Valid(rest) {
 			return reply{}, "", fmt.Errorf("%w: %s", errBadReply, describe(body, key))
 		}
 		v, _ := json.Marshal(string(rest))
 		return reply{value: v, text: string(rest)}, "", nil
 	}
-	if isCode(b) {
+	if classic.IsCode(string(b)) {
 		return reply{}, string(b), nil
 	}
 	return reply{}, "", fmt.Errorf("%w: %s", errBadReply, describe(body, key))
 }
 
-// jsonReply is the JSON form of a reply.
-type jsonReply struct {
-	Status     json.RawMessage `json:"status"`
-	Request    json.RawMessage `json:"request"`
-	UserAgent  string          `json:"useragent"`  // Turnstile
-	UserAgent2 string          `json:"user_agent"` // cloudflare_challenge
-	ErrorText  string          `json:"error_text"`
-}
-
 func parseJSON(b []byte, key string) (reply, string, error) {
-	var j jsonReply
+	var j classic.JSONReply
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	if err := dec.Decode(&j); err != nil {
@@ -112,12 +105,12 @@ func parseJSON(b []byte, key string) (reply, string, error) {
 	}
 	if st == "0" {
 		var code string
-		if json.Unmarshal(req, &code) != nil || !isCode([]byte(code)) {
+		if json.Unmarshal(req, &code) != nil || !classic.IsCode(code) {
 			return reply{}, "", fmt.Errorf("%w: status 0 without an error code: %s", errBadReply, describe(b, key))
 		}
 		return reply{errorText: truncate(strings.ToValidUTF8(redact(j.ErrorText, key), "\uFFFD"), 200)}, code, nil
 	}
-	r := reply{value: append(json.RawMessage(nil), req...), userAgent: cmp.Or(j.UserAgent, j.UserAgent2)}
+	r := reply{value: append(json.RawMessage(nil), req...), userAgent: cmp.Or(j.UserAgent, j.UserAgentCF)}
 	switch req[0] {
 	case '"':
 		if err := json.Unmarshal(req, &r.text); err != nil {
@@ -136,31 +129,6 @@ func parseJSON(b []byte, key string) (reply, string, error) {
 		return reply{}, "", fmt.Errorf("%w: request is neither a string, a number nor an object: %s", errBadReply, describe(b, key))
 	}
 	return r, "", nil
-}
-
-// isCode reports whether b looks like an API code: CAPCHA_NOT_READY,
-// ERROR_…, MAX_USER_TURN, IP_BANNED, OK_REPORT_RECORDED, or "ERROR: 1001".
-func isCode(b []byte) bool {
-	if len(b) == 0 || len(b) > 64 || b[0] < 'A' || b[0] > 'Z' {
-		return false
-	}
-	if rest, ok := bytes.CutPrefix(b, []byte("ERROR: ")); ok {
-		if len(rest) == 0 {
-			return false
-		}
-		for _, c := range rest {
-			if c < '0' || c > '9' {
-				return false
-			}
-		}
-		return true
-	}
-	for _, c := range b {
-		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' {
-			return false
-		}
-	}
-	return true
 }
 
 // describe names what a body that is not a reply looks like, quoting its

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/captchaq/captchaq/captcha"
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/retry"
 )
 
@@ -65,7 +66,7 @@ func ServiceOf(baseURL string) Service {
 func (s Service) Classify(code string) retry.Class {
 	if s == TwoCaptcha {
 		switch code {
-		case "ERROR_ZERO_BALANCE", "ERROR: 1002":
+		case classic.CodeZeroBalance, classic.CodeTooManyZero:
 			return retry.Fatal
 		}
 	}
@@ -120,11 +121,11 @@ func (s Service) Offers(methodName string, params map[string]string) error {
 // meaning an operator must know to act: "" for the others.
 func (s Service) Explain(code string) string {
 	switch {
-	case code == "ERROR_ZERO_BALANCE" && s == TwoCaptcha:
+	case code == classic.CodeZeroBalance && s == TwoCaptcha:
 		return "the 2captcha account has no money: top it up"
-	case code == "ERROR: 1002" && s == TwoCaptcha:
+	case code == classic.CodeTooManyZero && s == TwoCaptcha:
 		return "2captcha blocks the key after repeated ERROR_ZERO_BALANCE: top the account up"
-	case code == "ERROR_ZERO_BALANCE":
+	case code == classic.CodeZeroBalance:
 		return "all the CaptchaAI plan's threads are busy"
 	}
 	return ""

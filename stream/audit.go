@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -223,7 +224,7 @@ func captchaFate(ev Event) string {
 	switch {
 	case ev.Kind == EventHandback:
 		return fmt.Sprintf(", captcha %s left to the next delivery, which polls it again", ev.CaptchaID)
-	case ev.Code == "ERROR_WRONG_CAPTCHA_ID" || ev.Code == "ERROR_NO_SUCH_CAPCHA_ID":
+	case classic.CaptchaUnknown(ev.Code):
 		return fmt.Sprintf(", captcha %s unknown at the service (%s)", ev.CaptchaID, ev.Code)
 	case ev.Code != "":
 		return fmt.Sprintf(", captcha %s: %s", ev.CaptchaID, ev.Code)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 )
 
@@ -40,7 +41,7 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	failPage := fs.String("fail-pageurl", "", "tasks whose pageurl contains this fail with --fail-code")
 	addrFile := fs.String("addr-file", "", "once listening, write the address (host:port) to this file, removed again as the emulator stops: "+
 		"a script waits for it, and stops when it never comes (the port taken)")
-	failCode := fs.String("fail-code", "ERROR_PAGEURL", "code for tasks matching --fail-pageurl")
+	failCode := fs.String("fail-code", classic.CodePageURL, "code for tasks matching --fail-pageurl")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
 )
@@ -393,7 +394,7 @@ func watchTask(ctx context.Context, stop <-chan struct{}, c *stream.Client, id s
 			switch e.Code {
 			case solver.CodeUnreachable:
 				line = fmt.Sprintf("captchaq solve: worker %s cannot reach the solving service (its log says where); task %s waits without spending attempts", e.Worker, id)
-			case "ERROR_WRONG_USER_KEY", "ERROR_KEY_DOES_NOT_EXIST":
+			case classic.CodeWrongUserKey, classic.CodeKeyDoesNotExist:
 				line = fmt.Sprintf("captchaq solve: the solving service refuses the API key of worker %s (%s); task %s waits for a worker that can solve it", e.Worker, e.Code, id)
 			}
 			if line != "" && !said[e.Code+e.Worker] {

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/solver"
 )
 
@@ -280,7 +281,7 @@ func serviceWords(e *solver.Error) string {
 		what = "the solving service cannot be reached"
 	case solver.CodeNetwork:
 		what = "no answer from the solving service"
-	case "ERROR_WRONG_USER_KEY", "ERROR_KEY_DOES_NOT_EXIST":
+	case classic.CodeWrongUserKey, classic.CodeKeyDoesNotExist:
 		what = "the solving service refused the API key (" + e.Code + ")"
 	default:
 		what = "the solving service answered " + e.Code

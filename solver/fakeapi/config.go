@@ -3,7 +3,11 @@
 
 package fakeapi
 
-import "time"
+import (
+	"time"
+
+	"github.com/captchaq/captchaq/internal/dialect/classic"
+)
 
 // Range is a distribution of solve times. With Median zero it is uniform on
 // [Min, Max]; otherwise log-normal with that median and its 99th percentile at
@@ -64,12 +68,13 @@ type Config struct {
 	Faults Faults
 	// BurstLimit in.php calls of one key within BurstWindow are allowed; one
 	// more answers MAX_USER_TURN and bans the key's in.php for BanTime.
-	// Zero means 60.
+	// Zero means the service's rule, 60 (classic.SubmitLimit).
 	BurstLimit int
-	// BurstWindow is the sliding window BurstLimit counts in. Zero means 3 s.
+	// BurstWindow is the sliding window BurstLimit counts in. Zero means 3 s
+	// (classic.SubmitWindow).
 	BurstWindow time.Duration
 	// BanTime is how long a key that broke BurstLimit gets MAX_USER_TURN
-	// from in.php. Zero means 10 s.
+	// from in.php. Zero means 10 s (classic.BanTime).
 	BanTime time.Duration
 	// NumericIDs sends captcha ids as JSON numbers (CaptchaAI does, at times).
 	NumericIDs bool
@@ -263,4 +268,10 @@ func (st Stats) Repeated() map[string]int {
 		}
 	}
 	return out
+}
+
+// submitRule is the in.php rule cfg sets; a BurstLimit of 0 or less is
+// unset.
+func (cfg Config) submitRule() classic.Rule {
+	return classic.Rule{Limit: max(cfg.BurstLimit, 0), Window: cfg.BurstWindow, Ban: cfg.BanTime}
 }

@@ -10,6 +10,8 @@ package fakeapi
 import (
 	"strconv"
 	"strings"
+
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 )
 
 // Demo site keys. Put one as a task's site key (sitekey, googlekey, gt or
@@ -38,9 +40,9 @@ func (s *Server) demoFault(params map[string]string) (inCode, pollCode string) {
 		v := params[p]
 		switch {
 		case v == DemoPermFail:
-			return "ERROR_WRONG_GOOGLEKEY", ""
+			return classic.CodeWrongGoogleKey, ""
 		case v == DemoUnsolvable:
-			return "", "ERROR_CAPTCHA_UNSOLVABLE"
+			return "", classic.CodeCaptchaUnsolvable
 		case strings.HasPrefix(v, demoFlaky):
 			n, err := strconv.Atoi(strings.TrimPrefix(v, demoFlaky))
 			if err != nil || n < 1 || n > 99 {
@@ -52,7 +54,7 @@ func (s *Server) demoFault(params map[string]string) (inCode, pollCode string) {
 			k := v + " " + params["pageurl"]
 			s.flaky[k]++
 			if s.flaky[k] <= n {
-				return "", "ERROR_CAPTCHA_UNSOLVABLE"
+				return "", classic.CodeCaptchaUnsolvable
 			}
 			return "", ""
 		}

@@ -3,6 +3,13 @@
 // checks with the real error codes, a plan thread cap, solve-time
 // distributions, injectable faults, and counters that tests read.
 //
+// It speaks the dialect through package classic, as the gateway and the
+// solver's client do: the codes, the reply shapes and the in.php rule. What
+// the service accepts it models on its own, deliberately: its parameter
+// and image checks (params.go) and its key format are written apart from
+// the method catalogue's Validate, so a mistake in the catalogue meets the
+// service's answer in tests instead of agreeing with itself.
+//
 // A captcha's readiness is a deadline checked when it is polled; the
 // emulator runs no goroutines but the timers of the service's callbacks
 // (in.php's pingback: a GET for CaptchaAI, a POST for 2captcha).
@@ -21,6 +28,8 @@ import (
 	"time"
 
 	catalogue "github.com/captchaq/captchaq/captcha" // captcha names a captcha in flight here
+
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 )
 
 // TestKey is a valid key of every Server whose Config.Keys is empty. It is
@@ -68,9 +77,8 @@ type Server struct {
 	faults   Faults
 	nextID   int64
 	captchas map[string]*captcha
-	solving  map[string]*captcha // submitted, not yet ready
-	submits  map[string][]time.Time
-	banned   map[string]time.Time
+	solving  map[string]*captcha        // submitted, not yet ready
+	submits  map[string]*classic.Window // the in.php rule, per key
 	stats    Stats
 	lagSum   time.Duration
 	lags     []time.Duration // pickup lags of pickups lagsFrom, lagsFrom+1, …
@@ -100,15 +108,8 @@ func New(cfg Config) *Server {
 	if len(cfg.Keys) == 0 {
 		cfg.Keys = []string{TestKey}
 	}
-	if cfg.BurstLimit <= 0 {
-		cfg.BurstLimit = 60
-	}
-	if cfg.BurstWindow <= 0 {
-		cfg.BurstWindow = 3 * time.Second
-	}
-	if cfg.BanTime <= 0 {
-		cfg.BanTime = 10 * time.Second
-	}
+	r := cfg.submitRule().Or(classic.SubmitRule)
+	cfg.BurstLimit, cfg.BurstWindow, cfg.BanTime = r.Limit, r.Window, r.Ban
 	if cfg.Balance == 0 {
 		cfg.Balance = 100
 	}
@@ -125,8 +126,7 @@ func New(cfg Config) *Server {
 		faults:   cfg.Faults,
 		captchas: map[string]*captcha{},
 		solving:  map[string]*captcha{},
-		submits:  map[string][]time.Time{},
-		banned:   map[string]time.Time{},
+		submits:  map[string]*classic.Window{},
 		now:      time.Now,
 		stats: Stats{
 			ResCallsPerCaptcha: map[string]int{},
@@ -153,7 +153,7 @@ func (s *Server) SetFaults(f Faults) {
 // json=0 and json=1); other paths are 404.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := strings.TrimPrefix(r.URL.Path, "/")
-	if op != "in.php" && op != "res.php" {
+	if op != classic.SubmitPath && op != classic.ResultPath {
 		http.NotFound(w, r)
 		return
 	}
@@ -165,7 +165,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	form, file, fileName, perr := parseRequest(w, r)
 
 	s.mu.Lock()
-	if op == "in.php" {
+	if op == classic.SubmitPath {
 		s.stats.InCalls++
 	} else {
 		s.stats.ResCalls++
@@ -215,14 +215,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	jsonOut := form.get("json") == "1"
 	if perr != nil {
-		s.reply(w, jsonOut, "", "ERROR_UPLOAD", nil, "")
+		s.reply(w, jsonOut, "", classic.CodeUpload, nil, "")
 		return
 	}
 	if code := s.checkKey(form.get("key")); code != "" {
 		s.reply(w, jsonOut, "", code, nil, "")
 		return
 	}
-	if op == "in.php" {
+	if op == classic.SubmitPath {
 		s.submit(w, jsonOut, form, file, fileName)
 		return
 	}
@@ -249,65 +249,33 @@ func (s *Server) count(code string) {
 func (s *Server) checkKey(key string) string {
 	switch {
 	case key == "":
-		return "ERROR_KEY_DOES_NOT_EXIST"
+		return classic.CodeKeyDoesNotExist
 	case len(key) != KeyLength:
-		return "ERROR_WRONG_USER_KEY"
+		return classic.CodeWrongUserKey
 	case !s.keys[key]:
-		return "ERROR_KEY_DOES_NOT_EXIST"
+		return classic.CodeKeyDoesNotExist
 	}
 	return ""
 }
 
-// reply writes an answer: ok (value, useragent) when code is "", else code.
-// The plain-text form is OK|<text> or the bare code.
+// reply writes an answer in the dialect's shapes (classic.WriteOK,
+// classic.WriteCode): ok (value, useragent) when code is "", else code,
+// with its error_text but for CAPCHA_NOT_READY.
 func (s *Server) reply(w http.ResponseWriter, jsonOut bool, kind, code string, value json.RawMessage, userAgent string) {
-	if code != "" && code != "CAPCHA_NOT_READY" {
+	switch {
+	case code == classic.CodeNotReady:
+		classic.WriteCode(w, jsonOut, code, "")
+	case code != "":
 		s.count(code)
+		classic.WriteCode(w, jsonOut, code, errorText(code))
+	case kind == KindCloudflare:
+		// cloudflare_challenge names it user_agent, Turnstile
+		// useragent (CaptchaAI-Examples, articles/how-to-solve-
+		// cloudflare-challenge-using-api/python/solve.py).
+		classic.WriteOK(w, jsonOut, value, "user_agent", userAgent)
+	default:
+		classic.WriteOK(w, jsonOut, value, "useragent", userAgent)
 	}
-	if jsonOut {
-		w.Header().Set("Content-Type", "application/json")
-		var out []byte
-		switch {
-		case code == "CAPCHA_NOT_READY":
-			out, _ = json.Marshal(struct {
-				Status  int    `json:"status"`
-				Request string `json:"request"`
-			}{0, code})
-		case code != "":
-			out, _ = json.Marshal(struct {
-				Status    int    `json:"status"`
-				Request   string `json:"request"`
-				ErrorText string `json:"error_text"`
-			}{0, code, errorText(code)})
-		case kind == KindCloudflare:
-			// cloudflare_challenge names it user_agent, Turnstile
-			// useragent (CaptchaAI-Examples, articles/how-to-solve-
-			// cloudflare-challenge-using-api/python/solve.py).
-			out, _ = json.Marshal(struct {
-				Status    int             `json:"status"`
-				Request   json.RawMessage `json:"request"`
-				UserAgent string          `json:"user_agent,omitempty"`
-			}{1, value, userAgent})
-		default:
-			out, _ = json.Marshal(struct {
-				Status    int             `json:"status"`
-				Request   json.RawMessage `json:"request"`
-				UserAgent string          `json:"useragent,omitempty"`
-			}{1, value, userAgent})
-		}
-		w.Write(append(out, '\n'))
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain")
-	if code != "" {
-		io.WriteString(w, code)
-		return
-	}
-	var text string
-	if json.Unmarshal(value, &text) != nil {
-		text = string(value) // a number or an object
-	}
-	io.WriteString(w, "OK|"+text)
 }
 
 // maxRequest bounds a request body: a 1024-KB image, base64-encoded, and the

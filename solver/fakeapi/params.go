@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 )
 
 // checkParams checks a submission's parameters as the service does, returning
@@ -18,56 +20,56 @@ func checkParams(method string, p map[string]string, file []byte, fileName strin
 	case "userrecaptcha":
 		switch {
 		case p["googlekey"] == "":
-			return "ERROR_GOOGLEKEY"
+			return classic.CodeGoogleKey
 		case !isURL(p["pageurl"]):
-			return "ERROR_PAGEURL"
+			return classic.CodePageURL
 		}
 	case "turnstile":
 		switch {
 		case p["sitekey"] == "":
-			return "ERROR_BAD_PARAMETERS"
+			return classic.CodeBadParameters
 		case !isURL(p["pageurl"]):
-			return "ERROR_PAGEURL"
+			return classic.CodePageURL
 		}
 	case "geetest":
 		switch {
 		case p["gt"] == "", p["challenge"] == "" && p["version"] != "4":
-			return "ERROR_BAD_PARAMETERS"
+			return classic.CodeBadParameters
 		case !isURL(p["pageurl"]):
-			return "ERROR_PAGEURL"
+			return classic.CodePageURL
 		}
 	case "hcaptcha":
 		switch {
 		case p["sitekey"] == "":
-			return "ERROR_BAD_PARAMETERS"
+			return classic.CodeBadParameters
 		case !isURL(p["pageurl"]):
-			return "ERROR_PAGEURL"
+			return classic.CodePageURL
 		}
 	case "cloudflare_challenge":
 		switch {
 		case !isURL(p["pageurl"]):
-			return "ERROR_PAGEURL"
+			return classic.CodePageURL
 		case p["proxy"] == "", p["proxytype"] == "":
-			return "ERROR_BAD_PROXY"
+			return classic.CodeBadProxy
 		}
 	case "bls":
 		if p["textinstructions"] == "" {
-			return "ERROR_BAD_PARAMETERS"
+			return classic.CodeBadParameters
 		}
 		return checkBase64(p["body"])
 	case "post":
 		if file == nil {
-			return "ERROR_ZERO_CAPTCHA_FILESIZE"
+			return classic.CodeZeroCaptchaFilesize
 		}
 		if ext := strings.ToLower(fileName[strings.LastIndexByte(fileName, '.')+1:]); fileName != "" &&
 			ext != "jpg" && ext != "jpeg" && ext != "png" && ext != "gif" {
-			return "ERROR_WRONG_FILE_EXTENSION"
+			return classic.CodeWrongFileExtension
 		}
 		return checkImage(file)
 	case "base64":
 		return checkBase64(p["body"])
 	default:
-		return "ERROR_BAD_PARAMETERS"
+		return classic.CodeBadParameters
 	}
 	return ""
 }
@@ -81,11 +83,11 @@ func checkBase64(b64 string) string {
 		return r
 	}, b64)
 	if body == "" {
-		return "ERROR_ZERO_CAPTCHA_FILESIZE"
+		return classic.CodeZeroCaptchaFilesize
 	}
 	img, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(body, "="))
 	if err != nil {
-		return "ERROR_UPLOAD"
+		return classic.CodeUpload
 	}
 	return checkImage(img)
 }
@@ -93,15 +95,15 @@ func checkBase64(b64 string) string {
 func checkImage(img []byte) string {
 	switch {
 	case len(img) == 0:
-		return "ERROR_ZERO_CAPTCHA_FILESIZE"
+		return classic.CodeZeroCaptchaFilesize
 	case len(img) > MaxImageSize:
-		return "ERROR_TOO_BIG_CAPTCHA_FILESIZE"
+		return classic.CodeTooBigCaptchaFilesize
 	case bytes.HasPrefix(img, []byte{0xFF, 0xD8, 0xFF}),
 		bytes.HasPrefix(img, []byte("\x89PNG\r\n\x1a\n")),
 		bytes.HasPrefix(img, []byte("GIF87a")), bytes.HasPrefix(img, []byte("GIF89a")):
 		return ""
 	}
-	return "ERROR_IMAGE_TYPE_NOT_SUPPORTED"
+	return classic.CodeImageTypeNotSupported
 }
 
 func checkProxy(p map[string]string) string {
@@ -110,10 +112,10 @@ func checkProxy(p map[string]string) string {
 		switch strings.ToUpper(t) {
 		case "HTTP", "HTTPS", "SOCKS4", "SOCKS5":
 		default:
-			return "ERROR_BAD_PROXY"
+			return classic.CodeBadProxy
 		}
 		if !hasProxy {
-			return "ERROR_BAD_PROXY"
+			return classic.CodeBadProxy
 		}
 	}
 	if !hasProxy {
@@ -122,16 +124,16 @@ func checkProxy(p map[string]string) string {
 	hostport := proxy
 	if i := strings.LastIndexByte(proxy, '@'); i >= 0 {
 		if !strings.Contains(proxy[:i], ":") {
-			return "ERROR_PROXY_FORMAT"
+			return classic.CodeProxyFormat
 		}
 		hostport = proxy[i+1:]
 	}
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil || host == "" {
-		return "ERROR_PROXY_FORMAT"
+		return classic.CodeProxyFormat
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "ERROR_PROXY_FORMAT"
+		return classic.CodeProxyFormat
 	}
 	return ""
 }

@@ -3,12 +3,12 @@
 package fakeapi
 
 import (
-	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 )
 
 func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
@@ -16,9 +16,9 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 	id := form.get("id")
 	switch action {
 	case "":
-		s.reply(w, jsonOut, "", "ERROR_EMPTY_ACTION", nil, "")
+		s.reply(w, jsonOut, "", classic.CodeEmptyAction, nil, "")
 		return
-	case "getbalance":
+	case classic.ActionGetBalance:
 		// A bare number in plain text, the request string with json=1
 		// (2captcha/2captcha-go, GetBalance; 2captcha/2captcha-python,
 		// balance).
@@ -26,70 +26,59 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 		left := s.cfg.Balance - s.stats.Spent
 		s.mu.Unlock()
 		bal := strconv.FormatFloat(left, 'f', 5, 64)
-		if !jsonOut {
-			w.Header().Set("Content-Type", "text/plain")
-			io.WriteString(w, bal)
-			return
-		}
-		v, _ := json.Marshal(bal)
-		s.reply(w, jsonOut, "", "", v, "")
+		classic.WriteBare(w, jsonOut, bal)
 		return
-	case "get", "reportgood", "reportbad":
+	case classic.ActionGet, classic.ActionReportGood, classic.ActionReportBad:
 	default:
-		s.reply(w, jsonOut, "", "ERROR_BAD_PARAMETERS", nil, "")
+		s.reply(w, jsonOut, "", classic.CodeBadParameters, nil, "")
 		return
 	}
-	if ids := form.get("ids"); action == "get" && id == "" && ids != "" && s.cfg.BatchPolls {
+	if ids := form.get("ids"); action == classic.ActionGet && id == "" && ids != "" && s.cfg.BatchPolls {
 		s.batch(w, jsonOut, strings.Split(ids, ","))
 		return
 	}
 	if id == "" {
-		s.reply(w, jsonOut, "", "ERROR_WRONG_CAPTCHA_ID", nil, "")
+		s.reply(w, jsonOut, "", classic.CodeWrongCaptchaID, nil, "")
 		return
 	}
 	if _, err := strconv.ParseUint(id, 10, 64); err != nil {
-		s.reply(w, jsonOut, "", "ERROR_WRONG_ID_FORMAT", nil, "")
+		s.reply(w, jsonOut, "", classic.CodeWrongIDFormat, nil, "")
 		return
 	}
 	s.mu.Lock()
 	now := s.now()
 	s.sweep()
 	c, ok := s.captchas[id]
-	if action == "get" && ok {
+	if action == classic.ActionGet && ok {
 		s.stats.ResCallsPerCaptcha[id]++
 		s.stats.MaxResCallsPerCaptcha = max(s.stats.MaxResCallsPerCaptcha, s.stats.ResCallsPerCaptcha[id])
 	}
 	switch {
 	case !ok:
 		s.mu.Unlock()
-		s.reply(w, jsonOut, "", "ERROR_WRONG_CAPTCHA_ID", nil, "")
-	case action != "get":
+		s.reply(w, jsonOut, "", classic.CodeWrongCaptchaID, nil, "")
+	case action != classic.ActionGet:
 		if c.code != "" || now.Before(c.readyAt) {
 			s.mu.Unlock()
-			s.reply(w, jsonOut, "", "ERROR_REPORT_NOT_RECORDED", nil, "")
+			s.reply(w, jsonOut, "", classic.CodeReportNotRecorded, nil, "")
 			return
 		}
 		if c.reported {
 			s.mu.Unlock()
-			s.reply(w, jsonOut, "", "ERROR_DUPLICATE_REPORT", nil, "")
+			s.reply(w, jsonOut, "", classic.CodeDuplicateReport, nil, "")
 			return
 		}
 		c.reported = true
-		if action == "reportgood" {
+		if action == classic.ActionReportGood {
 			s.stats.ReportsGood++
 		} else {
 			s.stats.ReportsBad++
 		}
 		s.mu.Unlock()
-		if !jsonOut {
-			io.WriteString(w, "OK_REPORT_RECORDED") // bare, as the service sends it
-			return
-		}
-		v, _ := json.Marshal("OK_REPORT_RECORDED")
-		s.reply(w, jsonOut, "", "", v, "")
+		classic.WriteBare(w, jsonOut, classic.CodeReportRecorded) // bare, as the service sends it
 	case now.Before(c.readyAt):
 		s.mu.Unlock()
-		s.reply(w, jsonOut, "", "CAPCHA_NOT_READY", nil, "")
+		s.reply(w, jsonOut, "", classic.CodeNotReady, nil, "")
 	default:
 		s.pickup(c, now)
 		s.mu.Unlock()
@@ -117,7 +106,7 @@ func (s *Server) pickup(c *captcha, now time.Time) {
 	} else {
 		s.stats.Failed++
 	}
-	if c.code == "ERROR_CAPTCHA_UNSOLVABLE" {
+	if c.code == classic.CodeCaptchaUnsolvable {
 		// "The captcha price is automatically returned to your balance"
 		// (2captcha.com/api-docs/error-codes, error 12).
 		s.stats.Spent -= c.price
@@ -132,13 +121,13 @@ func (s *Server) pickup(c *captcha, now time.Time) {
 // unknown id). As plain text the bare list; with json=1 the list is the
 // request string of status 1. A ready captcha counts as picked up.
 func (s *Server) batch(w http.ResponseWriter, jsonOut bool, ids []string) {
-	if len(ids) > 100 {
-		s.reply(w, jsonOut, "", "ERROR_BAD_PARAMETERS", nil, "")
+	if len(ids) > classic.MaxBatchIDs {
+		s.reply(w, jsonOut, "", classic.CodeBadParameters, nil, "")
 		return
 	}
 	for _, id := range ids {
 		if _, err := strconv.ParseUint(id, 10, 64); err != nil {
-			s.reply(w, jsonOut, "", "ERROR_WRONG_ID_FORMAT", nil, "")
+			s.reply(w, jsonOut, "", classic.CodeWrongIDFormat, nil, "")
 			return
 		}
 	}
@@ -152,27 +141,17 @@ func (s *Server) batch(w http.ResponseWriter, jsonOut bool, ids []string) {
 		c, ok := s.captchas[id]
 		switch {
 		case !ok:
-			states[i] = "ERROR_WRONG_CAPTCHA_ID"
+			states[i] = classic.CodeWrongCaptchaID
 		case now.Before(c.readyAt):
-			states[i] = "CAPCHA_NOT_READY"
+			states[i] = classic.CodeNotReady
 		case c.code != "":
 			states[i] = c.code
 			s.pickup(c, now)
 		default:
-			var text string
-			if json.Unmarshal(c.answer, &text) != nil {
-				text = string(c.answer) // an object (GeeTest)
-			}
-			states[i] = text
+			states[i] = classic.PlainText(c.answer) // a string, or an object (GeeTest)
 			s.pickup(c, now)
 		}
 	}
 	s.mu.Unlock()
-	v, _ := json.Marshal(strings.Join(states, "|"))
-	if !jsonOut {
-		w.Header().Set("Content-Type", "text/plain")
-		io.WriteString(w, strings.Join(states, "|"))
-		return
-	}
-	s.reply(w, true, "", "", v, "")
+	classic.WriteStates(w, jsonOut, states)
 }

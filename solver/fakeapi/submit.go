@@ -14,6 +14,8 @@ import (
 	"time"
 
 	catalogue "github.com/captchaq/captchaq/captcha"
+
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 )
 
 func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file []byte, fileName string) {
@@ -29,28 +31,21 @@ func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file [
 	code := checkParams(method, params, file, fileName)
 	if s.cfg.Service == Service2Captcha && (method == "cloudflare_challenge" || method == "bls" ||
 		method == "geetest" && params["version"] == "4") {
-		code = "ERROR_BAD_PARAMETERS" // not a method of 2captcha's in.php
+		code = classic.CodeBadParameters // not a method of 2captcha's in.php
 	}
 
 	s.mu.Lock()
 	now := s.now()
-	// Burst ban: more than BurstLimit calls in BurstWindow.
-	if until, ok := s.banned[key]; ok && now.Before(until) {
-		s.mu.Unlock()
-		s.reply(w, jsonOut, "", "MAX_USER_TURN", nil, "")
-		return
+	// The in.php rule: more than BurstLimit calls in BurstWindow ban the
+	// key's in.php for BanTime.
+	win := s.submits[key]
+	if win == nil {
+		win = classic.NewRuleWindow(s.cfg.submitRule())
+		s.submits[key] = win
 	}
-	recent := s.submits[key]
-	cut := 0
-	for cut < len(recent) && now.Sub(recent[cut]) >= s.cfg.BurstWindow {
-		cut++
-	}
-	recent = append(recent[cut:], now)
-	s.submits[key] = recent
-	if len(recent) > s.cfg.BurstLimit {
-		s.banned[key] = now.Add(s.cfg.BanTime)
+	if !win.Allow(now) {
 		s.mu.Unlock()
-		s.reply(w, jsonOut, "", "MAX_USER_TURN", nil, "")
+		s.reply(w, jsonOut, "", classic.CodeMaxUserTurn, nil, "")
 		return
 	}
 	if code != "" {
@@ -80,14 +75,14 @@ func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file [
 	s.sweep()
 	if s.cfg.Service == Service2Captcha && s.cfg.NoFunds {
 		s.mu.Unlock()
-		s.reply(w, jsonOut, "", "ERROR_ZERO_BALANCE", nil, "")
+		s.reply(w, jsonOut, "", classic.CodeZeroBalance, nil, "")
 		return
 	}
 	if s.cfg.Threads > 0 && len(s.solving) >= s.cfg.Threads {
 		s.mu.Unlock()
-		code := "ERROR_ZERO_BALANCE"
+		code := classic.CodeZeroBalance
 		if s.cfg.NoSlotCode || s.cfg.Service == Service2Captcha {
-			code = "ERROR_NO_SLOT_AVAILABLE"
+			code = classic.CodeNoSlotAvailable
 		}
 		s.reply(w, jsonOut, "", code, nil, "")
 		return
@@ -104,7 +99,7 @@ func (s *Server) submit(w http.ResponseWriter, jsonOut bool, form values, file [
 	}
 	s.nextID += 1 + s.rng.Int64N(997)
 	if c.code == "" && s.faults.Unsolvable > 0 && s.rng.Float64() < s.faults.Unsolvable {
-		c.code = "ERROR_CAPTCHA_UNSOLVABLE"
+		c.code = classic.CodeCaptchaUnsolvable
 	}
 	if c.code == "" {
 		c.answer, c.userAgent = s.answer(c)

@@ -49,17 +49,6 @@ func CheckEnvelopeHeaders(id string, h nats.Header) error {
 	return nil
 }
 
-// CodeInvalidEnvelope is the error code of a task message whose envelope
-// does not hold together (CheckEnvelope): it ends dead with reason
-// invalid-task, and Wait(id) does not take it for a submission of its id.
-const CodeInvalidEnvelope = "INVALID_ENVELOPE"
-
-// CodeSubmitByPassed is the error code of a task message the stream stored
-// after its producer's submit-by instant (HeaderSubmitBy): it ends dead
-// with reason expired and no attempt, so the service is never paid for a
-// task whose producer was told the submission failed.
-const CodeSubmitByPassed = "SUBMIT_BY_PASSED"
-
 // StoredLate says whether a task message with headers h, stored at stored
 // (the stream's stamp, on the broker's clock), arrived after its
 // producer's submit-by instant, and returns that instant. Only the

@@ -62,7 +62,7 @@ type Event struct {
 	// Delivery is the JetStream delivery count of the task message.
 	Delivery uint64 `json:"delivery,omitempty"`
 	// Code is the service's error code of this step, or a pseudo-code
-	// (WORKER_LOST, DEADLINE_PASSED, SHUTDOWN, INVALID_TASK).
+	// (CodeWorkerLost, CodeDeadlinePassed, CodeShutdown, CodeInvalidTask: codes.go).
 	Code string `json:"code,omitempty"`
 	// Class is the retry class of Code.
 	Class string `json:"class,omitempty"`

@@ -84,8 +84,3 @@ func (o *Outcome) Text() string {
 	}
 	return string(o.Solution)
 }
-
-// CodeTokenTooLarge is the error code of a task whose answer was paid for
-// but is too large for the token stream: it ends dead (reason permanent)
-// instead of being solved again.
-const CodeTokenTooLarge = "TOKEN_TOO_LARGE"

@@ -68,7 +68,7 @@ func carryOver(last wire.Event, now time.Time) (carried wire.Event, crashed bool
 		FirstFailure: last.FirstFailure, LastFailure: last.LastFailure, LastCode: last.LastCode}
 	if crashed {
 		carried.FirstFailure = firstSet(carried.FirstFailure, now)
-		carried.LastFailure, carried.LastCode = now, "WORKER_LOST"
+		carried.LastFailure, carried.LastCode = now, wire.CodeWorkerLost
 	}
 	return carried, crashed
 }
@@ -119,7 +119,7 @@ type verdict struct {
 // invalidVerdict is the verdict on a message that is not a valid task: an
 // invalid task, or one whose envelope does not hold together (forged).
 func invalidVerdict(invalid error, forged bool) verdict {
-	code := "INVALID_TASK"
+	code := wire.CodeInvalidTask
 	if forged {
 		code = wire.CodeInvalidEnvelope
 	}
@@ -128,7 +128,7 @@ func invalidVerdict(invalid error, forged bool) verdict {
 
 // canceledVerdict is the verdict on a canceled generation.
 func canceledVerdict(detail string) verdict {
-	return verdict{reason: retry.ReasonCanceled, code: "CANCELED", detail: detail}
+	return verdict{reason: retry.ReasonCanceled, code: wire.CodeCanceled, detail: detail}
 }
 
 // lateVerdict is the verdict on a task message stored at stored, after its
@@ -149,7 +149,7 @@ func startVerdict(p retry.Policy, carried wire.Event, crashed bool, deadline, no
 	}
 	code := carried.LastCode
 	if act.Reason == retry.ReasonExpired {
-		code = "DEADLINE_PASSED"
+		code = wire.CodeDeadlinePassed
 	}
 	return verdict{reason: act.Reason, code: code}, false
 }
@@ -204,7 +204,7 @@ func afterAttempt(p retry.Policy, r attemptResult) next {
 	if serr != nil && r.shutdown {
 		// Handed back at once without spending the attempt, saying why the
 		// worker stopped.
-		code, class := "SHUTDOWN", ""
+		code, class := wire.CodeShutdown, ""
 		if r.stopCode != "" {
 			code, class = r.stopCode, retry.Fatal.String()
 		}
@@ -212,8 +212,8 @@ func afterAttempt(p retry.Policy, r attemptResult) next {
 		return next{kind: nextHandback, ev: ev}
 	}
 	if serr != nil && errors.Is(serr, context.DeadlineExceeded) && !end.Before(r.deadline) {
-		ev.FirstFailure, ev.LastFailure, ev.LastCode = firstSet(ev.FirstFailure, end), end, "DEADLINE_PASSED"
-		return next{kind: nextDead, ev: ev, verdict: verdict{reason: retry.ReasonExpired, code: "DEADLINE_PASSED"}}
+		ev.FirstFailure, ev.LastFailure, ev.LastCode = firstSet(ev.FirstFailure, end), end, wire.CodeDeadlinePassed
+		return next{kind: nextDead, ev: ev, verdict: verdict{reason: retry.ReasonExpired, code: wire.CodeDeadlinePassed}}
 	}
 	class := solver.ClassOf(serr)
 	spent := before + 1
@@ -224,7 +224,7 @@ func afterAttempt(p retry.Policy, r attemptResult) next {
 		Snoozes: ev.Snoozes + 1, Deadline: r.deadline, Now: end})
 	code := solver.CodeOf(serr)
 	if serr != nil && code == "" {
-		code = "ERROR"
+		code = wire.CodeError
 	}
 	snoozes := ev.Snoozes
 	ev.At, ev.Attempts, ev.Code, ev.Class = end, spent, code, class.String()
