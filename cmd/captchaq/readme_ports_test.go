@@ -88,16 +88,7 @@ func TestAcrossSitesEndsWhenTheHubCannotStart(t *testing.T) {
 	require.NoError(t, err)
 	blocks := shellBlocks(string(page), "sh")
 
-	bin := t.TempDir()
-	for _, b := range [][]string{
-		{"go", "build", "-o", filepath.Join(bin, "captchaq"), "./cmd/captchaq"},
-		{"go", "build", "-o", filepath.Join(bin, "nats-server"), "github.com/nats-io/nats-server/v2"},
-	} {
-		build := exec.Command(b[0], b[1:]...)
-		build.Dir = root
-		out, err := build.CombinedOutput()
-		require.NoError(t, err, "%s: %s", strings.Join(b, " "), out)
-	}
+	bin := buildSitesBinaries(t, root)
 	hubAddr, leafPort, sitePort := squatPort(t), freePort(t), freePort(t)
 	dir := t.TempDir()
 	copyFile(t, filepath.Join(root, "nats.conf"), filepath.Join(dir, "nats.conf"), "127.0.0.1:4222", hubAddr)
@@ -114,6 +105,70 @@ func TestAcrossSitesEndsWhenTheHubCannotStart(t *testing.T) {
 	require.False(t, hung, "the walkthrough still waited for the hub after 90s; it should end once the hub has failed to start")
 	require.Error(t, err, "the walkthrough cannot succeed without its hub")
 	require.Contains(t, out, "address already in use", "the hub's own error is shown")
+}
+
+// TestAcrossSitesEndsWhenTheEmulatorCannotStart runs docs/across-sites.md's
+// walkthrough, as TestAcrossSitesRunsAsWritten does, with the emulator's
+// port already held by an HTTP server of something else, one that answers
+// every request as if it took the captcha. The emulator cannot start; the
+// walkthrough must stop there, with the emulator's own error, before the
+// worker or solve talk to whatever holds the port.
+func TestAcrossSitesEndsWhenTheEmulatorCannotStart(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skipf("openssl, which the page's walkthrough runs, is not installed (.ci/run installs it): %v", err)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	page, err := os.ReadFile(filepath.Join(root, "docs", "across-sites.md"))
+	require.NoError(t, err)
+	blocks := shellBlocks(string(page), "sh")
+
+	var asked atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		_, _ = io.WriteString(w, `{"status":1,"request":"12345"}`) // as if it took the captcha
+	}))
+	t.Cleanup(other.Close)
+
+	bin := buildSitesBinaries(t, root)
+	hubPort, leafPort, sitePort := freePort(t), freePort(t), freePort(t)
+	dir := t.TempDir()
+	copyFile(t, filepath.Join(root, "nats.conf"), filepath.Join(dir, "nats.conf"), "127.0.0.1:4222", fmt.Sprintf("127.0.0.1:%d", hubPort))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata", "leaf"), 0o755))
+	copyFile(t, filepath.Join(root, "testdata", "leaf", "hub.conf"), filepath.Join(dir, "testdata", "leaf", "hub.conf"),
+		"127.0.0.1:7422", fmt.Sprintf("127.0.0.1:%d", leafPort))
+	copyFile(t, filepath.Join(root, "testdata", "leaf", "site.conf"), filepath.Join(dir, "testdata", "leaf", "site.conf"))
+	script := readmeScript(t, blocks, map[string]string{
+		"127.0.0.1:7422": fmt.Sprintf("127.0.0.1:%d", leafPort),
+		"4223":           fmt.Sprint(sitePort),
+		"127.0.0.1:8088": other.Listener.Addr().String(),
+	})
+	got, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	require.False(t, hung, "the walkthrough still ran after 90s; it should stop once the emulator has failed to start")
+	require.Error(t, err, "the walkthrough cannot succeed without its emulator")
+	require.Contains(t, got, "address already in use", "the emulator's own error is shown")
+	require.NotContains(t, got, "$ captchaq solve", "the walkthrough stops before the producer")
+	require.Zero(t, asked.Load(), "nothing talked to what holds the emulator's port")
+	require.NotContains(t, got, "real API", "nothing reaches the paid service")
+}
+
+// buildSitesBinaries builds, into a temporary directory it returns, what
+// docs/across-sites.md's walkthrough runs: captchaq from this checkout and
+// nats-server from the module version captchaq embeds.
+func buildSitesBinaries(t *testing.T, root string) string {
+	t.Helper()
+	bin := t.TempDir()
+	for _, b := range [][]string{
+		{"go", "build", "-o", filepath.Join(bin, "captchaq"), "./cmd/captchaq"},
+		{"go", "build", "-o", filepath.Join(bin, "nats-server"), "github.com/nats-io/nats-server/v2"},
+	} {
+		build := exec.Command(b[0], b[1:]...)
+		build.Dir = root
+		out, err := build.CombinedOutput()
+		require.NoError(t, err, "%s: %s", strings.Join(b, " "), out)
+	}
+	return bin
 }
 
 // squatPort holds a loopback port as a program that is not a NATS server
