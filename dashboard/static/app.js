@@ -87,6 +87,24 @@ function workerState(w) {
   return td("running", "solved");
 }
 
+// outage is the page's banner while any worker alive says its solving
+// service does not answer: how many workers, since when (the earliest),
+// what failed last, and the captchas the service holds of them, whose
+// answers wait for it to come back (WorkerInfo.ServiceState, per worker).
+function outage(workers) {
+  const running = workers.filter(w => !w.stopped);
+  const down = running.filter(w => w.service_down_since);
+  const banner = $("outage");
+  if (!down.length) { banner.hidden = true; banner.replaceChildren(); return; }
+  const since = new Date(Math.min(...down.map(w => new Date(w.service_down_since))));
+  const held = down.reduce((n, w) => n + (w.held_at_service || 0), 0);
+  const text = `Solving service unreachable for ${down.length} of ${running.length} worker(s) since ` +
+    `${since.toISOString().replace(/\.\d+Z$/, "Z")}: ${held} captcha(s) held at the service; ` +
+    "they submit nothing until it answers again" + (down[0].service_down ? ` (${down[0].service_down})` : "");
+  if (banner.textContent !== text) banner.replaceChildren(el("strong", {}, "Service down. "), text);
+  banner.hidden = false;
+}
+
 // laneState is a queue's state cell: taking tasks, or paused, with how
 // many of its waiting tasks reach their deadline before the pause ends
 // (QueueStats.DeadlinesInPause; `captchaq stats` warns of the same).
@@ -118,6 +136,7 @@ function render(s, loaded) {
   fillTable("workers", (st.workers || []).map(w => el("tr", {},
     td(w.name), td(w.host || "-"), td(w.threads, "num"), td(w.in_use, "num"), td(age(w.at, now) + " ago"),
     workerState(w))), "no worker seen in the last 15s");
+  outage(st.workers || []);
 
   const methods = Object.keys(st.by_method || {}).sort();
   fillTable("methods", methods.map(m => {
