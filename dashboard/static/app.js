@@ -268,6 +268,37 @@ function showTab(tab) {
   refreshList(true);
 }
 
+// The page's address names what it shows: the tab, its filters, its page
+// and the task whose trace is open (#dead?reason=canceled&offset=25&trace=t-1),
+// so that a link, a bookmark or a reload opens the same view. writeURL
+// keeps it in step (replacing the entry: paging adds no history); readURL
+// takes it on load and when it is changed by hand, ignoring what it does
+// not know.
+function writeURL() {
+  const p = new URLSearchParams(state.query[state.tab]);
+  if (state.offset[state.tab]) p.set("offset", state.offset[state.tab]);
+  if (picked) p.set("trace", picked);
+  const q = p.toString();
+  const hash = "#" + state.tab + (q ? "?" + q : "");
+  if (location.hash !== hash) history.replaceState(null, "", hash);
+}
+
+function readURL() {
+  const h = location.hash.slice(1);
+  const at = h.indexOf("?");
+  const tab = at < 0 ? h : h.slice(0, at);
+  if (!tabs[tab]) return "";
+  const p = new URLSearchParams(at < 0 ? "" : h.slice(at + 1));
+  const keys = new Set([...tabs[tab].filters.map(f => f[0]), "id"]);
+  const query = {};
+  for (const [k, v] of p) if (keys.has(k) && v) query[k] = v;
+  state.tab = tab;
+  state.query[tab] = query;
+  const off = Number(p.get("offset"));
+  state.offset[tab] = Number.isInteger(off) && off > 0 ? off - off % pageSize : 0;
+  return p.get("trace") || "";
+}
+
 function setQuery(key, value) {
   if (value) state.query[state.tab][key] = value;
   else delete state.query[state.tab][key];
@@ -287,6 +318,7 @@ async function refreshList(force) {
   if (listing && !force) return;
   listing = true;
   const tab = state.tab;
+  writeURL();
   try {
     const res = await fetch("/api/" + tab + "?" + queryString(tab));
     const p = await res.json();
@@ -295,6 +327,7 @@ async function refreshList(force) {
     if (p.total > 0 && p.offset >= p.total) {
       // The list shrank under this page (a purge, tasks that ended): show its last page.
       state.offset[tab] = Math.floor((p.total - 1) / pageSize) * pageSize;
+      writeURL();
       listing = false;
       refreshList(true);
       return;
@@ -306,7 +339,7 @@ async function refreshList(force) {
       const have = [...sel.options].map(o => o.value).join();
       const want = ["", ...p.methods].join();
       if (have !== want) {
-        const v = sel.value;
+        const v = state.query[tab].method || "";
         sel.replaceChildren(el("option", { value: "" }, "any"), ...p.methods.map(m => el("option", { value: m }, m)));
         sel.value = v;
       }
@@ -443,6 +476,7 @@ async function showTask(id) {
   if (!res.ok) { notice(out.error || res.statusText, true); return; }
   picked = id;
   markPicked();
+  writeURL();
   $("task-id").textContent = id;
   $("task-id").className = "";
   $("task-close").hidden = false;
@@ -469,15 +503,17 @@ $("search").addEventListener("submit", ev => {
   const id = $("search-id").value.trim();
   if (id) showTask(id);
 });
-$("task-close").addEventListener("click", () => {
+$("task-close").addEventListener("click", closeTask);
+function closeTask() {
   picked = "";
   markPicked();
+  writeURL();
   $("task-id").textContent = ": pick a task";
   $("task-id").className = "muted";
   $("task-state").textContent = "Click a task id in the list (or search one above) to see its steps here.";
   $("task-close").hidden = true;
   fillTable("trace", [], "");
-});
+}
 document.querySelectorAll(".tab").forEach(b => b.addEventListener("click", () => showTab(b.dataset.tab)));
 $("prev").addEventListener("click", () => { state.offset[state.tab] = Math.max(0, state.offset[state.tab] - pageSize); refreshList(true); });
 $("next").addEventListener("click", () => { state.offset[state.tab] += pageSize; refreshList(true); });
@@ -487,7 +523,16 @@ $("confirm-no").addEventListener("click", () => { $("confirm").hidden = true; })
 $("filters").addEventListener("submit", ev => ev.preventDefault());
 
 setWho();
-showTab("tasks");
+const traced = readURL();
+showTab(state.tab);
+if (traced) showTask(traced);
+// An address changed by hand (or a link within the page) opens its view.
+window.addEventListener("hashchange", () => {
+  const id = readURL();
+  showTab(state.tab);
+  if (id && id !== picked) showTask(id);
+  else if (!id && picked) closeTask();
+});
 // The snapshot the page came with, shown before the first event arrives.
 render(JSON.parse($("first-snapshot").textContent), true);
 const events = new EventSource("/api/events");
