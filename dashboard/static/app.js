@@ -143,7 +143,9 @@ function render(s, loaded) {
     const x = st.by_method[m];
     return el("tr", {}, td(m), td(x.solved, "num"), td(x.dead, "num"), td(x.p50_seconds.toFixed(1) + "s", "num"), td(x.p95_seconds.toFixed(1) + "s", "num"));
   }), "nothing solved in the last hour");
-  charts(s.history || []);
+  lastHour = s.history || [];
+  if (span === "1h") charts(lastHour);
+  else if (Date.now() - spanRead > 30000) readSpan();
 
   const live = $("live");
   live.textContent = s.error ? "error: " + s.error : (loaded ? "as of " : "live ") + now.toLocaleTimeString();
@@ -159,8 +161,34 @@ function svgEl(tag, attrs, text) {
   return e;
 }
 
-// charts draws the last hour: bars of tasks ended per minute (solved and
-// dead stacked), and the open tasks at each minute.
+// The charts' span: the last hour comes with every snapshot; a longer one
+// (as far back as the stream keeps events and outcomes) is read from
+// /api/history?span= when chosen, and again every 30 s while it is shown.
+const spanStart = { "1h": "-60 min", "6h": "-6 h", "24h": "-24 h" };
+let span = "1h", spanRead = 0, lastHour = [];
+
+async function readSpan() {
+  const want = span;
+  spanRead = Date.now();
+  try {
+    const res = await fetch("/api/history?span=" + encodeURIComponent(want));
+    const out = await res.json();
+    if (!res.ok) { notice(out.error || res.statusText, true); return; }
+    if (want === span) charts(out);
+  } catch (e) {
+    notice("request failed: " + e, true);
+  }
+}
+
+$("history-span").addEventListener("change", ev => {
+  span = ev.target.value;
+  spanRead = 0;
+  if (span === "1h") charts(lastHour);
+  else readSpan();
+});
+
+// charts draws the span's history: bars of tasks ended per step (solved
+// and dead stacked), and the open tasks at each step.
 function charts(h) {
   const W = 300, H = 110, L = 30, B = 14, T = 6;
   const frame = (svg, maxY) => {
@@ -170,7 +198,7 @@ function charts(h) {
       kids.push(svgEl("line", { x1: L, y1: y, x2: W - 2, y2: y, stroke: "#e5e7eb" }),
         svgEl("text", { x: L - 3, y: y + 3, "text-anchor": "end" }, Math.round(maxY * i / 2)));
     }
-    kids.push(svgEl("text", { x: L, y: H - 3 }, "-60 min"), svgEl("text", { x: W - 2, y: H - 3, "text-anchor": "end" }, "now"));
+    kids.push(svgEl("text", { x: L, y: H - 3 }, spanStart[span]), svgEl("text", { x: W - 2, y: H - 3, "text-anchor": "end" }, "now"));
     return kids;
   };
   const n = Math.max(h.length, 1);
