@@ -74,6 +74,7 @@ func TestServiceDownBanner(t *testing.T) {
 	top, err := chromedp.Run(br, chromedp.Evaluate[bool](`document.getElementById("outage").getBoundingClientRect().bottom <= document.querySelector("main").getBoundingClientRect().top`))
 	require.NoError(t, err)
 	require.True(t, top, "the banner is above the page's sections")
+	screenshot(t, br, "dashboard-service-down.png")
 	require.Empty(t, problems(), "no console errors")
 	require.Equal(t, 1, emu.Stats().Submitted, "paid once")
 }
