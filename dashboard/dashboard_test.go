@@ -91,6 +91,18 @@ func setup(t *testing.T) *bundle {
 	return b
 }
 
+// deadAndSolved has the worker end two tasks: dead-1 dead (a permanent
+// error), then solved-1 solved.
+func deadAndSolved(t *testing.T, b *bundle) {
+	t.Helper()
+	ctx := testContext(t)
+	out, err := b.client.Solve(ctx, turnstile("dead-1", "https://bad.example/checkout"))
+	require.ErrorIs(t, err, stream.ErrNotSolved)
+	require.Equal(t, "permanent", out.Reason)
+	_, err = b.client.Solve(ctx, turnstile("solved-1", "https://shop.example/checkout"))
+	require.NoError(t, err)
+}
+
 func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
@@ -161,11 +173,7 @@ func browser(t *testing.T) (context.Context, func() []string) {
 func TestDashboardInBrowser(t *testing.T) {
 	b := setup(t)
 	ctx := testContext(t)
-	out, err := b.client.Solve(ctx, turnstile("dead-1", "https://bad.example/checkout"))
-	require.ErrorIs(t, err, stream.ErrNotSolved)
-	require.Equal(t, "permanent", out.Reason)
-	_, err = b.client.Solve(ctx, turnstile("solved-1", "https://shop.example/checkout"))
-	require.NoError(t, err)
+	deadAndSolved(t, b)
 
 	page, problems := browser(t)
 	require.NoError(t, chromedp.Do(page,

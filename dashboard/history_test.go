@@ -18,11 +18,7 @@ import (
 // naming those it does.
 func TestHistoryBeyondAnHour(t *testing.T) {
 	b := setup(t)
-	ctx := testContext(t)
-	_, err := b.client.Solve(ctx, turnstile("dead-1", "https://bad.example/checkout"))
-	require.ErrorIs(t, err, stream.ErrNotSolved)
-	_, err = b.client.Solve(ctx, turnstile("solved-1", "https://shop.example/checkout"))
-	require.NoError(t, err)
+	deadAndSolved(t, b)
 
 	c := newClient(t, b)
 	var h []stream.HistoryPoint

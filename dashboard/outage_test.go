@@ -7,13 +7,11 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
-	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // When a worker's solving service stops answering while it holds a
@@ -21,17 +19,8 @@ import (
 // banner with how many workers report it, since when, and how many
 // captchas the service holds; before the outage there is none.
 func TestServiceDownBanner(t *testing.T) {
-	ns, err := broker.Start(broker.Config{Listen: true, Port: -1, StoreDir: t.TempDir(), LazySync: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	_, nc, c := trialServer(t)
 	ctx := testContext(t)
-	nc, err := nats.Connect(ns.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	_, err = stream.EnsureTopology(ctx, nc, stream.Topology{}, true)
-	require.NoError(t, err)
-	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "outage-test"})
-	require.NoError(t, err)
 
 	// The emulator takes the captcha and never answers it before the test ends.
 	hour := fakeapi.Range{Min: time.Hour, Median: time.Hour, Max: time.Hour}

@@ -8,8 +8,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
-
-	"github.com/captchaq/captchaq/stream"
 )
 
 // Each tab, filter, page and open trace has its own address: choosing them
@@ -17,11 +15,7 @@ import (
 // typed by hand) shows the same view.
 func TestURLPerTabAndFilter(t *testing.T) {
 	b := setup(t)
-	ctx := testContext(t)
-	_, err := b.client.Solve(ctx, turnstile("dead-1", "https://bad.example/checkout"))
-	require.ErrorIs(t, err, stream.ErrNotSolved)
-	_, err = b.client.Solve(ctx, turnstile("solved-1", "https://shop.example/checkout"))
-	require.NoError(t, err)
+	deadAndSolved(t, b)
 
 	page, problems := browser(t)
 	hash := func() string {
