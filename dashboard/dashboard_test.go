@@ -35,6 +35,7 @@ type bundle struct {
 	client *stream.Client      // the producer's
 	js     jetstream.JetStream // the admin's
 	web    *httptest.Server
+	api    *fakeapi.Server // the emulator the worker pays
 }
 
 func setup(t *testing.T) *bundle {
@@ -67,8 +68,9 @@ func setup(t *testing.T) *bundle {
 	b.client, err = stream.NewClient(ctx, conn("producer"), stream.ClientConfig{Name: "test-producer"})
 	require.NoError(t, err)
 
-	api := httptest.NewServer(fakeapi.New(fakeapi.Config{TimeScale: 0.01, BurstLimit: 1 << 20,
-		Faults: fakeapi.Faults{Rules: []fakeapi.Rule{{Param: "pageurl", Contains: "bad.example", Code: "ERROR_PAGEURL"}}}}))
+	b.api = fakeapi.New(fakeapi.Config{TimeScale: 0.01, BurstLimit: 1 << 20,
+		Faults: fakeapi.Faults{Rules: []fakeapi.Rule{{Param: "pageurl", Contains: "bad.example", Code: "ERROR_PAGEURL"}}}})
+	api := httptest.NewServer(b.api)
 	t.Cleanup(api.Close)
 	sc, err := solver.NewClient(solver.Config{BaseURL: api.URL, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.01}})
 	require.NoError(t, err)
