@@ -47,6 +47,11 @@ func TestHistoryBeyondAnHour(t *testing.T) {
 	shown, err := chromedp.Run(page, chromedp.Evaluate[bool](sprintf(startLabel, "-24 h")))
 	require.NoError(t, err)
 	require.True(t, shown, "the 24 h chart is kept while snapshots arrive")
+	addr, err := chromedp.Run(page, chromedp.Evaluate[string](`location.hash`))
+	require.NoError(t, err)
+	require.Equal(t, "#tasks?history=24h", addr, "the address names the span")
+	require.NoError(t, chromedp.Do(page, chromedp.Reload(),
+		void(chromedp.Poll[bool](sprintf(startLabel, "-24 h"), chromedp.WithPollingTimeout(10*time.Second)))))
 	bars, err := chromedp.Run(page, chromedp.Evaluate[int](`document.querySelectorAll("#throughput rect").length`))
 	require.NoError(t, err)
 	require.Equal(t, 2, bars, "one bar of solved, one of dead")

@@ -180,12 +180,15 @@ async function readSpan() {
   }
 }
 
-$("history-span").addEventListener("change", ev => {
-  span = ev.target.value;
+function setSpan(v) {
+  if (v === span) return;
+  span = v;
+  $("history-span").value = v;
   spanRead = 0;
   if (span === "1h") charts(lastHour);
   else readSpan();
-});
+}
+$("history-span").addEventListener("change", ev => { setSpan(ev.target.value); writeURL(); });
 
 // charts draws the span's history: bars of tasks ended per step (solved
 // and dead stacked), and the open tasks at each step.
@@ -297,7 +300,8 @@ function showTab(tab) {
 }
 
 // The page's address names what it shows: the tab, its filters, its page
-// and the task whose trace is open (#dead?reason=canceled&offset=25&trace=t-1),
+// the task whose trace is open and the charts' span when not the hour
+// (#dead?reason=canceled&offset=25&trace=t-1&history=24h),
 // so that a link, a bookmark or a reload opens the same view. writeURL
 // keeps it in step (replacing the entry: paging adds no history); readURL
 // takes it on load and when it is changed by hand, ignoring what it does
@@ -306,6 +310,7 @@ function writeURL() {
   const p = new URLSearchParams(state.query[state.tab]);
   if (state.offset[state.tab]) p.set("offset", state.offset[state.tab]);
   if (picked) p.set("trace", picked);
+  if (span !== "1h") p.set("history", span);
   const q = p.toString();
   const hash = "#" + state.tab + (q ? "?" + q : "");
   if (location.hash !== hash) history.replaceState(null, "", hash);
@@ -324,6 +329,7 @@ function readURL() {
   state.query[tab] = query;
   const off = Number(p.get("offset"));
   state.offset[tab] = Number.isInteger(off) && off > 0 ? off - off % pageSize : 0;
+  setSpan(spanStart[p.get("history")] ? p.get("history") : "1h");
   return p.get("trace") || "";
 }
 
