@@ -1,9 +1,11 @@
 // Package dashboard serves captchaq's live web dashboard: queues by lane and
 // priority (queued, solving, retrying) with each lane's pause, the plan's
-// threads in use, the workers alive, solve times by method, the throughput
-// and depth of the last hour, and three lists an operator pages and filters
-// through: the tasks that wait or run, the outcomes, and the dead letters,
-// each with a task's trace beside it.
+// threads in use, the workers alive (and a banner while any says its
+// solving service does not answer), solve times by method, the throughput
+// and depth of the last hour (or 6 or 24 h), and three lists an operator
+// pages and filters through: the tasks that wait or run, the outcomes, and
+// the dead letters, each with a task's trace beside it. The page's address
+// names the tab, its filters, its page and the trace shown.
 //
 // The page is one HTML file, a stylesheet and a plain script, embedded in the
 // binary: nothing is fetched from elsewhere and nothing is built at run
@@ -91,7 +93,7 @@ type Dashboard struct {
 	tasks    cached[[]stream.TaskInfo]
 	outcomes cached[[]stream.OutcomeRecord]
 	dead     cached[[]stream.DeadLetter]
-	history  cached[[]stream.HistoryPoint]
+	history  map[string]*cached[[]stream.HistoryPoint] // by span: historySpans
 }
 
 // New returns the dashboard's handler.
@@ -117,7 +119,11 @@ func New(cfg Config) (*Dashboard, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dashboard{cfg: cfg, hosts: hosts, csrf: base64.RawURLEncoding.EncodeToString(b), page: page, mux: http.NewServeMux()}
+	d := &Dashboard{cfg: cfg, hosts: hosts, csrf: base64.RawURLEncoding.EncodeToString(b), page: page, mux: http.NewServeMux(),
+		history: map[string]*cached[[]stream.HistoryPoint]{}}
+	for _, s := range historySpans {
+		d.history[s.name] = &cached[[]stream.HistoryPoint]{}
+	}
 	assets, _ := fs.Sub(static, "static")
 	d.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(assets)))
 	d.mux.HandleFunc("GET /{$}", d.index)
@@ -193,11 +199,18 @@ type Snapshot struct {
 	Error string `json:"error,omitempty"`
 }
 
-// The history the page draws: the last hour, a point a minute.
-const (
-	historySpan = time.Hour
-	historyStep = time.Minute
-)
+// historySpans are the spans the page's charts offer, each in sixty steps:
+// the last hour (which every snapshot carries) a minute a step, and further
+// back as far as the stream keeps events and outcomes (its retention, 24 h
+// by default). A span is read at most once per quarter of its step.
+var historySpans = []struct {
+	name       string
+	span, step time.Duration
+}{
+	{"1h", time.Hour, time.Minute},
+	{"6h", 6 * time.Hour, 6 * time.Minute},
+	{"24h", 24 * time.Hour, 24 * time.Minute},
+}
 
 func (d *Dashboard) snapshot(ctx context.Context) Snapshot {
 	c := d.cfg.Client
@@ -207,7 +220,7 @@ func (d *Dashboard) snapshot(ctx context.Context) Snapshot {
 	if s.Stats, err = c.Stats(ctx, time.Hour); err != nil {
 		errs = append(errs, err)
 	}
-	if s.History, err = d.readHistory(ctx); err != nil {
+	if s.History, err = d.readHistory(ctx, historySpans[0].name); err != nil {
 		errs = append(errs, err)
 	}
 	if s.History == nil {

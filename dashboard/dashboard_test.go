@@ -35,6 +35,7 @@ type bundle struct {
 	client *stream.Client      // the producer's
 	js     jetstream.JetStream // the admin's
 	web    *httptest.Server
+	api    *fakeapi.Server // the emulator the worker pays
 }
 
 func setup(t *testing.T) *bundle {
@@ -67,8 +68,9 @@ func setup(t *testing.T) *bundle {
 	b.client, err = stream.NewClient(ctx, conn("producer"), stream.ClientConfig{Name: "test-producer"})
 	require.NoError(t, err)
 
-	api := httptest.NewServer(fakeapi.New(fakeapi.Config{TimeScale: 0.01, BurstLimit: 1 << 20,
-		Faults: fakeapi.Faults{Rules: []fakeapi.Rule{{Param: "pageurl", Contains: "bad.example", Code: "ERROR_PAGEURL"}}}}))
+	b.api = fakeapi.New(fakeapi.Config{TimeScale: 0.01, BurstLimit: 1 << 20,
+		Faults: fakeapi.Faults{Rules: []fakeapi.Rule{{Param: "pageurl", Contains: "bad.example", Code: "ERROR_PAGEURL"}}}})
+	api := httptest.NewServer(b.api)
 	t.Cleanup(api.Close)
 	sc, err := solver.NewClient(solver.Config{BaseURL: api.URL, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.01}})
 	require.NoError(t, err)
@@ -89,6 +91,18 @@ func setup(t *testing.T) *bundle {
 	b.web.Start()
 	t.Cleanup(b.web.Close)
 	return b
+}
+
+// deadAndSolved has the worker end two tasks: dead-1 dead (a permanent
+// error), then solved-1 solved.
+func deadAndSolved(t *testing.T, b *bundle) {
+	t.Helper()
+	ctx := testContext(t)
+	out, err := b.client.Solve(ctx, turnstile("dead-1", "https://bad.example/checkout"))
+	require.ErrorIs(t, err, stream.ErrNotSolved)
+	require.Equal(t, "permanent", out.Reason)
+	_, err = b.client.Solve(ctx, turnstile("solved-1", "https://shop.example/checkout"))
+	require.NoError(t, err)
 }
 
 func testContext(t *testing.T) context.Context {
@@ -161,11 +175,7 @@ func browser(t *testing.T) (context.Context, func() []string) {
 func TestDashboardInBrowser(t *testing.T) {
 	b := setup(t)
 	ctx := testContext(t)
-	out, err := b.client.Solve(ctx, turnstile("dead-1", "https://bad.example/checkout"))
-	require.ErrorIs(t, err, stream.ErrNotSolved)
-	require.Equal(t, "permanent", out.Reason)
-	_, err = b.client.Solve(ctx, turnstile("solved-1", "https://shop.example/checkout"))
-	require.NoError(t, err)
+	deadAndSolved(t, b)
 
 	page, problems := browser(t)
 	require.NoError(t, chromedp.Do(page,

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -241,10 +242,20 @@ func (d *Dashboard) readDead(ctx context.Context) ([]stream.DeadLetter, error) {
 	})
 }
 
-func (d *Dashboard) readHistory(ctx context.Context) ([]stream.HistoryPoint, error) {
-	return d.history.get(ctx, max(d.fresh(), 5*time.Second), func(ctx context.Context) ([]stream.HistoryPoint, error) {
-		return d.cfg.Client.History(ctx, time.Now().Add(-historySpan), historyStep)
-	})
+// readHistory reads the history over one of historySpans, by name.
+func (d *Dashboard) readHistory(ctx context.Context, name string) ([]stream.HistoryPoint, error) {
+	for _, s := range historySpans {
+		if s.name == name {
+			return d.history[name].get(ctx, max(d.fresh(), 5*time.Second, s.step/4), func(ctx context.Context) ([]stream.HistoryPoint, error) {
+				return d.cfg.Client.History(ctx, time.Now().Add(-s.span), s.step)
+			})
+		}
+	}
+	names := make([]string, len(historySpans))
+	for i, s := range historySpans {
+		names[i] = s.name
+	}
+	return nil, fmt.Errorf("%w: span %q: want one of %s", errBadRequest, name, strings.Join(names, ", "))
 }
 
 // list answers a list request: the filter from the query string, the read,
@@ -331,8 +342,18 @@ func replayable(x stream.DeadLetter) bool {
 	return x.Replayed == nil && x.Method != "" && x.Reason != retry.ReasonCanceled && x.Reason != retry.ReasonInvalidTask
 }
 
+// historyJSON answers the history over ?span= (one of historySpans; 1h
+// when not given).
 func (d *Dashboard) historyJSON(w http.ResponseWriter, r *http.Request) {
-	h, err := d.readHistory(r.Context())
+	span := r.URL.Query().Get("span")
+	if span == "" {
+		span = historySpans[0].name
+	}
+	h, err := d.readHistory(r.Context(), span)
+	if errors.Is(err, errBadRequest) {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
 	if err != nil {
 		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
 		return

@@ -161,7 +161,7 @@ func TestDashboardAtScale(t *testing.T) {
 			// What one read of each list costs the dashboard (before any
 			// cache): it is done at most once per refresh, whoever asks.
 			c := newClient(t, b)
-			for _, path := range []string{"/api/tasks", "/api/outcomes", "/api/dead", "/api/history", "/api/snapshot"} {
+			for _, path := range []string{"/api/tasks", "/api/outcomes", "/api/dead", "/api/history", "/api/history?span=24h", "/api/snapshot"} {
 				var v any
 				read := time.Now()
 				require.Equal(t, http.StatusOK, c.get(path, &v), path)

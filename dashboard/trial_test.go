@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
@@ -23,18 +24,9 @@ import (
 // page comes with its first snapshot: the queues show before any
 // server-sent event arrives (here none ever does).
 func TestTrialServerSignInAndFirstSnapshot(t *testing.T) {
-	ns, err := broker.Start(broker.Config{Listen: true, Port: -1, StoreDir: t.TempDir(), LazySync: true}) // as `captchaq server --config ''`
-	require.NoError(t, err)
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns, _, c := trialServer(t)
 	ctx := testContext(t)
-	nc, err := nats.Connect(ns.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	_, err = stream.EnsureTopology(ctx, nc, stream.Topology{}, true)
-	require.NoError(t, err)
-	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "trial-test"})
-	require.NoError(t, err)
-	_, err = c.SubmitAll(ctx, []stream.Task{turnstile("t1", "https://shop.example/"), turnstile("t2", "https://shop.example/")}) // no worker: they wait
+	_, err := c.SubmitAll(ctx, []stream.Task{turnstile("t1", "https://shop.example/"), turnstile("t2", "https://shop.example/")}) // no worker: they wait
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		st, err := c.Stats(ctx, time.Hour)
@@ -91,6 +83,25 @@ func TestTrialServerSignInAndFirstSnapshot(t *testing.T) {
 	require.NoError(t, chromedp.Do(br, chromedp.SetValue(`#user`, "anyone"), chromedp.SetValue(`#password`, "x"),
 		chromedp.Click(`#signin-button`), waitText(`#notice-msg`, "signed in as NATS user anyone: this NATS server has no users")))
 	require.Empty(t, problems(), "no console errors")
+}
+
+// trialServer starts a server without users, as `captchaq server --config
+// ”` does, with the queue's topology, and returns it, a connection to it
+// and a client on that connection.
+func trialServer(t *testing.T) (*server.Server, *nats.Conn, *stream.Client) {
+	t.Helper()
+	ns, err := broker.Start(broker.Config{Listen: true, Port: -1, StoreDir: t.TempDir(), LazySync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ctx := testContext(t)
+	nc, err := nats.Connect(ns.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	_, err = stream.EnsureTopology(ctx, nc, stream.Topology{}, true)
+	require.NoError(t, err)
+	c, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "trial-test"})
+	require.NoError(t, err)
+	return ns, nc, c
 }
 
 // On a server with users the page says nothing of the kind.

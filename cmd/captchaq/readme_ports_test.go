@@ -79,6 +79,61 @@ func TestREADMEShellBlocksEndWhenTheEmulatorCannotStart(t *testing.T) {
 // waiting forever for a queue no server holds.
 func TestAcrossSitesEndsWhenTheHubCannotStart(t *testing.T) {
 	t.Parallel()
+	dir, script, env := sitesWalkthrough(t, squatPort(t), fmt.Sprint(freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	out, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second, env...)
+	require.False(t, hung, "the walkthrough still waited for the hub after 90s; it should end once the hub has failed to start")
+	require.Error(t, err, "the walkthrough cannot succeed without its hub")
+	require.Contains(t, out, "address already in use", "the hub's own error is shown")
+}
+
+// TestAcrossSitesEndsWhenTheSiteCannotStart: the same with the site's port
+// held by something that never speaks NATS. The site cannot start; the
+// wait for the queue at the site must end (with the site's error) instead
+// of asking the port's holder for ever.
+func TestAcrossSitesEndsWhenTheSiteCannotStart(t *testing.T) {
+	t.Parallel()
+	_, sitePort, err := net.SplitHostPort(squatPort(t))
+	require.NoError(t, err)
+	dir, script, env := sitesWalkthrough(t, fmt.Sprintf("127.0.0.1:%d", freePort(t)), sitePort, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	out, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second, env...)
+	require.False(t, hung, "the walkthrough still waited for the site after 90s; it should end once the site has failed to start")
+	require.Error(t, err, "the walkthrough cannot succeed without its site")
+	require.Contains(t, out, "address already in use", "the site's own error is shown")
+}
+
+// TestAcrossSitesEndsWhenTheEmulatorCannotStart runs docs/across-sites.md's
+// walkthrough, as TestAcrossSitesRunsAsWritten does, with the emulator's
+// port already held by an HTTP server of something else, one that answers
+// every request as if it took the captcha. The emulator cannot start; the
+// walkthrough must stop there, with the emulator's own error, before the
+// worker or solve talk to whatever holds the port.
+func TestAcrossSitesEndsWhenTheEmulatorCannotStart(t *testing.T) {
+	t.Parallel()
+	var asked atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		_, _ = io.WriteString(w, `{"status":1,"request":"12345"}`) // as if it took the captcha
+	}))
+	t.Cleanup(other.Close)
+	dir, script, env := sitesWalkthrough(t, fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprint(freePort(t)), other.Listener.Addr().String())
+	got, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second, env...)
+	require.False(t, hung, "the walkthrough still ran after 90s; it should stop once the emulator has failed to start")
+	require.Error(t, err, "the walkthrough cannot succeed without its emulator")
+	require.Contains(t, got, "address already in use", "the emulator's own error is shown")
+	require.NotContains(t, got, "$ captchaq solve", "the walkthrough stops before the producer")
+	require.Zero(t, asked.Load(), "nothing talked to what holds the emulator's port")
+	require.NotContains(t, got, "real API", "nothing reaches the paid service")
+}
+
+// sitesWalkthrough prepares docs/across-sites.md's walkthrough as
+// TestAcrossSitesRunsAsWritten runs it (site.conf): a directory holding the
+// shipped configs, the page's script, and the environment with the
+// binaries on the PATH; the hub's client address (4222), the site's port
+// (4223) and the emulator's address (8088) are those given, the hub's leaf
+// node port a free one. It skips when openssl, which the page runs, is
+// missing.
+func sitesWalkthrough(t *testing.T, hubAddr, sitePort, emuAddr string) (dir, script string, env []string) {
+	t.Helper()
 	if _, err := exec.LookPath("openssl"); err != nil {
 		t.Skipf("openssl, which the page's walkthrough runs, is not installed (.ci/run installs it): %v", err)
 	}
@@ -88,6 +143,22 @@ func TestAcrossSitesEndsWhenTheHubCannotStart(t *testing.T) {
 	require.NoError(t, err)
 	blocks := shellBlocks(string(page), "sh")
 
+	bin := buildSitesBinaries(t, root)
+	leaf := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	dir = t.TempDir()
+	copyFile(t, filepath.Join(root, "nats.conf"), filepath.Join(dir, "nats.conf"), "127.0.0.1:4222", hubAddr)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata", "leaf"), 0o755))
+	copyFile(t, filepath.Join(root, "testdata", "leaf", "hub.conf"), filepath.Join(dir, "testdata", "leaf", "hub.conf"), "127.0.0.1:7422", leaf)
+	copyFile(t, filepath.Join(root, "testdata", "leaf", "site.conf"), filepath.Join(dir, "testdata", "leaf", "site.conf"))
+	script = readmeScript(t, blocks, map[string]string{"127.0.0.1:7422": leaf, "4223": sitePort, "127.0.0.1:8088": emuAddr})
+	return dir, script, []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}
+}
+
+// buildSitesBinaries builds, into a temporary directory it returns, what
+// docs/across-sites.md's walkthrough runs: captchaq from this checkout and
+// nats-server from the module version captchaq embeds.
+func buildSitesBinaries(t *testing.T, root string) string {
+	t.Helper()
 	bin := t.TempDir()
 	for _, b := range [][]string{
 		{"go", "build", "-o", filepath.Join(bin, "captchaq"), "./cmd/captchaq"},
@@ -98,22 +169,7 @@ func TestAcrossSitesEndsWhenTheHubCannotStart(t *testing.T) {
 		out, err := build.CombinedOutput()
 		require.NoError(t, err, "%s: %s", strings.Join(b, " "), out)
 	}
-	hubAddr, leafPort, sitePort := squatPort(t), freePort(t), freePort(t)
-	dir := t.TempDir()
-	copyFile(t, filepath.Join(root, "nats.conf"), filepath.Join(dir, "nats.conf"), "127.0.0.1:4222", hubAddr)
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata", "leaf"), 0o755))
-	copyFile(t, filepath.Join(root, "testdata", "leaf", "hub.conf"), filepath.Join(dir, "testdata", "leaf", "hub.conf"),
-		"127.0.0.1:7422", fmt.Sprintf("127.0.0.1:%d", leafPort))
-	copyFile(t, filepath.Join(root, "testdata", "leaf", "site.conf"), filepath.Join(dir, "testdata", "leaf", "site.conf"))
-	script := readmeScript(t, blocks, map[string]string{
-		"127.0.0.1:7422": fmt.Sprintf("127.0.0.1:%d", leafPort),
-		"4223":           fmt.Sprint(sitePort),
-		"127.0.0.1:8088": fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-	})
-	out, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	require.False(t, hung, "the walkthrough still waited for the hub after 90s; it should end once the hub has failed to start")
-	require.Error(t, err, "the walkthrough cannot succeed without its hub")
-	require.Contains(t, out, "address already in use", "the hub's own error is shown")
+	return bin
 }
 
 // squatPort holds a loopback port as a program that is not a NATS server

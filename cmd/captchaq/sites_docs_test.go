@@ -46,16 +46,7 @@ func TestAcrossSitesRunsAsWritten(t *testing.T) {
 		t.Skipf("openssl, which the page's walkthrough runs, is not installed (.ci/run installs it): %v", err)
 	}
 
-	bin := t.TempDir()
-	for _, b := range [][]string{
-		{"go", "build", "-o", filepath.Join(bin, "captchaq"), "./cmd/captchaq"},
-		{"go", "build", "-o", filepath.Join(bin, "nats-server"), "github.com/nats-io/nats-server/v2"},
-	} {
-		build := exec.Command(b[0], b[1:]...)
-		build.Dir = root
-		out, err := build.CombinedOutput()
-		require.NoError(t, err, "%s: %s", strings.Join(b, " "), out)
-	}
+	bin := buildSitesBinaries(t, root)
 
 	for _, conf := range []string{"site.conf", "site-js.conf"} {
 		t.Run(conf, func(t *testing.T) {

@@ -87,6 +87,24 @@ function workerState(w) {
   return td("running", "solved");
 }
 
+// outage is the page's banner while any worker alive says its solving
+// service does not answer: how many workers, since when (the earliest),
+// what failed last, and the captchas the service holds of them, whose
+// answers wait for it to come back (WorkerInfo.ServiceState, per worker).
+function outage(workers) {
+  const running = workers.filter(w => !w.stopped);
+  const down = running.filter(w => w.service_down_since);
+  const banner = $("outage");
+  if (!down.length) { banner.hidden = true; banner.replaceChildren(); return; }
+  const since = new Date(Math.min(...down.map(w => new Date(w.service_down_since))));
+  const held = down.reduce((n, w) => n + (w.held_at_service || 0), 0);
+  const text = `Solving service unreachable for ${down.length} of ${running.length} worker(s) since ` +
+    `${since.toISOString().replace(/\.\d+Z$/, "Z")}: ${held} captcha(s) held at the service; ` +
+    "they submit nothing until it answers again" + (down[0].service_down ? ` (${down[0].service_down})` : "");
+  if (banner.textContent !== text) banner.replaceChildren(el("strong", {}, "Service down. "), text);
+  banner.hidden = false;
+}
+
 // laneState is a queue's state cell: taking tasks, or paused, with how
 // many of its waiting tasks reach their deadline before the pause ends
 // (QueueStats.DeadlinesInPause; `captchaq stats` warns of the same).
@@ -118,13 +136,16 @@ function render(s, loaded) {
   fillTable("workers", (st.workers || []).map(w => el("tr", {},
     td(w.name), td(w.host || "-"), td(w.threads, "num"), td(w.in_use, "num"), td(age(w.at, now) + " ago"),
     workerState(w))), "no worker seen in the last 15s");
+  outage(st.workers || []);
 
   const methods = Object.keys(st.by_method || {}).sort();
   fillTable("methods", methods.map(m => {
     const x = st.by_method[m];
     return el("tr", {}, td(m), td(x.solved, "num"), td(x.dead, "num"), td(x.p50_seconds.toFixed(1) + "s", "num"), td(x.p95_seconds.toFixed(1) + "s", "num"));
   }), "nothing solved in the last hour");
-  charts(s.history || []);
+  lastHour = s.history || [];
+  if (span === "1h") charts(lastHour);
+  else if (Date.now() - spanRead > 30000) readSpan();
 
   const live = $("live");
   live.textContent = s.error ? "error: " + s.error : (loaded ? "as of " : "live ") + now.toLocaleTimeString();
@@ -140,8 +161,37 @@ function svgEl(tag, attrs, text) {
   return e;
 }
 
-// charts draws the last hour: bars of tasks ended per minute (solved and
-// dead stacked), and the open tasks at each minute.
+// The charts' span: the last hour comes with every snapshot; a longer one
+// (as far back as the stream keeps events and outcomes) is read from
+// /api/history?span= when chosen, and again every 30 s while it is shown.
+const spanStart = { "1h": "-60 min", "6h": "-6 h", "24h": "-24 h" };
+let span = "1h", spanRead = 0, lastHour = [];
+
+async function readSpan() {
+  const want = span;
+  spanRead = Date.now();
+  try {
+    const res = await fetch("/api/history?span=" + encodeURIComponent(want));
+    const out = await res.json();
+    if (!res.ok) { notice(out.error || res.statusText, true); return; }
+    if (want === span) charts(out);
+  } catch (e) {
+    notice("request failed: " + e, true);
+  }
+}
+
+function setSpan(v) {
+  if (v === span) return;
+  span = v;
+  $("history-span").value = v;
+  spanRead = 0;
+  if (span === "1h") charts(lastHour);
+  else readSpan();
+}
+$("history-span").addEventListener("change", ev => { setSpan(ev.target.value); writeURL(); });
+
+// charts draws the span's history: bars of tasks ended per step (solved
+// and dead stacked), and the open tasks at each step.
 function charts(h) {
   const W = 300, H = 110, L = 30, B = 14, T = 6;
   const frame = (svg, maxY) => {
@@ -151,7 +201,7 @@ function charts(h) {
       kids.push(svgEl("line", { x1: L, y1: y, x2: W - 2, y2: y, stroke: "#e5e7eb" }),
         svgEl("text", { x: L - 3, y: y + 3, "text-anchor": "end" }, Math.round(maxY * i / 2)));
     }
-    kids.push(svgEl("text", { x: L, y: H - 3 }, "-60 min"), svgEl("text", { x: W - 2, y: H - 3, "text-anchor": "end" }, "now"));
+    kids.push(svgEl("text", { x: L, y: H - 3 }, spanStart[span]), svgEl("text", { x: W - 2, y: H - 3, "text-anchor": "end" }, "now"));
     return kids;
   };
   const n = Math.max(h.length, 1);
@@ -249,6 +299,40 @@ function showTab(tab) {
   refreshList(true);
 }
 
+// The page's address names what it shows: the tab, its filters, its page
+// the task whose trace is open and the charts' span when not the hour
+// (#dead?reason=canceled&offset=25&trace=t-1&history=24h),
+// so that a link, a bookmark or a reload opens the same view. writeURL
+// keeps it in step (replacing the entry: paging adds no history); readURL
+// takes it on load and when it is changed by hand, ignoring what it does
+// not know.
+function writeURL() {
+  const p = new URLSearchParams(state.query[state.tab]);
+  if (state.offset[state.tab]) p.set("offset", state.offset[state.tab]);
+  if (picked) p.set("trace", picked);
+  if (span !== "1h") p.set("history", span);
+  const q = p.toString();
+  const hash = "#" + state.tab + (q ? "?" + q : "");
+  if (location.hash !== hash) history.replaceState(null, "", hash);
+}
+
+function readURL() {
+  const h = location.hash.slice(1);
+  const at = h.indexOf("?");
+  const tab = at < 0 ? h : h.slice(0, at);
+  if (!tabs[tab]) return "";
+  const p = new URLSearchParams(at < 0 ? "" : h.slice(at + 1));
+  const keys = new Set([...tabs[tab].filters.map(f => f[0]), "id"]);
+  const query = {};
+  for (const [k, v] of p) if (keys.has(k) && v) query[k] = v;
+  state.tab = tab;
+  state.query[tab] = query;
+  const off = Number(p.get("offset"));
+  state.offset[tab] = Number.isInteger(off) && off > 0 ? off - off % pageSize : 0;
+  setSpan(spanStart[p.get("history")] ? p.get("history") : "1h");
+  return p.get("trace") || "";
+}
+
 function setQuery(key, value) {
   if (value) state.query[state.tab][key] = value;
   else delete state.query[state.tab][key];
@@ -268,6 +352,7 @@ async function refreshList(force) {
   if (listing && !force) return;
   listing = true;
   const tab = state.tab;
+  writeURL();
   try {
     const res = await fetch("/api/" + tab + "?" + queryString(tab));
     const p = await res.json();
@@ -276,6 +361,7 @@ async function refreshList(force) {
     if (p.total > 0 && p.offset >= p.total) {
       // The list shrank under this page (a purge, tasks that ended): show its last page.
       state.offset[tab] = Math.floor((p.total - 1) / pageSize) * pageSize;
+      writeURL();
       listing = false;
       refreshList(true);
       return;
@@ -287,7 +373,7 @@ async function refreshList(force) {
       const have = [...sel.options].map(o => o.value).join();
       const want = ["", ...p.methods].join();
       if (have !== want) {
-        const v = sel.value;
+        const v = state.query[tab].method || "";
         sel.replaceChildren(el("option", { value: "" }, "any"), ...p.methods.map(m => el("option", { value: m }, m)));
         sel.value = v;
       }
@@ -424,6 +510,7 @@ async function showTask(id) {
   if (!res.ok) { notice(out.error || res.statusText, true); return; }
   picked = id;
   markPicked();
+  writeURL();
   $("task-id").textContent = id;
   $("task-id").className = "";
   $("task-close").hidden = false;
@@ -450,15 +537,17 @@ $("search").addEventListener("submit", ev => {
   const id = $("search-id").value.trim();
   if (id) showTask(id);
 });
-$("task-close").addEventListener("click", () => {
+$("task-close").addEventListener("click", closeTask);
+function closeTask() {
   picked = "";
   markPicked();
+  writeURL();
   $("task-id").textContent = ": pick a task";
   $("task-id").className = "muted";
   $("task-state").textContent = "Click a task id in the list (or search one above) to see its steps here.";
   $("task-close").hidden = true;
   fillTable("trace", [], "");
-});
+}
 document.querySelectorAll(".tab").forEach(b => b.addEventListener("click", () => showTab(b.dataset.tab)));
 $("prev").addEventListener("click", () => { state.offset[state.tab] = Math.max(0, state.offset[state.tab] - pageSize); refreshList(true); });
 $("next").addEventListener("click", () => { state.offset[state.tab] += pageSize; refreshList(true); });
@@ -468,7 +557,16 @@ $("confirm-no").addEventListener("click", () => { $("confirm").hidden = true; })
 $("filters").addEventListener("submit", ev => ev.preventDefault());
 
 setWho();
-showTab("tasks");
+const traced = readURL();
+showTab(state.tab);
+if (traced) showTask(traced);
+// An address changed by hand (or a link within the page) opens its view.
+window.addEventListener("hashchange", () => {
+  const id = readURL();
+  showTab(state.tab);
+  if (id && id !== picked) showTask(id);
+  else if (!id && picked) closeTask();
+});
 // The snapshot the page came with, shown before the first event arrives.
 render(JSON.parse($("first-snapshot").textContent), true);
 const events = new EventSource("/api/events");
