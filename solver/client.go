@@ -313,7 +313,9 @@ func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
 					}
 					if handsBack {
 						c.occ.refused(ctx)
-						err = threadWaited{err}
+						if !c.service.pausesAfterRefusal() {
+							err = threadWaited{err}
+						}
 					}
 				}
 				return Answer{}, err
@@ -374,7 +376,8 @@ func (e threadWaited) Unwrap() error { return e.error }
 // passed, on a Client whose next Solve waits for a thread before it submits
 // (the plan window of Config.LearnPlan, or the caller's plan thread that
 // WithProbablyReady hands back). Such a refusal may be tried again at once:
-// the thread wait, not a clock, decides when it is submitted.
+// the thread wait, not a clock, decides when it is submitted. Never on
+// 2captcha, which asks for a pause after a refusal.
 func WaitedForThread(err error) bool {
 	var w threadWaited
 	return errors.As(err, &w)
