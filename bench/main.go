@@ -4,7 +4,7 @@
 // bench/run.sh runs it and writes BENCHMARKS.md.
 //
 //	captchaq-bench [-quick] [-redis 127.0.0.1:6379] [-redis-durable 127.0.0.1:6380]
-//	               [-only broker,solver,ttt,scale,rss,atomic,jit] [-profile-dir DIR]
+//	               [-only broker,solver,ttt,burst,scale,rss,atomic,jit] [-burst-runs N] [-profile-dir DIR]
 //
 // Every scenario is bounded in tasks and time and talks only to 127.0.0.1 or
 // in-process servers. The subcommands serve and worker are the subprocesses
@@ -58,7 +58,7 @@ func main() {
 	quick := flag.Bool("quick", false, "a short smoke run (fewer tasks, shorter windows)")
 	redisAddr := flag.String("redis", "", "host:port of a redis-server without persistence (appendonly no, save \"\") for the Redis-list and asynq rows (skipped when empty)")
 	redisDurable := flag.String("redis-durable", "", "host:port of a redis-server with appendonly yes, appendfsync always for the durable Redis-list and asynq rows (skipped when empty)")
-	only := flag.String("only", "broker,solver,ttt,scale,rss,atomic,jit", "scenarios to run, comma-separated")
+	only := flag.String("only", "broker,solver,ttt,burst,scale,rss,atomic,jit", "scenarios to run, comma-separated")
 	systems := flag.String("systems", "", "broker-bound systems and solver-bound scenarios: run only those whose name contains this (several: a|b; =name: exactly that name)")
 	threadList := flag.String("threads", "1,8,64", "broker-bound: worker threads, comma-separated")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -68,6 +68,7 @@ func main() {
 	tokenLife := flag.Duration("token-lifetime", 0, "broker-bound: captchaq's token lifetime for every method (0: the product's defaults); short, a burst pays what a token's expiry costs")
 	scalePlaintext := flag.Bool("scale-plaintext", false, "scale: an unencrypted store (a nats-server of the user's own without a key), where workers erase each finished task by a rewrite of its block")
 	noAnchor := flag.Bool("scale-no-anchor", false, "scale: delete the stream's anchor (captcha.anchor) before the backlog, to show dispatch without it")
+	burstRuns := flag.Int("burst-runs", 1, "burst: runs of each row")
 	flag.Parse()
 	if *cpuProfile != "" && *profileDir != "" {
 		exit(fmt.Errorf("-cpuprofile and -profile-dir both start the process's CPU profile: give one"))
@@ -92,7 +93,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	b := &bench{ctx: ctx, quick: *quick, redis: *redisAddr, redisDurable: *redisDurable, log: log, filter: *systems, threads: threads,
 		profileDir: *profileDir, serverProfiles: *serverProfiles, noAnchor: *noAnchor, plaintext: *scalePlaintext, tokenLife: *tokenLife,
-		solverWindow: *solverWindow}
+		solverWindow: *solverWindow, burstRuns: *burstRuns}
 	for _, s := range strings.Split(*only, ",") {
 		var err error
 		switch strings.TrimSpace(s) {
@@ -102,6 +103,8 @@ func main() {
 			err = b.solverBound()
 		case "ttt":
 			err = b.timeToToken()
+		case "burst":
+			err = b.burst()
 		case "scale":
 			err = b.scale()
 		case "rss":
@@ -151,6 +154,8 @@ type bench struct {
 	// solverWindow is the solver-bound scenario's measured window of wall
 	// clock (0: the default).
 	solverWindow time.Duration
+	// burstRuns is how many times the burst scenario runs each row.
+	burstRuns int
 }
 
 func (b *bench) pick(quick, full int) int {

@@ -90,6 +90,11 @@ type EndInput struct {
 	// Snoozes is how many capacity errors in a row this one makes (≥ 1 for a
 	// capacity error).
 	Snoozes int
+	// ThreadWaited: the capacity error is a refusal of the full plan that
+	// the solver returned only once a thread of its pool freed (or its
+	// short hold passed), and the next attempt waits for a thread of the
+	// plan before it submits (solver.WaitedForThread).
+	ThreadWaited bool
 	// Deadline is when the task stops being useful; zero means none.
 	Deadline time.Time
 	// Now is the current time.
@@ -103,6 +108,9 @@ type EndInput struct {
 //	Permanent                            → DeadLetter(permanent)
 //	Capacity                             → Snooze(SnoozeDelay(Snoozes)), never dead on its own:
 //	                                       near the deadline it snoozes for half the time left
+//	Capacity, ThreadWaited               → the first in a row Snooze(0): back at once, to wait
+//	                                       for a thread of the plan, not for a clock; the k-th
+//	                                       (k ≥ 2) Snooze(SnoozeDelay(k-1))
 //	Transient, Resubmit, Unknown, Poll   → Retry(Delay(Attempts)) while budget remains,
 //	                                       else DeadLetter(attempts-exhausted)
 //
@@ -121,6 +129,17 @@ func (p Policy) End(in EndInput) Action {
 		return Action{Step: DeadLetter, Reason: ReasonPermanent}
 	case Capacity:
 		a = Action{Step: Snooze, Delay: p.SnoozeDelay(max(in.Snoozes, 1))}
+		if in.ThreadWaited {
+			// The thread wait paces the first retry; a refusal again
+			// backs off as CaptchaAI advises for repeated
+			// ERROR_NO_SLOT_AVAILABLE (blog.captchaai.com/error-no-slot-available-queue-management:
+			// 3 s growing to 15 s; blog.captchaai.com/captcha-retry-queue-exponential-backoff:
+			// doubling to a minute).
+			a.Delay = 0
+			if in.Snoozes > 1 {
+				a.Delay = p.SnoozeDelay(in.Snoozes - 1)
+			}
+		}
 		if left := in.Deadline.Sub(in.Now); !in.Deadline.IsZero() && a.Delay >= left {
 			a.Delay = left / 2
 			if a.Delay < minSnooze {

@@ -58,6 +58,10 @@ func TestEnd(t *testing.T) {
 		{"capacity caps", EndInput{Attempts: 0, Failed: true, Class: Capacity, Snoozes: 50, Now: t0}, Action{Step: Snooze, Delay: 40 * time.Second}},
 		{"capacity never exhausts the budget", EndInput{Attempts: 3, Failed: true, Class: Capacity, Snoozes: 1000, Now: t0, Deadline: far}, Action{Step: Snooze, Delay: 40 * time.Second}},
 		{"capacity near the deadline halves the wait", EndInput{Failed: true, Class: Capacity, Snoozes: 1, Now: t0, Deadline: t0.Add(4 * time.Second)}, Action{Step: Snooze, Delay: 2 * time.Second}},
+		{"a refusal met by a thread wait comes back at once", EndInput{Failed: true, Class: Capacity, Snoozes: 1, ThreadWaited: true, Now: t0, Deadline: far}, Action{Step: Snooze}},
+		{"a second refusal in a row backs off from CapacityDelay", EndInput{Failed: true, Class: Capacity, Snoozes: 2, ThreadWaited: true, Now: t0}, Action{Step: Snooze, Delay: 5 * time.Second}},
+		{"a third doubles it", EndInput{Failed: true, Class: Capacity, Snoozes: 3, ThreadWaited: true, Now: t0}, Action{Step: Snooze, Delay: 10 * time.Second}},
+		{"a thread wait past the deadline expires", EndInput{Failed: true, Class: Capacity, Snoozes: 1, ThreadWaited: true, Now: t0, Deadline: t0}, Action{Step: DeadLetter, Reason: ReasonExpired}},
 		{"capacity at the deadline expires", EndInput{Failed: true, Class: Capacity, Snoozes: 1, Now: t0, Deadline: t0.Add(600 * time.Millisecond)}, Action{Step: DeadLetter, Reason: ReasonExpired}},
 	}
 	for _, tc := range cases {

@@ -19,7 +19,10 @@ import (
 //
 // Capacity errors (no free thread at the service) do not spend attempts. The
 // k-th consecutive snooze waits min(CapacityDelay × 2^(k-1), CapacityMaxDelay),
-// without jitter, for as long as the task's deadline allows.
+// without jitter, for as long as the task's deadline allows. A refusal of
+// the full plan that the solver met by waiting for a thread to free
+// (EndInput.ThreadWaited) snoozes 0 the first time in a row and
+// min(CapacityDelay × 2^(k-2), CapacityMaxDelay) the k-th (End).
 type Policy struct {
 	// MaxAttempts is the attempt budget per task. Default 3.
 	MaxAttempts int

@@ -313,6 +313,9 @@ func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
 					}
 					if handsBack {
 						c.occ.refused(ctx)
+						if !c.service.pausesAfterRefusal() {
+							err = threadWaited{err}
+						}
 					}
 				}
 				return Answer{}, err
@@ -359,6 +362,25 @@ func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
 func planFull(s Service, err error) bool {
 	code := CodeOf(err)
 	return code == classic.CodeNoSlotAvailable || code == classic.CodeZeroBalance && s.Classify(code) == retry.Capacity
+}
+
+// threadWaited is a refusal of the full plan that Solve returned only after
+// it waited for a thread (WaitedForThread).
+type threadWaited struct{ error }
+
+func (e threadWaited) Unwrap() error { return e.error }
+
+// WaitedForThread reports whether err is a refusal of the full plan
+// (ERROR_NO_SLOT_AVAILABLE, CaptchaAI's ERROR_ZERO_BALANCE) that Solve
+// returned only once another captcha of the Client was answered or BatchGap
+// passed, on a Client whose next Solve waits for a thread before it submits
+// (the plan window of Config.LearnPlan, or the caller's plan thread that
+// WithProbablyReady hands back). Such a refusal may be tried again at once:
+// the thread wait, not a clock, decides when it is submitted. Never on
+// 2captcha, which asks for a pause after a refusal.
+func WaitedForThread(err error) bool {
+	var w threadWaited
+	return errors.As(err, &w)
 }
 
 // PlanWindow returns the plan window learned so far (Config.LearnPlan):

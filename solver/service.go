@@ -96,6 +96,15 @@ func (s Service) askPace() float64 {
 	return 3
 }
 
+// pausesAfterRefusal reports whether the service asks for a pause after
+// a refusal of the full plan, so that a refused task keeps its capacity
+// delay (WaitedForThread). 2captcha does: "If server returns
+// ERROR_NO_SLOT_AVAILABLE make a 5 seconds timeout before sending next
+// request" (2captcha.com/api-docs/limits). CaptchaAI enforces no such limit
+// ("CaptchaAI does not enforce strict per-second rate limits":
+// blog.captchaai.com/rate-limits-and-throttling).
+func (s Service) pausesAfterRefusal() bool { return s == TwoCaptcha }
+
 // Offers returns nil when the service has the method of a request Validate
 // accepted, else an error naming the service.
 func (s Service) Offers(methodName string, params map[string]string) error {

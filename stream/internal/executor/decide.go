@@ -221,7 +221,7 @@ func afterAttempt(p retry.Policy, r attemptResult) next {
 		spent = before // the service refused before it worked: nothing spent
 	}
 	act := p.End(retry.EndInput{Attempts: spent, Failed: serr != nil, Class: class,
-		Snoozes: ev.Snoozes + 1, Deadline: r.deadline, Now: end})
+		Snoozes: ev.Snoozes + 1, ThreadWaited: solver.WaitedForThread(serr), Deadline: r.deadline, Now: end})
 	code := solver.CodeOf(serr)
 	if serr != nil && code == "" {
 		code = wire.CodeError

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/captchaq/captchaq/stream"
+)
+
+// The burst rows: what a QA suite, a nightly crawl or a checkout campaign
+// does. Many mixed tasks submitted at once to a fresh pool (a new server, new
+// workers, an empty timings bucket), measured from the first captcha the
+// service accepts to the last outcome.
+
+const (
+	burstTasks = 300
+	burstScale = 0.2
+	// burstBucket is the timeline's bucket, in real time.
+	burstBucket = 2 * time.Second
+)
+
+// burstRows are the users' configuration (userRow: plan 15, five workers of
+// 20 threads, solves of 5–15 s, default worker flags), told the plan with
+// the server's default early hand-back, or not told.
+func burstRows() []solverScenario {
+	return []solverScenario{
+		userRow("burst, plan told (`server --plan-threads 15`)", true, true),
+		userRow("burst, plan not told (`--learn-plan`)", false, false),
+	}
+}
+
+func (b *bench) burst() error {
+	runs := max(b.burstRuns, 1)
+	fmt.Printf("## Burst from cold\n\n")
+	fmt.Printf("%d mixed tasks (reCAPTCHA v2, Turnstile, image in turn) submitted at once to a fresh pool: a new embedded server, new workers, an empty timings bucket. "+
+		"Plan 15 threads at the emulator (CaptchaAI as documented), five workers of 20 threads, every kind solved in 5–15 s (uniform), every worker flag at its default; "+
+		"time scale %.1f (solves, polls, in.php spacing and capacity snoozes alike). Span: the first captcha in.php accepts → the last outcome. "+
+		"Plan used = thread-seconds busy at the emulator (accepted → ready, every captcha) ÷ (15 × span). Times are real-time equivalents. "+
+		"Load average: the machine's 1-min figure before → after the run.\n\n", burstTasks, burstScale)
+	t := table{head: []string{"scenario", "run", "plan used", "span", "solved / dead", "mean pickup lag", "in.php calls", "refused for capacity", "longest refusal run",
+		"capacity snoozes (sum of delays)", "last acceptance → last outcome", "load average"}}
+	var timeline string
+	for _, sc := range burstRows() {
+		if !b.selected(sc.name) {
+			continue
+		}
+		for i := range runs {
+			b.log.Info("burst", slog.String("scenario", sc.name), slog.Int("run", i+1))
+			before := loadAverage()
+			r, err := runBurst(b.ctx, sc, burstScale, burstTasks)
+			if err != nil {
+				return fmt.Errorf("%s: %w", sc.name, err)
+			}
+			t.add(sc.name, fmt.Sprint(i+1), fmt.Sprintf("%.1f %%", 100*r.used), secs(r.span), fmt.Sprintf("%d / %d", r.solved, r.dead), secs(r.lagMean),
+				fmt.Sprint(r.inCalls), fmt.Sprint(r.refused), fmt.Sprint(r.refusedRun), fmt.Sprintf("%d (%s)", r.snoozes, secs(r.snoozed)), secs(r.tail),
+				before+" → "+loadAverage())
+			if timeline == "" {
+				timeline = fmt.Sprintf("Busy threads at the emulator (of 15) in %.0f-s buckets of real time, the first run of %q; the span split into its first 20 %%, middle and last 20 %%:\n\n%s\n",
+					burstBucket.Seconds(), sc.name, r.timeline())
+			}
+		}
+	}
+	fmt.Printf("%s\n", t.String())
+	c := burstCeiling(200, burstTasks, 15, 5*time.Second, 15*time.Second)
+	fmt.Printf("The ceiling: a scheduler that knows every solve time and loses nothing to latency, filling 15 threads first-come first-served from the burst, "+
+		"uses %.1f–%.1f %% of the plan (mean %.1f %%, 200 simulated bursts).\n\n", 100*c.min, 100*c.max, 100*c.mean)
+	fmt.Print(timeline)
+	return nil
+}
+
+// burstResult is one burst; times are real-time equivalents.
+type burstResult struct {
+	used              float64 // busy thread-seconds ÷ (plan × span)
+	span              time.Duration
+	solved, dead      int
+	lagMean           time.Duration
+	inCalls, refused  int
+	refusedRun        int
+	snoozes           int           // capacity snoozes
+	snoozed           time.Duration // their delays' sum
+	tail              time.Duration // the last acceptance → the last outcome
+	plan              int
+	samples           []busySample // from the first acceptance to the last outcome
+	sampledUsed       float64      // used, from the samples: a check on the exact figure
+	firstIn, lastDone time.Time
+	scale             float64
+}
+
+type busySample struct {
+	at   time.Time
+	busy int
+}
+
+// runBurst starts a fresh pool of sc at time scale scale, submits n mixed
+// tasks at once and waits until each is solved or dead.
+func runBurst(ctx context.Context, sc solverScenario, scale float64, n int) (burstResult, error) {
+	res := burstResult{plan: sc.plan, scale: scale}
+	p, err := startPool(ctx, sc, scale)
+	if err != nil {
+		return res, err
+	}
+	defer p.stop()
+	var ended, solved, dead, snoozes, snoozed atomic.Int64
+	var lastMu sync.Mutex
+	var last time.Time
+	all := make(chan struct{})
+	err = p.run(ctx, stream.ObserverFunc(func(o stream.Observation) {
+		switch o.Kind {
+		case stream.EventSolved:
+			solved.Add(1)
+		case stream.EventDead:
+			dead.Add(1)
+		case stream.EventSnooze:
+			if o.Code == "ERROR_ZERO_BALANCE" || o.Code == "ERROR_NO_SLOT_AVAILABLE" {
+				snoozes.Add(1)
+				snoozed.Add(int64(o.Delay))
+			}
+			return
+		default:
+			return
+		}
+		lastMu.Lock()
+		last = time.Now()
+		lastMu.Unlock()
+		if ended.Add(1) == int64(n) {
+			close(all)
+		}
+	}))
+	if err != nil {
+		return res, err
+	}
+	// Sample the emulator's captchas in solving every 20 ms of wall clock
+	// until the last outcome.
+	done := make(chan struct{})
+	var sampling sync.WaitGroup
+	sampling.Go(func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				res.samples = append(res.samples, busySample{time.Now(), p.emu.Stats().Concurrent})
+			case <-done:
+				return
+			}
+		}
+	})
+	tasks := make([]stream.Task, n)
+	for i := range tasks {
+		tasks[i] = mixedTask(i)
+	}
+	if _, err := p.client.SubmitAll(ctx, tasks); err != nil {
+		close(done)
+		sampling.Wait()
+		return res, fmt.Errorf("submit %d tasks: %w", n, err)
+	}
+	select {
+	case <-all:
+	case <-time.After(10 * time.Minute):
+		err = fmt.Errorf("%d of %d tasks ended in 10 minutes", ended.Load(), n)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	close(done)
+	sampling.Wait()
+	if err != nil {
+		return res, err
+	}
+	toReal := func(d time.Duration) time.Duration { return time.Duration(float64(d) / scale) }
+	lastMu.Lock()
+	res.lastDone = last
+	lastMu.Unlock()
+	res.solved, res.dead = int(solved.Load()), int(dead.Load())
+	res.snoozes, res.snoozed = int(snoozes.Load()), toReal(time.Duration(snoozed.Load()))
+
+	// Busy thread-seconds: each captcha from its acceptance to its readiness,
+	// that is from in.php to the res.php reply that carried its answer, less
+	// the pickup lags (the emulator's, ready → that reply).
+	lags := p.emu.PickupLags(0)
+	var lagSum time.Duration
+	for _, l := range lags {
+		lagSum += l
+	}
+	res.lagMean = toReal(lagSum / time.Duration(max(len(lags), 1)))
+	var busy time.Duration
+	var lastIn time.Time
+	p.tap.mu.Lock()
+	for id, in := range p.tap.in {
+		if res.firstIn.IsZero() || in.Before(res.firstIn) {
+			res.firstIn = in
+		}
+		if in.After(lastIn) {
+			lastIn = in
+		}
+		if pick, ok := p.tap.pick[id]; ok {
+			busy += pick.Sub(in)
+		}
+	}
+	res.refusedRun = p.tap.refusedMax
+	p.tap.mu.Unlock()
+	busy -= lagSum
+	span := res.lastDone.Sub(res.firstIn)
+	res.span, res.tail = toReal(span), toReal(res.lastDone.Sub(lastIn))
+	res.used = busy.Seconds() / (float64(sc.plan) * span.Seconds())
+	res.samples = slices.DeleteFunc(res.samples, func(s busySample) bool { return s.at.Before(res.firstIn) || s.at.After(res.lastDone) })
+	var sum int
+	for _, s := range res.samples {
+		sum += s.busy
+	}
+	res.sampledUsed = float64(sum) / float64(max(len(res.samples), 1)) / float64(sc.plan)
+	st := p.emu.Stats()
+	res.inCalls = st.InCalls
+	for _, code := range []string{"ERROR_ZERO_BALANCE", "ERROR_NO_SLOT_AVAILABLE"} {
+		res.refused += st.Codes[code]
+	}
+	return res, nil
+}
+
+// timeline is the run's busy threads in burstBucket buckets of real time,
+// as three table rows: the span's first 20 %, its middle, its last 20 %.
+func (r burstResult) timeline() string {
+	bucket := time.Duration(float64(burstBucket) * r.scale)
+	span := r.lastDone.Sub(r.firstIn)
+	nb := int((span + bucket - 1) / bucket)
+	sums, counts := make([]int, nb), make([]int, nb)
+	for _, s := range r.samples {
+		i := min(int(s.at.Sub(r.firstIn)/bucket), nb-1)
+		sums[i] += s.busy
+		counts[i]++
+	}
+	t := table{head: []string{"part", "real time", "mean busy", "busy by bucket"}}
+	real := func(d time.Duration) string { return fmt.Sprintf("%.0f s", d.Seconds()/r.scale) }
+	part := func(name string, from, to time.Duration) {
+		var cells []string
+		var sum, count int
+		for i := range nb {
+			mid := time.Duration(i)*bucket + bucket/2
+			if mid < from || mid >= to || counts[i] == 0 {
+				continue
+			}
+			cells = append(cells, fmt.Sprintf("%.1f", float64(sums[i])/float64(counts[i])))
+			sum += sums[i]
+			count += counts[i]
+		}
+		t.add(name, real(from)+"–"+real(min(to, span)), fmt.Sprintf("%.1f of %d", float64(sum)/float64(max(count, 1)), r.plan), strings.Join(cells, " "))
+	}
+	fifth := span / 5
+	part("first 20 %", 0, fifth)
+	part("middle", fifth, span-fifth)
+	part("last 20 %", span-fifth, span+bucket)
+	return t.String() + fmt.Sprintf("\nPlan used from the samples (every 20 ms of wall clock): %.1f %% (the table: %.1f %%).\n", 100*r.sampledUsed, 100*r.used)
+}
+
+// burstCeilingResult is the spread of the ceiling over simulated bursts.
+type burstCeilingResult struct{ min, max, mean float64 }
+
+// burstCeiling simulates bursts of n solves uniform in [lo, hi] on plan
+// threads, each taken first-come first-served by the first thread to free
+// with no latency at all, and returns the plan used (Σ solve ÷ (plan ×
+// makespan)) over runs bursts. The seed is fixed: the same figures each run.
+func burstCeiling(runs, n, plan int, lo, hi time.Duration) burstCeilingResult {
+	rng := rand.New(rand.NewPCG(40, 1))
+	c := burstCeilingResult{min: 1}
+	for range runs {
+		free := make([]float64, plan) // when each thread frees, seconds
+		var total float64
+		for range n {
+			d := lo.Seconds() + rng.Float64()*(hi-lo).Seconds()
+			total += d
+			i := slices.Index(free, slices.Min(free))
+			free[i] += d
+		}
+		used := total / (float64(plan) * slices.Max(free))
+		c.min, c.max = min(c.min, used), max(c.max, used)
+		c.mean += used / float64(runs)
+	}
+	return c
+}
+
+// secs formats d in seconds, two decimals.
+func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+// loadAverage is the machine's 1-minute load average ("?" when unknown).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
