@@ -343,7 +343,7 @@ func (o *occupancy) confirm(h *holder, now time.Time) {
 // The calls a Client's confirms may spend: its res.php calls, scheduled or
 // not, stay within its service's askPace times a poll every PollInterval
 // (5 s) per captcha in flight. The schedules' own polls are never held back
-// (they keep within their budget, fit.go); a confirm goes only when the
+// (they keep within their budget, schedule); a confirm goes only when the
 // calls made so far leave room for it. The credit is at most callBurst,
 // and a debt of more than a minute of the budget (quietFor poll intervals)
 // is forgotten: a burst of scheduled polls silences the confirms for about

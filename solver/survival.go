@@ -7,6 +7,8 @@ package solver
 import (
 	"math"
 	"time"
+
+	"github.com/captchaq/captchaq/solver/internal/schedule"
 )
 
 // survival returns the chance that a captcha of kind, not ready at offset lo,
@@ -35,15 +37,15 @@ func (p *poller) survival(kind string, k kindTiming, age, lo time.Duration) floa
 	}
 	if n := len(ks.obs); n >= minLearned {
 		obs, bounded := ks.spreadObs()
-		if from := empiricalSurvival(obs, bounded, lo, ks.mu, ks.sigma); from >= 2/float64(n) {
-			return math.Min(empiricalSurvival(obs, bounded, age, ks.mu, ks.sigma)/from, 1)
+		if from := schedule.EmpiricalSurvival(obs, bounded, lo, ks.mu, ks.sigma); from >= 2/float64(n) {
+			return math.Min(schedule.EmpiricalSurvival(obs, bounded, age, ks.mu, ks.sigma)/from, 1)
 		}
 	}
 	surv := func(t time.Duration) float64 {
 		if t <= 0 {
 			return 1
 		}
-		return 1 - normCDF((math.Log(float64(t))-ks.mu)/ks.sigma)
+		return 1 - schedule.NormCDF((math.Log(float64(t))-ks.mu)/ks.sigma)
 	}
 	from := surv(lo)
 	if from <= 1e-12 {
@@ -55,18 +57,8 @@ func (p *poller) survival(kind string, k kindTiming, age, lo time.Duration) floa
 	return math.Min(surv(age)/from, 1)
 }
 
-// spreadWindow is an observed window and, for an answer found at its
-// captcha's first poll (lo = 0), what says when before hi it was ready:
-// ref, how many of the answers with both bounds were ready by hi (each
-// spread evenly over its window), and fhi, the fit's distribution function
-// at hi.
-type spreadWindow struct {
-	lo, hi   time.Duration
-	ref, fhi float64
-}
-
 // spreadObs returns the kind's observations, each answer found at a first
-// poll with what says when it was ready (spreadWindow), and the answers
+// poll with what says when it was ready (schedule.Spread), and the answers
 // with both bounds; computed again only when an answer came or the fit
 // changed. Callers hold the poller's lock.
 //
@@ -79,13 +71,13 @@ type spreadWindow struct {
 // bounds are not refined by the others in turn: a self-consistent estimate
 // would put every answer found at a first poll at the earliest time any
 // window allows.
-func (ks *kindStats) spreadObs() ([]spreadWindow, []readyWindow) {
+func (ks *kindStats) spreadObs() ([]schedule.Spread, []readyWindow) {
 	if ks.spreadValid && ks.spreadMu == ks.mu && ks.spreadSigma == ks.sigma && len(ks.spread) == len(ks.obs) {
 		return ks.spread, ks.bounded
 	}
 	ks.bounded = ks.bounded[:0]
 	for _, o := range ks.obs {
-		if o.lo > 0 {
+		if o.Lo > 0 {
 			ks.bounded = append(ks.bounded, o)
 		}
 	}
@@ -97,62 +89,15 @@ func (ks *kindStats) spreadObs() ([]spreadWindow, []readyWindow) {
 	informed := len(ks.bounded) > 0 || ks.prior.N > 0
 	ks.spread = ks.spread[:0]
 	for _, o := range ks.obs {
-		w := spreadWindow{lo: o.lo, hi: o.hi}
-		if o.lo == 0 {
-			w.ref = evenReady(ks.bounded, o.hi)
+		w := schedule.Spread{Lo: o.Lo, Hi: o.Hi}
+		if o.Lo == 0 {
+			w.Ref = schedule.EvenReady(ks.bounded, o.Hi)
 			if informed {
-				w.fhi = logNormalCDF(ks.mu, ks.sigma, o.hi)
+				w.FHi = schedule.LogNormalCDF(ks.mu, ks.sigma, o.Hi)
 			}
 		}
 		ks.spread = append(ks.spread, w)
 	}
 	ks.spreadValid, ks.spreadMu, ks.spreadSigma = true, ks.mu, ks.sigma
 	return ks.spread, ks.bounded
-}
-
-// logNormalCDF is F(t) of the log-normal (μ, σ of the log in nanoseconds).
-func logNormalCDF(mu, sigma float64, t time.Duration) float64 {
-	if t <= 0 {
-		return 0
-	}
-	return normCDF((math.Log(float64(t)) - mu) / sigma)
-}
-
-// evenReady is how many of obs were ready by t, each spread evenly over its
-// window.
-func evenReady(obs []readyWindow, t time.Duration) float64 {
-	var ready float64
-	for _, o := range obs {
-		switch {
-		case t >= o.hi:
-			ready++
-		case t > o.lo:
-			ready += float64(t-o.lo) / float64(o.hi-o.lo)
-		}
-	}
-	return ready
-}
-
-// empiricalSurvival is the share of obs not ready by t (see spreadObs;
-// bounded are its answers with both bounds, (μ, σ) the fit).
-func empiricalSurvival(obs []spreadWindow, bounded []readyWindow, t time.Duration, mu, sigma float64) float64 {
-	rt := evenReady(bounded, t)
-	ft := logNormalCDF(mu, sigma, t)
-	var ready float64
-	for _, o := range obs {
-		switch {
-		case t >= o.hi:
-			ready++
-		case t <= o.lo:
-		case o.lo > 0:
-			ready += float64(t-o.lo) / float64(o.hi-o.lo)
-		case o.ref > 1e-9:
-			ready += math.Min(rt/o.ref, 1)
-		case o.fhi > 0:
-			ready += math.Min(ft/o.fhi, 1)
-		default:
-			ready += float64(t) / float64(o.hi)
-		}
-	}
-	return 1 - ready/float64(len(obs))
 }

@@ -1,4 +1,4 @@
-package solver
+package schedule
 
 import (
 	"math"
@@ -12,19 +12,22 @@ import (
 // needs a second call for the few it misses.
 const budgetSlack = 0.1
 
+// MinSigma is the narrowest log-normal the fit returns.
+const MinSigma = 0.05
+
 // tailShare is the share of captchas still being solved beyond which the
 // adaptive schedule plans no polls of its own: the fixed interval polls on
-// from there (kindTiming.extend).
+// from there (Timing.Extend).
 const tailShare = 0.001
 
-// The shape of the distribution a schedule is planned for (shaped): the
-// answers' own shape is tried only with at least shapeMin of them, judged
+// The shape of the distribution a schedule is planned for (Shaped): the
+// answers' own shape is tried only with at least ShapeMin of them, judged
 // by shapeFolds-fold cross-validation, and taken only when it predicts the
 // held-out answers better than the log-normal fit by shapeMargin nats in
 // all. refine takes refineSteps expectation-maximisation steps and smooths
 // what the answers say over refineSmooth grid cells either side.
 const (
-	shapeMin     = 32
+	ShapeMin     = 32
 	shapeFolds   = 4
 	shapeMargin  = 1.0
 	refineSteps  = 30
@@ -38,31 +41,31 @@ const (
 // at one or two seconds, which costs it most of a second of lag whatever
 // its answers say; a finer grid lets its polls follow them, still within
 // the same budget of calls.
-func planGrid(mu float64, k kindTiming) time.Duration {
-	g := k.resolution
+func planGrid(mu float64, k Timing) time.Duration {
+	g := k.Resolution
 	if m := time.Duration(math.Exp(mu)) / 4; m < g {
-		g = max(m, k.resolution/4)
+		g = max(m, k.Resolution/4)
 	}
 	return max(g, 1)
 }
 
-// planAdaptive returns the adaptive poll times for the distribution of ready
+// PlanAdaptive returns the adaptive poll times for the distribution of ready
 // times that a log-normal fit (μ, σ of the log in nanoseconds) and the
-// answers obs say together (shaped; see the package doc), or the fixed
+// answers obs say together (Shaped; see the solver package doc), or the fixed
 // schedule when it does not do better. prior is how many answers the fit
 // counts as beyond obs.
-func planAdaptive(mu, sigma float64, obs []readyWindow, prior float64, k kindTiming) []time.Duration {
-	fixed := k.fixedSchedule()
+func PlanAdaptive(mu, sigma float64, obs []Window, prior float64, k Timing) []time.Duration {
+	fixed := k.FixedSchedule()
 	g := planGrid(mu, k)
-	horizon := min(time.Duration(math.Exp(mu+3.3*sigma))+2*g, k.maxWait)
+	horizon := min(time.Duration(math.Exp(mu+3.3*sigma))+2*g, k.MaxWait)
 	n := int((horizon + g - 1) / g)
 	if n < 2 || n > 4096 {
 		return fixed
 	}
-	d := shaped(discretize(mu, sigma, g, n), obs, prior, g)
+	d := Shaped(Discretize(mu, sigma, g, n), obs, prior, g)
 	fixedCalls, fixedLag := d.evaluate(fixed)
 	budget := max(fixedCalls, 1+budgetSlack)
-	if d.quantile(0.5, g) < k.first {
+	if d.quantile(0.5, g) < k.First {
 		budget = max(budget, pacedCalls(d, k))
 	}
 
@@ -71,8 +74,8 @@ func planAdaptive(mu, sigma float64, obs []readyWindow, prior float64, k kindTim
 	C := make([]float64, n+1)
 	M := make([]float64, n+1)
 	for i := 1; i <= n; i++ {
-		C[i] = C[i-1] + d.mass[i]
-		M[i] = M[i-1] + d.mass[i]*d.pos[i]/float64(g)
+		C[i] = C[i-1] + d.Mass[i]
+		M[i] = M[i-1] + d.Mass[i]*d.pos[i]/float64(g)
 	}
 	const eps = 1e-9
 	surv := func(j int) float64 { return math.Max(0, 1-C[j]) }
@@ -102,8 +105,8 @@ func planAdaptive(mu, sigma float64, obs []readyWindow, prior float64, k kindTim
 		// The grid's last cell may end past MaxWait (a grid that does not
 		// divide it): its poll is at MaxWait, when the wait gives up.
 		var s []time.Duration
-		for j := 0; surv(j) > tailShare && next[j] > 0 && len(s) <= k.maxCalls; j = next[j] {
-			s = append(s, min(time.Duration(next[j])*g, k.maxWait))
+		for j := 0; surv(j) > tailShare && next[j] > 0 && len(s) <= k.MaxCalls; j = next[j] {
+			s = append(s, min(time.Duration(next[j])*g, k.MaxWait))
 		}
 		return s
 	}
@@ -111,9 +114,9 @@ func planAdaptive(mu, sigma float64, obs []readyWindow, prior float64, k kindTim
 	// A schedule must still be polling when nearly every captcha is ready
 	// (the distribution's 99.9th percentile, or MaxWait): one that spends
 	// its MaxCalls sooner gives up on slow captchas (CodePollLimit).
-	reach := min(d.quantile(1-tailShare, g), k.maxWait, fixed[len(fixed)-1])
+	reach := min(d.quantile(1-tailShare, g), k.MaxWait, fixed[len(fixed)-1])
 	covers := func(s []time.Duration) bool {
-		e := k.extend(slices.Clone(s))
+		e := k.Extend(slices.Clone(s))
 		return len(e) > 0 && e[len(e)-1] >= reach
 	}
 
@@ -127,7 +130,7 @@ func planAdaptive(mu, sigma float64, obs []readyWindow, prior float64, k kindTim
 		for range 40 {
 			mid := (lo + hi) / 2
 			s := plan(math.Exp(mid))
-			good := ok(s) && len(s) <= k.maxCalls && covers(s)
+			good := ok(s) && len(s) <= k.MaxCalls && covers(s)
 			switch {
 			case good && low:
 				best, lo = s, mid
@@ -145,16 +148,16 @@ func planAdaptive(mu, sigma float64, obs []readyWindow, prior float64, k kindTim
 	// The smallest λ whose schedule fits the call budget has the least lag.
 	best := bisect(func(s []time.Duration) bool { calls, _ := d.evaluate(s); return calls <= budget }, false)
 	if best != nil {
-		if _, lag := d.evaluate(k.extend(slices.Clone(best))); lag < fixedLag*0.98 {
+		if _, lag := d.evaluate(k.Extend(slices.Clone(best))); lag < fixedLag*0.98 {
 			return best
 		}
 	}
 	// No lag to win at the fixed schedule's cost: save calls instead, at no
 	// more lag (a service slower than FirstPoll assumes): the largest λ
 	// whose schedule lags no more than the fixed one.
-	best = bisect(func(s []time.Duration) bool { _, lag := d.evaluate(k.extend(slices.Clone(s))); return lag <= fixedLag }, true)
+	best = bisect(func(s []time.Duration) bool { _, lag := d.evaluate(k.Extend(slices.Clone(s))); return lag <= fixedLag }, true)
 	if best != nil {
-		if calls, _ := d.evaluate(k.extend(slices.Clone(best))); calls < fixedCalls*0.97 {
+		if calls, _ := d.evaluate(k.Extend(slices.Clone(best))); calls < fixedCalls*0.97 {
 			return best
 		}
 	}
@@ -172,44 +175,44 @@ func planAdaptive(mu, sigma float64, obs []readyWindow, prior float64, k kindTim
 // adaptive schedule may spend up to the pace. Where it does not (the
 // kind's median ready time is past the first poll), the budget stays the
 // fixed schedule's: it already polls at the pace once polling starts.
-func pacedCalls(d dist, k kindTiming) float64 {
+func pacedCalls(d Dist, k Timing) float64 {
 	paced := k
-	paced.first = k.interval
-	calls, _ := d.evaluate(paced.fixedSchedule())
+	paced.First = k.Interval
+	calls, _ := d.evaluate(paced.FixedSchedule())
 	return calls
 }
 
-// dist is a distribution of ready times on the grid: mass[i] in cell
+// Dist is a distribution of ready times on the grid: Mass[i] in cell
 // (t(i-1), t(i)], centred at pos[i].
-type dist struct {
-	mass []float64
+type Dist struct {
+	Mass []float64
 	pos  []float64 // seconds… in time.Duration units as float64
 }
 
-// fitLogNormal fits a log-normal distribution (μ, σ of the log of the solve
+// FitLogNormal fits a log-normal distribution (μ, σ of the log of the solve
 // time in nanoseconds) to interval-censored observations by
 // expectation-maximisation: each window contributes the moments of the
 // current normal truncated to it. Solve times are right-skewed, and a smooth
 // two-parameter fit keeps the schedule from chasing the accidents of a small
 // sample — the poll times shape the windows observed next, and a
 // nonparametric estimate feeds on its own clumps.
-func fitLogNormal(obs []readyWindow) (mu, sigma float64) {
+func FitLogNormal(obs []Window) (mu, sigma float64) {
 	type win struct{ a, b float64 } // log bounds; a = -Inf for "since submission"
 	ws := make([]win, 0, len(obs))
 	var sum, sum2 float64
 	for _, o := range obs {
-		w := win{math.Inf(-1), math.Log(float64(max(o.hi, time.Microsecond)))}
-		if o.lo > 0 {
-			w.a = math.Log(float64(o.lo))
+		w := win{math.Inf(-1), math.Log(float64(max(o.Hi, time.Microsecond)))}
+		if o.Lo > 0 {
+			w.a = math.Log(float64(o.Lo))
 		}
 		ws = append(ws, w)
-		mid := math.Log(float64(max((o.lo+o.hi)/2, time.Microsecond)))
+		mid := math.Log(float64(max((o.Lo+o.Hi)/2, time.Microsecond)))
 		sum += mid
 		sum2 += mid * mid
 	}
 	n := float64(len(ws))
 	mu = sum / n
-	sigma = math.Max(math.Sqrt(math.Max(sum2/n-mu*mu, 0)), minSigma)
+	sigma = math.Max(math.Sqrt(math.Max(sum2/n-mu*mu, 0)), MinSigma)
 	for range 50 {
 		var m1, m2 float64
 		for _, w := range ws {
@@ -219,7 +222,7 @@ func fitLogNormal(obs []readyWindow) (mu, sigma float64) {
 				continue
 			}
 			al, be := (w.a-mu)/sigma, (w.b-mu)/sigma
-			z := normCDF(be) - normCDF(al)
+			z := NormCDF(be) - NormCDF(al)
 			if z < 1e-12 {
 				// The model says the window cannot happen: take its
 				// upper bound (or its middle) as a point.
@@ -242,7 +245,7 @@ func fitLogNormal(obs []readyWindow) (mu, sigma float64) {
 			m2 += e2
 		}
 		nmu := m1 / n
-		nsigma := math.Max(math.Sqrt(math.Max(m2/n-nmu*nmu, 0)), minSigma)
+		nsigma := math.Max(math.Sqrt(math.Max(m2/n-nmu*nmu, 0)), MinSigma)
 		done := math.Abs(nmu-mu) < 1e-6 && math.Abs(nsigma-sigma) < 1e-6
 		mu, sigma = nmu, nsigma
 		if done {
@@ -253,39 +256,39 @@ func fitLogNormal(obs []readyWindow) (mu, sigma float64) {
 }
 
 func normPDF(x float64) float64 { return math.Exp(-x*x/2) / math.Sqrt(2*math.Pi) }
-func normCDF(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
+func NormCDF(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
 
-// discretize puts a log-normal distribution on the grid of step g with n
+// Discretize puts a log-normal distribution on the grid of step g with n
 // cells; the tail beyond the last cell goes into it.
-func discretize(mu, sigma float64, g time.Duration, n int) dist {
-	d := dist{mass: make([]float64, n+1), pos: make([]float64, n+1)}
+func Discretize(mu, sigma float64, g time.Duration, n int) Dist {
+	d := Dist{Mass: make([]float64, n+1), pos: make([]float64, n+1)}
 	cdf := func(t time.Duration) float64 {
 		if t <= 0 {
 			return 0
 		}
-		return normCDF((math.Log(float64(t)) - mu) / sigma)
+		return NormCDF((math.Log(float64(t)) - mu) / sigma)
 	}
 	for i := 1; i <= n; i++ {
-		d.mass[i] = cdf(time.Duration(i)*g) - cdf(time.Duration(i-1)*g)
+		d.Mass[i] = cdf(time.Duration(i)*g) - cdf(time.Duration(i-1)*g)
 		d.pos[i] = float64(time.Duration(i)*g) - float64(g)/2
 	}
-	d.mass[n] += 1 - cdf(time.Duration(n)*g)
+	d.Mass[n] += 1 - cdf(time.Duration(n)*g)
 	return d
 }
 
-// shaped returns the distribution a schedule is planned for (see the
+// Shaped returns the distribution a schedule is planned for (see the solver
 // package doc): d, the log-normal fit on the grid of step g, or, when the
 // answers obs predict their held-out windows better by their own shape
 // (cross-validated), d refined by them, d counting as prior answers (at
 // least one).
-func shaped(d dist, obs []readyWindow, prior float64, g time.Duration) dist {
-	if len(obs) < shapeMin {
+func Shaped(d Dist, obs []Window, prior float64, g time.Duration) Dist {
+	if len(obs) < ShapeMin {
 		return d
 	}
-	n := len(d.mass) - 1
+	n := len(d.Mass) - 1
 	var fitScore, shapeScore float64
-	train := make([]readyWindow, 0, len(obs))
-	var test []readyWindow
+	train := make([]Window, 0, len(obs))
+	var test []Window
 	for f := range shapeFolds {
 		train, test = train[:0], test[:0]
 		for i, o := range obs {
@@ -295,8 +298,8 @@ func shaped(d dist, obs []readyWindow, prior float64, g time.Duration) dist {
 				train = append(train, o)
 			}
 		}
-		mu, sigma := fitLogNormal(train)
-		fd := discretize(mu, sigma, g, n)
+		mu, sigma := FitLogNormal(train)
+		fd := Discretize(mu, sigma, g, n)
 		fitScore += fd.logLikelihood(test, g)
 		shapeScore += fd.refine(train, g, 1).logLikelihood(test, g)
 	}
@@ -309,19 +312,19 @@ func shaped(d dist, obs []readyWindow, prior float64, g time.Duration) dist {
 // cellShares returns the share of each grid cell (of step g, n cells, the
 // last holding the tail) inside o's window, from cell from on; a window
 // without width is its cell.
-func cellShares(o readyWindow, g time.Duration, n int) (from int, share []float64) {
-	if o.hi <= o.lo {
-		return max(min(int((o.hi+g-1)/g), n), 1), []float64{1}
+func cellShares(o Window, g time.Duration, n int) (from int, share []float64) {
+	if o.Hi <= o.Lo {
+		return max(min(int((o.Hi+g-1)/g), n), 1), []float64{1}
 	}
-	a := min(int(o.lo/g)+1, n)
-	b := max(min(int((o.hi+g-1)/g), n), a)
+	a := min(int(o.Lo/g)+1, n)
+	b := max(min(int((o.Hi+g-1)/g), n), a)
 	share = make([]float64, b-a+1)
 	for i := a; i <= b; i++ {
 		lo, hi := time.Duration(i-1)*g, time.Duration(i)*g
 		if i == n {
-			hi = max(hi, o.hi)
+			hi = max(hi, o.Hi)
 		}
-		if ov := min(hi, o.hi) - max(lo, o.lo); ov > 0 {
+		if ov := min(hi, o.Hi) - max(lo, o.Lo); ov > 0 {
 			share[i-a] = float64(ov) / float64(hi-lo)
 		}
 	}
@@ -336,8 +339,8 @@ func cellShares(o readyWindow, g time.Duration, n int) (from int, share []float6
 // last step over refineSmooth cells either side within their span. Between
 // the answers' bounds it is what they say; where they say nothing (beyond
 // the slowest), d's.
-func (d dist) refine(obs []readyWindow, g time.Duration, prior float64) dist {
-	n := len(d.mass) - 1
+func (d Dist) refine(obs []Window, g time.Duration, prior float64) Dist {
+	n := len(d.Mass) - 1
 	type span struct {
 		from  int
 		share []float64
@@ -346,7 +349,7 @@ func (d dist) refine(obs []readyWindow, g time.Duration, prior float64) dist {
 	for i, o := range obs {
 		spans[i].from, spans[i].share = cellShares(o, g, n)
 	}
-	p := slices.Clone(d.mass)
+	p := slices.Clone(d.Mass)
 	acc := make([]float64, n+1)
 	for step := range refineSteps {
 		clear(acc)
@@ -370,10 +373,10 @@ func (d dist) refine(obs []readyWindow, g time.Duration, prior float64) dist {
 		}
 		w := float64(len(spans)) + prior
 		for i := range p {
-			p[i] = (acc[i] + prior*d.mass[i]) / w
+			p[i] = (acc[i] + prior*d.Mass[i]) / w
 		}
 	}
-	return dist{mass: p, pos: d.pos}
+	return Dist{Mass: p, pos: d.pos}
 }
 
 // smoothSupport averages p over a triangular kernel of radius r cells
@@ -413,14 +416,14 @@ func smoothSupport(p []float64, r int) []float64 {
 
 // logLikelihood is the log of the chance of obs's windows under d (on the
 // grid of step g), each cell's mass spread evenly over it.
-func (d dist) logLikelihood(obs []readyWindow, g time.Duration) float64 {
-	n := len(d.mass) - 1
+func (d Dist) logLikelihood(obs []Window, g time.Duration) float64 {
+	n := len(d.Mass) - 1
 	var ll float64
 	for _, o := range obs {
 		from, share := cellShares(o, g, n)
 		var p float64
 		for i, f := range share {
-			p += d.mass[from+i] * f
+			p += d.Mass[from+i] * f
 		}
 		ll += math.Log(max(p, 1e-12))
 	}
@@ -429,32 +432,32 @@ func (d dist) logLikelihood(obs []readyWindow, g time.Duration) float64 {
 
 // quantile returns the end of the first cell (of step g) by which d reaches
 // q.
-func (d dist) quantile(q float64, g time.Duration) time.Duration {
+func (d Dist) quantile(q float64, g time.Duration) time.Duration {
 	var c float64
-	for i := 1; i < len(d.mass); i++ {
-		if c += d.mass[i]; c >= q {
+	for i := 1; i < len(d.Mass); i++ {
+		if c += d.Mass[i]; c >= q {
 			return time.Duration(i) * g
 		}
 	}
-	return time.Duration(len(d.mass)-1) * g
+	return time.Duration(len(d.Mass)-1) * g
 }
 
 // evaluate returns the expected res.php calls and pickup lag (in seconds) of
 // polling at times s under d. Mass after the last poll counts len(s) calls and
 // no lag: the schedules compared all cover MaxWait.
-func (d dist) evaluate(s []time.Duration) (calls, lag float64) {
-	for i := 1; i < len(d.mass); i++ {
-		if d.mass[i] == 0 {
+func (d Dist) evaluate(s []time.Duration) (calls, lag float64) {
+	for i := 1; i < len(d.Mass); i++ {
+		if d.Mass[i] == 0 {
 			continue
 		}
 		at := time.Duration(d.pos[i])
 		j, _ := slices.BinarySearch(s, at)
 		if j == len(s) {
-			calls += d.mass[i] * float64(len(s))
+			calls += d.Mass[i] * float64(len(s))
 			continue
 		}
-		calls += d.mass[i] * float64(j+1)
-		lag += d.mass[i] * (s[j] - at).Seconds()
+		calls += d.Mass[i] * float64(j+1)
+		lag += d.Mass[i] * (s[j] - at).Seconds()
 	}
 	return calls, lag
 }
