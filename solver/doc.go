@@ -9,7 +9,7 @@
 // (lo, hi]: after the last res.php call that said CAPCHA_NOT_READY (or the
 // submission) and before the call that returned it. The poller keeps the last
 // learnWindow such intervals per kind and fits a log-normal distribution of
-// solve times to them (see fitLogNormal).
+// solve times to them (see schedule.FitLogNormal).
 //
 // An answer found at a captcha's first poll is left-censored, (0, hi]: it
 // says the solve took at most hi, not how much less. The fit takes it as
@@ -51,13 +51,13 @@
 // Given that distribution, the fixed schedule (FirstPoll, then every
 // PollInterval) costs some expected number of res.php calls per captcha,
 // and so does the service's own pace, a poll every PollInterval from
-// submission (CaptchaAI's recommended poll frequency per task; pacedCalls).
+// submission (CaptchaAI's recommended poll frequency per task; schedule.pacedCalls).
 // B is the fixed schedule's, or the larger of the two where the documented
 // first poll comes after the kind's median ready time (a service faster
 // than FirstPoll assumes). The
 // adaptive schedule is the set of poll times, on a grid of Resolution (or,
 // for a kind whose median is under four Resolutions, a quarter of the
-// median, down to a quarter of Resolution: planGrid), that
+// median, down to a quarter of Resolution: schedule.planGrid), that
 // minimises the expected pickup lag (ready → fetched) among schedules whose
 // expected number of calls is at most B (at least 1.1, so that a first poll
 // earlier than one that finds every answer may miss a few): it polls densely

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/captchaq/captchaq/solver/internal/schedule"
 )
 
 const (
@@ -23,9 +25,8 @@ const (
 )
 
 // readyWindow is an observation: the captcha became ready in (lo, hi] after
-// submission. lo = 0 is left-censored: ready before the first poll, by how
-// much it does not say.
-type readyWindow struct{ lo, hi time.Duration }
+// submission (schedule.Window).
+type readyWindow = schedule.Window
 
 // poller learns solve times per kind and plans poll schedules. It is safe for
 // concurrent use.
@@ -52,7 +53,7 @@ type kindStats struct {
 	// obs as survival reads them, and those with both bounds (spreadObs),
 	// for the fit spreadMu, spreadSigma; spreadValid is cleared at every
 	// answer.
-	spread                []spreadWindow
+	spread                []schedule.Spread
 	bounded               []readyWindow
 	spreadMu, spreadSigma float64
 	spreadValid           bool
@@ -67,9 +68,9 @@ func (p *poller) observe(kind string, lo, hi time.Duration) {
 	defer p.mu.Unlock()
 	ks := p.stats(kind)
 	if len(ks.obs) < learnWindow {
-		ks.obs = append(ks.obs, readyWindow{lo, hi})
+		ks.obs = append(ks.obs, readyWindow{Lo: lo, Hi: hi})
 	} else {
-		ks.obs[ks.next] = readyWindow{lo, hi}
+		ks.obs[ks.next] = readyWindow{Lo: lo, Hi: hi}
 	}
 	ks.next = (ks.next + 1) % learnWindow
 	ks.spreadValid = false
@@ -149,9 +150,9 @@ func (ks *kindStats) notReadyBy() time.Duration {
 	if len(ks.obs) == 0 {
 		return 0
 	}
-	least := ks.obs[0].lo
+	least := ks.obs[0].Lo
 	for _, o := range ks.obs[1:] {
-		least = min(least, o.lo)
+		least = min(least, o.Lo)
 	}
 	return least
 }
@@ -165,7 +166,7 @@ func (ks *kindStats) planned(k kindTiming) []time.Duration {
 	}
 	if !ks.hasPlan || ks.fresh >= replanEvery || ks.planFrom != k {
 		ks.mu, ks.sigma = ks.fit()
-		ks.plan = k.extend(planAdaptive(ks.mu, ks.sigma, ks.obs, float64(min(ks.prior.N, learnWindow)), k))
+		ks.plan = k.extend(schedule.PlanAdaptive(ks.mu, ks.sigma, ks.obs, float64(min(ks.prior.N, learnWindow)), k.sched()))
 		ks.plan = k.reserve(ks.plan)
 		ks.hasPlan, ks.fresh, ks.planFrom = true, 0, k
 	}
@@ -188,10 +189,10 @@ func probeAt(obs []readyWindow, base []time.Duration, k kindTiming) time.Duratio
 	}
 	bounded, tight := 0, time.Duration(math.MaxInt64)
 	for _, o := range obs {
-		if o.lo > 0 {
+		if o.Lo > 0 {
 			bounded++
 		} else {
-			tight = min(tight, o.hi)
+			tight = min(tight, o.Hi)
 		}
 	}
 	if bounded >= probeNeed || tight == math.MaxInt64 {
@@ -211,7 +212,7 @@ func probeAt(obs []readyWindow, base []time.Duration, k kindTiming) time.Duratio
 func (ks *kindStats) fit() (mu, sigma float64) {
 	own := len(ks.obs)
 	if own > 0 {
-		mu, sigma = fitLogNormal(ks.obs)
+		mu, sigma = schedule.FitLogNormal(ks.obs)
 	}
 	if ks.prior.N == 0 {
 		return mu, sigma
@@ -242,7 +243,7 @@ func (p *poller) kindsLearned(now time.Time) map[string]Learned {
 		if ks.unshared == 0 || len(ks.obs) == 0 {
 			continue
 		}
-		mu, sigma := fitLogNormal(ks.obs)
+		mu, sigma := schedule.FitLogNormal(ks.obs)
 		out[kind] = learnedOf(mu, sigma, ks.unshared, now)
 		ks.unshared = 0
 	}

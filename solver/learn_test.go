@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/captchaq/captchaq/solver/internal/schedule"
 )
 
 // simulate runs n captchas of kind through p, inFlight at a time, each
@@ -33,15 +35,15 @@ func simulate(p *poller, kind string, k kindTiming, inFlight int, ready []time.D
 					break
 				}
 			}
-			lags[next], calls[next] = w.hi-ready[next], n
-			air = append(air, flying{next, clock + w.hi, w})
+			lags[next], calls[next] = w.Hi-ready[next], n
+			air = append(air, flying{next, clock + w.Hi, w})
 			next++
 		}
 		slices.SortFunc(air, func(a, b flying) int { return int(a.done - b.done) })
 		f := air[0]
 		air = air[1:]
 		clock = max(clock, f.done)
-		p.observe(kind, f.window.lo, f.window.hi)
+		p.observe(kind, f.window.Lo, f.window.Hi)
 	}
 	return lags, calls
 }
@@ -104,7 +106,7 @@ func TestNoProbingWhenBracketed(t *testing.T) {
 		w := observeBy(fixed, d)
 		// At most the early polls of a kind not learned yet (coldLadder)
 		// more than the fixed schedule.
-		if n := slices.Index(fixed, w.hi) + 1; calls[i] < n || calls[i] > n+coldRungs {
+		if n := slices.Index(fixed, w.Hi) + 1; calls[i] < n || calls[i] > n+coldRungs {
 			t.Errorf("captcha %d: %d calls before anything was learned, want the fixed schedule's %d and at most %d early ones", i, calls[i], n, coldRungs)
 		}
 	}
@@ -125,7 +127,7 @@ func TestProbeAt(t *testing.T) {
 	k := Timing{}.forKind(KindImage) // resolution 1 s
 	fixed := k.fixedSchedule()
 	left := func(n int, hi time.Duration) []readyWindow {
-		return slices.Repeat([]readyWindow{{0, hi}}, n)
+		return slices.Repeat([]readyWindow{{Lo: 0, Hi: hi}}, n)
 	}
 	tests := []struct {
 		name string
@@ -135,10 +137,10 @@ func TestProbeAt(t *testing.T) {
 	}{
 		{"nothing seen", nil, fixed, 0},
 		{"all at the first poll", left(5, 5*time.Second), fixed, 2500 * time.Millisecond},
-		{"tighter bound seen", append(left(5, 5*time.Second), readyWindow{0, 1200 * time.Millisecond}), fixed, 600 * time.Millisecond},
+		{"tighter bound seen", append(left(5, 5*time.Second), readyWindow{Lo: 0, Hi: 1200 * time.Millisecond}), fixed, 600 * time.Millisecond},
 		{"plan polls earlier", left(5, 5*time.Second), []time.Duration{time.Second, 2 * time.Second}, 500 * time.Millisecond},
-		{"enough lower bounds", append(left(5, 5*time.Second), slices.Repeat([]readyWindow{{5 * time.Second, 10 * time.Second}}, probeNeed)...), fixed, 0},
-		{"none left-censored", slices.Repeat([]readyWindow{{5 * time.Second, 10 * time.Second}}, 3), fixed, 0},
+		{"enough lower bounds", append(left(5, 5*time.Second), slices.Repeat([]readyWindow{{Lo: 5 * time.Second, Hi: 10 * time.Second}}, probeNeed)...), fixed, 0},
+		{"none left-censored", slices.Repeat([]readyWindow{{Lo: 5 * time.Second, Hi: 10 * time.Second}}, 3), fixed, 0},
 		{"as early as it gets", left(5, 400*time.Millisecond), fixed, 0},
 	}
 	for _, tt := range tests {
@@ -154,16 +156,16 @@ func TestProbeAt(t *testing.T) {
 func TestLeftCensoredPullDown(t *testing.T) {
 	t.Parallel()
 	median := func(obs []readyWindow) time.Duration {
-		mu, _ := fitLogNormal(obs)
+		mu, _ := schedule.FitLogNormal(obs)
 		return time.Duration(math.Exp(mu))
 	}
-	bracketed := slices.Repeat([]readyWindow{{4 * time.Second, 5 * time.Second}}, 10)
-	withEarly := append(slices.Clone(bracketed), slices.Repeat([]readyWindow{{0, time.Second}}, 10)...)
+	bracketed := slices.Repeat([]readyWindow{{Lo: 4 * time.Second, Hi: 5 * time.Second}}, 10)
+	withEarly := append(slices.Clone(bracketed), slices.Repeat([]readyWindow{{Lo: 0, Hi: time.Second}}, 10)...)
 	if a, b := median(bracketed), median(withEarly); b >= a || b > 3*time.Second {
 		t.Errorf("median %v of bracketed answers, %v with answers ready before 1 s: want it pulled down", a, b)
 	}
-	onlyLeft := slices.Repeat([]readyWindow{{0, 5 * time.Second}}, 20)
-	tighter := append(slices.Clone(onlyLeft), slices.Repeat([]readyWindow{{0, 1250 * time.Millisecond}}, 20)...)
+	onlyLeft := slices.Repeat([]readyWindow{{Lo: 0, Hi: 5 * time.Second}}, 20)
+	tighter := append(slices.Clone(onlyLeft), slices.Repeat([]readyWindow{{Lo: 0, Hi: 1250 * time.Millisecond}}, 20)...)
 	if a, b := median(onlyLeft), median(tighter); a >= 5*time.Second || b >= a {
 		t.Errorf("medians %v (ready before 5 s) and %v (half of them before 1.25 s): want below the bounds and falling", a, b)
 	}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/captchaq/captchaq/solver/internal/schedule"
 )
 
 // TestPlanWithinMaxWait: the adaptive schedule plans no poll past MaxWait,
@@ -18,7 +20,7 @@ func TestPlanWithinMaxWait(t *testing.T) {
 		for median := 500 * time.Millisecond; median < 20*time.Second; median += 137 * time.Millisecond {
 			for _, sigma := range []float64{1.0, 1.3, 1.6} {
 				mu := math.Log(float64(median))
-				s := k.reserve(k.extend(planAdaptive(mu, sigma, nil, 0, k)))
+				s := k.reserve(k.extend(schedule.PlanAdaptive(mu, sigma, nil, 0, k.sched())))
 				if len(s) == 0 || len(s) > k.maxCalls || s[len(s)-1] > k.maxWait {
 					t.Fatalf("interval %v, median %v, σ %.1f: %d polls, the last at %v, past MaxWait %v or over %d calls",
 						k.interval, median, sigma, len(s), s[len(s)-1], k.maxWait, k.maxCalls)

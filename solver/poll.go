@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/captcha"
+	"github.com/captchaq/captchaq/solver/internal/schedule"
 )
 
 // Timing says when the client polls res.php and when it gives up. The zero
@@ -137,14 +138,15 @@ func (t Timing) forKind(kind string) kindTiming {
 	return k
 }
 
+// sched is k as the schedule's statistics read it.
+func (k kindTiming) sched() schedule.Timing {
+	return schedule.Timing{First: k.first, Interval: k.interval, MaxWait: k.maxWait, Resolution: k.resolution, MaxCalls: k.maxCalls}
+}
+
 // fixedSchedule is FirstPoll, then every PollInterval, up to MaxWait and
 // MaxCalls: the offsets from submission of the res.php calls.
 func (k kindTiming) fixedSchedule() []time.Duration {
-	var s []time.Duration
-	for at := k.first; at <= k.maxWait && len(s) < k.maxCalls; at += k.interval {
-		s = append(s, at)
-	}
-	return s
+	return k.sched().FixedSchedule()
 }
 
 // coldLadder returns fixed, the fixed schedule of a kind nobody has learned
@@ -180,16 +182,7 @@ func (k kindTiming) coldLadder(fixed []time.Duration, notBefore time.Duration) [
 // MaxWait and MaxCalls, so a captcha slower than every one seen is still
 // fetched.
 func (k kindTiming) extend(s []time.Duration) []time.Duration {
-	if len(s) == 0 {
-		return k.fixedSchedule()
-	}
-	for at := s[len(s)-1] + k.interval; at <= k.maxWait && len(s) < k.maxCalls; at += k.interval {
-		s = append(s, at)
-	}
-	if len(s) > k.maxCalls {
-		s = s[:k.maxCalls]
-	}
-	return s
+	return k.sched().Extend(s)
 }
 
 // reserveCalls is how many of MaxCalls a plan that would spend them all

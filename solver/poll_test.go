@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/captchaq/captchaq/solver/internal/schedule"
 )
 
 // lognormal draws n solve times with the given median, 99th percentile at
@@ -30,11 +32,11 @@ func observeBy(s []time.Duration, d time.Duration) readyWindow {
 	lo := time.Duration(0)
 	for _, p := range s {
 		if p >= d {
-			return readyWindow{lo, p}
+			return readyWindow{Lo: lo, Hi: p}
 		}
 		lo = p
 	}
-	return readyWindow{lo, d}
+	return readyWindow{Lo: lo, Hi: d}
 }
 
 // planFor returns the schedule of kind's captchas that do not probe.
@@ -70,12 +72,12 @@ func TestAdaptiveNeverWorse(t *testing.T) {
 		var p poller
 		for _, d := range lognormal(1, 400, tt.floor, tt.median, tt.top) {
 			w := observeBy(p.schedule(tt.kind, k), d)
-			p.observe(tt.kind, w.lo, w.hi)
+			p.observe(tt.kind, w.Lo, w.Hi)
 		}
 		adaptive := p.planFor(tt.kind, k)
 		var test []readyWindow
 		for _, d := range lognormal(2, 3000, tt.floor, tt.median, tt.top) {
-			test = append(test, readyWindow{d, d})
+			test = append(test, readyWindow{Lo: d, Hi: d})
 		}
 		fc, fl := evaluate(k.fixedSchedule(), test)
 		ac, al := evaluate(adaptive, test)
@@ -185,31 +187,31 @@ func TestShaped(t *testing.T) {
 		}
 		return obs
 	}
-	grid := func(obs []readyWindow) dist {
-		mu, sigma := fitLogNormal(obs)
-		return discretize(mu, sigma, k.resolution, 180)
+	grid := func(obs []readyWindow) schedule.Dist {
+		mu, sigma := schedule.FitLogNormal(obs)
+		return schedule.Discretize(mu, sigma, k.resolution, 180)
 	}
-	beyond := func(d dist, t time.Duration) float64 {
+	beyond := func(d schedule.Dist, t time.Duration) float64 {
 		var m float64
-		for i := int(t/k.resolution) + 1; i < len(d.mass); i++ {
-			m += d.mass[i]
+		for i := int(t/k.resolution) + 1; i < len(d.Mass); i++ {
+			m += d.Mass[i]
 		}
 		return m
 	}
 
 	obs := observed(lognormal(3, learnWindow, 8*time.Second, 18*time.Second, 60*time.Second))
 	d := grid(obs)
-	if got := shaped(d, obs, 0, k.resolution); !slices.Equal(got.mass, d.mass) {
+	if got := schedule.Shaped(d, obs, 0, k.resolution); !slices.Equal(got.Mass, d.Mass) {
 		t.Errorf("log-normal answers: the fit was replaced (mass beyond 60 s %.4f, fit's %.4f)", beyond(got, time.Minute), beyond(d, time.Minute))
 	}
-	if got := shaped(d, obs[:shapeMin-1], 0, k.resolution); !slices.Equal(got.mass, d.mass) {
-		t.Errorf("%d answers: the fit was replaced", shapeMin-1)
+	if got := schedule.Shaped(d, obs[:schedule.ShapeMin-1], 0, k.resolution); !slices.Equal(got.Mass, d.Mass) {
+		t.Errorf("%d answers: the fit was replaced", schedule.ShapeMin-1)
 	}
 
 	obs = observed(uniform(3, learnWindow, 15*time.Second, 60*time.Second))
 	d = grid(obs)
-	got := shaped(d, obs, 0, k.resolution)
-	if slices.Equal(got.mass, d.mass) {
+	got := schedule.Shaped(d, obs, 0, k.resolution)
+	if slices.Equal(got.Mass, d.Mass) {
 		t.Fatalf("uniform answers: the log-normal fit was kept")
 	}
 	if b, fit := beyond(got, time.Minute), beyond(d, time.Minute); b > 0.01 || b > fit/4 {
@@ -256,7 +258,7 @@ func TestPollerConcurrent(t *testing.T) {
 			for i, d := range lognormal(uint64(g), 50, 8*time.Millisecond, 18*time.Millisecond, 60*time.Millisecond) {
 				s := p.schedule(KindRecaptcha, k)
 				w := observeBy(s, d)
-				p.observe(KindRecaptcha, w.lo, w.hi)
+				p.observe(KindRecaptcha, w.Lo, w.Hi)
 				if len(s) == 0 || len(s) > k.maxCalls {
 					t.Errorf("goroutine %d solve %d: schedule of %d polls", g, i, len(s))
 					return
@@ -301,9 +303,9 @@ func evaluate(s []time.Duration, obs []readyWindow) (calls, lag float64) {
 		return 0, 0
 	}
 	for _, o := range obs {
-		lo, hi := o.lo.Seconds(), o.hi.Seconds()
+		lo, hi := o.Lo.Seconds(), o.Hi.Seconds()
 		if hi-lo < 1e-12 {
-			i, _ := slices.BinarySearch(s, o.hi) // first poll ≥ hi
+			i, _ := slices.BinarySearch(s, o.Hi) // first poll ≥ hi
 			if i == len(s) {
 				calls += float64(len(s))
 				continue

@@ -16,7 +16,7 @@ func uniformWindows(n int, lo, hi time.Duration, polls []time.Duration) []readyW
 		var last time.Duration
 		for _, p := range polls {
 			if r <= p {
-				out = append(out, readyWindow{last, p})
+				out = append(out, readyWindow{Lo: last, Hi: p})
 				break
 			}
 			last = p
@@ -38,7 +38,7 @@ func TestYoungCaptchasAreNotDone(t *testing.T) {
 	c := offlineClient(t)
 	polls := []time.Duration{7 * time.Second, 10 * time.Second, 13 * time.Second, 15 * time.Second}
 	for _, w := range uniformWindows(100, 5*time.Second, 15*time.Second, polls) {
-		c.poller.observe(KindImage, w.lo, w.hi)
+		c.poller.observe(KindImage, w.Lo, w.Hi)
 	}
 	k := c.timing.forKind(KindImage)
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/captchaq/captchaq/solver/internal/schedule"
 )
 
 // Learned summarises what a Client learned of one kind's ready times
@@ -28,7 +30,7 @@ type Learned struct {
 const maxPooled = 256
 
 // minSigma is the narrowest log-normal the fit returns.
-const minSigma = 0.05
+const minSigma = schedule.MinSigma
 
 func learnedOf(mu, sigma float64, n int, at time.Time) Learned {
 	return Learned{Median: time.Duration(math.Exp(mu)), Sigma: sigma, N: n, At: at}

@@ -8,9 +8,7 @@ package executor
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -289,65 +287,6 @@ func withPatience(ctx context.Context, patience time.Duration) (context.Context,
 	return context.WithTimeout(ctx, patience)
 }
 
-// attemptLives reports whether the generation's last attempt, recorded and
-// not ended, may still be running at its worker: this worker holds it, or
-// the worker's latest heartbeat is newer than the attempt's record and
-// names the task, or is older (it may not know the task yet: the next one
-// says). Not when that worker's heartbeat has expired (HeartbeatTTL, on the
-// broker's clock), says it stopped, or, newer than the attempt, does not
-// name the task. Redelivery alone proves nothing: a broker that restarts
-// may lose its consumers' delivery state and deliver a task again while
-// its worker is still solving it. A heartbeat that cannot be read counts
-// as alive: waiting costs a heartbeat period, a wrong guess a second
-// payment.
-func (d *delivery) attemptLives(ctx context.Context) bool {
-	holder := d.st.Last.Worker
-	if holder == d.x.Name {
-		return d.x.Held.Has(wire.HeldTask{ID: d.id, Gen: d.gen})
-	}
-	var (
-		hb    []byte
-		hbSeq uint64
-		found bool
-	)
-	err := d.patiently(ctx, func() (err error) {
-		hb, hbSeq, found, err = d.x.Store.Heartbeat(ctx, holder)
-		return err
-	})
-	switch {
-	case err != nil:
-		d.log.Warn("cannot read the heartbeat of the last attempt's worker; waiting", slog.Any("error", err))
-		return true
-	case !found && !d.x.Reach.Settled(2*wire.HeartbeatEvery):
-		// The stream was out of this worker's reach (a leaf link cut, a
-		// broker down) until a moment ago: the holder's heartbeats expired
-		// meanwhile at the stream whether it lives or not, and a live one
-		// stores its next within wire.HeartbeatEvery of the return.
-		d.log.Info("the last attempt's worker has no heartbeat since the stream came back; waiting for its next", slog.String("holder", holder))
-		return true
-	case !found:
-		return false
-	}
-	var info wire.WorkerInfo
-	if json.Unmarshal(hb, &info) != nil {
-		return false
-	}
-	return heartbeatHolds(info, hbSeq, d.st.LastSeq, wire.HeldTask{ID: d.id, Gen: d.gen})
-}
-
-// heartbeatHolds decides from a worker's latest heartbeat (stored at
-// sequence seq) whether the attempt recorded at attemptSeq may still be
-// running there.
-func heartbeatHolds(info wire.WorkerInfo, seq, attemptSeq uint64, t wire.HeldTask) bool {
-	switch {
-	case info.Stopped:
-		return false
-	case seq < attemptSeq:
-		return true
-	}
-	return slices.Contains(info.Tasks, t)
-}
-
 // patiently runs a read of the task's state, retrying it for up to a third of
 // the ack wait while keeping the task's lease, so that a broker hiccup (a
 // leader change) is not mistaken for a lost delivery.
@@ -358,117 +297,4 @@ func (d *delivery) patiently(ctx context.Context, read func() error) error {
 // observe reports a recorded step to the Observer.
 func (d *delivery) observe(ev wire.Event) {
 	d.x.Observe(ev, d.task)
-}
-
-// solve runs the solver on req under the task's deadline, keeping the
-// lease alive with InProgress while it works. Every captcha id the service
-// accepts for it is recorded as it comes (accepted), after attempt, the
-// attempt's event.
-func (d *delivery) solve(ctx context.Context, req solver.Request, attempt wire.Event) (solver.Answer, error) {
-	sctx, cancel := context.WithDeadline(ctx, d.deadline)
-	defer cancel()
-	sctx = solver.WithAccepted(sctx, func(a solver.Accepted) { d.accepted(ctx, attempt, a) })
-	sctx = solver.WithHeld(sctx, func(h solver.Held) { d.held(ctx, attempt, h) })
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		every := d.x.Lease()
-		if pw := d.thread.AckWait(); pw > 0 && pw/3 < every {
-			every = pw / 3
-		}
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = d.m.InProgress()
-				d.thread.KeepAlive()
-			}
-		}
-	}()
-	ans, err := d.x.Solver.Solve(sctx, req)
-	if solver.ClassOf(err) != retry.Fatal {
-		// The service's thread is free again: give it back at once. Not
-		// after a Fatal error: the worker is stopping, and a plan thread
-		// given back now could carry one more task to a service that
-		// refuses the key (the worker returns it when the task ends).
-		d.thread.Release()
-	}
-	return ans, err
-}
-
-// canceled reports whether the delivered generation was canceled, and the
-// dead letter's detail if so. A failed read is taken as "not canceled": a
-// cancel is a request, and losing one to a broker hiccup costs a solve, not
-// a task.
-func (d *delivery) canceled(ctx context.Context) (string, bool) {
-	rec, err := d.x.Store.CancelOf(ctx, d.id, d.st, d.m.Headers())
-	if err != nil {
-		d.log.Warn("cannot read the task's cancel record; solving it", slog.Any("error", err))
-		return "", false
-	}
-	if rec == nil {
-		return "", false
-	}
-	return wire.CancelDetail(rec), true
-}
-
-// accepted records that the service accepted captcha a for the attempt
-// whose event is attempt (or that the attempt resumed it), before the
-// captcha's first poll: the task's next worker, should this one die, polls
-// it instead of paying for another. The write waits an ack wait at most:
-// a broker out of reach delays the polls that long, and the captcha, not
-// recorded, is then the task's only while this worker lives.
-func (d *delivery) accepted(ctx context.Context, attempt wire.Event, a solver.Accepted) {
-	d.captcha = a
-	ev := attempt
-	ev.Kind, ev.At, ev.CaptchaID, ev.AcceptedAt, ev.Resumed, ev.Replaces, ev.Code = wire.EventAccepted, d.x.Now(), a.ID, d.brokerTime(a.At), a.Resumed, a.Replaces, a.ReplacedCode
-	ev.Crashed = false
-	d.captchaEvent(ctx, ev)
-}
-
-// held records that the service gives no word of the attempt's captcha
-// since h.Since (held), or answered about it again (answered, h.Again):
-// the trace shows the hold, and a worker that dies meanwhile leaves the
-// captcha to the next as its accepted event does.
-func (d *delivery) held(ctx context.Context, attempt wire.Event, h solver.Held) {
-	ev := attempt
-	ev.Kind, ev.At, ev.CaptchaID, ev.AcceptedAt, ev.HeldSince, ev.Code = wire.EventHeld, d.x.Now(), h.ID, d.brokerTime(d.captcha.At), h.Since, h.Code
-	if !h.Again.IsZero() {
-		ev.Kind, ev.At = wire.EventAnswered, h.Again
-	}
-	ev.Crashed = false
-	d.captchaEvent(ctx, ev)
-}
-
-// brokerTime is t, a time of this worker's clock, on the broker's clock;
-// the zero time stays zero. When a captcha was accepted is recorded so: the
-// next worker to poll it, whose clock may differ, counts its wait from the
-// same instant (LocalTime on its own offset), instead of finding it minutes
-// older and giving it up, paid, as past its wait.
-func (d *delivery) brokerTime(t time.Time) time.Time {
-	if t.IsZero() {
-		return t
-	}
-	return d.x.Clock.BrokerTime(t)
-}
-
-// captchaEvent stores ev, an event about the attempt's captcha, waiting an
-// ack wait at most.
-func (d *delivery) captchaEvent(ctx context.Context, ev wire.Event) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.x.AckWait)
-	defer cancel()
-	defer context.AfterFunc(d.x.Abandon(), cancel)()
-	r, err := eventRecord(d, ev)
-	if err == nil {
-		err = d.store(wctx, r)
-	}
-	if err != nil {
-		d.log.Warn("cannot record the news of the attempt's captcha; it is the task's while this worker lives",
-			slog.String("event", string(ev.Kind)), slog.String("captcha_id", ev.CaptchaID), slog.Any("error", err))
-		return
-	}
-	d.observe(ev)
 }

@@ -1,0 +1,72 @@
+// Whether a delivery's last attempt may still be running at its worker: read
+// from the worker's heartbeat, since redelivery alone proves nothing.
+
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"slices"
+
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// attemptLives reports whether the generation's last attempt, recorded and
+// not ended, may still be running at its worker: this worker holds it, or
+// the worker's latest heartbeat is newer than the attempt's record and
+// names the task, or is older (it may not know the task yet: the next one
+// says). Not when that worker's heartbeat has expired (HeartbeatTTL, on the
+// broker's clock), says it stopped, or, newer than the attempt, does not
+// name the task. Redelivery alone proves nothing: a broker that restarts
+// may lose its consumers' delivery state and deliver a task again while
+// its worker is still solving it. A heartbeat that cannot be read counts
+// as alive: waiting costs a heartbeat period, a wrong guess a second
+// payment.
+func (d *delivery) attemptLives(ctx context.Context) bool {
+	holder := d.st.Last.Worker
+	if holder == d.x.Name {
+		return d.x.Held.Has(wire.HeldTask{ID: d.id, Gen: d.gen})
+	}
+	var (
+		hb    []byte
+		hbSeq uint64
+		found bool
+	)
+	err := d.patiently(ctx, func() (err error) {
+		hb, hbSeq, found, err = d.x.Store.Heartbeat(ctx, holder)
+		return err
+	})
+	switch {
+	case err != nil:
+		d.log.Warn("cannot read the heartbeat of the last attempt's worker; waiting", slog.Any("error", err))
+		return true
+	case !found && !d.x.Reach.Settled(2*wire.HeartbeatEvery):
+		// The stream was out of this worker's reach (a leaf link cut, a
+		// broker down) until a moment ago: the holder's heartbeats expired
+		// meanwhile at the stream whether it lives or not, and a live one
+		// stores its next within wire.HeartbeatEvery of the return.
+		d.log.Info("the last attempt's worker has no heartbeat since the stream came back; waiting for its next", slog.String("holder", holder))
+		return true
+	case !found:
+		return false
+	}
+	var info wire.WorkerInfo
+	if json.Unmarshal(hb, &info) != nil {
+		return false
+	}
+	return heartbeatHolds(info, hbSeq, d.st.LastSeq, wire.HeldTask{ID: d.id, Gen: d.gen})
+}
+
+// heartbeatHolds decides from a worker's latest heartbeat (stored at
+// sequence seq) whether the attempt recorded at attemptSeq may still be
+// running there.
+func heartbeatHolds(info wire.WorkerInfo, seq, attemptSeq uint64, t wire.HeldTask) bool {
+	switch {
+	case info.Stopped:
+		return false
+	case seq < attemptSeq:
+		return true
+	}
+	return slices.Contains(info.Tasks, t)
+}
