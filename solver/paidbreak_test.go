@@ -1,6 +1,7 @@
 package solver_test
 
 import (
+	"context"
 	"github.com/captchaq/captchaq/retry"
 	"net/http"
 	"net/http/httptest"
@@ -353,4 +354,47 @@ func TestClockForwardDuringOutageKeepsTheHeldCaptchas(t *testing.T) {
 	st := api.Stats()
 	require.Equal(t, n, st.Submitted, "paid once each")
 	require.Equal(t, n, st.Solved)
+}
+
+// The service takes every captcha but answers in.php only after the
+// client's timeout (OK|id too late), while getbalance answers at once: the
+// worker's prober finds the service answering during each hang, so the
+// service is no frozen one and the timed-out submission may have been
+// paid. Each must spend its attempt (transient, MayBePaid), as a reply
+// lost any other way does; taken as an outage (a capacity wait, no attempt
+// spent) the task would submit again after every probe and pay on each
+// until its deadline.
+func TestLateInPHPRepliesStayBoundedByAttempts(t *testing.T) {
+	t.Parallel()
+	api := fakeapi.New(fakeapi.Config{TimeScale: 0.001})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/in.php" {
+			rec := httptest.NewRecorder()
+			api.ServeHTTP(rec, r) // taken, and paid
+			<-r.Context().Done()  // OK|id only after the client gave up
+			return
+		}
+		api.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+		HTTPClient: &http.Client{Timeout: 1500 * time.Millisecond}, StallAfter: 100 * time.Millisecond})
+	require.NoError(t, err)
+	probes, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { // the worker's prober (cmd/captchaq probeOutages), faster
+		for probes.Err() == nil {
+			c.Probe(probes)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	const n = 4
+	for i := range n {
+		_, err := c.Submit(ctxT(t), turnstile("https://shop.example/"))
+		require.Equal(t, retry.Transient, solver.ClassOf(err), "submission %d: %v", i+1, err)
+		require.True(t, solver.MayBePaid(err), "submission %d: %v", i+1, err)
+	}
+	st := api.Stats()
+	require.Equal(t, n, st.Submitted, "each call that may have paid did, and each told its caller so")
+	require.Equal(t, n, st.InCalls)
 }

@@ -135,6 +135,16 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, fmt.Errorf("%s (%w)", what, err)))
 		}
 		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() && op == "in.php" && c.outage.repliedSince(sent) {
+			// The service answered other calls (a probe, a poll) while
+			// this one hung: it is no frozen service, and this captcha
+			// may have been taken and paid with its reply late. The task
+			// spends its attempt, as for any reply lost: as an outage (no
+			// attempt spent) it would be submitted, and paid, again after
+			// every probe until its deadline.
+			return 0, nil, "", c.scrub(newError(op, CodeNetwork, fmt.Errorf("no reply from %s within %v while it answered other calls (%w)",
+				c.outage.host, c.now().Sub(sent).Round(time.Second), err)).replyLost())
+		}
 		if errors.As(err, &ne) && ne.Timeout() {
 			// No reply within the HTTP client's timeout: the service
 			// accepts connections and answers nothing.
