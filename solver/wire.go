@@ -89,9 +89,14 @@ func (c *Client) callParsed(op string, status int, b []byte, loc string) (reply,
 		var e *Error
 		if errors.As(err, &e) {
 			e.Class = c.service.Classify(e.Code)
-			if status >= 500 && c.outage.active() {
+			if status >= 500 && (op == "in.php" || c.outage.active()) {
 				// A 5xx during an outage (a run of them is one) is the
-				// outage's, a capacity wait, not the task's fault.
+				// outage's, a capacity wait, not the task's fault; and so
+				// is one from in.php before the run is long enough to be
+				// an outage: the service took no captcha and the task did
+				// nothing wrong. As a transient failure the first two of
+				// every outage of in.php spent an attempt of the tasks
+				// they came to.
 				e.Class = retry.Capacity
 			}
 			if loc != "" && status/100 == 3 && e.Err != nil {

@@ -127,10 +127,12 @@ func ExampleWorker_Run() {
 	// worker stopped: <nil>
 }
 
-// List dead letters, and replay them once the cause is gone: here an outage
-// of the solving service that outlasted the attempt budget.
+// List dead letters, and replay them once the cause is gone: here a front
+// before the solving service that answered every submission with an HTML
+// page, past the attempt budget. (An outage, every call refused or
+// answered with a 5xx, spends no attempt: tasks wait it out.)
 func ExampleClient_DeadLetters() {
-	env, stop := example(streamtest.WithFaults(fakeapi.Faults{Outage: true}), streamtest.WithMaxAttempts(2))
+	env, stop := example(streamtest.WithFaults(fakeapi.Faults{HTML: 1}), streamtest.WithMaxAttempts(2))
 	defer stop()
 	ctx := context.Background()
 	client := env.Client
@@ -162,7 +164,7 @@ func ExampleClient_DeadLetters() {
 	}
 	// Output:
 	// solve: true
-	// dead: order-1004 attempts-exhausted HTTP_500 2 attempts shop.example
+	// dead: order-1004 attempts-exhausted BAD_REPLY 2 attempts shop.example
 	// replayed: order-1004 solved <nil>
 }
 
