@@ -140,10 +140,12 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, fmt.Errorf("%s (%w)", what, err)))
 		}
 		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() && op == "in.php" && c.outage.repliedSince(sent) {
-			// The service answered other calls (a probe, a poll) while
-			// this one hung: it is no frozen service, and this captcha
-			// may have been taken and paid with its reply late. The task
+		if errors.As(err, &ne) && ne.Timeout() && op == "in.php" && c.outage.repliedSince(sent.Add(c.outage.stall)) {
+			// The service answered other calls (a probe, a poll) after
+			// this one had hung for StallAfter: it is no frozen service
+			// (a reply to a call sent before a freeze began does not
+			// count), and this captcha may have been taken and paid with
+			// its reply late. The task
 			// spends its attempt, as for any reply lost: as an outage (no
 			// attempt spent) it would be submitted, and paid, again after
 			// every probe until its deadline.
