@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
@@ -75,5 +80,46 @@ func TestHostileFrontPaysOnce(t *testing.T) {
 			st := b.api.Stats()
 			t.Logf("%s: in.php calls %d, accepted %d, res.php calls %d, codes %v", tc.name, st.InCalls, st.Submitted, st.ResCalls, st.Codes)
 		})
+	}
+}
+
+// The service takes every captcha but answers in.php only after the
+// worker's call has timed out (30 s), while getbalance and res.php answer
+// at once: each late reply may have been paid, and spends the task's
+// attempt, so the shipped worker pays at most its attempt budget (3) per
+// task. Taken as an outage (no attempt spent), it submitted again after
+// each probe and paid until the task's deadline. Two tasks with a
+// 3-minute deadline; long (about two minutes): CAPTCHAQ_SOAK=1.
+func TestLateInPHPPaysAtMostTheAttemptBudget(t *testing.T) {
+	if os.Getenv("CAPTCHAQ_SOAK") != "1" {
+		t.Skip("CAPTCHAQ_SOAK=1 runs the late in.php replies")
+	}
+	t.Parallel()
+	on := new(atomic.Bool)
+	on.Store(true)
+	b := newFrontBed(t, "/in.php", on, func(_ http.ResponseWriter, r *http.Request, api *fakeapi.Server) {
+		api.ServeHTTP(httptest.NewRecorder(), r) // taken, and paid
+		<-r.Context().Done()                     // OK|id after the worker gave up
+	})
+	const n = 2
+	tasks := make([]stream.Task, n)
+	for i := range tasks {
+		tasks[i] = stream.Task{ID: fmt.Sprintf("late%d", i), Method: "turnstile", Deadline: time.Now().Add(3 * time.Minute),
+			Params: stream.Params{"sitekey": fmt.Sprintf("0x4AAAAAAAB%d", i), "pageurl": "https://shop.example/"}}
+	}
+	rs, err := b.client.SubmitAll(t.Context(), tasks)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	outcomes := 0
+	require.NoError(t, b.client.WaitAll(ctx, rs, func(o stream.Outcome, err error) {
+		outcomes++
+		t.Logf("%s: %s %s %s, %d attempts", o.ID, o.Status, o.Reason, o.Error, o.Attempts)
+	}))
+	require.Equal(t, n, outcomes)
+	st := b.api.Stats()
+	t.Logf("in.php calls %d, accepted %d, per task %v", st.InCalls, st.Submitted, st.PerTask)
+	for k, paid := range st.PerTask {
+		require.LessOrEqual(t, paid, 3, "task %s paid past its attempt budget", k)
 	}
 }
