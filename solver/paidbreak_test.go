@@ -320,12 +320,33 @@ func TestClockBackWhilePollingKeepsPolling(t *testing.T) {
 }
 
 // The service refuses connections while captchas it accepted are polled,
-// and the client's clock jumps an hour forward during it, past every
-// captcha's MaxWait: the captchas are still the caller's, held through the
-// refusals, and their answers are taken once the service is back. Paid
-// once each.
+// and the client's clock jumps during it: an hour forward, past every
+// captcha's MaxWait; or 10 minutes forward, then back (a machine's clock
+// stepped, then corrected: the jump back is no reason to give them up as
+// if they had waited the 10 minutes the clock came back over). The
+// captchas are still the caller's, held through the refusals, and their
+// answers are taken once the service is back. Paid once each.
 func TestClockForwardDuringOutageKeepsTheHeldCaptchas(t *testing.T) {
 	t.Parallel()
+	for name, jumps := range map[string]func(clk *clock){
+		"hour-ahead": func(clk *clock) { clk.move(time.Hour) },
+		"ahead-then-back": func(clk *clock) {
+			clk.move(10 * time.Minute)
+			time.Sleep(300 * time.Millisecond) //nolint:forbidigo // polls refused with the clock ahead
+			clk.move(-10 * time.Minute)
+			time.Sleep(300 * time.Millisecond) //nolint:forbidigo // polls refused with the clock back
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			heldThroughClockJumps(t, jumps)
+		})
+	}
+}
+
+// heldThroughClockJumps runs TestClockForwardDuringOutageKeepsTheHeldCaptchas
+// with the clock's jumps during the refusals.
+func heldThroughClockJumps(t *testing.T, jumps func(clk *clock)) {
 	api := fakeapi.New(fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: {Min: 200 * time.Millisecond, Median: 200 * time.Millisecond, Max: 200 * time.Millisecond}}})
 	proxy := behindFaultProxy(t, api)
 	var clk clock
@@ -346,7 +367,7 @@ func TestClockForwardDuringOutageKeepsTheHeldCaptchas(t *testing.T) {
 	proxy.Refuse()
 	require.Eventually(t, func() bool { return c.Held() == n && !func() bool { s, _ := c.Unreachable(); return s.IsZero() }() },
 		5*time.Second, 5*time.Millisecond, "the polls are refused")
-	clk.move(time.Hour)
+	jumps(&clk)
 	require.NoError(t, proxy.Restore())
 	for range n {
 		require.NoError(t, <-errs)
@@ -397,45 +418,4 @@ func TestLateInPHPRepliesStayBoundedByAttempts(t *testing.T) {
 	st := api.Stats()
 	require.Equal(t, n, st.Submitted, "each call that may have paid did, and each told its caller so")
 	require.Equal(t, n, st.InCalls)
-}
-
-// The service refuses connections while captchas it accepted are polled,
-// and the client's clock jumps 10 minutes forward during it, then back
-// (a machine's clock stepped, then corrected): the captchas are held
-// through both jumps and their answers taken once the service is back.
-// The jump back is no reason to give them up as if they had waited the 10
-// minutes the clock came back over. Paid once each.
-func TestClockForwardThenBackDuringOutageKeepsTheHeldCaptchas(t *testing.T) {
-	t.Parallel()
-	api := fakeapi.New(fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: {Min: 200 * time.Millisecond, Median: 200 * time.Millisecond, Max: 200 * time.Millisecond}}})
-	proxy := behindFaultProxy(t, api)
-	var clk clock
-	c, err := solver.NewClient(solver.Config{BaseURL: "http://" + proxy.Addr(), APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1, Now: clk.now,
-		Timing: solver.Timing{Scale: 0.02, Fixed: true, FirstPoll: map[string]time.Duration{solver.KindTurnstile: 30 * time.Second}}})
-	require.NoError(t, err)
-	const n = 3
-	var accepted atomic.Int32
-	errs := make(chan error, n)
-	for range n {
-		go func() {
-			ctx := solver.WithAccepted(ctxT(t), func(solver.Accepted) { accepted.Add(1) })
-			_, err := c.Solve(ctx, turnstile("https://shop.example/"))
-			errs <- err
-		}()
-	}
-	require.Eventually(t, func() bool { return accepted.Load() == n }, 5*time.Second, time.Millisecond)
-	proxy.Refuse()
-	require.Eventually(t, func() bool { return c.Held() == n && !func() bool { s, _ := c.Unreachable(); return s.IsZero() }() },
-		5*time.Second, 5*time.Millisecond, "the polls are refused")
-	clk.move(10 * time.Minute)
-	time.Sleep(300 * time.Millisecond) //nolint:forbidigo // polls refused with the clock ahead
-	clk.move(-10 * time.Minute)
-	time.Sleep(300 * time.Millisecond) //nolint:forbidigo // polls refused with the clock back
-	require.NoError(t, proxy.Restore())
-	for range n {
-		require.NoError(t, <-errs)
-	}
-	st := api.Stats()
-	require.Equal(t, n, st.Submitted, "paid once each")
-	require.Equal(t, n, st.Solved)
 }

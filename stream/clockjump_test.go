@@ -48,17 +48,7 @@ func clockJumpDuringOutage(t *testing.T, backFirst bool) {
 	require.NoError(t, err)
 	b.startWorker(t, WorkerConfig{Solver: sc, Threads: n, Logger: log, Now: now})
 
-	tasks := make([]Task, n)
-	for i := range tasks {
-		tasks[i] = turnstileTask(fmt.Sprintf("jump%d", i))
-		tasks[i].Params = Params{"sitekey": fmt.Sprintf("0x4AAAAAAAB%d", i), "pageurl": "https://shop.example/checkout/123"}
-	}
-	receipts, err := b.client.SubmitAll(ctx, tasks)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		st := api.Stats()
-		return st.Submitted == n && len(st.ResCallsPerCaptcha) == n
-	}, 20*time.Second, 10*time.Millisecond, "the service never accepted and was polled about the %d captchas", n)
+	_, receipts := b.submitHeld(t, api, "jump", n)
 
 	proxy.Refuse()
 	time.Sleep(time.Second) //nolint:forbidigo // the outage, then the jumps, are the scenario
@@ -84,4 +74,24 @@ func clockJumpDuringOutage(t *testing.T, backFirst bool) {
 	require.Equal(t, n, solved)
 	st := api.Stats()
 	require.Equal(t, n, st.Submitted, "each task's captcha is paid once")
+}
+
+// submitHeld submits n turnstile tasks (ids prefix0, prefix1, …, each with
+// a sitekey of its own) and waits until the service accepted each captcha
+// and was polled about it: the worker has every id (an in.php reply cut
+// by an outage is the one case no one can know).
+func (b *bundle) submitHeld(t *testing.T, api *fakeapi.Server, prefix string, n int) ([]Task, []Receipt) {
+	t.Helper()
+	tasks := make([]Task, n)
+	for i := range tasks {
+		tasks[i] = turnstileTask(fmt.Sprintf("%s%d", prefix, i))
+		tasks[i].Params = Params{"sitekey": fmt.Sprintf("0x4AAAAAAAB%d", i), "pageurl": "https://shop.example/checkout/123"}
+	}
+	receipts, err := b.client.SubmitAll(testContext(t), tasks)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st := api.Stats()
+		return st.Submitted == n && len(st.ResCallsPerCaptcha) == n
+	}, 20*time.Second, 10*time.Millisecond, "the service never accepted and was polled about the %d captchas", n)
+	return tasks, receipts
 }

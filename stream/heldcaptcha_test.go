@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -51,19 +50,7 @@ func TestOutageKeepsTheAcceptedCaptchas(t *testing.T) {
 	require.NoError(t, err)
 	b.startWorker(t, WorkerConfig{Solver: sc, Threads: n, Logger: log})
 
-	tasks := make([]Task, n)
-	for i := range tasks {
-		tasks[i] = turnstileTask(fmt.Sprintf("held%d", i))
-		tasks[i].Params = Params{"sitekey": fmt.Sprintf("0x4AAAAAAAB%d", i), "pageurl": "https://shop.example/checkout/123"}
-	}
-	receipts, err := b.client.SubmitAll(ctx, tasks)
-	require.NoError(t, err)
-	// Accepted, and each polled once: the worker has every id (an in.php
-	// reply cut by the outage is the one case no one can know).
-	require.Eventually(t, func() bool {
-		st := api.Stats()
-		return st.Submitted == n && len(st.ResCallsPerCaptcha) == n
-	}, 20*time.Second, 10*time.Millisecond, "the service never accepted and was polled about the %d captchas", n)
+	tasks, receipts := b.submitHeld(t, api, "held", n)
 
 	proxy.Refuse()
 	select {
