@@ -35,11 +35,7 @@ func clockJumpDuringOutage(t *testing.T, backFirst bool) {
 	b := setup(t, Topology{})
 	ctx := testContext(t)
 	const n = 4
-	api := fakeapi.New(fakeapi.Config{BurstLimit: 1 << 20, SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: fixed(3 * time.Second)}})
-	apiURL, stopAPI, err := fakeapi.ServeLocal(api)
-	require.NoError(t, err)
-	t.Cleanup(stopAPI)
-	proxy := newRefusingProxy(t, apiURL[len("http://"):])
+	api, proxy := refusableAPI(t, 3*time.Second)
 	var offset atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	log := debugLog(t)

@@ -23,6 +23,17 @@ func newRefusingProxy(t *testing.T, target string) *tcpproxy.Proxy {
 	return p
 }
 
+// refusableAPI serves the emulator, each turnstile solved in solve and no
+// burst rule, behind a proxy that can refuse connections.
+func refusableAPI(t *testing.T, solve time.Duration) (*fakeapi.Server, *tcpproxy.Proxy) {
+	t.Helper()
+	api := fakeapi.New(fakeapi.Config{BurstLimit: 1 << 20, SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: fixed(solve)}})
+	apiURL, stopAPI, err := fakeapi.ServeLocal(api)
+	require.NoError(t, err)
+	t.Cleanup(stopAPI)
+	return api, newRefusingProxy(t, apiURL[len("http://"):])
+}
+
 // The service refuses connections for 15 s while 16 captchas it accepted
 // are being solved. The worker keeps each captcha's id through the outage
 // and polls it again once the service answers: 16 captchas accepted, 16
@@ -32,11 +43,7 @@ func TestOutageKeepsTheAcceptedCaptchas(t *testing.T) {
 	b := setup(t, Topology{})
 	ctx := testContext(t)
 	const n = 16
-	api := fakeapi.New(fakeapi.Config{BurstLimit: 1 << 20, SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: fixed(5 * time.Second)}})
-	apiURL, stopAPI, err := fakeapi.ServeLocal(api)
-	require.NoError(t, err)
-	t.Cleanup(stopAPI)
-	proxy := newRefusingProxy(t, apiURL[len("http://"):])
+	api, proxy := refusableAPI(t, 5*time.Second)
 
 	log := debugLog(t)
 	patient := map[string]time.Duration{}
