@@ -181,7 +181,8 @@ func TestIDsThatChangeAreNeverALoopOfPayments(t *testing.T) {
 }
 
 // A service that takes every captcha and whose every in.php reply is lost
-// (an HTML page in its place, or the connection cut) while res.php
+// (an HTML page in its place, the connection cut, or the body trickled
+// slower than the call's timeout) while res.php
 // answers: each submission fails as transient and says it may have been
 // paid, so the caller spends an attempt on each and the payments stay
 // bounded by its attempts. Counting such calls as an outage (a capacity
@@ -199,6 +200,16 @@ func TestLostInPHPRepliesStayBoundedByAttempts(t *testing.T) {
 				_ = conn.Close()
 			}
 		},
+		"slow-body": func(w http.ResponseWriter) { // a byte every 100 ms: the call's timeout ends it mid-body
+			w.WriteHeader(http.StatusOK)
+			for _, b := range []byte(`{"status":1,"request":"73100000001"}`) {
+				if _, err := w.Write([]byte{b}); err != nil {
+					return
+				}
+				_ = http.NewResponseController(w).Flush()
+				time.Sleep(100 * time.Millisecond)
+			}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -212,7 +223,8 @@ func TestLostInPHPRepliesStayBoundedByAttempts(t *testing.T) {
 				api.ServeHTTP(w, r)
 			}))
 			t.Cleanup(srv.Close)
-			c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1})
+			c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+				HTTPClient: &http.Client{Timeout: 500 * time.Millisecond}})
 			require.NoError(t, err)
 			for i := range 6 {
 				_, err := c.Submit(ctxT(t), turnstile("https://shop.example/"))
