@@ -71,14 +71,20 @@ func TestHostileFrontPaysOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var on atomic.Bool
-			b := newFrontBed(t, tc.path, &on, tc.front)
+			var hits atomic.Int32
+			b := newFrontBed(t, tc.path, &on, func(w http.ResponseWriter, r *http.Request, api *fakeapi.Server) {
+				hits.Add(1)
+				tc.front(w, r, api)
+			})
 			rs := b.submit(t, 20)
 			b.during(t, 6, func() { on.Store(true) })
 			time.Sleep(12 * time.Second) //nolint:forbidigo // the fault's length is the test's input
 			on.Store(false)
 			b.solvedOnce(t, rs, 3*time.Minute)
 			st := b.api.Stats()
-			t.Logf("%s: in.php calls %d, accepted %d, res.php calls %d, codes %v", tc.name, st.InCalls, st.Submitted, st.ResCalls, st.Codes)
+			t.Logf("%s: %d calls answered by the front; in.php calls %d, accepted %d, res.php calls %d, codes %v",
+				tc.name, hits.Load(), st.InCalls, st.Submitted, st.ResCalls, st.Codes)
+			require.Positive(t, hits.Load(), "the front misbehaved")
 		})
 	}
 }
