@@ -238,7 +238,9 @@ func TestErrorClasses(t *testing.T) {
 		},
 		{
 			name: "outage", api: fakeapi.Config{Faults: fakeapi.Faults{Outage: true}},
-			req: turnstile("https://a.example/"), code: "HTTP_500", class: retry.Transient,
+			// in.php's 5xx: the service took nothing and the task did
+			// nothing wrong, a capacity wait from the first.
+			req: turnstile("https://a.example/"), code: "HTTP_500", class: retry.Capacity,
 		},
 		{
 			name: "html page", api: fakeapi.Config{Faults: fakeapi.Faults{HTML: 1}},

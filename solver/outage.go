@@ -195,12 +195,16 @@ func (o *outage) reply(ctx context.Context, log *slog.Logger, op string, status 
 // when no call got a reply since then either, the service accepts
 // connections and answers nothing, an outage.
 func (o *outage) stalled(ctx context.Context, log *slog.Logger, sent time.Time, now func() time.Time) {
-	o.mu.Lock()
-	answered := o.replied.After(sent)
-	o.mu.Unlock()
-	if !answered {
+	if !o.repliedSince(sent) {
 		o.fail(ctx, log, fmt.Sprintf("no reply from %s for %v: it accepts connections and answers nothing", o.host, o.stall), now())
 	}
+}
+
+// repliedSince reports whether any call got a reply after sent.
+func (o *outage) repliedSince(sent time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.replied.After(sent)
 }
 
 // probe reports whether the caller is to probe the service now: an outage

@@ -1,6 +1,7 @@
 package solver_test
 
 import (
+	"context"
 	"github.com/captchaq/captchaq/retry"
 	"net/http"
 	"net/http/httptest"
@@ -180,7 +181,8 @@ func TestIDsThatChangeAreNeverALoopOfPayments(t *testing.T) {
 }
 
 // A service that takes every captcha and whose every in.php reply is lost
-// (an HTML page in its place, or the connection cut) while res.php
+// (an HTML page in its place, the connection cut, or the body trickled
+// slower than the call's timeout) while res.php
 // answers: each submission fails as transient and says it may have been
 // paid, so the caller spends an attempt on each and the payments stay
 // bounded by its attempts. Counting such calls as an outage (a capacity
@@ -198,6 +200,16 @@ func TestLostInPHPRepliesStayBoundedByAttempts(t *testing.T) {
 				_ = conn.Close()
 			}
 		},
+		"slow-body": func(w http.ResponseWriter) { // a byte every 100 ms: the call's timeout ends it mid-body
+			w.WriteHeader(http.StatusOK)
+			for _, b := range []byte(`{"status":1,"request":"73100000001"}`) {
+				if _, err := w.Write([]byte{b}); err != nil {
+					return
+				}
+				_ = http.NewResponseController(w).Flush()
+				time.Sleep(100 * time.Millisecond)
+			}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -211,7 +223,8 @@ func TestLostInPHPRepliesStayBoundedByAttempts(t *testing.T) {
 				api.ServeHTTP(w, r)
 			}))
 			t.Cleanup(srv.Close)
-			c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1})
+			c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+				HTTPClient: &http.Client{Timeout: 500 * time.Millisecond}})
 			require.NoError(t, err)
 			for i := range 6 {
 				_, err := c.Submit(ctxT(t), turnstile("https://shop.example/"))
@@ -319,12 +332,33 @@ func TestClockBackWhilePollingKeepsPolling(t *testing.T) {
 }
 
 // The service refuses connections while captchas it accepted are polled,
-// and the client's clock jumps an hour forward during it, past every
-// captcha's MaxWait: the captchas are still the caller's, held through the
-// refusals, and their answers are taken once the service is back. Paid
-// once each.
+// and the client's clock jumps during it: an hour forward, past every
+// captcha's MaxWait; or 10 minutes forward, then back (a machine's clock
+// stepped, then corrected: the jump back is no reason to give them up as
+// if they had waited the 10 minutes the clock came back over). The
+// captchas are still the caller's, held through the refusals, and their
+// answers are taken once the service is back. Paid once each.
 func TestClockForwardDuringOutageKeepsTheHeldCaptchas(t *testing.T) {
 	t.Parallel()
+	for name, jumps := range map[string]func(clk *clock){
+		"hour-ahead": func(clk *clock) { clk.move(time.Hour) },
+		"ahead-then-back": func(clk *clock) {
+			clk.move(10 * time.Minute)
+			time.Sleep(300 * time.Millisecond) //nolint:forbidigo // polls refused with the clock ahead
+			clk.move(-10 * time.Minute)
+			time.Sleep(300 * time.Millisecond) //nolint:forbidigo // polls refused with the clock back
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			heldThroughClockJumps(t, jumps)
+		})
+	}
+}
+
+// heldThroughClockJumps runs TestClockForwardDuringOutageKeepsTheHeldCaptchas
+// with the clock's jumps during the refusals.
+func heldThroughClockJumps(t *testing.T, jumps func(clk *clock)) {
 	api := fakeapi.New(fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: {Min: 200 * time.Millisecond, Median: 200 * time.Millisecond, Max: 200 * time.Millisecond}}})
 	proxy := behindFaultProxy(t, api)
 	var clk clock
@@ -345,7 +379,7 @@ func TestClockForwardDuringOutageKeepsTheHeldCaptchas(t *testing.T) {
 	proxy.Refuse()
 	require.Eventually(t, func() bool { return c.Held() == n && !func() bool { s, _ := c.Unreachable(); return s.IsZero() }() },
 		5*time.Second, 5*time.Millisecond, "the polls are refused")
-	clk.move(time.Hour)
+	jumps(&clk)
 	require.NoError(t, proxy.Restore())
 	for range n {
 		require.NoError(t, <-errs)
@@ -353,4 +387,47 @@ func TestClockForwardDuringOutageKeepsTheHeldCaptchas(t *testing.T) {
 	st := api.Stats()
 	require.Equal(t, n, st.Submitted, "paid once each")
 	require.Equal(t, n, st.Solved)
+}
+
+// The service takes every captcha but answers in.php only after the
+// client's timeout (OK|id too late), while getbalance answers at once: the
+// worker's prober finds the service answering during each hang, so the
+// service is no frozen one and the timed-out submission may have been
+// paid. Each must spend its attempt (transient, MayBePaid), as a reply
+// lost any other way does; taken as an outage (a capacity wait, no attempt
+// spent) the task would submit again after every probe and pay on each
+// until its deadline.
+func TestLateInPHPRepliesStayBoundedByAttempts(t *testing.T) {
+	t.Parallel()
+	api := fakeapi.New(fakeapi.Config{TimeScale: 0.001})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/in.php" {
+			rec := httptest.NewRecorder()
+			api.ServeHTTP(rec, r) // taken, and paid
+			<-r.Context().Done()  // OK|id only after the client gave up
+			return
+		}
+		api.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+		HTTPClient: &http.Client{Timeout: 1500 * time.Millisecond}, StallAfter: 100 * time.Millisecond})
+	require.NoError(t, err)
+	probes, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { // the worker's prober (cmd/captchaq probeOutages), faster
+		for probes.Err() == nil {
+			c.Probe(probes)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	const n = 4
+	for i := range n {
+		_, err := c.Submit(ctxT(t), turnstile("https://shop.example/"))
+		require.Equal(t, retry.Transient, solver.ClassOf(err), "submission %d: %v", i+1, err)
+		require.True(t, solver.MayBePaid(err), "submission %d: %v", i+1, err)
+	}
+	st := api.Stats()
+	require.Equal(t, n, st.Submitted, "each call that may have paid did, and each told its caller so")
+	require.Equal(t, n, st.InCalls)
 }

@@ -89,9 +89,14 @@ func (c *Client) callParsed(op string, status int, b []byte, loc string) (reply,
 		var e *Error
 		if errors.As(err, &e) {
 			e.Class = c.service.Classify(e.Code)
-			if status >= 500 && c.outage.active() {
+			if status >= 500 && (op == "in.php" || c.outage.active()) {
 				// A 5xx during an outage (a run of them is one) is the
-				// outage's, a capacity wait, not the task's fault.
+				// outage's, a capacity wait, not the task's fault; and so
+				// is one from in.php before the run is long enough to be
+				// an outage: the service took no captcha and the task did
+				// nothing wrong. As a transient failure the first two of
+				// every outage of in.php spent an attempt of the tasks
+				// they came to.
 				e.Class = retry.Capacity
 			}
 			if loc != "" && status/100 == 3 && e.Err != nil {
@@ -135,6 +140,18 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, fmt.Errorf("%s (%w)", what, err)))
 		}
 		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() && op == "in.php" && c.outage.repliedSince(sent.Add(c.outage.stall)) {
+			// The service answered other calls (a probe, a poll) after
+			// this one had hung for StallAfter: it is no frozen service
+			// (a reply to a call sent before a freeze began does not
+			// count), and this captcha may have been taken and paid with
+			// its reply late. The task
+			// spends its attempt, as for any reply lost: as an outage (no
+			// attempt spent) it would be submitted, and paid, again after
+			// every probe until its deadline.
+			return 0, nil, "", c.scrub(newError(op, CodeNetwork, fmt.Errorf("no reply from %s within %v while it answered other calls (%w)",
+				c.outage.host, c.now().Sub(sent).Round(time.Second), err)).replyLost())
+		}
 		if errors.As(err, &ne) && ne.Timeout() {
 			// No reply within the HTTP client's timeout: the service
 			// accepts connections and answers nothing.

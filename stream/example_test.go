@@ -127,12 +127,14 @@ func ExampleWorker_Run() {
 	// worker stopped: <nil>
 }
 
-// List dead letters, and replay them once the cause is gone: here an outage
-// of the solving service that outlasted the attempt budget. Replaying is
+// List dead letters, and replay them once the cause is gone: here a front
+// before the solving service that answered every submission with an HTML
+// page, past the attempt budget. (An outage, every call refused or
+// answered with a 5xx, spends no attempt: tasks wait it out.) Replaying is
 // the admin's (here the in-process server has no users: every connection
 // may).
 func ExampleAdmin_ReplayAll() {
-	env, stop := example(streamtest.WithFaults(fakeapi.Faults{Outage: true}), streamtest.WithMaxAttempts(2))
+	env, stop := example(streamtest.WithFaults(fakeapi.Faults{HTML: 1}), streamtest.WithMaxAttempts(2))
 	defer stop()
 	ctx := context.Background()
 	client := env.Client
@@ -141,7 +143,7 @@ func ExampleAdmin_ReplayAll() {
 		log.Fatal(err)
 	}
 
-	// During the outage, the task ends in the dead letter.
+	// Past the attempt budget, the task ends in the dead letter.
 	_, err = client.Solve(ctx, stream.Task{ID: "order-1004", Method: "turnstile",
 		Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/checkout"}})
 	fmt.Println("solve:", errors.Is(err, stream.ErrNotSolved))
@@ -154,7 +156,7 @@ func ExampleAdmin_ReplayAll() {
 		fmt.Println("dead:", d.ID, d.Reason, d.Error, d.Attempts, "attempts", d.Host)
 	}
 
-	// The service is back: replay every pending letter, with a fresh budget.
+	// The front is fixed: replay every pending letter, with a fresh budget.
 	env.Emulator.SetFaults(fakeapi.Faults{})
 	receipts, err := admin.ReplayAll(ctx, stream.DeadFilter{Reason: retry.ReasonAttemptsExhausted})
 	if err != nil {
@@ -168,7 +170,7 @@ func ExampleAdmin_ReplayAll() {
 	}
 	// Output:
 	// solve: true
-	// dead: order-1004 attempts-exhausted HTTP_500 2 attempts shop.example
+	// dead: order-1004 attempts-exhausted BAD_REPLY 2 attempts shop.example
 	// replayed: order-1004 solved <nil>
 }
 

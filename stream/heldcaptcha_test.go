@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -24,6 +23,17 @@ func newRefusingProxy(t *testing.T, target string) *tcpproxy.Proxy {
 	return p
 }
 
+// refusableAPI serves the emulator, each turnstile solved in solve and no
+// burst rule, behind a proxy that can refuse connections.
+func refusableAPI(t *testing.T, solve time.Duration) (*fakeapi.Server, *tcpproxy.Proxy) {
+	t.Helper()
+	api := fakeapi.New(fakeapi.Config{BurstLimit: 1 << 20, SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: fixed(solve)}})
+	apiURL, stopAPI, err := fakeapi.ServeLocal(api)
+	require.NoError(t, err)
+	t.Cleanup(stopAPI)
+	return api, newRefusingProxy(t, apiURL[len("http://"):])
+}
+
 // The service refuses connections for 15 s while 16 captchas it accepted
 // are being solved. The worker keeps each captcha's id through the outage
 // and polls it again once the service answers: 16 captchas accepted, 16
@@ -33,11 +43,7 @@ func TestOutageKeepsTheAcceptedCaptchas(t *testing.T) {
 	b := setup(t, Topology{})
 	ctx := testContext(t)
 	const n = 16
-	api := fakeapi.New(fakeapi.Config{BurstLimit: 1 << 20, SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: fixed(5 * time.Second)}})
-	apiURL, stopAPI, err := fakeapi.ServeLocal(api)
-	require.NoError(t, err)
-	t.Cleanup(stopAPI)
-	proxy := newRefusingProxy(t, apiURL[len("http://"):])
+	api, proxy := refusableAPI(t, 5*time.Second)
 
 	log := debugLog(t)
 	patient := map[string]time.Duration{}
@@ -51,19 +57,7 @@ func TestOutageKeepsTheAcceptedCaptchas(t *testing.T) {
 	require.NoError(t, err)
 	b.startWorker(t, WorkerConfig{Solver: sc, Threads: n, Logger: log})
 
-	tasks := make([]Task, n)
-	for i := range tasks {
-		tasks[i] = turnstileTask(fmt.Sprintf("held%d", i))
-		tasks[i].Params = Params{"sitekey": fmt.Sprintf("0x4AAAAAAAB%d", i), "pageurl": "https://shop.example/checkout/123"}
-	}
-	receipts, err := b.client.SubmitAll(ctx, tasks)
-	require.NoError(t, err)
-	// Accepted, and each polled once: the worker has every id (an in.php
-	// reply cut by the outage is the one case no one can know).
-	require.Eventually(t, func() bool {
-		st := api.Stats()
-		return st.Submitted == n && len(st.ResCallsPerCaptcha) == n
-	}, 20*time.Second, 10*time.Millisecond, "the service never accepted and was polled about the %d captchas", n)
+	tasks, receipts := b.submitHeld(t, api, "held", n)
 
 	proxy.Refuse()
 	select {

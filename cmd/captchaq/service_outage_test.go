@@ -32,10 +32,7 @@ type outageBed struct {
 func newOutageBed(t *testing.T, extra ...string) *outageBed {
 	t.Helper()
 	natsURL, _, client := listeningServer(t, stream.Topology{})
-	// Solve times short enough that a test of tens of tasks takes a minute
-	// at the production poll schedule; the burst rule is the service's.
-	api := fakeapi.New(fakeapi.Config{Seed: 35, SolveTime: map[string]fakeapi.Range{
-		fakeapi.KindTurnstile: {Min: 500 * time.Millisecond, Median: time.Second, Max: 2 * time.Second}}})
+	api := outageAPI()
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	u, err := url.Parse(srv.URL)
@@ -43,10 +40,26 @@ func newOutageBed(t *testing.T, extra ...string) *outageBed {
 	proxy, err := faultproxy.Start(u.Host)
 	require.NoError(t, err)
 	t.Cleanup(proxy.Close)
-	args := append([]string{"worker", "--nats", natsURL, "--solver-url", "http://" + proxy.Addr(), "--name", "outage-w"}, extra...)
-	w := startProc(t, keyEnv, args...)
-	w.waitLine("worker started", 30*time.Second)
-	return &outageBed{natsURL: natsURL, client: client, api: api, proxy: proxy, worker: w}
+	b := &outageBed{natsURL: natsURL, client: client, api: api, proxy: proxy}
+	b.startWorker(t, "http://"+proxy.Addr(), extra...)
+	return b
+}
+
+// outageAPI is the emulator of the outage tests: solve times short enough
+// that a test of tens of tasks takes a minute at the production poll
+// schedule; the burst rule is the service's.
+func outageAPI() *fakeapi.Server {
+	return fakeapi.New(fakeapi.Config{Seed: 35, SolveTime: map[string]fakeapi.Range{
+		fakeapi.KindTurnstile: {Min: 500 * time.Millisecond, Median: time.Second, Max: 2 * time.Second}}})
+}
+
+// startWorker starts the bed's worker process, default flags, against the
+// service at url.
+func (b *outageBed) startWorker(t *testing.T, url string, extra ...string) {
+	t.Helper()
+	args := append([]string{"worker", "--nats", b.natsURL, "--solver-url", url, "--name", "outage-w"}, extra...)
+	b.worker = startProc(t, keyEnv, args...)
+	b.worker.waitLine("worker started", 30*time.Second)
 }
 
 // submit queues n turnstile tasks.

@@ -102,20 +102,25 @@ func TestStreamtestPermanentErrorThenReplay(t *testing.T) {
 	require.Equal(t, stream.StatusSolved, out.Status)
 }
 
+// An outage of the solving service (every call answered HTTP 500) spends
+// no attempt, however small the budget: the task waits it out and is
+// solved once the service is back, on its first attempt, paid once.
 func TestStreamtestHTTP500Outage(t *testing.T) {
 	t.Parallel()
 	env := streamtest.Start(t, streamtest.WithFaults(fakeapi.Faults{Outage: true}), streamtest.WithMaxAttempts(2))
-	ctx := testContext(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 
-	out, err := env.Client.Solve(ctx, turnstile("o1", "https://shop.example/"))
-	require.ErrorIs(t, err, stream.ErrNotSolved)
-	require.Equal(t, string(retry.ReasonAttemptsExhausted), out.Reason)
-	require.Equal(t, "HTTP_500", out.Error)
-	require.Positive(t, env.Emulator.Stats().Codes[fakeapi.CodeHTTP500])
-
+	r, err := env.Client.Submit(ctx, turnstile("o1", "https://shop.example/"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return env.Emulator.Stats().Codes[fakeapi.CodeHTTP500] >= 3 },
+		20*time.Second, 10*time.Millisecond, "the submissions meet the outage")
 	env.Emulator.SetFaults(fakeapi.Faults{})
-	_, err = env.Client.Solve(ctx, turnstile("o2", "https://shop.example/"))
-	require.NoError(t, err, "the service is back")
+	out, err := env.Client.Wait(ctx, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, stream.StatusSolved, out.Status)
+	require.Equal(t, 1, out.Attempts, "the outage spent no attempt: %+v", out)
+	require.Equal(t, 1, env.Emulator.Stats().Submitted, "paid once")
 }
 
 func TestStreamtestTokenLifetime(t *testing.T) {
