@@ -35,6 +35,8 @@ func TestValidateAccepts(t *testing.T) {
 		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "invisible", "1")},
 		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "enterprise", "1", "data-s", "abc")},
 		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "version", "v3", "action", "login", "min_score", "0.3")},
+		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "version", "v3", "min_score", "0.9")},
+		{"post", p("body", pngImage)},
 		{"turnstile", p("sitekey", "0x4AAA", "pageurl", page, "action", "managed", "data", "d", "pagedata", "pd")},
 		{"geetest", p("gt", "81dc9bdb52d04dc20036dbd8313ed055", "challenge", "1a2b", "pageurl", page, "api_server", "api-na.geetest.com")},
 		{"post", p("file", pngImage, "numeric", "1", "min_len", "4", "max_len", "6", "phrase", "0", "regsense", "1", "calc", "0", "language", "2", "textinstructions", "type the red letters")},
@@ -103,6 +105,16 @@ func TestValidateRejects(t *testing.T) {
 		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", "user@10.0.0.1:80"), "params.proxy", "host:port"},
 		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", "10.0.0.1:80", "proxytype", "FTP"), "params.proxytype", "one of"},
 		{"turnstile", p("sitekey", "x", "pageurl", page, "proxytype", "HTTP"), "params.proxy", "required with proxytype"},
+		// json is captchaq's own (json=1 on every call): a task's json=0 would
+		// turn the replies the worker reads into plain text.
+		{"turnstile", p("sitekey", "x", "pageurl", page, "json", "0"), "params.json", "reserved"},
+		// A URL with a scheme and no host is no page the service can open.
+		{"turnstile", p("sitekey", "x", "pageurl", "https://"), "params.pageurl", "absolute http or https URL"},
+		{"turnstile", p("sitekey", "x", "pageurl", "https:///checkout"), "params.pageurl", "absolute http or https URL"},
+		// 0.9 is the top of the range (0.95 lies between it and 1).
+		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "version", "v3", "min_score", "0.95"), "params.min_score", "0.1 to 0.9"},
+		// The image once: post takes file or body, never both.
+		{"post", p("file", pngImage, "body", pngImage), "params.body", "not with file"},
 	}
 	for _, tt := range tests {
 		err := Validate(tt.method, tt.params)
