@@ -150,6 +150,30 @@ func TestSubmitRule(t *testing.T) {
 	}
 }
 
+// TestWindowBanStartsAfresh checks that the ban, not the calls before it,
+// is what a caller over the limit serves: once a ban shorter than the span
+// ends (a gateway's Limits may set one), the full limit is allowed again
+// rather than the old calls banning the caller anew.
+func TestWindowBanStartsAfresh(t *testing.T) {
+	t.Parallel()
+	w := classic.NewWindow(3, 10*time.Second, time.Second)
+	t0 := time.Unix(1_700_000_000, 0)
+	for i := range 3 {
+		if !w.Allow(t0.Add(time.Duration(i) * time.Millisecond)) {
+			t.Fatalf("call %d refused within the limit", i+1)
+		}
+	}
+	if w.Allow(t0.Add(10 * time.Millisecond)) {
+		t.Fatal("call 4 within the span allowed")
+	}
+	after := t0.Add(2 * time.Second) // the ban is over, the span is not
+	for i := range 3 {
+		if !w.Allow(after.Add(time.Duration(i) * time.Millisecond)) {
+			t.Fatalf("call %d after the ban refused: the calls before the ban still count", i+1)
+		}
+	}
+}
+
 // TestCaptchaUnknown checks both services' words for an unknown captcha id.
 func TestCaptchaUnknown(t *testing.T) {
 	t.Parallel()
