@@ -11,6 +11,7 @@ import (
 var (
 	pngImage = base64.StdEncoding.EncodeToString(append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 64)...))
 	gifImage = base64.StdEncoding.EncodeToString(append([]byte("GIF89a"), make([]byte, 64)...))
+	gif87    = base64.StdEncoding.EncodeToString(append([]byte("GIF87a"), make([]byte, 64)...))
 	jpgImage = base64.StdEncoding.EncodeToString(append([]byte{0xFF, 0xD8, 0xFF, 0xE0}, make([]byte, 64)...))
 	bmpImage = base64.StdEncoding.EncodeToString(append([]byte("BM"), make([]byte, 64)...))
 	bigImage = base64.StdEncoding.EncodeToString(append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, MaxImageSize)...))
@@ -41,6 +42,7 @@ func TestValidateAccepts(t *testing.T) {
 		{"geetest", p("gt", "81dc9bdb52d04dc20036dbd8313ed055", "challenge", "1a2b", "pageurl", page, "api_server", "api-na.geetest.com")},
 		{"post", p("file", pngImage, "numeric", "1", "min_len", "4", "max_len", "6", "phrase", "0", "regsense", "1", "calc", "0", "language", "2", "textinstructions", "type the red letters")},
 		{"base64", p("body", jpgImage)},
+		{"base64", p("body", gif87)}, // GIF's first version, as old captcha generators write it
 		{"base64", p("body", gifImage, "recaptcha", "1", "textinstructions", "Select all images with buses", "recaptcharows", "3", "recaptchacols", "3")},
 		{"turnstile", p("sitekey", "0x4AAA", "pageurl", page, "proxy", "user:pass@10.0.0.1:3128", "proxytype", "HTTP",
 			"userAgent", "Mozilla/5.0", "cookies", "a=1; b=2")},
@@ -103,6 +105,8 @@ func TestValidateRejects(t *testing.T) {
 		{"base64", p("body", pngImage, "numeric", "9"), "params.numeric", "0 to 4"},
 		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", "10.0.0.1"), "params.proxy", "host:port"},
 		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", "user@10.0.0.1:80"), "params.proxy", "host:port"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", ":pass@10.0.0.1:80"), "params.proxy", "host:port"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", "user:@10.0.0.1:80"), "params.proxy", "host:port"},
 		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", "10.0.0.1:80", "proxytype", "FTP"), "params.proxytype", "one of"},
 		{"turnstile", p("sitekey", "x", "pageurl", page, "proxytype", "HTTP"), "params.proxy", "required with proxytype"},
 		// json is captchaq's own (json=1 on every call): a task's json=0 would
