@@ -45,6 +45,10 @@ func TestCatalogueTimings(t *testing.T) {
 	if got := Kinds(); !slices.Equal(got, names) {
 		t.Errorf("Kinds() = %v, want %v", got, names)
 	}
+	// 2captcha's "at least 5 seconds" and the examples' MAX_TIMEOUT = 120.
+	if UnknownFirstPoll != 5*s || UnknownMaxWait != 120*s {
+		t.Errorf("an unknown kind's timings are %v and %v, want 5s (2captcha: at least 5 s) and 2m0s (MAX_TIMEOUT 120)", UnknownFirstPoll, UnknownMaxWait)
+	}
 	if FirstPoll("funcaptcha") != UnknownFirstPoll || MaxWait("funcaptcha") != UnknownMaxWait {
 		t.Errorf("an unknown kind polls at %v and gives up at %v, want %v and %v",
 			FirstPoll("funcaptcha"), MaxWait("funcaptcha"), UnknownFirstPoll, UnknownMaxWait)

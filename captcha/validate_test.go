@@ -11,6 +11,7 @@ import (
 var (
 	pngImage = base64.StdEncoding.EncodeToString(append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 64)...))
 	gifImage = base64.StdEncoding.EncodeToString(append([]byte("GIF89a"), make([]byte, 64)...))
+	gif87    = base64.StdEncoding.EncodeToString(append([]byte("GIF87a"), make([]byte, 64)...))
 	jpgImage = base64.StdEncoding.EncodeToString(append([]byte{0xFF, 0xD8, 0xFF, 0xE0}, make([]byte, 64)...))
 	bmpImage = base64.StdEncoding.EncodeToString(append([]byte("BM"), make([]byte, 64)...))
 	bigImage = base64.StdEncoding.EncodeToString(append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, MaxImageSize)...))
@@ -35,10 +36,13 @@ func TestValidateAccepts(t *testing.T) {
 		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "invisible", "1")},
 		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "enterprise", "1", "data-s", "abc")},
 		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "version", "v3", "action", "login", "min_score", "0.3")},
+		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "version", "v3", "min_score", "0.9")},
+		{"post", p("body", pngImage)},
 		{"turnstile", p("sitekey", "0x4AAA", "pageurl", page, "action", "managed", "data", "d", "pagedata", "pd")},
 		{"geetest", p("gt", "81dc9bdb52d04dc20036dbd8313ed055", "challenge", "1a2b", "pageurl", page, "api_server", "api-na.geetest.com")},
 		{"post", p("file", pngImage, "numeric", "1", "min_len", "4", "max_len", "6", "phrase", "0", "regsense", "1", "calc", "0", "language", "2", "textinstructions", "type the red letters")},
 		{"base64", p("body", jpgImage)},
+		{"base64", p("body", gif87)}, // GIF's first version, as old captcha generators write it
 		{"base64", p("body", gifImage, "recaptcha", "1", "textinstructions", "Select all images with buses", "recaptcharows", "3", "recaptchacols", "3")},
 		{"turnstile", p("sitekey", "0x4AAA", "pageurl", page, "proxy", "user:pass@10.0.0.1:3128", "proxytype", "HTTP",
 			"userAgent", "Mozilla/5.0", "cookies", "a=1; b=2")},
@@ -101,8 +105,20 @@ func TestValidateRejects(t *testing.T) {
 		{"base64", p("body", pngImage, "numeric", "9"), "params.numeric", "0 to 4"},
 		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", "10.0.0.1"), "params.proxy", "host:port"},
 		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", "user@10.0.0.1:80"), "params.proxy", "host:port"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", ":pass@10.0.0.1:80"), "params.proxy", "host:port"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", "user:@10.0.0.1:80"), "params.proxy", "host:port"},
 		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", "10.0.0.1:80", "proxytype", "FTP"), "params.proxytype", "one of"},
 		{"turnstile", p("sitekey", "x", "pageurl", page, "proxytype", "HTTP"), "params.proxy", "required with proxytype"},
+		// json is captchaq's own (json=1 on every call): a task's json=0 would
+		// turn the replies the worker reads into plain text.
+		{"turnstile", p("sitekey", "x", "pageurl", page, "json", "0"), "params.json", "reserved"},
+		// A URL with a scheme and no host is no page the service can open.
+		{"turnstile", p("sitekey", "x", "pageurl", "https://"), "params.pageurl", "absolute http or https URL"},
+		{"turnstile", p("sitekey", "x", "pageurl", "https:///checkout"), "params.pageurl", "absolute http or https URL"},
+		// 0.9 is the top of the range (0.95 lies between it and 1).
+		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "version", "v3", "min_score", "0.95"), "params.min_score", "0.1 to 0.9"},
+		// The image once: post takes file or body, never both.
+		{"post", p("file", pngImage, "body", pngImage), "params.body", "not with file"},
 	}
 	for _, tt := range tests {
 		err := Validate(tt.method, tt.params)

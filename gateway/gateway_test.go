@@ -337,6 +337,11 @@ func TestBadParameters(t *testing.T) {
 	require.Contains(t, res.ErrorText, "pageurl")
 	require.Equal(t, "ERROR_EMPTY_ACTION", b.call(t, "res.php", "key", alice.Key))
 	require.Equal(t, "ERROR_BAD_PARAMETERS", b.call(t, "in.php", append([]string{"key", alice.Key, "priority", "urgent"}, turnstile...)...))
+	// A proxy's codes as the emulator answers them (fakeapi's checkProxy):
+	// a type it does not take is a bad proxy, an address it cannot read a
+	// bad format.
+	require.Equal(t, "ERROR_BAD_PROXY", b.call(t, "in.php", append([]string{"key", alice.Key, "proxy", "10.0.0.1:3128", "proxytype", "FTP"}, turnstile...)...))
+	require.Equal(t, "ERROR_PROXY_FORMAT", b.call(t, "in.php", append([]string{"key", alice.Key, "proxy", "10.0.0.1", "proxytype", "HTTP"}, turnstile...)...))
 }
 
 // Priority and deadline parameters reach the task; ids= polls several.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,33 @@ func TestBatchPollingMixedKinds(t *testing.T) {
 	}
 	if st := b.api.Stats(); st.BatchCalls == 0 || st.Solved != 48 {
 		t.Errorf("emulator: %d batch calls, %d solved; want some and 48", st.BatchCalls, st.Solved)
+	}
+}
+
+// TestBatchPollingAsksAboutTurnstile: Turnstile captchas are asked about in
+// batch calls (captcha.BatchReady), and each ready one is then fetched once
+// on its own for the useragent a batch reply lacks, rather than every
+// Turnstile captcha being polled one by one.
+func TestBatchPollingAsksAboutTurnstile(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{api: fakeapi.Config{BatchPolls: true}})
+	const n = 8
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			a, err := b.client.Solve(ctxT(t), turnstile("https://b.example/"+strconv.Itoa(i)))
+			if err != nil {
+				t.Errorf("Solve %d: %v", i, err)
+				return
+			}
+			if a.UserAgent == "" {
+				t.Errorf("Turnstile answer without its useragent")
+			}
+		})
+	}
+	wg.Wait()
+	if st := b.api.Stats(); st.BatchAsked == 0 || st.Solved != n || st.Submitted != n {
+		t.Errorf("emulator: asked about %d captchas in batch calls, %d solved, %d paid; want some, %d and %d", st.BatchAsked, st.Solved, st.Submitted, n, n)
 	}
 }
 

@@ -98,5 +98,13 @@ func TestServiceProfiles(t *testing.T) {
 		if solver.CodeOf(err) != "ERROR_NO_SLOT_AVAILABLE" || solver.ClassOf(err) != retry.Capacity {
 			t.Errorf("2captcha busy: %v, want ERROR_NO_SLOT_AVAILABLE capacity", err)
 		}
+		// What the worker tells the operator it stops on: the same code
+		// means no money on 2captcha and busy threads on CaptchaAI.
+		if why := solver.TwoCaptcha.Explain("ERROR_ZERO_BALANCE"); !strings.Contains(why, "no money") {
+			t.Errorf("2captcha explains ERROR_ZERO_BALANCE as %q, want no money", why)
+		}
+		if why := solver.CaptchaAI.Explain("ERROR_ZERO_BALANCE"); !strings.Contains(why, "threads are busy") {
+			t.Errorf("CaptchaAI explains ERROR_ZERO_BALANCE as %q, want busy threads", why)
+		}
 	})
 }

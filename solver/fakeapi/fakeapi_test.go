@@ -288,6 +288,16 @@ func TestBatchPoll(t *testing.T) {
 		t.Errorf("batch poll with a bad id = %q, want ERROR_WRONG_ID_FORMAT", body)
 	}
 
+	// Up to 100 ids in one call (2captcha's res.php with ids, as
+	// classic.MaxBatchIDs cites it): 100 are answered, 101 refused.
+	ids := strings.Repeat(img+",", 99) + img
+	if _, body := do(t, s, post("/res.php", vals("key", TestKey, "action", "get", "ids", ids))); len(strings.Split(body, "|")) != 100 {
+		t.Errorf("batch poll of 100 ids = %.80q…, want 100 states", body)
+	}
+	if _, body := do(t, s, post("/res.php", vals("key", TestKey, "action", "get", "ids", ids+","+img))); body != "ERROR_BAD_PARAMETERS" {
+		t.Errorf("batch poll of 101 ids = %.80q…, want ERROR_BAD_PARAMETERS", body)
+	}
+
 	nb := New(Config{Seed: 1})
 	if _, body := do(t, nb, post("/res.php", vals("key", TestKey, "action", "get", "ids", "1,2"))); body != "ERROR_WRONG_CAPTCHA_ID" {
 		t.Errorf("without BatchPolls: batch poll = %q, want ERROR_WRONG_CAPTCHA_ID", body)

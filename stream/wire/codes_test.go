@@ -35,3 +35,26 @@ func TestOutcomeCodesLiveHere(t *testing.T) {
 		}
 	}
 }
+
+// TestOutcomeCodeSpellings pins each outcome code's spelling: they are part
+// of the wire contract (dead letters already stored, producers and the
+// gateway's callers matching them), so a change of one is a break of the
+// contract, not a rename.
+func TestOutcomeCodeSpellings(t *testing.T) {
+	t.Parallel()
+	for got, want := range map[string]string{
+		wire.CodeInvalidTask:     "INVALID_TASK",
+		wire.CodeInvalidEnvelope: "INVALID_ENVELOPE",
+		wire.CodeDeadlinePassed:  "DEADLINE_PASSED",
+		wire.CodeWorkerLost:      "WORKER_LOST",
+		wire.CodeCanceled:        "CANCELED",
+		wire.CodeShutdown:        "SHUTDOWN",
+		wire.CodeSubmitByPassed:  "SUBMIT_BY_PASSED",
+		wire.CodeTokenTooLarge:   "TOKEN_TOO_LARGE",
+		wire.CodeError:           "ERROR",
+	} {
+		if got != want {
+			t.Errorf("outcome code %q, want %q: its spelling is part of the wire contract", got, want)
+		}
+	}
+}

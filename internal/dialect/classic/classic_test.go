@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,6 +148,67 @@ func TestSubmitRule(t *testing.T) {
 		if !w.Allow(t0.Add(time.Duration(i) * step)) {
 			t.Fatalf("steady call %d refused", i+1)
 		}
+	}
+}
+
+// TestWindowBanStartsAfresh checks that the ban, not the calls before it,
+// is what a caller over the limit serves: once a ban shorter than the span
+// ends (a gateway's Limits may set one), the full limit is allowed again
+// rather than the old calls banning the caller anew.
+func TestWindowBanStartsAfresh(t *testing.T) {
+	t.Parallel()
+	w := classic.NewWindow(3, 10*time.Second, time.Second)
+	t0 := time.Unix(1_700_000_000, 0)
+	for i := range 3 {
+		if !w.Allow(t0.Add(time.Duration(i) * time.Millisecond)) {
+			t.Fatalf("call %d refused within the limit", i+1)
+		}
+	}
+	if w.Allow(t0.Add(10 * time.Millisecond)) {
+		t.Fatal("call 4 within the span allowed")
+	}
+	after := t0.Add(2 * time.Second) // the ban is over, the span is not
+	for i := range 3 {
+		if !w.Allow(after.Add(time.Duration(i) * time.Millisecond)) {
+			t.Fatalf("call %d after the ban refused: the calls before the ban still count", i+1)
+		}
+	}
+}
+
+// TestIsCodeRefusesWhatIsNoCode: a body that only looks like a code (an
+// HTML page, a lower-case word, "ERROR: " without its number, one too long)
+// is no code of the dialect, so the client takes it for a bad reply.
+func TestIsCodeRefusesWhatIsNoCode(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "ERROR: ", "ERROR: 10a", "error_wrong_user_key", "<html>", "OK|123", "Error_X",
+		"ERROR_" + strings.Repeat("X", 59)} {
+		if classic.IsCode(s) {
+			t.Errorf("IsCode(%q) = true", s)
+		}
+	}
+	for _, s := range []string{"ERROR: 1001", "MAX_USER_TURN", "ERROR_" + strings.Repeat("X", 58)} {
+		if !classic.IsCode(s) {
+			t.Errorf("IsCode(%q) = false", s)
+		}
+	}
+}
+
+// TestWindowBanOutlivesItsSpan: a window whose ban holds is not idle even
+// when its span has no call left, so a sweep that forgets idle windows (the
+// gateway's bad-key bans) never lifts a ban early.
+func TestWindowBanOutlivesItsSpan(t *testing.T) {
+	t.Parallel()
+	w := classic.NewWindow(1, time.Second, time.Minute)
+	t0 := time.Unix(1_700_000_000, 0)
+	w.Allow(t0)
+	if w.Allow(t0.Add(time.Millisecond)) {
+		t.Fatal("call 2 within the span allowed")
+	}
+	if at := t0.Add(30 * time.Second); w.Idle(at) || !w.Banned(at) {
+		t.Errorf("30 s into a 1-minute ban: idle %v, banned %v; want banned and not idle", w.Idle(at), w.Banned(at))
+	}
+	if at := t0.Add(2 * time.Minute); !w.Idle(at) {
+		t.Error("after the ban and its span: not idle")
 	}
 }
 
