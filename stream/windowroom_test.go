@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -23,9 +22,6 @@ import (
 // thread and its window learned 1; worker B's has ten. B starts once A
 // is busy, and solves most of the burst.
 func TestSmallWindowLeavesTasksForAWorkerWithRoom(t *testing.T) {
-	if os.Getenv("CAPTCHAQ_KNOWN_HOLES") != "1" {
-		t.Skip("known hole: a worker takes a task per free thread whatever its plan window admits; CAPTCHAQ_KNOWN_HOLES=1 runs it")
-	}
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
