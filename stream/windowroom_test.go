@@ -25,7 +25,7 @@ func TestSmallWindowLeavesTasksForAWorkerWithRoom(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
-	solve := map[string]fakeapi.Range{solver.KindTurnstile: fixed(400 * time.Millisecond)}
+	solve := map[string]fakeapi.Range{solver.KindTurnstile: fixed(time.Second)}
 	apiA := fakeapi.New(fakeapi.Config{Threads: 1, BurstLimit: 1 << 20, SolveTime: solve})
 	apiB := fakeapi.New(fakeapi.Config{Threads: 10, BurstLimit: 1 << 20, SolveTime: solve})
 	srvA, srvB := httptest.NewServer(apiA), httptest.NewServer(apiB)
