@@ -72,6 +72,39 @@ func TestREADMEShellBlocksEndWhenTheEmulatorCannotStart(t *testing.T) {
 	require.NotContains(t, got, "real API", "nothing reaches the paid service")
 }
 
+// TestREADMEShellBlocksTypedByHandSayWhyTheyWait runs the README's
+// walkthrough as a newcomer pastes it into a shell: without set -e, so a
+// failed line does not stop the next. The emulator's port is held by an
+// HTTP server of something else that answers every request; the emulator
+// cannot start, the URL is left as "http://", the worker refuses it and
+// exits, and submit --wait then waits for outcomes no worker will bring. It
+// must say so instead of waiting in silence, and nothing may talk to what
+// holds the port.
+func TestREADMEShellBlocksTypedByHandSayWhyTheyWait(t *testing.T) {
+	t.Parallel()
+	readme, dir := readmeWorkdir(t)
+	blocks := shellBlocks(readme, "sh")
+
+	var asked atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		_, _ = io.WriteString(w, `{"status":1,"request":"12345"}`) // as if it took the captcha
+	}))
+	t.Cleanup(other.Close)
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	script := readmeScript(t, blocks, map[string]string{"127.0.0.1:8088": other.Listener.Addr().String()})
+	script = strings.ReplaceAll(script, "set -e", "") // typed by hand: every line runs
+
+	got, _, _ := runDocBlocksBounded(t, dir, script, 40*time.Second,
+		"CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr)
+	t.Logf("output:\n%s", got)
+	require.Contains(t, got, "address already in use", "the emulator's own error is shown")
+	require.Contains(t, got, "$ ./captchaq submit --wait", "typed by hand, the walkthrough reaches submit")
+	require.Contains(t, got, "captchaq submit: no worker is alive", "submit --wait says why no outcome comes")
+	require.Zero(t, asked.Load(), "nothing talked to what holds the emulator's port")
+	require.NotContains(t, got, "real API", "nothing reaches the paid service")
+}
+
 // TestAcrossSitesEndsWhenTheHubCannotStart runs docs/across-sites.md's
 // walkthrough, as TestAcrossSitesRunsAsWritten does, with the hub's client
 // port already held by something that never speaks NATS: the hub cannot
