@@ -97,11 +97,34 @@ func TestREADMEShellBlocksTypedByHandSayWhyTheyWait(t *testing.T) {
 
 	got, _, _ := runDocBlocksBounded(t, dir, script, 40*time.Second,
 		"CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr)
-	t.Logf("output:\n%s", got)
 	require.Contains(t, got, "address already in use", "the emulator's own error is shown")
 	require.Contains(t, got, "$ ./captchaq submit --wait", "typed by hand, the walkthrough reaches submit")
 	require.Contains(t, got, "captchaq submit: no worker is alive", "submit --wait says why no outcome comes")
 	require.Zero(t, asked.Load(), "nothing talked to what holds the emulator's port")
+	require.NotContains(t, got, "real API", "nothing reaches the paid service")
+}
+
+// TestSecurityBlockEndsWhenTheServerCannotStart pastes docs/security.md's
+// block as written into a shell, in a directory holding captchaq and the
+// shipped nats.conf, without the passwords and the store key it names:
+// the server refuses to start, and the wait for it must end then, as the
+// README's does, instead of asking for stats for ever.
+func TestSecurityBlockEndsWhenTheServerCannotStart(t *testing.T) {
+	t.Parallel()
+	_, dir := readmeWorkdir(t)
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	page, err := os.ReadFile(filepath.Join(root, "docs", "security.md"))
+	require.NoError(t, err)
+	conf, err := os.ReadFile(filepath.Join(root, "nats.conf"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "nats.conf"), conf, 0o600))
+	blocks := shellBlocks(string(page), "sh")
+	require.NotEmpty(t, blocks, "docs/security.md's commands are in a ```sh block")
+
+	got, _, hung := runDocBlocksBounded(t, dir, blocks[0], 40*time.Second)
+	require.False(t, hung, "the block still waited for the server after 40s; it should end once the server has failed to start")
+	require.Contains(t, got, "captchaq server: ", "the server's own error is shown")
 	require.NotContains(t, got, "real API", "nothing reaches the paid service")
 }
 
