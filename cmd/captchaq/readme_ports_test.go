@@ -104,6 +104,26 @@ func TestREADMEShellBlocksTypedByHandSayWhyTheyWait(t *testing.T) {
 	require.NotContains(t, got, "real API", "nothing reaches the paid service")
 }
 
+// TestREADMEShellBlocksLeaveNoEmulatorSettings runs the README's
+// walkthrough to its end, where it stops the emulator: the shell must then
+// hold neither the emulator's URL nor its test key, or the next command
+// typed there (the README's first `run`, say) talks to whatever takes the
+// emulator's port next, with a key, as if it were the solving service.
+func TestREADMEShellBlocksLeaveNoEmulatorSettings(t *testing.T) {
+	t.Parallel()
+	readme, dir := readmeWorkdir(t)
+	blocks := shellBlocks(readme, "sh")
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	script := readmeScript(t, blocks, map[string]string{"127.0.0.1:8088": fmt.Sprintf("127.0.0.1:%d", freePort(t))}) +
+		`echo "left set: solver-url=${CAPTCHAQ_SOLVER_URL-} key=${CAPTCHAAI_API_KEY:+yes}."` + "\n"
+
+	got, err, hung := runDocBlocksBounded(t, dir, script, 3*time.Minute,
+		"CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr)
+	require.False(t, hung)
+	require.NoError(t, err)
+	require.Contains(t, got, "left set: solver-url= key=.", "the walkthrough's last block unsets the emulator's settings once it is stopped")
+}
+
 // TestSecurityBlockEndsWhenTheServerCannotStart pastes docs/security.md's
 // block as written into a shell, in a directory holding captchaq and the
 // shipped nats.conf, without the passwords and the store key it names:
