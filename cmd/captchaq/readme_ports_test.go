@@ -50,20 +50,7 @@ func TestREADMEShellBlocksEndWhenTheServerCannotStart(t *testing.T) {
 // port.
 func TestREADMEShellBlocksEndWhenTheEmulatorCannotStart(t *testing.T) {
 	t.Parallel()
-	readme, dir := readmeWorkdir(t)
-	blocks := shellBlocks(readme, "sh")
-
-	var asked atomic.Int64
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked.Add(1)
-		_, _ = io.WriteString(w, `{"status":1,"request":"12345"}`) // as if it took the captcha
-	}))
-	t.Cleanup(other.Close)
-	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	script := readmeScript(t, blocks, map[string]string{"127.0.0.1:8088": other.Listener.Addr().String()})
-
-	got, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second,
-		"CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr)
+	got, err, hung, asked := readmeWithEmulatorPortTaken(t, "set -e", 90*time.Second)
 	require.False(t, hung, "the walkthrough still ran after 90s; it should stop once the emulator has failed to start")
 	require.Error(t, err, "the walkthrough cannot succeed without its emulator")
 	require.Contains(t, got, "address already in use", "the emulator's own error is shown")
@@ -82,26 +69,27 @@ func TestREADMEShellBlocksEndWhenTheEmulatorCannotStart(t *testing.T) {
 // holds the port.
 func TestREADMEShellBlocksTypedByHandSayWhyTheyWait(t *testing.T) {
 	t.Parallel()
-	readme, dir := readmeWorkdir(t)
-	blocks := shellBlocks(readme, "sh")
-
-	var asked atomic.Int64
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked.Add(1)
-		_, _ = io.WriteString(w, `{"status":1,"request":"12345"}`) // as if it took the captcha
-	}))
-	t.Cleanup(other.Close)
-	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	script := readmeScript(t, blocks, map[string]string{"127.0.0.1:8088": other.Listener.Addr().String()})
-	script = strings.ReplaceAll(script, "set -e", "") // typed by hand: every line runs
-
-	got, _, _ := runDocBlocksBounded(t, dir, script, 40*time.Second,
-		"CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr)
+	got, _, _, asked := readmeWithEmulatorPortTaken(t, "", 40*time.Second) // typed by hand: every line runs
 	require.Contains(t, got, "address already in use", "the emulator's own error is shown")
 	require.Contains(t, got, "$ ./captchaq submit --wait", "typed by hand, the walkthrough reaches submit")
 	require.Contains(t, got, "captchaq submit: no worker is alive", "submit --wait says why no outcome comes")
 	require.Zero(t, asked.Load(), "nothing talked to what holds the emulator's port")
 	require.NotContains(t, got, "real API", "nothing reaches the paid service")
+}
+
+// readmeWithEmulatorPortTaken runs the README's walkthrough, its "set -e"
+// replaced by setE, with the emulator's port held by an answeringSquatter,
+// for at most limit: the output, the script's error, whether it was still
+// running at limit, and how many requests the squatter was asked.
+func readmeWithEmulatorPortTaken(t *testing.T, setE string, limit time.Duration) (string, error, bool, *atomic.Int64) {
+	t.Helper()
+	readme, dir := readmeWorkdir(t)
+	emuAddr, asked := answeringSquatter(t)
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	script := readmeScript(t, shellBlocks(readme, "sh"), map[string]string{"127.0.0.1:8088": emuAddr})
+	got, err, hung := runDocBlocksBounded(t, dir, strings.ReplaceAll(script, "set -e", setE), limit,
+		"CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr)
+	return got, err, hung, asked
 }
 
 // TestREADMEShellBlocksLeaveNoEmulatorSettings runs the README's
@@ -185,13 +173,8 @@ func TestAcrossSitesEndsWhenTheSiteCannotStart(t *testing.T) {
 // worker or solve talk to whatever holds the port.
 func TestAcrossSitesEndsWhenTheEmulatorCannotStart(t *testing.T) {
 	t.Parallel()
-	var asked atomic.Int64
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked.Add(1)
-		_, _ = io.WriteString(w, `{"status":1,"request":"12345"}`) // as if it took the captcha
-	}))
-	t.Cleanup(other.Close)
-	dir, script, env := sitesWalkthrough(t, fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprint(freePort(t)), other.Listener.Addr().String())
+	emuAddr, asked := answeringSquatter(t)
+	dir, script, env := sitesWalkthrough(t, fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprint(freePort(t)), emuAddr)
 	got, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second, env...)
 	require.False(t, hung, "the walkthrough still ran after 90s; it should stop once the emulator has failed to start")
 	require.Error(t, err, "the walkthrough cannot succeed without its emulator")
@@ -246,6 +229,20 @@ func buildSitesBinaries(t *testing.T, root string) string {
 		require.NoError(t, err, "%s: %s", strings.Join(b, " "), out)
 	}
 	return bin
+}
+
+// answeringSquatter holds a loopback port as an HTTP server of something
+// else would, one that answers every request as if it took the captcha. It
+// returns its address and how many requests it was asked.
+func answeringSquatter(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	asked := new(atomic.Int64)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		_, _ = io.WriteString(w, `{"status":1,"request":"12345"}`) // as if it took the captcha
+	}))
+	t.Cleanup(other.Close)
+	return other.Listener.Addr().String(), asked
 }
 
 // squatPort holds a loopback port as a program that is not a NATS server
