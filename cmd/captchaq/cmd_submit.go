@@ -139,6 +139,9 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			defer cancel()
 		}
 		failed, arrived := 0, 0
+		stopWatch, watched := make(chan struct{}), make(chan struct{})
+		go func() { defer close(watched); watchWorkers(ctx, stopWatch, c, stderr) }()
+		defer func() { close(stopWatch); <-watched }()
 		err = c.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
 			arrived++
 			if err != nil {
@@ -383,11 +386,9 @@ func watchTask(ctx context.Context, stop <-chan struct{}, c *stream.Client, id s
 		}
 		// No attempt after a few seconds and no worker alive: the task
 		// waits for one that may never start.
-		if tick >= 3 && !said["no-worker"] && !slices.ContainsFunc(entries, func(e stream.TraceEntry) bool { return e.Kind == "attempt" }) {
-			if ws, err := c.Workers(ctx); err == nil && !slices.ContainsFunc(ws, func(w stream.WorkerInfo) bool { return !w.Stopped }) {
-				said["no-worker"] = true
-				fmt.Fprintf(w, "captchaq solve: no worker is alive (captchaq workers ls lists them); task %s waits in the queue until one starts\n", id)
-			}
+		if tick >= 3 && !said["no-worker"] && !slices.ContainsFunc(entries, func(e stream.TraceEntry) bool { return e.Kind == "attempt" }) && noWorkerAlive(ctx, c) {
+			said["no-worker"] = true
+			fmt.Fprintf(w, "captchaq solve: no worker is alive (captchaq workers ls lists them); task %s waits in the queue until one starts\n", id)
 		}
 		for _, e := range entries {
 			var line string
@@ -401,6 +402,35 @@ func watchTask(ctx context.Context, stop <-chan struct{}, c *stream.Client, id s
 				said[e.Code+e.Worker] = true
 				fmt.Fprintln(w, line)
 			}
+		}
+	}
+}
+
+// noWorkerAlive reports whether the server knows workers and none of them
+// is alive (none at all counts); false when it cannot say.
+func noWorkerAlive(ctx context.Context, c *stream.Client) bool {
+	ws, err := c.Workers(ctx)
+	return err == nil && !slices.ContainsFunc(ws, func(w stream.WorkerInfo) bool { return !w.Stopped })
+}
+
+// watchWorkers says on w, once, when submit --wait has waited a few seconds
+// for outcomes and no worker is alive to solve them (the README's walkthrough
+// typed by hand, with the emulator's port taken, leaves the worker exited):
+// the wait goes on, as the tasks stay queued, but not in silence.
+func watchWorkers(ctx context.Context, stop <-chan struct{}, c *stream.Client, w io.Writer) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for tick := 1; ; tick++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if tick >= 3 && noWorkerAlive(ctx, c) {
+			fmt.Fprintln(w, "captchaq submit: no worker is alive (captchaq workers ls lists them); the tasks without an outcome wait in the queue until one starts")
+			return
 		}
 	}
 }

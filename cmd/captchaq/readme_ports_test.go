@@ -50,25 +50,89 @@ func TestREADMEShellBlocksEndWhenTheServerCannotStart(t *testing.T) {
 // port.
 func TestREADMEShellBlocksEndWhenTheEmulatorCannotStart(t *testing.T) {
 	t.Parallel()
-	readme, dir := readmeWorkdir(t)
-	blocks := shellBlocks(readme, "sh")
-
-	var asked atomic.Int64
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked.Add(1)
-		_, _ = io.WriteString(w, `{"status":1,"request":"12345"}`) // as if it took the captcha
-	}))
-	t.Cleanup(other.Close)
-	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	script := readmeScript(t, blocks, map[string]string{"127.0.0.1:8088": other.Listener.Addr().String()})
-
-	got, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second,
-		"CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr)
+	got, err, hung, asked := readmeWithEmulatorPortTaken(t, "set -e", 90*time.Second)
 	require.False(t, hung, "the walkthrough still ran after 90s; it should stop once the emulator has failed to start")
 	require.Error(t, err, "the walkthrough cannot succeed without its emulator")
 	require.Contains(t, got, "address already in use", "the emulator's own error is shown")
 	require.NotContains(t, got, "$ ./captchaq worker", "the walkthrough stops before the worker")
 	require.Zero(t, asked.Load(), "nothing talked to what holds the emulator's port")
+	require.NotContains(t, got, "real API", "nothing reaches the paid service")
+}
+
+// TestREADMEShellBlocksTypedByHandSayWhyTheyWait runs the README's
+// walkthrough as a newcomer pastes it into a shell: without set -e, so a
+// failed line does not stop the next. The emulator's port is held by an
+// HTTP server of something else that answers every request; the emulator
+// cannot start, the URL is left as "http://", the worker refuses it and
+// exits, and submit --wait then waits for outcomes no worker will bring. It
+// must say so instead of waiting in silence, and nothing may talk to what
+// holds the port.
+func TestREADMEShellBlocksTypedByHandSayWhyTheyWait(t *testing.T) {
+	t.Parallel()
+	got, _, _, asked := readmeWithEmulatorPortTaken(t, "", 40*time.Second) // typed by hand: every line runs
+	require.Contains(t, got, "address already in use", "the emulator's own error is shown")
+	require.Contains(t, got, "$ ./captchaq submit --wait", "typed by hand, the walkthrough reaches submit")
+	require.Contains(t, got, "captchaq submit: no worker is alive", "submit --wait says why no outcome comes")
+	require.Zero(t, asked.Load(), "nothing talked to what holds the emulator's port")
+	require.NotContains(t, got, "real API", "nothing reaches the paid service")
+}
+
+// readmeWithEmulatorPortTaken runs the README's walkthrough, its "set -e"
+// replaced by setE, with the emulator's port held by an answeringSquatter,
+// for at most limit: the output, the script's error, whether it was still
+// running at limit, and how many requests the squatter was asked.
+func readmeWithEmulatorPortTaken(t *testing.T, setE string, limit time.Duration) (string, error, bool, *atomic.Int64) {
+	t.Helper()
+	readme, dir := readmeWorkdir(t)
+	emuAddr, asked := answeringSquatter(t)
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	script := readmeScript(t, shellBlocks(readme, "sh"), map[string]string{"127.0.0.1:8088": emuAddr})
+	got, err, hung := runDocBlocksBounded(t, dir, strings.ReplaceAll(script, "set -e", setE), limit,
+		"CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr)
+	return got, err, hung, asked
+}
+
+// TestREADMEShellBlocksLeaveNoEmulatorSettings runs the README's
+// walkthrough to its end, where it stops the emulator: the shell must then
+// hold neither the emulator's URL nor its test key, or the next command
+// typed there (the README's first `run`, say) talks to whatever takes the
+// emulator's port next, with a key, as if it were the solving service.
+func TestREADMEShellBlocksLeaveNoEmulatorSettings(t *testing.T) {
+	t.Parallel()
+	readme, dir := readmeWorkdir(t)
+	blocks := shellBlocks(readme, "sh")
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	script := readmeScript(t, blocks, map[string]string{"127.0.0.1:8088": fmt.Sprintf("127.0.0.1:%d", freePort(t))}) +
+		`echo "left set: solver-url=${CAPTCHAQ_SOLVER_URL-} key=${CAPTCHAAI_API_KEY:+yes}."` + "\n"
+
+	got, err, hung := runDocBlocksBounded(t, dir, script, 3*time.Minute,
+		"CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr)
+	require.False(t, hung)
+	require.NoError(t, err)
+	require.Contains(t, got, "left set: solver-url= key=.", "the walkthrough's last block unsets the emulator's settings once it is stopped")
+}
+
+// TestSecurityBlockEndsWhenTheServerCannotStart pastes docs/security.md's
+// block as written into a shell, in a directory holding captchaq and the
+// shipped nats.conf, without the passwords and the store key it names:
+// the server refuses to start, and the wait for it must end then, as the
+// README's does, instead of asking for stats for ever.
+func TestSecurityBlockEndsWhenTheServerCannotStart(t *testing.T) {
+	t.Parallel()
+	_, dir := readmeWorkdir(t)
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	page, err := os.ReadFile(filepath.Join(root, "docs", "security.md"))
+	require.NoError(t, err)
+	conf, err := os.ReadFile(filepath.Join(root, "nats.conf"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "nats.conf"), conf, 0o600))
+	blocks := shellBlocks(string(page), "sh")
+	require.NotEmpty(t, blocks, "docs/security.md's commands are in a ```sh block")
+
+	got, _, hung := runDocBlocksBounded(t, dir, blocks[0], 40*time.Second)
+	require.False(t, hung, "the block still waited for the server after 40s; it should end once the server has failed to start")
+	require.Contains(t, got, "captchaq server: ", "the server's own error is shown")
 	require.NotContains(t, got, "real API", "nothing reaches the paid service")
 }
 
@@ -109,13 +173,8 @@ func TestAcrossSitesEndsWhenTheSiteCannotStart(t *testing.T) {
 // worker or solve talk to whatever holds the port.
 func TestAcrossSitesEndsWhenTheEmulatorCannotStart(t *testing.T) {
 	t.Parallel()
-	var asked atomic.Int64
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked.Add(1)
-		_, _ = io.WriteString(w, `{"status":1,"request":"12345"}`) // as if it took the captcha
-	}))
-	t.Cleanup(other.Close)
-	dir, script, env := sitesWalkthrough(t, fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprint(freePort(t)), other.Listener.Addr().String())
+	emuAddr, asked := answeringSquatter(t)
+	dir, script, env := sitesWalkthrough(t, fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprint(freePort(t)), emuAddr)
 	got, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second, env...)
 	require.False(t, hung, "the walkthrough still ran after 90s; it should stop once the emulator has failed to start")
 	require.Error(t, err, "the walkthrough cannot succeed without its emulator")
@@ -170,6 +229,20 @@ func buildSitesBinaries(t *testing.T, root string) string {
 		require.NoError(t, err, "%s: %s", strings.Join(b, " "), out)
 	}
 	return bin
+}
+
+// answeringSquatter holds a loopback port as an HTTP server of something
+// else would, one that answers every request as if it took the captcha. It
+// returns its address and how many requests it was asked.
+func answeringSquatter(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	asked := new(atomic.Int64)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		_, _ = io.WriteString(w, `{"status":1,"request":"12345"}`) // as if it took the captcha
+	}))
+	t.Cleanup(other.Close)
+	return other.Listener.Addr().String(), asked
 }
 
 // squatPort holds a loopback port as a program that is not a NATS server

@@ -110,6 +110,25 @@ func copyFile(t *testing.T, src, dst string, oldNew ...string) {
 	require.NoError(t, os.WriteFile(dst, []byte(s), 0o600))
 }
 
+// TestAcrossSitesSaysHowToGetNatsServer: the page's walkthrough runs
+// nats-server, which the README never installs; the page says how, at the
+// version captchaq embeds (go.mod), as TestAcrossSitesRunsAsWritten builds it.
+func TestAcrossSitesSaysHowToGetNatsServer(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	page, err := os.ReadFile(filepath.Join(root, "docs", "across-sites.md"))
+	require.NoError(t, err)
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^\s*github\.com/nats-io/nats-server/v2 (v\S+)`).FindSubmatch(mod)
+	require.NotNil(t, m, "go.mod requires nats-server")
+	_, section, ok := strings.Cut(string(page), "## Try it on one machine")
+	require.True(t, ok)
+	require.Contains(t, section, "go install github.com/nats-io/nats-server/v2@"+string(m[1]),
+		"the walkthrough says how to install the nats-server it runs, at go.mod's version")
+}
+
 // TestAcrossSitesNamesEveryVariable: every environment variable the shipped
 // hub and site configs read (and nats.conf, which the hub includes) is
 // named on the page, so that a reader sets them all.

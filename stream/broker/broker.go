@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -100,6 +102,9 @@ func Start(cfg Config) (*server.Server, error) {
 	if k := opts.JetStreamKey; k != "" && len(k) < MinStoreKeyLen {
 		// The key's length only: the key itself is never in a message.
 		return nil, fmt.Errorf("the store key is %d characters; at least %d are needed (e.g. `openssl rand -hex 32`)", len(k), MinStoreKeyLen)
+	}
+	if err := portsFree(opts); err != nil {
+		return nil, err
 	}
 	tempDir := ""
 	if opts.StoreDir == "" {
@@ -261,3 +266,28 @@ func (a *slogAdapter) Debugf(format string, v ...any) {
 	}
 }
 func (a *slogAdapter) Tracef(string, ...any) {}
+
+// portsFree says at once which fixed port of opts (clients', leaf nodes',
+// the cluster's) something else holds: nats-server would log it and never
+// become ready, and Start would wait 30s to say only that.
+func portsFree(opts *server.Options) error {
+	for _, p := range []struct {
+		what, host string
+		port       int
+	}{
+		{"clients", opts.Host, opts.Port},
+		{"leaf nodes", opts.LeafNode.Host, opts.LeafNode.Port},
+		{"the cluster", opts.Cluster.Host, opts.Cluster.Port},
+	} {
+		if p.port <= 0 || (p.what == "clients" && opts.DontListen) {
+			continue
+		}
+		addr := net.JoinHostPort(p.host, strconv.Itoa(p.port))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s (%s): %w", addr, p.what, err)
+		}
+		_ = l.Close()
+	}
+	return nil
+}

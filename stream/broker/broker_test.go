@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -179,4 +180,36 @@ func blocksWritten(t *testing.T, dir string) bool {
 		return nil
 	}))
 	return written
+}
+
+// A server from a config file whose client or leaf node port is held by
+// something else says so at once, naming the address, as one without a
+// config file does: across-sites' hub waited 30s ("nats-server not ready")
+// with 4222 or 7422 taken.
+func TestConfigFilePortTakenFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, what := range []string{"listen", "leafnodes"} {
+		t.Run(what, func(t *testing.T) {
+			t.Parallel()
+			held, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = held.Close() })
+			conf := "listen: 127.0.0.1:-1\n"
+			if what == "listen" {
+				conf = "listen: " + held.Addr().String() + "\n"
+			} else {
+				conf += "leafnodes { listen: " + held.Addr().String() + " }\n"
+			}
+			file := filepath.Join(t.TempDir(), "nats.conf")
+			require.NoError(t, os.WriteFile(file, []byte(conf), 0o600))
+			start := time.Now()
+			ns, err := Start(Config{ConfigFile: file, StoreDir: t.TempDir()})
+			if err == nil {
+				ns.Shutdown()
+			}
+			require.ErrorContains(t, err, held.Addr().String())
+			require.ErrorContains(t, err, "address already in use")
+			require.Less(t, time.Since(start), 5*time.Second, "said at once")
+		})
+	}
 }
