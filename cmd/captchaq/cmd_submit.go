@@ -10,11 +10,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
 )
@@ -362,77 +360,6 @@ func inputName(arg string) string {
 		return "standard input"
 	}
 	return arg
-}
-
-// watchTask says on w, once each, when a worker could not reach the solving
-// service for task id or the service refused its key: the task then waits,
-// and nobody should stare at a silent terminal until --timeout. It reads
-// the task's event log every second until stop is closed or ctx ends.
-func watchTask(ctx context.Context, stop <-chan struct{}, c *stream.Client, id string, w io.Writer) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	said := map[string]bool{}
-	for tick := 1; ; tick++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		entries, err := c.Trace(ctx, id)
-		if err != nil {
-			continue
-		}
-		// No attempt after a few seconds and no worker alive: the task
-		// waits for one that may never start.
-		if tick >= 3 && !said["no-worker"] && !slices.ContainsFunc(entries, func(e stream.TraceEntry) bool { return e.Kind == "attempt" }) && noWorkerAlive(ctx, c) {
-			said["no-worker"] = true
-			fmt.Fprintf(w, "captchaq solve: no worker is alive (captchaq workers ls lists them); task %s waits in the queue until one starts\n", id)
-		}
-		for _, e := range entries {
-			var line string
-			switch e.Code {
-			case solver.CodeUnreachable:
-				line = fmt.Sprintf("captchaq solve: worker %s cannot reach the solving service (its log says where); task %s waits without spending attempts", e.Worker, id)
-			case classic.CodeWrongUserKey, classic.CodeKeyDoesNotExist:
-				line = fmt.Sprintf("captchaq solve: the solving service refuses the API key of worker %s (%s); task %s waits for a worker that can solve it", e.Worker, e.Code, id)
-			}
-			if line != "" && !said[e.Code+e.Worker] {
-				said[e.Code+e.Worker] = true
-				fmt.Fprintln(w, line)
-			}
-		}
-	}
-}
-
-// noWorkerAlive reports whether the server knows workers and none of them
-// is alive (none at all counts); false when it cannot say.
-func noWorkerAlive(ctx context.Context, c *stream.Client) bool {
-	ws, err := c.Workers(ctx)
-	return err == nil && !slices.ContainsFunc(ws, func(w stream.WorkerInfo) bool { return !w.Stopped })
-}
-
-// watchWorkers says on w, once, when submit --wait has waited a few seconds
-// for outcomes and no worker is alive to solve them (the README's walkthrough
-// typed by hand, with the emulator's port taken, leaves the worker exited):
-// the wait goes on, as the tasks stay queued, but not in silence.
-func watchWorkers(ctx context.Context, stop <-chan struct{}, c *stream.Client, w io.Writer) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for tick := 1; ; tick++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		if tick >= 3 && noWorkerAlive(ctx, c) {
-			fmt.Fprintln(w, "captchaq submit: no worker is alive (captchaq workers ls lists them); the tasks without an outcome wait in the queue until one starts")
-			return
-		}
-	}
 }
 
 // deadWords says why a task ended dead, as a user reads it: the reason, what
