@@ -50,7 +50,7 @@ func TestREADMEShellBlocksEndWhenTheServerCannotStart(t *testing.T) {
 // port.
 func TestREADMEShellBlocksEndWhenTheEmulatorCannotStart(t *testing.T) {
 	t.Parallel()
-	got, err, hung, asked := readmeWithEmulatorPortTaken(t, "set -e", 90*time.Second)
+	got, err, hung, asked := readmeWithEmulatorPortTaken(t, "set -e", 90*time.Second, false)
 	require.False(t, hung, "the walkthrough still ran after 90s; it should stop once the emulator has failed to start")
 	require.Error(t, err, "the walkthrough cannot succeed without its emulator")
 	require.Contains(t, got, "address already in use", "the emulator's own error is shown")
@@ -69,7 +69,7 @@ func TestREADMEShellBlocksEndWhenTheEmulatorCannotStart(t *testing.T) {
 // holds the port.
 func TestREADMEShellBlocksTypedByHandSayWhyTheyWait(t *testing.T) {
 	t.Parallel()
-	got, _, _, asked := readmeWithEmulatorPortTaken(t, "", 40*time.Second) // typed by hand: every line runs
+	got, _, _, asked := readmeWithEmulatorPortTaken(t, "", 40*time.Second, false) // typed by hand: every line runs
 	require.Contains(t, got, "address already in use", "the emulator's own error is shown")
 	require.Contains(t, got, "$ ./captchaq submit --wait", "typed by hand, the walkthrough reaches submit")
 	require.Contains(t, got, "captchaq submit: no worker is alive", "submit --wait says why no outcome comes")
@@ -77,14 +77,32 @@ func TestREADMEShellBlocksTypedByHandSayWhyTheyWait(t *testing.T) {
 	require.NotContains(t, got, "real API", "nothing reaches the paid service")
 }
 
+// TestREADMEShellBlocksIgnoreAStaleAddressFile runs the walkthrough where an
+// earlier emulator was SIGKILLed and left its fakeapi.addr behind, naming
+// the address that something else now holds: the wait for the new
+// emulator's address must not take the stale one.
+func TestREADMEShellBlocksIgnoreAStaleAddressFile(t *testing.T) {
+	t.Parallel()
+	got, err, hung, asked := readmeWithEmulatorPortTaken(t, "set -e", 90*time.Second, true)
+	require.False(t, hung, "the walkthrough still ran after 90s; it should stop once the emulator has failed to start")
+	require.Error(t, err, "the walkthrough cannot succeed without its emulator")
+	require.NotContains(t, got, "$ ./captchaq worker", "the walkthrough stops before the worker")
+	require.Zero(t, asked.Load(), "nothing talked to what the stale address file names")
+}
+
 // readmeWithEmulatorPortTaken runs the README's walkthrough, its "set -e"
 // replaced by setE, with the emulator's port held by an answeringSquatter,
 // for at most limit: the output, the script's error, whether it was still
-// running at limit, and how many requests the squatter was asked.
-func readmeWithEmulatorPortTaken(t *testing.T, setE string, limit time.Duration) (string, error, bool, *atomic.Int64) {
+// running at limit, and how many requests the squatter was asked. With
+// stale, an earlier emulator's fakeapi.addr naming the squatter is left in
+// the working directory first.
+func readmeWithEmulatorPortTaken(t *testing.T, setE string, limit time.Duration, stale bool) (string, error, bool, *atomic.Int64) {
 	t.Helper()
 	readme, dir := readmeWorkdir(t)
 	emuAddr, asked := answeringSquatter(t)
+	if stale {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "fakeapi.addr"), []byte(emuAddr+"\n"), 0o644))
+	}
 	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	script := readmeScript(t, shellBlocks(readme, "sh"), map[string]string{"127.0.0.1:8088": emuAddr})
 	got, err, hung := runDocBlocksBounded(t, dir, strings.ReplaceAll(script, "set -e", setE), limit,
