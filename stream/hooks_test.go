@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/broker"
 )
 
 // TestRetryComesBackBeforeTheIdleCheck: a task handed back after a
@@ -76,4 +78,59 @@ func TestRetryComesBackBeforeTheIdleCheck(t *testing.T) {
 		}
 	}
 	require.True(t, retried && died, "observations: %+v", obs)
+}
+
+// TestStopWithTheBrokerGoneDoesNotWaitForIt: a worker stopped while the
+// broker is down, holding an answer it cannot store, returns from Run
+// (the stop abandons the writes, Hooks.Abandon) instead of waiting for
+// the broker to come back (a write left to time out takes seconds: the
+// bound is 5 s, under an ack wait of 30 s).
+func TestStopWithTheBrokerGoneDoesNotWaitForIt(t *testing.T) {
+	t.Parallel()
+	top := Topology{AckWait: 30 * time.Second}
+	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), StoreKey: testStoreKey, Listen: true, Port: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	connect := func() *nats.Conn {
+		nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.ReconnectBufSize(-1))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	ctx, cancelCtx := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancelCtx)
+	ensureAsAdmin(t, connect(), top)
+	client, err := NewClient(ctx, connect(), ClientConfig{Topology: top, Name: "test-producer"})
+	require.NoError(t, err)
+	answered, resume := make(chan struct{}), make(chan struct{})
+	w, err := NewWorker(ctx, connect(), WorkerConfig{Topology: top, Threads: 1, IdleCheck: 50 * time.Millisecond, ShutdownGrace: 20 * time.Second,
+		Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+			close(answered)
+			<-resume
+			return tokenSolver().Solve(ctx, req)
+		})})
+	require.NoError(t, err)
+	wctx, stopWorker := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(stopWorker)
+
+	_, err = client.Submit(ctx, turnstileTask("gone"))
+	require.NoError(t, err)
+	select {
+	case <-answered:
+	case <-ctx.Done():
+		t.Fatal("the task never reached the solver")
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	close(resume)
+	stopWorker()
+	stopped := time.Now()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run waited for the broker to come back")
+	}
+	t.Logf("Run returned %s after the stop", time.Since(stopped))
 }
