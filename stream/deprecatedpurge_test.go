@@ -1,0 +1,34 @@
+package stream
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+)
+
+// TestDeprecatedPurgeDeadKeepsItsFilter: Client.PurgeDead, now a wrapper
+// of Admin.PurgeDead, deletes only the dead letters its filter matches.
+func TestDeprecatedPurgeDeadKeepsItsFilter(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	b.startWorker(t, WorkerConfig{Solver: solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
+		return solver.Answer{}, apiErr("ERROR_PAGEURL", retry.Permanent)
+	})})
+	_, err := b.client.Solve(ctx, turnstileTask("pd1"))
+	require.ErrorIs(t, err, ErrNotSolved)
+	_, err = b.client.Solve(ctx, Task{ID: "pd2", Method: "base64", Params: Params{"body": pngBase64}})
+	require.ErrorIs(t, err, ErrNotSolved)
+
+	n, err := b.client.PurgeDead(ctx, DeadFilter{Method: "turnstile"})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	left, err := b.client.DeadLetters(ctx, DeadFilter{})
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	require.Equal(t, "pd2", left[0].ID)
+}
