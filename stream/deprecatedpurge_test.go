@@ -10,8 +10,9 @@ import (
 	"github.com/captchaq/captchaq/solver"
 )
 
-// TestDeprecatedPurgeDeadKeepsItsFilter: Client.PurgeDead, now a wrapper
-// of Admin.PurgeDead, deletes only the dead letters its filter matches.
+// TestDeprecatedPurgeDeadKeepsItsFilter: Client.PurgeDead and
+// Client.ReplayWhere, now wrappers of Admin's, touch only the dead letters
+// their filter selects.
 func TestDeprecatedPurgeDeadKeepsItsFilter(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
@@ -31,4 +32,11 @@ func TestDeprecatedPurgeDeadKeepsItsFilter(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, left, 1)
 	require.Equal(t, "pd2", left[0].ID)
+
+	_, err = b.client.Solve(ctx, turnstileTask("pd3"))
+	require.ErrorIs(t, err, ErrNotSolved)
+	rs, err := b.client.ReplayWhere(ctx, func(d DeadLetter) bool { return d.ID == "pd3" })
+	require.NoError(t, err)
+	require.Len(t, rs, 1, "replayed: %+v", rs)
+	require.Equal(t, "pd3", rs[0].ID)
 }
