@@ -12,12 +12,7 @@ import (
 // never above it.
 func TestSurvivalBeyondTheAnswersFollowsTheFit(t *testing.T) {
 	t.Parallel()
-	c := offlineClient(t)
-	polls := []time.Duration{7 * time.Second, 10 * time.Second, 13 * time.Second, 15 * time.Second}
-	for _, w := range uniformWindows(100, 5*time.Second, 15*time.Second, polls) {
-		c.poller.observe(KindImage, w.Lo, w.Hi)
-	}
-	k := c.timing.forKind(KindImage)
+	c, k := learnedUniformImages(t)
 	s := c.poller.survival(KindImage, k, 20*time.Second, 15*time.Second)
 	if s <= 0 || s > 0.5 {
 		t.Errorf("survival at 20 s of a captcha not ready at 15 s: %.3f, want in (0, 0.5]", s)
@@ -25,4 +20,17 @@ func TestSurvivalBeyondTheAnswersFollowsTheFit(t *testing.T) {
 	if s2 := c.poller.survival(KindImage, k, 17*time.Second, 15*time.Second); s2 < s {
 		t.Errorf("survival at 17 s (%.3f) below the one at 20 s (%.3f)", s2, s)
 	}
+}
+
+// learnedUniformImages is an offline Client that learned 100 image
+// captchas ready evenly over 5–15 s, polled at 7, 10, 13 and 15 s, and
+// the timing of their kind.
+func learnedUniformImages(t *testing.T) (*Client, kindTiming) {
+	t.Helper()
+	c := offlineClient(t)
+	polls := []time.Duration{7 * time.Second, 10 * time.Second, 13 * time.Second, 15 * time.Second}
+	for _, w := range uniformWindows(100, 5*time.Second, 15*time.Second, polls) {
+		c.poller.observe(KindImage, w.Lo, w.Hi)
+	}
+	return c, c.timing.forKind(KindImage)
 }
