@@ -35,12 +35,7 @@ func uniformWindows(n int, lo, hi time.Duration, polls []time.Duration) []readyW
 // about 60 % are still being solved, and past the slowest none.
 func TestYoungCaptchasAreNotDone(t *testing.T) {
 	t.Parallel()
-	c := offlineClient(t)
-	polls := []time.Duration{7 * time.Second, 10 * time.Second, 13 * time.Second, 15 * time.Second}
-	for _, w := range uniformWindows(100, 5*time.Second, 15*time.Second, polls) {
-		c.poller.observe(KindImage, w.Lo, w.Hi)
-	}
-	k := c.timing.forKind(KindImage)
+	c, k := learnedUniformImages(t)
 
 	if s := c.poller.survival(KindImage, k, 3*time.Second, 0); s < 0.99 {
 		t.Errorf("survival at 3 s of a kind never ready before 5 s: %.3f, want at least 0.99", s)

@@ -174,3 +174,21 @@ func TestExecuteNotDueLooksAgainThroughTheDispatcher(t *testing.T) {
 	require.Equal(t, []string{"nak 30s " + string(wire.LaneFast)}, looked)
 	require.Equal(t, []wire.EventKind{wire.EventScheduled}, kinds(b.store.events(t, "s1")))
 }
+
+// TestExecuteNotDueComesBackWithinTheScheduleCheck: a task due in 30 s on
+// a worker whose ScheduleCheck is 10 s is handed back for 10 s, not 30,
+// so that a cancel ends it within the schedule check.
+func TestExecuteNotDueComesBackWithinTheScheduleCheck(t *testing.T) {
+	t.Parallel()
+	b := setup(t, solver.Answer{Solution: json.RawMessage(`"tok"`)}, nil)
+	b.x.ScheduleCheck = 10 * time.Second
+	var looked []string
+	b.hooks.lookAgain = func(d time.Duration, lane wire.Lane) { looked = append(looked, d.String()) }
+	due := b.x.Now().Add(30 * time.Second).Format(time.RFC3339)
+	m := b.deliver(t, "s1", `{"method":"turnstile","not_before":"`+due+`","params":{"sitekey":"k","pageurl":"https://shop.example/p"}}`, 1)
+	b.x.Execute(context.Background(), m, noThread{}, noSlot{})
+
+	require.Zero(t, b.solves, "not due")
+	require.Equal(t, "nak 10s", m.how())
+	require.Equal(t, []string{"10s"}, looked)
+}
