@@ -295,37 +295,6 @@ func (c *Client) PlanWindow() int {
 	return c.win.size()
 }
 
-// ClaimPlanRoom reserves up to n threads of the plan window that no
-// captcha holds or waits for (Config.LearnPlan), for captchas whose Solve
-// starts in a moment, and returns how many it reserved: a caller that
-// takes no more tasks than that keeps the rest for workers with room,
-// instead of queueing them behind this Client's window. A reservation
-// goes with the next Solve's wait for a thread, or after two seconds.
-// Without LearnPlan it returns n.
-func (c *Client) ClaimPlanRoom(n int) int {
-	if c.win == nil {
-		return n
-	}
-	return c.win.claim(n, time.Now())
-}
-
-// UnclaimPlanRoom gives back n reservations of ClaimPlanRoom that no Solve
-// will take.
-func (c *Client) UnclaimPlanRoom(n int) {
-	if c.win != nil && n > 0 {
-		c.win.unclaim(n)
-	}
-}
-
-// PlanRoomChanged is closed when the plan window may have room again: a
-// thread freed or the window grew. nil (never) without LearnPlan.
-func (c *Client) PlanRoomChanged() <-chan struct{} {
-	if c.win == nil {
-		return nil
-	}
-	return c.win.changed()
-}
-
 // PlanReached reports whether the service has refused a submission of this
 // Client for want of plan threads: until then PlanWindow is a guess that
 // only grows, not a plan size learned.

@@ -3,7 +3,6 @@ package solver
 import (
 	"context"
 	"sync"
-	"time"
 )
 
 // The plan window's start, cap and decrease (package doc, "The plan
@@ -32,18 +31,7 @@ type window struct {
 	slow  bool          // slow start: no refusal yet
 	round int           // decreases so far
 	freed chan struct{} // closed and replaced whenever a thread frees or the limit grows
-	// waiting counts the captchas in acquire; claims are when the room
-	// claimed (claim) and not yet taken by an acquire was claimed, oldest
-	// first.
-	waiting int
-	claims  []time.Time
 }
-
-// claimFor bounds how long a claim on the window's room (claim) counts
-// without an acquire taking it: the caller starts the captcha's Solve
-// within milliseconds of its claim, and one that never does (a task that
-// ended before its solve) must not keep the room from others for longer.
-const claimFor = 2 * time.Second
 
 func newWindow() *window {
 	return &window{limit: windowStart, slow: true, freed: make(chan struct{})}
@@ -52,17 +40,6 @@ func newWindow() *window {
 // acquire waits for a thread within the limit, or for ctx; it returns the
 // round it was admitted in, for refused.
 func (w *window) acquire(ctx context.Context) (round int, err error) {
-	w.mu.Lock()
-	if len(w.claims) > 0 {
-		w.claims = w.claims[1:]
-	}
-	w.waiting++
-	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		w.waiting--
-		w.mu.Unlock()
-	}()
 	for {
 		w.mu.Lock()
 		if w.held < int(w.limit) {
@@ -79,39 +56,6 @@ func (w *window) acquire(ctx context.Context) (round int, err error) {
 		case <-freed:
 		}
 	}
-}
-
-// claim takes up to n of the threads no captcha holds or waits for, nor
-// an earlier claim made within claimFor of now, for captchas about to
-// acquire; it returns how many it took.
-func (w *window) claim(n int, now time.Time) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	i := 0
-	for i < len(w.claims) && now.Sub(w.claims[i]) > claimFor {
-		i++
-	}
-	w.claims = w.claims[i:]
-	room := int(w.limit) - w.held - w.waiting - len(w.claims)
-	n = max(min(n, room), 0)
-	for range n {
-		w.claims = append(w.claims, now)
-	}
-	return n
-}
-
-// unclaim gives back n claims that no acquire will take, newest first.
-func (w *window) unclaim(n int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.claims = w.claims[:max(len(w.claims)-n, 0)]
-}
-
-// changed is closed when a thread frees or the limit grows.
-func (w *window) changed() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.freed
 }
 
 // release gives a thread back.

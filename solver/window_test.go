@@ -261,32 +261,3 @@ func TestPoolToldWhenTheEstimateMoves(t *testing.T) {
 		t.Fatalf("a captcha surely done: %d reports, want 3", n)
 	}
 }
-
-// TestWindowClaims: a claim takes room no captcha holds or waits for; an
-// acquire takes the oldest claim; a claim no acquire takes lapses after
-// claimFor, and one given back frees its room at once.
-func TestWindowClaims(t *testing.T) {
-	t.Parallel()
-	w := newWindow() // limit 4
-	ctx := context.Background()
-	t0 := time.Unix(1000, 0)
-	if got := w.claim(3, t0); got != 3 {
-		t.Fatalf("claimed %d of 3 in an empty window of 4", got)
-	}
-	if got := w.claim(3, t0); got != 1 {
-		t.Fatalf("claimed %d with 3 of 4 claimed, want 1", got)
-	}
-	if _, err := w.acquire(ctx); err != nil { // takes a claim, holds a thread
-		t.Fatal(err)
-	}
-	if got := w.claim(1, t0); got != 0 {
-		t.Fatalf("claimed %d with 1 held and 3 claimed, want 0", got)
-	}
-	w.unclaim(1)
-	if got := w.claim(2, t0); got != 1 {
-		t.Fatalf("claimed %d after one claim given back, want 1", got)
-	}
-	if got := w.claim(4, t0.Add(claimFor+time.Millisecond)); got != 3 {
-		t.Fatalf("claimed %d once the claims lapsed with 1 held, want 3", got)
-	}
-}

@@ -39,11 +39,6 @@ type Dispatcher struct {
 	// called. nil: the dispatcher holds no subscriptions, and whoever
 	// learns of tasks reports them with News.
 	Listen func(f *Feed, woken func()) (stop func(), err error)
-	// Room, when set, bounds the tasks taken at once to the room of the
-	// solving client's learned plan window: a task the window cannot
-	// admit would wait behind this worker's captchas while another worker
-	// may have room for it.
-	Room WindowRoom
 
 	turn int // rotates the lane looked at first, so lanes share fairly
 	// wake tells an idle dispatch loop to look for tasks now.
@@ -54,17 +49,6 @@ type Dispatcher struct {
 	holding atomic.Int32
 	// listening is set from ListenAll until QuietAll.
 	listening atomic.Bool
-}
-
-// WindowRoom is a solving client's learned plan window (solver.Client).
-type WindowRoom interface {
-	// ClaimPlanRoom reserves up to n threads of the window for tasks about
-	// to be solved and returns how many.
-	ClaimPlanRoom(n int) int
-	// UnclaimPlanRoom gives back n reservations no task will take.
-	UnclaimPlanRoom(n int)
-	// PlanRoomChanged is closed when the window may have room again.
-	PlanRoomChanged() <-chan struct{}
 }
 
 // New is a dispatcher of feeds; set the rest of its fields before Pull.
@@ -116,23 +100,8 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 				break more
 			}
 		}
-		var roomChanged <-chan struct{}
-		if dp.Room != nil && dp.AnyNews() {
-			// Asked for before the claim, so that a thread freed after it
-			// wakes the loop.
-			roomChanged = dp.Room.PlanRoomChanged()
-			claimed := dp.Room.ClaimPlanRoom(n)
-			for range n - claimed {
-				free <- struct{}{}
-			}
-			n = claimed
-		}
 		dp.holding.Store(int32(n))
-		if n == 0 {
-			// The window is full: wait for a thread of it (or news, which
-			// may be of a high-priority task, or a stop) below.
-			dp.holding.Store(0)
-		} else if !dp.AnyNews() {
+		if !dp.AnyNews() {
 			// Nothing can be waiting: take no plan thread just to find that out.
 			for range n {
 				free <- struct{}{}
@@ -147,7 +116,6 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 			for range n - len(threads) {
 				free <- struct{}{}
 			}
-			dp.unclaim(n - len(threads))
 			dp.holding.Store(int32(len(threads)))
 			if len(threads) == 0 {
 				if err != nil {
@@ -162,7 +130,6 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 					t.Release()
 					free <- struct{}{}
 				}
-				dp.unclaim(len(threads))
 				return err
 			default:
 			}
@@ -175,7 +142,6 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 				t.Release()
 				free <- struct{}{}
 			}
-			dp.unclaim(len(threads) - len(msgs))
 			dp.holding.Store(0)
 			if len(msgs) > 0 {
 				continue
@@ -187,18 +153,10 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 		case err := <-fatal:
 			return err
 		case <-dp.wake:
-		case <-roomChanged:
 		case <-idle.C:
 			// Retries and redeliveries come due without a publish.
 			dp.BumpAll()
 		}
-	}
-}
-
-// unclaim gives back n claims on the window's room that no task took.
-func (dp *Dispatcher) unclaim(n int) {
-	if dp.Room != nil && n > 0 {
-		dp.Room.UnclaimPlanRoom(n)
 	}
 }
 
