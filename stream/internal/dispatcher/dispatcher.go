@@ -41,6 +41,9 @@ type Dispatcher struct {
 	Listen func(f *Feed, woken func()) (stop func(), err error)
 
 	turn int // rotates the lane looked at first, so lanes share fairly
+	// highStreak counts the fetches in a row that took only high-priority
+	// tasks while a normal one may have waited (NormalShare).
+	highStreak int
 	// wake tells an idle dispatch loop to look for tasks now.
 	wake chan struct{}
 	// free holds a token per idle thread once Pull runs; holding counts

@@ -19,16 +19,26 @@ import (
 )
 
 // Fetch pulls up to n tasks without waiting: high priority first, in every
-// lane, then normal. Exactly one message is pulled per free thread, so no
-// task's ack timer starts while it waits in a local buffer.
+// lane, then normal, except that a normal task waiting behind high ones
+// has its share (NormalShare). Exactly one message is pulled per free
+// thread, so no task's ack timer starts while it waits in a local buffer.
 func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 	var out []jetstream.Msg
 	dp.turn++
-	for _, f := range dp.rotated() {
+	order, share := dp.rotated()
+	high, normal := 0, 0
+	for i, f := range order {
 		if len(out) == n || ctx.Err() != nil {
 			break
 		}
-		if f.Priority != wire.PriorityHigh && dp.highRechecking() {
+		isHigh := f.Priority == wire.PriorityHigh
+		// The share is one normal task, from the normal consumers that
+		// come first in a share's order.
+		shareLook := share && !isHigh && i < len(order)-len(dp.Feeds)
+		if shareLook && normal > 0 {
+			continue
+		}
+		if !isHigh && !share && dp.highRechecking() {
 			break // a high-priority task may be about to show: no normal task takes its thread
 		}
 		seen := f.News.Load()
@@ -36,6 +46,9 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 			continue // nothing new since it was last found empty
 		}
 		want := n - len(out)
+		if shareLook {
+			want = 1
+		}
 		var batch jetstream.MessageBatch
 		var err error
 		if f.Limited {
@@ -62,6 +75,11 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 			out = append(out, m)
 			got++
 		}
+		if isHigh {
+			high += got
+		} else {
+			normal += got
+		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			dp.Log.Debug("fetch tasks", slog.String("consumer", f.Cons.CachedInfo().Name), slog.Any("error", err))
 			dp.Reach.Failed(dp.Log, "fetch tasks", err)
@@ -75,6 +93,11 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 			f.EmptyAt.Store(seen)
 			dp.relisten(f, dp.recheck(f, got == 0))
 		}
+	}
+	if share {
+		dp.highStreak = 0 // the normal consumers had their look, task or not
+	} else {
+		dp.settle(high, normal)
 	}
 	return out
 }
@@ -407,16 +430,65 @@ func (dp *Dispatcher) LaneAcked(lane wire.Lane) {
 	}
 }
 
+// NormalShare bounds how long high-priority tasks hold back a normal one:
+// of every NormalShare fetches in a row that find a normal task may be
+// waiting (its consumer has news) and take high-priority tasks, the last
+// asks the normal consumers first and takes one task from them. So a
+// producer that floods high priority (valid tasks or forged copies) delays
+// a normal task by at most NormalShare-1 fetches of each worker, and high
+// priority keeps at least three in four of the threads it contends for:
+// 4 leaves high priority its purpose (it goes first three times in four,
+// and alone when no normal task waits) while a normal task behind any flood
+// waits at most three high-priority tasks per thread, not the flood.
+// asynq's weighted queues and River's fair fetch bound priority the same
+// way.
+const NormalShare = 4
+
+// settle counts a fetch that took high and normal tasks toward the normal
+// consumers' share: one that took only high-priority tasks while a normal
+// consumer may have a task brings the share one fetch nearer; a normal
+// task taken starts the count again.
+func (dp *Dispatcher) settle(high, normal int) {
+	switch {
+	case normal > 0:
+		dp.highStreak = 0
+	case high > 0 && dp.normalWaiting():
+		dp.highStreak++
+	}
+}
+
+// normalWaiting reports whether a normal-priority consumer may have a task
+// (news since it was last found empty).
+func (dp *Dispatcher) normalWaiting() bool {
+	for _, f := range dp.Feeds {
+		if f.Priority != wire.PriorityHigh && f.News.Load() != f.EmptyAt.Load() {
+			return true
+		}
+	}
+	return false
+}
+
 // rotated returns the consumers in the order to look at them this time: every
 // lane's high-priority consumer before any normal one, and within each
-// priority the lanes in turn.
-func (dp *Dispatcher) rotated() []*Feed {
+// priority the lanes in turn. When the normal consumers' share is due
+// (NormalShare) it reports so, and the order starts with the normal
+// consumers, which come again after the high ones for the threads left.
+func (dp *Dispatcher) rotated() ([]*Feed, bool) {
 	k := len(wire.Lanes)
-	out := make([]*Feed, 0, len(dp.Feeds))
+	out := make([]*Feed, 0, len(dp.Feeds)+k)
 	for p := 0; p < len(dp.Feeds)/k; p++ {
 		for i := range k {
 			out = append(out, dp.Feeds[p*k+(i+dp.turn)%k])
 		}
 	}
-	return out
+	if dp.highStreak < NormalShare-1 || !dp.normalWaiting() {
+		return out, false
+	}
+	var normal []*Feed
+	for _, f := range out {
+		if f.Priority != wire.PriorityHigh {
+			normal = append(normal, f)
+		}
+	}
+	return append(normal, out...), true
 }
