@@ -75,7 +75,8 @@ func (a *attack) sustainedFlood(t *testing.T, perSecond int, shape func(i int) *
 //   - behind: the task is queued first and the flood, at its own priority,
 //     comes after it: it costs the task nothing.
 //   - high after: the task is queued first and the flood is at high
-//     priority: high goes first, but a normal task waiting behind it is
+//     priority, 3,000 copies stored before the pool starts and more
+//     coming: high goes first, but a normal task waiting behind it is
 //     taken within dispatcher.NormalShare fetches of a worker, so at most
 //     NormalShare-1 forged copies per thread go ahead of it, not the flood
 //     (before the share, it had no outcome while the flood lasted).
@@ -95,7 +96,7 @@ func TestOngoingFloodStaysWithinTheBound(t *testing.T) {
 		cancels bool
 	}{
 		{"behind", wire.PriorityNormal, 3000, 0, "", false},
-		{"high after", wire.PriorityHigh, 2000, 0, "", false},
+		{"high after", wire.PriorityHigh, 5000, 3000, "", false},
 		{"cancel records", wire.PriorityNormal, 3000, 0, "", true},
 		{"1,000 ahead", wire.PriorityNormal, 5000, 1000, "while a flood is being stored the pool ends each forged copy in 6 ms to 185 ms (1,000 ahead: 6 s to no outcome in 30 s), not about 1 ms " +
 			"(no per-producer rate limit)", false},
@@ -118,8 +119,8 @@ func TestOngoingFloodStaysWithinTheBound(t *testing.T) {
 				return &r
 			}
 			var r *Receipt
-			if c.ahead == 0 {
-				r = submit()
+			if c.ahead == 0 || c.prio == wire.PriorityHigh {
+				r = submit() // high copies go ahead of it whenever they come
 			}
 			stop := make(chan struct{})
 			var once sync.Once
