@@ -40,8 +40,9 @@ type Task struct {
 	NotBefore When `json:"not_before,omitzero"`
 }
 
-// Priority orders tasks: every queued high-priority task starts before any
-// normal one. It is part of the wire contract (the task's "priority" and a
+// Priority orders tasks: queued high-priority tasks start before normal
+// ones, but a waiting normal task has one fetch in four of a worker
+// (dispatcher.NormalShare), so no high-priority flood starves it. It is part of the wire contract (the task's "priority" and a
 // token of its subject).
 type Priority string
 
