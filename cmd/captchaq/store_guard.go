@@ -16,6 +16,7 @@ import (
 	"github.com/captchaq/captchaq/internal/storestatus"
 	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // guardStore watches the embedded server's JetStream store (broker.Guard:
@@ -92,11 +93,20 @@ func (h *heldTokens) save() {
 }
 
 // restore stores again every saved token that has not expired, with what
-// is left of its lifetime.
+// is left of its lifetime, each at its sequence in the stream before the
+// reopening: its outcome names it by that number (wire.HeaderTokenSeq,
+// taskstore.ReadTokenAt), and the stream, created again, would number them
+// from 1, so a token after one removed (read and erased, or expired) would
+// be read as lost.
 func (h *heldTokens) restore() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	s, err := h.js.Stream(ctx, h.name)
+	if err != nil {
+		return fmt.Errorf("store the tokens again: %w", err)
+	}
 	now := time.Now()
+	gaps := false
 	for _, m := range h.msgs {
 		hdr := nats.Header{}
 		for k, v := range m.Header {
@@ -115,10 +125,90 @@ func (h *heldTokens) restore() error {
 			}
 			hdr.Set(jetstream.MsgTTLHeader, (left + time.Second - 1).Truncate(time.Second).String())
 		}
-		if _, err := h.js.PublishMsg(ctx, &nats.Msg{Subject: m.Subject, Header: hdr, Data: m.Data}, jetstream.WithExpectStream(h.name)); err != nil {
+		filled, err := h.putAt(ctx, s, m.Sequence, &nats.Msg{Subject: m.Subject, Header: hdr, Data: m.Data})
+		gaps = gaps || filled
+		if err != nil {
 			return fmt.Errorf("store the tokens again: %w", err)
 		}
 	}
+	if gaps {
+		if err := s.Purge(ctx, jetstream.WithPurgeSubject(tokenGapSubject)); err != nil {
+			return fmt.Errorf("store the tokens again: remove the gaps' fillers: %w", err)
+		}
+	}
 	h.msgs = nil
+	return nil
+}
+
+// tokenGapSubject is where restore publishes the fillers that bring the
+// token stream's next sequence up to a restored token's; they are purged
+// once the tokens are back. Its generation is not a number, so it is never
+// a token's subject (wire.TokenSubject), and a reader that reaches one
+// finds no token.
+const tokenGapSubject = wire.SubjectTokens + ".restore.gap"
+
+// putAt publishes msg to the token stream s at sequence seq: an empty
+// stream is purged up to seq (which sets its next sequence), a stream
+// that holds tokens below seq is filled up to it on tokenGapSubject, and
+// the publish expects seq-1 as the stream's last sequence. When seq is
+// taken already (a worker stored a token in the new stream first), msg
+// goes after it: it keeps its subject, not its number. filled says
+// whether fillers were published.
+func (h *heldTokens) putAt(ctx context.Context, s jetstream.Stream, seq uint64, msg *nats.Msg) (filled bool, err error) {
+	for range 3 {
+		info, err := s.Info(ctx)
+		if err != nil {
+			return filled, err
+		}
+		st := info.State
+		switch {
+		case st.LastSeq >= seq:
+			h.log.Warn("a kept token could not have its sequence back: its readers may take it for lost", slog.Uint64("seq", seq), slog.Uint64("stream_last_seq", st.LastSeq))
+			_, err := h.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(h.name))
+			return filled, err
+		case st.LastSeq+1 == seq:
+		case st.Msgs == 0:
+			// Nothing to lose: a purge up to seq makes seq the next
+			// sequence (nats-server's memStore.Compact past the end). A
+			// worker's token stored in the new stream between the look-up
+			// and the purge would be erased; the stream takes writes only
+			// since the reopening, a moment ago.
+			if err := s.Purge(ctx, jetstream.WithPurgeSequence(seq)); err != nil {
+				return filled, err
+			}
+		default:
+			filled = true
+			if err := h.fill(ctx, seq-1-st.LastSeq); err != nil {
+				return filled, err
+			}
+		}
+		_, err = h.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(h.name), jetstream.WithExpectLastSequence(seq-1))
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			continue // a worker's token came in between: look again
+		}
+		return filled, err
+	}
+	return filled, fmt.Errorf("the token at %d: the stream's sequence moved three times", seq)
+}
+
+// fill publishes n fillers on tokenGapSubject and waits for their
+// acknowledgements.
+func (h *heldTokens) fill(ctx context.Context, n uint64) error {
+	const batch = 1000 // within the client's pending acknowledgements
+	for n > 0 {
+		k := min(n, batch)
+		for range k {
+			if _, err := h.js.PublishMsgAsync(&nats.Msg{Subject: tokenGapSubject}, jetstream.WithExpectStream(h.name)); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-h.js.PublishAsyncComplete():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		n -= k
+	}
 	return nil
 }
