@@ -267,6 +267,9 @@ const tabs = {
 const state = { tab: "tasks", query: { tasks: {}, outcomes: {}, dead: {} }, offset: { tasks: 0, outcomes: 0, dead: 0 }, page: null };
 const pageSize = 25;
 let listing = false;
+// listSeq numbers the list's reads: a forced read (a filter picked) may start
+// while an older one is under way, and only the newest may fill the list.
+let listSeq = 0;
 
 function showTab(tab) {
   state.tab = tab;
@@ -352,10 +355,12 @@ async function refreshList(force) {
   if (listing && !force) return;
   listing = true;
   const tab = state.tab;
+  const seq = ++listSeq;
   writeURL();
   try {
     const res = await fetch("/api/" + tab + "?" + queryString(tab));
     const p = await res.json();
+    if (seq !== listSeq) return; // a newer read (another filter, page or tab) fills the list
     if (!res.ok) { notice(p.error || res.statusText, true); return; }
     if (tab !== state.tab) return;
     if (p.total > 0 && p.offset >= p.total) {
