@@ -154,21 +154,37 @@ func TestClusterSurvivesStreamLeaderLoss(t *testing.T) {
 	require.Len(t, outcomes, len(receipts), "no task lost")
 
 	// Exactly one outcome and one solve recorded per task, in the stream.
-	results, solves := map[string]int{}, map[string]int{}
-	require.NoError(t, scanFrom(ctx, producer, []string{wire.SubjectResults + ".>", wire.SubjectEvents + ".>"}, 0, false, func(m jetstream.Msg) (bool, error) {
-		id := wire.IDFromSubject(m.Subject())
-		if strings.HasPrefix(m.Subject(), wire.SubjectResults) {
-			results[id]++
+	// The stream allows direct gets (read.go), which any replica answers:
+	// one that is still catching up after the election may end the scan
+	// short of the newest messages, so the scan is read again until every
+	// task's outcome is in it (a lost one fails here, after the wait).
+	var results, solves map[string]int
+	allRead := func() bool {
+		results, solves = map[string]int{}, map[string]int{}
+		require.NoError(t, scanFrom(ctx, producer, []string{wire.SubjectResults + ".>", wire.SubjectEvents + ".>"}, 0, false, func(m jetstream.Msg) (bool, error) {
+			id := wire.IDFromSubject(m.Subject())
+			if strings.HasPrefix(m.Subject(), wire.SubjectResults) {
+				results[id]++
+				return false, nil
+			}
+			// Every attempt that reached the service: an attempt event followed
+			// by no retry (the only failures here are none) is a solve.
+			var ev Event
+			if json.Unmarshal(m.Data(), &ev) == nil && ev.Kind == EventAttempt {
+				solves[id]++
+			}
 			return false, nil
+		}))
+		for _, r := range receipts {
+			if results[r.ID] == 0 {
+				return false
+			}
 		}
-		// Every attempt that reached the service: an attempt event followed
-		// by no retry (the only failures here are none) is a solve.
-		var ev Event
-		if json.Unmarshal(m.Data(), &ev) == nil && ev.Kind == EventAttempt {
-			solves[id]++
-		}
-		return false, nil
-	}))
+		return true
+	}
+	for deadline := time.Now().Add(15 * time.Second); !allRead() && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond) // a replica catching up sends no event to wait on
+	}
 	twice := 0
 	for _, r := range receipts {
 		require.Equal(t, 1, results[r.ID], "outcomes of %s", r.ID)
