@@ -20,20 +20,11 @@ import (
 // and nobody should stare at a silent terminal until --timeout. It reads
 // the task's event log every second until stop is closed or ctx ends.
 func watchTask(ctx context.Context, stop <-chan struct{}, c *stream.Client, id string, w io.Writer) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
 	said := map[string]bool{}
-	for tick := 1; ; tick++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-stop:
-			return
-		case <-t.C:
-		}
+	everySecond(ctx, stop, func(tick int) bool {
 		entries, err := c.Trace(ctx, id)
 		if err != nil {
-			continue
+			return true
 		}
 		// No attempt after a few seconds and no worker alive: the task
 		// waits for one that may never start.
@@ -54,7 +45,8 @@ func watchTask(ctx context.Context, stop <-chan struct{}, c *stream.Client, id s
 				fmt.Fprintln(w, line)
 			}
 		}
-	}
+		return true
+	})
 }
 
 // noWorkerAlive reports whether the server knows workers and none of them
@@ -69,6 +61,18 @@ func noWorkerAlive(ctx context.Context, c *stream.Client) bool {
 // typed by hand, with the emulator's port taken, leaves the worker exited):
 // the wait goes on, as the tasks stay queued, but not in silence.
 func watchWorkers(ctx context.Context, stop <-chan struct{}, c *stream.Client, w io.Writer) {
+	everySecond(ctx, stop, func(tick int) bool {
+		if tick >= 3 && noWorkerAlive(ctx, c) {
+			fmt.Fprintln(w, "captchaq submit: no worker is alive (captchaq workers ls lists them); the tasks without an outcome wait in the queue until one starts")
+			return false
+		}
+		return true
+	})
+}
+
+// everySecond calls look once a second, with the count of seconds so far
+// (from 1), until it returns false, stop is closed or ctx ends.
+func everySecond(ctx context.Context, stop <-chan struct{}, look func(tick int) bool) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for tick := 1; ; tick++ {
@@ -79,8 +83,7 @@ func watchWorkers(ctx context.Context, stop <-chan struct{}, c *stream.Client, w
 			return
 		case <-t.C:
 		}
-		if tick >= 3 && noWorkerAlive(ctx, c) {
-			fmt.Fprintln(w, "captchaq submit: no worker is alive (captchaq workers ls lists them); the tasks without an outcome wait in the queue until one starts")
+		if !look(tick) {
 			return
 		}
 	}
