@@ -47,16 +47,23 @@ func TestREADMEShellBlocksEndWhenTheServerCannotStart(t *testing.T) {
 // something else, one that answers every request. The emulator cannot
 // start; the walkthrough must then stop there, with the emulator's own
 // error, before a worker, balance or report talks to whatever holds the
-// port.
+// port. Also where an earlier emulator was SIGKILLed and left its
+// fakeapi.addr behind, naming that same address: the wait for the new
+// emulator's address must not take the stale one.
 func TestREADMEShellBlocksEndWhenTheEmulatorCannotStart(t *testing.T) {
 	t.Parallel()
-	got, err, hung, asked := readmeWithEmulatorPortTaken(t, "set -e", 90*time.Second, false)
-	require.False(t, hung, "the walkthrough still ran after 90s; it should stop once the emulator has failed to start")
-	require.Error(t, err, "the walkthrough cannot succeed without its emulator")
-	require.Contains(t, got, "address already in use", "the emulator's own error is shown")
-	require.NotContains(t, got, "$ ./captchaq worker", "the walkthrough stops before the worker")
-	require.Zero(t, asked.Load(), "nothing talked to what holds the emulator's port")
-	require.NotContains(t, got, "real API", "nothing reaches the paid service")
+	for _, stale := range []bool{false, true} {
+		t.Run(map[bool]string{false: "port taken", true: "stale address file"}[stale], func(t *testing.T) {
+			t.Parallel()
+			got, err, hung, asked := readmeWithEmulatorPortTaken(t, "set -e", 90*time.Second, stale)
+			require.False(t, hung, "the walkthrough still ran after 90s; it should stop once the emulator has failed to start")
+			require.Error(t, err, "the walkthrough cannot succeed without its emulator")
+			require.Contains(t, got, "address already in use", "the emulator's own error is shown")
+			require.NotContains(t, got, "$ ./captchaq worker", "the walkthrough stops before the worker")
+			require.Zero(t, asked.Load(), "nothing talked to what holds the emulator's port")
+			require.NotContains(t, got, "real API", "nothing reaches the paid service")
+		})
+	}
 }
 
 // TestREADMEShellBlocksTypedByHandSayWhyTheyWait runs the README's
@@ -75,19 +82,6 @@ func TestREADMEShellBlocksTypedByHandSayWhyTheyWait(t *testing.T) {
 	require.Contains(t, got, "captchaq submit: no worker is alive", "submit --wait says why no outcome comes")
 	require.Zero(t, asked.Load(), "nothing talked to what holds the emulator's port")
 	require.NotContains(t, got, "real API", "nothing reaches the paid service")
-}
-
-// TestREADMEShellBlocksIgnoreAStaleAddressFile runs the walkthrough where an
-// earlier emulator was SIGKILLed and left its fakeapi.addr behind, naming
-// the address that something else now holds: the wait for the new
-// emulator's address must not take the stale one.
-func TestREADMEShellBlocksIgnoreAStaleAddressFile(t *testing.T) {
-	t.Parallel()
-	got, err, hung, asked := readmeWithEmulatorPortTaken(t, "set -e", 90*time.Second, true)
-	require.False(t, hung, "the walkthrough still ran after 90s; it should stop once the emulator has failed to start")
-	require.Error(t, err, "the walkthrough cannot succeed without its emulator")
-	require.NotContains(t, got, "$ ./captchaq worker", "the walkthrough stops before the worker")
-	require.Zero(t, asked.Load(), "nothing talked to what the stale address file names")
 }
 
 // readmeWithEmulatorPortTaken runs the README's walkthrough, its "set -e"
