@@ -42,9 +42,9 @@ func TestProvidersFileValid(t *testing.T) {
 func TestProvidersFileEveryFieldWrong(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name   string
-		entry  int // -1: the file as a whole
-		field  string
+		name    string
+		entry   int // -1: the file as a whole
+		field   string
 		breakIt func(f *provider.File)
 	}{
 		{"name empty", 0, "name", func(f *provider.File) { f.Providers[0].Name = "" }},
