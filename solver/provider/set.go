@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -224,7 +225,11 @@ func movesOn(err error) bool {
 	case retry.Transient, retry.Fatal:
 		return true
 	case retry.Capacity:
-		return solver.CodeOf(err) == solver.CodeUnreachable
+		// In.php not answering, or answering 5xx (a capacity wait for a
+		// Client alone); not a full plan or a rate limit, which waiting
+		// on the provider cures at no cost.
+		code := solver.CodeOf(err)
+		return code == solver.CodeUnreachable || strings.HasPrefix(code, "HTTP_5")
 	}
 	return false
 }

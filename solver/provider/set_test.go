@@ -3,6 +3,8 @@ package provider_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,9 +35,10 @@ type service struct {
 // its bill's) on a local port, solving in lo–2·lo, and a client of it.
 func startService(t *testing.T, e provider.Entry, seed int64, lo time.Duration) service {
 	t.Helper()
-	solve := map[string]fakeapi.Range{}
+	solve, wait := map[string]fakeapi.Range{}, map[string]time.Duration{}
 	for _, k := range solver.Kinds() {
 		solve[k] = fakeapi.Range{Min: lo, Median: lo * 3 / 2, Max: 2 * lo}
+		wait[k] = time.Hour // scaled: 36 s, longer than any test
 	}
 	svc := fakeapi.ServiceCaptchaAI
 	if e.Service != "" {
@@ -48,7 +51,7 @@ func startService(t *testing.T, e provider.Entry, seed int64, lo time.Duration) 
 	t.Cleanup(stop)
 	e.BaseURL = url
 	c, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
-		Service: solver.Service(svc), Timing: solver.Timing{Scale: 0.01}})
+		Service: solver.Service(svc), Timing: solver.Timing{Scale: 0.01, MaxWait: wait, MaxCalls: 1 << 20}})
 	require.NoError(t, err)
 	return service{api: api, member: provider.Member{Entry: e, Client: c}}
 }
@@ -57,17 +60,22 @@ func startService(t *testing.T, e provider.Entry, seed int64, lo time.Duration) 
 const threads = 8
 
 // planAndSpare starts a thread-plan primary solving in planSolve–2·planSolve
-// and a per-solve fallback, and a worker of threads that solves through the two.
-func planAndSpare(t *testing.T, planSolve time.Duration) (env *streamtest.Env, plan, spare service) {
+// and a per-solve fallback solving in spareSolve–2·spareSolve, and a worker
+// of threads that solves through the two (none with opts: the test runs
+// its own).
+func planAndSpare(t *testing.T, planSolve, spareSolve time.Duration, opts ...streamtest.Option) (env *streamtest.Env, plan, spare service) {
 	t.Helper()
 	plan = startService(t, provider.Entry{Name: "plan", Dialect: provider.Classic, BaseURL: "http://x", KeyEnv: "K",
 		Billing: provider.Billing{Threads: 50}, Role: provider.Primary}, 1, planSolve)
 	spare = startService(t, provider.Entry{Name: "spare", Dialect: provider.Classic, BaseURL: "http://x", KeyEnv: "K",
 		Service: fakeapi.Service2Captcha, Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling,
-		Role: provider.Fallback}, 2, 5*time.Millisecond)
+		Role: provider.Fallback}, 2, spareSolve)
+	env = streamtest.Start(t, append([]streamtest.Option{streamtest.WithWorkers(0)}, opts...)...)
+	if len(opts) > 0 {
+		return env, plan, spare
+	}
 	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
 	require.NoError(t, err)
-	env = streamtest.Start(t, streamtest.WithWorkers(0))
 	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
 	return env, plan, spare
 }
@@ -108,7 +116,7 @@ func waitAll(t *testing.T, c *stream.Client, ids []string) []stream.Outcome {
 // the tasks that name it, and no task was accepted by both.
 func TestFailoverPaysOnce(t *testing.T) {
 	t.Parallel()
-	env, plan, spare := planAndSpare(t, 300*time.Millisecond)
+	env, plan, spare := planAndSpare(t, 300*time.Millisecond, 5*time.Millisecond)
 	const n = 60
 	ids := submit(t, env.Client, "crawler", 0, n/3)
 	require.Eventually(t, func() bool { return plan.api.Stats().Concurrent == threads },
@@ -137,4 +145,87 @@ func TestFailoverPaysOnce(t *testing.T) {
 	}
 	require.Empty(t, ps.Repeated())
 	require.Empty(t, ss.Repeated())
+}
+
+// TestStoppedWorkerLeavesItsCaptchaWithItsProvider stops a worker while
+// the fallback solves its captcha (the primary was down when it was
+// submitted), and brings the primary back: the handback names the
+// fallback, and the next worker polls the captcha there instead of
+// asking the primary, which does not know it, and paying again.
+func TestStoppedWorkerLeavesItsCaptchaWithItsProvider(t *testing.T) {
+	t.Parallel()
+	env, plan, spare := planAndSpare(t, 5*time.Millisecond, 2*time.Second, streamtest.WithWorkers(0))
+	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
+	require.NoError(t, err)
+	cfg := env.WorkerConfig()
+	cfg.Solver, cfg.Threads, cfg.ShutdownGrace = set, 1, time.Millisecond
+	w, err := stream.NewWorker(t.Context(), env.Connect(), cfg)
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+
+	plan.api.SetFaults(fakeapi.Faults{Outage: true})
+	id := submit(t, env.Client, "shop", 0, 1)[0]
+	require.Eventually(t, func() bool { return hasStep(t, env, id, "accepted", "spare") }, 30*time.Second, time.Millisecond,
+		"the fallback accepts the captcha")
+	stop()
+	require.NoError(t, <-done)
+	trail := trace(t, env, id)
+	last := trail[len(trail)-1]
+	require.Equal(t, "handback", last.Kind, "%+v", trail)
+	require.Equal(t, "spare", last.Provider, "the handback names the provider: %+v", last)
+
+	plan.api.SetFaults(fakeapi.Faults{})
+	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: 1})
+	out := waitAll(t, env.Client, []string{id})[0]
+	require.True(t, hasStep(t, env, id, "accepted", "spare", "resumed"), "the next worker resumes the captcha on the fallback: %+v",
+		trace(t, env, id))
+	require.Equal(t, "spare", out.Provider)
+	require.Equal(t, last.Detail[strings.Index(last.Detail, "captcha ")+8:][:len(out.CaptchaID)], out.CaptchaID, "the captcha handed back is the one solved")
+	require.Zero(t, plan.api.Stats().Submitted, "nothing paid on the primary")
+	require.Equal(t, 1, spare.api.Stats().Submitted, "paid once, on the fallback")
+}
+
+// hasStep reports whether task id's trail has a step of kind on provider
+// name whose detail says each of words.
+func hasStep(t *testing.T, env *streamtest.Env, id, kind, name string, words ...string) bool {
+	t.Helper()
+	for _, e := range trace(t, env, id) {
+		if e.Kind == kind && e.Provider == name && !slices.ContainsFunc(words, func(w string) bool { return !strings.Contains(e.Detail, w) }) {
+			return true
+		}
+	}
+	return false
+}
+
+func trace(t *testing.T, env *streamtest.Env, id string) []stream.TraceEntry {
+	t.Helper()
+	trail, err := env.Client.Trace(t.Context(), id)
+	require.NoError(t, err)
+	return trail
+}
+
+// TestRefusedKeyPassesOver gives the primary a key it refuses: the tasks
+// go to the fallback, and the primary is asked once, not once a task,
+// while it is passed over.
+func TestRefusedKeyPassesOver(t *testing.T) {
+	t.Parallel()
+	_, plan, spare := planAndSpare(t, 5*time.Millisecond, 5*time.Millisecond, streamtest.WithWorkers(0))
+	refused, err := solver.NewClient(solver.Config{BaseURL: plan.member.Entry.BaseURL, APIKey: "not-the-key", MinSubmitInterval: -1, SubmitBurst: -1})
+	require.NoError(t, err)
+	plan.member.Client = refused
+	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
+	require.NoError(t, err)
+	for i := range 3 {
+		ans, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha",
+			Params: map[string]string{"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": fmt.Sprintf("https://a.example/%d", i)}})
+		require.NoError(t, err)
+		require.Equal(t, "spare", ans.Provider)
+		require.InDelta(t, 2.99/1000, ans.Cost, 1e-12)
+		require.Equal(t, provider.CostPrice, ans.CostBasis)
+	}
+	require.Equal(t, 1, plan.api.Stats().InCalls, "the refusing primary is passed over after its refusal")
+	require.Zero(t, plan.api.Stats().Submitted)
+	require.Equal(t, 3, spare.api.Stats().Submitted)
 }

@@ -177,7 +177,7 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 	// task that kills every worker that takes it); the new attempt polls
 	// the dead worker's captcha, if the records name one, and pays nothing.
 	resumeID, resumeAt, resume := captchaToResume(d.st.Last)
-	resumeFrom := d.st.Last.Worker
+	resumeFrom, resumeOn := d.st.Last.Worker, d.st.Last.Provider
 	// Held from before the attempt is recorded to the end of the delivery:
 	// every heartbeat sent while the attempt's record is the task's last
 	// names the task (attemptLives).
@@ -201,7 +201,7 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 		// The records hold when it was accepted on the broker's clock: the
 		// worker that submitted it may have had another clock than this one.
 		req.CaptchaID, req.Submitted = resumeID, d.x.Clock.LocalTime(resumeAt)
-		req.Provider = d.st.Last.Provider // the captcha's event names it
+		req.Provider = resumeOn // the provider that accepted it
 		d.log.Info("resuming the captcha the service accepted for the last attempt", slog.String("captcha_id", resumeID),
 			slog.String("from", resumeFrom))
 	}
