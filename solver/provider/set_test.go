@@ -44,8 +44,16 @@ func startService(t *testing.T, e provider.Entry, seed int64, lo time.Duration) 
 	if e.Service != "" {
 		svc = e.Service
 	}
+	price := e.Billing.Per1000
+	if e.Billing.Plan() {
+		// A plan's bill is its monthly price, whatever is solved.
+		price = map[string]float64{}
+		for _, m := range solver.Methods() {
+			price[m] = 0
+		}
+	}
 	api := fakeapi.New(fakeapi.Config{SolveTime: solve, Seed: seed, BurstLimit: 1 << 20, Service: svc,
-		Price: e.Billing.Per1000, Balance: 1000})
+		Price: price, Balance: 1000})
 	url, stop, err := fakeapi.ServeLocal(api)
 	require.NoError(t, err)
 	t.Cleanup(stop)
@@ -86,12 +94,17 @@ func submit(t *testing.T, c *stream.Client, producer string, from, n int) []stri
 	t.Helper()
 	var ids []string
 	for i := from; i < from+n; i++ {
-		r, err := c.Submit(t.Context(), stream.Task{ID: fmt.Sprintf("%s-%d", producer, i), Method: "userrecaptcha",
-			Params: stream.Params{"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": fmt.Sprintf("https://shop.example/p/%d", i)}})
+		r, err := c.Submit(t.Context(), stream.Task{ID: fmt.Sprintf("%s-%d", producer, i), Method: "userrecaptcha", Params: taskParams(i)})
 		require.NoError(t, err)
 		ids = append(ids, r.ID)
 	}
 	return ids
+}
+
+// taskParams are the parameters of the i-th task: a reCAPTCHA on a page of
+// its own.
+func taskParams(i int) stream.Params {
+	return stream.Params{"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": fmt.Sprintf("https://shop.example/p/%d", i)}
 }
 
 // waitAll waits for every task's outcome.
