@@ -122,6 +122,9 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 			case EventAccepted:
 				e.Code = ""
 				e.Detail = acceptedDetail(ev)
+				if ev.Provider != "" {
+					e.Detail += " (provider " + ev.Provider + ")"
+				}
 				lastAccepted[ev.Gen] = true
 			case EventHeld:
 				e.Detail = fmt.Sprintf("captcha %s held through an outage since %s: the service gives no word of it; kept and polled again",

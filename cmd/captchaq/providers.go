@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/provider"
+)
+
+// openProviders builds the Set of a providers file (--providers): a
+// client per provider with every solver flag but --solver-url, the key
+// flags and --service, which each entry states itself.
+func (s *solverFlags) openProviders(path string) (*provider.Set, error) {
+	f, err := provider.Load(path)
+	if err != nil {
+		return nil, usageError("--providers: %v", err)
+	}
+	base, err := s.config("", solver.Timing{}, nil)
+	if err != nil {
+		return nil, err
+	}
+	set, err := provider.Open(f, base, provider.Config{Logger: s.log, Now: s.now})
+	if err != nil {
+		return nil, fmt.Errorf("--providers %s: %w", path, err)
+	}
+	return set, nil
+}
+
+// providerSolver is a Set as the worker calls it (wrapped for the
+// metrics), still saying that it solves elsewhere while one provider
+// holds a captcha (stream.WorkerConfig).
+type providerSolver struct {
+	solver.Solver
+	set *provider.Set
+}
+
+func (p providerSolver) SolvesElsewhere() bool { return p.set.SolvesElsewhere() }
+
+// unreachable is the readiness check of a worker with providers: an error
+// only while every provider is out of reach.
+func unreachable(set *provider.Set) error {
+	var errs []error
+	for _, m := range set.Members() {
+		since, err := m.Client.Unreachable()
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("provider %s unreachable since %s: %v", m.Entry.Name, since.UTC().Format(time.RFC3339), err))
+	}
+	return errors.Join(errs...)
+}
+
+// watchProviders checks each provider's key at the start and probes each
+// during its outages (checkService, probeOutages).
+func watchProviders(ctx context.Context, set *provider.Set, log *slog.Logger) {
+	for _, m := range set.Members() {
+		plog := log.With(slog.String("provider", m.Entry.Name))
+		go checkService(ctx, m.Client, plog)
+		go probeOutages(ctx, m.Client)
+	}
+}
