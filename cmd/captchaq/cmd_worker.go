@@ -38,6 +38,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	shareEvery := fs.Duration("share-timings", 30*time.Second,
 		"merge the solve times this worker learned into the pool's (KV bucket "+stream.TimingsBucket+") this often, and poll with the pool's; 0: learn alone, forget on exit")
 	providersFile := fs.String("providers", "", "solve through the providers of this file (docs/providers.md): failover to the fallback while the primary is out, and the cost of every solve; --solver-url, --key-file and --service are then each entry's")
+	overflow := fs.String("overflow", "deadline", "with --providers, when a task that finds every primary's plan full goes to an overflow provider: deadline (only when waiting for a plan thread would miss its deadline), always, or never")
 	nf := addFlags[natsFlags](fs)
 	sf := addFlags[solverFlags](fs)
 	pf := addFlags[policyFlags](fs)
@@ -77,7 +78,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		set *provider.Set
 	)
 	if *providersFile != "" {
-		if set, err = sf.openProviders(*providersFile); err != nil {
+		if set, err = sf.openProviders(*providersFile, *overflow); err != nil {
 			return err
 		}
 		sc = set.Members()[0].Client // reports go to the first provider

@@ -13,8 +13,17 @@ import (
 
 // openProviders builds the Set of a providers file (--providers): a
 // client per provider with every solver flag but --solver-url, the key
-// flags and --service, which each entry states itself.
-func (s *solverFlags) openProviders(path string) (*provider.Set, error) {
+// flags and --service, which each entry states itself; overflow is the
+// --overflow policy.
+func (s *solverFlags) openProviders(path, overflow string) (*provider.Set, error) {
+	policy := provider.OverflowPolicy(overflow)
+	switch policy {
+	case "deadline":
+		policy = provider.OverflowAtDeadline
+	case provider.OverflowAlways, provider.OverflowNever:
+	default:
+		return nil, usageError("--overflow %q: want deadline, always or never", overflow)
+	}
 	f, err := provider.Load(path)
 	if err != nil {
 		return nil, usageError("--providers: %v", err)
@@ -23,7 +32,7 @@ func (s *solverFlags) openProviders(path string) (*provider.Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	set, err := provider.Open(f, base, provider.Config{Logger: s.log, Now: s.now})
+	set, err := provider.Open(f, base, provider.Config{Logger: s.log, Now: s.now, Overflow: policy})
 	if err != nil {
 		return nil, fmt.Errorf("--providers %s: %w", path, err)
 	}

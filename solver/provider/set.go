@@ -48,15 +48,19 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Overflow says when a task goes to an overflow provider while every
+	// primary's plan is full. Default OverflowAtDeadline.
+	Overflow OverflowPolicy
 }
 
 // Set solves through several providers (see the package documentation).
 // It is safe for concurrent use.
 type Set struct {
-	members []*member
-	outFor  time.Duration
-	log     *slog.Logger
-	now     func() time.Time
+	members      []*member
+	outFor       time.Duration
+	overflowWhen OverflowPolicy
+	log          *slog.Logger
+	now          func() time.Time
 }
 
 // member is a provider with what the Set knows of it.
@@ -77,7 +81,12 @@ func New(cfg Config) (*Set, error) {
 	if len(cfg.Members) == 0 {
 		return nil, errors.New("provider: no members")
 	}
-	s := &Set{outFor: cfg.OutFor, log: cfg.Logger, now: cfg.Now}
+	s := &Set{outFor: cfg.OutFor, log: cfg.Logger, now: cfg.Now, overflowWhen: cfg.Overflow}
+	switch cfg.Overflow {
+	case OverflowAtDeadline, OverflowAlways, OverflowNever:
+	default:
+		return nil, fmt.Errorf("provider: Overflow %q: want %q (at the deadline), %q or %q", cfg.Overflow, OverflowAtDeadline, OverflowAlways, OverflowNever)
+	}
 	if s.outFor < 0 {
 		return nil, fmt.Errorf("provider: OutFor %s: want 0 (the default) or more", s.outFor)
 	}
@@ -146,8 +155,11 @@ func (s *Set) Members() []Member {
 
 // Solve solves req on the first provider that takes it: a captcha to
 // resume on the provider that accepted it (req.Provider), a new one on
-// the primaries that solve its method, then on the fallbacks while no
-// primary takes it. The Answer names its provider and cost.
+// the primaries that solve its method, then on the fallbacks while every
+// primary is out. When a primary is up and every plan is full, the
+// overflow decides (Config.Overflow): the cheapest overflow provider, or
+// the plan's refusal, a capacity wait. The Answer names its provider and
+// cost.
 func (s *Set) Solve(ctx context.Context, req solver.Request) (solver.Answer, error) {
 	if req.CaptchaID != "" {
 		if m := s.named(req.Provider); m != nil {
@@ -163,14 +175,27 @@ func (s *Set) Solve(ctx context.Context, req solver.Request) (solver.Answer, err
 		return solver.Answer{}, &solver.Error{Code: solver.CodeInvalidParams, Class: retry.Permanent, Op: "validate",
 			Err: fmt.Errorf("no provider solves method %q", req.Method)}
 	}
-	var last error
+	var last, full error
+	var fullOn *member
 	for _, m := range route {
+		if m.Entry.Role == Fallback && full != nil {
+			break // a primary answers: its plan is full, not out
+		}
 		if code, out := m.refused(s.now()); out {
 			last = passedOver(m.Entry.Name, code)
 			continue
 		}
 		ans, err, accepted := s.solveOn(ctx, m, req)
-		if err == nil || accepted || ctx.Err() != nil || !movesOn(err) {
+		if err == nil || accepted || ctx.Err() != nil {
+			return ans, err
+		}
+		if m.planFull(err) {
+			if full == nil {
+				full, fullOn = err, m
+			}
+			continue
+		}
+		if !movesOn(err) {
 			return ans, err
 		}
 		if solver.ClassOf(err) == retry.Fatal {
@@ -179,6 +204,9 @@ func (s *Set) Solve(ctx context.Context, req solver.Request) (solver.Answer, err
 				slog.String("provider", m.Entry.Name), slog.String("code", solver.CodeOf(err)), slog.Duration("for", s.outFor))
 		}
 		last = err
+	}
+	if full != nil {
+		return s.overflow(ctx, req, fullOn, full)
 	}
 	return solver.Answer{}, last
 }
@@ -240,13 +268,16 @@ func (s *Set) route(method string) []*member {
 	var out []*member
 	for _, role := range []Role{Primary, Fallback} {
 		for _, m := range s.members {
-			if m.Entry.Role == role && slices.Contains(m.methods, method) {
+			if m.Entry.Role == role && m.solves(method) {
 				out = append(out, m)
 			}
 		}
 	}
 	return out
 }
+
+// solves reports whether m is given method.
+func (m *member) solves(method string) bool { return slices.Contains(m.methods, method) }
 
 // named is the member called name, or the first primary for "" (a
 // captcha accepted before the worker had providers); nil when none is.

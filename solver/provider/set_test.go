@@ -31,8 +31,9 @@ type service struct {
 	member provider.Member
 }
 
-// startService runs an emulator of entry's service (its per-solve prices
-// its bill's) on a local port, solving in lo–2·lo, and a client of it.
+// startService runs an emulator of entry's service (its plan's threads,
+// its per-solve prices its bill's) on a local port, solving in lo–2·lo,
+// and a client of it.
 func startService(t *testing.T, e provider.Entry, seed int64, lo time.Duration) service {
 	t.Helper()
 	solve, wait := map[string]fakeapi.Range{}, map[string]time.Duration{}
@@ -53,7 +54,7 @@ func startService(t *testing.T, e provider.Entry, seed int64, lo time.Duration) 
 		}
 	}
 	api := fakeapi.New(fakeapi.Config{SolveTime: solve, Seed: seed, BurstLimit: 1 << 20, Service: svc,
-		Price: price, Balance: 1000})
+		Price: price, Balance: 1000, Threads: e.Billing.Threads})
 	url, stop, err := fakeapi.ServeLocal(api)
 	require.NoError(t, err)
 	t.Cleanup(stop)
