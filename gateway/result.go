@@ -29,6 +29,10 @@ type answer struct {
 	uaField    string          // useragent or user_agent
 	captchaID  string          // the service's id of the answer
 	gen        uint64          // the generation answered, when the gateway knows it
+	method     string          // the task's method, when the answer is the outcome's
+	attempts   int             // the attempts the task took
+	created    time.Time       // when the gateway submitted it, when it knows
+	ended      time.Time       // when it was solved, when it was
 }
 
 const notReady = classic.CodeNotReady // spelled as the service spells it
@@ -105,8 +109,9 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 		method      string
 	)
 	var gen uint64
+	var created time.Time
 	if e != nil {
-		known, done, out, method, gen = true, e.done, e.out, e.method, e.gen
+		known, done, out, method, gen, created = true, e.done, e.out, e.method, e.gen, e.sent
 	}
 	past, forgot := g.past[id]
 	g.mu.Unlock()
@@ -115,7 +120,7 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 		return answer{code: notReady}
 	case known:
 		a := g.answerOf(out, method, now)
-		a.gen = gen
+		a.gen, a.created = gen, created
 		return a
 	}
 	// Not in memory (forgotten, or submitted before a restart): the
@@ -207,7 +212,7 @@ func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) ans
 		case !aboutTheCaptcha(code):
 			code = classic.CodeCaptchaUnsolvable
 		}
-		return answer{code: code, text: strings.TrimSpace(out.Error + ": " + out.Detail)}
+		return answer{code: code, text: strings.TrimSpace(out.Error + ": " + out.Detail), attempts: out.Attempts}
 	}
 	if len(out.Solution) == 0 || !now.Before(out.ExpiresAt) {
 		return answer{code: classic.CodeCaptchaUnsolvable, text: "solved, but the token expired before it was read: submit again"}
@@ -218,7 +223,8 @@ func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) ans
 	// The user agent goes in the field the method's answers name it in
 	// (captcha.UserAgentField), Turnstile's useragent where none is named.
 	uaField := cmp.Or(captcha.UserAgentField(method), "useragent")
-	return answer{value: out.Solution, plain: out.Text(), ua: out.UserAgent, uaField: uaField, captchaID: out.CaptchaID}
+	return answer{value: out.Solution, plain: out.Text(), ua: out.UserAgent, uaField: uaField, captchaID: out.CaptchaID,
+		method: method, attempts: out.Attempts, ended: out.SolvedAt}
 }
 
 // aboutTheCaptcha reports whether a dead task's last code is the service's
