@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -94,7 +95,7 @@ func (id *TaskID) UnmarshalJSON(b []byte) error {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 {
-		return errors.New("want a whole number")
+		return typeError(b, taskIDType)
 	}
 	*id = TaskID(n)
 	return nil
@@ -221,15 +222,15 @@ func (n *Number) UnmarshalJSON(b []byte) error {
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil {
-		return errors.New("want a number")
+		return typeError(b, numberType)
 	}
 	*n = Number(f)
 	return nil
 }
 
 // Decode reads a request or reply body into v, with an error that names the
-// field that is wrong ("taskId: want a whole number") or says the body is
-// not a JSON object.
+// field that is wrong ("taskId: want a whole number, not string") or says
+// the body is not a JSON object.
 func Decode(body []byte, v any) error {
 	err := json.Unmarshal(body, v)
 	var te *json.UnmarshalTypeError
@@ -240,38 +241,61 @@ func Decode(body []byte, v any) error {
 	case errors.As(err, &te) && te.Field == "":
 		return fmt.Errorf("the body: want a JSON object, not %s", te.Value)
 	case errors.As(err, &te):
-		return fmt.Errorf("%s: want %s, not %s", te.Field, kindOf(te.Type.Kind().String()), te.Value)
+		return fmt.Errorf("%s: want %s, not %s", te.Field, want(te.Type), te.Value)
 	case errors.As(err, &se):
 		return fmt.Errorf("the body is not JSON: %v at byte %d", err, se.Offset)
-	}
-	// A field type's own UnmarshalJSON: its message names what it wants;
-	// encoding/json adds the Go types, which the caller need not read.
-	msg := err.Error()
-	if i := strings.LastIndex(msg, ": "); i >= 0 && strings.Contains(msg, "Go struct field") {
-		field := msg[strings.Index(msg, "Go struct field ")+len("Go struct field "):]
-		if j := strings.IndexByte(field, ' '); j >= 0 {
-			field = field[:j]
-		}
-		if k := strings.IndexByte(field, '.'); k >= 0 {
-			field = field[k+1:]
-		}
-		return fmt.Errorf("%s: %s", field, msg[i+2:])
 	}
 	return err
 }
 
-func kindOf(goKind string) string {
-	switch goKind {
-	case "string":
-		return "a string"
-	case "struct", "map", "ptr":
-		return "an object"
-	case "bool":
+var (
+	taskIDType = reflect.TypeFor[TaskID]()
+	numberType = reflect.TypeFor[Number]()
+	flagType   = reflect.TypeFor[Flag]()
+	textType   = reflect.TypeFor[Text]()
+)
+
+// want says what a value of type t is, in the words of the dialect.
+func want(t reflect.Type) string {
+	switch t {
+	case taskIDType:
+		return "a whole number"
+	case flagType:
 		return "true or false"
-	case "slice":
+	case textType:
+		return "a string or a number"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Struct, reflect.Map, reflect.Pointer:
+		return "an object"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice:
 		return "a list"
 	}
 	return "a number"
+}
+
+// typeError is a field type's own refusal of the JSON value b, in the form
+// encoding/json gives its own (it adds the field's name).
+func typeError(b []byte, t reflect.Type) error {
+	kind := "value"
+	switch c := strings.TrimSpace(string(b)); {
+	case c == "":
+	case c[0] == '"':
+		kind = "string"
+	case c[0] == '{':
+		kind = "object"
+	case c[0] == '[':
+		kind = "array"
+	case c == "true" || c == "false":
+		kind = "bool"
+	default:
+		kind = "number " + c
+	}
+	return &json.UnmarshalTypeError{Value: kind, Type: t}
 }
 
 // Write answers v (a reply) as JSON with status 200: the SDKs read errors

@@ -2,7 +2,6 @@ package createtask
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -87,7 +86,7 @@ func (f *Flag) UnmarshalJSON(b []byte) error {
 	case "false", "0", "null", "":
 		*f = false
 	default:
-		return errors.New("want true or false")
+		return typeError(b, flagType)
 	}
 	return nil
 }
@@ -104,7 +103,7 @@ func (t *Text) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	if _, err := strconv.ParseFloat(string(b), 64); err != nil {
-		return errors.New("want a string or a number")
+		return typeError(b, textType)
 	}
 	*t = Text(b)
 	return nil
@@ -132,7 +131,11 @@ func ParseTask(raw json.RawMessage) (Task, TaskType, *Error) {
 		return t, TaskType{}, &Error{Code: CodeTaskAbsent, Description: "task: required"}
 	}
 	if err := Decode(raw, &t); err != nil {
-		return t, TaskType{}, invalid("task: %s", strings.TrimPrefix(err.Error(), "the body: "))
+		msg, whole := strings.CutPrefix(err.Error(), "the body: ")
+		if whole {
+			return t, TaskType{}, invalid("task: %s", msg)
+		}
+		return t, TaskType{}, invalid("task.%s", msg)
 	}
 	if t.Type == "" {
 		return t, TaskType{}, &Error{Code: CodeTaskNotSupported, Description: "task.type: required"}
