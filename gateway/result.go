@@ -38,7 +38,7 @@ type answer struct {
 const notReady = classic.CodeNotReady // spelled as the service spells it
 
 // result serves res.php: action=get (id, or ids for several),
-// getbalance, reportgood and reportbad.
+// getbalance, threadsinfo, reportgood and reportbad.
 func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
 	if !c.polls.Allow(g.cfg.Now()) {
 		rep.code(classic.CodeTooManyPolls, "more than the allowed res.php requests within the window: poll less often")
@@ -60,12 +60,14 @@ func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
 		rep.ok(a.value, a.ua, a.uaField)
 	case classic.ActionGetBalance:
 		rep.bare(strconv.Itoa(g.balance(c)))
+	case classic.ActionThreadsInfo:
+		classic.WriteThreadsInfo(rep.w, rep.json, g.threadsInfo(c))
 	case classic.ActionReportGood, classic.ActionReportBad:
 		// The gateway holds no key of the service's: a worker reports
 		// (ServeReports).
 		g.forwardReport(ctx, c, f["id"], f["action"] == classic.ActionReportGood, rep)
 	default:
-		rep.code(classic.CodeBadParameters, "action: want get, getbalance, reportgood or reportbad")
+		rep.code(classic.CodeBadParameters, "action: want get, getbalance, threadsinfo, reportgood or reportbad")
 	}
 }
 
@@ -263,6 +265,20 @@ func (g *Gateway) balance(c *caller) int {
 		return g.threads
 	}
 	return 100
+}
+
+// threadsInfo answers threadsinfo for c: its share of the plan as threads
+// (the plan's thread count for a key without a share, 100 when no plan is
+// set, as balance counts), the threads its unfinished tasks hold, and those
+// free.
+func (g *Gateway) threadsInfo(c *caller) classic.ThreadsInfo {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	threads := g.slots(c)
+	if threads == 0 {
+		threads = cmp.Or(g.threads, 100)
+	}
+	return classic.ThreadsInfo{Threads: threads, WorkingThreads: c.inFlight, FreeThreads: max(0, threads-c.inFlight)}
 }
 
 func jsonString(s string) json.RawMessage {
