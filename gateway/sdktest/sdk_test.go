@@ -38,9 +38,15 @@ func start(t *testing.T) (*streamtest.Env, string) {
 		Keys: []gateway.Key{key}, Now: env.Now})
 	require.NoError(t, err)
 	t.Cleanup(gw.Close)
+	return env, serveGateway(t, gw)
+}
+
+// serveGateway serves gw on 127.0.0.1 until the test ends and returns its
+// base URL.
+func serveGateway(t *testing.T, gw *gateway.Gateway) string {
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
-	return env, srv.URL
+	return srv.URL
 }
 
 // outcomeText is the answer captchaq's stream holds for the SDK's id, as
