@@ -3,9 +3,6 @@ package sdktest
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,29 +30,8 @@ type jsonLine struct {
 // named (all solving jobs when none), and returns its lines by sdk:kind.
 func runJSON(t *testing.T, base, k string, jobs ...string) map[string]jsonLine {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err == nil {
-		for _, pkg := range []string{"@zennolab_com/capmonstercloud-client", "@antiadmin/anticaptchaofficial"} {
-			if _, err = os.Stat(filepath.Join("js", "node_modules", pkg, "package.json")); err != nil {
-				break
-			}
-		}
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("node and js/node_modules are required in CI (.ci/run runs npm ci in gateway/sdktest/js): %v", err)
-		}
-		t.Skipf("no node or no js/node_modules (run npm ci in gateway/sdktest/js): %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{"json.js"}, jobs...)...)
-	cmd.Dir = "js"
-	cmd.Env = append(os.Environ(), "CAPTCHAQ_GATEWAY="+base, "CAPTCHAQ_KEY="+k)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, stderr.String())
+	node := nodeWith(t, "@zennolab_com/capmonstercloud-client", "@antiadmin/anticaptchaofficial")
+	out := runNode(t, node, "json.js", []string{"CAPTCHAQ_GATEWAY=" + base, "CAPTCHAQ_KEY=" + k}, jobs...)
 	lines := map[string]jsonLine{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		var l jsonLine
