@@ -1,11 +1,15 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +18,7 @@ import (
 	"github.com/captchaq/captchaq/gateway"
 	"github.com/captchaq/captchaq/internal/dialect/createtask"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/streamtest"
 )
 
@@ -215,4 +220,67 @@ func mustJSON(t *testing.T, v any) string {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// Many concurrent createTask calls from one address, with the key's
+// submission limit off: each gets a JSON reply, a taskId or the code of a
+// refusal the caller retries (too many requests from the address at once),
+// no id is given twice, and the stream holds exactly the tasks answered
+// with an id. 10 000 calls under CAPTCHAQ_SOAK=1, 400 otherwise.
+func TestJSONConcurrentCreateTask(t *testing.T) {
+	t.Parallel()
+	n := 400
+	if os.Getenv("CAPTCHAQ_SOAK") == "1" {
+		n = 10_000
+	}
+	b := setup(t, func(c *gateway.Config) { c.Limits = gateway.Limits{Submits: -1} }, streamtest.WithWorkers(0))
+	body := `{"clientKey":"` + alice.Key + `","task":{"type":"TurnstileTaskProxyless","websiteURL":"https://shop.example/","websiteKey":"0x4AAAAAAABkMYinukE8nzY"}}`
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	type res struct {
+		id   int64
+		code string
+		err  error
+	}
+	out := make(chan res, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			resp, err := client.Post(b.url+"/createTask", "application/json", strings.NewReader(body))
+			if err != nil {
+				out <- res{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			var r createtask.CreateTaskResponse
+			raw, _ := io.ReadAll(resp.Body)
+			if err := createtask.Decode(raw, &r); err != nil || resp.StatusCode != http.StatusOK {
+				out <- res{err: fmt.Errorf("status %d, %q: %v", resp.StatusCode, raw, err)}
+				return
+			}
+			out <- res{id: int64(r.TaskID), code: r.ErrorCode}
+		})
+	}
+	wg.Wait()
+	close(out)
+	ids := map[int64]bool{}
+	codes := map[string]int{}
+	for r := range out {
+		require.NoError(t, r.err)
+		if r.code != "" {
+			codes[r.code]++
+			continue
+		}
+		require.False(t, ids[r.id], "taskId %d given twice", r.id)
+		ids[r.id] = true
+	}
+	for code := range codes {
+		require.Contains(t, []string{createtask.CodeTooMuchRequests, createtask.CodeNoSlotAvailable}, code)
+	}
+	require.NotEmpty(t, ids)
+	t.Logf("%d calls: %d taskIds, refusals %v", n, len(ids), codes)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tasks, err := b.env.Client.Tasks(ctx, stream.TaskFilter{})
+	require.NoError(t, err)
+	require.Len(t, tasks, len(ids), "the stream holds exactly the tasks answered with an id")
 }
