@@ -188,3 +188,30 @@ func TestJSONDeadTaskAndWrongKey(t *testing.T) {
 	}
 	require.Equal(t, 1, b.env.Emulator.Stats().Submitted, "nothing submitted for a wrong key")
 }
+
+// A script written as Anti-Captcha's and CapMonster's docs write their
+// calls (requests, createTask, then getTaskResult until ready) gets its
+// token through captchaq by changing the base URL and the key; a wrong key
+// is ERROR_KEY_DOES_NOT_EXIST to it, a dead task ERROR_CAPTCHA_UNSOLVABLE.
+func TestPythonCreateTaskScript(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	line, code := b.runPython(t, "createtask.py", alice)
+	require.Equal(t, 0, code, line)
+	id, token, ok := strings.Cut(line, " ")
+	require.True(t, ok, line)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := b.env.Client.Wait(ctx, "alice-"+id)
+	require.NoError(t, err)
+	require.Equal(t, out.Text(), token)
+
+	line, code = b.runPython(t, "createtask.py", gateway.Key{Key: "wrong-key-0123456789abcdef"})
+	require.Equal(t, 2, code)
+	require.Equal(t, "ERROR_KEY_DOES_NOT_EXIST", line)
+
+	dead := setup(t, nil, streamtest.WithFaults(fakeapi.Faults{Unsolvable: 1}), streamtest.WithMaxAttempts(1))
+	line, code = dead.runPython(t, "createtask.py", alice)
+	require.Equal(t, 2, code, line)
+	require.Equal(t, "ERROR_CAPTCHA_UNSOLVABLE", line)
+}
