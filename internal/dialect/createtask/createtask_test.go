@@ -242,3 +242,41 @@ func sameJSON(got []byte, want string) bool {
 	wb, _ := json.Marshal(w)
 	return string(gb) == string(wb)
 }
+
+// TestTaskForRoundTrip builds, from each fixture's captchaq request, the
+// task a client sends a JSON provider, and reads it back as the gateway
+// does: the same request. The task's type is of the kind TaskFor names.
+func TestTaskForRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, c := range load(t).Tasks {
+		task, kind, err := createtask.TaskFor(c.Method, c.Params)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Source, err)
+		}
+		raw, err := json.Marshal(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, tt, terr := createtask.ParseTask(raw)
+		if terr != nil {
+			t.Fatalf("%s: %s: %v", c.Source, raw, terr)
+		}
+		if tt.Kind != kind {
+			t.Errorf("%s: type %s of kind %d, TaskFor said %d", c.Source, tt.Name, tt.Kind, kind)
+		}
+		method, params, terr := back.Request(tt)
+		if terr != nil {
+			t.Fatalf("%s: %v", c.Source, terr)
+		}
+		gotP, _ := json.Marshal(params)
+		wantP, _ := json.Marshal(c.Params)
+		if method != c.Method || string(gotP) != string(wantP) {
+			t.Errorf("%s: round trip %s %s, want %s %s (task %s)", c.Source, method, gotP, c.Method, wantP, raw)
+		}
+	}
+	for _, m := range []string{"cloudflare_challenge", "bls"} {
+		if _, _, err := createtask.TaskFor(m, map[string]string{"pageurl": "https://x/"}); err == nil {
+			t.Errorf("TaskFor(%s) has a type", m)
+		}
+	}
+}

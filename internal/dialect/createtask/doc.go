@@ -13,7 +13,7 @@
 //   - the requests and replies (api.go), usable from both sides: the server
 //     decodes what a client encodes with the same types;
 //   - the task types, their aliases, and what each is in captchaq's
-//     catalogue (types.go, task.go: Task.Request and its inverse, FromRequest);
+//     catalogue (types.go, task.go: Task.Request; taskfor.go: its inverse, TaskFor);
 //   - each type's solution shape and its inverse (solution.go);
 //   - the error codes, their numbers, and the mapping from the in.php/res.php
 //     codes captchaq's outcomes carry (codes.go).
