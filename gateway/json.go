@@ -122,7 +122,7 @@ func (g *Gateway) createTask(ctx context.Context, c *caller, body []byte, w http
 	t := stream.Task{Method: method, Params: params, Priority: c.Priority}
 	num, code, text := g.enqueue(ctx, c, t, callback{url: req.CallbackURL, field: "callbackUrl", json: true}, newTaskID)
 	if code != "" {
-		fail(createtask.FromClassic(code), text)
+		fail(createtask.FromClassic(code), createtask.Describe(text))
 		return
 	}
 	id, _ := strconv.ParseInt(num, 10, 64)

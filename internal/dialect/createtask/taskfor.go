@@ -109,3 +109,29 @@ func (t *Task) setProxy(proxy, proxyType string) error {
 	t.ProxyAddress, t.ProxyPort, t.ProxyType = host, Number(n), strings.ToLower(proxyType)
 	return nil
 }
+
+// jsonFields are the task fields in.php's parameters come from (Request).
+var jsonFields = map[string]string{
+	"pageurl": "websiteURL", "googlekey": "websiteKey", "sitekey": "websiteKey", "data-s": "recaptchaDataSValue",
+	"domain": "apiDomain", "min_score": "minScore", "data": "cData", "pagedata": "chlPageData",
+	"gt": "gt", "challenge": "challenge", "api_server": "geetestApiServerSubdomain", "body": "body",
+	"textinstructions": "comment", "numeric": "numeric", "min_len": "minLength", "max_len": "maxLength",
+	"proxy": "proxyAddress", "proxytype": "proxyType", "userAgent": "userAgent", "cookies": "cookies",
+}
+
+// Describe rewrites a description of captchaq's that names a request
+// parameter ("params.pageurl: must be an absolute http or https URL") to
+// name the task field it came from ("task.websiteURL: …"), so a JSON
+// caller reads its own field's name; other descriptions pass as they are.
+func Describe(text string) string {
+	rest, ok := strings.CutPrefix(text, "params.")
+	if !ok {
+		return text
+	}
+	param, msg, ok := strings.Cut(rest, ": ")
+	field, known := jsonFields[param]
+	if !ok || !known {
+		return text
+	}
+	return "task." + field + ": " + msg
+}
