@@ -215,3 +215,25 @@ func TestPythonCreateTaskScript(t *testing.T) {
 	require.Equal(t, 2, code, line)
 	require.Equal(t, "ERROR_CAPTCHA_UNSOLVABLE", line)
 }
+
+// A request whose Host names the service (a client that keeps its Host
+// header, or a hosts-file entry pointing the service's name at the
+// gateway) is answered as one naming the gateway.
+func TestJSONHostOfTheService(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, streamtest.WithWorkers(0))
+	for _, host := range []string{"api.anti-captcha.com", "api.capmonster.cloud", "api.capsolver.com", "api.2captcha.com"} {
+		req, err := http.NewRequest(http.MethodPost, b.url+"/getBalance", strings.NewReader(`{"clientKey":"`+alice.Key+`"}`))
+		require.NoError(t, err)
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var r createtask.BalanceResponse
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.NoError(t, createtask.Decode(raw, &r), string(raw))
+		require.False(t, r.Failed(), "%s: %s", host, raw)
+	}
+}
