@@ -167,11 +167,11 @@ type TaskResult struct {
 	ErrorReply
 	Status     string          `json:"status,omitempty"`
 	Solution   json.RawMessage `json:"solution,omitempty"`
-	Cost       Number          `json:"cost"`
+	Cost       Number          `json:"cost,omitempty"`
 	IP         string          `json:"ip,omitempty"`
 	CreateTime int64           `json:"createTime,omitempty"`
 	EndTime    int64           `json:"endTime,omitempty"`
-	SolveCount Number          `json:"solveCount"`
+	SolveCount Number          `json:"solveCount,omitempty"`
 }
 
 // BalanceResponse is getBalance's reply.
