@@ -68,7 +68,7 @@ func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request, op, addr str
 	c := g.callers[sha256.Sum256([]byte(env.ClientKey))]
 	ctx := r.Context()
 	if op == createtask.PathCreateTask {
-		g.createTask(ctx, c, body, w)
+		g.createTask(ctx, c, body, remoteHost(r), w)
 		return
 	}
 	if !c.polls.Allow(g.cfg.Now()) {
@@ -98,7 +98,7 @@ func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request, op, addr str
 
 // createTask submits the task of a createTask body for c and answers its
 // taskId.
-func (g *Gateway) createTask(ctx context.Context, c *caller, body []byte, w http.ResponseWriter) {
+func (g *Gateway) createTask(ctx context.Context, c *caller, body []byte, from string, w http.ResponseWriter) {
 	fail := func(code, text string) { createtask.Write(w, createtask.Err(code, text)) }
 	if !c.submits.Allow(g.cfg.Now()) {
 		fail(createtask.CodeTooMuchRequests, "more than the allowed createTask requests within the window: wait")
@@ -120,7 +120,8 @@ func (g *Gateway) createTask(ctx context.Context, c *caller, body []byte, w http
 		return
 	}
 	t := stream.Task{Method: method, Params: params, Priority: c.Priority}
-	num, code, text := g.enqueue(ctx, c, t, callback{url: req.CallbackURL, field: "callbackUrl", json: true}, newTaskID)
+	num, code, text := g.enqueue(ctx, c, submission{task: t, callback: callback{url: req.CallbackURL, field: "callbackUrl", json: true},
+		from: from, draw: newTaskID})
 	if code != "" {
 		fail(createtask.FromClassic(code), createtask.Describe(text))
 		return
@@ -153,7 +154,7 @@ func taskResult(a answer) createtask.TaskResult {
 	if err != nil {
 		return createtask.TaskResult{ErrorReply: createtask.Err(createtask.CodeCaptchaUnsolvable, "solved, but "+err.Error())}
 	}
-	r := createtask.TaskResult{Status: createtask.StatusReady, Solution: sol, SolveCount: createtask.Number(a.attempts)}
+	r := createtask.TaskResult{Status: createtask.StatusReady, Solution: sol, SolveCount: createtask.Number(a.attempts), IP: a.from}
 	if !a.created.IsZero() {
 		r.CreateTime = a.created.Unix()
 	}

@@ -149,6 +149,7 @@ func TestJSONDialectSolvesEveryType(t *testing.T) {
 		}
 		require.Positive(t, r.num(t, "createTime"), c.name)
 		require.Positive(t, r.num(t, "solveCount"), c.name)
+		require.Equal(t, "127.0.0.1", r.str("ip"), c.name)
 		out, err := b.env.Client.Wait(ctx, "alice-"+strconv.FormatInt(ids[i], 10))
 		require.NoError(t, err, c.name)
 		want, err := createtask.Solution(out.Method, out.Solution, out.UserAgent)

@@ -32,6 +32,7 @@ type answer struct {
 	method     string          // the task's method, when the answer is the outcome's
 	attempts   int             // the attempts the task took
 	created    time.Time       // when the gateway submitted it, when it knows
+	from       string          // the address it was submitted from, when the gateway knows
 	ended      time.Time       // when it was solved, when it was
 }
 
@@ -112,8 +113,9 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 	)
 	var gen uint64
 	var created time.Time
+	var from string
 	if e != nil {
-		known, done, out, method, gen, created = true, e.done, e.out, e.method, e.gen, e.sent
+		known, done, out, method, gen, created, from = true, e.done, e.out, e.method, e.gen, e.sent, e.from
 	}
 	past, forgot := g.past[id]
 	g.mu.Unlock()
@@ -122,7 +124,7 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 		return answer{code: notReady}
 	case known:
 		a := g.answerOf(out, method, now)
-		a.gen, a.created = gen, created
+		a.gen, a.created, a.from = gen, created, from
 		return a
 	}
 	// Not in memory (forgotten, or submitted before a restart): the

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/big"
 	"mime"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -102,7 +103,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if op == classic.SubmitPath {
-		g.submit(r.Context(), c, f, rep)
+		g.submit(r.Context(), c, f, remoteHost(r), rep)
 		return
 	}
 	g.result(r.Context(), c, f, rep)
@@ -174,6 +175,16 @@ func (g *Gateway) admitRequest(r *http.Request, addr string, now time.Time, quer
 		}
 	}
 	return known, release, refusedNone
+}
+
+// remoteHost is the address a request comes from, as getTaskResult's ip
+// gives it: the connection's peer (a header anyone may send is not taken).
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // refuse answers a request the gateway does not read: from a banned

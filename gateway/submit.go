@@ -30,7 +30,7 @@ var requestFields = map[string]bool{"key": true, "method": true, "json": true, "
 
 // submit serves in.php: it submits a task for the caller and answers its
 // id, OK|<id> or {"status":1,"request":"<id>"}.
-func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
+func (g *Gateway) submit(ctx context.Context, c *caller, f form, from string, rep replier) {
 	now := g.cfg.Now()
 	if !c.submits.Allow(now) {
 		rep.code(classic.CodeMaxUserTurn, "more than the allowed in.php requests within the window: wait")
@@ -70,7 +70,7 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 		}
 		t.Deadline = now.Add(time.Duration(secs) * time.Second)
 	}
-	num, code, text := g.enqueue(ctx, c, t, callback{url: f["pingback"], field: "pingback"}, newNumber)
+	num, code, text := g.enqueue(ctx, c, submission{task: t, callback: callback{url: f["pingback"], field: "pingback"}, from: from, draw: newNumber})
 	if code != "" {
 		rep.code(code, text)
 		return
@@ -87,13 +87,23 @@ type callback struct {
 	json  bool
 }
 
-// enqueue submits t for caller c, whose rate limit the caller checked,
-// under an id draw makes, and returns that id; or, when the task is not
-// taken, the in.php code (and its text) saying why. Both dialects submit
-// through it, so the key's share, the callback's address rules, the
+// submission is a task a caller asks for, in either dialect: the task, its
+// callback, the address it came from (the JSON dialect's ip) and how its
+// caller-facing id is drawn.
+type submission struct {
+	task     stream.Task
+	callback callback
+	from     string
+	draw     func() string
+}
+
+// enqueue submits s's task for caller c, whose rate limit the caller
+// checked, under an id s.draw makes, and returns that id; or, when the task
+// is not taken, the in.php code (and its text) saying why. Both dialects
+// submit through it, so the key's share, the callback's address rules, the
 // catalogue's checks and the queue's refusals are one.
-func (g *Gateway) enqueue(ctx context.Context, c *caller, t stream.Task, cb callback, draw func() string) (num, code, text string) {
-	now := g.cfg.Now()
+func (g *Gateway) enqueue(ctx context.Context, c *caller, s submission) (num, code, text string) {
+	now, t, cb := g.cfg.Now(), s.task, s.callback
 	if cb.url != "" {
 		u, err := url.Parse(cb.url)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -132,7 +142,7 @@ func (g *Gateway) enqueue(ctx context.Context, c *caller, t stream.Task, cb call
 	// Submit returns.
 	var e *entry
 	for e == nil || g.tasks[taskID(c.Producer, e.num)] != nil {
-		e = &entry{caller: c, num: draw(), method: t.Method, callback: cb, sent: time.Now()}
+		e = &entry{caller: c, num: s.draw(), method: t.Method, callback: cb, from: s.from, sent: time.Now()}
 	}
 	t.ID = taskID(c.Producer, e.num)
 	g.tasks[t.ID] = e

@@ -21,6 +21,7 @@ type entry struct {
 	gen      uint64 // the generation its submission got; 0 until Submit returns
 	method   string
 	callback callback
+	from     string // the caller's address
 	// sent is when it was submitted (real time: where a restarted
 	// follower starts); deadline is when the task stops being useful.
 	sent, deadline time.Time
@@ -143,7 +144,7 @@ func (g *Gateway) finishLocked(e *entry, o stream.Outcome) {
 		a := g.answerOf(o, e.method, now)
 		var body []byte
 		if e.callback.json {
-			a.created = e.sent
+			a.created, a.from = e.sent, e.from
 			body, _ = json.Marshal(taskResult(a))
 		}
 		go g.sendPingback(e.num, e.callback, a, body)
