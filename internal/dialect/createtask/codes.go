@@ -119,3 +119,25 @@ func FromClassic(code string) string {
 	}
 	return code
 }
+
+// toClassic maps the codes of this dialect that package classic has no
+// word for to the in.php/res.php code of the same thing.
+var toClassic = map[string]string{
+	CodeTaskAbsent:         classic.CodeBadParameters,
+	CodeTaskNotSupported:   classic.CodeBadParameters,
+	CodeInvalidTaskData:    classic.CodeBadParameters,
+	CodeNoSuchMethod:       classic.CodeBadParameters,
+	CodeServiceUnavailable: classic.CodeServerError,
+}
+
+// ToClassic returns the in.php/res.php code for a code of this dialect, for
+// a client that classes a JSON provider's errors as the classic ones are
+// classed: the dialect's own words (ERROR_TASK_NOT_SUPPORTED,
+// ERROR_INVALID_TASK_DATA, ERROR_SERVICE_UNAVALIABLE, …) become the classic
+// code of the same meaning; the words both share pass as they are.
+func ToClassic(code string) string {
+	if c, ok := toClassic[code]; ok {
+		return c
+	}
+	return code
+}

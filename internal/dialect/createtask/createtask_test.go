@@ -164,6 +164,16 @@ func TestEveryClassicCodeHasAWord(t *testing.T) {
 			t.Errorf("FromClassic(%s) = %s, want %s", code, got, want)
 		}
 	}
+	// Back: every code FromClassic gives is a classic one again.
+	for code := range map[string]bool{createtask.CodeTaskNotSupported: true, createtask.CodeInvalidTaskData: true,
+		createtask.CodeServiceUnavailable: true, createtask.CodeNoSuchCaptchaID: true, createtask.CodeTooMuchRequests: true} {
+		if back := createtask.ToClassic(code); !classic.IsCode(back) || createtask.FromClassic(back) == "" {
+			t.Errorf("ToClassic(%s) = %s", code, back)
+		}
+	}
+	if got := createtask.ToClassic(createtask.CodeServiceUnavailable); got != classic.CodeServerError {
+		t.Errorf("ToClassic(%s) = %s, want %s", createtask.CodeServiceUnavailable, got, classic.CodeServerError)
+	}
 	for code, id := range map[string]int{createtask.CodeKeyDoesNotExist: 1, createtask.CodeCaptchaUnsolvable: 12,
 		createtask.CodeNoSuchCaptchaID: 16, createtask.CodeTaskNotSupported: 23, createtask.CodeInvalidTaskData: 1} {
 		if got := createtask.ErrorID(code); got != id {
