@@ -16,12 +16,12 @@ import (
 )
 
 // planAndOverflow starts a primary with a plan of planThreads threads
-// solving in 300–600 ms and a per-solve overflow solving in 5–10 ms, and
+// solving in 1–2 s and a per-solve overflow solving in 5–10 ms, and
 // a worker of 8 threads that solves through the two with policy.
 func planAndOverflow(t *testing.T, planThreads int, policy provider.OverflowPolicy) (env *streamtest.Env, plan, over service) {
 	t.Helper()
 	plan = startService(t, provider.Entry{Name: "plan", Dialect: provider.Classic, BaseURL: "http://x", KeyEnv: "K",
-		Billing: provider.Billing{Threads: planThreads}, Role: provider.Primary}, 1, 300*time.Millisecond)
+		Billing: provider.Billing{Threads: planThreads}, Role: provider.Primary}, 1, time.Second)
 	over = startService(t, provider.Entry{Name: "over", Dialect: provider.Classic, BaseURL: "http://x", KeyEnv: "K",
 		Service: fakeapi.Service2Captcha, Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling,
 		Role: provider.Overflow}, 2, 5*time.Millisecond)
@@ -47,8 +47,8 @@ func submitBy(t *testing.T, c *stream.Client, name string, from, n int, deadline
 }
 
 // TestOverflowOnlyWhatTheDeadlineNeeds fills a 2-thread plan with tasks
-// due in two minutes, then sends tasks due within a second, less than
-// waiting for a plan thread takes (provider.WaitForPlan): those go to
+// due in two minutes, then sends tasks due within 3 s, less than waiting
+// for a plan thread takes (provider.WaitForPlan): those go to
 // the overflow and are solved in time; the tasks that can wait are never
 // paid there. Every task is paid once.
 func TestOverflowOnlyWhatTheDeadlineNeeds(t *testing.T) {
@@ -57,8 +57,8 @@ func TestOverflowOnlyWhatTheDeadlineNeeds(t *testing.T) {
 	relaxed := submitBy(t, env.Client, "relaxed", 0, 6, 2*time.Minute)
 	require.Eventually(t, func() bool { return plan.api.Stats().Concurrent == 2 }, 30*time.Second, time.Millisecond,
 		"the plan is full")
-	require.Less(t, time.Second, provider.WaitForPlan(plan.member.Client, solver.KindRecaptcha), "a thread is further than the urgent deadline")
-	urgent := submitBy(t, env.Client, "urgent", 6, 6, time.Second)
+	require.Less(t, 3*time.Second, provider.WaitForPlan(plan.member.Client, solver.KindRecaptcha), "a thread is further than the urgent deadline")
+	urgent := submitBy(t, env.Client, "urgent", 6, 6, 3*time.Second)
 	for _, o := range waitAll(t, env.Client, append(relaxed, urgent...)) {
 		require.Equal(t, stream.StatusSolved, o.Status, "%s: %s %s", o.ID, o.Error, o.Detail)
 	}

@@ -36,9 +36,10 @@ type service struct {
 // and a client of it.
 func startService(t *testing.T, e provider.Entry, seed int64, lo time.Duration) service {
 	t.Helper()
-	solve, wait := map[string]fakeapi.Range{}, map[string]time.Duration{}
+	solve, first, wait := map[string]fakeapi.Range{}, map[string]time.Duration{}, map[string]time.Duration{}
 	for _, k := range solver.Kinds() {
 		solve[k] = fakeapi.Range{Min: lo, Median: lo * 3 / 2, Max: 2 * lo}
+		first[k] = 100 * lo // scaled: lo, when the first answers may be ready
 		wait[k] = time.Hour // scaled: 36 s, longer than any test
 	}
 	svc := fakeapi.ServiceCaptchaAI
@@ -60,7 +61,7 @@ func startService(t *testing.T, e provider.Entry, seed int64, lo time.Duration) 
 	t.Cleanup(stop)
 	e.BaseURL = url
 	c, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
-		Service: solver.Service(svc), Timing: solver.Timing{Scale: 0.01, MaxWait: wait, MaxCalls: 1 << 20}})
+		Service: solver.Service(svc), Timing: solver.Timing{Scale: 0.01, FirstPoll: first, MaxWait: wait, MaxCalls: 1 << 20}})
 	require.NoError(t, err)
 	return service{api: api, member: provider.Member{Entry: e, Client: c}}
 }
