@@ -81,7 +81,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if set, err = sf.openProviders(*providersFile, *overflow); err != nil {
 			return err
 		}
-		sc = set.Members()[0].Client // reports go to the first provider
+		sc = firstClassic(set) // reports go to it; nil: none is classic
 	}
 	nc, ae, err := nf.connectPatiently(ctx, "captchaq-worker", log)
 	if err != nil {
@@ -132,7 +132,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		ShutdownGrace: *grace, Observer: m, NoErase: *noErase, Now: sf.now}
 	if set != nil {
 		wc.NewSolver, wc.WrapSolver = nil, nil
-		wc.Solver, wc.Learner = providerSolver{m.Solver(set), set}, sc
+		wc.Solver = providerSolver{m.Solver(set), set}
+		if sc != nil {
+			wc.Learner = sc
+		}
 	}
 	w, err := newWorkerPatiently(ctx, nc, ae, wc, log)
 	if err != nil {
@@ -145,11 +148,13 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// the service's key stays here. With a nats.conf that does not let
 	// workers take them, the server's refusal is logged and the gateway
 	// answers its callers ERROR_REPORT_NOT_RECORDED.
-	stopReports, err := gateway.ServeReports(ctx, nc, nf.topology(top.topology()), sc, log)
-	if err != nil {
-		return explain(err, ae)
+	if sc != nil {
+		stopReports, err := gateway.ServeReports(ctx, nc, nf.topology(top.topology()), sc, log)
+		if err != nil {
+			return explain(err, ae)
+		}
+		defer stopReports()
 	}
-	defer stopReports()
 	svc, _ := sf.profile()
 	if set != nil {
 		log.Info("worker started", slog.Int("threads", *threads), slog.String("nats", nc.ConnectedUrlRedacted()),

@@ -63,12 +63,24 @@ func unreachable(set *provider.Set) error {
 	return errors.Join(errs...)
 }
 
-// watchProviders checks each provider's key at the start and probes each
-// during its outages (checkService, probeOutages).
+// watchProviders checks each classic provider's key at the start and
+// probes each during its outages (checkService, probeOutages).
 func watchProviders(ctx context.Context, set *provider.Set, log *slog.Logger) {
 	for _, m := range set.Members() {
-		plog := log.With(slog.String("provider", m.Entry.Name))
-		go checkService(ctx, m.Client, plog)
-		go probeOutages(ctx, m.Client)
+		if c, ok := m.Client.(*solver.Client); ok {
+			go checkService(ctx, c, log.With(slog.String("provider", m.Entry.Name)))
+			go probeOutages(ctx, c)
+		}
 	}
+}
+
+// firstClassic is the client of the set's first classic provider; nil
+// when none is.
+func firstClassic(set *provider.Set) *solver.Client {
+	for _, m := range set.Members() {
+		if c, ok := m.Client.(*solver.Client); ok {
+			return c
+		}
+	}
+	return nil
 }

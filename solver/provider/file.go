@@ -30,8 +30,8 @@ const (
 	// CapMonster Cloud's compatibility endpoint).
 	Classic Dialect = "classic"
 	// Tasks is the JSON createTask/getTaskResult dialect (Anti-Captcha,
-	// CapMonster Cloud, CapSolver, 2captcha API v2). No client speaks it
-	// yet: an entry naming it is refused.
+	// CapMonster Cloud, CapSolver, 2captcha API v2, captchaq's gateway):
+	// TasksClient.
 	Tasks Dialect = "tasks"
 )
 
@@ -55,15 +55,16 @@ type Entry struct {
 	// Name names the provider in events, outcomes and stats: 1 to 32
 	// lower-case letters, digits, '-' or '_', unique in the file.
 	Name string `json:"name"`
-	// Dialect is the API it speaks: "classic" (the only one with a client
-	// so far).
+	// Dialect is the API it speaks: "classic" or "tasks".
 	Dialect Dialect `json:"dialect"`
 	// BaseURL is the API's root, without /in.php: an absolute http(s) URL
 	// without credentials or query.
 	BaseURL string `json:"base_url"`
 	// Service is the profile of the classic service ("captchaai" or
 	// "2captcha"): what its codes mean and which methods it has. Default:
-	// from BaseURL's host (solver.ServiceOf).
+	// from BaseURL's host (solver.ServiceOf). A tasks provider has none: it
+	// is classed as a per-solve service, and offers what the dialect has
+	// types for.
 	Service string `json:"service,omitempty"`
 	// KeyEnv names the environment variable that holds the API key, and
 	// KeyFile a file holding it: exactly one of the two. The key itself is
@@ -173,9 +174,9 @@ func (e Entry) Validate() error {
 	switch {
 	case !namePattern.MatchString(e.Name):
 		return fmt.Errorf("name %q: 1 to 32 lower-case letters, digits, '-' or '_'", e.Name)
-	case e.Dialect == Tasks:
-		return fmt.Errorf("dialect %q: no client speaks it yet; use %q", e.Dialect, Classic)
-	case e.Dialect != Classic:
+	case e.Dialect == Tasks && e.Service != "":
+		return fmt.Errorf("service %q: a profile of the classic dialect; the tasks dialect has none", e.Service)
+	case e.Dialect != Classic && e.Dialect != Tasks:
 		return fmt.Errorf("dialect %q: want %q or %q", e.Dialect, Classic, Tasks)
 	}
 	if err := checkBaseURL(e.BaseURL); err != nil {
@@ -259,8 +260,12 @@ func checkBaseURL(u string) error {
 	return nil
 }
 
-// service is the entry's classic profile.
+// service is the entry's classic profile; a tasks provider is taken as a
+// per-solve service (its ERROR_ZERO_BALANCE means no money).
 func (e Entry) service() (solver.Service, error) {
+	if e.Dialect == Tasks {
+		return solver.TwoCaptcha, nil
+	}
 	if e.Service == "" {
 		return solver.ServiceOf(e.BaseURL), nil
 	}

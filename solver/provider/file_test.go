@@ -52,7 +52,9 @@ func TestProvidersFileEveryFieldWrong(t *testing.T) {
 		{"name twice", 1, "name", func(f *provider.File) { f.Providers[1].Name = "plan" }},
 		{"dialect empty", 0, "dialect", func(f *provider.File) { f.Providers[0].Dialect = "" }},
 		{"dialect unknown", 1, "dialect", func(f *provider.File) { f.Providers[1].Dialect = "soap" }},
-		{"dialect tasks", 1, "dialect", func(f *provider.File) { f.Providers[1].Dialect = provider.Tasks }},
+		{"service on a tasks provider", 1, "service", func(f *provider.File) {
+			f.Providers[1].Dialect, f.Providers[1].Service = provider.Tasks, "2captcha"
+		}},
 		{"base_url empty", 0, "base_url", func(f *provider.File) { f.Providers[0].BaseURL = "" }},
 		{"base_url relative", 0, "base_url", func(f *provider.File) { f.Providers[0].BaseURL = "ocr.captchaai.com" }},
 		{"base_url ftp", 1, "base_url", func(f *provider.File) { f.Providers[1].BaseURL = "ftp://2captcha.com" }},

@@ -40,7 +40,7 @@ const OverflowQuantile = 0.9
 // another; twice the kind's solve time at OverflowQuantile as the plan's
 // client learned it (solver.Client.SolveTime: before it learned the kind,
 // four times its first poll).
-func WaitForPlan(plan *solver.Client, kind string) time.Duration {
+func WaitForPlan(plan Client, kind string) time.Duration {
 	d, _ := plan.SolveTime(kind, OverflowQuantile)
 	return 2 * d
 }

@@ -27,10 +27,11 @@ const (
 const DefaultOutFor = time.Minute
 
 // Member is one provider of a Set: its entry of the providers file and the
-// client of its service.
+// client of its service (a *solver.Client for the classic dialect, a
+// *TasksClient for the tasks one).
 type Member struct {
 	Entry  Entry
-	Client *solver.Client
+	Client Client
 }
 
 // Config configures a Set. Members is required; every other zero field
@@ -127,10 +128,16 @@ func Open(f File, base solver.Config, cfg Config) (*Set, error) {
 		if err != nil {
 			return nil, err
 		}
-		svc, _ := e.service()
-		c := base
-		c.BaseURL, c.APIKey, c.Service = e.BaseURL, key, svc
-		cl, err := solver.NewClient(c)
+		var cl Client
+		if e.Dialect == Tasks {
+			cl, err = NewTasksClient(TasksConfig{BaseURL: e.BaseURL, APIKey: key, HTTPClient: base.HTTPClient,
+				Scale: base.Timing.Scale, Now: base.Now})
+		} else {
+			svc, _ := e.service()
+			c := base
+			c.BaseURL, c.APIKey, c.Service = e.BaseURL, key, svc
+			cl, err = solver.NewClient(c)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("provider %s: %w", e.Name, err)
 		}
@@ -231,11 +238,13 @@ func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request) (ans s
 	ans, err = m.Client.Solve(cctx, req)
 	accepted = accepted || req.CaptchaID != ""
 	if err == nil {
-		ans.Provider, ans.CostBasis = name, CostPrice
-		if m.Entry.Billing.Plan() {
-			ans.CostBasis = CostPlan
+		ans.Provider = name
+		if ans.CostBasis == "" { // the provider did not say (CostReported)
+			ans.Cost, ans.CostBasis = m.Entry.Billing.Price(req.Method), CostPrice
+			if m.Entry.Billing.Plan() {
+				ans.CostBasis = CostPlan
+			}
 		}
-		ans.Cost = m.Entry.Billing.Price(req.Method)
 	}
 	return ans, err, accepted
 }
@@ -246,7 +255,7 @@ func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request) (ans s
 // (its reply was not lost). A task's own fault (Permanent), a full plan
 // (a capacity wait) and a lost reply stay with the caller.
 func movesOn(err error) bool {
-	if solver.MayBePaid(err) {
+	if solver.MayBePaid(err) || errors.As(err, new(replyLost)) {
 		return false
 	}
 	switch solver.ClassOf(err) {
