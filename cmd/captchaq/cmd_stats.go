@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -175,7 +177,7 @@ func printSpend(w io.Writer, rows []stream.SpendStats) {
 	total := map[string]stream.SpendStats{}
 	var order []string
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%.4f\n", r.Provider, cmp.Or(r.Producer, "(unnamed)"), r.Solves, r.PlanSolves, r.Cost)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.Provider, cmp.Or(r.Producer, "(unnamed)"), r.Solves, r.PlanSolves, money(r.Cost))
 		t, seen := total[r.Provider]
 		if !seen {
 			order = append(order, r.Provider)
@@ -185,8 +187,14 @@ func printSpend(w io.Writer, rows []stream.SpendStats) {
 	}
 	for _, p := range order {
 		t := total[p]
-		fmt.Fprintf(w, "%s\ttotal\t%d\t%d\t%.4f\n", p, t.Solves, t.PlanSolves, t.Cost)
+		fmt.Fprintf(w, "%s\ttotal\t%d\t%d\t%s\n", p, t.Solves, t.PlanSolves, money(t.Cost))
 	}
+}
+
+// money is an amount to a millionth, without trailing zeros: the prices
+// per solve are fractions of a cent.
+func money(x float64) string {
+	return strconv.FormatFloat(math.Round(x*1e6)/1e6, 'f', -1, 64)
 }
 
 // printDeadlineWarnings says, for each paused lane whose waiting tasks'

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"text/tabwriter"
 	"time"
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/provider"
+	"github.com/captchaq/captchaq/stream"
 )
 
 // openProviders builds the Set of a providers file (--providers): a
@@ -83,4 +86,16 @@ func firstClassic(set *provider.Set) *solver.Client {
 		}
 	}
 	return nil
+}
+
+// printRunSpend prints the spend table of a run's solves.
+func printRunSpend(ctx context.Context, w io.Writer, client *stream.Client) {
+	st, err := client.Stats(ctx, 0)
+	if err != nil {
+		fmt.Fprintf(w, "spend: cannot read the stats: %v\n", err)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	printSpend(tw, st.Spend)
+	_ = tw.Flush()
 }
