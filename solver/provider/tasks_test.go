@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/gateway"
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/solver/provider"
 	"github.com/captchaq/captchaq/stream"
@@ -67,4 +68,28 @@ func TestJSONProviderTakesOverThePlan(t *testing.T) {
 	require.Equal(t, n, us.Submitted, "paid once each, upstream")
 	require.Empty(t, us.Repeated())
 	require.Zero(t, plan.api.Stats().Submitted)
+}
+
+// TestJSONProviderOutOfReach: a JSON primary that refuses connections
+// sends the task to the classic fallback, nothing paid twice, and says
+// since when it is out.
+func TestJSONProviderOutOfReach(t *testing.T) {
+	t.Parallel()
+	gone := httptest.NewServer(nil)
+	gone.Close() // its port refuses connections now
+	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: gone.URL, APIKey: "a-key-0123456789", Scale: 0.001})
+	require.NoError(t, err)
+	primary := provider.Member{Client: c, Entry: provider.Entry{Name: "json", Dialect: provider.Tasks, BaseURL: gone.URL,
+		KeyEnv: "K", Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling, Role: provider.Primary}}
+	_, _, spare := planAndSpare(t, 5*time.Millisecond, 5*time.Millisecond, streamtest.WithWorkers(0))
+	set, err := provider.New(provider.Config{Members: []provider.Member{primary, spare.member}})
+	require.NoError(t, err)
+	ans, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1)})
+	require.NoError(t, err)
+	require.Equal(t, "spare", ans.Provider)
+	require.Equal(t, 1, spare.api.Stats().Submitted)
+	since, why := c.Unreachable()
+	require.False(t, since.IsZero())
+	require.ErrorContains(t, why, "connect")
+	require.NotContains(t, why.Error(), "a-key-0123456789")
 }
