@@ -72,6 +72,7 @@ type member struct {
 	mu       sync.Mutex
 	outUntil time.Time // refused (Fatal) until then
 	outCode  string
+	polling  map[string]bool // the captcha ids Solves of the Set poll here now
 }
 
 var _ solver.Solver = (*Set)(nil)
@@ -230,13 +231,30 @@ func passedOver(name, code string) error {
 // for it (it is paid there, whatever the error).
 func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request) (ans solver.Answer, err error, accepted bool) {
 	name := m.Entry.Name
-	cctx := solver.WithAccepted(ctx, func(a solver.Accepted) {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var claimed []string
+	defer func() { m.release(claimed) }()
+	reused := ""
+	cctx = solver.WithAccepted(cctx, func(a solver.Accepted) {
 		accepted = true
+		if !m.claim(a.ID) {
+			// Another task polls that captcha: its answer is not this
+			// task's, and the id is not recorded as this task's.
+			reused = a.ID
+			cancel()
+			return
+		}
+		claimed = append(claimed, a.ID)
 		a.Provider = name
 		solver.TellAccepted(ctx, a)
 	})
 	ans, err = m.Client.Solve(cctx, req)
 	accepted = accepted || req.CaptchaID != ""
+	if reused != "" && ctx.Err() == nil {
+		return solver.Answer{}, replyLost{&solver.Error{Code: CodeReusedID, Class: retry.Transient, Op: "in.php", CaptchaID: reused,
+			Err: fmt.Errorf("provider %s answered a new submission with captcha id %s, which another task polls (it may have charged it)", name, reused)}}, true
+	}
 	if err == nil {
 		ans.Provider = name
 		if ans.CostBasis == "" { // the provider did not say (CostReported)
@@ -297,6 +315,35 @@ func (s *Set) named(name string) *member {
 		}
 	}
 	return nil
+}
+
+// CodeReusedID is the pseudo-code of a submission a provider answered
+// with the id of a captcha another task of the Set polls: a transient
+// failure of the attempt, which may have been paid.
+const CodeReusedID = "REUSED_CAPTCHA_ID"
+
+// claim marks captcha id as polled by one Solve; false when another
+// polls it already.
+func (m *member) claim(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.polling[id] {
+		return false
+	}
+	if m.polling == nil {
+		m.polling = map[string]bool{}
+	}
+	m.polling[id] = true
+	return true
+}
+
+// release ends the claims on ids.
+func (m *member) release(ids []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		delete(m.polling, id)
+	}
 }
 
 // refused reports whether m is passed over at now, and for what code.

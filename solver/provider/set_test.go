@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/solver/provider"
@@ -243,4 +244,32 @@ func TestRefusedKeyPassesOver(t *testing.T) {
 	require.Equal(t, 1, plan.api.Stats().InCalls, "the refusing primary is passed over after its refusal")
 	require.Zero(t, plan.api.Stats().Submitted)
 	require.Equal(t, 3, spare.api.Stats().Submitted)
+}
+
+// TestReusedCaptchaIDIsNotAnAnswer: a provider that answers a new
+// submission with the id of a captcha another task polls (fakeapi's
+// ReuseID) does not give the second task the first's answer: the second
+// fails (REUSED_CAPTCHA_ID, transient, not sent on to the fallback) while
+// the first is solved.
+func TestReusedCaptchaIDIsNotAnAnswer(t *testing.T) {
+	t.Parallel()
+	_, plan, spare := planAndSpare(t, 200*time.Millisecond, 5*time.Millisecond, streamtest.WithWorkers(0))
+	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
+	require.NoError(t, err)
+	first := make(chan error, 1)
+	go func() {
+		_, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1)})
+		first <- err
+	}()
+	require.Eventually(t, func() bool { return plan.api.Stats().Submitted == 1 }, 10*time.Second, time.Millisecond)
+	plan.api.SetFaults(fakeapi.Faults{ReuseID: true})
+	var told []solver.Accepted
+	ctx := solver.WithAccepted(t.Context(), func(a solver.Accepted) { told = append(told, a) })
+	_, err = set.Solve(ctx, solver.Request{Method: "userrecaptcha", Params: taskParams(2)})
+	require.Equal(t, provider.CodeReusedID, solver.CodeOf(err), "%v", err)
+	require.Equal(t, retry.Transient, solver.ClassOf(err))
+	require.Empty(t, told, "the reused id is not recorded as the second task's")
+	require.NoError(t, <-first, "the first task keeps its captcha")
+	require.Equal(t, 2, plan.api.Stats().Submitted, "both charged")
+	require.Zero(t, spare.api.Stats().Submitted, "not sent on: it may have been paid")
 }
