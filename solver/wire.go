@@ -89,14 +89,22 @@ func (c *Client) callParsed(op string, status int, b []byte, loc string) (reply,
 		var e *Error
 		if errors.As(err, &e) {
 			e.Class = c.service.Classify(e.Code)
-			if status >= 500 && (op == "in.php" || c.outage.active()) {
+			switch {
+			case status >= 500 && op == "in.php" && e.Code == HTTPCode(status):
+				// A 5xx without the service's word: a front's (the
+				// service answers its errors in the body, with status
+				// 200: docs.captchaai.com/guides/err_handling; the
+				// official 2captcha client takes any other status as a
+				// network failure, like a connection lost:
+				// 2captcha/2captcha-python twocaptcha/api.py). A front
+				// that passed the call on (a gateway timeout, a bad
+				// reply of the origin) may have had the captcha taken and
+				// paid: the reply is lost (lostInPHP5xx).
+				c.lostInPHP5xx(e)
+			case status >= 500 && (op == "in.php" || c.outage.active()):
 				// A 5xx during an outage (a run of them is one) is the
 				// outage's, a capacity wait, not the task's fault; and so
-				// is one from in.php before the run is long enough to be
-				// an outage: the service took no captcha and the task did
-				// nothing wrong. As a transient failure the first two of
-				// every outage of in.php spent an attempt of the tasks
-				// they came to.
+				// is in.php's own refusal on an error page.
 				e.Class = retry.Capacity
 			}
 			if loc != "" && status/100 == 3 && e.Err != nil {
@@ -108,6 +116,21 @@ func (c *Client) callParsed(op string, status int, b []byte, loc string) (reply,
 		return reply{}, err
 	}
 	return r, nil
+}
+
+// lostInPHP5xx marks e, an in.php 5xx without the service's word, as a
+// reply lost, as exchange does for a reply that came too late: while the
+// service answers its other calls, the task spends its attempt (as an
+// outage it would be submitted, and perhaps paid, again after every probe
+// until its deadline); while nothing else answers either, it is the
+// outage's, a capacity wait that spends none and submits nothing until
+// the service answers. Either way the task is told it may have been paid.
+func (c *Client) lostInPHP5xx(e *Error) {
+	e.Class = retry.Capacity
+	if c.outage.answersButInPHP() {
+		e.Class = retry.Transient
+	}
+	e.replyLost()
 }
 
 // exchange POSTs body to op and returns the reply's status, body (at most
@@ -166,9 +189,13 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 		}
 		return 0, nil, "", c.scrub(newError(op, CodeNetwork, err).replyLost())
 	}
-	c.outage.reply(ctx, c.log, op, resp.StatusCode, c.now())
 	defer resp.Body.Close()
 	b, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if what := c.frontRefusal(resp.StatusCode, b); err == nil && what != "" {
+		c.outage.fail(ctx, c.log, what, c.now())
+		return 0, nil, "", c.scrub(newError(op, CodeUnreachable, errors.New(what)))
+	}
+	c.outage.reply(ctx, c.log, op, resp.StatusCode, c.now())
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, nil, "", fmt.Errorf("solver: %s: %w", op, ctx.Err())
@@ -176,6 +203,26 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 		return 0, nil, "", c.scrub(newError(op, CodeNetwork, fmt.Errorf("read reply: %w", err)).replyLost())
 	}
 	return resp.StatusCode, b, resp.Header.Get("Location"), nil
+}
+
+// frontRefusal describes a reply of status with body when it is a front's
+// refusal, a 403 that does not carry the service's word (a WAF's or a
+// CDN's page): the service answers every error of its own, the key's
+// among them (ERROR_WRONG_USER_KEY, ERROR_KEY_DOES_NOT_EXIST, IP_BANNED),
+// as a code in the body (docs.captchaai.com/guides/err_handling), and that
+// code decides. A front that refuses the calls holds them back from the
+// service, which took nothing: for the pool the service is unreachable,
+// an outage, and no key of the worker is at fault. It returns "" for any
+// other reply.
+func (c *Client) frontRefusal(status int, body []byte) string {
+	if status != http.StatusForbidden {
+		return ""
+	}
+	if _, code, _ := parseBody(body, c.key); code != "" {
+		return ""
+	}
+	return redact(fmt.Sprintf("HTTP 403 from %s, %s: a front (a WAF, a CDN) refuses the calls before the service",
+		c.outage.host, describe(body, c.key)), c.key)
 }
 
 // scrub removes every form of the API key from e's message and code. Since
