@@ -21,47 +21,52 @@ import (
 // A front (a load balancer, a CDN) passes each in.php call to the service,
 // which takes the captcha and is paid, and answers the caller a 502, 503
 // or 504 page in place of the service's reply, while res.php answers: each
-// submission may have been paid, and says so. The first of the run is the
-// outage's (nothing else answered since it began: a capacity wait); once
-// the service answers other calls, each is a reply lost, which spends the
-// task's attempt as a lost reply does. As a capacity wait every time, a
-// task was submitted, and paid, again after every probe until its
-// deadline.
+// submission may have been paid, and says so. One the front held past
+// StallAfter/5 (a gateway timeout), once the service answers other calls,
+// is a reply lost that spends the task's attempt, as a late reply does;
+// the first of the run (nothing else answered since it began), and one
+// the front answered at once, are the outage's: a capacity wait. As a
+// capacity wait every time, a task was submitted, and paid, again after
+// every probe until its deadline.
 func TestGatewayErrorsOnInPHPMayHaveBeenPaid(t *testing.T) {
 	t.Parallel()
 	for _, status := range []int{http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout} {
-		t.Run(strconv.Itoa(status), func(t *testing.T) {
-			t.Parallel()
-			api := fakeapi.New(fakeapi.Config{TimeScale: 0.001})
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path == "/in.php" {
-					api.ServeHTTP(httptest.NewRecorder(), r) // taken, and paid
-					http.Error(w, "<html><body><h1>"+strconv.Itoa(status)+" "+http.StatusText(status)+"</h1>nginx</body></html>", status)
-					return
+		for name, hold := range map[string]time.Duration{"held": 500 * time.Millisecond, "at-once": 0} {
+			t.Run(strconv.Itoa(status)+"-"+name, func(t *testing.T) {
+				t.Parallel()
+				api := fakeapi.New(fakeapi.Config{TimeScale: 0.001})
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path == "/in.php" {
+						api.ServeHTTP(httptest.NewRecorder(), r) // taken, and paid
+						time.Sleep(hold)                         //nolint:forbidigo // the front's wait for the origin is the test's input
+						http.Error(w, "<html><body><h1>"+strconv.Itoa(status)+" "+http.StatusText(status)+"</h1>nginx</body></html>", status)
+						return
+					}
+					api.ServeHTTP(w, r)
+				}))
+				t.Cleanup(srv.Close)
+				c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+					StallAfter: 2 * time.Second}) // a call is held from 400 ms on
+				require.NoError(t, err)
+				const n = 6
+				for i := range n {
+					_, err := c.Submit(ctxT(t), turnstile("https://shop.example/"))
+					require.Equal(t, solver.HTTPCode(status), solver.CodeOf(err), "submission %d: %v", i+1, err)
+					require.True(t, solver.MayBePaid(err), "submission %d: %v", i+1, err)
+					want := retry.Transient
+					if i == 0 || hold == 0 {
+						want = retry.Capacity
+					}
+					require.Equal(t, want, solver.ClassOf(err), "submission %d: %v", i+1, err)
+					// A poll of a captcha the service holds gets its reply between.
+					_, ferr := c.Fetch(ctxT(t), "1234567")
+					require.NotEqual(t, retry.Transient, solver.ClassOf(ferr), "%v", ferr)
 				}
-				api.ServeHTTP(w, r)
-			}))
-			t.Cleanup(srv.Close)
-			c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1})
-			require.NoError(t, err)
-			const n = 6
-			for i := range n {
-				_, err := c.Submit(ctxT(t), turnstile("https://shop.example/"))
-				require.Equal(t, solver.HTTPCode(status), solver.CodeOf(err), "submission %d: %v", i+1, err)
-				require.True(t, solver.MayBePaid(err), "submission %d: %v", i+1, err)
-				want := retry.Transient
-				if i == 0 {
-					want = retry.Capacity
-				}
-				require.Equal(t, want, solver.ClassOf(err), "submission %d: %v", i+1, err)
-				// A poll of a captcha the service holds gets its reply between.
-				_, ferr := c.Fetch(ctxT(t), "1234567")
-				require.NotEqual(t, retry.Transient, solver.ClassOf(ferr), "%v", ferr)
-			}
-			st := api.Stats()
-			require.Equal(t, n, st.Submitted, "each call that may have paid did, and each told its caller so")
-			require.Equal(t, n, st.InCalls)
-		})
+				st := api.Stats()
+				require.Equal(t, n, st.Submitted, "each call that may have paid did, and each told its caller so")
+				require.Equal(t, n, st.InCalls)
+			})
+		}
 	}
 }
 

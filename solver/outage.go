@@ -212,14 +212,19 @@ func (o *outage) reply(ctx context.Context, log *slog.Logger, op string, status 
 }
 
 // answersButInPHP reports whether the service answers its other calls
-// while in.php answers 5xx: a call other than in.php got a reply that was
-// no 5xx since the run of in.php 5xx began, and none failed since. An
-// in.php 5xx then is no outage of the service but a reply lost on its way
-// back (a front that gave up waiting for it, say).
-func (o *outage) answersButInPHP() bool {
+// while in.php answers 5xx, for an in.php 5xx to a call sent at sent: a
+// call other than in.php got a reply that was no 5xx since then or since
+// the run of in.php 5xx began, and none failed since. The in.php 5xx is
+// then no outage of the service but a reply lost on its way back (a front
+// that gave up waiting for it, say).
+func (o *outage) answersButInPHP(sent time.Time) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.inFives > 0 && !o.answered.Before(o.inFrom) && o.answered.After(o.failedAt)
+	from := o.inFrom
+	if sent.Before(from) {
+		from = sent
+	}
+	return o.inFives > 0 && !o.answered.Before(from) && o.answered.After(o.failedAt)
 }
 
 // stalled is run StallAfter after a call was sent that has no reply yet:

@@ -79,7 +79,11 @@ func (c *Client) call(ctx context.Context, op string, body []byte, ctype string)
 	if err != nil {
 		return reply{}, err
 	}
-	return c.callParsed(op, status, b, loc)
+	r, err := c.callParsed(op, status, b, loc)
+	if op == "in.php" && status >= 500 {
+		c.lostInPHP5xx(err, status, c.now().Sub(start))
+	}
+	return r, err
 }
 
 // callParsed parses one reply of op; loc is its Location header.
@@ -89,22 +93,13 @@ func (c *Client) callParsed(op string, status int, b []byte, loc string) (reply,
 		var e *Error
 		if errors.As(err, &e) {
 			e.Class = c.service.Classify(e.Code)
-			switch {
-			case status >= 500 && op == "in.php" && e.Code == HTTPCode(status):
-				// A 5xx without the service's word: a front's (the
-				// service answers its errors in the body, with status
-				// 200: docs.captchaai.com/guides/err_handling; the
-				// official 2captcha client takes any other status as a
-				// network failure, like a connection lost:
-				// 2captcha/2captcha-python twocaptcha/api.py). A front
-				// that passed the call on (a gateway timeout, a bad
-				// reply of the origin) may have had the captcha taken and
-				// paid: the reply is lost (lostInPHP5xx).
-				c.lostInPHP5xx(e)
-			case status >= 500 && (op == "in.php" || c.outage.active()):
+			if status >= 500 && (op == "in.php" || c.outage.active()) {
 				// A 5xx during an outage (a run of them is one) is the
 				// outage's, a capacity wait, not the task's fault; and so
-				// is in.php's own refusal on an error page.
+				// is one from in.php before the run is long enough to be
+				// an outage, unless its reply was lost (lostInPHP5xx). As
+				// a transient failure the first two of every outage of
+				// in.php spent an attempt of the tasks they came to.
 				e.Class = retry.Capacity
 			}
 			if loc != "" && status/100 == 3 && e.Err != nil {
@@ -118,19 +113,30 @@ func (c *Client) callParsed(op string, status int, b []byte, loc string) (reply,
 	return r, nil
 }
 
-// lostInPHP5xx marks e, an in.php 5xx without the service's word, as a
-// reply lost, as exchange does for a reply that came too late: while the
-// service answers its other calls, the task spends its attempt (as an
-// outage it would be submitted, and perhaps paid, again after every probe
-// until its deadline); while nothing else answers either, it is the
-// outage's, a capacity wait that spends none and submits nothing until
-// the service answers. Either way the task is told it may have been paid.
-func (c *Client) lostInPHP5xx(e *Error) {
-	e.Class = retry.Capacity
-	if c.outage.answersButInPHP() {
-		e.Class = retry.Transient
+// lostInPHP5xx marks err, the failure of an in.php call answered with a
+// 5xx status after took, as a reply lost when the 5xx does not carry the
+// service's word.
+// Such a 5xx is a front's: the service answers its errors in the body,
+// with status 200 (docs.captchaai.com/guides/err_handling), and the
+// official 2captcha client takes any other status as a network failure,
+// like a connection lost (2captcha/2captcha-python twocaptcha/api.py,
+// ApiClient.in_). A front that passed the call on (a gateway timeout, a
+// bad reply of the origin) may have had the captcha taken and paid, so
+// the task is told it may have been paid (MayBePaid). One that hung past
+// StallAfter/5 (where submissions begin to wait behind it: hold.go) while
+// the service answers its other calls is a reply that came too late, and
+// spends the task's attempt as exchange's late reply does: as an outage
+// (no attempt spent) it would be submitted, and paid, again after every
+// probe until its deadline. Any other is the outage's: a capacity wait.
+func (c *Client) lostInPHP5xx(err error, status int, took time.Duration) {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != HTTPCode(status) {
+		return
 	}
 	e.replyLost()
+	if took >= c.outage.stall/5 && c.outage.answersButInPHP(c.now().Add(-took)) {
+		e.Class = retry.Transient
+	}
 }
 
 // exchange POSTs body to op and returns the reply's status, body (at most

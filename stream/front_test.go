@@ -18,8 +18,8 @@ import (
 )
 
 // A front passes every in.php call to the service, which takes the
-// captcha and is paid, and answers the worker 504 in place of the reply,
-// while the service answers everything else. Each submission may have
+// captcha and is paid, and answers the worker 504 after waiting for it
+// in place of the reply, while the service answers everything else. Each submission may have
 // been paid, the trace says so, and each sent once the service answered
 // other calls spends the task's attempt, as a lost reply does: the task
 // ends dead when its budget is spent, having paid at most three times
@@ -33,6 +33,7 @@ func TestGatewayTimeoutsOnInPHPSpendTheAttempts(t *testing.T) {
 	url, stop, err := fakeapi.ServeLocal(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/in.php" {
 			api.ServeHTTP(httptest.NewRecorder(), r) // taken, and paid
+			time.Sleep(500 * time.Millisecond)       //nolint:forbidigo // the front's wait for the origin is the test's input
 			http.Error(w, "<html><body><h1>504 Gateway Time-out</h1></body></html>", http.StatusGatewayTimeout)
 			return
 		}
@@ -41,7 +42,7 @@ func TestGatewayTimeoutsOnInPHPSpendTheAttempts(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(stop)
 	sc, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
-		Timing: solver.Timing{Scale: 0.001}})
+		Timing: solver.Timing{Scale: 0.001}, StallAfter: 2 * time.Second}) // a call is held from 400 ms on
 	require.NoError(t, err)
 	const budget = 2
 	b.startWorker(t, WorkerConfig{Solver: sc, Threads: 1, Policy: retry.Policy{MaxAttempts: budget,
