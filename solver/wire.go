@@ -115,8 +115,7 @@ func (c *Client) callParsed(op string, status int, b []byte, loc string) (reply,
 
 // lostInPHP5xx marks err, the failure of an in.php call answered with a
 // 5xx status after took, as a reply lost when the 5xx does not carry the
-// service's word.
-// Such a 5xx is a front's: the service answers its errors in the body,
+// service's word. Such a 5xx is a front's: the service answers its errors in the body,
 // with status 200 (docs.captchaai.com/guides/err_handling), and the
 // official 2captcha client takes any other status as a network failure,
 // like a connection lost (2captcha/2captcha-python twocaptcha/api.py,
