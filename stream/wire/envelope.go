@@ -59,6 +59,19 @@ func CheckEnvelopeHeaders(id string, h nats.Header) error {
 	return nil
 }
 
+// HeadersForged says why a task message on subject is not a submission of
+// its id by what its headers alone say (CheckEnvelopeHeaders), or nil when
+// they do not show it: a moved copy or a replay is checked against the
+// task's records instead, and the body's id after the body is read. It
+// reads nothing, so a worker may judge a message with it before it takes a
+// thread for it.
+func HeadersForged(subject string, h nats.Header) error {
+	if IsMovedCopy(h) {
+		return nil
+	}
+	return CheckEnvelopeHeaders(IDFromSubject(subject), h)
+}
+
 // CheckSubmitBy checks the producer's submit-by instant of a task message
 // under id (HeaderSubmitBy), when it carries one: it must be an RFC 3339
 // time. Only the producer's own message is checked (its message id is the

@@ -49,6 +49,10 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 		if shareLook {
 			want = 1
 		}
+		take := want // tasks for the threads; a drain's batch asks for more
+		if dp.Drain != nil {
+			want = max(want, int(f.drainWant.Load()))
+		}
 		var batch jetstream.MessageBatch
 		var err error
 		if f.Limited {
@@ -70,15 +74,29 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 			dp.relisten(f, false)
 			continue
 		}
-		got := 0
+		got, taken, drained, size := 0, 0, 0, 0
 		for m := range batch.Messages() {
-			out = append(out, m)
 			got++
+			size += len(m.Data())
+			switch {
+			case dp.Drain != nil && wire.HeadersForged(m.Subject(), m.Headers()) != nil:
+				dp.Drain(m)
+				drained++
+			case taken < take:
+				out = append(out, m)
+				taken++
+			default:
+				// Past the threads, in a drain's batch: back to the
+				// consumer at once, which hands it out again before any
+				// message stored after it.
+				_ = m.Nak()
+			}
 		}
+		dp.drainNext(f, drained, got, size)
 		if isHigh {
-			high += got
+			high += taken
 		} else {
-			normal += got
+			normal += taken
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			dp.Log.Debug("fetch tasks", slog.String("consumer", f.Cons.CachedInfo().Name), slog.Any("error", err))
@@ -92,6 +110,11 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 		if got < want {
 			f.EmptyAt.Store(seen)
 			dp.relisten(f, dp.recheck(f, got == 0))
+		}
+		if drained > 0 {
+			// More may follow at once: look again without waiting for news.
+			f.News.Add(1)
+			dp.Poke()
 		}
 	}
 	if share {
@@ -236,6 +259,9 @@ type Feed struct {
 	// recheckFor.
 	newsAt     atomic.Int64
 	rechecking atomic.Int32 // first rechecks after an empty fetch, scheduled and not yet made
+	// drainWant is how many messages the next fetch asks for at least
+	// while forged ones come (drainNext); 0 otherwise.
+	drainWant atomic.Int32
 	// freed is set when this worker acked a task of a limited feed's lane
 	// and no fetch of the feed has looked since (LaneFreed).
 	freed      atomic.Bool
@@ -428,67 +454,4 @@ func (dp *Dispatcher) LaneAcked(lane wire.Lane) {
 	if limited {
 		dp.Poke()
 	}
-}
-
-// NormalShare bounds how long high-priority tasks hold back a normal one:
-// of every NormalShare fetches in a row that find a normal task may be
-// waiting (its consumer has news) and take high-priority tasks, the last
-// asks the normal consumers first and takes one task from them. So a
-// producer that floods high priority (valid tasks or forged copies) delays
-// a normal task by at most NormalShare-1 fetches of each worker, and high
-// priority keeps at least three in four of the threads it contends for:
-// 4 leaves high priority its purpose (it goes first three times in four,
-// and alone when no normal task waits) while a normal task behind any flood
-// waits at most three high-priority tasks per thread, not the flood.
-// asynq's weighted queues and River's fair fetch bound priority the same
-// way.
-const NormalShare = 4
-
-// settle counts a fetch that took high and normal tasks toward the normal
-// consumers' share: one that took only high-priority tasks while a normal
-// consumer may have a task brings the share one fetch nearer; a normal
-// task taken starts the count again.
-func (dp *Dispatcher) settle(high, normal int) {
-	switch {
-	case normal > 0:
-		dp.highStreak = 0
-	case high > 0 && dp.normalWaiting():
-		dp.highStreak++
-	}
-}
-
-// normalWaiting reports whether a normal-priority consumer may have a task
-// (news since it was last found empty).
-func (dp *Dispatcher) normalWaiting() bool {
-	for _, f := range dp.Feeds {
-		if f.Priority != wire.PriorityHigh && f.News.Load() != f.EmptyAt.Load() {
-			return true
-		}
-	}
-	return false
-}
-
-// rotated returns the consumers in the order to look at them this time: every
-// lane's high-priority consumer before any normal one, and within each
-// priority the lanes in turn. When the normal consumers' share is due
-// (NormalShare) it reports so, and the order starts with the normal
-// consumers, which come again after the high ones for the threads left.
-func (dp *Dispatcher) rotated() ([]*Feed, bool) {
-	k := len(wire.Lanes)
-	out := make([]*Feed, 0, len(dp.Feeds)+k)
-	for p := 0; p < len(dp.Feeds)/k; p++ {
-		for i := range k {
-			out = append(out, dp.Feeds[p*k+(i+dp.turn)%k])
-		}
-	}
-	if dp.highStreak < NormalShare-1 || !dp.normalWaiting() {
-		return out, false
-	}
-	var normal []*Feed
-	for _, f := range out {
-		if f.Priority != wire.PriorityHigh {
-			normal = append(normal, f)
-		}
-	}
-	return append(normal, out...), true
 }
