@@ -45,7 +45,8 @@ func TestDrainedBatchesHandTasksBackUnpaid(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return forged.Load() == tasks*(every-1) }, floodBound, 10*time.Millisecond, "every forged copy ends")
 	require.Equal(t, tasks, api.Stats().Submitted, "each task paid once")
-	info, err := a.astream.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectTasks+".>"))
-	require.NoError(t, err)
-	require.Empty(t, info.State.Subjects, "no task message left")
+	require.Eventually(t, func() bool {
+		info, err := a.astream.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectTasks+".>"))
+		return err == nil && len(info.State.Subjects) == 0
+	}, floodBound, 50*time.Millisecond, "no task message left")
 }
