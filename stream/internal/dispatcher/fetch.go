@@ -251,10 +251,13 @@ func (dp *Dispatcher) News(subject string) {
 // its next free thread takes it in its turn.
 
 // woken notes a wake-up of f, from its subscription l: a task stored for it.
-// With no idle thread, l ends first (before the news is noted, so whoever
-// sees the news knows the subscription was ended).
+// With no idle thread, or while f is drained of forged messages (which
+// looks at it again after each fetch on its own, and leaves the threads
+// idle), l ends first (before the news is noted, so whoever sees the news
+// knows the subscription was ended): a flood does not cost the worker a
+// wake-up per message.
 func (dp *Dispatcher) woken(f *Feed, l *listener) {
-	if !dp.idle() {
+	if !dp.idle() || f.drainWant.Load() > 0 {
 		f.mu.Lock()
 		if f.listener == l {
 			l.stop()
