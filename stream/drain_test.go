@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -15,7 +16,8 @@ import (
 
 // Tasks queued among forged copies, more of them than a worker has
 // threads: the worker takes the copies in bulk (dispatcher.DrainBatch)
-// and hands the tasks past its free threads back to the consumer, so each
+// and hands the tasks past its free threads back to the consumer, and
+// takes them again at once, not at its idle check (a minute here): each
 // task is solved once, paid once, and every forged copy ends.
 func TestDrainedBatchesHandTasksBackUnpaid(t *testing.T) {
 	t.Parallel()
@@ -35,10 +37,12 @@ func TestDrainedBatchesHandTasksBackUnpaid(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var forged atomic.Int64
-	a.floodWorker(t, sc, &forged) // 4 threads
+	a.floodWorkerIdle(t, sc, &forged, time.Minute) // 4 threads
+	wctx, cancel := context.WithTimeout(ctx, floodBound)
+	defer cancel()
 	for k, gen := range gens {
 		id := fmt.Sprintf("mixed-%d", k*every+every/2)
-		out, err := a.victim.waitGen(ctx, id, gen)
+		out, err := a.victim.waitGen(wctx, id, gen)
 		require.NoError(t, err, id)
 		require.Equal(t, StatusSolved, out.Status, id)
 		require.Len(t, outcomesOf(ctx, t, a.astream, id, gen), 1, "one outcome of %s", id)
