@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/captchaq/captchaq/captcha"
 )
 
 // Task is a createTask task object, with the fields of every type the
@@ -178,7 +180,7 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 	var method string
 	switch tt.Kind {
 	case KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptchaV3:
-		method = "userrecaptcha"
+		method = captcha.MethodReCaptcha
 		if err := need("websiteKey", t.WebsiteKey); err != nil {
 			return "", nil, err
 		}
@@ -203,7 +205,7 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 			}
 		}
 	case KindTurnstile:
-		method = "turnstile"
+		method = captcha.MethodTurnstile
 		if err := need("websiteKey", t.WebsiteKey); err != nil {
 			return "", nil, err
 		}
@@ -216,7 +218,7 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 		set("data", firstOf(t.CData, t.TurnstileCData, m.CData))
 		set("pagedata", t.ChlPageData)
 	case KindGeeTest:
-		method = "geetest"
+		method = captcha.MethodGeeTest
 		id, err := payload(json.RawMessage(mustJSON(t.InitParameters)), "captcha_id")
 		if err != nil {
 			return "", nil, err
@@ -239,7 +241,7 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 			return "", nil, invalid("task.version %.16q: want 3 or 4", string(t.Version))
 		}
 	case KindHCaptcha:
-		method = "hcaptcha"
+		method = captcha.MethodHCaptcha
 		if err := need("websiteKey", t.WebsiteKey); err != nil {
 			return "", nil, err
 		}
@@ -253,7 +255,7 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 		}
 		set("data", rq)
 	case KindImage:
-		method = "base64"
+		method = captcha.MethodBase64
 		if err := need("body", t.Body); err != nil {
 			return "", nil, err
 		}
