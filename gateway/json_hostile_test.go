@@ -1,0 +1,178 @@
+package gateway_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/gateway"
+	"github.com/captchaq/captchaq/internal/dialect/createtask"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/streamtest"
+)
+
+// syncBuffer collects log lines from several goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// A service that answers HTTP 500 pages, HTML, garbage and slow replies
+// behind the workers: every JSON task ends ready in its type's solution
+// shape or with ERROR_CAPTCHA_UNSOLVABLE (errorId 12) naming the code it
+// died on, never a code about the workers' exchange; no captcha is paid
+// twice; neither the callers' keys nor the tokens reach a log line of the
+// gateway or of the workers.
+func TestJSONServiceFaultsBehindTheWorkers(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b := setup(t, func(c *gateway.Config) { c.Logger = log },
+		streamtest.WithLogger(log),
+		streamtest.WithFaults(fakeapi.Faults{HTTP500: 0.25, HTML: 0.15, Garbage: 0.15, Slow: 0.1, SlowDelay: 50 * time.Millisecond}))
+	// Each task distinct, so that the emulator's count per task
+	// (Stats.PerTask, by content) tells one task paid twice.
+	tasks := func(round int) []map[string]any {
+		page := "https://shop.example/" + strconv.Itoa(round)
+		img := append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 200)...)
+		img[100] = byte(round)
+		return []map[string]any{
+			{"type": "RecaptchaV2TaskProxyless", "websiteURL": page, "websiteKey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"},
+			{"type": "AntiTurnstileTaskProxyLess", "websiteURL": page, "websiteKey": "0x4AAAAAAABkMYinukE8nzY"},
+			{"type": "HCaptchaTaskProxyless", "websiteURL": page, "websiteKey": "a5f74b19-9e45-40e0-b45d-47ff91b7a6c2"},
+			{"type": "ImageToTextTask", "body": base64.StdEncoding.EncodeToString(img)},
+		}
+	}
+	field := []string{"gRecaptchaResponse", "token", "gRecaptchaResponse", "text"}
+	var ids []int64
+	var which []int
+	for round := range 4 {
+		for i, task := range tasks(round) {
+			ids = append(ids, b.create(t, alice, task))
+			which = append(which, i)
+		}
+	}
+	var tokens []string
+	for n, id := range ids {
+		r := b.result(t, alice, id)
+		if r.str("status") == createtask.StatusReady {
+			sol, ok := r["solution"].(map[string]any)
+			require.True(t, ok, "%v", r)
+			tok, _ := sol[field[which[n]]].(string)
+			require.NotEmpty(t, tok, "task %d: %v", id, r)
+			tokens = append(tokens, tok)
+			continue
+		}
+		require.Equal(t, createtask.CodeCaptchaUnsolvable, r.str("errorCode"), "%v", r)
+		require.EqualValues(t, 12, r.num(t, "errorId"))
+		require.NotEmpty(t, r.str("errorDescription"))
+	}
+	st := b.env.Emulator.Stats()
+	for key, n := range st.PerTask {
+		require.LessOrEqual(t, n, 1, "captcha %s paid %d times", key, n)
+	}
+	require.LessOrEqual(t, st.Submitted, len(ids), "more captchas paid than tasks")
+	t.Logf("%d tasks, %d solved, %d paid, %d in.php calls", len(ids), len(tokens), st.Submitted, st.InCalls)
+	out := logs.String()
+	for _, secret := range append([]string{alice.Key, bob.Key}, tokens...) {
+		if len(secret) > 12 {
+			require.NotContains(t, out, secret)
+		}
+	}
+}
+
+// taskId null is a missing taskId, as an absent one is: "taskId:
+// required", not "want a whole number, not number null".
+func TestJSONTaskIDNullIsMissing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, streamtest.WithWorkers(0))
+	for _, path := range []string{"getTaskResult", "reportIncorrectRecaptcha"} {
+		r := b.postJSON(t, path, `{"clientKey":"`+alice.Key+`","taskId":null}`)
+		require.Equal(t, createtask.CodeNoSuchCaptchaID, r.str("errorCode"), path)
+		require.Equal(t, "taskId: required", r.str("errorDescription"), path)
+	}
+}
+
+// capsolverReply reads a reply as CapSolver's official Go SDK declares it
+// (github.com/capsolver/capsolver-go, types.go: capSolverResponse, TaskId
+// string `json:"taskId,omitempty"`): CapSolver's taskId is a string
+// (docs.capsolver.com/guide/api-createtask: "taskId": "37223a89-…"), and
+// that SDK's request posts to CAPSOLVER_API_HOST + "/createTask" with its
+// key as "ClientKey" (request.go, types.go capSolverRequest).
+type capsolverReply struct {
+	ErrorID   int32  `json:"errorId"`
+	ErrorCode string `json:"errorCode"`
+	Status    string `json:"status,omitempty"`
+	TaskID    string `json:"taskId,omitempty"`
+}
+
+// A task created as CapSolver's Go SDK creates one can be read back by it:
+// its taskId unmarshals into the SDK's string field and the poll with that
+// string finds the task.
+func TestJSONCapSolverGoSDKReadsTheTaskID(t *testing.T) {
+	t.Skip("defect: taskId is always a JSON number; CapSolver's Go SDK reads a string and gets none")
+	t.Parallel()
+	b := setup(t, nil)
+	body := `{"ClientKey":"` + alice.Key + `","task":{"type":"ReCaptchaV2TaskProxyLess","websiteURL":"https://shop.example/","websiteKey":"6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"}}`
+	resp, err := http.Post(b.url+"/createTask", "json/application", strings.NewReader(body))
+	require.NoError(t, err)
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	var r capsolverReply
+	require.NoError(t, json.Unmarshal(raw, &r), "capsolver-go cannot read %s", raw)
+	require.Zero(t, r.ErrorID, "%s", raw)
+	require.NotEmpty(t, r.TaskID, "%s", raw)
+}
+
+// A service that goes down (every reply an HTTP 500 page) after it took
+// the JSON callers' captchas, and comes back: each task is answered ready
+// in the end, and each captcha is paid once: the workers poll through the
+// outage rather than submit again.
+func TestJSONServiceOutageBehindTheWorkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, streamtest.WithSolveTime(300*time.Millisecond, 400*time.Millisecond))
+	const n = 6
+	var ids []int64
+	for i := range n {
+		ids = append(ids, b.create(t, alice, map[string]any{"type": "TurnstileTaskProxyless",
+			"websiteURL": "https://shop.example/" + strconv.Itoa(i), "websiteKey": "0x4AAAAAAABkMYinukE8nzY"}))
+	}
+	em := b.env.Emulator
+	require.Eventually(t, func() bool { return em.Stats().Submitted == n }, 10*time.Second, time.Millisecond)
+	em.SetFaults(fakeapi.Faults{Outage: true})
+	calls := em.Stats().ResCalls
+	require.Eventually(t, func() bool { return em.Stats().ResCalls >= calls+2*n }, 20*time.Second, time.Millisecond)
+	em.SetFaults(fakeapi.Faults{})
+	for _, id := range ids {
+		r := b.result(t, alice, id)
+		require.Equal(t, createtask.StatusReady, r.str("status"), "%v", r)
+	}
+	st := em.Stats()
+	require.Equal(t, n, st.Submitted)
+	for key, paid := range st.PerTask {
+		require.Equal(t, 1, paid, "captcha %s paid %d times", key, paid)
+	}
+}
