@@ -86,7 +86,7 @@ func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request, op, addr str
 			fail(createtask.CodeNoSuchCaptchaID, "taskId: required")
 			return
 		}
-		createtask.Write(w, taskResult(g.state(ctx, c, req.TaskID.String())))
+		createtask.Write(w, taskResult(req.TaskID, g.state(ctx, c, req.TaskID.String())))
 	case createtask.PathGetBalance:
 		// What in.php's getbalance answers (balance): the gateway holds no
 		// money figure, only the key's room.
@@ -138,11 +138,25 @@ func newTaskID() string {
 	return n.Add(n, big.NewInt(1e15)).String()
 }
 
-// taskResult is getTaskResult's reply for a task's state a: processing
-// while it is not done, the solution in its type's shape once solved, and
-// for a dead task the service's code, as res.php answers it
-// (createtask.FromClassic).
-func taskResult(a answer) createtask.TaskResult {
+// namedResult is getTaskResult's reply naming its task, as CapSolver's
+// reply does (docs.capsolver.com/guide/api-gettaskresult: "taskId" beside
+// "status"): a callbackUrl receiver, which gets this reply as its body,
+// tells its tasks apart by it. (createtask.TaskResult leaves taskId out:
+// CapSolver's own are not numbers.)
+type namedResult struct {
+	createtask.TaskResult
+	TaskID createtask.TaskID `json:"taskId,omitempty"`
+}
+
+// taskResult is getTaskResult's reply for task id in state a, naming it.
+func taskResult(id createtask.TaskID, a answer) namedResult {
+	return namedResult{TaskResult: resultOf(a), TaskID: id}
+}
+
+// resultOf is the reply for a task's state a: processing while it is not
+// done, the solution in its type's shape once solved, and for a dead task
+// the service's code, as res.php answers it (createtask.FromClassic).
+func resultOf(a answer) createtask.TaskResult {
 	switch a.code {
 	case notReady:
 		return createtask.TaskResult{Status: createtask.StatusProcessing}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -174,5 +175,47 @@ func TestJSONServiceOutageBehindTheWorkers(t *testing.T) {
 	require.Equal(t, n, st.Submitted)
 	for key, paid := range st.PerTask {
 		require.Equal(t, 1, paid, "captcha %s paid %d times", key, paid)
+	}
+}
+
+// Two tasks with one callbackUrl: each callback says which task it is for
+// (taskId, as CapSolver's getTaskResult reply carries it:
+// docs.capsolver.com/guide/api-gettaskresult), as the classic pingback's
+// id= does; otherwise a receiver cannot tell the two answers apart.
+func TestJSONCallbackNamesItsTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	got := make(chan []byte, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- body
+	}))
+	t.Cleanup(srv.Close)
+	want := map[int64]bool{}
+	for i := range 2 {
+		task := map[string]any{"type": "TurnstileTaskProxyless", "websiteURL": "https://shop.example/" + strconv.Itoa(i),
+			"websiteKey": "0x4AAAAAAABkMYinukE8nzY"}
+		r := b.postJSON(t, "createTask", map[string]any{"clientKey": alice.Key, "task": task, "callbackUrl": srv.URL + "/hook"})
+		want[r.num(t, "taskId")] = true
+	}
+	ids := map[int64]bool{}
+	for range 2 {
+		var body []byte
+		select {
+		case body = <-got:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no callback in 30 s")
+		}
+		var res struct {
+			TaskID createtask.TaskID `json:"taskId"`
+			Status string            `json:"status"`
+		}
+		require.NoError(t, createtask.Decode(body, &res))
+		require.Equal(t, createtask.StatusReady, res.Status, string(body))
+		ids[int64(res.TaskID)] = true
+	}
+	require.Len(t, ids, 2)
+	for id := range ids {
+		require.True(t, want[id], "callback for task %d, which is none of the caller's", id)
 	}
 }
