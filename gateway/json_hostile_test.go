@@ -19,6 +19,7 @@ import (
 	"github.com/captchaq/captchaq/gateway"
 	"github.com/captchaq/captchaq/internal/dialect/createtask"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/streamtest"
 )
 
@@ -218,4 +219,24 @@ func TestJSONCallbackNamesItsTask(t *testing.T) {
 	for id := range ids {
 		require.True(t, want[id], "callback for task %d, which is none of the caller's", id)
 	}
+}
+
+// CapSolver takes a task's proxy as one string, "proxy", beside
+// proxyType/proxyAddress/… (docs.capsolver.com/guide/api-how-to-use-proxy:
+// "Use proxy parameter concatenation directly"). The gateway does not read
+// that string; a task carrying it must be refused, naming it, not solved
+// from another address than the caller's proxy (a token bound to the
+// wrong IP), and nothing is submitted.
+func TestJSONProxyAsOneStringIsNotDropped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, streamtest.WithWorkers(0))
+	task := map[string]any{"type": "ReCaptchaV2Task", "websiteURL": "https://shop.example/",
+		"websiteKey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "proxy": "socks5:192.0.2.10:4780:user:pwd"}
+	r := b.postJSON(t, "createTask", map[string]any{"clientKey": alice.Key, "task": task})
+	require.Equal(t, createtask.CodeInvalidTaskData, r.str("errorCode"), "%v", r)
+	require.Contains(t, r.str("errorDescription"), "task.proxy")
+	require.NotContains(t, r.str("errorDescription"), "pwd", "the proxy's password is not echoed")
+	tasks, err := b.env.Client.Tasks(t.Context(), stream.TaskFilter{})
+	require.NoError(t, err)
+	require.Empty(t, tasks)
 }

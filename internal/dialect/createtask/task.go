@@ -65,6 +65,11 @@ type Task struct {
 	ProxyPort     Number `json:"proxyPort,omitempty"`
 	ProxyLogin    string `json:"proxyLogin,omitempty"`
 	ProxyPassword string `json:"proxyPassword,omitempty"`
+	// ProxyString is CapSolver's proxy as one string ("proxy",
+	// docs.capsolver.com/guide/api-how-to-use-proxy), which the dialect
+	// does not read: a task carrying it is refused rather than solved
+	// without its proxy.
+	ProxyString string `json:"proxy,omitempty"`
 }
 
 // Metadata is CapSolver's Turnstile extra data
@@ -284,6 +289,9 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 // proxy sets the task's proxy as in.php takes it: proxytype (HTTP,
 // HTTPS, SOCKS4, SOCKS5) and proxy, login:password@host:port.
 func (t Task) proxy(p map[string]string) *Error {
+	if t.ProxyString != "" {
+		return invalid("task.proxy: a proxy as one string is not taken; send it as proxyType, proxyAddress, proxyPort, proxyLogin and proxyPassword")
+	}
 	if t.ProxyAddress == "" && t.ProxyType == "" {
 		return nil
 	}
