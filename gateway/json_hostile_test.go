@@ -240,3 +240,23 @@ func TestJSONProxyAsOneStringIsNotDropped(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, tasks)
 }
+
+// The queue out of reach: createTask answers ERROR_SERVICE_UNAVALIABLE
+// (CapSolver's "retry later", errorId 1) at once, a task the gateway holds
+// still answers from memory, and nothing is submitted behind the caller's
+// back when the queue comes back.
+func TestJSONQueueOutOfReach(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, streamtest.WithWorkers(0))
+	id := b.create(t, alice, map[string]any{"type": "TurnstileTaskProxyless", "websiteURL": "https://shop.example/", "websiteKey": "0x4AAAAAAABkMYinukE8nzY"})
+	b.env.Server.Shutdown()
+	b.env.Server.WaitForShutdown()
+	r := b.postJSON(t, "createTask", map[string]any{"clientKey": alice.Key, "task": map[string]any{"type": "TurnstileTaskProxyless",
+		"websiteURL": "https://shop.example/2", "websiteKey": "0x4AAAAAAABkMYinukE8nzY"}})
+	require.Equal(t, createtask.CodeServiceUnavailable, r.str("errorCode"), "%v", r)
+	require.EqualValues(t, 1, r.num(t, "errorId"))
+	r = b.postJSON(t, "getTaskResult", map[string]any{"clientKey": alice.Key, "taskId": id})
+	require.Equal(t, createtask.StatusProcessing, r.str("status"), "%v", r)
+	r = b.postJSON(t, "getTaskResult", map[string]any{"clientKey": alice.Key, "taskId": 1234567890123456})
+	require.Equal(t, createtask.CodeServiceUnavailable, r.str("errorCode"), "an id the gateway does not hold, the queue out of reach: %v", r)
+}
