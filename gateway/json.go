@@ -165,7 +165,13 @@ func resultOf(a answer) createtask.TaskResult {
 		return createtask.TaskResult{ErrorReply: createtask.Err(createtask.FromClassic(a.code), a.text)}
 	}
 	sol, err := createtask.Solution(a.method, a.value, a.ua)
-	if err != nil {
+	switch {
+	case errors.Is(err, createtask.ErrNoSolutionShape):
+		// Solved and paid (through in.php): calling it unsolvable would
+		// have the caller submit, and pay, again.
+		return createtask.TaskResult{ErrorReply: createtask.Err(createtask.CodeTaskNotSupported,
+			"solved, but "+err.Error()+": res.php?action=get with this id answers it")}
+	case err != nil:
 		return createtask.TaskResult{ErrorReply: createtask.Err(createtask.CodeCaptchaUnsolvable, "solved, but "+err.Error())}
 	}
 	r := createtask.TaskResult{Status: createtask.StatusReady, Solution: sol, SolveCount: createtask.Number(a.attempts), IP: a.from}

@@ -260,3 +260,25 @@ func TestJSONQueueOutOfReach(t *testing.T) {
 	r = b.postJSON(t, "getTaskResult", map[string]any{"clientKey": alice.Key, "taskId": 1234567890123456})
 	require.Equal(t, createtask.CodeServiceUnavailable, r.str("errorCode"), "an id the gateway does not hold, the queue out of reach: %v", r)
 }
+
+// A task created through in.php with a method the JSON dialect has no type
+// for (cloudflare_challenge), polled by getTaskResult once solved: the
+// answer must not call the paid, solved task unsolvable (which a caller
+// meets by submitting, and paying, again); it says the dialect does not
+// carry that answer and where it is, and res.php gives it.
+func TestJSONPollOfAClassicTaskWithoutAJSONType(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	out := b.call(t, "in.php", "key", alice.Key, "method", "cloudflare_challenge", "pageurl", "https://shop.example/",
+		"proxy", "user:pass@192.0.2.10:8080", "proxytype", "HTTP")
+	require.True(t, strings.HasPrefix(out, "OK|"), out)
+	id := strings.TrimPrefix(out, "OK|")
+	require.True(t, strings.HasPrefix(b.await(t, alice, id), "OK|"))
+	n, err := strconv.ParseInt(id, 10, 64)
+	require.NoError(t, err)
+	r := b.postJSON(t, "getTaskResult", map[string]any{"clientKey": alice.Key, "taskId": n})
+	require.NotEqual(t, createtask.CodeCaptchaUnsolvable, r.str("errorCode"), "%v", r)
+	require.Equal(t, createtask.CodeTaskNotSupported, r.str("errorCode"), "%v", r)
+	require.Contains(t, r.str("errorDescription"), "res.php")
+	require.Equal(t, 1, b.env.Emulator.Stats().Submitted)
+}
