@@ -191,7 +191,7 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 		if t.IsInvisible {
 			p["invisible"] = "1"
 		}
-		if tt.Kind == KindRecaptchaV2Enterprise || t.IsEnterprise {
+		if tt.Kind == KindRecaptchaV2Enterprise || tt.Enterprise || bool(t.IsEnterprise) {
 			p["enterprise"] = "1"
 		}
 		s, err := payload(t.EnterprisePayload, "s")
