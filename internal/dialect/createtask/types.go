@@ -54,7 +54,10 @@ var types = []TaskType{
 	// CapMonster: TaskType.RecaptchaV3TaskProxyless.
 	{Name: "RecaptchaV3TaskProxyless", Kind: KindRecaptchaV3},
 	// CapSolver's others (docs.capsolver.com/guide/captcha/ReCaptchaV3:
-	// ReCaptchaV3Task, ReCaptchaV3EnterpriseTask, their ProxyLess forms).
+	// ReCaptchaV3Task, ReCaptchaV3EnterpriseTask, their ProxyLess forms);
+	// CapMonster's RecaptchaV3EnterpriseTask (capmonstercloud-client-js
+	// src/TaskType.ts, RecaptchaV3EnterpriseRequest: websiteURL,
+	// websiteKey, pageAction, minScore) is the second in another case.
 	{Name: "ReCaptchaV3Task", Kind: KindRecaptchaV3, Proxy: true},
 	{Name: "ReCaptchaV3EnterpriseTaskProxyLess", Kind: KindRecaptchaV3, Enterprise: true},
 	{Name: "ReCaptchaV3EnterpriseTask", Kind: KindRecaptchaV3, Proxy: true, Enterprise: true},
