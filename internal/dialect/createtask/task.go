@@ -35,6 +35,13 @@ type Task struct {
 	TurnstileCData string    `json:"turnstileCData,omitempty"`
 	ChlPageData    string    `json:"chlPageData,omitempty"`
 	Metadata       *Metadata `json:"metadata,omitempty"`
+	// CapMonster's names for the same on a challenge page (pageAction,
+	// data, pageData), and its mode: a token ("token", or none) is
+	// served; a cookie (cf_clearance, wait_room) is not
+	// (capmonstercloud-client-js, Requests/TurnstileRequest).
+	Data               string `json:"data,omitempty"`
+	PageData           string `json:"pageData,omitempty"`
+	CloudflareTaskType string `json:"cloudflareTaskType,omitempty"`
 
 	// GeeTest: v3 gt and challenge; v4 version 4 with the captcha id as gt
 	// (Anti-Captcha index.js solveGeeTestV4*), as captchaId, or as
@@ -217,9 +224,12 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 		if t.Metadata != nil {
 			m = *t.Metadata
 		}
-		set("action", firstOf(t.Action, m.Action))
-		set("data", firstOf(t.CData, t.TurnstileCData, m.CData))
-		set("pagedata", t.ChlPageData)
+		if mode := t.CloudflareTaskType; mode != "" && mode != "token" {
+			return "", nil, &Error{Code: CodeTaskNotSupported, Description: fmt.Sprintf("task.cloudflareTaskType %.32q: only token is served (a cookie is not a Turnstile answer)", mode)}
+		}
+		set("action", firstOf(t.Action, m.Action, t.PageAction))
+		set("data", firstOf(t.CData, t.TurnstileCData, m.CData, t.Data))
+		set("pagedata", firstOf(t.ChlPageData, t.PageData))
 	case KindGeeTest:
 		method = "geetest"
 		id, err := payload(json.RawMessage(mustJSON(t.InitParameters)), "captcha_id")
