@@ -38,7 +38,8 @@ type Task struct {
 	// CapMonster's names for the same on a challenge page (pageAction,
 	// data, pageData), and its mode: a token ("token", or none) is
 	// served; a cookie (cf_clearance, wait_room) is not
-	// (capmonstercloud-client-js, Requests/TurnstileRequest).
+	// (capmonstercloud-client-js, Requests/TurnstileRequest). Its hCaptcha
+	// sends the rqdata as data too (Requests/HCaptchaRequest).
 	Data               string `json:"data,omitempty"`
 	PageData           string `json:"pageData,omitempty"`
 	CloudflareTaskType string `json:"cloudflareTaskType,omitempty"`
@@ -266,7 +267,8 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 		if err != nil {
 			return "", nil, err
 		}
-		set("data", rq)
+		// CapMonster sends the rqdata as data (HCaptchaRequest).
+		set("data", firstOf(rq, t.Data))
 	case KindImage:
 		method = "base64"
 		if err := need("body", t.Body); err != nil {

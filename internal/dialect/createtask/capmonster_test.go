@@ -40,3 +40,24 @@ func TestCapMonsterTurnstileChallengeFields(t *testing.T) {
 		}
 	}
 }
+
+// CapMonster's HCaptchaTask sends hCaptcha's rqdata as data
+// (capmonstercloud-client-js 2.6.1, dist/Requests/HCaptchaRequest: "In
+// most cases you see it as <![CDATA[rqdata]]>"), where Anti-Captcha sends
+// enterprisePayload.rqdata: either is the task's data, not dropped.
+func TestCapMonsterHCaptchaData(t *testing.T) {
+	t.Parallel()
+	raw := json.RawMessage(`{"type":"HCaptchaTaskProxyless","websiteURL":"https://shop.example/","websiteKey":"a5f74b19-9e45-40e0-b45d-47ff91b7a6c2",
+		"data":"rqdata-of-the-page","userAgent":"Mozilla/5.0"}`)
+	task, tt, err := createtask.ParseTask(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	method, p, err := task.Request(tt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if method != "hcaptcha" || p["data"] != "rqdata-of-the-page" {
+		t.Errorf("%s %v: want hcaptcha with data", method, p)
+	}
+}
