@@ -52,7 +52,7 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, from string, re
 		// captcha_id; @2captcha/captcha-solver geetestV4 likewise) is
 		// CaptchaAI's geetest with version=4 and the captcha_id as gt
 		// (CaptchaAI-Examples, articles/how-to-solve-geetest-v4-using-api/).
-		t.Method, t.Params["version"], t.Params["gt"] = "geetest", "4", t.Params["captcha_id"]
+		t.Method, t.Params["version"], t.Params["gt"] = captcha.MethodGeeTest, "4", t.Params["captcha_id"]
 		delete(t.Params, "captcha_id")
 	}
 	if p := f["priority"]; p != "" {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/captchaq/captchaq/captcha"
 )
 
 // The solution shapes (getTaskResult's solution), by what the task asked
@@ -27,8 +29,8 @@ import (
 
 // textField is the solution field holding a method's answer when the
 // answer is a string.
-var textField = map[string]string{"userrecaptcha": "gRecaptchaResponse", "hcaptcha": "gRecaptchaResponse", "turnstile": "token",
-	"post": "text", "base64": "text", "bls": "text"}
+var textField = map[string]string{captcha.MethodReCaptcha: "gRecaptchaResponse", captcha.MethodHCaptcha: "gRecaptchaResponse", captcha.MethodTurnstile: "token",
+	captcha.MethodPost: "text", captcha.MethodBase64: "text", captcha.MethodBLS: "text"}
 
 // ErrNoSolutionShape is Solution's error for a method the dialect has no
 // task type, and so no solution shape, for (cloudflare_challenge).
@@ -47,7 +49,7 @@ func Solution(method string, answer json.RawMessage, userAgent string) (json.Raw
 			return nil, err
 		}
 		out = map[string]string{field: tok}
-	case method == "geetest":
+	case method == captcha.MethodGeeTest:
 		obj, err := object(answer)
 		if err != nil {
 			return nil, err

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/captchaq/captchaq/captcha"
 )
 
 // Task is a createTask task object, with the fields of every type the
@@ -191,7 +193,7 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 	var method string
 	switch tt.Kind {
 	case KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptchaV3:
-		method = "userrecaptcha"
+		method = captcha.MethodReCaptcha
 		if err := need("websiteKey", t.WebsiteKey); err != nil {
 			return "", nil, err
 		}
@@ -216,7 +218,7 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 			}
 		}
 	case KindTurnstile:
-		method = "turnstile"
+		method = captcha.MethodTurnstile
 		if err := need("websiteKey", t.WebsiteKey); err != nil {
 			return "", nil, err
 		}
@@ -232,7 +234,7 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 		set("data", firstOf(t.CData, t.TurnstileCData, m.CData, t.Data))
 		set("pagedata", firstOf(t.ChlPageData, t.PageData))
 	case KindGeeTest:
-		method = "geetest"
+		method = captcha.MethodGeeTest
 		id, err := payload(json.RawMessage(mustJSON(t.InitParameters)), "captcha_id")
 		if err != nil {
 			return "", nil, err
@@ -255,7 +257,7 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 			return "", nil, invalid("task.version %.16q: want 3 or 4", string(t.Version))
 		}
 	case KindHCaptcha:
-		method = "hcaptcha"
+		method = captcha.MethodHCaptcha
 		if err := need("websiteKey", t.WebsiteKey); err != nil {
 			return "", nil, err
 		}
@@ -270,7 +272,7 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 		// CapMonster sends the rqdata as data (HCaptchaRequest).
 		set("data", firstOf(rq, t.Data))
 	case KindImage:
-		method = "base64"
+		method = captcha.MethodBase64
 		if err := need("body", t.Body); err != nil {
 			return "", nil, err
 		}

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/captchaq/captchaq/captcha"
 )
 
 // TaskFor is the inverse of Task.Request, for a client of the dialect: the
@@ -30,7 +32,7 @@ func TaskFor(method string, params map[string]string) (Task, Kind, error) {
 	}
 	var kind Kind
 	switch method {
-	case "userrecaptcha":
+	case captcha.MethodReCaptcha:
 		t.WebsiteKey, t.APIDomain = params["googlekey"], params["domain"]
 		t.IsInvisible, t.IsEnterprise = params["invisible"] == "1", params["enterprise"] == "1"
 		switch {
@@ -56,22 +58,22 @@ func TaskFor(method string, params map[string]string) (Task, Kind, error) {
 			kind, t.Type = KindRecaptchaV2, name("RecaptchaV2TaskProxyless", "RecaptchaV2Task")
 			t.RecaptchaDataSValue = params["data-s"]
 		}
-	case "turnstile":
+	case captcha.MethodTurnstile:
 		kind, t.Type = KindTurnstile, name("TurnstileTaskProxyless", "TurnstileTask")
 		t.WebsiteKey, t.Action, t.CData, t.ChlPageData = params["sitekey"], params["action"], params["data"], params["pagedata"]
-	case "geetest":
+	case captcha.MethodGeeTest:
 		kind, t.Type = KindGeeTest, name("GeeTestTaskProxyless", "GeeTestTask")
 		t.GT, t.Challenge, t.GeetestAPIServerSubdomain = params["gt"], params["challenge"], params["api_server"]
 		if params["version"] == "4" {
 			t.Version = "4"
 		}
-	case "hcaptcha":
+	case captcha.MethodHCaptcha:
 		kind, t.Type = KindHCaptcha, name("HCaptchaTaskProxyless", "HCaptchaTask")
 		t.WebsiteKey, t.IsInvisible = params["sitekey"], params["invisible"] == "1"
 		if rq := params["data"]; rq != "" {
 			t.EnterprisePayload, _ = json.Marshal(map[string]string{"rqdata": rq})
 		}
-	case "base64", "post":
+	case captcha.MethodBase64, captcha.MethodPost:
 		if params["recaptcha"] == "1" {
 			return Task{}, 0, fmt.Errorf("method %s with recaptcha=1 (a grid): no type of the JSON dialect is mapped to it", method)
 		}
