@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,28 +16,11 @@ import (
 
 	"github.com/captchaq/captchaq/gateway"
 	"github.com/captchaq/captchaq/internal/dialect/createtask"
+	"github.com/captchaq/captchaq/internal/logbuf"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/streamtest"
 )
-
-// syncBuffer collects log lines from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
 
 // A service that answers HTTP 500 pages, HTML, garbage and slow replies
 // behind the workers: every JSON task ends ready in its type's solution
@@ -49,7 +30,7 @@ func (s *syncBuffer) String() string {
 // gateway or of the workers.
 func TestJSONServiceFaultsBehindTheWorkers(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b := setup(t, func(c *gateway.Config) { c.Logger = log },
 		streamtest.WithLogger(log),

@@ -16,16 +16,8 @@ import (
 // as a type not served rather than answered with a token.
 func TestCapMonsterTurnstileChallengeFields(t *testing.T) {
 	t.Parallel()
-	raw := json.RawMessage(`{"type":"TurnstileTask","websiteURL":"https://shop.example/","websiteKey":"0x4AAAAAAABkMYinukE8nzY",
+	method, p := request(t, `{"type":"TurnstileTask","websiteURL":"https://shop.example/","websiteKey":"0x4AAAAAAABkMYinukE8nzY",
 		"cloudflareTaskType":"token","userAgent":"Mozilla/5.0","pageAction":"managed","data":"80001aa1affffc21","pageData":"3gAFo2l2MbhGSXdCamp1"}`)
-	task, tt, err := createtask.ParseTask(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	method, p, err := task.Request(tt)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if method != "turnstile" || p["action"] != "managed" || p["data"] != "80001aa1affffc21" || p["pagedata"] != "3gAFo2l2MbhGSXdCamp1" {
 		t.Errorf("%s %v: want turnstile with action, data and pagedata", method, p)
 	}
@@ -47,17 +39,24 @@ func TestCapMonsterTurnstileChallengeFields(t *testing.T) {
 // enterprisePayload.rqdata: either is the task's data, not dropped.
 func TestCapMonsterHCaptchaData(t *testing.T) {
 	t.Parallel()
-	raw := json.RawMessage(`{"type":"HCaptchaTaskProxyless","websiteURL":"https://shop.example/","websiteKey":"a5f74b19-9e45-40e0-b45d-47ff91b7a6c2",
+	method, p := request(t, `{"type":"HCaptchaTaskProxyless","websiteURL":"https://shop.example/","websiteKey":"a5f74b19-9e45-40e0-b45d-47ff91b7a6c2",
 		"data":"rqdata-of-the-page","userAgent":"Mozilla/5.0"}`)
-	task, tt, err := createtask.ParseTask(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	method, p, err := task.Request(tt)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if method != "hcaptcha" || p["data"] != "rqdata-of-the-page" {
 		t.Errorf("%s %v: want hcaptcha with data", method, p)
 	}
+}
+
+// request is the captchaq request of a createTask task object, which must
+// be one the dialect takes.
+func request(t *testing.T, task string) (string, map[string]string) {
+	t.Helper()
+	parsed, tt, err := createtask.ParseTask(json.RawMessage(task))
+	if err != nil {
+		t.Fatal(err)
+	}
+	method, p, err := parsed.Request(tt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return method, p
 }
