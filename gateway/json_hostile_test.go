@@ -3,12 +3,16 @@ package gateway_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -262,4 +266,76 @@ func TestJSONPollOfAClassicTaskWithoutAJSONType(t *testing.T) {
 	require.Equal(t, createtask.CodeTaskNotSupported, r.str("errorCode"), "%v", r)
 	require.Contains(t, r.str("errorDescription"), "res.php")
 	require.Equal(t, 1, b.env.Emulator.Stats().Submitted)
+}
+
+// Concurrent createTask calls from several client addresses with two keys,
+// the keys' submission limit off: every call gets a JSON reply (a taskId,
+// or a refusal the caller retries), no id is given twice across keys and
+// addresses, and the stream holds exactly the tasks answered with an id.
+// 10 000 calls under CAPTCHAQ_SOAK=1, 400 otherwise.
+func TestJSONConcurrentCreateTaskFromSeveralAddresses(t *testing.T) {
+	t.Parallel()
+	n := 400
+	if os.Getenv("CAPTCHAQ_SOAK") == "1" {
+		n = 10_000
+	}
+	b := setup(t, func(c *gateway.Config) { c.Limits = gateway.Limits{Submits: -1} }, streamtest.WithWorkers(0))
+	var clients []*http.Client
+	for i := 2; i <= 5; i++ {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(i))}}
+		clients = append(clients, &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 64}})
+	}
+	type res struct {
+		key  string
+		id   int64
+		code string
+		err  error
+	}
+	out := make(chan res, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		k := []gateway.Key{alice, bob}[i%2]
+		wg.Go(func() {
+			body := `{"clientKey":"` + k.Key + `","task":{"type":"TurnstileTaskProxyless","websiteURL":"https://shop.example/` +
+				strconv.Itoa(i) + `","websiteKey":"0x4AAAAAAABkMYinukE8nzY"}}`
+			resp, err := clients[i%len(clients)].Post(b.url+"/createTask", "application/json", strings.NewReader(body))
+			if err != nil {
+				out <- res{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			var r createtask.CreateTaskResponse
+			if err := createtask.Decode(raw, &r); err != nil || resp.StatusCode != http.StatusOK {
+				out <- res{err: fmt.Errorf("status %d, %q: %v", resp.StatusCode, raw, err)}
+				return
+			}
+			out <- res{key: k.Producer, id: int64(r.TaskID), code: r.ErrorCode}
+		})
+	}
+	wg.Wait()
+	close(out)
+	ids := map[string]bool{}
+	codes := map[string]int{}
+	for r := range out {
+		require.NoError(t, r.err)
+		if r.code != "" {
+			codes[r.code]++
+			continue
+		}
+		id := r.key + "-" + strconv.FormatInt(r.id, 10)
+		require.False(t, ids[id], "taskId %s given twice", id)
+		ids[id] = true
+	}
+	for code := range codes {
+		require.Contains(t, []string{createtask.CodeTooMuchRequests, createtask.CodeNoSlotAvailable}, code)
+	}
+	require.NotEmpty(t, ids)
+	t.Logf("%d calls from 4 addresses: %d taskIds, refusals %v", n, len(ids), codes)
+	tasks, err := b.env.Client.Tasks(t.Context(), stream.TaskFilter{})
+	require.NoError(t, err)
+	require.Len(t, tasks, len(ids), "the stream holds exactly the tasks answered with an id")
+	for _, ti := range tasks {
+		require.True(t, ids[ti.ID], "task %s in the stream was answered with no id", ti.ID)
+	}
 }
