@@ -119,7 +119,7 @@ type capsolverReply struct {
 // its taskId unmarshals into the SDK's string field and the poll with that
 // string finds the task.
 func TestJSONCapSolverGoSDKReadsTheTaskID(t *testing.T) {
-	t.Skip("defect: taskId is always a JSON number; CapSolver's Go SDK reads a string and gets none")
+	t.Skip("defect, open: taskId is a JSON number, CapSolver's Go SDK reads a string (and takes only errorId 1 for an error); a fix needs a reply shape chosen per key")
 	t.Parallel()
 	b := setup(t, nil)
 	body := `{"ClientKey":"` + alice.Key + `","task":{"type":"ReCaptchaV2TaskProxyLess","websiteURL":"https://shop.example/","websiteKey":"6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"}}`
