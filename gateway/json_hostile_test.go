@@ -339,3 +339,30 @@ func TestJSONConcurrentCreateTaskFromSeveralAddresses(t *testing.T) {
 		require.True(t, ids[ti.ID], "task %s in the stream was answered with no id", ti.ID)
 	}
 }
+
+// A browser's JSON call: the gateway answers the preflight of a JSON
+// dialect's POST as allowed from anywhere, so the reply itself must carry
+// Access-Control-Allow-Origin too, or the browser, having been told yes,
+// still withholds the reply from the page (each reply, refusals included).
+func TestJSONRepliesKeepThePreflightsPromise(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, streamtest.WithWorkers(0))
+	req, err := http.NewRequest(http.MethodOptions, b.url+"/getBalance", nil)
+	require.NoError(t, err)
+	req.Header.Set("Origin", "https://shop.example")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, "*", resp.Header.Get("Access-Control-Allow-Origin"), "the preflight allows any origin")
+	for _, body := range []string{`{"clientKey":"` + alice.Key + `"}`, `{"clientKey":"no-such-key-0000000000"}`} {
+		req, err := http.NewRequest(http.MethodPost, b.url+"/getBalance", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Origin", "https://shop.example")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, "*", resp.Header.Get("Access-Control-Allow-Origin"), body)
+	}
+}
