@@ -127,7 +127,17 @@ func (g *Gateway) createTask(ctx context.Context, c *caller, body []byte, from s
 		return
 	}
 	id, _ := strconv.ParseInt(num, 10, 64)
-	createtask.Write(w, createtask.CreateTaskResponse{TaskID: createtask.TaskID(id)})
+	createtask.Write(w, createReply{CreateTaskResponse: createtask.CreateTaskResponse{TaskID: createtask.TaskID(id)}})
+}
+
+// createReply is createTask's reply with its status null: CapSolver
+// answers createTask with a status, "null or ready"
+// (docs.capsolver.com/guide/api-createtask), and its Python SDK reads it
+// before it polls (capsolver-python, src/capsolver/capsolver.py solve:
+// r['status']); the other providers' clients read no status there.
+type createReply struct {
+	createtask.CreateTaskResponse
+	Status *string `json:"status"`
 }
 
 // newTaskID draws a JSON task's id: 16 decimal digits, the first not 0,

@@ -366,3 +366,22 @@ func TestJSONRepliesKeepThePreflightsPromise(t *testing.T) {
 		require.Equal(t, "*", resp.Header.Get("Access-Control-Allow-Origin"), body)
 	}
 }
+
+// CapSolver's official Python SDK reads createTask's status before it
+// polls (github.com/capsolver/capsolver-python, src/capsolver/capsolver.py
+// solve: `if r['status']=="ready": return r['solution']`), as CapSolver
+// answers createTask with a status, "null or ready"
+// (docs.capsolver.com/guide/api-createtask): a reply without the field
+// raises KeyError in that SDK before the task is ever polled, though it
+// was submitted (and will be paid). The reply carries status null, which
+// no other client reads.
+func TestJSONCreateTaskReplyHasAStatus(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, streamtest.WithWorkers(0))
+	r := b.postJSON(t, "createTask", map[string]any{"clientKey": alice.Key, "task": map[string]any{"type": "ReCaptchaV2TaskProxyLess",
+		"websiteURL": "https://shop.example/", "websiteKey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"}})
+	require.EqualValues(t, 0, r.num(t, "errorId"), "%v", r)
+	status, ok := r["status"]
+	require.True(t, ok, "createTask's reply has no status: %v", r)
+	require.NotEqual(t, createtask.StatusReady, status)
+}
