@@ -385,3 +385,22 @@ func TestJSONCreateTaskReplyHasAStatus(t *testing.T) {
 	require.True(t, ok, "createTask's reply has no status: %v", r)
 	require.NotEqual(t, createtask.StatusReady, status)
 }
+
+// CaptchaSharp (github.com/openbullet/CaptchaSharp), whose
+// CustomAntiCaptchaService the issue names, reads createTask's taskId into
+// a C# int (CaptchaSharp/Models/AntiCaptcha/Responses/
+// TaskCreationAntiCaptchaResponse.cs: `public int TaskId`), 32 bits, as
+// Anti-Captcha's own example ids fit (taskId 7654321,
+// anti-captcha.com/apidoc/methods/createTask). A 16-digit id does not.
+func TestJSONTaskIDFitsA32BitClient(t *testing.T) {
+	t.Skip("defect, open: taskIds are 16 digits, over a C# int's 2^31-1, so CaptchaSharp cannot read them; " +
+		"ids within 31 bits need another way to keep them unique for the stream's retention")
+	t.Parallel()
+	b := setup(t, nil, streamtest.WithWorkers(0))
+	r := b.postJSON(t, "createTask", map[string]any{"clientKey": alice.Key, "task": map[string]any{"type": "TurnstileTaskProxyless",
+		"websiteURL": "https://shop.example/", "websiteKey": "0x4AAAAAAABkMYinukE8nzY"}})
+	var reply struct {
+		TaskID int32 `json:"taskId"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(mustJSON(t, r)), &reply), "a 32-bit client cannot read %v", r["taskId"])
+}
