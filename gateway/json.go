@@ -86,7 +86,7 @@ func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request, op, addr str
 			fail(createtask.CodeNoSuchCaptchaID, "taskId: required")
 			return
 		}
-		createtask.Write(w, taskResult(g.state(ctx, c, req.TaskID.String())))
+		createtask.Write(w, taskResult(req.TaskID, g.state(ctx, c, req.TaskID.String())))
 	case createtask.PathGetBalance:
 		// What in.php's getbalance answers (balance): the gateway holds no
 		// money figure, only the key's room.
@@ -127,7 +127,17 @@ func (g *Gateway) createTask(ctx context.Context, c *caller, body []byte, from s
 		return
 	}
 	id, _ := strconv.ParseInt(num, 10, 64)
-	createtask.Write(w, createtask.CreateTaskResponse{TaskID: createtask.TaskID(id)})
+	createtask.Write(w, createReply{CreateTaskResponse: createtask.CreateTaskResponse{TaskID: createtask.TaskID(id)}})
+}
+
+// createReply is createTask's reply with its status null: CapSolver
+// answers createTask with a status, "null or ready"
+// (docs.capsolver.com/guide/api-createtask), and its Python SDK reads it
+// before it polls (capsolver-python, src/capsolver/capsolver.py solve:
+// r['status']); the other providers' clients read no status there.
+type createReply struct {
+	createtask.CreateTaskResponse
+	Status *string `json:"status"`
 }
 
 // newTaskID draws a JSON task's id: 16 decimal digits, the first not 0,
@@ -138,11 +148,25 @@ func newTaskID() string {
 	return n.Add(n, big.NewInt(1e15)).String()
 }
 
-// taskResult is getTaskResult's reply for a task's state a: processing
-// while it is not done, the solution in its type's shape once solved, and
-// for a dead task the service's code, as res.php answers it
-// (createtask.FromClassic).
-func taskResult(a answer) createtask.TaskResult {
+// namedResult is getTaskResult's reply naming its task, as CapSolver's
+// reply does (docs.capsolver.com/guide/api-gettaskresult: "taskId" beside
+// "status"): a callbackUrl receiver, which gets this reply as its body,
+// tells its tasks apart by it. (createtask.TaskResult leaves taskId out:
+// CapSolver's own are not numbers.)
+type namedResult struct {
+	createtask.TaskResult
+	TaskID createtask.TaskID `json:"taskId,omitempty"`
+}
+
+// taskResult is getTaskResult's reply for task id in state a, naming it.
+func taskResult(id createtask.TaskID, a answer) namedResult {
+	return namedResult{TaskResult: resultOf(a), TaskID: id}
+}
+
+// resultOf is the reply for a task's state a: processing while it is not
+// done, the solution in its type's shape once solved, and for a dead task
+// the service's code, as res.php answers it (createtask.FromClassic).
+func resultOf(a answer) createtask.TaskResult {
 	switch a.code {
 	case notReady:
 		return createtask.TaskResult{Status: createtask.StatusProcessing}
@@ -151,7 +175,13 @@ func taskResult(a answer) createtask.TaskResult {
 		return createtask.TaskResult{ErrorReply: createtask.Err(createtask.FromClassic(a.code), a.text)}
 	}
 	sol, err := createtask.Solution(a.method, a.value, a.ua)
-	if err != nil {
+	switch {
+	case errors.Is(err, createtask.ErrNoSolutionShape):
+		// Solved and paid (through in.php): calling it unsolvable would
+		// have the caller submit, and pay, again.
+		return createtask.TaskResult{ErrorReply: createtask.Err(createtask.CodeTaskNotSupported,
+			"solved, but "+err.Error()+": res.php?action=get with this id answers it")}
+	case err != nil:
 		return createtask.TaskResult{ErrorReply: createtask.Err(createtask.CodeCaptchaUnsolvable, "solved, but "+err.Error())}
 	}
 	r := createtask.TaskResult{Status: createtask.StatusReady, Solution: sol, SolveCount: createtask.Number(a.attempts), IP: a.from}

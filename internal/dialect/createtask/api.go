@@ -85,9 +85,13 @@ type TaskID int64
 // (anticaptcha-npm index.js, capmonstercloud-client-js src/CreateTask.ts).
 const MaxSafeTaskID TaskID = 1<<53 - 1
 
-// UnmarshalJSON reads a number or a string of digits.
+// UnmarshalJSON reads a number or a string of digits; null leaves the id
+// unset, as an absent taskId.
 func (id *TaskID) UnmarshalJSON(b []byte) error {
 	s := string(b)
+	if s == "null" {
+		return nil
+	}
 	if len(s) > 1 && s[0] == '"' {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
