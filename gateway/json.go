@@ -55,7 +55,10 @@ func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request, op, addr str
 	}
 	var env createtask.Envelope
 	if err := createtask.Decode(body, &env); err != nil {
-		known("")
+		// No key could be read, so none was guessed: the address's count
+		// of unknown keys (its ban) is left alone, so that a client's
+		// malformed body does not lock out its address's valid keys. The
+		// code is the services' for a key they cannot find.
 		fail(createtask.CodeKeyDoesNotExist, err.Error())
 		return
 	}
