@@ -148,7 +148,7 @@ func (g *Gateway) finishLocked(e *entry, o stream.Outcome) {
 		if e.callback.json {
 			a.created, a.from = e.sent, e.from
 			id, _ := strconv.ParseInt(e.num, 10, 64)
-			body, _ = json.Marshal(taskResult(createtask.TaskID(id), a))
+			body, _ = json.Marshal(taskResult(e.caller.Client, createtask.TaskID(id), a))
 		}
 		go g.sendPingback(e.num, e.callback, a, body)
 	}
