@@ -46,10 +46,10 @@ func (g *gatewayFlags) register(fs *flag.FlagSet, prefix string) {
 	g.prefix = prefix
 	addrName, addrDefault, addrUsage := "addr", "127.0.0.1:8090", "listen on this address (beyond loopback only with --https-cert and --https-key)"
 	if prefix != "" {
-		addrName, addrDefault, addrUsage = "gateway", "", "also serve the 2captcha-compatible gateway (in.php, res.php) on this address, e.g. 127.0.0.1:8090; with --gateway-keys; empty: off"
+		addrName, addrDefault, addrUsage = "gateway", "", "also serve the gateway (classic in.php/res.php and JSON createTask/getTaskResult) on this address, e.g. 127.0.0.1:8090; with --gateway-keys; empty: off"
 	}
 	fs.StringVar(&g.addr, addrName, addrDefault, addrUsage)
-	fs.StringVar(&g.keys, prefix+"keys", "", "the gateway's key file: {\"keys\": [{\"key\": \"…\", \"producer\": \"crawler\", \"priority\": \"high\", \"deadline\": \"5m\", \"share\": 0.5}]} (docs/gateway.md)")
+	fs.StringVar(&g.keys, prefix+"keys", "", "the gateway's key file: {\"keys\": [{\"key\": \"…\", \"producer\": \"crawler\", \"priority\": \"high\", \"deadline\": \"5m\", \"share\": 0.5, \"client\": \"capsolver\"}]}; client: the JSON replies' shape for CapSolver's SDKs (docs/gateway.md)")
 	fs.StringVar(&g.cert, prefix+"https-cert", "", "serve HTTPS with this certificate (PEM); with --"+prefix+"https-key")
 	fs.StringVar(&g.key, prefix+"https-key", "", "private key (PEM) of --"+prefix+"https-cert")
 	fs.IntVar(&g.planThreads, prefix+"plan-threads", 0, "the plan's thread count keys' shares divide; 0: the stream's plan (captchaq server --plan-threads)")
