@@ -3,8 +3,12 @@
 // checks with the real error codes, a plan thread cap, solve-time
 // distributions, injectable faults, and counters that tests read.
 //
-// It speaks the dialect through package classic, as the gateway and the
-// solver's client do: the codes, the reply shapes and the in.php rule. What
+// It speaks the classic dialect through package classic and the JSON task
+// dialect (createTask, getTaskResult, getBalance, the report calls: tasks.go)
+// through package createtask, as the gateway and the solver's clients do:
+// the codes, the reply shapes and the in.php rule. Both dialects reach the
+// same captchas, bill (Stats), keys and faults: a task created by one can
+// be polled by the other. What
 // the service accepts it models on its own, deliberately: its parameter
 // and image checks (params.go) and its key format are written apart from
 // the method catalogue's Validate, so a mistake in the catalogue meets the
@@ -67,8 +71,8 @@ const (
 	Service2Captcha  = "2captcha"
 )
 
-// Server is the emulated service, an http.Handler serving /in.php and
-// /res.php. It is safe for concurrent use.
+// Server is the emulated service, an http.Handler serving /in.php,
+// /res.php and the JSON dialect's calls. It is safe for concurrent use.
 type Server struct {
 	cfg  Config
 	keys map[string]bool
