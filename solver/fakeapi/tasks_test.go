@@ -106,3 +106,36 @@ func TestTasksDialectRefusals(t *testing.T) {
 		t.Fatalf("refusals billed: %+v", s.Stats())
 	}
 }
+
+// TestTasksCallbackURL: createTask's callbackUrl gets a POST of what
+// getTaskResult answers once the task is ready, counted as a pingback.
+func TestTasksCallbackURL(t *testing.T) {
+	t.Parallel()
+	got := make(chan map[string]any, 1)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m map[string]any
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" || json.NewDecoder(r.Body).Decode(&m) != nil {
+			t.Errorf("callback: %s %s", r.Method, r.Header.Get("Content-Type"))
+		}
+		got <- m
+	}))
+	defer hook.Close()
+	s := New(Config{SolveTime: map[string]Range{KindRecaptcha: {Min: time.Millisecond, Max: time.Millisecond}}})
+	m := call(t, s, "createTask", `{"clientKey":"`+TestKey+`","callbackUrl":"`+hook.URL+`/done",
+		"task":{"type":"NoCaptchaTaskProxyless","websiteURL":"https://a.example/","websiteKey":"6Le"}}`)
+	if m["errorId"] != 0.0 {
+		t.Fatalf("createTask: %v", m)
+	}
+	select {
+	case m := <-got:
+		sol, _ := m["solution"].(map[string]any)
+		if m["status"] != "ready" || sol["gRecaptchaResponse"] == nil {
+			t.Fatalf("callback body: %v", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no callback")
+	}
+	if st := s.Stats(); st.Pingbacks != 1 || st.Submitted != 1 {
+		t.Fatalf("stats: %+v", st)
+	}
+}
