@@ -18,6 +18,9 @@ import (
 // runFakeAPI serves the emulator of the solving service until ctx is done.
 func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("fakeapi", "[flags]\n\n"+
+		"Serves the classic in.php/res.php and the JSON task dialect (POST /createTask, /getTaskResult,\n"+
+		"/getBalance, the report calls) on the same captchas, bill and faults: a providers file names\n"+
+		"it with dialect classic or tasks.\n\n"+
 		"Failure on demand: a task whose site key (sitekey, googlekey, gt or captcha_id) is\n"+
 		"  perm-fail    gets ERROR_WRONG_GOOGLEKEY from in.php, every time (dead at once, permanent)\n"+
 		"  unsolvable   gets ERROR_CAPTCHA_UNSOLVABLE from res.php, every time (retried, then dead)\n"+

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,21 +60,63 @@ func TestRunWithProviders(t *testing.T) {
  {"name": "plan", "dialect": "classic", "base_url": "`+planURL+`", "service": "captchaai", "key_env": "PLAN_KEY", "billing": {"threads": 5}, "role": "primary"},
  {"name": "spare", "dialect": "classic", "base_url": "`+spareURL+`", "service": "2captcha", "key_env": "SPARE_KEY",
   "methods": ["userrecaptcha"], "billing": {"per_1000": {"userrecaptcha": 2.99}}, "role": "fallback"}]}`), 0o600))
-	tasks := filepath.Join(dir, "tasks.jsonl")
-	var lines []string
-	for i := range 5 {
-		lines = append(lines, `{"id": "p-`+itoa(i)+`", "method": "userrecaptcha", "params": {"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": "https://shop.example/`+itoa(i)+`"}}`)
-	}
-	require.NoError(t, os.WriteFile(tasks, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+	tasks := recaptchaTasks(t, dir, "p", 5)
 	t.Setenv("PLAN_KEY", fakeapi.TestKey)
 	t.Setenv("SPARE_KEY", fakeapi.TestKey)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var out, errOut strings.Builder
-	code := realMain(ctx, []string{"run", "--providers", file, "--poll-scale", "0.01", "--json", tasks}, &out, &errOut)
-	require.Zero(t, code, errOut.String())
-	require.Equal(t, 5, strings.Count(out.String(), `"provider":"spare"`), out.String())
+	out, errOut := runProviders(t, file, tasks)
+	require.Equal(t, 5, strings.Count(out, `"provider":"spare"`), out)
 	require.Equal(t, 5, spare.Stats().Submitted)
 	require.Zero(t, plan.Stats().Submitted)
-	require.Regexp(t, `spare\s+total\s+5\s+0\s+0\.01495\n`, errOut.String(), "the spend table: 5 × 2.99/1000 = %.5f", spare.Stats().Spent)
+	require.Regexp(t, `spare\s+total\s+5\s+0\s+0\.01495\n`, errOut, "the spend table: 5 × 2.99/1000 = %.5f", spare.Stats().Spent)
+}
+
+// `run --providers` with a provider of the JSON dialect served by a
+// `captchaq fakeapi` process: every task is solved there, at the cost the
+// emulator reports, and the emulator's own bill at its exit says each was
+// paid once.
+func TestRunWithJSONProviderOnFakeAPI(t *testing.T) {
+	dir := t.TempDir()
+	api := startProc(t, nil, "fakeapi", "--addr", "127.0.0.1:0", "--addr-file", filepath.Join(dir, "addr"), "--speed", "100")
+	api.waitLine("fakeapi listening on http://", 30*time.Second)
+	addr, err := os.ReadFile(filepath.Join(dir, "addr"))
+	require.NoError(t, err)
+	keyFile := filepath.Join(dir, "key")
+	require.NoError(t, os.WriteFile(keyFile, []byte(fakeapi.TestKey+"\n"), 0o600))
+	file := filepath.Join(dir, "providers.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"providers": [
+ {"name": "fake-json", "dialect": "tasks", "base_url": "http://`+strings.TrimSpace(string(addr))+`", "key_file": "`+keyFile+`",
+  "methods": ["userrecaptcha"], "billing": {"per_1000": {"userrecaptcha": 1.0}}, "role": "primary"}]}`), 0o600))
+	tasks := recaptchaTasks(t, dir, "j", 5)
+	out, _ := runProviders(t, file, tasks)
+	require.Equal(t, 5, strings.Count(out, `"provider":"fake-json"`), out)
+	require.NoError(t, api.cmd.Process.Signal(syscall.SIGINT))
+	require.Equal(t, 0, api.wait(30*time.Second), api.output())
+	// The emulator's price is DefaultPricePer1000, 1.00 per 1000.
+	require.Contains(t, api.output(), "fakeapi: 5 captchas accepted, 0 refunded as unsolvable; 0.00500 spent")
+	require.Contains(t, api.output(), "fakeapi: no task was paid for more than once")
+}
+
+// recaptchaTasks writes a tasks file of n reCAPTCHAs, ids prefix-0, …,
+// each on a page of its own, in dir, and returns its path.
+func recaptchaTasks(t *testing.T, dir, prefix string, n int) string {
+	t.Helper()
+	var lines []string
+	for i := range n {
+		lines = append(lines, `{"id": "`+prefix+`-`+itoa(i)+`", "method": "userrecaptcha", "params": {"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": "https://shop.example/`+itoa(i)+`"}}`)
+	}
+	tasks := filepath.Join(dir, "tasks.jsonl")
+	require.NoError(t, os.WriteFile(tasks, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+	return tasks
+}
+
+// runProviders runs `captchaq run --providers file` on the tasks file
+// tasks, within two minutes, and returns its output and its log.
+func runProviders(t *testing.T, file, tasks string) (out, log string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var o, e strings.Builder
+	code := realMain(ctx, []string{"run", "--providers", file, "--poll-scale", "0.01", "--json", tasks}, &o, &e)
+	require.Zero(t, code, e.String())
+	return o.String(), e.String()
 }

@@ -50,8 +50,8 @@ type Config struct {
 	// Threads is the plan's thread cap: captchas being solved at once. Over
 	// it, in.php answers ERROR_ZERO_BALANCE (CaptchaAI's "no free threads"),
 	// or ERROR_NO_SLOT_AVAILABLE when NoSlotCode is set or the Service is
-	// 2captcha (where ERROR_ZERO_BALANCE means no money). Zero means
-	// unlimited.
+	// 2captcha (where ERROR_ZERO_BALANCE means no money); createTask
+	// answers ERROR_NO_SLOT_AVAILABLE. Zero means unlimited.
 	Threads int
 	// NoSlotCode makes a full plan answer ERROR_NO_SLOT_AVAILABLE.
 	NoSlotCode bool
@@ -108,7 +108,9 @@ type Config struct {
 	Service string
 	// NoFunds makes in.php answer ERROR_ZERO_BALANCE to every submission,
 	// as 2captcha does for an account without money. Only with
-	// Service2Captcha: on CaptchaAI that code means a full plan.
+	// Service2Captcha: on CaptchaAI that code means a full plan. createTask
+	// answers it whatever the Service: in the JSON dialect it means no
+	// money (anti-captcha.com/apidoc/errors, id 10).
 	NoFunds bool
 }
 
@@ -159,7 +161,8 @@ type Rule struct {
 // Stats are the Server's counters.
 type Stats struct {
 	// InCalls and ResCalls count requests to in.php and res.php, faults
-	// included.
+	// included: createTask counts as an in.php call, the JSON dialect's
+	// other calls as res.php calls.
 	InCalls, ResCalls int
 	// BatchCalls counts the res.php calls that asked about several captchas
 	// (action=get&ids=…), also counted in ResCalls; BatchAsked is the sum of

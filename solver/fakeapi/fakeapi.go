@@ -3,8 +3,12 @@
 // checks with the real error codes, a plan thread cap, solve-time
 // distributions, injectable faults, and counters that tests read.
 //
-// It speaks the dialect through package classic, as the gateway and the
-// solver's client do: the codes, the reply shapes and the in.php rule. What
+// It speaks the classic dialect through package classic and the JSON task
+// dialect (createTask, getTaskResult, getBalance, the report calls: tasks.go)
+// through package createtask, as the gateway and the solver's clients do:
+// the codes, the reply shapes and the in.php rule. Both dialects reach the
+// same captchas, bill (Stats), keys and faults: a task created by one can
+// be polled by the other. What
 // the service accepts it models on its own, deliberately: its parameter
 // and image checks (params.go) and its key format are written apart from
 // the method catalogue's Validate, so a mistake in the catalogue meets the
@@ -30,6 +34,7 @@ import (
 	catalogue "github.com/captchaq/captchaq/captcha" // captcha names a captcha in flight here
 
 	"github.com/captchaq/captchaq/internal/dialect/classic"
+	"github.com/captchaq/captchaq/internal/dialect/createtask"
 )
 
 // TestKey is a valid key of every Server whose Config.Keys is empty. It is
@@ -66,8 +71,8 @@ const (
 	Service2Captcha  = "2captcha"
 )
 
-// Server is the emulated service, an http.Handler serving /in.php and
-// /res.php. It is safe for concurrent use.
+// Server is the emulated service, an http.Handler serving /in.php,
+// /res.php and the JSON dialect's calls. It is safe for concurrent use.
 type Server struct {
 	cfg  Config
 	keys map[string]bool
@@ -102,6 +107,7 @@ type captcha struct {
 	reported  bool
 	price     float64 // what its acceptance cost
 	task      string  // TaskKey
+	from      string  // the address it was submitted from (getTaskResult's ip)
 }
 
 // New returns a Server for cfg.
@@ -151,11 +157,18 @@ func (s *Server) SetFaults(f Faults) {
 }
 
 // ServeHTTP serves /in.php and /res.php (GET and POST, form and multipart,
-// json=0 and json=1); other paths are 404.
+// json=0 and json=1) and the JSON dialect's calls (createtask.IsPath,
+// POST); other paths are 404.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := strings.TrimPrefix(r.URL.Path, "/")
-	if op != classic.SubmitPath && op != classic.ResultPath {
+	tasks := createtask.IsPath(op)
+	if op != classic.SubmitPath && op != classic.ResultPath && !tasks {
 		http.NotFound(w, r)
+		return
+	}
+	if tasks && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
@@ -163,10 +176,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	if s.fault(w, r, op == classic.SubmitPath || op == createtask.PathCreateTask) {
+		return
+	}
+	if tasks {
+		s.serveTasks(w, r, op)
+		return
+	}
 	form, file, fileName, perr := parseRequest(w, r)
-
-	s.mu.Lock()
+	jsonOut := form.get("json") == "1"
+	if perr != nil {
+		s.reply(w, jsonOut, "", classic.CodeUpload, nil, "")
+		return
+	}
+	if code := s.checkKey(form.get("key")); code != "" {
+		s.reply(w, jsonOut, "", code, nil, "")
+		return
+	}
 	if op == classic.SubmitPath {
+		s.submit(w, jsonOut, form, file, fileName)
+		return
+	}
+	s.result(w, jsonOut, form)
+}
+
+// fault counts a call (a submission when submit, else a poll or another
+// call) and answers it with the fault injected now, if any, reporting
+// whether it did: the same for both dialects.
+func (s *Server) fault(w http.ResponseWriter, r *http.Request, submit bool) bool {
+	s.mu.Lock()
+	if submit {
 		s.stats.InCalls++
 	} else {
 		s.stats.ResCalls++
@@ -192,7 +231,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		case <-r.Context().Done():
 			t.Stop()
-			return
+			return true
 		}
 	}
 	switch fault {
@@ -201,33 +240,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		w.WriteHeader(http.StatusInternalServerError)
 		io.WriteString(w, "<html><head><title>500 Internal Server Error</title></head><body><center><h1>500 Internal Server Error</h1></center><hr><center>nginx</center></body></html>\n")
-		return
 	case "html":
 		s.count(CodeHTML)
 		w.Header().Set("Content-Type", "text/html")
 		io.WriteString(w, "<!DOCTYPE html><html><head><title>Just a moment...</title></head><body>Checking your browser</body></html>\n")
-		return
 	case "garbage":
 		s.count(CodeGarbage)
 		w.Header().Set("Content-Type", "text/plain")
 		io.WriteString(w, "{\"status\":1,\"requ\x00\xff")
-		return
+	default:
+		return false
 	}
-
-	jsonOut := form.get("json") == "1"
-	if perr != nil {
-		s.reply(w, jsonOut, "", classic.CodeUpload, nil, "")
-		return
-	}
-	if code := s.checkKey(form.get("key")); code != "" {
-		s.reply(w, jsonOut, "", code, nil, "")
-		return
-	}
-	if op == classic.SubmitPath {
-		s.submit(w, jsonOut, form, file, fileName)
-		return
-	}
-	s.result(w, jsonOut, form)
+	return true
 }
 
 // Pseudo-codes counted in Stats.Codes for injected faults that carry no API

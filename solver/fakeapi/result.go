@@ -45,45 +45,69 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 		s.reply(w, jsonOut, "", classic.CodeWrongIDFormat, nil, "")
 		return
 	}
+	if action != classic.ActionGet {
+		code := s.report(id, action == classic.ActionReportGood)
+		if code == classic.CodeReportRecorded {
+			classic.WriteBare(w, jsonOut, code) // bare, as the service sends it
+			return
+		}
+		s.reply(w, jsonOut, "", code, nil, "")
+		return
+	}
+	c, state := s.poll(id)
+	if state != "" {
+		s.reply(w, jsonOut, "", state, nil, "")
+		return
+	}
+	s.reply(w, jsonOut, c.kind, c.code, c.answer, c.userAgent)
+}
+
+// poll is a poll of captcha id, by either dialect: the captcha once its
+// solve time has passed (its answer, or its code, picked up), else
+// CAPCHA_NOT_READY or, for an id the service does not know,
+// ERROR_WRONG_CAPTCHA_ID.
+func (s *Server) poll(id string) (*captcha, string) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	now := s.now()
 	s.sweep()
 	c, ok := s.captchas[id]
-	if action == classic.ActionGet && ok {
-		s.stats.ResCallsPerCaptcha[id]++
-		s.stats.MaxResCallsPerCaptcha = max(s.stats.MaxResCallsPerCaptcha, s.stats.ResCallsPerCaptcha[id])
+	if !ok {
+		return nil, classic.CodeWrongCaptchaID
 	}
+	s.stats.ResCallsPerCaptcha[id]++
+	s.stats.MaxResCallsPerCaptcha = max(s.stats.MaxResCallsPerCaptcha, s.stats.ResCallsPerCaptcha[id])
+	if now.Before(c.readyAt) {
+		return c, classic.CodeNotReady
+	}
+	s.pickup(c, now)
+	return c, ""
+}
+
+// report records a report on captcha id's answer, by either dialect:
+// OK_REPORT_RECORDED, or the code refusing it (an unknown id, a captcha
+// not answered yet or without an answer, a second report).
+func (s *Server) report(id string, good bool) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	s.sweep()
+	c, ok := s.captchas[id]
 	switch {
 	case !ok:
-		s.mu.Unlock()
-		s.reply(w, jsonOut, "", classic.CodeWrongCaptchaID, nil, "")
-	case action != classic.ActionGet:
-		if c.code != "" || now.Before(c.readyAt) {
-			s.mu.Unlock()
-			s.reply(w, jsonOut, "", classic.CodeReportNotRecorded, nil, "")
-			return
-		}
-		if c.reported {
-			s.mu.Unlock()
-			s.reply(w, jsonOut, "", classic.CodeDuplicateReport, nil, "")
-			return
-		}
-		c.reported = true
-		if action == classic.ActionReportGood {
-			s.stats.ReportsGood++
-		} else {
-			s.stats.ReportsBad++
-		}
-		s.mu.Unlock()
-		classic.WriteBare(w, jsonOut, classic.CodeReportRecorded) // bare, as the service sends it
-	case now.Before(c.readyAt):
-		s.mu.Unlock()
-		s.reply(w, jsonOut, "", classic.CodeNotReady, nil, "")
-	default:
-		s.pickup(c, now)
-		s.mu.Unlock()
-		s.reply(w, jsonOut, c.kind, c.code, c.answer, c.userAgent)
+		return classic.CodeWrongCaptchaID
+	case c.code != "" || now.Before(c.readyAt):
+		return classic.CodeReportNotRecorded
+	case c.reported:
+		return classic.CodeDuplicateReport
 	}
+	c.reported = true
+	if good {
+		s.stats.ReportsGood++
+	} else {
+		s.stats.ReportsBad++
+	}
+	return classic.CodeReportRecorded
 }
 
 // pickup records the first time res.php returned c's answer or error code.
