@@ -47,12 +47,8 @@ func (d *deadFilterFlags) filter() (stream.DeadFilter, error) {
 	if f.Reason != "" && !f.Reason.Valid() {
 		return f, usageError("--reason %q: want one of %v", d.reason, retry.Reasons)
 	}
-	if d.method != "" && !slices.Contains(solver.Methods(), d.method) {
-		near := ""
-		if m := solver.NearMethod(d.method); m != "" {
-			near = " (did you mean " + m + "?)"
-		}
-		return f, usageError("--method %q: not a method captchaq solves%s; want one of %s", d.method, near, strings.Join(solver.Methods(), ", "))
+	if err := checkMethodFilter(d.method); err != nil {
+		return f, err
 	}
 	if d.since < 0 {
 		return f, usageError("--since %s: want a positive duration", d.since)
@@ -61,6 +57,19 @@ func (d *deadFilterFlags) filter() (stream.DeadFilter, error) {
 		f.Since = time.Now().Add(-d.since)
 	}
 	return f, nil
+}
+
+// checkMethodFilter refuses a --method filter that can match nothing: a
+// method captchaq does not solve, naming the nearest one and all of them.
+func checkMethodFilter(method string) error {
+	if method == "" || slices.Contains(solver.Methods(), method) {
+		return nil
+	}
+	near := ""
+	if m := solver.NearMethod(method); m != "" {
+		near = " (did you mean " + m + "?)"
+	}
+	return usageError("--method %q: not a method captchaq solves%s; want one of %s", method, near, strings.Join(solver.Methods(), ", "))
 }
 
 func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
