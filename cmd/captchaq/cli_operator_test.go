@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,21 +154,27 @@ func startWorker(t *testing.T, ctx context.Context, natsURL, emu string) {
 }
 
 // startWorkerWith runs a worker of cfg in this process against the
-// emulator, polling a thousand times as often as the service asks.
-func startWorkerWith(t *testing.T, ctx context.Context, natsURL, emu string, cfg stream.WorkerConfig) {
+// emulator (cfg.Solver, when not set: one polling a thousand times as often
+// as the service asks). The function it returns stops the worker and
+// returns what Run returned; the test's end does too.
+func startWorkerWith(t *testing.T, ctx context.Context, natsURL, emu string, cfg stream.WorkerConfig) func() error {
 	t.Helper()
 	nc, err := nats.Connect(natsURL)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	cfg.Solver, err = solver.NewClient(solver.Config{BaseURL: emu, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.001}})
-	require.NoError(t, err)
+	if cfg.Solver == nil {
+		cfg.Solver, err = solver.NewClient(solver.Config{BaseURL: emu, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.001}})
+		require.NoError(t, err)
+	}
 	cfg.IdleCheck = 50 * time.Millisecond
 	w, err := stream.NewWorker(ctx, nc, cfg)
 	require.NoError(t, err)
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	stopped := sync.OnceValue(func() error { stop(); return <-done })
+	t.Cleanup(func() { _ = stopped() })
+	return stopped
 }
 
 // captchaqEnv is captchaq with more environment.

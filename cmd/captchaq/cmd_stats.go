@@ -114,16 +114,12 @@ func printStats(w io.Writer, st stream.Stats) {
 	}
 	printStore(tw, st.Store)
 	fmt.Fprintf(tw, "waiting to retry: %d (held for a later delivery, at no worker)\n", st.Retrying)
-	fmt.Fprintf(tw, "workers alive: %d", len(st.Workers))
-	threads, inUse := 0, 0
-	for _, x := range st.Workers {
-		if !x.Stopped {
-			threads += x.Threads
-			inUse += x.InUse
-		}
+	fmt.Fprintf(tw, "workers alive: %d", st.WorkersAlive)
+	if st.WorkersAlive > 0 {
+		fmt.Fprintf(tw, ", %d of %d threads in use", st.ThreadsInUse, st.Threads)
 	}
-	if len(st.Workers) > 0 {
-		fmt.Fprintf(tw, ", %d of %d threads in use", inUse, threads)
+	if stopped := len(st.Workers) - st.WorkersAlive; stopped > 0 {
+		fmt.Fprintf(tw, " (%d stopped in the last %s)", stopped, stream.HeartbeatTTL)
 	}
 	fmt.Fprintln(tw)
 	for _, x := range st.Workers {

@@ -264,13 +264,14 @@ func printWorkers(w io.Writer, ws []stream.WorkerInfo) {
 	fmt.Fprintln(tw, "WORKER\tHOST\tPID\tTHREADS\tIN USE\tUP\tLAST SEEN\tSTATE")
 	now := time.Now()
 	for _, x := range ws {
-		state := "running"
+		state, inUse := "running", fmt.Sprint(x.InUse)
 		if x.Stopped {
-			state = "stopped"
+			// Its last threads may still be finishing: none takes a task.
+			state, inUse = "stopped", "-"
 		} else if s := x.ServiceState(); s != "" {
 			state = "running; " + s
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s ago\t%s\n", x.Name, orDash(x.Host), x.PID, x.Threads, x.InUse,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s ago\t%s\n", x.Name, orDash(x.Host), x.PID, x.Threads, inUse,
 			age(x.At.Sub(x.Started)), age(max(now.Sub(x.At), time.Millisecond)), state)
 	}
 	_ = tw.Flush()
