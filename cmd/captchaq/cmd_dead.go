@@ -14,8 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/retry"
-	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -62,14 +62,10 @@ func (d *deadFilterFlags) filter() (stream.DeadFilter, error) {
 // checkMethodFilter refuses a --method filter that can match nothing: a
 // method captchaq does not solve, naming the nearest one and all of them.
 func checkMethodFilter(method string) error {
-	if method == "" || slices.Contains(solver.Methods(), method) {
-		return nil
+	if why := captcha.NotAMethod(method); method != "" && why != "" {
+		return usageError("--method %q: %s", method, why)
 	}
-	near := ""
-	if m := solver.NearMethod(method); m != "" {
-		near = " (did you mean " + m + "?)"
-	}
-	return usageError("--method %q: not a method captchaq solves%s; want one of %s", method, near, strings.Join(solver.Methods(), ", "))
+	return nil
 }
 
 func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
