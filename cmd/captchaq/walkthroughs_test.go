@@ -18,6 +18,7 @@ var walkthroughs = map[string]string{
 	"README.md":            "TestREADMEShellBlocks",
 	"docs/across-sites.md": "TestAcrossSitesRunsAsWritten",
 	"docs/dashboard.md":    "TestDashboardWalkthroughRunsAsWritten",
+	"docs/gateway.md":      "TestGatewayWalkthroughRunsAsWritten",
 	"docs/security.md":     "TestSecurityBlockEndsWhenTheServerCannotStart",
 }
 
