@@ -17,6 +17,7 @@ import (
 var walkthroughs = map[string]string{
 	"README.md":            "TestREADMEShellBlocks",
 	"docs/across-sites.md": "TestAcrossSitesRunsAsWritten",
+	"docs/cluster.md":      "TestClusterWalkthroughRunsAsWritten",
 	"docs/dashboard.md":    "TestDashboardWalkthroughRunsAsWritten",
 	"docs/gateway.md":      "TestGatewayWalkthroughRunsAsWritten",
 	"docs/security.md":     "TestSecurityBlockEndsWhenTheServerCannotStart",
