@@ -19,6 +19,20 @@ const (
 	KindBLS         = "bls"                  // bls
 )
 
+// The methods' names, as the service's in.php takes them (each entry's
+// Name): code that names a method uses these, so that a method's name is
+// written here only (TestMethodNamesLiveHere).
+const (
+	MethodReCaptcha  = "userrecaptcha"
+	MethodTurnstile  = "turnstile"
+	MethodGeeTest    = "geetest"
+	MethodHCaptcha   = "hcaptcha"
+	MethodCloudflare = "cloudflare_challenge"
+	MethodPost       = "post"
+	MethodBase64     = "base64"
+	MethodBLS        = "bls"
+)
+
 // Where the timings come from:
 //
 //   - 2captcha.com/api-docs/limits: "After uploading a captcha wait at least
@@ -48,7 +62,7 @@ var imageKinds = []Kind{
 // lists their kinds.
 var catalogue = []Method{
 	{
-		Name: "userrecaptcha",
+		Name: MethodReCaptcha,
 		Kinds: []Kind{
 			// 15 s: the example (recaptcha-v2) sleeps 15, within 2captcha's
 			// 10–20 for reCAPTCHA. 180 s: captchaq's own choice, longer than
@@ -81,7 +95,7 @@ var catalogue = []Method{
 		},
 	},
 	{
-		Name: "turnstile",
+		Name: MethodTurnstile,
 		Kinds: []Kind{
 			// 5 s: 2captcha's "at least 5 seconds", captchaq's choice for
 			// solves of a few seconds (the example sleeps 15). 120 s: the
@@ -107,7 +121,7 @@ var catalogue = []Method{
 	// articles/how-to-solve-geetest-v3-using-api/ and
 	// articles/how-to-solve-geetest-v4-using-api/.
 	{
-		Name: "geetest",
+		Name: MethodGeeTest,
 		Kinds: []Kind{
 			// 15 s and 120 s: the examples (geetest-v3, geetest-v4). The
 			// answer is an object, which a batch reply does not carry.
@@ -134,7 +148,7 @@ var catalogue = []Method{
 	},
 	// CaptchaAI-Examples, articles/how-to-solve-hcaptcha-using-api/.
 	{
-		Name: "hcaptcha",
+		Name: MethodHCaptcha,
 		Kinds: []Kind{
 			// 15 s and 120 s: the example.
 			{Name: KindHCaptcha, Lane: LaneSlow, FirstPoll: 15 * time.Second, MaxWait: 120 * time.Second},
@@ -152,7 +166,7 @@ var catalogue = []Method{
 	// proxytype are required: CaptchaAI-Examples,
 	// articles/how-to-solve-cloudflare-challenge-using-api/.
 	{
-		Name: "cloudflare_challenge",
+		Name: MethodCloudflare,
 		Kinds: []Kind{
 			// 20 s and 120 s: the example. The cookie is bound to the user
 			// agent, which a batch reply does not carry.
@@ -174,7 +188,7 @@ var catalogue = []Method{
 	// CaptchaAI's grid example sends it, as body (base64, sent as a form):
 	// CaptchaAI-Examples, articles/how-to-solve-grid-image-captcha-automatically/.
 	{
-		Name:          "post",
+		Name:          MethodPost,
 		Kinds:         imageKinds,
 		TokenLifetime: 300 * time.Second, // captchaq's choice: a text does not expire
 		Answer:        AnswerText,
@@ -195,7 +209,7 @@ var catalogue = []Method{
 		},
 	},
 	{
-		Name:          "base64",
+		Name:          MethodBase64,
 		Kinds:         imageKinds,
 		TokenLifetime: 300 * time.Second, // captchaq's choice: a text does not expire
 		Answer:        AnswerText,
@@ -207,7 +221,7 @@ var catalogue = []Method{
 	// CaptchaAI-Examples, articles/how-to-solve-bls-captcha-step-by-step/
 	// README.md: body and textinstructions, both required.
 	{
-		Name: "bls",
+		Name: MethodBLS,
 		Kinds: []Kind{
 			// 15 s and 120 s: the example.
 			{Name: KindBLS, Lane: LaneFast, FirstPoll: 15 * time.Second, MaxWait: 120 * time.Second,

@@ -1,5 +1,5 @@
-// Parameters the service does not know: passed through, as the service
-// ignores them, and named in a warning (with a near known name).
+// Parameters the method does not know: refused (Validate), named with a
+// near known name.
 
 package captcha
 
@@ -9,8 +9,8 @@ import (
 	"strings"
 )
 
-// UnknownParam is a parameter its method does not know: it is passed
-// through to the service, which ignores it.
+// UnknownParam is a parameter its method does not know: Validate refuses
+// it.
 type UnknownParam struct {
 	// Name is the parameter's name.
 	Name string
@@ -22,10 +22,12 @@ type UnknownParam struct {
 }
 
 // String reads like `params.googelkey: not a parameter of method
-// userrecaptcha; passed through, the service ignores it (did you mean
-// "googlekey"?)`.
-func (u UnknownParam) String() string {
-	s := "params." + u.Name + ": not a parameter of method " + u.Method + "; passed through, the service ignores it"
+// userrecaptcha (did you mean "googlekey"?)`.
+func (u UnknownParam) String() string { return "params." + u.Name + ": " + u.reason() }
+
+// reason is String without the field.
+func (u UnknownParam) reason() string {
+	s := "not a parameter of method " + u.Method
 	if u.Suggest != "" {
 		s += fmt.Sprintf(" (did you mean %q?)", u.Suggest)
 	}

@@ -69,11 +69,13 @@ var imageParams = map[string]param{
 // before anything is sent: required parameters are present, values of the
 // parameters it knows are well-formed (sizes in characters where the service
 // counts characters), and images (file for post, body for base64 and bls,
-// base64-encoded) are JPEG, PNG or GIF of at most MaxImageSize. Parameters
-// the method does not know pass, since the service ignores them;
-// UnknownParams names them for a warning. Only the names captchaq sets
-// itself (key, method, json) are refused. Producers and
-// workers share it. A failure is a *ValidationError naming the field.
+// base64-encoded) are JPEG, PNG or GIF of at most MaxImageSize. A parameter
+// the method does not know is refused, naming it and the known name it is a
+// near miss of: the service would ignore it, so a typo ("pageUrl") or a
+// parameter of another method would otherwise be dropped without a word,
+// and the names captchaq sets itself (key, method, json) would replace
+// them. Producers and workers share it. A failure is a *ValidationError
+// naming the field.
 func Validate(methodName string, params map[string]string) error {
 	m, ok := byName[methodName]
 	if !ok {
@@ -107,7 +109,8 @@ func Validate(methodName string, params map[string]string) error {
 			p, ok = commonParams[n]
 		}
 		if !ok {
-			continue // passed through, as the service ignores it: see UnknownParams
+			u := UnknownParam{Name: n, Method: methodName, Suggest: nearest(n, m.params)}
+			return &ValidationError{"params." + n, u.reason()}
 		}
 		v := params[n]
 		if p.required && strings.TrimSpace(v) == "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/captchaq/captchaq/gateway"
+	"github.com/captchaq/captchaq/internal/dialect/createtask"
 	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/streamtest"
 )
@@ -144,4 +145,63 @@ func reportCPU(b *testing.B, since time.Duration) {
 func reportP50(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+}
+
+// The JSON dialect's createTask and getTaskResult, beside in.php and
+// res.php above.
+var createBody = `{"clientKey":"` + alice.Key + `","task":{"type":"TurnstileTaskProxyless","websiteURL":"https://shop.example/checkout","websiteKey":"0x4AAAAAAABkMYinukE8nzY"}}`
+
+func postJSON(b *testing.B, c *http.Client, u, body string) string {
+	resp, err := c.Post(u, "application/json", strings.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return string(out)
+}
+
+// taskIDOf is createTask's taskId, or fails.
+func taskIDOf(b *testing.B, reply string) string {
+	var r createtask.CreateTaskResponse
+	if err := createtask.Decode([]byte(reply), &r); err != nil || r.TaskID == 0 {
+		b.Fatal(reply)
+	}
+	return r.TaskID.String()
+}
+
+func BenchmarkSubmitGatewayJSON(b *testing.B) {
+	_, base, c := benchSetup(b, streamtest.WithWorkers(0))
+	b.ReportAllocs()
+	cpu := cpuTime()
+	for b.Loop() {
+		taskIDOf(b, postJSON(b, c, base+"/createTask", createBody))
+	}
+	reportCPU(b, cpu)
+}
+
+func BenchmarkSolveGatewayJSON(b *testing.B) {
+	_, base, c := benchSetup(b)
+	var lat []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		id := taskIDOf(b, postJSON(b, c, base+"/createTask", createBody))
+		poll := `{"clientKey":"` + alice.Key + `","taskId":` + id + `}`
+		var out string
+		for {
+			out = postJSON(b, c, base+"/getTaskResult", poll)
+			if !strings.Contains(out, `"status":"processing"`) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if !strings.Contains(out, `"status":"ready"`) {
+			b.Fatal(out)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	reportP50(b, lat)
 }

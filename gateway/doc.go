@@ -1,7 +1,12 @@
-// Package gateway serves the solving service's own HTTP API (in.php and
-// res.php, the CaptchaAI and 2captcha dialect) in front of captchaq, so that
-// a script or SDK written for the service becomes a captchaq producer by
-// changing its base URL and its key.
+// Package gateway serves the solving services' own HTTP APIs in front of
+// captchaq, so that a script or SDK written for a service becomes a
+// captchaq producer by changing its base URL and its key: in.php and
+// res.php (the CaptchaAI and 2captcha dialect, package classic), and the
+// JSON task dialect of Anti-Captcha, CapMonster Cloud, CapSolver and
+// 2captcha's API v2 (createTask, getTaskResult, …: package createtask).
+// Both go through the same admission, keys, limits, submission (enqueue),
+// task state and reports; a task created in one dialect answers in the
+// other too.
 //
 // The gateway is a producer like any other: it holds producer credentials,
 // submits with stream.Client (one per gateway key, named after the key's

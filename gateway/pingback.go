@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -56,28 +58,36 @@ func (p Pingback) withDefaults() Pingback {
 	return p
 }
 
-// sendPingback calls back target for task num with its answer a, retrying
+// sendPingback calls back cb for task num with its answer a, retrying
 // with backoff until a 2xx reply, the attempts run out or the gateway
 // closes. Logs name the URL's host only.
-func (g *Gateway) sendPingback(num, target string, a answer) {
+//
+// A JSON dialect's callbackUrl gets a POST whose body is what
+// getTaskResult answers for the task then (body): Anti-Captcha's createTask
+// names callbackUrl (anti-captcha.com/apidoc/methods/createTask) without
+// publishing its call's shape in the pages captchaq's sources hold, so the
+// body is captchaq's choice, the reply a JSON client already reads.
+func (g *Gateway) sendPingback(num string, cb callback, a answer, body []byte) {
 	defer g.pingwait.Done()
-	code := a.code
-	if code == "" {
-		code = a.plain
-	}
-	u, err := url.Parse(target)
+	u, err := url.Parse(cb.url)
 	if err != nil {
 		return
 	}
-	q := u.Query()
-	q.Set("id", num)
-	q.Set("code", code)
-	u.RawQuery = q.Encode()
+	if !cb.json {
+		code := a.code
+		if code == "" {
+			code = a.plain
+		}
+		q := u.Query()
+		q.Set("id", num)
+		q.Set("code", code)
+		u.RawQuery = q.Encode()
+	}
 	p := g.cfg.Pingback
 	pause := p.Backoff
 	log := g.log.With(slog.String("host", u.Hostname()), slog.String("id", num))
 	for attempt := 1; ; attempt++ {
-		status, err := g.call(u.String())
+		status, err := g.call(u.String(), body)
 		if err == nil && status/100 == 2 {
 			return
 		}
@@ -94,12 +104,21 @@ func (g *Gateway) sendPingback(num, target string, a answer) {
 	}
 }
 
-func (g *Gateway) call(target string) (int, error) {
+// call makes one callback: a GET of target, or a POST of body as JSON
+// when there is one.
+func (g *Gateway) call(target string, body []byte) (int, error) {
 	ctx, cancel := context.WithTimeout(g.ctx, g.cfg.Pingback.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	method, rd := http.MethodGet, io.Reader(nil)
+	if body != nil {
+		method, rd = http.MethodPost, bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
 		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := g.pingClient.Do(req)
 	if err != nil {

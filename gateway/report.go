@@ -159,19 +159,28 @@ func report(ctx context.Context, c *stream.Client, r Reporter, data []byte, log 
 // solved, is reported by a worker (ServeReports) and its answer is the
 // service's: OK_REPORT_RECORDED, or its code.
 func (g *Gateway) forwardReport(ctx context.Context, c *caller, num string, good bool, rep replier) {
+	code, text := g.report(ctx, c, num, good)
+	if code == solver.CodeReportRecorded {
+		rep.bare(code)
+		return
+	}
+	rep.code(code, text)
+}
+
+// report has caller c's task num reported as good or bad by a worker
+// (ServeReports), for both dialects, and returns the service's answer:
+// OK_REPORT_RECORDED, or the code (and text) of why not.
+func (g *Gateway) report(ctx context.Context, c *caller, num string, good bool) (code, text string) {
 	a := g.state(ctx, c, num)
 	switch a.code {
 	case "":
 	case classic.CodeWrongCaptchaID, classic.CodeWrongIDFormat, classic.CodeServerError:
-		rep.code(a.code, a.text) // not the caller's, or not readable now
-		return
+		return a.code, a.text // not the caller's, or not readable now
 	default:
-		rep.code(classic.CodeReportNotRecorded, "the task has no answer to report: "+a.code)
-		return
+		return classic.CodeReportNotRecorded, "the task has no answer to report: " + a.code
 	}
 	if a.captchaID == "" {
-		rep.code(classic.CodeReportNotRecorded, "the task's outcome names no captcha of the service's")
-		return
+		return classic.CodeReportNotRecorded, "the task's outcome names no captcha of the service's"
 	}
 	b, _ := json.Marshal(reportRequest{Task: taskID(c.Producer, num), CaptchaID: a.captchaID, Good: good, Gen: a.gen})
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout+5*time.Second)
@@ -179,19 +188,13 @@ func (g *Gateway) forwardReport(ctx context.Context, c *caller, num string, good
 	m, err := g.cfg.Conn.RequestWithContext(rctx, ReportSubject, b)
 	if err != nil {
 		if !errors.Is(err, nats.ErrNoResponders) {
-			g.log.Warn("res.php: report", slog.String("producer", c.Producer), slog.Any("error", err))
+			g.log.Warn("report", slog.String("producer", c.Producer), slog.Any("error", err))
 		}
-		rep.code(classic.CodeReportNotRecorded, "no worker took the report: retry, or the operator reports with `captchaq report good|bad TASK_ID`")
-		return
+		return classic.CodeReportNotRecorded, "no worker took the report: retry, or the operator reports with `captchaq report good|bad TASK_ID`"
 	}
 	var rr reportReply
 	if err := json.Unmarshal(m.Data, &rr); err != nil || rr.Code == "" {
-		rep.code(classic.CodeReportNotRecorded, "a worker's answer could not be read")
-		return
+		return classic.CodeReportNotRecorded, "a worker's answer could not be read"
 	}
-	if rr.Code == solver.CodeReportRecorded {
-		rep.bare(rr.Code)
-		return
-	}
-	rep.code(rr.Code, rr.Text)
+	return rr.Code, rr.Text
 }

@@ -29,12 +29,17 @@ type answer struct {
 	uaField    string          // useragent or user_agent
 	captchaID  string          // the service's id of the answer
 	gen        uint64          // the generation answered, when the gateway knows it
+	method     string          // the task's method, when the answer is the outcome's
+	attempts   int             // the attempts the task took
+	created    time.Time       // when the gateway submitted it, when it knows
+	from       string          // the address it was submitted from, when the gateway knows
+	ended      time.Time       // when it was solved, when it was
 }
 
 const notReady = classic.CodeNotReady // spelled as the service spells it
 
 // result serves res.php: action=get (id, or ids for several),
-// getbalance, reportgood and reportbad.
+// getbalance, threadsinfo, reportgood and reportbad.
 func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
 	if !c.polls.Allow(g.cfg.Now()) {
 		rep.code(classic.CodeTooManyPolls, "more than the allowed res.php requests within the window: poll less often")
@@ -56,12 +61,14 @@ func (g *Gateway) result(ctx context.Context, c *caller, f form, rep replier) {
 		rep.ok(a.value, a.ua, a.uaField)
 	case classic.ActionGetBalance:
 		rep.bare(strconv.Itoa(g.balance(c)))
+	case classic.ActionThreadsInfo:
+		classic.WriteThreadsInfo(rep.w, rep.json, g.threadsInfo(c))
 	case classic.ActionReportGood, classic.ActionReportBad:
 		// The gateway holds no key of the service's: a worker reports
 		// (ServeReports).
 		g.forwardReport(ctx, c, f["id"], f["action"] == classic.ActionReportGood, rep)
 	default:
-		rep.code(classic.CodeBadParameters, "action: want get, getbalance, reportgood or reportbad")
+		rep.code(classic.CodeBadParameters, "action: want get, getbalance, threadsinfo, reportgood or reportbad")
 	}
 }
 
@@ -105,8 +112,10 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 		method      string
 	)
 	var gen uint64
+	var created time.Time
+	var from string
 	if e != nil {
-		known, done, out, method, gen = true, e.done, e.out, e.method, e.gen
+		known, done, out, method, gen, created, from = true, e.done, e.out, e.method, e.gen, e.sent, e.from
 	}
 	past, forgot := g.past[id]
 	g.mu.Unlock()
@@ -115,7 +124,7 @@ func (g *Gateway) state(ctx context.Context, c *caller, num string) answer {
 		return answer{code: notReady}
 	case known:
 		a := g.answerOf(out, method, now)
-		a.gen = gen
+		a.gen, a.created, a.from = gen, created, from
 		return a
 	}
 	// Not in memory (forgotten, or submitted before a restart): the
@@ -207,7 +216,7 @@ func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) ans
 		case !aboutTheCaptcha(code):
 			code = classic.CodeCaptchaUnsolvable
 		}
-		return answer{code: code, text: strings.TrimSpace(out.Error + ": " + out.Detail)}
+		return answer{code: code, text: strings.TrimSpace(out.Error + ": " + out.Detail), attempts: out.Attempts}
 	}
 	if len(out.Solution) == 0 || !now.Before(out.ExpiresAt) {
 		return answer{code: classic.CodeCaptchaUnsolvable, text: "solved, but the token expired before it was read: submit again"}
@@ -218,7 +227,8 @@ func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) ans
 	// The user agent goes in the field the method's answers name it in
 	// (captcha.UserAgentField), Turnstile's useragent where none is named.
 	uaField := cmp.Or(captcha.UserAgentField(method), "useragent")
-	return answer{value: out.Solution, plain: out.Text(), ua: out.UserAgent, uaField: uaField, captchaID: out.CaptchaID}
+	return answer{value: out.Solution, plain: out.Text(), ua: out.UserAgent, uaField: uaField, captchaID: out.CaptchaID,
+		method: method, attempts: out.Attempts, ended: out.SolvedAt}
 }
 
 // aboutTheCaptcha reports whether a dead task's last code is the service's
@@ -257,6 +267,20 @@ func (g *Gateway) balance(c *caller) int {
 		return g.threads
 	}
 	return 100
+}
+
+// threadsInfo answers threadsinfo for c: its share of the plan as threads
+// (the plan's thread count for a key without a share, 100 when no plan is
+// set, as balance counts), the threads its unfinished tasks hold, and those
+// free.
+func (g *Gateway) threadsInfo(c *caller) classic.ThreadsInfo {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	threads := g.slots(c)
+	if threads == 0 {
+		threads = cmp.Or(g.threads, 100)
+	}
+	return classic.ThreadsInfo{Threads: threads, WorkingThreads: c.inFlight, FreeThreads: max(0, threads-c.inFlight)}
 }
 
 func jsonString(s string) json.RawMessage {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/big"
 	"mime"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,13 +18,15 @@ import (
 
 	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/internal/dialect/classic"
+	"github.com/captchaq/captchaq/internal/dialect/createtask"
 )
 
-// ServeHTTP serves /in.php and /res.php, GET and POST; anything else is
-// 404.
+// ServeHTTP serves /in.php and /res.php, GET and POST, and the JSON
+// dialect's calls (createtask.IsPath), POST; anything else is 404.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
-	if op != classic.SubmitPath && op != classic.ResultPath {
+	jsonOp := createtask.IsPath(op)
+	if op != classic.SubmitPath && op != classic.ResultPath && !jsonOp {
 		http.NotFound(w, r)
 		return
 	}
@@ -37,17 +40,21 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	if jsonOp && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "method not allowed: the JSON dialect's calls are POSTs of a JSON object", http.StatusMethodNotAllowed)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, POST")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	// What a request may cost is bounded before its key is known: an
-	// address's ban, the key in the query before the body is read; a
-	// request whose key is not in the query counts against its address's
-	// requests and waits for a turn to read its body. A known key's
-	// requests are bounded by the key's own limits instead.
 	now, addr := g.cfg.Now(), clientAddr(r)
+	if jsonOp {
+		g.serveJSON(w, r, op, addr, now)
+		return
+	}
 	q := queryForm(r)
 	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct == "application/json" && r.Method == http.MethodPost && q["json"] == "" {
 		// A caller that posts JSON reads JSON (its json=1 is in the
@@ -58,52 +65,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, q, op, classic.CodeIPBanned)
 		return
 	}
-	known := func(key string) bool {
-		if key == "" || g.callers[sha256.Sum256([]byte(key))] == nil {
-			g.admit.badKey(addr, now)
-			return false
-		}
-		return true
-	}
-	switch {
-	case q["key"] != "" && !known(q["key"]):
+	known, release, refusal := g.admitRequest(r, addr, now, q["key"])
+	defer release()
+	switch refusal {
+	case refusedKey:
 		unread(w)
 		newReplier(w, q).code(classic.CodeKeyDoesNotExist, "no such gateway key")
 		return
-	case q["key"] == "":
-		enter, ok := g.admit.enter(addr)
-		if !ok {
-			g.refuse(w, q, op, "busy")
-			return
-		}
-		// Once the key in the body is known, the key's limits bound the
-		// request, as they bound one with its key in the query: it leaves
-		// its address's count then.
-		var once sync.Once
-		leave := func() { once.Do(enter) }
-		defer leave()
-		inner := known
-		known = func(key string) bool {
-			ok := inner(key)
-			if ok {
-				leave()
-			}
-			return ok
-		}
-		if r.Method == http.MethodPost && r.ContentLength != 0 {
-			done, ok := g.admit.unauthTurn(r.Context(), addr)
-			if !ok {
-				g.refuse(w, q, op, "busy")
-				return
-			}
-			defer done()
-			inner := known
-			known = func(key string) bool {
-				ok := inner(key)
-				done()
-				return ok
-			}
-		}
+	case refusedBusy:
+		g.refuse(w, q, op, "busy")
+		return
 	}
 	f, err := readForm(w, r, known)
 	rep := newReplier(w, f)
@@ -132,10 +103,88 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if op == classic.SubmitPath {
-		g.submit(r.Context(), c, f, rep)
+		g.submit(r.Context(), c, f, remoteHost(r), rep)
 		return
 	}
 	g.result(r.Context(), c, f, rep)
+}
+
+// Why admitRequest refuses a request before reading it.
+const (
+	refusedNone = iota
+	refusedKey  // the key in the query is not the gateway's
+	refusedBusy // over its address's count, or no turn to read its body
+)
+
+// admitRequest bounds what a request from addr may cost before its key is
+// known, for both dialects: a request whose key is in its query (queryKey)
+// is decided on at once; one whose key is in its body counts against its
+// address's requests and waits for a turn to read its body, and leaves
+// both once known says its key is the gateway's. It returns known (which
+// records an unknown key against addr), release (to defer) and why it
+// refused the request, if it did. A known key's requests are bounded by
+// the key's own limits instead.
+func (g *Gateway) admitRequest(r *http.Request, addr string, now time.Time, queryKey string) (known func(string) bool, release func(), refusal int) {
+	known = func(key string) bool {
+		if key == "" || g.callers[sha256.Sum256([]byte(key))] == nil {
+			g.admit.badKey(addr, now)
+			return false
+		}
+		return true
+	}
+	var releases []func()
+	release = func() {
+		for _, f := range releases {
+			f()
+		}
+	}
+	switch {
+	case queryKey != "" && !known(queryKey):
+		return known, release, refusedKey
+	case queryKey == "":
+		enter, ok := g.admit.enter(addr)
+		if !ok {
+			return known, release, refusedBusy
+		}
+		// Once the key in the body is known, the key's limits bound the
+		// request, as they bound one with its key in the query: it leaves
+		// its address's count then.
+		var once sync.Once
+		leave := func() { once.Do(enter) }
+		releases = append(releases, leave)
+		inner := known
+		known = func(key string) bool {
+			ok := inner(key)
+			if ok {
+				leave()
+			}
+			return ok
+		}
+		if r.Method == http.MethodPost && r.ContentLength != 0 {
+			done, ok := g.admit.unauthTurn(r.Context(), addr)
+			if !ok {
+				return known, release, refusedBusy
+			}
+			releases = append(releases, done)
+			inner := known
+			known = func(key string) bool {
+				ok := inner(key)
+				done()
+				return ok
+			}
+		}
+	}
+	return known, release, refusedNone
+}
+
+// remoteHost is the address a request comes from, as getTaskResult's ip
+// gives it: the connection's peer (a header anyone may send is not taken).
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // refuse answers a request the gateway does not read: from a banned

@@ -30,7 +30,7 @@ var requestFields = map[string]bool{"key": true, "method": true, "json": true, "
 
 // submit serves in.php: it submits a task for the caller and answers its
 // id, OK|<id> or {"status":1,"request":"<id>"}.
-func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
+func (g *Gateway) submit(ctx context.Context, c *caller, f form, from string, rep replier) {
 	now := g.cfg.Now()
 	if !c.submits.Allow(now) {
 		rep.code(classic.CodeMaxUserTurn, "more than the allowed in.php requests within the window: wait")
@@ -52,7 +52,7 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 		// captcha_id; @2captcha/captcha-solver geetestV4 likewise) is
 		// CaptchaAI's geetest with version=4 and the captcha_id as gt
 		// (CaptchaAI-Examples, articles/how-to-solve-geetest-v4-using-api/).
-		t.Method, t.Params["version"], t.Params["gt"] = "geetest", "4", t.Params["captcha_id"]
+		t.Method, t.Params["version"], t.Params["gt"] = captcha.MethodGeeTest, "4", t.Params["captcha_id"]
 		delete(t.Params, "captcha_id")
 	}
 	if p := f["priority"]; p != "" {
@@ -70,12 +70,44 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 		}
 		t.Deadline = now.Add(time.Duration(secs) * time.Second)
 	}
-	pingback := f["pingback"]
-	if pingback != "" {
-		u, err := url.Parse(pingback)
+	num, code, text := g.enqueue(ctx, c, submission{task: t, callback: callback{url: f["pingback"], field: "pingback"}, from: from, draw: newNumber})
+	if code != "" {
+		rep.code(code, text)
+		return
+	}
+	rep.ok(jsonString(num), "", "")
+}
+
+// callback is where a caller asked to be called back when its task is
+// done, and in which dialect: the classic pingback (a GET with id and code)
+// or the JSON dialect's callbackUrl (a POST of getTaskResult's reply).
+type callback struct {
+	url   string
+	field string // the request field that named it: pingback or callbackUrl
+	json  bool
+}
+
+// submission is a task a caller asks for, in either dialect: the task, its
+// callback, the address it came from (the JSON dialect's ip) and how its
+// caller-facing id is drawn.
+type submission struct {
+	task     stream.Task
+	callback callback
+	from     string
+	draw     func() string
+}
+
+// enqueue submits s's task for caller c, whose rate limit the caller
+// checked, under an id s.draw makes, and returns that id; or, when the task
+// is not taken, the in.php code (and its text) saying why. Both dialects
+// submit through it, so the key's share, the callback's address rules, the
+// catalogue's checks and the queue's refusals are one.
+func (g *Gateway) enqueue(ctx context.Context, c *caller, s submission) (num, code, text string) {
+	now, t, cb := g.cfg.Now(), s.task, s.callback
+	if cb.url != "" {
+		u, err := url.Parse(cb.url)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			rep.code(classic.CodeBadParameters, "pingback: want an http or https URL")
-			return
+			return "", classic.CodeBadParameters, cb.field + ": want an http or https URL"
 		}
 		// Refused here, not at callback time: the caller learns it with
 		// the id it would otherwise wait on. The services publish no code
@@ -87,34 +119,30 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 		err = g.guard.check(cctx, u)
 		cancel()
 		if err != nil {
-			rep.code(classic.CodeBadParameters, "pingback: "+err.Error())
-			return
+			return "", classic.CodeBadParameters, cb.field + ": " + err.Error()
 		}
 	}
 	if err := captcha.Validate(t.Method, t.Params); err != nil {
 		code, text := validationCode(err)
-		rep.code(code, text)
-		return
+		return "", code, text
 	}
 
 	if g.cfg.Conn.Status() != nats.CONNECTED {
 		// Published now, the task would wait in the client's reconnect
 		// buffer and be enqueued when the connection comes back, after
 		// the caller was told it was not: refuse it at once instead.
-		rep.code(classic.CodeServerError, "the queue is out of reach: retry")
-		return
+		return "", classic.CodeServerError, "the queue is out of reach: retry"
 	}
 	g.mu.Lock()
 	if slots := g.slots(c); slots > 0 && c.inFlight >= slots {
 		g.mu.Unlock()
-		rep.code(classic.CodeNoSlotAvailable, "this key's share of the plan is in use: retry later")
-		return
+		return "", classic.CodeNoSlotAvailable, "this key's share of the plan is in use: retry later"
 	}
 	// The entry goes in before the task does: its outcome may come before
 	// Submit returns.
 	var e *entry
 	for e == nil || g.tasks[taskID(c.Producer, e.num)] != nil {
-		e = &entry{caller: c, num: newNumber(), method: t.Method, pingback: pingback, sent: time.Now()}
+		e = &entry{caller: c, num: s.draw(), method: t.Method, callback: cb, from: s.from, sent: time.Now()}
 	}
 	t.ID = taskID(c.Producer, e.num)
 	g.tasks[t.ID] = e
@@ -145,34 +173,33 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, rep replier) {
 			// busy, retry after 5 seconds",
 			// blog.captchaai.com/captchaai-api-error-handling-decision-tree;
 			// solver/testdata/service/replies.json classes it capacity).
-			rep.code(classic.CodeNoSlotAvailable, "the queue is full: retry later")
+			return "", classic.CodeNoSlotAvailable, "the queue is full: retry later"
 		case errors.As(err, &ve):
 			code, text := validationCode(ve)
-			rep.code(code, text)
+			return "", code, text
 		case errors.Is(err, stream.ErrInvalidTask):
-			rep.code(classic.CodeBadParameters, err.Error())
+			return "", classic.CodeBadParameters, err.Error()
 		case errors.Is(err, stream.ErrNotConfirmed):
 			// The broker did not answer in time (stalled, or gone). The
 			// task carries its submit-by instant: stored later, it ends
 			// unsolved and unpaid, so the caller's retry is its only
 			// payment. Stored in time with its answer lost (which no one
-			// can tell yet), it is solved: res.php on the id says which.
-			g.log.Warn("in.php: the queue did not confirm the task in time", slog.String("producer", c.Producer),
+			// can tell yet), it is solved: a poll of the id says which.
+			g.log.Warn("submit: the queue did not confirm the task in time", slog.String("producer", c.Producer),
 				slog.String("id", e.num), slog.Any("error", err))
-			rep.code(classic.CodeServerError, "the queue did not confirm the task in time: if it stores it later, it is not solved and not paid; "+
-				"res.php with id "+e.num+" says what became of it (ERROR_WRONG_CAPTCHA_ID: never stored); retry")
+			return "", classic.CodeServerError, "the queue did not confirm the task in time: if it stores it later, it is not solved and not paid; " +
+				"a poll of id " + e.num + " says what became of it (an unknown id: never stored); retry"
 		default:
-			g.log.Warn("in.php: submit failed", slog.String("producer", c.Producer), slog.Any("error", err))
-			rep.code(classic.CodeServerError, "the queue did not take the task: retry")
+			g.log.Warn("submit failed", slog.String("producer", c.Producer), slog.Any("error", err))
+			return "", classic.CodeServerError, "the queue did not take the task: retry"
 		}
-		return
 	}
 	deadline := t.Deadline
 	if deadline.IsZero() {
 		deadline = now.Add(cmp.Or(time.Duration(c.Deadline), stream.DefaultDeadline))
 	}
 	g.gotGen(e, t.ID, r.Seq, deadline)
-	rep.ok(jsonString(e.num), "", "")
+	return e.num, "", ""
 }
 
 // submitTimeout bounds a submission: the broker's answer normally comes

@@ -7,6 +7,7 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"time"
 
@@ -19,7 +20,8 @@ type entry struct {
 	num      string // the id the caller knows
 	gen      uint64 // the generation its submission got; 0 until Submit returns
 	method   string
-	pingback string
+	callback callback
+	from     string // the caller's address
 	// sent is when it was submitted (real time: where a restarted
 	// follower starts); deadline is when the task stops being useful.
 	sent, deadline time.Time
@@ -137,9 +139,15 @@ func (g *Gateway) finishLocked(e *entry, o stream.Outcome) {
 	now := g.cfg.Now()
 	e.done, e.doneAt, e.out, e.early = true, now, o, nil
 	e.caller.inFlight--
-	if e.pingback != "" {
+	if e.callback.url != "" {
 		g.pingwait.Add(1)
-		go g.sendPingback(e.num, e.pingback, g.answerOf(o, e.method, now))
+		a := g.answerOf(o, e.method, now)
+		var body []byte
+		if e.callback.json {
+			a.created, a.from = e.sent, e.from
+			body, _ = json.Marshal(taskResult(a))
+		}
+		go g.sendPingback(e.num, e.callback, a, body)
 	}
 }
 

@@ -344,7 +344,7 @@ func parseBatch(status int, body []byte, n int, key string) ([]string, batchVerd
 		case !errors.As(err, &e) || e.Class != retry.Fatal:
 			return nil, batchFailed, err
 		case strings.HasPrefix(e.Code, "HTTP_"):
-			// A gateway refusing batch polls (401, 403, 404, …) while
+			// A gateway refusing batch polls (401, 404, …) while
 			// single polls may work: each captcha's own poll will tell.
 			return nil, batchNotRead, err
 		}

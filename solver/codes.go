@@ -123,11 +123,12 @@ var classes = map[string]retry.Class{
 	"HTTP_307": retry.Fatal, // key is never re-sent to where they point
 	"HTTP_308": retry.Fatal,
 	"HTTP_401": retry.Fatal, // a proxy or gateway wants credentials
-	"HTTP_403": retry.Fatal, // a gateway or WAF refuses us
 	"HTTP_404": retry.Fatal, // no in.php/res.php there: wrong base URL or path
 	"HTTP_405": retry.Fatal, // something that is not the API refuses POST
 	"HTTP_407": retry.Fatal, // the HTTP proxy wants credentials
 	"HTTP_410": retry.Fatal, // the endpoint is gone
+	// A 403 is never a code here: the service's own refusal carries its
+	// code in the body, and a front's page is an outage (frontRefusal).
 	// Capacity: the service or a gateway asks us to slow down; no attempt spent.
 	"HTTP_429": retry.Capacity,
 

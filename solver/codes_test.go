@@ -72,7 +72,6 @@ var designTable = map[string]retry.Class{
 	"HTTP_307": retry.Fatal,
 	"HTTP_308": retry.Fatal,
 	"HTTP_401": retry.Fatal,
-	"HTTP_403": retry.Fatal,
 	"HTTP_404": retry.Fatal,
 	"HTTP_405": retry.Fatal,
 	"HTTP_407": retry.Fatal,

@@ -115,6 +115,9 @@ type outage struct {
 	replied  time.Time // the last reply of any kind
 	fives    int       // HTTP 5xx replies in a row
 	inFives  int       // HTTP 5xx replies of in.php in a row, whatever res.php answered between
+	inFrom   time.Time // when the run of inFives began
+	answered time.Time // the last reply to a call other than in.php that was not a 5xx
+	failedAt time.Time // the last call other than in.php that failed as an outage does, or any the service could not be reached for
 	held     func() int
 }
 
@@ -129,6 +132,16 @@ func (o *outage) active() bool {
 // logs at WARN when it begins the outage, then every warnFrom while it
 // lasts.
 func (o *outage) fail(ctx context.Context, log *slog.Logger, what string, now time.Time) {
+	o.mu.Lock()
+	o.failedAt = now
+	o.mu.Unlock()
+	o.down(ctx, log, what, now)
+}
+
+// down begins the outage, or keeps it on, and warns as fail says; unlike
+// fail it does not say the service's other calls fail (a run of 5xx from
+// in.php alone).
+func (o *outage) down(ctx context.Context, log *slog.Logger, what string, now time.Time) {
 	o.mu.Lock()
 	start := o.since.IsZero()
 	if start {
@@ -166,21 +179,28 @@ func (o *outage) reply(ctx context.Context, log *slog.Logger, op string, status 
 	if status >= 500 {
 		o.fives++
 		if op == "in.php" {
+			if o.inFives == 0 {
+				o.inFrom = now
+			}
 			o.inFives++
+		} else {
+			o.failedAt = now
 		}
 		n, in := o.fives, o.inFives
 		o.mu.Unlock()
 		switch {
 		case n >= serverErrorsInARow:
-			o.fail(ctx, log, fmt.Sprintf("HTTP %d from %s, %d replies in a row with a 5xx status", status, o.host, n), now)
+			o.down(ctx, log, fmt.Sprintf("HTTP %d from %s, %d replies in a row with a 5xx status", status, o.host, n), now)
 		case op == "in.php" && in >= serverErrorsInARow:
-			o.fail(ctx, log, fmt.Sprintf("HTTP %d from %s, %d in.php replies in a row with a 5xx status", status, o.host, in), now)
+			o.down(ctx, log, fmt.Sprintf("HTTP %d from %s, %d in.php replies in a row with a 5xx status", status, o.host, in), now)
 		}
 		return
 	}
 	o.fives = 0
 	if op == "in.php" {
 		o.inFives = 0
+	} else {
+		o.answered = now
 	}
 	was, lasted := !o.since.IsZero(), now.Sub(o.since)
 	o.since, o.last, o.warned = time.Time{}, "", time.Time{}
@@ -189,6 +209,22 @@ func (o *outage) reply(ctx context.Context, log *slog.Logger, op string, status 
 		log.LogAttrs(ctx, slog.LevelWarn, "the solving service answers again: submissions resume at the service's rate",
 			slog.String("host", o.host), slog.Duration("after", lasted.Round(time.Second)), slog.Int("held", o.held()))
 	}
+}
+
+// answersButInPHP reports whether the service answers its other calls
+// while in.php answers 5xx, for an in.php 5xx to a call sent at sent: a
+// call other than in.php got a reply that was no 5xx since then or since
+// the run of in.php 5xx began, and none failed since. The in.php 5xx is
+// then no outage of the service but a reply lost on its way back (a front
+// that gave up waiting for it, say).
+func (o *outage) answersButInPHP(sent time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	from := o.inFrom
+	if sent.Before(from) {
+		from = sent
+	}
+	return o.inFives > 0 && !o.answered.Before(from) && o.answered.After(o.failedAt)
 }
 
 // stalled is run StallAfter after a call was sent that has no reply yet:

@@ -50,40 +50,6 @@ func TestClockBackDuringOutageResumesSubmissions(t *testing.T) {
 	require.Equal(t, 2, st.InCalls, "the refused call never reached the service: %+v", st)
 }
 
-// in.php answers HTTP 503 every time while res.php answers: the service
-// takes no captcha, and a run of 5xx from in.php is an outage of
-// submissions even though the polls of the captchas it holds get replies
-// between them. From the third on, a submission is a capacity wait (no
-// attempt spent), not a transient failure that spends the task's attempt
-// each time. Nothing is paid.
-func TestServerErrorsOnlyOnInPHPSpendNoAttempt(t *testing.T) {
-	t.Parallel()
-	api := fakeapi.New(fakeapi.Config{TimeScale: 0.001})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/in.php" {
-			http.Error(w, "<html><body>503 Service Temporarily Unavailable</body></html>", http.StatusServiceUnavailable)
-			return
-		}
-		api.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1})
-	require.NoError(t, err)
-	var classes []string
-	for range 6 {
-		_, err := c.Submit(ctxT(t), turnstile("https://shop.example/"))
-		require.Error(t, err)
-		classes = append(classes, solver.ClassOf(err).String())
-		// A poll of a captcha the service holds gets its reply between.
-		_, ferr := c.Fetch(ctxT(t), "1234567")
-		require.NotEqual(t, retry.Transient, solver.ClassOf(ferr), "%v", ferr)
-	}
-	for i, cl := range classes[2:] {
-		require.Equal(t, retry.Capacity.String(), cl, "submission %d of %v", i+3, classes)
-	}
-	require.Zero(t, api.Stats().Submitted, "nothing paid")
-}
-
 // res.php misbehaves for the first polls of a captcha the service accepted,
 // each way a service (or what stands before it) does: the captcha is kept
 // and polled until the service answers, and paid once.

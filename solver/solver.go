@@ -83,10 +83,11 @@ type Error struct {
 // MayBePaid reports whether err is the failure of an in.php call whose
 // request reached the service and whose reply was lost or could not be
 // read (a connection cut mid-reply, no reply before the timeout, a body
-// that is no reply): the service may have accepted the captcha, and been
-// paid for it, with no one told its id. A refused connection, an error
-// code or a 5xx the service answered, or a call never sent, is no such
-// failure.
+// that is no reply, an HTTP 5xx without the service's error code, which a
+// front in its way answered, perhaps after passing the call on): the
+// service may have accepted the captcha, and been paid for it, with no one
+// told its id. A refused connection, a front's 403, an error code of the
+// service, or a call never sent, is no such failure.
 func MayBePaid(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Op == "in.php" && e.lost

@@ -79,7 +79,11 @@ func (c *Client) call(ctx context.Context, op string, body []byte, ctype string)
 	if err != nil {
 		return reply{}, err
 	}
-	return c.callParsed(op, status, b, loc)
+	r, err := c.callParsed(op, status, b, loc)
+	if op == "in.php" && status >= 500 {
+		c.lostInPHP5xx(err, status, c.now().Sub(start))
+	}
+	return r, err
 }
 
 // callParsed parses one reply of op; loc is its Location header.
@@ -93,10 +97,9 @@ func (c *Client) callParsed(op string, status int, b []byte, loc string) (reply,
 				// A 5xx during an outage (a run of them is one) is the
 				// outage's, a capacity wait, not the task's fault; and so
 				// is one from in.php before the run is long enough to be
-				// an outage: the service took no captcha and the task did
-				// nothing wrong. As a transient failure the first two of
-				// every outage of in.php spent an attempt of the tasks
-				// they came to.
+				// an outage, unless its reply was lost (lostInPHP5xx). As
+				// a transient failure the first two of every outage of
+				// in.php spent an attempt of the tasks they came to.
 				e.Class = retry.Capacity
 			}
 			if loc != "" && status/100 == 3 && e.Err != nil {
@@ -108,6 +111,31 @@ func (c *Client) callParsed(op string, status int, b []byte, loc string) (reply,
 		return reply{}, err
 	}
 	return r, nil
+}
+
+// lostInPHP5xx marks err, the failure of an in.php call answered with a
+// 5xx status after took, as a reply lost when the 5xx does not carry the
+// service's word. Such a 5xx is a front's: the service answers its errors in the body,
+// with status 200 (docs.captchaai.com/guides/err_handling), and the
+// official 2captcha client takes any other status as a network failure,
+// like a connection lost (2captcha/2captcha-python twocaptcha/api.py,
+// ApiClient.in_). A front that passed the call on (a gateway timeout, a
+// bad reply of the origin) may have had the captcha taken and paid, so
+// the task is told it may have been paid (MayBePaid). One that hung past
+// StallAfter/5 (where submissions begin to wait behind it: hold.go) while
+// the service answers its other calls is a reply that came too late, and
+// spends the task's attempt as exchange's late reply does: as an outage
+// (no attempt spent) it would be submitted, and paid, again after every
+// probe until its deadline. Any other is the outage's: a capacity wait.
+func (c *Client) lostInPHP5xx(err error, status int, took time.Duration) {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != HTTPCode(status) {
+		return
+	}
+	e.replyLost()
+	if took >= c.outage.stall/5 && c.outage.answersButInPHP(c.now().Add(-took)) {
+		e.Class = retry.Transient
+	}
 }
 
 // exchange POSTs body to op and returns the reply's status, body (at most
@@ -166,9 +194,13 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 		}
 		return 0, nil, "", c.scrub(newError(op, CodeNetwork, err).replyLost())
 	}
-	c.outage.reply(ctx, c.log, op, resp.StatusCode, c.now())
 	defer resp.Body.Close()
 	b, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if what := c.frontRefusal(resp.StatusCode, b); err == nil && what != "" {
+		c.outage.fail(ctx, c.log, what, c.now())
+		return 0, nil, "", c.scrub(newError(op, CodeUnreachable, errors.New(what)))
+	}
+	c.outage.reply(ctx, c.log, op, resp.StatusCode, c.now())
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, nil, "", fmt.Errorf("solver: %s: %w", op, ctx.Err())
@@ -176,6 +208,26 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 		return 0, nil, "", c.scrub(newError(op, CodeNetwork, fmt.Errorf("read reply: %w", err)).replyLost())
 	}
 	return resp.StatusCode, b, resp.Header.Get("Location"), nil
+}
+
+// frontRefusal describes a reply of status with body when it is a front's
+// refusal, a 403 that does not carry the service's word (a WAF's or a
+// CDN's page): the service answers every error of its own, the key's
+// among them (ERROR_WRONG_USER_KEY, ERROR_KEY_DOES_NOT_EXIST, IP_BANNED),
+// as a code in the body (docs.captchaai.com/guides/err_handling), and that
+// code decides. A front that refuses the calls holds them back from the
+// service, which took nothing: for the pool the service is unreachable,
+// an outage, and no key of the worker is at fault. It returns "" for any
+// other reply.
+func (c *Client) frontRefusal(status int, body []byte) string {
+	if status != http.StatusForbidden {
+		return ""
+	}
+	if _, code, _ := parseBody(body, c.key); code != "" {
+		return ""
+	}
+	return redact(fmt.Sprintf("HTTP 403 from %s, %s: a front (a WAF, a CDN) refuses the calls before the service",
+		c.outage.host, describe(body, c.key)), c.key)
 }
 
 // scrub removes every form of the API key from e's message and code. Since

@@ -122,6 +122,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 	}
 	c := &Client{nc: nc, js: js, s: s, tokens: tokens, cfg: cfg, top: top, limit: s.CachedInfo().Config.MaxBytes, limitRead: time.Now(),
 		readers: jscall.NewReaderPool(nc, top.Domain, top.Stream)}
+	c.clock.Local = cfg.Now
 	// The stream's info carries the broker's clock when it answered: the
 	// client's reading of it, for the times it stamps and decides on.
 	if at := s.CachedInfo().TimeStamp; !at.IsZero() {

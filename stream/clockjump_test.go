@@ -10,6 +10,7 @@ import (
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // The worker's clock (its own and its solving client's) jumps 10 minutes
@@ -18,20 +19,33 @@ import (
 // service comes back. Each task has the default 10-minute deadline, which
 // the jump passes on the worker's clock only: each is solved on its first
 // attempt, its one outcome, its captcha paid once. The clock comes back
-// before the service does, or 3 s after it.
+// before the service does, 3 s after it, or the moment it does after a
+// heartbeat read the broker's clock with the clock ahead: the solves then
+// end before the next heartbeat reads it again (this case stamped every
+// token 10 minutes early, expired before it was read, until the broker
+// clock's reading noticed the local clock set back).
 func TestWorkerClockJumpDuringOutagePaysOnce(t *testing.T) {
 	t.Parallel()
-	for name, backFirst := range map[string]bool{"back-before-the-service": true, "back-after-the-service": false} {
+	for name, back := range map[string]clockBack{"back-before-the-service": backBefore, "back-after-the-service": backAfter,
+		"back-with-the-service": backWith} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			clockJumpDuringOutage(t, backFirst)
+			clockJumpDuringOutage(t, back)
 		})
 	}
 }
 
-// clockJumpDuringOutage runs TestWorkerClockJumpDuringOutagePaysOnce: the
-// clock comes back before the service does, or 3 s after.
-func clockJumpDuringOutage(t *testing.T, backFirst bool) {
+// clockBack is when the clock comes back in clockJumpDuringOutage.
+type clockBack int
+
+const (
+	backBefore clockBack = iota // a second before the service answers
+	backAfter                   // 3 s after it answers
+	backWith                    // as it answers, a heartbeat after the jump
+)
+
+// clockJumpDuringOutage runs TestWorkerClockJumpDuringOutagePaysOnce.
+func clockJumpDuringOutage(t *testing.T, back clockBack) {
 	b := setup(t, Topology{})
 	ctx := testContext(t)
 	const n = 4
@@ -49,13 +63,21 @@ func clockJumpDuringOutage(t *testing.T, backFirst bool) {
 	proxy.Refuse()
 	time.Sleep(time.Second) //nolint:forbidigo // the outage, then the jumps, are the scenario
 	offset.Store(int64(10 * time.Minute))
-	time.Sleep(2 * time.Second) //nolint:forbidigo // refused with the clock ahead
-	if backFirst {
+	ahead := 2 * time.Second
+	if back == backWith {
+		ahead = wire.HeartbeatEvery + time.Second // a heartbeat reads the broker's clock 10 minutes behind
+	}
+	time.Sleep(ahead) //nolint:forbidigo // refused with the clock ahead
+	switch back {
+	case backBefore:
 		offset.Store(0)
 		time.Sleep(time.Second) //nolint:forbidigo // refused with the clock back
-	}
-	require.NoError(t, proxy.Listen())
-	if !backFirst {
+		require.NoError(t, proxy.Listen())
+	case backWith:
+		offset.Store(0)
+		require.NoError(t, proxy.Listen())
+	case backAfter:
+		require.NoError(t, proxy.Listen())
 		time.Sleep(3 * time.Second) //nolint:forbidigo // answered with the clock ahead
 		offset.Store(0)
 	}

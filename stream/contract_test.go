@@ -10,8 +10,10 @@ package stream_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -293,4 +295,43 @@ func TestContractSubmitByPassedEndsUnpaid(t *testing.T) {
 	_, timely := p.outcome(t, ctx, "timely-1", timelySeq)
 	require.Equal(t, "solved", timely["status"], "%v", timely)
 	require.Equal(t, 1, env.Emulator.Stats().Submitted, "the late task reached no service")
+}
+
+// The stream's subjects are exactly those the first sentence of
+// docs/wire-contract.md's "The stream." paragraph lists ({a,b} spelling
+// each of a and b), as a raw client
+// reads them from the stream's configuration: a subject added to the stream
+// and not to the contract, or listed and not there, fails here.
+func TestContractListsExactlyTheStreamsSubjects(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/wire-contract.md")
+	require.NoError(t, err)
+	_, para, ok := strings.Cut(string(doc), "**The stream.**")
+	require.True(t, ok, "the contract has a paragraph on the stream")
+	para, _, ok = strings.Cut(para, "Producers publish on")
+	require.True(t, ok)
+	var listed []string
+	for _, m := range regexp.MustCompile("`(captcha\\.[^`]*)`").FindAllStringSubmatch(para, -1) {
+		listed = append(listed, expandBraces(m[1])...)
+	}
+	env := streamtest.Start(t, streamtest.WithListen())
+	p := newRawProducer(t, env.URL())
+	s, err := p.js.Stream(contractContext(t), "CAPTCHA")
+	require.NoError(t, err)
+	require.ElementsMatch(t, s.CachedInfo().Config.Subjects, listed, "the stream's subjects, and those docs/wire-contract.md lists")
+}
+
+// expandBraces spells out each {a,b,…} of s: "x.{a,b}.{c,d}" is x.a.c,
+// x.a.d, x.b.c and x.b.d.
+func expandBraces(s string) []string {
+	open := strings.IndexByte(s, '{')
+	if open < 0 {
+		return []string{s}
+	}
+	end := open + strings.IndexByte(s[open:], '}')
+	var out []string
+	for _, alt := range strings.Split(s[open+1:end], ",") {
+		out = append(out, expandBraces(s[:open]+alt+s[end+1:])...)
+	}
+	return out
 }

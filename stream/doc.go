@@ -50,8 +50,9 @@
 //     submit never queues a task twice.
 //  3. A worker with a free thread takes it (stream/internal/dispatcher):
 //     a plan thread first when a plan-wide quota is set (Admin.SetPlan), then
-//     one task per free thread, high priority before normal, the lanes in
-//     turn, woken by the headers the stream republishes of every task it
+//     one task per free thread (forged messages, judged by their headers,
+//     in bulk and beside the threads: dispatcher.DrainBatch), high
+//     priority before normal, the lanes in turn, woken by the headers the stream republishes of every task it
 //     stores, listened to only while they can tell the worker something
 //     (not for a consumer it already knows has tasks while every thread is
 //     busy: under a backlog no wake-up reaches it per task).

@@ -34,8 +34,14 @@ const floodBound = 20 * time.Second
 // test ends, and counts the forged messages it observes ending.
 func (a *attack) floodWorker(t *testing.T, s solver.Solver, forged *atomic.Int64) {
 	t.Helper()
+	a.floodWorkerIdle(t, s, forged, 50*time.Millisecond)
+}
+
+// floodWorkerIdle is floodWorker with an idle check every idle.
+func (a *attack) floodWorkerIdle(t *testing.T, s solver.Solver, forged *atomic.Int64, idle time.Duration) {
+	t.Helper()
 	nc, _ := roleConn(t, a.ns, "worker")
-	w, err := NewWorker(testContext(t), nc, WorkerConfig{Solver: s, Threads: 4, IdleCheck: 50 * time.Millisecond,
+	w, err := NewWorker(testContext(t), nc, WorkerConfig{Solver: s, Threads: 4, IdleCheck: idle,
 		Observer: ObserverFunc(func(o Observation) {
 			if o.Kind == ObservedForged {
 				forged.Add(1)

@@ -393,7 +393,7 @@ func TestReservedHeadersNeverReachTheDeadLetter(t *testing.T) {
 	b.startWorker(t, WorkerConfig{Solver: tokenSolver()})
 	o := waitOutcome(ctx, t, s, "pin-1", ack.Sequence)
 	require.Equal(t, string(retry.ReasonInvalidTask), o.Reason)
-	require.Contains(t, o.Detail, "prority", "the outcome says what is wrong")
+	require.Contains(t, o.Detail, wire.HeaderGen, "the outcome says what is wrong: a generation only a worker's moved copy names")
 	d, err := b.client.DeadLetterOf(ctx, "pin-1")
 	require.NoError(t, err)
 	require.Equal(t, retry.ReasonInvalidTask, d.Reason)

@@ -42,6 +42,10 @@ func (b *bundle) reopenStore(t *testing.T, down, gone func()) {
 	require.NoError(t, b.ns.EnableJetStream(&cfg))
 	gone()
 	ensureAsAdmin(t, b.nc, b.top)
+	// The token stream answers, empty, while the tokens are stored again
+	// (the store guard's restore takes a moment): a reader then waits for
+	// them rather than calling them lost.
+	time.Sleep(300 * time.Millisecond) //nolint:forbidigo // the restore's moment is the scenario
 	for _, m := range tokens {
 		hdr := nats.Header{}
 		for k, v := range m.Header {

@@ -68,6 +68,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	roomDone := make(chan struct{})
 	go func() { defer close(roomDone); w.pullWaitingRoom(roomCtx, hard, &inflight) }()
 
+	// Forged messages the dispatcher takes in bulk end beside the
+	// threads, holding none (dispatcher.DrainBatch).
+	w.dispatch.Drain = func(m jetstream.Msg) {
+		inflight.Add(1)
+		m = parsedOnce(m)
+		go func() {
+			defer inflight.Done()
+			defer w.dispatch.LaneFreed(wire.LaneOfSubject(m.Subject()))
+			defer w.survive(m)
+			w.exec.Execute(hard, m, (*dispatcher.PlanThread)(nil), (*dispatcher.Slot)(nil))
+		}()
+	}
 	run := runners{idle: make(chan func())}
 	fatalErr := w.dispatch.Pull(pullCtx, w.fatal, func(m jetstream.Msg, thread *dispatcher.PlanThread, sl *dispatcher.Slot) {
 		inflight.Add(1)

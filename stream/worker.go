@@ -104,6 +104,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	w := &Worker{cfg: cfg, built: built, learner: learner, top: top, nc: nc, js: js, s: s, tokens: tokens, fatal: make(chan error, 1),
 		log:  cfg.Logger.With(slog.String("worker", cfg.Name)),
 		room: &workerRoom{s: s, nc: nc, maxBytes: s.CachedInfo().Config.MaxBytes}}
+	w.clock.Local = cfg.Now
 	w.reach.Started()
 	w.dispatch = dispatcher.New(nil)
 	w.dispatch.Threads, w.dispatch.IdleCheck, w.dispatch.Now = cfg.Threads, cfg.IdleCheck, cfg.Now

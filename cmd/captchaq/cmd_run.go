@@ -142,7 +142,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	tasks, _, err := readTasks(in, client, stderr, stream.When{}, stream.When{})
+	tasks, _, err := readTasks(in, client, stream.When{}, stream.When{})
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

@@ -23,12 +23,12 @@ import (
 // problem it returns no tasks. named says whether every task named its id
 // (submitting the file again then queues nothing twice).
 //
-// A parameter its method does not know is passed through, as the service
-// ignores it, with a warning on warn naming its line and, for a near miss,
-// the known name ("did you mean googlekey?").
+// A parameter its method does not know is one of those problems, naming
+// its line and, for a near miss, the known name ("did you mean
+// googlekey?").
 //
 // useAt and notBefore, when set, are given to the tasks that name none.
-func readTasks(r io.Reader, c *stream.Client, warn io.Writer, useAt, notBefore stream.When) (tasks []stream.Task, named bool, err error) {
+func readTasks(r io.Reader, c *stream.Client, useAt, notBefore stream.When) (tasks []stream.Task, named bool, err error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 8<<20)
 	var (
@@ -67,9 +67,6 @@ func readTasks(r io.Reader, c *stream.Client, warn io.Writer, useAt, notBefore s
 			}
 			errs = append(errs, err)
 			continue
-		}
-		for _, u := range solver.UnknownParams(t.Method, t.Params) {
-			fmt.Fprintf(warn, "warning: line %d (id %s): %s\n", line, t.ID, u)
 		}
 		tasks = append(tasks, t)
 	}
@@ -113,7 +110,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer in.Close()
 	return nf.withSession(ctx, "captchaq-submit", stream.ClientConfig{}, func(ctx context.Context, c *stream.Client, ae *asyncErrors) error {
-		tasks, named, err := readTasks(in, c, stderr, useAt.When, notBefore.When)
+		tasks, named, err := readTasks(in, c, useAt.When, notBefore.When)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
@@ -229,9 +226,6 @@ func runSolve(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		sctx, cancel := context.WithDeadline(ctx, from.Add(*timeout))
 		defer cancel()
-		for _, u := range solver.UnknownParams(*method, params) {
-			fmt.Fprintf(stderr, "warning: %s\n", u)
-		}
 		watched, stopWatch := make(chan struct{}), make(chan struct{})
 		go func() { defer close(watched); watchTask(sctx, stopWatch, c, task.ID, stderr) }()
 		out, err := c.Solve(sctx, task)

@@ -41,7 +41,8 @@ func newFrontBed(t *testing.T, path string, on *atomic.Bool, front func(w http.R
 // captchas are at the service, under 20 tasks and the shipped worker:
 // res.php answers a Cloudflare-like HTML page with status 200, or a JSON
 // reply cut mid-way, or a 502 with a body; in.php answers a 503 with a
-// body. Every task is solved on its first attempt and paid once.
+// body, or a WAF's 403 page (which stopped the worker as a fatal refusal of
+// its key). Every task is solved on its first attempt and paid once.
 func TestHostileFrontPaysOnce(t *testing.T) {
 	t.Parallel()
 	html := func(w http.ResponseWriter, _ *http.Request, _ *fakeapi.Server) {
@@ -67,6 +68,11 @@ func TestHostileFrontPaysOnce(t *testing.T) {
 		}},
 		{"in-503-body", "/in.php", func(w http.ResponseWriter, _ *http.Request, _ *fakeapi.Server) {
 			http.Error(w, "<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>", http.StatusServiceUnavailable)
+		}},
+		{"in-403-waf", "/in.php", func(w http.ResponseWriter, _ *http.Request, _ *fakeapi.Server) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte("<!DOCTYPE html><html><head><title>Attention Required! | Cloudflare</title></head><body>Sorry, you have been blocked</body></html>"))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,8 +18,9 @@ import (
 
 // Every CaptchaAI method through `captchaq submit --wait` against a worker
 // process and the emulator: each ends solved with the service's answer
-// shape; an image with an extra pageurl and a task with soft_id are accepted,
-// and a near miss of a known parameter is warned about on its line.
+// shape; a task with soft_id and header_acao is accepted, and a parameter
+// its method does not know (a near miss of a known one among them) is
+// refused on its line, before anything is submitted.
 func TestSubmitEveryMethodServiceShapes(t *testing.T) {
 	t.Parallel()
 	natsURL, _, _ := listeningServer(t, stream.Topology{})
@@ -39,16 +40,21 @@ func TestSubmitEveryMethodServiceShapes(t *testing.T) {
 		`{"id":"cf","method":"cloudflare_challenge","params":{"pageurl":"https://shop.example/","proxy":"user:pass@203.0.113.7:3128","proxytype":"HTTP"}}`,
 		`{"id":"hc","method":"hcaptcha","params":{"sitekey":"a5f74b19-9e45-40e0-b45d-47ff91b7a6c2","pageurl":"https://shop.example/login"}}`,
 		`{"id":"bls","method":"bls","params":{"body":"` + png + `","textinstructions":"` + strings.Repeat("я", 140) + `"}}`,
-		`{"id":"img","method":"base64","params":{"body":"` + png + `","pageurl":"https://shop.example/"}}`,
-		`{"id":"soft","method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/","soft_id":4583,"header_acao":1,"pageUrl":"x"}}`,
+		`{"id":"img","method":"base64","params":{"body":"` + png + `"}}`,
+		`{"id":"soft","method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/","soft_id":4583,"header_acao":1}}`,
 	}
+	unknown := filepath.Join(t.TempDir(), "unknown.jsonl")
+	require.NoError(t, os.WriteFile(unknown, []byte(`{"id":"img2","method":"base64","params":{"body":"`+png+`","pageurl":"https://shop.example/"}}`+"\n"+
+		`{"id":"soft2","method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/","pageUrl":"x"}}`+"\n"), 0o600))
+	r := captchaq(t, natsURL, "submit", unknown)
+	require.NotZero(t, r.code, r.stderr)
+	require.Contains(t, r.stderr, `line 1 (id img2): params.pageurl: not a parameter of method base64`)
+	require.Contains(t, r.stderr, `line 2 (id soft2): params.pageUrl: not a parameter of method turnstile (did you mean "pageurl"?)`)
+	require.Contains(t, r.stderr, "nothing submitted")
 	file := filepath.Join(t.TempDir(), "tasks.jsonl")
 	require.NoError(t, os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
-	r := captchaq(t, natsURL, "submit", "--wait", "--timeout", "1m", file)
+	r = captchaq(t, natsURL, "submit", "--wait", "--timeout", "1m", file)
 	require.Zero(t, r.code, "every task solved: %s\n%s", r.stderr, r.stdout)
-
-	require.Contains(t, r.stderr, `warning: line 6 (id img): params.pageurl: not a parameter of method base64; passed through`)
-	require.Contains(t, r.stderr, `warning: line 7 (id soft): params.pageUrl: not a parameter of method turnstile; passed through, the service ignores it (did you mean "pageurl"?)`)
 	require.NotContains(t, r.stderr, "soft_id")
 
 	out := map[string]stream.Outcome{}

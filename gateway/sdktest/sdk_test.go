@@ -38,9 +38,15 @@ func start(t *testing.T) (*streamtest.Env, string) {
 		Keys: []gateway.Key{key}, Now: env.Now})
 	require.NoError(t, err)
 	t.Cleanup(gw.Close)
+	return env, serveGateway(t, gw)
+}
+
+// serveGateway serves gw on 127.0.0.1 until the test ends and returns its
+// base URL.
+func serveGateway(t *testing.T, gw *gateway.Gateway) string {
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
-	return env, srv.URL
+	return srv.URL
 }
 
 // outcomeText is the answer captchaq's stream holds for the SDK's id, as
@@ -120,6 +126,41 @@ func TestGoSDK(t *testing.T) {
 	require.Positive(t, bal)
 }
 
+// nodeWith returns node's path, having checked that js/node_modules holds
+// the packages; without them the test skips, or fails in CI.
+func nodeWith(t *testing.T, pkgs ...string) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	for _, pkg := range pkgs {
+		if err == nil {
+			_, err = os.Stat(filepath.Join("js", "node_modules", pkg, "package.json"))
+		}
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("node and js/node_modules are required in CI (.ci/run runs npm ci in gateway/sdktest/js): %v", err)
+		}
+		t.Skipf("no node or no js/node_modules (run npm ci in gateway/sdktest/js): %v", err)
+	}
+	return node
+}
+
+// runNode runs js/script with args and the environment's variables env,
+// within 90 s, and returns its output.
+func runNode(t *testing.T, node, script string, env []string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
+	cmd.Dir = "js"
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	return out
+}
+
 func assertNoError(t *testing.T, kind string, err error) bool {
 	if err != nil {
 		t.Errorf("%s: %v", kind, err)
@@ -132,26 +173,9 @@ func assertNoError(t *testing.T, kind string, err error) bool {
 // gateway, solves reCAPTCHA v2, Turnstile, an image (a JSON body), GeeTest
 // v3 and v4, each answer the one captchaq's stream holds.
 func TestJavaScriptSDK(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err == nil {
-		_, err = os.Stat(filepath.Join("js", "node_modules", "@2captcha", "captcha-solver", "package.json"))
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("node and js/node_modules are required in CI (.ci/run runs npm ci in gateway/sdktest/js): %v", err)
-		}
-		t.Skipf("no node or no js/node_modules (run npm ci in gateway/sdktest/js): %v", err)
-	}
+	node := nodeWith(t, "@2captcha/captcha-solver")
 	env, base := start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "solve.js")
-	cmd.Dir = "js"
-	cmd.Env = append(os.Environ(), "CAPTCHAQ_GATEWAY="+base, "CAPTCHAQ_KEY="+key.Key, "POLL_MS=50")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, stderr.String())
+	out := runNode(t, node, "solve.js", []string{"CAPTCHAQ_GATEWAY=" + base, "CAPTCHAQ_KEY=" + key.Key, "POLL_MS=50"})
 	seen := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		var r struct {

@@ -56,8 +56,8 @@ func MovedMsgID(id string, from uint64) string {
 
 // IsMovedCopy reports whether a task message says it is a moved copy (it
 // names a generation and its store time): whether it is one, its digest
-// says (MovedDigest). A message with one of the two headers alone is taken
-// for what its message id says, as before there were moved copies.
+// says (MovedDigest). A message with one of the two headers alone is
+// refused as forged (CheckEnvelopeHeaders).
 func IsMovedCopy(h nats.Header) bool { return h.Get(HeaderGen) != "" && h.Get(HeaderSubmitted) != "" }
 
 // MovedFrom reads what a moved copy says of itself: its generation and

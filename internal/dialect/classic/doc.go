@@ -4,8 +4,8 @@
 // in.php. The gateway (which speaks it to its callers), the emulator
 // (solver/fakeapi, which speaks it to the worker in tests) and the
 // solver's client (which reads it from the service) all take them from
-// here, so the next dialect (createTask/getTaskResult) is a sibling package
-// and no side keeps its own copy of a rule.
+// here, so no side keeps its own copy of a rule; the JSON task dialect
+// (createTask/getTaskResult) is the sibling package createtask.
 //
 // It holds facts about the dialect, never a decision of the queue's: what
 // the worker does with a code (its retry class) stays in package solver,

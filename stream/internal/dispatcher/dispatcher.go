@@ -34,6 +34,11 @@ type Dispatcher struct {
 	Reach *jscall.Reach
 	// Log receives the dispatcher's problems.
 	Log *slog.Logger
+	// Drain ends, beside the worker's threads and without blocking, a task
+	// message whose headers show it forged (wire.HeadersForged), which
+	// Fetch takes in bulk while a feed serves such messages (DrainBatch).
+	// nil: such messages take a thread like any other.
+	Drain func(m jetstream.Msg)
 	// Listen starts the wake-up subscription of f: woken is to be called
 	// for each task the stream stores on f's subjects, until stop is
 	// called. nil: the dispatcher holds no subscriptions, and whoever

@@ -49,6 +49,10 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 		if shareLook {
 			want = 1
 		}
+		take := want // tasks for the threads; a drain's batch asks for more
+		if dp.Drain != nil {
+			want = max(want, int(f.drainWant.Load()))
+		}
 		var batch jetstream.MessageBatch
 		var err error
 		if f.Limited {
@@ -70,15 +74,29 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 			dp.relisten(f, false)
 			continue
 		}
-		got := 0
+		got, taken, drained, size := 0, 0, 0, 0
 		for m := range batch.Messages() {
-			out = append(out, m)
 			got++
+			size += len(m.Data())
+			switch {
+			case dp.Drain != nil && wire.HeadersForged(m.Subject(), m.Headers()) != nil:
+				dp.Drain(m)
+				drained++
+			case taken < take:
+				out = append(out, m)
+				taken++
+			default:
+				// Past the threads, in a drain's batch: back to the
+				// consumer at once, which hands it out again before any
+				// message stored after it.
+				_ = m.Nak()
+			}
 		}
+		dp.drainNext(f, drained, got, size)
 		if isHigh {
-			high += got
+			high += taken
 		} else {
-			normal += got
+			normal += taken
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			dp.Log.Debug("fetch tasks", slog.String("consumer", f.Cons.CachedInfo().Name), slog.Any("error", err))
@@ -92,6 +110,11 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 		if got < want {
 			f.EmptyAt.Store(seen)
 			dp.relisten(f, dp.recheck(f, got == 0))
+		}
+		if drained > 0 {
+			// More may follow at once: look again without waiting for news.
+			f.News.Add(1)
+			dp.Poke()
 		}
 	}
 	if share {
@@ -164,60 +187,6 @@ func (dp *Dispatcher) highRechecking() bool {
 	return false
 }
 
-// fetchLimited pulls up to want tasks from a consumer held to a lane limit
-// (MaxAckPending), asking for no more than the room it has left. The server
-// does not answer a no-wait fetch of a consumer at its MaxAckPending with "no
-// messages": it keeps the request until a task of the lane is acked, and
-// nats.go gives up only after a second of silence, all that time holding up
-// the dispatch loop, high-priority tasks and the other lanes included. So it
-// first asks the consumer for its room (fetchRoom). It returns how many
-// tasks it asked for.
-func (dp *Dispatcher) fetchLimited(ctx context.Context, f *Feed, want int) (jetstream.MessageBatch, int, error) {
-	info, err := f.Cons.Info(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	return FetchRoom(f, info, want)
-}
-
-// limitedFetchWait bounds a fetch from a lane-limited consumer that another
-// worker may have filled since its room was read.
-const limitedFetchWait = 50 * time.Millisecond
-
-// FetchRoom fetches up to want tasks of a lane-limited consumer whose state
-// info read a moment ago: none when it had no room (a nil batch); with tasks
-// waiting, no more than there were, with an expiry of limitedFetchWait, so
-// that another worker taking the room in between (both saw the last free
-// slot) costs this worker 50 ms instead of the second a no-wait fetch at the
-// limit waits; with none waiting, a no-wait fetch, which also brings tasks
-// coming back for a retry.
-//
-// With no room but tasks waiting, right after this worker acked a task of
-// the lane (LaneFreed), it asks for one task with the same expiry: the
-// server counts an ack a moment after it arrives (its consumer takes acks
-// from a queue of their own), so the info may not show the room that ack
-// made yet, and nothing else would tell an idle thread of it before the
-// idle check. The server holds the request until the room is there.
-func FetchRoom(f *Feed, info *jetstream.ConsumerInfo, want int) (jetstream.MessageBatch, int, error) {
-	room := info.Config.MaxAckPending - info.NumAckPending
-	freed := f.freed.Swap(false)
-	if room <= 0 && freed && info.NumPending > 0 {
-		b, err := f.Cons.Fetch(1, jetstream.FetchMaxWait(limitedFetchWait))
-		return b, 1, err
-	}
-	if room <= 0 {
-		return nil, 0, nil
-	}
-	want = min(want, room)
-	if info.NumPending > 0 {
-		want = int(min(uint64(want), info.NumPending))
-		b, err := f.Cons.Fetch(want, jetstream.FetchMaxWait(limitedFetchWait))
-		return b, want, err
-	}
-	b, err := f.Cons.FetchNoWait(want)
-	return b, want, err
-}
-
 // Feed is one of the workers' consumers, with what this worker knows of it:
 // News counts events that may have put a task there (a publish seen on the
 // wake-up subscription, a task of its lane finished here, an idle tick), and
@@ -236,6 +205,9 @@ type Feed struct {
 	// recheckFor.
 	newsAt     atomic.Int64
 	rechecking atomic.Int32 // first rechecks after an empty fetch, scheduled and not yet made
+	// drainWant is how many messages the next fetch asks for at least
+	// while forged ones come (drainNext); 0 otherwise.
+	drainWant atomic.Int32
 	// freed is set when this worker acked a task of a limited feed's lane
 	// and no fetch of the feed has looked since (LaneFreed).
 	freed      atomic.Bool
@@ -279,10 +251,13 @@ func (dp *Dispatcher) News(subject string) {
 // its next free thread takes it in its turn.
 
 // woken notes a wake-up of f, from its subscription l: a task stored for it.
-// With no idle thread, l ends first (before the news is noted, so whoever
-// sees the news knows the subscription was ended).
+// With no idle thread, or while f is drained of forged messages (which
+// looks at it again after each fetch on its own, and leaves the threads
+// idle), l ends first (before the news is noted, so whoever sees the news
+// knows the subscription was ended): a flood does not cost the worker a
+// wake-up per message.
 func (dp *Dispatcher) woken(f *Feed, l *listener) {
-	if !dp.idle() {
+	if !dp.idle() || f.drainWant.Load() > 0 {
 		f.mu.Lock()
 		if f.listener == l {
 			l.stop()
@@ -428,67 +403,4 @@ func (dp *Dispatcher) LaneAcked(lane wire.Lane) {
 	if limited {
 		dp.Poke()
 	}
-}
-
-// NormalShare bounds how long high-priority tasks hold back a normal one:
-// of every NormalShare fetches in a row that find a normal task may be
-// waiting (its consumer has news) and take high-priority tasks, the last
-// asks the normal consumers first and takes one task from them. So a
-// producer that floods high priority (valid tasks or forged copies) delays
-// a normal task by at most NormalShare-1 fetches of each worker, and high
-// priority keeps at least three in four of the threads it contends for:
-// 4 leaves high priority its purpose (it goes first three times in four,
-// and alone when no normal task waits) while a normal task behind any flood
-// waits at most three high-priority tasks per thread, not the flood.
-// asynq's weighted queues and River's fair fetch bound priority the same
-// way.
-const NormalShare = 4
-
-// settle counts a fetch that took high and normal tasks toward the normal
-// consumers' share: one that took only high-priority tasks while a normal
-// consumer may have a task brings the share one fetch nearer; a normal
-// task taken starts the count again.
-func (dp *Dispatcher) settle(high, normal int) {
-	switch {
-	case normal > 0:
-		dp.highStreak = 0
-	case high > 0 && dp.normalWaiting():
-		dp.highStreak++
-	}
-}
-
-// normalWaiting reports whether a normal-priority consumer may have a task
-// (news since it was last found empty).
-func (dp *Dispatcher) normalWaiting() bool {
-	for _, f := range dp.Feeds {
-		if f.Priority != wire.PriorityHigh && f.News.Load() != f.EmptyAt.Load() {
-			return true
-		}
-	}
-	return false
-}
-
-// rotated returns the consumers in the order to look at them this time: every
-// lane's high-priority consumer before any normal one, and within each
-// priority the lanes in turn. When the normal consumers' share is due
-// (NormalShare) it reports so, and the order starts with the normal
-// consumers, which come again after the high ones for the threads left.
-func (dp *Dispatcher) rotated() ([]*Feed, bool) {
-	k := len(wire.Lanes)
-	out := make([]*Feed, 0, len(dp.Feeds)+k)
-	for p := 0; p < len(dp.Feeds)/k; p++ {
-		for i := range k {
-			out = append(out, dp.Feeds[p*k+(i+dp.turn)%k])
-		}
-	}
-	if dp.highStreak < NormalShare-1 || !dp.normalWaiting() {
-		return out, false
-	}
-	var normal []*Feed
-	for _, f := range out {
-		if f.Priority != wire.PriorityHigh {
-			normal = append(normal, f)
-		}
-	}
-	return append(normal, out...), true
 }

@@ -226,10 +226,17 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 			nx.ev.AcceptedAt = d.brokerTime(d.captcha.At)
 		}
 	}
-	if (nx.kind == nextRetry || nx.kind == nextHandback) && solver.MayBePaid(serr) {
+	if solver.MayBePaid(serr) {
 		// The service may have taken the captcha with its reply lost: no
-		// one knows its id, and the next attempt submits again.
-		nx.ev.Detail = mayBePaid
+		// one knows its id, and the next attempt submits again; or the
+		// budget is spent, and the dead letter says it first (its detail
+		// is cut to fit an event).
+		switch nx.kind {
+		case nextRetry, nextHandback:
+			nx.ev.Detail = mayBePaid
+		case nextDead:
+			nx.verdict.detail = mayBePaid + "; " + nx.verdict.detail
+		}
 	}
 	patience := d.x.AckWait
 	if nx.kind == nextSolved {

@@ -70,6 +70,12 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 	if d.invalid == nil {
 		d.invalid = d.task.ValidateShape()
 	}
+	if d.invalid == nil {
+		d.invalid = wire.CheckQueue(m.Subject(), d.task)
+	}
+	if d.invalid == nil {
+		d.invalid = wire.CheckSubmitBy(d.id, m.Headers())
+	}
 	// Durations count from the submission's store time, which a moved
 	// copy carries.
 	d.useAt, d.notBefore = d.task.UseAt.From(d.submitted), d.task.NotBefore.From(d.submitted)

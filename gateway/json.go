@@ -1,0 +1,206 @@
+// Serving the JSON dialect (package createtask): createTask,
+// getTaskResult, getBalance and the report calls, through the same
+// admission, keys, limits, submission and outcomes as in.php and res.php.
+
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/captchaq/captchaq/captcha"
+	"github.com/captchaq/captchaq/internal/dialect/createtask"
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream"
+)
+
+// serveJSON serves one of the JSON dialect's calls (op), a POST of a JSON
+// object whose clientKey is a gateway key. Every reply is status 200 with
+// errorId, as the services answer.
+func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request, op, addr string, now time.Time) {
+	fail := func(code, text string) { createtask.Write(w, createtask.Err(code, text)) }
+	if g.admit.banned(addr, now) {
+		unread(w)
+		fail(createtask.CodeIPBlocked, "too many requests with keys the gateway does not know from this address: wait")
+		return
+	}
+	known, release, refusal := g.admitRequest(r, addr, now, "")
+	defer release()
+	if refusal != refusedNone {
+		unread(w)
+		fail(createtask.CodeTooMuchRequests, "too many requests from this address at once: wait")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxRequest)
+	body, err := io.ReadAll(r.Body)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig) && op == createtask.PathCreateTask:
+		known("")
+		// Only an image makes a body this large (as on in.php).
+		fail(createtask.CodeTooBigCaptchaFilesize, fmt.Sprintf("the request is over %d bytes: an image is at most %d", tooBig.Limit, captcha.MaxImageSize))
+		return
+	case err != nil:
+		known("")
+		fail(createtask.CodeInvalidTaskData, "the body could not be read: "+err.Error())
+		return
+	}
+	var env createtask.Envelope
+	if err := createtask.Decode(body, &env); err != nil {
+		known("")
+		fail(createtask.CodeKeyDoesNotExist, err.Error())
+		return
+	}
+	if !known(env.ClientKey) {
+		// The services' answer to a key they do not know
+		// (anti-captcha.com/apidoc/errors, id 1).
+		fail(createtask.CodeKeyDoesNotExist, "clientKey: no such gateway key")
+		return
+	}
+	c := g.callers[sha256.Sum256([]byte(env.ClientKey))]
+	ctx := r.Context()
+	if op == createtask.PathCreateTask {
+		g.createTask(ctx, c, body, remoteHost(r), w)
+		return
+	}
+	if !c.polls.Allow(g.cfg.Now()) {
+		fail(createtask.CodeTooMuchRequests, "more than the allowed requests within the window: poll less often")
+		return
+	}
+	switch op {
+	case createtask.PathGetTaskResult:
+		var req createtask.TaskRequest
+		if err := createtask.Decode(body, &req); err != nil {
+			fail(createtask.CodeNoSuchCaptchaID, err.Error())
+			return
+		}
+		if req.TaskID <= 0 {
+			fail(createtask.CodeNoSuchCaptchaID, "taskId: required")
+			return
+		}
+		createtask.Write(w, taskResult(g.state(ctx, c, req.TaskID.String())))
+	case createtask.PathGetBalance:
+		// What in.php's getbalance answers (balance): the gateway holds no
+		// money figure, only the key's room.
+		createtask.Write(w, createtask.BalanceResponse{Balance: createtask.Number(g.balance(c))})
+	default:
+		g.reportJSON(ctx, c, op, body, w)
+	}
+}
+
+// createTask submits the task of a createTask body for c and answers its
+// taskId.
+func (g *Gateway) createTask(ctx context.Context, c *caller, body []byte, from string, w http.ResponseWriter) {
+	fail := func(code, text string) { createtask.Write(w, createtask.Err(code, text)) }
+	if !c.submits.Allow(g.cfg.Now()) {
+		fail(createtask.CodeTooMuchRequests, "more than the allowed createTask requests within the window: wait")
+		return
+	}
+	var req createtask.CreateTaskRequest
+	if err := createtask.Decode(body, &req); err != nil {
+		fail(createtask.CodeInvalidTaskData, err.Error())
+		return
+	}
+	task, tt, terr := createtask.ParseTask(req.Task)
+	if terr != nil {
+		fail(terr.Code, terr.Description)
+		return
+	}
+	method, params, terr := task.Request(tt)
+	if terr != nil {
+		fail(terr.Code, terr.Description)
+		return
+	}
+	t := stream.Task{Method: method, Params: params, Priority: c.Priority}
+	num, code, text := g.enqueue(ctx, c, submission{task: t, callback: callback{url: req.CallbackURL, field: "callbackUrl", json: true},
+		from: from, draw: newTaskID})
+	if code != "" {
+		fail(createtask.FromClassic(code), createtask.Describe(text))
+		return
+	}
+	id, _ := strconv.ParseInt(num, 10, 64)
+	createtask.Write(w, createtask.CreateTaskResponse{TaskID: createtask.TaskID(id)})
+}
+
+// newTaskID draws a JSON task's id: 16 decimal digits, the first not 0,
+// at most createtask.MaxSafeTaskID, so a JavaScript client sends back the
+// number it was given. It is digits, so res.php answers for it too.
+func newTaskID() string {
+	n, _ := rand.Int(rand.Reader, big.NewInt(8e15))
+	return n.Add(n, big.NewInt(1e15)).String()
+}
+
+// taskResult is getTaskResult's reply for a task's state a: processing
+// while it is not done, the solution in its type's shape once solved, and
+// for a dead task the service's code, as res.php answers it
+// (createtask.FromClassic).
+func taskResult(a answer) createtask.TaskResult {
+	switch a.code {
+	case notReady:
+		return createtask.TaskResult{Status: createtask.StatusProcessing}
+	case "":
+	default:
+		return createtask.TaskResult{ErrorReply: createtask.Err(createtask.FromClassic(a.code), a.text)}
+	}
+	sol, err := createtask.Solution(a.method, a.value, a.ua)
+	if err != nil {
+		return createtask.TaskResult{ErrorReply: createtask.Err(createtask.CodeCaptchaUnsolvable, "solved, but "+err.Error())}
+	}
+	r := createtask.TaskResult{Status: createtask.StatusReady, Solution: sol, SolveCount: createtask.Number(a.attempts), IP: a.from}
+	if !a.created.IsZero() {
+		r.CreateTime = a.created.Unix()
+	}
+	if !a.ended.IsZero() {
+		r.EndTime = a.ended.Unix()
+	}
+	return r
+}
+
+// reportJSON serves the report calls: the verdict from the path, or from
+// feedbackTask's result.invalid, reported as res.php's reportgood and
+// reportbad are (Gateway.report).
+func (g *Gateway) reportJSON(ctx context.Context, c *caller, op string, body []byte, w http.ResponseWriter) {
+	fail := func(code, text string) { createtask.Write(w, createtask.Err(code, text)) }
+	var id createtask.TaskID
+	good, isReport := createtask.ReportVerdict(op)
+	if isReport {
+		var req createtask.TaskRequest
+		if err := createtask.Decode(body, &req); err != nil {
+			fail(createtask.CodeNoSuchCaptchaID, err.Error())
+			return
+		}
+		id = req.TaskID
+	} else {
+		var req createtask.FeedbackRequest
+		if err := createtask.Decode(body, &req); err != nil {
+			fail(createtask.CodeInvalidTaskData, err.Error())
+			return
+		}
+		if req.Result == nil {
+			fail(createtask.CodeInvalidTaskData, "result: required, with result.invalid")
+			return
+		}
+		id, good = req.TaskID, !req.Result.Invalid
+	}
+	if id <= 0 {
+		fail(createtask.CodeNoSuchCaptchaID, "taskId: required")
+		return
+	}
+	code, text := g.report(ctx, c, id.String(), good)
+	switch {
+	case code != solver.CodeReportRecorded:
+		fail(createtask.FromClassic(code), text)
+	case !isReport:
+		createtask.Write(w, createtask.ReportResponse{Message: code})
+	default:
+		createtask.Write(w, createtask.ReportResponse{Status: createtask.ReportAccepted})
+	}
+}
