@@ -34,7 +34,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *refresh < 250*time.Millisecond {
 		return usageError("--refresh %s: at least 250ms", *refresh)
 	}
-	if err := checkDashAddr("--addr", *addr, *token); err != nil {
+	if err := checkDashAddr("addr", "token", *addr, *token); err != nil {
 		return err
 	}
 	l, err := net.Listen("tcp", *addr)
@@ -57,16 +57,15 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		l, stdout, log)
 }
 
-// checkDashAddr refuses to listen beyond loopback without a token; flag
-// names the address's flag.
-func checkDashAddr(flag, addr, token string) error {
+// checkDashAddr refuses to listen beyond loopback without a token; flag and
+// tokenFlag name the command's flags of the address and the token.
+func checkDashAddr(flag, tokenFlag, addr, token string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return usageError("%s %q: want host:port: %v", flag, addr, err)
+		return usageError("--%s %q: want host:port: %v", flag, addr, err)
 	}
 	if ip := net.ParseIP(host); token == "" && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
-		tokenFlag := map[string]string{"--addr": "--token", "--dashboard": "--dashboard-token"}[flag]
-		return usageError("%s %s is beyond loopback: set %s (%s) so that only those given it can open the page", flag, addr, tokenFlag, envName(tokenFlag[2:]))
+		return usageError("--%s %s is beyond loopback: set --%s (%s) so that only those given it can open the page", flag, addr, tokenFlag, envName(tokenFlag))
 	}
 	return nil
 }

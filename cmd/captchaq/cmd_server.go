@@ -60,7 +60,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var dashL net.Listener
 	if *dash != "" {
-		if err := checkDashAddr("--dashboard", *dash, *dashToken); err != nil {
+		if err := checkDashAddr("dashboard", "dashboard-token", *dash, *dashToken); err != nil {
 			return err
 		}
 		// Taken before the server starts: a port held by something else
