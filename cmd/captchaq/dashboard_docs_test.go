@@ -77,6 +77,7 @@ func TestDashboardWalkthroughRunsAsWritten(t *testing.T) {
 	body, code := httpGet(t, "http://"+dashAddr+"/api/servers")
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, `"total":1`)
+	require.Contains(t, body, `"store":{`, "captchaq server reports its store on the server page")
 	body, code = httpGet(t, "http://"+dashAddr+"/api/dead")
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, `"total":2`)
