@@ -25,7 +25,7 @@ func TestStoppedWorkerIsNotCountedAlive(t *testing.T) {
 	natsURL, _, client := listeningServer(t, stream.Topology{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	api, emu := emulatorURL(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: {Min: 1500 * time.Millisecond, Max: 1500 * time.Millisecond}}})
+	api, emu := emulatorURL(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{fakeapi.KindTurnstile: {Min: 3 * time.Second, Max: 3 * time.Second}}})
 
 	// The worker that stops: four threads, the one task at the service.
 	sc, err := solver.NewClient(solver.Config{BaseURL: emu, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.05}})
