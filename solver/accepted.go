@@ -25,6 +25,9 @@ type Accepted struct {
 	// ERROR_NO_SUCH_CAPCHA_ID): a resumed captcha the service no longer
 	// knows. Empty for a first submission.
 	Replaces, ReplacedCode string
+	// Provider names the provider that accepted it, for a Solver of
+	// several providers (package provider); a Client leaves it empty.
+	Provider string
 }
 
 type acceptedKey struct{}
@@ -38,6 +41,11 @@ type acceptedKey struct{}
 func WithAccepted(ctx context.Context, f func(Accepted)) context.Context {
 	return context.WithValue(ctx, acceptedKey{}, f)
 }
+
+// TellAccepted tells the function WithAccepted put in ctx, if any, of a:
+// for a Solver that wraps Clients (package provider) and adds to what
+// they tell.
+func TellAccepted(ctx context.Context, a Accepted) { accepted(ctx, a) }
 
 // accepted tells the function WithAccepted put in ctx, if any, of a.
 func accepted(ctx context.Context, a Accepted) {

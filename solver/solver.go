@@ -28,6 +28,10 @@ type Request struct {
 	// Submitted is when the service accepted CaptchaID: its polls and its
 	// local deadline (Timing.MaxWait) count from then. Zero: now.
 	Submitted time.Time
+	// Provider names the provider that accepted CaptchaID, as Accepted
+	// named it, for a Solver of several providers (package provider),
+	// which polls the captcha there. A Client ignores it.
+	Provider string
 }
 
 // Answer is a solved captcha.
@@ -41,6 +45,12 @@ type Answer struct {
 	UserAgent string
 	// CaptchaID is the service's id of the captcha, for reportgood/reportbad.
 	CaptchaID string
+	// Provider names the provider that solved it, and Cost is what the
+	// solve cost there, on CostBasis: set by a Solver of several providers
+	// (package provider); a Client leaves them empty.
+	Provider  string
+	Cost      float64
+	CostBasis string
 }
 
 // Solver solves one captcha. Implementations must honour ctx: when it is

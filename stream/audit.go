@@ -49,6 +49,10 @@ type TraceEntry struct {
 	// Delay is the wait before the next delivery (retry, snooze); 0
 	// otherwise. In JSON it is an integer of nanoseconds.
 	Delay time.Duration `json:"delay,omitempty"`
+	// Provider names the provider of the step's captcha (accepted, held,
+	// answered, handback, retry, solved, outcome), when the worker solves
+	// through several (package provider).
+	Provider string `json:"provider,omitempty"`
 	// Detail is a human-readable note on the step (method and page host,
 	// delivery number, solve time, error detail); its wording may change.
 	Detail string `json:"detail,omitempty"`
@@ -100,6 +104,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 			}
 			e.Kind, e.Gen, e.Attempt, e.Worker, e.Reason = string(ev.Kind), ev.Gen, ev.Attempts, ev.Worker, ev.Reason
 			e.Code, e.Delay, e.At = cmp.Or(ev.Code, ev.LastCode), time.Duration(ev.DelayMS)*time.Millisecond, ev.At
+			e.Provider = ev.Provider
 			switch ev.Kind {
 			case EventAttempt:
 				e.Code = ""
@@ -117,6 +122,9 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 			case EventAccepted:
 				e.Code = ""
 				e.Detail = acceptedDetail(ev)
+				if ev.Provider != "" {
+					e.Detail += " (provider " + ev.Provider + ")"
+				}
 				lastAccepted[ev.Gen] = true
 			case EventHeld:
 				e.Detail = fmt.Sprintf("captcha %s held through an outage since %s: the service gives no word of it; kept and polled again",
@@ -155,7 +163,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 		case strings.HasPrefix(subj, wire.SubjectResults+"."):
 			var o Outcome
 			_ = json.Unmarshal(m.Data(), &o)
-			e.Kind, e.Attempt, e.Code, e.Reason = "outcome", o.Attempts, o.Error, o.Reason
+			e.Kind, e.Attempt, e.Code, e.Reason, e.Provider = "outcome", o.Attempts, o.Error, o.Reason, o.Provider
 			e.Gen, _ = strconv.ParseUint(h.Get(wire.HeaderGen), 10, 64)
 			e.Detail = "status " + string(o.Status)
 			if o.CaptchaID != "" {
@@ -165,6 +173,9 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 				e.Detail += fmt.Sprintf(", in %.1fs, token valid until %s", o.SolveSeconds, o.ExpiresAt.Format(time.RFC3339))
 				if !o.UseAt.IsZero() {
 					e.Detail += fmt.Sprintf(", %.1fs of it left at use_at %s", o.LifetimeAtUseS, o.UseAt.Format(time.RFC3339))
+				}
+				if o.Provider != "" {
+					e.Detail += fmt.Sprintf(", by provider %s at %s (%s)", o.Provider, strconv.FormatFloat(o.Cost, 'f', -1, 64), o.CostBasis)
 				}
 			}
 		case strings.HasPrefix(subj, wire.SubjectDead+"."):

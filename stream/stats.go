@@ -144,6 +144,9 @@ type Stats struct {
 	LastSolve time.Time `json:"last_solve,omitzero"`
 	// LastMinute counts the solves of the last minute alone.
 	LastMinute int `json:"solved_last_minute"`
+	// Spend is what the window's solves cost, by provider and producer,
+	// when workers solve through providers; empty otherwise.
+	Spend []SpendStats `json:"spend,omitempty"`
 
 	// Store is the broker's store, as the server that runs it reports it
 	// (SubjectStoreStatus); nil when it reports none.
@@ -160,6 +163,11 @@ type statsEvent struct {
 	Method  string    `json:"method"`
 	Gen     uint64    `json:"gen"`
 	DelayMS int64     `json:"delay_ms"`
+	Client  string    `json:"client"`
+	// Provider, Cost and CostBasis are a solved outcome's.
+	Provider  string  `json:"-"`
+	Cost      float64 `json:"-"`
+	CostBasis string  `json:"-"`
 }
 
 // Stats reads the queues from the workers' consumers, the plan quota, and

@@ -35,6 +35,7 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start, oldestHeld
 	var (
 		ends       []ended
 		methods    = map[string]string{}
+		producers  = map[string]string{}
 		last       = map[string]Event{}
 		firstSolve time.Time
 	)
@@ -61,7 +62,8 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start, oldestHeld
 				return false, nil // the dead event counts it
 			}
 			// A solved outcome is the record of the solve.
-			ev = statsEvent{Kind: EventSolved, At: o.SolvedAt, Seconds: o.SolveSeconds, Method: o.Method, Gen: taskstore.GenOf(m.Headers())}
+			ev = statsEvent{Kind: EventSolved, At: o.SolvedAt, Seconds: o.SolveSeconds, Method: o.Method, Gen: taskstore.GenOf(m.Headers()),
+				Provider: o.Provider, Cost: o.Cost, CostBasis: o.CostBasis}
 		} else if json.Unmarshal(m.Data(), &ev) != nil || ev.Kind == EventSolved {
 			// A solved event (written by workers before the outcome became
 			// the record of a solve) is counted by its outcome.
@@ -69,6 +71,9 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start, oldestHeld
 		}
 		if ev.Method != "" {
 			methods[id] = ev.Method
+		}
+		if ev.Client != "" {
+			producers[id] = ev.Client
 		}
 		last[id] = Event{Kind: ev.Kind, Gen: ev.Gen, At: ev.At, DelayMS: ev.DelayMS}
 		if ev.At.Before(start) {
@@ -118,6 +123,7 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start, oldestHeld
 		}
 	}
 	times := map[string][]float64{}
+	spend := spendTally{}
 	for _, e := range ends {
 		method := methods[e.id]
 		if method == "" {
@@ -128,6 +134,7 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start, oldestHeld
 			st.Solved++
 			ms.Solved++
 			times[method] = append(times[method], e.ev.Seconds)
+			spend.add(e.ev.Provider, producers[e.id], e.ev.Cost, e.ev.CostBasis)
 		} else {
 			st.Dead++
 			ms.Dead++
@@ -135,6 +142,7 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start, oldestHeld
 		}
 		st.ByMethod[method] = ms
 	}
+	st.Spend = spend.rows()
 	for method, ts := range times {
 		slices.Sort(ts)
 		ms := st.ByMethod[method]

@@ -178,7 +178,15 @@ func (w *Worker) executor(js jetstream.JetStream, s, tokens jetstream.Stream) *e
 		Reach:         &w.reach,
 		ScheduleCheck: cfg.ScheduleCheck,
 		Retention:     s.CachedInfo().Config.MaxAge,
+		FreeHeld:      solvesElsewhere(cfg.Solver),
 	}
+}
+
+// solvesElsewhere reports whether s sends a task to another service while
+// one holds a captcha (a provider.Set of several providers).
+func solvesElsewhere(s solver.Solver) bool {
+	e, ok := s.(interface{ SolvesElsewhere() bool })
+	return ok && e.SolvesElsewhere()
 }
 
 // execHooks is what the worker's executor asks of the worker

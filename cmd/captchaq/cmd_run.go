@@ -18,6 +18,7 @@ import (
 	"github.com/captchaq/captchaq/gateway"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/solver/provider"
 	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/broker"
 )
@@ -31,6 +32,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	store := fs.String("store", "", "JetStream store directory, kept after the run for trace and dead ls (default: a temporary one, removed at exit)")
 	asJSON := fs.Bool("json", false, "print each outcome as a JSON line (the default when stdout is not a terminal; on one, a table)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up waiting after this long")
+	providersFile := fs.String("providers", "", "solve through the providers of this file (docs/providers.md) instead of one service; the spend table follows the outcomes")
+	overflow := fs.String("overflow", "deadline", "with --providers: deadline, always or never (see captchaq worker)")
 	sf := addFlags[solverFlags](fs)
 	pf := addFlags[policyFlags](fs)
 	lf := addFlags[logFlags](fs)
@@ -66,44 +69,60 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer in.Close()
 
-	// The solver: the real service when there is a key, else the emulator.
-	key, err := apiKey(sf.keyFile)
-	if err != nil {
-		return err
-	}
-	timing := solver.Timing{}
-	if key == "" && sf.url != solver.DefaultBaseURL {
-		return usageError("--solver-url %s needs CAPTCHAAI_API_KEY (or --key-file); without a key run uses its built-in emulator", sf.url)
-	}
-	if key == "" {
-		if *speed <= 0 {
-			return usageError("--fake-speed must be positive")
+	// The solver: the providers of --providers; else the real service when
+	// there is a key, else the emulator.
+	now := time.Now // one clock for the workers and their solver
+	var (
+		solve solver.Solver
+		sc    *solver.Client
+		set   *provider.Set
+	)
+	if *providersFile != "" {
+		sf.log, sf.now = log, now
+		if set, err = sf.openProviders(*providersFile, *overflow); err != nil {
+			return err
 		}
-		url, stop, err := startEmulator(fakeapi.Config{TimeScale: 1 / *speed, Seed: time.Now().UnixNano(),
-			Faults: fakeapi.Faults{Unsolvable: *fakeFaults}})
+		solve, sc = providerSolver{set, set}, firstClassic(set)
+		fmt.Fprintf(stderr, "solving through the providers of %s\n", *providersFile)
+	} else {
+		key, err := apiKey(sf.keyFile)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		sf.url, key, timing = url, fakeapi.TestKey, solver.Timing{Scale: 1 / *speed}
-		fmt.Fprintf(stderr, "no CAPTCHAAI_API_KEY: solving with the emulator at %s, %gx real speed\n", url, *speed)
-	} else if sf.url == solver.DefaultBaseURL {
-		fmt.Fprintf(stderr, "real API: %s (CAPTCHAAI_API_KEY is set: each solve is paid for)\n", urlHost(sf.url))
-	} else {
-		fmt.Fprintf(stderr, "solving service at %s (--solver-url or CAPTCHAQ_SOLVER_URL; CAPTCHAAI_API_KEY is set: a paid service charges each solve)\n", urlHost(sf.url))
-	}
-	sf.log = log
-	if timing.Scale == 0 {
-		timing.Scale = sf.pollScale
-	}
-	now := time.Now // one clock for the workers and their solver
-	sf.now = now
-	sc, err := sf.clientWithKey(key, timing, nil)
-	if err != nil {
-		return err
-	}
-	if err := serviceAnswers(ctx, sc, sf.url); err != nil {
-		return err
+		timing := solver.Timing{}
+		if key == "" && sf.url != solver.DefaultBaseURL {
+			return usageError("--solver-url %s needs CAPTCHAAI_API_KEY (or --key-file); without a key run uses its built-in emulator", sf.url)
+		}
+		if key == "" {
+			if *speed <= 0 {
+				return usageError("--fake-speed must be positive")
+			}
+			url, stop, err := startEmulator(fakeapi.Config{TimeScale: 1 / *speed, Seed: time.Now().UnixNano(),
+				Faults: fakeapi.Faults{Unsolvable: *fakeFaults}})
+			if err != nil {
+				return err
+			}
+			defer stop()
+			sf.url, key, timing = url, fakeapi.TestKey, solver.Timing{Scale: 1 / *speed}
+			fmt.Fprintf(stderr, "no CAPTCHAAI_API_KEY: solving with the emulator at %s, %gx real speed\n", url, *speed)
+		} else if sf.url == solver.DefaultBaseURL {
+			fmt.Fprintf(stderr, "real API: %s (CAPTCHAAI_API_KEY is set: each solve is paid for)\n", urlHost(sf.url))
+		} else {
+			fmt.Fprintf(stderr, "solving service at %s (--solver-url or CAPTCHAQ_SOLVER_URL; CAPTCHAAI_API_KEY is set: a paid service charges each solve)\n", urlHost(sf.url))
+		}
+		sf.log = log
+		if timing.Scale == 0 {
+			timing.Scale = sf.pollScale
+		}
+		sf.now = now
+		sc, err = sf.clientWithKey(key, timing, nil)
+		if err != nil {
+			return err
+		}
+		if err := serviceAnswers(ctx, sc, sf.url); err != nil {
+			return err
+		}
+		solve = sc
 	}
 
 	dir, key := *store, os.Getenv(storeKeyEnv)
@@ -168,7 +187,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		conns = append(conns, wnc)
 		// One solving client for every worker of this process: it learns
 		// for all of them, with no pool to share with.
-		w, err := stream.NewWorker(ctx, wnc, stream.WorkerConfig{Solver: sc, LearnAlone: true, Threads: *threads, Policy: pf.policy(),
+		w, err := stream.NewWorker(ctx, wnc, stream.WorkerConfig{Solver: solve, LearnAlone: true, Threads: *threads, Policy: pf.policy(),
 			Logger: log, Name: fmt.Sprintf("run-worker-%d", i+1), ShutdownGrace: time.Second, Now: now})
 		if err != nil {
 			return err
@@ -186,11 +205,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if gf.addr != "" {
 		// The workers' side of the gateway's reportgood/reportbad: the
 		// service's key is sc's.
-		stopReports, err := gateway.ServeReports(ctx, conns[0], stream.Topology{}, sc, log)
-		if err != nil {
-			return err
+		if sc != nil {
+			stopReports, err := gateway.ServeReports(ctx, conns[0], stream.Topology{}, sc, log)
+			if err != nil {
+				return err
+			}
+			defer stopReports()
 		}
-		defer stopReports()
 		stopGW, err := gf.startIn(wctx, ns, now, stderr, log)
 		if err != nil {
 			return err
@@ -217,7 +238,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	bar.begin(len(receipts))
 	watchCtx, stopWatch := context.WithCancel(wctx)
 	watched := make(chan struct{})
-	go func() { defer close(watched); watchService(watchCtx, bar, sc, sf.url) }()
+	go func() {
+		defer close(watched)
+		if set == nil {
+			watchService(watchCtx, bar, sc, sf.url)
+		}
+	}()
 	rows := newOutcomePrinter(stdout, *asJSON || !isTerminal(stdout), bar)
 	var sum summary
 	wait, cancel := context.WithTimeout(wctx, *timeout)
@@ -232,6 +258,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	bar.finish()
 	sum.elapsed = time.Since(start)
 	sum.print(stderr, len(receipts))
+	if set != nil {
+		printRunSpend(ctx, stderr, client)
+	}
 	if *store != "" {
 		fmt.Fprintf(stderr, "  store    kept in %s: `captchaq server --config '' --store %s`, then `captchaq trace ID`, `captchaq dead ls`\n", dir, dir)
 	}

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -156,7 +159,38 @@ func printStats(w io.Writer, st stream.Stats) {
 		s := st.ByMethod[m]
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1fs\t%.1fs\n", m, s.Solved, s.Dead, s.P50, s.P95)
 	}
+	printSpend(tw, st.Spend)
 	_ = tw.Flush()
+}
+
+// printSpend is the spend table: what each provider was paid for each
+// producer's solves, with totals per provider.
+func printSpend(w io.Writer, rows []stream.SpendStats) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nPROVIDER\tPRODUCER\tSOLVED\tON PLAN\tCOST")
+	total := map[string]stream.SpendStats{}
+	var order []string
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.Provider, cmp.Or(r.Producer, "(unnamed)"), r.Solves, r.PlanSolves, money(r.Cost))
+		t, seen := total[r.Provider]
+		if !seen {
+			order = append(order, r.Provider)
+		}
+		t.Solves, t.PlanSolves, t.Cost = t.Solves+r.Solves, t.PlanSolves+r.PlanSolves, t.Cost+r.Cost
+		total[r.Provider] = t
+	}
+	for _, p := range order {
+		t := total[p]
+		fmt.Fprintf(w, "%s\ttotal\t%d\t%d\t%s\n", p, t.Solves, t.PlanSolves, money(t.Cost))
+	}
+}
+
+// money is an amount to a millionth, without trailing zeros: the prices
+// per solve are fractions of a cent.
+func money(x float64) string {
+	return strconv.FormatFloat(math.Round(x*1e6)/1e6, 'f', -1, 64)
 }
 
 // printDeadlineWarnings says, for each paused lane whose waiting tasks'

@@ -19,6 +19,7 @@ import (
 	"github.com/captchaq/captchaq/internal/httpguard"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/provider"
 	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/metrics"
 )
@@ -36,6 +37,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	pingbackURL := fs.String("pingback-url", "", "the public URL the service calls back, routed to --pingback-listen (2captcha: registered in its pingback settings); a secret path segment is added")
 	shareEvery := fs.Duration("share-timings", 30*time.Second,
 		"merge the solve times this worker learned into the pool's (KV bucket "+stream.TimingsBucket+") this often, and poll with the pool's; 0: learn alone, forget on exit")
+	providersFile := fs.String("providers", "", "solve through the providers of this file (docs/providers.md): failover to the fallback while the primary is out, and the cost of every solve; --solver-url, --key-file and --service are then each entry's")
+	overflow := fs.String("overflow", "deadline", "with --providers, when a task that finds every primary's plan full goes to an overflow provider: deadline (only when waiting for a plan thread would miss its deadline), always, or never")
 	nf := addFlags[natsFlags](fs)
 	sf := addFlags[solverFlags](fs)
 	pf := addFlags[policyFlags](fs)
@@ -70,15 +73,24 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// reuse, timeouts) stays, and no reply is read twice.
 	sf.onCall = m.SolverCall
 	sf.now = time.Now // one clock for the worker and its solver
+	var (
+		sc  *solver.Client
+		set *provider.Set
+	)
+	if *providersFile != "" {
+		if set, err = sf.openProviders(*providersFile, *overflow); err != nil {
+			return err
+		}
+		sc = firstClassic(set) // reports go to it; nil: none is classic
+	}
 	nc, ae, err := nf.connectPatiently(ctx, "captchaq-worker", log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	ae.setLogger(log)
-	// The worker builds the solving client once it knows whether a
-	// plan-wide quota is set, and shares what the client learns.
-	var sc *solver.Client
+	// Without providers the worker builds the solving client (sc) once it
+	// knows whether a plan-wide quota is set, and shares what it learns.
 	// Readiness: connected to NATS, bound to the consumers, and taking tasks.
 	var running atomic.Bool
 	var worker atomic.Pointer[stream.Worker]
@@ -91,6 +103,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		if err := worker.Load().StoreRefusing(ctx); err != nil {
 			return err
+		}
+		if set != nil {
+			return unreachable(set)
 		}
 		if since, err := sc.Unreachable(); err != nil {
 			return fmt.Errorf("the solving service is unreachable since %s: %v (--solver-url %s); %d captchas held at the service",
@@ -107,34 +122,55 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		log.Info("serving metrics", slog.String("addr", addr))
 	}
 
-	w, err := newWorkerPatiently(ctx, nc, ae, stream.WorkerConfig{
+	wc := stream.WorkerConfig{
 		NewSolver: func(noQuota bool) (*solver.Client, error) {
 			sf.learnPlan = noQuota && *learnPlan
 			return sf.client(solver.Timing{})
 		},
 		WrapSolver: m.Solver, ShareTimingsEvery: *shareEvery, LearnAlone: *shareEvery == 0,
 		Threads: *threads, Policy: pf.policy(), Topology: nf.topology(top.topology()), Name: *name, Logger: log,
-		ShutdownGrace: *grace, Observer: m, NoErase: *noErase, Now: sf.now}, log)
+		ShutdownGrace: *grace, Observer: m, NoErase: *noErase, Now: sf.now}
+	if set != nil {
+		wc.NewSolver, wc.WrapSolver = nil, nil
+		wc.Solver = providerSolver{m.Solver(set), set}
+		if sc != nil {
+			wc.Learner = sc
+		}
+	}
+	w, err := newWorkerPatiently(ctx, nc, ae, wc, log)
 	if err != nil {
 		return explain(err, ae)
 	}
-	sc = w.SolverClient()
+	if set == nil {
+		sc = w.SolverClient()
+	}
 	// Reports a gateway asks for (its callers' reportgood/reportbad):
 	// the service's key stays here. With a nats.conf that does not let
 	// workers take them, the server's refusal is logged and the gateway
 	// answers its callers ERROR_REPORT_NOT_RECORDED.
-	stopReports, err := gateway.ServeReports(ctx, nc, nf.topology(top.topology()), sc, log)
-	if err != nil {
-		return explain(err, ae)
+	if sc != nil {
+		stopReports, err := gateway.ServeReports(ctx, nc, nf.topology(top.topology()), sc, log)
+		if err != nil {
+			return explain(err, ae)
+		}
+		defer stopReports()
 	}
-	defer stopReports()
 	svc, _ := sf.profile()
-	log.Info("worker started", slog.Int("threads", *threads), slog.String("nats", nc.ConnectedUrlRedacted()),
-		slog.String("service", string(svc)), slog.String("solver", redactURL(sf.url)))
+	if set != nil {
+		log.Info("worker started", slog.Int("threads", *threads), slog.String("nats", nc.ConnectedUrlRedacted()),
+			slog.String("providers", *providersFile))
+	} else {
+		log.Info("worker started", slog.Int("threads", *threads), slog.String("nats", nc.ConnectedUrlRedacted()),
+			slog.String("service", string(svc)), slog.String("solver", redactURL(sf.url)))
+	}
 	worker.Store(w)
 	running.Store(true)
-	go checkService(ctx, sc, log)
-	go probeOutages(ctx, sc)
+	if set != nil {
+		watchProviders(ctx, set, log)
+	} else {
+		go checkService(ctx, sc, log)
+		go probeOutages(ctx, sc)
+	}
 	// A user that may not pull tasks (the producer's credentials, by
 	// mistake) can do nothing: stop, and say which role a worker needs,
 	// rather than run on refused every second while nothing is solved.

@@ -102,14 +102,27 @@ func (s *solverFlags) clientWith(timing solver.Timing, hc *http.Client) (*solver
 // clientWithKey builds the solving service's client with the given key;
 // every solver flag applies, whichever command registered them.
 func (s *solverFlags) clientWithKey(key string, timing solver.Timing, hc *http.Client) (*solver.Client, error) {
-	timing.NoBatch = !s.batch
-	timing.PollPace = s.pollPace
-	svc, err := s.profile()
+	cfg, err := s.config(key, timing, hc)
 	if err != nil {
 		return nil, err
 	}
-	return solver.NewClient(solver.Config{BaseURL: s.url, APIKey: key, Timing: timing, HTTPClient: hc, Logger: s.log,
-		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn, OnCall: s.onCall, Now: s.now, LearnPlan: s.learnPlan, Pingback: s.pingback})
+	return solver.NewClient(cfg)
+}
+
+// config is the solving client's configuration with the given key: every
+// solver flag applies.
+func (s *solverFlags) config(key string, timing solver.Timing, hc *http.Client) (solver.Config, error) {
+	timing.NoBatch = !s.batch
+	timing.PollPace = s.pollPace
+	if timing.Scale == 0 && s.pollScale > 0 && s.pollScale != 1 {
+		timing.Scale = s.pollScale
+	}
+	svc, err := s.profile()
+	if err != nil {
+		return solver.Config{}, err
+	}
+	return solver.Config{BaseURL: s.url, APIKey: key, Timing: timing, HTTPClient: hc, Logger: s.log,
+		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn, OnCall: s.onCall, Now: s.now, LearnPlan: s.learnPlan, Pingback: s.pingback}, nil
 }
 
 // profile is the --service profile, or the one of the --solver-url host.

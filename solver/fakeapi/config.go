@@ -131,6 +131,10 @@ type Faults struct {
 	// Unsolvable is the rate of captchas that end in
 	// ERROR_CAPTCHA_UNSOLVABLE instead of an answer.
 	Unsolvable float64
+	// ReuseID makes in.php answer a new submission with the id of the
+	// last captcha it accepted, as a broken provider might: it charges
+	// the new one, and polls of the id answer about the old one.
+	ReuseID bool
 	// Rules fail matching tasks with a fixed code.
 	Rules []Rule
 }

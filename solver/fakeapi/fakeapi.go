@@ -76,6 +76,7 @@ type Server struct {
 	rng      *rand.Rand
 	faults   Faults
 	nextID   int64
+	lastID   string // the last captcha in.php accepted (Faults.ReuseID)
 	captchas map[string]*captcha
 	solving  map[string]*captcha        // submitted, not yet ready
 	submits  map[string]*classic.Window // the in.php rule, per key

@@ -48,6 +48,8 @@ type Worker struct {
 	apiTime   *Histogram
 	inFlight  *Gauge
 	threads   *Gauge
+	solves    *Counter
+	spend     *Counter
 }
 
 // NewWorker registers a worker's metrics in a new registry; threads is the
@@ -68,6 +70,8 @@ func NewWorker(threads int) *Worker {
 		apiTime:   r.Histogram("captchaq_api_call_duration_seconds", "Duration of calls to the solving service, by endpoint.", APICallBuckets, "endpoint"),
 		inFlight:  r.Gauge("captchaq_in_flight", "Captchas this worker has at the solving service now."),
 		threads:   r.Gauge("captchaq_threads", "Tasks this worker solves at once at most (--threads)."),
+		solves:    r.Counter("captchaq_provider_solves_total", "Answers from each provider (worker --providers), by method and cost basis (price, reported, plan).", "provider", "method", "basis"),
+		spend:     r.Counter("captchaq_provider_spend_total", "What the answers from each provider cost (worker --providers), in the currency of the providers file's prices, by method.", "provider", "method"),
 	}
 	m.threads.Set(float64(threads))
 	m.inFlight.Set(0)
@@ -100,12 +104,19 @@ func (m *Worker) Observe(o stream.Observation) {
 	}
 }
 
-// Solver wraps s so that captchaq_in_flight counts the solves under way.
+// Solver wraps s so that captchaq_in_flight counts the solves under way,
+// and captchaq_provider_solves_total and captchaq_provider_spend_total the
+// answers that name their provider and cost (a provider.Set's).
 func (m *Worker) Solver(s solver.Solver) solver.Solver {
 	return solver.Func(func(ctx context.Context, req solver.Request) (solver.Answer, error) {
 		m.inFlight.Add(1)
 		defer m.inFlight.Add(-1)
-		return s.Solve(ctx, req)
+		ans, err := s.Solve(ctx, req)
+		if err == nil && ans.Provider != "" {
+			m.solves.Inc(ans.Provider, methodLabel(req.Method), ans.CostBasis)
+			m.spend.Add(ans.Cost, ans.Provider, methodLabel(req.Method))
+		}
+		return ans, err
 	})
 }
 

@@ -185,3 +185,35 @@ func TestTransportLabelsBatchPolls(t *testing.T) {
 	require.Contains(t, b.String(), `captchaq_api_calls_total{code="BATCH",endpoint="res.php"} 1`+"\n")
 	require.Contains(t, b.String(), `captchaq_api_calls_total{code="CAPCHA_NOT_READY",endpoint="res.php"} 1`+"\n")
 }
+
+// TestProviderSpend counts the answers of a Solver of providers by
+// provider, method and cost basis, and sums their cost.
+func TestProviderSpend(t *testing.T) {
+	t.Parallel()
+	m := NewWorker(1)
+	answers := []solver.Answer{
+		{Provider: "spare", Cost: 0.00299, CostBasis: "price"},
+		{Provider: "spare", Cost: 0.00299, CostBasis: "price"},
+		{Provider: "plan", CostBasis: "plan"},
+		{}, // a single service's: not counted
+	}
+	i := 0
+	s := m.Solver(solver.Func(func(context.Context, solver.Request) (solver.Answer, error) {
+		i++
+		return answers[i-1], nil
+	}))
+	for range answers {
+		_, err := s.Solve(t.Context(), solver.Request{Method: "userrecaptcha"})
+		require.NoError(t, err)
+	}
+	var b strings.Builder
+	require.NoError(t, m.Registry().WriteText(&b))
+	for _, want := range []string{
+		`captchaq_provider_solves_total{basis="price",method="userrecaptcha",provider="spare"} 2`,
+		`captchaq_provider_solves_total{basis="plan",method="userrecaptcha",provider="plan"} 1`,
+		`captchaq_provider_spend_total{method="userrecaptcha",provider="spare"} 0.00598`,
+		`captchaq_provider_spend_total{method="userrecaptcha",provider="plan"} 0`,
+	} {
+		require.Contains(t, b.String(), want+"\n")
+	}
+}

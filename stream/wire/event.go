@@ -74,6 +74,10 @@ type Event struct {
 	// (solved), accepted (accepted), or the one an ended attempt polled
 	// (retry, dead, handback: what became of it is Code).
 	CaptchaID string `json:"captcha_id,omitempty"`
+	// Provider names the provider of CaptchaID, when the worker solves
+	// through several (package provider): the one that accepted it, whose
+	// captcha id it is and which was paid for it.
+	Provider string `json:"provider,omitempty"`
 	// AcceptedAt is when the service accepted CaptchaID (accepted, and a
 	// handback that leaves it to the next delivery), on the broker's clock
 	// (the worker's own moved by its offset from the broker's), so that

@@ -64,6 +64,17 @@ type Outcome struct {
 	// CaptchaID is the service's id of the captcha, for `captchaq report`;
 	// empty when dead.
 	CaptchaID string `json:"captcha_id,omitempty"`
+	// Provider names the provider that solved the task, when the worker
+	// solves through several (package provider); empty otherwise, and when
+	// dead.
+	Provider string `json:"provider,omitempty"`
+	// Cost is what the solve cost at Provider, in the currency of its
+	// prices, and CostBasis what the figure is: "price", the price per
+	// solve the providers file states; "plan", a solve on a thread plan,
+	// paid by the month whatever is solved, which costs nothing more
+	// (Cost 0). Both empty without providers.
+	Cost      float64 `json:"cost,omitempty"`
+	CostBasis string  `json:"cost_basis,omitempty"`
 	// SolvedAt is when the answer arrived, on the broker's clock as
 	// ExpiresAt and UseAt are; zero when dead.
 	SolvedAt time.Time `json:"solved_at,omitzero"`

@@ -19,9 +19,10 @@ type Slot struct {
 }
 
 // Solved frees the thread once the service is done with the task, when there
-// is room for one more task recording its outcome.
+// is room for one more task recording its outcome. A second call does
+// nothing (it takes no second room).
 func (s *Slot) Solved() {
-	if s == nil {
+	if s == nil || s.finisher {
 		return
 	}
 	select {

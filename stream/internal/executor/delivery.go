@@ -65,6 +65,8 @@ type delivery struct {
 	// captcha is the last captcha the service accepted for the attempt
 	// (zero: none yet).
 	captcha solver.Accepted
+	// slot is the worker thread of the attempt under way.
+	slot Slot
 }
 
 // parse parses the task message's body into task the first time it is
@@ -175,7 +177,7 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 	// task that kills every worker that takes it); the new attempt polls
 	// the dead worker's captcha, if the records name one, and pays nothing.
 	resumeID, resumeAt, resume := captchaToResume(d.st.Last)
-	resumeFrom := d.st.Last.Worker
+	resumeFrom, resumeOn := d.st.Last.Worker, d.st.Last.Provider
 	// Held from before the attempt is recorded to the end of the delivery:
 	// every heartbeat sent while the attempt's record is the task's last
 	// names the task (attemptLives).
@@ -199,9 +201,11 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 		// The records hold when it was accepted on the broker's clock: the
 		// worker that submitted it may have had another clock than this one.
 		req.CaptchaID, req.Submitted = resumeID, d.x.Clock.LocalTime(resumeAt)
+		req.Provider = resumeOn // the provider that accepted it
 		d.log.Info("resuming the captcha the service accepted for the last attempt", slog.String("captcha_id", resumeID),
 			slog.String("from", resumeFrom))
 	}
+	d.slot = sl
 	tctx, endTrace := traceAttempt(ctx, d)
 	ans, serr := d.solve(d.x.EarlyRelease(tctx, d.thread), req, ev)
 	endTrace(serr)
@@ -221,7 +225,7 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 	if nx.kind != nextSolved && d.captcha.ID != "" {
 		// What became of the attempt's captcha: the code says. A handback
 		// leaves it to the next delivery, which polls it again.
-		nx.ev.CaptchaID = d.captcha.ID
+		nx.ev.CaptchaID, nx.ev.Provider = d.captcha.ID, d.captcha.Provider
 		if nx.kind == nextHandback || nx.kind == nextStop {
 			nx.ev.AcceptedAt = d.brokerTime(d.captcha.At)
 		}

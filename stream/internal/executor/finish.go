@@ -38,10 +38,11 @@ func (d *delivery) finishSolved(ctx context.Context, ev wire.Event, ans solver.A
 	// On the broker's clock, as SolvedAt and use_at: a producer compares
 	// them with its own, and the two machines' clocks need not agree with
 	// the worker's.
-	ev.Kind, ev.CaptchaID, ev.ExpiresAt = wire.EventSolved, ans.CaptchaID, d.x.Clock.BrokerTime(end).Add(life)
+	ev.Kind, ev.CaptchaID, ev.Provider, ev.ExpiresAt = wire.EventSolved, ans.CaptchaID, ans.Provider, d.x.Clock.BrokerTime(end).Add(life)
 	out := wire.Outcome{ID: d.id, Status: wire.StatusSolved, Solution: ans.Solution, UserAgent: ans.UserAgent,
 		Attempts: ev.Attempts, SolveSeconds: roundSeconds(end.Sub(start)), ExpiresAt: ev.ExpiresAt,
-		Method: d.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: d.x.Clock.BrokerTime(end)}
+		Method: d.task.Method, CaptchaID: ans.CaptchaID, SolvedAt: d.x.Clock.BrokerTime(end),
+		Provider: ans.Provider, Cost: ans.Cost, CostBasis: ans.CostBasis}
 	if !d.useAt.IsZero() {
 		out.UseAt, out.LifetimeAtUseS = d.useAt, roundSeconds(out.ExpiresAt.Sub(d.useAt))
 	}

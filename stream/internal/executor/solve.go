@@ -80,7 +80,7 @@ func (d *delivery) accepted(ctx context.Context, attempt wire.Event, a solver.Ac
 	d.captcha = a
 	ev := attempt
 	ev.Kind, ev.At, ev.CaptchaID, ev.AcceptedAt, ev.Resumed, ev.Replaces, ev.Code = wire.EventAccepted, d.x.Now(), a.ID, d.brokerTime(a.At), a.Resumed, a.Replaces, a.ReplacedCode
-	ev.Crashed = false
+	ev.Provider, ev.Crashed = a.Provider, false
 	d.captchaEvent(ctx, ev)
 }
 
@@ -94,8 +94,11 @@ func (d *delivery) held(ctx context.Context, attempt wire.Event, h solver.Held) 
 	if !h.Again.IsZero() {
 		ev.Kind, ev.At = wire.EventAnswered, h.Again
 	}
-	ev.Crashed = false
+	ev.Provider, ev.Crashed = d.captcha.Provider, false
 	d.captchaEvent(ctx, ev)
+	if d.x.FreeHeld && h.Again.IsZero() && d.slot != nil {
+		d.slot.Solved() // its captcha waits for the service: the thread may carry the next task elsewhere
+	}
 }
 
 // brokerTime is t, a time of this worker's clock, on the broker's clock;

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"text/tabwriter"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/stream"
+)
+
+// TestPrintSpend prints a row per provider and producer and a total per
+// provider.
+func TestPrintSpend(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	printSpend(tw, []stream.SpendStats{
+		{Provider: "plan", Producer: "crawler", Solves: 20, PlanSolves: 20},
+		{Provider: "spare", Producer: "", Solves: 3, Cost: 0.00897},
+		{Provider: "spare", Producer: "checkout", Solves: 10, Cost: 0.0299},
+	})
+	require.NoError(t, tw.Flush())
+	out := b.String()
+	require.Regexp(t, `plan\s+crawler\s+20\s+20\s+0\n`, out)
+	require.Regexp(t, `spare\s+\(unnamed\)\s+3\s+0\s+0\.00897\n`, out)
+	require.Regexp(t, `spare\s+total\s+13\s+0\s+0\.03887\n`, out)
+	b.Reset()
+	printSpend(tw, nil)
+	require.Empty(t, b.String(), "no table without providers")
+}

@@ -1,0 +1,317 @@
+// The providers file: which solving services a worker uses, how each is
+// reached and paid, and what it is for.
+
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/captchaq/captchaq/captcha"
+	"github.com/captchaq/captchaq/solver"
+)
+
+// Dialect is the API a provider speaks.
+type Dialect string
+
+// The dialects.
+const (
+	// Classic is in.php/res.php (CaptchaAI, 2captcha, RuCaptcha,
+	// CapMonster Cloud's compatibility endpoint).
+	Classic Dialect = "classic"
+	// Tasks is the JSON createTask/getTaskResult dialect (Anti-Captcha,
+	// CapMonster Cloud, CapSolver, 2captcha API v2, captchaq's gateway):
+	// TasksClient.
+	Tasks Dialect = "tasks"
+)
+
+// Role is what a provider is for.
+type Role string
+
+// The roles.
+const (
+	// Primary providers take every task they solve first.
+	Primary Role = "primary"
+	// Fallback providers take a task only while every primary that solves
+	// its method is out (outage, refused key, no funds).
+	Fallback Role = "fallback"
+	// Overflow providers take a task that would miss its deadline waiting
+	// for a thread of the primaries' plans.
+	Overflow Role = "overflow"
+)
+
+// Entry is one provider of the providers file.
+type Entry struct {
+	// Name names the provider in events, outcomes and stats: 1 to 32
+	// lower-case letters, digits, '-' or '_', unique in the file.
+	Name string `json:"name"`
+	// Dialect is the API it speaks: "classic" or "tasks".
+	Dialect Dialect `json:"dialect"`
+	// BaseURL is the API's root, without /in.php: an absolute http(s) URL
+	// without credentials or query.
+	BaseURL string `json:"base_url"`
+	// Service is the profile of the classic service ("captchaai" or
+	// "2captcha"): what its codes mean and which methods it has. Default:
+	// from BaseURL's host (solver.ServiceOf). A tasks provider has none: it
+	// is classed as a per-solve service, and offers what the dialect has
+	// types for.
+	Service string `json:"service,omitempty"`
+	// KeyEnv names the environment variable that holds the API key, and
+	// KeyFile a file holding it: exactly one of the two. The key itself is
+	// never in the providers file.
+	KeyEnv  string `json:"key_env,omitempty"`
+	KeyFile string `json:"key_file,omitempty"`
+	// Billing says how the provider is paid.
+	Billing Billing `json:"billing"`
+	// Methods are the methods the provider is given; each must be one
+	// captchaq accepts and the service offers. Default: every method the
+	// service offers.
+	Methods []string `json:"methods,omitempty"`
+	// Role is "primary", "fallback" or "overflow".
+	Role Role `json:"role"`
+}
+
+// Billing is how a provider is paid: a thread plan (Threads) or per solve
+// (Per1000), exactly one of the two.
+type Billing struct {
+	// Threads is the plan's concurrent threads (CaptchaAI's plans).
+	Threads int `json:"threads,omitempty"`
+	// PlanPrice is what the plan costs a month, as the user states it; a
+	// solve on the plan costs nothing more (its marginal cost is zero).
+	PlanPrice float64 `json:"plan_price,omitempty"`
+	// Per1000 is the price of 1000 solves by method, as the user states
+	// it from the provider's price list. Every method the provider is
+	// given must have a price.
+	Per1000 map[string]float64 `json:"per_1000,omitempty"`
+}
+
+// Plan reports whether the provider is paid by a thread plan.
+func (b Billing) Plan() bool { return b.Threads > 0 }
+
+// Price is what one solve of method costs beyond the plan: its Per1000
+// price over 1000, and 0 on a thread plan.
+func (b Billing) Price(method string) float64 { return b.Per1000[method] / 1000 }
+
+// File is the providers file: {"providers": [Entry, …]}.
+type File struct {
+	Providers []Entry `json:"providers"`
+}
+
+var (
+	namePattern   = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
+	envVarPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// Parse reads a providers file. Unknown fields and every field out of
+// range are errors naming the entry (its index and name) and the field.
+func Parse(b []byte) (File, error) {
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return File{}, fmt.Errorf("providers file: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return File{}, fmt.Errorf("providers file: data after the JSON object at byte %d", dec.InputOffset())
+	}
+	return f, f.Validate()
+}
+
+// Load reads and parses the providers file at path (Parse).
+func Load(path string) (File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return File{}, err
+	}
+	f, err := Parse(b)
+	if err != nil {
+		return File{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Validate says what is wrong with the file: the first entry and field
+// out of range, or what the entries lack together (a primary).
+func (f File) Validate() error {
+	if len(f.Providers) == 0 {
+		return errors.New("providers file: no providers")
+	}
+	names := map[string]bool{}
+	primary := false
+	for i, e := range f.Providers {
+		at := fmt.Sprintf("providers file: providers[%d]", i)
+		if e.Name != "" {
+			at += fmt.Sprintf(" (%s)", e.Name)
+		}
+		if err := e.Validate(); err != nil {
+			return fmt.Errorf("%s: %w", at, err)
+		}
+		if names[e.Name] {
+			return fmt.Errorf("%s: name: named twice", at)
+		}
+		names[e.Name] = true
+		primary = primary || e.Role == Primary
+	}
+	if !primary {
+		return errors.New("providers file: no provider has role primary")
+	}
+	return nil
+}
+
+// Validate says what is wrong with the entry, naming the field. The key is
+// never read here (Key reads it).
+func (e Entry) Validate() error {
+	switch {
+	case !namePattern.MatchString(e.Name):
+		return fmt.Errorf("name %q: 1 to 32 lower-case letters, digits, '-' or '_'", e.Name)
+	case e.Dialect == Tasks && e.Service != "":
+		return fmt.Errorf("service %q: a profile of the classic dialect; the tasks dialect has none", e.Service)
+	case e.Dialect != Classic && e.Dialect != Tasks:
+		return fmt.Errorf("dialect %q: want %q or %q", e.Dialect, Classic, Tasks)
+	}
+	if err := checkBaseURL(e.BaseURL); err != nil {
+		return fmt.Errorf("base_url: %w", err)
+	}
+	svc, err := e.service()
+	if err != nil {
+		return fmt.Errorf("service %q: want one of %v", e.Service, solver.Services())
+	}
+	switch {
+	case e.KeyEnv == "" && e.KeyFile == "":
+		return errors.New("key_env, key_file: neither is set; name where the API key is")
+	case e.KeyEnv != "" && e.KeyFile != "":
+		return errors.New("key_env, key_file: both are set; name one")
+	case e.KeyEnv != "" && !envVarPattern.MatchString(e.KeyEnv):
+		return fmt.Errorf("key_env %q: not an environment variable's name (the key itself never goes in this file)", e.KeyEnv)
+	}
+	for i, m := range e.Methods {
+		if err := offered(svc, m); err != nil {
+			return fmt.Errorf("methods[%d] %q: %w", i, m, err)
+		}
+	}
+	if err := e.Billing.validate(e.methods(svc)); err != nil {
+		return fmt.Errorf("billing.%w", err)
+	}
+	switch e.Role {
+	case Primary, Fallback:
+	case Overflow:
+		if e.Billing.Plan() {
+			return errors.New("role overflow: an overflow provider is paid per solve (billing.per_1000), not by a thread plan")
+		}
+	default:
+		return fmt.Errorf("role %q: want %q, %q or %q", e.Role, Primary, Fallback, Overflow)
+	}
+	return nil
+}
+
+// validate checks the billing of a provider given methods.
+func (b Billing) validate(methods []string) error {
+	switch {
+	case b.Threads < 0:
+		return fmt.Errorf("threads %d: want a plan of 1 thread or more", b.Threads)
+	case b.Threads > 0 && len(b.Per1000) > 0:
+		return errors.New("threads, per_1000: both are set; a provider is paid by a plan or per solve")
+	case b.Threads == 0 && len(b.Per1000) == 0:
+		return errors.New("threads, per_1000: neither is set; say how the provider is paid")
+	case b.PlanPrice < 0 || math.IsNaN(b.PlanPrice) || math.IsInf(b.PlanPrice, 0):
+		return fmt.Errorf("plan_price %g: want 0 or more", b.PlanPrice)
+	case b.PlanPrice > 0 && b.Threads == 0:
+		return errors.New("plan_price: set without a plan (threads)")
+	}
+	for _, m := range slices.Sorted(maps.Keys(b.Per1000)) {
+		if !slices.Contains(methods, m) {
+			return fmt.Errorf("per_1000[%q]: not a method this provider is given (%s)", m, strings.Join(methods, ", "))
+		}
+		if p := b.Per1000[m]; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) {
+			return fmt.Errorf("per_1000[%q] %g: want a price of 0 or more", m, p)
+		}
+	}
+	if b.Threads == 0 {
+		for _, m := range methods {
+			if _, ok := b.Per1000[m]; !ok {
+				return fmt.Errorf("per_1000[%q]: missing; every method the provider is given needs its price (or list the methods it takes)", m)
+			}
+		}
+	}
+	return nil
+}
+
+// checkBaseURL says why u is no API root, if it is not.
+func checkBaseURL(u string) error {
+	p, err := url.Parse(u)
+	switch {
+	case err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "":
+		return errors.New("not an absolute http(s) URL")
+	case p.User != nil:
+		return errors.New("carries credentials; the key goes in key_env or key_file")
+	case p.RawQuery != "" || p.Fragment != "":
+		return errors.New("carries a query or fragment")
+	}
+	return nil
+}
+
+// service is the entry's classic profile; a tasks provider is taken as a
+// per-solve service (its ERROR_ZERO_BALANCE means no money).
+func (e Entry) service() (solver.Service, error) {
+	if e.Dialect == Tasks {
+		return solver.TwoCaptcha, nil
+	}
+	if e.Service == "" {
+		return solver.ServiceOf(e.BaseURL), nil
+	}
+	return solver.ParseService(e.Service)
+}
+
+// offered says why service svc is not given method m, if it is not.
+func offered(svc solver.Service, m string) error {
+	if _, ok := captcha.Lookup(m); !ok {
+		return errors.New("not a method captchaq accepts")
+	}
+	if err := svc.Offers(m, nil); err != nil {
+		return fmt.Errorf("not offered by %s", svc)
+	}
+	return nil
+}
+
+// methods is what the entry solves: Methods, or every method svc offers.
+func (e Entry) methods(svc solver.Service) []string {
+	if len(e.Methods) > 0 {
+		return e.Methods
+	}
+	var out []string
+	for _, m := range solver.Methods() {
+		if offered(svc, m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Key reads the entry's API key from its environment variable or file.
+// The error names the variable or the file, never the key.
+func (e Entry) Key() (string, error) {
+	if e.KeyFile != "" {
+		b, err := os.ReadFile(e.KeyFile)
+		if err != nil {
+			return "", fmt.Errorf("provider %s: key_file: %w", e.Name, err)
+		}
+		if k := strings.TrimSpace(string(b)); k != "" {
+			return k, nil
+		}
+		return "", fmt.Errorf("provider %s: key_file %s: empty", e.Name, e.KeyFile)
+	}
+	if k := strings.TrimSpace(os.Getenv(e.KeyEnv)); k != "" {
+		return k, nil
+	}
+	return "", fmt.Errorf("provider %s: key_env %s: not set or empty", e.Name, e.KeyEnv)
+}

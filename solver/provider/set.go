@@ -1,0 +1,361 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+)
+
+// Cost bases of an Answer (solver.Answer.CostBasis).
+const (
+	// CostPrice is a per-solve provider's stated price of the method.
+	CostPrice = "price"
+	// CostPlan is a solve on a thread plan: paid by the month, whatever is
+	// solved, so it costs nothing more (Cost 0).
+	CostPlan = "plan"
+)
+
+// DefaultOutFor is Config.OutFor's default.
+const DefaultOutFor = time.Minute
+
+// Member is one provider of a Set: its entry of the providers file and the
+// client of its service (a *solver.Client for the classic dialect, a
+// *TasksClient for the tasks one).
+type Member struct {
+	Entry  Entry
+	Client Client
+}
+
+// Config configures a Set. Members is required; every other zero field
+// takes the default written beside it.
+type Config struct {
+	// Members are the providers, in the order tasks try them within a
+	// role.
+	Members []Member
+	// OutFor is how long a provider that refused the key or had no funds
+	// (a Fatal code) is passed over before it is tried again. Default
+	// DefaultOutFor.
+	OutFor time.Duration
+	// Logger receives a line when a provider is passed over and when it
+	// takes tasks again. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Overflow says when a task goes to an overflow provider while every
+	// primary's plan is full. Default OverflowAtDeadline.
+	Overflow OverflowPolicy
+}
+
+// Set solves through several providers (see the package documentation).
+// It is safe for concurrent use.
+type Set struct {
+	members      []*member
+	outFor       time.Duration
+	overflowWhen OverflowPolicy
+	log          *slog.Logger
+	now          func() time.Time
+}
+
+// member is a provider with what the Set knows of it.
+type member struct {
+	Member
+	methods []string
+
+	mu       sync.Mutex
+	outUntil time.Time // refused (Fatal) until then
+	outCode  string
+	polling  map[string]bool // the captcha ids Solves of the Set poll here now
+}
+
+var _ solver.Solver = (*Set)(nil)
+
+// New returns a Set of cfg.Members, or an error naming the first member
+// out of range.
+func New(cfg Config) (*Set, error) {
+	if len(cfg.Members) == 0 {
+		return nil, errors.New("provider: no members")
+	}
+	s := &Set{outFor: cfg.OutFor, log: cfg.Logger, now: cfg.Now, overflowWhen: cfg.Overflow}
+	switch cfg.Overflow {
+	case OverflowAtDeadline, OverflowAlways, OverflowNever:
+	default:
+		return nil, fmt.Errorf("provider: Overflow %q: want %q (at the deadline), %q or %q", cfg.Overflow, OverflowAtDeadline, OverflowAlways, OverflowNever)
+	}
+	if s.outFor < 0 {
+		return nil, fmt.Errorf("provider: OutFor %s: want 0 (the default) or more", s.outFor)
+	}
+	if s.outFor == 0 {
+		s.outFor = DefaultOutFor
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	f := File{}
+	for i, m := range cfg.Members {
+		f.Providers = append(f.Providers, m.Entry)
+		if m.Client == nil {
+			return nil, fmt.Errorf("provider: members[%d] (%s): no Client", i, m.Entry.Name)
+		}
+		svc, _ := m.Entry.service()
+		s.members = append(s.members, &member{Member: m, methods: m.Entry.methods(svc)})
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Open returns a Set of the file's providers, each with a solver.Client
+// of base (its pacing, timing, clock, logger) at the entry's BaseURL,
+// key and service profile.
+func Open(f File, base solver.Config, cfg Config) (*Set, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Members = nil
+	for _, e := range f.Providers {
+		key, err := e.Key()
+		if err != nil {
+			return nil, err
+		}
+		var cl Client
+		if e.Dialect == Tasks {
+			cl, err = NewTasksClient(TasksConfig{BaseURL: e.BaseURL, APIKey: key, HTTPClient: base.HTTPClient,
+				Scale: base.Timing.Scale, Now: base.Now})
+		} else {
+			svc, _ := e.service()
+			c := base
+			c.BaseURL, c.APIKey, c.Service = e.BaseURL, key, svc
+			cl, err = solver.NewClient(c)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("provider %s: %w", e.Name, err)
+		}
+		cfg.Members = append(cfg.Members, Member{Entry: e, Client: cl})
+	}
+	return New(cfg)
+}
+
+// SolvesElsewhere reports whether the Set has more than one provider: a
+// worker then frees the thread of a captcha whose provider is silent
+// for the next task, which may go to another (stream.WorkerConfig).
+func (s *Set) SolvesElsewhere() bool { return len(s.members) > 1 }
+
+// Members returns the Set's providers, in the file's order.
+func (s *Set) Members() []Member {
+	out := make([]Member, len(s.members))
+	for i, m := range s.members {
+		out[i] = m.Member
+	}
+	return out
+}
+
+// Solve solves req on the first provider that takes it: a captcha to
+// resume on the provider that accepted it (req.Provider), a new one on
+// the primaries that solve its method, then on the fallbacks while every
+// primary is out. When a primary is up and every plan is full, the
+// overflow decides (Config.Overflow): the cheapest overflow provider, or
+// the plan's refusal, a capacity wait. The Answer names its provider and
+// cost.
+func (s *Set) Solve(ctx context.Context, req solver.Request) (solver.Answer, error) {
+	if req.CaptchaID != "" {
+		if m := s.named(req.Provider); m != nil {
+			ans, err, _ := s.solveOn(ctx, m, req)
+			return ans, err
+		}
+		s.log.LogAttrs(ctx, slog.LevelWarn, "a captcha to resume names a provider the set does not have; submitting anew",
+			slog.String("provider", req.Provider), slog.String("captcha_id", req.CaptchaID))
+		req.CaptchaID, req.Provider = "", ""
+	}
+	route := s.route(req.Method)
+	if len(route) == 0 {
+		return solver.Answer{}, &solver.Error{Code: solver.CodeInvalidParams, Class: retry.Permanent, Op: "validate",
+			Err: fmt.Errorf("no provider solves method %q", req.Method)}
+	}
+	var last, full error
+	var fullOn *member
+	for _, m := range route {
+		if m.Entry.Role == Fallback && full != nil {
+			break // a primary answers: its plan is full, not out
+		}
+		if code, out := m.refused(s.now()); out {
+			last = passedOver(m.Entry.Name, code)
+			continue
+		}
+		ans, err, accepted := s.solveOn(ctx, m, req)
+		if err == nil || accepted || ctx.Err() != nil {
+			return ans, err
+		}
+		if m.planFull(err) {
+			if full == nil {
+				full, fullOn = err, m
+			}
+			continue
+		}
+		if !movesOn(err) {
+			return ans, err
+		}
+		if solver.ClassOf(err) == retry.Fatal {
+			m.refuse(s.now().Add(s.outFor), solver.CodeOf(err))
+			s.log.LogAttrs(ctx, slog.LevelWarn, "the provider refuses the key or has no funds: passed over for a while",
+				slog.String("provider", m.Entry.Name), slog.String("code", solver.CodeOf(err)), slog.Duration("for", s.outFor))
+		}
+		last = err
+	}
+	if full != nil {
+		return s.overflow(ctx, req, fullOn, full)
+	}
+	return solver.Answer{}, last
+}
+
+// passedOver is why provider name was not asked: it refused the key or
+// had no funds (code) a moment ago. Fatal as code is: when every provider
+// of a method is passed over, the worker stops as it does with one.
+func passedOver(name, code string) error {
+	return &solver.Error{Code: code, Class: retry.Fatal, Op: "in.php",
+		Err: fmt.Errorf("provider %s: passed over: it refused the key or had no funds", name)}
+}
+
+// solveOn solves req on m; accepted reports whether m accepted a captcha
+// for it (it is paid there, whatever the error).
+func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request) (ans solver.Answer, err error, accepted bool) {
+	name := m.Entry.Name
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var claimed []string
+	defer func() { m.release(claimed) }()
+	reused := ""
+	cctx = solver.WithAccepted(cctx, func(a solver.Accepted) {
+		accepted = true
+		if !m.claim(a.ID) {
+			// Another task polls that captcha: its answer is not this
+			// task's, and the id is not recorded as this task's.
+			reused = a.ID
+			cancel()
+			return
+		}
+		claimed = append(claimed, a.ID)
+		a.Provider = name
+		solver.TellAccepted(ctx, a)
+	})
+	ans, err = m.Client.Solve(cctx, req)
+	accepted = accepted || req.CaptchaID != ""
+	if reused != "" && ctx.Err() == nil {
+		return solver.Answer{}, replyLost{&solver.Error{Code: CodeReusedID, Class: retry.Transient, Op: "in.php", CaptchaID: reused,
+			Err: fmt.Errorf("provider %s answered a new submission with captcha id %s, which another task polls (it may have charged it)", name, reused)}}, true
+	}
+	if err == nil {
+		ans.Provider = name
+		if ans.CostBasis == "" { // the provider did not say (CostReported)
+			ans.Cost, ans.CostBasis = m.Entry.Billing.Price(req.Method), CostPrice
+			if m.Entry.Billing.Plan() {
+				ans.CostBasis = CostPlan
+			}
+		}
+	}
+	return ans, err, accepted
+}
+
+// movesOn reports whether a submission that failed with err, accepted by
+// no one, goes on to the next provider: the provider is out (no answer,
+// HTTP 5xx, a key refused, no funds) and the captcha was surely not paid
+// (its reply was not lost). A task's own fault (Permanent), a full plan
+// (a capacity wait) and a lost reply stay with the caller.
+func movesOn(err error) bool {
+	if solver.MayBePaid(err) || errors.As(err, new(replyLost)) {
+		return false
+	}
+	switch solver.ClassOf(err) {
+	case retry.Transient, retry.Fatal:
+		return true
+	case retry.Capacity:
+		// In.php not answering, or answering 5xx (a capacity wait for a
+		// Client alone); not a full plan or a rate limit, which waiting
+		// on the provider cures at no cost.
+		code := solver.CodeOf(err)
+		return code == solver.CodeUnreachable || strings.HasPrefix(code, "HTTP_5")
+	}
+	return false
+}
+
+// route is the members that solve method: primaries, then fallbacks, each
+// in the file's order.
+func (s *Set) route(method string) []*member {
+	var out []*member
+	for _, role := range []Role{Primary, Fallback} {
+		for _, m := range s.members {
+			if m.Entry.Role == role && m.solves(method) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// solves reports whether m is given method.
+func (m *member) solves(method string) bool { return slices.Contains(m.methods, method) }
+
+// named is the member called name, or the first primary for "" (a
+// captcha accepted before the worker had providers); nil when none is.
+func (s *Set) named(name string) *member {
+	for _, m := range s.members {
+		if m.Entry.Name == name || name == "" && m.Entry.Role == Primary {
+			return m
+		}
+	}
+	return nil
+}
+
+// CodeReusedID is the pseudo-code of a submission a provider answered
+// with the id of a captcha another task of the Set polls: a transient
+// failure of the attempt, which may have been paid.
+const CodeReusedID = "REUSED_CAPTCHA_ID"
+
+// claim marks captcha id as polled by one Solve; false when another
+// polls it already.
+func (m *member) claim(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.polling[id] {
+		return false
+	}
+	if m.polling == nil {
+		m.polling = map[string]bool{}
+	}
+	m.polling[id] = true
+	return true
+}
+
+// release ends the claims on ids.
+func (m *member) release(ids []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		delete(m.polling, id)
+	}
+}
+
+// refused reports whether m is passed over at now, and for what code.
+func (m *member) refused(now time.Time) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.outCode, now.Before(m.outUntil)
+}
+
+// refuse passes m over until until.
+func (m *member) refuse(until time.Time, code string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.outUntil, m.outCode = until, code
+}

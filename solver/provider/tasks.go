@@ -1,0 +1,276 @@
+// A client of the JSON task dialect (createTask/getTaskResult: Anti-Captcha,
+// CapMonster Cloud, CapSolver, 2captcha API v2, captchaq's own gateway),
+// for a provider whose dialect is "tasks". The dialect's facts (types, task
+// names, solution shapes, codes) are package createtask's; this file only
+// sends them and waits.
+
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/captchaq/captchaq/internal/dialect/createtask"
+	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/solver"
+)
+
+// CostReported is the cost basis of a solve whose provider reported its
+// cost (getTaskResult's cost).
+const CostReported = "reported"
+
+// Client is what a Set asks of a provider's client: a *solver.Client (the
+// classic dialect) or a *TasksClient (the JSON one).
+type Client interface {
+	solver.Solver
+	// Unreachable reports since when the service has not answered, and
+	// what failed last; the zero time while it answers.
+	Unreachable() (time.Time, error)
+	// SolveTime is how long a captcha of kind takes, at quantile q, and
+	// whether the client learned it.
+	SolveTime(kind string, q float64) (time.Duration, bool)
+}
+
+var (
+	_ Client = (*solver.Client)(nil)
+	_ Client = (*TasksClient)(nil)
+)
+
+// TasksConfig configures a TasksClient; BaseURL and APIKey are required.
+type TasksConfig struct {
+	// BaseURL is the API's root: createTask is POSTed to BaseURL/createTask.
+	BaseURL string
+	// APIKey is the clientKey. It is sent only in request bodies and never
+	// appears in errors.
+	APIKey string
+	// HTTPClient sends the requests. Default: one with
+	// solver.DefaultHTTPTimeout that follows no redirect.
+	HTTPClient *http.Client
+	// Scale multiplies the poll times (solver.Timing.Scale). Zero means 1.
+	Scale float64
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// TasksClient solves captchas through a provider of the JSON task dialect:
+// createTask, then getTaskResult on the classic poll schedule (first poll
+// solver.DefaultFirstPoll of the kind, then every
+// solver.DefaultPollInterval), until ready, an error code, or ctx ends. A
+// task the provider accepted is polled through any failure of the calls
+// (it is paid for). It is safe for concurrent use.
+type TasksClient struct {
+	cfg  TasksConfig
+	http *http.Client
+
+	mu    sync.Mutex
+	since time.Time // the first call of an outage that failed; zero: it answers
+	last  string
+}
+
+// NewTasksClient returns a client of the provider at cfg.BaseURL.
+func NewTasksClient(cfg TasksConfig) (*TasksClient, error) {
+	if cfg.APIKey == "" {
+		return nil, errors.New("provider: no API key")
+	}
+	if err := checkBaseURL(cfg.BaseURL); err != nil {
+		return nil, fmt.Errorf("provider: base URL: %w", err)
+	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Scale <= 0 {
+		cfg.Scale = 1
+	}
+	c := &TasksClient{cfg: cfg, http: cfg.HTTPClient}
+	if c.http == nil {
+		c.http = &http.Client{Timeout: solver.DefaultHTTPTimeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	return c, nil
+}
+
+// Solve creates the task (or resumes req.CaptchaID, a taskId) and polls
+// getTaskResult until its answer.
+func (c *TasksClient) Solve(ctx context.Context, req solver.Request) (solver.Answer, error) {
+	task, kind, err := createtask.TaskFor(req.Method, req.Params)
+	if err != nil {
+		return solver.Answer{}, &solver.Error{Code: solver.CodeInvalidParams, Class: retry.Permanent, Op: "validate", Err: err}
+	}
+	id, at := req.CaptchaID, req.Submitted
+	if id == "" {
+		if id, err = c.create(ctx, task); err != nil {
+			return solver.Answer{}, err
+		}
+		at = c.cfg.Now()
+		solver.TellAccepted(ctx, solver.Accepted{ID: id, At: at})
+	} else {
+		if at.IsZero() {
+			at = c.cfg.Now()
+		}
+		solver.TellAccepted(ctx, solver.Accepted{ID: id, At: at, Resumed: true})
+	}
+	k := solver.Kind(req.Method, req.Params)
+	wait := c.scaled(solver.DefaultFirstPoll(k)) - c.cfg.Now().Sub(at)
+	for {
+		t := time.NewTimer(max(wait, 0))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return solver.Answer{}, fmt.Errorf("provider: wait for task %s: %w", id, ctx.Err())
+		case <-t.C:
+		}
+		wait = c.scaled(solver.DefaultPollInterval)
+		var r createtask.TaskResult
+		if err := c.call(ctx, createtask.PathGetTaskResult, createtask.TaskRequest{ClientKey: c.cfg.APIKey, TaskID: taskID(id)}, &r); err != nil {
+			continue // paid for: polled again, whatever failed
+		}
+		if r.Failed() {
+			return solver.Answer{}, c.codeError("getTaskResult", r.ErrorReply, id)
+		}
+		if r.Status != createtask.StatusReady {
+			continue
+		}
+		sol, ua, err := createtask.Answer(kind, r.Solution)
+		if err != nil {
+			return solver.Answer{}, &solver.Error{Code: solver.CodeBadReply, Class: retry.Resubmit, Op: "getTaskResult", CaptchaID: id, Err: err}
+		}
+		ans := solver.Answer{Solution: sol, UserAgent: ua, CaptchaID: id}
+		if r.Cost > 0 {
+			ans.Cost, ans.CostBasis = float64(r.Cost), CostReported
+		}
+		return ans, nil
+	}
+}
+
+// create sends createTask and returns the taskId.
+func (c *TasksClient) create(ctx context.Context, task createtask.Task) (string, error) {
+	b, err := json.Marshal(task)
+	if err != nil {
+		return "", &solver.Error{Code: solver.CodeInvalidParams, Class: retry.Permanent, Op: "createTask", Err: err}
+	}
+	var r createtask.CreateTaskResponse
+	if err := c.call(ctx, createtask.PathCreateTask, createtask.CreateTaskRequest{ClientKey: c.cfg.APIKey, Task: b}, &r); err != nil {
+		return "", err
+	}
+	if r.Failed() {
+		return "", c.codeError("createTask", r.ErrorReply, "")
+	}
+	if r.TaskID <= 0 {
+		return "", replyLost{&solver.Error{Code: solver.CodeBadReply, Class: retry.Transient, Op: "createTask",
+			Err: errors.New("no taskId in the reply")}}
+	}
+	return r.TaskID.String(), nil
+}
+
+// call POSTs body to path and decodes the reply into out. A request that
+// never reached the service is a CodeUnreachable capacity wait; a reply
+// lost after the request was sent is a replyLost (the task may have been
+// created, and paid); an HTTP 5xx is a transient HTTP_<status>.
+func (c *TasksClient) call(ctx context.Context, path string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.BaseURL+"/"+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(hr)
+	if err != nil {
+		c.failed(err.Error())
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return &solver.Error{Code: solver.CodeUnreachable, Class: retry.Capacity, Op: path, Err: errors.New(op.Err.Error())}
+		}
+		return replyLost{&solver.Error{Code: solver.CodeNetwork, Class: retry.Transient, Op: path, Err: ctx.Err()}}
+	}
+	defer resp.Body.Close()
+	rb, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode >= 500 {
+		c.failed(resp.Status)
+		return &solver.Error{Code: solver.HTTPCode(resp.StatusCode), Class: retry.Transient, Op: path}
+	}
+	c.answered()
+	if err == nil {
+		err = createtask.Decode(rb, out) // CapSolver's errors come as HTTP 400 with their JSON
+	}
+	if err != nil {
+		return replyLost{&solver.Error{Code: solver.CodeBadReply, Class: retry.Transient, Op: path, Err: err}}
+	}
+	return nil
+}
+
+// codeError is the provider's error code as the classic code of the same
+// meaning, classed as a per-solve service's (ERROR_ZERO_BALANCE: no money).
+func (c *TasksClient) codeError(op string, r createtask.ErrorReply, id string) error {
+	code := createtask.ToClassic(r.ErrorCode)
+	if code == "" {
+		code = fmt.Sprintf("ERROR_%d", r.ErrorID)
+	}
+	return &solver.Error{Code: code, Class: solver.TwoCaptcha.Classify(code), Op: op, CaptchaID: id, Text: r.ErrorDescription}
+}
+
+// scaled is d times the configured scale.
+func (c *TasksClient) scaled(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * c.cfg.Scale)
+}
+
+// failed notes a call that did not reach the service or got a 5xx.
+func (c *TasksClient) failed(what string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.since.IsZero() {
+		c.since = c.cfg.Now()
+	}
+	c.last = what
+}
+
+// answered notes a reply.
+func (c *TasksClient) answered() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.since, c.last = time.Time{}, ""
+}
+
+// Unreachable reports since when every call failed, and the last failure.
+func (c *TasksClient) Unreachable() (time.Time, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.since.IsZero() {
+		return time.Time{}, nil
+	}
+	return c.since, errors.New(c.last)
+}
+
+// SolveTime is four times the kind's first poll: the client learns no solve
+// times.
+func (c *TasksClient) SolveTime(kind string, q float64) (time.Duration, bool) {
+	return 4 * c.scaled(solver.DefaultFirstPoll(kind)), false
+}
+
+// taskID is a taskId of the text form Accepted carries; 0 for one that is
+// not a number (the service then answers about no task).
+func taskID(id string) createtask.TaskID {
+	var t createtask.TaskID
+	_ = json.Unmarshal([]byte(`"`+id+`"`), &t)
+	return t
+}
+
+// replyLost is a failure of a call whose request reached the service and
+// whose reply was lost or not understood: a task may have been created,
+// and paid, with no one told its id. A Set never sends such a submission
+// on to another provider.
+type replyLost struct{ error }
+
+func (e replyLost) Unwrap() error { return e.error }
