@@ -20,6 +20,7 @@ var walkthroughs = map[string]string{
 	"docs/cluster.md":      "TestClusterWalkthroughRunsAsWritten",
 	"docs/dashboard.md":    "TestDashboardWalkthroughRunsAsWritten",
 	"docs/gateway.md":      "TestGatewayWalkthroughRunsAsWritten",
+	"docs/providers.md":    "TestProvidersWalkthroughRunsAsWritten",
 	"docs/security.md":     "TestSecurityBlockEndsWhenTheServerCannotStart",
 }
 
