@@ -111,7 +111,7 @@ func printStats(w io.Writer, st stream.Stats) {
 		if st.LearnedPlan > 0 {
 			fmt.Fprintf(tw, "learned plan: about %d threads (the plan windows of %d workers, from the service's capacity refusals); "+
 				"set it: captchaq init --plan-threads %d\n", st.LearnedPlan, st.LearnedPlanWorkers, st.LearnedPlan)
-		} else if len(st.Workers) > 0 {
+		} else if st.WorkersAlive > 0 {
 			fmt.Fprintf(tw, "plan never reached: no worker alive has seen the service refuse a submission for want of threads, so there is no plan size to suggest\n")
 		}
 	}

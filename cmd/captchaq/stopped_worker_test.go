@@ -47,6 +47,11 @@ func TestStoppedWorkerIsNotCountedAlive(t *testing.T) {
 	ws, err := client.Workers(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, ws[0].InUse, "the last heartbeat says a thread was still at the service")
+	// Alone, it leaves no worker alive, and nothing said of one.
+	res := captchaq(t, natsURL, "stats")
+	require.Zero(t, res.code, res.stderr)
+	require.Contains(t, res.stdout, "workers alive: 0 (1 stopped in the last 15s)\n")
+	require.NotContains(t, res.stdout, "no worker alive has seen", "no plan hint from a stopped worker")
 	// A worker alive beside it, two threads, none in use yet.
 	startWorkerWith(t, ctx, natsURL, emu, stream.WorkerConfig{Name: "alive", Threads: 2})
 	require.Eventually(t, func() bool {
@@ -54,7 +59,7 @@ func TestStoppedWorkerIsNotCountedAlive(t *testing.T) {
 		return err == nil && len(ws) == 2
 	}, 10*time.Second, 10*time.Millisecond, "the second worker's heartbeat")
 
-	res := captchaq(t, natsURL, "stats")
+	res = captchaq(t, natsURL, "stats")
 	require.Zero(t, res.code, res.stderr)
 	require.Contains(t, res.stdout, "workers alive: 1, 0 of 2 threads in use (1 stopped in the last 15s)\n")
 	res = captchaq(t, natsURL, "stats", "--json")
