@@ -34,3 +34,17 @@ func TestAnswerOfDeadTasks(t *testing.T) {
 		t.Errorf("a solved cloudflare_challenge answers code %q, %s %q; want its user agent as user_agent", a.code, a.uaField, a.ua)
 	}
 }
+
+// A task dead on a code without detail (DEADLINE_PASSED of a task no one
+// solved in time) names the code alone, not "DEADLINE_PASSED:".
+func TestAnswerOfDeadTaskWithoutDetail(t *testing.T) {
+	t.Parallel()
+	a := (&Gateway{}).answerOf(stream.Outcome{Status: stream.StatusDead, Error: "DEADLINE_PASSED"}, "userrecaptcha", time.Unix(1_700_000_000, 0))
+	if a.text != "DEADLINE_PASSED" {
+		t.Errorf("error text %q, want DEADLINE_PASSED", a.text)
+	}
+	a = (&Gateway{}).answerOf(stream.Outcome{Status: stream.StatusDead, Error: "ERROR_PAGEURL", Detail: "bad page"}, "userrecaptcha", time.Unix(1_700_000_000, 0))
+	if a.text != "ERROR_PAGEURL: bad page" {
+		t.Errorf("error text %q, want ERROR_PAGEURL: bad page", a.text)
+	}
+}

@@ -55,7 +55,10 @@ func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request, op, addr str
 	}
 	var env createtask.Envelope
 	if err := createtask.Decode(body, &env); err != nil {
-		known("")
+		// No key could be read, so none was guessed: the address's count
+		// of unknown keys (its ban) is left alone, so that a client's
+		// malformed body does not lock out its address's valid keys. The
+		// code is the services' for a key they cannot find.
 		fail(createtask.CodeKeyDoesNotExist, err.Error())
 		return
 	}
@@ -66,6 +69,8 @@ func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request, op, addr str
 		return
 	}
 	c := g.callers[sha256.Sum256([]byte(env.ClientKey))]
+	// From here on, in the shape the key's clients read.
+	fail = func(code, text string) { createtask.Write(w, c.Client.Err(code, text)) }
 	ctx := r.Context()
 	if op == createtask.PathCreateTask {
 		g.createTask(ctx, c, body, remoteHost(r), w)
@@ -86,7 +91,7 @@ func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request, op, addr str
 			fail(createtask.CodeNoSuchCaptchaID, "taskId: required")
 			return
 		}
-		createtask.Write(w, taskResult(g.state(ctx, c, req.TaskID.String())))
+		createtask.Write(w, taskResult(c.Client, req.TaskID, g.state(ctx, c, req.TaskID.String())))
 	case createtask.PathGetBalance:
 		// What in.php's getbalance answers (balance): the gateway holds no
 		// money figure, only the key's room.
@@ -99,7 +104,7 @@ func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request, op, addr str
 // createTask submits the task of a createTask body for c and answers its
 // taskId.
 func (g *Gateway) createTask(ctx context.Context, c *caller, body []byte, from string, w http.ResponseWriter) {
-	fail := func(code, text string) { createtask.Write(w, createtask.Err(code, text)) }
+	fail := func(code, text string) { createtask.Write(w, c.Client.Err(code, text)) }
 	if !c.submits.Allow(g.cfg.Now()) {
 		fail(createtask.CodeTooMuchRequests, "more than the allowed createTask requests within the window: wait")
 		return
@@ -121,28 +126,61 @@ func (g *Gateway) createTask(ctx context.Context, c *caller, body []byte, from s
 	}
 	t := stream.Task{Method: method, Params: params, Priority: c.Priority}
 	num, code, text := g.enqueue(ctx, c, submission{task: t, callback: callback{url: req.CallbackURL, field: "callbackUrl", json: true},
-		from: from, draw: newTaskID})
+		from: from, draw: newTaskID, narrow: true})
 	if code != "" {
 		fail(createtask.FromClassic(code), createtask.Describe(text))
 		return
 	}
 	id, _ := strconv.ParseInt(num, 10, 64)
-	createtask.Write(w, createtask.CreateTaskResponse{TaskID: createtask.TaskID(id)})
+	createtask.Write(w, createReply{TaskID: c.Client.ID(createtask.TaskID(id))})
 }
 
-// newTaskID draws a JSON task's id: 16 decimal digits, the first not 0,
-// at most createtask.MaxSafeTaskID, so a JavaScript client sends back the
-// number it was given. It is digits, so res.php answers for it too.
+// createReply is createTask's reply (createtask.CreateTaskResponse) with
+// its taskId in the shape the key's clients read (createtask.Family.ID),
+// and its status null: CapSolver answers createTask with a status, "null
+// or ready" (docs.capsolver.com/guide/api-createtask), and its Python SDK
+// reads it before it polls (capsolver-python, src/capsolver/capsolver.py
+// solve: r['status']); the other providers' clients read no status there.
+type createReply struct {
+	createtask.ErrorReply
+	TaskID any     `json:"taskId"`
+	Status *string `json:"status"`
+}
+
+// newTaskID draws a JSON task's id: a number from 1 to
+// createtask.MaxTaskID32, which a client that keeps taskId in a 32-bit
+// integer reads, as a JavaScript client keeps it exactly. So few ids can
+// meet one the stream still keeps: enqueue draws again until the stream
+// keeps no task of the key under it (submission.narrow). It is digits, so
+// res.php answers for it too.
 func newTaskID() string {
-	n, _ := rand.Int(rand.Reader, big.NewInt(8e15))
-	return n.Add(n, big.NewInt(1e15)).String()
+	n, _ := rand.Int(rand.Reader, big.NewInt(int64(createtask.MaxTaskID32)))
+	return n.Add(n, big.NewInt(1)).String()
 }
 
-// taskResult is getTaskResult's reply for a task's state a: processing
-// while it is not done, the solution in its type's shape once solved, and
-// for a dead task the service's code, as res.php answers it
-// (createtask.FromClassic).
-func taskResult(a answer) createtask.TaskResult {
+// namedResult is getTaskResult's reply naming its task, as CapSolver's
+// reply does (docs.capsolver.com/guide/api-gettaskresult: "taskId" beside
+// "status"): a callbackUrl receiver, which gets this reply as its body,
+// tells its tasks apart by it. (createtask.TaskResult leaves taskId out:
+// CapSolver's own are not numbers.) The id is in the shape the key's
+// clients read (createtask.Family.ID).
+type namedResult struct {
+	createtask.TaskResult
+	TaskID any `json:"taskId,omitempty"`
+}
+
+// taskResult is getTaskResult's reply for task id in state a, naming it,
+// in the shape f's clients read.
+func taskResult(f createtask.Family, id createtask.TaskID, a answer) namedResult {
+	r := resultOf(a)
+	r.ErrorReply = f.Shape(r.ErrorReply)
+	return namedResult{TaskResult: r, TaskID: f.ID(id)}
+}
+
+// resultOf is the reply for a task's state a: processing while it is not
+// done, the solution in its type's shape once solved, and for a dead task
+// the service's code, as res.php answers it (createtask.FromClassic).
+func resultOf(a answer) createtask.TaskResult {
 	switch a.code {
 	case notReady:
 		return createtask.TaskResult{Status: createtask.StatusProcessing}
@@ -151,7 +189,13 @@ func taskResult(a answer) createtask.TaskResult {
 		return createtask.TaskResult{ErrorReply: createtask.Err(createtask.FromClassic(a.code), a.text)}
 	}
 	sol, err := createtask.Solution(a.method, a.value, a.ua)
-	if err != nil {
+	switch {
+	case errors.Is(err, createtask.ErrNoSolutionShape):
+		// Solved and paid (through in.php): calling it unsolvable would
+		// have the caller submit, and pay, again.
+		return createtask.TaskResult{ErrorReply: createtask.Err(createtask.CodeTaskNotSupported,
+			"solved, but "+err.Error()+": res.php?action=get with this id answers it")}
+	case err != nil:
 		return createtask.TaskResult{ErrorReply: createtask.Err(createtask.CodeCaptchaUnsolvable, "solved, but "+err.Error())}
 	}
 	r := createtask.TaskResult{Status: createtask.StatusReady, Solution: sol, SolveCount: createtask.Number(a.attempts), IP: a.from}
@@ -168,7 +212,7 @@ func taskResult(a answer) createtask.TaskResult {
 // feedbackTask's result.invalid, reported as res.php's reportgood and
 // reportbad are (Gateway.report).
 func (g *Gateway) reportJSON(ctx context.Context, c *caller, op string, body []byte, w http.ResponseWriter) {
-	fail := func(code, text string) { createtask.Write(w, createtask.Err(code, text)) }
+	fail := func(code, text string) { createtask.Write(w, c.Client.Err(code, text)) }
 	var id createtask.TaskID
 	good, isReport := createtask.ReportVerdict(op)
 	if isReport {

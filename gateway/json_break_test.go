@@ -284,3 +284,16 @@ func TestJSONConcurrentCreateTask(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, tasks, len(ids), "the stream holds exactly the tasks answered with an id")
 }
+
+// Malformed JSON bodies name no key, so they guess none: they do not count
+// toward the address's ban for unknown keys, and the address's valid key
+// is served after them (before, 4 malformed bodies banned it).
+func TestJSONMalformedBodiesDoNotBanTheAddress(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *gateway.Config) { c.Admission = gateway.Admission{BadKeys: 3} }, streamtest.WithWorkers(0))
+	for _, body := range []string{`not json`, `{"clientKey":`, `[1]`, `{"clientKey":"` + alice.Key + `"} trailing`, `"x"`} {
+		require.Equal(t, "ERROR_KEY_DOES_NOT_EXIST", b.postJSON(t, "getBalance", body).str("errorCode"), body)
+	}
+	r := b.postJSON(t, "getBalance", `{"clientKey":"`+alice.Key+`"}`)
+	require.EqualValues(t, 0, r.num(t, "errorId"), "the address's valid key is served: %v", r)
+}

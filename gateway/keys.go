@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/captchaq/captchaq/internal/dialect/createtask"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -40,6 +41,12 @@ type Key struct {
 	// so one caller's backlog never queues ahead of every other caller's
 	// tasks.
 	Share float64 `json:"share,omitempty"`
+	// Client names the family of JSON clients the key's createTask and
+	// getTaskResult replies are shaped for: none for Anti-Captcha's,
+	// CapMonster Cloud's and 2captcha's (taskId a number), "capsolver"
+	// for CapSolver's (taskId a string, errorId 1 for every error). The
+	// classic dialect is the same for both.
+	Client createtask.Family `json:"client,omitempty"`
 }
 
 // Duration is a time.Duration written as text ("90s", "5m") in the key file.
@@ -90,7 +97,7 @@ func (k Key) Validate() error {
 	case k.Share < 0 || k.Share > 1:
 		return fmt.Errorf("share %g: want 0 (no limit) to 1", k.Share)
 	}
-	return nil
+	return k.Client.Validate()
 }
 
 // keyFile is the key file's shape.
@@ -99,8 +106,9 @@ type keyFile struct {
 }
 
 // ParseKeys reads a key file: {"keys": [{"key": "…", "producer": "crawler",
-// "priority": "high", "deadline": "5m", "share": 0.5}, …]}. Unknown fields,
-// a bad key, and a key or producer named twice are errors naming the entry.
+// "priority": "high", "deadline": "5m", "share": 0.5, "client":
+// "capsolver"}, …]}. Unknown fields, a bad key, and a key or producer named
+// twice are errors naming the entry.
 func ParseKeys(b []byte) ([]Key, error) {
 	var f keyFile
 	dec := json.NewDecoder(bytes.NewReader(b))

@@ -7,15 +7,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/gateway"
+	"github.com/captchaq/captchaq/internal/dialect/createtask"
 )
 
 func TestParseKeys(t *testing.T) {
 	t.Parallel()
 	keys, err := gateway.ParseKeys([]byte(`{"keys": [
 		{"key": "crawler-0123456789abcdef", "producer": "crawler", "priority": "high", "deadline": "5m", "share": 0.5},
-		{"key": "checkout-0123456789abcdef", "producer": "checkout"}]}`))
+		{"key": "checkout-0123456789abcdef", "producer": "checkout", "client": "capsolver"}]}`))
 	require.NoError(t, err)
 	require.Len(t, keys, 2)
+	require.Equal(t, createtask.FamilyCapSolver, keys[1].Client)
 	require.Equal(t, gateway.Duration(5*time.Minute), keys[0].Deadline)
 	require.Equal(t, 0.5, keys[0].Share)
 
@@ -26,6 +28,7 @@ func TestParseKeys(t *testing.T) {
 		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a", "share": 2}]}`, "share 2"},
 		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a", "priorty": "high"}]}`, `unknown field "priorty"`},
 		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a", "deadline": "soon"}]}`, "soon"},
+		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a", "client": "CapSolver"}]}`, `keys[0]: client "CapSolver": want "capsolver"`},
 		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a"}, {"key": "crawler-0123456789abcdef", "producer": "b"}]}`, "keys[1] (producer b): the same key"},
 		{`{"keys": [{"key": "crawler-0123456789abcdef", "producer": "a"}, {"key": "checkout-0123456789abcdef", "producer": "a"}]}`, "producer a named twice"},
 		{`{"keys": [{"key": "                ", "producer": "a"}]}`, "keys[0]: key: blank"},

@@ -63,10 +63,11 @@ func (p Pingback) withDefaults() Pingback {
 // closes. Logs name the URL's host only.
 //
 // A JSON dialect's callbackUrl gets a POST whose body is what
-// getTaskResult answers for the task then (body): Anti-Captcha's createTask
-// names callbackUrl (anti-captcha.com/apidoc/methods/createTask) without
-// publishing its call's shape in the pages captchaq's sources hold, so the
-// body is captchaq's choice, the reply a JSON client already reads.
+// getTaskResult answers for the task then (body), its taskId included:
+// CapMonster Cloud's createTask page says its callback's "Contents are
+// sent by POST request and are same to the contents of getTaskResult
+// method" (zennolab.atlassian.net/wiki/pages/viewpage.action?pageId=2127396885);
+// Anti-Captcha's names callbackUrl without the call's shape.
 func (g *Gateway) sendPingback(num string, cb callback, a answer, body []byte) {
 	defer g.pingwait.Done()
 	u, err := url.Parse(cb.url)

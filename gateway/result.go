@@ -216,7 +216,11 @@ func (g *Gateway) answerOf(out stream.Outcome, method string, now time.Time) ans
 		case !aboutTheCaptcha(code):
 			code = classic.CodeCaptchaUnsolvable
 		}
-		return answer{code: code, text: strings.TrimSpace(out.Error + ": " + out.Detail), attempts: out.Attempts}
+		text := out.Error
+		if out.Detail != "" {
+			text += ": " + out.Detail
+		}
+		return answer{code: code, text: text, attempts: out.Attempts}
 	}
 	if len(out.Solution) == 0 || !now.Before(out.ExpiresAt) {
 		return answer{code: classic.CodeCaptchaUnsolvable, text: "solved, but the token expired before it was read: submit again"}

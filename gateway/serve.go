@@ -52,6 +52,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	now, addr := g.cfg.Now(), clientAddr(r)
 	if jsonOp {
+		// The preflight above allowed the call from anywhere: every reply
+		// says so too, or a browser withholds it from the page.
+		w.Header().Set("Access-Control-Allow-Origin", "*")
 		g.serveJSON(w, r, op, addr, now)
 		return
 	}

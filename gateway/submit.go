@@ -95,6 +95,10 @@ type submission struct {
 	callback callback
 	from     string
 	draw     func() string
+	// narrow: draw's ids are few enough to meet one the stream still
+	// keeps a task of the caller's under, so each is checked against the
+	// stream before it is given.
+	narrow bool
 }
 
 // enqueue submits s's task for caller c, whose rate limit the caller
@@ -133,21 +137,11 @@ func (g *Gateway) enqueue(ctx context.Context, c *caller, s submission) (num, co
 		// the caller was told it was not: refuse it at once instead.
 		return "", classic.CodeServerError, "the queue is out of reach: retry"
 	}
-	g.mu.Lock()
-	if slots := g.slots(c); slots > 0 && c.inFlight >= slots {
-		g.mu.Unlock()
-		return "", classic.CodeNoSlotAvailable, "this key's share of the plan is in use: retry later"
-	}
-	// The entry goes in before the task does: its outcome may come before
-	// Submit returns.
-	var e *entry
-	for e == nil || g.tasks[taskID(c.Producer, e.num)] != nil {
-		e = &entry{caller: c, num: s.draw(), method: t.Method, callback: cb, from: s.from, sent: time.Now()}
+	e, code, text := g.reserve(ctx, c, s)
+	if e == nil {
+		return "", code, text
 	}
 	t.ID = taskID(c.Producer, e.num)
-	g.tasks[t.ID] = e
-	c.inFlight++
-	g.mu.Unlock()
 
 	// The submission runs to its end whether or not the caller hangs up
 	// (its entry must agree with the stream), and within submitTimeout,
@@ -159,12 +153,7 @@ func (g *Gateway) enqueue(ctx context.Context, c *caller, s submission) (num, co
 		err = errors.New("the id is taken by another task in the duplicate window")
 	}
 	if err != nil {
-		g.mu.Lock()
-		delete(g.tasks, t.ID)
-		if !e.done { // not counted down by an outcome that came anyway
-			c.inFlight--
-		}
-		g.mu.Unlock()
+		g.unreserve(e, t.ID)
 		var ve *captcha.ValidationError
 		switch {
 		case errors.Is(err, stream.ErrStreamFull):
@@ -200,6 +189,72 @@ func (g *Gateway) enqueue(ctx context.Context, c *caller, s submission) (num, co
 	}
 	g.gotGen(e, t.ID, r.Seq, deadline)
 	return e.num, "", ""
+}
+
+// reserve takes one of c's slots for submission s under an id no task of
+// c's has: none the gateway holds or remembers, and, for s.narrow, none
+// the stream keeps records of, which is every id a poll would answer for.
+// An id is so given again only once no poll can find its earlier task.
+// The entry goes in before the task does: its outcome may come before
+// Submit returns. No entry: the code and text of the refusal.
+func (g *Gateway) reserve(ctx context.Context, c *caller, s submission) (e *entry, code, text string) {
+	for range maxDraws {
+		num := s.draw()
+		id := taskID(c.Producer, num)
+		g.mu.Lock()
+		if slots := g.slots(c); slots > 0 && c.inFlight >= slots {
+			g.mu.Unlock()
+			return nil, classic.CodeNoSlotAvailable, "this key's share of the plan is in use: retry later"
+		}
+		if g.heldLocked(id) {
+			g.mu.Unlock()
+			continue
+		}
+		e = &entry{caller: c, num: num, method: s.task.Method, callback: s.callback, from: s.from, sent: time.Now()}
+		g.tasks[id] = e
+		c.inFlight++
+		g.mu.Unlock()
+		if !s.narrow {
+			return e, "", ""
+		}
+		cctx, cancel := context.WithTimeout(ctx, submitTimeout)
+		_, err := c.client.TaskOf(cctx, id)
+		cancel()
+		if errors.Is(err, stream.ErrNotFound) {
+			return e, "", ""
+		}
+		g.unreserve(e, id)
+		if err != nil {
+			if ctx.Err() == nil { // not the caller hanging up
+				g.log.Warn("submit: read the stream for a new id", slog.String("producer", c.Producer), slog.Any("error", err))
+			}
+			return nil, classic.CodeServerError, "the queue could not be read: retry"
+		}
+	}
+	return nil, classic.CodeServerError, "no free id was found: retry"
+}
+
+// maxDraws bounds the ids reserve draws for one submission: a narrow id
+// that is taken is met about once in 2000 draws at a million tasks of the
+// key kept, so running out means far more are.
+const maxDraws = 8
+
+// heldLocked reports whether the gateway holds or remembers task id.
+// Callers hold g.mu.
+func (g *Gateway) heldLocked(id string) bool {
+	_, forgot := g.past[id]
+	return g.tasks[id] != nil || forgot
+}
+
+// unreserve drops entry e (task id), which was not submitted, and frees its
+// slot.
+func (g *Gateway) unreserve(e *entry, id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.tasks, id)
+	if !e.done { // not counted down by an outcome that came anyway
+		e.caller.inFlight--
+	}
 }
 
 // submitTimeout bounds a submission: the broker's answer normally comes

@@ -9,8 +9,10 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strconv"
 	"time"
 
+	"github.com/captchaq/captchaq/internal/dialect/createtask"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -145,7 +147,8 @@ func (g *Gateway) finishLocked(e *entry, o stream.Outcome) {
 		var body []byte
 		if e.callback.json {
 			a.created, a.from = e.sent, e.from
-			body, _ = json.Marshal(taskResult(a))
+			id, _ := strconv.ParseInt(e.num, 10, 64)
+			body, _ = json.Marshal(taskResult(e.caller.Client, createtask.TaskID(id), a))
 		}
 		go g.sendPingback(e.num, e.callback, a, body)
 	}

@@ -138,7 +138,7 @@ func (g *gatewayFlags) start(ctx context.Context, nc *nats.Conn, top stream.Topo
 			log.Error("gateway stopped serving", slog.Any("error", err))
 		}
 	}()
-	fmt.Fprintf(out, "captchaq gateway on %s://%s/ (in.php, res.php; %d keys)\n", scheme, l.Addr(), len(keys))
+	fmt.Fprintf(out, "captchaq gateway on %s://%s/ (in.php, res.php, createTask, getTaskResult; %d keys)\n", scheme, l.Addr(), len(keys))
 	return func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -167,8 +167,10 @@ func (g *gatewayFlags) startIn(ctx context.Context, ns *server.Server, now func(
 
 // gatewaySynopsis is the usage line of `captchaq gateway`, and what it is.
 const gatewaySynopsis = "[flags]\n\n" +
-	"Serves the solving service's own API (in.php, res.php: CaptchaAI's and 2captcha's dialect) in front of\n" +
-	"captchaq, so that a script or SDK becomes a producer by changing its base URL and key (docs/gateway.md).\n" +
+	"Serves the solving services' own APIs in front of captchaq: in.php and res.php (CaptchaAI's and 2captcha's\n" +
+	"dialect), and createTask, getTaskResult, getBalance and the report calls (Anti-Captcha's, CapMonster Cloud's,\n" +
+	"CapSolver's and 2captcha's API v2), so that a script or SDK becomes a producer by changing its base URL and\n" +
+	"key (docs/gateway.md).\n" +
 	"It connects to NATS as a producer (--nats, --user, --password)."
 
 // runGateway serves the 2captcha-compatible HTTP API as a producer.

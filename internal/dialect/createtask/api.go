@@ -77,7 +77,8 @@ const ReportAccepted = "success"
 // 2captcha's replies (taskId 7654321, 74455221488), a string in CapSolver's.
 // It is written as a number; read from a number or a string of digits.
 // Ids a server issues should stay at most MaxSafeTaskID, so that a
-// JavaScript client, which keeps it as a Number, sends back the same one.
+// JavaScript client, which keeps it as a Number, sends back the same one,
+// and at most MaxTaskID32 for a client that keeps it in a 32-bit integer.
 type TaskID int64
 
 // MaxSafeTaskID is the largest integer a JavaScript Number holds exactly
@@ -85,9 +86,21 @@ type TaskID int64
 // (anticaptcha-npm index.js, capmonstercloud-client-js src/CreateTask.ts).
 const MaxSafeTaskID TaskID = 1<<53 - 1
 
-// UnmarshalJSON reads a number or a string of digits.
+// MaxTaskID32 is the largest id a client that keeps taskId in a signed
+// 32-bit integer reads (2^31-1): CaptchaSharp's Anti-Captcha services do
+// (github.com/openbullet/CaptchaSharp, CaptchaSharp/Models/AntiCaptcha/
+// Responses/TaskCreationAntiCaptchaResponse.cs: `public int TaskId`), as
+// Anti-Captcha's own example id fits (taskId 7654321,
+// anti-captcha.com/apidoc/methods/createTask).
+const MaxTaskID32 TaskID = 1<<31 - 1
+
+// UnmarshalJSON reads a number or a string of digits; null leaves the id
+// unset, as an absent taskId.
 func (id *TaskID) UnmarshalJSON(b []byte) error {
 	s := string(b)
+	if s == "null" {
+		return nil
+	}
 	if len(s) > 1 && s[0] == '"' {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err

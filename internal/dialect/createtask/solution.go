@@ -32,6 +32,10 @@ import (
 var textField = map[string]string{captcha.MethodReCaptcha: "gRecaptchaResponse", captcha.MethodHCaptcha: "gRecaptchaResponse", captcha.MethodTurnstile: "token",
 	captcha.MethodPost: "text", captcha.MethodBase64: "text", captcha.MethodBLS: "text"}
 
+// ErrNoSolutionShape is Solution's error for a method the dialect has no
+// task type, and so no solution shape, for (cloudflare_challenge).
+var ErrNoSolutionShape = errors.New("no solution shape in the JSON dialect")
+
 // Solution is the solution object of captchaq's answer to a request of
 // method (its value as stream.Outcome.Solution holds it, and the user agent
 // the answer is bound to, or "").
@@ -55,7 +59,7 @@ func Solution(method string, answer json.RawMessage, userAgent string) (json.Raw
 			out = map[string]string{"challenge": obj["geetest_challenge"], "validate": obj["geetest_validate"], "seccode": obj["geetest_seccode"]}
 		}
 	default:
-		return nil, fmt.Errorf("method %q: no solution shape in the JSON dialect", method)
+		return nil, fmt.Errorf("method %q: %w", method, ErrNoSolutionShape)
 	}
 	if userAgent != "" {
 		out["userAgent"] = userAgent

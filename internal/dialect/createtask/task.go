@@ -37,6 +37,14 @@ type Task struct {
 	TurnstileCData string    `json:"turnstileCData,omitempty"`
 	ChlPageData    string    `json:"chlPageData,omitempty"`
 	Metadata       *Metadata `json:"metadata,omitempty"`
+	// CapMonster's names for the same on a challenge page (pageAction,
+	// data, pageData), and its mode: a token ("token", or none) is
+	// served; a cookie (cf_clearance, wait_room) is not
+	// (capmonstercloud-client-js, Requests/TurnstileRequest). Its hCaptcha
+	// sends the rqdata as data too (Requests/HCaptchaRequest).
+	Data               string `json:"data,omitempty"`
+	PageData           string `json:"pageData,omitempty"`
+	CloudflareTaskType string `json:"cloudflareTaskType,omitempty"`
 
 	// GeeTest: v3 gt and challenge; v4 version 4 with the captcha id as gt
 	// (Anti-Captcha index.js solveGeeTestV4*), as captchaId, or as
@@ -67,6 +75,11 @@ type Task struct {
 	ProxyPort     Number `json:"proxyPort,omitempty"`
 	ProxyLogin    string `json:"proxyLogin,omitempty"`
 	ProxyPassword string `json:"proxyPassword,omitempty"`
+	// ProxyString is CapSolver's proxy as one string ("proxy",
+	// docs.capsolver.com/guide/api-how-to-use-proxy), which the dialect
+	// does not read: a task carrying it is refused rather than solved
+	// without its proxy.
+	ProxyString string `json:"proxy,omitempty"`
 }
 
 // Metadata is CapSolver's Turnstile extra data
@@ -188,7 +201,7 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 		if t.IsInvisible {
 			p["invisible"] = "1"
 		}
-		if tt.Kind == KindRecaptchaV2Enterprise || t.IsEnterprise {
+		if tt.Kind == KindRecaptchaV2Enterprise || tt.Enterprise || bool(t.IsEnterprise) {
 			p["enterprise"] = "1"
 		}
 		s, err := payload(t.EnterprisePayload, "s")
@@ -214,9 +227,12 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 		if t.Metadata != nil {
 			m = *t.Metadata
 		}
-		set("action", firstOf(t.Action, m.Action))
-		set("data", firstOf(t.CData, t.TurnstileCData, m.CData))
-		set("pagedata", t.ChlPageData)
+		if mode := t.CloudflareTaskType; mode != "" && mode != "token" {
+			return "", nil, &Error{Code: CodeTaskNotSupported, Description: fmt.Sprintf("task.cloudflareTaskType %.32q: only token is served (a cookie is not a Turnstile answer)", mode)}
+		}
+		set("action", firstOf(t.Action, m.Action, t.PageAction))
+		set("data", firstOf(t.CData, t.TurnstileCData, m.CData, t.Data))
+		set("pagedata", firstOf(t.ChlPageData, t.PageData))
 	case KindGeeTest:
 		method = captcha.MethodGeeTest
 		id, err := payload(json.RawMessage(mustJSON(t.InitParameters)), "captcha_id")
@@ -253,7 +269,8 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 		if err != nil {
 			return "", nil, err
 		}
-		set("data", rq)
+		// CapMonster sends the rqdata as data (HCaptchaRequest).
+		set("data", firstOf(rq, t.Data))
 	case KindImage:
 		method = captcha.MethodBase64
 		if err := need("body", t.Body); err != nil {
@@ -286,6 +303,9 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 // proxy sets the task's proxy as in.php takes it: proxytype (HTTP,
 // HTTPS, SOCKS4, SOCKS5) and proxy, login:password@host:port.
 func (t Task) proxy(p map[string]string) *Error {
+	if t.ProxyString != "" {
+		return invalid("task.proxy: a proxy as one string is not taken; send it as proxyType, proxyAddress, proxyPort, proxyLogin and proxyPassword")
+	}
 	if t.ProxyAddress == "" && t.ProxyType == "" {
 		return nil
 	}

@@ -26,6 +26,9 @@ type TaskType struct {
 	// Proxy says the type carries the task's proxy (proxyType,
 	// proxyAddress, …): the solving happens through it.
 	Proxy bool
+	// Enterprise says the type asks for reCAPTCHA Enterprise whatever its
+	// isEnterprise (CapSolver's ReCaptchaV3Enterprise types).
+	Enterprise bool
 }
 
 // types are the task types captchaq's methods serve, under every name the
@@ -50,6 +53,14 @@ var types = []TaskType{
 	// solveRecaptchaV3Enterprise (the same type with isEnterprise);
 	// CapMonster: TaskType.RecaptchaV3TaskProxyless.
 	{Name: "RecaptchaV3TaskProxyless", Kind: KindRecaptchaV3},
+	// CapSolver's others (docs.capsolver.com/guide/captcha/ReCaptchaV3:
+	// ReCaptchaV3Task, ReCaptchaV3EnterpriseTask, their ProxyLess forms);
+	// CapMonster's RecaptchaV3EnterpriseTask (capmonstercloud-client-js
+	// src/TaskType.ts, RecaptchaV3EnterpriseRequest: websiteURL,
+	// websiteKey, pageAction, minScore) is the second in another case.
+	{Name: "ReCaptchaV3Task", Kind: KindRecaptchaV3, Proxy: true},
+	{Name: "ReCaptchaV3EnterpriseTaskProxyLess", Kind: KindRecaptchaV3, Enterprise: true},
+	{Name: "ReCaptchaV3EnterpriseTask", Kind: KindRecaptchaV3, Proxy: true, Enterprise: true},
 	// Anti-Captcha: index.js solveTurnstileProxyless/ProxyOn (action, cData,
 	// chlPageData); CapMonster: TaskType.TurnstileTask (proxy optional);
 	// CapSolver: AntiTurnstileTaskProxyLess with metadata.action and
