@@ -112,3 +112,18 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// NotAMethod says, for a name that is not a method of the catalogue, why a
+// selection by it matches nothing: "not a method captchaq solves (did you
+// mean turnstile?); want one of …", naming the near miss when there is one
+// and every method. It returns "" for a method of the catalogue.
+func NotAMethod(name string) string {
+	if Known(name) {
+		return ""
+	}
+	near := ""
+	if m := NearMethod(name); m != "" {
+		near = " (did you mean " + m + "?)"
+	}
+	return "not a method captchaq solves" + near + "; want one of " + strings.Join(Methods(), ", ")
+}

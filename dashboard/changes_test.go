@@ -79,8 +79,17 @@ func TestItemAndBulkChanges(t *testing.T) {
 	require.Contains(t, bad["error"], `reason "tired": want one of permanent`)
 	require.Contains(t, bad["error"], `since "yesterday"`)
 	require.Contains(t, bad["error"], `limit "5000"`)
+	// A method no task can have matches nothing: refused, naming the near one.
+	for _, list := range []string{"tasks", "outcomes", "dead"} {
+		bad = nil
+		require.Equal(t, http.StatusBadRequest, c.get("/api/"+list+"?method=turnstyle", &bad), list)
+		require.Contains(t, bad["error"], `method "turnstyle": not a method captchaq solves (did you mean turnstile?); want one of `, list)
+	}
+	code, out := c.post("/api/purge", fmt.Sprintf(`{"method":"turnstyle","upto":%d}`, dead.Items[0].Seq))
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Contains(t, out["error"], `method "turnstyle"`)
 
-	code, out := c.post("/api/replay", `{"id":"canceled-0"}`)
+	code, out = c.post("/api/replay", `{"id":"canceled-0"}`)
 	require.Equal(t, http.StatusBadRequest, code, out)
 	require.Contains(t, out["error"], "was canceled")
 

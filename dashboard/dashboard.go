@@ -4,8 +4,11 @@
 // solving service does not answer), solve times by method, the throughput
 // and depth of the last hour (or 6 or 24 h), and three lists an operator
 // pages and filters through: the tasks that wait or run, the outcomes, and
-// the dead letters, each with a task's trace beside it. The page's address
-// names the tab, its filters, its page and the trace shown.
+// the dead letters, each with a task's trace beside it; and a server page:
+// the NATS server it is connected to, the streams and store there, and
+// every worker seen (host, PID, threads, uptime, the tasks at the service).
+// The page's address names the tab, its filters, its page and the trace
+// shown.
 //
 // The page is one HTML file, a stylesheet and a plain script, embedded in the
 // binary: nothing is fetched from elsewhere and nothing is built at run
@@ -93,6 +96,8 @@ type Dashboard struct {
 	tasks    cached[[]stream.TaskInfo]
 	outcomes cached[[]stream.OutcomeRecord]
 	dead     cached[[]stream.DeadLetter]
+	server   cached[stream.ServerInfo]
+	workers  cached[[]stream.WorkerInfo]
 	history  map[string]*cached[[]stream.HistoryPoint] // by span: historySpans
 }
 
@@ -133,6 +138,7 @@ func New(cfg Config) (*Dashboard, error) {
 	d.mux.HandleFunc("GET /api/tasks", d.taskList)
 	d.mux.HandleFunc("GET /api/outcomes", d.outcomeList)
 	d.mux.HandleFunc("GET /api/dead", d.deadList)
+	d.mux.HandleFunc("GET /api/servers", d.serverList)
 	d.mux.HandleFunc("GET /api/history", d.historyJSON)
 	d.mux.HandleFunc("POST /api/signin", d.change(d.signin))
 	d.mux.HandleFunc("POST /api/replay", d.change(d.replay))

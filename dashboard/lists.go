@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/stream"
 )
@@ -133,6 +134,9 @@ func (q query) parse(now time.Time) (filter, error) {
 	}
 	check(oneOf("reason", q.Reason, reasons...))
 	check(oneOf("replayed", q.Replayed, "yes", "no"))
+	if why := captcha.NotAMethod(q.Method); q.Method != "" && why != "" {
+		check(fmt.Errorf("method %q: %s", q.Method, why))
+	}
 	at := func(name, s string) time.Time {
 		if s == "" {
 			return time.Time{}
@@ -194,7 +198,7 @@ func paginate[T any](items []T, f filter, keep func(T) bool, method func(T) stri
 	p := page[T]{Offset: f.offset, Limit: f.limit, Items: []T{}, Methods: []string{}}
 	methods := map[string]bool{}
 	for _, it := range items {
-		if m := method(it); m != "" {
+		if m := method(it); captcha.Known(m) { // a filter by another is refused
 			methods[m] = true
 		}
 		if !keep(it) {

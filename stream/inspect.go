@@ -109,6 +109,8 @@ type TaskFilter struct {
 	Lane Lane
 	// Status, when set, lists tasks of that status alone.
 	Status TaskStatus
+	// Method, when set, lists tasks of that method alone.
+	Method string
 	// Limit stops the listing after this many tasks; 0: no limit.
 	Limit int
 }
@@ -145,7 +147,7 @@ func (c *Client) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
 		if st.Outcome {
 			ti.Status = TaskDone
 		}
-		if ti.Status == TaskDone || (f.Status != "" && ti.Status != f.Status) {
+		if ti.Status == TaskDone || (f.Status != "" && ti.Status != f.Status) || (f.Method != "" && ti.Method != f.Method) {
 			return false, nil
 		}
 		if ti.Canceled, err = c.cancelRequested(ctx, ti.ID, st, m.Headers()); err != nil {

@@ -95,8 +95,17 @@ type Stats struct {
 	// FirstDeadline the earliest of their FirstDeadline.
 	DeadlinesInPause int       `json:"deadlines_in_pause"`
 	FirstDeadline    time.Time `json:"first_deadline,omitzero"`
-	// Workers are the workers alive (seen within HeartbeatTTL).
+	// Workers are the workers seen within HeartbeatTTL, by their last
+	// heartbeats: a worker that said it stopped is among them (Stopped)
+	// until its heartbeat expires.
 	Workers []WorkerInfo `json:"workers"`
+	// WorkersAlive counts the Workers still running; Threads and
+	// ThreadsInUse sum their threads and the threads holding a task. A
+	// stopped worker counts in none of them, whatever its last heartbeat
+	// said was in use.
+	WorkersAlive int `json:"workers_alive"`
+	Threads      int `json:"threads"`
+	ThreadsInUse int `json:"threads_in_use"`
 	// PlanThreads is the plan-wide thread quota Solving is held to
 	// (SetPlan); 0 when none is set.
 	PlanThreads int `json:"plan_threads"`
@@ -235,6 +244,13 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 	}
 	if st.Workers, err = c.Workers(ctx); err != nil {
 		return st, err
+	}
+	for _, w := range st.Workers {
+		if !w.Stopped {
+			st.WorkersAlive++
+			st.Threads += w.Threads
+			st.ThreadsInUse += w.InUse
+		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, storeStatusTimeout)
 	if store, err := ReadStoreStatus(sctx, c.nc); err == nil {

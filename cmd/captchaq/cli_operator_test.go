@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,21 +154,27 @@ func startWorker(t *testing.T, ctx context.Context, natsURL, emu string) {
 }
 
 // startWorkerWith runs a worker of cfg in this process against the
-// emulator, polling a thousand times as often as the service asks.
-func startWorkerWith(t *testing.T, ctx context.Context, natsURL, emu string, cfg stream.WorkerConfig) {
+// emulator (cfg.Solver, when not set: one polling a thousand times as often
+// as the service asks). The function it returns stops the worker and
+// returns what Run returned; the test's end does too.
+func startWorkerWith(t *testing.T, ctx context.Context, natsURL, emu string, cfg stream.WorkerConfig) func() error {
 	t.Helper()
 	nc, err := nats.Connect(natsURL)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	cfg.Solver, err = solver.NewClient(solver.Config{BaseURL: emu, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.001}})
-	require.NoError(t, err)
+	if cfg.Solver == nil {
+		cfg.Solver, err = solver.NewClient(solver.Config{BaseURL: emu, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: 0.001}})
+		require.NoError(t, err)
+	}
 	cfg.IdleCheck = 50 * time.Millisecond
 	w, err := stream.NewWorker(ctx, nc, cfg)
 	require.NoError(t, err)
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	stopped := sync.OnceValue(func() error { stop(); return <-done })
+	t.Cleanup(func() { _ = stopped() })
+	return stopped
 }
 
 // captchaqEnv is captchaq with more environment.
@@ -472,6 +480,43 @@ func TestFilterValuesThatMatchNothing(t *testing.T) {
 		require.Contains(t, r.stderr, "userrecaptcha", args)
 		require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
 	}
+	r := runInProcess("task", "ls", "--method", "turnstyle")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, `captchaq task ls: --method "turnstyle": not a method captchaq solves (did you mean turnstile?); want one of `)
+	require.Contains(t, r.stderr, "userrecaptcha")
+}
+
+// task ls --method lists the waiting tasks of that method alone, and
+// --limit counts those it keeps.
+func TestTaskListByMethod(t *testing.T) {
+	t.Parallel()
+	natsURL, _, client := listeningServer(t, stream.Topology{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// No worker: every task waits, recaptchas first.
+	var tasks []stream.Task
+	for i := range 3 {
+		tasks = append(tasks, stream.Task{ID: fmt.Sprintf("rc%d", i), Method: "userrecaptcha", Params: stream.Params{"googlekey": "k", "pageurl": "https://shop.example/"}})
+	}
+	for i := range 2 {
+		tasks = append(tasks, stream.Task{ID: fmt.Sprintf("ts%d", i), Method: "turnstile", Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/"}})
+	}
+	_, err := client.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+	ids := func(args ...string) []string {
+		t.Helper()
+		r := captchaq(t, natsURL, append([]string{"task", "ls", "--json"}, args...)...)
+		require.Zero(t, r.code, r.stderr)
+		var out []string
+		for _, ti := range jsonLines[stream.TaskInfo](t, r.stdout) {
+			out = append(out, ti.ID)
+		}
+		return out
+	}
+	require.Len(t, ids(), 5)
+	require.Equal(t, []string{"ts0", "ts1"}, ids("--method", "turnstile"))
+	require.Equal(t, []string{"ts0"}, ids("--method", "turnstile", "--limit", "1"))
+	require.Empty(t, ids("--method", "geetest"))
 }
 
 // run with a key and a solver URL that nothing answers (the README's

@@ -34,9 +34,14 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *refresh < 250*time.Millisecond {
 		return usageError("--refresh %s: at least 250ms", *refresh)
 	}
-	if err := checkDashAddr(*addr, *token); err != nil {
+	if err := checkDashAddr("addr", "token", *addr, *token); err != nil {
 		return err
 	}
+	l, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	defer l.Close()
 	ss, err := nf.session(ctx, "captchaq-dashboard", stream.ClientConfig{Name: "captchaq-dashboard"})
 	if err != nil {
 		return err
@@ -49,17 +54,18 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return nc, err
 	}
 	return serveDashboard(ss.ctx, dashboard.Config{Client: ss.client, Connect: connect, Refresh: *refresh, Token: *token, Hosts: hosts, Logger: log},
-		*addr, stdout, log)
+		l, stdout, log)
 }
 
-// checkDashAddr refuses to listen beyond loopback without a token.
-func checkDashAddr(addr, token string) error {
+// checkDashAddr refuses to listen beyond loopback without a token; flag and
+// tokenFlag name the command's flags of the address and the token.
+func checkDashAddr(flag, tokenFlag, addr, token string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return usageError("--addr %q: want host:port: %v", addr, err)
+		return usageError("--%s %q: want host:port: %v", flag, addr, err)
 	}
 	if ip := net.ParseIP(host); token == "" && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
-		return usageError("--addr %s is beyond loopback: set --token (%s) so that only those given it can open the page", addr, envName("token"))
+		return usageError("--%s %s is beyond loopback: set --%s (%s) so that only those given it can open the page", flag, addr, tokenFlag, envName(tokenFlag))
 	}
 	return nil
 }
@@ -80,13 +86,9 @@ func (h *hostsFlag) Set(s string) error {
 	return nil
 }
 
-// serveDashboard serves the dashboard on addr until ctx ends. It answers to
-// the address it listens on and to the names in cfg.Hosts.
-func serveDashboard(ctx context.Context, cfg dashboard.Config, addr string, stdout io.Writer, log *slog.Logger) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--addr: %w", err)
-	}
+// serveDashboard serves the dashboard on l until ctx ends. It answers to
+// the address l listens on and to the names in cfg.Hosts.
+func serveDashboard(ctx context.Context, cfg dashboard.Config, l net.Listener, stdout io.Writer, log *slog.Logger) error {
 	cfg.Hosts = dashboard.HostsOf(l.Addr().String(), cfg.Hosts...)
 	d, err := dashboard.New(cfg)
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/retry"
-	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -47,12 +47,8 @@ func (d *deadFilterFlags) filter() (stream.DeadFilter, error) {
 	if f.Reason != "" && !f.Reason.Valid() {
 		return f, usageError("--reason %q: want one of %v", d.reason, retry.Reasons)
 	}
-	if d.method != "" && !slices.Contains(solver.Methods(), d.method) {
-		near := ""
-		if m := solver.NearMethod(d.method); m != "" {
-			near = " (did you mean " + m + "?)"
-		}
-		return f, usageError("--method %q: not a method captchaq solves%s; want one of %s", d.method, near, strings.Join(solver.Methods(), ", "))
+	if err := checkMethodFilter(d.method); err != nil {
+		return f, err
 	}
 	if d.since < 0 {
 		return f, usageError("--since %s: want a positive duration", d.since)
@@ -61,6 +57,15 @@ func (d *deadFilterFlags) filter() (stream.DeadFilter, error) {
 		f.Since = time.Now().Add(-d.since)
 	}
 	return f, nil
+}
+
+// checkMethodFilter refuses a --method filter that can match nothing: a
+// method captchaq does not solve, naming the nearest one and all of them.
+func checkMethodFilter(method string) error {
+	if why := captcha.NotAMethod(method); method != "" && why != "" {
+		return usageError("--method %q: %s", method, why)
+	}
+	return nil
 }
 
 func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -58,10 +58,19 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
+	var dashL net.Listener
 	if *dash != "" {
-		if err := checkDashAddr(*dash, *dashToken); err != nil {
+		if err := checkDashAddr("dashboard", "dashboard-token", *dash, *dashToken); err != nil {
 			return err
 		}
+		// Taken before the server starts: a port held by something else
+		// stops the server before it answers anyone, so a walkthrough
+		// waiting for it ends there.
+		var err error
+		if dashL, err = net.Listen("tcp", *dash); err != nil {
+			return fmt.Errorf("--dashboard: %w", err)
+		}
+		defer dashL.Close()
 	}
 	cfg := broker.Config{StoreDir: *store, LazySync: *lazy, Logger: log, Verbose: true, Listen: true, StoreKey: os.Getenv(storeKeyEnv)}
 	switch _, statErr := os.Stat(*config); {
@@ -182,7 +191,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		connect := func(ctx context.Context, user, password string) (*nats.Conn, error) {
 			return nats.Connect(url, nats.UserInfo(user, password), nats.Name("captchaq-dashboard-change"), nats.Timeout(5*time.Second))
 		}
-		return serveDashboard(ctx, dashboard.Config{Client: client, Connect: connect, Token: *dashToken, Logger: log}, *dash, stdout, log)
+		return serveDashboard(ctx, dashboard.Config{Client: client, Connect: connect, Token: *dashToken, Logger: log}, dashL, stdout, log)
 	}
 	<-ctx.Done()
 	log.Info("shutting down")

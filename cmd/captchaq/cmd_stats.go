@@ -111,22 +111,18 @@ func printStats(w io.Writer, st stream.Stats) {
 		if st.LearnedPlan > 0 {
 			fmt.Fprintf(tw, "learned plan: about %d threads (the plan windows of %d workers, from the service's capacity refusals); "+
 				"set it: captchaq init --plan-threads %d\n", st.LearnedPlan, st.LearnedPlanWorkers, st.LearnedPlan)
-		} else if len(st.Workers) > 0 {
+		} else if st.WorkersAlive > 0 {
 			fmt.Fprintf(tw, "plan never reached: no worker alive has seen the service refuse a submission for want of threads, so there is no plan size to suggest\n")
 		}
 	}
 	printStore(tw, st.Store)
 	fmt.Fprintf(tw, "waiting to retry: %d (held for a later delivery, at no worker)\n", st.Retrying)
-	fmt.Fprintf(tw, "workers alive: %d", len(st.Workers))
-	threads, inUse := 0, 0
-	for _, x := range st.Workers {
-		if !x.Stopped {
-			threads += x.Threads
-			inUse += x.InUse
-		}
+	fmt.Fprintf(tw, "workers alive: %d", st.WorkersAlive)
+	if st.WorkersAlive > 0 {
+		fmt.Fprintf(tw, ", %d of %d threads in use", st.ThreadsInUse, st.Threads)
 	}
-	if len(st.Workers) > 0 {
-		fmt.Fprintf(tw, ", %d of %d threads in use", inUse, threads)
+	if stopped := len(st.Workers) - st.WorkersAlive; stopped > 0 {
+		fmt.Fprintf(tw, " (%d stopped in the last %s)", stopped, stream.HeartbeatTTL)
 	}
 	fmt.Fprintln(tw)
 	for _, x := range st.Workers {

@@ -14,7 +14,7 @@ import (
 )
 
 var taskVerbs = []subcommand{
-	{"ls", "[--lane fast|slow] [--status queued|scheduled|solving|retrying] [--limit N] [--json]", "list the tasks that wait or run, oldest first"},
+	{"ls", "[--lane fast|slow] [--status queued|scheduled|solving|retrying] [--method M] [--limit N] [--json]", "list the tasks that wait or run, oldest first"},
 	{"show", "ID [--json]", "show where one task stands"},
 	{"cancel", "ID...", "ask that tasks not be solved: each ends dead/canceled at its next delivery, without a call to the service; an attempt already at the service is not stopped"},
 }
@@ -28,14 +28,15 @@ func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	var (
-		lane, status string
-		limit        int
-		asJSON       bool
+		lane, status, method string
+		limit                int
+		asJSON               bool
 	)
 	switch sub {
 	case "ls":
 		fs.StringVar(&lane, "lane", "", "only this lane: fast or slow")
 		fs.StringVar(&status, "status", "", "only this status: queued, scheduled, solving or retrying")
+		fs.StringVar(&method, "method", "", "only tasks of this method")
 		fs.IntVar(&limit, "limit", 100, "list at most this many; 0: all (one read per task)")
 		fs.BoolVar(&asJSON, "json", false, "print JSON lines")
 	case "show":
@@ -44,7 +45,10 @@ func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseArgs(fs, args, taskArgs[sub]); err != nil {
 		return err
 	}
-	f := stream.TaskFilter{Lane: stream.Lane(lane), Status: stream.TaskStatus(status), Limit: limit}
+	f := stream.TaskFilter{Lane: stream.Lane(lane), Status: stream.TaskStatus(status), Method: method, Limit: limit}
+	if err := checkMethodFilter(method); err != nil {
+		return err
+	}
 	switch {
 	case lane != "" && f.Lane != stream.LaneFast && f.Lane != stream.LaneSlow:
 		return usageError("--lane %q: want fast or slow", lane)
@@ -260,13 +264,14 @@ func printWorkers(w io.Writer, ws []stream.WorkerInfo) {
 	fmt.Fprintln(tw, "WORKER\tHOST\tPID\tTHREADS\tIN USE\tUP\tLAST SEEN\tSTATE")
 	now := time.Now()
 	for _, x := range ws {
-		state := "running"
+		state, inUse := "running", fmt.Sprint(x.InUse)
 		if x.Stopped {
-			state = "stopped"
+			// Its last threads may still be finishing: none takes a task.
+			state, inUse = "stopped", "-"
 		} else if s := x.ServiceState(); s != "" {
 			state = "running; " + s
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s ago\t%s\n", x.Name, orDash(x.Host), x.PID, x.Threads, x.InUse,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s ago\t%s\n", x.Name, orDash(x.Host), x.PID, x.Threads, inUse,
 			age(x.At.Sub(x.Started)), age(max(now.Sub(x.At), time.Millisecond)), state)
 	}
 	_ = tw.Flush()

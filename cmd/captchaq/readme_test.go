@@ -123,6 +123,10 @@ func readmeWorkdir(t *testing.T, buildFlags ...string) (readme, dir string) {
 
 var exitsRe = regexp.MustCompile(`^(.*?)\s+# exits (\d+)\b.*$`)
 
+// heredocRe finds a here-document a line starts (<<'END' or <<END): its
+// terminator.
+var heredocRe = regexp.MustCompile(`<<-?'?([A-Za-z_]+)'?`)
+
 // readmeScript turns the blocks into one bash script, as the conventions of
 // TestREADMEShellBlocks say.
 func readmeScript(t *testing.T, blocks []string, replace map[string]string) string {
@@ -133,7 +137,19 @@ func readmeScript(t *testing.T, blocks []string, replace map[string]string) stri
 		for old, repl := range replace {
 			block = strings.ReplaceAll(block, old, repl)
 		}
+		heredoc := "" // the terminator of the here-document the lines are in
 		for _, line := range strings.Split(strings.TrimRight(block, "\n"), "\n") {
+			if heredoc != "" {
+				// A here-document's lines are its text, echoed by nothing.
+				b.WriteString(line + "\n")
+				if line == heredoc {
+					heredoc = ""
+				}
+				continue
+			}
+			if m := heredocRe.FindStringSubmatch(line); m != nil {
+				heredoc = m[1]
+			}
 			if strings.HasPrefix(line, "go build -o captchaq ./cmd/captchaq") {
 				continue
 			}

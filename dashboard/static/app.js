@@ -1,6 +1,8 @@
 // captchaq dashboard: renders the snapshots /api/events sends (queues,
 // workers, solve times, the last hour), pages and filters the lists
-// (/api/tasks, /api/outcomes, /api/dead), shows a task's trace beside them,
+// (/api/tasks, /api/outcomes, /api/dead) and the server page (/api/servers:
+// the NATS server, its streams and store, the workers), shows a task's
+// trace beside them,
 // and sends the admin's changes as JSON POSTs with the page's token and the
 // operator's NATS credentials, checked when the operator signs in.
 // Everything shown goes through textContent: nothing the stream holds is
@@ -133,9 +135,15 @@ function render(s, loaded) {
   $("plan").textContent = `${plan}; waiting to retry: ${st.retrying}; last hour: solved ${st.solved}, dead ${st.dead}` +
     (st.solved > 0 ? `, ${st.solved_per_minute.toFixed(1)} solved/min while solving` : "");
 
+  // A stopped worker's last heartbeat stays listed until it expires; its
+  // threads count among none in use (Stats.WorkersAlive, ThreadsInUse).
   fillTable("workers", (st.workers || []).map(w => el("tr", {},
-    td(w.name), td(w.host || "-"), td(w.threads, "num"), td(w.in_use, "num"), td(age(w.at, now) + " ago"),
+    td(w.name), td(w.host || "-"), td(w.threads, "num"), td(w.stopped ? "-" : w.in_use, "num"), td(age(w.at, now) + " ago"),
     workerState(w))), "no worker seen in the last 15s");
+  const stopped = (st.workers || []).length - st.workers_alive;
+  $("workers-summary").textContent = `alive: ${st.workers_alive}` +
+    (st.workers_alive ? `, ${st.threads_in_use} of ${st.threads} threads in use` : "") +
+    (stopped > 0 ? `; ${stopped} stopped in the last 15s, not counted` : "");
   outage(st.workers || []);
 
   const methods = Object.keys(st.by_method || {}).sort();
@@ -233,6 +241,14 @@ function charts(h) {
 
 const since = [["", "any time"], ["5m", "last 5 min"], ["15m", "last 15 min"], ["1h", "last hour"], ["6h", "last 6 h"], ["24h", "last 24 h"]];
 const reasons = ["permanent", "attempts-exhausted", "invalid-task", "expired", "crashed", "canceled"];
+// size prints a byte count.
+function size(n) {
+  if (n < 0) return "none";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i ? n.toFixed(1) : String(n)) + " " + units[i];
+}
 const tabs = {
   tasks: {
     filters: [["state", "state", ["queued", "solving", "retrying", "canceled"]], ["lane", "lane", ["fast", "slow"]],
@@ -263,8 +279,20 @@ const tabs = {
         adminButton("delete", () => change("/api/delete", { seq: d.seq }), "danger"))),
     empty: "no dead letter matches",
   },
+  // The server page: every worker seen, as asynqmon lists its servers,
+  // below the NATS server's facts (serverBox); id filters by name.
+  servers: {
+    filters: [],
+    idLabel: "name",
+    head: ["worker", "host", "pid", "threads", "in use", "up", "last seen", "state", "at the service now"],
+    row: w => el("tr", { data: { worker: w.name } },
+      td(w.name, "code"), td(w.host || "-"), td(w.pid || "-", "num"), td(w.threads, "num"), td(w.stopped ? "-" : w.in_use, "num"),
+      td(dur(w.up_seconds)), td(age(w.at, new Date(state.page.server.at)) + " ago"), workerState(w),
+      el("td", {}, ...(w.tasks || []).flatMap((x, i) => i ? [" ", taskLink(x.id)] : [taskLink(x.id)]))),
+    empty: "no worker seen in the last 15s",
+  },
 };
-const state = { tab: "tasks", query: { tasks: {}, outcomes: {}, dead: {} }, offset: { tasks: 0, outcomes: 0, dead: 0 }, page: null };
+const state = { tab: "tasks", query: { tasks: {}, outcomes: {}, dead: {}, servers: {} }, offset: { tasks: 0, outcomes: 0, dead: 0, servers: 0 }, page: null };
 const pageSize = 25;
 let listing = false;
 // listSeq numbers the list's reads: a forced read (a filter picked) may start
@@ -275,6 +303,7 @@ function showTab(tab) {
   state.tab = tab;
   document.querySelectorAll(".tab").forEach(b => b.classList.toggle("on", b.dataset.tab === tab));
   $("bulk").hidden = tab !== "dead";
+  $("server-box").hidden = tab !== "servers";
   $("confirm").hidden = true;
   const t = tabs[tab];
   $("filters").replaceChildren(
@@ -290,9 +319,10 @@ function showTab(tab) {
       return el("label", {}, label, sel);
     }),
     (() => {
-      const input = el("input", { id: "f-id", placeholder: "id contains", value: state.query[tab].id || "", size: 14 });
+      const name = t.idLabel || "id";
+      const input = el("input", { id: "f-id", placeholder: name + " contains", value: state.query[tab].id || "", size: 14 });
       input.addEventListener("change", () => setQuery("id", input.value.trim()));
-      return el("label", {}, "id", input);
+      return el("label", {}, name, input);
     })());
   const head = el("tr", {}, ...t.head.map(h => el("th", {}, h)));
   document.querySelector("#list thead").replaceChildren(head);
@@ -383,6 +413,7 @@ async function refreshList(force) {
         sel.value = v;
       }
     }
+    if (tab === "servers") serverBox(p.server);
     fill(document.querySelector("#list tbody"), p.items.map(tabs[tab].row), tabs[tab].empty, tabs[tab].head.length);
     markPicked();
     $("count-" + tab).textContent = Object.keys(state.query[tab]).length ? `(${p.total.toLocaleString()} matching)` : `(${p.total.toLocaleString()})`;
@@ -399,6 +430,29 @@ async function refreshList(force) {
   } finally {
     listing = false;
   }
+}
+
+// serverBox shows the NATS server the dashboard is connected to, the
+// streams it holds for captchaq (contents, limits, replicas) and its
+// store, as /api/servers reads them.
+function serverBox(s) {
+  const st = s.store;
+  const store = !st ? "not reported (a nats-server without captchaq's store watch)" :
+    `${size(st.used)} used of ${size(st.max_store)}, room for ${size(st.room)} more, ${size(st.free)} free on the disk; ` +
+    (st.encrypted ? "encrypted at rest" : "not encrypted at rest") + (st.refusing ? `; refusing writes: ${st.error}` : "") +
+    (st.action ? `; ${st.action}` : "");
+  fill(document.querySelector("#server-info tbody"), [
+    ["NATS server", `${s.name} (nats-server ${s.version})` + (s.cluster ? `, cluster ${s.cluster}` : ", not clustered")],
+    ["connected to", `${s.url}, round trip ${s.rtt_ms.toFixed(1)} ms` + (s.known && s.known.length ? `; fails over to ${s.known.join(", ")}` : "")],
+    ["users", s.auth_required ? "checked: changes need the admin's NATS user" : "none (a local trial): any name signs in and may change anything"],
+    ["store", store],
+  ].map(([k, v]) => el("tr", {}, el("th", {}, k), td(v))), "", 2);
+  fillTable("streams", (s.streams || []).map(x => el("tr", { data: { stream: x.name } },
+    td(x.name, "code"), td(x.messages.toLocaleString(), "num"), td(size(x.bytes), "num"),
+    td(x.messages ? `${x.first_seq.toLocaleString()}–${x.last_seq.toLocaleString()}` : "-"), td(x.consumers, "num"),
+    td(x.max_age_seconds > 0 ? dur(x.max_age_seconds) : "for ever"), td(x.max_bytes > 0 ? size(x.max_bytes) : "the store's"),
+    td(!(x.peers || []).length ? String(x.replicas) : `${x.replicas}: leader ${x.leader}` + x.peers.map(p =>
+      `, ${p.name} ${p.offline ? "offline" : p.current ? "current" : "behind by " + p.lag}`).join("")))), "no stream");
 }
 
 function describe(tab) {
