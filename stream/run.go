@@ -80,6 +80,26 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.exec.Execute(hard, m, (*dispatcher.PlanThread)(nil), (*dispatcher.Slot)(nil))
 		}()
 	}
+	// Replay- and moved-shaped copies the dispatcher takes in bulk are
+	// judged on the task's records beside the threads: forged ones end
+	// there, genuine ones go back to be taken by a thread
+	// (dispatcher.NeedsRecords).
+	w.dispatch.Check = func(m jetstream.Msg) {
+		inflight.Add(1)
+		m = parsedOnce(m)
+		go func() {
+			defer inflight.Done()
+			defer w.survive(m)
+			if w.exec.EndIfForged(hard, m, (*dispatcher.PlanThread)(nil), (*dispatcher.Slot)(nil)) {
+				w.dispatch.LaneFreed(wire.LaneOfSubject(m.Subject()))
+				return
+			}
+			w.dispatch.Verified(m)
+			_ = m.Nak()
+			w.dispatch.News(m.Subject())
+			w.dispatch.Poke()
+		}()
+	}
 	run := runners{idle: make(chan func())}
 	fatalErr := w.dispatch.Pull(pullCtx, w.fatal, func(m jetstream.Msg, thread *dispatcher.PlanThread, sl *dispatcher.Slot) {
 		inflight.Add(1)

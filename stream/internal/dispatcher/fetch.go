@@ -82,6 +82,9 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 			case dp.Drain != nil && wire.HeadersForged(m.Subject(), m.Headers()) != nil:
 				dp.Drain(m)
 				drained++
+			case dp.Check != nil && NeedsRecords(m) && !dp.takeVerified(m):
+				dp.Check(m)
+				drained++
 			case taken < take:
 				out = append(out, m)
 				taken++
