@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -97,31 +96,3 @@ func TestOngoingFloodOfHeaderValidCopies(t *testing.T) {
 	}
 }
 
-// Forged copies whose bulk is in a header rather than the body (the
-// broker's max_payload counts both): 100 of 3.5 MB under one id, queued
-// ahead of another producer's task. The drain sizes its batches by what
-// the copies weigh, so these may cost the task no more than likeShare/2
-// times what the same number of 3.5 MB-body copies cost in the same run.
-func TestQueuedFloodOfHeavyHeaders(t *testing.T) {
-	t.Parallel()
-	if underRace {
-		t.Skip("the race detector slows the broker's handling of a 3.5 MB copy to about a second")
-	}
-	pad := strings.Repeat("x", 3<<20+512<<10)
-	heavy := func(i int) *nats.Msg {
-		m := forgedMsg("heavy-1", i)
-		m.Header.Set("X-Pad", pad)
-		return m
-	}
-	bigBody := func(i int) *nats.Msg {
-		m := forgedMsg("heavy-1", i)
-		m.Data = []byte(fmt.Sprintf(`{"method":"turnstile","params":{"sitekey":"0x4AAAAAAAB","pageurl":"https://shop.example/checkout","data":%q}}`, pad))
-		return m
-	}
-	c := queuedFlood{name: "heavy headers under one id", n: 100, shape: heavy, victim: turnstileTask("innocent-1"), like: bigBody}
-	took, _ := c.run(t, c.shape)
-	like := c
-	like.name = "the same weight in bodies"
-	base, _ := like.run(t, bigBody)
-	require.LessOrEqual(t, took, base*likeShare/2, "at most %d/2 times what the same weight in bodies costs", likeShare)
-}
