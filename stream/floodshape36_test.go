@@ -95,4 +95,3 @@ func TestOngoingFloodOfHeaderValidCopies(t *testing.T) {
 		})
 	}
 }
-
