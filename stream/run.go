@@ -81,14 +81,23 @@ func (w *Worker) Run(ctx context.Context) error {
 		}()
 	}
 	// Replay- and moved-shaped copies the dispatcher takes in bulk are
-	// judged on the task's records beside the threads: forged ones end
-	// there, genuine ones go back to be taken by a thread
+	// judged on the task's records beside the threads, checksAtOnce at a
+	// time (the dispatch loop waits for room: a flood of them must not
+	// cost the worker a goroutine and a read in flight per copy): forged
+	// ones end there, genuine ones go back to be taken by a thread
 	// (dispatcher.NeedsRecords).
+	checking := make(chan struct{}, checksAtOnce)
 	w.dispatch.Check = func(m jetstream.Msg) {
+		select {
+		case checking <- struct{}{}:
+		case <-hard.Done():
+			return // it comes back after the ack wait, as the rest do
+		}
 		inflight.Add(1)
 		m = parsedOnce(m)
 		go func() {
 			defer inflight.Done()
+			defer func() { <-checking }()
 			defer w.survive(m)
 			if w.exec.EndIfForged(hard, m, (*dispatcher.PlanThread)(nil), (*dispatcher.Slot)(nil)) {
 				w.dispatch.LaneFreed(wire.LaneOfSubject(m.Subject()))
@@ -253,6 +262,10 @@ func parsedOnce(m jetstream.Msg) jetstream.Msg {
 	md, err := m.Metadata()
 	return &parsedMsg{Msg: m, md: md, err: err}
 }
+
+// checksAtOnce bounds how many moved or replay-shaped copies a worker
+// judges on the records at once beside its threads (Dispatcher.Check).
+const checksAtOnce = dispatcher.DrainBatch
 
 // Waiting room pulls: how many deliveries one pull asks for, how long it
 // waits for them, and how many are executed at once.
