@@ -95,3 +95,44 @@ func TestOngoingFloodOfHeaderValidCopies(t *testing.T) {
 		})
 	}
 }
+
+// Genuine moved copies (scheduled tasks a worker moves back to their lane
+// when due) arriving amid forged copies that keep the drain on, with the
+// threads busy: each is judged on the records beside the threads, handed
+// back and then taken by a thread: every scheduled task is solved and
+// paid once, and every forged copy ends.
+func TestGenuineMovedCopiesAmidADrain(t *testing.T) {
+	t.Parallel()
+	a := attackSetup(t)
+	ctx := testContext(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(200 * time.Millisecond)}, 0.01)
+	const scheduled = 24
+	notBefore := At(time.Now().Add(2 * time.Second))
+	var receipts []Receipt
+	for i := range scheduled {
+		task := turnstileTask(fmt.Sprintf("due-%d", i))
+		task.NotBefore = notBefore
+		r, err := a.victim.Submit(ctx, task)
+		require.NoError(t, err)
+		receipts = append(receipts, r)
+	}
+	var forged atomic.Int64
+	a.floodWorker(t, sc, &forged)
+	// Forged copies while the scheduled tasks come due and after.
+	stop := make(chan struct{})
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop) }) }
+	defer halt()
+	sent := a.sustainedFlood(t, 1000, func(i int) *nats.Msg { return forgedMsg("drain-1", i) }, stop)
+	for _, r := range receipts {
+		wctx, cancel := context.WithTimeout(ctx, floodBound)
+		out, err := a.victim.waitGen(wctx, r.ID, r.Seq)
+		cancel()
+		require.NoError(t, err, "scheduled task %s", r.ID)
+		require.Equal(t, StatusSolved, out.Status, "scheduled task %s", r.ID)
+	}
+	halt()
+	require.Eventually(t, func() bool { return taskMessagesLeft(ctx, t, a.astream, "drain-1") == 0 }, floodBound, 50*time.Millisecond, "every forged copy ends")
+	require.Equal(t, scheduled, api.Stats().Submitted, "each scheduled task paid once")
+	t.Logf("%d scheduled tasks solved amid %d forged copies (%d ended)", scheduled, sent(), forged.Load())
+}

@@ -89,8 +89,10 @@ func (dp *Dispatcher) Verified(m jetstream.Msg) {
 	dp.verified[md.Sequence.Stream] = struct{}{}
 }
 
-// takeVerified reports whether Check found m genuine, and forgets it.
-func (dp *Dispatcher) takeVerified(m jetstream.Msg) bool {
+// verifiedNow reports whether Check found m genuine; taking: it goes to a
+// thread now, and is forgotten (handed back again instead, it is still
+// known when it comes back).
+func (dp *Dispatcher) verifiedNow(m jetstream.Msg, taking bool) bool {
 	md, err := m.Metadata()
 	if err != nil {
 		return false
@@ -98,6 +100,8 @@ func (dp *Dispatcher) takeVerified(m jetstream.Msg) bool {
 	dp.verifiedMu.Lock()
 	defer dp.verifiedMu.Unlock()
 	_, ok := dp.verified[md.Sequence.Stream]
-	delete(dp.verified, md.Sequence.Stream)
+	if ok && taking {
+		delete(dp.verified, md.Sequence.Stream)
+	}
 	return ok
 }

@@ -82,7 +82,7 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 			case dp.Drain != nil && wire.HeadersForged(m.Subject(), m.Headers()) != nil:
 				dp.Drain(m)
 				drained++
-			case dp.Check != nil && NeedsRecords(m) && !dp.takeVerified(m):
+			case dp.Check != nil && NeedsRecords(m) && !dp.verifiedNow(m, taken < take):
 				dp.Check(m)
 				drained++
 			case taken < take:
