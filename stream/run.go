@@ -81,23 +81,22 @@ func (w *Worker) Run(ctx context.Context) error {
 		}()
 	}
 	// Replay- and moved-shaped copies the dispatcher takes in bulk are
-	// judged on the task's records beside the threads, checksAtOnce at a
-	// time (the dispatch loop waits for room: a flood of them must not
-	// cost the worker a goroutine and a read in flight per copy): forged
-	// ones end there, genuine ones go back to be taken by a thread
-	// (dispatcher.NeedsRecords).
-	checking := make(chan struct{}, checksAtOnce)
+	// judged on the task's records beside the threads, as many at once as
+	// checkRoom holds (the dispatch loop waits for room: a flood of them
+	// must not cost the worker a goroutine, a read and a body in memory
+	// per copy): forged ones end there, genuine ones go back to be taken
+	// by a thread (dispatcher.NeedsRecords).
+	room := make(checkRoom, dispatcher.DrainBatch)
 	w.dispatch.Check = func(m jetstream.Msg) {
-		select {
-		case checking <- struct{}{}:
-		case <-hard.Done():
+		n, ok := room.take(hard, m)
+		if !ok {
 			return // it comes back after the ack wait, as the rest do
 		}
 		inflight.Add(1)
 		m = parsedOnce(m)
 		go func() {
 			defer inflight.Done()
-			defer func() { <-checking }()
+			defer room.give(n)
 			defer w.survive(m)
 			if w.exec.EndIfForged(hard, m, (*dispatcher.PlanThread)(nil), (*dispatcher.Slot)(nil)) {
 				w.dispatch.LaneFreed(wire.LaneOfSubject(m.Subject()))
@@ -263,9 +262,34 @@ func parsedOnce(m jetstream.Msg) jetstream.Msg {
 	return &parsedMsg{Msg: m, md: md, err: err}
 }
 
-// checksAtOnce bounds how many moved or replay-shaped copies a worker
-// judges on the records at once beside its threads (Dispatcher.Check).
-const checksAtOnce = dispatcher.DrainBatch
+// checkRoom is the room for moved and replay-shaped copies judged beside
+// the threads (Dispatcher.Check): a token each, or, for a large one, its
+// share of dispatcher.DrainBytes, so that at most DrainBatch small copies
+// or DrainBytes of large ones are held at once. Only the dispatch loop
+// takes room, so taking a copy's tokens one by one never deadlocks.
+type checkRoom chan struct{}
+
+// take waits until there is room for m, and returns the tokens it took;
+// false if ctx ended first (none held).
+func (r checkRoom) take(ctx context.Context, m jetstream.Msg) (int, bool) {
+	n := min(cap(r), max(1, len(m.Data())*cap(r)/dispatcher.DrainBytes))
+	for i := range n {
+		select {
+		case r <- struct{}{}:
+		case <-ctx.Done():
+			r.give(i)
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+// give hands n tokens back.
+func (r checkRoom) give(n int) {
+	for range n {
+		<-r
+	}
+}
 
 // Waiting room pulls: how many deliveries one pull asks for, how long it
 // waits for them, and how many are executed at once.
