@@ -57,9 +57,10 @@ func (dp *Dispatcher) drainNext(f *Feed, drained, got, size int) {
 // producer may publish such copies under one id as fast as forged ones.
 // Taken one per free thread, they cost what forged ones did before the
 // drain (a task queued behind 1,000 of them, with the flood going on, had
-// no outcome in 30 s), so the drain takes them in bulk as well and judges
-// them beside the threads (Dispatcher.Check); the few genuine ones, handed
-// back, go to a thread when they come again (Verified).
+// no outcome in 30 s), so the drain takes them in bulk as well: the free
+// threads take them as tasks, and those past the threads are judged beside
+// them (Dispatcher.Check); the few genuine ones among those, handed back,
+// are not judged again when they come back (Verified).
 
 // NeedsRecords reports whether m's headers hold but leave its being a
 // submission of its id to the task's records: a moved copy, or a message
@@ -89,10 +90,9 @@ func (dp *Dispatcher) Verified(m jetstream.Msg) {
 	dp.verified[md.Sequence.Stream] = struct{}{}
 }
 
-// verifiedNow reports whether Check found m genuine; taking: it goes to a
-// thread now, and is forgotten (handed back again instead, it is still
-// known when it comes back).
-func (dp *Dispatcher) verifiedNow(m jetstream.Msg, taking bool) bool {
+// isVerified reports whether Check found m genuine: past the free
+// threads it is handed back, not judged again.
+func (dp *Dispatcher) isVerified(m jetstream.Msg) bool {
 	md, err := m.Metadata()
 	if err != nil {
 		return false
@@ -100,8 +100,14 @@ func (dp *Dispatcher) verifiedNow(m jetstream.Msg, taking bool) bool {
 	dp.verifiedMu.Lock()
 	defer dp.verifiedMu.Unlock()
 	_, ok := dp.verified[md.Sequence.Stream]
-	if ok && taking {
-		delete(dp.verified, md.Sequence.Stream)
-	}
 	return ok
+}
+
+// forgetVerified forgets m, taken by a thread.
+func (dp *Dispatcher) forgetVerified(m jetstream.Msg) {
+	if md, err := m.Metadata(); err == nil {
+		dp.verifiedMu.Lock()
+		delete(dp.verified, md.Sequence.Stream)
+		dp.verifiedMu.Unlock()
+	}
 }

@@ -82,12 +82,17 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 			case dp.Drain != nil && wire.HeadersForged(m.Subject(), m.Headers()) != nil:
 				dp.Drain(m)
 				drained++
-			case dp.Check != nil && NeedsRecords(m) && !dp.verifiedNow(m, taken < take):
-				dp.Check(m)
-				drained++
 			case taken < take:
+				if dp.Check != nil && NeedsRecords(m) {
+					// Judged by its thread; more of its kind may follow.
+					dp.forgetVerified(m)
+					drained++
+				}
 				out = append(out, m)
 				taken++
+			case dp.Check != nil && NeedsRecords(m) && !dp.isVerified(m):
+				dp.Check(m)
+				drained++
 			default:
 				// Past the threads, in a drain's batch: back to the
 				// consumer at once, which hands it out again before any
