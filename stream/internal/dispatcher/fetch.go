@@ -74,7 +74,7 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 			dp.relisten(f, false)
 			continue
 		}
-		got, taken, drained, size := 0, 0, 0, 0
+		got, taken, drained, judged, size := 0, 0, 0, 0, 0
 		for m := range batch.Messages() {
 			got++
 			size += len(m.Data())
@@ -84,9 +84,8 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 				drained++
 			case taken < take:
 				if dp.Check != nil && NeedsRecords(m) {
-					// Judged by its thread; more of its kind may follow.
 					dp.forgetVerified(m)
-					drained++
+					judged++ // by its thread, on the records
 				}
 				out = append(out, m)
 				taken++
@@ -99,6 +98,13 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 				// message stored after it.
 				_ = m.Nak()
 			}
+		}
+		if judged*2 > got {
+			// Mostly moved or replay-shaped copies, which a producer may
+			// publish as a flood: the next fetches take them in bulk. One
+			// among tasks (a scheduled task come due in a backlog) leaves
+			// the fetches one per free thread.
+			drained += judged
 		}
 		dp.drainNext(f, drained, got, size)
 		if isHigh {
