@@ -160,6 +160,11 @@ var catalogue = []Method{
 			"pageurl":   {required: true, check: checkPageURL},
 			"invisible": {check: intRange(0, 1)},
 			"data":      {check: maxLen(4096)},
+			// Where the page loads hCaptcha from: 2captcha's JavaScript SDK
+			// documents it, "hcaptcha.com or js.hcaptcha.com"
+			// (@2captcha/captcha-solver 1.3.9, dist/structs/2captcha.js,
+			// hcaptcha).
+			"domain": {check: oneOf("hcaptcha.com", "js.hcaptcha.com")},
 		},
 	},
 	// The service opens the page through the task's proxy, so proxy and

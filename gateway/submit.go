@@ -55,6 +55,14 @@ func (g *Gateway) submit(ctx context.Context, c *caller, f form, from string, re
 		t.Method, t.Params["version"], t.Params["gt"] = captcha.MethodGeeTest, "4", t.Params["captcha_id"]
 		delete(t.Params, "captcha_id")
 	}
+	if v, ok := t.Params["datas"]; ok && t.Method == captcha.MethodReCaptcha && t.Params["data-s"] == "" {
+		// The official JavaScript SDK's name for reCAPTCHA's data-s: its
+		// recaptcha() sends its caller's fields as they are, and documents
+		// "params.datas Value of data-s parameter you found on page"
+		// (@2captcha/captcha-solver 1.3.9, dist/structs/2captcha.js).
+		t.Params["data-s"] = v
+		delete(t.Params, "datas")
+	}
 	if p := f["priority"]; p != "" {
 		if p != string(stream.PriorityHigh) && p != string(stream.PriorityNormal) {
 			rep.code(classic.CodeBadParameters, "priority: want high or normal")

@@ -80,6 +80,34 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.exec.Execute(hard, m, (*dispatcher.PlanThread)(nil), (*dispatcher.Slot)(nil))
 		}()
 	}
+	// Replay- and moved-shaped copies the dispatcher takes in bulk are
+	// judged on the task's records beside the threads, as many at once as
+	// checkRoom holds (the dispatch loop waits for room: a flood of them
+	// must not cost the worker a goroutine, a read and a body in memory
+	// per copy): forged ones end there, genuine ones go back to be taken
+	// by a thread (dispatcher.NeedsRecords).
+	room := make(checkRoom, dispatcher.DrainBatch)
+	w.dispatch.Check = func(m jetstream.Msg) {
+		n, ok := room.take(hard, m)
+		if !ok {
+			return // it comes back after the ack wait, as the rest do
+		}
+		inflight.Add(1)
+		m = parsedOnce(m)
+		go func() {
+			defer inflight.Done()
+			defer room.give(n)
+			defer w.survive(m)
+			if w.exec.EndIfForged(hard, m, (*dispatcher.PlanThread)(nil), (*dispatcher.Slot)(nil)) {
+				w.dispatch.LaneFreed(wire.LaneOfSubject(m.Subject()))
+				return
+			}
+			w.dispatch.Verified(m)
+			_ = m.Nak()
+			w.dispatch.News(m.Subject())
+			w.dispatch.Poke()
+		}()
+	}
 	run := runners{idle: make(chan func())}
 	fatalErr := w.dispatch.Pull(pullCtx, w.fatal, func(m jetstream.Msg, thread *dispatcher.PlanThread, sl *dispatcher.Slot) {
 		inflight.Add(1)
@@ -232,6 +260,35 @@ func (m *parsedMsg) Metadata() (*jetstream.MsgMetadata, error) { return m.md, m.
 func parsedOnce(m jetstream.Msg) jetstream.Msg {
 	md, err := m.Metadata()
 	return &parsedMsg{Msg: m, md: md, err: err}
+}
+
+// checkRoom is the room for moved and replay-shaped copies judged beside
+// the threads (Dispatcher.Check): a token each, or, for a large one, its
+// share of dispatcher.DrainBytes, so that at most DrainBatch small copies
+// or DrainBytes of large ones are held at once. Only the dispatch loop
+// takes room, so taking a copy's tokens one by one never deadlocks.
+type checkRoom chan struct{}
+
+// take waits until there is room for m, and returns the tokens it took;
+// false if ctx ended first (none held).
+func (r checkRoom) take(ctx context.Context, m jetstream.Msg) (int, bool) {
+	n := min(cap(r), max(1, len(m.Data())*cap(r)/dispatcher.DrainBytes))
+	for i := range n {
+		select {
+		case r <- struct{}{}:
+		case <-ctx.Done():
+			r.give(i)
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+// give hands n tokens back.
+func (r checkRoom) give(n int) {
+	for range n {
+		<-r
+	}
 }
 
 // Waiting room pulls: how many deliveries one pull asks for, how long it

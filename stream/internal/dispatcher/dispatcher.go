@@ -8,6 +8,7 @@ package dispatcher
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,14 @@ type Dispatcher struct {
 	// Fetch takes in bulk while a feed serves such messages (DrainBatch).
 	// nil: such messages take a thread like any other.
 	Drain func(m jetstream.Msg)
+	// Check judges, beside the worker's threads and without blocking, a
+	// task message whose headers hold but name records (a replay or a
+	// moved copy: NeedsRecords), which Fetch takes in bulk as it does
+	// forged ones: Check ends it if the records show it forged, or else
+	// hands it back to its consumer having called Verified, so that a
+	// thread takes it next. nil: such messages take a thread like any
+	// other.
+	Check func(m jetstream.Msg)
 	// Listen starts the wake-up subscription of f: woken is to be called
 	// for each task the stream stores on f's subjects, until stop is
 	// called. nil: the dispatcher holds no subscriptions, and whoever
@@ -57,6 +66,10 @@ type Dispatcher struct {
 	holding atomic.Int32
 	// listening is set from ListenAll until QuietAll.
 	listening atomic.Bool
+	// verified holds the stream sequences of messages Check found
+	// genuine, until a thread takes them (guarded by verifiedMu).
+	verifiedMu sync.Mutex
+	verified   map[uint64]struct{}
 }
 
 // New is a dispatcher of feeds; set the rest of its fields before Pull.

@@ -74,7 +74,7 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 			dp.relisten(f, false)
 			continue
 		}
-		got, taken, drained, size := 0, 0, 0, 0
+		got, taken, drained, judged, size := 0, 0, 0, 0, 0
 		for m := range batch.Messages() {
 			got++
 			size += len(m.Data())
@@ -83,14 +83,28 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 				dp.Drain(m)
 				drained++
 			case taken < take:
+				if dp.Check != nil && NeedsRecords(m) {
+					dp.forgetVerified(m)
+					judged++ // by its thread, on the records
+				}
 				out = append(out, m)
 				taken++
+			case dp.Check != nil && NeedsRecords(m) && !dp.isVerified(m):
+				dp.Check(m)
+				drained++
 			default:
 				// Past the threads, in a drain's batch: back to the
 				// consumer at once, which hands it out again before any
 				// message stored after it.
 				_ = m.Nak()
 			}
+		}
+		if judged*2 > got {
+			// Mostly moved or replay-shaped copies, which a producer may
+			// publish as a flood: the next fetches take them in bulk. One
+			// among tasks (a scheduled task come due in a backlog) leaves
+			// the fetches one per free thread.
+			drained += judged
 		}
 		dp.drainNext(f, drained, got, size)
 		if isHigh {

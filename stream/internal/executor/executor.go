@@ -165,6 +165,29 @@ type Completer interface {
 // panics on a bad message, never starts a solve whose attempt is not
 // recorded, and never acks before the outcome is stored.
 func (x *Executor) Execute(ctx context.Context, m jetstream.Msg, thread Thread, sl Slot) {
+	if d, ok := x.opened(ctx, m); ok {
+		x.run(ctx, d, thread, sl)
+	}
+}
+
+// EndIfForged ends m as Execute does, holding no thread, if the task's
+// records show it is not a submission of its id, and reports whether it
+// did (or left m to lapse because the records could not be read); false:
+// m is genuine and untouched, for a thread to Execute.
+func (x *Executor) EndIfForged(ctx context.Context, m jetstream.Msg, thread Thread, sl Slot) bool {
+	d, ok := x.opened(ctx, m)
+	if !ok {
+		return true
+	}
+	if !d.forged {
+		return false
+	}
+	x.run(ctx, d, thread, sl)
+	return true
+}
+
+// opened is open, with a read that failed left to lapse.
+func (x *Executor) opened(ctx context.Context, m jetstream.Msg) (*delivery, bool) {
 	d, err := x.open(ctx, m)
 	if err != nil {
 		// Leave it to lapse: open already retried for a while. A worker
@@ -173,8 +196,13 @@ func (x *Executor) Execute(ctx context.Context, m jetstream.Msg, thread Thread, 
 		if ctx.Err() == nil {
 			x.Log.Warn("cannot read task state; it comes back after the ack wait", slog.Any("error", err))
 		}
-		return
+		return nil, false
 	}
+	return d, true
+}
+
+// run carries the opened delivery d to its end.
+func (x *Executor) run(ctx context.Context, d *delivery, thread Thread, sl Slot) {
 	if d.unrecorded {
 		d.endForged()
 		return
