@@ -63,7 +63,9 @@ func (b *outageBed) outcomes(t *testing.T, rs []stream.Receipt, within time.Dura
 // A front that answers every call, in.php, res.php and getbalance alike,
 // with a maintenance page and status 200 for 12 s (a CDN's or a hosting
 // panel's page while the origin is down) is an outage: nothing reaches
-// the service, and no task may spend an attempt on it.
+// the service, and its tasks wait for it. Before, every such page was a
+// reply of the service: 20 of 20 tasks dead in 7 s (attempts-exhausted,
+// BAD_REPLY), 40 attempts spent, no WARN.
 func TestFrontMaintenancePage200IsAnOutage(t *testing.T) {
 	t.Parallel()
 	var on atomic.Bool
@@ -75,6 +77,7 @@ func TestFrontMaintenancePage200IsAnOutage(t *testing.T) {
 		w.Header().Set("Content-Type", "text/html")
 		_, _ = w.Write([]byte("<!DOCTYPE html><html><head><title>Site Maintenance</title></head><body>We&rsquo;ll be back soon!</body></html>"))
 	})
+	b.worker.waitLine("the solving service answers and takes the key", 30*time.Second)
 	on.Store(true)
 	rs := b.submit(t, 20)
 	time.Sleep(12 * time.Second) //nolint:forbidigo // the fault's length is the test's input
@@ -89,9 +92,15 @@ func TestFrontMaintenancePage200IsAnOutage(t *testing.T) {
 		}
 	}
 	t.Logf("in.php calls answered by the front: %d", inHits.Load())
+	if os.Getenv("B35_LOG") != "" {
+		t.Log(b.worker.output())
+	}
 	t.Logf("%d tasks: in.php calls %d, accepted %d, not solved %d, attempts spent beyond the first %d, codes %v", len(rs), st.InCalls, st.Submitted, notSolved, spent, st.Codes)
 	require.Zero(t, notSolved, "every task solved")
-	require.Zero(t, spent, "the outage spent no attempt")
+	// The in.php pages before the outage is told (a run of three) may be
+	// replies lost by a service that took the captchas: they spend the
+	// attempt, so that such a service is paid at most the attempt budget.
+	require.LessOrEqual(t, spent, 2, "the outage spent no attempt past the run that tells it")
 	require.Equal(t, len(rs), st.Submitted, "each paid once")
 }
 
