@@ -113,3 +113,46 @@ func moreTasks(prefix string, n int) []stream.Task {
 	}
 	return tasks
 }
+
+// For 12 s once 6 captchas are at the service, res.php answers every poll
+// ERROR_NO_SUCH_CAPCHA_ID (a replica behind the service's balancer that
+// has not seen the captchas yet, or lost them for a moment), while the
+// service still holds every captcha and solves it. The captchas in flight
+// are live: each is to be paid once.
+func TestLiveCaptchasUnknownForAWhilePayOnce(t *testing.T) {
+	knownHole(t, "a live captcha the service says unknown twice, a poll interval apart, is given up and paid again (20 tasks: 36 accepted)")
+	t.Parallel()
+	var on atomic.Bool
+	var hits atomic.Int32
+	b := newFrontBed(t, "/res.php", &on, func(w http.ResponseWriter, r *http.Request, api *fakeapi.Server) {
+		if r.FormValue("action") != "get" {
+			api.ServeHTTP(w, r)
+			return
+		}
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":0,"request":"ERROR_NO_SUCH_CAPCHA_ID","error_text":"You've provided incorrect captcha ID in the request"}`))
+	})
+	rs := b.submit(t, 20)
+	b.during(t, 6, func() { on.Store(true) })
+	time.Sleep(12 * time.Second) //nolint:forbidigo // the fault's length is the test's input
+	on.Store(false)
+	out := b.outcomes(t, rs, 3*time.Minute)
+	st := b.api.Stats()
+	spent, notSolved, twice := 0, 0, 0
+	for _, o := range out {
+		spent += o.Attempts - 1
+		if o.Status != stream.StatusSolved {
+			notSolved++
+		}
+	}
+	for _, n := range st.PerTask {
+		if n > 1 {
+			twice++
+		}
+	}
+	t.Logf("%d tasks: polls answered unknown %d; in.php accepted %d, tasks paid twice %d, not solved %d, attempts spent beyond the first %d",
+		len(rs), hits.Load(), st.Submitted, twice, notSolved, spent)
+	require.Zero(t, notSolved, "every task solved")
+	require.Equal(t, len(rs), st.Submitted, "each paid once")
+}
