@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/internal/faultproxy"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream"
 )
@@ -154,5 +157,98 @@ func TestLiveCaptchasUnknownForAWhilePayOnce(t *testing.T) {
 	t.Logf("%d tasks: polls answered unknown %d; in.php accepted %d, tasks paid twice %d, not solved %d, attempts spent beyond the first %d",
 		len(rs), hits.Load(), st.Submitted, twice, notSolved, spent)
 	require.Zero(t, notSolved, "every task solved")
+	require.Equal(t, len(rs), st.Submitted, "each paid once")
+}
+
+// Real processes with default flags: `captchaq server`, three `captchaq
+// worker`s behind a proxy of the service. Once 8 captchas are at the
+// service, it refuses connections; 2 s later the server is SIGSTOPped
+// for 40 s (past the ack wait and a heartbeat's life), and the service comes back 6 s into the stop, while the
+// workers cannot write what it answers. Every task is solved, each paid
+// once.
+func TestBrokerStoppedWhileTheServiceIsDownPaysOnce(t *testing.T) {
+	if os.Getenv("CAPTCHAQ_SOAK") != "1" {
+		t.Skip("CAPTCHAQ_SOAK=1 runs the broker stopped through the service's return (about a minute)")
+	}
+	t.Parallel()
+	server := startProcBroker(t, stream.DefaultAckWait.String())
+	api := outageAPI()
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	proxy, err := faultproxy.Start(u.Host)
+	require.NoError(t, err)
+	t.Cleanup(proxy.Close)
+	for i := range 3 {
+		w := startProc(t, keyEnv, "worker", "--nats", server.url, "--solver-url", "http://"+proxy.Addr(), "--name", fmt.Sprintf("w%d", i))
+		w.waitLine("worker started", 30*time.Second)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	_, client, tasks := submitTurnstiles(ctx, t, server.url, "stopped", 3, 60)
+	require.Eventually(t, func() bool { return api.Stats().Submitted >= 8 }, time.Minute, 10*time.Millisecond)
+	proxy.Refuse()
+	time.Sleep(2 * time.Second) //nolint:forbidigo // the faults' order and lengths are the test's input
+	require.NoError(t, server.cmd.Process.Signal(syscall.SIGSTOP))
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			_ = server.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	})
+	time.Sleep(6 * time.Second) //nolint:forbidigo // the faults' order and lengths are the test's input
+	require.NoError(t, proxy.Restore())
+	time.Sleep(34 * time.Second) //nolint:forbidigo // the faults' order and lengths are the test's input
+	require.NoError(t, server.cmd.Process.Signal(syscall.SIGCONT))
+	stopped = false
+	solved, spent := 0, 0
+	for _, tk := range tasks {
+		out, err := client.Wait(ctx, tk.ID)
+		require.NoError(t, err, "task %s", tk.ID)
+		if out.Status == stream.StatusSolved {
+			solved++
+		}
+		spent += out.Attempts - 1
+	}
+	st := api.Stats()
+	twice := 0
+	for k, n := range st.PerTask {
+		if n > 1 {
+			twice++
+			t.Logf("%s paid %d times", k, n)
+		}
+	}
+	t.Logf("%d tasks: solved %d, in.php accepted %d, paid twice %d, attempts spent beyond the first %d, codes %v",
+		len(tasks), solved, st.Submitted, twice, spent, st.Codes)
+	require.Equal(t, len(tasks), solved)
+	require.Equal(t, len(tasks), st.Submitted, "each task paid once")
+}
+
+// The service flaps for 30 s, refused 1.5 s (every open connection cut)
+// and up 1.5 s, under 40 tasks and the shipped worker: each paid once.
+func TestFastFlappingServicePaysOnce(t *testing.T) {
+	t.Parallel()
+	b := newOutageBed(t)
+	rs := b.submit(t, 40)
+	b.during(t, 2, func() {})
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
+		b.proxy.Refuse()
+		time.Sleep(1500 * time.Millisecond) //nolint:forbidigo // the flapping's rhythm is the test's input
+		require.NoError(t, b.proxy.Restore())
+		time.Sleep(1500 * time.Millisecond) //nolint:forbidigo // the flapping's rhythm is the test's input
+	}
+	out := b.outcomes(t, rs, 4*time.Minute)
+	st := b.api.Stats()
+	spent, notSolved := 0, 0
+	for _, o := range out {
+		spent += o.Attempts - 1
+		if o.Status != stream.StatusSolved {
+			notSolved++
+		}
+	}
+	t.Logf("%d tasks: in.php calls %d, accepted %d, not solved %d, attempts spent beyond the first %d, codes %v",
+		len(rs), st.InCalls, st.Submitted, notSolved, spent, st.Codes)
+	require.Zero(t, notSolved)
 	require.Equal(t, len(rs), st.Submitted, "each paid once")
 }
