@@ -222,9 +222,15 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 		c.outage.fail(ctx, c.log, what, c.now())
 		return 0, nil, "", c.scrub(newError(op, CodeUnreachable, errors.New(what)))
 	}
-	if err == nil && resp.StatusCode == http.StatusOK && readable != nil && !readable(b) {
+	switch {
+	case err != nil && ctx.Err() == nil:
+		// A reply not read (cut, or trickled past the call's timeout)
+		// says no more than a 5xx: a service whose every reply trickles
+		// would otherwise take a submission of each thread every timeout.
+		c.outage.noWord(ctx, c.log, op, redact(fmt.Sprintf("a reply not read (%v)", err), c.key), c.now())
+	case err == nil && resp.StatusCode == http.StatusOK && readable != nil && !readable(b):
 		c.outage.noWord(ctx, c.log, op, "a page that is no reply of the API", c.now())
-	} else {
+	default:
 		c.outage.reply(ctx, c.log, op, resp.StatusCode, c.now())
 	}
 	if err != nil {
