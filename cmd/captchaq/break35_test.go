@@ -228,6 +228,9 @@ func TestBrokerStoppedWhileTheServiceIsDownPaysOnce(t *testing.T) {
 // The service flaps for 30 s, refused 1.5 s (every open connection cut)
 // and up 1.5 s, under 40 tasks and the shipped worker: each paid once.
 func TestFastFlappingServicePaysOnce(t *testing.T) {
+	if os.Getenv("CAPTCHAQ_SOAK") != "1" {
+		t.Skip("CAPTCHAQ_SOAK=1 runs the fast flapping (about a minute)")
+	}
 	t.Parallel()
 	b := newOutageBed(t)
 	rs := b.submit(t, 40)
@@ -309,4 +312,47 @@ func TestTricklingServicePaysAtMostTheFirstRound(t *testing.T) {
 		len(rs), st.InCalls, st.Submitted, notSolved, spent, st.Codes)
 	require.Zero(t, notSolved)
 	require.LessOrEqual(t, st.Submitted, len(rs)+4, "paid twice only in the first round")
+}
+
+// The shipped worker (default flags) is SIGKILLed while the service
+// refuses connections and its captchas are held, and restarted under the
+// same name, as a supervisor does; the service comes back 20 s later.
+// Each task's captcha is polled by the restarted worker, not submitted
+// again: each paid once.
+func TestWorkerRestartedUnderItsNameDuringOutagePaysOnce(t *testing.T) {
+	if os.Getenv("CAPTCHAQ_SOAK") != "1" {
+		t.Skip("CAPTCHAQ_SOAK=1 runs the worker restarted through an outage (about 90 s)")
+	}
+	t.Parallel()
+	b := newOutageBed(t)
+	tasks := make([]stream.Task, 12)
+	for i := range tasks {
+		tasks[i] = stream.Task{ID: fmt.Sprintf("restart%02d", i), Method: "turnstile",
+			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": fmt.Sprintf("https://shop.example/restart/%d", i)}}
+	}
+	rs, err := b.client.SubmitAll(t.Context(), tasks)
+	require.NoError(t, err)
+	from := b.during(t, 4, b.proxy.Refuse)
+	b.seenAtOnce(t, from)
+	b.worker.kill()
+	b.startWorker(t, "http://"+b.proxy.Addr())
+	time.Sleep(time.Until(from.Add(20 * time.Second))) //nolint:forbidigo // the outage's length is the test's input
+	require.NoError(t, b.proxy.Restore())
+	out := b.outcomes(t, rs, 4*time.Minute)
+	st := b.api.Stats()
+	notSolved, twice := 0, 0
+	for _, o := range out {
+		if o.Status != stream.StatusSolved {
+			notSolved++
+		}
+	}
+	for k, n := range st.PerTask {
+		if n > 1 {
+			twice++
+			t.Logf("%s paid %d times", k, n)
+		}
+	}
+	t.Logf("%d tasks: in.php accepted %d, paid twice %d, not solved %d", len(rs), st.Submitted, twice, notSolved)
+	require.Zero(t, notSolved)
+	require.Equal(t, len(rs), st.Submitted, "each paid once")
 }
