@@ -107,14 +107,35 @@ func TestFrontMaintenancePage200IsAnOutage(t *testing.T) {
 	require.Equal(t, len(rs), st.Submitted, "each paid once")
 }
 
-// moreTasks is n turnstile tasks with ids prefix000…
-func moreTasks(prefix string, n int) []stream.Task {
+// pagedTasks is n turnstile tasks prefix00…, each on its own page, so that
+// the emulator's PerTask counts each task's payments on its own.
+func pagedTasks(prefix string, n int) []stream.Task {
 	tasks := make([]stream.Task, n)
 	for i := range tasks {
-		tasks[i] = stream.Task{ID: fmt.Sprintf("%s%03d", prefix, i), Method: "turnstile",
-			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/"}}
+		tasks[i] = stream.Task{ID: fmt.Sprintf("%s%02d", prefix, i), Method: "turnstile",
+			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": fmt.Sprintf("https://shop.example/%s/%d", prefix, i)}}
 	}
 	return tasks
+}
+
+// submitPaged queues pagedTasks(prefix, n).
+func (b *outageBed) submitPaged(t *testing.T, prefix string, n int) []stream.Receipt {
+	t.Helper()
+	rs, err := b.client.SubmitAll(t.Context(), pagedTasks(prefix, n))
+	require.NoError(t, err)
+	return rs
+}
+
+// paidTwice counts the tasks the emulator was paid for more than once.
+func paidTwice(t *testing.T, st fakeapi.Stats) int {
+	twice := 0
+	for k, n := range st.PerTask {
+		if n > 1 {
+			twice++
+			t.Logf("%s paid %d times", k, n)
+		}
+	}
+	return twice
 }
 
 // For 12 s once 6 captchas are at the service, res.php answers every poll
@@ -136,22 +157,17 @@ func TestLiveCaptchasUnknownForAWhilePayOnce(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":0,"request":"ERROR_NO_SUCH_CAPCHA_ID","error_text":"You've provided incorrect captcha ID in the request"}`))
 	})
-	rs := b.submit(t, 20)
+	rs := b.submitPaged(t, "unknown", 20)
 	b.during(t, 6, func() { on.Store(true) })
 	time.Sleep(12 * time.Second) //nolint:forbidigo // the fault's length is the test's input
 	on.Store(false)
 	out := b.outcomes(t, rs, 3*time.Minute)
 	st := b.api.Stats()
-	spent, notSolved, twice := 0, 0, 0
+	spent, notSolved, twice := 0, 0, paidTwice(t, st)
 	for _, o := range out {
 		spent += o.Attempts - 1
 		if o.Status != stream.StatusSolved {
 			notSolved++
-		}
-	}
-	for _, n := range st.PerTask {
-		if n > 1 {
-			twice++
 		}
 	}
 	t.Logf("%d tasks: polls answered unknown %d; in.php accepted %d, tasks paid twice %d, not solved %d, attempts spent beyond the first %d",
@@ -212,13 +228,7 @@ func TestBrokerStoppedWhileTheServiceIsDownPaysOnce(t *testing.T) {
 		spent += out.Attempts - 1
 	}
 	st := api.Stats()
-	twice := 0
-	for k, n := range st.PerTask {
-		if n > 1 {
-			twice++
-			t.Logf("%s paid %d times", k, n)
-		}
-	}
+	twice := paidTwice(t, st)
 	t.Logf("%d tasks: solved %d, in.php accepted %d, paid twice %d, attempts spent beyond the first %d, codes %v",
 		len(tasks), solved, st.Submitted, twice, spent, st.Codes)
 	require.Equal(t, len(tasks), solved)
@@ -325,13 +335,7 @@ func TestWorkerRestartedUnderItsNameDuringOutagePaysOnce(t *testing.T) {
 	}
 	t.Parallel()
 	b := newOutageBed(t)
-	tasks := make([]stream.Task, 12)
-	for i := range tasks {
-		tasks[i] = stream.Task{ID: fmt.Sprintf("restart%02d", i), Method: "turnstile",
-			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": fmt.Sprintf("https://shop.example/restart/%d", i)}}
-	}
-	rs, err := b.client.SubmitAll(t.Context(), tasks)
-	require.NoError(t, err)
+	rs := b.submitPaged(t, "restart", 12)
 	from := b.during(t, 4, b.proxy.Refuse)
 	b.seenAtOnce(t, from)
 	b.worker.kill()
@@ -340,16 +344,10 @@ func TestWorkerRestartedUnderItsNameDuringOutagePaysOnce(t *testing.T) {
 	require.NoError(t, b.proxy.Restore())
 	out := b.outcomes(t, rs, 4*time.Minute)
 	st := b.api.Stats()
-	notSolved, twice := 0, 0
+	notSolved, twice := 0, paidTwice(t, st)
 	for _, o := range out {
 		if o.Status != stream.StatusSolved {
 			notSolved++
-		}
-	}
-	for k, n := range st.PerTask {
-		if n > 1 {
-			twice++
-			t.Logf("%s paid %d times", k, n)
 		}
 	}
 	t.Logf("%d tasks: in.php accepted %d, paid twice %d, not solved %d", len(rs), st.Submitted, twice, notSolved)
