@@ -19,7 +19,10 @@ import (
 // (action=getbalance). On CaptchaAI, billed by threads, it is informational.
 func (c *Client) Balance(ctx context.Context) (float64, error) {
 	body := c.form(url.Values{"action": {classic.ActionGetBalance}})
-	status, b, _, err := c.exchange(ctx, "res.php", body, formType)
+	status, b, _, err := c.exchange(ctx, "res.php", body, formType, func(b []byte) bool {
+		_, perr := strconv.ParseFloat(string(bytes.TrimSpace(b)), 64)
+		return perr == nil || c.apiReply(b)
+	})
 	if err != nil {
 		return 0, err
 	}

@@ -229,7 +229,7 @@ func (b *batcher) probe(ctx context.Context, ws []*pollWaiter) {
 		ids[i] = w.id
 	}
 	sent := b.c.now()
-	status, body, _, err := b.c.exchange(ctx, "res.php", b.c.form(url.Values{"action": {classic.ActionGet}, "ids": {strings.Join(ids, ",")}}), formType)
+	status, body, _, err := b.c.exchange(ctx, "res.php", b.c.form(url.Values{"action": {classic.ActionGet}, "ids": {strings.Join(ids, ",")}}), formType, nil)
 	seen := sent.Add(b.c.now().Sub(sent) / 2)
 	v := batchFailed
 	var states []string

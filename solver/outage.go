@@ -174,28 +174,12 @@ func (o *outage) down(ctx context.Context, log *slog.Logger, what string, now ti
 // attempt); any other reply ends the outage, if any, and the next in.php
 // 5xx begins it again.
 func (o *outage) reply(ctx context.Context, log *slog.Logger, op string, status int, now time.Time) {
-	o.mu.Lock()
-	o.replied = now
 	if status >= 500 {
-		o.fives++
-		if op == "in.php" {
-			if o.inFives == 0 {
-				o.inFrom = now
-			}
-			o.inFives++
-		} else {
-			o.failedAt = now
-		}
-		n, in := o.fives, o.inFives
-		o.mu.Unlock()
-		switch {
-		case n >= serverErrorsInARow:
-			o.down(ctx, log, fmt.Sprintf("HTTP %d from %s, %d replies in a row with a 5xx status", status, o.host, n), now)
-		case op == "in.php" && in >= serverErrorsInARow:
-			o.down(ctx, log, fmt.Sprintf("HTTP %d from %s, %d in.php replies in a row with a 5xx status", status, o.host, in), now)
-		}
+		o.noWord(ctx, log, op, fmt.Sprintf("HTTP %d", status), now)
 		return
 	}
+	o.mu.Lock()
+	o.replied = now
 	o.fives = 0
 	if op == "in.php" {
 		o.inFives = 0
@@ -208,6 +192,33 @@ func (o *outage) reply(ctx context.Context, log *slog.Logger, op string, status 
 	if was {
 		log.LogAttrs(ctx, slog.LevelWarn, "the solving service answers again: submissions resume at the service's rate",
 			slog.String("host", o.host), slog.Duration("after", lasted.Round(time.Second)), slog.Int("held", o.held()))
+	}
+}
+
+// noWord records a reply of op that is no word of the service: an HTTP
+// 5xx, or a 200 whose body is no reply of the API (a front's page: a
+// maintenance page, a CDN's). what says which. A run of
+// serverErrorsInARow of them begins an outage, and so does such a run
+// from in.php alone, whatever res.php answered between.
+func (o *outage) noWord(ctx context.Context, log *slog.Logger, op, what string, now time.Time) {
+	o.mu.Lock()
+	o.replied = now
+	o.fives++
+	if op == "in.php" {
+		if o.inFives == 0 {
+			o.inFrom = now
+		}
+		o.inFives++
+	} else {
+		o.failedAt = now
+	}
+	n, in := o.fives, o.inFives
+	o.mu.Unlock()
+	switch {
+	case n >= serverErrorsInARow:
+		o.down(ctx, log, fmt.Sprintf("%s from %s, %d replies in a row that are no word of the service", what, o.host, n), now)
+	case op == "in.php" && in >= serverErrorsInARow:
+		o.down(ctx, log, fmt.Sprintf("%s from %s, %d in.php replies in a row that are no word of the service", what, o.host, in), now)
 	}
 }
 
@@ -225,6 +236,14 @@ func (o *outage) answersButInPHP(sent time.Time) bool {
 		from = sent
 	}
 	return o.inFives > 0 && !o.answered.Before(from) && o.answered.After(o.failedAt)
+}
+
+// silent reports whether the service gives no word to its calls other
+// than in.php: an outage is on, or the last of them failed.
+func (o *outage) silent() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.since.IsZero() || o.failedAt.After(o.answered)
 }
 
 // stalled is run StallAfter after a call was sent that has no reply yet:

@@ -75,15 +75,35 @@ func (c *Client) call(ctx context.Context, op string, body []byte, ctype string)
 	start := c.now()
 	ctx, endTrace := traceCall(ctx, op)
 	defer func() { c.observe(op, false, start, err); endTrace(err) }()
-	status, b, loc, err := c.exchange(ctx, op, body, ctype)
+	status, b, loc, err := c.exchange(ctx, op, body, ctype, c.apiReply)
 	if err != nil {
 		return reply{}, err
 	}
 	r, err := c.callParsed(op, status, b, loc)
-	if op == "in.php" && status >= 500 {
+	switch {
+	case op == "in.php" && status >= 500:
 		c.lostInPHP5xx(err, status, c.now().Sub(start))
+	case op == "in.php" && status == http.StatusOK && CodeOf(err) == CodeBadReply && c.outage.silent() && !c.outage.answersButInPHP(start):
+		// A body that is no reply of the API (a front's maintenance
+		// page) while the service's other calls get no word either (an
+		// outage is on, or the last of them failed): the outage's, a
+		// capacity wait. Otherwise it is a reply lost, and spends the
+		// attempt (BAD_REPLY's class), so that a service that takes the
+		// captchas and garbles in.php's replies is paid at most the
+		// attempt budget.
+		var e *Error
+		if errors.As(err, &e) {
+			e.Class = retry.Capacity
+		}
 	}
 	return r, err
+}
+
+// apiReply reports whether body is a reply of the API: a JSON or plain-text
+// reply or code (parseBody), not a front's page or garbage.
+func (c *Client) apiReply(body []byte) bool {
+	_, _, err := parseBody(body, c.key)
+	return err == nil
 }
 
 // callParsed parses one reply of op; loc is its Location header.
@@ -140,8 +160,10 @@ func (c *Client) lostInPHP5xx(err error, status int, took time.Duration) {
 
 // exchange POSTs body to op and returns the reply's status, body (at most
 // maxBody bytes) and Location header. Its errors are network failures and
-// ctx's end.
-func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype string) (status int, b []byte, loc string, err error) {
+// ctx's end. readable (nil: any body) tells a reply of the API: a 200
+// whose body it refuses is no word of the service for the outage, as a
+// 5xx is.
+func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype string, readable func([]byte) bool) (status int, b []byte, loc string, err error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/"+op, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, "", c.scrub(newError(op, CodeNetwork, err))
@@ -200,7 +222,17 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 		c.outage.fail(ctx, c.log, what, c.now())
 		return 0, nil, "", c.scrub(newError(op, CodeUnreachable, errors.New(what)))
 	}
-	c.outage.reply(ctx, c.log, op, resp.StatusCode, c.now())
+	switch {
+	case err != nil && ctx.Err() == nil:
+		// A reply not read (cut, or trickled past the call's timeout)
+		// says no more than a 5xx: a service whose every reply trickles
+		// would otherwise take a submission of each thread every timeout.
+		c.outage.noWord(ctx, c.log, op, redact(fmt.Sprintf("a reply not read (%v)", err), c.key), c.now())
+	case err == nil && resp.StatusCode == http.StatusOK && readable != nil && !readable(b):
+		c.outage.noWord(ctx, c.log, op, "a page that is no reply of the API", c.now())
+	default:
+		c.outage.reply(ctx, c.log, op, resp.StatusCode, c.now())
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, nil, "", fmt.Errorf("solver: %s: %w", op, ctx.Err())
