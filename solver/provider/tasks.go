@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -130,7 +131,7 @@ func (c *TasksClient) Solve(ctx context.Context, req solver.Request) (solver.Ans
 		case <-t.C:
 		}
 		wait = c.scaled(solver.DefaultPollInterval)
-		var r createtask.TaskResult
+		var r taskResult
 		if err := c.call(ctx, createtask.PathGetTaskResult, createtask.TaskRequest{ClientKey: c.cfg.APIKey, TaskID: taskID(id)}, &r); err != nil {
 			continue // paid for: polled again, whatever failed
 		}
@@ -145,11 +146,29 @@ func (c *TasksClient) Solve(ctx context.Context, req solver.Request) (solver.Ans
 			return solver.Answer{}, &solver.Error{Code: solver.CodeBadReply, Class: retry.Resubmit, Op: "getTaskResult", CaptchaID: id, Err: err}
 		}
 		ans := solver.Answer{Solution: sol, UserAgent: ua, CaptchaID: id}
-		if r.Cost > 0 {
-			ans.Cost, ans.CostBasis = float64(r.Cost), CostReported
+		if cost, ok := r.cost(); ok {
+			ans.Cost, ans.CostBasis = cost, CostReported
 		}
 		return ans, nil
 	}
+}
+
+// taskResult is a getTaskResult reply whose cost is read apart: a cost
+// that is no number does not cost the task the answer it paid for.
+type taskResult struct {
+	createtask.TaskResult
+	Cost json.RawMessage `json:"cost,omitempty"`
+}
+
+// cost is the cost the provider reported, when it reported one that is a
+// finite number above 0; else the caller states the price.
+func (r taskResult) cost() (float64, bool) {
+	var n createtask.Number
+	if len(r.Cost) == 0 || n.UnmarshalJSON(r.Cost) != nil {
+		return 0, false
+	}
+	f := float64(n)
+	return f, f > 0 && !math.IsInf(f, 0)
 }
 
 // create sends createTask and returns the taskId.
