@@ -293,3 +293,7 @@ func taskID(id string) createtask.TaskID {
 type replyLost struct{ error }
 
 func (e replyLost) Unwrap() error { return e.error }
+
+// MayBePaid reports that the failed call may have been paid
+// (solver.MayBePaid).
+func (e replyLost) MayBePaid() bool { return true }
