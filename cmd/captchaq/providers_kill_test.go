@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream"
+)
+
+// A worker with a providers file SIGKILLed while each of its two providers
+// solves captchas of its tasks (the plan's accepted before it went down,
+// the fallback's during the outage), then a next worker: every task is
+// solved, each emulator's bill is one captcha per task it names and none
+// is paid on both, and stats' spend per provider is each emulator's bill
+// to the cent.
+//
+// The next worker starts while the plan is still down: it resumes the
+// plan's captchas there, through the outage, and submits none of them to
+// the fallback.
+func TestWorkerKilledBetweenTwoProvidersPaysOnce(t *testing.T) {
+	t.Parallel()
+	const n = 8
+	top := stream.Topology{AckWait: 2 * time.Second}
+	url, _, client := listeningServer(t, top)
+	solve := map[string]fakeapi.Range{solver.KindTurnstile: {Min: 3 * time.Second, Median: 3 * time.Second, Max: 3 * time.Second}}
+	// A price stated for the test, the same in the file and the emulator.
+	price := map[string]float64{"turnstile": 1.45}
+	plan, planURL := emulatorURL(t, fakeapi.Config{SolveTime: solve, Price: map[string]float64{"turnstile": 0}, Seed: 1})
+	spare, spareURL := emulatorURL(t, fakeapi.Config{SolveTime: solve, Price: price, Seed: 2, Service: fakeapi.Service2Captcha})
+	file := filepath.Join(t.TempDir(), "providers.json")
+	require.NoError(t, os.WriteFile(file, fmt.Appendf(nil, `{"providers": [
+ {"name": "plan", "dialect": "classic", "base_url": %q, "service": "captchaai", "key_env": "PLAN_KEY",
+  "billing": {"threads": 50}, "role": "primary"},
+ {"name": "spare", "dialect": "classic", "base_url": %q, "service": "2captcha", "key_env": "SPARE_KEY",
+  "methods": ["turnstile"], "billing": {"per_1000": {"turnstile": 1.45}}, "role": "fallback"}]}`, planURL, spareURL), 0o600))
+	env := []string{"PLAN_KEY=" + fakeapi.TestKey, "SPARE_KEY=" + fakeapi.TestKey}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	worker := func(name string) *proc {
+		w := startProc(t, env, "worker", "--nats", url, "--providers", file, "--poll-scale", "0.1",
+			"--threads", itoa(n), "--ack-wait", "2s", "--name", name)
+		w.waitLine("worker started", 30*time.Second)
+		return w
+	}
+	first := worker("two-providers-killed")
+	tasks := make([]stream.Task, n)
+	for i := range tasks {
+		tasks[i] = stream.Task{ID: fmt.Sprintf("two-providers-%d", i), Method: "turnstile",
+			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": fmt.Sprintf("https://shop.example/checkout/%d", i)}}
+	}
+	receipts, err := client.SubmitAll(ctx, tasks[:n/2])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st := plan.Stats()
+		return st.Submitted == n/2 && len(st.ResCallsPerCaptcha) == n/2
+	}, 30*time.Second, time.Millisecond, "the plan accepted and polled the first half")
+	plan.SetFaults(fakeapi.Faults{Outage: true})
+	more, err := client.SubmitAll(ctx, tasks[n/2:])
+	require.NoError(t, err)
+	receipts = append(receipts, more...)
+	require.Eventually(t, func() bool {
+		st := spare.Stats()
+		return st.Submitted == n/2 && len(st.ResCallsPerCaptcha) == n/2
+	}, 30*time.Second, time.Millisecond, "the fallback accepted and polled the second half")
+	first.kill()
+
+	worker("two-providers-next")
+	require.Eventually(t, func() bool {
+		for _, tk := range tasks[:n/2] {
+			tr, err := client.Trace(ctx, tk.ID)
+			if err != nil {
+				return false
+			}
+			resumed := false
+			for _, e := range tr {
+				resumed = resumed || e.Kind == string(stream.EventAccepted) && e.Provider == "plan" &&
+					strings.Contains(e.Detail, "resumed by two-providers-next")
+			}
+			if !resumed {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 50*time.Millisecond, "the next worker never resumed the plan's captchas on the plan")
+	require.Equal(t, n/2, spare.Stats().Submitted, "nothing of the plan's sent to the fallback")
+	plan.SetFaults(fakeapi.Faults{})
+	byProvider := map[string]int{}
+	require.NoError(t, client.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
+		require.NoError(t, err)
+		require.Equal(t, stream.StatusSolved, o.Status, "%+v", o)
+		byProvider[o.Provider]++
+	}))
+	ps, ss := plan.Stats(), spare.Stats()
+	t.Logf("plan accepted %d, spare accepted %d billed %.5f", ps.Submitted, ss.Submitted, ss.Spent)
+	require.Equal(t, map[string]int{"plan": ps.Submitted, "spare": ss.Submitted}, byProvider, "each outcome names who was paid")
+	require.Equal(t, n, ps.Submitted+ss.Submitted, "one captcha paid per task")
+	require.Empty(t, ps.Repeated())
+	require.Empty(t, ss.Repeated())
+	for key := range ps.PerTask {
+		require.NotContains(t, ss.PerTask, key, "a task paid on both providers")
+	}
+	st, err := client.Stats(ctx, 0)
+	require.NoError(t, err)
+	spend := map[string]float64{}
+	for _, r := range st.Spend {
+		spend[r.Provider] += r.Cost
+	}
+	require.Equal(t, int64(ss.Spent*100+0.5), int64(spend["spare"]*100+0.5), "stats' spend is the fallback's bill")
+	require.InDelta(t, ss.Spent, spend["spare"], 1e-6)
+	require.Zero(t, spend["plan"])
+}
