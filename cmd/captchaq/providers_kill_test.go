@@ -3,9 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,4 +122,32 @@ func TestWorkerKilledBetweenTwoProvidersPaysOnce(t *testing.T) {
 	require.Equal(t, int64(ss.Spent*100+0.5), int64(spend["spare"]*100+0.5), "stats' spend is the fallback's bill")
 	require.InDelta(t, ss.Spent, spend["spare"], 1e-6)
 	require.Zero(t, spend["plan"])
+}
+
+// `captchaq fakeapi --price` bills what a providers file states, so that
+// the walkthrough's bill at exit can be set against `captchaq stats`; a
+// price that is no price is refused, naming it.
+func TestFakeAPIPriceBillsAsStated(t *testing.T) {
+	t.Parallel()
+	p := startProc(t, nil, "fakeapi", "--addr", "127.0.0.1:0", "--service", "2captcha", "--price", "turnstile=1.45,base64=1")
+	p.waitLine("fakeapi listening on", 30*time.Second)
+	m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(p.output())
+	require.Len(t, m, 2, p.output())
+	for _, site := range []string{"0x4AAAAAAAB", "0x4AAAAAAAC"} {
+		resp, err := http.PostForm(m[1]+"/in.php", url.Values{"key": {fakeapi.TestKey}, "method": {"turnstile"},
+			"sitekey": {site}, "pageurl": {"https://shop.example/"}})
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.True(t, strings.HasPrefix(string(b), "OK|"), "%s", b)
+	}
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
+	p.wait(30 * time.Second)
+	require.Contains(t, p.output(), "fakeapi: 2 captchas accepted, 0 refunded as unsolvable; 0.00290 spent, balance 99.99710 (at --price turnstile=1.45,base64=1)")
+
+	for _, bad := range []string{"turnstile", "turnstile=NaN", "turnstile=-1", "=1"} {
+		r := captchaq(t, "", "fakeapi", "--price", bad)
+		require.Equal(t, 2, r.code, "--price %s: %s", bad, r.stderr)
+		require.Contains(t, r.stderr, "--price")
+	}
 }
