@@ -1,13 +1,16 @@
 package provider_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/internal/dialect/classic"
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/solver/provider"
 	"github.com/captchaq/captchaq/stream"
@@ -166,4 +169,37 @@ func TestBreakLostReplyNamesItsProvider(t *testing.T) {
 	outs := waitAll(t, env.Client, []string{id})
 	requireBilledOnce(t, env, outs, plan, spare)
 	require.Zero(t, spare.api.Stats().InCalls, "a submission that may have been paid is not sent on")
+}
+
+// TestBreakReusedCaptchaIDAcrossWorkers: the reused-id guard holds within
+// one Set; two workers (two Sets, as two processes have) on the same
+// provider do not see each other's captchas. The provider answers the
+// second worker's submission with the id of the captcha the first polls:
+// the second task must not be handed the first's answer.
+func TestBreakReusedCaptchaIDAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("CAPTCHAQ_KNOWN_HOLES") != "1" {
+		t.Skip("known hole: the reused-captcha-id guard (provider.CodeReusedID) is per Set, so per worker process: " +
+			"a provider that gives a second worker the id of a captcha a first worker polls hands the second task the first's answer")
+	}
+	_, plan, spare := planAndSpare(t, 200*time.Millisecond, 5*time.Millisecond, streamtest.WithWorkers(0))
+	first, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
+	require.NoError(t, err)
+	second, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
+	require.NoError(t, err)
+	done := make(chan solver.Answer, 1)
+	go func() {
+		ans, err := first.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1)})
+		assert.NoError(t, err)
+		done <- ans
+	}()
+	require.Eventually(t, func() bool { return plan.api.Stats().Submitted == 1 }, 10*time.Second, time.Millisecond)
+	plan.api.SetFaults(fakeapi.Faults{ReuseID: true})
+	ans, err := second.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(2)})
+	a := <-done
+	t.Logf("first task: captcha %s; second task: captcha %s, err %v", a.CaptchaID, ans.CaptchaID, err)
+	require.Equal(t, 2, plan.api.Stats().Submitted, "both charged")
+	if err == nil {
+		require.NotEqual(t, a.CaptchaID, ans.CaptchaID, "the second task was handed the first's captcha and answer")
+	}
 }
