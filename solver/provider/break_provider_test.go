@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -202,4 +203,32 @@ func TestBreakReusedCaptchaIDAcrossWorkers(t *testing.T) {
 	if err == nil {
 		require.NotEqual(t, a.CaptchaID, ans.CaptchaID, "the second task was handed the first's captcha and answer")
 	}
+}
+
+// TestBreakNoFreeWorkersPastTheDeadlineFailsOver: a per-solve primary
+// whose service has no free workers (ERROR_NO_SLOT_AVAILABLE: "No idle
+// captcha workers are available at the moment", anti-captcha.com/apidoc/errors,
+// and 2captcha's "no free slots") and no overflow provider: a task that
+// cannot wait that long (its deadline is nearer than provider.WaitForPlan)
+// fails over to the fallback, as the issue's routing asks ("no free
+// workers for longer than the task can wait"); one that can wait, waits.
+func TestBreakNoFreeWorkersPastTheDeadlineFailsOver(t *testing.T) {
+	t.Parallel()
+	primary := perSolve(t, "main", provider.Primary, 1, 200*time.Millisecond)
+	spare := perSolve(t, "spare", provider.Fallback, 2, 5*time.Millisecond)
+	primary.api.SetFaults(fakeapi.Faults{Rules: []fakeapi.Rule{{Code: classic.CodeNoSlotAvailable}}})
+	set, err := provider.New(provider.Config{Members: []provider.Member{primary.member, spare.member}})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(t.Context(), provider.WaitForPlan(primary.member.Client, solver.KindRecaptcha)/2)
+	defer cancel()
+	ans, err := set.Solve(ctx, solver.Request{Method: "userrecaptcha", Params: taskParams(1)})
+	t.Logf("primary: %v; spare accepted %d", primary.api.Stats().Codes, spare.api.Stats().Submitted)
+	require.NoError(t, err, "the task that cannot wait goes to the fallback")
+	require.NoError(t, ctx.Err(), "in time")
+	require.Equal(t, "spare", ans.Provider)
+
+	_, err = set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(2)})
+	require.Equal(t, classic.CodeNoSlotAvailable, solver.CodeOf(err), "a task that can wait waits: %v", err)
+	require.Equal(t, 1, spare.api.Stats().Submitted)
 }

@@ -214,7 +214,11 @@ func (s *Set) Solve(ctx context.Context, req solver.Request) (solver.Answer, err
 		last = err
 	}
 	if full != nil {
-		return s.overflow(ctx, req, fullOn, full)
+		ans, err := s.overflow(ctx, req, fullOn, full)
+		if err == full {
+			return s.noWorkers(ctx, req, route, fullOn, full)
+		}
+		return ans, err
 	}
 	return solver.Answer{}, last
 }
