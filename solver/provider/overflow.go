@@ -45,23 +45,23 @@ func WaitForPlan(plan Client, kind string) time.Duration {
 	return 2 * d
 }
 
-// overflow decides about req, refused by plan's full plan (full): the
-// cheapest overflow provider solves it when the policy says so and one
-// is in, else full goes back, a capacity wait. An overflow provider that
-// is out sends the task back to wait for the plan.
-func (s *Set) overflow(ctx context.Context, req solver.Request, plan *member, full error) (solver.Answer, error) {
+// overflow decides about req, refused by plan's full plan: the cheapest
+// overflow provider solves it when the policy says so and one is in
+// (took); else the task is not taken, and waits for the plan. An
+// overflow provider that is out sends the task back to wait.
+func (s *Set) overflow(ctx context.Context, req solver.Request, plan *member) (ans solver.Answer, err error, took bool) {
 	o := s.cheapest(req.Method)
 	if o == nil || !s.overflows(ctx, req, plan) {
-		return solver.Answer{}, full
+		return solver.Answer{}, nil, false
 	}
 	ans, err, accepted := s.solveOn(ctx, o, req)
 	if err != nil && !accepted && ctx.Err() == nil && movesOn(err) {
 		if solver.ClassOf(err) == retry.Fatal {
 			o.refuse(s.now().Add(s.outFor), solver.CodeOf(err))
 		}
-		return solver.Answer{}, full
+		return solver.Answer{}, nil, false
 	}
-	return ans, err
+	return ans, err, true
 }
 
 // overflows reports whether req goes past plan now, by the policy.

@@ -214,11 +214,10 @@ func (s *Set) Solve(ctx context.Context, req solver.Request) (solver.Answer, err
 		last = err
 	}
 	if full != nil {
-		ans, err := s.overflow(ctx, req, fullOn, full)
-		if err == full {
-			return s.noWorkers(ctx, req, route, fullOn, full)
+		if ans, err, took := s.overflow(ctx, req, fullOn); took {
+			return ans, err
 		}
-		return ans, err
+		return s.noWorkers(ctx, req, route, fullOn, full)
 	}
 	return solver.Answer{}, last
 }
