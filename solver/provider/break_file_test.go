@@ -1,6 +1,8 @@
 package provider_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,4 +41,29 @@ func TestBreakProvidersFileNamesTheEntry(t *testing.T) {
 			require.NotContains(t, err.Error(), key, "the key in a message")
 		})
 	}
+}
+
+// TestBreakProvidersFileDuplicatesAndSize: one account named twice (the
+// same base_url and key) would be failed over to while it is out and its
+// plan counted twice; a file of thousands of providers would start a
+// client, a key check and a probe for each. Both are refused.
+func TestBreakProvidersFileDuplicatesAndSize(t *testing.T) {
+	t.Parallel()
+	entry := func(name, url, keyEnv string) string {
+		return `{"name": "` + name + `", "dialect": "classic", "base_url": "` + url + `", "key_env": "` + keyEnv +
+			`", "billing": {"threads": 5}, "role": "primary"}`
+	}
+	_, err := provider.Parse([]byte(`{"providers": [` + entry("a", "https://ocr.captchaai.com", "K") + `, ` +
+		entry("b", "https://OCR.captchaai.com/", "K") + `]}`))
+	require.ErrorContains(t, err, "providers[1] (b): base_url, key: the same account as providers[0] (a)")
+	_, err = provider.Parse([]byte(`{"providers": [` + entry("a", "https://ocr.captchaai.com", "K") + `, ` +
+		entry("b", "https://ocr.captchaai.com", "K2") + `]}`))
+	require.NoError(t, err, "two accounts of one service")
+
+	var entries []string
+	for i := range provider.MaxProviders + 1 {
+		entries = append(entries, entry(fmt.Sprintf("p%d", i), "https://ocr.captchaai.com", fmt.Sprintf("K%d", i)))
+	}
+	_, err = provider.Parse([]byte(`{"providers": [` + strings.Join(entries, ", ") + `]}`))
+	require.ErrorContains(t, err, fmt.Sprintf("%d providers: at most %d", provider.MaxProviders+1, provider.MaxProviders))
 }

@@ -103,6 +103,10 @@ func (b Billing) Plan() bool { return b.Threads > 0 }
 // price over 1000, and 0 on a thread plan.
 func (b Billing) Price(method string) float64 { return b.Per1000[method] / 1000 }
 
+// MaxProviders is the most providers a file may name: a worker keeps a
+// client, a key check and an outage probe for each.
+const MaxProviders = 64
+
 // File is the providers file: {"providers": [Entry, …]}.
 type File struct {
 	Providers []Entry `json:"providers"`
@@ -179,10 +183,14 @@ func Load(path string) (File, error) {
 // Validate says what is wrong with the file: the first entry and field
 // out of range, or what the entries lack together (a primary).
 func (f File) Validate() error {
-	if len(f.Providers) == 0 {
+	switch {
+	case len(f.Providers) == 0:
 		return errors.New("providers file: no providers")
+	case len(f.Providers) > MaxProviders:
+		return fmt.Errorf("providers file: %d providers: at most %d", len(f.Providers), MaxProviders)
 	}
 	names := map[string]bool{}
+	accounts := map[string]int{}
 	primary := false
 	for i, e := range f.Providers {
 		at := entryAt(i, e.Name)
@@ -193,6 +201,11 @@ func (f File) Validate() error {
 			return fmt.Errorf("%s: name: named twice", at)
 		}
 		names[e.Name] = true
+		account := strings.TrimRight(strings.ToLower(e.BaseURL), "/") + " " + e.KeyEnv + " " + e.KeyFile
+		if j, ok := accounts[account]; ok {
+			return fmt.Errorf("%s: base_url, key: the same account as providers[%d] (%s)", at, j, f.Providers[j].Name)
+		}
+		accounts[account] = i
 		primary = primary || e.Role == Primary
 	}
 	if !primary {
