@@ -151,3 +151,32 @@ func TestFakeAPIPriceBillsAsStated(t *testing.T) {
 		require.Contains(t, r.stderr, "--price")
 	}
 }
+
+// `run --providers` checks each provider's key before the first task, as
+// `worker --providers` does: a fallback that refuses its key says so at
+// the start, by name and code, not in the middle of the primary's outage,
+// and never with the key.
+func TestRunWithProvidersChecksEachKey(t *testing.T) {
+	plan, planURL := emulatorURL(t, fakeapi.Config{TimeScale: 0.01})
+	_, spareURL := emulatorURL(t, fakeapi.Config{TimeScale: 0.01, Service: fakeapi.Service2Captcha})
+	dir := t.TempDir()
+	file := filepath.Join(dir, "providers.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"providers": [
+ {"name": "plan", "dialect": "classic", "base_url": "`+planURL+`", "service": "captchaai", "key_env": "PLAN_KEY", "billing": {"threads": 5}, "role": "primary"},
+ {"name": "spare", "dialect": "classic", "base_url": "`+spareURL+`", "service": "2captcha", "key_env": "SPARE_KEY",
+  "methods": ["userrecaptcha"], "billing": {"per_1000": {"userrecaptcha": 2.99}}, "role": "fallback"}]}`), 0o600))
+	tasks := filepath.Join(dir, "tasks.jsonl")
+	require.NoError(t, os.WriteFile(tasks, []byte(`{"id": "k-1", "method": "userrecaptcha", "params": {"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": "https://shop.example/1"}}`+"\n"), 0o600))
+	const wrong = "fedcba9876543210fedcba9876543210"
+	t.Setenv("PLAN_KEY", fakeapi.TestKey)
+	t.Setenv("SPARE_KEY", wrong)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut strings.Builder
+	code := realMain(ctx, []string{"run", "--providers", file, "--poll-scale", "0.01", "--json", tasks}, &out, &errOut)
+	require.Zero(t, code, errOut.String())
+	require.Equal(t, 1, plan.Stats().Submitted)
+	require.Regexp(t, `provider=spare.*ERROR_KEY_DOES_NOT_EXIST|ERROR_KEY_DOES_NOT_EXIST.*provider=spare`, errOut.String())
+	require.NotContains(t, errOut.String()+out.String(), wrong, "the key in the output")
+	require.NotContains(t, errOut.String()+out.String(), fakeapi.TestKey, "the key in the output")
+}
