@@ -10,9 +10,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/provider"
 	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/streamtest"
@@ -28,6 +30,9 @@ type costlyProvider struct {
 	mu      sync.Mutex
 	created int
 	pages   map[int64]string // taskId → websiteURL
+	// frontFails makes a front answer 502 to every createTask after the
+	// provider created (and billed) the task.
+	frontFails bool
 }
 
 func startCostlyProvider(t *testing.T, price float64, costs map[string]string) *costlyProvider {
@@ -48,7 +53,12 @@ func startCostlyProvider(t *testing.T, price float64, costs map[string]string) *
 		p.created++
 		id := int64(1000 + p.created)
 		p.pages[id] = req.Task.WebsiteURL
+		front := p.frontFails
 		p.mu.Unlock()
+		if front {
+			http.Error(w, "<html>502 Bad Gateway</html>", http.StatusBadGateway)
+			return
+		}
 		fmt.Fprintf(w, `{"errorId":0,"taskId":%d}`, id)
 	})
 	mux.HandleFunc("/getTaskResult", func(w http.ResponseWriter, r *http.Request) {
@@ -127,4 +137,36 @@ func TestBreakReportedCost(t *testing.T) {
 	}
 	t.Logf("bill %d tasks %.4f, stats %.4f", created, bill, spent)
 	require.Equal(t, cents(bill), cents(spent), "stats' spend is the bill")
+}
+
+// TestBreakCreateTaskBehindAFailingFront: a JSON primary behind a front
+// that answers 502 after the provider created (and billed) the task. The
+// classic client takes such a 5xx as a reply lost, the captcha maybe paid
+// (lostInPHP5xx, after the official 2captcha client, which takes any
+// status but 200 as a network failure); the tasks client must too: the
+// submission is not sent on to the fallback, which would be paid for the
+// same task. Once every call fails (an outage), the next tasks go to the
+// fallback.
+func TestBreakCreateTaskBehindAFailingFront(t *testing.T) {
+	t.Parallel()
+	p := startCostlyProvider(t, 0.002, nil)
+	p.frontFails = true
+	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: p.srv.URL, APIKey: "a-key-0123456789", Scale: 0.001})
+	require.NoError(t, err)
+	primary := provider.Member{Client: c, Entry: provider.Entry{Name: "json", Dialect: provider.Tasks, BaseURL: p.srv.URL,
+		KeyEnv: "K", Methods: []string{"userrecaptcha"}, Billing: provider.Billing{Per1000: map[string]float64{"userrecaptcha": 2}},
+		Role: provider.Primary}}
+	spare := perSolve(t, "spare", provider.Fallback, 2, 5*time.Millisecond)
+	set, err := provider.New(provider.Config{Members: []provider.Member{primary, spare.member}})
+	require.NoError(t, err)
+
+	_, err = set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1)})
+	created, _ := p.bill()
+	t.Logf("first task: %v; the provider created %d, the fallback accepted %d", err, created, spare.api.Stats().Submitted)
+	require.True(t, solver.MayBePaid(err), "the 502 after createTask may have been paid: %v", err)
+	require.Zero(t, spare.api.Stats().Submitted, "not sent on to the fallback: paid twice")
+
+	ans, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(2)})
+	require.NoError(t, err, "the primary failing every call is out: the next task goes to the fallback")
+	require.Equal(t, "spare", ans.Provider)
 }

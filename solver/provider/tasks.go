@@ -194,7 +194,9 @@ func (c *TasksClient) create(ctx context.Context, task createtask.Task) (string,
 // call POSTs body to path and decodes the reply into out. A request that
 // never reached the service is a CodeUnreachable capacity wait; a reply
 // lost after the request was sent is a replyLost (the task may have been
-// created, and paid); an HTTP 5xx is a transient HTTP_<status>.
+// created, and paid), and so is createTask's first HTTP 5xx, while later
+// ones, every call failing, are an outage's capacity wait; any other 5xx
+// is a transient HTTP_<status>.
 func (c *TasksClient) call(ctx context.Context, path string, body, out any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -217,8 +219,22 @@ func (c *TasksClient) call(ctx context.Context, path string, body, out any) erro
 	defer resp.Body.Close()
 	rb, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode >= 500 {
+		since, _ := c.Unreachable()
 		c.failed(resp.Status)
-		return &solver.Error{Code: solver.HTTPCode(resp.StatusCode), Class: retry.Transient, Op: path}
+		e := &solver.Error{Code: solver.HTTPCode(resp.StatusCode), Class: retry.Transient, Op: path}
+		if path != createtask.PathCreateTask {
+			return e
+		}
+		if !since.IsZero() {
+			// Every call failed since then: an outage, whose 5xx is a
+			// capacity wait the task may take elsewhere.
+			e.Class = retry.Capacity
+			return e
+		}
+		// A front's 5xx (the service answers its errors as JSON) may
+		// come after the task was created, and paid: as the classic
+		// client takes an in.php 5xx (solver.MayBePaid).
+		return replyLost{e}
 	}
 	c.answered()
 	if err == nil {
