@@ -98,9 +98,24 @@ type Error struct {
 // service may have accepted the captcha, and been paid for it, with no one
 // told its id. A refused connection, a front's 403, an error code of the
 // service, or a call never sent, is no such failure.
+//
+// An error of another client (a provider of another dialect) says so by
+// a method MayBePaid() bool.
 func MayBePaid(err error) bool {
 	var e *Error
-	return errors.As(err, &e) && e.Op == "in.php" && e.lost
+	var other interface{ MayBePaid() bool }
+	return errors.As(err, &e) && e.Op == "in.php" && e.lost || errors.As(err, &other) && other.MayBePaid()
+}
+
+// ProviderOf is the name of the provider err happened on, when a Solver
+// of several providers said (by a method Provider() string on the error);
+// "" otherwise.
+func ProviderOf(err error) string {
+	var p interface{ Provider() string }
+	if errors.As(err, &p) {
+		return p.Provider()
+	}
+	return ""
 }
 
 // replyLost marks e as the failure of a request whose reply was lost.

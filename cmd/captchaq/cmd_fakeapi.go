@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/captchaq/captchaq/internal/dialect/classic"
@@ -44,6 +47,7 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	failPage := fs.String("fail-pageurl", "", "tasks whose pageurl contains this fail with --fail-code")
 	addrFile := fs.String("addr-file", "", "once listening, write the address (host:port) to this file, removed again as the emulator stops: "+
 		"a script waits for it, and stops when it never comes (the port taken)")
+	prices := fs.String("price", "", "what 1000 accepted captchas cost, by method (userrecaptcha=2.99,base64=1), as a providers file states it, so that the bill at exit can be set against `captchaq stats`; a method not named costs "+strconv.FormatFloat(fakeapi.DefaultPricePer1000, 'f', -1, 64))
 	failCode := fs.String("fail-code", classic.CodePageURL, "code for tasks matching --fail-pageurl")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
@@ -62,6 +66,10 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return usageError("--%s %v: must be in 0..1", name, r)
 		}
 	}
+	price, err := parsePrices(*prices)
+	if err != nil {
+		return usageError("--price: %v", err)
+	}
 	f := fakeapi.Faults{Unsolvable: *unsolvable, HTTP500: *http500, HTML: *html, Garbage: *garbage, Slow: *slow, SlowDelay: *slowDelay}
 	if *failPage != "" {
 		f.Rules = []fakeapi.Rule{{Param: "pageurl", Contains: *failPage, Code: *failCode}}
@@ -69,7 +77,7 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	api := fakeapi.New(fakeapi.Config{
 		Threads: *threads, NoSlotCode: *noSlot, Seed: *seed, TimeScale: 1 / *speed,
 		NumericIDs: *numericIDs, GeeTestAsString: *geetestString, Faults: f,
-		BatchPolls: *batchPolls, Service: *service, NoFunds: *noFunds,
+		BatchPolls: *batchPolls, Service: *service, NoFunds: *noFunds, Price: price,
 	})
 	if *addrFile != "" {
 		// A file left by an emulator that was killed must not pass for
@@ -81,7 +89,7 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wrote error
-	err := api.ListenAndServe(ctx, *addr, func(a net.Addr) {
+	err = api.ListenAndServe(ctx, *addr, func(a net.Addr) {
 		if *addrFile != "" {
 			// Written whole, then renamed: a reader never sees half of it.
 			// Without it a script would wait for ever: stop instead.
@@ -102,17 +110,41 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *addrFile != "" {
 		_ = os.Remove(*addrFile)
 	}
-	printMoney(stdout, api.Stats())
+	printMoney(stdout, api.Stats(), *prices)
 	return err
+}
+
+// parsePrices reads --price: method=price per 1000 pairs, comma-separated.
+func parsePrices(s string) (map[string]float64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]float64{}
+	for _, pair := range strings.Split(s, ",") {
+		method, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		p, err := strconv.ParseFloat(v, 64)
+		switch {
+		case !ok || method == "":
+			return nil, fmt.Errorf("%q: want method=price", pair)
+		case err != nil || p < 0 || math.IsNaN(p) || math.IsInf(p, 0):
+			return nil, fmt.Errorf("%s: price %q: want a number of 0 or more", method, v)
+		}
+		out[method] = p
+	}
+	return out, nil
 }
 
 // printMoney says what the emulated account paid, at the emulator's exit:
 // the captchas accepted and refunded, the balance left, and every task
 // paid for more than once (fakeapi.Stats.PerTask), by its key (the page by
 // host only).
-func printMoney(w io.Writer, st fakeapi.Stats) {
-	fmt.Fprintf(w, "fakeapi: %d captchas accepted, %d refunded as unsolvable; %.5f spent, balance %.5f (at %.2f per 1000, the emulator's price)\n",
-		st.Submitted, st.Refunded, st.Spent, st.Balance, fakeapi.DefaultPricePer1000)
+func printMoney(w io.Writer, st fakeapi.Stats, prices string) {
+	at := fmt.Sprintf("at %.2f per 1000, the emulator's price", fakeapi.DefaultPricePer1000)
+	if prices != "" {
+		at = "at --price " + prices
+	}
+	fmt.Fprintf(w, "fakeapi: %d captchas accepted, %d refunded as unsolvable; %.5f spent, balance %.5f (%s)\n",
+		st.Submitted, st.Refunded, st.Spent, st.Balance, at)
 	rep := st.Repeated()
 	if len(rep) == 0 {
 		fmt.Fprintln(w, "fakeapi: no task was paid for more than once")

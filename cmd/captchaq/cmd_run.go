@@ -84,6 +84,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		solve, sc = providerSolver{set, set}, firstClassic(set)
 		fmt.Fprintf(stderr, "solving through the providers of %s\n", *providersFile)
+		watchProviders(ctx, set, log, true)
 	} else {
 		key, err := apiKey(sf.keyFile)
 		if err != nil {

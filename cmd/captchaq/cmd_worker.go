@@ -166,7 +166,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	worker.Store(w)
 	running.Store(true)
 	if set != nil {
-		watchProviders(ctx, set, log)
+		watchProviders(ctx, set, log, false)
 	} else {
 		go checkService(ctx, sc, log)
 		go probeOutages(ctx, sc)

@@ -66,12 +66,19 @@ func unreachable(set *provider.Set) error {
 	return errors.Join(errs...)
 }
 
-// watchProviders checks each classic provider's key at the start and
-// probes each during its outages (checkService, probeOutages).
-func watchProviders(ctx context.Context, set *provider.Set, log *slog.Logger) {
+// watchProviders checks each classic provider's key at the start (before
+// it returns when wait is set: `run` may end before a check in the
+// background would) and probes each during its outages (checkService,
+// probeOutages).
+func watchProviders(ctx context.Context, set *provider.Set, log *slog.Logger, wait bool) {
 	for _, m := range set.Members() {
 		if c, ok := m.Client.(*solver.Client); ok {
-			go checkService(ctx, c, log.With(slog.String("provider", m.Entry.Name)))
+			plog := log.With(slog.String("provider", m.Entry.Name))
+			if wait {
+				checkService(ctx, c, plog)
+			} else {
+				go checkService(ctx, c, plog)
+			}
 			go probeOutages(ctx, c)
 		}
 	}

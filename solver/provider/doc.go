@@ -33,7 +33,9 @@
 // Past the plan (overflow.go): a task that finds every primary's plan
 // full waits for a thread, a capacity wait that pays nothing, unless
 // waiting would miss its deadline (WaitForPlan); then the cheapest
-// overflow provider takes it (Config.Overflow).
+// overflow provider takes it (Config.Overflow). A per-solve primary
+// without free workers is no plan: a task that cannot wait for them, and
+// that no overflow provider took, goes to the fallbacks.
 //
 // # What a solve cost
 //

@@ -13,6 +13,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -102,6 +103,10 @@ func (b Billing) Plan() bool { return b.Threads > 0 }
 // price over 1000, and 0 on a thread plan.
 func (b Billing) Price(method string) float64 { return b.Per1000[method] / 1000 }
 
+// MaxProviders is the most providers a file may name: a worker keeps a
+// client, a key check and an outage probe for each.
+const MaxProviders = 64
+
 // File is the providers file: {"providers": [Entry, …]}.
 type File struct {
 	Providers []Entry `json:"providers"`
@@ -115,16 +120,51 @@ var (
 // Parse reads a providers file. Unknown fields and every field out of
 // range are errors naming the entry (its index and name) and the field.
 func Parse(b []byte) (File, error) {
-	var f File
+	var raw struct {
+		Providers []json.RawMessage `json:"providers"`
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	if err := dec.Decode(&raw); err != nil {
 		return File{}, fmt.Errorf("providers file: %w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return File{}, fmt.Errorf("providers file: data after the JSON object at byte %d", dec.InputOffset())
 	}
+	var f File
+	for i, r := range raw.Providers {
+		e, err := parseEntry(r)
+		if err != nil {
+			return File{}, fmt.Errorf("%s: %w", entryAt(i, e.Name), err)
+		}
+		f.Providers = append(f.Providers, e)
+	}
 	return f, f.Validate()
+}
+
+// parseEntry reads one entry; on an error, the entry holds what could be
+// read of it (its name, to say which it is).
+func parseEntry(b []byte) (Entry, error) {
+	var e Entry
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		var named struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(b, &named)
+		return Entry{Name: named.Name}, err
+	}
+	return e, nil
+}
+
+// entryAt names the i-th entry, called name, in an error.
+func entryAt(i int, name string) string {
+	at := fmt.Sprintf("providers file: providers[%d]", i)
+	if name != "" {
+		at += fmt.Sprintf(" (%s)", name)
+	}
+	return at
 }
 
 // Load reads and parses the providers file at path (Parse).
@@ -143,16 +183,17 @@ func Load(path string) (File, error) {
 // Validate says what is wrong with the file: the first entry and field
 // out of range, or what the entries lack together (a primary).
 func (f File) Validate() error {
-	if len(f.Providers) == 0 {
+	switch {
+	case len(f.Providers) == 0:
 		return errors.New("providers file: no providers")
+	case len(f.Providers) > MaxProviders:
+		return fmt.Errorf("providers file: %d providers: at most %d", len(f.Providers), MaxProviders)
 	}
 	names := map[string]bool{}
+	accounts := map[string]int{}
 	primary := false
 	for i, e := range f.Providers {
-		at := fmt.Sprintf("providers file: providers[%d]", i)
-		if e.Name != "" {
-			at += fmt.Sprintf(" (%s)", e.Name)
-		}
+		at := entryAt(i, e.Name)
 		if err := e.Validate(); err != nil {
 			return fmt.Errorf("%s: %w", at, err)
 		}
@@ -160,6 +201,11 @@ func (f File) Validate() error {
 			return fmt.Errorf("%s: name: named twice", at)
 		}
 		names[e.Name] = true
+		account := strings.TrimRight(strings.ToLower(e.BaseURL), "/") + " " + e.KeyEnv + " " + e.KeyFile
+		if j, ok := accounts[account]; ok {
+			return fmt.Errorf("%s: base_url, key: the same account as providers[%d] (%s)", at, j, f.Providers[j].Name)
+		}
+		accounts[account] = i
 		primary = primary || e.Role == Primary
 	}
 	if !primary {
@@ -191,8 +237,9 @@ func (e Entry) Validate() error {
 		return errors.New("key_env, key_file: neither is set; name where the API key is")
 	case e.KeyEnv != "" && e.KeyFile != "":
 		return errors.New("key_env, key_file: both are set; name one")
-	case e.KeyEnv != "" && !envVarPattern.MatchString(e.KeyEnv):
-		return fmt.Errorf("key_env %q: not an environment variable's name (the key itself never goes in this file)", e.KeyEnv)
+	case e.KeyEnv != "" && (!envVarPattern.MatchString(e.KeyEnv) || looksLikeKey(e.KeyEnv)):
+		// Not echoed: what is not a variable's name may be the key itself.
+		return errors.New("key_env: not an environment variable's name, or one that looks like an API key (16 or more letters and digits, no '_'); the key itself never goes in this file")
 	}
 	for i, m := range e.Methods {
 		if err := offered(svc, m); err != nil {
@@ -246,6 +293,24 @@ func (b Billing) validate(methods []string) error {
 	return nil
 }
 
+// looksLikeKey reports whether s looks like an API key (CaptchaAI's,
+// 2captcha's and Anti-Captcha's are 32 hexadecimal digits) rather than
+// an environment variable's name: 16 or more letters and digits, one of
+// them a digit.
+func looksLikeKey(s string) bool {
+	digit := false
+	for _, r := range s {
+		switch {
+		case r >= '0' && r <= '9':
+			digit = true
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		default:
+			return false
+		}
+	}
+	return digit && len(s) >= 16
+}
+
 // checkBaseURL says why u is no API root, if it is not.
 func checkBaseURL(u string) error {
 	p, err := url.Parse(u)
@@ -256,6 +321,8 @@ func checkBaseURL(u string) error {
 		return errors.New("carries credentials; the key goes in key_env or key_file")
 	case p.RawQuery != "" || p.Fragment != "":
 		return errors.New("carries a query or fragment")
+	case slices.Contains([]string{"in.php", "res.php", "createTask", "getTaskResult"}, path.Base(p.Path)):
+		return fmt.Errorf("ends in the endpoint %s; give the API's root", path.Base(p.Path))
 	}
 	return nil
 }

@@ -45,23 +45,23 @@ func WaitForPlan(plan Client, kind string) time.Duration {
 	return 2 * d
 }
 
-// overflow decides about req, refused by plan's full plan (full): the
-// cheapest overflow provider solves it when the policy says so and one
-// is in, else full goes back, a capacity wait. An overflow provider that
-// is out sends the task back to wait for the plan.
-func (s *Set) overflow(ctx context.Context, req solver.Request, plan *member, full error) (solver.Answer, error) {
+// overflow decides about req, refused by plan's full plan: the cheapest
+// overflow provider solves it when the policy says so and one is in
+// (took); else the task is not taken, and waits for the plan. An
+// overflow provider that is out sends the task back to wait.
+func (s *Set) overflow(ctx context.Context, req solver.Request, plan *member) (ans solver.Answer, err error, took bool) {
 	o := s.cheapest(req.Method)
 	if o == nil || !s.overflows(ctx, req, plan) {
-		return solver.Answer{}, full
+		return solver.Answer{}, nil, false
 	}
 	ans, err, accepted := s.solveOn(ctx, o, req)
 	if err != nil && !accepted && ctx.Err() == nil && movesOn(err) {
 		if solver.ClassOf(err) == retry.Fatal {
 			o.refuse(s.now().Add(s.outFor), solver.CodeOf(err))
 		}
-		return solver.Answer{}, full
+		return solver.Answer{}, nil, false
 	}
-	return ans, err
+	return ans, err, true
 }
 
 // overflows reports whether req goes past plan now, by the policy.
@@ -72,8 +72,40 @@ func (s *Set) overflows(ctx context.Context, req solver.Request, plan *member) b
 	case OverflowNever:
 		return false
 	}
+	return s.missesDeadline(ctx, req, plan)
+}
+
+// missesDeadline reports whether req would miss its deadline waiting for
+// a free thread or worker of plan (WaitForPlan).
+func (s *Set) missesDeadline(ctx context.Context, req solver.Request, plan *member) bool {
 	deadline, ok := ctx.Deadline()
 	return ok && deadline.Sub(s.now()) < WaitForPlan(plan.Client, solver.Kind(req.Method, req.Params))
+}
+
+// noWorkers decides about req when a per-solve primary has no free
+// workers (full) and no overflow provider took the task: a task that
+// would miss its deadline waiting for them goes to the fallbacks, in
+// route's order, as when the primary is out; any other waits (full).
+func (s *Set) noWorkers(ctx context.Context, req solver.Request, route []*member, busy *member, full error) (solver.Answer, error) {
+	if busy.Entry.Billing.Plan() || !s.missesDeadline(ctx, req, busy) {
+		return solver.Answer{}, full
+	}
+	for _, m := range route {
+		if m.Entry.Role != Fallback {
+			continue
+		}
+		if _, out := m.refused(s.now()); out {
+			continue
+		}
+		ans, err, accepted := s.solveOn(ctx, m, req)
+		if err == nil || accepted || ctx.Err() != nil || !movesOn(err) {
+			return ans, err
+		}
+		if solver.ClassOf(err) == retry.Fatal {
+			m.refuse(s.now().Add(s.outFor), solver.CodeOf(err))
+		}
+	}
+	return solver.Answer{}, full
 }
 
 // cheapest is the overflow provider that solves method at the lowest

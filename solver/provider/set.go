@@ -214,7 +214,10 @@ func (s *Set) Solve(ctx context.Context, req solver.Request) (solver.Answer, err
 		last = err
 	}
 	if full != nil {
-		return s.overflow(ctx, req, fullOn, full)
+		if ans, err, took := s.overflow(ctx, req, fullOn); took {
+			return ans, err
+		}
+		return s.noWorkers(ctx, req, route, fullOn, full)
 	}
 	return solver.Answer{}, last
 }
@@ -255,17 +258,31 @@ func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request) (ans s
 		return solver.Answer{}, replyLost{&solver.Error{Code: CodeReusedID, Class: retry.Transient, Op: "in.php", CaptchaID: reused,
 			Err: fmt.Errorf("provider %s answered a new submission with captcha id %s, which another task polls (it may have charged it)", name, reused)}}, true
 	}
-	if err == nil {
-		ans.Provider = name
-		if ans.CostBasis == "" { // the provider did not say (CostReported)
-			ans.Cost, ans.CostBasis = m.Entry.Billing.Price(req.Method), CostPrice
-			if m.Entry.Billing.Plan() {
-				ans.CostBasis = CostPlan
-			}
+	if err != nil {
+		return ans, onProvider{name, err}, accepted
+	}
+	ans.Provider = name
+	if ans.CostBasis == "" { // the provider did not say (CostReported)
+		ans.Cost, ans.CostBasis = m.Entry.Billing.Price(req.Method), CostPrice
+		if m.Entry.Billing.Plan() {
+			ans.CostBasis = CostPlan
 		}
 	}
-	return ans, err, accepted
+	return ans, nil, accepted
 }
+
+// onProvider is a failure on the provider it names: a trail that says a
+// submission may have been paid says where.
+type onProvider struct {
+	name string
+	err  error
+}
+
+func (e onProvider) Error() string { return fmt.Sprintf("provider %s: %v", e.name, e.err) }
+func (e onProvider) Unwrap() error { return e.err }
+
+// Provider names the provider (solver.ProviderOf).
+func (e onProvider) Provider() string { return e.name }
 
 // movesOn reports whether a submission that failed with err, accepted by
 // no one, goes on to the next provider: the provider is out (no answer,
@@ -273,7 +290,7 @@ func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request) (ans s
 // (its reply was not lost). A task's own fault (Permanent), a full plan
 // (a capacity wait) and a lost reply stay with the caller.
 func movesOn(err error) bool {
-	if solver.MayBePaid(err) || errors.As(err, new(replyLost)) {
+	if solver.MayBePaid(err) {
 		return false
 	}
 	switch solver.ClassOf(err) {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -130,7 +131,7 @@ func (c *TasksClient) Solve(ctx context.Context, req solver.Request) (solver.Ans
 		case <-t.C:
 		}
 		wait = c.scaled(solver.DefaultPollInterval)
-		var r createtask.TaskResult
+		var r taskResult
 		if err := c.call(ctx, createtask.PathGetTaskResult, createtask.TaskRequest{ClientKey: c.cfg.APIKey, TaskID: taskID(id)}, &r); err != nil {
 			continue // paid for: polled again, whatever failed
 		}
@@ -145,11 +146,29 @@ func (c *TasksClient) Solve(ctx context.Context, req solver.Request) (solver.Ans
 			return solver.Answer{}, &solver.Error{Code: solver.CodeBadReply, Class: retry.Resubmit, Op: "getTaskResult", CaptchaID: id, Err: err}
 		}
 		ans := solver.Answer{Solution: sol, UserAgent: ua, CaptchaID: id}
-		if r.Cost > 0 {
-			ans.Cost, ans.CostBasis = float64(r.Cost), CostReported
+		if cost, ok := r.cost(); ok {
+			ans.Cost, ans.CostBasis = cost, CostReported
 		}
 		return ans, nil
 	}
+}
+
+// taskResult is a getTaskResult reply whose cost is read apart: a cost
+// that is no number does not cost the task the answer it paid for.
+type taskResult struct {
+	createtask.TaskResult
+	Cost json.RawMessage `json:"cost,omitempty"`
+}
+
+// cost is the cost the provider reported, when it reported one that is a
+// finite number above 0; else the caller states the price.
+func (r taskResult) cost() (float64, bool) {
+	var n createtask.Number
+	if len(r.Cost) == 0 || n.UnmarshalJSON(r.Cost) != nil {
+		return 0, false
+	}
+	f := float64(n)
+	return f, f > 0 && !math.IsInf(f, 0)
 }
 
 // create sends createTask and returns the taskId.
@@ -175,7 +194,9 @@ func (c *TasksClient) create(ctx context.Context, task createtask.Task) (string,
 // call POSTs body to path and decodes the reply into out. A request that
 // never reached the service is a CodeUnreachable capacity wait; a reply
 // lost after the request was sent is a replyLost (the task may have been
-// created, and paid); an HTTP 5xx is a transient HTTP_<status>.
+// created, and paid), and so is createTask's first HTTP 5xx, while later
+// ones, every call failing, are an outage's capacity wait; any other 5xx
+// is a transient HTTP_<status>.
 func (c *TasksClient) call(ctx context.Context, path string, body, out any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -198,8 +219,22 @@ func (c *TasksClient) call(ctx context.Context, path string, body, out any) erro
 	defer resp.Body.Close()
 	rb, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode >= 500 {
+		since, _ := c.Unreachable()
 		c.failed(resp.Status)
-		return &solver.Error{Code: solver.HTTPCode(resp.StatusCode), Class: retry.Transient, Op: path}
+		e := &solver.Error{Code: solver.HTTPCode(resp.StatusCode), Class: retry.Transient, Op: path}
+		if path != createtask.PathCreateTask {
+			return e
+		}
+		if !since.IsZero() {
+			// Every call failed since then: an outage, whose 5xx is a
+			// capacity wait the task may take elsewhere.
+			e.Class = retry.Capacity
+			return e
+		}
+		// A front's 5xx (the service answers its errors as JSON) may
+		// come after the task was created, and paid: as the classic
+		// client takes an in.php 5xx (solver.MayBePaid).
+		return replyLost{e}
 	}
 	c.answered()
 	if err == nil {
@@ -274,3 +309,7 @@ func taskID(id string) createtask.TaskID {
 type replyLost struct{ error }
 
 func (e replyLost) Unwrap() error { return e.error }
+
+// MayBePaid reports that the failed call may have been paid
+// (solver.MayBePaid).
+func (e replyLost) MayBePaid() bool { return true }

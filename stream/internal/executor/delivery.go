@@ -235,11 +235,18 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 		// one knows its id, and the next attempt submits again; or the
 		// budget is spent, and the dead letter says it first (its detail
 		// is cut to fit an event).
+		detail := mayBePaid
+		if p := solver.ProviderOf(serr); p != "" {
+			detail += " on provider " + p
+			if nx.ev.Provider == "" {
+				nx.ev.Provider = p
+			}
+		}
 		switch nx.kind {
 		case nextRetry, nextHandback:
-			nx.ev.Detail = mayBePaid
+			nx.ev.Detail = detail
 		case nextDead:
-			nx.verdict.detail = mayBePaid + "; " + nx.verdict.detail
+			nx.verdict.detail = detail + "; " + nx.verdict.detail
 		}
 	}
 	patience := d.x.AckWait
