@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
@@ -39,17 +40,7 @@ func TestSmallWindowLeavesTasksForAWorkerWithRoom(t *testing.T) {
 	}
 	scA, scB := client(srvA.URL), client(srvB.URL)
 
-	// A learns its window: two captchas at once on one thread, the second
-	// refused.
-	var wg sync.WaitGroup
-	for i := range 2 {
-		wg.Go(func() {
-			_, _ = scA.Solve(ctx, solver.Request{Method: "turnstile",
-				Params: map[string]string{"sitekey": "0x4AAAAAAAB", "pageurl": fmt.Sprintf("https://warm.example/%d", i)}})
-		})
-	}
-	wg.Wait()
-	require.Equal(t, 1, scA.PlanWindow(), "A learned a window of one thread")
+	learnOneThread(ctx, t, scA)
 	warm := apiA.Stats().Submitted
 
 	b.startWorker(t, WorkerConfig{Name: "small", Solver: scA, Threads: 8})
@@ -84,4 +75,59 @@ func TestSmallWindowLeavesTasksForAWorkerWithRoom(t *testing.T) {
 	for k, n := range paid {
 		require.Equal(t, 1, n, "task %s paid once", k)
 	}
+}
+
+// Forged task messages end without a solve: their deliveries give the
+// room they claimed in a learning worker's plan window back the moment
+// they end, so a flood of them under one id does not hold a small window
+// (here one thread) for the innocent task behind them. A claim that
+// outlived its delivery (one lapsing after 2 s) would hold the window a
+// lapse per forged copy: about 100 s behind these 50.
+func TestForgedDeliveriesGiveTheirWindowRoomBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	api := fakeapi.New(fakeapi.Config{Threads: 1, BurstLimit: 1 << 20,
+		SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: fixed(200 * time.Millisecond)}})
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	sc, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+		LearnPlan: true, Timing: solver.Timing{Scale: 0.01}})
+	require.NoError(t, err)
+	learnOneThread(ctx, t, sc)
+	warm := api.Stats().Submitted
+
+	const flood = 50
+	js, err := jetstream.New(b.nc)
+	require.NoError(t, err)
+	for i := range flood {
+		_, err := js.PublishMsg(ctx, forgedMsg("flood-1", i))
+		require.NoError(t, err)
+	}
+	r, err := b.client.Submit(ctx, turnstileTask("innocent-1"))
+	require.NoError(t, err)
+	start := time.Now()
+	b.startWorker(t, WorkerConfig{Name: "small", Solver: sc, Threads: 4})
+	wctx, cancel := context.WithTimeout(ctx, floodBound)
+	defer cancel()
+	out, err := b.client.Wait(wctx, r.ID)
+	require.NoError(t, err, "the innocent task's outcome within %s behind %d forged messages", floodBound, flood)
+	require.Equal(t, StatusSolved, out.Status)
+	t.Logf("innocent task solved %s after the worker started", time.Since(start).Round(time.Millisecond))
+	require.Equal(t, 1, api.Stats().Submitted-warm, "only the innocent task is paid for")
+}
+
+// learnOneThread has sc, a learning client of a service with one thread,
+// learn a window of one: two captchas at once, the second refused.
+func learnOneThread(ctx context.Context, t *testing.T, sc *solver.Client) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			_, _ = sc.Solve(ctx, solver.Request{Method: "turnstile",
+				Params: map[string]string{"sitekey": "0x4AAAAAAAB", "pageurl": fmt.Sprintf("https://warm.example/%d", i)}})
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 1, sc.PlanWindow(), "a window of one thread learned")
 }
