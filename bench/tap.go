@@ -25,6 +25,9 @@ type tap struct {
 	// refusedRun is the current run of in.php calls refused for capacity in
 	// a row (every worker's), refusedMax the longest.
 	refusedRun, refusedMax int
+	// open counts the captchas accepted whose answer res.php has not
+	// returned yet: solving, or ready and not picked up.
+	open int
 }
 
 func newTap(next http.Handler) *tap {
@@ -67,6 +70,7 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case ok && reply.Status == 1:
 			t.in[string(bytes.Trim(reply.Request, `"`))] = now
+			t.open++
 			t.refusedRun = 0
 		case ok && (string(reply.Request) == `"ERROR_ZERO_BALANCE"` || string(reply.Request) == `"ERROR_NO_SLOT_AVAILABLE"`):
 			t.refusedRun++
@@ -97,7 +101,16 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if st := states[i]; st != "" && st != "CAPCHA_NOT_READY" && !strings.HasPrefix(st, "ERROR") {
 			if _, seen := t.pick[id]; !seen {
 				t.pick[id] = now
+				t.open--
 			}
 		}
 	}
+}
+
+// opened returns how many captchas are accepted and not answered by res.php
+// yet.
+func (t *tap) opened() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.open
 }
