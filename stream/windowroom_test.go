@@ -29,16 +29,7 @@ func TestSmallWindowLeavesTasksForAWorkerWithRoom(t *testing.T) {
 	solve := map[string]fakeapi.Range{solver.KindTurnstile: fixed(400 * time.Millisecond)}
 	apiA := fakeapi.New(fakeapi.Config{Threads: 1, BurstLimit: 1 << 20, SolveTime: solve})
 	apiB := fakeapi.New(fakeapi.Config{Threads: 10, BurstLimit: 1 << 20, SolveTime: solve})
-	srvA, srvB := httptest.NewServer(apiA), httptest.NewServer(apiB)
-	t.Cleanup(srvA.Close)
-	t.Cleanup(srvB.Close)
-	client := func(url string) *solver.Client {
-		sc, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
-			LearnPlan: true, Timing: solver.Timing{Scale: 0.01}})
-		require.NoError(t, err)
-		return sc
-	}
-	scA, scB := client(srvA.URL), client(srvB.URL)
+	scA, scB := learningClient(t, apiA), learningClient(t, apiB)
 
 	learnOneThread(ctx, t, scA)
 	warm := apiA.Stats().Submitted
@@ -89,11 +80,7 @@ func TestForgedDeliveriesGiveTheirWindowRoomBack(t *testing.T) {
 	ctx := testContext(t)
 	api := fakeapi.New(fakeapi.Config{Threads: 1, BurstLimit: 1 << 20,
 		SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: fixed(200 * time.Millisecond)}})
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	sc, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
-		LearnPlan: true, Timing: solver.Timing{Scale: 0.01}})
-	require.NoError(t, err)
+	sc := learningClient(t, api)
 	learnOneThread(ctx, t, sc)
 	warm := api.Stats().Submitted
 
@@ -130,4 +117,17 @@ func learnOneThread(ctx context.Context, t *testing.T, sc *solver.Client) {
 	}
 	wg.Wait()
 	require.Equal(t, 1, sc.PlanWindow(), "a window of one thread learned")
+}
+
+// learningClient is a client of api, served over HTTP until the test ends,
+// that learns its plan window (Config.LearnPlan), at time scale 0.01 and
+// without in.php spacing.
+func learningClient(t *testing.T, api *fakeapi.Server) *solver.Client {
+	t.Helper()
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	sc, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+		LearnPlan: true, Timing: solver.Timing{Scale: 0.01}})
+	require.NoError(t, err)
+	return sc
 }
