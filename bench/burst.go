@@ -97,6 +97,9 @@ type burstResult struct {
 	// learnedAt is when each worker's client first planned each kind's polls
 	// from learned ready times (solver.Client.Knows), by kind.
 	learnedAt map[string][]time.Time
+	// lastPicked are the captchas whose answers were picked up last: when
+	// each was accepted and asked about, from the first acceptance.
+	lastPicked []string
 }
 
 type busySample struct {
@@ -224,6 +227,16 @@ func runBurst(ctx context.Context, sc solverScenario, scale float64, n int) (bur
 		}
 	}
 	res.refusedRun = p.tap.refusedMax
+	ids := slices.Collect(maps.Keys(p.tap.pick))
+	slices.SortFunc(ids, func(a, b string) int { return p.tap.pick[b].Compare(p.tap.pick[a]) })
+	for _, id := range ids[:min(len(ids), 4)] {
+		var asked []string
+		for _, at := range p.tap.asked[id] {
+			asked = append(asked, fmt.Sprintf("%.1f", toReal(at.Sub(res.firstIn)).Seconds()))
+		}
+		res.lastPicked = append(res.lastPicked, fmt.Sprintf("%s accepted at %.1f s, asked at %s s", id,
+			toReal(p.tap.in[id].Sub(res.firstIn)).Seconds(), strings.Join(asked, ", ")))
+	}
 	p.tap.mu.Unlock()
 	busy -= lagSum
 	span := res.lastDone.Sub(res.firstIn)
@@ -296,7 +309,7 @@ func (r burstResult) timeline() string {
 		}
 		learned = append(learned, k+": "+strings.Join(at, ", "))
 	}
-	return t.String() + fmt.Sprintf("\nPlan used from the samples (every 20 ms of wall clock): %.1f %% (the table: %.1f %%). "+
+	return t.String() + fmt.Sprintf("\nThe last answers picked up: %s.\n", strings.Join(r.lastPicked, "; ")) + fmt.Sprintf("\nPlan used from the samples (every 20 ms of wall clock): %.1f %% (the table: %.1f %%). "+
 		"Each worker's polls planned from learned ready times (not the documented fixed schedule) from, after the first acceptance: %s.\n",
 		100*r.sampledUsed, 100*r.used, strings.Join(learned, "; "))
 }

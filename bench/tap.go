@@ -28,10 +28,13 @@ type tap struct {
 	// open counts the captchas accepted whose answer res.php has not
 	// returned yet: solving, or ready and not picked up.
 	open int
+	// asked holds when res.php was asked about each captcha, by id.
+	asked map[string][]time.Time
 }
 
 func newTap(next http.Handler) *tap {
-	return &tap{next: next, in: map[string]time.Time{}, pick: map[string]time.Time{}, res: map[string]float64{}, n: map[string]int{}, nr: map[string]int{}}
+	return &tap{next: next, in: map[string]time.Time{}, pick: map[string]time.Time{}, res: map[string]float64{}, n: map[string]int{}, nr: map[string]int{},
+		asked: map[string][]time.Time{}}
 }
 
 type recorder struct {
@@ -98,6 +101,7 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for i, id := range ids {
 		t.res[id] += 1 / float64(len(ids))
 		t.n[id]++
+		t.asked[id] = append(t.asked[id], now)
 		if st := states[i]; st != "" && st != "CAPCHA_NOT_READY" && !strings.HasPrefix(st, "ERROR") {
 			if _, seen := t.pick[id]; !seen {
 				t.pick[id] = now

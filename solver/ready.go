@@ -61,7 +61,8 @@ type holder struct {
 	// it is not asked to confirm again; guarded by occupancy.mu.
 	lastOnly bool
 	// notBefore: it is not asked to confirm before then, the time of the
-	// scheduled poll a failed confirm took; guarded by occupancy.mu.
+	// scheduled poll its last confirm took (tookPoll); guarded by
+	// occupancy.mu.
 	notBefore time.Time
 }
 
@@ -161,13 +162,16 @@ func (o *occupancy) settled(h *holder) {
 	o.mu.Unlock()
 }
 
-// failed says h's confirm failed (HTTP 5xx or 429, a network error) in
-// place of its scheduled poll of at: h is not asked again before then. A
-// failed poll says nothing of the captcha, which stays the likeliest done;
-// asked at every estimate, it would spend its schedule's polls on a
-// gateway's passing refusals within milliseconds, where its schedule polls
-// past them.
-func (o *occupancy) failed(h *holder, at time.Time) {
+// tookPoll says h's confirm took the place of its scheduled poll of at and
+// did not end its wait: the captcha was not ready, or the call failed (HTTP
+// 5xx or 429, a network error). h is not asked again before then. Such a
+// captcha often stays the likeliest done (a straggler past every answer its
+// kind has had, or one a failed call said nothing of); asked at every
+// estimate, it would spend its schedule's polls within a second, each
+// confirm taking the next, and wait for the last, which keeps its time (up
+// to MaxWait) however soon it is ready. Not asked before at, its confirms
+// spend the schedule no faster than the schedule itself would.
+func (o *occupancy) tookPoll(h *holder, at time.Time) {
 	o.mu.Lock()
 	h.notBefore = at
 	o.mu.Unlock()

@@ -218,13 +218,10 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 				continue
 			}
 			own = false
-			failed := fails
 			done, a, err := fetch(time.Time{})
-			if fails > failed {
-				// Failed, it says nothing: not asked again before the
-				// time of the poll it took (ready.go, failed).
-				c.occ.failed(h, submitted.Add(sched[i-1]))
-			}
+			// Not asked again before the time of the poll it took
+			// (ready.go, tookPoll).
+			c.occ.tookPoll(h, submitted.Add(sched[i-1]))
 			c.occ.settled(h)
 			if done {
 				return a, err
