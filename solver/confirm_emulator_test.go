@@ -102,12 +102,12 @@ func teachFast(c *solver.Client, kind string, scale float64) {
 }
 
 // TestConfirmLeavesTheScheduleItsTime: a captcha slower than every one
-// learned (4 s against 2–3 s) is confirmed and found not ready; it is not
-// asked again before the time of the scheduled poll that confirm took, so
-// its confirms cannot spend its schedule ahead of time. Its schedule here
-// is 10 s, then every 40 s. Asked again at the next decisions instead, it
-// spent its polls of 10 and 50 s within a second, before it was ready, and
-// its answer waited for the poll at 90 s. A learned schedule keeps its
+// learned (4 s against 2–3 s) is confirmed and found not ready, the
+// confirm taking its first scheduled poll (10 s); it is not asked again
+// before a poll interval (here 40 s) before its next (50 s), so its
+// confirms cannot run its schedule further ahead of time. Asked again at
+// the next decisions instead, it spent its polls of 10 and 50 s within a
+// second, before it was ready, and its answer waited for the poll at 90 s. A learned schedule keeps its
 // last polls for the rest of MaxWait: in a burst, the captcha that ends it
 // waited there for 100 s.
 func TestConfirmLeavesTheScheduleItsTime(t *testing.T) {

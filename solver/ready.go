@@ -60,9 +60,8 @@ type holder struct {
 	// lastOnly: its only poll left is its last, which keeps its time, so
 	// it is not asked to confirm again; guarded by occupancy.mu.
 	lastOnly bool
-	// notBefore: it is not asked to confirm before then, the time of the
-	// scheduled poll its last confirm took (tookPoll); guarded by
-	// occupancy.mu.
+	// notBefore: it is not asked to confirm before then (failed,
+	// notReadyAhead); guarded by occupancy.mu.
 	notBefore time.Time
 }
 
@@ -162,18 +161,31 @@ func (o *occupancy) settled(h *holder) {
 	o.mu.Unlock()
 }
 
-// tookPoll says h's confirm took the place of its scheduled poll of at and
-// did not end its wait: the captcha was not ready, or the call failed (HTTP
-// 5xx or 429, a network error). h is not asked again before then. Such a
-// captcha often stays the likeliest done (a straggler past every answer its
-// kind has had, or one a failed call said nothing of); asked at every
-// estimate, it would spend its schedule's polls within a second, each
-// confirm taking the next, and wait for the last, which keeps its time (up
-// to MaxWait) however soon it is ready. Not asked before at, its confirms
-// spend the schedule no faster than the schedule itself would.
-func (o *occupancy) tookPoll(h *holder, at time.Time) {
+// failed says h's confirm failed (HTTP 5xx or 429, a network error) in
+// place of its scheduled poll of at: h is not asked again before then. A
+// failed poll says nothing of the captcha, which stays the likeliest done;
+// asked at every estimate, it would spend its schedule's polls on a
+// gateway's passing refusals within milliseconds, where its schedule polls
+// past them.
+func (o *occupancy) failed(h *holder, at time.Time) {
 	o.mu.Lock()
 	h.notBefore = at
+	o.mu.Unlock()
+}
+
+// notReadyAhead says h's confirm found the captcha not ready, its next
+// scheduled poll being at: h is not asked again before a poll interval
+// (pace) before then. Each confirm takes the place of the next scheduled
+// poll, so a captcha that stays the likeliest done (a straggler past what
+// its kind's answers say) and is asked at every estimate would spend its
+// schedule within a second, before it is ready, and its answer would wait
+// for the last poll, which keeps its time: MaxWait, where a learned
+// schedule keeps its last polls. Held so, confirms run its schedule at
+// most a poll interval ahead of its time, and are as quick as ever where
+// the schedule is dense.
+func (o *occupancy) notReadyAhead(h *holder, at time.Time) {
+	o.mu.Lock()
+	h.notBefore = at.Add(-o.pace)
 	o.mu.Unlock()
 }
 
