@@ -123,7 +123,11 @@
 // captcha makes more res.php calls than its schedule plans; its last poll
 // keeps its time, and after a confirming poll that failed (HTTP 5xx or
 // 429) it is not asked again before the time of the poll it took, so its
-// failures come no faster than its schedule's. At most one such poll is in flight
+// failures come no faster than its schedule's; after one that found it not
+// ready, not before a poll interval before its next scheduled poll, so
+// confirms run a straggler's schedule at most a poll interval ahead of its
+// time (asked at every decision, it would spend its polls within a second
+// and wait for its last, kept at MaxWait). At most one such poll is in flight
 // per Client, and one is asked at most per decision. An answer frees the
 // thread for certain and is picked up early; CAPCHA_NOT_READY raises the
 // captcha's lower bound, so E and σ shrink. The calls per solve rise (a poll
@@ -158,7 +162,12 @@
 // multiplies it by windowDecrease (from what was held, in slow start), at
 // most once per round: a refusal of a submission admitted before the last
 // decrease says nothing new. Clients of several workers on one key each
-// find a share, as TCP flows do; the sum is the plan.
+// find a share, as TCP flows do; the sum is the plan. A caller that takes
+// work for the window (a worker fetching tasks) claims room in it first
+// (Client.ClaimPlanRoom) and takes no more than it got: each claim goes with
+// the Solve whose context carries it (WithPlanClaim), or back with Release
+// when its work ends without one, so work the window has no room for stays
+// with whoever has.
 //
 // # Batch polling
 //
