@@ -123,11 +123,7 @@
 // captcha makes more res.php calls than its schedule plans; its last poll
 // keeps its time, and after a confirming poll that failed (HTTP 5xx or
 // 429) it is not asked again before the time of the poll it took, so its
-// failures come no faster than its schedule's; after one that found it not
-// ready, not before a poll interval before its next scheduled poll, so
-// confirms run a straggler's schedule at most a poll interval ahead of its
-// time (asked at every decision, it would spend its polls within a second
-// and wait for its last, kept at MaxWait). At most one such poll is in flight
+// failures come no faster than its schedule's. At most one such poll is in flight
 // per Client, and one is asked at most per decision. An answer frees the
 // thread for certain and is picked up early; CAPCHA_NOT_READY raises the
 // captcha's lower bound, so E and σ shrink. The calls per solve rise (a poll

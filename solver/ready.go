@@ -60,8 +60,8 @@ type holder struct {
 	// lastOnly: its only poll left is its last, which keeps its time, so
 	// it is not asked to confirm again; guarded by occupancy.mu.
 	lastOnly bool
-	// notBefore: it is not asked to confirm before then (failed,
-	// notReadyAhead); guarded by occupancy.mu.
+	// notBefore: it is not asked to confirm before then, the time of the
+	// scheduled poll a failed confirm took; guarded by occupancy.mu.
 	notBefore time.Time
 }
 
@@ -170,22 +170,6 @@ func (o *occupancy) settled(h *holder) {
 func (o *occupancy) failed(h *holder, at time.Time) {
 	o.mu.Lock()
 	h.notBefore = at
-	o.mu.Unlock()
-}
-
-// notReadyAhead says h's confirm found the captcha not ready, its next
-// scheduled poll being at: h is not asked again before a poll interval
-// (pace) before then. Each confirm takes the place of the next scheduled
-// poll, so a captcha that stays the likeliest done (a straggler past what
-// its kind's answers say) and is asked at every estimate would spend its
-// schedule within a second, before it is ready, and its answer would wait
-// for the last poll, which keeps its time: MaxWait, where a learned
-// schedule keeps its last polls. Held so, confirms run its schedule at
-// most a poll interval ahead of its time, and are as quick as ever where
-// the schedule is dense.
-func (o *occupancy) notReadyAhead(h *holder, at time.Time) {
-	o.mu.Lock()
-	h.notBefore = at.Add(-o.pace)
 	o.mu.Unlock()
 }
 

@@ -220,15 +220,10 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			own = false
 			failed := fails
 			done, a, err := fetch(time.Time{})
-			switch {
-			case fails > failed:
+			if fails > failed {
 				// Failed, it says nothing: not asked again before the
 				// time of the poll it took (ready.go, failed).
 				c.occ.failed(h, submitted.Add(sched[i-1]))
-			case !done && i < len(sched):
-				// Not ready: not asked again before a poll interval
-				// before its next poll (ready.go, notReadyAhead).
-				c.occ.notReadyAhead(h, submitted.Add(sched[i]))
 			}
 			c.occ.settled(h)
 			if done {
