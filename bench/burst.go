@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream"
 )
 
@@ -92,11 +94,18 @@ type burstResult struct {
 	sampledUsed       float64      // used, from the samples: a check on the exact figure
 	firstIn, lastDone time.Time
 	scale             float64
+	// learnedAt is when each worker's client first planned each kind's polls
+	// from learned ready times (solver.Client.Knows), by kind.
+	learnedAt map[string][]time.Time
+	// lastPicked are the captchas whose answers were picked up last: when
+	// each was accepted and asked about, from the first acceptance.
+	lastPicked []string
 }
 
 type busySample struct {
 	at   time.Time
 	busy int
+	open int // accepted and not answered by res.php yet: busy, or ready and not picked up
 }
 
 // runBurst starts a fresh pool of sc at time scale scale, submits n mixed
@@ -141,13 +150,26 @@ func runBurst(ctx context.Context, sc solverScenario, scale float64, n int) (bur
 	// until the last outcome.
 	done := make(chan struct{})
 	var sampling sync.WaitGroup
+	kinds := []string{solver.KindRecaptcha, solver.KindTurnstile, solver.KindImage}
+	res.learnedAt = map[string][]time.Time{}
+	for _, k := range kinds {
+		res.learnedAt[k] = make([]time.Time, len(p.clients))
+	}
 	sampling.Go(func() {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
 			case <-tick.C:
-				res.samples = append(res.samples, busySample{time.Now(), p.emu.Stats().Concurrent})
+				now := time.Now()
+				res.samples = append(res.samples, busySample{now, p.emu.Stats().Concurrent, p.tap.opened()})
+				for _, k := range kinds {
+					for i, c := range p.clients {
+						if res.learnedAt[k][i].IsZero() && c.Knows(k) {
+							res.learnedAt[k][i] = now
+						}
+					}
+				}
 			case <-done:
 				return
 			}
@@ -205,6 +227,16 @@ func runBurst(ctx context.Context, sc solverScenario, scale float64, n int) (bur
 		}
 	}
 	res.refusedRun = p.tap.refusedMax
+	ids := slices.Collect(maps.Keys(p.tap.pick))
+	slices.SortFunc(ids, func(a, b string) int { return p.tap.pick[b].Compare(p.tap.pick[a]) })
+	for _, id := range ids[:min(len(ids), 4)] {
+		var asked []string
+		for _, at := range p.tap.asked[id] {
+			asked = append(asked, fmt.Sprintf("%.1f", toReal(at.Sub(res.firstIn)).Seconds()))
+		}
+		res.lastPicked = append(res.lastPicked, fmt.Sprintf("%s accepted at %.1f s, asked at %s s", id,
+			toReal(p.tap.in[id].Sub(res.firstIn)).Seconds(), strings.Join(asked, ", ")))
+	}
 	p.tap.mu.Unlock()
 	busy -= lagSum
 	span := res.lastDone.Sub(res.firstIn)
@@ -231,16 +263,21 @@ func (r burstResult) timeline() string {
 	span := r.lastDone.Sub(r.firstIn)
 	nb := int((span + bucket - 1) / bucket)
 	sums, counts := make([]int, nb), make([]int, nb)
+	// ready: solved and not picked up; empty: plan threads with no captcha
+	// accepted at all (waiting for a task, a refusal, a submission).
+	ready, empty := make([]int, nb), make([]int, nb)
 	for _, s := range r.samples {
 		i := min(int(s.at.Sub(r.firstIn)/bucket), nb-1)
 		sums[i] += s.busy
+		ready[i] += s.open - s.busy
+		empty[i] += max(r.plan-s.open, 0)
 		counts[i]++
 	}
-	t := table{head: []string{"part", "real time", "mean busy", "busy by bucket"}}
+	t := table{head: []string{"part", "real time", "mean busy", "mean ready, not picked up", "mean with no captcha", "busy by bucket"}}
 	real := func(d time.Duration) string { return fmt.Sprintf("%.0f s", d.Seconds()/r.scale) }
 	part := func(name string, from, to time.Duration) {
 		var cells []string
-		var sum, count int
+		var sum, rsum, esum, count int
 		for i := range nb {
 			mid := time.Duration(i)*bucket + bucket/2
 			if mid < from || mid >= to || counts[i] == 0 {
@@ -248,15 +285,33 @@ func (r burstResult) timeline() string {
 			}
 			cells = append(cells, fmt.Sprintf("%.1f", float64(sums[i])/float64(counts[i])))
 			sum += sums[i]
+			rsum += ready[i]
+			esum += empty[i]
 			count += counts[i]
 		}
-		t.add(name, real(from)+"–"+real(min(to, span)), fmt.Sprintf("%.1f of %d", float64(sum)/float64(max(count, 1)), r.plan), strings.Join(cells, " "))
+		mean := func(n int) float64 { return float64(n) / float64(max(count, 1)) }
+		t.add(name, real(from)+"–"+real(min(to, span)), fmt.Sprintf("%.1f of %d", mean(sum), r.plan), fmt.Sprintf("%.1f", mean(rsum)),
+			fmt.Sprintf("%.1f", mean(esum)), strings.Join(cells, " "))
 	}
 	fifth := span / 5
 	part("first 20 %", 0, fifth)
 	part("middle", fifth, span-fifth)
 	part("last 20 %", span-fifth, span+bucket)
-	return t.String() + fmt.Sprintf("\nPlan used from the samples (every 20 ms of wall clock): %.1f %% (the table: %.1f %%).\n", 100*r.sampledUsed, 100*r.used)
+	var learned []string
+	for _, k := range slices.Sorted(maps.Keys(r.learnedAt)) {
+		var at []string
+		for _, t := range r.learnedAt[k] {
+			if t.IsZero() {
+				at = append(at, "never")
+				continue
+			}
+			at = append(at, real(t.Sub(r.firstIn)))
+		}
+		learned = append(learned, k+": "+strings.Join(at, ", "))
+	}
+	return t.String() + fmt.Sprintf("\nThe last answers picked up: %s.\n", strings.Join(r.lastPicked, "; ")) + fmt.Sprintf("\nPlan used from the samples (every 20 ms of wall clock): %.1f %% (the table: %.1f %%). "+
+		"Each worker's polls planned from learned ready times (not the documented fixed schedule) from, after the first acceptance: %s.\n",
+		100*r.sampledUsed, 100*r.used, strings.Join(learned, "; "))
 }
 
 // burstCeilingResult is the spread of the ceiling over simulated bursts.

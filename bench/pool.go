@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -80,7 +82,7 @@ func startPool(ctx context.Context, sc solverScenario, scale float64) (p *pool, 
 	p.clients = make([]*solver.Client, max(sc.workers, 1))
 	for i := range p.clients {
 		p.clients[i], err = solver.NewClient(solver.Config{BaseURL: emuURL, APIKey: fakeapi.TestKey, Timing: timing, LearnPlan: sc.learnPlan,
-			Service: solver.Service(service), Pingback: p.pb,
+			Service: solver.Service(service), Pingback: p.pb, Logger: debugLog(fmt.Sprintf("client-%d", i)),
 			MinSubmitInterval: scaled(solver.DefaultMinSubmitInterval), SubmitWindow: scaled(solver.DefaultSubmitWindow)})
 		if err != nil {
 			return p, err
@@ -147,7 +149,7 @@ func (p *pool) run(ctx context.Context, obs stream.Observer) error {
 		p.stops = append(p.stops, wnc.Close)
 		w, err := stream.NewWorker(ctx, wnc, stream.WorkerConfig{Solver: c, Threads: threads, Name: fmt.Sprintf("bench-worker-%d", i), ShutdownGrace: time.Millisecond,
 			Policy:   retry.Policy{CapacityDelay: scaled(retry.DefaultCapacityDelay), CapacityMaxDelay: scaled(retry.DefaultCapacityMaxDelay)},
-			Observer: obs, ShareTimingsEvery: scaled(p.sc.share), LearnAlone: p.sc.share <= 0})
+			Observer: obs, ShareTimingsEvery: scaled(p.sc.share), LearnAlone: p.sc.share <= 0, Logger: debugLog(fmt.Sprintf("worker-%d", i))})
 		if err != nil {
 			return err
 		}
@@ -164,4 +166,14 @@ func adminOf(nc *nats.Conn, top stream.Topology) *stream.Admin {
 		panic(err)
 	}
 	return a
+}
+
+// debugLog is the logger of a pool's client or worker: with BENCH_DEBUG=1
+// their INFO lines and above on standard error, each with name; else nil
+// (the default: none).
+func debugLog(name string) *slog.Logger {
+	if os.Getenv("BENCH_DEBUG") != "1" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With(slog.String("in", name))
 }

@@ -25,10 +25,16 @@ type tap struct {
 	// refusedRun is the current run of in.php calls refused for capacity in
 	// a row (every worker's), refusedMax the longest.
 	refusedRun, refusedMax int
+	// open counts the captchas accepted whose answer res.php has not
+	// returned yet: solving, or ready and not picked up.
+	open int
+	// asked holds when res.php was asked about each captcha, by id.
+	asked map[string][]time.Time
 }
 
 func newTap(next http.Handler) *tap {
-	return &tap{next: next, in: map[string]time.Time{}, pick: map[string]time.Time{}, res: map[string]float64{}, n: map[string]int{}, nr: map[string]int{}}
+	return &tap{next: next, in: map[string]time.Time{}, pick: map[string]time.Time{}, res: map[string]float64{}, n: map[string]int{}, nr: map[string]int{},
+		asked: map[string][]time.Time{}}
 }
 
 type recorder struct {
@@ -67,6 +73,7 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case ok && reply.Status == 1:
 			t.in[string(bytes.Trim(reply.Request, `"`))] = now
+			t.open++
 			t.refusedRun = 0
 		case ok && (string(reply.Request) == `"ERROR_ZERO_BALANCE"` || string(reply.Request) == `"ERROR_NO_SLOT_AVAILABLE"`):
 			t.refusedRun++
@@ -94,10 +101,20 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for i, id := range ids {
 		t.res[id] += 1 / float64(len(ids))
 		t.n[id]++
+		t.asked[id] = append(t.asked[id], now)
 		if st := states[i]; st != "" && st != "CAPCHA_NOT_READY" && !strings.HasPrefix(st, "ERROR") {
 			if _, seen := t.pick[id]; !seen {
 				t.pick[id] = now
+				t.open--
 			}
 		}
 	}
+}
+
+// opened returns how many captchas are accepted and not answered by res.php
+// yet.
+func (t *tap) opened() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.open
 }

@@ -295,6 +295,31 @@ func (c *Client) PlanWindow() int {
 	return c.win.size()
 }
 
+// ClaimPlanRoom reserves up to n threads of the plan window that no
+// captcha holds or waits for and no other claim reserved (Config.LearnPlan),
+// for captchas whose Solve starts in a moment, and returns the claims: a
+// caller that takes no more tasks than that leaves the rest to workers with
+// room, instead of queueing them behind this Client's window. Each claim
+// goes with the Solve whose context carries it (WithPlanClaim), or back
+// with its Release; until one or the other it counts against the window.
+// Without LearnPlan it returns n nil claims: nothing to reserve.
+func (c *Client) ClaimPlanRoom(n int) []*PlanClaim {
+	if c.win == nil {
+		return make([]*PlanClaim, n)
+	}
+	return c.win.claim(n)
+}
+
+// PlanRoomChanged is closed when the plan window may have room again: a
+// thread freed, the window grew or a claim was given back; nil (never)
+// without LearnPlan.
+func (c *Client) PlanRoomChanged() <-chan struct{} {
+	if c.win == nil {
+		return nil
+	}
+	return c.win.changed()
+}
+
 // PlanReached reports whether the service has refused a submission of this
 // Client for want of plan threads: until then PlanWindow is a guess that
 // only grows, not a plan size learned.

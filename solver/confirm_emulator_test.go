@@ -2,6 +2,7 @@ package solver_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -11,10 +12,11 @@ import (
 
 // confirmClient serves an emulator solving images in solve (scaled) and
 // returns it with a client at the same time scale that polls on the fixed
-// schedule (first poll 10 s, then every 5 s, at most maxCalls) and has
+// schedule (first poll 10 s, then every interval, 5 s when 0, at most
+// maxCalls) and has
 // learned that images are ready evenly in 2–3 s (scaled): forty answers,
 // each seen not ready at some poll and ready at the next.
-func confirmClient(t *testing.T, solve fakeapi.Range, maxCalls int, maxWait time.Duration) (*fakeapi.Server, *solver.Client) {
+func confirmClient(t *testing.T, solve fakeapi.Range, interval time.Duration, maxCalls int, maxWait time.Duration) (*fakeapi.Server, *solver.Client) {
 	t.Helper()
 	const scale = 0.05
 	api := fakeapi.New(fakeapi.Config{Seed: 9, TimeScale: scale, SolveTime: map[string]fakeapi.Range{fakeapi.KindImage: solve}})
@@ -24,7 +26,7 @@ func confirmClient(t *testing.T, solve fakeapi.Range, maxCalls int, maxWait time
 	}
 	t.Cleanup(stop)
 	c, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey,
-		Timing: solver.Timing{Scale: scale, NoBatch: true, Fixed: true, MaxCalls: maxCalls,
+		Timing: solver.Timing{Scale: scale, NoBatch: true, Fixed: true, PollInterval: interval, MaxCalls: maxCalls,
 			FirstPoll: map[string]time.Duration{solver.KindImage: 10 * time.Second},
 			MaxWait:   map[string]time.Duration{solver.KindImage: maxWait},
 			// Hand-back decisions every 10 ms (0.5 ms at this scale).
@@ -44,7 +46,7 @@ func confirmClient(t *testing.T, solve fakeapi.Range, maxCalls int, maxWait time
 // would. Waiting for the schedule, the answer came at 10 s.
 func TestConfirmBeforeReuse(t *testing.T) {
 	t.Parallel()
-	api, c := confirmClient(t, fakeapi.Range{Min: time.Second, Max: 1100 * time.Millisecond}, 0, 0)
+	api, c := confirmClient(t, fakeapi.Range{Min: time.Second, Max: 1100 * time.Millisecond}, 0, 0, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	handed := 0
@@ -76,7 +78,7 @@ func TestConfirmBeforeReuse(t *testing.T) {
 // most MaxCalls res.php calls, and the answer still comes.
 func TestConfirmKeepsTheBudget(t *testing.T) {
 	t.Parallel()
-	api, c := confirmClient(t, fakeapi.Range{Min: 4 * time.Second, Max: 4100 * time.Millisecond}, 3, 30*time.Second)
+	api, c := confirmClient(t, fakeapi.Range{Min: 4 * time.Second, Max: 4100 * time.Millisecond}, 0, 3, 30*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	a, err := c.Solve(solver.WithProbablyReady(ctx, func() {}),
@@ -97,5 +99,41 @@ func teachFast(c *solver.Client, kind string, scale float64) {
 	for i := range 40 {
 		lo := 2*time.Second + time.Second*time.Duration(i)/40
 		c.Observe(kind, time.Duration(float64(lo)*scale), time.Duration(float64(lo+time.Second/40)*scale))
+	}
+}
+
+// TestConfirmLeavesTheScheduleItsTime: a captcha slower than every one
+// learned (4 s against 2–3 s) is confirmed and found not ready, the
+// confirm taking its first scheduled poll (10 s); its confirms should not
+// run its schedule far ahead of time. Asked again at the next decisions, it
+// spends its polls of 10 and 50 s within a second, before it is ready, and
+// its answer waits for the poll at 90 s. A learned schedule keeps its
+// last polls for the rest of MaxWait: in a burst, the captcha that ends it
+// waited there for 100 s.
+func TestConfirmLeavesTheScheduleItsTime(t *testing.T) {
+	// Holding such a captcha back (until the poll it took, or a poll
+	// interval before its next) ended the burst's 100-s waits, but the
+	// Client then asked less likely captchas in its place: the early
+	// hand-back's pickup lag rose from 0.7 to 1.0 s and its steady-state
+	// plan used fell from 93.2–93.5 % to 90.1–92.5 % (BENCHMARKS.md).
+	if os.Getenv("CAPTCHAQ_KNOWN_HOLES") != "1" {
+		t.Skip("known hole: a straggler's confirms spend its schedule ahead of its time; CAPTCHAQ_KNOWN_HOLES=1 runs it")
+	}
+	t.Parallel()
+	api, c := confirmClient(t, fakeapi.Range{Min: 4 * time.Second, Max: 4100 * time.Millisecond}, 40*time.Second, 0, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	a, err := c.Solve(solver.WithProbablyReady(ctx, func() {}),
+		solver.Request{Method: "base64", Params: map[string]string{"body": pngB64}})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("answer after %.1f s (scaled), %d res.php calls", took.Seconds()/0.05, api.Stats().ResCallsPerCaptcha[a.CaptchaID])
+	// 70 s scaled: past the second scheduled poll (50 s), short of the
+	// third (90 s).
+	if took >= 3500*time.Millisecond {
+		t.Errorf("the answer came after %.1f s (scaled), want before 70 s: confirms spent the schedule's polls ahead of their time", took.Seconds()/0.05)
 	}
 }

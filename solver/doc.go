@@ -158,7 +158,12 @@
 // multiplies it by windowDecrease (from what was held, in slow start), at
 // most once per round: a refusal of a submission admitted before the last
 // decrease says nothing new. Clients of several workers on one key each
-// find a share, as TCP flows do; the sum is the plan.
+// find a share, as TCP flows do; the sum is the plan. A caller that takes
+// work for the window (a worker fetching tasks) claims room in it first
+// (Client.ClaimPlanRoom) and takes no more than it got: each claim goes with
+// the Solve whose context carries it (WithPlanClaim), or back with Release
+// when its work ends without one, so work the window has no room for stays
+// with whoever has.
 //
 // # Batch polling
 //

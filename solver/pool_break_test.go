@@ -44,7 +44,7 @@ func TestPoolNonsenseIgnored(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, c := confirmClient(t, fakeapi.Range{Min: time.Hour, Max: time.Hour}, 0, 0)
+			_, c := confirmClient(t, fakeapi.Range{Min: time.Hour, Max: time.Hour}, 0, 0, 0)
 			pool := &fixedPool{others: tc.others}
 			c.JoinPool(pool)
 			ctx, cancel := context.WithCancel(context.Background())

@@ -3,6 +3,7 @@ package solver
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // The plan window's start, cap and decrease (package doc, "The plan
@@ -30,7 +31,10 @@ type window struct {
 	held  int
 	slow  bool          // slow start: no refusal yet
 	round int           // decreases so far
-	freed chan struct{} // closed and replaced whenever a thread frees or the limit grows
+	freed chan struct{} // closed and replaced whenever a thread frees, the limit grows or a claim is given back
+	// waiting counts the captchas in acquire; claimed the claims (claim)
+	// neither taken by an acquire nor given back.
+	waiting, claimed int
 }
 
 func newWindow() *window {
@@ -38,11 +42,24 @@ func newWindow() *window {
 }
 
 // acquire waits for a thread within the limit, or for ctx; it returns the
-// round it was admitted in, for refused.
+// round it was admitted in, for refused. A claim of w that ctx carries
+// (WithPlanClaim) is taken: its room is this captcha's from then on.
 func (w *window) acquire(ctx context.Context) (round int, err error) {
+	cl, _ := ctx.Value(planClaimKey{}).(*PlanClaim)
+	w.mu.Lock()
+	if cl != nil && cl.w == w && cl.state.CompareAndSwap(claimHeld, claimTaken) {
+		w.claimed--
+	}
+	w.waiting++
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.waiting--
+		w.mu.Unlock()
+	}()
 	for {
 		w.mu.Lock()
-		if w.held < int(w.limit) {
+		if w.held+w.claimed < int(w.limit) { // a claim's room is its captcha's
 			w.held++
 			r := w.round
 			w.mu.Unlock()
@@ -56,6 +73,67 @@ func (w *window) acquire(ctx context.Context) (round int, err error) {
 		case <-freed:
 		}
 	}
+}
+
+// claim reserves up to n of the threads that no captcha holds or waits
+// for and no other claim reserved, and returns the claims.
+func (w *window) claim(n int) []*PlanClaim {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n = max(min(n, int(w.limit)-w.held-w.waiting-w.claimed), 0)
+	w.claimed += n
+	out := make([]*PlanClaim, n)
+	for i := range out {
+		out[i] = &PlanClaim{w: w}
+	}
+	return out
+}
+
+// changed is closed when a thread frees, the limit grows or a claim is
+// given back.
+func (w *window) changed() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.freed
+}
+
+// PlanClaim is room in a Client's plan window reserved for one captcha
+// whose Solve starts in a moment (Client.ClaimPlanRoom). The Solve that
+// carries it (WithPlanClaim) takes it; Release gives it back if none has.
+// Every claim must end one way or the other: one held on counts against
+// the window until it does.
+type PlanClaim struct {
+	w     *window
+	state atomic.Int32 // claimHeld, claimTaken or claimGiven
+}
+
+const (
+	claimHeld int32 = iota
+	claimTaken
+	claimGiven
+)
+
+// Release gives the claim back unless a Solve took it; it may be called
+// more than once, and on nil.
+func (p *PlanClaim) Release() {
+	if p == nil || !p.state.CompareAndSwap(claimHeld, claimGiven) {
+		return
+	}
+	p.w.mu.Lock()
+	defer p.w.mu.Unlock()
+	p.w.claimed--
+	p.w.wakeLocked()
+}
+
+type planClaimKey struct{}
+
+// WithPlanClaim returns ctx carrying claim, which the Solve of the claim's
+// Client under ctx takes (a nil claim: ctx as it is).
+func WithPlanClaim(ctx context.Context, claim *PlanClaim) context.Context {
+	if claim == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, planClaimKey{}, claim)
 }
 
 // release gives a thread back.

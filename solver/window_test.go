@@ -261,3 +261,45 @@ func TestPoolToldWhenTheEstimateMoves(t *testing.T) {
 		t.Fatalf("a captcha surely done: %d reports, want 3", n)
 	}
 }
+
+// TestWindowClaims: a claim takes room no captcha holds or waits for and
+// no other claim has; the acquire whose context carries it takes it
+// without waiting; one given back frees its room at once and says so;
+// giving back a claim an acquire took changes nothing.
+func TestWindowClaims(t *testing.T) {
+	t.Parallel()
+	w := newWindow() // limit 4
+	ctx := context.Background()
+	first := w.claim(3)
+	if len(first) != 3 {
+		t.Fatalf("claimed %d of 3 in an empty window of 4", len(first))
+	}
+	if got := w.claim(3); len(got) != 1 {
+		t.Fatalf("claimed %d with 3 of 4 claimed, want 1", len(got))
+	}
+	if _, err := w.acquire(WithPlanClaim(ctx, first[0])); err != nil { // takes its claim, holds a thread
+		t.Fatal(err)
+	}
+	first[0].Release() // taken: nothing to give back
+	if got := w.claim(1); len(got) != 0 {
+		t.Fatalf("claimed %d with 1 held and 3 claimed, want 0", len(got))
+	}
+	changed := w.changed()
+	first[1].Release()
+	first[1].Release() // twice: once given back
+	select {
+	case <-changed:
+	default:
+		t.Fatal("a claim given back did not say the window has room")
+	}
+	if got := w.claim(2); len(got) != 1 {
+		t.Fatalf("claimed %d after one claim given back, want 1", len(got))
+	}
+	// A claim of another window is not this one's to take.
+	other := newWindow().claim(1)[0]
+	wctx, cancel := context.WithTimeout(WithPlanClaim(ctx, other), 20*time.Millisecond)
+	defer cancel()
+	if _, err := w.acquire(wctx); err == nil {
+		t.Fatal("an acquire with another window's claim took a thread of a full window")
+	}
+}

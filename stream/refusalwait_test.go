@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -24,13 +23,9 @@ func TestPlanRefusalWaitsForAThreadNotAClock(t *testing.T) {
 	// time scale 0.01).
 	api := fakeapi.New(fakeapi.Config{Threads: 1, BurstLimit: 1 << 20,
 		SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: fixed(300 * time.Millisecond)}})
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
 	// The plan is not told: the client learns it from the refusal (its
 	// window starts at 4), and the second captcha is refused.
-	sc, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
-		LearnPlan: true, Timing: solver.Timing{Scale: 0.01}})
-	require.NoError(t, err)
+	sc := learningClient(t, api)
 	b.startWorker(t, WorkerConfig{Solver: sc, Threads: 2, Policy: retry.Policy{InitialInterval: 50 * time.Millisecond, NoJitter: true,
 		CapacityDelay: time.Minute, CapacityMaxDelay: time.Minute}})
 

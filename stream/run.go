@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/internal/completer"
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/wire"
@@ -123,7 +124,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			defer thread.Release()
 			defer w.dispatch.LaneFreed(wire.LaneOfSubject(m.Subject()))
 			defer w.survive(m)
-			w.exec.Execute(hard, m, thread, sl)
+			w.exec.Execute(solver.WithPlanClaim(hard, sl.Claim()), m, thread, sl)
 		})
 	})
 	run.stop() // Pull starts nothing more

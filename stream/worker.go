@@ -110,6 +110,9 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	w.dispatch.Threads, w.dispatch.IdleCheck, w.dispatch.Now = cfg.Threads, cfg.IdleCheck, cfg.Now
 	w.dispatch.Plan, w.dispatch.Reach, w.dispatch.Log = &dispatcher.PlanGate{JS: js}, &w.reach, w.log
 	w.dispatch.Listen = w.wakeUps
+	if r, ok := learner.(dispatcher.WindowRoom); ok && learner.PlanWindow() > 0 {
+		w.dispatch.Room = r
+	}
 	w.completer = completer.New(s, w.log, cfg.NoErase, w.storeEncrypted)
 	w.completer.Acked = func(m jetstream.Msg) { w.dispatch.LaneAcked(wire.LaneOfSubject(m.Subject())) }
 	w.exec = w.executor(js, s, tokens)

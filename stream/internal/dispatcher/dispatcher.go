@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/internal/jscall"
 )
 
@@ -53,6 +54,12 @@ type Dispatcher struct {
 	// called. nil: the dispatcher holds no subscriptions, and whoever
 	// learns of tasks reports them with News.
 	Listen func(f *Feed, woken func()) (stop func(), err error)
+	// Room, when set, bounds the tasks taken at once to the room of the
+	// solving client's learned plan window: a task the window cannot
+	// admit would wait behind this worker's captchas while another worker
+	// may have room for it. Each task taken carries its claim in its slot
+	// (Slot.Claim), and gives it back when its delivery ends.
+	Room WindowRoom
 
 	turn int // rotates the lane looked at first, so lanes share fairly
 	// highStreak counts the fetches in a row that took only high-priority
@@ -70,6 +77,15 @@ type Dispatcher struct {
 	// genuine, until a thread takes them (guarded by verifiedMu).
 	verifiedMu sync.Mutex
 	verified   map[uint64]struct{}
+}
+
+// WindowRoom is a solving client's learned plan window (solver.Client).
+type WindowRoom interface {
+	// ClaimPlanRoom reserves up to n threads of the window for tasks about
+	// to be solved and returns the claims.
+	ClaimPlanRoom(n int) []*solver.PlanClaim
+	// PlanRoomChanged is closed when the window may have room again.
+	PlanRoomChanged() <-chan struct{}
 }
 
 // New is a dispatcher of feeds; set the rest of its fields before Pull.
@@ -121,14 +137,30 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 				break more
 			}
 		}
+		var claims []*solver.PlanClaim
+		var roomChanged <-chan struct{}
+		if dp.Room != nil && dp.AnyNews() {
+			// Asked for before the claim, so that room made after it wakes
+			// the loop.
+			roomChanged = dp.Room.PlanRoomChanged()
+			claims = dp.Room.ClaimPlanRoom(n)
+			for range n - len(claims) {
+				free <- struct{}{}
+			}
+			n = len(claims)
+		}
 		dp.holding.Store(int32(n))
-		if !dp.AnyNews() {
+		switch {
+		case n == 0:
+			// The window is full: wait for room in it (or news, which may
+			// be of a high-priority task, or a stop) below.
+		case !dp.AnyNews():
 			// Nothing can be waiting: take no plan thread just to find that out.
 			for range n {
 				free <- struct{}{}
 			}
 			dp.holding.Store(0)
-		} else {
+		default:
 			// A plan thread first (when a plan-wide quota is set), then a task for it.
 			threads, err := dp.Plan.Acquire(ctx, n, dp.IdleCheck, dp.Now())
 			if err != nil && ctx.Err() == nil {
@@ -137,6 +169,7 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 			for range n - len(threads) {
 				free <- struct{}{}
 			}
+			claims = giveBack(claims, len(threads))
 			dp.holding.Store(int32(len(threads)))
 			if len(threads) == 0 {
 				if err != nil {
@@ -151,18 +184,24 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 					t.Release()
 					free <- struct{}{}
 				}
+				giveBack(claims, 0)
 				return err
 			default:
 			}
 			msgs := dp.Fetch(ctx, len(threads))
 			for i, m := range msgs {
 				dp.holding.Add(-1) // busy from now on
-				start(m, threads[i], NewSlot(free, finishing))
+				sl := NewSlot(free, finishing)
+				if claims != nil {
+					sl.claim = claims[i]
+				}
+				start(m, threads[i], sl)
 			}
 			for _, t := range threads[len(msgs):] {
 				t.Release()
 				free <- struct{}{}
 			}
+			giveBack(claims, len(msgs))
 			dp.holding.Store(0)
 			if len(msgs) > 0 {
 				continue
@@ -174,11 +213,24 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 		case err := <-fatal:
 			return err
 		case <-dp.wake:
+		case <-roomChanged:
 		case <-idle.C:
 			// Retries and redeliveries come due without a publish.
 			dp.BumpAll()
 		}
 	}
+}
+
+// giveBack releases the claims from keep on, which no task took, and
+// returns those before it.
+func giveBack(claims []*solver.PlanClaim, keep int) []*solver.PlanClaim {
+	if keep >= len(claims) {
+		return claims
+	}
+	for _, c := range claims[keep:] {
+		c.Release()
+	}
+	return claims[:keep]
 }
 
 // idle reports whether the worker has a thread without a task: one free,

@@ -1,6 +1,10 @@
 package dispatcher
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/captchaq/captchaq/solver"
+)
 
 // FinishingPerThread × Threads tasks at most record their outcomes after
 // their threads went on to the next task. Recording is two or three
@@ -16,6 +20,19 @@ type Slot struct {
 	finishing chan struct{}
 	once      sync.Once
 	finisher  bool // holds room in finishing
+	// claim is the room of the solving client's plan window reserved for
+	// the task (Dispatcher.Room); nil without one.
+	claim *solver.PlanClaim
+}
+
+// Claim is the room of the plan window reserved for the slot's task, for
+// its Solve to take (solver.WithPlanClaim); nil when none is. Solved and
+// End give it back if the Solve did not take it.
+func (s *Slot) Claim() *solver.PlanClaim {
+	if s == nil {
+		return nil
+	}
+	return s.claim
 }
 
 // Solved frees the thread once the service is done with the task, when there
@@ -25,6 +42,7 @@ func (s *Slot) Solved() {
 	if s == nil || s.finisher {
 		return
 	}
+	s.claim.Release()
 	select {
 	case s.finishing <- struct{}{}:
 		s.finisher = true
@@ -35,6 +53,7 @@ func (s *Slot) Solved() {
 
 // End frees the thread, if solved did not, and the room.
 func (s *Slot) End() {
+	s.claim.Release()
 	s.once.Do(func() { s.free <- struct{}{} })
 	if s.finisher {
 		<-s.finishing
