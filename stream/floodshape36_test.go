@@ -85,11 +85,7 @@ func TestOngoingFloodOfHeaderValidCopies(t *testing.T) {
 				name, rate, err, took.Round(time.Millisecond), atStart, sent()-atStart, forged.Load(), turn.Round(time.Millisecond))
 			require.NoError(t, err, "the innocent task's outcome while the flood goes on")
 			require.Equal(t, StatusSolved, out.Status)
-			each, own := 4*time.Millisecond, 2*time.Second
-			if underRace {
-				each, own = 3*each, 3*own
-			}
-			require.LessOrEqual(t, took, time.Duration(atStart)*each+max(own, ownTurns*turn),
+			require.LessOrEqual(t, took, floodAllowance(atStart, turn),
 				"about 1 ms a copy queued ahead of it, and its own life (as TestOngoingFloodStaysWithinTheBound)")
 			require.Equal(t, 1, api.Stats().Submitted, "only the innocent task is paid for")
 		})
