@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestREADMEShellBlocksLeaveAnotherServerAlone runs the README's
+// walkthrough on a machine where the server's port is held by another
+// captchaq server: a trial left running in another directory, say, or a
+// colleague's. The walkthrough's server cannot start; the walkthrough must
+// then stop, with the server's own error, before its worker takes that
+// server's tasks and answers them with the emulator's tokens, and before a
+// line submits, replays or purges anything there.
+func TestREADMEShellBlocksLeaveAnotherServerAlone(t *testing.T) {
+	t.Parallel()
+	readme, dir := readmeWorkdir(t)
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	other := startProc(t, []string{"CAPTCHAQ_LISTEN=" + natsAddr}, "server", "--config", "", "--log-level", "warn",
+		"--store", filepath.Join(t.TempDir(), "store"))
+	other.waitLine("captchaq server ready", 60*time.Second)
+
+	script := readmeScript(t, shellBlocks(readme, "sh"), map[string]string{"127.0.0.1:8088": fmt.Sprintf("127.0.0.1:%d", freePort(t))})
+	got, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second,
+		"CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr)
+	require.False(t, hung, "the walkthrough still ran after 90s")
+	require.Error(t, err, "the walkthrough cannot succeed without its own server")
+	require.Contains(t, got, "address already in use", "the server's own error is shown")
+	require.NotContains(t, got, "$ ./captchaq submit", "the walkthrough stops before it submits to another server")
+
+	// The other server saw no worker of the walkthrough and no task of it.
+	for _, args := range [][]string{{"workers", "ls"}, {"results"}, {"task", "ls", "--json"}} {
+		cmd := exec.Command(filepath.Join(dir, "captchaq"), args...)
+		cmd.Env = []string{"CAPTCHAQ_NATS=nats://" + natsAddr}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.NotContains(t, string(out), "demo-0", "captchaq %s on the other server", strings.Join(args, " "))
+		if args[0] == "workers" {
+			require.Contains(t, string(out), "no worker", "captchaq workers ls on the other server: %s", out)
+		}
+	}
+}
+
+// A NATS URL that names no host (CAPTCHAQ_NATS set to nothing, or
+// "nats://$(cat server.addr)" after the server failed to start) is refused:
+// nats.go takes it for 127.0.0.1:4222, and the command talked to whatever
+// server holds that port as if it were the one meant. Nothing is dialled,
+// so the test holds no port.
+func TestNATSURLWithoutAHostIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{"", "nats://", "tls://", ",", " ", "nats://:4222", "nats://127.0.0.1:4222,nats://"} {
+		for _, args := range [][]string{{"workers", "ls"}, {"stats"}, {"submit", "-"}} {
+			r := captchaq(t, url, args...)
+			require.Equal(t, 2, r.code, "--nats %q: %v: %s%s", url, args, r.stdout, r.stderr)
+			require.Contains(t, r.stderr, "names no host", "--nats %q: %v", url, args)
+		}
+	}
+}
