@@ -62,3 +62,17 @@ func TestNATSURLWithoutAHostIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayWalkthroughTypedByHandEnds pastes docs/gateway.md's try-it
+// into a shell (no set -e: a failed line does not stop the next) where the
+// gateway's port is held by an HTTP server of something else. run cannot
+// listen; the res.php poll must then end, not ask what holds the port for
+// a token once a second for ever.
+func TestGatewayWalkthroughTypedByHandEnds(t *testing.T) {
+	t.Parallel()
+	gwAddr, _ := answeringSquatter(t)
+	script, dir := gatewayPage(t, gwAddr)
+	got, _, hung := runDocBlocksBounded(t, dir, strings.Replace(script, "set -e\n", "", 1), 60*time.Second)
+	require.Contains(t, got, "address already in use", "run's own error is shown")
+	require.False(t, hung, "typed by hand, the walkthrough still polled after 60s what holds the gateway's port")
+}
