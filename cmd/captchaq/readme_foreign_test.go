@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,39 +12,57 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestREADMEShellBlocksLeaveAnotherServerAlone runs the README's
-// walkthrough on a machine where the server's port is held by another
-// captchaq server: a trial left running in another directory, say, or a
-// colleague's. The walkthrough's server cannot start; the walkthrough must
-// then stop, with the server's own error, before its worker takes that
-// server's tasks and answers them with the emulator's tokens, and before a
-// line submits, replays or purges anything there.
-func TestREADMEShellBlocksLeaveAnotherServerAlone(t *testing.T) {
+// TestWalkthroughsLeaveAnotherServerAlone runs each walkthrough that
+// starts a local trial server (the README's, docs/dashboard.md's,
+// docs/providers.md's) on a machine where the server's port is held by
+// another captchaq server: a trial left running in another directory, say,
+// or a colleague's. The walkthrough's server cannot start; the walkthrough
+// must then stop, with the server's own error, before its worker takes
+// that server's tasks and answers them with the emulator's tokens, and
+// before a line submits, replays or purges anything there.
+func TestWalkthroughsLeaveAnotherServerAlone(t *testing.T) {
 	t.Parallel()
-	readme, dir := readmeWorkdir(t)
-	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	other := startProc(t, []string{"CAPTCHAQ_LISTEN=" + natsAddr}, "server", "--config", "", "--log-level", "warn",
-		"--store", filepath.Join(t.TempDir(), "store"))
-	other.waitLine("captchaq server ready", 60*time.Second)
+	for _, c := range []struct{ page, setE string }{
+		{"README.md", "set -e"}, {"docs/dashboard.md", "set -e"}, {"docs/providers.md", "set -e"},
+		// Pasted into a shell: a failed line does not stop the next.
+		{"README.md", ""}, {"docs/dashboard.md", ""}, {"docs/providers.md", ""},
+	} {
+		page, typed := c.page, c.setE == ""
+		t.Run(fmt.Sprintf("%s typed by hand %v", page, typed), func(t *testing.T) {
+			t.Parallel()
+			_, dir := readmeWorkdir(t)
+			md, err := os.ReadFile(filepath.Join(repoRoot(t), page))
+			require.NoError(t, err)
+			natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			other := startProc(t, []string{"CAPTCHAQ_LISTEN=" + natsAddr}, "server", "--config", "", "--log-level", "warn",
+				"--store", filepath.Join(t.TempDir(), "store"))
+			other.waitLine("captchaq server ready", 60*time.Second)
 
-	script := readmeScript(t, shellBlocks(readme, "sh"), map[string]string{"127.0.0.1:8088": fmt.Sprintf("127.0.0.1:%d", freePort(t))})
-	got, err, hung := runDocBlocksBounded(t, dir, script, 90*time.Second,
-		"CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr)
-	require.False(t, hung, "the walkthrough still ran after 90s")
-	require.Error(t, err, "the walkthrough cannot succeed without its own server")
-	require.Contains(t, got, "address already in use", "the server's own error is shown")
-	require.NotContains(t, got, "$ ./captchaq submit", "the walkthrough stops before it submits to another server")
+			script := readmeScript(t, shellBlocks(string(md), "sh"), map[string]string{
+				"127.0.0.1:8088": fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+				"127.0.0.1:8080": fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			})
+			got, err, hung := runDocBlocksBounded(t, dir, strings.Replace(script, "set -e\n", c.setE+"\n", 1), 90*time.Second,
+				"CAPTCHAQ_LISTEN="+natsAddr, "CAPTCHAQ_NATS=nats://"+natsAddr)
+			require.Contains(t, got, "address already in use", "the server's own error is shown")
+			if !typed {
+				require.False(t, hung, "the walkthrough still ran after 90s")
+				require.Error(t, err, "the walkthrough cannot succeed without its own server")
+				require.NotContains(t, got, "./captchaq submit", "the walkthrough stops before it submits to another server")
+			}
 
-	// The other server saw no worker of the walkthrough and no task of it.
-	for _, args := range [][]string{{"workers", "ls"}, {"results"}, {"task", "ls", "--json"}} {
-		cmd := exec.Command(filepath.Join(dir, "captchaq"), args...)
-		cmd.Env = []string{"CAPTCHAQ_NATS=nats://" + natsAddr}
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "%s", out)
-		require.NotContains(t, string(out), "demo-0", "captchaq %s on the other server", strings.Join(args, " "))
-		if args[0] == "workers" {
-			require.Contains(t, string(out), "no worker", "captchaq workers ls on the other server: %s", out)
-		}
+			// The other server saw no worker of the walkthrough and no task of it.
+			for _, args := range [][]string{{"workers", "ls"}, {"results"}, {"task", "ls", "--json"}} {
+				cmd := exec.Command(filepath.Join(dir, "captchaq"), args...)
+				cmd.Env = []string{"CAPTCHAQ_NATS=nats://" + natsAddr}
+				out, err := cmd.CombinedOutput()
+				require.NoError(t, err, "%s", out)
+				require.NotContains(t, string(out), "demo-0", "captchaq %s on the other server", strings.Join(args, " "))
+				if args[0] == "workers" {
+					require.Contains(t, string(out), "no worker", "captchaq workers ls on the other server: %s", out)
+				}
+			}
+		})
 	}
 }
 
