@@ -33,10 +33,7 @@ func TestWalkthroughsLeaveAnotherServerAlone(t *testing.T) {
 			_, dir := readmeWorkdir(t)
 			md, err := os.ReadFile(filepath.Join(repoRoot(t), page))
 			require.NoError(t, err)
-			natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-			other := startProc(t, []string{"CAPTCHAQ_LISTEN=" + natsAddr}, "server", "--config", "", "--log-level", "warn",
-				"--store", filepath.Join(t.TempDir(), "store"))
-			other.waitLine("captchaq server ready", 60*time.Second)
+			natsAddr := otherServer(t)
 
 			script := readmeScript(t, shellBlocks(string(md), "sh"), map[string]string{
 				"127.0.0.1:8088": fmt.Sprintf("127.0.0.1:%d", freePort(t)),
@@ -51,17 +48,7 @@ func TestWalkthroughsLeaveAnotherServerAlone(t *testing.T) {
 				require.NotContains(t, got, "./captchaq submit", "the walkthrough stops before it submits to another server")
 			}
 
-			// The other server saw no worker of the walkthrough and no task of it.
-			for _, args := range [][]string{{"workers", "ls"}, {"results"}, {"task", "ls", "--json"}} {
-				cmd := exec.Command(filepath.Join(dir, "captchaq"), args...)
-				cmd.Env = []string{"CAPTCHAQ_NATS=nats://" + natsAddr}
-				out, err := cmd.CombinedOutput()
-				require.NoError(t, err, "%s", out)
-				require.NotContains(t, string(out), "demo-0", "captchaq %s on the other server", strings.Join(args, " "))
-				if args[0] == "workers" {
-					require.Contains(t, string(out), "no worker", "captchaq workers ls on the other server: %s", out)
-				}
-			}
+			requireUntouched(t, dir, natsAddr)
 		})
 	}
 }
@@ -94,4 +81,51 @@ func TestGatewayWalkthroughTypedByHandEnds(t *testing.T) {
 	got, _, hung := runDocBlocksBounded(t, dir, strings.Replace(script, "set -e\n", "", 1), 60*time.Second)
 	require.Contains(t, got, "address already in use", "run's own error is shown")
 	require.False(t, hung, "typed by hand, the walkthrough still polled after 60s what holds the gateway's port")
+}
+
+// otherServer starts a captchaq server without users, as a trial left
+// running elsewhere, on a free port, and returns its address once ready.
+func otherServer(t *testing.T) string {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	other := startProc(t, []string{"CAPTCHAQ_LISTEN=" + addr}, "server", "--config", "", "--log-level", "warn",
+		"--store", filepath.Join(t.TempDir(), "store"))
+	other.waitLine("captchaq server ready", 60*time.Second)
+	return addr
+}
+
+// requireUntouched requires that the server at addr saw no worker and no
+// task of a walkthrough run in dir (whose captchaq asks it).
+func requireUntouched(t *testing.T, dir, addr string) {
+	t.Helper()
+	for _, args := range [][]string{{"workers", "ls"}, {"results"}, {"task", "ls", "--json"}} {
+		cmd := exec.Command(filepath.Join(dir, "captchaq"), args...)
+		cmd.Env = []string{"CAPTCHAQ_NATS=nats://" + addr}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.NotContains(t, string(out), "demo-0", "captchaq %s on the other server", strings.Join(args, " "))
+		if args[0] == "workers" {
+			require.Contains(t, string(out), "no worker", "captchaq workers ls on the other server: %s", out)
+		}
+	}
+}
+
+// TestClusterWalkthroughLeavesAnotherServerAlone: docs/cluster.md's
+// walkthrough with node 1's client port held by another captchaq server
+// without users (which takes any user and password), run as a script and
+// pasted by hand. Node 1 cannot start; no worker or task of the
+// walkthrough may reach the other server.
+func TestClusterWalkthroughLeavesAnotherServerAlone(t *testing.T) {
+	t.Parallel()
+	for _, setE := range []string{"set -e", ""} {
+		t.Run(fmt.Sprintf("typed by hand %v", setE == ""), func(t *testing.T) {
+			t.Parallel()
+			clients := [3]string{otherServer(t), freeAddr(t), freeAddr(t)}
+			routes := [3]string{freeAddr(t), freeAddr(t), freeAddr(t)}
+			script, dir := clusterPage(t, clients, routes)
+			got, _, _ := runDocBlocksBounded(t, dir, strings.Replace(script, "set -e\n", setE+"\n", 1), 90*time.Second)
+			require.Contains(t, got, "address already in use")
+			requireUntouched(t, dir, clients[0])
+		})
+	}
 }
