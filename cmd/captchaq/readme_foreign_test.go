@@ -129,3 +129,26 @@ func TestClusterWalkthroughLeavesAnotherServerAlone(t *testing.T) {
 		})
 	}
 }
+
+// TestSecurityBlockWithItsPasswordsEnds pastes docs/security.md's block as
+// a reader who set the passwords it names would, without CAPTCHAAI_API_KEY
+// (nothing may be paid): the block must end, not wait for ever for
+// outcomes no worker will bring. The fixed paths it names are moved: the
+// server's port (in the shipped nats.conf) to a free one, the store key's
+// file to one in the working directory.
+func TestSecurityBlockWithItsPasswordsEnds(t *testing.T) {
+	t.Parallel()
+	_, dir := readmeWorkdir(t)
+	root := repoRoot(t)
+	page, err := os.ReadFile(filepath.Join(root, "docs", "security.md"))
+	require.NoError(t, err)
+	addr := freeAddr(t)
+	copyFile(t, filepath.Join(root, "nats.conf"), filepath.Join(dir, "nats.conf"), "127.0.0.1:4222", addr)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "store.key"), []byte(strings.Repeat("k", 64)+"\n"), 0o600))
+	script := readmeScript(t, shellBlocks(string(page), "sh"), map[string]string{"/etc/captchaq/store.key": "store.key"})
+	got, _, hung := runDocBlocksBounded(t, dir, script, 60*time.Second,
+		"PRODUCER_PW=producer-pw", "WORKER_PW=worker-pw", "ADMIN_PW=admin-pw", "CAPTCHAQ_NATS=nats://"+addr)
+	require.Contains(t, got, "captchaq server ready", "the server started with the passwords")
+	require.False(t, hung, "the block still waited after 60s")
+	require.NotContains(t, got, "real API", "nothing reaches the paid service")
+}
