@@ -135,7 +135,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		failed, arrived := 0, 0
 		stopWatch, watched := make(chan struct{}), make(chan struct{})
-		go func() { defer close(watched); watchWorkers(ctx, stopWatch, c, stderr) }()
+		go func() { defer close(watched); watchWorkers(ctx, stopWatch, c, stderr, "submit") }()
 		defer func() { close(stopWatch); <-watched }()
 		err = c.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
 			arrived++

@@ -64,11 +64,12 @@ func noWorkerAlive(ctx context.Context, c *stream.Client) bool {
 	return err == nil && !slices.ContainsFunc(ws, func(w stream.WorkerInfo) bool { return !w.Stopped })
 }
 
-// watchWorkers says on w, once, when submit --wait has waited a few seconds
-// for outcomes and no worker is alive to solve them (the README's walkthrough
-// typed by hand, with the emulator's port taken, leaves the worker exited):
+// watchWorkers says on w, once each, when command (submit --wait, dead
+// replay --wait) has waited a few seconds for outcomes and no worker is
+// alive to solve them (the README's walkthrough typed by hand, with the
+// emulator's port taken, leaves the worker exited), or a lane is paused:
 // the wait goes on, as the tasks stay queued, but not in silence.
-func watchWorkers(ctx context.Context, stop <-chan struct{}, c *stream.Client, w io.Writer) {
+func watchWorkers(ctx context.Context, stop <-chan struct{}, c *stream.Client, w io.Writer, command string) {
 	saidNoWorker, saidPaused := false, map[stream.Lane]bool{}
 	everySecond(ctx, stop, func(tick int) bool {
 		if tick < 3 {
@@ -76,7 +77,7 @@ func watchWorkers(ctx context.Context, stop <-chan struct{}, c *stream.Client, w
 		}
 		if !saidNoWorker && noWorkerAlive(ctx, c) {
 			saidNoWorker = true
-			fmt.Fprintln(w, "captchaq submit: no worker is alive (captchaq workers ls lists them); the tasks without an outcome wait in the queue until one starts")
+			fmt.Fprintf(w, "captchaq %s: no worker is alive (captchaq workers ls lists them); the tasks without an outcome wait in the queue until one starts\n", command)
 		}
 		if !lookForPause(tick) {
 			return true
@@ -85,7 +86,7 @@ func watchWorkers(ctx context.Context, stop <-chan struct{}, c *stream.Client, w
 		for _, lane := range []stream.Lane{stream.LaneFast, stream.LaneSlow} {
 			if !saidPaused[lane] && paused[lane] {
 				saidPaused[lane] = true
-				fmt.Fprintf(w, "captchaq submit: %s; the tasks without an outcome that wait in it stay there\n", pausedSay(lane))
+				fmt.Fprintf(w, "captchaq %s: %s; the tasks without an outcome that wait in it stay there\n", command, pausedSay(lane))
 			}
 		}
 		return true
