@@ -39,8 +39,9 @@ const (
 const serverErrorsInARow = 3
 
 // unreachable describes err when it means the service could not be reached
-// at all, before any HTTP exchange: the connection was refused or timed out,
-// the host does not resolve, or TLS failed. Every call fails alike then, so
+// at all, before any HTTP exchange: the connection (to it, or to the proxy
+// in front of it) was refused or timed out, the host does not resolve, or
+// TLS failed. Every call fails alike then, so
 // it is an outage or a wrong base URL, never a fault of the task. It
 // returns "" for other errors (a reset in mid-reply, a read timeout), which
 // stay NETWORK.
@@ -63,6 +64,10 @@ func unreachable(err error, base string) string {
 		errors.As(err, &hostErr), errors.As(err, &alert),
 		strings.Contains(err.Error(), "tls: "), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return fmt.Sprintf("TLS with %s failed (%s)", host, tlsReason(err))
+	case errors.As(err, &opErr) && opErr.Op == "proxyconnect":
+		// The proxy in front of the service cannot be reached: nothing
+		// was sent, as when the service itself refuses.
+		return fmt.Sprintf("cannot reach the proxy to %s (%v)", host, opErr.Err)
 	case errors.As(err, &opErr) && opErr.Op == "dial":
 		switch {
 		case isRefused(opErr):

@@ -185,6 +185,9 @@ func runDead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				return explain(err, ae)
 			}
 			failed := 0
+			stopWatch, watched := make(chan struct{}), make(chan struct{})
+			go func() { defer close(watched); watchWorkers(ctx, stopWatch, c, stderr, "dead replay") }()
+			defer func() { close(stopWatch); <-watched }()
 			err = c.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
 				if err != nil {
 					failed++

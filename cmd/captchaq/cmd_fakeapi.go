@@ -91,13 +91,8 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var wrote error
 	err = api.ListenAndServe(ctx, *addr, func(a net.Addr) {
 		if *addrFile != "" {
-			// Written whole, then renamed: a reader never sees half of it.
 			// Without it a script would wait for ever: stop instead.
-			tmp := *addrFile + ".tmp"
-			if wrote = os.WriteFile(tmp, []byte(a.String()+"\n"), 0o644); wrote == nil {
-				wrote = os.Rename(tmp, *addrFile)
-			}
-			if wrote != nil {
+			if wrote = writeAddrFile(*addrFile, a.String()); wrote != nil {
 				stop()
 				return
 			}
@@ -159,4 +154,14 @@ func printMoney(w io.Writer, st fakeapi.Stats, prices string) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "  %d× %s\n", rep[k], k)
 	}
+}
+
+// writeAddrFile writes addr and a newline to path whole, then renamed: a
+// script waiting for the file never reads half of it.
+func writeAddrFile(path, addr string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

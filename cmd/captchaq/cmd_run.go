@@ -91,6 +91,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		timing := solver.Timing{}
+		if err := refuseTestKey(key, sf.url); err != nil {
+			return err
+		}
 		if key == "" && sf.url != solver.DefaultBaseURL {
 			return usageError("--solver-url %s needs CAPTCHAAI_API_KEY (or --key-file); without a key run uses its built-in emulator", sf.url)
 		}

@@ -44,6 +44,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	plan := addFlags[planFlags](fs)
 	dash := fs.String("dashboard", "", "also serve the web dashboard on this address (e.g. 127.0.0.1:8080; beyond loopback only with --dashboard-token); empty: off")
 	dashToken := fs.String("dashboard-token", "", "require this token of the dashboard's browsers (open it with ?token=…)")
+	addrFile := fs.String("addr-file", "", "once ready, write the address clients connect to (host:port) to this file, removed again as the server stops: "+
+		"a script waits for it and connects there, and stops when it never comes (the port taken, by another server too)")
 	admin := addFlags[adminFlags](fs)
 	top := addFlags[topoFlags](fs)
 	lf := addFlags[logFlags](fs)
@@ -56,6 +58,13 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if gf.addr != "" {
 		if err := gf.check("gateway-"); err != nil {
 			return err
+		}
+	}
+	if *addrFile != "" {
+		// A file left by a server that was killed must not pass for
+		// this one's.
+		if err := os.Remove(*addrFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("--addr-file: %w", err)
 		}
 	}
 	var dashL net.Listener
@@ -171,6 +180,12 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer stopGuard()
 	if err := ensureTopologyPatiently(ctx, ns, nc, top.topology(), plan.threads, plan.early, log); err != nil {
 		return err
+	}
+	if *addrFile != "" {
+		if err := writeAddrFile(*addrFile, strings.TrimPrefix(ns.ClientURL(), "nats://")); err != nil {
+			return fmt.Errorf("--addr-file: %w", err)
+		}
+		defer os.Remove(*addrFile)
 	}
 	fmt.Fprintf(stdout, "captchaq server ready on %s (store %s)\n", ns.ClientURL(), ns.JetStreamConfig().StoreDir)
 	if gf.addr != "" {

@@ -135,7 +135,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		failed, arrived := 0, 0
 		stopWatch, watched := make(chan struct{}), make(chan struct{})
-		go func() { defer close(watched); watchWorkers(ctx, stopWatch, c, stderr) }()
+		go func() { defer close(watched); watchWorkers(ctx, stopWatch, c, stderr, "submit") }()
 		defer func() { close(stopWatch); <-watched }()
 		err = c.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
 			arrived++
@@ -283,6 +283,8 @@ func solveGaveUp(ctx context.Context, c *stream.Client, id string, timeout time.
 	switch {
 	case terr != nil:
 		return explain(fmt.Errorf("no answer within --timeout %s: %w", timeout, err), ae)
+	case t.Status == stream.TaskQueued && pausedLanes(lctx, c)[t.Lane]:
+		msg = fmt.Sprintf("task %s waits in lane %s, which is paused: workers take none of its tasks until `captchaq lane resume %s`", id, t.Lane, t.Lane)
 	case t.Status == stream.TaskQueued && t.Worker == "":
 		msg = fmt.Sprintf("no worker took task %s (is one running against this server? `captchaq workers ls` lists them)", id)
 	case t.Status == stream.TaskQueued:

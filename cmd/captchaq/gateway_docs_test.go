@@ -25,8 +25,10 @@ func gatewayPage(t *testing.T, gwAddr string) (script, dir string) {
 	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "gateway.md"))
 	require.NoError(t, err)
 	blocks := shellBlocks(string(page), "sh")
-	require.Len(t, blocks, 1, "docs/gateway.md's walkthrough")
-	return readmeScript(t, blocks, map[string]string{"127.0.0.1:8090": gwAddr}), dir
+	// The try-it is the page's first block; the HTTPS one is
+	// TestGatewayHTTPSWalkthrough's.
+	require.NotEmpty(t, blocks, "docs/gateway.md's walkthrough")
+	return readmeScript(t, blocks[:1], map[string]string{"127.0.0.1:8090": gwAddr}), dir
 }
 
 // TestGatewayWalkthroughRunsAsWritten runs docs/gateway.md's try-it as

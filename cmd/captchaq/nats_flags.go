@@ -60,6 +60,9 @@ func (n *natsFlags) who() string {
 // connect dials NATS with the flags' credentials; name identifies the client.
 // With several URLs it connects to any and fails over to the others.
 func (n *natsFlags) connect(ctx context.Context, name string) (*nats.Conn, *asyncErrors, error) {
+	if err := n.checkURLs(); err != nil {
+		return nil, nil, err
+	}
 	ae := &asyncErrors{who: n.who()}
 	opts := []nats.Option{
 		nats.Name(name),
@@ -96,6 +99,24 @@ func (n *natsFlags) connect(ctx context.Context, name string) (*nats.Conn, *asyn
 		return nil, nil, n.connectError(err)
 	}
 	return nc, ae, nil
+}
+
+// checkURLs refuses a --nats list with an entry that names no host:
+// nats.go dials 127.0.0.1:4222 for "", "nats://" or "nats://:4222", and the
+// command would talk to whatever server holds that port as if it were the
+// one meant (a variable left empty, or built from the address file of a
+// server that failed to start).
+func (n *natsFlags) checkURLs() error {
+	for _, u := range strings.Split(n.url, ",") {
+		s := strings.TrimSpace(u)
+		if !strings.Contains(s, "://") {
+			s = "nats://" + s // nats.go takes host:port alone
+		}
+		if p, err := url.Parse(s); err != nil || p.Hostname() == "" {
+			return usageError("--nats %q names no host: want a server URL such as %s (%s)", redactURLs(n.url), nats.DefaultURL, envName("nats"))
+		}
+	}
+	return nil
 }
 
 // Backoff of connectPatiently between attempts.

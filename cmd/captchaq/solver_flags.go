@@ -13,6 +13,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
 )
 
 // apiKey reads the solving service's key: from CAPTCHAAI_API_KEY, or from
@@ -30,6 +31,17 @@ func apiKey(keyFile string) (string, error) {
 		return k, nil
 	}
 	return strings.TrimSpace(os.Getenv("CAPTCHAAI_API_KEY")), nil
+}
+
+// refuseTestKey refuses the emulator's test key for the service's own URL:
+// the key of the README's trial, left in CAPTCHAAI_API_KEY once
+// CAPTCHAQ_SOLVER_URL is unset, would be sent there, which refuses it.
+func refuseTestKey(key, url string) error {
+	if key != fakeapi.TestKey || url != solver.DefaultBaseURL {
+		return nil
+	}
+	return usageError("CAPTCHAAI_API_KEY is the emulator's test key, which %s refuses: unset it (run then solves with its built-in emulator), "+
+		"set your own key, or point --solver-url (CAPTCHAQ_SOLVER_URL) at the emulator", urlHost(url))
 }
 
 // solverFlags choose the solving service and its key.
@@ -112,6 +124,9 @@ func (s *solverFlags) clientWithKey(key string, timing solver.Timing, hc *http.C
 // config is the solving client's configuration with the given key: every
 // solver flag applies.
 func (s *solverFlags) config(key string, timing solver.Timing, hc *http.Client) (solver.Config, error) {
+	if err := refuseTestKey(key, s.url); err != nil {
+		return solver.Config{}, err
+	}
 	timing.NoBatch = !s.batch
 	timing.PollPace = s.pollPace
 	if timing.Scale == 0 && s.pollScale > 0 && s.pollScale != 1 {

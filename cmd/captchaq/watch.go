@@ -32,6 +32,14 @@ func watchTask(ctx context.Context, stop <-chan struct{}, c *stream.Client, id s
 			said["no-worker"] = true
 			fmt.Fprintf(w, "captchaq solve: no worker is alive (captchaq workers ls lists them); task %s waits in the queue until one starts\n", id)
 		}
+		if lookForPause(tick) && !said["paused"] && !slices.ContainsFunc(entries, func(e stream.TraceEntry) bool { return e.Kind == "attempt" }) {
+			if t, err := c.TaskOf(ctx, id); err == nil && t.Status == stream.TaskQueued {
+				if lanes := pausedLanes(ctx, c); lanes[t.Lane] {
+					said["paused"] = true
+					fmt.Fprintf(w, "captchaq solve: %s; task %s waits in it\n", pausedSay(t.Lane), id)
+				}
+			}
+		}
 		for _, e := range entries {
 			var line string
 			switch e.Code {
@@ -56,18 +64,58 @@ func noWorkerAlive(ctx context.Context, c *stream.Client) bool {
 	return err == nil && !slices.ContainsFunc(ws, func(w stream.WorkerInfo) bool { return !w.Stopped })
 }
 
-// watchWorkers says on w, once, when submit --wait has waited a few seconds
-// for outcomes and no worker is alive to solve them (the README's walkthrough
-// typed by hand, with the emulator's port taken, leaves the worker exited):
+// watchWorkers says on w, once each, when command (submit --wait, dead
+// replay --wait) has waited a few seconds for outcomes and no worker is
+// alive to solve them (the README's walkthrough typed by hand, with the
+// emulator's port taken, leaves the worker exited), or a lane is paused:
 // the wait goes on, as the tasks stay queued, but not in silence.
-func watchWorkers(ctx context.Context, stop <-chan struct{}, c *stream.Client, w io.Writer) {
+func watchWorkers(ctx context.Context, stop <-chan struct{}, c *stream.Client, w io.Writer, command string) {
+	saidNoWorker, saidPaused := false, map[stream.Lane]bool{}
 	everySecond(ctx, stop, func(tick int) bool {
-		if tick >= 3 && noWorkerAlive(ctx, c) {
-			fmt.Fprintln(w, "captchaq submit: no worker is alive (captchaq workers ls lists them); the tasks without an outcome wait in the queue until one starts")
-			return false
+		if tick < 3 {
+			return true
+		}
+		if !saidNoWorker && noWorkerAlive(ctx, c) {
+			saidNoWorker = true
+			fmt.Fprintf(w, "captchaq %s: no worker is alive (captchaq workers ls lists them); the tasks without an outcome wait in the queue until one starts\n", command)
+		}
+		if !lookForPause(tick) {
+			return true
+		}
+		paused := pausedLanes(ctx, c)
+		for _, lane := range []stream.Lane{stream.LaneFast, stream.LaneSlow} {
+			if !saidPaused[lane] && paused[lane] {
+				saidPaused[lane] = true
+				fmt.Fprintf(w, "captchaq %s: %s; the tasks without an outcome that wait in it stay there\n", command, pausedSay(lane))
+			}
 		}
 		return true
 	})
+}
+
+// pausedLanes are the lanes paused now (lane pause) that hold waiting
+// tasks; none when the stats cannot say.
+func pausedLanes(ctx context.Context, c *stream.Client) map[stream.Lane]bool {
+	st, err := c.Stats(ctx, time.Second)
+	if err != nil {
+		return nil
+	}
+	paused := map[stream.Lane]bool{}
+	for _, q := range st.Queues {
+		if q.Paused && q.Queued+uint64(q.InFlight) > 0 {
+			paused[q.Lane] = true
+		}
+	}
+	return paused
+}
+
+// lookForPause says at which seconds of a wait the watchers read whether a
+// lane is paused: the stats it takes read the stream, so not every second.
+func lookForPause(tick int) bool { return tick == 3 || tick%30 == 0 }
+
+// pausedSay says that lane is paused and how to resume it.
+func pausedSay(lane stream.Lane) string {
+	return fmt.Sprintf("lane %s is paused: workers take none of its tasks until `captchaq lane resume %s`", lane, lane)
 }
 
 // everySecond calls look once a second, with the count of seconds so far
