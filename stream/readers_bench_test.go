@@ -149,6 +149,7 @@ func benchSetup(tb testing.TB, threads int) *bundle {
 		return nc
 	}
 	bd.nc = connect()
+	ensureAsAdmin(tb, bd.nc, Topology{})
 	ctx := context.Background()
 	bd.client, err = NewClient(ctx, bd.nc, ClientConfig{Name: "bench-producer"})
 	require.NoError(tb, err)
