@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/captchaq/captchaq/retry"
@@ -220,13 +221,22 @@ func afterAttempt(p retry.Policy, r attemptResult) next {
 	if class == retry.Capacity || class == retry.Fatal {
 		spent = before // the service refused before it worked: nothing spent
 	}
-	act := p.End(retry.EndInput{Attempts: spent, Failed: serr != nil, Class: class,
-		Snoozes: ev.Snoozes + 1, ThreadWaited: solver.WaitedForThread(serr), Deadline: r.deadline, Now: end})
 	code := solver.CodeOf(serr)
+	inRow := ev.Snoozes + 1
+	if class == retry.Capacity && outageCode(code) {
+		// The outage's: its probes, not a growing timer, tell when the
+		// service answers again, so each such snooze is the first in a row
+		// (a service answering half its calls with 5xx or garbage began an
+		// outage every few calls, and a task that met several snoozed 5,
+		// 10, 20, 40 s: TestFaultTransientErrorsRecover took up to 195 s).
+		inRow = 1
+	}
+	act := p.End(retry.EndInput{Attempts: spent, Failed: serr != nil, Class: class,
+		Snoozes: inRow, ThreadWaited: solver.WaitedForThread(serr), Deadline: r.deadline, Now: end})
 	if serr != nil && code == "" {
 		code = wire.CodeError
 	}
-	snoozes := ev.Snoozes
+	snoozes := inRow - 1
 	ev.At, ev.Attempts, ev.Code, ev.Class = end, spent, code, class.String()
 	if serr != nil {
 		ev.FirstFailure, ev.LastFailure, ev.LastCode = firstSet(ev.FirstFailure, end), end, code
@@ -283,4 +293,11 @@ func firstSet(t, or time.Time) time.Time {
 		return or
 	}
 	return t
+}
+
+// outageCode reports whether code is a failure of an outage of the service
+// (unreachable, a 5xx or a reply that is no word of the API), not a refusal
+// of the plan.
+func outageCode(code string) bool {
+	return code == solver.CodeUnreachable || code == solver.CodeBadReply || strings.HasPrefix(code, "HTTP_5")
 }
