@@ -74,7 +74,7 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 			dp.relisten(f, false)
 			continue
 		}
-		got, taken, drained, judged, size := 0, 0, 0, 0, 0
+		got, taken, drained, judged, handed, size := 0, 0, 0, 0, 0, 0
 		for m := range batch.Messages() {
 			got++
 			size += len(m.Data())
@@ -97,6 +97,7 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 				// consumer at once, which hands it out again before any
 				// message stored after it.
 				_ = m.Nak()
+				handed++
 			}
 		}
 		if judged*2 > got {
@@ -125,8 +126,10 @@ func (dp *Dispatcher) Fetch(ctx context.Context, n int) []jetstream.Msg {
 			f.EmptyAt.Store(seen)
 			dp.relisten(f, dp.recheck(f, got == 0))
 		}
-		if drained > 0 {
-			// More may follow at once: look again without waiting for news.
+		if drained > 0 || handed > 0 {
+			// More may follow at once, and a task handed back makes no
+			// news (no publish stores it again): look again without
+			// waiting for news, or it waits for the idle check.
 			f.News.Add(1)
 			dp.Poke()
 		}
