@@ -109,17 +109,7 @@ func (g *Gateway) createTask(ctx context.Context, c *caller, body []byte, from s
 		fail(createtask.CodeTooMuchRequests, "more than the allowed createTask requests within the window: wait")
 		return
 	}
-	var req createtask.CreateTaskRequest
-	if err := createtask.Decode(body, &req); err != nil {
-		fail(createtask.CodeInvalidTaskData, err.Error())
-		return
-	}
-	task, tt, terr := createtask.ParseTask(req.Task)
-	if terr != nil {
-		fail(terr.Code, terr.Description)
-		return
-	}
-	method, params, terr := task.Request(tt)
+	req, method, params, terr := createtask.ReadCreateTask(body)
 	if terr != nil {
 		fail(terr.Code, terr.Description)
 		return

@@ -45,17 +45,7 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request, op string) {
 	}
 	switch op {
 	case createtask.PathCreateTask:
-		var req createtask.CreateTaskRequest
-		if err := createtask.Decode(body, &req); err != nil {
-			fail(createtask.CodeInvalidTaskData, err.Error())
-			return
-		}
-		task, tt, terr := createtask.ParseTask(req.Task)
-		if terr != nil {
-			fail(terr.Code, terr.Description)
-			return
-		}
-		method, params, terr := task.Request(tt)
+		req, method, params, terr := createtask.ReadCreateTask(body)
 		if terr != nil {
 			fail(terr.Code, terr.Description)
 			return

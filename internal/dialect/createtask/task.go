@@ -136,6 +136,25 @@ func invalid(format string, a ...any) *Error {
 	return &Error{Code: CodeInvalidTaskData, Description: fmt.Sprintf(format, a...)}
 }
 
+// ReadCreateTask reads a createTask body: the request, and the method and
+// parameters of captchaq its task asks for, or the error to answer. The
+// gateway and the emulator read the call so, one reading for both.
+func ReadCreateTask(body []byte) (CreateTaskRequest, string, map[string]string, *Error) {
+	var req CreateTaskRequest
+	if err := Decode(body, &req); err != nil {
+		return req, "", nil, &Error{Code: CodeInvalidTaskData, Description: err.Error()}
+	}
+	task, tt, terr := ParseTask(req.Task)
+	if terr != nil {
+		return req, "", nil, terr
+	}
+	method, params, terr := task.Request(tt)
+	if terr != nil {
+		return req, "", nil, terr
+	}
+	return req, method, params, nil
+}
+
 // ParseTask reads a createTask task object. A missing task is
 // ERROR_TASK_ABSENT, a type the dialect does not serve
 // ERROR_TASK_NOT_SUPPORTED, a field of the wrong type ERROR_INVALID_TASK_DATA
