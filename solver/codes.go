@@ -49,6 +49,14 @@ const (
 // "HTTP_502" for 502.
 func HTTPCode(status int) string { return "HTTP_" + strconv.Itoa(status) }
 
+// OutageCode reports whether code is one an outage of the service gives
+// (the service unreachable, a 5xx, a reply that is no word of the API), not
+// a refusal of the plan: its snoozes wait for the outage's probes, not for
+// a timer that grows with each.
+func OutageCode(code string) bool {
+	return code == CodeUnreachable || code == CodeBadReply || strings.HasPrefix(code, "HTTP_5")
+}
+
 // classes is the one table from API code to retry class; each code's source
 // is its fixture in testdata/service/replies.json. Codes not listed here are
 // classified by Classify's rules for prefixes and unknowns.

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/captchaq/captchaq/retry"
@@ -223,7 +222,7 @@ func afterAttempt(p retry.Policy, r attemptResult) next {
 	}
 	code := solver.CodeOf(serr)
 	inRow := ev.Snoozes + 1
-	if class == retry.Capacity && outageCode(code) {
+	if class == retry.Capacity && solver.OutageCode(code) {
 		// The outage's: its probes, not a growing timer, tell when the
 		// service answers again, so each such snooze is the first in a row
 		// (a service answering half its calls with 5xx or garbage began an
@@ -293,11 +292,4 @@ func firstSet(t, or time.Time) time.Time {
 		return or
 	}
 	return t
-}
-
-// outageCode reports whether code is a failure of an outage of the service
-// (unreachable, a 5xx or a reply that is no word of the API), not a refusal
-// of the plan.
-func outageCode(code string) bool {
-	return code == solver.CodeUnreachable || code == solver.CodeBadReply || strings.HasPrefix(code, "HTTP_5")
 }
