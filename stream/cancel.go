@@ -66,7 +66,7 @@ func (c *Client) nudge(ctx context.Context, id string, gen uint64) {
 	if g != gen {
 		return
 	}
-	msg := wire.MovedCopy(m.Subject, m.Header, m.Data, gen, submitted, m.Sequence)
+	msg := taskstore.MovedCopy(m.Subject, m.Header, m.Data, gen, submitted, m.Sequence)
 	msg.Header.Set(wire.HeaderMsgID, wire.MovedMsgID(id, m.Sequence)+".cancel")
 	_, _ = c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(c.top.Stream))
 }

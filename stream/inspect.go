@@ -164,7 +164,7 @@ func (c *Client) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
 
 // taskMessageGen is the generation and the submission time of a task
 // message stored at seq and at, on a task subject or in the waiting room:
-// a moved copy (wire.MovedCopy) names those of the submission it copies,
+// a moved copy (wire.MovedHeader) names those of the submission it copies,
 // any other message is its own. Readers take a copy at its word; workers
 // check it against the generation's scheduled event.
 func taskMessageGen(h nats.Header, seq uint64, at time.Time) (uint64, time.Time) {

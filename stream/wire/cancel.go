@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go"
 )
 
 // CancelRecord asks workers not to solve one submission of a task, as
@@ -42,8 +40,8 @@ func ParseCancel(b []byte, gen uint64) *CancelRecord {
 }
 
 // OwnsCancel reports whether secret cancels a task message with headers h.
-func OwnsCancel(h nats.Header, secret string) bool {
-	want := h.Get(HeaderCancelHash)
+func OwnsCancel(h map[string][]string, secret string) bool {
+	want := header(h, HeaderCancelHash)
 	if want == "" || secret == "" {
 		return false
 	}

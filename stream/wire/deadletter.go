@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/retry"
 )
@@ -85,15 +83,15 @@ type Replay struct {
 // at time at, with headers h and body data. What its headers lack stays
 // zero; a body that is not JSON is kept as a JSON string of its first 200
 // bytes.
-func ParseDeadLetter(subject string, h nats.Header, data []byte, seq uint64, at time.Time) DeadLetter {
-	d := DeadLetter{Seq: seq, ID: IDFromSubject(subject), Reason: retry.Reason(h.Get(HeaderReason)), Error: h.Get(HeaderError),
-		Detail: h.Get(HeaderDetail), Subject: h.Get(HeaderSubject), CancelHash: h.Get(HeaderCancelHash), DeadAt: at,
+func ParseDeadLetter(subject string, h map[string][]string, data []byte, seq uint64, at time.Time) DeadLetter {
+	d := DeadLetter{Seq: seq, ID: IDFromSubject(subject), Reason: retry.Reason(header(h, HeaderReason)), Error: header(h, HeaderError),
+		Detail: header(h, HeaderDetail), Subject: header(h, HeaderSubject), CancelHash: header(h, HeaderCancelHash), DeadAt: at,
 		Task: json.RawMessage(data)}
-	d.Attempts, _ = strconv.Atoi(h.Get(HeaderAttempts))
-	d.BodyOmitted, _ = strconv.Atoi(h.Get(HeaderBodyOmitted))
-	d.Gen, _ = strconv.ParseUint(h.Get(HeaderGen), 10, 64)
-	d.FirstFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderFirstFail))
-	d.LastFailure, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderLastFail))
+	d.Attempts, _ = strconv.Atoi(header(h, HeaderAttempts))
+	d.BodyOmitted, _ = strconv.Atoi(header(h, HeaderBodyOmitted))
+	d.Gen, _ = strconv.ParseUint(header(h, HeaderGen), 10, 64)
+	d.FirstFailure, _ = time.Parse(time.RFC3339Nano, header(h, HeaderFirstFail))
+	d.LastFailure, _ = time.Parse(time.RFC3339Nano, header(h, HeaderLastFail))
 	if t, err := ParseTask(data); err == nil {
 		d.Method, d.Host = t.Method, PageHost(t.Params)
 	}

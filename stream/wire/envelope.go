@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/captchaq/captchaq/internal/text"
 )
 
@@ -20,7 +18,7 @@ import (
 // message that fails is never solved: it ends dead as an invalid task, on
 // its own id. So no one can run a task under an id with another message id
 // (bypassing the duplicate window) or be mistaken for another task.
-func CheckEnvelope(id string, h nats.Header, t Task) error {
+func CheckEnvelope(id string, h map[string][]string, t Task) error {
 	if err := CheckEnvelopeHeaders(id, h); err != nil {
 		return err
 	}
@@ -31,25 +29,25 @@ func CheckEnvelope(id string, h nats.Header, t Task) error {
 }
 
 // CheckEnvelopeHeaders is CheckEnvelope without the body.
-func CheckEnvelopeHeaders(id string, h nats.Header) error {
+func CheckEnvelopeHeaders(id string, h map[string][]string) error {
 	if err := ValidateID(id); err != nil {
 		return fmt.Errorf("subject: %w", err)
 	}
 	// A generation and its store time are named only together, by a
 	// worker's moved copy (IsMovedCopy, checked against the generation's
 	// records): one alone is a producer's header naming what is not its own.
-	switch gen, sub := h.Get(HeaderGen) != "", h.Get(HeaderSubmitted) != ""; {
+	switch gen, sub := header(h, HeaderGen) != "", header(h, HeaderSubmitted) != ""; {
 	case gen && !sub:
 		return fmt.Errorf("header %s without %s: only a worker's moved copy names a generation", HeaderGen, HeaderSubmitted)
 	case sub && !gen:
 		return fmt.Errorf("header %s without %s: only a worker's moved copy names a submission time", HeaderSubmitted, HeaderGen)
 	}
-	if hid := h.Get(HeaderTaskID); hid != "" && hid != id {
+	if hid := header(h, HeaderTaskID); hid != "" && hid != id {
 		return fmt.Errorf("header %s %q differs from the id %q in the subject", HeaderTaskID, text.Cut(hid, 70), id)
 	}
-	switch msgID := h.Get(HeaderMsgID); {
+	switch msgID := header(h, HeaderMsgID); {
 	case msgID == id:
-	case msgID == ReplayMsgID(id, h.Get(HeaderReplayedBy)) && h.Get(HeaderReplayedBy) != "":
+	case msgID == ReplayMsgID(id, header(h, HeaderReplayedBy)) && header(h, HeaderReplayedBy) != "":
 		// A replay of a dead letter (stream's Client.Replay).
 	case msgID == "":
 		return fmt.Errorf("header %s missing: it must be the task id %q", HeaderMsgID, id)
@@ -65,7 +63,7 @@ func CheckEnvelopeHeaders(id string, h nats.Header) error {
 // task's records instead, and the body's id after the body is read. It
 // reads nothing, so a worker may judge a message with it before it takes a
 // thread for it.
-func HeadersForged(subject string, h nats.Header) error {
+func HeadersForged(subject string, h map[string][]string) error {
 	if IsMovedCopy(h) {
 		return nil
 	}
@@ -79,9 +77,9 @@ func HeadersForged(subject string, h nats.Header) error {
 // it stands for, which was checked then. A task whose header is not a time
 // is refused rather than run as if it had none: its producer meant to bound
 // when it may start.
-func CheckSubmitBy(id string, h nats.Header) error {
-	v := h.Get(HeaderSubmitBy)
-	if v == "" || h.Get(HeaderMsgID) != id {
+func CheckSubmitBy(id string, h map[string][]string) error {
+	v := header(h, HeaderSubmitBy)
+	if v == "" || header(h, HeaderMsgID) != id {
 		return nil
 	}
 	if _, err := time.Parse(time.RFC3339Nano, v); err != nil {
@@ -116,9 +114,9 @@ func CheckQueue(subject string, t Task) error {
 // producer's own message counts (its message id is the task id): a replay
 // of a dead letter is the operator's submission, not the producer's.
 // A header that is not an RFC 3339 time counts as absent.
-func StoredLate(id string, h nats.Header, stored time.Time) (by time.Time, late bool) {
-	v := h.Get(HeaderSubmitBy)
-	if v == "" || h.Get(HeaderMsgID) != id || stored.IsZero() {
+func StoredLate(id string, h map[string][]string, stored time.Time) (by time.Time, late bool) {
+	v := header(h, HeaderSubmitBy)
+	if v == "" || header(h, HeaderMsgID) != id || stored.IsZero() {
 		return time.Time{}, false
 	}
 	by, err := time.Parse(time.RFC3339Nano, v)

@@ -9,7 +9,7 @@ const (
 	// HeaderGen is the stream sequence (decimal) of the task message an
 	// outcome or dead letter belongs to: which submission of the id it ends.
 	// On a task message a worker moved to the waiting room or back (a moved
-	// copy, MovedCopy), the submission it is a copy of.
+	// copy, MovedHeader), the submission it is a copy of.
 	HeaderGen = "Captchaq-Gen"
 	// HeaderAttempts is the number of attempts spent (decimal), on dead
 	// letters.
@@ -75,3 +75,14 @@ const (
 	// HeaderNatsTTL is JetStream's per-message TTL.
 	HeaderNatsTTL = "Nats-TTL"
 )
+
+// header is the first value of header key in h, the key matched exactly
+// (as nats.Header.Get matches it: message headers are case-sensitive), or
+// "" when h has none. The contract takes headers as a plain map, which a
+// nats.Header is, so that it links no NATS client.
+func header(h map[string][]string, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}

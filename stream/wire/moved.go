@@ -10,12 +10,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash"
-	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go"
 )
 
 // HeaderSubmitted is when the submission a moved copy of a task belongs to
@@ -24,26 +22,25 @@ import (
 // count from it, not from the copy's own store time.
 const HeaderSubmitted = "Captchaq-Submitted"
 
-// MovedCopy is the copy of task message (subject, h, body) of generation
-// gen, stored at submitted, that a worker publishes on subject to: the
-// same body and producer headers, the generation (HeaderGen), the store
-// time (HeaderSubmitted), and a message id derived from the sequence of the
-// message it moves (from), so that a worker that publishes it again (it
-// stopped before it acked that message) stores no second copy within the
-// duplicate window.
-func MovedCopy(to string, h nats.Header, body []byte, gen uint64, submitted time.Time, from uint64) *nats.Msg {
-	m := nats.NewMsg(to)
-	m.Data = body
+// MovedHeader is the header of the copy of task message (subject, h, body)
+// of generation gen, stored at submitted, that a worker publishes on
+// subject to, with the same body: the producer's headers, the generation
+// (HeaderGen), the store time (HeaderSubmitted), and a message id derived
+// from the sequence of the message it moves (from), so that a worker that
+// publishes it again (it stopped before it acked that message) stores no
+// second copy within the duplicate window. h is left as it was.
+func MovedHeader(to string, h map[string][]string, gen uint64, submitted time.Time, from uint64) map[string][]string {
+	m := make(map[string][]string, len(h)+3)
 	for k, v := range h {
-		switch ck := http.CanonicalHeaderKey(k); {
+		switch ck := textproto.CanonicalMIMEHeaderKey(k); {
 		case strings.HasPrefix(ck, "Nats-"), ck == HeaderGen, ck == HeaderSubmitted:
 			continue
 		}
-		m.Header[k] = v
+		m[k] = v
 	}
-	m.Header.Set(HeaderGen, strconv.FormatUint(gen, 10))
-	m.Header.Set(HeaderSubmitted, submitted.UTC().Format(time.RFC3339Nano))
-	m.Header.Set(HeaderMsgID, MovedMsgID(IDFromSubject(to), from))
+	m[HeaderGen] = []string{strconv.FormatUint(gen, 10)}
+	m[HeaderSubmitted] = []string{submitted.UTC().Format(time.RFC3339Nano)}
+	m[HeaderMsgID] = []string{MovedMsgID(IDFromSubject(to), from)}
 	return m
 }
 
@@ -58,17 +55,19 @@ func MovedMsgID(id string, from uint64) string {
 // names a generation and its store time): whether it is one, its digest
 // says (MovedDigest). A message with one of the two headers alone is
 // refused as forged (CheckEnvelopeHeaders).
-func IsMovedCopy(h nats.Header) bool { return h.Get(HeaderGen) != "" && h.Get(HeaderSubmitted) != "" }
+func IsMovedCopy(h map[string][]string) bool {
+	return header(h, HeaderGen) != "" && header(h, HeaderSubmitted) != ""
+}
 
 // MovedFrom reads what a moved copy says of itself: its generation and
 // when that submission was stored; ok is false when either is not well
 // formed.
-func MovedFrom(h nats.Header) (gen uint64, submitted time.Time, ok bool) {
-	gen, err := strconv.ParseUint(h.Get(HeaderGen), 10, 64)
+func MovedFrom(h map[string][]string) (gen uint64, submitted time.Time, ok bool) {
+	gen, err := strconv.ParseUint(header(h, HeaderGen), 10, 64)
 	if err != nil || gen == 0 {
 		return 0, time.Time{}, false
 	}
-	submitted, err = time.Parse(time.RFC3339Nano, h.Get(HeaderSubmitted))
+	submitted, err = time.Parse(time.RFC3339Nano, header(h, HeaderSubmitted))
 	if err != nil {
 		return 0, time.Time{}, false
 	}
@@ -82,7 +81,7 @@ func MovedFrom(h nats.Header) (gen uint64, submitted time.Time, ok bool) {
 // The worker that first moves a generation records it on its scheduled
 // event (Event.Digest); a copy whose digest no scheduled event of its
 // generation names is not the generation's.
-func MovedDigest(subject string, h nats.Header, body []byte, gen uint64, submitted time.Time) string {
+func MovedDigest(subject string, h map[string][]string, body []byte, gen uint64, submitted time.Time) string {
 	d := sha256.New()
 	field := func(h hash.Hash, b []byte) {
 		var n [8]byte
@@ -93,7 +92,7 @@ func MovedDigest(subject string, h nats.Header, body []byte, gen uint64, submitt
 	field(d, []byte(TaskSubjectOf(subject)))
 	field(d, body)
 	for _, k := range []string{HeaderTaskID, HeaderClient, HeaderCancelHash, HeaderReplayedBy} {
-		field(d, []byte(h.Get(k)))
+		field(d, []byte(header(h, k)))
 	}
 	field(d, []byte(strconv.FormatUint(gen, 10)))
 	field(d, []byte(submitted.UTC().Format(time.RFC3339Nano)))

@@ -37,7 +37,7 @@ const (
 	// that it holds no slot of its lane's consumer (whose MaxAckPending is
 	// the lane limit) while it waits. A worker moves a task there when it
 	// is delivered before its time, and back onto its task subject when it
-	// is due (MovedCopy); a producer may also submit a task there, which is
+	// is due (MovedHeader); a producer may also submit a task there, which is
 	// then a submission like one on its task subject.
 	SubjectLater = "captcha.later"
 	// SubjectAllLater matches every subject of the waiting room.

@@ -115,7 +115,7 @@ type Hooks interface {
 // Mover moves a task between its task subject and the waiting room
 // (wire.SubjectLater).
 type Mover interface {
-	// Move publishes a moved copy of a task (wire.MovedCopy), once per
+	// Move publishes a moved copy of a task (taskstore.MovedCopy), once per
 	// message it moves.
 	Move(ctx context.Context, msg *nats.Msg) error
 	// VerifyMoved checks that a scheduled event of generation gen of task

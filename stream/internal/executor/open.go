@@ -146,7 +146,7 @@ func (d *delivery) verify(ctx context.Context, check func() error) (bool, error)
 	return true, nil
 }
 
-// openMoved reads what a moved copy of a task is (wire.MovedCopy): the
+// openMoved reads what a moved copy of a task is (wire.MovedHeader): the
 // generation it names and when that was submitted, if a scheduled event of
 // the generation names its digest; otherwise it is not a submission of its
 // id (forged), and ends as one on its own sequence. It returns an error

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -148,7 +149,7 @@ func (d *delivery) move(ctx context.Context, base wire.Event, to string) {
 		_ = d.m.NakWithDelay(d.x.Lease()) // a worker that moves nothing reads no waiting room
 		return
 	}
-	msg := wire.MovedCopy(to, d.m.Headers(), d.m.Data(), d.gen, d.submitted, d.seq)
+	msg := taskstore.MovedCopy(to, d.m.Headers(), d.m.Data(), d.gen, d.submitted, d.seq)
 	if err := d.x.Mover.Move(ctx, msg); err != nil {
 		if jscall.TooLarge(err) {
 			// Only a raw producer's message comes this close to the stream's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,7 +36,14 @@ func VerifyMoved(ctx context.Context, s jetstream.Stream, id string, gen uint64,
 	return nil
 }
 
-// Move publishes a moved copy of a task (wire.MovedCopy). A copy the
+// MovedCopy is the message a worker publishes on subject to to move task
+// message (h, body) of generation gen, stored at submitted, whose sequence
+// is from: the same body under wire.MovedHeader.
+func MovedCopy(to string, h nats.Header, body []byte, gen uint64, submitted time.Time, from uint64) *nats.Msg {
+	return &nats.Msg{Subject: to, Header: wire.MovedHeader(to, h, gen, submitted, from), Data: body}
+}
+
+// Move publishes a moved copy of a task (MovedCopy). A copy the
 // stream takes for a duplicate is this worker's earlier one (it stopped
 // before it acked the message it moved) only when the stream holds it on
 // the same subject with the same digest (sameCopy); otherwise (someone
