@@ -6,6 +6,7 @@ import (
 
 	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // Pseudo-codes for failures that have no API code of their own, and the API
@@ -39,10 +40,10 @@ const (
 	// CodeReportRecorded is the API's answer to reportgood and reportbad.
 	CodeReportRecorded = classic.CodeReportRecorded
 	// CodeCanceled is Call.Code of a call its caller's context ended before
-	// the reply (Config.OnCall). A task canceled while its call is under way
-	// ends with the outcome code of the same spelling, stream/wire's
-	// CodeCanceled, which this package does not link.
-	CodeCanceled = "CANCELED"
+	// the reply (Config.OnCall): the outcome code a task canceled while its
+	// call is under way ends with (stream/wire links only the standard
+	// library and the catalogue).
+	CodeCanceled = wire.CodeCanceled
 )
 
 // HTTPCode returns the pseudo-code of an HTTP status that is not 200:

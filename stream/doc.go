@@ -19,7 +19,9 @@
 //     letters, and reads and cancels any task.
 //
 // Beside them: stream/wire, the contract every producer links (tasks,
-// subjects, headers, events, outcomes); stream/broker, an embedded
+// subjects, headers, events, outcomes and their codes), which links only
+// the standard library and the method catalogue (package captcha): no NATS
+// client, no HTTP; stream/broker, an embedded
 // nats-server; stream/streamtest, all of it in one Go test; and
 // stream/metrics, a worker's Prometheus metrics. The worker's machinery
 // lives in internal packages named by role:
