@@ -202,39 +202,14 @@ func resultOf(a answer) createtask.TaskResult {
 // feedbackTask's result.invalid, reported as res.php's reportgood and
 // reportbad are (Gateway.report).
 func (g *Gateway) reportJSON(ctx context.Context, c *caller, op string, body []byte, w http.ResponseWriter) {
-	fail := func(code, text string) { createtask.Write(w, c.Client.Err(code, text)) }
-	var id createtask.TaskID
-	good, isReport := createtask.ReportVerdict(op)
-	if isReport {
-		var req createtask.TaskRequest
-		if err := createtask.Decode(body, &req); err != nil {
-			fail(createtask.CodeNoSuchCaptchaID, err.Error())
-			return
-		}
-		id = req.TaskID
-	} else {
-		var req createtask.FeedbackRequest
-		if err := createtask.Decode(body, &req); err != nil {
-			fail(createtask.CodeInvalidTaskData, err.Error())
-			return
-		}
-		if req.Result == nil {
-			fail(createtask.CodeInvalidTaskData, "result: required, with result.invalid")
-			return
-		}
-		id, good = req.TaskID, !req.Result.Invalid
-	}
-	if id <= 0 {
-		fail(createtask.CodeNoSuchCaptchaID, "taskId: required")
+	id, good, rerr := createtask.ReadReport(op, body)
+	if rerr != nil {
+		createtask.Write(w, c.Client.Err(rerr.Code, rerr.Description))
 		return
 	}
-	code, text := g.report(ctx, c, id.String(), good)
-	switch {
-	case code != solver.CodeReportRecorded:
-		fail(createtask.FromClassic(code), text)
-	case !isReport:
-		createtask.Write(w, createtask.ReportResponse{Message: code})
-	default:
-		createtask.Write(w, createtask.ReportResponse{Status: createtask.ReportAccepted})
+	if code, text := g.report(ctx, c, id.String(), good); code != solver.CodeReportRecorded {
+		createtask.Write(w, c.Client.Err(createtask.FromClassic(code), text))
+		return
 	}
+	createtask.Write(w, createtask.ReportTaken(op))
 }

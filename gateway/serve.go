@@ -25,8 +25,8 @@ import (
 // dialect's calls (createtask.IsPath), POST; anything else is 404.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
-	jsonOp := createtask.IsPath(op)
-	if op != classic.SubmitPath && op != classic.ResultPath && !jsonOp {
+	served, jsonOp, allow := createtask.Route(op, r.Method)
+	if !served {
 		http.NotFound(w, r)
 		return
 	}
@@ -40,14 +40,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if jsonOp && r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		http.Error(w, "method not allowed: the JSON dialect's calls are POSTs of a JSON object", http.StatusMethodNotAllowed)
-		return
-	}
-	if r.Method != http.MethodGet && r.Method != http.MethodPost {
-		w.Header().Set("Allow", "GET, POST")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	if allow != "" {
+		w.Header().Set("Allow", allow)
+		msg := "method not allowed"
+		if jsonOp {
+			msg += ": the JSON dialect's calls are POSTs of a JSON object"
+		}
+		http.Error(w, msg, http.StatusMethodNotAllowed)
 		return
 	}
 	now, addr := g.cfg.Now(), clientAddr(r)

@@ -161,18 +161,13 @@ func (s *Server) SetFaults(f Faults) {
 // POST); other paths are 404.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := strings.TrimPrefix(r.URL.Path, "/")
-	tasks := createtask.IsPath(op)
-	if op != classic.SubmitPath && op != classic.ResultPath && !tasks {
+	served, tasks, allow := createtask.Route(op, r.Method)
+	if !served {
 		http.NotFound(w, r)
 		return
 	}
-	if tasks && r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	if r.Method != http.MethodGet && r.Method != http.MethodPost {
-		w.Header().Set("Allow", "GET, POST")
+	if allow != "" {
+		w.Header().Set("Allow", allow)
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}

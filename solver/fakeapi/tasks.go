@@ -93,32 +93,16 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request, op string) {
 // feedbackTask's result.invalid (docs.capsolver.com/guide/api-feedback),
 // recorded as res.php's reportgood and reportbad are.
 func (s *Server) reportTask(w http.ResponseWriter, op string, body []byte, fail func(code, text string)) {
-	good, byPath := createtask.ReportVerdict(op)
-	var id createtask.TaskID
-	if byPath {
-		var req createtask.TaskRequest
-		if err := createtask.Decode(body, &req); err != nil {
-			fail(classic.CodeWrongCaptchaID, err.Error())
-			return
-		}
-		id = req.TaskID
-	} else {
-		var req createtask.FeedbackRequest
-		if err := createtask.Decode(body, &req); err != nil || req.Result == nil {
-			fail(createtask.CodeInvalidTaskData, "result: required, with result.invalid")
-			return
-		}
-		id, good = req.TaskID, !req.Result.Invalid
+	id, good, rerr := createtask.ReadReport(op, body)
+	if rerr != nil {
+		fail(rerr.Code, rerr.Description)
+		return
 	}
-	code := s.report(id.String(), good)
-	switch {
-	case code != classic.CodeReportRecorded:
+	if code := s.report(id.String(), good); code != classic.CodeReportRecorded {
 		fail(code, errorText(code))
-	case byPath:
-		createtask.Write(w, createtask.ReportResponse{Status: createtask.ReportAccepted})
-	default:
-		createtask.Write(w, createtask.ReportResponse{Message: code})
+		return
 	}
+	createtask.Write(w, createtask.ReportTaken(op))
 }
 
 // taskResult is getTaskResult's reply for c, ready: its solution in its
