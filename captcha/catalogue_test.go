@@ -28,6 +28,7 @@ func TestCatalogueTimings(t *testing.T) {
 		{KindImage, 5 * s, 120 * s, LaneFast, "2captcha: at least 5 s; MAX_TIMEOUT 120"},
 		{KindGrid, 5 * s, 120 * s, LaneFast, "2captcha: at least 5 s; MAX_TIMEOUT 120"},
 		{KindBLS, 15 * s, 120 * s, LaneFast, "example sleeps 15; MAX_TIMEOUT 120"},
+		{KindFriendly, 5 * s, 120 * s, LaneFast, "2captcha: at least 5 s; MAX_TIMEOUT 120"},
 	}
 	var names []string
 	for _, k := range kinds {
@@ -63,6 +64,7 @@ func TestCatalogueTimings(t *testing.T) {
 		"post":                 300 * s, // captchaq's own
 		"base64":               300 * s, // captchaq's own
 		"bls":                  300 * s, // captchaq's own
+		"friendly_captcha":     120 * s, // captchaq's own
 	}
 	got := TokenLifetimes()
 	if len(got) != len(lifetimes) {

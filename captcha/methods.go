@@ -17,6 +17,7 @@ const (
 	KindImage       = "image"                // post and base64
 	KindGrid        = "grid"                 // post and base64 with recaptcha=1
 	KindBLS         = "bls"                  // bls
+	KindFriendly    = "friendly_captcha"     // friendly_captcha
 )
 
 // The methods' names, as the service's in.php takes them (each entry's
@@ -31,6 +32,7 @@ const (
 	MethodPost       = "post"
 	MethodBase64     = "base64"
 	MethodBLS        = "bls"
+	MethodFriendly   = "friendly_captcha"
 )
 
 // Where the timings come from:
@@ -237,6 +239,28 @@ var catalogue = []Method{
 		params: map[string]param{
 			"body":             {required: true, check: checkImage},
 			"textinstructions": {required: true, check: maxChars(140)},
+		},
+	},
+	// Friendly Captcha: CaptchaAI's official MCP server lists it among the
+	// service's token-mode methods, with no argument beyond the site key and
+	// the page (pypi.org/project/captchaai-mcp, "Supported captcha_type
+	// Values": friendly_captcha); the in.php form is method=friendly_captcha
+	// with sitekey and pageurl, the answer a token (2captcha/2captcha-python,
+	// twocaptcha/solver.py, friendly_captcha; anti-captcha.com/apidoc/
+	// task-types/FriendlyCaptchaTaskProxyless: solution.token).
+	{
+		Name: MethodFriendly,
+		Kinds: []Kind{
+			// 5 s: 2captcha's "at least 5 seconds", captchaq's choice for a
+			// proof-of-work puzzle solved in seconds. 120 s: the examples'
+			// MAX_TIMEOUT.
+			{Name: KindFriendly, Lane: LaneFast, FirstPoll: 5 * time.Second, MaxWait: 120 * time.Second},
+		},
+		TokenLifetime: 120 * time.Second, // captchaq's choice: as reCAPTCHA
+		Answer:        AnswerToken,
+		params: map[string]param{
+			"sitekey": {required: true, check: checkKey},
+			"pageurl": {required: true, check: checkPageURL},
 		},
 	},
 }

@@ -150,7 +150,7 @@ func TestValidateErrorReads(t *testing.T) {
 
 func TestMethods(t *testing.T) {
 	t.Parallel()
-	want := []string{"base64", "bls", "cloudflare_challenge", "geetest", "hcaptcha", "post", "turnstile", "userrecaptcha"}
+	want := []string{"base64", "bls", "cloudflare_challenge", "friendly_captcha", "geetest", "hcaptcha", "post", "turnstile", "userrecaptcha"}
 	if got := Methods(); !slices.Equal(got, want) {
 		t.Errorf("Methods() = %v, want %v", got, want)
 	}

@@ -51,6 +51,10 @@ func (s *Server) answer(c *captcha) (json.RawMessage, string) {
 		return obj, ""
 	case KindHCaptcha:
 		return str("P1_" + s.token(c.id, 400)), ""
+	case KindFriendly:
+		// A token string (anti-captcha.com/apidoc/task-types/
+		// FriendlyCaptchaTaskProxyless: solution.token).
+		return str(s.token(c.id, 240)), ""
 	case KindCloudflare:
 		ua := c.params["userAgent"]
 		if ua == "" {

@@ -39,6 +39,8 @@ func DefaultSolveTimes() map[string]Range {
 		KindHCaptcha:   {Min: 5 * time.Second, Median: 14 * time.Second, Max: 50 * time.Second},
 		KindCloudflare: {Min: 8 * time.Second, Median: 18 * time.Second, Max: 60 * time.Second},
 		KindBLS:        {Min: 3 * time.Second, Median: 8 * time.Second, Max: 30 * time.Second},
+		// A proof-of-work puzzle: as Turnstile.
+		KindFriendly: {Min: 2 * time.Second, Median: 6 * time.Second, Max: 25 * time.Second},
 	}
 }
 

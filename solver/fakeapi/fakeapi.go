@@ -63,6 +63,7 @@ const (
 	KindImage       = catalogue.KindImage       // post and base64
 	KindGrid        = catalogue.KindGrid        // post and base64 with recaptcha=1
 	KindBLS         = catalogue.KindBLS         // bls
+	KindFriendly    = catalogue.KindFriendly    // friendly_captcha
 )
 
 // The services Config.Service emulates.

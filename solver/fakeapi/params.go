@@ -52,6 +52,15 @@ func checkParams(method string, p map[string]string, file []byte, fileName strin
 		case p["proxy"] == "", p["proxytype"] == "":
 			return classic.CodeBadProxy
 		}
+	case "friendly_captcha":
+		// sitekey and pageurl (2captcha/2captcha-python, twocaptcha/solver.py,
+		// friendly_captcha).
+		switch {
+		case p["sitekey"] == "":
+			return classic.CodeBadParameters
+		case !isURL(p["pageurl"]):
+			return classic.CodePageURL
+		}
 	case "bls":
 		if p["textinstructions"] == "" {
 			return classic.CodeBadParameters
