@@ -41,6 +41,18 @@ type Admission struct {
 	// (2captcha-python's in.php posts its key among the form's fields).
 	// Default 2.
 	UnauthenticatedPerAddress int
+	// UnauthenticatedReserved is how many of the Unauthenticated turns
+	// only an address that proved a gateway key (any request with a key
+	// the gateway knows, in its query or its body, within the last
+	// ProvenFor) may take: stalled uploads from as many networks as it
+	// takes to hold every other turn never hold these, so a caller that
+	// polled or submitted before (res.php polls carry the key in the
+	// query) gets a turn at once whatever they do. Default 4; negative:
+	// none.
+	UnauthenticatedReserved int
+	// ProvenFor is how long an address stays one that proved a key.
+	// Default 1 h.
+	ProvenFor time.Duration
 	// UnauthenticatedPerNetwork is how many of those turns one client
 	// network may hold at once: an IPv6 /48 (the prefix a subscriber is
 	// commonly given, RFC 6177: it chooses each of its 65,536 /64s) or an
@@ -87,6 +99,9 @@ const (
 	// DefaultUnauthenticatedPerAddress is
 	// Admission.UnauthenticatedPerAddress's default.
 	DefaultUnauthenticatedPerAddress = 2
+	// DefaultUnauthenticatedReserved is
+	// Admission.UnauthenticatedReserved's default.
+	DefaultUnauthenticatedReserved = 4
 	// DefaultUnauthenticatedPerNetwork is
 	// Admission.UnauthenticatedPerNetwork's default.
 	DefaultUnauthenticatedPerNetwork = 4
@@ -104,6 +119,12 @@ func (a Admission) withDefaults() Admission {
 	}
 	if a.UnauthenticatedPerAddress == 0 {
 		a.UnauthenticatedPerAddress = DefaultUnauthenticatedPerAddress
+	}
+	if a.UnauthenticatedReserved == 0 {
+		a.UnauthenticatedReserved = DefaultUnauthenticatedReserved
+	}
+	if a.ProvenFor <= 0 {
+		a.ProvenFor = time.Hour
 	}
 	if a.UnauthenticatedPerNetwork == 0 {
 		a.UnauthenticatedPerNetwork = DefaultUnauthenticatedPerNetwork
@@ -134,19 +155,53 @@ func (a Admission) withDefaults() Admission {
 type admission struct {
 	cfg    Admission
 	unauth chan struct{}
+	// reserved are the turns only a proven address takes (a nil channel,
+	// which no select takes, when none are).
+	reserved chan struct{}
 
 	mu      sync.Mutex
 	active  map[string]int             // requests in the gateway, by client address
 	turns   map[string]*addrTurns      // turns to read a body, by client address
 	badKeys map[string]*classic.Window // unknown keys, by client address
+	proven  map[string]time.Time       // when a known key last came, by client address
 }
 
+// maxProven bounds the addresses remembered as proven: only a request with
+// a valid key adds one, so only a key's holder fills it; past it, no more
+// are added until the sweep forgets the stale ones.
+const maxProven = 1 << 16
+
 func newAdmission(cfg Admission) *admission {
-	a := &admission{cfg: cfg, active: map[string]int{}, turns: map[string]*addrTurns{}, badKeys: map[string]*classic.Window{}}
+	a := &admission{cfg: cfg, active: map[string]int{}, turns: map[string]*addrTurns{}, badKeys: map[string]*classic.Window{},
+		proven: map[string]time.Time{}}
 	if cfg.Unauthenticated > 0 {
-		a.unauth = make(chan struct{}, cfg.Unauthenticated)
+		// The reserve is at most half the turns: callers new to the
+		// gateway keep the rest.
+		r := min(max(cfg.UnauthenticatedReserved, 0), cfg.Unauthenticated/2)
+		a.unauth = make(chan struct{}, cfg.Unauthenticated-r)
+		if r > 0 {
+			a.reserved = make(chan struct{}, r)
+		}
 	}
 	return a
+}
+
+// prove notes that a request from addr carried a key the gateway knows.
+func (a *admission) prove(addr string, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.proven[addr]; ok || len(a.proven) < maxProven {
+		a.proven[addr] = now
+	}
+}
+
+// isProven reports whether a request from addr carried a known key within
+// ProvenFor.
+func (a *admission) isProven(addr string, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at, ok := a.proven[addr]
+	return ok && now.Sub(at) < a.cfg.ProvenFor
 }
 
 // clientAddr is the address a request comes from: the connection's peer,
@@ -212,17 +267,23 @@ func (a *admission) sweep(now time.Time) {
 			delete(a.badKeys, addr)
 		}
 	}
+	for addr, at := range a.proven {
+		if now.Sub(at) >= a.cfg.ProvenFor {
+			delete(a.proven, addr)
+		}
+	}
 }
 
 // unauthTurn waits for a turn to read a body from addr whose key is not
 // known yet: one of addr's own (UnauthenticatedPerAddress), then one of
 // its network's (UnauthenticatedPerNetwork), then one of all
-// (Unauthenticated). It returns done (idempotent) to give them back once
+// (Unauthenticated; for an address that proved a key, proven, one of the
+// reserve as well). It returns done (idempotent) to give them back once
 // the key is known or the request ends, or false when none came within
 // UnauthenticatedWait. A request waiting for one share holds none of the
 // next, so one address's or one network's stalled uploads keep no other
 // network's out.
-func (a *admission) unauthTurn(ctx context.Context, addr string) (done func(), ok bool) {
+func (a *admission) unauthTurn(ctx context.Context, addr string, proven bool) (done func(), ok bool) {
 	if a.unauth == nil {
 		return func() {}, true
 	}
@@ -254,9 +315,15 @@ func (a *admission) unauthTurn(ctx context.Context, addr string) (done func(), o
 		giveBack()
 		return nil, false
 	}
+	var reserved chan struct{} // nil: never taken
+	if proven {
+		reserved = a.reserved
+	}
 	select {
 	case a.unauth <- struct{}{}:
 		held = append(held, func() { <-a.unauth })
+	case reserved <- struct{}{}:
+		held = append(held, func() { <-reserved })
 	case <-t.C:
 		giveBack()
 		return nil, false

@@ -136,6 +136,7 @@ func (g *Gateway) admitRequest(w http.ResponseWriter, r *http.Request, addr stri
 			g.admit.badKey(addr, now)
 			return false
 		}
+		g.admit.prove(addr, now)
 		return true
 	}
 	var releases []func()
@@ -167,7 +168,7 @@ func (g *Gateway) admitRequest(w http.ResponseWriter, r *http.Request, addr stri
 			return ok
 		}
 		if r.Method == http.MethodPost && r.ContentLength != 0 {
-			done, ok := g.admit.unauthTurn(r.Context(), addr)
+			done, ok := g.admit.unauthTurn(r.Context(), addr, g.admit.isProven(addr, now))
 			if !ok {
 				return known, release, refusedBusy
 			}
