@@ -2,9 +2,13 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/captchaq/captchaq/internal/dialect/classic"
@@ -37,9 +41,43 @@ type Admission struct {
 	// (2captcha-python's in.php posts its key among the form's fields).
 	// Default 2.
 	UnauthenticatedPerAddress int
+	// UnauthenticatedReserved is how many of the Unauthenticated turns
+	// only an address that proved a gateway key (any request with a key
+	// the gateway knows, in its query or its body, within the last
+	// ProvenFor) may take: stalled uploads from as many networks as it
+	// takes to hold every other turn never hold these, so a caller that
+	// polled or submitted before (res.php polls carry the key in the
+	// query) gets a turn at once whatever they do. Default 4; negative:
+	// none.
+	UnauthenticatedReserved int
+	// ProvenFor is how long an address stays one that proved a key.
+	// Default 1 h.
+	ProvenFor time.Duration
+	// UnauthenticatedPerNetwork is how many of those turns one client
+	// network may hold at once: an IPv6 /48 (the prefix a subscriber is
+	// commonly given, RFC 6177: it chooses each of its 65,536 /64s) or an
+	// IPv4 /24. Addresses cost a caller nothing to change within its own
+	// network, so a per-address share alone is a share per /64 the caller
+	// cares to use; this second level keeps one subscriber to a few turns
+	// whatever it spreads them over. Default 4.
+	UnauthenticatedPerNetwork int
 	// UnauthenticatedWait is how long a request waits for its turn to
 	// read its body before its key is known. Default 10 s.
 	UnauthenticatedWait time.Duration
+	// UnauthenticatedGrace and UnauthenticatedMinRate are the pace a body
+	// holding one of those turns must keep: UnauthenticatedGrace, plus
+	// one second per UnauthenticatedMinRate bytes read, after it got its
+	// turn (Apache's mod_reqtimeout rule, "body=20,MinRate=500": 20 s,
+	// and 1 s more per 500 bytes received). A body behind that pace gives
+	// its turn back to the callers waiting, and its reading ends (HTTP
+	// 408). A stalled upload so holds a turn for the grace, not for the
+	// server's whole-request timeout, and holding one longer costs
+	// its sender UnauthenticatedMinRate bytes a second; a caller on a
+	// poor link (2 KB/s, four times the rate) is never behind. Default
+	// 10 s (the wait above: a caller waiting for a turn held by stalled
+	// uploads sees it freed within its wait) and 500 bytes a second.
+	UnauthenticatedGrace   time.Duration
+	UnauthenticatedMinRate int
 	// BadKeys requests with a key the gateway does not know from one
 	// address within BadKeyWindow ban the address for BadKeyBan: every
 	// request from it is answered IP_BANNED, unread, as the service bans
@@ -61,6 +99,15 @@ const (
 	// DefaultUnauthenticatedPerAddress is
 	// Admission.UnauthenticatedPerAddress's default.
 	DefaultUnauthenticatedPerAddress = 2
+	// DefaultUnauthenticatedReserved is
+	// Admission.UnauthenticatedReserved's default.
+	DefaultUnauthenticatedReserved = 4
+	// DefaultUnauthenticatedPerNetwork is
+	// Admission.UnauthenticatedPerNetwork's default.
+	DefaultUnauthenticatedPerNetwork = 4
+	// DefaultUnauthenticatedMinRate is
+	// Admission.UnauthenticatedMinRate's default, in bytes a second.
+	DefaultUnauthenticatedMinRate = 500
 )
 
 func (a Admission) withDefaults() Admission {
@@ -73,8 +120,23 @@ func (a Admission) withDefaults() Admission {
 	if a.UnauthenticatedPerAddress == 0 {
 		a.UnauthenticatedPerAddress = DefaultUnauthenticatedPerAddress
 	}
+	if a.UnauthenticatedReserved == 0 {
+		a.UnauthenticatedReserved = DefaultUnauthenticatedReserved
+	}
+	if a.ProvenFor <= 0 {
+		a.ProvenFor = time.Hour
+	}
+	if a.UnauthenticatedPerNetwork == 0 {
+		a.UnauthenticatedPerNetwork = DefaultUnauthenticatedPerNetwork
+	}
 	if a.UnauthenticatedWait <= 0 {
 		a.UnauthenticatedWait = 10 * time.Second
+	}
+	if a.UnauthenticatedGrace <= 0 {
+		a.UnauthenticatedGrace = 10 * time.Second
+	}
+	if a.UnauthenticatedMinRate == 0 {
+		a.UnauthenticatedMinRate = DefaultUnauthenticatedMinRate
 	}
 	if a.BadKeys == 0 {
 		a.BadKeys = 30
@@ -93,19 +155,53 @@ func (a Admission) withDefaults() Admission {
 type admission struct {
 	cfg    Admission
 	unauth chan struct{}
+	// reserved are the turns only a proven address takes (a nil channel,
+	// which no select takes, when none are).
+	reserved chan struct{}
 
 	mu      sync.Mutex
 	active  map[string]int             // requests in the gateway, by client address
 	turns   map[string]*addrTurns      // turns to read a body, by client address
 	badKeys map[string]*classic.Window // unknown keys, by client address
+	proven  map[string]time.Time       // when a known key last came, by client address
 }
 
+// maxProven bounds the addresses remembered as proven: only a request with
+// a valid key adds one, so only a key's holder fills it; past it, no more
+// are added until the sweep forgets the stale ones.
+const maxProven = 1 << 16
+
 func newAdmission(cfg Admission) *admission {
-	a := &admission{cfg: cfg, active: map[string]int{}, turns: map[string]*addrTurns{}, badKeys: map[string]*classic.Window{}}
+	a := &admission{cfg: cfg, active: map[string]int{}, turns: map[string]*addrTurns{}, badKeys: map[string]*classic.Window{},
+		proven: map[string]time.Time{}}
 	if cfg.Unauthenticated > 0 {
-		a.unauth = make(chan struct{}, cfg.Unauthenticated)
+		// The reserve is at most half the turns: callers new to the
+		// gateway keep the rest.
+		r := min(max(cfg.UnauthenticatedReserved, 0), cfg.Unauthenticated/2)
+		a.unauth = make(chan struct{}, cfg.Unauthenticated-r)
+		if r > 0 {
+			a.reserved = make(chan struct{}, r)
+		}
 	}
 	return a
+}
+
+// prove notes that a request from addr carried a key the gateway knows.
+func (a *admission) prove(addr string, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.proven[addr]; ok || len(a.proven) < maxProven {
+		a.proven[addr] = now
+	}
+}
+
+// isProven reports whether a request from addr carried a known key within
+// ProvenFor.
+func (a *admission) isProven(addr string, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at, ok := a.proven[addr]
+	return ok && now.Sub(at) < a.cfg.ProvenFor
 }
 
 // clientAddr is the address a request comes from: the connection's peer,
@@ -171,72 +267,176 @@ func (a *admission) sweep(now time.Time) {
 			delete(a.badKeys, addr)
 		}
 	}
+	for addr, at := range a.proven {
+		if now.Sub(at) >= a.cfg.ProvenFor {
+			delete(a.proven, addr)
+		}
+	}
 }
 
 // unauthTurn waits for a turn to read a body from addr whose key is not
 // known yet: one of addr's own (UnauthenticatedPerAddress), then one of
-// all (Unauthenticated). It returns done (idempotent) to give both back
-// once the key is known or the request ends, or false when none came
-// within UnauthenticatedWait. A request waiting for its address's turn
-// holds none of all, so one address's stalled uploads keep no other
-// address's out.
-func (a *admission) unauthTurn(ctx context.Context, addr string) (done func(), ok bool) {
+// its network's (UnauthenticatedPerNetwork), then one of all
+// (Unauthenticated; for an address that proved a key, proven, one of the
+// reserve as well). It returns done (idempotent) to give them back once
+// the key is known or the request ends, or false when none came within
+// UnauthenticatedWait. A request waiting for one share holds none of the
+// next, so one address's or one network's stalled uploads keep no other
+// network's out.
+func (a *admission) unauthTurn(ctx context.Context, addr string, proven bool) (done func(), ok bool) {
 	if a.unauth == nil {
 		return func() {}, true
 	}
 	t := time.NewTimer(a.cfg.UnauthenticatedWait)
 	defer t.Stop()
-	var own *addrTurns
-	if a.cfg.UnauthenticatedPerAddress > 0 {
-		a.mu.Lock()
-		own = a.turns[addr]
-		if own == nil {
-			own = &addrTurns{ch: make(chan struct{}, a.cfg.UnauthenticatedPerAddress)}
-			a.turns[addr] = own
-		}
-		own.users++
-		a.mu.Unlock()
-	}
-	leaveOwn := func(held bool) {
-		if own == nil {
-			return
-		}
-		if held {
-			<-own.ch
-		}
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if own.users--; own.users == 0 {
-			delete(a.turns, addr)
+	var held []func()
+	giveBack := func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			held[i]()
 		}
 	}
-	if own != nil {
+	levels := []struct {
+		key string
+		n   int
+	}{{"addr " + addr, a.cfg.UnauthenticatedPerAddress}, {"net " + networkOf(addr), a.cfg.UnauthenticatedPerNetwork}}
+	for _, l := range levels {
+		if l.n <= 0 {
+			continue
+		}
+		s := a.share(l.key, l.n)
 		select {
-		case own.ch <- struct{}{}:
+		case s.ch <- struct{}{}:
+			held = append(held, func() { <-s.ch; a.unshare(l.key, s) })
+			continue
 		case <-t.C:
-			leaveOwn(false)
-			return nil, false
 		case <-ctx.Done():
-			leaveOwn(false)
-			return nil, false
 		}
+		a.unshare(l.key, s)
+		giveBack()
+		return nil, false
+	}
+	var reserved chan struct{} // nil: never taken
+	if proven {
+		reserved = a.reserved
 	}
 	select {
 	case a.unauth <- struct{}{}:
+		held = append(held, func() { <-a.unauth })
+	case reserved <- struct{}{}:
+		held = append(held, func() { <-reserved })
 	case <-t.C:
-		leaveOwn(true)
+		giveBack()
 		return nil, false
 	case <-ctx.Done():
-		leaveOwn(true)
+		giveBack()
 		return nil, false
 	}
 	var once sync.Once
-	return func() { once.Do(func() { <-a.unauth; leaveOwn(true) }) }, true
+	return func() { once.Do(giveBack) }, true
 }
 
-// addrTurns are one address's turns to read a body before its key is
-// known, and how many of its requests hold or wait for one.
+// share is the turns of one address or network (key) of n, counting the
+// request that will wait for one of them.
+func (a *admission) share(key string, n int) *addrTurns {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.turns[key]
+	if s == nil {
+		s = &addrTurns{ch: make(chan struct{}, n)}
+		a.turns[key] = s
+	}
+	s.users++
+	return s
+}
+
+// unshare is share's end: the request neither holds nor waits for one of
+// key's turns any more.
+func (a *admission) unshare(key string, s *addrTurns) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if s.users--; s.users == 0 {
+		delete(a.turns, key)
+	}
+}
+
+// addrTurns are one address's or network's turns to read a body before
+// its key is known, and how many of its requests hold or wait for one.
 type addrTurns struct {
 	ch    chan struct{}
 	users int
+}
+
+// networkOf is the network of a client address as clientAddr gives it:
+// an IPv6 /64's /48, an IPv4 address's /24; anything else is its own.
+func networkOf(addr string) string {
+	if p, err := netip.ParsePrefix(addr); err == nil && p.Addr().Is6() {
+		return netip.PrefixFrom(p.Addr(), 48).Masked().String()
+	}
+	if ip, err := netip.ParseAddr(addr); err == nil && ip.Is4() {
+		return netip.PrefixFrom(ip, 24).Masked().String()
+	}
+	return addr
+}
+
+// errTooSlow ends the reading of a body that fell behind the pace a body
+// holding a turn must keep before its key is known.
+var errTooSlow = errors.New("the body arrives too slowly")
+
+// paced is a body read on one of the turns before its key is known,
+// counting what arrives.
+type paced struct {
+	io.ReadCloser
+	n    atomic.Int64
+	slow atomic.Bool
+}
+
+func (p *paced) Read(b []byte) (int, error) {
+	n, err := p.ReadCloser.Read(b)
+	p.n.Add(int64(n))
+	if p.slow.Load() {
+		return n, errTooSlow
+	}
+	return n, err
+}
+
+// pace holds r's body, read on a turn that done gives back, to
+// UnauthenticatedGrace plus one second per UnauthenticatedMinRate bytes
+// read: behind that, the turn is given back at once (not when the server's
+// read timeout ends the request) and the body's reading ends with
+// errTooSlow. It returns done extended to stop the watch.
+func (a *admission) pace(w http.ResponseWriter, r *http.Request, done func()) func() {
+	if a.cfg.UnauthenticatedMinRate <= 0 {
+		return done
+	}
+	p := &paced{ReadCloser: r.Body}
+	r.Body = p
+	stop := make(chan struct{})
+	start := time.Now()
+	go func() {
+		t := time.NewTimer(a.cfg.UnauthenticatedGrace)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			due := start.Add(a.cfg.UnauthenticatedGrace + time.Duration(p.n.Load())*time.Second/time.Duration(a.cfg.UnauthenticatedMinRate))
+			if wait := time.Until(due); wait > 0 {
+				t.Reset(wait)
+				continue
+			}
+			p.slow.Store(true)
+			done()
+			// A read waiting on the connection ends now; a body that is
+			// not a connection's (a handler's caller of its own) is
+			// closed instead.
+			if err := http.NewResponseController(w).SetReadDeadline(time.Now()); err != nil {
+				_ = p.ReadCloser.Close()
+			}
+			return
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(stop); done() }) }
 }

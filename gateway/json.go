@@ -32,7 +32,7 @@ func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request, op, addr str
 		fail(createtask.CodeIPBlocked, "too many requests with keys the gateway does not know from this address: wait")
 		return
 	}
-	known, release, refusal := g.admitRequest(r, addr, now, "")
+	known, release, refusal := g.admitRequest(w, r, addr, now, "")
 	defer release()
 	if refusal != refusedNone {
 		unread(w)
@@ -47,6 +47,9 @@ func (g *Gateway) serveJSON(w http.ResponseWriter, r *http.Request, op, addr str
 		known("")
 		// Only an image makes a body this large (as on in.php).
 		fail(createtask.CodeTooBigCaptchaFilesize, fmt.Sprintf("the request is over %d bytes: an image is at most %d", tooBig.Limit, captcha.MaxImageSize))
+		return
+	case errors.Is(err, errTooSlow):
+		tooSlow(w)
 		return
 	case err != nil:
 		known("")

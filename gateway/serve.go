@@ -67,7 +67,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, q, op, classic.CodeIPBanned)
 		return
 	}
-	known, release, refusal := g.admitRequest(r, addr, now, q["key"])
+	known, release, refusal := g.admitRequest(w, r, addr, now, q["key"])
 	defer release()
 	switch refusal {
 	case refusedKey:
@@ -85,6 +85,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, errUnknownKey):
 		unread(w)
 		rep.code(classic.CodeKeyDoesNotExist, "no such gateway key")
+		return
+	case errors.Is(err, errTooSlow):
+		tooSlow(w)
 		return
 	case errors.As(err, &tooBig) && op == classic.SubmitPath:
 		// Only an image makes a body this large: the service's code
@@ -126,12 +129,13 @@ const (
 // records an unknown key against addr), release (to defer) and why it
 // refused the request, if it did. A known key's requests are bounded by
 // the key's own limits instead.
-func (g *Gateway) admitRequest(r *http.Request, addr string, now time.Time, queryKey string) (known func(string) bool, release func(), refusal int) {
+func (g *Gateway) admitRequest(w http.ResponseWriter, r *http.Request, addr string, now time.Time, queryKey string) (known func(string) bool, release func(), refusal int) {
 	known = func(key string) bool {
 		if key == "" || g.callers[sha256.Sum256([]byte(key))] == nil {
 			g.admit.badKey(addr, now)
 			return false
 		}
+		g.admit.prove(addr, now)
 		return true
 	}
 	var releases []func()
@@ -163,10 +167,11 @@ func (g *Gateway) admitRequest(r *http.Request, addr string, now time.Time, quer
 			return ok
 		}
 		if r.Method == http.MethodPost && r.ContentLength != 0 {
-			done, ok := g.admit.unauthTurn(r.Context(), addr)
+			done, ok := g.admit.unauthTurn(r.Context(), addr, g.admit.isProven(addr, now))
 			if !ok {
 				return known, release, refusedBusy
 			}
+			done = g.admit.pace(w, r, done)
 			releases = append(releases, done)
 			inner := known
 			known = func(key string) bool {
@@ -214,6 +219,16 @@ func (g *Gateway) refuse(w http.ResponseWriter, q form, op, why string) {
 func unread(w http.ResponseWriter) {
 	w.Header().Set("Connection", "close")
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
+// tooSlow answers a request whose body fell behind the pace a body must
+// keep before its key is known (Admission.UnauthenticatedMinRate): HTTP
+// 408, as a server answers a request that did not arrive in time, which
+// the services' SDKs take for a network error and send again. The
+// connection closes.
+func tooSlow(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	http.Error(w, "request timeout: the body arrived slower than the gateway reads a body before its key is known", http.StatusRequestTimeout)
 }
 
 // newNumber draws a task's caller-facing id: 18 decimal digits, the first
