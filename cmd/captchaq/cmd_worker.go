@@ -143,6 +143,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if set == nil {
 		sc = w.SolverClient()
+	} else if err := shareClaims(ctx, set, nc, nf.topology(top.topology())); err != nil {
+		return explain(err, ae)
 	}
 	// Reports a gateway asks for (its callers' reportgood/reportbad):
 	// the service's key stays here. With a nats.conf that does not let

@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/provider"
 	"github.com/captchaq/captchaq/stream"
@@ -40,6 +42,19 @@ func (s *solverFlags) openProviders(path, overflow string) (*provider.Set, error
 		return nil, fmt.Errorf("--providers %s: %w", path, err)
 	}
 	return set, nil
+}
+
+// shareClaims gives set the pool's record of the captcha ids its workers
+// poll (stream.Claims, in the timings bucket), so that a provider that
+// gives this worker the id of a captcha another worker polls does not
+// hand this task the other's answer.
+func shareClaims(ctx context.Context, set *provider.Set, nc *nats.Conn, t stream.Topology) error {
+	claims, err := stream.OpenClaims(ctx, nc, t)
+	if err != nil {
+		return fmt.Errorf("the pool's captcha claims: %w", err)
+	}
+	set.ShareClaims(claims)
+	return nil
 }
 
 // providerSolver is a Set as the worker calls it (wrapped for the

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/captchaq/captchaq/retry"
@@ -52,6 +53,23 @@ type Config struct {
 	// Overflow says when a task goes to an overflow provider while every
 	// primary's plan is full. Default OverflowAtDeadline.
 	Overflow OverflowPolicy
+	// Claims, when set, is the pool's record of which captcha ids its
+	// workers poll (stream.Claims): a captcha id a provider gives this
+	// Set that another worker polls is then refused as one another task
+	// of the Set polls is (CodeReusedID). Without it the guard holds
+	// within the Set only. Set it with Set.ShareClaims once the worker is
+	// connected.
+	Claims Claims
+}
+
+// Claims is a pool-wide record of the captcha ids its workers poll, per
+// provider (stream.Claims).
+type Claims interface {
+	// Claim claims provider's captcha id: false when another holds it;
+	// an error when the record could not be asked.
+	Claim(ctx context.Context, provider, id string) (bool, error)
+	// Release ends the claim.
+	Release(ctx context.Context, provider, id string) error
 }
 
 // Set solves through several providers (see the package documentation).
@@ -62,6 +80,7 @@ type Set struct {
 	overflowWhen OverflowPolicy
 	log          *slog.Logger
 	now          func() time.Time
+	claims       atomic.Pointer[Claims]
 }
 
 // member is a provider with what the Set knows of it.
@@ -113,7 +132,56 @@ func New(cfg Config) (*Set, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Claims != nil {
+		s.claims.Store(&cfg.Claims)
+	}
 	return s, nil
+}
+
+// ShareClaims makes c the Set's pool-wide record of the captcha ids its
+// workers poll (Config.Claims): the worker calls it once connected,
+// before it takes tasks.
+func (s *Set) ShareClaims(c Claims) { s.claims.Store(&c) }
+
+// claimTimeout bounds a claim's round trip to the pool's record: the
+// claim holds up the polling of the captcha it is asked for.
+const claimTimeout = 5 * time.Second
+
+// poolClaim claims provider name's captcha id in the pool's record, if
+// the Set has one: false when another worker polls it. A record that
+// cannot be asked lets the captcha be polled (a warning said so): a
+// reused id is a broken provider's rare fault, and refusing every
+// captcha while the broker hiccups would pay each task again.
+func (s *Set) poolClaim(ctx context.Context, name, id string) bool {
+	c := s.claims.Load()
+	if c == nil {
+		return true
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
+	ok, err := (*c).Claim(cctx, name, id)
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "the pool's record of captcha claims could not be asked: polling the captcha unchecked",
+			slog.String("provider", name), slog.String("captcha_id", id), slog.Any("error", err))
+		return true
+	}
+	return ok
+}
+
+// poolRelease ends the pool-wide claims on provider name's ids.
+func (s *Set) poolRelease(ctx context.Context, name string, ids []string) {
+	c := s.claims.Load()
+	if c == nil {
+		return
+	}
+	for _, id := range ids {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+		if err := (*c).Release(cctx, name, id); err != nil {
+			s.log.LogAttrs(ctx, slog.LevelWarn, "a captcha claim was not released: it expires on its own",
+				slog.String("provider", name), slog.String("captcha_id", id), slog.Any("error", err))
+		}
+		cancel()
+	}
 }
 
 // Open returns a Set of the file's providers, each with a solver.Client
@@ -236,17 +304,32 @@ func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request) (ans s
 	name := m.Entry.Name
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var claimed []string
-	defer func() { m.release(claimed) }()
+	var claimed, pooled []string
+	defer func() {
+		m.release(claimed)
+		s.poolRelease(ctx, name, pooled)
+	}()
 	reused := ""
 	cctx = solver.WithAccepted(cctx, func(a solver.Accepted) {
 		accepted = true
-		if !m.claim(a.ID) {
-			// Another task polls that captcha: its answer is not this
-			// task's, and the id is not recorded as this task's.
+		// A captcha resumed is this task's by its own record (the
+		// accepted event of its last attempt): its claim, if a worker
+		// that died holds it, expires on its own (stream.ClaimTTL).
+		pool := !a.Resumed
+		local := m.claim(a.ID)
+		if !local || pool && !s.poolClaim(ctx, name, a.ID) {
+			// Another task polls that captcha, in this worker or
+			// another: its answer is not this task's, and the id is not
+			// recorded as this task's.
+			if local {
+				m.release([]string{a.ID})
+			}
 			reused = a.ID
 			cancel()
 			return
+		}
+		if pool {
+			pooled = append(pooled, a.ID)
 		}
 		claimed = append(claimed, a.ID)
 		a.Provider = name
