@@ -161,6 +161,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := ensureTopology(ctx, nc, stream.Topology{}, -1, false); err != nil {
 		return err
 	}
+	if set != nil {
+		if err := sharePool(ctx, set, nc, stream.Topology{}); err != nil {
+			return err
+		}
+	}
 	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "captchaq-run"})
 	if err != nil {
 		return err

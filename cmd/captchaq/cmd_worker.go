@@ -143,7 +143,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if set == nil {
 		sc = w.SolverClient()
-	} else if err := shareClaims(ctx, set, nc, nf.topology(top.topology())); err != nil {
+	} else if err := sharePool(ctx, set, nc, nf.topology(top.topology())); err != nil {
 		return explain(err, ae)
 	}
 	// Reports a gateway asks for (its callers' reportgood/reportbad):

@@ -44,16 +44,22 @@ func (s *solverFlags) openProviders(path, overflow string) (*provider.Set, error
 	return set, nil
 }
 
-// shareClaims gives set the pool's record of the captcha ids its workers
-// poll (stream.Claims, in the timings bucket), so that a provider that
-// gives this worker the id of a captcha another worker polls does not
-// hand this task the other's answer.
-func shareClaims(ctx context.Context, set *provider.Set, nc *nats.Conn, t stream.Topology) error {
+// sharePool gives set the pool's record of the captcha ids its workers
+// poll (stream.Claims), so that a provider that gives this worker the id
+// of a captcha another worker polls does not hand this task the other's
+// answer, and the pool's spend of the day (stream.Ledger), which the
+// budgets are checked against; both in the timings bucket.
+func sharePool(ctx context.Context, set *provider.Set, nc *nats.Conn, t stream.Topology) error {
 	claims, err := stream.OpenClaims(ctx, nc, t)
 	if err != nil {
 		return fmt.Errorf("the pool's captcha claims: %w", err)
 	}
 	set.ShareClaims(claims)
+	ledger, err := stream.OpenLedger(ctx, nc, t)
+	if err != nil {
+		return fmt.Errorf("the pool's spend ledger: %w", err)
+	}
+	set.ShareLedger(ledger)
 	return nil
 }
 

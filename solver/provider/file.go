@@ -80,6 +80,10 @@ type Entry struct {
 	Methods []string `json:"methods,omitempty"`
 	// Role is "primary", "fallback" or "overflow".
 	Role Role `json:"role"`
+	// BudgetPerDay caps what the provider is paid a day (UTC), in the
+	// prices' currency: a new captcha whose price would take the day's
+	// spend past it is not sent there. 0: no cap.
+	BudgetPerDay float64 `json:"budget_per_day,omitempty"`
 }
 
 // Billing is how a provider is paid: a thread plan (Threads) or per solve
@@ -110,6 +114,11 @@ const MaxProviders = 64
 // File is the providers file: {"providers": [Entry, …]}.
 type File struct {
 	Providers []Entry `json:"providers"`
+	// ProducerBudgetsPerDay caps what each named producer's tasks are paid
+	// a day (UTC), over every provider: a task whose price would take its
+	// producer's day past the cap ends dead (CodeBudgetExceeded), unpaid.
+	// Key "*": every producer not named. A producer without a cap has none.
+	ProducerBudgetsPerDay map[string]float64 `json:"producer_budgets_per_day,omitempty"`
 }
 
 var (
@@ -121,7 +130,8 @@ var (
 // range are errors naming the entry (its index and name) and the field.
 func Parse(b []byte) (File, error) {
 	var raw struct {
-		Providers []json.RawMessage `json:"providers"`
+		Providers             []json.RawMessage  `json:"providers"`
+		ProducerBudgetsPerDay map[string]float64 `json:"producer_budgets_per_day"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -131,7 +141,7 @@ func Parse(b []byte) (File, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return File{}, fmt.Errorf("providers file: data after the JSON object at byte %d", dec.InputOffset())
 	}
-	var f File
+	f := File{ProducerBudgetsPerDay: raw.ProducerBudgetsPerDay}
 	for i, r := range raw.Providers {
 		e, err := parseEntry(r)
 		if err != nil {
@@ -211,6 +221,22 @@ func (f File) Validate() error {
 	if !primary {
 		return errors.New("providers file: no provider has role primary")
 	}
+	for _, p := range slices.Sorted(maps.Keys(f.ProducerBudgetsPerDay)) {
+		if p == "" {
+			return errors.New(`providers file: producer_budgets_per_day[""]: a producer's name, or "*" for every other`)
+		}
+		if err := checkBudget(f.ProducerBudgetsPerDay[p]); err != nil {
+			return fmt.Errorf("providers file: producer_budgets_per_day[%q] %w", p, err)
+		}
+	}
+	return nil
+}
+
+// checkBudget checks a day's cap.
+func checkBudget(b float64) error {
+	if b < 0 || math.IsNaN(b) || math.IsInf(b, 0) {
+		return fmt.Errorf("%g: want a cap of 0 (none) or more", b)
+	}
 	return nil
 }
 
@@ -257,6 +283,9 @@ func (e Entry) Validate() error {
 		}
 	default:
 		return fmt.Errorf("role %q: want %q, %q or %q", e.Role, Primary, Fallback, Overflow)
+	}
+	if err := checkBudget(e.BudgetPerDay); err != nil {
+		return fmt.Errorf("budget_per_day %w", err)
 	}
 	return nil
 }

@@ -60,7 +60,30 @@ type Config struct {
 	// within the Set only. Set it with Set.ShareClaims once the worker is
 	// connected.
 	Claims Claims
+	// Ledger, when set, is the pool's spend of the day (stream.Ledger):
+	// every paid solve is added to its provider's and its producer's, and
+	// the budgets (Entry.BudgetPerDay, ProducerBudgetsPerDay) are checked
+	// against it. Without it no budget is kept. Set it with
+	// Set.ShareLedger once the worker is connected.
+	Ledger Ledger
+	// ProducerBudgetsPerDay is the providers file's cap per producer
+	// (File.ProducerBudgetsPerDay).
+	ProducerBudgetsPerDay map[string]float64
 }
+
+// Ledger is the pool's spend per day and scope (ProviderScope,
+// ProducerScope): stream.Ledger.
+type Ledger interface {
+	Spent(ctx context.Context, scope string, day time.Time) (float64, error)
+	Add(ctx context.Context, scope string, day time.Time, cost float64) error
+}
+
+// ProviderScope and ProducerScope name a provider's and a producer's
+// spend in a Ledger.
+func ProviderScope(name string) string { return "provider:" + name }
+
+// ProducerScope: see ProviderScope.
+func ProducerScope(name string) string { return "producer:" + name }
 
 // Claims is a pool-wide record of the captcha ids its workers poll, per
 // provider (stream.Claims).
@@ -81,6 +104,8 @@ type Set struct {
 	log          *slog.Logger
 	now          func() time.Time
 	claims       atomic.Pointer[Claims]
+	ledger       atomic.Pointer[Ledger]
+	producerCaps map[string]float64
 }
 
 // member is a provider with what the Set knows of it.
@@ -135,8 +160,18 @@ func New(cfg Config) (*Set, error) {
 	if cfg.Claims != nil {
 		s.claims.Store(&cfg.Claims)
 	}
+	if cfg.Ledger != nil {
+		s.ledger.Store(&cfg.Ledger)
+	}
+	if err := (File{Providers: f.Providers, ProducerBudgetsPerDay: cfg.ProducerBudgetsPerDay}).Validate(); err != nil {
+		return nil, err
+	}
+	s.producerCaps = cfg.ProducerBudgetsPerDay
 	return s, nil
 }
+
+// ShareLedger makes l the Set's record of the pool's spend (Config.Ledger).
+func (s *Set) ShareLedger(l Ledger) { s.ledger.Store(&l) }
 
 // ShareClaims makes c the Set's pool-wide record of the captcha ids its
 // workers poll (Config.Claims): the worker calls it once connected,
@@ -191,7 +226,7 @@ func Open(f File, base solver.Config, cfg Config) (*Set, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.Members = nil
+	cfg.Members, cfg.ProducerBudgetsPerDay = nil, f.ProducerBudgetsPerDay
 	for _, e := range f.Providers {
 		key, err := e.Key()
 		if err != nil {
@@ -259,6 +294,10 @@ func (s *Set) Solve(ctx context.Context, req solver.Request) (solver.Answer, err
 		}
 		if code, out := m.refused(s.now()); out {
 			last = passedOver(m.Entry.Name, code)
+			continue
+		}
+		if err := s.overBudget(ctx, m, req); err != nil {
+			last = err
 			continue
 		}
 		ans, err, accepted := s.solveOn(ctx, m, req)
@@ -351,6 +390,7 @@ func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request) (ans s
 			ans.CostBasis = CostPlan
 		}
 	}
+	s.paid(ctx, name, req.Producer, ans.Cost)
 	return ans, nil, accepted
 }
 
