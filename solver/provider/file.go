@@ -80,6 +80,12 @@ type Entry struct {
 	Methods []string `json:"methods,omitempty"`
 	// Role is "primary", "fallback" or "overflow".
 	Role Role `json:"role"`
+	// Weight, on a primary, is its share of the tasks among the weighted
+	// primaries of a method: each task goes first to one of them drawn
+	// with probability weight/sum, then to the others, then to the
+	// unweighted primaries in the file's order. 0: unweighted (the file's
+	// order). At most MaxWeight.
+	Weight int `json:"weight,omitempty"`
 	// BudgetPerDay caps what the provider is paid a day (UTC), in the
 	// prices' currency: a new captcha whose price would take the day's
 	// spend past it is not sent there. 0: no cap.
@@ -106,6 +112,9 @@ func (b Billing) Plan() bool { return b.Threads > 0 }
 // Price is what one solve of method costs beyond the plan: its Per1000
 // price over 1000, and 0 on a thread plan.
 func (b Billing) Price(method string) float64 { return b.Per1000[method] / 1000 }
+
+// MaxWeight is the largest Entry.Weight.
+const MaxWeight = 1000
 
 // MaxProviders is the most providers a file may name: a worker keeps a
 // client, a key check and an outage probe for each.
@@ -283,6 +292,12 @@ func (e Entry) Validate() error {
 		}
 	default:
 		return fmt.Errorf("role %q: want %q, %q or %q", e.Role, Primary, Fallback, Overflow)
+	}
+	switch {
+	case e.Weight < 0 || e.Weight > MaxWeight:
+		return fmt.Errorf("weight %d: want 1 to %d, or 0 (unweighted: the file's order)", e.Weight, MaxWeight)
+	case e.Weight > 0 && e.Role != Primary:
+		return fmt.Errorf("weight %d: a share of the tasks among primaries; a %s provider takes only what they leave", e.Weight, e.Role)
 	}
 	if err := checkBudget(e.BudgetPerDay); err != nil {
 		return fmt.Errorf("budget_per_day %w", err)

@@ -1,10 +1,13 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -429,18 +432,39 @@ func movesOn(err error) bool {
 	return false
 }
 
-// route is the members that solve method: primaries, then fallbacks, each
-// in the file's order.
+// route is the members that solve method: the weighted primaries in an
+// order drawn by their weights (weighted), the other primaries, then the
+// fallbacks, each in the file's order.
 func (s *Set) route(method string) []*member {
 	var out []*member
+	for _, m := range s.members {
+		if m.Entry.Role == Primary && m.Entry.Weight > 0 && m.solves(method) {
+			out = append(out, m)
+		}
+	}
+	weighted(out)
 	for _, role := range []Role{Primary, Fallback} {
 		for _, m := range s.members {
-			if m.Entry.Role == role && m.solves(method) {
+			if m.Entry.Role == role && m.Entry.Weight == 0 && m.solves(method) {
 				out = append(out, m)
 			}
 		}
 	}
 	return out
+}
+
+// weighted orders ms by a draw without replacement, each next one with
+// probability its weight over the weights left (Efraimidis and Spirakis:
+// the largest u^(1/w) first, u uniform in (0, 1)).
+func weighted(ms []*member) {
+	if len(ms) < 2 {
+		return
+	}
+	keys := map[*member]float64{}
+	for _, m := range ms {
+		keys[m] = math.Pow(1-rand.Float64(), 1/float64(m.Entry.Weight))
+	}
+	slices.SortFunc(ms, func(a, b *member) int { return cmp.Compare(keys[b], keys[a]) })
 }
 
 // solves reports whether m is given method.
