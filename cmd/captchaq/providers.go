@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/captchaq/captchaq/gateway"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/provider"
 	"github.com/captchaq/captchaq/stream"
@@ -103,6 +104,19 @@ func watchProviders(ctx context.Context, set *provider.Set, log *slog.Logger, wa
 			go probeOutages(ctx, c)
 		}
 	}
+}
+
+// reporterOf is who reports answers for the gateway: the set (each
+// report to the provider that solved the captcha), else sc; nil when
+// neither is.
+func reporterOf(set *provider.Set, sc *solver.Client) gateway.Reporter {
+	switch {
+	case set != nil:
+		return set
+	case sc != nil:
+		return sc
+	}
+	return nil
 }
 
 // firstClassic is the client of the set's first classic provider; nil
