@@ -54,6 +54,12 @@ type Reporter interface {
 	Report(ctx context.Context, captchaID string, good bool) error
 }
 
+// ProviderReporter is a Reporter of several providers (a provider.Set):
+// a report goes to the provider the task's outcome names.
+type ProviderReporter interface {
+	ReportOn(ctx context.Context, provider, captchaID string, good bool) error
+}
+
 // reportTimeout bounds one report: the lookup in the stream and the
 // service's answer.
 const reportTimeout = 15 * time.Second
@@ -144,7 +150,12 @@ func report(ctx context.Context, c *stream.Client, r Reporter, data []byte, log 
 	case out.CaptchaID != req.CaptchaID:
 		return reportReply{Code: classic.CodeWrongCaptchaID, Text: "the captcha id is not the task's answer"}
 	}
-	if err := r.Report(ctx, req.CaptchaID, req.Good); err != nil {
+	if pr, ok := r.(ProviderReporter); ok {
+		err = pr.ReportOn(ctx, out.Provider, req.CaptchaID, req.Good)
+	} else {
+		err = r.Report(ctx, req.CaptchaID, req.Good)
+	}
+	if err != nil {
 		code := solver.CodeOf(err)
 		if !strings.HasPrefix(code, "ERROR_") {
 			code = classic.CodeReportNotRecorded

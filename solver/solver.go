@@ -32,6 +32,10 @@ type Request struct {
 	// named it, for a Solver of several providers (package provider),
 	// which polls the captcha there. A Client ignores it.
 	Provider string
+	// Producer names the producer that submitted the task (its client's
+	// name), for a Solver that keeps a budget per producer (package
+	// provider). A Client ignores it.
+	Producer string
 }
 
 // Answer is a solved captcha.

@@ -54,8 +54,11 @@ func ensureTimings(ctx context.Context, nc *nats.Conn, t Topology) (*Timings, er
 		Description:  "captchaq: the solving service's ready times learned by the workers, by captcha kind",
 		MaxValueSize: timingsMaxValue,
 		History:      1,
-		Storage:      storage,
-		Replicas:     t.Replicas,
+		// Keys may expire (the captcha claims, ClaimTTL): a released
+		// claim's marker goes after claimMarkerTTL.
+		LimitMarkerTTL: claimMarkerTTL,
+		Storage:        storage,
+		Replicas:       t.Replicas,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("timings bucket %s: %w", TimingsBucket, err)

@@ -161,6 +161,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := ensureTopology(ctx, nc, stream.Topology{}, -1, false); err != nil {
 		return err
 	}
+	if set != nil {
+		if err := sharePool(ctx, set, nc, stream.Topology{}); err != nil {
+			return err
+		}
+	}
 	client, err := stream.NewClient(ctx, nc, stream.ClientConfig{Name: "captchaq-run"})
 	if err != nil {
 		return err
@@ -208,9 +213,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 	if gf.addr != "" {
 		// The workers' side of the gateway's reportgood/reportbad: the
-		// service's key is sc's.
-		if sc != nil {
-			stopReports, err := gateway.ServeReports(ctx, conns[0], stream.Topology{}, sc, log)
+		// service's key is sc's, or each provider's (a report goes to the
+		// provider that solved the captcha).
+		if rep := reporterOf(set, sc); rep != nil {
+			stopReports, err := gateway.ServeReports(ctx, conns[0], stream.Topology{}, rep, log)
 			if err != nil {
 				return err
 			}

@@ -81,7 +81,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if set, err = sf.openProviders(*providersFile, *overflow); err != nil {
 			return err
 		}
-		sc = firstClassic(set) // reports go to it; nil: none is classic
+		sc = firstClassic(set) // its timings are the worker's; nil: none is classic
 	}
 	nc, ae, err := nf.connectPatiently(ctx, "captchaq-worker", log)
 	if err != nil {
@@ -143,13 +143,15 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if set == nil {
 		sc = w.SolverClient()
+	} else if err := sharePool(ctx, set, nc, nf.topology(top.topology())); err != nil {
+		return explain(err, ae)
 	}
 	// Reports a gateway asks for (its callers' reportgood/reportbad):
 	// the service's key stays here. With a nats.conf that does not let
 	// workers take them, the server's refusal is logged and the gateway
 	// answers its callers ERROR_REPORT_NOT_RECORDED.
-	if sc != nil {
-		stopReports, err := gateway.ServeReports(ctx, nc, nf.topology(top.topology()), sc, log)
+	if rep := reporterOf(set, sc); rep != nil {
+		stopReports, err := gateway.ServeReports(ctx, nc, nf.topology(top.topology()), rep, log)
 		if err != nil {
 			return explain(err, ae)
 		}

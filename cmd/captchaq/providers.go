@@ -9,6 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/captchaq/captchaq/gateway"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/provider"
 	"github.com/captchaq/captchaq/stream"
@@ -40,6 +43,25 @@ func (s *solverFlags) openProviders(path, overflow string) (*provider.Set, error
 		return nil, fmt.Errorf("--providers %s: %w", path, err)
 	}
 	return set, nil
+}
+
+// sharePool gives set the pool's record of the captcha ids its workers
+// poll (stream.Claims), so that a provider that gives this worker the id
+// of a captcha another worker polls does not hand this task the other's
+// answer, and the pool's spend of the day (stream.Ledger), which the
+// budgets are checked against; both in the timings bucket.
+func sharePool(ctx context.Context, set *provider.Set, nc *nats.Conn, t stream.Topology) error {
+	claims, err := stream.OpenClaims(ctx, nc, t)
+	if err != nil {
+		return fmt.Errorf("the pool's captcha claims: %w", err)
+	}
+	set.ShareClaims(claims)
+	ledger, err := stream.OpenLedger(ctx, nc, t)
+	if err != nil {
+		return fmt.Errorf("the pool's spend ledger: %w", err)
+	}
+	set.ShareLedger(ledger)
+	return nil
 }
 
 // providerSolver is a Set as the worker calls it (wrapped for the
@@ -82,6 +104,19 @@ func watchProviders(ctx context.Context, set *provider.Set, log *slog.Logger, wa
 			go probeOutages(ctx, c)
 		}
 	}
+}
+
+// reporterOf is who reports answers for the gateway: the set (each
+// report to the provider that solved the captcha), else sc; nil when
+// neither is.
+func reporterOf(set *provider.Set, sc *solver.Client) gateway.Reporter {
+	switch {
+	case set != nil:
+		return set
+	case sc != nil:
+		return sc
+	}
+	return nil
 }
 
 // firstClassic is the client of the set's first classic provider; nil

@@ -2,7 +2,6 @@ package provider_test
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -172,37 +171,78 @@ func TestBreakLostReplyNamesItsProvider(t *testing.T) {
 	require.Zero(t, spare.api.Stats().InCalls, "a submission that may have been paid is not sent on")
 }
 
-// TestBreakReusedCaptchaIDAcrossWorkers: the reused-id guard holds within
-// one Set; two workers (two Sets, as two processes have) on the same
-// provider do not see each other's captchas. The provider answers the
-// second worker's submission with the id of the captcha the first polls:
-// the second task must not be handed the first's answer.
+// TestBreakReusedCaptchaIDAcrossWorkers: two workers (two Sets, each with
+// its own clients and its own connection to the pool, as two processes
+// have) on the same provider. The provider answers the second worker's
+// submission with the id of the captcha the first polls: the second task
+// is not handed the first's answer (the pool's claim, stream.Claims,
+// says the id is another worker's), fails as a reused id does within one
+// worker (CodeReusedID: transient, may have been paid), and its next
+// attempt gets a captcha of its own. The plan's bill: three captchas
+// accepted, the second task's twice (the provider charged the submission
+// it answered with another's id), none on the fallback.
 func TestBreakReusedCaptchaIDAcrossWorkers(t *testing.T) {
 	t.Parallel()
-	if os.Getenv("CAPTCHAQ_KNOWN_HOLES") != "1" {
-		t.Skip("known hole: the reused-captcha-id guard (provider.CodeReusedID) is per Set, so per worker process: " +
-			"a provider that gives a second worker the id of a captcha a first worker polls hands the second task the first's answer")
+	env, plan, spare := planAndSpare(t, 200*time.Millisecond, 5*time.Millisecond, streamtest.WithWorkers(0))
+	worker := func() *provider.Set {
+		claims, err := stream.OpenClaims(t.Context(), env.Connect(), env.Topology)
+		require.NoError(t, err)
+		set, err := provider.New(provider.Config{Members: []provider.Member{ownClient(t, plan), ownClient(t, spare)},
+			Claims: claims})
+		require.NoError(t, err)
+		return set
 	}
-	_, plan, spare := planAndSpare(t, 200*time.Millisecond, 5*time.Millisecond, streamtest.WithWorkers(0))
-	first, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
-	require.NoError(t, err)
-	second, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
-	require.NoError(t, err)
-	done := make(chan solver.Answer, 1)
+	first, second := worker(), worker()
+	done, claimed := make(chan solver.Answer, 1), make(chan solver.Accepted, 1)
 	go func() {
-		ans, err := first.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1)})
+		// Told once the first worker claimed the captcha (the Set tells
+		// its caller after the claim).
+		ctx := solver.WithAccepted(t.Context(), func(a solver.Accepted) { claimed <- a })
+		ans, err := first.Solve(ctx, solver.Request{Method: "userrecaptcha", Params: taskParams(1)})
 		assert.NoError(t, err)
 		done <- ans
 	}()
-	require.Eventually(t, func() bool { return plan.api.Stats().Submitted == 1 }, 10*time.Second, time.Millisecond)
+	<-claimed
 	plan.api.SetFaults(fakeapi.Faults{ReuseID: true})
 	ans, err := second.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(2)})
+	plan.api.SetFaults(fakeapi.Faults{})
 	a := <-done
 	t.Logf("first task: captcha %s; second task: captcha %s, err %v", a.CaptchaID, ans.CaptchaID, err)
 	require.Equal(t, 2, plan.api.Stats().Submitted, "both charged")
-	if err == nil {
-		require.NotEqual(t, a.CaptchaID, ans.CaptchaID, "the second task was handed the first's captcha and answer")
-	}
+	require.Error(t, err, "the second task was handed the first's captcha (%s) and answer", a.CaptchaID)
+	require.Equal(t, provider.CodeReusedID, solver.CodeOf(err), "%v", err)
+	require.True(t, solver.MayBePaid(err), "the reused id's submission may have been charged: %v", err)
+
+	// The retry, as the executor makes it: a captcha of its own.
+	ans, err = second.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(2)})
+	require.NoError(t, err)
+	require.NotEqual(t, a.CaptchaID, ans.CaptchaID)
+	bill := plan.api.Stats()
+	require.Equal(t, 3, bill.Submitted, "the first, the reused id, the retry")
+	// The broken provider charged the second task for the submission it
+	// answered with another's id (the attempt's trail says it may have
+	// been paid): that, and only that, is paid twice.
+	require.Equal(t, map[string]int{fakeapi.TaskKey("userrecaptcha", taskParams(2), nil): 2}, bill.Repeated())
+	require.Zero(t, spare.api.Stats().Submitted, "a reused id is not sent on to another provider")
+
+	// The first task ended: its claim is released, so the provider may
+	// give the id again.
+	claims, err := stream.OpenClaims(t.Context(), env.Connect(), env.Topology)
+	require.NoError(t, err)
+	ok, err := claims.Claim(t.Context(), "plan", a.CaptchaID)
+	require.NoError(t, err)
+	require.True(t, ok, "a captcha whose task ended is claimed no more")
+	ok, err = claims.Claim(t.Context(), "plan", a.CaptchaID)
+	require.NoError(t, err)
+	require.False(t, ok, "a claim is held once")
+}
+
+// ownClient is s's member with a client of its own, as another worker
+// process has.
+func ownClient(t *testing.T, s service) provider.Member {
+	own, err := solver.NewClient(s.cfg)
+	require.NoError(t, err)
+	return provider.Member{Entry: s.member.Entry, Client: own}
 }
 
 // TestBreakNoFreeWorkersPastTheDeadlineFailsOver: a per-solve primary

@@ -80,6 +80,16 @@ type Entry struct {
 	Methods []string `json:"methods,omitempty"`
 	// Role is "primary", "fallback" or "overflow".
 	Role Role `json:"role"`
+	// Weight, on a primary, is its share of the tasks among the weighted
+	// primaries of a method: each task goes first to one of them drawn
+	// with probability weight/sum, then to the others, then to the
+	// unweighted primaries in the file's order. 0: unweighted (the file's
+	// order). At most MaxWeight.
+	Weight int `json:"weight,omitempty"`
+	// BudgetPerDay caps what the provider is paid a day (UTC), in the
+	// prices' currency: a new captcha whose price would take the day's
+	// spend past it is not sent there. 0: no cap.
+	BudgetPerDay float64 `json:"budget_per_day,omitempty"`
 }
 
 // Billing is how a provider is paid: a thread plan (Threads) or per solve
@@ -103,6 +113,9 @@ func (b Billing) Plan() bool { return b.Threads > 0 }
 // price over 1000, and 0 on a thread plan.
 func (b Billing) Price(method string) float64 { return b.Per1000[method] / 1000 }
 
+// MaxWeight is the largest Entry.Weight.
+const MaxWeight = 1000
+
 // MaxProviders is the most providers a file may name: a worker keeps a
 // client, a key check and an outage probe for each.
 const MaxProviders = 64
@@ -110,6 +123,11 @@ const MaxProviders = 64
 // File is the providers file: {"providers": [Entry, …]}.
 type File struct {
 	Providers []Entry `json:"providers"`
+	// ProducerBudgetsPerDay caps what each named producer's tasks are paid
+	// a day (UTC), over every provider: a task whose price would take its
+	// producer's day past the cap ends dead (CodeBudgetExceeded), unpaid.
+	// Key "*": every producer not named. A producer without a cap has none.
+	ProducerBudgetsPerDay map[string]float64 `json:"producer_budgets_per_day,omitempty"`
 }
 
 var (
@@ -121,7 +139,8 @@ var (
 // range are errors naming the entry (its index and name) and the field.
 func Parse(b []byte) (File, error) {
 	var raw struct {
-		Providers []json.RawMessage `json:"providers"`
+		Providers             []json.RawMessage  `json:"providers"`
+		ProducerBudgetsPerDay map[string]float64 `json:"producer_budgets_per_day"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -131,7 +150,7 @@ func Parse(b []byte) (File, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return File{}, fmt.Errorf("providers file: data after the JSON object at byte %d", dec.InputOffset())
 	}
-	var f File
+	f := File{ProducerBudgetsPerDay: raw.ProducerBudgetsPerDay}
 	for i, r := range raw.Providers {
 		e, err := parseEntry(r)
 		if err != nil {
@@ -211,6 +230,22 @@ func (f File) Validate() error {
 	if !primary {
 		return errors.New("providers file: no provider has role primary")
 	}
+	for _, p := range slices.Sorted(maps.Keys(f.ProducerBudgetsPerDay)) {
+		if p == "" {
+			return errors.New(`providers file: producer_budgets_per_day[""]: a producer's name, or "*" for every other`)
+		}
+		if err := checkBudget(f.ProducerBudgetsPerDay[p]); err != nil {
+			return fmt.Errorf("providers file: producer_budgets_per_day[%q] %w", p, err)
+		}
+	}
+	return nil
+}
+
+// checkBudget checks a day's cap.
+func checkBudget(b float64) error {
+	if b < 0 || math.IsNaN(b) || math.IsInf(b, 0) {
+		return fmt.Errorf("%g: want a cap of 0 (none) or more", b)
+	}
 	return nil
 }
 
@@ -257,6 +292,15 @@ func (e Entry) Validate() error {
 		}
 	default:
 		return fmt.Errorf("role %q: want %q, %q or %q", e.Role, Primary, Fallback, Overflow)
+	}
+	switch {
+	case e.Weight < 0 || e.Weight > MaxWeight:
+		return fmt.Errorf("weight %d: want 1 to %d, or 0 (unweighted: the file's order)", e.Weight, MaxWeight)
+	case e.Weight > 0 && e.Role != Primary:
+		return fmt.Errorf("weight %d: a share of the tasks among primaries; a %s provider takes only what they leave", e.Weight, e.Role)
+	}
+	if err := checkBudget(e.BudgetPerDay); err != nil {
+		return fmt.Errorf("budget_per_day %w", err)
 	}
 	return nil
 }

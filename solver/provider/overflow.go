@@ -51,7 +51,9 @@ func WaitForPlan(plan Client, kind string) time.Duration {
 // overflow provider that is out sends the task back to wait.
 func (s *Set) overflow(ctx context.Context, req solver.Request, plan *member) (ans solver.Answer, err error, took bool) {
 	o := s.cheapest(req.Method)
-	if o == nil || !s.overflows(ctx, req, plan) {
+	if o == nil || !s.overflows(ctx, req, plan) || s.overBudget(ctx, o, req) != nil {
+		// Past its budget the overflow is not paid: the task waits for
+		// the plan, which costs nothing more.
 		return solver.Answer{}, nil, false
 	}
 	ans, err, accepted := s.solveOn(ctx, o, req)
@@ -95,6 +97,9 @@ func (s *Set) noWorkers(ctx context.Context, req solver.Request, route []*member
 			continue
 		}
 		if _, out := m.refused(s.now()); out {
+			continue
+		}
+		if s.overBudget(ctx, m, req) != nil {
 			continue
 		}
 		ans, err, accepted := s.solveOn(ctx, m, req)

@@ -1,13 +1,17 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/captchaq/captchaq/retry"
@@ -52,6 +56,46 @@ type Config struct {
 	// Overflow says when a task goes to an overflow provider while every
 	// primary's plan is full. Default OverflowAtDeadline.
 	Overflow OverflowPolicy
+	// Claims, when set, is the pool's record of which captcha ids its
+	// workers poll (stream.Claims): a captcha id a provider gives this
+	// Set that another worker polls is then refused as one another task
+	// of the Set polls is (CodeReusedID). Without it the guard holds
+	// within the Set only. Set it with Set.ShareClaims once the worker is
+	// connected.
+	Claims Claims
+	// Ledger, when set, is the pool's spend of the day (stream.Ledger):
+	// every paid solve is added to its provider's and its producer's, and
+	// the budgets (Entry.BudgetPerDay, ProducerBudgetsPerDay) are checked
+	// against it. Without it no budget is kept. Set it with
+	// Set.ShareLedger once the worker is connected.
+	Ledger Ledger
+	// ProducerBudgetsPerDay is the providers file's cap per producer
+	// (File.ProducerBudgetsPerDay).
+	ProducerBudgetsPerDay map[string]float64
+}
+
+// Ledger is the pool's spend per day and scope (ProviderScope,
+// ProducerScope): stream.Ledger.
+type Ledger interface {
+	Spent(ctx context.Context, scope string, day time.Time) (float64, error)
+	Add(ctx context.Context, scope string, day time.Time, cost float64) error
+}
+
+// ProviderScope and ProducerScope name a provider's and a producer's
+// spend in a Ledger.
+func ProviderScope(name string) string { return "provider:" + name }
+
+// ProducerScope: see ProviderScope.
+func ProducerScope(name string) string { return "producer:" + name }
+
+// Claims is a pool-wide record of the captcha ids its workers poll, per
+// provider (stream.Claims).
+type Claims interface {
+	// Claim claims provider's captcha id: false when another holds it;
+	// an error when the record could not be asked.
+	Claim(ctx context.Context, provider, id string) (bool, error)
+	// Release ends the claim.
+	Release(ctx context.Context, provider, id string) error
 }
 
 // Set solves through several providers (see the package documentation).
@@ -62,6 +106,9 @@ type Set struct {
 	overflowWhen OverflowPolicy
 	log          *slog.Logger
 	now          func() time.Time
+	claims       atomic.Pointer[Claims]
+	ledger       atomic.Pointer[Ledger]
+	producerCaps map[string]float64
 }
 
 // member is a provider with what the Set knows of it.
@@ -113,7 +160,66 @@ func New(cfg Config) (*Set, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Claims != nil {
+		s.claims.Store(&cfg.Claims)
+	}
+	if cfg.Ledger != nil {
+		s.ledger.Store(&cfg.Ledger)
+	}
+	if err := (File{Providers: f.Providers, ProducerBudgetsPerDay: cfg.ProducerBudgetsPerDay}).Validate(); err != nil {
+		return nil, err
+	}
+	s.producerCaps = cfg.ProducerBudgetsPerDay
 	return s, nil
+}
+
+// ShareLedger makes l the Set's record of the pool's spend (Config.Ledger).
+func (s *Set) ShareLedger(l Ledger) { s.ledger.Store(&l) }
+
+// ShareClaims makes c the Set's pool-wide record of the captcha ids its
+// workers poll (Config.Claims): the worker calls it once connected,
+// before it takes tasks.
+func (s *Set) ShareClaims(c Claims) { s.claims.Store(&c) }
+
+// claimTimeout bounds a claim's round trip to the pool's record: the
+// claim holds up the polling of the captcha it is asked for.
+const claimTimeout = 5 * time.Second
+
+// poolClaim claims provider name's captcha id in the pool's record, if
+// the Set has one: false when another worker polls it. A record that
+// cannot be asked lets the captcha be polled (a warning said so): a
+// reused id is a broken provider's rare fault, and refusing every
+// captcha while the broker hiccups would pay each task again.
+func (s *Set) poolClaim(ctx context.Context, name, id string) bool {
+	c := s.claims.Load()
+	if c == nil {
+		return true
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
+	ok, err := (*c).Claim(cctx, name, id)
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "the pool's record of captcha claims could not be asked: polling the captcha unchecked",
+			slog.String("provider", name), slog.String("captcha_id", id), slog.Any("error", err))
+		return true
+	}
+	return ok
+}
+
+// poolRelease ends the pool-wide claims on provider name's ids.
+func (s *Set) poolRelease(ctx context.Context, name string, ids []string) {
+	c := s.claims.Load()
+	if c == nil {
+		return
+	}
+	for _, id := range ids {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+		if err := (*c).Release(cctx, name, id); err != nil {
+			s.log.LogAttrs(ctx, slog.LevelWarn, "a captcha claim was not released: it expires on its own",
+				slog.String("provider", name), slog.String("captcha_id", id), slog.Any("error", err))
+		}
+		cancel()
+	}
 }
 
 // Open returns a Set of the file's providers, each with a solver.Client
@@ -123,7 +229,7 @@ func Open(f File, base solver.Config, cfg Config) (*Set, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.Members = nil
+	cfg.Members, cfg.ProducerBudgetsPerDay = nil, f.ProducerBudgetsPerDay
 	for _, e := range f.Providers {
 		key, err := e.Key()
 		if err != nil {
@@ -193,6 +299,10 @@ func (s *Set) Solve(ctx context.Context, req solver.Request) (solver.Answer, err
 			last = passedOver(m.Entry.Name, code)
 			continue
 		}
+		if err := s.overBudget(ctx, m, req); err != nil {
+			last = err
+			continue
+		}
 		ans, err, accepted := s.solveOn(ctx, m, req)
 		if err == nil || accepted || ctx.Err() != nil {
 			return ans, err
@@ -236,17 +346,32 @@ func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request) (ans s
 	name := m.Entry.Name
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var claimed []string
-	defer func() { m.release(claimed) }()
+	var claimed, pooled []string
+	defer func() {
+		m.release(claimed)
+		s.poolRelease(ctx, name, pooled)
+	}()
 	reused := ""
 	cctx = solver.WithAccepted(cctx, func(a solver.Accepted) {
 		accepted = true
-		if !m.claim(a.ID) {
-			// Another task polls that captcha: its answer is not this
-			// task's, and the id is not recorded as this task's.
+		// A captcha resumed is this task's by its own record (the
+		// accepted event of its last attempt): its claim, if a worker
+		// that died holds it, expires on its own (stream.ClaimTTL).
+		pool := !a.Resumed
+		local := m.claim(a.ID)
+		if !local || pool && !s.poolClaim(ctx, name, a.ID) {
+			// Another task polls that captcha, in this worker or
+			// another: its answer is not this task's, and the id is not
+			// recorded as this task's.
+			if local {
+				m.release([]string{a.ID})
+			}
 			reused = a.ID
 			cancel()
 			return
+		}
+		if pool {
+			pooled = append(pooled, a.ID)
 		}
 		claimed = append(claimed, a.ID)
 		a.Provider = name
@@ -268,6 +393,7 @@ func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request) (ans s
 			ans.CostBasis = CostPlan
 		}
 	}
+	s.paid(ctx, name, req.Producer, ans.Cost)
 	return ans, nil, accepted
 }
 
@@ -306,18 +432,39 @@ func movesOn(err error) bool {
 	return false
 }
 
-// route is the members that solve method: primaries, then fallbacks, each
-// in the file's order.
+// route is the members that solve method: the weighted primaries in an
+// order drawn by their weights (weighted), the other primaries, then the
+// fallbacks, each in the file's order.
 func (s *Set) route(method string) []*member {
 	var out []*member
+	for _, m := range s.members {
+		if m.Entry.Role == Primary && m.Entry.Weight > 0 && m.solves(method) {
+			out = append(out, m)
+		}
+	}
+	weighted(out)
 	for _, role := range []Role{Primary, Fallback} {
 		for _, m := range s.members {
-			if m.Entry.Role == role && m.solves(method) {
+			if m.Entry.Role == role && m.Entry.Weight == 0 && m.solves(method) {
 				out = append(out, m)
 			}
 		}
 	}
 	return out
+}
+
+// weighted orders ms by a draw without replacement, each next one with
+// probability its weight over the weights left (Efraimidis and Spirakis:
+// the largest u^(1/w) first, u uniform in (0, 1)).
+func weighted(ms []*member) {
+	if len(ms) < 2 {
+		return
+	}
+	keys := map[*member]float64{}
+	for _, m := range ms {
+		keys[m] = math.Pow(1-rand.Float64(), 1/float64(m.Entry.Weight))
+	}
+	slices.SortFunc(ms, func(a, b *member) int { return cmp.Compare(keys[b], keys[a]) })
 }
 
 // solves reports whether m is given method.

@@ -30,6 +30,7 @@ var spareBilling = provider.Billing{Per1000: map[string]float64{"userrecaptcha":
 type service struct {
 	api    *fakeapi.Server
 	member provider.Member
+	cfg    solver.Config // of member's client
 }
 
 // startService runs an emulator of entry's service (its plan's threads,
@@ -61,10 +62,11 @@ func startService(t *testing.T, e provider.Entry, seed int64, lo time.Duration) 
 	require.NoError(t, err)
 	t.Cleanup(stop)
 	e.BaseURL = url
-	c, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
-		Service: solver.Service(svc), Timing: solver.Timing{Scale: 0.01, FirstPoll: first, MaxWait: wait, MaxCalls: 1 << 20}})
+	cfg := solver.Config{BaseURL: url, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+		Service: solver.Service(svc), Timing: solver.Timing{Scale: 0.01, FirstPoll: first, MaxWait: wait, MaxCalls: 1 << 20}}
+	c, err := solver.NewClient(cfg)
 	require.NoError(t, err)
-	return service{api: api, member: provider.Member{Entry: e, Client: c}}
+	return service{api: api, member: provider.Member{Entry: e, Client: c}, cfg: cfg}
 }
 
 // threads is the worker's.

@@ -196,7 +196,7 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 		return
 	}
 	d.attemptSeq = d.st.LastSeq
-	req := solver.Request{Method: d.task.Method, Params: d.task.Params}
+	req := solver.Request{Method: d.task.Method, Params: d.task.Params, Producer: d.m.Headers().Get(wire.HeaderClient)}
 	if resume {
 		// The records hold when it was accepted on the broker's clock: the
 		// worker that submitted it may have had another clock than this one.

@@ -1,0 +1,89 @@
+// Captcha claims: which worker of the pool polls a provider's captcha id.
+// A provider that answers a new submission with the id of a captcha
+// another worker polls (a broken service) would otherwise hand the second
+// task the first one's answer; the claim, created in the pool's bucket
+// only if no one holds it, tells the second worker that the id is not
+// its captcha (provider.Claims).
+
+package stream
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ClaimTTL is how long a claim outlives a worker that died holding it: a
+// captcha is not polled longer than a task lives (minutes), and an id a
+// provider gives again an hour later names a new captcha.
+const ClaimTTL = time.Hour
+
+// claimMarkerTTL is how long a released claim's marker stays.
+const claimMarkerTTL = time.Minute
+
+// Claims keeps, in TimingsBucket (keys claims.<provider>.<hash of the
+// captcha id>: no captcha id, token or URL), which worker polls each
+// captcha a provider accepted. A bucket an admin created before claims
+// existed keeps released claims' markers (no TTL); `captchaq init` (or
+// the server) updates it. It is safe for concurrent use.
+type Claims struct {
+	kv  jetstream.KeyValue
+	ttl bool // the bucket lets keys expire
+}
+
+// OpenClaims binds the claims of the pool's TimingsBucket, which an admin
+// created (EnsureTimings); it creates nothing.
+func OpenClaims(ctx context.Context, nc *nats.Conn, t Topology) (*Claims, error) {
+	tm, err := OpenTimings(ctx, nc, t)
+	if err != nil {
+		return nil, err
+	}
+	st, err := tm.kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("timings bucket %s: %w", TimingsBucket, err)
+	}
+	return &Claims{kv: tm.kv, ttl: st.LimitMarkerTTL() > 0}, nil
+}
+
+// claimKey is the key of provider's captcha id: the id hashed, since a
+// provider's ids may hold what a key may not (dots, spaces).
+func claimKey(provider, id string) string {
+	h := sha256.Sum256([]byte(provider + "\x00" + id))
+	return "claims." + hex.EncodeToString(h[:16])
+}
+
+// Claim claims provider's captcha id for the caller: false when another
+// holds it. An error says the bucket could not be asked.
+func (c *Claims) Claim(ctx context.Context, provider, id string) (bool, error) {
+	var opts []jetstream.KVCreateOpt
+	if c.ttl {
+		opts = append(opts, jetstream.KeyTTL(ClaimTTL))
+	}
+	_, err := c.kv.Create(ctx, claimKey(provider, id), []byte(provider), opts...)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return false, nil
+	}
+	return false, fmt.Errorf("claim of a captcha of %s: %w", provider, err)
+}
+
+// Release ends the claim on provider's captcha id (its task ended, or its
+// worker gave it up), so that the provider may give the id again.
+func (c *Claims) Release(ctx context.Context, provider, id string) error {
+	var opts []jetstream.KVDeleteOpt
+	if c.ttl {
+		opts = append(opts, jetstream.PurgeTTL(claimMarkerTTL))
+	}
+	if err := c.kv.Purge(ctx, claimKey(provider, id), opts...); err != nil {
+		return fmt.Errorf("release of a captcha of %s: %w", provider, err)
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+// The pool's spend of the day, for the providers' budgets: what each
+// provider and each producer was paid today, kept in TimingsBucket by the
+// workers as their solves are paid, so that a cap holds across workers and
+// restarts (provider.Ledger).
+
+package stream
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Ledger keeps the pool's spend per day and scope (a provider, a
+// producer) in TimingsBucket, in millionths of the prices' currency (keys
+// spend.<day>.<hash of the scope>: no producer's name in a key; a day's
+// keys stay, a few dozen bytes a scope, since an update carries no TTL).
+// It is safe for concurrent use.
+type Ledger struct {
+	kv jetstream.KeyValue
+}
+
+// OpenLedger binds the spend ledger of the pool's TimingsBucket, which an
+// admin created (EnsureTimings); it creates nothing.
+func OpenLedger(ctx context.Context, nc *nats.Conn, t Topology) (*Ledger, error) {
+	c, err := OpenClaims(ctx, nc, t)
+	if err != nil {
+		return nil, err
+	}
+	return &Ledger{kv: c.kv}, nil
+}
+
+func ledgerKey(scope string, day time.Time) string {
+	h := sha256.Sum256([]byte(scope))
+	return "spend." + day.UTC().Format("20060102") + "." + hex.EncodeToString(h[:16])
+}
+
+// micros is cost in millionths, the ledger's unit (stats' spend is rounded
+// to a millionth too).
+func micros(cost float64) int64 { return int64(math.Round(cost * 1e6)) }
+
+// Spent is what scope was paid on day (UTC).
+func (l *Ledger) Spent(ctx context.Context, scope string, day time.Time) (float64, error) {
+	n, _, err := l.get(ctx, ledgerKey(scope, day))
+	return float64(n) / 1e6, err
+}
+
+func (l *Ledger) get(ctx context.Context, key string) (n int64, rev uint64, err error) {
+	e, err := l.kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return 0, 0, nil
+	case err != nil:
+		return 0, 0, fmt.Errorf("spend ledger: %w", err)
+	}
+	n, err = strconv.ParseInt(string(e.Value()), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("spend ledger: key %s holds %q, not a count", key, e.Value())
+	}
+	return n, e.Revision(), nil
+}
+
+// Add adds cost to what scope was paid on day, with compare-and-set (a
+// worker that added meanwhile makes this one read again).
+func (l *Ledger) Add(ctx context.Context, scope string, day time.Time, cost float64) error {
+	key := ledgerKey(scope, day)
+	for range 32 {
+		n, rev, err := l.get(ctx, key)
+		if err != nil {
+			return err
+		}
+		v := []byte(strconv.FormatInt(n+micros(cost), 10))
+		if rev == 0 {
+			_, err = l.kv.Create(ctx, key, v)
+		} else {
+			_, err = l.kv.Update(ctx, key, v, rev)
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			continue
+		default:
+			return fmt.Errorf("spend ledger: %w", err)
+		}
+	}
+	return errors.New("spend ledger: still updated by others after 32 tries")
+}
