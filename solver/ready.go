@@ -60,8 +60,9 @@ type holder struct {
 	// lastOnly: its only poll left is its last, which keeps its time, so
 	// it is not asked to confirm again; guarded by occupancy.mu.
 	lastOnly bool
-	// notBefore: it is not asked to confirm before then, the time of the
-	// scheduled poll a failed confirm took; guarded by occupancy.mu.
+	// notBefore: it is not asked to confirm before then: the time of the
+	// scheduled poll a failed confirm took (failed), or of the poll before
+	// the sparse one a confirm would take (notYet); guarded by occupancy.mu.
 	notBefore time.Time
 }
 
@@ -170,6 +171,17 @@ func (o *occupancy) settled(h *holder) {
 func (o *occupancy) failed(h *holder, at time.Time) {
 	o.mu.Lock()
 	h.notBefore = at
+	o.mu.Unlock()
+}
+
+// notYet says h was asked to confirm where its schedule is sparse, before
+// the time of the poll ahead of the one a confirm would take (wait): it is
+// not asked again before then (until), and another captcha of the Client
+// may be.
+func (o *occupancy) notYet(h *holder, until time.Time) {
+	o.mu.Lock()
+	h.notBefore = until
+	o.unask(h)
 	o.mu.Unlock()
 }
 

@@ -212,6 +212,18 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 				c.occ.declined(h)
 				continue
 			}
+			if prev := submitted.Add(sched[max(i-1, 0)]); i > 0 && sched[i]-sched[i-1] >= kt.interval && c.now().Before(prev) {
+				// Where the schedule is sparse (an interval or more
+				// between two polls: the fixed interval beyond what the
+				// kind's answers say, the reserved last polls), a confirm
+				// runs at most one poll ahead of it: taken sooner, each
+				// such poll leaves the captcha an interval or more without
+				// a look, and a straggler asked at every decision spent
+				// them all within seconds, then waited for its last poll
+				// at the end of MaxWait. Asked again from prev on.
+				c.occ.notYet(h, prev)
+				continue
+			}
 			i++
 			if w != nil && !own && c.batch.on() {
 				c.batch.earn()
