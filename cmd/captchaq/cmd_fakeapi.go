@@ -89,7 +89,9 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wrote error
+	listened := false
 	err = api.ListenAndServe(ctx, *addr, func(a net.Addr) {
+		listened = true
 		if *addrFile != "" {
 			// Without it a script would wait for ever: stop instead.
 			if wrote = writeAddrFile(*addrFile, a.String()); wrote != nil {
@@ -101,6 +103,11 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	})
 	if wrote != nil {
 		return fmt.Errorf("--addr-file: %w", wrote)
+	}
+	if !listened {
+		// Nothing was served, so nothing was paid: a bill of 0 would
+		// read as if an emulator had run.
+		return err
 	}
 	if *addrFile != "" {
 		_ = os.Remove(*addrFile)

@@ -135,6 +135,10 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 0
 	}
 	if args[0] == "--version" || args[0] == "version" {
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "captchaq %s: takes no arguments, got %q\n", args[0], args[1])
+			return 2
+		}
 		fmt.Fprintln(stdout, "captchaq", version())
 		return 0
 	}
@@ -151,6 +155,10 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		args = append([]string{alias}, args[1:]...)
 	}
 	cmd, ok := commands[args[0]]
+	if !ok && strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(stderr, flagsFirst(args))
+		return 2
+	}
 	if !ok {
 		fmt.Fprintf(stderr, "captchaq: unknown command %q; run `captchaq help` for the commands\n", args[0])
 		return 2
@@ -190,6 +198,19 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, prefixed(args, err))
 		return 1
 	}
+}
+
+// flagsFirst is the refusal of a line that starts with a flag (`captchaq
+// --nats URL stats`): flags go after the command, and when a command is
+// named further on, the line as it should be typed.
+func flagsFirst(args []string) string {
+	for i, a := range args {
+		if _, ok := commands[a]; ok && i > 0 {
+			fixed := append(append([]string{a}, args[i+1:]...), args[:i]...)
+			return fmt.Sprintf("captchaq: %q before the command: flags go after the command: captchaq %s", args[0], strings.Join(fixed, " "))
+		}
+	}
+	return fmt.Sprintf("captchaq: %q before any command: flags go after the command (captchaq COMMAND %s); run `captchaq help` for the commands", args[0], args[0])
 }
 
 // prefixed is err's message after one "captchaq COMMAND: " (COMMAND with

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// An emulator that cannot listen (its port held by something else) exits
+// non-zero with one line naming the address, and prints no bill: a "0
+// captchas accepted … balance" summary reads as if an emulator had run.
+func TestFakeAPIThatCannotListenPrintsNoBill(t *testing.T) {
+	t.Parallel()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = held.Close() })
+	addr := held.Addr().String()
+
+	r := captchaq(t, "", "fakeapi", "--addr", addr, "--addr-file", t.TempDir()+"/fakeapi.addr")
+	require.Equal(t, 1, r.code, "%s%s", r.stdout, r.stderr)
+	require.Empty(t, r.stdout, "no bill from an emulator that never listened")
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	require.Len(t, lines, 1, "one line: %s", r.stderr)
+	require.Contains(t, lines[0], "captchaq fakeapi: ")
+	require.Contains(t, lines[0], addr)
+	require.Contains(t, lines[0], "address already in use")
+	require.NotContains(t, lines[0], "fakeapi: fakeapi:", "the command's name once")
+}
+
+// --version takes nothing after it: `captchaq --version extra` is a usage
+// error (exit 2), as any command given an argument it does not take.
+func TestVersionRefusesArguments(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--version", "extra"}, {"version", "stats"}} {
+		r := captchaq(t, "", args...)
+		require.Equal(t, 2, r.code, "%v: %s%s", args, r.stdout, r.stderr)
+		require.Empty(t, r.stdout, "%v", args)
+		require.Contains(t, r.stderr, `"`+args[1]+`"`, "%v names what it refuses", args)
+	}
+	r := captchaq(t, "", "--version")
+	require.Zero(t, r.code, r.stderr)
+	require.True(t, strings.HasPrefix(r.stdout, "captchaq "), r.stdout)
+}
+
+// A flag before the command (`captchaq --nats X stats`) is refused with a
+// hint that flags go after the command, naming the line to type.
+func TestFlagBeforeTheCommandSaysWhereFlagsGo(t *testing.T) {
+	t.Parallel()
+	r := captchaq(t, "", "--nats", "nats://127.0.0.1:1", "stats")
+	require.Equal(t, 2, r.code, "%s%s", r.stdout, r.stderr)
+	require.Contains(t, r.stderr, "flags go after the command")
+	require.Contains(t, r.stderr, "captchaq stats --nats nats://127.0.0.1:1")
+	r = captchaq(t, "", "--log-level", "warn")
+	require.Equal(t, 2, r.code, "%s%s", r.stdout, r.stderr)
+	require.Contains(t, r.stderr, "flags go after the command")
+}
