@@ -12,9 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/stream"
 )
@@ -72,13 +69,13 @@ func (d *Dashboard) change(fn changeFunc) http.HandlerFunc {
 			return
 		}
 		defer nc.Close()
-		if err := isAdmin(ctx, nc, d.cfg.Client.Domain()); err != nil {
-			fail(http.StatusForbidden, "user %q may not change anything here: replay, purge, cancel and pause need the admin's permissions (%v)", user, err)
-			return
-		}
 		a, err := stream.NewAdmin(nc, stream.AdminConfig{Name: "captchaq-dashboard-" + user, Topology: stream.Topology{Domain: d.cfg.Client.Domain()}})
 		if err != nil {
 			fail(http.StatusBadGateway, "%v", err)
+			return
+		}
+		if err := a.CheckPermissions(ctx); err != nil {
+			fail(http.StatusForbidden, "user %q may not change anything here: replay, purge, cancel and pause need the admin's permissions (%v)", user, err)
 			return
 		}
 		msg, err := fn(ctx, a, body)
@@ -94,44 +91,6 @@ func (d *Dashboard) change(fn changeFunc) http.HandlerFunc {
 			writeJSON(w, http.StatusOK, map[string]string{"ok": msg})
 		}
 	}
-}
-
-// isAdmin checks that nc's user has the admin's permissions, by asking for
-// the JetStream account's info: the shipped nats.conf grants that to the
-// admin alone, and a server without users to everyone. A refusal comes back
-// as a permission violation on the connection, or as no answer.
-func isAdmin(ctx context.Context, nc *nats.Conn, domain string) error {
-	js, err := jetstream.NewWithDomain(nc, domain)
-	if domain == "" {
-		js, err = jetstream.New(nc)
-	}
-	if err != nil {
-		return err
-	}
-	actx, cancel := context.WithTimeoutCause(ctx, 5*time.Second, errors.New("no answer to a JetStream account info request"))
-	defer cancel()
-	refused := make(chan error, 1)
-	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		if errors.Is(err, nats.ErrPermissionViolation) {
-			select {
-			case refused <- err:
-			default:
-			}
-			cancel()
-		}
-	})
-	if _, err := js.AccountInfo(actx); err != nil {
-		select {
-		case rerr := <-refused:
-			return rerr
-		default:
-		}
-		if cause := context.Cause(actx); cause != nil && !errors.Is(cause, context.Canceled) {
-			return cause
-		}
-		return err
-	}
-	return nil
 }
 
 func decode[T any](body json.RawMessage) (T, error) {
