@@ -197,6 +197,7 @@ func TestSolutionRoundTrip(t *testing.T) {
 		{"hcaptcha", createtask.KindHCaptcha, `"P1_tok"`, "UA", `{"gRecaptchaResponse":"P1_tok","userAgent":"UA"}`},
 		{"turnstile", createtask.KindTurnstile, `"0.tok"`, "UA", `{"token":"0.tok","userAgent":"UA"}`},
 		{"base64", createtask.KindImage, `"deditur"`, "", `{"text":"deditur"}`},
+		{"friendly_captcha", createtask.KindFriendlyCaptcha, `"sPwOkl_n2Rh5Ah"`, "UA", `{"token":"sPwOkl_n2Rh5Ah","userAgent":"UA"}`},
 		{"geetest", createtask.KindGeeTest, `{"geetest_challenge":"c","geetest_validate":"v","geetest_seccode":"v|jordan"}`, "",
 			`{"challenge":"c","validate":"v","seccode":"v|jordan"}`},
 		{"geetest", createtask.KindGeeTest, `"{\"geetest_challenge\":\"c\",\"geetest_validate\":\"v\",\"geetest_seccode\":\"s\"}"`, "",

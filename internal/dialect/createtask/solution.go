@@ -20,6 +20,9 @@ import (
 //     getTaskResult example carries userAgent beside the answer);
 //   - GeeTest v3: challenge, validate, seccode; v4: captcha_id, lot_number,
 //     pass_token, gen_time, captcha_output (CapMonster GeeTestResponse.ts);
+//   - Friendly Captcha: token and the worker's userAgent
+//     (anti-captcha.com/apidoc/task-types/FriendlyCaptchaTaskProxyless;
+//     CapSolver's docs.capsolver.com/guide/captcha/FriendlyCaptcha: token);
 //   - an image: text (index.js solveImage; CapMonster ImageToTextResponse.ts).
 //
 // captchaq's answers (stream.Outcome.Solution) are a JSON string for
@@ -30,7 +33,7 @@ import (
 // textField is the solution field holding a method's answer when the
 // answer is a string.
 var textField = map[string]string{captcha.MethodReCaptcha: "gRecaptchaResponse", captcha.MethodHCaptcha: "gRecaptchaResponse", captcha.MethodTurnstile: "token",
-	captcha.MethodPost: "text", captcha.MethodBase64: "text", captcha.MethodBLS: "text"}
+	captcha.MethodFriendly: "token", captcha.MethodPost: "text", captcha.MethodBase64: "text", captcha.MethodBLS: "text"}
 
 // ErrNoSolutionShape is Solution's error for a method the dialect has no
 // task type, and so no solution shape, for (cloudflare_challenge).
@@ -88,7 +91,7 @@ func Answer(k Kind, solution json.RawMessage) (json.RawMessage, string, error) {
 	switch k {
 	case KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptchaV3, KindHCaptcha:
 		return pick("gRecaptchaResponse")
-	case KindTurnstile:
+	case KindTurnstile, KindFriendlyCaptcha:
 		return pick("token")
 	case KindImage:
 		return pick("text")

@@ -290,6 +290,12 @@ func (t Task) Request(tt TaskType) (string, map[string]string, *Error) {
 		}
 		// CapMonster sends the rqdata as data (HCaptchaRequest).
 		set("data", firstOf(rq, t.Data))
+	case KindFriendlyCaptcha:
+		method = captcha.MethodFriendly
+		if err := need("websiteKey", t.WebsiteKey); err != nil {
+			return "", nil, err
+		}
+		set("sitekey", t.WebsiteKey)
 	case KindImage:
 		method = captcha.MethodBase64
 		if err := need("body", t.Body); err != nil {

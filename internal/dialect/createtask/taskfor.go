@@ -73,6 +73,9 @@ func TaskFor(method string, params map[string]string) (Task, Kind, error) {
 		if rq := params["data"]; rq != "" {
 			t.EnterprisePayload, _ = json.Marshal(map[string]string{"rqdata": rq})
 		}
+	case captcha.MethodFriendly:
+		kind, t.Type = KindFriendlyCaptcha, name("FriendlyCaptchaTaskProxyless", "FriendlyCaptchaTask")
+		t.WebsiteKey = params["sitekey"]
 	case captcha.MethodBase64, captcha.MethodPost:
 		if params["recaptcha"] == "1" {
 			return Task{}, 0, fmt.Errorf("method %s with recaptcha=1 (a grid): no type of the JSON dialect is mapped to it", method)

@@ -15,6 +15,7 @@ const (
 	KindGeeTest
 	KindHCaptcha
 	KindImage
+	KindFriendlyCaptcha
 )
 
 // TaskType is a task type of the dialect: its name as the providers spell
@@ -79,6 +80,12 @@ var types = []TaskType{
 	{Name: "HCaptchaTask", Kind: KindHCaptcha, Proxy: true},
 	// Anti-Captcha: index.js solveImage; CapMonster: TaskType.ImageToTextTask.
 	{Name: "ImageToTextTask", Kind: KindImage},
+	// Anti-Captcha: apidoc/task-types/FriendlyCaptchaTaskProxyless and
+	// FriendlyCaptchaTask (websiteURL, websiteKey; the proxy fields);
+	// CapSolver: docs.capsolver.com/guide/captcha/FriendlyCaptcha (the
+	// first).
+	{Name: "FriendlyCaptchaTaskProxyless", Kind: KindFriendlyCaptcha},
+	{Name: "FriendlyCaptchaTask", Kind: KindFriendlyCaptcha, Proxy: true},
 }
 
 var byType = func() map[string]TaskType {
