@@ -28,6 +28,7 @@ const (
 	KindImage       = captcha.KindImage       // post and base64
 	KindGrid        = captcha.KindGrid        // post and base64 with recaptcha=1
 	KindBLS         = captcha.KindBLS         // bls
+	KindFriendly    = captcha.KindFriendly    // friendly_captcha
 )
 
 // Methods returns the names of the methods Validate accepts, sorted
