@@ -100,6 +100,7 @@ func TestCreateTaskAgainstAFullStream(t *testing.T) {
 	require.Equal(t, len(accepted), env.Emulator.Stats().Submitted, "each accepted task paid once, none refused paid")
 
 	t.Logf("the %d accepted tasks solved %s after the worker started", len(accepted), time.Since(start).Round(time.Millisecond))
+	require.Less(t, time.Since(start), 5*time.Second, "the room kept for them is there: no attempt waits a lease for it")
 	start = time.Now()
 	var again reply
 	require.Eventually(t, func() bool {

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -9,8 +10,10 @@ import (
 	"image/png"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -267,4 +270,44 @@ func TestProvenCallerTakesAReservedTurnDuringTheStall(t *testing.T) {
 	t.Logf("the proven caller answered %q after %s", answer, time.Since(start).Round(time.Millisecond))
 	require.True(t, strings.HasPrefix(answer, "OK|"), answer)
 	require.Less(t, time.Since(start), time.Second, "served from the reserve, not after the stalled uploads' grace (10 s)")
+}
+
+// Over a real connection, an upload behind the pace is answered 408 once
+// its grace ends, through the connection's read deadline, and its turn is
+// free again: the same caller's next upload is served.
+func TestStalledUploadOverTCPAnswered408(t *testing.T) {
+	t.Parallel()
+	const grace = 500 * time.Millisecond
+	b := setup(t, func(c *gateway.Config) { c.Admission = gateway.Admission{UnauthenticatedGrace: grace} }, streamtest.WithWorkers(0))
+	u, err := url.Parse(b.url)
+	require.NoError(t, err)
+	c, err := net.Dial("tcp", u.Host)
+	require.NoError(t, err)
+	defer c.Close()
+	start := time.Now()
+	_, err = fmt.Fprintf(c, "POST /in.php HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100000\r\n\r\nmethod=base64&body=AAAA", u.Host)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	t.Logf("a stalled upload answered %d after %s", resp.StatusCode, time.Since(start).Round(time.Millisecond))
+	require.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
+	require.GreaterOrEqual(t, time.Since(start), grace)
+
+	code, answer := b.multipartInPHP(t, noisePNG(t, 140), true, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.True(t, strings.HasPrefix(answer, "OK|"), answer)
+
+	// The JSON dialect's createTask the same.
+	c2, err := net.Dial("tcp", u.Host)
+	require.NoError(t, err)
+	defer c2.Close()
+	start = time.Now()
+	_, err = fmt.Fprintf(c2, "POST /createTask HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"task\":{\"type\":\"ImageToTextTask\",\"body\":\"AAAA", u.Host)
+	require.NoError(t, err)
+	resp, err = http.ReadResponse(bufio.NewReader(c2), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	t.Logf("a stalled createTask answered %d after %s", resp.StatusCode, time.Since(start).Round(time.Millisecond))
+	require.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
 }

@@ -58,7 +58,14 @@ func (r *workerRoom) Take(ctx context.Context, now time.Time) bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if now.Sub(r.read) >= roomRefresh {
+	over := func() bool {
+		return r.limit > 0 && int64(r.bytes)+(r.running.Load()+r.ended+1)*reservePerTask > r.limit
+	}
+	// A reading is used for roomRefresh; but one that leaves no room
+	// while attempts ended since it (whose records it may or may not
+	// hold, so each still counts) is read again at once: the attempt
+	// refused would otherwise wait a whole lease for room that is there.
+	if now.Sub(r.read) >= roomRefresh || (over() && r.ended > 0) {
 		info, err := r.s.Info(ctx)
 		if err != nil {
 			return false
@@ -70,7 +77,7 @@ func (r *workerRoom) Take(ctx context.Context, now time.Time) bool {
 			}
 		}
 	}
-	if r.limit > 0 && int64(r.bytes)+(r.running.Load()+r.ended+1)*reservePerTask > r.limit {
+	if over() {
 		return false
 	}
 	r.running.Add(1)

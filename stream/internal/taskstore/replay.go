@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -59,7 +60,68 @@ func VerifyReplay(ctx context.Context, s jetstream.Stream, id string, gen uint64
 // submit can publish as large as the broker takes, is judged forged
 // without its body being parsed, and without the broker sending the
 // message it names (or any letter) when that is not a letter of the id.
+//
+// The first copy of an id costs two reads (the letter it names, the id's
+// replay records); from the second on, what the store learns of the id's
+// letters and records is kept (replayFacts), so that a flood of
+// replay-shaped copies of one id, each naming another letter (the stream
+// takes each replay message id once), costs a few reads in all rather than
+// two of its own each.
 func (s *JetStream) VerifyReplayOf(ctx context.Context, id string, gen uint64, h nats.Header, parse func() (wire.Task, error)) error {
+	deadSeq, err := strconv.ParseUint(h.Get(wire.HeaderReplayedBy), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: header %s %q is not a sequence", ErrForged, wire.HeaderReplayedBy, text.Cut(h.Get(wire.HeaderReplayedBy), 30))
+	}
+	if deadSeq >= gen {
+		// A replay is published after the letter it copies was stored.
+		return fmt.Errorf("%w: message %d it claims to replay comes after it", ErrForged, deadSeq)
+	}
+	f := s.replays.of(id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.seen {
+		// One copy of an id (a genuine replay, or one of a flood over
+		// many ids) is judged on its own reads: learning the id's
+		// letters and records would cost it more.
+		f.seen = true
+		return s.verifyOnce(ctx, id, gen, h, parse)
+	}
+	if deadSeq > f.lettersTo {
+		if err := f.readLetters(ctx, s.Stream, id); err != nil {
+			return err
+		}
+	}
+	if f.letters[deadSeq] {
+		r, err := jscall.NewDirectReader(s.NC, s.Domain, s.Stream.CachedInfo().Config.Name)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		m, err := r.At(ctx, wire.DeadSubject(id), deadSeq)
+		if err != nil {
+			return err
+		}
+		if m != nil {
+			return matchLetter(m.Data(), m.Headers(), deadSeq, h, parse)
+		}
+		// Purged since: its replay record, if any, was written before.
+		delete(f.letters, deadSeq)
+		f.recordsFresh = false
+	}
+	if !f.recordsFresh {
+		if err := f.readRecords(ctx, s.Stream, id); err != nil {
+			return err
+		}
+	}
+	if !f.records[[2]uint64{deadSeq, gen}] {
+		return fmt.Errorf("%w: message %d is not a dead letter of %s, and no replay record names this task", ErrForged, deadSeq, id)
+	}
+	return nil
+}
+
+// verifyOnce is VerifyReplayOf on reads of its own: the letter named,
+// and the id's replay records if it is not there.
+func (s *JetStream) verifyOnce(ctx context.Context, id string, gen uint64, h nats.Header, parse func() (wire.Task, error)) error {
 	r, err := jscall.NewDirectReader(s.NC, s.Domain, s.Stream.CachedInfo().Config.Name)
 	if err != nil {
 		return err
@@ -73,6 +135,115 @@ func (s *JetStream) VerifyReplayOf(ctx context.Context, id string, gen uint64, h
 		return m.Data(), m.Headers(), true, nil
 	}
 	return verifyReplay(ctx, s.Stream, letter, id, gen, h, parse)
+}
+
+// replayFacts is what a store knows of one id's dead letters and replay
+// records, read once for every replay-shaped copy of the id it judges.
+// Letters and records are only ever added to the stream under an id
+// (purged, a letter is found gone when read), and a replay's letter comes
+// before its task message, which comes before the admin's record naming
+// it, which comes before the letter's purge. So for a copy stored at gen:
+// every letter it may name (before gen) was read at or below lettersTo
+// once lettersTo >= gen; a letter found there is read again before it is
+// trusted; and a letter not found there, or found gone, was purged after
+// its record was written, which records, read after (recordsFresh), hold.
+type replayFacts struct {
+	mu sync.Mutex
+	// seen says a copy of the id was judged (verifyOnce).
+	seen      bool
+	letters   map[uint64]bool // the sequences of the id's letters, up to lettersTo
+	lettersTo uint64
+	// records are the id's replay records up to recordsTo, as (dead
+	// letter, task message) sequences; recordsFresh says they were read
+	// after the letters last were.
+	records      map[[2]uint64]bool
+	recordsTo    uint64
+	recordsFresh bool
+}
+
+// readLetters reads the id's letters stored after lettersTo, up to the
+// stream's last sequence (read first).
+func (f *replayFacts) readLetters(ctx context.Context, s jetstream.Stream, id string) error {
+	last, err := lastSeq(ctx, s)
+	if err != nil {
+		return err
+	}
+	err = jscall.Walk(ctx, s, wire.DeadSubject(id), f.lettersTo+1, last, func(m *jetstream.RawStreamMsg) { f.letters[m.Sequence] = true })
+	if err != nil {
+		return err
+	}
+	f.lettersTo, f.recordsFresh = last, false
+	return nil
+}
+
+// readRecords reads the id's replay records stored after recordsTo, up to
+// the stream's last sequence (read first).
+func (f *replayFacts) readRecords(ctx context.Context, s jetstream.Stream, id string) error {
+	last, err := lastSeq(ctx, s)
+	if err != nil {
+		return err
+	}
+	err = jscall.Walk(ctx, s, wire.ReplaySubject(id), f.recordsTo+1, last, func(m *jetstream.RawStreamMsg) {
+		var r wire.Replay
+		if json.Unmarshal(m.Data, &r) == nil {
+			f.records[[2]uint64{r.DeadSeq, r.TaskSeq}] = true
+		}
+	})
+	if err != nil {
+		return err
+	}
+	f.recordsTo, f.recordsFresh = last, true
+	return nil
+}
+
+// lastSeq is the stream's last sequence now.
+func lastSeq(ctx context.Context, s jetstream.Stream) (uint64, error) {
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq, nil
+}
+
+// replayCache holds a store's replayFacts by id. Its zero value is ready.
+type replayCache struct {
+	mu  sync.Mutex
+	ids map[string]*replayFacts
+}
+
+// maxReplayIDs bounds the ids a store keeps facts of: past it, it forgets
+// them all and reads again what it needs.
+const maxReplayIDs = 4096
+
+func (c *replayCache) of(id string) *replayFacts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ids == nil || len(c.ids) >= maxReplayIDs {
+		c.ids = map[string]*replayFacts{}
+	}
+	f := c.ids[id]
+	if f == nil {
+		f = &replayFacts{letters: map[uint64]bool{}, records: map[[2]uint64]bool{}}
+		c.ids[id] = f
+	}
+	return f
+}
+
+// matchLetter checks a replay-shaped copy (headers h, body parse) against
+// dead letter deadSeq it names (data, dh): the same task and cancel hash.
+func matchLetter(data []byte, dh nats.Header, deadSeq uint64, h nats.Header, parse func() (wire.Task, error)) error {
+	dt, derr := wire.ParseTask(data)
+	if derr != nil {
+		return fmt.Errorf("%w: dead letter %d it claims to replay holds no task", ErrForged, deadSeq)
+	}
+	t, perr := parse()
+	if perr != nil || dt.Method != t.Method || !maps.Equal(dt.Params, t.Params) {
+		return fmt.Errorf("%w: the task differs from dead letter %d it claims to replay", ErrForged, deadSeq)
+	}
+	if !wire.ReplayCancelHashOK(dh.Get(wire.HeaderCancelHash), h.Get(wire.HeaderCancelHash)) {
+		return fmt.Errorf("%w: header %s differs from dead letter %d's, which it claims to replay", ErrForged, wire.HeaderCancelHash, deadSeq)
+	}
+	return nil
 }
 
 // verifyReplay is VerifyReplay with the letter at a sequence read by
@@ -90,18 +261,7 @@ func verifyReplay(ctx context.Context, s jetstream.Stream,
 	case err != nil:
 		return err
 	case found:
-		dt, derr := wire.ParseTask(data)
-		if derr != nil {
-			return fmt.Errorf("%w: dead letter %d it claims to replay holds no task", ErrForged, deadSeq)
-		}
-		t, perr := parse()
-		if perr != nil || dt.Method != t.Method || !maps.Equal(dt.Params, t.Params) {
-			return fmt.Errorf("%w: the task differs from dead letter %d it claims to replay", ErrForged, deadSeq)
-		}
-		if !wire.ReplayCancelHashOK(dh.Get(wire.HeaderCancelHash), h.Get(wire.HeaderCancelHash)) {
-			return fmt.Errorf("%w: header %s differs from dead letter %d's, which it claims to replay", ErrForged, wire.HeaderCancelHash, deadSeq)
-		}
-		return nil
+		return matchLetter(data, dh, deadSeq, h, parse)
 	}
 	// The letter is gone (purged after the replay): the admin's replay
 	// record still names this task message.

@@ -72,6 +72,10 @@ type JetStream struct {
 	// NC and Domain reach the stream for batched direct gets.
 	NC     *nats.Conn
 	Domain string
+
+	// replays is what it read of ids' letters and replay records
+	// (VerifyReplayOf).
+	replays replayCache
 }
 
 var _ Store = (*JetStream)(nil)
