@@ -124,7 +124,16 @@ func TestBenchFailover(t *testing.T) {
 			set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
 			require.NoError(t, err)
 			env := streamtest.Start(t, streamtest.WithWorkers(0))
-			env.StartWorker(stream.WorkerConfig{Solver: set, Threads: 40})
+			// 40 threads never fill at ×0.01 (50 tasks/s × 0.4 s); at the
+			// real scale (50/s × 30 s) they do, and the row times the
+			// worker's queue as well as the failover:
+			// CAPTCHAQ_BENCH_THREADS sets them. Default: 40.
+			threads := 40
+			if v := os.Getenv("CAPTCHAQ_BENCH_THREADS"); v != "" {
+				threads, err = strconv.Atoi(v)
+				require.NoError(t, err, "CAPTCHAQ_BENCH_THREADS")
+			}
+			env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
 
 			outage := 60 * time.Second * time.Duration(scale*1000) / 1000
 			submitted := make([]time.Time, n)
@@ -179,10 +188,10 @@ func TestBenchFailover(t *testing.T) {
 				}
 			}
 			p95, own := quantile.Of(during, 0.95), quantile.Of(spareSolve, 0.95)
-			t.Logf("failover ×%g run %d: %d tasks, lost %d, paid twice %d; plan %d, fallback %d accepted; "+
+			t.Logf("failover ×%g, %d worker threads, run %d: %d tasks, lost %d, paid twice %d; plan %d, fallback %d accepted; "+
 				"p95 time to token of the %d arrivals during the outage %.3fs, fallback's own p95 solve %.3fs: %.2fx; "+
 				"spend on the fallback %.4f, its bill %.4f",
-				scale, run, n, n-solved, twice, ps.Submitted, ss.Submitted, len(during), p95, own, p95/own, spend, ss.Spent)
+				scale, threads, run, n, n-solved, twice, ps.Submitted, ss.Submitted, len(during), p95, own, p95/own, spend, ss.Spent)
 			require.Equal(t, n, solved, "0 lost")
 			require.Zero(t, twice, "0 paid twice")
 			require.Equal(t, n, ps.Submitted+ss.Submitted)
