@@ -212,16 +212,16 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 				c.occ.declined(h)
 				continue
 			}
-			if prev := submitted.Add(sched[max(i-1, 0)]); i > 0 && sched[i]-sched[i-1] >= kt.interval && c.now().Before(prev) {
-				// Where the schedule is sparse (an interval or more
-				// between two polls: the fixed interval beyond what the
-				// kind's answers say, the reserved last polls), a confirm
-				// runs at most one poll ahead of it: taken sooner, each
-				// such poll leaves the captcha an interval or more without
-				// a look, and a straggler asked at every decision spent
-				// them all within seconds, then waited for its last poll
-				// at the end of MaxWait. Asked again from prev on.
-				c.occ.notYet(h, prev)
+			if i > 0 && c.now().Before(submitted.Add(sched[i-1])) && c.straggling(kind, kt, sched[i-1]) {
+				// Past nearly every answer of its kind (straggling), a
+				// confirm runs at most one poll ahead of the schedule:
+				// there a straggler stays the likeliest done and is asked
+				// at every decision; taking a poll each time, it spent its
+				// schedule within seconds, before it was ready, then
+				// waited for its last poll at the end of MaxWait. Asked
+				// again from the time of the poll before the one it would
+				// take. Before that point confirms take polls as they come.
+				c.occ.notYet(h, submitted.Add(sched[i-1]))
 				continue
 			}
 			i++
@@ -390,6 +390,20 @@ func (c *Client) hold(ctx context.Context, id string, kt kindTiming, since time.
 		}
 		timer.Reset(jitter(holdEvery(kt.interval, *fails)))
 	}
+}
+
+// stragglerQuantile: a captcha not ready at the offset by which its kind's
+// fit says this share of captchas is ready is a straggler (straggling).
+const stragglerQuantile = 0.99
+
+// straggling reports whether offset at is past the time by which nearly
+// every captcha of kind is ready (stragglerQuantile) under its fit, on a
+// fixed schedule too (the fit is learned all the same); false while the
+// kind is not learned.
+func (c *Client) straggling(kind string, kt kindTiming, at time.Duration) bool {
+	kt.fixed = false
+	d, ok := c.poller.readyBy(kind, kt, stragglerQuantile)
+	return ok && at >= d
 }
 
 // ended is the error of a wait that ctx ended: ctx's error, and, when the
