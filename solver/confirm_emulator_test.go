@@ -103,11 +103,10 @@ func teachFast(c *solver.Client, kind string, scale float64) {
 
 // TestConfirmLeavesTheScheduleItsTime: a captcha slower than every one
 // learned (4 s against 2–3 s) is confirmed and found not ready, the
-// confirm taking its first scheduled poll (10 s); where its schedule is
-// sparse (every 40 s on), its confirms run at most one poll ahead of it.
-// Asked again at every decision, it spent its polls of 10 and 50 s within
-// a second, before it was ready, and its answer waited for the poll at
-// 90 s. A learned schedule keeps its last polls for the rest of MaxWait:
+// confirm taking its first scheduled poll (10 s); with only its last polls
+// left (50 and 90 s), it is confirmed at most once a poll interval. Asked
+// again at every decision, it spent its polls of 10 and 50 s within a
+// second, before it was ready, and its answer waited for the poll at 90 s. A learned schedule keeps its last polls for the rest of MaxWait:
 // in a burst, the captcha that ended it waited there for 100 s.
 func TestConfirmLeavesTheScheduleItsTime(t *testing.T) {
 	t.Parallel()

@@ -123,7 +123,10 @@
 // captcha makes more res.php calls than its schedule plans; its last poll
 // keeps its time, and after a confirming poll that failed (HTTP 5xx or
 // 429) it is not asked again before the time of the poll it took, so its
-// failures come no faster than its schedule's. At most one such poll is in flight
+// failures come no faster than its schedule's. Its last six polls
+// (confirmKeep) it spends on confirms at most once a poll interval: a
+// straggler asked at every decision would spend them within seconds and
+// then wait for its last poll at the end of MaxWait. At most one such poll is in flight
 // per Client, and one is asked at most per decision. An answer frees the
 // thread for certain and is picked up early; CAPCHA_NOT_READY raises the
 // captcha's lower bound, so E and σ shrink. The calls per solve rise (a poll

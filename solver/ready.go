@@ -61,8 +61,9 @@ type holder struct {
 	// it is not asked to confirm again; guarded by occupancy.mu.
 	lastOnly bool
 	// notBefore: it is not asked to confirm before then: the time of the
-	// scheduled poll a failed confirm took (failed), or of the poll before
-	// the sparse one a confirm would take (notYet); guarded by occupancy.mu.
+	// scheduled poll a failed confirm took (failed), or a poll interval
+	// after a confirm that left it its last polls (notYet); guarded by
+	// occupancy.mu.
 	notBefore time.Time
 }
 
@@ -174,10 +175,9 @@ func (o *occupancy) failed(h *holder, at time.Time) {
 	o.mu.Unlock()
 }
 
-// notYet says h was asked to confirm where its schedule is sparse, before
-// the time of the poll ahead of the one a confirm would take (wait): it is
-// not asked again before then (until), and another captcha of the Client
-// may be.
+// notYet says h, not ready, has only its last polls left (wait,
+// confirmKeep): it is not asked to confirm again before until, and
+// another captcha of the Client may be.
 func (o *occupancy) notYet(h *holder, until time.Time) {
 	o.mu.Lock()
 	h.notBefore = until

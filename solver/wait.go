@@ -212,18 +212,6 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 				c.occ.declined(h)
 				continue
 			}
-			if prev := submitted.Add(sched[max(i-1, 0)]); i > 0 && sched[i]-sched[i-1] >= kt.interval && c.now().Before(prev) {
-				// Where the schedule is sparse (an interval or more
-				// between two polls: the fixed interval beyond what the
-				// kind's answers say, the reserved last polls), a confirm
-				// runs at most one poll ahead of it: taken sooner, each
-				// such poll leaves the captcha an interval or more without
-				// a look, and a straggler asked at every decision spent
-				// them all within seconds, then waited for its last poll
-				// at the end of MaxWait. Asked again from prev on.
-				c.occ.notYet(h, prev)
-				continue
-			}
 			i++
 			if w != nil && !own && c.batch.on() {
 				c.batch.earn()
@@ -232,10 +220,15 @@ func (c *Client) wait(ctx context.Context, req Request, id string, submitted tim
 			own = false
 			failed := fails
 			done, a, err := fetch(time.Time{})
-			if fails > failed {
+			switch {
+			case fails > failed:
 				// Failed, it says nothing: not asked again before the
 				// time of the poll it took (ready.go, failed).
 				c.occ.failed(h, submitted.Add(sched[i-1]))
+			case !done && len(sched)-i <= confirmKeep:
+				// Not ready, with its last polls left: confirmed at most
+				// once a poll interval from now on (confirmKeep).
+				c.occ.notYet(h, c.now().Add(kt.interval))
 			}
 			c.occ.settled(h)
 			if done {
@@ -391,6 +384,20 @@ func (c *Client) hold(ctx context.Context, id string, kt kindTiming, since time.
 		timer.Reset(jitter(holdEvery(kt.interval, *fails)))
 	}
 }
+
+// confirmKeep is how many of its scheduled polls a captcha keeps from the
+// hand-back's confirms: once no more are left, it is confirmed at most once
+// a poll interval. The confirm that finds a captcha likeliest done takes
+// its next scheduled poll, and the oldest captcha of a Client stays the
+// likeliest: asked at every decision (five times a second), it is picked
+// up within moments of being ready, which is most of what the confirms
+// gain. A straggler asked so spent every poll of its schedule within
+// seconds, before it was ready, and then waited for its last one at the
+// end of MaxWait (the 100-s idle that ended some bursts). With its last
+// confirmKeep polls (twice the reserve) spent at most one per interval,
+// a straggler is still looked at every interval for a further half a
+// minute (6 × 5 s), and then on its reserve.
+const confirmKeep = 2 * reserveCalls
 
 // ended is the error of a wait that ctx ended: ctx's error, and, when the
 // captcha's last polls got no word from the service (fails of them, the
