@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/stream"
 )
 
 // An emulator that cannot listen (its port held by something else) exits
@@ -55,4 +57,18 @@ func TestFlagBeforeTheCommandSaysWhereFlagsGo(t *testing.T) {
 	r = captchaq(t, "", "--log-level", "warn")
 	require.Equal(t, 2, r.code, "%s%s", r.stdout, r.stderr)
 	require.Contains(t, r.stderr, "flags go after the command")
+}
+
+// `dead replay --all --yes` with no dead letter to replay says so and
+// exits 0: silence reads as if it had not run. It says so on stderr;
+// stdout holds the receipts (none), JSON lines a script reads.
+func TestReplayAllWithNothingToReplaySaysSo(t *testing.T) {
+	t.Parallel()
+	natsURL, _, _ := listeningServer(t, stream.Topology{})
+	for _, args := range [][]string{{"--all", "--yes"}, {"--all", "--reason", "permanent", "--yes"}} {
+		r := captchaq(t, natsURL, append([]string{"dead", "replay"}, args...)...)
+		require.Zero(t, r.code, "%v: %s%s", args, r.stdout, r.stderr)
+		require.Empty(t, r.stdout, "%v", args)
+		require.Contains(t, r.stderr, "nothing to replay", "%v", args)
+	}
 }
