@@ -17,6 +17,12 @@ import (
 // URLs moved alike.
 func clusterPage(t *testing.T, clients, routes [3]string) (script, dir string) {
 	t.Helper()
+	return clusterPageAs(t, clients, routes, false)
+}
+
+// clusterPageAs is clusterPage, the script pasted (pastedScript) or not.
+func clusterPageAs(t *testing.T, clients, routes [3]string, pasted bool) (script, dir string) {
+	t.Helper()
 	_, dir = readmeWorkdir(t)
 	root := filepath.Join("..", "..")
 	page, err := os.ReadFile(filepath.Join(root, "docs", "cluster.md"))
@@ -36,7 +42,7 @@ func clusterPage(t *testing.T, clients, routes [3]string) (script, dir string) {
 		copyFile(t, filepath.Join(root, "testdata", "cluster", name), filepath.Join(dir, "testdata", "cluster", name),
 			append([]string{"listen: 127.0.0.1:" + fmt.Sprint(4222+i), "listen: " + clients[i]}, moves...)...)
 	}
-	return readmeScript(t, blocks, replace), dir
+	return docScript(blocks, replace, pasted), dir
 }
 
 // TestClusterWalkthroughRunsAsWritten runs docs/cluster.md's walkthrough as

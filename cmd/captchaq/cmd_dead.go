@@ -277,7 +277,10 @@ func chooseReplays(ctx context.Context, c *stream.Client, df deadFilterFlags, f 
 	}
 	if len(f.IDs) == 0 {
 		skippedLine(stderr)
-		return stream.DeadFilter{}, nil // nothing to replay
+		// On stderr: stdout is the receipts, JSON lines, which a script
+		// reads.
+		fmt.Fprintln(stderr, "nothing to replay")
+		return stream.DeadFilter{}, nil
 	}
 	return f, nil
 }

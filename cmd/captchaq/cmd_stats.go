@@ -219,12 +219,15 @@ func printDeadlineWarnings(w io.Writer, st stream.Stats) {
 	}
 	for _, lane := range lanes {
 		r := risk[lane]
-		when := fmt.Sprintf("the first passes at %s, in %s", r.first.UTC().Format(time.RFC3339), age(r.first.Sub(st.At)))
 		if !r.first.After(st.At) {
-			when = fmt.Sprintf("the first passed at %s, %s ago", r.first.UTC().Format(time.RFC3339), age(max(st.At.Sub(r.first), time.Millisecond)))
+			// Resuming cannot save a task whose deadline has passed:
+			// say so, instead of promising it.
+			fmt.Fprintf(w, "warning: lane %s is paused with %d waiting tasks whose deadline passes before the pause ends (the first passed at %s, %s ago): a task past its deadline ends dead with DEADLINE_PASSED, resumed or not; `captchaq lane resume %s` saves only those whose deadline is still ahead\n",
+				lane, r.n, r.first.UTC().Format(time.RFC3339), age(max(st.At.Sub(r.first), time.Millisecond)), lane)
+			continue
 		}
-		fmt.Fprintf(w, "warning: lane %s is paused with %d waiting tasks whose deadline passes before the pause ends (%s): they end dead with DEADLINE_PASSED unless `captchaq lane resume %s` comes first\n",
-			lane, r.n, when, lane)
+		fmt.Fprintf(w, "warning: lane %s is paused with %d waiting tasks whose deadline passes before the pause ends (the first passes at %s, in %s): they end dead with DEADLINE_PASSED unless `captchaq lane resume %s` comes first\n",
+			lane, r.n, r.first.UTC().Format(time.RFC3339), age(r.first.Sub(st.At)), lane)
 	}
 }
 

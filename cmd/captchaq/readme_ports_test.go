@@ -191,7 +191,7 @@ func TestAcrossSitesEndsWhenTheEmulatorCannotStart(t *testing.T) {
 	require.False(t, hung, "the walkthrough still ran after 90s; it should stop once the emulator has failed to start")
 	require.Error(t, err, "the walkthrough cannot succeed without its emulator")
 	require.Contains(t, got, "address already in use", "the emulator's own error is shown")
-	require.NotContains(t, got, "$ captchaq solve", "the walkthrough stops before the producer")
+	require.NotContains(t, got, "captchaq solve --method", "the walkthrough stops before the producer")
 	require.Zero(t, asked.Load(), "nothing talked to what holds the emulator's port")
 	require.NotContains(t, got, "real API", "nothing reaches the paid service")
 }
@@ -204,6 +204,13 @@ func TestAcrossSitesEndsWhenTheEmulatorCannotStart(t *testing.T) {
 // node port a free one. It skips when openssl, which the page runs, is
 // missing.
 func sitesWalkthrough(t *testing.T, hubAddr, sitePort, emuAddr string) (dir, script string, env []string) {
+	t.Helper()
+	return sitesWalkthroughAs(t, hubAddr, sitePort, emuAddr, false)
+}
+
+// sitesWalkthroughAs is sitesWalkthrough, the script pasted (pastedScript)
+// or not.
+func sitesWalkthroughAs(t *testing.T, hubAddr, sitePort, emuAddr string, pasted bool) (dir, script string, env []string) {
 	t.Helper()
 	if _, err := exec.LookPath("openssl"); err != nil {
 		t.Skipf("openssl, which the page's walkthrough runs, is not installed (.ci/run installs it): %v", err)
@@ -221,7 +228,7 @@ func sitesWalkthrough(t *testing.T, hubAddr, sitePort, emuAddr string) (dir, scr
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata", "leaf"), 0o755))
 	copyFile(t, filepath.Join(root, "testdata", "leaf", "hub.conf"), filepath.Join(dir, "testdata", "leaf", "hub.conf"), "127.0.0.1:7422", leaf)
 	copyFile(t, filepath.Join(root, "testdata", "leaf", "site.conf"), filepath.Join(dir, "testdata", "leaf", "site.conf"))
-	script = readmeScript(t, blocks, map[string]string{"127.0.0.1:7422": leaf, "4223": sitePort, "127.0.0.1:8088": emuAddr})
+	script = docScript(blocks, map[string]string{"127.0.0.1:7422": leaf, "4223": sitePort, "127.0.0.1:8088": emuAddr}, pasted)
 	return dir, script, []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}
 }
 

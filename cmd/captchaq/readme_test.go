@@ -131,8 +131,22 @@ var heredocRe = regexp.MustCompile(`<<-?'?([A-Za-z_]+)'?`)
 // TestREADMEShellBlocks say.
 func readmeScript(t *testing.T, blocks []string, replace map[string]string) string {
 	t.Helper()
+	return docScript(blocks, replace, false)
+}
+
+// pastedScript turns the blocks into one bash script as a reader pastes
+// them into a shell: without set -e, a failed line does not stop the
+// next, and a line's exit status is shown, not required.
+func pastedScript(t *testing.T, blocks []string, replace map[string]string) string {
+	t.Helper()
+	return docScript(blocks, replace, true)
+}
+
+func docScript(blocks []string, replace map[string]string, pasted bool) string {
 	var b strings.Builder
-	b.WriteString("set -e\n")
+	if !pasted {
+		b.WriteString("set -e\n")
+	}
 	for _, block := range blocks {
 		for old, repl := range replace {
 			block = strings.ReplaceAll(block, old, repl)
@@ -153,7 +167,7 @@ func readmeScript(t *testing.T, blocks []string, replace map[string]string) stri
 			if strings.HasPrefix(line, "go build -o captchaq ./cmd/captchaq") {
 				continue
 			}
-			if m := exitsRe.FindStringSubmatch(line); m != nil {
+			if m := exitsRe.FindStringSubmatch(line); m != nil && !pasted {
 				fmt.Fprintf(&b, "echo %s\nset +e; ( %s ); rc=$?; set -e\n[ $rc -eq %s ] || { echo \"README: expected exit %s, got $rc: \"%s >&2; exit 1; }\n",
 					shellQuote("$ "+line), m[1], m[2], m[2], shellQuote(m[1]))
 				continue

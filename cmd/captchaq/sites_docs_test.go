@@ -75,7 +75,7 @@ func TestAcrossSitesRunsAsWritten(t *testing.T) {
 				"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 
 			// solve printed the answer: the last line after its command.
-			_, after, ok := strings.Cut(got, "$ captchaq solve")
+			_, after, ok := strings.Cut(got, "captchaq solve --method")
 			require.True(t, ok, got)
 			lines := strings.Split(strings.TrimSpace(after), "\n")
 			require.GreaterOrEqual(t, len(lines), 2, got)
