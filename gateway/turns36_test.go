@@ -311,3 +311,45 @@ func TestStalledUploadOverTCPAnswered408(t *testing.T) {
 	t.Logf("a stalled createTask answered %d after %s", resp.StatusCode, time.Since(start).Round(time.Millisecond))
 	require.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
 }
+
+// A real client that sends its key in the body, the Python script written
+// as Anti-Captcha's and CapMonster's docs write their calls (createTask,
+// then getTaskResult until ready, clientKey in each JSON body), gets its
+// token while stalled uploads hold every turn others may take: 8 /64s of
+// one /48 (that network's 4) and 12 IPv4 /24s (the rest). Its address
+// polled before (a getbalance with the key in the query), so its calls
+// take the reserve; each is paid once.
+func TestPythonKeyInBodyClientDuringTheStall(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	require.Equal(t, "100", b.call(t, "res.php", "key", alice.Key, "action", "getbalance"))
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	var bodies []*firstRead
+	for n := range 8 {
+		for range gateway.DefaultUnauthenticatedPerAddress {
+			body, _ := b.stallFrom(t, &wg, fmt.Sprintf("[2001:db8:7:%x::1]:40000", n))
+			bodies = append(bodies, body)
+		}
+	}
+	for n := range gateway.DefaultUnauthenticated - gateway.DefaultUnauthenticatedReserved - gateway.DefaultUnauthenticatedPerNetwork {
+		body, _ := b.stallFrom(t, &wg, fmt.Sprintf("192.0.%d.1:40000", n))
+		bodies = append(bodies, body)
+	}
+	require.Equal(t, gateway.DefaultUnauthenticated-gateway.DefaultUnauthenticatedReserved, heldWithin(bodies, 3*time.Second),
+		"every turn held but the reserve")
+	start := time.Now()
+	line, code := b.runPython(t, "createtask.py", alice)
+	took := time.Since(start)
+	t.Logf("createtask.py: exit %d after %s", code, took.Round(time.Millisecond))
+	require.Equal(t, 0, code, line)
+	require.Less(t, took, 5*time.Second, "served from the reserve, not once the stalled uploads' grace (10 s) ends")
+	id, token, ok := strings.Cut(line, " ")
+	require.True(t, ok, line)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := b.env.Client.Wait(ctx, "alice-"+id)
+	require.NoError(t, err)
+	require.Equal(t, out.Text(), token)
+	require.Equal(t, 1, b.env.Emulator.Stats().Submitted, "paid once")
+}
