@@ -82,6 +82,16 @@ func TestWalkthroughsPastedWithTheDefaultPortsTaken(t *testing.T) {
 				}
 				assert.NotContains(t, got, "real API", "nothing reaches the paid service")
 				assert.Empty(t, left, "%s: processes it started still run after it ended", page)
+				if page == "README.md" && pasted {
+					// What the README says pasting does when the server
+					// could not start: the wait ends, and submit --wait
+					// refuses the address left.
+					for _, claim := range []string{"No such process", "names no host"} {
+						require.Contains(t, string(md), claim, "the README says what pasting shows")
+					}
+					require.Contains(t, got, "No such process", "the wait for the server ends")
+					require.Regexp(t, `captchaq submit: .*names no host`, got, "submit --wait refuses nats://")
+				}
 			})
 		}
 	}
