@@ -28,12 +28,14 @@ import (
 // end on its own, send nothing to what holds those ports (not one
 // connection), reach no paid service, and leave no process it started
 // running. The same run as a script (set -e), which stops at the first
-// failed line, must leave nothing running either.
+// failed line, must leave nothing running either, also where the server's
+// port alone is taken and the emulators started.
 func TestWalkthroughsPastedWithTheDefaultPortsTaken(t *testing.T) {
 	t.Parallel()
 	for page := range walkthroughs {
-		for _, pasted := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s pasted %v", page, pasted), func(t *testing.T) {
+		for _, mode := range []struct{ pasted, serverOnly bool }{{true, false}, {false, false}, {false, true}} {
+			pasted := mode.pasted
+			t.Run(fmt.Sprintf("%s pasted %v server port only %v", page, pasted, mode.serverOnly), func(t *testing.T) {
 				t.Parallel()
 				squat := map[string]string{}
 				hits := map[string]*atomic.Int64{}
@@ -42,6 +44,14 @@ func TestWalkthroughsPastedWithTheDefaultPortsTaken(t *testing.T) {
 				}
 				moved := map[string]string{
 					"127.0.0.1:8088": squat["8088"], "127.0.0.1:8090": squat["8090"], "127.0.0.1:8080": squat["8080"],
+				}
+				if mode.serverOnly {
+					// The server's port alone: what the page starts next
+					// does start, and must be stopped all the same.
+					for old := range moved {
+						moved[old] = freeAddr(t)
+					}
+					squat["8088"] = freeAddr(t)
 				}
 				env := []string{"CAPTCHAQ_LISTEN=" + squat["4222"], "CAPTCHAQ_NATS=nats://" + squat["4222"]}
 				var dir, script string
@@ -82,6 +92,16 @@ func TestWalkthroughsPastedWithTheDefaultPortsTaken(t *testing.T) {
 				}
 				assert.NotContains(t, got, "real API", "nothing reaches the paid service")
 				assert.Empty(t, left, "%s: processes it started still run after it ended", page)
+				if page == "README.md" && pasted {
+					// What the README says pasting does when the server
+					// could not start: the wait ends, and submit --wait
+					// refuses the address left.
+					for _, claim := range []string{"No such process", "names no host"} {
+						require.Contains(t, string(md), claim, "the README says what pasting shows")
+					}
+					require.Contains(t, got, "No such process", "the wait for the server ends")
+					require.Regexp(t, `captchaq submit: .*names no host`, got, "submit --wait refuses nats://")
+				}
 			})
 		}
 	}

@@ -77,3 +77,24 @@ func TestEveryWalkthroughIsRun(t *testing.T) {
 	}
 	require.Equal(t, len(walkthroughs), seen)
 }
+
+// Every walkthrough says, in the section that holds its first ```sh block
+// and before that block, that it pays nothing (the emulator, or no service at all), and marks
+// the step that pays as "**The paid variant", apart from the blocks that
+// run as written.
+func TestEveryWalkthroughSaysItPaysNothingAndMarksThePaidStep(t *testing.T) {
+	t.Parallel()
+	for page := range walkthroughs {
+		b, err := os.ReadFile(filepath.Join("..", "..", page))
+		require.NoError(t, err)
+		md := string(b)
+		before, _, ok := strings.Cut(md, "\n```sh\n")
+		require.True(t, ok, page)
+		if i := strings.LastIndex(before, "\n## "); i >= 0 {
+			before = before[i:]
+		}
+		intro := strings.Join(strings.Fields(before), " ")
+		require.Regexp(t, `(?i)no key|nothing (is )?paid|no money`, intro, "%s: its walkthrough's section says, before it, that it pays nothing", page)
+		require.Contains(t, md, "**The paid variant", "%s marks the step that pays", page)
+	}
+}
