@@ -132,6 +132,10 @@ type Stats struct {
 	Snoozed int `json:"snoozed"`
 	// ByReason counts Dead by retry.Reason.
 	ByReason map[string]int `json:"dead_by_reason"`
+	// DeadOverBudget counts, among Dead with reason permanent, the tasks
+	// refused by a daily budget (code BUDGET_EXCEEDED): nothing was paid
+	// for them, and raising the cap, not fixing the task, would solve them.
+	DeadOverBudget int `json:"dead_over_budget"`
 	// ByMethod breaks Solved and Dead down by task method ("unknown" when
 	// the audit trail no longer names it).
 	ByMethod map[string]MethodStats `json:"by_method"`
@@ -160,6 +164,7 @@ type statsEvent struct {
 	At      time.Time `json:"at"`
 	Seconds float64   `json:"seconds"`
 	Reason  string    `json:"reason"`
+	Code    string    `json:"code"`
 	Method  string    `json:"method"`
 	Gen     uint64    `json:"gen"`
 	DelayMS int64     `json:"delay_ms"`

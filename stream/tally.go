@@ -139,6 +139,9 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start, oldestHeld
 			st.Dead++
 			ms.Dead++
 			st.ByReason[e.ev.Reason]++
+			if e.ev.Code == wire.CodeBudgetExceeded {
+				st.DeadOverBudget++
+			}
 		}
 		st.ByMethod[method] = ms
 	}

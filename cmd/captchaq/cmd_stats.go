@@ -146,6 +146,9 @@ func printStats(w io.Writer, st stream.Stats) {
 	sort.Strings(reasons)
 	for _, r := range reasons {
 		fmt.Fprintf(tw, "  dead %s: %d\n", r, st.ByReason[r])
+		if r == "permanent" && st.DeadOverBudget > 0 {
+			fmt.Fprintf(tw, "    of them over a budget (BUDGET_EXCEEDED): %d\n", st.DeadOverBudget)
+		}
 	}
 	methods := make([]string, 0, len(st.ByMethod))
 	for m := range st.ByMethod {

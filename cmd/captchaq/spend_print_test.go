@@ -30,3 +30,15 @@ func TestPrintSpend(t *testing.T) {
 	printSpend(tw, nil)
 	require.Empty(t, b.String(), "no table without providers")
 }
+
+// TestPrintStatsSaysBudgetExceeded: tasks ended by a budget get a line of
+// their own below the reasons, within permanent.
+func TestPrintStatsSaysBudgetExceeded(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	printStats(&b, stream.Stats{Dead: 3, ByReason: map[string]int{"permanent": 3}, DeadOverBudget: 2})
+	require.Regexp(t, `dead permanent: 3\n\s+of them over a budget \(BUDGET_EXCEEDED\): 2\n`, b.String())
+	b.Reset()
+	printStats(&b, stream.Stats{Dead: 1, ByReason: map[string]int{"permanent": 1}})
+	require.NotContains(t, b.String(), "BUDGET_EXCEEDED", "no line when no budget refused a task")
+}
