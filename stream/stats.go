@@ -151,6 +151,9 @@ type Stats struct {
 	// Spend is what the window's solves cost, by provider and producer,
 	// when workers solve through providers; empty otherwise.
 	Spend []SpendStats `json:"spend,omitempty"`
+	// SpendByMethod is the same spend by provider and method (each row's
+	// Method set, its Producer empty).
+	SpendByMethod []SpendStats `json:"spend_by_method,omitempty"`
 
 	// Store is the broker's store, as the server that runs it reports it
 	// (SubjectStoreStatus); nil when it reports none.

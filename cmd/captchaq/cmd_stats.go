@@ -162,13 +162,15 @@ func printStats(w io.Writer, st stream.Stats) {
 		s := st.ByMethod[m]
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1fs\t%.1fs\n", m, s.Solved, s.Dead, s.P50, s.P95)
 	}
-	printSpend(tw, st.Spend)
+	printSpend(tw, st)
 	_ = tw.Flush()
 }
 
 // printSpend is the spend table: what each provider was paid for each
-// producer's solves, with totals per provider.
-func printSpend(w io.Writer, rows []stream.SpendStats) {
+// producer's solves, with totals per provider; then the same by provider
+// and method.
+func printSpend(w io.Writer, st stream.Stats) {
+	rows := st.Spend
 	if len(rows) == 0 {
 		return
 	}
@@ -187,6 +189,12 @@ func printSpend(w io.Writer, rows []stream.SpendStats) {
 	for _, p := range order {
 		t := total[p]
 		fmt.Fprintf(w, "%s\ttotal\t%d\t%d\t%s\n", p, t.Solves, t.PlanSolves, money(t.Cost))
+	}
+	if len(st.SpendByMethod) > 0 {
+		fmt.Fprintln(w, "\nPROVIDER\tMETHOD\tSOLVED\tON PLAN\tCOST")
+	}
+	for _, r := range st.SpendByMethod {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.Provider, r.Method, r.Solves, r.PlanSolves, money(r.Cost))
 	}
 }
 
