@@ -14,8 +14,12 @@ type SpendStats struct {
 	// Provider names the provider that solved them (Outcome.Provider).
 	Provider string `json:"provider"`
 	// Producer is the name of the producer that submitted them
-	// (ClientConfig.Name; a gateway key's producer); "" when unnamed.
+	// (ClientConfig.Name; a gateway key's producer); "" when unnamed, and
+	// in the rows of Stats.SpendByMethod.
 	Producer string `json:"producer"`
+	// Method is the tasks' method in the rows of Stats.SpendByMethod, ""
+	// (absent) in those of Stats.Spend.
+	Method string `json:"method,omitempty"`
 	// Solves counts the tasks solved; PlanSolves those of them solved on a
 	// thread plan (cost basis "plan"), paid by the month and costing
 	// nothing more here.
@@ -26,18 +30,20 @@ type SpendStats struct {
 	Cost float64 `json:"cost"`
 }
 
-// spendTally sums the solved outcomes' costs by provider and producer.
-type spendTally map[[2]string]*SpendStats
+// spendTally sums the solved outcomes' costs by provider and producer, or
+// by provider and method.
+type spendTally map[[3]string]*SpendStats
 
-// add counts one solve of producer's task on provider at cost.
-func (t spendTally) add(provider, producer string, cost float64, basis string) {
+// add counts one solve of producer's task, or of a task of method, on
+// provider at cost.
+func (t spendTally) add(provider, producer, method string, cost float64, basis string) {
 	if provider == "" {
 		return // a worker without providers
 	}
-	k := [2]string{provider, producer}
+	k := [3]string{provider, producer, method}
 	s := t[k]
 	if s == nil {
-		s = &SpendStats{Provider: provider, Producer: producer}
+		s = &SpendStats{Provider: provider, Producer: producer, Method: method}
 		t[k] = s
 	}
 	s.Solves++
@@ -47,7 +53,8 @@ func (t spendTally) add(provider, producer string, cost float64, basis string) {
 	s.Cost += cost
 }
 
-// rows are the tally's rows by provider, then producer; nil when empty.
+// rows are the tally's rows by provider, then producer or method; nil when
+// empty.
 func (t spendTally) rows() []SpendStats {
 	var out []SpendStats
 	for _, s := range t {
@@ -56,7 +63,7 @@ func (t spendTally) rows() []SpendStats {
 		out = append(out, r)
 	}
 	slices.SortFunc(out, func(a, b SpendStats) int {
-		return cmp.Or(cmp.Compare(a.Provider, b.Provider), cmp.Compare(a.Producer, b.Producer))
+		return cmp.Or(cmp.Compare(a.Provider, b.Provider), cmp.Compare(a.Producer, b.Producer), cmp.Compare(a.Method, b.Method))
 	})
 	return out
 }

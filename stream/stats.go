@@ -132,6 +132,10 @@ type Stats struct {
 	Snoozed int `json:"snoozed"`
 	// ByReason counts Dead by retry.Reason.
 	ByReason map[string]int `json:"dead_by_reason"`
+	// DeadOverBudget counts, among Dead with reason permanent, the tasks
+	// refused by a daily budget (code BUDGET_EXCEEDED): nothing was paid
+	// for them, and raising the cap, not fixing the task, would solve them.
+	DeadOverBudget int `json:"dead_over_budget"`
 	// ByMethod breaks Solved and Dead down by task method ("unknown" when
 	// the audit trail no longer names it).
 	ByMethod map[string]MethodStats `json:"by_method"`
@@ -147,6 +151,9 @@ type Stats struct {
 	// Spend is what the window's solves cost, by provider and producer,
 	// when workers solve through providers; empty otherwise.
 	Spend []SpendStats `json:"spend,omitempty"`
+	// SpendByMethod is the same spend by provider and method (each row's
+	// Method set, its Producer empty).
+	SpendByMethod []SpendStats `json:"spend_by_method,omitempty"`
 
 	// Store is the broker's store, as the server that runs it reports it
 	// (SubjectStoreStatus); nil when it reports none.
@@ -160,6 +167,7 @@ type statsEvent struct {
 	At      time.Time `json:"at"`
 	Seconds float64   `json:"seconds"`
 	Reason  string    `json:"reason"`
+	Code    string    `json:"code"`
 	Method  string    `json:"method"`
 	Gen     uint64    `json:"gen"`
 	DelayMS int64     `json:"delay_ms"`

@@ -123,7 +123,7 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start, oldestHeld
 		}
 	}
 	times := map[string][]float64{}
-	spend := spendTally{}
+	spend, spendByMethod := spendTally{}, spendTally{}
 	for _, e := range ends {
 		method := methods[e.id]
 		if method == "" {
@@ -134,15 +134,19 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start, oldestHeld
 			st.Solved++
 			ms.Solved++
 			times[method] = append(times[method], e.ev.Seconds)
-			spend.add(e.ev.Provider, producers[e.id], e.ev.Cost, e.ev.CostBasis)
+			spend.add(e.ev.Provider, producers[e.id], "", e.ev.Cost, e.ev.CostBasis)
+			spendByMethod.add(e.ev.Provider, "", method, e.ev.Cost, e.ev.CostBasis)
 		} else {
 			st.Dead++
 			ms.Dead++
 			st.ByReason[e.ev.Reason]++
+			if e.ev.Code == wire.CodeBudgetExceeded {
+				st.DeadOverBudget++
+			}
 		}
 		st.ByMethod[method] = ms
 	}
-	st.Spend = spend.rows()
+	st.Spend, st.SpendByMethod = spend.rows(), spendByMethod.rows()
 	for method, ts := range times {
 		slices.Sort(ts)
 		ms := st.ByMethod[method]

@@ -146,6 +146,9 @@ func printStats(w io.Writer, st stream.Stats) {
 	sort.Strings(reasons)
 	for _, r := range reasons {
 		fmt.Fprintf(tw, "  dead %s: %d\n", r, st.ByReason[r])
+		if r == "permanent" && st.DeadOverBudget > 0 {
+			fmt.Fprintf(tw, "    of them over a budget (BUDGET_EXCEEDED): %d\n", st.DeadOverBudget)
+		}
 	}
 	methods := make([]string, 0, len(st.ByMethod))
 	for m := range st.ByMethod {
@@ -159,13 +162,15 @@ func printStats(w io.Writer, st stream.Stats) {
 		s := st.ByMethod[m]
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1fs\t%.1fs\n", m, s.Solved, s.Dead, s.P50, s.P95)
 	}
-	printSpend(tw, st.Spend)
+	printSpend(tw, st)
 	_ = tw.Flush()
 }
 
 // printSpend is the spend table: what each provider was paid for each
-// producer's solves, with totals per provider.
-func printSpend(w io.Writer, rows []stream.SpendStats) {
+// producer's solves, with totals per provider; then the same by provider
+// and method.
+func printSpend(w io.Writer, st stream.Stats) {
+	rows := st.Spend
 	if len(rows) == 0 {
 		return
 	}
@@ -184,6 +189,12 @@ func printSpend(w io.Writer, rows []stream.SpendStats) {
 	for _, p := range order {
 		t := total[p]
 		fmt.Fprintf(w, "%s\ttotal\t%d\t%d\t%s\n", p, t.Solves, t.PlanSolves, money(t.Cost))
+	}
+	if len(st.SpendByMethod) > 0 {
+		fmt.Fprintln(w, "\nPROVIDER\tMETHOD\tSOLVED\tON PLAN\tCOST")
+	}
+	for _, r := range st.SpendByMethod {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.Provider, r.Method, r.Solves, r.PlanSolves, money(r.Cost))
 	}
 }
 

@@ -138,6 +138,6 @@ func printRunSpend(ctx context.Context, w io.Writer, client *stream.Client) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	printSpend(tw, st.Spend)
+	printSpend(tw, st)
 	_ = tw.Flush()
 }

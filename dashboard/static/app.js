@@ -118,6 +118,24 @@ function laneState(q, now) {
   return td(`paused: ${q.deadlines_in_pause} deadlines pass before it resumes (${when})`, "state paused");
 }
 
+// spendTable shows what each provider was paid for each producer's solves
+// in the last hour, the rows of `captchaq stats` (Stats.Spend) and a total
+// per provider; the section shows only when workers solve through
+// providers (worker --providers).
+function spendTable(rows) {
+  $("spend-section").hidden = !rows.length;
+  const totals = new Map();
+  for (const r of rows) {
+    const t = totals.get(r.provider) || { solves: 0, plan_solves: 0, cost: 0 };
+    t.solves += r.solves; t.plan_solves += r.plan_solves; t.cost += r.cost;
+    totals.set(r.provider, t);
+  }
+  const money = x => String(Math.round(x * 1e6) / 1e6);
+  const row = (p, who, r, cls) => el("tr", cls ? { class: cls } : {}, td(p), td(who), td(r.solves, "num"), td(r.plan_solves, "num"), td(money(r.cost), "num"));
+  fillTable("spend", [...rows.map(r => row(r.provider, r.producer || "(unnamed)", r)),
+    ...[...totals].map(([p, t]) => row(p, "total", t, "total"))], "nothing solved through providers in the last hour");
+}
+
 // render shows a snapshot: one of the events (live), or the one the page
 // came with (loaded), shown until the first event arrives.
 function render(s, loaded) {
@@ -133,6 +151,7 @@ function render(s, loaded) {
     ? `solving now: ${st.solving} of ${st.plan_threads} plan threads (${Math.round(100 * st.solving / st.plan_threads)}%)`
     : `solving now: ${st.solving} (no plan-wide thread quota)`;
   $("plan").textContent = `${plan}; waiting to retry: ${st.retrying}; last hour: solved ${st.solved}, dead ${st.dead}` +
+    (st.dead_over_budget > 0 ? ` (${st.dead_over_budget} over a budget: BUDGET_EXCEEDED)` : "") +
     (st.solved > 0 ? `, ${st.solved_per_minute.toFixed(1)} solved/min while solving` : "");
 
   // A stopped worker's last heartbeat stays listed until it expires; its
@@ -151,6 +170,7 @@ function render(s, loaded) {
     const x = st.by_method[m];
     return el("tr", {}, td(m), td(x.solved, "num"), td(x.dead, "num"), td(x.p50_seconds.toFixed(1) + "s", "num"), td(x.p95_seconds.toFixed(1) + "s", "num"));
   }), "nothing solved in the last hour");
+  spendTable(st.spend || []);
   lastHour = s.history || [];
   if (span === "1h") charts(lastHour);
   else if (Date.now() - spanRead > 30000) readSpan();

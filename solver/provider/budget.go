@@ -12,12 +12,13 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // CodeBudgetExceeded is the code of a task that no provider may take
 // without passing a budget: permanent, so it ends dead before anything is
 // paid for it.
-const CodeBudgetExceeded = "BUDGET_EXCEEDED"
+const CodeBudgetExceeded = wire.CodeBudgetExceeded
 
 // CodeBudgetUnread is the code of a task whose budget could not be
 // checked (the ledger did not answer): a capacity wait, no attempt spent,

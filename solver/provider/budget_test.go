@@ -72,6 +72,10 @@ func TestBudgetExceededEndsDeadUnpaid(t *testing.T) {
 		spend[r.Producer] += r.Cost
 	}
 	require.Equal(t, cents(main.api.Stats().Spent), cents(spend["streamtest-producer"]+spend["checkout"]), "stats' spend is the bill")
+	// stats says so: the task refused by a budget is dead under reason
+	// permanent, and counted on a line of its own.
+	require.Equal(t, 1, st.ByReason["permanent"])
+	require.Equal(t, 1, st.DeadOverBudget, "the task past its budget")
 }
 
 // TestProviderBudgetPassesOver: a per-solve primary capped at two

@@ -53,6 +53,17 @@ func TestSpendEqualsTheBills(t *testing.T) {
 	require.Equal(t, cents(ss.Spent), cents(cost["spare"]), "the fallback's bill")
 	require.InDelta(t, ss.Spent, cost["spare"], 1e-6)
 	require.Equal(t, cents(ps.Spent), cents(cost["plan"]), "the plan costs nothing per solve")
+	// The same spend by provider and method: one method here, its rows the
+	// providers' totals.
+	byMethod := map[string]stream.SpendStats{}
+	for _, r := range st.SpendByMethod {
+		require.Empty(t, r.Producer, "%+v", r)
+		byMethod[r.Provider+"/"+r.Method] = r
+	}
+	require.Len(t, byMethod, 2, "%+v", st.SpendByMethod)
+	require.Equal(t, ss.Submitted, byMethod["spare/userrecaptcha"].Solves)
+	require.Equal(t, cents(ss.Spent), cents(byMethod["spare/userrecaptcha"].Cost), "the fallback's bill, by method")
+	require.Equal(t, ps.Submitted, byMethod["plan/userrecaptcha"].PlanSolves)
 
 	// Each producer's share of the fallback's bill, from the emulator's
 	// own count of captchas per task and its price.

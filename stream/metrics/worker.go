@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/captchaq/captchaq/captcha"
@@ -50,7 +51,17 @@ type Worker struct {
 	threads   *Gauge
 	solves    *Counter
 	spend     *Counter
+
+	producersMu sync.Mutex
+	producers   map[string]bool // the producer labels given so far
 }
+
+// maxProducers is how many producers' names a worker's provider counters
+// take as labels; the solves of any producer past them count as "other",
+// so that clients naming themselves freely cannot grow the series without
+// bound. A pool's producers are its applications and the gateway's keys:
+// a few, rarely more than a handful.
+const maxProducers = 64
 
 // NewWorker registers a worker's metrics in a new registry; threads is the
 // worker's --threads, exported as captchaq_threads.
@@ -70,8 +81,8 @@ func NewWorker(threads int) *Worker {
 		apiTime:   r.Histogram("captchaq_api_call_duration_seconds", "Duration of calls to the solving service, by endpoint.", APICallBuckets, "endpoint"),
 		inFlight:  r.Gauge("captchaq_in_flight", "Captchas this worker has at the solving service now."),
 		threads:   r.Gauge("captchaq_threads", "Tasks this worker solves at once at most (--threads)."),
-		solves:    r.Counter("captchaq_provider_solves_total", "Answers from each provider (worker --providers), by method and cost basis (price, reported, plan).", "provider", "method", "basis"),
-		spend:     r.Counter("captchaq_provider_spend_total", "What the answers from each provider cost (worker --providers), in the currency of the providers file's prices, by method.", "provider", "method"),
+		solves:    r.Counter("captchaq_provider_solves_total", "Answers from each provider (worker --providers), by method, producer (unnamed, other past 64 names) and cost basis (price, reported, plan).", "provider", "method", "producer", "basis"),
+		spend:     r.Counter("captchaq_provider_spend_total", "What the answers from each provider cost (worker --providers), in the currency of the providers file's prices, by method and producer.", "provider", "method", "producer"),
 	}
 	m.threads.Set(float64(threads))
 	m.inFlight.Set(0)
@@ -113,8 +124,9 @@ func (m *Worker) Solver(s solver.Solver) solver.Solver {
 		defer m.inFlight.Add(-1)
 		ans, err := s.Solve(ctx, req)
 		if err == nil && ans.Provider != "" {
-			m.solves.Inc(ans.Provider, methodLabel(req.Method), ans.CostBasis)
-			m.spend.Add(ans.Cost, ans.Provider, methodLabel(req.Method))
+			producer := m.producerLabel(req.Producer)
+			m.solves.Inc(ans.Provider, methodLabel(req.Method), producer, ans.CostBasis)
+			m.spend.Add(ans.Cost, ans.Provider, methodLabel(req.Method), producer)
 		}
 		return ans, err
 	})
@@ -227,6 +239,27 @@ var codePattern = regexp.MustCompile(`^[A-Z][A-Z0-9_]{1,47}(: ?[0-9]{1,5})?$`)
 
 // methodLabel is a method of the catalogue itself, "unknown" for none and
 // "other" for a method captchaq does not solve.
+// producerLabel is p as a label: "unnamed" for none, "other" for a name
+// past the first maxProducers.
+func (m *Worker) producerLabel(p string) string {
+	if p == "" {
+		return "unnamed"
+	}
+	m.producersMu.Lock()
+	defer m.producersMu.Unlock()
+	if m.producers[p] {
+		return p
+	}
+	if len(m.producers) >= maxProducers {
+		return "other"
+	}
+	if m.producers == nil {
+		m.producers = map[string]bool{}
+	}
+	m.producers[p] = true
+	return p
+}
+
 func methodLabel(m string) string {
 	if captcha.Known(m) {
 		return m

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -187,7 +188,8 @@ func TestTransportLabelsBatchPolls(t *testing.T) {
 }
 
 // TestProviderSpend counts the answers of a Solver of providers by
-// provider, method and cost basis, and sums their cost.
+// provider, method, producer and cost basis, and sums their cost; past
+// maxProducers names, a producer is counted as "other".
 func TestProviderSpend(t *testing.T) {
 	t.Parallel()
 	m := NewWorker(1)
@@ -202,17 +204,23 @@ func TestProviderSpend(t *testing.T) {
 		i++
 		return answers[i-1], nil
 	}))
-	for range answers {
-		_, err := s.Solve(t.Context(), solver.Request{Method: "userrecaptcha"})
+	for j := range answers {
+		_, err := s.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Producer: []string{"crawler", "crawler", "", ""}[j]})
+		require.NoError(t, err)
+	}
+	for j := range maxProducers { // with crawler, one past the cap
+		answers = append(answers, solver.Answer{Provider: "spare", Cost: 0.001, CostBasis: "price"})
+		_, err := s.Solve(t.Context(), solver.Request{Method: "base64", Producer: fmt.Sprintf("p%03d", j)})
 		require.NoError(t, err)
 	}
 	var b strings.Builder
 	require.NoError(t, m.Registry().WriteText(&b))
 	for _, want := range []string{
-		`captchaq_provider_solves_total{basis="price",method="userrecaptcha",provider="spare"} 2`,
-		`captchaq_provider_solves_total{basis="plan",method="userrecaptcha",provider="plan"} 1`,
-		`captchaq_provider_spend_total{method="userrecaptcha",provider="spare"} 0.00598`,
-		`captchaq_provider_spend_total{method="userrecaptcha",provider="plan"} 0`,
+		`captchaq_provider_solves_total{basis="price",method="userrecaptcha",producer="crawler",provider="spare"} 2`,
+		`captchaq_provider_solves_total{basis="plan",method="userrecaptcha",producer="unnamed",provider="plan"} 1`,
+		`captchaq_provider_spend_total{method="userrecaptcha",producer="crawler",provider="spare"} 0.00598`,
+		`captchaq_provider_spend_total{method="userrecaptcha",producer="unnamed",provider="plan"} 0`,
+		`captchaq_provider_spend_total{method="base64",producer="other",provider="spare"} 0.001`,
 	} {
 		require.Contains(t, b.String(), want+"\n")
 	}

@@ -37,6 +37,11 @@ const (
 	// is too large for the token stream: it ends dead (reason permanent)
 	// instead of being solved again.
 	CodeTokenTooLarge = "TOKEN_TOO_LARGE"
+	// CodeBudgetExceeded is the code of a task that no provider could take
+	// within the daily budgets of its producer and of the providers that
+	// solve its method (package solver/provider): it ends dead with reason
+	// permanent, before anything is paid for it.
+	CodeBudgetExceeded = "BUDGET_EXCEEDED"
 	// CodeError is the code of a failed attempt whose error carries no code
 	// of its own.
 	CodeError = "ERROR"
