@@ -68,14 +68,27 @@ func (l *Ledger) get(ctx context.Context, key string) (n int64, rev uint64, err 
 	return n, e.Revision(), nil
 }
 
-// Add adds cost to what scope was paid on day, with compare-and-set (a
-// worker that added meanwhile makes this one read again).
+// Add adds cost (less than 0: gives it back) to what scope was paid on
+// day, with compare-and-set (a worker that added meanwhile makes this one
+// read again).
 func (l *Ledger) Add(ctx context.Context, scope string, day time.Time, cost float64) error {
+	_, _, err := l.AddWithin(ctx, scope, day, cost, 0)
+	return err
+}
+
+// AddWithin adds cost to what scope was paid on day only if that leaves
+// it within budget (0: no budget), with compare-and-set, so that workers
+// adding at once never pass it together: ok false, nothing added, when it
+// would. spent is the day's spend it found.
+func (l *Ledger) AddWithin(ctx context.Context, scope string, day time.Time, cost, budget float64) (ok bool, spent float64, err error) {
 	key := ledgerKey(scope, day)
 	for range 32 {
 		n, rev, err := l.get(ctx, key)
 		if err != nil {
-			return err
+			return false, 0, err
+		}
+		if budget > 0 && cost > 0 && n+micros(cost) > micros(budget) {
+			return false, float64(n) / 1e6, nil
 		}
 		v := []byte(strconv.FormatInt(n+micros(cost), 10))
 		if rev == 0 {
@@ -85,12 +98,12 @@ func (l *Ledger) Add(ctx context.Context, scope string, day time.Time, cost floa
 		}
 		switch {
 		case err == nil:
-			return nil
+			return true, float64(n) / 1e6, nil
 		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			continue
 		default:
-			return fmt.Errorf("spend ledger: %w", err)
+			return false, 0, fmt.Errorf("spend ledger: %w", err)
 		}
 	}
-	return errors.New("spend ledger: still updated by others after 32 tries")
+	return false, 0, errors.New("spend ledger: still updated by others after 32 tries")
 }
