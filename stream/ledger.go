@@ -44,8 +44,29 @@ func ledgerKey(scope string, day time.Time) string {
 }
 
 // micros is cost in millionths, the ledger's unit (stats' spend is rounded
-// to a millionth too).
-func micros(cost float64) int64 { return int64(math.Round(cost * 1e6)) }
+// to a millionth too), held within ±maxMicros: a figure past it (a cost a
+// broken provider reported, a cap meant as none) would wrap a 64-bit sum
+// below 0 and void every cap of the day.
+func micros(cost float64) int64 {
+	m := math.Round(cost * 1e6)
+	switch {
+	case m >= maxMicros:
+		return maxMicros
+	case m <= -maxMicros:
+		return -maxMicros
+	}
+	return int64(m)
+}
+
+// maxMicros is the largest amount the ledger holds, 10^12 in the prices'
+// currency: past any budget, and two of them sum within 64 bits.
+const maxMicros = 1e18
+
+// sumMicros is a+b held within ±maxMicros.
+func sumMicros(a, b int64) int64 {
+	a = max(-maxMicros, min(maxMicros, a)) // a sum written before it was held
+	return max(-maxMicros, min(maxMicros, a+b))
+}
 
 // Spent is what scope was paid on day (UTC).
 func (l *Ledger) Spent(ctx context.Context, scope string, day time.Time) (float64, error) {
@@ -87,10 +108,10 @@ func (l *Ledger) AddWithin(ctx context.Context, scope string, day time.Time, cos
 		if err != nil {
 			return false, 0, err
 		}
-		if budget > 0 && cost > 0 && n+micros(cost) > micros(budget) {
+		if budget > 0 && cost > 0 && sumMicros(n, micros(cost)) > micros(budget) {
 			return false, float64(n) / 1e6, nil
 		}
-		v := []byte(strconv.FormatInt(n+micros(cost), 10))
+		v := []byte(strconv.FormatInt(sumMicros(n, micros(cost)), 10))
 		if rev == 0 {
 			_, err = l.kv.Create(ctx, key, v)
 		} else {

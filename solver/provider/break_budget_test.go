@@ -120,3 +120,38 @@ func TestBudgetGivesBackRefunds(t *testing.T) {
 	require.Equal(t, 6, bill.Submitted)
 	require.Equal(t, 4, bill.Refunded)
 }
+
+// TestBreakBudgetHugeFigures: figures past what the ledger's millionths
+// hold in 64 bits. A provider that reports a cost of 1e300 for a solve
+// (garbage, but a finite number above 0) took the day's spend past any
+// cap: the next task must end BUDGET_EXCEEDED, unsent (the sum wrapped
+// below 0, and the cap never held again that day). An operator's cap of
+// 1e13 a day ("no real cap") must let tasks through (its millionths
+// wrapped below 0 and every task ended BUDGET_EXCEEDED).
+func TestBreakBudgetHugeFigures(t *testing.T) {
+	t.Parallel()
+	p := startCostlyProvider(t, 0.002, map[string]string{taskParams(1)["pageurl"]: `"1e300"`})
+	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: p.srv.URL, APIKey: "a-key-0123456789", Scale: 0.001})
+	require.NoError(t, err)
+	env := streamtest.Start(t, streamtest.WithWorkers(0))
+	set, err := provider.New(provider.Config{Ledger: ledger(t, env), Members: []provider.Member{{Client: c, Entry: provider.Entry{
+		Name: "json", Dialect: provider.Tasks, BaseURL: p.srv.URL, KeyEnv: "K", Methods: []string{"userrecaptcha"},
+		Billing: provider.Billing{Per1000: map[string]float64{"userrecaptcha": 2}}, Role: provider.Primary, BudgetPerDay: 1}}}})
+	require.NoError(t, err)
+	ans, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1), Producer: "p"})
+	require.NoError(t, err)
+	require.Equal(t, 1e300, ans.Cost)
+	_, err = set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(2), Producer: "p"})
+	created, _ := p.bill()
+	t.Logf("second task: %v; the provider created %d", err, created)
+	require.Equal(t, provider.CodeBudgetExceeded, solver.CodeOf(err), "%v", err)
+	require.Equal(t, 1, created)
+
+	main := perSolve(t, "main", provider.Primary, 1, 5*time.Millisecond)
+	main.member.Entry.BudgetPerDay = 1e13
+	set, err = provider.New(provider.Config{Members: []provider.Member{main.member}, Ledger: ledger(t, env)})
+	require.NoError(t, err)
+	_, err = set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(3), Producer: "q"})
+	require.NoError(t, err, "a cap of 1e13 a day")
+	require.Equal(t, 1, main.api.Stats().Submitted)
+}
