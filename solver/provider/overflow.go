@@ -51,12 +51,16 @@ func WaitForPlan(plan Client, kind string) time.Duration {
 // overflow provider that is out sends the task back to wait.
 func (s *Set) overflow(ctx context.Context, req solver.Request, plan *member) (ans solver.Answer, err error, took bool) {
 	o := s.cheapest(req.Method)
-	if o == nil || !s.overflows(ctx, req, plan) || s.overBudget(ctx, o, req) != nil {
+	if o == nil || !s.overflows(ctx, req, plan) {
+		return solver.Answer{}, nil, false
+	}
+	r, err := s.reserve(ctx, o, req)
+	if err != nil {
 		// Past its budget the overflow is not paid: the task waits for
 		// the plan, which costs nothing more.
 		return solver.Answer{}, nil, false
 	}
-	ans, err, accepted := s.solveOn(ctx, o, req)
+	ans, err, accepted := s.solveOn(ctx, o, req, r)
 	if err != nil && !accepted && ctx.Err() == nil && movesOn(err) {
 		if solver.ClassOf(err) == retry.Fatal {
 			o.refuse(s.now().Add(s.outFor), solver.CodeOf(err))
@@ -99,10 +103,11 @@ func (s *Set) noWorkers(ctx context.Context, req solver.Request, route []*member
 		if _, out := m.refused(s.now()); out {
 			continue
 		}
-		if s.overBudget(ctx, m, req) != nil {
+		r, err := s.reserve(ctx, m, req)
+		if err != nil {
 			continue
 		}
-		ans, err, accepted := s.solveOn(ctx, m, req)
+		ans, err, accepted := s.solveOn(ctx, m, req, r)
 		if err == nil || accepted || ctx.Err() != nil || !movesOn(err) {
 			return ans, err
 		}

@@ -78,7 +78,12 @@ type Config struct {
 // ProducerScope): stream.Ledger.
 type Ledger interface {
 	Spent(ctx context.Context, scope string, day time.Time) (float64, error)
+	// Add adds cost (less than 0: gives it back).
 	Add(ctx context.Context, scope string, day time.Time, cost float64) error
+	// AddWithin adds cost only if the day's spend stays within budget
+	// (0: none), atomically: ok false, nothing added, when it would not;
+	// spent is the spend it found.
+	AddWithin(ctx context.Context, scope string, day time.Time, cost, budget float64) (ok bool, spent float64, err error)
 }
 
 // ProviderScope and ProducerScope name a provider's and a producer's
@@ -277,7 +282,7 @@ func (s *Set) Members() []Member {
 func (s *Set) Solve(ctx context.Context, req solver.Request) (solver.Answer, error) {
 	if req.CaptchaID != "" {
 		if m := s.named(req.Provider); m != nil {
-			ans, err, _ := s.solveOn(ctx, m, req)
+			ans, err, _ := s.solveOn(ctx, m, req, nil)
 			return ans, err
 		}
 		s.log.LogAttrs(ctx, slog.LevelWarn, "a captcha to resume names a provider the set does not have; submitting anew",
@@ -299,11 +304,12 @@ func (s *Set) Solve(ctx context.Context, req solver.Request) (solver.Answer, err
 			last = passedOver(m.Entry.Name, code)
 			continue
 		}
-		if err := s.overBudget(ctx, m, req); err != nil {
+		r, err := s.reserve(ctx, m, req)
+		if err != nil {
 			last = err
 			continue
 		}
-		ans, err, accepted := s.solveOn(ctx, m, req)
+		ans, err, accepted := s.solveOn(ctx, m, req, r)
 		if err == nil || accepted || ctx.Err() != nil {
 			return ans, err
 		}
@@ -340,10 +346,14 @@ func passedOver(name, code string) error {
 		Err: fmt.Errorf("provider %s: passed over: it refused the key or had no funds", name)}
 }
 
-// solveOn solves req on m; accepted reports whether m accepted a captcha
-// for it (it is paid there, whatever the error).
-func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request) (ans solver.Answer, err error, accepted bool) {
+// solveOn solves req on m, r the price it reserved for it in the day's
+// spend (reserve; nil for a captcha resumed), which it settles; accepted
+// reports whether m accepted a captcha for it (it is paid there, whatever
+// the error).
+func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request, r *reservation) (ans solver.Answer, err error, accepted bool) {
 	name := m.Entry.Name
+	fresh := 0 // captchas m accepted for req, resumed ones aside
+	defer func() { s.settle(ctx, m, req, r, fresh, accepted, ans, err) }()
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var claimed, pooled []string
@@ -358,6 +368,9 @@ func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request) (ans s
 		// accepted event of its last attempt): its claim, if a worker
 		// that died holds it, expires on its own (stream.ClaimTTL).
 		pool := !a.Resumed
+		if pool {
+			fresh++
+		}
 		local := m.claim(a.ID)
 		if !local || pool && !s.poolClaim(ctx, name, a.ID) {
 			// Another task polls that captcha, in this worker or
@@ -393,7 +406,6 @@ func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request) (ans s
 			ans.CostBasis = CostPlan
 		}
 	}
-	s.paid(ctx, name, req.Producer, ans.Cost)
 	return ans, nil, accepted
 }
 

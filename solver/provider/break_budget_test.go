@@ -1,0 +1,157 @@
+package provider_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/solver/provider"
+	"github.com/captchaq/captchaq/stream/streamtest"
+)
+
+// cappedSet is a Set of one per-solve provider (2captcha's profile, its
+// captchas solved in solve) capped at 2.5 solves' price a day, with the
+// pool's ledger; maxWait, if not 0, is how long its client polls a
+// captcha before giving up on it (LOCAL_TIMEOUT), unscaled.
+func cappedSet(t *testing.T, solve, maxWait time.Duration) (*provider.Set, service, float64) {
+	t.Helper()
+	main := perSolve(t, "main", provider.Primary, 1, solve)
+	price := spareBilling.Per1000["userrecaptcha"] / 1000
+	main.member.Entry.BudgetPerDay = 2.5 * price
+	if maxWait > 0 {
+		cfg := main.cfg
+		cfg.Timing.FirstPoll, cfg.Timing.MaxWait = map[string]time.Duration{}, map[string]time.Duration{}
+		for _, k := range solver.Kinds() {
+			cfg.Timing.FirstPoll[k] = 10 * time.Second // scaled ×0.01: 100 ms
+			cfg.Timing.MaxWait[k] = maxWait * 100
+		}
+		c, err := solver.NewClient(cfg)
+		require.NoError(t, err)
+		main.member.Client = c
+	}
+	env := streamtest.Start(t, streamtest.WithWorkers(0))
+	set, err := provider.New(provider.Config{Members: []provider.Member{main.member}, Ledger: ledger(t, env)})
+	require.NoError(t, err)
+	return set, main, price
+}
+
+// TestBreakBudgetCountsCaptchasGivenUp: a per-solve provider capped at
+// 2.5 solves a day, whose captchas take longer than the worker polls them
+// (each attempt ends LOCAL_TIMEOUT and the task is retried): the provider
+// bills every captcha it accepted, answered or not (2captcha charges a
+// captcha when in.php accepts it, and the emulator with it), so the third
+// submission of the day would pass the cap and must end BUDGET_EXCEEDED
+// unsent. The ledger counted only captchas whose answer was read: every
+// attempt saw a spend of 0 and the bill grew without end.
+func TestBreakBudgetCountsCaptchasGivenUp(t *testing.T) {
+	t.Parallel()
+	set, main, price := cappedSet(t, 5*time.Second, 300*time.Millisecond)
+	var codes []string
+	for i := range 5 {
+		_, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(i), Producer: "p"})
+		require.Error(t, err)
+		codes = append(codes, solver.CodeOf(err))
+	}
+	bill := main.api.Stats()
+	t.Logf("codes %v; bill: %d captchas, %.5f", codes, bill.Submitted, bill.Spent)
+	require.Equal(t, []string{solver.CodeTimeout, solver.CodeTimeout, provider.CodeBudgetExceeded,
+		provider.CodeBudgetExceeded, provider.CodeBudgetExceeded}, codes)
+	require.Equal(t, 2, bill.Submitted, "the cap is 2.5 solves: two captchas billed")
+	require.LessOrEqual(t, bill.Spent, 2.5*price)
+}
+
+// TestBreakBudgetUnderABurst: 8 tasks at once against a cap of 2.5
+// solves a day: each thread read the day's spend before any was paid,
+// and all 8 were sent (the docs' "passed by the price of the solves in
+// flight": 3.2 times the cap). The bill must stay within the cap: two
+// solved, six BUDGET_EXCEEDED unsent.
+func TestBreakBudgetUnderABurst(t *testing.T) {
+	t.Parallel()
+	set, main, price := cappedSet(t, 50*time.Millisecond, 0)
+	const n = 8
+	codes := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(i), Producer: "p"})
+			codes[i] = solver.CodeOf(err)
+		})
+	}
+	wg.Wait()
+	bill := main.api.Stats()
+	t.Logf("codes %q; bill: %d captchas, %.5f against a cap of %.5f", codes, bill.Submitted, bill.Spent, 2.5*price)
+	exceeded := 0
+	for _, c := range codes {
+		if c == provider.CodeBudgetExceeded {
+			exceeded++
+		}
+	}
+	require.Equal(t, 2, bill.Submitted, "the cap is 2.5 solves")
+	require.Equal(t, n-2, exceeded)
+	require.Empty(t, bill.Repeated())
+}
+
+// TestBudgetGivesBackRefunds: captchas the provider answers
+// ERROR_CAPTCHA_UNSOLVABLE are refunded (2captcha: "The captcha price is
+// automatically returned to your balance", and the emulator with it):
+// four of them leave a cap of 2.5 solves whole, and two tasks are then
+// solved within it, the third refused.
+func TestBudgetGivesBackRefunds(t *testing.T) {
+	t.Parallel()
+	set, main, _ := cappedSet(t, 5*time.Millisecond, 0)
+	main.api.SetFaults(fakeapi.Faults{Unsolvable: 1})
+	for i := range 4 {
+		_, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(i), Producer: "p"})
+		require.Equal(t, "ERROR_CAPTCHA_UNSOLVABLE", solver.CodeOf(err), "%v", err)
+	}
+	main.api.SetFaults(fakeapi.Faults{})
+	for i := range 2 {
+		_, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(10 + i), Producer: "p"})
+		require.NoError(t, err)
+	}
+	_, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(20), Producer: "p"})
+	require.Equal(t, provider.CodeBudgetExceeded, solver.CodeOf(err), "%v", err)
+	bill := main.api.Stats()
+	t.Logf("bill: %d captchas, %d refunded, %.5f", bill.Submitted, bill.Refunded, bill.Spent)
+	require.Equal(t, 6, bill.Submitted)
+	require.Equal(t, 4, bill.Refunded)
+}
+
+// TestBreakBudgetHugeFigures: figures past what the ledger's millionths
+// hold in 64 bits. A provider that reports a cost of 1e300 for a solve
+// (garbage, but a finite number above 0) took the day's spend past any
+// cap: the next task must end BUDGET_EXCEEDED, unsent (the sum wrapped
+// below 0, and the cap never held again that day). An operator's cap of
+// 1e13 a day ("no real cap") must let tasks through (its millionths
+// wrapped below 0 and every task ended BUDGET_EXCEEDED).
+func TestBreakBudgetHugeFigures(t *testing.T) {
+	t.Parallel()
+	p := startCostlyProvider(t, 0.002, map[string]string{taskParams(1)["pageurl"]: `"1e300"`})
+	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: p.srv.URL, APIKey: "a-key-0123456789", Scale: 0.001})
+	require.NoError(t, err)
+	env := streamtest.Start(t, streamtest.WithWorkers(0))
+	set, err := provider.New(provider.Config{Ledger: ledger(t, env), Members: []provider.Member{{Client: c, Entry: provider.Entry{
+		Name: "json", Dialect: provider.Tasks, BaseURL: p.srv.URL, KeyEnv: "K", Methods: []string{"userrecaptcha"},
+		Billing: provider.Billing{Per1000: map[string]float64{"userrecaptcha": 2}}, Role: provider.Primary, BudgetPerDay: 1}}}})
+	require.NoError(t, err)
+	ans, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1), Producer: "p"})
+	require.NoError(t, err)
+	require.Equal(t, 1e300, ans.Cost)
+	_, err = set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(2), Producer: "p"})
+	created, _ := p.bill()
+	t.Logf("second task: %v; the provider created %d", err, created)
+	require.Equal(t, provider.CodeBudgetExceeded, solver.CodeOf(err), "%v", err)
+	require.Equal(t, 1, created)
+
+	main := perSolve(t, "main", provider.Primary, 1, 5*time.Millisecond)
+	main.member.Entry.BudgetPerDay = 1e13
+	set, err = provider.New(provider.Config{Members: []provider.Member{main.member}, Ledger: ledger(t, env)})
+	require.NoError(t, err)
+	_, err = set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(3), Producer: "q"})
+	require.NoError(t, err, "a cap of 1e13 a day")
+	require.Equal(t, 1, main.api.Stats().Submitted)
+}
