@@ -164,7 +164,7 @@ func (s *fakeStore) heartbeat(t *testing.T, info wire.WorkerInfo) {
 	s.heartbeats[info.Name] = storedRec{seq: seq, data: b}
 }
 
-func (s *fakeStore) VerifyReplayOf(context.Context, string, uint64, nats.Header, func() (wire.Task, error)) error {
+func (s *fakeStore) VerifyReplayOf(context.Context, string, uint64, time.Time, nats.Header, func() (wire.Task, error)) error {
 	return fmt.Errorf("%w: no dead letters here", taskstore.ErrForged)
 }
 

@@ -123,7 +123,7 @@ func (x *Executor) open(ctx context.Context, m jetstream.Msg) (*delivery, error)
 // unless the ForgedBudget records it, at all). It returns an error only
 // when the task's records cannot be read.
 func (d *delivery) openReplay(ctx context.Context) error {
-	_, err := d.verify(ctx, func() error { return d.x.Store.VerifyReplayOf(ctx, d.id, d.gen, d.m.Headers(), d.parse) })
+	_, err := d.verify(ctx, func() error { return d.x.Store.VerifyReplayOf(ctx, d.id, d.gen, d.submitted, d.m.Headers(), d.parse) })
 	return err
 }
 

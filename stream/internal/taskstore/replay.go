@@ -8,6 +8,7 @@ import (
 	"maps"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -67,7 +68,14 @@ func VerifyReplay(ctx context.Context, s jetstream.Stream, id string, gen uint64
 // replay-shaped copies of one id, each naming another letter (the stream
 // takes each replay message id once), costs a few reads in all rather than
 // two of its own each.
-func (s *JetStream) VerifyReplayOf(ctx context.Context, id string, gen uint64, h nats.Header, parse func() (wire.Task, error)) error {
+//
+// The facts are a stream's: sequences start again in a stream deleted and
+// created again (a restore starts so), where the facts' letters and
+// records would condemn a genuine replay or pass a copy that an old record
+// names. A copy stored after the facts last looked at the stream (stored)
+// has the store look again (one read), and facts of a stream created since
+// are forgotten; a copy stored before was stored in the stream they are of.
+func (s *JetStream) VerifyReplayOf(ctx context.Context, id string, gen uint64, stored time.Time, h nats.Header, parse func() (wire.Task, error)) error {
 	deadSeq, err := strconv.ParseUint(h.Get(wire.HeaderReplayedBy), 10, 64)
 	if err != nil {
 		return fmt.Errorf("%w: header %s %q is not a sequence", ErrForged, wire.HeaderReplayedBy, text.Cut(h.Get(wire.HeaderReplayedBy), 30))
@@ -85,6 +93,11 @@ func (s *JetStream) VerifyReplayOf(ctx context.Context, id string, gen uint64, h
 		// letters and records would cost it more.
 		f.seen = true
 		return s.verifyOnce(ctx, id, gen, h, parse)
+	}
+	if stored.After(f.lookedAt) {
+		if _, err := f.look(ctx, s.Stream); err != nil {
+			return err
+		}
 	}
 	if deadSeq > f.lettersTo {
 		if err := f.readLetters(ctx, s.Stream, id); err != nil {
@@ -159,12 +172,33 @@ type replayFacts struct {
 	records      map[[2]uint64]bool
 	recordsTo    uint64
 	recordsFresh bool
+	// created is when the stream the facts are of was created, and
+	// lookedAt the store time of its last message when the store last
+	// looked (look).
+	created, lookedAt time.Time
+}
+
+// look reads the stream's state and returns its last sequence; the facts
+// of a stream other than the one they were read from (created at another
+// time) are forgotten first.
+func (f *replayFacts) look(ctx context.Context, s jetstream.Stream) (uint64, error) {
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if !info.Created.Equal(f.created) {
+		f.letters, f.lettersTo = map[uint64]bool{}, 0
+		f.records, f.recordsTo, f.recordsFresh = map[[2]uint64]bool{}, 0, false
+		f.created = info.Created
+	}
+	f.lookedAt = info.State.LastTime
+	return info.State.LastSeq, nil
 }
 
 // readLetters reads the id's letters stored after lettersTo, up to the
 // stream's last sequence (read first).
 func (f *replayFacts) readLetters(ctx context.Context, s jetstream.Stream, id string) error {
-	last, err := lastSeq(ctx, s)
+	last, err := f.look(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -179,7 +213,7 @@ func (f *replayFacts) readLetters(ctx context.Context, s jetstream.Stream, id st
 // readRecords reads the id's replay records stored after recordsTo, up to
 // the stream's last sequence (read first).
 func (f *replayFacts) readRecords(ctx context.Context, s jetstream.Stream, id string) error {
-	last, err := lastSeq(ctx, s)
+	last, err := f.look(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -194,15 +228,6 @@ func (f *replayFacts) readRecords(ctx context.Context, s jetstream.Stream, id st
 	}
 	f.recordsTo, f.recordsFresh = last, true
 	return nil
-}
-
-// lastSeq is the stream's last sequence now.
-func lastSeq(ctx context.Context, s jetstream.Stream) (uint64, error) {
-	info, err := s.Info(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return info.State.LastSeq, nil
 }
 
 // replayCache holds a store's replayFacts by id. Its zero value is ready.

@@ -48,9 +48,10 @@ type Store interface {
 	// VerifyReplayOf checks a task message that carries a replay's message
 	// id against the dead letter it names, read before the message's body
 	// is parsed (parse, called only when there is a letter to compare it
-	// with); an error wrapping ErrForged says it is not a replay of it, any
-	// other a failed read.
-	VerifyReplayOf(ctx context.Context, id string, gen uint64, h nats.Header, parse func() (wire.Task, error)) error
+	// with); stored is when the stream stored the message. An error
+	// wrapping ErrForged says it is not a replay of it, any other a failed
+	// read.
+	VerifyReplayOf(ctx context.Context, id string, gen uint64, stored time.Time, h nats.Header, parse func() (wire.Task, error)) error
 }
 
 // ErrConflict means a compare-and-set write lost: another record of the
