@@ -5,7 +5,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -30,11 +29,9 @@ import (
 // page, reported solved. docs/providers.md admits the first worker gets
 // the refusal "instead"; what the second task gets is the first's token.
 // Neither task can tell whose captcha it is: both attempts should fail
-// REUSED_CAPTCHA_ID. A known hole: skipped unless CAPTCHAQ_KNOWN_HOLES=1.
+// REUSED_CAPTCHA_ID (the first worker contests the claim, made after it
+// sent its submission; the second refuses its answer).
 func TestBreakReusedIDClaimedFirstByTheSecond(t *testing.T) {
-	if os.Getenv("CAPTCHAQ_KNOWN_HOLES") != "1" {
-		t.Skip("a known hole: a reused id claimed first by the second worker hands it the first task's answer; CAPTCHAQ_KNOWN_HOLES=1 runs it")
-	}
 	t.Parallel()
 	env, plan, _ := planAndSpare(t, 200*time.Millisecond, 5*time.Millisecond, streamtest.WithWorkers(0))
 	aAccepted, bClaimed := make(chan struct{}), make(chan struct{})
