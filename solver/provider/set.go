@@ -195,41 +195,41 @@ func (s *Set) ShareClaims(c Claims) { s.claims.Store(&c) }
 // claim holds up the polling of the captcha it is asked for.
 const claimTimeout = 5 * time.Second
 
+// askClaims calls ask with the pool's record of claims, if the Set has
+// one, within claimTimeout; an error is logged with what it means (warn)
+// and returned. False when the Set has no record.
+func (s *Set) askClaims(ctx context.Context, name, id, warn string, ask func(context.Context, Claims) error) (bool, error) {
+	c := s.claims.Load()
+	if c == nil {
+		return false, nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
+	err := ask(cctx, *c)
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, warn, slog.String("provider", name), slog.String("captcha_id", id), slog.Any("error", err))
+	}
+	return true, err
+}
+
 // poolClaim claims provider name's captcha id in the pool's record, if
 // the Set has one: false when another worker polls it. A record that
 // cannot be asked lets the captcha be polled (a warning said so): a
 // reused id is a broken provider's rare fault, and refusing every
 // captcha while the broker hiccups would pay each task again.
 func (s *Set) poolClaim(ctx context.Context, name, id string) bool {
-	c := s.claims.Load()
-	if c == nil {
-		return true
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-	defer cancel()
-	ok, err := (*c).Claim(cctx, name, id)
-	if err != nil {
-		s.log.LogAttrs(ctx, slog.LevelWarn, "the pool's record of captcha claims could not be asked: polling the captcha unchecked",
-			slog.String("provider", name), slog.String("captcha_id", id), slog.Any("error", err))
-		return true
-	}
-	return ok
+	ok := false
+	kept, err := s.askClaims(ctx, name, id, "the pool's record of captcha claims could not be asked: polling the captcha unchecked",
+		func(ctx context.Context, c Claims) (err error) { ok, err = c.Claim(ctx, name, id); return err })
+	return !kept || err != nil || ok
 }
 
 // poolContest tells the pool's record that provider name's captcha id,
 // which another worker holds, was given to a submission of this one sent
 // at sent (Claims.Contest).
 func (s *Set) poolContest(ctx context.Context, name, id string, sent time.Time) {
-	c := s.claims.Load()
-	if c == nil {
-		return
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-	defer cancel()
-	if err := (*c).Contest(cctx, name, id, sent); err != nil {
-		s.log.LogAttrs(ctx, slog.LevelWarn, "a captcha claim could not be contested: its holder takes its answer",
-			slog.String("provider", name), slog.String("captcha_id", id), slog.Any("error", err))
-	}
+	_, _ = s.askClaims(ctx, name, id, "a captcha claim could not be contested: its holder takes its answer",
+		func(ctx context.Context, c Claims) error { return c.Contest(ctx, name, id, sent) })
 }
 
 // poolContested reports whether another worker contested this one's
@@ -238,17 +238,12 @@ func (s *Set) poolContest(ctx context.Context, name, id string, sent time.Time) 
 // warning says so), as a claim that cannot be made lets the captcha be
 // polled.
 func (s *Set) poolContested(ctx context.Context, name, id string) bool {
-	c := s.claims.Load()
-	if c == nil {
-		return false
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-	defer cancel()
-	contested, err := (*c).Contested(cctx, name, id)
-	if err != nil {
-		s.log.LogAttrs(ctx, slog.LevelWarn, "the pool's record of captcha claims could not be asked: the answer taken unchecked",
-			slog.String("provider", name), slog.String("captcha_id", id), slog.Any("error", err))
-	}
+	contested := false
+	_, _ = s.askClaims(ctx, name, id, "the pool's record of captcha claims could not be asked: the answer taken unchecked",
+		func(ctx context.Context, c Claims) (err error) {
+			contested, err = c.Contested(ctx, name, id)
+			return err
+		})
 	return contested
 }
 
