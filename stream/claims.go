@@ -76,14 +76,59 @@ func (c *Claims) Claim(ctx context.Context, provider, id string) (bool, error) {
 }
 
 // Release ends the claim on provider's captcha id (its task ended, or its
-// worker gave it up), so that the provider may give the id again.
+// worker gave it up), so that the provider may give the id again, and
+// any contest of it (Contest).
 func (c *Claims) Release(ctx context.Context, provider, id string) error {
 	var opts []jetstream.KVDeleteOpt
 	if c.ttl {
 		opts = append(opts, jetstream.PurgeTTL(claimMarkerTTL))
 	}
-	if err := c.kv.Purge(ctx, claimKey(provider, id), opts...); err != nil {
-		return fmt.Errorf("release of a captcha of %s: %w", provider, err)
+	for _, key := range []string{claimKey(provider, id), contestKey(provider, id)} {
+		if err := c.kv.Purge(ctx, key, opts...); err != nil {
+			return fmt.Errorf("release of a captcha of %s: %w", provider, err)
+		}
 	}
 	return nil
+}
+
+// contestKey is the key that says provider's captcha id is contested.
+func contestKey(provider, id string) string { return claimKey(provider, id) + ".contested" }
+
+// Contest is called by a worker whose claim of provider's captcha id
+// failed (Claim false), having sent the submission the provider answered
+// with that id at sent or later: unless the holder claimed the id before
+// sent (it had the id before this submission was made: the captcha is
+// surely the holder's), neither can tell whose captcha it is, and the id
+// is marked contested for the holder to refuse its answer (Contested).
+func (c *Claims) Contest(ctx context.Context, provider, id string, sent time.Time) error {
+	e, err := c.kv.Get(ctx, claimKey(provider, id))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil // released meanwhile: the holder's task is done with it
+	case err != nil:
+		return fmt.Errorf("contest of a captcha of %s: %w", provider, err)
+	case e.Created().Before(sent):
+		return nil
+	}
+	var opts []jetstream.KVCreateOpt
+	if c.ttl {
+		opts = append(opts, jetstream.KeyTTL(ClaimTTL))
+	}
+	if _, err := c.kv.Create(ctx, contestKey(provider, id), []byte(provider), opts...); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("contest of a captcha of %s: %w", provider, err)
+	}
+	return nil
+}
+
+// Contested reports whether another worker contested the claim on
+// provider's captcha id (Contest).
+func (c *Claims) Contested(ctx context.Context, provider, id string) (bool, error) {
+	_, err := c.kv.Get(ctx, contestKey(provider, id))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("claim of a captcha of %s: %w", provider, err)
+	}
+	return true, nil
 }

@@ -155,3 +155,14 @@ func TestBreakBudgetHugeFigures(t *testing.T) {
 	require.NoError(t, err, "a cap of 1e13 a day")
 	require.Equal(t, 1, main.api.Stats().Submitted)
 }
+
+// TestBreakBudgetOnAPlan: a budget_per_day on a thread-plan provider,
+// whose solves cost nothing each (the plan is paid by the month), capped
+// nothing: every solve passed it, whatever the figure. The file refuses
+// it, naming the entry and the field.
+func TestBreakBudgetOnAPlan(t *testing.T) {
+	t.Parallel()
+	_, err := provider.Parse([]byte(`{"providers": [{"name": "plan", "dialect": "classic", "base_url": "https://ocr.captchaai.com",
+		"key_env": "PLAN_KEY", "billing": {"threads": 5}, "role": "primary", "budget_per_day": 1}]}`))
+	require.ErrorContains(t, err, `providers[0] (plan): budget_per_day 1: a thread plan is paid by the month`)
+}

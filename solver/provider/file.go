@@ -302,6 +302,9 @@ func (e Entry) Validate() error {
 	if err := checkBudget(e.BudgetPerDay); err != nil {
 		return fmt.Errorf("budget_per_day %w", err)
 	}
+	if e.BudgetPerDay > 0 && e.Billing.Plan() {
+		return fmt.Errorf("budget_per_day %g: a thread plan is paid by the month, its solves cost nothing each; a budget caps a per-solve provider (billing.per_1000)", e.BudgetPerDay)
+	}
 	return nil
 }
 

@@ -101,6 +101,11 @@ type Claims interface {
 	Claim(ctx context.Context, provider, id string) (bool, error)
 	// Release ends the claim.
 	Release(ctx context.Context, provider, id string) error
+	// Contest, by a worker whose Claim failed and whose submission was
+	// sent at sent, marks the claim contested unless it was made before
+	// sent; Contested reports whether it is.
+	Contest(ctx context.Context, provider, id string, sent time.Time) error
+	Contested(ctx context.Context, provider, id string) (bool, error)
 }
 
 // Set solves through several providers (see the package documentation).
@@ -190,25 +195,56 @@ func (s *Set) ShareClaims(c Claims) { s.claims.Store(&c) }
 // claim holds up the polling of the captcha it is asked for.
 const claimTimeout = 5 * time.Second
 
+// askClaims calls ask with the pool's record of claims, if the Set has
+// one, within claimTimeout; an error is logged with what it means (warn)
+// and returned. False when the Set has no record.
+func (s *Set) askClaims(ctx context.Context, name, id, warn string, ask func(context.Context, Claims) error) (bool, error) {
+	c := s.claims.Load()
+	if c == nil {
+		return false, nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
+	err := ask(cctx, *c)
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, warn, slog.String("provider", name), slog.String("captcha_id", id), slog.Any("error", err))
+	}
+	return true, err
+}
+
 // poolClaim claims provider name's captcha id in the pool's record, if
 // the Set has one: false when another worker polls it. A record that
 // cannot be asked lets the captcha be polled (a warning said so): a
 // reused id is a broken provider's rare fault, and refusing every
 // captcha while the broker hiccups would pay each task again.
 func (s *Set) poolClaim(ctx context.Context, name, id string) bool {
-	c := s.claims.Load()
-	if c == nil {
-		return true
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-	defer cancel()
-	ok, err := (*c).Claim(cctx, name, id)
-	if err != nil {
-		s.log.LogAttrs(ctx, slog.LevelWarn, "the pool's record of captcha claims could not be asked: polling the captcha unchecked",
-			slog.String("provider", name), slog.String("captcha_id", id), slog.Any("error", err))
-		return true
-	}
-	return ok
+	ok := false
+	kept, err := s.askClaims(ctx, name, id, "the pool's record of captcha claims could not be asked: polling the captcha unchecked",
+		func(ctx context.Context, c Claims) (err error) { ok, err = c.Claim(ctx, name, id); return err })
+	return !kept || err != nil || ok
+}
+
+// poolContest tells the pool's record that provider name's captcha id,
+// which another worker holds, was given to a submission of this one sent
+// at sent (Claims.Contest).
+func (s *Set) poolContest(ctx context.Context, name, id string, sent time.Time) {
+	_, _ = s.askClaims(ctx, name, id, "a captcha claim could not be contested: its holder takes its answer",
+		func(ctx context.Context, c Claims) error { return c.Contest(ctx, name, id, sent) })
+}
+
+// poolContested reports whether another worker contested this one's
+// claim on provider name's captcha id: the captcha may be the other's
+// task's, and so its answer. A record that cannot be asked says no (a
+// warning says so), as a claim that cannot be made lets the captcha be
+// polled.
+func (s *Set) poolContested(ctx context.Context, name, id string) bool {
+	contested := false
+	_, _ = s.askClaims(ctx, name, id, "the pool's record of captcha claims could not be asked: the answer taken unchecked",
+		func(ctx context.Context, c Claims) (err error) {
+			contested, err = c.Contested(ctx, name, id)
+			return err
+		})
+	return contested
 }
 
 // poolRelease ends the pool-wide claims on provider name's ids.
@@ -362,6 +398,7 @@ func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request, r *res
 		s.poolRelease(ctx, name, pooled)
 	}()
 	reused := ""
+	var sent time.Time // when the submission went, at the latest
 	cctx = solver.WithAccepted(cctx, func(a solver.Accepted) {
 		accepted = true
 		// A captcha resumed is this task's by its own record (the
@@ -373,6 +410,12 @@ func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request, r *res
 		}
 		local := m.claim(a.ID)
 		if !local || pool && !s.poolClaim(ctx, name, a.ID) {
+			if local {
+				// Another worker holds it: it may have claimed the id
+				// before the provider gave it to this submission, or
+				// after; unless before, neither knows whose it is.
+				s.poolContest(ctx, name, a.ID, sent)
+			}
 			// Another task polls that captcha, in this worker or
 			// another: its answer is not this task's, and the id is not
 			// recorded as this task's.
@@ -390,8 +433,13 @@ func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request, r *res
 		a.Provider = name
 		solver.TellAccepted(ctx, a)
 	})
+	sent = s.now()
 	ans, err = m.Client.Solve(cctx, req)
 	accepted = accepted || req.CaptchaID != ""
+	if err == nil && slices.Contains(pooled, ans.CaptchaID) && s.poolContested(ctx, name, ans.CaptchaID) {
+		return solver.Answer{}, replyLost{&solver.Error{Code: CodeReusedID, Class: retry.Transient, Op: "in.php", CaptchaID: ans.CaptchaID,
+			Err: fmt.Errorf("provider %s gave captcha id %s to another worker's submission too, whose claim came first: its answer may be the other task's (this submission may have been charged)", name, ans.CaptchaID)}}, true
+	}
 	if reused != "" && ctx.Err() == nil {
 		return solver.Answer{}, replyLost{&solver.Error{Code: CodeReusedID, Class: retry.Transient, Op: "in.php", CaptchaID: reused,
 			Err: fmt.Errorf("provider %s answered a new submission with captcha id %s, which another task polls (it may have charged it)", name, reused)}}, true
