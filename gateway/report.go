@@ -57,7 +57,7 @@ type Reporter interface {
 // ProviderReporter is a Reporter of several providers (a provider.Set):
 // a report goes to the provider the task's outcome names.
 type ProviderReporter interface {
-	ReportOn(ctx context.Context, provider, captchaID string, good bool) error
+	ReportOn(ctx context.Context, provider, method, captchaID string, good bool) error
 }
 
 // reportTimeout bounds one report: the lookup in the stream and the
@@ -151,7 +151,7 @@ func report(ctx context.Context, c *stream.Client, r Reporter, data []byte, log 
 		return reportReply{Code: classic.CodeWrongCaptchaID, Text: "the captcha id is not the task's answer"}
 	}
 	if pr, ok := r.(ProviderReporter); ok {
-		err = pr.ReportOn(ctx, out.Provider, req.CaptchaID, req.Good)
+		err = pr.ReportOn(ctx, out.Provider, out.Method, req.CaptchaID, req.Good)
 	} else {
 		err = r.Report(ctx, req.CaptchaID, req.Good)
 	}

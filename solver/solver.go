@@ -36,6 +36,11 @@ type Request struct {
 	// name), for a Solver that keeps a budget per producer (package
 	// provider). A Client ignores it.
 	Producer string
+	// Unsolvable names the provider that called this task's captcha
+	// unsolvable on the attempt before (ERROR_CAPTCHA_UNSOLVABLE), for a
+	// Solver of several providers (package provider), which asks another
+	// provider of the method first. A Client ignores it.
+	Unsolvable string
 }
 
 // Answer is a solved captcha.

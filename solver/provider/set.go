@@ -326,6 +326,9 @@ func (s *Set) Solve(ctx context.Context, req solver.Request) (solver.Answer, err
 		req.CaptchaID, req.Provider = "", ""
 	}
 	route := s.route(req.Method)
+	if req.Unsolvable != "" {
+		route = askedLast(route, req.Unsolvable)
+	}
 	if len(route) == 0 {
 		return solver.Answer{}, &solver.Error{Code: solver.CodeInvalidParams, Class: retry.Permanent, Op: "validate",
 			Err: fmt.Errorf("no provider solves method %q", req.Method)}
@@ -511,6 +514,19 @@ func (s *Set) route(method string) []*member {
 		}
 	}
 	return out
+}
+
+// askedLast moves the provider called name to the end of route: it called
+// the task's captcha unsolvable on the attempt before, and another provider
+// of the method, whatever its role, may solve it (its workers, its model).
+// It is still asked when every other one is out, over budget or refuses.
+func askedLast(route []*member, name string) []*member {
+	i := slices.IndexFunc(route, func(m *member) bool { return m.Entry.Name == name })
+	if i < 0 {
+		return route
+	}
+	out := slices.Concat(route[:i], route[i+1:])
+	return append(out, route[i])
 }
 
 // weighted orders ms by a draw without replacement, each next one with

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/internal/jscall"
@@ -178,6 +179,10 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 	// the dead worker's captcha, if the records name one, and pays nothing.
 	resumeID, resumeAt, resume := captchaToResume(d.st.Last)
 	resumeFrom, resumeOn := d.st.Last.Worker, d.st.Last.Provider
+	var unsolvableOn string // the provider that called the captcha unsolvable on the attempt before
+	if l := d.st.Last; l.Kind == wire.EventRetry && l.Code == classic.CodeCaptchaUnsolvable {
+		unsolvableOn = l.Provider
+	}
 	// Held from before the attempt is recorded to the end of the delivery:
 	// every heartbeat sent while the attempt's record is the task's last
 	// names the task (attemptLives).
@@ -204,6 +209,8 @@ func (d *delivery) attempt(ctx context.Context, base wire.Event, crashed bool, s
 		req.Provider = resumeOn // the provider that accepted it
 		d.log.Info("resuming the captcha the service accepted for the last attempt", slog.String("captcha_id", resumeID),
 			slog.String("from", resumeFrom))
+	} else {
+		req.Unsolvable = unsolvableOn
 	}
 	d.slot = sl
 	tctx, endTrace := traceAttempt(ctx, d)
