@@ -59,7 +59,10 @@ type Admission struct {
 	// IPv4 /24. Addresses cost a caller nothing to change within its own
 	// network, so a per-address share alone is a share per /64 the caller
 	// cares to use; this second level keeps one subscriber to a few turns
-	// whatever it spreads them over. Default 4.
+	// whatever it spreads them over. An address that proved a key (see
+	// UnauthenticatedReserved) is not held to its network's share: its
+	// neighbours in a shared block cannot keep it from the reserve.
+	// Default 4.
 	UnauthenticatedPerNetwork int
 	// UnauthenticatedWait is how long a request waits for its turn to
 	// read its body before its key is known. Default 10 s.
@@ -276,7 +279,8 @@ func (a *admission) sweep(now time.Time) {
 
 // unauthTurn waits for a turn to read a body from addr whose key is not
 // known yet: one of addr's own (UnauthenticatedPerAddress), then one of
-// its network's (UnauthenticatedPerNetwork), then one of all
+// its network's (UnauthenticatedPerNetwork; not for a proven address),
+// then one of all
 // (Unauthenticated; for an address that proved a key, proven, one of the
 // reserve as well). It returns done (idempotent) to give them back once
 // the key is known or the request ends, or false when none came within
@@ -299,6 +303,14 @@ func (a *admission) unauthTurn(ctx context.Context, addr string, proven bool) (d
 		key string
 		n   int
 	}{{"addr " + addr, a.cfg.UnauthenticatedPerAddress}, {"net " + networkOf(addr), a.cfg.UnauthenticatedPerNetwork}}
+	if proven {
+		// A network is not one party: a hosting provider's /24 or /48
+		// holds many tenants, any of whom may stall uploads on all of its
+		// share. An address that proved a key does not wait behind them
+		// for the reserve kept for it; its own address's share still
+		// bounds it.
+		levels = levels[:1]
+	}
 	for _, l := range levels {
 		if l.n <= 0 {
 			continue

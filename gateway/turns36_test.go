@@ -250,11 +250,7 @@ func (s *throttled) Read(p []byte) (int, error) {
 func TestProvenCallerTakesAReservedTurnDuringTheStall(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *gateway.Config) { c.Admission = gateway.Admission{UnauthenticatedWait: 5 * time.Second} }, streamtest.WithWorkers(0))
-	r := httptest.NewRequest(http.MethodGet, "/res.php?action=getbalance&key="+alice.Key, nil)
-	r.RemoteAddr = "198.51.100.7:50000" // keyInBodyInPHP's address
-	w := httptest.NewRecorder()
-	b.gw.ServeHTTP(w, r)
-	require.Equal(t, "100", w.Body.String())
+	b.proveKeyInBodyAddress(t)
 
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
@@ -265,11 +261,7 @@ func TestProvenCallerTakesAReservedTurnDuringTheStall(t *testing.T) {
 	}
 	require.Equal(t, gateway.DefaultUnauthenticated-gateway.DefaultUnauthenticatedReserved, heldWithin(bodies, 3*time.Second),
 		"every turn held but the reserve")
-	start := time.Now()
-	answer := b.keyInBodyInPHP()
-	t.Logf("the proven caller answered %q after %s", answer, time.Since(start).Round(time.Millisecond))
-	require.True(t, strings.HasPrefix(answer, "OK|"), answer)
-	require.Less(t, time.Since(start), time.Second, "served from the reserve, not after the stalled uploads' grace (10 s)")
+	b.servedFromTheReserve(t)
 }
 
 // Over a real connection, an upload behind the pace is answered 408 once

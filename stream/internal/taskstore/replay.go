@@ -1,6 +1,7 @@
 package taskstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -115,7 +116,20 @@ func (s *JetStream) VerifyReplayOf(ctx context.Context, id string, gen uint64, s
 			return err
 		}
 		if m != nil {
-			return matchLetter(m.Data(), m.Headers(), deadSeq, h, parse)
+			if err := matchLetter(m.Data(), m.Headers(), deadSeq, h, parse); err != nil {
+				return err
+			}
+			if !f.recordsFresh || f.recordsTo < gen {
+				if err := f.readRecords(ctx, s.Stream, id); err != nil {
+					return err
+				}
+			}
+			for r := range f.records {
+				if err := replayedElsewhere(r[0], r[1], deadSeq, gen); err != nil {
+					return err
+				}
+			}
+			return nil
 		}
 		// Purged since: its replay record, if any, was written before.
 		delete(f.letters, deadSeq)
@@ -271,6 +285,19 @@ func matchLetter(data []byte, dh nats.Header, deadSeq uint64, h nats.Header, par
 	return nil
 }
 
+// replayedElsewhere says why a copy stored at gen naming dead letter
+// deadSeq is not its replay, when a replay record (recDead, recTask) names
+// another task message as that letter's replay: a letter is replayed once
+// (Client.replay), and a producer may publish a copy of its replay again
+// once the stream's duplicate window has passed. A record of a replay
+// started (no task message yet) names none.
+func replayedElsewhere(recDead, recTask, deadSeq, gen uint64) error {
+	if recDead != deadSeq || recTask == 0 || recTask == gen {
+		return nil
+	}
+	return fmt.Errorf("%w: dead letter %d was replayed as task message %d", ErrForged, deadSeq, recTask)
+}
+
 // verifyReplay is VerifyReplay with the letter at a sequence read by
 // letter (found: a message on the subject at exactly that sequence), and
 // the task message's body parsed by parse only when there is one.
@@ -286,21 +313,30 @@ func verifyReplay(ctx context.Context, s jetstream.Stream,
 	case err != nil:
 		return err
 	case found:
-		return matchLetter(data, dh, deadSeq, h, parse)
+		if err := matchLetter(data, dh, deadSeq, h, parse); err != nil {
+			return err
+		}
 	}
 	// The letter is gone (purged after the replay): the admin's replay
-	// record still names this task message.
-	found = false
+	// record still names this task message. It is there: no record names
+	// another message as its replay.
+	named, elsewhere := false, error(nil)
 	err = jscall.Walk(ctx, s, wire.ReplaySubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
 		var r wire.Replay
-		if json.Unmarshal(m.Data, &r) == nil && r.DeadSeq == deadSeq && r.TaskSeq == gen {
-			found = true
+		if json.Unmarshal(m.Data, &r) == nil {
+			named = named || r.DeadSeq == deadSeq && r.TaskSeq == gen
+			elsewhere = cmp.Or(elsewhere, replayedElsewhere(r.DeadSeq, r.TaskSeq, deadSeq, gen))
 		}
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case elsewhere != nil:
+		return elsewhere
+	case found:
+		return nil
 	}
-	if !found {
+	if !named {
 		return fmt.Errorf("%w: message %d is not a dead letter of %s, and no replay record names this task", ErrForged, deadSeq, id)
 	}
 	return nil

@@ -2,6 +2,7 @@ package taskstore_test
 
 import (
 	"encoding/json"
+	"maps"
 	"strconv"
 	"testing"
 	"time"
@@ -211,4 +212,42 @@ func TestReplayFactsDoNotOutliveTheirStream(t *testing.T) {
 	forged, fh := replayCopy(t, s, id, 5)
 	require.Equal(t, uint64(31), forged)
 	require.ErrorIs(t, s.VerifyReplayOf(ctx, id, forged, storedAt(t, s, forged), fh, parseReplayTask), taskstore.ErrForged, "the old stream's record names it")
+}
+
+// A dead letter is replayed once: a copy of its replay that a producer
+// publishes again once the stream's duplicate window has passed (the same
+// task and cancel hash, read from the letter, which producers may read)
+// is not a replay of it, whether the store judges it on reads of its own
+// or on what it knows of the id, and is not run (and paid) again.
+func TestReplayedLetterIsNotReplayedAgainByACopy(t *testing.T) {
+	t.Parallel()
+	ctx, s := setup(t)
+	for _, id := range []string{"again1", "again2"} {
+		if id == "again2" {
+			// The store knows the id's letters and records (two forged
+			// copies judged): the copy is judged on what it knows.
+			for ds := range uint64(2) {
+				gen, h := replayCopy(t, s, id, 1000+ds)
+				require.ErrorIs(t, s.VerifyReplayOf(ctx, id, gen, storedAt(t, s, gen), h, parseReplayTask), taskstore.ErrForged)
+			}
+		}
+		letter, err := s.JS.Publish(ctx, wire.DeadSubject(id), []byte(replayTask))
+		require.NoError(t, err)
+		gen, h := replayCopy(t, s, id, letter.Sequence)
+		require.NoError(t, s.VerifyReplayOf(ctx, id, gen, storedAt(t, s, gen), h, parseReplayTask), "the replay")
+		rec, err := json.Marshal(wire.Replay{DeadSeq: letter.Sequence, TaskSeq: gen})
+		require.NoError(t, err)
+		_, err = s.JS.Publish(ctx, wire.ReplaySubject(id), rec)
+		require.NoError(t, err)
+
+		// The same message again, as the stream takes it once its
+		// duplicate window has passed.
+		again := nats.NewMsg(wire.TaskSubject(wire.LaneFast, wire.PriorityNormal, id))
+		again.Header = maps.Clone(h)
+		again.Data = []byte(replayTask)
+		ack, err := s.JS.PublishMsg(ctx, again, jetstream.WithMsgID("past-the-window-"+id))
+		require.NoError(t, err)
+		require.ErrorIs(t, s.VerifyReplayOf(ctx, id, ack.Sequence, storedAt(t, s, ack.Sequence), h, parseReplayTask), taskstore.ErrForged,
+			"%s: the letter was replayed as message %d", id, gen)
+	}
 }
