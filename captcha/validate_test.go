@@ -17,6 +17,11 @@ var (
 	bigImage = base64.StdEncoding.EncodeToString(append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, MaxImageSize)...))
 )
 
+// imageOf is a base64 PNG of exactly n bytes.
+func imageOf(n int) string {
+	return base64.StdEncoding.EncodeToString(append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, n-8)...))
+}
+
 func p(kv ...string) map[string]string {
 	m := map[string]string{}
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -56,6 +61,11 @@ func TestValidateAccepts(t *testing.T) {
 		{"bls", p("body", pngImage, "textinstructions", strings.Repeat("я", 140))},
 		// Every method takes the common parameters.
 		{"turnstile", p("sitekey", "0x4AAA", "pageurl", page, "soft_id", "4583", "header_acao", "1")},
+		// The ends of the ranges: the lowest score, the highest port, an
+		// image of exactly MaxImageSize bytes.
+		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "version", "v3", "min_score", "0.1")},
+		{"turnstile", p("sitekey", "0x4AAA", "pageurl", page, "proxy", "10.0.0.1:65535", "proxytype", "HTTP")},
+		{"base64", p("body", imageOf(MaxImageSize))},
 	}
 	for _, tt := range tests {
 		if err := Validate(tt.method, tt.params); err != nil {
@@ -123,6 +133,17 @@ func TestValidateRejects(t *testing.T) {
 		{"turnstile", p("sitekey", "0x4AAA", "pageurl", page, "colour", "red"), "params.colour", "not a parameter of method turnstile"},
 		// The image once: post takes file or body, never both.
 		{"post", p("file", pngImage, "body", pngImage), "params.body", "not with file"},
+		// Just past the ends of the ranges.
+		{"userrecaptcha", p("googlekey", "k", "pageurl", page, "version", "v3", "min_score", "0.05"), "params.min_score", "0.1 to 0.9"},
+		{"turnstile", p("sitekey", "x", "pageurl", page, "proxy", "10.0.0.1:65536"), "params.proxy", "host:port"},
+		{"base64", p("body", imageOf(MaxImageSize+1)), "params.body", "larger than 1024 KB"},
+		// friendly_captcha needs both the site key and the page.
+		{"friendly_captcha", p("sitekey", "x"), "params.pageurl", "required for method friendly_captcha"},
+		{"friendly_captcha", p("pageurl", page), "params.sitekey", "required for method friendly_captcha"},
+		{"friendly_captcha", p("sitekey", "FC 1", "pageurl", page), "params.sitekey", "white space"},
+		// A required text of blanks is as missing as none (its own check,
+		// a length, would let it through).
+		{"bls", p("body", pngImage, "textinstructions", "  "), "params.textinstructions", "required for method bls"},
 	}
 	for _, tt := range tests {
 		err := Validate(tt.method, tt.params)

@@ -30,6 +30,9 @@ func TestCheckEnvelope(t *testing.T) {
 		"no message id":        {"a1", h(), Task{}, "Nats-Msg-Id missing"},
 		"another message id":   {"a1", h(HeaderMsgID, "result.a1.3"), Task{}, "is not the task id"},
 		"replay id, no header": {"a1", h(HeaderMsgID, "a1.replay.7"), Task{}, "is not the task id"},
+		"replay of no letter":  {"a1", h(HeaderMsgID, ReplayMsgID("a1", "")), Task{}, "is not the task id"},
+		"generation alone":     {"a1", h(HeaderMsgID, "a1", HeaderGen, "3"), Task{}, "only a worker's moved copy names a generation"},
+		"store time alone":     {"a1", h(HeaderMsgID, "a1", HeaderSubmitted, "2026-12-06T04:00:00Z"), Task{}, "names a submission time"},
 		"id header differs":    {"a1", h(HeaderMsgID, "a1", HeaderTaskID, "b2"), Task{}, "differs from the id"},
 		"body id differs":      {"a1", h(HeaderMsgID, "a1"), Task{ID: "b2"}, "in the body differs"},
 		"invalid id":           {"order#1", h(HeaderMsgID, "order#1"), Task{}, "subject: id"},
@@ -66,6 +69,28 @@ func TestStoredLate(t *testing.T) {
 		}
 		if late && !got.Equal(by) {
 			t.Errorf("%s: by %s, want %s", c.name, got, by)
+		}
+	}
+}
+
+// Only the producer's own message is held to its submit-by header: a
+// replay or a moved copy carries the header of the submission it stands
+// for, checked then.
+func TestCheckSubmitBy(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		h    map[string][]string
+		bad  bool
+	}{
+		{"a time", map[string][]string{HeaderMsgID: {"t1"}, HeaderSubmitBy: {"2026-12-06T04:00:00.5Z"}}, false},
+		{"none", map[string][]string{HeaderMsgID: {"t1"}}, false},
+		{"not a time", map[string][]string{HeaderMsgID: {"t1"}, HeaderSubmitBy: {"soon"}}, true},
+		{"a replay's", map[string][]string{HeaderMsgID: {ReplayMsgID("t1", "4")}, HeaderSubmitBy: {"soon"}}, false},
+		{"a moved copy's", map[string][]string{HeaderMsgID: {MovedMsgID("t1", 4)}, HeaderSubmitBy: {"soon"}}, false},
+	} {
+		if err := CheckSubmitBy("t1", c.h); (err != nil) != c.bad {
+			t.Errorf("%s: CheckSubmitBy = %v, want an error %v", c.name, err, c.bad)
 		}
 	}
 }

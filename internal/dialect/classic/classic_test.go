@@ -212,6 +212,54 @@ func TestWindowBanOutlivesItsSpan(t *testing.T) {
 	}
 }
 
+// TestWindowNotIdleWhileItCountsACall: a window with a call within its
+// span is not idle, so a sweep that forgets idle windows never hands a
+// caller a fresh limit within the span; once the span has passed, it is.
+func TestWindowNotIdleWhileItCountsACall(t *testing.T) {
+	t.Parallel()
+	w := classic.NewWindow(2, time.Second, time.Minute)
+	t0 := time.Unix(1_700_000_000, 0)
+	if !w.Idle(t0) {
+		t.Error("a window without calls: not idle")
+	}
+	w.Allow(t0)
+	if w.Idle(t0.Add(999 * time.Millisecond)) {
+		t.Error("idle with a call within its span")
+	}
+	if !w.Idle(t0.Add(time.Second)) {
+		t.Error("not idle once its only call is a span old")
+	}
+}
+
+// TestWriteThreadsInfo checks threadsinfo's reply: a JSON object (and
+// said to be one) holding the three fields, and under json=1 status 1 and
+// the same object as request beside them.
+func TestWriteThreadsInfo(t *testing.T) {
+	t.Parallel()
+	ti := classic.ThreadsInfo{Threads: 5, WorkingThreads: 2, FreeThreads: 3}
+	for _, jsonOut := range []bool{false, true} {
+		rec := httptest.NewRecorder()
+		classic.WriteThreadsInfo(rec, jsonOut, ti)
+		if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+			t.Errorf("json=%v: Content-Type %q", jsonOut, ct)
+		}
+		var got struct {
+			classic.ThreadsInfo
+			Status  *int                 `json:"status"`
+			Request *classic.ThreadsInfo `json:"request"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || got.ThreadsInfo != ti {
+			t.Errorf("json=%v: %s (%v), want the three fields %+v", jsonOut, rec.Body, err, ti)
+		}
+		if jsonOut && (got.Status == nil || *got.Status != 1 || got.Request == nil || *got.Request != ti) {
+			t.Errorf("json=1: %s, want status 1 and the fields as request", rec.Body)
+		}
+		if !jsonOut && (got.Status != nil || got.Request != nil) {
+			t.Errorf("json=0: %s, want the fields alone", rec.Body)
+		}
+	}
+}
+
 // TestCaptchaUnknown checks both services' words for an unknown captcha id.
 func TestCaptchaUnknown(t *testing.T) {
 	t.Parallel()
