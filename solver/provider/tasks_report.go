@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/internal/dialect/createtask"
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
@@ -73,7 +74,7 @@ func reportPath(base, method string, good bool) string {
 		host = u.Hostname()
 	}
 	on := func(domain string) bool { return host == domain || strings.HasSuffix(host, "."+domain) }
-	image := method == "base64" || method == "post"
+	image := method == captcha.MethodBase64 || method == captcha.MethodPost
 	switch {
 	case on("2captcha.com") || on("rucaptcha.com"):
 		if good {
