@@ -166,17 +166,32 @@ type admission struct {
 	active  map[string]int             // requests in the gateway, by client address
 	turns   map[string]*addrTurns      // turns to read a body, by client address
 	badKeys map[string]*classic.Window // unknown keys, by client address
-	proven  map[string]time.Time       // when a known key last came, by client address
+	proven  map[string]provenBy        // when a known key last came, and whose, by client address
+	// provenOf counts the addresses in proven by key (its SHA-256).
+	provenOf map[[32]byte]int
 }
 
-// maxProven bounds the addresses remembered as proven: only a request with
-// a valid key adds one, so only a key's holder fills it; past it, no more
-// are added until the sweep forgets the stale ones.
-const maxProven = 1 << 16
+// provenBy is when a request from an address last carried a known key,
+// and which key (its SHA-256).
+type provenBy struct {
+	at  time.Time
+	key [32]byte
+}
+
+// maxProven bounds the addresses remembered as proven, and maxProvenPerKey
+// those of one key: only a request with a valid key adds one, and one
+// key's holder sending it from address after address (an IPv6 /48 has
+// 65,536 /64s) fills no more than its share, so that the callers of other
+// keys are still remembered. Past either, no more are added (for that
+// key) until the sweep forgets the stale ones.
+const (
+	maxProven       = 1 << 16
+	maxProvenPerKey = 1 << 10
+)
 
 func newAdmission(cfg Admission) *admission {
 	a := &admission{cfg: cfg, active: map[string]int{}, turns: map[string]*addrTurns{}, badKeys: map[string]*classic.Window{},
-		proven: map[string]time.Time{}}
+		proven: map[string]provenBy{}, provenOf: map[[32]byte]int{}}
 	if cfg.Unauthenticated > 0 {
 		// The reserve is at most half the turns: callers new to the
 		// gateway keep the rest.
@@ -189,12 +204,24 @@ func newAdmission(cfg Admission) *admission {
 	return a
 }
 
-// prove notes that a request from addr carried a key the gateway knows.
-func (a *admission) prove(addr string, now time.Time) {
+// prove notes that a request from addr carried a key the gateway knows,
+// key its SHA-256.
+func (a *admission) prove(addr string, key [32]byte, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, ok := a.proven[addr]; ok || len(a.proven) < maxProven {
-		a.proven[addr] = now
+	if p, ok := a.proven[addr]; ok {
+		a.unprove(p.key)
+	} else if len(a.proven) >= maxProven || a.provenOf[key] >= maxProvenPerKey {
+		return
+	}
+	a.proven[addr] = provenBy{at: now, key: key}
+	a.provenOf[key]++
+}
+
+// unprove uncounts an address of key's; a.mu held.
+func (a *admission) unprove(key [32]byte) {
+	if a.provenOf[key]--; a.provenOf[key] <= 0 {
+		delete(a.provenOf, key)
 	}
 }
 
@@ -203,8 +230,8 @@ func (a *admission) prove(addr string, now time.Time) {
 func (a *admission) isProven(addr string, now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	at, ok := a.proven[addr]
-	return ok && now.Sub(at) < a.cfg.ProvenFor
+	p, ok := a.proven[addr]
+	return ok && now.Sub(p.at) < a.cfg.ProvenFor
 }
 
 // clientAddr is the address a request comes from: the connection's peer,
@@ -270,9 +297,10 @@ func (a *admission) sweep(now time.Time) {
 			delete(a.badKeys, addr)
 		}
 	}
-	for addr, at := range a.proven {
-		if now.Sub(at) >= a.cfg.ProvenFor {
+	for addr, p := range a.proven {
+		if now.Sub(p.at) >= a.cfg.ProvenFor {
 			delete(a.proven, addr)
+			a.unprove(p.key)
 		}
 	}
 }

@@ -131,11 +131,12 @@ const (
 // the key's own limits instead.
 func (g *Gateway) admitRequest(w http.ResponseWriter, r *http.Request, addr string, now time.Time, queryKey string) (known func(string) bool, release func(), refusal int) {
 	known = func(key string) bool {
-		if key == "" || g.callers[sha256.Sum256([]byte(key))] == nil {
+		h := sha256.Sum256([]byte(key))
+		if key == "" || g.callers[h] == nil {
 			g.admit.badKey(addr, now)
 			return false
 		}
-		g.admit.prove(addr, now)
+		g.admit.prove(addr, h, now)
 		return true
 	}
 	var releases []func()
