@@ -489,3 +489,31 @@ func (b *replayBed) cancelTooLateAndReplay(t *testing.T, id, secret string, firs
 	require.NoError(t, err)
 	return r
 }
+
+// TestReplayOfACanceledTaskIsSolved checks that a cancel is its
+// generation's alone: a task its owner canceled, replayed by the operator,
+// is solved (paid once), not read as canceled by the first generation's
+// record, which the task's records keep.
+func TestReplayOfACanceledTaskIsSolved(t *testing.T) {
+	t.Parallel()
+	b := newReplayBed(t)
+	a, ctx := b.attack, b.ctx
+	const id = "rp-canceled"
+	b.broken.Store(false)
+	b.submitOwned(t, id, true)
+	_, err := a.victim.Cancel(ctx, id, "not now")
+	require.NoError(t, err)
+	stop := b.startWorker(t, 1, nil)
+	out, err := a.victim.Wait(ctx, id)
+	require.ErrorIs(t, err, ErrNotSolved)
+	require.Equal(t, string(retry.ReasonCanceled), out.Reason)
+	stop()
+
+	r, err := b.operator.Replay(ctx, id)
+	require.NoError(t, err)
+	b.startWorker(t, 1, nil)
+	out, err = a.victim.waitGen(ctx, id, r.Seq)
+	require.NoError(t, err, "the replay of a canceled task was taken for canceled")
+	require.Equal(t, StatusSolved, out.Status)
+	require.Equal(t, int32(1), b.paid.Load(), "paid for the canceled generation, or twice")
+}
