@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,7 +34,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	asJSON := fs.Bool("json", false, "print each outcome as a JSON line (the default when stdout is not a terminal; on one, a table)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up waiting after this long")
 	providersFile := fs.String("providers", "", "solve through the providers of this file (docs/providers.md) instead of one service; the spend table follows the outcomes")
-	overflow := fs.String("overflow", "deadline", "with --providers: deadline, always or never (see captchaq worker)")
+	overflow := fs.String("overflow", "deadline", "with --providers: deadline, always or never (see captchaq worker); with --fake-providers, always unless given")
+	fakeProviders := fs.Bool("fake-providers", false, "without a key: solve through two emulated providers, a CaptchaAI plan of 3 threads and a per-solve 2captcha overflow, and end with the spend table and each emulator's bill")
 	sf := addFlags[solverFlags](fs)
 	pf := addFlags[policyFlags](fs)
 	lf := addFlags[logFlags](fs)
@@ -76,8 +78,41 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		solve solver.Solver
 		sc    *solver.Client
 		set   *provider.Set
+		bills func(io.Writer)
 	)
-	if *providersFile != "" {
+	if *fakeProviders {
+		if *providersFile != "" {
+			return usageError("--fake-providers and --providers: one or the other")
+		}
+		if key, err := apiKey(sf.keyFile); err != nil || key != "" {
+			return usageError("--fake-providers solves with emulators only: unset CAPTCHAAI_API_KEY (and --key-file)")
+		}
+		if *speed <= 0 {
+			return usageError("--fake-speed must be positive")
+		}
+		policy := provider.OverflowAlways // a run's tasks have no deadline: overflow as soon as the plan is full
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "overflow" {
+				policy = provider.OverflowPolicy(*overflow)
+			}
+		})
+		switch policy {
+		case "deadline":
+			policy = provider.OverflowAtDeadline
+		case provider.OverflowAlways, provider.OverflowNever:
+		default:
+			return usageError("--overflow %q: want deadline, always or never", *overflow)
+		}
+		sf.log, sf.now = log, now
+		var stop func()
+		if set, bills, stop, err = sf.fakeProviders(*speed, policy); err != nil {
+			return err
+		}
+		defer stop()
+		solve, sc = providerSolver{set, set}, firstClassic(set)
+		fmt.Fprintf(stderr, "no key: solving through two emulated providers, captchaai (a plan of %d threads) and 2captcha (per solve, past the plan), %gx real speed\n", fakePlanThreads, *speed)
+		watchProviders(ctx, set, log, true)
+	} else if *providersFile != "" {
 		sf.log, sf.now = log, now
 		if set, err = sf.openProviders(*providersFile, *overflow); err != nil {
 			return err
@@ -270,6 +305,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sum.print(stderr, len(receipts))
 	if set != nil {
 		printRunSpend(ctx, stderr, client)
+	}
+	if bills != nil {
+		bills(stderr)
 	}
 	if *store != "" {
 		fmt.Fprintf(stderr, "  store    kept in %s: `captchaq server --config '' --store %s`, then `captchaq trace ID`, `captchaq dead ls`\n", dir, dir)
