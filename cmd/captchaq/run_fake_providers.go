@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaq/captchaq/captcha"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/solver/provider"
@@ -21,7 +22,7 @@ const fakePlanThreads = 3
 // fakeSparePrices are the emulated per-solve provider's prices per 1000
 // (2captcha's list: reCAPTCHA $2.99, a normal captcha from $1.00,
 // 2captcha.com/order-captchas, as testdata/providers.json states them).
-var fakeSparePrices = map[string]float64{"userrecaptcha": 2.99, "base64": 1.0, "post": 1.0}
+var fakeSparePrices = map[string]float64{captcha.MethodReCaptcha: 2.99, captcha.MethodBase64: 1.0, captcha.MethodPost: 1.0}
 
 // fakeProviders starts the two emulated providers of `run
 // --fake-providers`, a CaptchaAI thread plan (primary) and a per-solve
@@ -62,7 +63,7 @@ func (s *solverFlags) fakeProviders(speed float64, policy provider.OverflowPolic
 		{Name: "captchaai", Dialect: provider.Classic, BaseURL: urls[0], Service: fakeapi.ServiceCaptchaAI, KeyFile: keyFile,
 			Billing: provider.Billing{Threads: fakePlanThreads}, Role: provider.Primary},
 		{Name: "2captcha", Dialect: provider.Classic, BaseURL: urls[1], Service: fakeapi.Service2Captcha, KeyFile: keyFile,
-			Methods: []string{"userrecaptcha", "base64", "post"}, Billing: provider.Billing{Per1000: fakeSparePrices}, Role: provider.Overflow},
+			Methods: []string{captcha.MethodReCaptcha, captcha.MethodBase64, captcha.MethodPost}, Billing: provider.Billing{Per1000: fakeSparePrices}, Role: provider.Overflow},
 	}}
 	base, err := s.config("", solver.Timing{Scale: 1 / speed}, nil)
 	if err == nil {

@@ -84,13 +84,13 @@ func reportPath(base, method string, good bool) string {
 	case on("capsolver.com"):
 		return createtask.PathFeedbackTask
 	case good:
-		if on("capmonster.cloud") || method != "userrecaptcha" {
+		if on("capmonster.cloud") || method != captcha.MethodReCaptcha {
 			return ""
 		}
 		return createtask.PathReportCorrectRecaptcha
 	case image:
 		return createtask.PathReportIncorrectImage
-	case method == "userrecaptcha":
+	case method == captcha.MethodReCaptcha:
 		return createtask.PathReportIncorrectRecaptcha
 	case on("capmonster.cloud"):
 		return createtask.PathReportIncorrectToken
