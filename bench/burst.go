@@ -100,7 +100,17 @@ type burstResult struct {
 	// lastPicked are the captchas whose answers were picked up last: when
 	// each was accepted and asked about, from the first acceptance.
 	lastPicked []string
+	// firstWave counts the methods of the first plan captchas accepted;
+	// learnFrom is when each method's learnAnswers-th answer was picked
+	// up, from the first acceptance (real time).
+	firstWave map[string]int
+	learnFrom map[string]time.Duration
 }
+
+// learnAnswers is how many answers of a kind, the pool's, a Client plans it
+// from (the solver's minLearned): a kind is learned when the pool has
+// picked up that many.
+const learnAnswers = 10
 
 type busySample struct {
 	at   time.Time
@@ -237,6 +247,19 @@ func runBurst(ctx context.Context, sc solverScenario, scale float64, n int) (bur
 		res.lastPicked = append(res.lastPicked, fmt.Sprintf("%s accepted at %.1f s, asked at %s s", id,
 			toReal(p.tap.in[id].Sub(res.firstIn)).Seconds(), strings.Join(asked, ", ")))
 	}
+	res.firstWave, res.learnFrom = map[string]int{}, map[string]time.Duration{}
+	byIn := slices.Collect(maps.Keys(p.tap.in))
+	slices.SortFunc(byIn, func(a, b string) int { return p.tap.in[a].Compare(p.tap.in[b]) })
+	for _, id := range byIn[:min(len(byIn), sc.plan)] {
+		res.firstWave[p.tap.method[id]]++
+	}
+	picked := map[string]int{}
+	for _, id := range slices.Backward(ids) { // the first picked up first
+		m := p.tap.method[id]
+		if picked[m]++; picked[m] == learnAnswers {
+			res.learnFrom[m] = toReal(p.tap.pick[id].Sub(res.firstIn))
+		}
+	}
 	p.tap.mu.Unlock()
 	busy -= lagSum
 	span := res.lastDone.Sub(res.firstIn)
@@ -309,9 +332,18 @@ func (r burstResult) timeline() string {
 		}
 		learned = append(learned, k+": "+strings.Join(at, ", "))
 	}
+	var wave, tenth []string
+	for _, m := range slices.Sorted(maps.Keys(r.firstWave)) {
+		wave = append(wave, fmt.Sprintf("%s %d", m, r.firstWave[m]))
+	}
+	for _, m := range slices.Sorted(maps.Keys(r.learnFrom)) {
+		tenth = append(tenth, fmt.Sprintf("%s %.0f s", m, r.learnFrom[m].Seconds()))
+	}
 	return t.String() + fmt.Sprintf("\nThe last answers picked up: %s.\n", strings.Join(r.lastPicked, "; ")) + fmt.Sprintf("\nPlan used from the samples (every 20 ms of wall clock): %.1f %% (the table: %.1f %%). "+
 		"Each worker's polls planned from learned ready times (not the documented fixed schedule) from, after the first acceptance: %s.\n",
-		100*r.sampledUsed, 100*r.used, strings.Join(learned, "; "))
+		100*r.sampledUsed, 100*r.used, strings.Join(learned, "; ")) +
+		fmt.Sprintf("The first %d captchas accepted, by method: %s. Each method's %dth answer (the pool's, from which a kind is learned) picked up at: %s.\n",
+			r.plan, strings.Join(wave, ", "), learnAnswers, strings.Join(tenth, ", "))
 }
 
 // burstCeilingResult is the spread of the ceiling over simulated bursts.

@@ -30,11 +30,13 @@ type tap struct {
 	open int
 	// asked holds when res.php was asked about each captcha, by id.
 	asked map[string][]time.Time
+	// method is the in.php method of each captcha accepted, by id.
+	method map[string]string
 }
 
 func newTap(next http.Handler) *tap {
 	return &tap{next: next, in: map[string]time.Time{}, pick: map[string]time.Time{}, res: map[string]float64{}, n: map[string]int{}, nr: map[string]int{},
-		asked: map[string][]time.Time{}}
+		asked: map[string][]time.Time{}, method: map[string]string{}}
 }
 
 type recorder struct {
@@ -49,6 +51,10 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var ids []string
+	if r.URL.Path == "/in.php" {
+		_ = r.ParseForm() // a multipart body stays unread: its method is ""
+	}
+	method := r.Form.Get("method")
 	if r.URL.Path == "/res.php" {
 		_ = r.ParseForm() // the emulator's own ParseForm then finds it done
 		if r.Form.Get("action") == "get" {
@@ -72,7 +78,9 @@ func (t *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/in.php" {
 		switch {
 		case ok && reply.Status == 1:
-			t.in[string(bytes.Trim(reply.Request, `"`))] = now
+			id := string(bytes.Trim(reply.Request, `"`))
+			t.in[id] = now
+			t.method[id] = method
 			t.open++
 			t.refusedRun = 0
 		case ok && (string(reply.Request) == `"ERROR_ZERO_BALANCE"` || string(reply.Request) == `"ERROR_NO_SLOT_AVAILABLE"`):
