@@ -1,0 +1,35 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// An emulator whose port something else holds says how to move it, on one
+// line, not only the kernel's "address already in use" (what a walkthrough
+// pasted where 8088 is taken showed, and nothing more).
+func TestTakenPortSaysHowToMoveIt(t *testing.T) {
+	t.Parallel()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = held.Close() })
+	r := captchaq(t, "nats://127.0.0.1:1", "fakeapi", "--addr", held.Addr().String())
+	require.NotZero(t, r.code, r.stdout)
+	require.Contains(t, r.stderr, "address already in use", r.stderr)
+	require.Contains(t, r.stderr, "--addr 127.0.0.1:0", r.stderr)
+	require.Equal(t, 1, strings.Count(strings.TrimSpace(r.stderr), "\n")+1, "one line: %s", r.stderr)
+	require.NotContains(t, r.stdout, "fakeapi:", "no bill from an emulator that never listened")
+
+	// run's gateway (docs/gateway.md), on the port the page names.
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	require.NoError(t, os.WriteFile(keys, []byte(`{"keys": [{"key": "crawler-3f9a0c1e5b7d2468ace1", "producer": "crawler"}]}`), 0o600))
+	r = captchaq(t, "nats://127.0.0.1:1", "run", "--gateway", held.Addr().String(), "--gateway-keys", keys)
+	require.NotZero(t, r.code, r.stdout)
+	require.Contains(t, r.stderr, "address already in use", r.stderr)
+	require.Contains(t, r.stderr, "--gateway 127.0.0.1:0", r.stderr)
+}
