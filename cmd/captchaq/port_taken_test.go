@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -32,4 +33,23 @@ func TestTakenPortSaysHowToMoveIt(t *testing.T) {
 	require.NotZero(t, r.code, r.stdout)
 	require.Contains(t, r.stderr, "address already in use", r.stderr)
 	require.Contains(t, r.stderr, "--gateway 127.0.0.1:0", r.stderr)
+}
+
+// A trial server on --listen HOST:0 takes a free port and names it in
+// --addr-file, as the emulator does with --addr 127.0.0.1:0, instead of
+// refusing a HOST:PORT with "want HOST:PORT".
+func TestServerListensOnAFreePort(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	addrFile := filepath.Join(dir, "server.addr")
+	p := startProc(t, nil, "server", "--config", "", "--listen", "127.0.0.1:0", "--log-level", "warn",
+		"--store", filepath.Join(dir, "store"), "--addr-file", addrFile)
+	p.waitLine("captchaq server ready", 60*time.Second)
+	b, err := os.ReadFile(addrFile)
+	require.NoError(t, err)
+	host, port, err := net.SplitHostPort(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1", host)
+	require.NotEqual(t, "0", port)
+	p.kill()
 }
