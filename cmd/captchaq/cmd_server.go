@@ -77,7 +77,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// waiting for it ends there.
 		var err error
 		if dashL, err = net.Listen("tcp", *dash); err != nil {
-			return fmt.Errorf("--dashboard: %w", err)
+			return fmt.Errorf("--dashboard: %w", portTaken(err, "--dashboard", `"captchaq dashboard on" names the address it got`))
 		}
 		defer dashL.Close()
 	}

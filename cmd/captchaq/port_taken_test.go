@@ -33,6 +33,13 @@ func TestTakenPortSaysHowToMoveIt(t *testing.T) {
 	require.NotZero(t, r.code, r.stdout)
 	require.Contains(t, r.stderr, "address already in use", r.stderr)
 	require.Contains(t, r.stderr, "--gateway 127.0.0.1:0", r.stderr)
+
+	// The server's dashboard (docs/dashboard.md), on the port the page names.
+	r = captchaq(t, "nats://127.0.0.1:1", "server", "--config", "", "--listen", "127.0.0.1:0",
+		"--store", filepath.Join(t.TempDir(), "store"), "--dashboard", held.Addr().String())
+	require.NotZero(t, r.code, r.stdout)
+	require.Contains(t, r.stderr, "address already in use", r.stderr)
+	require.Contains(t, r.stderr, "--dashboard 127.0.0.1:0", r.stderr)
 }
 
 // A trial server on --listen HOST:0 takes a free port and names it in
