@@ -107,7 +107,7 @@ func runFakeAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if !listened {
 		// Nothing was served, so nothing was paid: a bill of 0 would
 		// read as if an emulator had run.
-		return err
+		return portTaken(err, "--addr", "the address it got goes to --addr-file and stdout")
 	}
 	if *addrFile != "" {
 		_ = os.Remove(*addrFile)

@@ -110,7 +110,11 @@ func (g *gatewayFlags) start(ctx context.Context, nc *nats.Conn, top stream.Topo
 	l, err := net.Listen("tcp", g.addr)
 	if err != nil {
 		gw.Close()
-		return nil, fmt.Errorf("gateway: %w", err)
+		flag := "--addr"
+		if g.prefix != "" {
+			flag = "--gateway"
+		}
+		return nil, fmt.Errorf("gateway: %w", portTaken(err, flag, `"captchaq gateway on" names the address it got`))
 	}
 	scheme := "http"
 	if g.cert != "" {

@@ -38,7 +38,7 @@ func (a *adminFlags) register(fs *flag.FlagSet) {
 func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("server", "[flags]", stdout)
 	config := fs.String("config", "nats.conf", "nats-server config file; empty or missing ./nats.conf: built-in defaults (127.0.0.1:4222)")
-	listen := fs.String("listen", "127.0.0.1:4222", "without a config file (--config ''): the address clients connect to")
+	listen := fs.String("listen", "127.0.0.1:4222", "without a config file (--config ''): the address clients connect to (port 0: a free one, named in --addr-file)")
 	store := fs.String("store", "", "JetStream store directory (default: the config's store_dir, else ./data/jetstream)")
 	lazy := fs.Bool("lazy-sync", false, "fsync every 2 minutes instead of before every ack (faster; an OS crash can lose acknowledged tasks)")
 	plan := addFlags[planFlags](fs)
@@ -77,7 +77,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// waiting for it ends there.
 		var err error
 		if dashL, err = net.Listen("tcp", *dash); err != nil {
-			return fmt.Errorf("--dashboard: %w", err)
+			return fmt.Errorf("--dashboard: %w", portTaken(err, "--dashboard", `"captchaq dashboard on" names the address it got`))
 		}
 		defer dashL.Close()
 	}
@@ -120,8 +120,11 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err == nil {
 			cfg.Port, err = strconv.Atoi(port)
 		}
-		if err != nil || cfg.Port < 1 || cfg.Port > 65535 {
-			return usageError("--listen %q: want HOST:PORT, e.g. 127.0.0.1:4222", *listen)
+		if err != nil || cfg.Port < 0 || cfg.Port > 65535 {
+			return usageError("--listen %q: want HOST:PORT, e.g. 127.0.0.1:4222 (port 0: a free one, named in --addr-file)", *listen)
+		}
+		if cfg.Port == 0 {
+			cfg.Port = -1 // nats-server's "pick a free port"; --addr-file and the ready line name it
 		}
 		cfg.Host = host
 		if cfg.StoreDir == "" {

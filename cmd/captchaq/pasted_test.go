@@ -24,7 +24,9 @@ import (
 // -e, on a machine where the fixed ports the pages name are held by
 // programs that are not captchaq: the server's 4222 (also what a command
 // dials without an address of its own), the emulator's 8088, the
-// gateway's 8090, the dashboard's 8080. No API key is set. Each page must
+// gateway's 8090, the dashboard's 8080, the across-sites site's 4223 (where
+// the page's producer and worker sign in with their passwords) and the
+// hub's leaf node port 7422 (where the site's links sign in with theirs). No API key is set. Each page must
 // end on its own, send nothing to what holds those ports (not one
 // connection), reach no paid service, and leave no process it started
 // running. The same run as a script (set -e), which stops at the first
@@ -39,7 +41,7 @@ func TestWalkthroughsPastedWithTheDefaultPortsTaken(t *testing.T) {
 				t.Parallel()
 				squat := map[string]string{}
 				hits := map[string]*atomic.Int64{}
-				for _, port := range []string{"4222", "8088", "8090", "8080"} {
+				for _, port := range []string{"4222", "8088", "8090", "8080", "4223", "7422"} {
 					squat[port], hits[port] = countingSquatter(t)
 				}
 				moved := map[string]string{
@@ -52,6 +54,8 @@ func TestWalkthroughsPastedWithTheDefaultPortsTaken(t *testing.T) {
 						moved[old] = freeAddr(t)
 					}
 					squat["8088"] = freeAddr(t)
+					squat["4223"] = freeAddr(t)
+					squat["7422"] = freeAddr(t)
 				}
 				env := []string{"CAPTCHAQ_LISTEN=" + squat["4222"], "CAPTCHAQ_NATS=nats://" + squat["4222"]}
 				var dir, script string
@@ -65,7 +69,7 @@ func TestWalkthroughsPastedWithTheDefaultPortsTaken(t *testing.T) {
 						[3]string{freeAddr(t), freeAddr(t), freeAddr(t)}, pasted)
 				case "docs/across-sites.md":
 					var more []string
-					dir, script, more = sitesWalkthroughAs(t, squat["4222"], fmt.Sprint(freePort(t)), squat["8088"], pasted)
+					dir, script, more = sitesWalkthroughAs(t, squat["4222"], portOf(t, squat["4223"]), squat["8088"], squat["7422"], pasted)
 					env = append(env, more...)
 				case "docs/security.md":
 					_, dir = readmeWorkdir(t)
@@ -187,4 +191,12 @@ func groupAlive(t *testing.T, pgid int) []string {
 		}
 	}
 	return alive
+}
+
+// portOf is the port of a host:port address.
+func portOf(t *testing.T, addr string) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	return port
 }

@@ -205,12 +205,12 @@ func TestAcrossSitesEndsWhenTheEmulatorCannotStart(t *testing.T) {
 // missing.
 func sitesWalkthrough(t *testing.T, hubAddr, sitePort, emuAddr string) (dir, script string, env []string) {
 	t.Helper()
-	return sitesWalkthroughAs(t, hubAddr, sitePort, emuAddr, false)
+	return sitesWalkthroughAs(t, hubAddr, sitePort, emuAddr, "", false)
 }
 
 // sitesWalkthroughAs is sitesWalkthrough, the script pasted (pastedScript)
-// or not.
-func sitesWalkthroughAs(t *testing.T, hubAddr, sitePort, emuAddr string, pasted bool) (dir, script string, env []string) {
+// or not, with the hub's leaf node address leaf ("": a free one).
+func sitesWalkthroughAs(t *testing.T, hubAddr, sitePort, emuAddr, leaf string, pasted bool) (dir, script string, env []string) {
 	t.Helper()
 	if _, err := exec.LookPath("openssl"); err != nil {
 		t.Skipf("openssl, which the page's walkthrough runs, is not installed (.ci/run installs it): %v", err)
@@ -222,7 +222,9 @@ func sitesWalkthroughAs(t *testing.T, hubAddr, sitePort, emuAddr string, pasted 
 	blocks := shellBlocks(string(page), "sh")
 
 	bin := buildSitesBinaries(t, root)
-	leaf := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	if leaf == "" {
+		leaf = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	}
 	dir = t.TempDir()
 	copyFile(t, filepath.Join(root, "nats.conf"), filepath.Join(dir, "nats.conf"), "127.0.0.1:4222", hubAddr)
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "testdata", "leaf"), 0o755))

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -98,6 +99,9 @@ func (s *solverFlags) client(timing solver.Timing) (*solver.Client, error) {
 // clientWith builds the solving service's client; hc (nil: the solver's own
 // default) sends its HTTP requests.
 func (s *solverFlags) clientWith(timing solver.Timing, hc *http.Client) (*solver.Client, error) {
+	if err := s.checkURL(); err != nil {
+		return nil, err
+	}
 	key, err := apiKey(s.keyFile)
 	if err != nil {
 		return nil, err
@@ -124,6 +128,9 @@ func (s *solverFlags) clientWithKey(key string, timing solver.Timing, hc *http.C
 // config is the solving client's configuration with the given key: every
 // solver flag applies.
 func (s *solverFlags) config(key string, timing solver.Timing, hc *http.Client) (solver.Config, error) {
+	if err := s.checkURL(); err != nil {
+		return solver.Config{}, err
+	}
 	if err := refuseTestKey(key, s.url); err != nil {
 		return solver.Config{}, err
 	}
@@ -184,4 +191,17 @@ func (p *paceFlag) Set(s string) error {
 	}
 	*p = paceFlag(v)
 	return nil
+}
+
+// checkURL refuses a --solver-url that names no host (what
+// "http://$(cat fakeapi.addr)" leaves when the emulator did not start) or
+// is not http(s), as a usage error that says what to put there; the
+// solving client would refuse it too, but without naming the flag.
+func (s *solverFlags) checkURL() error {
+	u, err := url.Parse(s.url)
+	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Hostname() != "" {
+		return nil
+	}
+	return usageError("--solver-url %q names no host: want the service's URL such as %s, or the emulator's, e.g. http://$(cat fakeapi.addr) once it listens (%s)",
+		redactURLs(s.url), solver.DefaultBaseURL, envName("solver-url"))
 }
