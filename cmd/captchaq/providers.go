@@ -34,7 +34,7 @@ func (s *solverFlags) openProviders(path, overflow string) (*provider.Set, error
 	if err != nil {
 		return nil, usageError("--providers: %v", err)
 	}
-	base, err := s.config("", solver.Timing{}, nil)
+	base, err := s.baseConfig(solver.Timing{}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,7 @@ func (s *solverFlags) fakeProviders(speed float64, policy provider.OverflowPolic
 		{Name: "2captcha", Dialect: provider.Classic, BaseURL: urls[1], Service: fakeapi.Service2Captcha, KeyFile: keyFile,
 			Methods: []string{captcha.MethodReCaptcha, captcha.MethodBase64, captcha.MethodPost}, Billing: provider.Billing{Per1000: fakeSparePrices}, Role: provider.Overflow},
 	}}
-	base, err := s.config("", solver.Timing{Scale: 1 / speed}, nil)
+	base, err := s.baseConfig(solver.Timing{Scale: 1 / speed}, nil)
 	if err == nil {
 		set, err = provider.Open(f, base, provider.Config{Logger: s.log, Now: s.now, Overflow: policy})
 	}

@@ -134,6 +134,14 @@ func (s *solverFlags) config(key string, timing solver.Timing, hc *http.Client) 
 	if err := refuseTestKey(key, s.url); err != nil {
 		return solver.Config{}, err
 	}
+	return s.baseConfig(timing, hc)
+}
+
+// baseConfig is what every provider's client shares of the solver flags:
+// config without the URL and the key, which each provider's entry gives
+// (run --fake-providers has no --solver-url at all, and was refused for it).
+func (s *solverFlags) baseConfig(timing solver.Timing, hc *http.Client) (solver.Config, error) {
+	key := ""
 	timing.NoBatch = !s.batch
 	timing.PollPace = s.pollPace
 	if timing.Scale == 0 && s.pollScale > 0 && s.pollScale != 1 {
