@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +35,17 @@ func TestMain(m *testing.M) {
 		code := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
 		stop()
 		os.Exit(code)
+	}
+	// This package's tests mostly wait: on the captchaq processes they
+	// start, on an emulator's scaled solve times, on pasted walkthroughs.
+	// go test runs GOMAXPROCS parallel tests at once (2 on the CI
+	// machine), which left the package past go test's 10-minute limit;
+	// 4 at once, unless -parallel is given, keeps it well inside it.
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given && runtime.GOMAXPROCS(0) < 4 {
+		_ = flag.Set("test.parallel", "4")
 	}
 	os.Exit(m.Run())
 }
