@@ -134,14 +134,15 @@ func (s *solverFlags) config(key string, timing solver.Timing, hc *http.Client) 
 	if err := refuseTestKey(key, s.url); err != nil {
 		return solver.Config{}, err
 	}
-	return s.baseConfig(timing, hc)
+	cfg, err := s.baseConfig(timing, hc)
+	cfg.APIKey = key
+	return cfg, err
 }
 
 // baseConfig is what every provider's client shares of the solver flags:
 // config without the URL and the key, which each provider's entry gives
 // (run --fake-providers has no --solver-url at all, and was refused for it).
 func (s *solverFlags) baseConfig(timing solver.Timing, hc *http.Client) (solver.Config, error) {
-	key := ""
 	timing.NoBatch = !s.batch
 	timing.PollPace = s.pollPace
 	if timing.Scale == 0 && s.pollScale > 0 && s.pollScale != 1 {
@@ -151,7 +152,7 @@ func (s *solverFlags) baseConfig(timing solver.Timing, hc *http.Client) (solver.
 	if err != nil {
 		return solver.Config{}, err
 	}
-	return solver.Config{BaseURL: s.url, APIKey: key, Timing: timing, HTTPClient: hc, Logger: s.log,
+	return solver.Config{BaseURL: s.url, Timing: timing, HTTPClient: hc, Logger: s.log,
 		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn, OnCall: s.onCall, Now: s.now, LearnPlan: s.learnPlan, Pingback: s.pingback}, nil
 }
 
