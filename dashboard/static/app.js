@@ -428,10 +428,12 @@ async function refreshList(force) {
       const have = [...sel.options].map(o => o.value).join();
       const want = ["", ...p.methods].join();
       if (have !== want) {
-        const v = state.query[tab].method || "";
         sel.replaceChildren(el("option", { value: "" }, "any"), ...p.methods.map(m => el("option", { value: m }, m)));
-        sel.value = v;
       }
+      // The address's method, set before its option existed (an address
+      // typed or opened while the list held other methods), is shown once
+      // the list offers it, whether or not the choices changed.
+      sel.value = state.query[tab].method || "";
     }
     if (tab === "servers") serverBox(p.server);
     fill(document.querySelector("#list tbody"), p.items.map(tabs[tab].row), tabs[tab].empty, tabs[tab].head.length);
