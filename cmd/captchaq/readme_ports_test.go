@@ -270,25 +270,8 @@ func answeringSquatter(t *testing.T) (string, *atomic.Int64) {
 // would: it accepts connections and never answers. It returns the address.
 func squatPort(t *testing.T) string {
 	t.Helper()
-	squat, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = squat.Close() })
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				_ = c.Close()
-			}
-		}()
-		for {
-			c, err := squat.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	return squat.Addr().String()
+	addr, _ := countingSquatter(t)
+	return addr
 }
 
 // runDocBlocksBounded runs a page's script as runDocBlocks does (no
