@@ -109,11 +109,15 @@ func (c *TasksClient) Solve(ctx context.Context, req solver.Request) (solver.Ans
 	}
 	id, at := req.CaptchaID, req.Submitted
 	if id == "" {
-		if id, err = c.create(ctx, task); err != nil {
+		var done *taskResult
+		if id, done, err = c.create(ctx, task); err != nil {
 			return solver.Answer{}, err
 		}
 		at = c.cfg.Now()
 		solver.TellAccepted(ctx, solver.Accepted{ID: id, At: at})
+		if done != nil {
+			return c.answer(kind, id, *done)
+		}
 	} else {
 		if at.IsZero() {
 			at = c.cfg.Now()
@@ -132,7 +136,7 @@ func (c *TasksClient) Solve(ctx context.Context, req solver.Request) (solver.Ans
 		}
 		wait = c.scaled(solver.DefaultPollInterval)
 		var r taskResult
-		if err := c.call(ctx, createtask.PathGetTaskResult, createtask.TaskRequest{ClientKey: c.cfg.APIKey, TaskID: taskID(id)}, &r); err != nil {
+		if err := c.call(ctx, createtask.PathGetTaskResult, taskRequest{ClientKey: c.cfg.APIKey, TaskID: wireTaskID(id)}, &r); err != nil {
 			continue // paid for: polled again, whatever failed
 		}
 		if r.Failed() {
@@ -141,16 +145,22 @@ func (c *TasksClient) Solve(ctx context.Context, req solver.Request) (solver.Ans
 		if r.Status != createtask.StatusReady {
 			continue
 		}
-		sol, ua, err := createtask.Answer(kind, r.Solution)
-		if err != nil {
-			return solver.Answer{}, &solver.Error{Code: solver.CodeBadReply, Class: retry.Resubmit, Op: "getTaskResult", CaptchaID: id, Err: err}
-		}
-		ans := solver.Answer{Solution: sol, UserAgent: ua, CaptchaID: id}
-		if cost, ok := r.cost(); ok {
-			ans.Cost, ans.CostBasis = cost, CostReported
-		}
-		return ans, nil
+		return c.answer(kind, id, r)
 	}
+}
+
+// answer is the Answer of task id, of kind, from r, a reply whose status
+// is ready.
+func (c *TasksClient) answer(kind createtask.Kind, id string, r taskResult) (solver.Answer, error) {
+	sol, ua, err := createtask.Answer(kind, r.Solution)
+	if err != nil {
+		return solver.Answer{}, &solver.Error{Code: solver.CodeBadReply, Class: retry.Resubmit, Op: "getTaskResult", CaptchaID: id, Err: err}
+	}
+	ans := solver.Answer{Solution: sol, UserAgent: ua, CaptchaID: id}
+	if cost, ok := r.cost(); ok {
+		ans.Cost, ans.CostBasis = cost, CostReported
+	}
+	return ans, nil
 }
 
 // taskResult is a getTaskResult reply whose cost is read apart: a cost
@@ -171,24 +181,40 @@ func (r taskResult) cost() (float64, bool) {
 	return f, f > 0 && !math.IsInf(f, 0)
 }
 
-// create sends createTask and returns the taskId.
-func (c *TasksClient) create(ctx context.Context, task createtask.Task) (string, error) {
+// createReply is createTask's reply: the taskId in either form (a number,
+// or CapSolver's string, "taskId": "37223a89-06ed-442c-a0b8-22067b79c5b4":
+// docs.capsolver.com/guide/api-createtask), and, for a task the provider
+// solves at once, its status ready with the solution (the same page's
+// "synchronous task response" of an image task: "status": "ready",
+// "solution": {"text": "44795sds"}).
+type createReply struct {
+	taskResult
+	TaskID json.RawMessage `json:"taskId,omitempty"`
+}
+
+// create sends createTask and returns the taskId, and the task's result
+// when the reply carries it (status ready), else nil.
+func (c *TasksClient) create(ctx context.Context, task createtask.Task) (string, *taskResult, error) {
 	b, err := json.Marshal(task)
 	if err != nil {
-		return "", &solver.Error{Code: solver.CodeInvalidParams, Class: retry.Permanent, Op: "createTask", Err: err}
+		return "", nil, &solver.Error{Code: solver.CodeInvalidParams, Class: retry.Permanent, Op: "createTask", Err: err}
 	}
-	var r createtask.CreateTaskResponse
+	var r createReply
 	if err := c.call(ctx, createtask.PathCreateTask, createtask.CreateTaskRequest{ClientKey: c.cfg.APIKey, Task: b}, &r); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if r.Failed() {
-		return "", c.codeError("createTask", r.ErrorReply, "")
+		return "", nil, c.codeError("createTask", r.ErrorReply, "")
 	}
-	if r.TaskID <= 0 {
-		return "", replyLost{&solver.Error{Code: solver.CodeBadReply, Class: retry.Transient, Op: "createTask",
+	id, ok := taskIDText(r.TaskID)
+	if !ok {
+		return "", nil, replyLost{&solver.Error{Code: solver.CodeBadReply, Class: retry.Transient, Op: "createTask",
 			Err: errors.New("no taskId in the reply")}}
 	}
-	return r.TaskID.String(), nil
+	if r.Status == createtask.StatusReady {
+		return id, &r.taskResult, nil
+	}
+	return id, nil, nil
 }
 
 // call POSTs body to path and decodes the reply into out. A request that
@@ -294,12 +320,56 @@ func (c *TasksClient) SolveTime(kind string, q float64) (time.Duration, bool) {
 	return 4 * c.scaled(solver.DefaultFirstPoll(kind)), false
 }
 
-// taskID is a taskId of the text form Accepted carries; 0 for one that is
-// not a number (the service then answers about no task).
-func taskID(id string) createtask.TaskID {
-	var t createtask.TaskID
-	_ = json.Unmarshal([]byte(`"`+id+`"`), &t)
-	return t
+// maxTaskID bounds the length of a taskId the client takes: it is kept
+// in the task's events and shown by trace.
+const maxTaskID = 128
+
+// taskIDText is a reply's taskId as text, and whether it is one: a whole
+// number above 0 (Anti-Captcha's, CapMonster's, 2captcha's; any length, as
+// the client only sends it back) or a string of letters, digits and
+// '-', '_', '.' (CapSolver's), at most maxTaskID long.
+func taskIDText(raw json.RawMessage) (string, bool) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		s = string(raw)
+		if s == "" || s[0] < '1' || s[0] > '9' || strings.Trim(s, "0123456789") != "" {
+			return "", false
+		}
+	}
+	return s, validTaskID(s)
+}
+
+// validTaskID reports whether id is a taskId the client sends back (see
+// taskIDText).
+func validTaskID(id string) bool {
+	if id == "" || len(id) > maxTaskID || strings.Trim(id, "0") == "" {
+		return false
+	}
+	for _, r := range id {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// wireTaskID is id as the provider gave it: a number when it is digits
+// only, else a string (CapSolver's). A string of digits a provider gave
+// goes back as a number: Accepted keeps the text only.
+func wireTaskID(id string) json.RawMessage {
+	if strings.Trim(id, "0123456789") == "" && id != "" && id[0] != '0' {
+		return json.RawMessage(id)
+	}
+	b, _ := json.Marshal(id)
+	return b
+}
+
+// taskRequest is the body of getTaskResult and of the report calls, the
+// taskId in the form the provider gave it (createtask.TaskRequest reads
+// only numbers).
+type taskRequest struct {
+	ClientKey string          `json:"clientKey"`
+	TaskID    json.RawMessage `json:"taskId"`
 }
 
 // replyLost is a failure of a call whose request reached the service and

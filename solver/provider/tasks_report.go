@@ -36,8 +36,7 @@ import (
 // A verdict the provider has no call for is ERROR_REPORT_NOT_RECORDED,
 // with nothing sent.
 func (c *TasksClient) Report(ctx context.Context, method, id string, good bool) error {
-	tid := taskID(id)
-	if tid <= 0 {
+	if !validTaskID(id) {
 		return notRecorded(fmt.Errorf("report: %q is not a task id", id))
 	}
 	path := reportPath(c.cfg.BaseURL, method, good)
@@ -48,9 +47,13 @@ func (c *TasksClient) Report(ctx context.Context, method, id string, good bool) 
 		}
 		return notRecorded(fmt.Errorf("report: the provider has no call for a %s %s answer", verdict, method))
 	}
-	var body any = createtask.TaskRequest{ClientKey: c.cfg.APIKey, TaskID: tid}
+	tid := wireTaskID(id)
+	var body any = taskRequest{ClientKey: c.cfg.APIKey, TaskID: tid}
 	if path == createtask.PathFeedbackTask {
-		body = createtask.FeedbackRequest{ClientKey: c.cfg.APIKey, TaskID: tid, Result: &createtask.FeedbackResult{Invalid: !good}}
+		body = struct {
+			taskRequest
+			Result *createtask.FeedbackResult `json:"result"`
+		}{taskRequest{ClientKey: c.cfg.APIKey, TaskID: tid}, &createtask.FeedbackResult{Invalid: !good}}
 	}
 	var reply createtask.ReportResponse
 	if err := c.call(ctx, path, body, &reply); err != nil {
