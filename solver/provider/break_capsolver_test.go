@@ -9,9 +9,11 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/gateway"
 	"github.com/captchaq/captchaq/solver/provider"
 	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/streamtest"
@@ -138,6 +140,23 @@ func (p *capSolver) counts() (created, syncPolls, badIDs int) {
 	return p.created, p.syncPolls, p.badIDs
 }
 
+// capSolverWorker is a worker whose one provider is a capSolver, at
+// CapSolver's own host.
+func capSolverWorker(t *testing.T) (*capSolver, *provider.Set, *streamtest.Env) {
+	t.Helper()
+	p := startCapSolver(t, 0.0008)
+	const base = "http://api.capsolver.com"
+	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: base, APIKey: "a-key-0123456789", Scale: 0.001, HTTPClient: p.at()})
+	require.NoError(t, err)
+	set, err := provider.New(provider.Config{Members: []provider.Member{{Client: c, Entry: provider.Entry{Name: "capsolver",
+		Dialect: provider.Tasks, BaseURL: base, KeyEnv: "K", Methods: []string{"userrecaptcha", "base64"},
+		Billing: provider.Billing{Per1000: map[string]float64{"userrecaptcha": 0.8, "base64": 0.8}}, Role: provider.Primary}}}})
+	require.NoError(t, err)
+	env := streamtest.Start(t, streamtest.WithWorkers(0))
+	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: 4})
+	return p, set, env
+}
+
 // TestBreakCapSolverTaskIDs: a tasks provider that is CapSolver, as its
 // docs show it: its string taskIds are polled and reported back as
 // given, and an image task answered by createTask itself is taken from
@@ -151,16 +170,7 @@ func (p *capSolver) counts() (created, syncPolls, badIDs int) {
 // createTask's reply was dropped.
 func TestBreakCapSolverTaskIDs(t *testing.T) {
 	t.Parallel()
-	p := startCapSolver(t, 0.0008)
-	const base = "http://api.capsolver.com"
-	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: base, APIKey: "a-key-0123456789", Scale: 0.001, HTTPClient: p.at()})
-	require.NoError(t, err)
-	set, err := provider.New(provider.Config{Members: []provider.Member{{Client: c, Entry: provider.Entry{Name: "capsolver",
-		Dialect: provider.Tasks, BaseURL: base, KeyEnv: "K", Methods: []string{"userrecaptcha", "base64"},
-		Billing: provider.Billing{Per1000: map[string]float64{"userrecaptcha": 0.8, "base64": 0.8}}, Role: provider.Primary}}}})
-	require.NoError(t, err)
-	env := streamtest.Start(t, streamtest.WithWorkers(0))
-	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: 4})
+	p, set, env := capSolverWorker(t)
 	t.Cleanup(func() {
 		created, syncPolls, badIDs := p.counts()
 		t.Logf("CapSolver created %d tasks (%.4f billed) for 5; getTaskResult asked of a task createTask answered: %d; ids sent back wrong: %d",
@@ -200,4 +210,33 @@ func TestBreakCapSolverTaskIDs(t *testing.T) {
 	p.mu.Unlock()
 	require.True(t, reported && invalid, "feedbackTask got the bad verdict on task %s", outs[0].CaptchaID)
 	require.Equal(t, 1, n, "one report, to that task")
+}
+
+// TestBreakCapSolverReportThroughTheGateway: a bad verdict on a task
+// CapSolver solved, asked of the workers' report service as the gateway
+// asks it (gateway.ServeReports), reaches CapSolver's feedbackTask with
+// the task's string taskId, once. Failed before: the report service
+// refused every captcha id but digits ("captcha_id: digits required").
+func TestBreakCapSolverReportThroughTheGateway(t *testing.T) {
+	t.Parallel()
+	p, set, env := capSolverWorker(t)
+	stop, err := gateway.ServeReports(t.Context(), env.Connect(), env.Topology, set, nil)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	o := waitAll(t, env.Client, submit(t, env.Client, "crawler", 1, 1))[0]
+	require.Equal(t, stream.StatusSolved, o.Status, "%s %s", o.Error, o.Detail)
+
+	req, err := json.Marshal(map[string]any{"task": o.ID, "captcha_id": o.CaptchaID, "good": false})
+	require.NoError(t, err)
+	msg, err := env.Connect().Request(gateway.ReportSubject, req, 10*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(msg.Data), "OK_REPORT_RECORDED")
+	p.mu.Lock()
+	invalid, reported := p.feedback[o.CaptchaID]
+	n := len(p.feedback)
+	p.mu.Unlock()
+	require.True(t, reported && invalid, "feedbackTask got the bad verdict on task %s", o.CaptchaID)
+	require.Equal(t, 1, n)
+	created, _, _ := p.counts()
+	require.Equal(t, 1, created, "one task paid, none for the report")
 }
