@@ -123,11 +123,11 @@ func startCapSolver(t *testing.T, price float64) *capSolver {
 	return p
 }
 
-// at is an HTTP client that sends every request to the provider's
-// listener, whatever host its URL names: the client's base URL can then
-// be CapSolver's own host, whose reports it recognises by it.
-func (p *capSolver) at() *http.Client {
-	addr := p.srv.Listener.Addr().String()
+// at is an HTTP client that sends every request to srv, whatever host its
+// URL names: a client's base URL can then be a provider's own host, by
+// which it knows the provider's ways (reports, refunds).
+func at(srv *httptest.Server) *http.Client {
+	addr := srv.Listener.Addr().String()
 	var d net.Dialer
 	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return d.DialContext(ctx, network, addr)
@@ -146,7 +146,7 @@ func capSolverWorker(t *testing.T) (*capSolver, *provider.Set, *streamtest.Env) 
 	t.Helper()
 	p := startCapSolver(t, 0.0008)
 	const base = "http://api.capsolver.com"
-	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: base, APIKey: "a-key-0123456789", Scale: 0.001, HTTPClient: p.at()})
+	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: base, APIKey: "a-key-0123456789", Scale: 0.001, HTTPClient: at(p.srv)})
 	require.NoError(t, err)
 	set, err := provider.New(provider.Config{Members: []provider.Member{{Client: c, Entry: provider.Entry{Name: "capsolver",
 		Dialect: provider.Tasks, BaseURL: base, KeyEnv: "K", Methods: []string{"userrecaptcha", "base64"},

@@ -72,11 +72,7 @@ func (c *TasksClient) Report(ctx context.Context, method, id string, good bool) 
 // reportPath is the call of the provider at base for a good or bad answer
 // of method; "" when it has none.
 func reportPath(base, method string, good bool) string {
-	host := base
-	if u, err := url.Parse(base); err == nil {
-		host = u.Hostname()
-	}
-	on := func(domain string) bool { return host == domain || strings.HasSuffix(host, "."+domain) }
+	on := func(domain string) bool { return onHost(base, domain) }
 	image := method == captcha.MethodBase64 || method == captcha.MethodPost
 	switch {
 	case on("2captcha.com") || on("rucaptcha.com"):
@@ -101,4 +97,18 @@ func reportPath(base, method string, good bool) string {
 		return createtask.PathReportIncorrectHcaptcha
 	}
 	return ""
+}
+
+// onHost reports whether base's host is one of domains or under one.
+func onHost(base string, domains ...string) bool {
+	host := base
+	if u, err := url.Parse(base); err == nil {
+		host = u.Hostname()
+	}
+	for _, d := range domains {
+		if host == d || strings.HasSuffix(host, "."+d) {
+			return true
+		}
+	}
+	return false
 }
