@@ -1,12 +1,18 @@
 package provider_test
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/internal/dialect/classic"
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/solver/provider"
 	"github.com/captchaq/captchaq/stream"
@@ -40,4 +46,85 @@ func TestBreakJSONFundsRunOutMidBurst(t *testing.T) {
 	require.Positive(t, spare.api.Stats().Submitted, "the fallback took the rest")
 	require.Positive(t, api.Stats().Codes[classic.CodeZeroBalance])
 	require.LessOrEqual(t, api.Stats().Codes[classic.CodeZeroBalance], threads, "passed over, not asked once a task")
+}
+
+// TestBreakJSONTaskIDReused: a JSON provider (the emulator's JSON dialect,
+// fakeapi's ReuseID) answers a new createTask with the taskId of a task
+// another submission polls: the second task is not handed the first's
+// answer (REUSED_CAPTCHA_ID, transient, not sent on to the fallback, which
+// would pay again), and the first keeps its own.
+func TestBreakJSONTaskIDReused(t *testing.T) {
+	t.Parallel()
+	solve := map[string]fakeapi.Range{}
+	for _, k := range solver.Kinds() {
+		solve[k] = fakeapi.Range{Min: 200 * time.Millisecond, Max: 250 * time.Millisecond}
+	}
+	api := fakeapi.New(fakeapi.Config{SolveTime: solve, Price: spareBilling.Per1000, Seed: 3, BurstLimit: 1 << 20, Service: fakeapi.Service2Captcha})
+	url, stop, err := fakeapi.ServeLocal(api)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	jp := provider.Member{Client: tasksClient(t, url, fakeapi.TestKey), Entry: provider.Entry{Name: "json", Dialect: provider.Tasks,
+		BaseURL: url, KeyEnv: "K", Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling, Role: provider.Primary}}
+	spare := perSolve(t, "spare", provider.Fallback, 2, 5*time.Millisecond)
+	set, err := provider.New(provider.Config{Members: []provider.Member{jp, spare.member}})
+	require.NoError(t, err)
+
+	type result struct {
+		ans solver.Answer
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		ans, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1)})
+		first <- result{ans, err}
+	}()
+	require.Eventually(t, func() bool { return api.Stats().Submitted == 1 }, 10*time.Second, time.Millisecond)
+	api.SetFaults(fakeapi.Faults{ReuseID: true})
+	_, err = set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(2)})
+	require.Equal(t, provider.CodeReusedID, solver.CodeOf(err), "%v", err)
+	require.True(t, solver.MayBePaid(err), "the trail says the second submission may have been paid")
+	r := <-first
+	require.NoError(t, r.err, "the first task keeps its task")
+	require.Equal(t, "json", r.ans.Provider)
+	require.Equal(t, 2, api.Stats().Submitted, "both charged")
+	require.Zero(t, spare.api.Stats().Submitted, "not sent on: it may have been paid")
+}
+
+// TestBreakJSONPrimaryBehindAPageFront: the JSON primary sits behind a
+// front that answers every call with an HTML page and status 200 (a
+// maintenance page, a captive portal): nothing reaches the provider, and
+// nothing is paid there. The tasks go to the fallback, each paid once, as
+// a classic primary's "replies that are no word of the service" make an
+// outage.
+func TestBreakJSONPrimaryBehindAPageFront(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<html><body><h1>We'll be back soon</h1></body></html>")
+	}))
+	t.Cleanup(front.Close)
+	jp := provider.Member{Client: tasksClient(t, front.URL, fakeapi.TestKey), Entry: provider.Entry{Name: "json", Dialect: provider.Tasks,
+		BaseURL: front.URL, KeyEnv: "K", Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling, Role: provider.Primary}}
+	spare := perSolve(t, "spare", provider.Fallback, 2, 5*time.Millisecond)
+	set, err := provider.New(provider.Config{Members: []provider.Member{jp, spare.member}})
+	require.NoError(t, err)
+	env := streamtest.Start(t, streamtest.WithWorkers(0))
+	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+
+	ids := submit(t, env.Client, "crawler", 0, 10)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	outs := map[string]int{}
+	for _, id := range ids {
+		o, err := env.Client.Wait(ctx, id)
+		t.Logf("%s: %s %s %s %s", id, o.Status, o.Provider, o.Error, o.Detail)
+		if err == nil || o.ID != "" {
+			outs[string(o.Status)+" "+o.Provider]++
+		}
+	}
+	t.Logf("outcomes %v; the front answered %d calls; the fallback accepted %d", outs, calls.Load(), spare.api.Stats().Submitted)
+	require.Equal(t, map[string]int{"solved spare": 10}, outs)
+	require.Equal(t, 10, spare.api.Stats().Submitted)
 }

@@ -220,9 +220,10 @@ func (c *TasksClient) create(ctx context.Context, task createtask.Task) (string,
 // call POSTs body to path and decodes the reply into out. A request that
 // never reached the service is a CodeUnreachable capacity wait; a reply
 // lost after the request was sent is a replyLost (the task may have been
-// created, and paid), and so is createTask's first HTTP 5xx, while later
-// ones, every call failing, are an outage's capacity wait; any other 5xx
-// is a transient HTTP_<status>.
+// created, and paid), and so is createTask's first HTTP 5xx or page that
+// is no JSON (a front's), while later ones, every call failing, are an
+// outage's capacity wait; any other 5xx is a transient HTTP_<status>, and
+// any other page a transient BAD_REPLY.
 func (c *TasksClient) call(ctx context.Context, path string, body, out any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -260,6 +261,23 @@ func (c *TasksClient) call(ctx context.Context, path string, body, out any) erro
 		// A front's 5xx (the service answers its errors as JSON) may
 		// come after the task was created, and paid: as the classic
 		// client takes an in.php 5xx (solver.MayBePaid).
+		return replyLost{e}
+	}
+	if err == nil && !json.Valid(rb) {
+		// A page, not the API's words (a maintenance page, a captive
+		// portal, a CDN's): no word of the service, as a 5xx.
+		since, _ := c.Unreachable()
+		c.failed(fmt.Sprintf("HTTP %d: a page that is no reply of the API", resp.StatusCode))
+		e := &solver.Error{Code: solver.CodeBadReply, Class: retry.Transient, Op: path, Err: errors.New("the reply is no JSON: a page that is no reply of the API")}
+		if path != createtask.PathCreateTask {
+			return e
+		}
+		if !since.IsZero() {
+			// Every call failed since then: an outage, which the task may
+			// take elsewhere.
+			return &solver.Error{Code: solver.CodeUnreachable, Class: retry.Capacity, Op: path,
+				Err: fmt.Errorf("the provider gives no word since %s: %w", since.UTC().Format(time.RFC3339), e.Err)}
+		}
 		return replyLost{e}
 	}
 	c.answered()
