@@ -3,8 +3,11 @@ package provider_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,3 +131,60 @@ func TestBreakJSONPrimaryBehindAPageFront(t *testing.T) {
 	require.Equal(t, map[string]int{"solved spare": 10}, outs)
 	require.Equal(t, 10, spare.api.Stats().Submitted)
 }
+
+// TestBreakJSONProviderEchoesTheKey: a JSON provider whose error replies
+// echo the clientKey it was sent (in errorDescription, and in a code of
+// its own) does not get the key into the task's outcome, its trace or the
+// worker's log: the classic client redacts every form of the key from
+// what a reply says, and so must the JSON one.
+func TestBreakJSONProviderEchoesTheKey(t *testing.T) {
+	t.Parallel()
+	const key = "0123456789abcdef0123456789abcdef"
+	var created atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("/createTask", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"errorId":0,"taskId":%d}`, 1000+created.Add(1))
+	})
+	mux.HandleFunc("/getTaskResult", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"errorId":12,"errorCode":"ERROR_CAPTCHA_UNSOLVABLE","errorDescription":"no worker of account %s could solve it"}`, key)
+	})
+	mux.HandleFunc("/reportIncorrectRecaptcha", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"errorId":99,"errorCode":"ERROR_%s","errorDescription":"report refused for key=%s"}`, key, key)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	c := tasksClient(t, srv.URL, key)
+	set, err := provider.New(provider.Config{Members: []provider.Member{{Client: c, Entry: provider.Entry{Name: "json", Dialect: provider.Tasks,
+		BaseURL: srv.URL, KeyEnv: "K", Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling, Role: provider.Primary}}}})
+	require.NoError(t, err)
+	var log strings.Builder
+	var mu sync.Mutex
+	env := streamtest.Start(t, streamtest.WithWorkers(0), streamtest.WithLogger(slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return log.Write(b)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: 2})
+
+	ids := submit(t, env.Client, "crawler", 0, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	o, err := env.Client.Wait(ctx, ids[0])
+	require.Equal(t, stream.StatusDead, o.Status, "%v", err)
+	t.Logf("outcome: %s %s (the provider created %d tasks)", o.Error, o.Detail, created.Load())
+	require.NotContains(t, o.Error+o.Detail, key, "the outcome")
+	tr := trace(t, env, ids[0])
+	for _, e := range tr {
+		require.NotContains(t, fmt.Sprintf("%+v", e), key, "the trace")
+	}
+	err = set.ReportOn(t.Context(), "json", "userrecaptcha", o.CaptchaID+"1001", false)
+	require.Error(t, err)
+	require.NotContains(t, err.Error()+solver.CodeOf(err), key, "a report's error")
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotContains(t, log.String(), key, "the worker's log")
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

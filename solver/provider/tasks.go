@@ -297,8 +297,14 @@ func (c *TasksClient) codeError(op string, r createtask.ErrorReply, id string) e
 	if code == "" {
 		code = fmt.Sprintf("ERROR_%d", r.ErrorID)
 	}
-	return &solver.Error{Code: code, Class: solver.TwoCaptcha.Classify(code), Op: op, CaptchaID: id, Text: r.ErrorDescription}
+	code = c.scrub(code)
+	return &solver.Error{Code: code, Class: solver.TwoCaptcha.Classify(code), Op: op, CaptchaID: id, Text: c.scrub(r.ErrorDescription)}
 }
+
+// scrub is s, said by the service, with the key taken out wherever it is
+// echoed: errors, and the outcomes, traces and logs they reach, never show
+// it.
+func (c *TasksClient) scrub(s string) string { return solver.Redact(s, c.cfg.APIKey) }
 
 // scaled is d times the configured scale.
 func (c *TasksClient) scaled(d time.Duration) time.Duration {
@@ -307,6 +313,7 @@ func (c *TasksClient) scaled(d time.Duration) time.Duration {
 
 // failed notes a call that did not reach the service or got a 5xx.
 func (c *TasksClient) failed(what string) {
+	what = c.scrub(what)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.since.IsZero() {

@@ -64,7 +64,7 @@ func (c *TasksClient) Report(ctx context.Context, method, id string, good bool) 
 	}
 	if path != createtask.PathFeedbackTask && reply.Status != createtask.ReportAccepted {
 		return &solver.Error{Code: solver.CodeBadReply, Class: retry.Transient, Op: path,
-			Err: fmt.Errorf("report: status %q, want %q", reply.Status, createtask.ReportAccepted)}
+			Err: fmt.Errorf("report: status %q, want %q", c.scrub(reply.Status), createtask.ReportAccepted)}
 	}
 	return nil
 }
