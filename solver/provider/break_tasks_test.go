@@ -188,3 +188,46 @@ func TestBreakJSONProviderEchoesTheKey(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// TestBreakJSONPrimaryHangs: the JSON primary accepts connections and
+// answers nothing (a frozen service): once its calls time out one after
+// another it is out, as a classic service that answers nothing is, and
+// the tasks go to the fallback, each paid once there. The first createTask
+// that timed out may have been paid; the trace says so, and no task is
+// sent on from it.
+func TestBreakJSONPrimaryHangs(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var calls atomic.Int64
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(front.Close)
+	t.Cleanup(func() { close(release) })
+	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: front.URL, APIKey: fakeapi.TestKey, Scale: 0.001,
+		HTTPClient: &http.Client{Timeout: 300 * time.Millisecond}})
+	require.NoError(t, err)
+	jp := provider.Member{Client: c, Entry: provider.Entry{Name: "json", Dialect: provider.Tasks,
+		BaseURL: front.URL, KeyEnv: "K", Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling, Role: provider.Primary}}
+	spare := perSolve(t, "spare", provider.Fallback, 2, 5*time.Millisecond)
+	set, err := provider.New(provider.Config{Members: []provider.Member{jp, spare.member}})
+	require.NoError(t, err)
+	env := streamtest.Start(t, streamtest.WithWorkers(0))
+	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+
+	ids := submit(t, env.Client, "crawler", 0, 10)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	outs := map[string]int{}
+	for _, id := range ids {
+		o, _ := env.Client.Wait(ctx, id)
+		outs[string(o.Status)+" "+o.Provider]++
+	}
+	t.Logf("outcomes %v; the frozen primary got %d calls; the fallback accepted %d", outs, calls.Load(), spare.api.Stats().Submitted)
+	require.Equal(t, map[string]int{"solved spare": 10}, outs)
+	require.Equal(t, 10, spare.api.Stats().Submitted)
+}

@@ -72,10 +72,22 @@ type TasksClient struct {
 	cfg  TasksConfig
 	http *http.Client
 
-	mu    sync.Mutex
-	since time.Time // the first call of an outage that failed; zero: it answers
-	last  string
+	mu       sync.Mutex
+	since    time.Time // the first call of an outage that failed; zero: it answers
+	last     string
+	probing  bool          // a probe is under way
+	probeAt  time.Time     // during an outage, when the next probe is due
+	probeGap time.Duration // the gap after the last probe that failed
 }
+
+// The probe schedule of an outage (the classic client's, solver's
+// probeFirst and probeMax): a createTask after a failed call first asks
+// getBalance, which costs nothing; if that fails too, the next probe is a
+// second later, then at doubling gaps up to probeMaxGap.
+const (
+	probeFirstGap = time.Second
+	probeMaxGap   = 15 * time.Second
+)
 
 // NewTasksClient returns a client of the provider at cfg.BaseURL.
 func NewTasksClient(cfg TasksConfig) (*TasksClient, error) {
@@ -199,6 +211,9 @@ func (c *TasksClient) create(ctx context.Context, task createtask.Task) (string,
 	if err != nil {
 		return "", nil, &solver.Error{Code: solver.CodeInvalidParams, Class: retry.Permanent, Op: "createTask", Err: err}
 	}
+	if err := c.ready(ctx); err != nil {
+		return "", nil, err
+	}
 	var r createReply
 	if err := c.call(ctx, createtask.PathCreateTask, createtask.CreateTaskRequest{ClientKey: c.cfg.APIKey, Task: b}, &r); err != nil {
 		return "", nil, err
@@ -215,6 +230,40 @@ func (c *TasksClient) create(ctx context.Context, task createtask.Task) (string,
 		return id, &r.taskResult, nil
 	}
 	return id, nil, nil
+}
+
+// ready says whether a createTask may be sent: the service answered its
+// last call, or answers a probe (getBalance) due now. Else the task is
+// not sent (an outage's capacity wait, surely unpaid, which a Set takes
+// to the next provider): a service that answers nothing (its calls time
+// out) or only pages is asked no createTask that may be paid and never
+// answered.
+func (c *TasksClient) ready(ctx context.Context) error {
+	since, why := c.Unreachable()
+	if since.IsZero() {
+		return nil
+	}
+	c.mu.Lock()
+	due := !c.probing && !c.cfg.Now().Before(c.probeAt)
+	c.probing = c.probing || due
+	c.mu.Unlock()
+	if due {
+		var r createtask.BalanceResponse
+		err := c.call(ctx, createtask.PathGetBalance, createtask.Envelope{ClientKey: c.cfg.APIKey}, &r)
+		c.mu.Lock()
+		c.probing = false
+		if err != nil {
+			c.probeGap = min(max(2*c.probeGap, probeFirstGap), probeMaxGap)
+			c.probeAt = c.cfg.Now().Add(c.probeGap)
+		}
+		c.mu.Unlock()
+		if err == nil {
+			return nil
+		}
+		since, why = c.Unreachable()
+	}
+	return &solver.Error{Code: solver.CodeUnreachable, Class: retry.Capacity, Op: createtask.PathCreateTask,
+		Err: fmt.Errorf("not submitted: the provider gives no word since %s (%v)", since.UTC().Format(time.RFC3339), why)}
 }
 
 // call POSTs body to path and decodes the reply into out. A request that
@@ -327,6 +376,7 @@ func (c *TasksClient) answered() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.since, c.last = time.Time{}, ""
+	c.probeAt, c.probeGap = time.Time{}, 0
 }
 
 // Unreachable reports since when every call failed, and the last failure.
