@@ -108,8 +108,20 @@ func TestBreakJSONPrimaryBehindAPageFront(t *testing.T) {
 		fmt.Fprint(w, "<html><body><h1>We'll be back soon</h1></body></html>")
 	}))
 	t.Cleanup(front.Close)
-	jp := provider.Member{Client: tasksClient(t, front.URL, fakeapi.TestKey), Entry: provider.Entry{Name: "json", Dialect: provider.Tasks,
-		BaseURL: front.URL, KeyEnv: "K", Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling, Role: provider.Primary}}
+	outs, spare := tenBehindJSONPrimary(t, tasksClient(t, front.URL, fakeapi.TestKey), front.URL)
+	t.Logf("outcomes %v; the front answered %d calls; the fallback accepted %d", outs, calls.Load(), spare.api.Stats().Submitted)
+	require.Equal(t, map[string]int{"solved spare": 10}, outs)
+	require.Equal(t, 10, spare.api.Stats().Submitted)
+}
+
+// tenBehindJSONPrimary runs 10 tasks on a worker whose primary is the
+// JSON provider c at url and whose fallback is a classic per-solve
+// emulator, and returns the outcomes counted by status and provider, and
+// the fallback.
+func tenBehindJSONPrimary(t *testing.T, c *provider.TasksClient, url string) (map[string]int, service) {
+	t.Helper()
+	jp := provider.Member{Client: c, Entry: provider.Entry{Name: "json", Dialect: provider.Tasks,
+		BaseURL: url, KeyEnv: "K", Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling, Role: provider.Primary}}
 	spare := perSolve(t, "spare", provider.Fallback, 2, 5*time.Millisecond)
 	set, err := provider.New(provider.Config{Members: []provider.Member{jp, spare.member}})
 	require.NoError(t, err)
@@ -127,9 +139,7 @@ func TestBreakJSONPrimaryBehindAPageFront(t *testing.T) {
 			outs[string(o.Status)+" "+o.Provider]++
 		}
 	}
-	t.Logf("outcomes %v; the front answered %d calls; the fallback accepted %d", outs, calls.Load(), spare.api.Stats().Submitted)
-	require.Equal(t, map[string]int{"solved spare": 10}, outs)
-	require.Equal(t, 10, spare.api.Stats().Submitted)
+	return outs, spare
 }
 
 // TestBreakJSONProviderEchoesTheKey: a JSON provider whose error replies
@@ -211,22 +221,7 @@ func TestBreakJSONPrimaryHangs(t *testing.T) {
 	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: front.URL, APIKey: fakeapi.TestKey, Scale: 0.001,
 		HTTPClient: &http.Client{Timeout: 300 * time.Millisecond}})
 	require.NoError(t, err)
-	jp := provider.Member{Client: c, Entry: provider.Entry{Name: "json", Dialect: provider.Tasks,
-		BaseURL: front.URL, KeyEnv: "K", Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling, Role: provider.Primary}}
-	spare := perSolve(t, "spare", provider.Fallback, 2, 5*time.Millisecond)
-	set, err := provider.New(provider.Config{Members: []provider.Member{jp, spare.member}})
-	require.NoError(t, err)
-	env := streamtest.Start(t, streamtest.WithWorkers(0))
-	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
-
-	ids := submit(t, env.Client, "crawler", 0, 10)
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	outs := map[string]int{}
-	for _, id := range ids {
-		o, _ := env.Client.Wait(ctx, id)
-		outs[string(o.Status)+" "+o.Provider]++
-	}
+	outs, spare := tenBehindJSONPrimary(t, c, front.URL)
 	t.Logf("outcomes %v; the frozen primary got %d calls; the fallback accepted %d", outs, calls.Load(), spare.api.Stats().Submitted)
 	require.Equal(t, map[string]int{"solved spare": 10}, outs)
 	require.Equal(t, 10, spare.api.Stats().Submitted)
