@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/gateway"
+	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/provider"
 	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/streamtest"
@@ -239,4 +240,47 @@ func TestBreakCapSolverReportThroughTheGateway(t *testing.T) {
 	require.Equal(t, 1, n)
 	created, _, _ := p.counts()
 	require.Equal(t, 1, created, "one task paid, none for the report")
+}
+
+// TestBreakHugeTaskID: a taskId past 64 bits (no provider documents one,
+// but the dialect's taskId is only a number) is polled back as the same
+// number, and the task created once is solved. Failed before: the reply
+// was read as not understood (maybe paid), and each attempt paid again.
+func TestBreakHugeTaskID(t *testing.T) {
+	t.Parallel()
+	const id = "123456789012345678901234567890"
+	var mu sync.Mutex
+	created, wrong := 0, 0
+	mux := http.NewServeMux()
+	mux.HandleFunc("/createTask", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		created++
+		mu.Unlock()
+		fmt.Fprintf(w, `{"errorId":0,"taskId":%s}`, id)
+	})
+	mux.HandleFunc("/getTaskResult", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			TaskID json.RawMessage `json:"taskId"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		if string(req.TaskID) != id {
+			mu.Lock()
+			wrong++
+			mu.Unlock()
+			fmt.Fprint(w, `{"errorId":16,"errorCode":"ERROR_NO_SUCH_CAPCHA_ID","errorDescription":"no such task"}`)
+			return
+		}
+		fmt.Fprint(w, `{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"03AGdBq2-huge"}}`)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: srv.URL, APIKey: "a-key-0123456789", Scale: 0.001})
+	require.NoError(t, err)
+	ans, err := c.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1)})
+	require.NoError(t, err)
+	require.Equal(t, id, ans.CaptchaID)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, created, "created, and paid, once")
+	require.Zero(t, wrong, "polled with the id as given")
 }
