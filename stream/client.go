@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -116,7 +117,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 	}
 	top := cfg.Topology.withDefaults()
 	sent := cfg.Now()
-	s, tokens, err := openTopology(ctx, js, top)
+	s, tokens, err := topology.Open(ctx, js, top.spec())
 	if err != nil {
 		return nil, err
 	}

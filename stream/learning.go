@@ -16,6 +16,7 @@ import (
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
+	"github.com/captchaq/captchaq/stream/internal/pool"
 )
 
 // Learner is a client of the solving service that learns: its solve
@@ -96,10 +97,10 @@ func (w *Worker) shareLearning(ctx context.Context) func() {
 			f()
 		}
 	}
-	if pool, stop, err := joinOccupancy(w.nc, w.cfg.Name); err != nil {
+	if occ, stop, err := pool.JoinOccupancy(w.nc, w.cfg.Name); err != nil {
 		w.log.Warn("plan threads are handed back with this worker's own margin", slog.Any("error", err))
 	} else {
-		w.learner.JoinPool(pool)
+		w.learner.JoinPool(occ)
 		leave = append(leave, stop)
 	}
 	// The bucket only: without it, no more requests (a worker's role may
@@ -112,8 +113,8 @@ func (w *Worker) shareLearning(ctx context.Context) func() {
 		w.log.Warn("solve times are not shared with the pool: this worker learns alone", slog.Any("error", err))
 		return leaveAll
 	}
-	store := &Timings{kv: kv}
-	if stop, err := followTimings(w.nc, w.top.Domain, w.learner.AdoptTimings); err != nil {
+	store := pool.NewTimings(kv)
+	if stop, err := pool.FollowTimings(w.nc, w.top.Domain, w.learner.AdoptTimings); err != nil {
 		w.log.Warn("other workers' solve times reach this worker only at its periodic share", slog.Any("error", err))
 	} else {
 		leave = append(leave, stop)
@@ -124,7 +125,7 @@ func (w *Worker) shareLearning(ctx context.Context) func() {
 		// A window is a plan size only once the service has refused a
 		// submission for want of threads.
 		if n := w.learner.PlanWindow(); n > 0 && w.learner.PlanReached() && err == nil {
-			err = store.putWindow(ctx, w.cfg.Name, n, w.cfg.Now())
+			err = store.PutWindow(ctx, w.cfg.Name, n, w.cfg.Now())
 		}
 		if err != nil && ctx.Err() == nil && !warned {
 			warned = true

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -49,7 +50,7 @@ func (c *Client) checkRoom(ctx context.Context, n int, size int64) error {
 	defer c.room.mu.Unlock()
 	r := &c.room
 	if now := time.Now(); now.Sub(r.read) >= roomRefresh {
-		info, err := jscall.UntilAnswered(ctx, lookupTimeout, func(ctx context.Context) (*jetstream.StreamInfo, error) { return c.s.Info(ctx) })
+		info, err := jscall.UntilAnswered(ctx, topology.LookupTimeout, func(ctx context.Context) (*jetstream.StreamInfo, error) { return c.s.Info(ctx) })
 		if err != nil {
 			return fmt.Errorf("read the stream's size: %w", err)
 		}
@@ -110,7 +111,7 @@ func (c *Client) streamLimit(ctx context.Context) int64 {
 	c.limitMu.Lock()
 	defer c.limitMu.Unlock()
 	if now := time.Now(); now.Sub(c.limitRead) >= limitRefresh {
-		rctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		rctx, cancel := context.WithTimeout(ctx, topology.LookupTimeout)
 		info, err := c.s.Info(rctx)
 		cancel()
 		if err == nil {
@@ -125,8 +126,8 @@ func (c *Client) streamLimit(ctx context.Context) int64 {
 // task messages in the stream.
 func (c *Client) queuedTasks(ctx context.Context) (int, error) {
 	queued := 0
-	for _, wc := range workerConsumers() {
-		ci, err := c.s.Consumer(ctx, consumerName(wc.lane, wc.priority))
+	for _, wc := range topology.WorkerConsumers() {
+		ci, err := c.s.Consumer(ctx, topology.ConsumerName(wc.Lane, wc.Priority))
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return c.taskMessages(ctx)
 		}
@@ -167,7 +168,7 @@ func (c *Client) fullError(ctx context.Context, err error) error {
 		return err
 	}
 	limit := int64(-1)
-	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), topology.LookupTimeout)
 	defer cancel()
 	if info, ierr := c.s.Info(ictx); ierr == nil {
 		limit = info.Config.MaxBytes

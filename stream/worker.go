@@ -17,6 +17,7 @@ import (
 	"github.com/captchaq/captchaq/stream/internal/executor"
 	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -85,7 +86,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		return nil, err
 	}
 	top := cfg.Topology.withDefaults()
-	s, tokens, err := openTopology(ctx, js, top)
+	s, tokens, err := topology.Open(ctx, js, top.spec())
 	if err != nil {
 		return nil, err
 	}
@@ -116,32 +117,32 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	w.completer = completer.New(s, w.log, cfg.NoErase, w.storeEncrypted)
 	w.completer.Acked = func(m jetstream.Msg) { w.dispatch.LaneAcked(wire.LaneOfSubject(m.Subject())) }
 	w.exec = w.executor(js, s, tokens)
-	if advice := limitsRetentionAdvice(s); advice != "" {
+	if advice := topology.LimitsRetentionAdvice(s); advice != "" {
 		w.log.Warn(advice)
 	}
-	for _, wc := range workerConsumers() {
-		c, err := jscall.UntilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
-			return s.Consumer(ctx, consumerName(wc.lane, wc.priority))
+	for _, wc := range topology.WorkerConsumers() {
+		c, err := jscall.UntilAnswered(ctx, topology.LookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
+			return s.Consumer(ctx, topology.ConsumerName(wc.Lane, wc.Priority))
 		})
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return nil, missingTopology(ctx, js, top, "consumer "+consumerName(wc.lane, wc.priority))
+			return nil, topology.Missing(ctx, js, top.Domain, "consumer "+topology.ConsumerName(wc.Lane, wc.Priority))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("consumer %s: %w", consumerName(wc.lane, wc.priority), err)
+			return nil, fmt.Errorf("consumer %s: %w", topology.ConsumerName(wc.Lane, wc.Priority), err)
 		}
 		// Heartbeats follow the consumers' real ack wait, which whoever
 		// created them chose, not this worker's configuration.
 		if aw := c.CachedInfo().Config.AckWait; aw > 0 && (w.ackWait == 0 || aw < w.ackWait) {
 			w.ackWait = aw
 		}
-		f := &dispatcher.Feed{Cons: c, Lane: wc.lane, Priority: wc.priority}
+		f := &dispatcher.Feed{Cons: c, Lane: wc.Lane, Priority: wc.Priority}
 		if mp := c.CachedInfo().Config.MaxAckPending; mp > 0 && mp < top.MaxInFlight {
 			f.Limited = true // a lane limit: the lane may well be at it
 		}
 		f.News.Store(1) // unknown: look once
 		w.dispatch.Feeds = append(w.dispatch.Feeds, f)
 	}
-	room, err := jscall.UntilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
+	room, err := jscall.UntilAnswered(ctx, topology.LookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
 		return s.Consumer(ctx, wire.WaitingRoomConsumer)
 	})
 	switch {
