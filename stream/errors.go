@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/internal/room"
 	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
@@ -104,7 +105,7 @@ func (e *StreamFullError) Unwrap() error { return ErrStreamFull }
 
 // ErrNoStoreStatus is returned by ReadStoreStatus when nothing answers on
 // SubjectStoreStatus (a NATS server that captchaq does not run).
-var ErrNoStoreStatus = errors.New("the NATS server reports no store status (not run by captchaq server)")
+var ErrNoStoreStatus = room.ErrNoStoreStatus
 
 // ErrStoreRefusing is matched (errors.Is) by the error of a submission
 // refused because the broker's store refuses writes.

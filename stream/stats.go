@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
+	"github.com/captchaq/captchaq/stream/internal/room"
 	"github.com/captchaq/captchaq/stream/internal/topology"
 )
 
@@ -261,7 +262,7 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 			st.ThreadsInUse += w.InUse
 		}
 	}
-	sctx, cancel := context.WithTimeout(ctx, storeStatusTimeout)
+	sctx, cancel := context.WithTimeout(ctx, room.StatusTimeout)
 	if store, err := ReadStoreStatus(sctx, c.nc); err == nil {
 		st.Store = &store
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/executor"
 	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/room"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
@@ -46,7 +47,7 @@ type Worker struct {
 	// stopped is the refusal that stops the worker, once the service refused it.
 	stopped atomic.Pointer[FatalError]
 	// room keeps attempts from starting that a full stream could not record.
-	room *workerRoom
+	room *room.Worker
 	// busy counts the tasks being handled, for the heartbeat.
 	busy atomic.Int32
 	// held are the task generations whose attempt this worker recorded and
@@ -69,7 +70,7 @@ type Worker struct {
 // store is encrypted at rest, as it last said (the reading the room check
 // keeps fresh); false when it says nothing.
 func (w *Worker) storeEncrypted() bool {
-	st, ok := w.room.store.read(context.Background(), w.nc)
+	st, ok := w.room.Store(context.Background())
 	return ok && st.Encrypted
 }
 
@@ -104,7 +105,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	}
 	w := &Worker{cfg: cfg, built: built, learner: learner, top: top, nc: nc, js: js, s: s, tokens: tokens, fatal: make(chan error, 1),
 		log:  cfg.Logger.With(slog.String("worker", cfg.Name)),
-		room: &workerRoom{s: s, nc: nc, maxBytes: s.CachedInfo().Config.MaxBytes}}
+		room: room.NewWorker(s, nc, s.CachedInfo().Config.MaxBytes)}
 	w.clock.Local = cfg.Now
 	w.reach.Started()
 	w.dispatch = dispatcher.New(nil)
