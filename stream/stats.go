@@ -11,6 +11,7 @@ import (
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/room"
 	"github.com/captchaq/captchaq/stream/internal/topology"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // QueueStats is the state of one lane and priority: one workers' consumer.
@@ -217,7 +218,7 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 		}
 		if info.NumAckPending > 0 {
 			if m, err := c.s.GetMsg(ctx, info.AckFloor.Stream+1, jetstream.WithGetMsgSubject(info.Config.FilterSubject)); err == nil {
-				_, submitted := taskMessageGen(m.Header, m.Sequence, m.Time)
+				_, submitted := wire.TaskMessageGen(m.Header, m.Sequence, m.Time)
 				if oldestHeld.IsZero() || submitted.Before(oldestHeld) {
 					oldestHeld = submitted
 				}
