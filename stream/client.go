@@ -74,7 +74,7 @@ type Client struct {
 	nc *nats.Conn
 	js jetstream.JetStream
 	s  jetstream.Stream
-	// tokens is the token stream (tokenstream.go).
+	// tokens is the token stream (topology.TokenStreamConfig).
 	tokens jetstream.Stream
 	cfg    ClientConfig
 	top    Topology
