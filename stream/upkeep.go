@@ -15,13 +15,14 @@ import (
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
-// heartbeatService is the worker's heartbeat, for `captchaq workers ls`.
-func (w *Worker) heartbeatService() *upkeep.Heartbeat {
+// heartbeatService is the worker's heartbeat, for `captchaq workers ls`;
+// inUse counts its busy threads.
+func (w *Worker) heartbeatService(inUse func() int) *upkeep.Heartbeat {
 	host, _ := os.Hostname()
 	h := &upkeep.Heartbeat{
 		Info:  wire.WorkerInfo{Name: w.cfg.Name, Host: host, PID: os.Getpid(), Threads: w.cfg.Threads, Started: w.cfg.Now()},
 		Now:   w.cfg.Now,
-		InUse: func() int { return int(w.busy.Load()) },
+		InUse: inUse,
 		Held:  w.held.List,
 		JS:    w.js, Stream: w.s, Reach: &w.reach, Clock: &w.clock, Log: w.log,
 	}
