@@ -15,12 +15,12 @@ import (
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
-// A stream bounded by Topology.MaxBytes refuses what does not fit
+// A stream bounded by stream.Topology.MaxBytes refuses what does not fit
 // (DiscardNew): nothing accepted is ever dropped to make room. But the
 // workers' records of a task (its events, the outcome, a dead letter) go to
 // the same stream as the task, so a stream filled with tasks would leave no
 // room to record the end of any of them. Producers therefore keep room:
-// a Client refuses a submission when the stream's bytes, the submission and
+// a stream.Client refuses a submission when the stream's bytes, the submission and
 // ReservePerTask for every queued task (the new ones included) would exceed
 // MaxBytes. The room is what the workers need to record every accepted task
 // to its end; a worker that cannot record an attempt does not start it, so
@@ -77,7 +77,7 @@ func (r *Producer) Check(ctx context.Context, n int, size int64) error {
 		}
 		return e
 	}
-	// Until the next reading, count what this Client submits itself.
+	// Until the next reading, count what this producer submits itself.
 	r.bytes, r.queued = r.bytes+size, r.queued+n
 	return nil
 }

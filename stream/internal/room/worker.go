@@ -14,9 +14,9 @@ import (
 
 // Worker keeps a worker from starting attempts it could not record to
 // their end: an attempt starts only when the stream (bounded by MaxBytes, or
-// by what the server's store can still take) has reservePerTask free for it
+// by what the server's store can still take) has ReservePerTask free for it
 // and for every other attempt of this worker still under way, and never
-// while the store refuses writes. Producers that keep room (Client) never
+// while the store refuses writes. Producers that keep room (Producer) never
 // let it come to that; a stream filled to the last byte by raw publishers,
 // or a disk filled by something else, would otherwise take the attempt
 // events of many tasks, pay for their solves, and have no room left for a
