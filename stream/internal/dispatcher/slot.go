@@ -20,6 +20,7 @@ type Slot struct {
 	finishing chan struct{}
 	once      sync.Once
 	finisher  bool // holds room in finishing
+	detached  bool // given back by Detach: Solved takes no room
 	// claim is the room of the solving client's plan window reserved for
 	// the task (Dispatcher.Room); nil without one.
 	claim *solver.PlanClaim
@@ -39,7 +40,7 @@ func (s *Slot) Claim() *solver.PlanClaim {
 // is room for one more task recording its outcome. A second call does
 // nothing (it takes no second room).
 func (s *Slot) Solved() {
-	if s == nil || s.finisher {
+	if s == nil || s.finisher || s.detached {
 		return
 	}
 	s.claim.Release()
@@ -49,6 +50,21 @@ func (s *Slot) Solved() {
 		s.once.Do(func() { s.free <- struct{}{} })
 	default:
 	}
+}
+
+// Detach frees the thread for the next task while the task goes on: its
+// captcha waits at a service paid per solve, which the worker's threads,
+// sized for a thread plan, do not bound (solver.WithDetach). It takes no
+// room in finishing: the Solver bounds how many tasks are detached at
+// once. Solved then does nothing, and End only gives the finishing room
+// back if Solved took one before.
+func (s *Slot) Detach() {
+	if s == nil || s.finisher {
+		return
+	}
+	s.claim.Release()
+	s.detached = true
+	s.once.Do(func() { s.free <- struct{}{} })
 }
 
 // End frees the thread, if solved did not, and the room.

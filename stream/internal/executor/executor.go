@@ -142,6 +142,9 @@ type Slot interface {
 	// when there is room for one more task recording its outcome; a
 	// second call does nothing.
 	Solved()
+	// Detach frees the thread for the next task while the task goes on
+	// (solver.WithDetach); Solved then does nothing.
+	Detach()
 }
 
 // Room reserves the room an attempt's records take in the stream.

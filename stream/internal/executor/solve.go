@@ -24,6 +24,7 @@ func (d *delivery) solve(ctx context.Context, req solver.Request, attempt wire.E
 	defer cancel()
 	sctx = solver.WithAccepted(sctx, func(a solver.Accepted) { d.accepted(ctx, attempt, a) })
 	sctx = solver.WithHeld(sctx, func(h solver.Held) { d.held(ctx, attempt, h) })
+	sctx = solver.WithDetach(sctx, d.detach)
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -52,6 +53,17 @@ func (d *delivery) solve(ctx context.Context, req solver.Request, attempt wire.E
 		d.thread.Release()
 	}
 	return ans, err
+}
+
+// detach gives the delivery's worker thread and plan thread to the next
+// task: its captcha waits at a service paid per solve, which counts
+// neither (solver.WithDetach). The delivery goes on polling it, and ends
+// as any other.
+func (d *delivery) detach() {
+	d.thread.Release()
+	if d.slot != nil {
+		d.slot.Detach()
+	}
 }
 
 // canceled reports whether the delivered generation was canceled, and the
