@@ -54,7 +54,9 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	var inflight sync.WaitGroup
 	// Heartbeats for `captchaq workers ls`, until the worker stops pulling.
-	announced := w.announce(pullCtx, func() int { return int(w.busy.Load()) })
+	// A task whose captcha waits at a per-solve provider holds no thread
+	// (solver.WithDetach).
+	announced := w.announce(pullCtx, func() int { return int(w.busy.Load()) - w.dispatch.Detached() })
 	defer func() { stopPulling(); announced() }()
 	// Owners' cancels, relayed to the tasks' records while the worker runs.
 	relayed, err := w.relayCancels(pullCtx)

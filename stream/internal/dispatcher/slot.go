@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/captchaq/captchaq/solver"
 )
@@ -21,6 +22,9 @@ type Slot struct {
 	once      sync.Once
 	finisher  bool // holds room in finishing
 	detached  bool // given back by Detach: Solved takes no room
+	// away counts the dispatcher's detached slots (Dispatcher.Detached);
+	// nil: not counted.
+	away *atomic.Int32
 	// claim is the room of the solving client's plan window reserved for
 	// the task (Dispatcher.Room); nil without one.
 	claim *solver.PlanClaim
@@ -56,14 +60,17 @@ func (s *Slot) Solved() {
 // captcha waits at a service paid per solve, which the worker's threads,
 // sized for a thread plan, do not bound (solver.WithDetach). It takes no
 // room in finishing: the Solver bounds how many tasks are detached at
-// once. Solved then does nothing, and End only gives the finishing room
-// back if Solved took one before.
+// once. A second call, or one after Solved freed the thread, does
+// nothing; so does Solved after it.
 func (s *Slot) Detach() {
-	if s == nil || s.finisher {
+	if s == nil || s.finisher || s.detached {
 		return
 	}
 	s.claim.Release()
 	s.detached = true
+	if s.away != nil {
+		s.away.Add(1)
+	}
 	s.once.Do(func() { s.free <- struct{}{} })
 }
 
@@ -73,6 +80,9 @@ func (s *Slot) End() {
 	s.once.Do(func() { s.free <- struct{}{} })
 	if s.finisher {
 		<-s.finishing
+	}
+	if s.detached && s.away != nil {
+		s.away.Add(-1)
 	}
 }
 
