@@ -118,8 +118,8 @@ func report(ctx context.Context, c *stream.Client, r Reporter, data []byte, log 
 	if err := stream.ValidateID(req.Task); err != nil {
 		return reportReply{Code: classic.CodeWrongCaptchaID, Text: err.Error()}
 	}
-	if req.CaptchaID == "" || strings.Trim(req.CaptchaID, "0123456789") != "" {
-		return reportReply{Code: classic.CodeWrongCaptchaID, Text: "report request: captcha_id: digits required"}
+	if !captchaIDShape(req.CaptchaID) {
+		return reportReply{Code: classic.CodeWrongCaptchaID, Text: "report request: captcha_id: want the service's id, 1-128 letters, digits, '-', '_' or '.'"}
 	}
 	ti, err := c.TaskOf(ctx, req.Task)
 	switch {
@@ -164,6 +164,17 @@ func report(ctx context.Context, c *stream.Client, r Reporter, data []byte, log 
 		return reportReply{Code: code, Text: err.Error()}
 	}
 	return reportReply{Code: solver.CodeReportRecorded}
+}
+
+// captchaIDShape reports whether id has the shape of a service's captcha
+// id: a classic service's digits, or a JSON provider's taskId, which
+// CapSolver's are strings ("37223a89-06ed-442c-a0b8-22067b79c5b4",
+// docs.capsolver.com/guide/api-createtask).
+func captchaIDShape(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	return strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == ""
 }
 
 // forwardReport serves res.php reportgood/reportbad: the caller's task, if

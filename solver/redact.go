@@ -41,6 +41,11 @@ func keyForms(key string) []string {
 	return slices.Compact(forms)
 }
 
+// Redact returns s with every spelling of key a reply may echo it in (as
+// is, URL-, JSON- or HTML-escaped) replaced by [REDACTED]: for a client of
+// another dialect, whose errors carry what its service said.
+func Redact(s, key string) string { return redact(s, key) }
+
 // redact replaces every form of key in s (see keyForms) by [REDACTED].
 // Callers must redact a text before they truncate it: a key cut in two by
 // truncation no longer matches, and its first half would be shown.

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -106,7 +107,7 @@ func (a *Admin) EnsureTopology(ctx context.Context, update bool) (jetstream.Stre
 	if err != nil {
 		return nil, err
 	}
-	s, _, err := ensureTopology(ctx, js, a.cfg.Topology, update)
+	s, _, err := topology.Ensure(ctx, js, a.cfg.Topology.spec(), update)
 	return s, err
 }
 
@@ -143,7 +144,7 @@ func (a *Admin) PauseLane(ctx context.Context, lane Lane, until time.Time) error
 	}
 	_, err := withClient(ctx, a, func(c *Client) (struct{}, error) {
 		for _, p := range wire.Priorities {
-			name := consumerName(lane, p)
+			name := topology.ConsumerName(lane, p)
 			if _, err := c.s.PauseConsumer(ctx, name, until); err != nil {
 				return struct{}{}, fmt.Errorf("pause %s: %w", name, err)
 			}
@@ -160,7 +161,7 @@ func (a *Admin) ResumeLane(ctx context.Context, lane Lane) error {
 	}
 	_, err := withClient(ctx, a, func(c *Client) (struct{}, error) {
 		for _, p := range wire.Priorities {
-			name := consumerName(lane, p)
+			name := topology.ConsumerName(lane, p)
 			if _, err := c.s.ResumeConsumer(ctx, name); err != nil {
 				return struct{}{}, fmt.Errorf("resume %s: %w", name, err)
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -43,15 +44,15 @@ func TestAdminMadeBeforeTheTopology(t *testing.T) {
 
 	require.NoError(t, adm.PauseLane(ctx, LaneFast, time.Now().Add(time.Hour)))
 	for _, p := range wire.Priorities {
-		c, err := s.Consumer(ctx, consumerName(LaneFast, p))
+		c, err := s.Consumer(ctx, topology.ConsumerName(LaneFast, p))
 		require.NoError(t, err)
-		require.True(t, c.CachedInfo().Paused, "%s paused", consumerName(LaneFast, p))
+		require.True(t, c.CachedInfo().Paused, "%s paused", topology.ConsumerName(LaneFast, p))
 	}
 	require.NoError(t, adm.ResumeLane(ctx, LaneFast))
 	for _, p := range wire.Priorities {
-		c, err := s.Consumer(ctx, consumerName(LaneFast, p))
+		c, err := s.Consumer(ctx, topology.ConsumerName(LaneFast, p))
 		require.NoError(t, err)
-		require.False(t, c.CachedInfo().Paused, "%s resumed", consumerName(LaneFast, p))
+		require.False(t, c.CachedInfo().Paused, "%s resumed", topology.ConsumerName(LaneFast, p))
 	}
 	require.ErrorContains(t, adm.PauseLane(ctx, "medium", time.Now().Add(time.Hour)), `lane "medium"`)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/captchaq/captchaq/internal/logbuf"
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -89,7 +90,7 @@ func TestAnchorStoredByProducersAndWorkersThatCreateTheStream(t *testing.T) {
 	t.Parallel()
 	for name, create := range map[string]func(ctx context.Context, js jetstream.JetStream) error{
 		"producer": func(ctx context.Context, js jetstream.JetStream) error {
-			_, _, err := ensureStream(ctx, js, Topology{}, false) // the stream alone
+			_, _, err := topology.EnsureStreams(ctx, js, Topology{}.spec(), false) // the stream alone
 			return err
 		},
 		"worker": func(ctx context.Context, js jetstream.JetStream) error {

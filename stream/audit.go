@@ -65,7 +65,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, err
 	}
-	subjects := []string{taskMessagesFor(id), wire.IDSubjects(id)}
+	subjects := []string{wire.TaskMessagesFor(id), wire.IDSubjects(id)}
 	var out []TraceEntry
 	submitted := map[uint64]bool{}
 	lastAccepted := map[uint64]bool{} // by generation: the last event is an accepted one
@@ -78,7 +78,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 		h := m.Headers()
 		switch subj := m.Subject(); {
 		case strings.HasPrefix(subj, wire.SubjectTasks+".") || wire.InWaitingRoom(subj):
-			if gen, _ := taskMessageGen(h, e.Seq, e.At); gen != e.Seq {
+			if gen, _ := wire.TaskMessageGen(h, e.Seq, e.At); gen != e.Seq {
 				return false, nil // a copy moved to the waiting room or back: not a submission
 			}
 			e.Kind, e.Gen, e.Client = "submitted", e.Seq, h.Get(wire.HeaderClient)

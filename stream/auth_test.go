@@ -21,6 +21,7 @@ import (
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 )
 
 // testStoreKey is the store key the tests give the shipped nats.conf.
@@ -375,7 +376,7 @@ func TestAuthWorkerNeedsConsumersFromAdmin(t *testing.T) {
 	admin, _ := roleConn(t, ns, "admin")
 	ajs, err := jetstream.New(admin)
 	require.NoError(t, err)
-	_, _, err = ensureStream(testContext(t), ajs, Topology{}, true) // the stream, but no consumers
+	_, _, err = topology.EnsureStreams(testContext(t), ajs, Topology{}.spec(), true) // the stream, but no consumers
 	require.NoError(t, err)
 
 	nc, _ := roleConn(t, ns, "worker")

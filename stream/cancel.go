@@ -62,7 +62,7 @@ func (c *Client) nudge(ctx context.Context, id string, gen uint64) {
 	if err != nil {
 		return
 	}
-	g, submitted := taskMessageGen(m.Header, m.Sequence, m.Time)
+	g, submitted := wire.TaskMessageGen(m.Header, m.Sequence, m.Time)
 	if g != gen {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -133,7 +134,7 @@ func TestFastLaneIsNotStarvedBySlowBacklog(t *testing.T) {
 
 	// Every fast task is done while most of the slow backlog still waits:
 	// 60 slow tasks × 300 ms over 3 threads take 6 s.
-	cons, err := b.client.s.Consumer(ctx, consumerName(LaneSlow, wire.PriorityNormal))
+	cons, err := b.client.s.Consumer(ctx, topology.ConsumerName(LaneSlow, wire.PriorityNormal))
 	require.NoError(t, err)
 	info, err := cons.Info(ctx)
 	require.NoError(t, err)
@@ -255,7 +256,7 @@ func TestLostLastLaneSlotCostsLittle(t *testing.T) {
 	require.NoError(t, err)
 	w, err := NewWorker(ctx, b.connect(t), WorkerConfig{Solver: tokenSolver(), Topology: top})
 	require.NoError(t, err)
-	waitCounted(ctx, t, b.client.s, consumerName(LaneSlow, wire.PriorityNormal), 2)
+	waitCounted(ctx, t, b.client.s, topology.ConsumerName(LaneSlow, wire.PriorityNormal), 2)
 	var f *dispatcher.Feed
 	for _, fd := range w.dispatch.Feeds {
 		if fd.Lane == LaneSlow && fd.Priority == wire.PriorityNormal {

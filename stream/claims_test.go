@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 )
 
 // TestClaimsOnABucketOfBefore: a timings bucket an admin created before
@@ -23,7 +24,7 @@ func TestClaimsOnABucketOfBefore(t *testing.T) {
 	ctx := testContext(t)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	old, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: TimingsBucket, History: 1, MaxValueSize: timingsMaxValue})
+	old, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: TimingsBucket, History: 1, MaxValueSize: topology.TimingsMaxValue})
 	require.NoError(t, err)
 	_, err = old.Put(ctx, "image", []byte(`{"n":1}`))
 	require.NoError(t, err)
@@ -31,7 +32,7 @@ func TestClaimsOnABucketOfBefore(t *testing.T) {
 	check := func(wantTTL bool) {
 		c, err := OpenClaims(ctx, nc, Topology{})
 		require.NoError(t, err)
-		require.Equal(t, wantTTL, c.ttl)
+		require.Equal(t, wantTTL, c.KeysExpire())
 		for _, p := range []string{"a", "b"} {
 			ok, err := c.Claim(ctx, p, "7.1 x") // ids may hold what a key may not
 			require.NoError(t, err)

@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/room"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -72,7 +74,7 @@ type Client struct {
 	nc *nats.Conn
 	js jetstream.JetStream
 	s  jetstream.Stream
-	// tokens is the token stream (tokenstream.go).
+	// tokens is the token stream (topology.TokenStreamConfig).
 	tokens jetstream.Stream
 	cfg    ClientConfig
 	top    Topology
@@ -87,11 +89,7 @@ type Client struct {
 	// readers are idle direct readers (read.go).
 	readers *jscall.ReaderPool
 	// room is the last reading of the room a bounded stream has (checkRoom).
-	room clientRoom
-	// limit is the stream's MaxBytes as read at limitRead (streamLimit).
-	limitMu   sync.Mutex
-	limit     int64
-	limitRead time.Time
+	room *room.Producer
 	// clock reads the broker's clock (brokerTime), from the stream info
 	// NewClient got: token expiry and default deadlines are on it.
 	clock jscall.BrokerClock
@@ -116,11 +114,11 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 	}
 	top := cfg.Topology.withDefaults()
 	sent := cfg.Now()
-	s, tokens, err := openTopology(ctx, js, top)
+	s, tokens, err := topology.Open(ctx, js, top.spec())
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{nc: nc, js: js, s: s, tokens: tokens, cfg: cfg, top: top, limit: s.CachedInfo().Config.MaxBytes, limitRead: time.Now(),
+	c := &Client{nc: nc, js: js, s: s, tokens: tokens, cfg: cfg, top: top, room: room.NewProducer(s, nc, s.CachedInfo().Config.MaxBytes),
 		readers: jscall.NewReaderPool(nc, top.Domain, top.Stream)}
 	c.clock.Local = cfg.Now
 	// The stream's info carries the broker's clock when it answered: the

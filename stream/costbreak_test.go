@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -198,7 +199,7 @@ func TestLimitedFeedListensAgainAfterAFailedLook(t *testing.T) {
 	require.Eventually(t, func() bool { return !hasWakeSub(wakeSubs(t, b.ns, rw.w.nc), slowSub) }, 5*time.Second, time.Millisecond,
 		"the busy worker still listens on %s", slowSub)
 
-	name := consumerName(LaneSlow, wire.PriorityNormal)
+	name := topology.ConsumerName(LaneSlow, wire.PriorityNormal)
 	cfg, err := b.client.s.Consumer(ctx, name)
 	require.NoError(t, err)
 	saved := cfg.CachedInfo().Config

@@ -34,13 +34,30 @@
 //   - stream/internal/taskstore: every read and write of a task's records.
 //   - stream/internal/jscall: JetStream calls retried and paced alike.
 //   - stream/internal/tracing: a task's trace context across the broker.
+//   - stream/internal/upkeep: the worker's background services (the
+//     heartbeat, the cancel relay, sharing what its solving client learns,
+//     the waiting room's pull, the eraser), each with one start/stop
+//     shape, started in order and stopped in the reverse one.
+//
+// What every role shares lives in three more:
+//
+//   - stream/internal/topology: every broker object (the stream, the token
+//     stream, the workers' and the waiting room's consumers, the anchor,
+//     the plan stream, the timings bucket) and the handles that find them
+//     in a JetStream domain.
+//   - stream/internal/room: the room a bounded stream keeps for the
+//     records of every queued task, checked by producers before they
+//     submit and by workers before an attempt, and the store's status.
+//   - stream/internal/pool: what a worker pool shares beside the tasks
+//     (Timings, Claims, Ledger, the occupancy reports).
 //
 // # From submit to outcome
 //
 // A task's path, naming the package each step lives in:
 //
 //  1. An admin creates the CAPTCHA stream, its token stream and the
-//     workers' consumers once (Admin.EnsureTopology; `captchaq init`).
+//     workers' consumers once (Admin.EnsureTopology, in
+//     stream/internal/topology; `captchaq init`).
 //     Producers and workers only find them: NewClient and NewWorker fail
 //     with ErrNoTopology, naming the JetStream domain they reached, rather
 //     than create a second queue.

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/captchaq/captchaq/stream/internal/room"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -59,7 +61,7 @@ var ErrTaskEnded = errors.New("task already ended")
 // topology where it looked: only an admin (`captchaq server`, `captchaq
 // init`) creates it, so that a client at another site never makes a second
 // queue in the JetStream it happens to reach.
-var ErrNoTopology = errors.New("no captchaq topology")
+var ErrNoTopology = topology.ErrNoTopology
 
 // ErrStreamFull is matched (errors.Is) by the error of a submission refused
 // because the stream is at its size limit (a *StreamFullError).
@@ -103,7 +105,7 @@ func (e *StreamFullError) Unwrap() error { return ErrStreamFull }
 
 // ErrNoStoreStatus is returned by ReadStoreStatus when nothing answers on
 // SubjectStoreStatus (a NATS server that captchaq does not run).
-var ErrNoStoreStatus = errors.New("the NATS server reports no store status (not run by captchaq server)")
+var ErrNoStoreStatus = room.ErrNoStoreStatus
 
 // ErrStoreRefusing is matched (errors.Is) by the error of a submission
 // refused because the broker's store refuses writes.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -156,7 +157,7 @@ func (r *fuzzRig) check(t testing.TB, m fuzzMsg, gen uint64, sitekey string) {
 		r.recorded.Add(1)
 	}
 	if out.Status == StatusSolved && sitekey != "" {
-		tok, found, err := readToken(ctx, r.tokens, id, gen)
+		tok, found, err := taskstore.ReadToken(ctx, r.tokens, id, gen)
 		require.NoError(t, err)
 		require.True(t, found, "message %d on %s: no token", gen, subject)
 		require.Equal(t, `"tok-`+sitekey+`"`, string(tok.Solution), "message %d on %s got another task's token", gen, subject)

@@ -62,7 +62,7 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 		if err != nil {
 			return false, err
 		}
-		gen, at := taskMessageGen(m.Headers(), md.Sequence.Stream, md.Timestamp)
+		gen, at := wire.TaskMessageGen(m.Headers(), md.Sequence.Stream, md.Timestamp)
 		get(gen).submitted = at
 		return false, nil
 	})

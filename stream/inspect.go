@@ -162,18 +162,6 @@ func (c *Client) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
 	return out, nil
 }
 
-// taskMessageGen is the generation and the submission time of a task
-// message stored at seq and at, on a task subject or in the waiting room:
-// a moved copy (wire.MovedHeader) names those of the submission it copies,
-// any other message is its own. Readers take a copy at its word; workers
-// check it against the generation's scheduled event.
-func taskMessageGen(h nats.Header, seq uint64, at time.Time) (uint64, time.Time) {
-	if gen, submitted, ok := wire.MovedFrom(h); ok && gen < seq {
-		return gen, submitted
-	}
-	return seq, at
-}
-
 // taskMessageSubjects are the subjects of the task messages of a lane
 // ("": of every lane): its task subjects and its waiting room's.
 func taskMessageSubjects(lane Lane) []string {
@@ -183,13 +171,6 @@ func taskMessageSubjects(lane Lane) []string {
 	return []string{wire.SubjectTasks + "." + string(lane) + ".>", wire.SubjectLater + "." + string(lane) + ".>"}
 }
 
-// taskMessagesFor matches the task messages of task id: on its task
-// subjects and in the waiting room. One filter names both, so a read is one
-// request: the stream stores only the subjects wire.StreamSubjects lists,
-// and of those only the task lanes and the waiting room have five tokens
-// (the per-task records have three or four), so no other message matches.
-func taskMessagesFor(id string) string { return wire.SubjectRoot + ".*.*.*." + id }
-
 // taskInfoOf reads a task message's subject, headers and body; false when
 // the subject is not a task's.
 func taskInfoOf(subject string, h nats.Header, data []byte, seq uint64, at time.Time) (TaskInfo, bool) {
@@ -197,7 +178,7 @@ func taskInfoOf(subject string, h nats.Header, data []byte, seq uint64, at time.
 	if len(parts) != 5 {
 		return TaskInfo{}, false
 	}
-	seq, at = taskMessageGen(h, seq, at)
+	seq, at = wire.TaskMessageGen(h, seq, at)
 	ti := TaskInfo{ID: parts[4], Lane: Lane(parts[2]), Priority: Priority(parts[3]), Gen: seq, Submitted: at, Since: at}
 	if t, err := ParseTask(data); err == nil {
 		ti.Method, ti.Host = t.Method, wire.PageHost(t.Params)
@@ -228,7 +209,7 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 	if err != nil {
 		return TaskInfo{}, err
 	}
-	m, err := c.lastTaskMessage(ctx, taskMessagesFor(id), id)
+	m, err := c.lastTaskMessage(ctx, wire.TaskMessagesFor(id), id)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		if st.Seq == 0 {

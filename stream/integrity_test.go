@@ -23,6 +23,7 @@ import (
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -420,7 +421,7 @@ func frozenTask(t *testing.T, id string) (*bundle, jetstream.JetStream, jetstrea
 	require.NoError(t, err)
 	r, err := b.client.Submit(ctx, turnstileTask(id))
 	require.NoError(t, err)
-	c, err := js.Consumer(ctx, DefaultStream, consumerName(LaneFast, wire.PriorityNormal))
+	c, err := js.Consumer(ctx, DefaultStream, topology.ConsumerName(LaneFast, wire.PriorityNormal))
 	require.NoError(t, err)
 	batch, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 	require.NoError(t, err)
@@ -480,7 +481,7 @@ func TestOneOutcomePerGenerationAfterALostAck(t *testing.T) {
 			}
 			var solves atomic.Int32
 			b.startWorker(t, WorkerConfig{Solver: countingSolver(&solves)})
-			c, err := js.Consumer(ctx, DefaultStream, consumerName(LaneFast, wire.PriorityNormal))
+			c, err := js.Consumer(ctx, DefaultStream, topology.ConsumerName(LaneFast, wire.PriorityNormal))
 			require.NoError(t, err)
 			require.Eventually(t, func() bool {
 				info, err := c.Info(ctx)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/internal/pool"
 )
 
 // A worker built from NewSolver is told to learn the plan's window only
@@ -92,11 +93,11 @@ func TestWorkersShareFirstAnswers(t *testing.T) {
 func TestOccupancyReportsReachThePool(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
-	a, stopA, err := joinOccupancy(b.connect(t), "a")
+	a, stopA, err := pool.JoinOccupancy(b.connect(t), "a")
 	require.NoError(t, err)
 	t.Cleanup(stopA)
 	other := b.connect(t)
-	p, stopB, err := joinOccupancy(other, "b")
+	p, stopB, err := pool.JoinOccupancy(other, "b")
 	require.NoError(t, err)
 	t.Cleanup(stopB)
 	require.NoError(t, other.Flush())

@@ -23,12 +23,6 @@ import (
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
-// rePublish is the CAPTCHA stream's RePublish: the headers of everything it
-// stores, to captcha.stored.>.
-func rePublish() *jetstream.RePublish {
-	return &jetstream.RePublish{Source: wire.SubjectRoot + ".>", Destination: wire.SubjectStored + ".>", HeadersOnly: true}
-}
-
 // scanFrom reads the messages of the given subjects in stream order,
 // starting at startSeq (0: the beginning), and calls fn for each until fn
 // says stop. Without follow it returns once it has read every message that

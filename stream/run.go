@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -15,6 +14,7 @@ import (
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/internal/completer"
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
+	"github.com/captchaq/captchaq/stream/internal/upkeep"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -25,16 +25,20 @@ import (
 // ShareTimingsEvery and once more as it returns, it shares what its
 // solving client learned with the pool (WorkerConfig.Learner).
 func (w *Worker) Run(ctx context.Context) error {
+	// The worker's background services (upkeep), stopped in the reverse
+	// order of their start as Run returns.
+	var up upkeep.Group
+	defer up.Stop()
 	// What the solving client learns is shared with the pool until Run
 	// returns, and once more then.
-	defer w.shareLearning(ctx)()
+	if l := w.learning(); l != nil {
+		_ = up.Start(ctx, l) // it never fails: it logs what it cannot join
+	}
 	// hard outlives ctx by the grace period: in-flight solves run under it.
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()
-	erasing, stopErasing := context.WithCancel(context.WithoutCancel(ctx))
-	erased := make(chan struct{})
-	go func() { defer close(erased); w.completer.Run(erasing) }()
-	defer func() { stopErasing(); <-erased }()
+	// Finished task messages are erased until Run returns, past ctx's end.
+	_ = up.Start(context.WithoutCancel(ctx), upkeep.Loop(w.completer.Run))
 	pullCtx, stopPulling := context.WithCancel(ctx)
 	defer stopPulling()
 	// abandon ends once the worker is stopping and the broker is out of
@@ -56,20 +60,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Heartbeats for `captchaq workers ls`, until the worker stops pulling.
 	// A task whose captcha waits at a per-solve provider holds no thread
 	// (solver.WithDetach).
-	announced := w.announce(pullCtx, func() int { return int(w.busy.Load()) - w.dispatch.Detached() })
-	defer func() { stopPulling(); announced() }()
+	_ = up.Start(pullCtx, w.heartbeatService(func() int { return int(w.busy.Load()) - w.dispatch.Detached() }))
 	// Owners' cancels, relayed to the tasks' records while the worker runs.
-	relayed, err := w.relayCancels(pullCtx)
-	if err != nil {
+	if err := up.Start(pullCtx, w.cancelRelay()); err != nil {
 		return fmt.Errorf("listen for cancels: %w", err)
 	}
-	defer func() { stopPulling(); relayed() }()
-
 	// The waiting room's deliveries, beside the lanes', holding no thread.
-	roomCtx, stopRoom := context.WithCancel(pullCtx)
-	defer stopRoom()
-	roomDone := make(chan struct{})
-	go func() { defer close(roomDone); w.pullWaitingRoom(roomCtx, hard, &inflight) }()
+	waitingRoom := w.waitingRoomService(hard, &inflight)
+	if waitingRoom != nil {
+		_ = up.Start(pullCtx, waitingRoom)
+	}
 
 	// Forged messages the dispatcher takes in bulk end beside the
 	// threads, holding none (dispatcher.DrainBatch).
@@ -131,8 +131,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	})
 	run.stop() // Pull starts nothing more
 
-	stopRoom()
-	<-roomDone
+	if waitingRoom != nil {
+		waitingRoom.Stop() // it starts nothing more either
+	}
 	done := make(chan struct{})
 	go func() { inflight.Wait(); close(done) }()
 	var unreturned []HeldTask
@@ -291,54 +292,6 @@ func (r checkRoom) take(ctx context.Context, m jetstream.Msg) (int, bool) {
 func (r checkRoom) give(n int) {
 	for range n {
 		<-r
-	}
-}
-
-// Waiting room pulls: how many deliveries one pull asks for, how long it
-// waits for them, and how many are executed at once.
-const (
-	waitingRoomBatch       = 32
-	waitingRoomPoll        = 5 * time.Second
-	waitingRoomConcurrency = 8
-)
-
-// pullWaitingRoom executes the waiting room's deliveries until ctx ends:
-// each is handed back until its task is due, moved back to its task
-// subject when it is, or ended (canceled, expired, invalid). None holds a
-// worker thread or a plan thread: each is a few writes. Executions run
-// under hard and count in inflight.
-func (w *Worker) pullWaitingRoom(ctx, hard context.Context, inflight *sync.WaitGroup) {
-	if w.waitingRoom == nil {
-		return
-	}
-	sem := make(chan struct{}, waitingRoomConcurrency)
-	for ctx.Err() == nil {
-		fctx, cancel := context.WithTimeout(ctx, waitingRoomPoll)
-		batch, err := w.waitingRoom.Fetch(waitingRoomBatch, jetstream.FetchContext(fctx))
-		if err != nil {
-			cancel()
-			if ctx.Err() == nil {
-				w.log.Debug("fetch from the waiting room", slog.Any("error", err))
-				dispatcher.Pause(ctx, w.cfg.IdleCheck)
-			}
-			continue
-		}
-		for m := range batch.Messages() {
-			sem <- struct{}{}
-			inflight.Add(1)
-			go func() {
-				defer inflight.Done()
-				defer func() { <-sem }()
-				defer w.survive(m)
-				w.exec.Execute(hard, m, nil, nil)
-			}()
-		}
-		if err := batch.Error(); err != nil && ctx.Err() == nil && !errors.Is(err, jetstream.ErrNoMessages) &&
-			!errors.Is(err, context.DeadlineExceeded) {
-			w.log.Debug("fetch from the waiting room", slog.Any("error", err))
-			dispatcher.Pause(ctx, w.cfg.IdleCheck)
-		}
-		cancel()
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 )
 
 // observed forwards a worker's observations of kind to a channel, without
@@ -317,7 +318,7 @@ func TestScheduledTaskSurvivesRestarts(t *testing.T) {
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	start(port)
-	js, err := jetStream(connect(), "")
+	js, err := topology.JetStream(connect(), "")
 	require.NoError(t, err)
 	_, err = EnsureTopology(ctx, js.Conn(), top, true) // the token stream is in memory
 	require.NoError(t, err)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/stream/internal/topology"
 )
 
 // A raw producer's task whose use_at or not_before can never be met ends at
@@ -175,7 +177,7 @@ func TestManyScheduledTasksNoSpin(t *testing.T) {
 	}
 	took := time.Since(start)
 	js, _ := b.raw(t)
-	c, err := js.Consumer(ctx, b.top.withDefaults().Stream, consumerName(LaneFast, PriorityNormal))
+	c, err := js.Consumer(ctx, b.top.withDefaults().Stream, topology.ConsumerName(LaneFast, PriorityNormal))
 	require.NoError(t, err)
 	info, err := c.Info(ctx)
 	require.NoError(t, err)

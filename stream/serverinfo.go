@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/internal/room"
 )
 
 // ServerInfo is what a client sees of the NATS server it is connected to
@@ -92,7 +94,7 @@ func (c *Client) Server(ctx context.Context) (ServerInfo, error) {
 		}
 		si.Streams = append(si.Streams, summarize(info))
 	}
-	sctx, cancel := context.WithTimeout(ctx, storeStatusTimeout)
+	sctx, cancel := context.WithTimeout(ctx, room.StatusTimeout)
 	defer cancel()
 	if store, err := ReadStoreStatus(sctx, c.nc); err == nil {
 		si.Store = &store

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -55,7 +56,7 @@ func TestSiteProducerCannotMakeTheServerAnswerIntoAStream(t *testing.T) {
 			// sets the plan, and sees whatever is published in the streams'
 			// account on the subjects the attacker names as replies.
 			anc := s.conn(t, s.hub, "admin")
-			hjs, err := jetStream(anc, "hub")
+			hjs, err := topology.JetStream(anc, "hub")
 			require.NoError(t, err)
 			_, err = anc.Subscribe("captchaq.store", func(m *nats.Msg) { _ = m.Respond([]byte(`{"room":1}`)) })
 			require.NoError(t, err)
@@ -210,7 +211,7 @@ func TestSiteProducersLinkCanDoNoMoreThanAProducer(t *testing.T) {
 		}
 	})
 	ctx := testContext(t)
-	hjs, err := jetStream(s.conn(t, s.hub, "admin"), "hub")
+	hjs, err := topology.JetStream(s.conn(t, s.hub, "admin"), "hub")
 	require.NoError(t, err)
 	hs, err := hjs.Stream(ctx, DefaultStream)
 	require.NoError(t, err)

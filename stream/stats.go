@@ -9,6 +9,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
+	"github.com/captchaq/captchaq/stream/internal/room"
+	"github.com/captchaq/captchaq/stream/internal/topology"
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // QueueStats is the state of one lane and priority: one workers' consumer.
@@ -190,8 +193,8 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 	// events are read however long ago they were written.
 	var oldestHeld time.Time
 	var floors []uint64 // each queue's ack floor: its messages past it wait or run
-	for _, wc := range workerConsumers() {
-		name := consumerName(wc.lane, wc.priority)
+	for _, wc := range topology.WorkerConsumers() {
+		name := topology.ConsumerName(wc.Lane, wc.Priority)
 		cons, err := c.s.Consumer(ctx, name)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return st, fmt.Errorf("consumer %s: %w (create the topology first: captchaq server or captchaq init)", name, err)
@@ -200,7 +203,7 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 			return st, fmt.Errorf("consumer %s: %w", name, err)
 		}
 		info := cons.CachedInfo()
-		q := QueueStats{Lane: wc.lane, Priority: wc.priority, Queued: info.NumPending, InFlight: info.NumAckPending, Limit: info.Config.MaxAckPending,
+		q := QueueStats{Lane: wc.Lane, Priority: wc.Priority, Queued: info.NumPending, InFlight: info.NumAckPending, Limit: info.Config.MaxAckPending,
 			Paused: info.Paused}
 		if q.Limit > 0 && q.Limit < c.top.MaxInFlight {
 			q.LaneLimit = q.Limit
@@ -215,7 +218,7 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 		}
 		if info.NumAckPending > 0 {
 			if m, err := c.s.GetMsg(ctx, info.AckFloor.Stream+1, jetstream.WithGetMsgSubject(info.Config.FilterSubject)); err == nil {
-				_, submitted := taskMessageGen(m.Header, m.Sequence, m.Time)
+				_, submitted := wire.TaskMessageGen(m.Header, m.Sequence, m.Time)
 				if oldestHeld.IsZero() || submitted.Before(oldestHeld) {
 					oldestHeld = submitted
 				}
@@ -260,7 +263,7 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 			st.ThreadsInUse += w.InUse
 		}
 	}
-	sctx, cancel := context.WithTimeout(ctx, storeStatusTimeout)
+	sctx, cancel := context.WithTimeout(ctx, room.StatusTimeout)
 	if store, err := ReadStoreStatus(sctx, c.nc); err == nil {
 		st.Store = &store
 	}

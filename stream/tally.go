@@ -173,7 +173,7 @@ func (c *Client) countHeld(ctx context.Context, st *Stats, held map[string]TaskS
 		at[string(q.Lane)+"."+string(q.Priority)] = i
 	}
 	for id, status := range held {
-		m, err := c.s.GetLastMsgForSubject(ctx, taskMessagesFor(id))
+		m, err := c.s.GetLastMsgForSubject(ctx, wire.TaskMessagesFor(id))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // ended meanwhile
 		}

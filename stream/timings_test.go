@@ -13,6 +13,7 @@ import (
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/internal/pool"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -139,10 +140,10 @@ func TestAuthWorkerSharesTimings(t *testing.T) {
 	// occupancy reports.
 	follower, ferrs := roleConn(t, ns, "worker")
 	adopted := make(chan map[string]solver.Learned, 4)
-	stopFollow, err := followTimings(follower, "", func(m map[string]solver.Learned) { adopted <- m })
+	stopFollow, err := pool.FollowTimings(follower, "", func(m map[string]solver.Learned) { adopted <- m })
 	require.NoError(t, err)
 	t.Cleanup(stopFollow)
-	pool, stopPool, err := joinOccupancy(follower, "follower")
+	occ, stopPool, err := pool.JoinOccupancy(follower, "follower")
 	require.NoError(t, err)
 	t.Cleanup(stopPool)
 	require.NoError(t, follower.Flush())
@@ -161,10 +162,10 @@ func TestAuthWorkerSharesTimings(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the follower never saw the merge")
 	}
-	reporter, _, err := joinOccupancy(worker, "reporter")
+	reporter, _, err := pool.JoinOccupancy(worker, "reporter")
 	require.NoError(t, err)
 	reporter.Report(solver.Occupancy{V: 1.5, Free: 0.25})
-	require.Eventually(t, func() bool { return len(pool.Others()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(occ.Others()) == 1 }, 5*time.Second, 5*time.Millisecond)
 	for _, errs := range []<-chan error{werrs, ferrs} {
 		select {
 		case err := <-errs:
@@ -188,7 +189,7 @@ func TestAuthWorkerSharesTimings(t *testing.T) {
 }
 
 // TestStatsShowLearnedPlan: without a quota, Stats sums the plan windows the
-// workers alive wrote lately; a window older than windowFresh, or of a
+// workers alive wrote lately; a window older than pool.WindowFresh, or of a
 // worker that stopped or sends no heartbeat, does not count.
 func TestStatsShowLearnedPlan(t *testing.T) {
 	t.Parallel()
@@ -201,11 +202,11 @@ func TestStatsShowLearnedPlan(t *testing.T) {
 	ts, err := OpenTimings(ctx, js.Conn(), b.top)
 	require.NoError(t, err)
 	now := time.Now()
-	require.NoError(t, ts.putWindow(ctx, "gone", 40, now.Add(-windowFresh-time.Second)))
-	require.NoError(t, ts.putWindow(ctx, "w1", 7, now))
-	require.NoError(t, ts.putWindow(ctx, "w2", 8, now))
-	require.NoError(t, ts.putWindow(ctx, "stopped", 100, now))
-	require.NoError(t, ts.putWindow(ctx, "silent", 200, now))
+	require.NoError(t, ts.PutWindow(ctx, "gone", 40, now.Add(-pool.WindowFresh-time.Second)))
+	require.NoError(t, ts.PutWindow(ctx, "w1", 7, now))
+	require.NoError(t, ts.PutWindow(ctx, "w2", 8, now))
+	require.NoError(t, ts.PutWindow(ctx, "stopped", 100, now))
+	require.NoError(t, ts.PutWindow(ctx, "silent", 200, now))
 	// Only the workers alive count: w1 and w2 beat, "stopped" said it
 	// stopped, "silent" sent no heartbeat.
 	for _, wi := range []WorkerInfo{{Name: "w1", Threads: 1, At: now}, {Name: "w2", Threads: 1, At: now}, {Name: "stopped", Threads: 1, At: now, Stopped: true}} {

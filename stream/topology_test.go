@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -63,8 +64,8 @@ func TestUpdateUndoesChangesMadeByHand(t *testing.T) {
 	js := bareJetStream(t, ns)
 	s, err := EnsureTopology(ctx, js.Conn(), Topology{}, true)
 	require.NoError(t, err)
-	want := Topology{maxPayload: js.Conn().MaxPayload()}.withDefaults().streamConfig()
-	require.True(t, sameStreamConfig(s.CachedInfo().Config, want), "as the server reports it: %+v", s.CachedInfo().Config)
+	want := topology.StreamConfig(withPayload(Topology{}, js.Conn().MaxPayload()))
+	require.True(t, topology.SameStreamConfig(s.CachedInfo().Config, want), "as the server reports it: %+v", s.CachedInfo().Config)
 
 	byHand := s.CachedInfo().Config
 	byHand.MaxMsgsPerSubject = 1
@@ -77,5 +78,12 @@ func TestUpdateUndoesChangesMadeByHand(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(-1), info.Config.MaxMsgsPerSubject)
 	require.Equal(t, int32(wire.MaxTaskMessage(js.Conn().MaxPayload())), info.Config.MaxMsgSize)
-	require.True(t, sameStreamConfig(info.Config, want))
+	require.True(t, topology.SameStreamConfig(info.Config, want))
+}
+
+// withPayload is t's spec for a server whose max_payload is maxPayload.
+func withPayload(t Topology, maxPayload int64) topology.Spec {
+	s := t.spec()
+	s.MaxPayload = maxPayload
+	return s
 }

@@ -57,7 +57,7 @@ func (c *Client) Wait(ctx context.Context, id string) (Outcome, error) {
 // Nats-Msg-Id is not the id, say) is not a submission of the id and is
 // skipped.
 func (c *Client) latestGen(ctx context.Context, id string) (uint64, error) {
-	m, err := c.s.GetLastMsgForSubject(ctx, taskMessagesFor(id))
+	m, err := c.s.GetLastMsgForSubject(ctx, wire.TaskMessagesFor(id))
 	if err == nil && c.submissionOf(ctx, id, m) {
 		return m.Sequence, nil
 	}
@@ -67,7 +67,7 @@ func (c *Client) latestGen(ctx context.Context, id string) (uint64, error) {
 	var best uint64
 	forged := map[uint64]bool{}
 	gens := map[uint64]bool{}
-	if err := jscall.Walk(ctx, c.s, taskMessagesFor(id), 0, 0, func(m *jetstream.RawStreamMsg) {
+	if err := jscall.Walk(ctx, c.s, wire.TaskMessagesFor(id), 0, 0, func(m *jetstream.RawStreamMsg) {
 		if c.submissionOf(ctx, id, m) {
 			best = max(best, m.Sequence)
 		}

@@ -16,7 +16,9 @@ import (
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/executor"
 	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/room"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -45,7 +47,7 @@ type Worker struct {
 	// stopped is the refusal that stops the worker, once the service refused it.
 	stopped atomic.Pointer[FatalError]
 	// room keeps attempts from starting that a full stream could not record.
-	room *workerRoom
+	room *room.Worker
 	// busy counts the tasks being handled, for the heartbeat.
 	busy atomic.Int32
 	// held are the task generations whose attempt this worker recorded and
@@ -68,7 +70,7 @@ type Worker struct {
 // store is encrypted at rest, as it last said (the reading the room check
 // keeps fresh); false when it says nothing.
 func (w *Worker) storeEncrypted() bool {
-	st, ok := w.room.store.read(context.Background(), w.nc)
+	st, ok := w.room.Store(context.Background())
 	return ok && st.Encrypted
 }
 
@@ -85,7 +87,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		return nil, err
 	}
 	top := cfg.Topology.withDefaults()
-	s, tokens, err := openTopology(ctx, js, top)
+	s, tokens, err := topology.Open(ctx, js, top.spec())
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +105,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	}
 	w := &Worker{cfg: cfg, built: built, learner: learner, top: top, nc: nc, js: js, s: s, tokens: tokens, fatal: make(chan error, 1),
 		log:  cfg.Logger.With(slog.String("worker", cfg.Name)),
-		room: &workerRoom{s: s, nc: nc, maxBytes: s.CachedInfo().Config.MaxBytes}}
+		room: room.NewWorker(s, nc, s.CachedInfo().Config.MaxBytes)}
 	w.clock.Local = cfg.Now
 	w.reach.Started()
 	w.dispatch = dispatcher.New(nil)
@@ -116,32 +118,32 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	w.completer = completer.New(s, w.log, cfg.NoErase, w.storeEncrypted)
 	w.completer.Acked = func(m jetstream.Msg) { w.dispatch.LaneAcked(wire.LaneOfSubject(m.Subject())) }
 	w.exec = w.executor(js, s, tokens)
-	if advice := limitsRetentionAdvice(s); advice != "" {
+	if advice := topology.LimitsRetentionAdvice(s); advice != "" {
 		w.log.Warn(advice)
 	}
-	for _, wc := range workerConsumers() {
-		c, err := jscall.UntilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
-			return s.Consumer(ctx, consumerName(wc.lane, wc.priority))
+	for _, wc := range topology.WorkerConsumers() {
+		c, err := jscall.UntilAnswered(ctx, topology.LookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
+			return s.Consumer(ctx, topology.ConsumerName(wc.Lane, wc.Priority))
 		})
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return nil, missingTopology(ctx, js, top, "consumer "+consumerName(wc.lane, wc.priority))
+			return nil, topology.Missing(ctx, js, top.Domain, "consumer "+topology.ConsumerName(wc.Lane, wc.Priority))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("consumer %s: %w", consumerName(wc.lane, wc.priority), err)
+			return nil, fmt.Errorf("consumer %s: %w", topology.ConsumerName(wc.Lane, wc.Priority), err)
 		}
 		// Heartbeats follow the consumers' real ack wait, which whoever
 		// created them chose, not this worker's configuration.
 		if aw := c.CachedInfo().Config.AckWait; aw > 0 && (w.ackWait == 0 || aw < w.ackWait) {
 			w.ackWait = aw
 		}
-		f := &dispatcher.Feed{Cons: c, Lane: wc.lane, Priority: wc.priority}
+		f := &dispatcher.Feed{Cons: c, Lane: wc.Lane, Priority: wc.Priority}
 		if mp := c.CachedInfo().Config.MaxAckPending; mp > 0 && mp < top.MaxInFlight {
 			f.Limited = true // a lane limit: the lane may well be at it
 		}
 		f.News.Store(1) // unknown: look once
 		w.dispatch.Feeds = append(w.dispatch.Feeds, f)
 	}
-	room, err := jscall.UntilAnswered(ctx, lookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
+	room, err := jscall.UntilAnswered(ctx, topology.LookupTimeout, func(ctx context.Context) (jetstream.Consumer, error) {
 		return s.Consumer(ctx, wire.WaitingRoomConsumer)
 	})
 	switch {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -403,7 +404,7 @@ func TestShortFetchOnFreshNewsLooksAgain(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.client.Submit(ctx, turnstileTask("A"))
 	require.NoError(t, err)
-	waitCounted(ctx, t, b.client.s, consumerName(LaneFast, wire.PriorityNormal), 1) // "A stored"
+	waitCounted(ctx, t, b.client.s, topology.ConsumerName(LaneFast, wire.PriorityNormal), 1) // "A stored"
 	// Past the initial "unknown: look once".
 	for _, f := range w.dispatch.Feeds {
 		f.EmptyAt.Store(f.News.Load())

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -156,9 +157,7 @@ func TestLimitsStreamOfAnEarlierVersionKeepsWorking(t *testing.T) {
 	ctx := testContext(t)
 	js, err := jetstream.New(b.nc)
 	require.NoError(t, err)
-	top := Topology{}.withDefaults()
-	top.maxPayload = b.nc.MaxPayload()
-	old := top.streamConfig()
+	old := topology.StreamConfig(withPayload(Topology{}, b.nc.MaxPayload()))
 	old.Retention = jetstream.LimitsPolicy
 	_, err = js.CreateStream(ctx, old)
 	require.NoError(t, err)
@@ -167,7 +166,7 @@ func TestLimitsStreamOfAnEarlierVersionKeepsWorking(t *testing.T) {
 	require.NoError(t, err, "an update must not try to change the retention")
 	require.Equal(t, jetstream.LimitsPolicy, s.CachedInfo().Config.Retention)
 	require.Equal(t, int64(1<<30), s.CachedInfo().Config.MaxBytes, "the rest of the update applies")
-	require.Contains(t, limitsRetentionAdvice(s), "nats stream rm CAPTCHA")
+	require.Contains(t, topology.LimitsRetentionAdvice(s), "nats stream rm CAPTCHA")
 
 	b.client, err = NewClient(ctx, b.nc, ClientConfig{Name: "test-producer"})
 	require.NoError(t, err)
@@ -183,5 +182,5 @@ func TestNewStreamIsAWorkQueue(t *testing.T) {
 	b := setup(t, Topology{})
 	rw := b.startWorker(t, WorkerConfig{Name: "w", Threads: 1, Solver: tokenSolver()})
 	require.Equal(t, jetstream.WorkQueuePolicy, rw.w.s.CachedInfo().Config.Retention)
-	require.Empty(t, limitsRetentionAdvice(rw.w.s))
+	require.Empty(t, topology.LimitsRetentionAdvice(rw.w.s))
 }

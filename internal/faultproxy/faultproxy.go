@@ -1,7 +1,7 @@
 // Package faultproxy holds Proxy, a TCP proxy on 127.0.0.1 that tests put
 // in front of a server (the solving service's emulator, a nats-server) to
-// make it fail as a real one does: refuse connections (nothing listens), or
-// freeze (connections are accepted and what is sent is held, unanswered,
+// make it fail as a real one does: refuse connections (nothing listens),
+// at once or once each open exchange is answered, or freeze (connections are accepted and what is sent is held, unanswered,
 // as by a stopped process) and later thaw (what was held goes through at
 // once, as a resumed process works off its backlog).
 package faultproxy
@@ -11,6 +11,8 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // state is what the proxy does with traffic.
@@ -33,6 +35,7 @@ type Proxy struct {
 	ln       net.Listener // nil while refusing
 	thaw     chan struct{}
 	conns    map[net.Conn]struct{}
+	links    map[*link]struct{}
 	accepted int
 	closed   bool
 	wg       sync.WaitGroup
@@ -46,7 +49,7 @@ func Start(target string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{target: target, addr: ln.Addr().String(), ln: ln, thaw: make(chan struct{}),
-		conns: map[net.Conn]struct{}{}}
+		conns: map[net.Conn]struct{}{}, links: map[*link]struct{}{}}
 	close(p.thaw)
 	p.wg.Add(1)
 	go p.serve(ln)
@@ -80,8 +83,18 @@ func (p *Proxy) Freeze() {
 func (p *Proxy) Refuse() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.stopListening() {
+		for c := range p.conns {
+			c.Close()
+		}
+	}
+}
+
+// stopListening turns the proxy to refused, with p.mu held: it reports
+// false if it was already.
+func (p *Proxy) stopListening() bool {
 	if p.st == refused {
-		return
+		return false
 	}
 	if p.st == frozen {
 		close(p.thaw)
@@ -91,9 +104,67 @@ func (p *Proxy) Refuse() {
 		p.ln.Close()
 		p.ln = nil
 	}
-	for c := range p.conns {
-		c.Close()
+	return true
+}
+
+// RefuseAfterReplies stops listening, as Refuse does, but closes each open
+// connection only once it carries no exchange: at once if the target's
+// reply was the last thing forwarded on it, else once the target has
+// answered (and has been quiet for quietFor), as a server shutting down
+// gracefully does (net/http's Server.Shutdown). No request in flight is
+// cut: the refusal alone, without a reply lost.
+func (p *Proxy) RefuseAfterReplies() {
+	p.mu.Lock()
+	ok := p.stopListening()
+	p.mu.Unlock()
+	if !ok {
+		return
 	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		tick := time.NewTicker(quietFor / 4)
+		defer tick.Stop()
+		for range tick.C {
+			p.mu.Lock()
+			if p.st != refused || p.closed {
+				p.mu.Unlock()
+				return
+			}
+			for l := range p.links {
+				if l.answered(time.Now()) {
+					l.c.Close()
+					l.u.Close()
+					delete(p.links, l)
+				}
+			}
+			left := len(p.links)
+			p.mu.Unlock()
+			if left == 0 {
+				return
+			}
+		}
+	}()
+}
+
+// quietFor is how long a connection's target must have sent nothing more
+// after its reply before RefuseAfterReplies closes it: a reply that comes
+// in several writes is forwarded whole.
+const quietFor = 20 * time.Millisecond
+
+// link is a client's connection and the proxy's to the target, with when
+// bytes were last forwarded each way (Unix nanoseconds).
+type link struct {
+	c, u               net.Conn
+	toTarget, toClient atomic.Int64
+}
+
+// answered reports whether the link carries no exchange at now: the last
+// bytes forwarded went to the client, at least quietFor ago, or none went
+// either way.
+func (l *link) answered(now time.Time) bool {
+	in, out := l.toTarget.Load(), l.toClient.Load()
+	return out >= in && now.UnixNano()-out >= int64(quietFor)
 }
 
 // Restore forwards again: a freeze ends with what it held sent on, a
@@ -193,25 +264,37 @@ func (p *Proxy) forward(c net.Conn) {
 		return
 	}
 	defer p.untrack(u)
+	l := &link{c: c, u: u}
+	p.mu.Lock()
+	p.links[l] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.links, l)
+		p.mu.Unlock()
+	}()
 	done := make(chan struct{}, 2)
-	go func() { p.pipe(u, c); done <- struct{}{} }()
-	go func() { p.pipe(c, u); done <- struct{}{} }()
+	go func() { p.pipe(u, c, &l.toTarget); done <- struct{}{} }()
+	go func() { p.pipe(c, u, &l.toClient); done <- struct{}{} }()
 	<-done
 	c.Close()
 	u.Close()
 	<-done
 }
 
-// pipe copies src to dst, holding each read while frozen.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, holding each read while frozen, and stores in
+// last when it last wrote to dst.
+func (p *Proxy) pipe(dst, src net.Conn, last *atomic.Int64) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.gate()
+			last.Store(time.Now().UnixNano())
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
+			last.Store(time.Now().UnixNano())
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {

@@ -310,7 +310,20 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(net
 	if err != nil {
 		return fmt.Errorf("fakeapi: listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	// Connections on which no request has begun: net/http's Shutdown
+	// counts one as active for its first 5 s (a client's spare dial),
+	// and would wait that long for it.
+	var mu sync.Mutex
+	fresh := map[net.Conn]bool{}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ConnState: func(c net.Conn, st http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		if st == http.StateNew {
+			fresh[c] = true
+		} else {
+			delete(fresh, c)
+		}
+	}}
 	if ready != nil {
 		ready(ln.Addr())
 	}
@@ -320,6 +333,11 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(net
 	case err := <-errc:
 		return fmt.Errorf("fakeapi: serve: %w", err)
 	case <-ctx.Done():
+		mu.Lock()
+		for c := range fresh {
+			_ = c.Close()
+		}
+		mu.Unlock()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(shut); err != nil {

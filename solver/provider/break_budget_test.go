@@ -2,11 +2,13 @@ package provider_test
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/solver/provider"
@@ -165,4 +167,52 @@ func TestBreakBudgetOnAPlan(t *testing.T) {
 	_, err := provider.Parse([]byte(`{"providers": [{"name": "plan", "dialect": "classic", "base_url": "https://ocr.captchaai.com",
 		"key_env": "PLAN_KEY", "billing": {"threads": 5}, "role": "primary", "budget_per_day": 1}]}`))
 	require.ErrorContains(t, err, `providers[0] (plan): budget_per_day 1: a thread plan is paid by the month`)
+}
+
+// TestBreakBudgetedFallbackDuringAnOutage: the thread plan (free, never
+// over a budget) is out for a moment while the per-solve fallback has
+// spent its day's budget. A task arriving then waits for the plan, as it
+// would with no fallback at all: it is not ended BUDGET_EXCEEDED, since a
+// provider that is only out may take it within every cap once it
+// answers. Nothing is paid on the fallback; the task is solved on the plan
+// when it returns.
+//
+// Failed before: the fallback's budget refusal, asked last, was the
+// answer: the task ended dead for good (permanent) during a blip of the
+// plan.
+func TestBreakBudgetedFallbackDuringAnOutage(t *testing.T) {
+	t.Parallel()
+	env, plan, spare := planAndSpare(t, 5*time.Millisecond, 5*time.Millisecond, streamtest.WithWorkers(0))
+	spare.member.Entry.BudgetPerDay = 0.5 * spareBilling.Per1000["userrecaptcha"] / 1000 // less than one solve
+	// The plan's client on a clock of the test's, moved past its probe
+	// schedule's first probe (a second into the outage) once the plan is back.
+	var skew atomic.Int64
+	cfg := plan.cfg
+	cfg.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	pc, err := solver.NewClient(cfg)
+	require.NoError(t, err)
+	plan.member.Client = pc
+	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}, Ledger: ledger(t, env)})
+	require.NoError(t, err)
+
+	plan.api.SetFaults(fakeapi.Faults{Outage: true})
+	// The task's attempts during the outage: the first in.php 500 may
+	// have been paid (the plan keeps the task), the next ones find the
+	// plan out.
+	for i := range 4 {
+		_, err = set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1), Producer: "p"})
+		t.Logf("attempt %d during the plan's outage: %v", i, err)
+		require.Error(t, err)
+		require.NotEqual(t, provider.CodeBudgetExceeded, solver.CodeOf(err), "the plan is out, not over a budget: %v", err)
+		require.NotEqual(t, retry.Permanent, solver.ClassOf(err), "a task the plan may take once it answers does not end: %v", err)
+	}
+
+	plan.api.SetFaults(fakeapi.Faults{})
+	skew.Store(int64(2 * time.Second))
+	require.True(t, pc.Probe(t.Context()), "the plan answers again") // as a worker's probe schedule does
+	ans, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1), Producer: "p"})
+	require.NoError(t, err)
+	require.Equal(t, "plan", ans.Provider)
+	require.Zero(t, spare.api.Stats().InCalls, "the fallback over its budget was not sent anything")
+	require.Equal(t, 1, plan.api.Stats().Submitted)
 }

@@ -6,8 +6,8 @@
 // the price of a new captcha is added to the day's spend before it is
 // sent, only if that keeps it within the caps (Ledger.AddWithin: workers
 // sending at once never pass a cap together), given back when the
-// captcha surely was not accepted or was refunded, and corrected by the
-// cost the provider reports with the answer.
+// captcha surely was not accepted or was refunded (refundsUnsolvable),
+// and corrected by the cost the provider reports with the answer.
 
 package provider
 
@@ -136,7 +136,21 @@ func (s *Set) settle(ctx context.Context, m *member, req solver.Request, r *rese
 		s.addSpend(ctx, scopes, day, ans.Cost-price)
 	case !accepted && !solver.MayBePaid(err) && ctx.Err() == nil:
 		s.giveBack(ctx, r)
-	case accepted && solver.CodeOf(err) == classic.CodeCaptchaUnsolvable && price > 0:
+	case accepted && solver.CodeOf(err) == classic.CodeCaptchaUnsolvable && price > 0 && m.Entry.refundsUnsolvable():
 		s.addSpend(ctx, scopes, day, -price)
 	}
+}
+
+// refundsUnsolvable reports whether the provider returns the price of a
+// captcha it answers ERROR_CAPTCHA_UNSOLVABLE: 2captcha does ("The
+// captcha price is automatically returned to your balance",
+// 2captcha.com/api-docs/error-codes), in both its dialects (API v2 at
+// api.2captcha.com, and RuCaptcha's), and a classic service is taken as
+// one of its profiles (CaptchaAI's plan costs nothing a captcha).
+// Anti-Captcha charges it ("Captcha could not be solved by 5 different
+// workers": customers are charged, the workers being paid for their time,
+// anti-captcha.com/apidoc/errors, identifier 12); any other tasks provider
+// is counted as charging it, on the side of a cap refused a little early.
+func (e Entry) refundsUnsolvable() bool {
+	return e.Dialect != Tasks || onHost(e.BaseURL, "2captcha.com", "rucaptcha.com")
 }

@@ -337,7 +337,10 @@ func (s *Set) Solve(ctx context.Context, req solver.Request) (solver.Answer, err
 		return solver.Answer{}, &solver.Error{Code: solver.CodeInvalidParams, Class: retry.Permanent, Op: "validate",
 			Err: fmt.Errorf("no provider solves method %q", req.Method)}
 	}
-	var last, full error
+	// over is a budget's refusal: the answer only when no provider that
+	// is merely out (it may take the task within every cap once it
+	// answers) was passed over (last).
+	var last, full, over error
 	var fullOn *member
 	for _, m := range route {
 		if m.Entry.Role == Fallback && full != nil {
@@ -348,6 +351,10 @@ func (s *Set) Solve(ctx context.Context, req solver.Request) (solver.Answer, err
 			continue
 		}
 		r, err := s.reserve(ctx, m, req)
+		if solver.CodeOf(err) == CodeBudgetExceeded {
+			over = err
+			continue
+		}
 		if err != nil {
 			last = err
 			continue
@@ -377,6 +384,11 @@ func (s *Set) Solve(ctx context.Context, req solver.Request) (solver.Answer, err
 			return ans, err
 		}
 		return s.noWorkers(ctx, req, route, fullOn, full)
+	}
+	if over != nil && (last == nil || solver.ClassOf(last) == retry.Fatal) {
+		// Every provider is over a cap, or refuses the key or has no
+		// funds: the task ends, before anything is paid.
+		return solver.Answer{}, over
 	}
 	return solver.Answer{}, last
 }

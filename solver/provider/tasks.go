@@ -72,10 +72,22 @@ type TasksClient struct {
 	cfg  TasksConfig
 	http *http.Client
 
-	mu    sync.Mutex
-	since time.Time // the first call of an outage that failed; zero: it answers
-	last  string
+	mu       sync.Mutex
+	since    time.Time // the first call of an outage that failed; zero: it answers
+	last     string
+	probing  bool          // a probe is under way
+	probeAt  time.Time     // during an outage, when the next probe is due
+	probeGap time.Duration // the gap after the last probe that failed
 }
+
+// The probe schedule of an outage (the classic client's, solver's
+// probeFirst and probeMax): a createTask after a failed call first asks
+// getBalance, which costs nothing; if that fails too, the next probe is a
+// second later, then at doubling gaps up to probeMaxGap.
+const (
+	probeFirstGap = time.Second
+	probeMaxGap   = 15 * time.Second
+)
 
 // NewTasksClient returns a client of the provider at cfg.BaseURL.
 func NewTasksClient(cfg TasksConfig) (*TasksClient, error) {
@@ -109,11 +121,15 @@ func (c *TasksClient) Solve(ctx context.Context, req solver.Request) (solver.Ans
 	}
 	id, at := req.CaptchaID, req.Submitted
 	if id == "" {
-		if id, err = c.create(ctx, task); err != nil {
+		var done *taskResult
+		if id, done, err = c.create(ctx, task); err != nil {
 			return solver.Answer{}, err
 		}
 		at = c.cfg.Now()
 		solver.TellAccepted(ctx, solver.Accepted{ID: id, At: at})
+		if done != nil {
+			return c.answer(kind, id, *done)
+		}
 	} else {
 		if at.IsZero() {
 			at = c.cfg.Now()
@@ -132,7 +148,7 @@ func (c *TasksClient) Solve(ctx context.Context, req solver.Request) (solver.Ans
 		}
 		wait = c.scaled(solver.DefaultPollInterval)
 		var r taskResult
-		if err := c.call(ctx, createtask.PathGetTaskResult, createtask.TaskRequest{ClientKey: c.cfg.APIKey, TaskID: taskID(id)}, &r); err != nil {
+		if err := c.call(ctx, createtask.PathGetTaskResult, taskRequest{ClientKey: c.cfg.APIKey, TaskID: wireTaskID(id)}, &r); err != nil {
 			continue // paid for: polled again, whatever failed
 		}
 		if r.Failed() {
@@ -141,16 +157,22 @@ func (c *TasksClient) Solve(ctx context.Context, req solver.Request) (solver.Ans
 		if r.Status != createtask.StatusReady {
 			continue
 		}
-		sol, ua, err := createtask.Answer(kind, r.Solution)
-		if err != nil {
-			return solver.Answer{}, &solver.Error{Code: solver.CodeBadReply, Class: retry.Resubmit, Op: "getTaskResult", CaptchaID: id, Err: err}
-		}
-		ans := solver.Answer{Solution: sol, UserAgent: ua, CaptchaID: id}
-		if cost, ok := r.cost(); ok {
-			ans.Cost, ans.CostBasis = cost, CostReported
-		}
-		return ans, nil
+		return c.answer(kind, id, r)
 	}
+}
+
+// answer is the Answer of task id, of kind, from r, a reply whose status
+// is ready.
+func (c *TasksClient) answer(kind createtask.Kind, id string, r taskResult) (solver.Answer, error) {
+	sol, ua, err := createtask.Answer(kind, r.Solution)
+	if err != nil {
+		return solver.Answer{}, &solver.Error{Code: solver.CodeBadReply, Class: retry.Resubmit, Op: "getTaskResult", CaptchaID: id, Err: err}
+	}
+	ans := solver.Answer{Solution: sol, UserAgent: ua, CaptchaID: id}
+	if cost, ok := r.cost(); ok {
+		ans.Cost, ans.CostBasis = cost, CostReported
+	}
+	return ans, nil
 }
 
 // taskResult is a getTaskResult reply whose cost is read apart: a cost
@@ -171,32 +193,86 @@ func (r taskResult) cost() (float64, bool) {
 	return f, f > 0 && !math.IsInf(f, 0)
 }
 
-// create sends createTask and returns the taskId.
-func (c *TasksClient) create(ctx context.Context, task createtask.Task) (string, error) {
+// createReply is createTask's reply: the taskId in either form (a number,
+// or CapSolver's string, "taskId": "37223a89-06ed-442c-a0b8-22067b79c5b4":
+// docs.capsolver.com/guide/api-createtask), and, for a task the provider
+// solves at once, its status ready with the solution (the same page's
+// "synchronous task response" of an image task: "status": "ready",
+// "solution": {"text": "44795sds"}).
+type createReply struct {
+	taskResult
+	TaskID json.RawMessage `json:"taskId,omitempty"`
+}
+
+// create sends createTask and returns the taskId, and the task's result
+// when the reply carries it (status ready), else nil.
+func (c *TasksClient) create(ctx context.Context, task createtask.Task) (string, *taskResult, error) {
 	b, err := json.Marshal(task)
 	if err != nil {
-		return "", &solver.Error{Code: solver.CodeInvalidParams, Class: retry.Permanent, Op: "createTask", Err: err}
+		return "", nil, &solver.Error{Code: solver.CodeInvalidParams, Class: retry.Permanent, Op: "createTask", Err: err}
 	}
-	var r createtask.CreateTaskResponse
+	if err := c.ready(ctx); err != nil {
+		return "", nil, err
+	}
+	var r createReply
 	if err := c.call(ctx, createtask.PathCreateTask, createtask.CreateTaskRequest{ClientKey: c.cfg.APIKey, Task: b}, &r); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if r.Failed() {
-		return "", c.codeError("createTask", r.ErrorReply, "")
+		return "", nil, c.codeError("createTask", r.ErrorReply, "")
 	}
-	if r.TaskID <= 0 {
-		return "", replyLost{&solver.Error{Code: solver.CodeBadReply, Class: retry.Transient, Op: "createTask",
+	id, ok := taskIDText(r.TaskID)
+	if !ok {
+		return "", nil, replyLost{&solver.Error{Code: solver.CodeBadReply, Class: retry.Transient, Op: "createTask",
 			Err: errors.New("no taskId in the reply")}}
 	}
-	return r.TaskID.String(), nil
+	if r.Status == createtask.StatusReady {
+		return id, &r.taskResult, nil
+	}
+	return id, nil, nil
+}
+
+// ready says whether a createTask may be sent: the service answered its
+// last call, or answers a probe (getBalance) due now. Else the task is
+// not sent (an outage's capacity wait, surely unpaid, which a Set takes
+// to the next provider): a service that answers nothing (its calls time
+// out) or only pages is asked no createTask that may be paid and never
+// answered.
+func (c *TasksClient) ready(ctx context.Context) error {
+	since, why := c.Unreachable()
+	if since.IsZero() {
+		return nil
+	}
+	c.mu.Lock()
+	due := !c.probing && !c.cfg.Now().Before(c.probeAt)
+	c.probing = c.probing || due
+	c.mu.Unlock()
+	if due {
+		var r createtask.BalanceResponse
+		err := c.call(ctx, createtask.PathGetBalance, createtask.Envelope{ClientKey: c.cfg.APIKey}, &r)
+		c.mu.Lock()
+		c.probing = false
+		if err != nil {
+			c.probeGap = min(max(2*c.probeGap, probeFirstGap), probeMaxGap)
+			c.probeAt = c.cfg.Now().Add(c.probeGap)
+		}
+		c.mu.Unlock()
+		if err == nil {
+			return nil
+		}
+		since, why = c.Unreachable()
+	}
+	return &solver.Error{Code: solver.CodeUnreachable, Class: retry.Capacity, Op: createtask.PathCreateTask,
+		Err: fmt.Errorf("not submitted: the provider gives no word since %s (%v)", since.UTC().Format(time.RFC3339), why)}
 }
 
 // call POSTs body to path and decodes the reply into out. A request that
 // never reached the service is a CodeUnreachable capacity wait; a reply
 // lost after the request was sent is a replyLost (the task may have been
-// created, and paid), and so is createTask's first HTTP 5xx, while later
-// ones, every call failing, are an outage's capacity wait; any other 5xx
-// is a transient HTTP_<status>.
+// created, and paid), and so is createTask's first HTTP 5xx or page that
+// is no JSON (a front's), while later ones, every call failing, are an
+// outage's capacity wait; any other 5xx is a transient HTTP_<status>, and
+// any other page a transient BAD_REPLY.
 func (c *TasksClient) call(ctx context.Context, path string, body, out any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -236,6 +312,23 @@ func (c *TasksClient) call(ctx context.Context, path string, body, out any) erro
 		// client takes an in.php 5xx (solver.MayBePaid).
 		return replyLost{e}
 	}
+	if err == nil && !json.Valid(rb) {
+		// A page, not the API's words (a maintenance page, a captive
+		// portal, a CDN's): no word of the service, as a 5xx.
+		since, _ := c.Unreachable()
+		c.failed(fmt.Sprintf("HTTP %d: a page that is no reply of the API", resp.StatusCode))
+		e := &solver.Error{Code: solver.CodeBadReply, Class: retry.Transient, Op: path, Err: errors.New("the reply is no JSON: a page that is no reply of the API")}
+		if path != createtask.PathCreateTask {
+			return e
+		}
+		if !since.IsZero() {
+			// Every call failed since then: an outage, which the task may
+			// take elsewhere.
+			return &solver.Error{Code: solver.CodeUnreachable, Class: retry.Capacity, Op: path,
+				Err: fmt.Errorf("the provider gives no word since %s: %w", since.UTC().Format(time.RFC3339), e.Err)}
+		}
+		return replyLost{e}
+	}
 	c.answered()
 	if err == nil {
 		err = createtask.Decode(rb, out) // CapSolver's errors come as HTTP 400 with their JSON
@@ -253,8 +346,14 @@ func (c *TasksClient) codeError(op string, r createtask.ErrorReply, id string) e
 	if code == "" {
 		code = fmt.Sprintf("ERROR_%d", r.ErrorID)
 	}
-	return &solver.Error{Code: code, Class: solver.TwoCaptcha.Classify(code), Op: op, CaptchaID: id, Text: r.ErrorDescription}
+	code = c.scrub(code)
+	return &solver.Error{Code: code, Class: solver.TwoCaptcha.Classify(code), Op: op, CaptchaID: id, Text: c.scrub(r.ErrorDescription)}
 }
+
+// scrub is s, said by the service, with the key taken out wherever it is
+// echoed: errors, and the outcomes, traces and logs they reach, never show
+// it.
+func (c *TasksClient) scrub(s string) string { return solver.Redact(s, c.cfg.APIKey) }
 
 // scaled is d times the configured scale.
 func (c *TasksClient) scaled(d time.Duration) time.Duration {
@@ -263,6 +362,7 @@ func (c *TasksClient) scaled(d time.Duration) time.Duration {
 
 // failed notes a call that did not reach the service or got a 5xx.
 func (c *TasksClient) failed(what string) {
+	what = c.scrub(what)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.since.IsZero() {
@@ -276,6 +376,7 @@ func (c *TasksClient) answered() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.since, c.last = time.Time{}, ""
+	c.probeAt, c.probeGap = time.Time{}, 0
 }
 
 // Unreachable reports since when every call failed, and the last failure.
@@ -294,12 +395,56 @@ func (c *TasksClient) SolveTime(kind string, q float64) (time.Duration, bool) {
 	return 4 * c.scaled(solver.DefaultFirstPoll(kind)), false
 }
 
-// taskID is a taskId of the text form Accepted carries; 0 for one that is
-// not a number (the service then answers about no task).
-func taskID(id string) createtask.TaskID {
-	var t createtask.TaskID
-	_ = json.Unmarshal([]byte(`"`+id+`"`), &t)
-	return t
+// maxTaskID bounds the length of a taskId the client takes: it is kept
+// in the task's events and shown by trace.
+const maxTaskID = 128
+
+// taskIDText is a reply's taskId as text, and whether it is one: a whole
+// number above 0 (Anti-Captcha's, CapMonster's, 2captcha's; any length, as
+// the client only sends it back) or a string of letters, digits and
+// '-', '_', '.' (CapSolver's), at most maxTaskID long.
+func taskIDText(raw json.RawMessage) (string, bool) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		s = string(raw)
+		if s == "" || s[0] < '1' || s[0] > '9' || strings.Trim(s, "0123456789") != "" {
+			return "", false
+		}
+	}
+	return s, validTaskID(s)
+}
+
+// validTaskID reports whether id is a taskId the client sends back (see
+// taskIDText).
+func validTaskID(id string) bool {
+	if id == "" || len(id) > maxTaskID || strings.Trim(id, "0") == "" {
+		return false
+	}
+	for _, r := range id {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// wireTaskID is id as the provider gave it: a number when it is digits
+// only, else a string (CapSolver's). A string of digits a provider gave
+// goes back as a number: Accepted keeps the text only.
+func wireTaskID(id string) json.RawMessage {
+	if strings.Trim(id, "0123456789") == "" && id != "" && id[0] != '0' {
+		return json.RawMessage(id)
+	}
+	b, _ := json.Marshal(id)
+	return b
+}
+
+// taskRequest is the body of getTaskResult and of the report calls, the
+// taskId in the form the provider gave it (createtask.TaskRequest reads
+// only numbers).
+type taskRequest struct {
+	ClientKey string          `json:"clientKey"`
+	TaskID    json.RawMessage `json:"taskId"`
 }
 
 // replyLost is a failure of a call whose request reached the service and

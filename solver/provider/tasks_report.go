@@ -36,8 +36,7 @@ import (
 // A verdict the provider has no call for is ERROR_REPORT_NOT_RECORDED,
 // with nothing sent.
 func (c *TasksClient) Report(ctx context.Context, method, id string, good bool) error {
-	tid := taskID(id)
-	if tid <= 0 {
+	if !validTaskID(id) {
 		return notRecorded(fmt.Errorf("report: %q is not a task id", id))
 	}
 	path := reportPath(c.cfg.BaseURL, method, good)
@@ -48,9 +47,13 @@ func (c *TasksClient) Report(ctx context.Context, method, id string, good bool) 
 		}
 		return notRecorded(fmt.Errorf("report: the provider has no call for a %s %s answer", verdict, method))
 	}
-	var body any = createtask.TaskRequest{ClientKey: c.cfg.APIKey, TaskID: tid}
+	tid := wireTaskID(id)
+	var body any = taskRequest{ClientKey: c.cfg.APIKey, TaskID: tid}
 	if path == createtask.PathFeedbackTask {
-		body = createtask.FeedbackRequest{ClientKey: c.cfg.APIKey, TaskID: tid, Result: &createtask.FeedbackResult{Invalid: !good}}
+		body = struct {
+			taskRequest
+			Result *createtask.FeedbackResult `json:"result"`
+		}{taskRequest{ClientKey: c.cfg.APIKey, TaskID: tid}, &createtask.FeedbackResult{Invalid: !good}}
 	}
 	var reply createtask.ReportResponse
 	if err := c.call(ctx, path, body, &reply); err != nil {
@@ -61,7 +64,7 @@ func (c *TasksClient) Report(ctx context.Context, method, id string, good bool) 
 	}
 	if path != createtask.PathFeedbackTask && reply.Status != createtask.ReportAccepted {
 		return &solver.Error{Code: solver.CodeBadReply, Class: retry.Transient, Op: path,
-			Err: fmt.Errorf("report: status %q, want %q", reply.Status, createtask.ReportAccepted)}
+			Err: fmt.Errorf("report: status %q, want %q", c.scrub(reply.Status), createtask.ReportAccepted)}
 	}
 	return nil
 }
@@ -69,11 +72,7 @@ func (c *TasksClient) Report(ctx context.Context, method, id string, good bool) 
 // reportPath is the call of the provider at base for a good or bad answer
 // of method; "" when it has none.
 func reportPath(base, method string, good bool) string {
-	host := base
-	if u, err := url.Parse(base); err == nil {
-		host = u.Hostname()
-	}
-	on := func(domain string) bool { return host == domain || strings.HasSuffix(host, "."+domain) }
+	on := func(domain string) bool { return onHost(base, domain) }
 	image := method == captcha.MethodBase64 || method == captcha.MethodPost
 	switch {
 	case on("2captcha.com") || on("rucaptcha.com"):
@@ -98,4 +97,18 @@ func reportPath(base, method string, good bool) string {
 		return createtask.PathReportIncorrectHcaptcha
 	}
 	return ""
+}
+
+// onHost reports whether base's host is one of domains or under one.
+func onHost(base string, domains ...string) bool {
+	host := base
+	if u, err := url.Parse(base); err == nil {
+		host = u.Hostname()
+	}
+	for _, d := range domains {
+		if host == d || strings.HasSuffix(host, "."+d) {
+			return true
+		}
+	}
+	return false
 }

@@ -32,7 +32,7 @@ import (
 // JetStream down and enables it again, which reopens every stream from its
 // files: the latch is gone and the dynamic limit is measured again. Clients
 // read the measurement (Status) to keep room for the records of the tasks
-// already accepted (package stream, submitroom.go and attemptroom.go).
+// already accepted (package stream/internal/room).
 
 // StoreState is a Guard's measurement of the store.
 type StoreState struct {

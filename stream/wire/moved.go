@@ -98,3 +98,15 @@ func MovedDigest(subject string, h map[string][]string, body []byte, gen uint64,
 	field(d, []byte(submitted.UTC().Format(time.RFC3339Nano)))
 	return hex.EncodeToString(d.Sum(nil))
 }
+
+// TaskMessageGen is the generation and the submission time of a task
+// message stored at seq and at, on a task subject or in the waiting room:
+// a moved copy (MovedHeader) names those of the submission it copies,
+// any other message is its own. Readers take a copy at its word; workers
+// check it against the generation's scheduled event.
+func TaskMessageGen(h map[string][]string, seq uint64, at time.Time) (uint64, time.Time) {
+	if gen, submitted, ok := MovedFrom(h); ok && gen < seq {
+		return gen, submitted
+	}
+	return seq, at
+}

@@ -255,3 +255,10 @@ func LaneOfSubject(subject string) Lane {
 	lane, _, _ := strings.Cut(rest, ".")
 	return Lane(lane)
 }
+
+// TaskMessagesFor matches the task messages of task id: on its task
+// subjects and in the waiting room. One filter names both, so a read is one
+// request: the stream stores only the subjects StreamSubjects lists,
+// and of those only the task lanes and the waiting room have five tokens
+// (the per-task records have three or four), so no other message matches.
+func TaskMessagesFor(id string) string { return SubjectRoot + ".*.*.*." + id }

@@ -1,13 +1,10 @@
 // The token stream: where solved tokens live (memory-backed), one per
 // solved generation on captcha.tokens.<id>.<gen>, for the token's lifetime.
 
-package stream
+package topology
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
+	"cmp"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,25 +12,7 @@ import (
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
-// readToken reads the token of generation gen of task id from the token
-// stream tokens: the solved outcome with its solution, and whether it is
-// there (it is not once expired, or after a broker restart).
-func readToken(ctx context.Context, tokens jetstream.Stream, id string, gen uint64) (Outcome, bool, error) {
-	m, err := tokens.GetLastMsgForSubject(ctx, wire.TokenSubject(id, gen))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return Outcome{}, false, nil
-	}
-	if err != nil {
-		return Outcome{}, false, fmt.Errorf("read the token of task %s: %w", id, err)
-	}
-	var out Outcome
-	if err := json.Unmarshal(m.Data, &out); err != nil {
-		return Outcome{}, false, fmt.Errorf("token of task %s: %w", id, err)
-	}
-	return out, true, nil
-}
-
-// tokenStreamConfig is the configuration of the token stream (TokenStream):
+// TokenStreamConfig is the configuration of t's token stream:
 // solved tokens, each stored by the worker that solved it with its
 // lifetime as its TTL. In memory: a token never reaches the store's files,
 // so it needs no erasure when it expires (nats-server erases a message by
@@ -42,9 +21,9 @@ func readToken(ctx context.Context, tokens jetstream.Stream, id string, gen uint
 // so a waiter learns the task was solved and its token is gone
 // (ErrTokenExpired). On a cluster the stream has the topology's replicas,
 // so losing one server loses no token.
-func (t Topology) tokenStreamConfig() jetstream.StreamConfig {
+func TokenStreamConfig(t Spec) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        t.TokenStream(),
+		Name:        TokenStreamName(t.Stream),
 		Description: "captchaq: solved tokens, in memory, each until its expiry",
 		Subjects:    []string{wire.SubjectTokens + ".*.*"},
 		Retention:   jetstream.LimitsPolicy,
@@ -54,7 +33,7 @@ func (t Topology) tokenStreamConfig() jetstream.StreamConfig {
 		// leaves with its lifetime; the limits bound the memory anyway. At
 		// MaxBytes the oldest tokens (nearest their expiry) give way, so a
 		// solve is never refused for room.
-		MaxBytes:          t.tokenMaxBytes(),
+		MaxBytes:          cmp.Or(t.TokenMaxBytes, DefaultTokenMaxBytes),
 		MaxMsgs:           -1,
 		MaxMsgsPerSubject: -1,
 		MaxMsgSize:        wire.TokenMaxMsgSize,
@@ -62,7 +41,7 @@ func (t Topology) tokenStreamConfig() jetstream.StreamConfig {
 		Discard:           jetstream.DiscardOld,
 		Storage:           jetstream.MemoryStorage,
 		Replicas:          t.Replicas,
-		Duplicates:        DefaultDuplicateWindow,
+		Duplicates:        tokenDuplicateWindow,
 		AllowMsgTTL:       true,
 		// Reads go to the stream's leader: on a cluster a direct get may be
 		// answered by a replica that has not stored the token yet, and a
@@ -71,27 +50,18 @@ func (t Topology) tokenStreamConfig() jetstream.StreamConfig {
 	}
 }
 
-// Token stream limits.
-const (
-	// DefaultTokenMaxBytes is the default Topology.TokenMaxBytes: 64 MiB,
-	// about 16,000 tokens of 4 KiB (a reCAPTCHA token and its outcome take
-	// 2–3 KiB), which at a 300-s lifetime is 50 solves a second sustained,
-	// far beyond any plan (100 threads at one solve each 10 s is 10 a
-	// second).
-	DefaultTokenMaxBytes = 64 << 20
-)
-
-func (t Topology) tokenMaxBytes() int64 {
-	if t.TokenMaxBytes > 0 {
-		return t.TokenMaxBytes
-	}
-	return DefaultTokenMaxBytes
-}
+// DefaultTokenMaxBytes is the token stream's MaxBytes when the topology
+// sets none (stream.DefaultTokenMaxBytes says why).
+const DefaultTokenMaxBytes = 64 << 20
 
 // tokenStreamMaxAge is the token stream's MaxAge: past the longest token
 // lifetime captchaq knows.
 const tokenStreamMaxAge = 15 * time.Minute
 
-// TokenStream is the name of the stream that keeps solved tokens (in
-// memory): the topology's stream name with "_TOKENS" ("CAPTCHA_TOKENS").
-func (t Topology) TokenStream() string { return t.withDefaults().Stream + "_TOKENS" }
+// TokenStreamName is the name of the token stream of the stream named
+// stream: its name with "_TOKENS" ("CAPTCHA_TOKENS").
+func TokenStreamName(stream string) string { return stream + "_TOKENS" }
+
+// tokenDuplicateWindow is the token stream's duplicate window: the
+// default of the CAPTCHA stream's (stream.DefaultDuplicateWindow).
+const tokenDuplicateWindow = 2 * time.Minute

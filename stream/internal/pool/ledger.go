@@ -1,9 +1,9 @@
 // The pool's spend of the day, for the providers' budgets: what each
-// provider and each producer was paid today, kept in TimingsBucket by the
+// provider and each producer was paid today, kept in the pool's bucket by the
 // workers as their solves are paid, so that a cap holds across workers and
 // restarts (provider.Ledger).
 
-package stream
+package pool
 
 import (
 	"context"
@@ -15,12 +15,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Ledger keeps the pool's spend per day and scope (a provider, a
-// producer) in TimingsBucket, in millionths of the prices' currency (keys
+// producer) in the pool's bucket, in millionths of the prices' currency (keys
 // spend.<day>.<hash of the scope>: no producer's name in a key; a day's
 // keys stay, a few dozen bytes a scope, since an update carries no TTL).
 // It is safe for concurrent use.
@@ -28,10 +27,10 @@ type Ledger struct {
 	kv jetstream.KeyValue
 }
 
-// OpenLedger binds the spend ledger of the pool's TimingsBucket, which an
-// admin created (EnsureTimings); it creates nothing.
-func OpenLedger(ctx context.Context, nc *nats.Conn, t Topology) (*Ledger, error) {
-	c, err := OpenClaims(ctx, nc, t)
+// OpenLedger binds the spend ledger of the pool's bucket, which an admin
+// created; it creates nothing (OpenTimings).
+func OpenLedger(ctx context.Context, js jetstream.JetStream, domain string) (*Ledger, error) {
+	c, err := OpenClaims(ctx, js, domain)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,7 @@
 // only if no one holds it, tells the second worker that the id is not
 // its captcha (provider.Claims).
 
-package stream
+package pool
 
 import (
 	"context"
@@ -15,19 +15,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/internal/topology"
 )
 
-// ClaimTTL is how long a claim outlives a worker that died holding it: a
-// captcha is not polled longer than a task lives (minutes), and an id a
-// provider gives again an hour later names a new captcha.
+// ClaimTTL is how long a claim outlives a worker that died holding it
+// (stream.ClaimTTL says why).
 const ClaimTTL = time.Hour
 
-// claimMarkerTTL is how long a released claim's marker stays.
-const claimMarkerTTL = time.Minute
-
-// Claims keeps, in TimingsBucket (keys claims.<provider>.<hash of the
+// Claims keeps, in the pool's bucket (keys claims.<provider>.<hash of the
 // captcha id>: no captcha id, token or URL), which worker polls each
 // captcha a provider accepted. A bucket an admin created before claims
 // existed keeps released claims' markers (no TTL); `captchaq init` (or
@@ -37,19 +34,23 @@ type Claims struct {
 	ttl bool // the bucket lets keys expire
 }
 
-// OpenClaims binds the claims of the pool's TimingsBucket, which an admin
-// created (EnsureTimings); it creates nothing.
-func OpenClaims(ctx context.Context, nc *nats.Conn, t Topology) (*Claims, error) {
-	tm, err := OpenTimings(ctx, nc, t)
+// OpenClaims binds the claims of the pool's bucket, which an admin
+// created; it creates nothing (OpenTimings).
+func OpenClaims(ctx context.Context, js jetstream.JetStream, domain string) (*Claims, error) {
+	tm, err := OpenTimings(ctx, js, domain)
 	if err != nil {
 		return nil, err
 	}
 	st, err := tm.kv.Status(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("timings bucket %s: %w", TimingsBucket, err)
+		return nil, fmt.Errorf("timings bucket %s: %w", topology.TimingsBucket, err)
 	}
 	return &Claims{kv: tm.kv, ttl: st.LimitMarkerTTL() > 0}, nil
 }
+
+// KeysExpire reports whether the bucket lets claims expire (ClaimTTL): an
+// admin created it before claims existed and has not updated it since.
+func (c *Claims) KeysExpire() bool { return c.ttl }
 
 // claimKey is the key of provider's captcha id: the id hashed, since a
 // provider's ids may hold what a key may not (dots, spaces).
@@ -81,7 +82,7 @@ func (c *Claims) Claim(ctx context.Context, provider, id string) (bool, error) {
 func (c *Claims) Release(ctx context.Context, provider, id string) error {
 	var opts []jetstream.KVDeleteOpt
 	if c.ttl {
-		opts = append(opts, jetstream.PurgeTTL(claimMarkerTTL))
+		opts = append(opts, jetstream.PurgeTTL(topology.ClaimMarkerTTL))
 	}
 	for _, key := range []string{claimKey(provider, id), contestKey(provider, id)} {
 		if err := c.kv.Purge(ctx, key, opts...); err != nil {

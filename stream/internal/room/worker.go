@@ -1,27 +1,27 @@
-package stream
+package room
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/stream/wire"
 )
 
-// workerRoom keeps a worker from starting attempts it could not record to
+// Worker keeps a worker from starting attempts it could not record to
 // their end: an attempt starts only when the stream (bounded by MaxBytes, or
-// by what the server's store can still take) has reservePerTask free for it
+// by what the server's store can still take) has ReservePerTask free for it
 // and for every other attempt of this worker still under way, and never
-// while the store refuses writes. Producers that keep room (Client) never
+// while the store refuses writes. Producers that keep room (Producer) never
 // let it come to that; a stream filled to the last byte by raw publishers,
 // or a disk filled by something else, would otherwise take the attempt
 // events of many tasks, pay for their solves, and have no room left for a
 // single outcome.
-type workerRoom struct {
+type Worker struct {
 	s jetstream.Stream
 	// nc asks the server for its store's status; nil: only MaxBytes counts.
 	nc *nats.Conn
@@ -34,20 +34,27 @@ type workerRoom struct {
 	bytes    uint64    // the stream's size then
 	read     time.Time // when
 	ended    int64     // attempts ended since then, whose records the reading may not hold
-	store    storeWatch
+	store    StoreWatch
 }
 
-// roomRefresh is how long a reading of the stream's size is used.
-// Worker.StoreRefusing states its value to users.
-const roomRefresh = 100 * time.Millisecond
+// NewWorker is the room of a worker on stream s, whose limit when the
+// worker started is maxBytes (0: unbounded); nc asks the server for its
+// store's status (nil: only MaxBytes counts).
+func NewWorker(s jetstream.Stream, nc *nats.Conn, maxBytes int64) *Worker {
+	return &Worker{s: s, nc: nc, maxBytes: maxBytes}
+}
+
+// Refresh is how long a reading of the stream's size, or of the store's
+// status, is used. stream.Worker.StoreRefusing states its value to users.
+const Refresh = 100 * time.Millisecond
 
 // Take reserves room for one attempt, reading the stream's size at most
-// every roomRefresh; false means no room (or the size could not be read).
-func (r *workerRoom) Take(ctx context.Context, now time.Time) bool {
-	var st StoreStatus
+// every Refresh; false means no room (or the size could not be read).
+func (r *Worker) Take(ctx context.Context, now time.Time) bool {
+	var st wire.StoreStatus
 	haveStore := false
 	if r.nc != nil {
-		st, haveStore = r.store.read(ctx, r.nc)
+		st, haveStore = r.store.Read(ctx, r.nc)
 	}
 	if haveStore && st.Refusing {
 		return false
@@ -59,13 +66,13 @@ func (r *workerRoom) Take(ctx context.Context, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	over := func() bool {
-		return r.limit > 0 && int64(r.bytes)+(r.running.Load()+r.ended+1)*reservePerTask > r.limit
+		return r.limit > 0 && int64(r.bytes)+(r.running.Load()+r.ended+1)*ReservePerTask > r.limit
 	}
-	// A reading is used for roomRefresh; but one that leaves no room
+	// A reading is used for Refresh; but one that leaves no room
 	// while attempts ended since it (whose records it may or may not
 	// hold, so each still counts) is read again at once: the attempt
 	// refused would otherwise wait a whole lease for room that is there.
-	if now.Sub(r.read) >= roomRefresh || (over() && r.ended > 0) {
+	if now.Sub(r.read) >= Refresh || (over() && r.ended > 0) {
 		info, err := r.s.Info(ctx)
 		if err != nil {
 			return false
@@ -85,27 +92,18 @@ func (r *workerRoom) Take(ctx context.Context, now time.Time) bool {
 }
 
 // Give returns the room of an attempt that ended (recorded or not).
-func (r *workerRoom) Give() {
+func (r *Worker) Give() {
 	r.mu.Lock()
 	r.ended++
 	r.mu.Unlock()
 	r.running.Add(-1)
 }
 
-// StoreRefusing reports the broker's store refusing writes, as the server
-// that runs it last said (at most 100 ms ago): nil when it takes
-// writes or reports nothing.
-func (w *Worker) StoreRefusing(ctx context.Context) error {
-	if w.room.nc == nil {
-		return nil
+// Store is the store's status as the server last reported it (read again
+// when older than Refresh); false when it reports none.
+func (r *Worker) Store(ctx context.Context) (wire.StoreStatus, bool) {
+	if r.nc == nil {
+		return wire.StoreStatus{}, false
 	}
-	st, ok := w.room.store.read(ctx, w.room.nc)
-	if !ok || !st.Refusing {
-		return nil
-	}
-	msg := fmt.Sprintf("the broker's store (%s) refuses writes (measured at %s): %s", st.Dir, st.At.UTC().Format(time.RFC3339), st.Error)
-	if st.Action != "" {
-		msg += "; " + st.Action
-	}
-	return errors.New(msg)
+	return r.store.Read(ctx, r.nc)
 }

@@ -1,7 +1,7 @@
 // The workers' consumers: one per lane and priority, each reading its
 // task subject.
 
-package stream
+package topology
 
 import (
 	"fmt"
@@ -12,38 +12,40 @@ import (
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
-// consumerName is the durable name of the workers' consumer for a lane and
+// ConsumerName is the durable name of the workers' consumer for a lane and
 // priority.
-func consumerName(lane Lane, priority Priority) string {
+func ConsumerName(lane wire.Lane, priority wire.Priority) string {
 	return fmt.Sprintf("workers-%s-%s", lane, priority)
 }
 
-type workerConsumer struct {
-	lane     Lane
-	priority Priority
+// WorkerConsumer names one of the workers' consumers.
+type WorkerConsumer struct {
+	Lane     wire.Lane
+	Priority wire.Priority
 }
 
-// workerConsumers lists the consumers in the order a worker with a free slot
+// WorkerConsumers lists the consumers in the order a worker with a free slot
 // looks at them: high priority in every lane first, then normal.
-func workerConsumers() []workerConsumer {
-	var out []workerConsumer
+func WorkerConsumers() []WorkerConsumer {
+	var out []WorkerConsumer
 	for _, p := range wire.Priorities {
-		for _, l := range Lanes {
-			out = append(out, workerConsumer{lane: l, priority: p})
+		for _, l := range wire.Lanes {
+			out = append(out, WorkerConsumer{Lane: l, Priority: p})
 		}
 	}
 	return out
 }
 
-func (t Topology) consumerConfig(wc workerConsumer) jetstream.ConsumerConfig {
+// ConsumerConfig is the configuration of the workers' consumer wc of t.
+func ConsumerConfig(t Spec, wc WorkerConsumer) jetstream.ConsumerConfig {
 	limit := t.MaxInFlight
-	if n := t.LaneLimits[wc.lane]; n > 0 && wc.priority == wire.PriorityNormal {
+	if n := t.LaneLimits[wc.Lane]; n > 0 && wc.Priority == wire.PriorityNormal {
 		limit = n
 	}
 	return jetstream.ConsumerConfig{
-		Durable:       consumerName(wc.lane, wc.priority),
-		Description:   fmt.Sprintf("captchaq workers: %s lane, %s priority", wc.lane, wc.priority),
-		FilterSubject: wire.TaskFilter(wc.lane, wc.priority),
+		Durable:       ConsumerName(wc.Lane, wc.Priority),
+		Description:   fmt.Sprintf("captchaq workers: %s lane, %s priority", wc.Lane, wc.Priority),
+		FilterSubject: wire.TaskFilter(wc.Lane, wc.Priority),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       t.AckWait,
 		// Unlimited: the worker counts attempts itself in the task's event
@@ -57,13 +59,13 @@ func (t Topology) consumerConfig(wc workerConsumer) jetstream.ConsumerConfig {
 	}
 }
 
-// waitingRoomConfig is the consumer of the waiting room
+// WaitingRoomConfig is the consumer of the waiting room
 // (wire.SubjectLater), which workers alone read: tasks that are not due
 // wait there, each handed back with its delay, so that its MaxAckPending
 // is unlimited (every waiting task is pending, and none may hold up
 // another), while the workers' consumers of the lanes count only tasks
 // that are due.
-func (t Topology) waitingRoomConfig() jetstream.ConsumerConfig {
+func WaitingRoomConfig(t Spec) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:        wire.WaitingRoomConsumer,
 		Description:    "captchaq workers: the waiting room (tasks not due yet)",
@@ -78,10 +80,10 @@ func (t Topology) waitingRoomConfig() jetstream.ConsumerConfig {
 	}
 }
 
-// hasWaitingRoom reports whether a stream whose subjects are subjects
+// HasWaitingRoom reports whether a stream whose subjects are subjects
 // stores the waiting room's: a stream made by an earlier version does not
 // until its topology is updated (`captchaq init`).
-func hasWaitingRoom(subjects []string) bool {
+func HasWaitingRoom(subjects []string) bool {
 	for _, f := range wire.LaterFilters() {
 		if !slices.Contains(subjects, f) {
 			return false

@@ -1,7 +1,7 @@
 // The stream's anchor (wire.SubjectAnchor): one message that never
 // expires, stored by whoever creates or updates the stream.
 
-package stream
+package topology
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
-// storeAnchor stores the stream's anchor unless the stream holds one: the
+// StoreAnchor stores the stream's anchor unless the stream holds one: the
 // publish expects no earlier message on wire.SubjectAnchor, so of racing
 // creators only one stores it, and the others' "wrong last sequence" means
 // it is there. On a replicated stream the leader may instead answer that
@@ -23,7 +23,7 @@ import (
 // it waits for that write to show, and stores the anchor itself if it never
 // does (the other writer failed). After a purge it lands at the tail, and
 // becomes the head once the older messages have left with the retention.
-func storeAnchor(ctx context.Context, js jetstream.JetStream, streamName string) error {
+func StoreAnchor(ctx context.Context, js jetstream.JetStream, streamName string) error {
 	for range 3 {
 		msg := nats.NewMsg(wire.SubjectAnchor)
 		msg.Header.Set(wire.HeaderNatsTTL, "never")
@@ -68,15 +68,15 @@ func anchorShows(ctx context.Context, js jetstream.JetStream, streamName string)
 	return false
 }
 
-// tryStoreAnchor stores the stream's anchor unless it holds one, and gives
+// TryStoreAnchor stores the stream's anchor unless it holds one, and gives
 // up quietly. The anchor spares the server work; without it everything
 // still works. So a stream that refuses it (full at its MaxBytes, say, or a
 // role that may not publish on wire.SubjectAnchor) stops nobody, and the attempt
 // is bounded: NATS reports a publish permission error only asynchronously,
 // as a timeout.
-func tryStoreAnchor(ctx context.Context, js jetstream.JetStream, stream string) {
+func TryStoreAnchor(ctx context.Context, js jetstream.JetStream, stream string) {
 	actx, cancel := context.WithTimeout(ctx, anchorTimeout)
-	_ = storeAnchor(actx, js, stream)
+	_ = StoreAnchor(actx, js, stream)
 	cancel()
 }
 

@@ -1,4 +1,11 @@
-package stream
+// Package pool holds what the workers of a pool share beside the
+// tasks: the service's ready times they learned and the plan windows
+// (Timings), which worker polls a provider's captcha (Claims), the day's
+// spend (Ledger), all in the pool's key-value bucket
+// (topology.TimingsBucket), and their estimates of the captchas at the
+// service, on core NATS (JoinOccupancy). Package stream names them for
+// users (stream.Timings, stream.Claims, stream.Ledger).
+package pool
 
 import (
 	"context"
@@ -6,26 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 )
-
-// TimingsBucket is the key-value bucket where workers keep what they learned
-// of the service's ready times: one key per captcha kind (solver.Kind), its
-// value a solver.Learned as JSON (median, spread, how many answers, when).
-// It holds no captcha, token or URL. Every worker of a pool merges into it
-// and plans with what it holds, so a new or restarted worker starts with
-// the pool's timings.
-const TimingsBucket = "captchaq-timings"
-
-// timingsMaxValue bounds one value: a Learned is under 100 bytes, the plan
-// windows about 80 bytes a worker.
-const timingsMaxValue = 64 * 1024
 
 // mergeTries is how often a merge is tried when other workers update the
 // same key meanwhile.
@@ -33,55 +27,30 @@ const mergeTries = 8
 
 var validKey = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// Timings is a solver.TimingStore in TimingsBucket. It is safe for
-// concurrent use.
+// Timings is a solver.TimingStore in the pool's bucket
+// (topology.TimingsBucket): one key per captcha kind (solver.Kind), its
+// value a solver.Learned as JSON. It is safe for concurrent use.
 type Timings struct {
 	kv jetstream.KeyValue
 }
 
 var _ solver.TimingStore = (*Timings)(nil)
 
-// ensureTimings is Admin.EnsureTimings of topology t on nc.
-func ensureTimings(ctx context.Context, nc *nats.Conn, t Topology) (*Timings, error) {
-	js, err := jetStreamOf(nc, t)
-	if err != nil {
-		return nil, err
-	}
-	t = t.withDefaults()
-	storage := t.storage()
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:       TimingsBucket,
-		Description:  "captchaq: the solving service's ready times learned by the workers, by captcha kind",
-		MaxValueSize: timingsMaxValue,
-		History:      1,
-		// Keys may expire (the captcha claims, ClaimTTL): a released
-		// claim's marker goes after claimMarkerTTL.
-		LimitMarkerTTL: claimMarkerTTL,
-		Storage:        storage,
-		Replicas:       t.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("timings bucket %s: %w", TimingsBucket, err)
-	}
-	return &Timings{kv: kv}, nil
-}
+// NewTimings is the store in the bucket kv (TimingsBucket).
+func NewTimings(kv jetstream.KeyValue) *Timings { return &Timings{kv: kv} }
 
-// OpenTimings binds TimingsBucket, which an admin created (EnsureTimings).
-// It creates nothing: without the bucket it fails with ErrNoTopology,
-// naming the domain it reached.
-func OpenTimings(ctx context.Context, nc *nats.Conn, t Topology) (*Timings, error) {
-	js, err := jetStreamOf(nc, t)
-	if err != nil {
-		return nil, err
-	}
-	kv, err := js.KeyValue(ctx, TimingsBucket)
+// OpenTimings binds TimingsBucket, which an admin created. It creates
+// nothing: without the bucket it fails with topology.ErrNoTopology, naming
+// domain, the one reached.
+func OpenTimings(ctx context.Context, js jetstream.JetStream, domain string) (*Timings, error) {
+	kv, err := js.KeyValue(ctx, topology.TimingsBucket)
 	if err == nil {
 		return &Timings{kv: kv}, nil
 	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("timings bucket %s: %w", TimingsBucket, missingTopology(ctx, js, t, "bucket "+TimingsBucket))
+		return nil, fmt.Errorf("timings bucket %s: %w", topology.TimingsBucket, topology.Missing(ctx, js, domain, "bucket "+topology.TimingsBucket))
 	}
-	return nil, fmt.Errorf("timings bucket %s: %w", TimingsBucket, err)
+	return nil, fmt.Errorf("timings bucket %s: %w", topology.TimingsBucket, err)
 }
 
 // MergeTimings merges fresh into the bucket, key by key with
@@ -151,13 +120,13 @@ func (s *Timings) Load(ctx context.Context) (map[string]solver.Learned, error) {
 // (solver.Config.LearnPlan), by worker name: {"<name>":{"limit":N,"at":T}}.
 const planWindowsKey = "plan_windows"
 
-// windowFresh is how long a worker's plan window counts after it wrote it:
-// a worker that stopped writing is gone. Stats.LearnedPlan states its
-// value to users.
-const windowFresh = 2 * time.Minute
+// WindowFresh is how long a worker's plan window counts after it wrote it:
+// a worker that stopped writing is gone. stream.Stats.LearnedPlan states
+// its value to users.
+const WindowFresh = 2 * time.Minute
 
-// planWindow is one worker's learned plan window.
-type planWindow struct {
+// PlanWindow is one worker's learned plan window.
+type PlanWindow struct {
 	// Limit is how many captchas the worker keeps on the service's threads
 	// at most.
 	Limit int `json:"limit"`
@@ -165,23 +134,23 @@ type planWindow struct {
 	At time.Time `json:"at"`
 }
 
-// putWindow records worker's learned plan window limit at now, and drops
+// PutWindow records worker's learned plan window limit at now, and drops
 // the windows of workers silent for 2 minutes.
-func (s *Timings) putWindow(ctx context.Context, worker string, limit int, now time.Time) error {
+func (s *Timings) PutWindow(ctx context.Context, worker string, limit int, now time.Time) error {
 	for range mergeTries {
 		e, err := s.kv.Get(ctx, planWindowsKey)
-		ws := map[string]planWindow{}
+		ws := map[string]PlanWindow{}
 		if err == nil {
 			_ = json.Unmarshal(e.Value(), &ws) // unreadable: replaced
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("plan windows: %w", err)
 		}
 		for name, w := range ws {
-			if now.Sub(w.At) > windowFresh {
+			if now.Sub(w.At) > WindowFresh {
 				delete(ws, name)
 			}
 		}
-		ws[worker] = planWindow{Limit: limit, At: now}
+		ws[worker] = PlanWindow{Limit: limit, At: now}
 		b, _ := json.Marshal(ws)
 		if e == nil {
 			_, err = s.kv.Create(ctx, planWindowsKey, b)
@@ -200,9 +169,9 @@ func (s *Timings) putWindow(ctx context.Context, worker string, limit int, now t
 	return fmt.Errorf("plan windows: still updated by others after %d tries", mergeTries)
 }
 
-// windows returns the plan windows of the workers that wrote theirs within
+// Windows returns the plan windows of the workers that wrote theirs within
 // 2 minutes of now, by worker name.
-func (s *Timings) windows(ctx context.Context, now time.Time) (map[string]planWindow, error) {
+func (s *Timings) Windows(ctx context.Context, now time.Time) (map[string]PlanWindow, error) {
 	e, err := s.kv.Get(ctx, planWindowsKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil
@@ -210,36 +179,12 @@ func (s *Timings) windows(ctx context.Context, now time.Time) (map[string]planWi
 	if err != nil {
 		return nil, fmt.Errorf("plan windows: %w", err)
 	}
-	ws := map[string]planWindow{}
+	ws := map[string]PlanWindow{}
 	_ = json.Unmarshal(e.Value(), &ws)
 	for name, w := range ws {
-		if now.Sub(w.At) > windowFresh {
+		if now.Sub(w.At) > WindowFresh {
 			delete(ws, name)
 		}
 	}
 	return ws, nil
-}
-
-// learnedPlan fills st's LearnedPlan from the plan windows of the workers
-// in st.Workers that have not stopped; a missing bucket means none learns.
-func (c *Client) learnedPlan(ctx context.Context, st *Stats, now time.Time) error {
-	kv, err := c.js.KeyValue(ctx, TimingsBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("timings bucket %s: %w", TimingsBucket, err)
-	}
-	ws, err := (&Timings{kv: kv}).windows(ctx, now)
-	if err != nil {
-		return err
-	}
-	for name, w := range ws {
-		if !slices.ContainsFunc(st.Workers, func(wi WorkerInfo) bool { return wi.Name == name && !wi.Stopped }) {
-			continue
-		}
-		st.LearnedPlan += w.Limit
-		st.LearnedPlanWorkers++
-	}
-	return nil
 }

@@ -1,4 +1,7 @@
-package stream
+// Finding the topology: the JetStream handle in a domain, and the
+// stream and token stream an admin created.
+
+package topology
 
 import (
 	"context"
@@ -9,39 +12,25 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// jetStream is the JetStream handle on nc for the given domain: requests
+// JetStream is the JetStream handle on nc for the given domain: requests
 // go to $JS.<domain>.API when domain is set (a site linked to the hub as a
 // leaf node), to $JS.API otherwise.
-func jetStream(nc *nats.Conn, domain string, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
+func JetStream(nc *nats.Conn, domain string, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
 	if domain == "" {
 		return jetstream.New(nc, opts...)
 	}
 	return jetstream.NewWithDomain(nc, domain, opts...)
 }
 
-// jetStreamOf is the JetStream handle of nc in t's domain, once t is
-// known to be valid: every entry point takes the connection and finds the
-// domain in the topology, so that one value says where the queue is.
-func jetStreamOf(nc *nats.Conn, t Topology, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
-	if err := t.validate(); err != nil {
-		return nil, err
-	}
-	js, err := jetStream(nc, t.Domain, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
-	return js, nil
-}
-
-// openStream finds the stream named name, and refuses with ErrNoTopology,
+// OpenStream finds the stream named name, and refuses with ErrNoTopology,
 // naming the domain reached, when it does not exist.
-func openStream(ctx context.Context, js jetstream.JetStream, t Topology, name string) (jetstream.Stream, error) {
-	s, err := lookupStream(ctx, js, name)
+func OpenStream(ctx context.Context, js jetstream.JetStream, t Spec, name string) (jetstream.Stream, error) {
+	s, err := LookupStream(ctx, js, name)
 	switch {
 	case err == nil:
 		return s, nil
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return nil, missingTopology(ctx, js, t, "stream "+name)
+		return nil, Missing(ctx, js, t.Domain, "stream "+name)
 	case t.Domain != "" && errors.Is(err, nats.ErrNoResponders):
 		// The client gave a domain: nothing in it answers.
 		return nil, fmt.Errorf("look up stream %s in %s: %w (no JetStream answers in it: a site's link to the hub is down, "+
@@ -57,14 +46,14 @@ func openStream(ctx context.Context, js jetstream.JetStream, t Topology, name st
 	return nil, fmt.Errorf("look up stream %s in %s: %w", name, domainName(t.Domain), err)
 }
 
-// missingTopology is the refusal of a client that found no what: it names
-// the JetStream domain it reached and says who creates the topology.
-func missingTopology(ctx context.Context, js jetstream.JetStream, t Topology, what string) error {
-	reached := domainName(t.Domain)
-	if t.Domain == "" {
+// Missing is the refusal of a client that found no what in domain: it
+// names the JetStream domain it reached and says who creates the topology.
+func Missing(ctx context.Context, js jetstream.JetStream, domain, what string) error {
+	reached := domainName(domain)
+	if domain == "" {
 		// Bounded: a role without the right to ask (producers, workers) is
 		// refused only asynchronously, as no answer.
-		actx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		actx, cancel := context.WithTimeout(ctx, LookupTimeout)
 		defer cancel()
 		if info, err := js.AccountInfo(actx); err == nil && info.Domain != "" {
 			reached = domainName(info.Domain)
@@ -82,15 +71,18 @@ func domainName(d string) string {
 	return fmt.Sprintf("JetStream domain %q", d)
 }
 
-// openTopology finds the stream, the token stream and the workers'
-// consumers that an admin created (ensureTopology), and creates nothing.
-func openTopology(ctx context.Context, js jetstream.JetStream, t Topology) (s, tokens jetstream.Stream, err error) {
-	t = t.withDefaults()
-	if s, err = openStream(ctx, js, t, t.Stream); err != nil {
+// Open finds the stream and the token stream that an admin created
+// (Ensure), and creates nothing.
+func Open(ctx context.Context, js jetstream.JetStream, t Spec) (s, tokens jetstream.Stream, err error) {
+	if s, err = OpenStream(ctx, js, t, t.Stream); err != nil {
 		return nil, nil, err
 	}
-	if tokens, err = openStream(ctx, js, t, t.tokenStreamConfig().Name); err != nil {
+	if tokens, err = OpenStream(ctx, js, t, TokenStreamName(t.Stream)); err != nil {
 		return nil, nil, err
 	}
 	return s, tokens, nil
 }
+
+// ErrNoTopology is the error of a producer, worker or reader that finds no
+// topology where it looked (stream.ErrNoTopology).
+var ErrNoTopology = errors.New("no captchaq topology")

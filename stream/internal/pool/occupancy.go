@@ -1,4 +1,4 @@
-package stream
+package pool
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 )
 
 // OccupancySubject is where the workers of a pool tell each other, on core
@@ -41,8 +42,8 @@ type occupancyReport struct {
 	solver.Occupancy
 }
 
-// occupancyPool is a solver.Pool over OccupancySubject.
-type occupancyPool struct {
+// Occupancy is a solver.Pool over OccupancySubject.
+type Occupancy struct {
 	nc     *nats.Conn
 	name   string
 	mu     sync.Mutex
@@ -54,12 +55,12 @@ type reported struct {
 	at time.Time // monotonic: when it arrived
 }
 
-var _ solver.Pool = (*occupancyPool)(nil)
+var _ solver.Pool = (*Occupancy)(nil)
 
-// joinOccupancy subscribes to the pool's reports; the returned function
+// JoinOccupancy subscribes to the pool's reports; the returned function
 // unsubscribes.
-func joinOccupancy(nc *nats.Conn, name string) (*occupancyPool, func(), error) {
-	p := &occupancyPool{nc: nc, name: name, others: map[string]reported{}}
+func JoinOccupancy(nc *nats.Conn, name string) (*Occupancy, func(), error) {
+	p := &Occupancy{nc: nc, name: name, others: map[string]reported{}}
 	sub, err := nc.Subscribe(OccupancySubject, p.receive)
 	if err != nil {
 		return nil, nil, err
@@ -69,7 +70,7 @@ func joinOccupancy(nc *nats.Conn, name string) (*occupancyPool, func(), error) {
 
 // receive records another worker's report; anything unreadable or out of
 // range is ignored.
-func (p *occupancyPool) receive(m *nats.Msg) {
+func (p *Occupancy) receive(m *nats.Msg) {
 	var r occupancyReport
 	if json.Unmarshal(m.Data, &r) != nil || r.Worker == "" || r.Worker == p.name ||
 		!(r.V >= 0 && r.V <= maxReported) || !(math.Abs(r.Free) <= maxReported) {
@@ -86,13 +87,13 @@ func (p *occupancyPool) receive(m *nats.Msg) {
 
 // Report publishes this worker's estimate; a publish that fails (the
 // connection down) only leaves the others with what they had.
-func (p *occupancyPool) Report(o solver.Occupancy) {
+func (p *Occupancy) Report(o solver.Occupancy) {
 	b, _ := json.Marshal(occupancyReport{Worker: p.name, Occupancy: o})
 	_ = p.nc.Publish(OccupancySubject, b)
 }
 
 // Others returns the fresh reports of the other workers.
-func (p *occupancyPool) Others() []solver.Occupancy {
+func (p *Occupancy) Others() []solver.Occupancy {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]solver.Occupancy, 0, len(p.others))
@@ -115,15 +116,15 @@ func (p *occupancyPool) Others() []solver.Occupancy {
 // other subjects: their merges reach this worker at its periodic share.
 func timingsSubject(domain string) string {
 	if domain == "" {
-		return "$KV." + TimingsBucket + "."
+		return "$KV." + topology.TimingsBucket + "."
 	}
-	return "$JS." + domain + ".API.$KV." + TimingsBucket + "."
+	return "$JS." + domain + ".API.$KV." + topology.TimingsBucket + "."
 }
 
-// followTimings plans with every kind's timings as soon as any worker of
+// FollowTimings plans with every kind's timings as soon as any worker of
 // the pool merges them into the bucket (through domain); the returned
 // function stops.
-func followTimings(nc *nats.Conn, domain string, adopt func(map[string]solver.Learned)) (func(), error) {
+func FollowTimings(nc *nats.Conn, domain string, adopt func(map[string]solver.Learned)) (func(), error) {
 	pre := timingsSubject(domain)
 	sub, err := nc.Subscribe(pre+"*", func(m *nats.Msg) {
 		kind := strings.TrimPrefix(m.Subject, pre)

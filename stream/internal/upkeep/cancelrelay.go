@@ -6,7 +6,7 @@
 // costs each worker two direct gets when it is stored, once, and no
 // delivery anything.
 
-package stream
+package upkeep
 
 import (
 	"context"
@@ -27,14 +27,30 @@ import (
 
 // relayQueue bounds the owners' cancels waiting to be checked. One that
 // does not fit is dropped: a delivery still finds it among the first
-// records of its subject (cancelOf).
+// records of its subject (taskstore.CancelOf).
 const relayQueue = 1024
 
-// relayCancels relays owners' cancels until ctx ends. The returned function
-// waits for the relay to stop.
-func (w *Worker) relayCancels(ctx context.Context) (func(), error) {
+// CancelRelay relays owners' cancels to their tasks' records while it
+// runs.
+type CancelRelay struct {
+	// NC listens to the republished headers; JS and Stream read and write
+	// the task's records in the stream named StreamName, in JetStream
+	// domain Domain.
+	NC         *nats.Conn
+	JS         jetstream.JetStream
+	Stream     jetstream.Stream
+	StreamName string
+	Domain     string
+	Log        *slog.Logger
+
+	r runner
+}
+
+// Start listens for owners' cancels and relays them until ctx ends or
+// Stop; an error says it could not listen.
+func (c *CancelRelay) Start(ctx context.Context) error {
 	queue := make(chan uint64, relayQueue)
-	sub, err := w.nc.Subscribe(wire.StoredSubject(wire.SubjectCancels+".*.*"), func(m *nats.Msg) {
+	sub, err := c.NC.Subscribe(wire.StoredSubject(wire.SubjectCancels+".*.*"), func(m *nats.Msg) {
 		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 		if err != nil {
 			return
@@ -45,31 +61,32 @@ func (w *Worker) relayCancels(ctx context.Context) (func(), error) {
 		}
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	c.r.run(ctx, func(ctx context.Context) {
 		defer func() { _ = sub.Unsubscribe() }()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case seq := <-queue:
-				w.relayCancel(ctx, seq)
+				c.relay(ctx, seq)
 			}
 		}
-	}()
-	return func() { <-done }, nil
+	})
+	return nil
 }
 
-// relayCancel checks the owner's cancel record at seq and, when it holds
+// Stop stops relaying and waits until the relay has.
+func (c *CancelRelay) Stop() { c.r.stop() }
+
+// relay checks the owner's cancel record at seq and, when it holds
 // the secret its task message's hash names and the generation has no
 // cancel record yet, stores one among the task's records.
-func (w *Worker) relayCancel(ctx context.Context, seq uint64) {
+func (c *CancelRelay) relay(ctx context.Context, seq uint64) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	m, err := w.s.GetMsg(ctx, seq)
+	m, err := c.Stream.GetMsg(ctx, seq)
 	if err != nil {
 		return
 	}
@@ -86,22 +103,22 @@ func (w *Worker) relayCancel(ctx context.Context, seq uint64) {
 	if rec == nil || rec.Secret == "" {
 		return
 	}
-	task, err := w.s.GetLastMsgForSubject(ctx, taskMessagesFor(id))
+	task, err := c.Stream.GetLastMsgForSubject(ctx, wire.TaskMessagesFor(id))
 	if err != nil {
 		return // the task is done (its message is gone)
 	}
-	taskGen, submitted := taskMessageGen(task.Header, task.Sequence, task.Time)
+	taskGen, submitted := wire.TaskMessageGen(task.Header, task.Sequence, task.Time)
 	if taskGen != gen || !wire.OwnsCancel(task.Header, rec.Secret) {
 		return // forged, or the task is done
 	}
-	if spent, err := taskstore.SecretSpent(ctx, w.nc, w.top.Domain, w.top.Stream, id, gen, rec.Secret); err != nil || spent {
+	if spent, err := taskstore.SecretSpent(ctx, c.NC, c.Domain, c.StreamName, id, gen, rec.Secret); err != nil || spent {
 		return // a secret that went out on another generation's record proves nothing
 	}
-	if taskGen != task.Sequence && taskstore.VerifyMoved(ctx, w.s, id, gen,
+	if taskGen != task.Sequence && taskstore.VerifyMoved(ctx, c.Stream, id, gen,
 		wire.MovedDigest(task.Subject, task.Header, task.Data, gen, submitted)) != nil {
 		return // a copy no worker moved: its cancel hash proves nothing
 	}
-	if last, err := w.s.GetLastMsgForSubject(ctx, wire.CancelRecordSubject(id)); err == nil && wire.ParseCancel(last.Data, gen) != nil {
+	if last, err := c.Stream.GetLastMsgForSubject(ctx, wire.CancelRecordSubject(id)); err == nil && wire.ParseCancel(last.Data, gen) != nil {
 		return // relayed already
 	} else if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return
@@ -111,9 +128,9 @@ func (w *Worker) relayCancel(ctx context.Context, seq uint64) {
 	if err != nil {
 		return
 	}
-	if _, err := jscall.PublishRetrying(ctx, w.js, &nats.Msg{Subject: wire.CancelRecordSubject(id), Data: b}, jetstream.WithExpectStream(w.top.Stream)); err != nil {
-		w.log.Warn("cannot relay an owner's cancel; the next delivery looks for it itself", slog.String("task_id", id), slog.Any("error", err))
+	if _, err := jscall.PublishRetrying(ctx, c.JS, &nats.Msg{Subject: wire.CancelRecordSubject(id), Data: b}, jetstream.WithExpectStream(c.StreamName)); err != nil {
+		c.Log.Warn("cannot relay an owner's cancel; the next delivery looks for it itself", slog.String("task_id", id), slog.Any("error", err))
 		return
 	}
-	w.log.Info("relayed the owner's cancel", slog.String("task_id", id))
+	c.Log.Info("relayed the owner's cancel", slog.String("task_id", id))
 }

@@ -1,0 +1,143 @@
+// Sharing what a worker's solving client learns with the pool
+// (topology.TimingsBucket, pool.OccupancySubject).
+
+package upkeep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/pool"
+	"github.com/captchaq/captchaq/stream/internal/topology"
+)
+
+// Learner is a client of the solving service that learns: its solve
+// times, which it merges with a store's, and the plan window it keeps
+// (solver.Client; stream.Learner).
+type Learner interface {
+	// ShareTimings merges what the client learned into store and polls
+	// with the result.
+	ShareTimings(ctx context.Context, store solver.TimingStore) error
+	// PlanWindow is the plan window learned so far; 0 when it learns none.
+	PlanWindow() int
+	// PlanReached reports whether the service refused the client for want
+	// of plan threads: only then is PlanWindow a plan size learned.
+	PlanReached() bool
+	// ShareSoon receives when what the client learned should be shared
+	// before the next periodic share (the first answers of a kind).
+	ShareSoon() <-chan struct{}
+	// AdoptTimings plans with the timings another worker merged into the
+	// pool's store.
+	AdoptTimings(pooled map[string]solver.Learned)
+	// JoinPool makes the client's early hand-back of plan threads keep
+	// one margin with the pool's other workers (solver.Pool).
+	JoinPool(p solver.Pool)
+}
+
+// Learning starts the learner with the pool's learned solve times and
+// shares what it learns with the pool every Every and when the learner
+// asks (the first answers of a kind), and plans with what other workers
+// merge as they merge it, until it stops, when it shares once more. It
+// also joins the pool's occupancy reports (pool.OccupancySubject). Without
+// the bucket (a server whose admin has not run init since it exists) the
+// worker says so once and learns alone.
+type Learning struct {
+	// Learner is the client whose learning is shared.
+	Learner Learner
+	// Name is the worker's; Now its clock.
+	Name string
+	Now  func() time.Time
+	// Every is how often it shares (stream.WorkerConfig.ShareTimingsEvery).
+	Every time.Duration
+	// NC, JS and Domain reach the pool's bucket.
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	Domain string
+	Log    *slog.Logger
+
+	leave []func()
+	share func(ctx context.Context)
+	last  context.Context
+	r     runner
+}
+
+// Start shares once, before the first task, and then until ctx ends or
+// Stop. It never fails: what it cannot join, it says in the log.
+func (l *Learning) Start(ctx context.Context) error {
+	l.last = context.WithoutCancel(ctx)
+	if occ, stop, err := pool.JoinOccupancy(l.NC, l.Name); err != nil {
+		l.Log.Warn("plan threads are handed back with this worker's own margin", slog.Any("error", err))
+	} else {
+		l.Learner.JoinPool(occ)
+		l.leave = append(l.leave, stop)
+	}
+	// The bucket only: without it, no more requests (a worker's role may
+	// not ask which domain it reached, as stream.OpenTimings does to say so).
+	kv, err := l.JS.KeyValue(ctx, topology.TimingsBucket)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			err = fmt.Errorf("timings bucket %s not found: an admin creates it (`captchaq init`)", topology.TimingsBucket)
+		}
+		l.Log.Warn("solve times are not shared with the pool: this worker learns alone", slog.Any("error", err))
+		return nil
+	}
+	store := pool.NewTimings(kv)
+	if stop, err := pool.FollowTimings(l.NC, l.Domain, l.Learner.AdoptTimings); err != nil {
+		l.Log.Warn("other workers' solve times reach this worker only at its periodic share", slog.Any("error", err))
+	} else {
+		l.leave = append(l.leave, stop)
+	}
+	warned := false
+	l.share = func(ctx context.Context) {
+		err := l.Learner.ShareTimings(ctx, store)
+		// A window is a plan size only once the service has refused a
+		// submission for want of threads.
+		if n := l.Learner.PlanWindow(); n > 0 && l.Learner.PlanReached() && err == nil {
+			err = store.PutWindow(ctx, l.Name, n, l.Now())
+		}
+		if err != nil && ctx.Err() == nil && !warned {
+			warned = true
+			l.Log.Warn("could not share learned solve times; polling on with this worker's own", slog.Any("error", err))
+		}
+	}
+	// The pool's timings before the first task, then every interval.
+	l.share(ctx)
+	l.r.run(ctx, func(ctx context.Context) {
+		t := time.NewTicker(l.Every)
+		defer t.Stop()
+		soon := l.Learner.ShareSoon()
+		for ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+				l.share(ctx)
+			case <-soon:
+				l.share(ctx)
+			}
+		}
+	})
+	return nil
+}
+
+// Stop stops sharing, leaves the pool's reports and shares once more:
+// what this worker learned since the last share outlives it.
+func (l *Learning) Stop() {
+	l.r.stop()
+	for _, f := range l.leave {
+		f()
+	}
+	l.leave = nil
+	if share := l.share; share != nil {
+		l.share = nil
+		last, stop := context.WithTimeout(l.last, 2*time.Second)
+		defer stop()
+		share(last)
+	}
+}
