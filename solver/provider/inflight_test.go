@@ -98,3 +98,38 @@ func TestPlanQuotaHoldsBesideTheFallback(t *testing.T) {
 	require.Empty(t, ps.Repeated())
 	require.Empty(t, ss.Repeated())
 }
+
+// TestQuotaHeldAtASilentPlanFailsOver: with a plan-wide quota of 3 threads
+// all held by captchas at the primary when it goes silent, the next tasks
+// still go to the fallback: a captcha its provider holds in silence gives
+// back its plan thread with its worker thread. Before, the quota had no
+// thread to give while the outage lasted, and the fallback took nothing
+// (0 of 6 in 20 s). Every task is solved once the primary is back, each
+// paid once.
+func TestQuotaHeldAtASilentPlanFailsOver(t *testing.T) {
+	t.Parallel()
+	const quota = 3
+	env, plan, spare := planAndSpare(t, 3*time.Second, 100*time.Millisecond, streamtest.WithWorkers(0), streamtest.WithPlanThreads(quota))
+	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
+	require.NoError(t, err)
+	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+	ids := submit(t, env.Client, "shop", 0, quota)
+	require.Eventually(t, func() bool { return plan.api.Stats().Concurrent == quota }, 30*time.Second, time.Millisecond,
+		"the quota's threads all hold captchas at the primary")
+	plan.api.SetFaults(fakeapi.Faults{Outage: true})
+	ids = append(ids, submit(t, env.Client, "shop", quota, 6)...)
+	require.Eventually(t, func() bool { return spare.api.Stats().Submitted == 6 }, 20*time.Second, time.Millisecond,
+		"the fallback takes the tasks that came during the outage")
+	plan.api.SetFaults(fakeapi.Faults{})
+	for _, o := range waitAll(t, env.Client, ids) {
+		require.Equal(t, stream.StatusSolved, o.Status, "task %s: %s %s", o.ID, o.Error, o.Detail)
+	}
+	ps, ss := plan.api.Stats(), spare.api.Stats()
+	require.Equal(t, quota, ps.Submitted, "the primary's captchas stay there, polled when it is back")
+	require.Equal(t, 6, ss.Submitted)
+	for key := range ps.PerTask {
+		require.NotContains(t, ss.PerTask, key, "a task paid on both providers")
+	}
+	require.Empty(t, ps.Repeated())
+	require.Empty(t, ss.Repeated())
+}

@@ -108,8 +108,17 @@ func (d *delivery) held(ctx context.Context, attempt wire.Event, h solver.Held) 
 	}
 	ev.Provider, ev.Crashed = d.captcha.Provider, false
 	d.captchaEvent(ctx, ev)
-	if d.x.FreeHeld && h.Again.IsZero() && d.slot != nil {
-		d.slot.Solved() // its captcha waits for the service: the thread may carry the next task elsewhere
+	if d.x.FreeHeld && h.Again.IsZero() {
+		// Its captcha waits for a silent service: the threads may carry
+		// the next task elsewhere. The plan thread too: with a plan-wide
+		// quota held by captchas at a plan that went silent, no task
+		// would reach the fallback until the plan answers. Once it does,
+		// the plan may hold more captchas than the quota until these end,
+		// and refuses what it cannot take (a capacity wait, nothing paid).
+		d.thread.Release()
+		if d.slot != nil {
+			d.slot.Solved()
+		}
 	}
 }
 
