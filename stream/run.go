@@ -58,7 +58,9 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	var inflight sync.WaitGroup
 	// Heartbeats for `captchaq workers ls`, until the worker stops pulling.
-	_ = up.Start(pullCtx, w.heartbeatService(func() int { return int(w.busy.Load()) }))
+	// A task whose captcha waits at a per-solve provider holds no thread
+	// (solver.WithDetach).
+	_ = up.Start(pullCtx, w.heartbeatService(func() int { return int(w.busy.Load()) - w.dispatch.Detached() }))
 	// Owners' cancels, relayed to the tasks' records while the worker runs.
 	if err := up.Start(pullCtx, w.cancelRelay()); err != nil {
 		return fmt.Errorf("listen for cancels: %w", err)

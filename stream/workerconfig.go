@@ -48,7 +48,11 @@ type WorkerConfig struct {
 	// Threads is how many tasks this process solves at once. Default 4.
 	// A task's thread is free for the next task as soon as the service is
 	// done with it; recording its outcome goes on beside, for up to
-	// 4 × Threads tasks at once.
+	// 4 × Threads tasks at once. A Solver may also give a task's thread
+	// back while it goes on solving it (solver.WithDetach: a provider.Set
+	// does so for a captcha a per-solve provider holds, up to that
+	// provider's max_in_flight), so that Threads, sized for a thread
+	// plan, does not bound what a per-solve service takes.
 	Threads int
 	// Policy decides retries, snoozes and dead letters.
 	Policy retry.Policy

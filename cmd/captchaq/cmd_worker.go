@@ -26,7 +26,7 @@ import (
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("worker", "[flags]", stdout)
-	threads := fs.Int("threads", 4, "tasks this process solves at once")
+	threads := fs.Int("threads", 4, "tasks this process solves at once (with --providers, a captcha a per-solve provider accepted waits there without one, up to its max_in_flight)")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "on SIGTERM, how long in-flight solves may finish before they are handed back")
 	name := fs.String("name", "", "worker name in the audit trail (default host-pid-random)")
 	noErase := fs.Bool("no-erase", false, "delete finished tasks' messages without erasing them: on a store without encryption at rest their page URLs stay in its files until compaction (2.6-6x the broker-bound rate there); an encrypted store (the default) never erases")

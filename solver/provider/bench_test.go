@@ -29,7 +29,9 @@ import (
 //
 // and at the issue's own time scale (the emulators' default solve times,
 // the production poll timing: 60 s of outage, 90-s deadlines), one run
-// each, with CAPTCHAQ_BENCH_SCALE=1 (any other scale alike):
+// each, with CAPTCHAQ_BENCH_SCALE=1 (any other scale alike); with
+// CAPTCHAQ_BENCH_PACED=1 the clients space their submissions as a
+// worker's default flags do:
 //
 //	CAPTCHAQ_SOAK=1 CAPTCHAQ_BENCH_SCALE=1 go test -timeout 60m -run 'TestBench' -v ./solver/provider/
 func soak(t *testing.T) {
@@ -50,6 +52,19 @@ func benchScale(t *testing.T, def float64, runs int) (float64, int) {
 	require.NoError(t, err, "CAPTCHAQ_BENCH_SCALE")
 	require.True(t, scale > 0 && scale <= 1, "CAPTCHAQ_BENCH_SCALE %g: want (0, 1]", scale)
 	return scale, 1
+}
+
+// benchSeed is what CAPTCHAQ_BENCH_SEED adds to the emulators' seeds
+// (default 0): runs at one scale draw the same solve times unless it
+// changes.
+func benchSeed(t *testing.T) int64 {
+	v := os.Getenv("CAPTCHAQ_BENCH_SEED")
+	if v == "" {
+		return 0
+	}
+	seed, err := strconv.ParseInt(v, 10, 64)
+	require.NoError(t, err, "CAPTCHAQ_BENCH_SEED")
+	return seed * 1000
 }
 
 // benchWait waits for every task of ids to end: a bench at the real time
@@ -86,7 +101,14 @@ func benchService(t *testing.T, e provider.Entry, seed int64, scale float64) ser
 	require.NoError(t, err)
 	t.Cleanup(stop)
 	e.BaseURL = url
-	c, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+	// Unpaced unless CAPTCHAQ_BENCH_PACED=1: then each client spaces its
+	// in.php calls as a worker's does by default (100 ms apart, at most
+	// 55 in 3 s).
+	every, burst := time.Duration(-1), -1
+	if os.Getenv("CAPTCHAQ_BENCH_PACED") == "1" {
+		every, burst = 0, 0
+	}
+	c, err := solver.NewClient(solver.Config{BaseURL: url, APIKey: fakeapi.TestKey, MinSubmitInterval: every, SubmitBurst: burst,
 		Service: solver.Service(svc), Timing: solver.Timing{Scale: scale}})
 	require.NoError(t, err)
 	return service{api: api, member: provider.Member{Entry: e, Client: c}}
@@ -114,13 +136,14 @@ func TestBenchFailover(t *testing.T) {
 	soak(t)
 	const n = 300
 	scale, runs := benchScale(t, 0.01, 3)
+	seed := benchSeed(t)
 	for run := range runs {
 		t.Run(fmt.Sprint(run), func(t *testing.T) {
 			plan := benchService(t, provider.Entry{Name: "plan", Dialect: provider.Classic, BaseURL: "http://x", KeyEnv: "K",
-				Billing: provider.Billing{Threads: 15}, Role: provider.Primary}, int64(run+1), scale)
+				Billing: provider.Billing{Threads: 15}, Role: provider.Primary}, seed+int64(run+1), scale)
 			spare := benchService(t, provider.Entry{Name: "spare", Dialect: provider.Classic, BaseURL: "http://x", KeyEnv: "K",
 				Service: fakeapi.Service2Captcha, Methods: []string{"userrecaptcha"},
-				Billing: provider.Billing{Per1000: map[string]float64{"userrecaptcha": 2.99}}, Role: provider.Fallback}, int64(run+100), scale)
+				Billing: provider.Billing{Per1000: map[string]float64{"userrecaptcha": 2.99}}, Role: provider.Fallback}, seed+int64(run+100), scale)
 			set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
 			require.NoError(t, err)
 			env := streamtest.Start(t, streamtest.WithWorkers(0))

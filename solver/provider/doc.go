@@ -37,6 +37,16 @@
 // without free workers is no plan: a task that cannot wait for them, and
 // that no overflow provider took, goes to the fallbacks.
 //
+// # Worker threads
+//
+// A worker's threads are sized for the thread plan: a captcha on a plan
+// holds one, as it holds a thread of the plan. A per-solve provider counts
+// no threads, so a captcha it accepted gives the worker's thread and plan
+// thread to the next task (solver.Detach) and is polled beside them, up
+// to the provider's Entry.MaxInFlight per Set; past that it keeps its
+// thread. A fallback that takes over from a plan is then not held to the
+// plan's thread count.
+//
 // # What a solve cost
 //
 // An Answer names its provider and its cost: the cost a tasks provider

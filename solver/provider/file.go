@@ -90,6 +90,39 @@ type Entry struct {
 	// prices' currency: a new captcha whose price would take the day's
 	// spend past it is not sent there. 0: no cap.
 	BudgetPerDay float64 `json:"budget_per_day,omitempty"`
+	// MaxInFlight, on a per-solve provider, is how many of its captchas
+	// a worker process keeps waiting there without a worker thread each:
+	// a captcha such a provider accepted gives its thread (and its plan
+	// thread) to the next task, the worker's threads being sized for the
+	// thread plan's; past MaxInFlight a captcha keeps its thread, as a
+	// plan's does. 0: DefaultMaxInFlight. At most MaxMaxInFlight. A
+	// thread plan's captchas always hold their threads: none is set there.
+	MaxInFlight int `json:"max_in_flight,omitempty"`
+}
+
+// DefaultMaxInFlight is Entry.MaxInFlight's default: at 500 captchas in
+// flight the classic client's batch polls, 100 ids a call
+// (classic.MaxBatchIDs) once a second (solver.Timing.BatchGap), still ask
+// about each every 5 s (solver.DefaultPollInterval), the pace 2captcha
+// asks of a captcha not ready ("retry in 5 seconds",
+// 2captcha.com/api-docs/limits); a worker holds one at about 60 KiB
+// (BENCHMARKS.md, worker memory at 100 solves): some 30 MiB.
+const DefaultMaxInFlight = 500
+
+// MaxMaxInFlight is the largest Entry.MaxInFlight: a consumer's default
+// cap on the tasks handed out at once (stream.DefaultMaxInFlight).
+const MaxMaxInFlight = 10000
+
+// maxInFlight is e's MaxInFlight, its default applied; 0 on a thread
+// plan, whose captchas hold their worker threads.
+func (e Entry) maxInFlight() int {
+	switch {
+	case e.Billing.Plan():
+		return 0
+	case e.MaxInFlight == 0:
+		return DefaultMaxInFlight
+	}
+	return e.MaxInFlight
 }
 
 // Billing is how a provider is paid: a thread plan (Threads) or per solve
@@ -301,6 +334,12 @@ func (e Entry) Validate() error {
 	}
 	if err := checkBudget(e.BudgetPerDay); err != nil {
 		return fmt.Errorf("budget_per_day %w", err)
+	}
+	switch {
+	case e.MaxInFlight < 0 || e.MaxInFlight > MaxMaxInFlight:
+		return fmt.Errorf("max_in_flight %d: want 1 to %d, or 0 (the default, %d)", e.MaxInFlight, MaxMaxInFlight, DefaultMaxInFlight)
+	case e.MaxInFlight > 0 && e.Billing.Plan():
+		return fmt.Errorf("max_in_flight %d: a thread plan's captchas each hold a worker thread (--threads is sized for the plan); max_in_flight caps a per-solve provider's (billing.per_1000)", e.MaxInFlight)
 	}
 	if e.BudgetPerDay > 0 && e.Billing.Plan() {
 		return fmt.Errorf("budget_per_day %g: a thread plan is paid by the month, its solves cost nothing each; a budget caps a per-solve provider (billing.per_1000)", e.BudgetPerDay)

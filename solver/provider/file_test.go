@@ -20,7 +20,8 @@ func validFile() provider.File {
 			Billing: provider.Billing{Threads: 15, PlanPrice: 45}, Role: provider.Primary},
 		{Name: "spare", Dialect: provider.Classic, BaseURL: "https://2captcha.com", KeyFile: "/etc/captchaq/2captcha.key",
 			Methods: []string{"userrecaptcha", "base64"},
-			Billing: provider.Billing{Per1000: map[string]float64{"userrecaptcha": 2.99, "base64": 0.5}}, Role: provider.Fallback},
+			Billing: provider.Billing{Per1000: map[string]float64{"userrecaptcha": 2.99, "base64": 0.5}}, Role: provider.Fallback,
+			MaxInFlight: 200},
 	}}
 }
 
@@ -84,6 +85,9 @@ func TestProvidersFileEveryFieldWrong(t *testing.T) {
 		{"overflow on a plan", 0, "role", func(f *provider.File) {
 			f.Providers[0].Role, f.Providers[1].Role = provider.Overflow, provider.Primary
 		}},
+		{"max_in_flight negative", 1, "max_in_flight", func(f *provider.File) { f.Providers[1].MaxInFlight = -1 }},
+		{"max_in_flight past the most", 1, "max_in_flight", func(f *provider.File) { f.Providers[1].MaxInFlight = provider.MaxMaxInFlight + 1 }},
+		{"max_in_flight on a plan", 0, "max_in_flight", func(f *provider.File) { f.Providers[0].MaxInFlight = 20 }},
 		{"no primary", -1, "primary", func(f *provider.File) { f.Providers[0].Role = provider.Fallback }},
 		{"no providers", -1, "no providers", func(f *provider.File) { f.Providers = nil }},
 	}

@@ -130,6 +130,10 @@ type member struct {
 	outUntil time.Time // refused (Fatal) until then
 	outCode  string
 	polling  map[string]bool // the captcha ids Solves of the Set poll here now
+
+	// detached counts the Solves whose captcha waits here without a
+	// worker thread (solver.Detach), at most Entry.maxInFlight.
+	detached atomic.Int32
 }
 
 var _ solver.Solver = (*Set)(nil)
@@ -412,6 +416,12 @@ func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request, r *res
 		m.release(claimed)
 		s.poolRelease(ctx, name, pooled)
 	}()
+	detached := false // the captcha waits here without a worker thread
+	defer func() {
+		if detached {
+			m.detached.Add(-1)
+		}
+	}()
 	reused := ""
 	var sent time.Time // when the submission went, at the latest
 	cctx = solver.WithAccepted(cctx, func(a solver.Accepted) {
@@ -447,6 +457,10 @@ func (s *Set) solveOn(ctx context.Context, m *member, req solver.Request, r *res
 		claimed = append(claimed, a.ID)
 		a.Provider = name
 		solver.TellAccepted(ctx, a)
+		if !detached && m.detach() {
+			detached = true
+			solver.Detach(ctx)
+		}
 	})
 	sent = s.now()
 	ans, err = m.Client.Solve(cctx, req)
@@ -596,6 +610,21 @@ func (m *member) release(ids []string) {
 	for _, id := range ids {
 		delete(m.polling, id)
 	}
+}
+
+// detach takes one of m's places for a captcha that waits there without
+// a worker thread: false on a thread plan, whose captchas hold theirs,
+// and when every place is taken (Entry.MaxInFlight).
+func (m *member) detach() bool {
+	most := int32(m.Entry.maxInFlight())
+	if most == 0 {
+		return false
+	}
+	if m.detached.Add(1) > most {
+		m.detached.Add(-1)
+		return false
+	}
+	return true
 }
 
 // refused reports whether m is passed over at now, and for what code.

@@ -77,7 +77,13 @@ type Dispatcher struct {
 	// genuine, until a thread takes them (guarded by verifiedMu).
 	verifiedMu sync.Mutex
 	verified   map[uint64]struct{}
+	// detached counts the tasks whose slots were given back by Detach
+	// while they go on.
+	detached atomic.Int32
 }
+
+// Detached is how many tasks go on without their slots now (Slot.Detach).
+func (dp *Dispatcher) Detached() int { return int(dp.detached.Load()) }
 
 // WindowRoom is a solving client's learned plan window (solver.Client).
 type WindowRoom interface {
@@ -192,6 +198,7 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 			for i, m := range msgs {
 				dp.holding.Add(-1) // busy from now on
 				sl := NewSlot(free, finishing)
+				sl.away = &dp.detached
 				if claims != nil {
 					sl.claim = claims[i]
 				}

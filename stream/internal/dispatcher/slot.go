@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/captchaq/captchaq/solver"
 )
@@ -20,6 +21,10 @@ type Slot struct {
 	finishing chan struct{}
 	once      sync.Once
 	finisher  bool // holds room in finishing
+	detached  bool // given back by Detach: Solved takes no room
+	// away counts the dispatcher's detached slots (Dispatcher.Detached);
+	// nil: not counted.
+	away *atomic.Int32
 	// claim is the room of the solving client's plan window reserved for
 	// the task (Dispatcher.Room); nil without one.
 	claim *solver.PlanClaim
@@ -39,7 +44,7 @@ func (s *Slot) Claim() *solver.PlanClaim {
 // is room for one more task recording its outcome. A second call does
 // nothing (it takes no second room).
 func (s *Slot) Solved() {
-	if s == nil || s.finisher {
+	if s == nil || s.finisher || s.detached {
 		return
 	}
 	s.claim.Release()
@@ -51,12 +56,33 @@ func (s *Slot) Solved() {
 	}
 }
 
+// Detach frees the thread for the next task while the task goes on: its
+// captcha waits at a service paid per solve, which the worker's threads,
+// sized for a thread plan, do not bound (solver.WithDetach). It takes no
+// room in finishing: the Solver bounds how many tasks are detached at
+// once. A second call, or one after Solved freed the thread, does
+// nothing; so does Solved after it.
+func (s *Slot) Detach() {
+	if s == nil || s.finisher || s.detached {
+		return
+	}
+	s.claim.Release()
+	s.detached = true
+	if s.away != nil {
+		s.away.Add(1)
+	}
+	s.once.Do(func() { s.free <- struct{}{} })
+}
+
 // End frees the thread, if solved did not, and the room.
 func (s *Slot) End() {
 	s.claim.Release()
 	s.once.Do(func() { s.free <- struct{}{} })
 	if s.finisher {
 		<-s.finishing
+	}
+	if s.detached && s.away != nil {
+		s.away.Add(-1)
 	}
 }
 

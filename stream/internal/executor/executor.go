@@ -67,11 +67,11 @@ type Executor struct {
 	// hold together) are recorded, and which end without a record
 	// (optional: without it every one is recorded).
 	Forged *ForgedBudget
-	// FreeHeld frees a delivery's worker thread for the next task once the
-	// service holds its captcha (solver.WithHeld: its polls fail), as
-	// when the service is done with it, for a Solver that sends the next
-	// task to another service while this one is silent (package
-	// provider). The delivery goes on polling its captcha.
+	// FreeHeld frees a delivery's worker thread and plan thread for the
+	// next task once the service holds its captcha (solver.WithHeld: its
+	// polls fail), as when the service is done with it, for a Solver that
+	// sends the next task to another service while this one is silent
+	// (package provider). The delivery goes on polling its captcha.
 	FreeHeld bool
 	// Retention is how long the stream keeps a task (its MaxAge; 0: no
 	// limit): a task naming a use_at or not_before further from its store
@@ -142,6 +142,9 @@ type Slot interface {
 	// when there is room for one more task recording its outcome; a
 	// second call does nothing.
 	Solved()
+	// Detach frees the thread for the next task while the task goes on
+	// (solver.WithDetach); Solved then does nothing.
+	Detach()
 }
 
 // Room reserves the room an attempt's records take in the stream.

@@ -97,9 +97,10 @@ func (c *countingThread) Release()               { c.mu.Lock(); c.released++; c.
 func (c *countingThread) AckWait() time.Duration { return 0 }
 func (c *countingThread) KeepAlive()             {}
 
-type countingSlot struct{ solved int }
+type countingSlot struct{ solved, detached int }
 
 func (c *countingSlot) Solved() { c.solved++ }
+func (c *countingSlot) Detach() { c.detached++ }
 
 type countingRoom struct{ taken, given int }
 

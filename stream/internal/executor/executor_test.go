@@ -252,6 +252,7 @@ func (noThread) KeepAlive()             {}
 type noSlot struct{}
 
 func (noSlot) Solved() {}
+func (noSlot) Detach() {}
 
 type settled struct{}
 

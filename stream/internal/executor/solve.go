@@ -24,6 +24,7 @@ func (d *delivery) solve(ctx context.Context, req solver.Request, attempt wire.E
 	defer cancel()
 	sctx = solver.WithAccepted(sctx, func(a solver.Accepted) { d.accepted(ctx, attempt, a) })
 	sctx = solver.WithHeld(sctx, func(h solver.Held) { d.held(ctx, attempt, h) })
+	sctx = solver.WithDetach(sctx, d.detach)
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -52,6 +53,17 @@ func (d *delivery) solve(ctx context.Context, req solver.Request, attempt wire.E
 		d.thread.Release()
 	}
 	return ans, err
+}
+
+// detach gives the delivery's worker thread and plan thread to the next
+// task: its captcha waits at a service paid per solve, which counts
+// neither (solver.WithDetach). The delivery goes on polling it, and ends
+// as any other.
+func (d *delivery) detach() {
+	d.thread.Release()
+	if d.slot != nil {
+		d.slot.Detach()
+	}
 }
 
 // canceled reports whether the delivered generation was canceled, and the
@@ -96,8 +108,17 @@ func (d *delivery) held(ctx context.Context, attempt wire.Event, h solver.Held) 
 	}
 	ev.Provider, ev.Crashed = d.captcha.Provider, false
 	d.captchaEvent(ctx, ev)
-	if d.x.FreeHeld && h.Again.IsZero() && d.slot != nil {
-		d.slot.Solved() // its captcha waits for the service: the thread may carry the next task elsewhere
+	if d.x.FreeHeld && h.Again.IsZero() {
+		// Its captcha waits for a silent service: the threads may carry
+		// the next task elsewhere. The plan thread too: with a plan-wide
+		// quota held by captchas at a plan that went silent, no task
+		// would reach the fallback until the plan answers. Once it does,
+		// the plan may hold more captchas than the quota until these end,
+		// and refuses what it cannot take (a capacity wait, nothing paid).
+		d.thread.Release()
+		if d.slot != nil {
+			d.slot.Solved()
+		}
 	}
 }
 

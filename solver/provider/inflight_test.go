@@ -1,0 +1,135 @@
+package provider_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/solver/provider"
+	"github.com/captchaq/captchaq/stream"
+	"github.com/captchaq/captchaq/stream/streamtest"
+)
+
+// outageBacklog runs n reCAPTCHA tasks through a worker of threads
+// threads on the Set of plan and spare while plan is down (every call
+// answered HTTP 500), and checks that each was solved on spare and paid
+// once there, none on plan.
+func outageBacklog(t *testing.T, env *streamtest.Env, plan, spare service, n int) {
+	t.Helper()
+	plan.api.SetFaults(fakeapi.Faults{Outage: true})
+	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
+	require.NoError(t, err)
+	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+	for _, o := range waitAll(t, env.Client, submit(t, env.Client, "crawler", 0, n)) {
+		require.Equal(t, stream.StatusSolved, o.Status, "task %s: %s %s", o.ID, o.Error, o.Detail)
+		require.Equal(t, "spare", o.Provider)
+	}
+	ps, ss := plan.api.Stats(), spare.api.Stats()
+	require.Zero(t, ps.Submitted, "nothing paid on the primary, which was down")
+	require.Equal(t, n, ss.Submitted, "0 lost, 0 paid twice: one captcha per task on the fallback")
+	require.Len(t, ss.PerTask, n)
+	require.Empty(t, ss.Repeated())
+}
+
+// TestFallbackIsNotBoundByTheThreads: while the thread-plan primary is
+// down, a backlog of 40 tasks goes to the per-solve fallback, more at
+// once than the worker has threads (sized for the plan): a captcha the
+// fallback accepted waits there without holding a thread. Before, the
+// fallback never had more than the worker's 8 at once, and the backlog
+// waited in the queue behind them.
+func TestFallbackIsNotBoundByTheThreads(t *testing.T) {
+	t.Parallel()
+	env, plan, spare := planAndSpare(t, 5*time.Millisecond, time.Second, streamtest.WithWorkers(0))
+	const n = 40
+	outageBacklog(t, env, plan, spare, n)
+	most := spare.api.Stats().MaxConcurrent
+	t.Logf("the fallback solved up to %d captchas at once, for a worker of %d threads", most, threads)
+	require.Greater(t, most, threads, "the fallback's captchas hold no worker thread")
+}
+
+// TestMaxInFlightCapsTheFallback: a per-solve provider's max_in_flight
+// caps its captchas that wait there without a worker thread; past it a
+// captcha keeps its thread, so the fallback has at most threads +
+// max_in_flight at once, and more than the threads.
+func TestMaxInFlightCapsTheFallback(t *testing.T) {
+	t.Parallel()
+	env, plan, spare := planAndSpare(t, 5*time.Millisecond, time.Second, streamtest.WithWorkers(0))
+	const capped = 4
+	spare.member.Entry.MaxInFlight = capped
+	outageBacklog(t, env, plan, spare, 40)
+	most := spare.api.Stats().MaxConcurrent
+	t.Logf("the fallback solved up to %d captchas at once, for %d threads and max_in_flight %d", most, threads, capped)
+	require.Greater(t, most, threads)
+	require.LessOrEqual(t, most, threads+capped)
+}
+
+// TestPlanQuotaHoldsBesideTheFallback: with a plan-wide quota of 3
+// threads (stream.SetPlan) and workers of 8, the primary never has more
+// than 3 captchas at once, before, during and after its outage, while
+// the fallback takes more than 3 at once during the outage: a captcha at
+// the fallback gives its plan thread back. Before, each kept its plan
+// thread, and the quota held the fallback to 3.
+func TestPlanQuotaHoldsBesideTheFallback(t *testing.T) {
+	t.Parallel()
+	const quota = 3
+	env, plan, spare := planAndSpare(t, 200*time.Millisecond, time.Second, streamtest.WithWorkers(0), streamtest.WithPlanThreads(quota))
+	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
+	require.NoError(t, err)
+	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+	before := waitAll(t, env.Client, submit(t, env.Client, "shop", 0, 12))
+	plan.api.SetFaults(fakeapi.Faults{Outage: true})
+	during := waitAll(t, env.Client, submit(t, env.Client, "shop", 12, 24))
+	plan.api.SetFaults(fakeapi.Faults{})
+	after := waitAll(t, env.Client, submit(t, env.Client, "shop", 36, 12))
+
+	for _, o := range append(append(before, during...), after...) {
+		require.Equal(t, stream.StatusSolved, o.Status, "task %s: %s %s", o.ID, o.Error, o.Detail)
+	}
+	ps, ss := plan.api.Stats(), spare.api.Stats()
+	t.Logf("primary: %d accepted, up to %d at once; fallback: %d accepted, up to %d at once", ps.Submitted, ps.MaxConcurrent, ss.Submitted, ss.MaxConcurrent)
+	require.LessOrEqual(t, ps.MaxConcurrent, quota, "the plan's quota holds")
+	require.Greater(t, ss.MaxConcurrent, quota, "the fallback's captchas hold no plan thread")
+	require.Equal(t, 48, ps.Submitted+ss.Submitted, "0 lost, 0 paid twice")
+	for key := range ps.PerTask {
+		require.NotContains(t, ss.PerTask, key, "a task paid on both providers")
+	}
+	require.Empty(t, ps.Repeated())
+	require.Empty(t, ss.Repeated())
+}
+
+// TestQuotaHeldAtASilentPlanFailsOver: with a plan-wide quota of 3 threads
+// all held by captchas at the primary when it goes silent, the next tasks
+// still go to the fallback: a captcha its provider holds in silence gives
+// back its plan thread with its worker thread. Before, the quota had no
+// thread to give while the outage lasted, and the fallback took nothing
+// (0 of 6 in 20 s). Every task is solved once the primary is back, each
+// paid once.
+func TestQuotaHeldAtASilentPlanFailsOver(t *testing.T) {
+	t.Parallel()
+	const quota = 3
+	env, plan, spare := planAndSpare(t, 3*time.Second, 100*time.Millisecond, streamtest.WithWorkers(0), streamtest.WithPlanThreads(quota))
+	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
+	require.NoError(t, err)
+	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+	ids := submit(t, env.Client, "shop", 0, quota)
+	require.Eventually(t, func() bool { return plan.api.Stats().Concurrent == quota }, 30*time.Second, time.Millisecond,
+		"the quota's threads all hold captchas at the primary")
+	plan.api.SetFaults(fakeapi.Faults{Outage: true})
+	ids = append(ids, submit(t, env.Client, "shop", quota, 6)...)
+	require.Eventually(t, func() bool { return spare.api.Stats().Submitted == 6 }, 20*time.Second, time.Millisecond,
+		"the fallback takes the tasks that came during the outage")
+	plan.api.SetFaults(fakeapi.Faults{})
+	for _, o := range waitAll(t, env.Client, ids) {
+		require.Equal(t, stream.StatusSolved, o.Status, "task %s: %s %s", o.ID, o.Error, o.Detail)
+	}
+	ps, ss := plan.api.Stats(), spare.api.Stats()
+	require.Equal(t, quota, ps.Submitted, "the primary's captchas stay there, polled when it is back")
+	require.Equal(t, 6, ss.Submitted)
+	for key := range ps.PerTask {
+		require.NotContains(t, ss.PerTask, key, "a task paid on both providers")
+	}
+	require.Empty(t, ps.Repeated())
+	require.Empty(t, ss.Repeated())
+}
