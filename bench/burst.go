@@ -50,6 +50,7 @@ func (b *bench) burst() error {
 	t := table{head: []string{"scenario", "run", "plan used", "span", "solved / dead", "mean pickup lag", "in.php calls", "refused for capacity", "longest refusal run",
 		"capacity snoozes (sum of delays)", "last acceptance → last outcome", "load average"}}
 	var timeline string
+	var resCalls, resSpan float64 // every run's res.php calls and spans (real s)
 	for _, sc := range burstRows() {
 		if !b.selected(sc.name) {
 			continue
@@ -64,6 +65,8 @@ func (b *bench) burst() error {
 			t.add(sc.name, fmt.Sprint(i+1), fmt.Sprintf("%.1f %%", 100*r.used), secs(r.span), fmt.Sprintf("%d / %d", r.solved, r.dead), secs(r.lagMean),
 				fmt.Sprint(r.inCalls), fmt.Sprint(r.refused), fmt.Sprint(r.refusedRun), fmt.Sprintf("%d (%s)", r.snoozes, secs(r.snoozed)), secs(r.tail),
 				before+" → "+loadAverage())
+			resCalls += float64(r.resCalls)
+			resSpan += r.span.Seconds()
 			if timeline == "" {
 				timeline = fmt.Sprintf("Busy threads at the emulator (of 15) in %.0f-s buckets of real time, the first run of %q; the span split into its first 20 %%, middle and last 20 %%:\n\n%s\n",
 					burstBucket.Seconds(), sc.name, r.timeline())
@@ -74,8 +77,75 @@ func (b *bench) burst() error {
 	c := burstCeiling(200, burstTasks, 15, 5*time.Second, 15*time.Second)
 	fmt.Printf("The ceiling: a scheduler that knows every solve time and loses nothing to latency, filling 15 threads first-come first-served from the burst, "+
 		"uses %.1f–%.1f %% of the plan (mean %.1f %%, 200 simulated bursts).\n\n", 100*c.min, 100*c.max, 100*c.mean)
+	if resSpan > 0 {
+		// The ceiling of a pool that frees a thread only when res.php says
+		// its captcha is ready, as a told plan does when the hand-back
+		// keeps its margin: at the runs' own rate of calls, and at the
+		// most the confirms may spend (CaptchaAI: three times a poll every
+		// 5 s per captcha in flight, solver.CaptchaAI's askPace).
+		rate := resCalls / resSpan
+		budget := 3 * 15 / 5.0
+		at := burstPollCeiling(20, burstTasks, 15, 5*time.Second, 15*time.Second, rate)
+		full := burstPollCeiling(20, burstTasks, 15, 5*time.Second, 15*time.Second, budget)
+		fmt.Printf("Learning readiness only from res.php: a scheduler that knows the solve times' distribution (not each one), asks the captcha likeliest ready since it was last asked, "+
+			"and submits the next task the moment an answer comes, uses %.1f–%.1f %% of the plan (mean %.1f %%, 20 simulated bursts) at these runs' %.1f res.php calls a second (real), "+
+			"and %.1f–%.1f %% (mean %.1f %%) at %.0f a second, three times a poll every 5 s per captcha on 15 threads.\n\n",
+			100*at.min, 100*at.max, 100*at.mean, rate, 100*full.min, 100*full.max, 100*full.mean, budget)
+	}
 	fmt.Print(timeline)
 	return nil
+}
+
+// burstPollCeiling simulates bursts of n solves uniform in [lo, hi] on
+// plan threads, where a thread frees only when a poll finds its captcha
+// ready: rate polls a second in all, evenly spaced, each asking the
+// captcha likeliest to have become ready since it was last asked (the
+// uniform distribution known, not each solve time), and the next task
+// takes the thread at once. It returns the plan used over runs bursts,
+// busy time (Σ solve) ÷ (plan × the last pickup). The seed is fixed.
+func burstPollCeiling(runs, n, plan int, lo, hi time.Duration, rate float64) burstCeilingResult {
+	rng := rand.New(rand.NewPCG(40, 2))
+	l, h := lo.Seconds(), hi.Seconds()
+	ready := func(age float64) float64 { return min(max((age-l)/(h-l), 0), 1) }
+	type captcha struct{ start, solve, asked float64 } // asked: the age it was last seen not ready
+	c := burstCeilingResult{min: 1}
+	for range runs {
+		var inFlight []captcha
+		var total, t float64
+		left := n
+		submit := func() {
+			for len(inFlight) < plan && left > 0 {
+				d := l + rng.Float64()*(h-l)
+				inFlight = append(inFlight, captcha{start: t, solve: d})
+				total += d
+				left--
+			}
+		}
+		submit()
+		for len(inFlight) > 0 {
+			t += 1 / rate
+			best, bp := 0, -1.0
+			for i, x := range inFlight {
+				p := 1.0
+				if f := ready(x.asked); f < 1 {
+					p = (ready(t-x.start) - f) / (1 - f)
+				}
+				if p > bp {
+					best, bp = i, p
+				}
+			}
+			if age := t - inFlight[best].start; age >= inFlight[best].solve {
+				inFlight = slices.Delete(inFlight, best, best+1)
+				submit()
+			} else {
+				inFlight[best].asked = age
+			}
+		}
+		used := total / (float64(plan) * t)
+		c.min, c.max = min(c.min, used), max(c.max, used)
+		c.mean += used / float64(runs)
+	}
+	return c
 }
 
 // burstResult is one burst; times are real-time equivalents.
@@ -85,6 +155,7 @@ type burstResult struct {
 	solved, dead      int
 	lagMean           time.Duration
 	inCalls, refused  int
+	resCalls          int
 	refusedRun        int
 	snoozes           int           // capacity snoozes
 	snoozed           time.Duration // their delays' sum
@@ -272,7 +343,7 @@ func runBurst(ctx context.Context, sc solverScenario, scale float64, n int) (bur
 	}
 	res.sampledUsed = float64(sum) / float64(max(len(res.samples), 1)) / float64(sc.plan)
 	st := p.emu.Stats()
-	res.inCalls = st.InCalls
+	res.inCalls, res.resCalls = st.InCalls, st.ResCalls
 	for _, code := range []string{"ERROR_ZERO_BALANCE", "ERROR_NO_SLOT_AVAILABLE"} {
 		res.refused += st.Codes[code]
 	}
