@@ -57,6 +57,11 @@ type kindStats struct {
 	bounded               []readyWindow
 	spreadMu, spreadSigma float64
 	spreadValid           bool
+	// askMu, askSigma: the fit askSurvival reads before the kind is
+	// learned, computed from askKey.
+	askMu, askSigma float64
+	askKey          askFitKey
+	askValid        bool
 }
 
 // observe records that a captcha of kind became ready in (lo, hi].

@@ -70,12 +70,13 @@ func (c *Client) JoinPool(p Pool) {
 // done captcha is done (confirm), ready being its n − E, the threads it
 // holds that are probably free before the margin: when that is half a
 // thread or more, or, in a pool, when the pool's threads probably free
-// come to half a thread or more and no other client that can ask (not
-// Held) has more of them. In a
-// pool of five workers with three threads each, no worker alone is often
-// half a thread sure, while the pool is most of the time: asked by the
-// worker likeliest to find one, the service frees the margin's threads
-// sooner. Callers hold o.mu.
+// come to half a thread for it and for each other client that can ask
+// (not Held) and has more of them. In a pool of five workers with three
+// threads each, no worker alone is often half a thread sure, while the
+// pool is most of the time: asked by the workers likeliest to find one,
+// one for each half thread the pool probably has free, the service frees
+// the margin's threads sooner. Each asks within its own budget
+// (callCredit), one at a time (confirm). Callers hold o.mu.
 func (o *occupancy) ask(ready float64, others []Occupancy) bool {
 	if ready >= askAt {
 		return true
@@ -83,14 +84,14 @@ func (o *occupancy) ask(ready float64, others []Occupancy) bool {
 	if ready <= 0 || len(others) == 0 {
 		return false
 	}
-	sum := ready
+	sum, ahead := ready, 0
 	for _, x := range others {
 		if x.Ready > ready && !x.Held {
-			return false // it asks
+			ahead++ // it asks first
 		}
 		sum += x.Ready
 	}
-	return sum >= askAt
+	return sum >= askAt*float64(ahead+1)
 }
 
 // askAt is how many threads must probably be free before one is asked

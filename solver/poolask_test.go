@@ -7,8 +7,9 @@ import (
 
 // TestPoolAsksTheClientWithTheMost: a client sure of less than half a
 // thread asks the service when the pool's threads probably free come to
-// half a thread and no other client has more of them; not when another
-// has more, nor when the pool's come to less, nor when its own are none.
+// half a thread and no other client has more of them, or half a thread
+// more for each client that has more; not when the pool's come to less,
+// nor when its own are none.
 func TestPoolAsksTheClientWithTheMost(t *testing.T) {
 	t.Parallel()
 	o := &occupancy{}
@@ -22,6 +23,8 @@ func TestPoolAsksTheClientWithTheMost(t *testing.T) {
 		{"alone, less", 0.4, nil, false},
 		{"the most of a pool of 0.9", 0.3, []Occupancy{{Ready: 0.3}, {Ready: 0.2}, {Ready: 0.1}}, true},
 		{"another has more", 0.3, []Occupancy{{Ready: 0.35}, {Ready: 0.2}}, false},
+		{"the second of a pool of 1.4", 0.3, []Occupancy{{Ready: 0.6}, {Ready: 0.3}, {Ready: 0.2}}, true},
+		{"the third of a pool of 1.2", 0.2, []Occupancy{{Ready: 0.6}, {Ready: 0.4}}, false},
 		{"the pool has 0.45", 0.3, []Occupancy{{Ready: 0.1}, {Ready: 0.05}}, false},
 		{"another's hand-backs still being solved", 0.3, []Occupancy{{Ready: 0.25}, {Ready: -0.2}}, false},
 		{"none of its own", 0, []Occupancy{{Ready: 0}, {Ready: 0}}, false},

@@ -288,25 +288,34 @@ func (o *occupancy) handBack(now time.Time) {
 		s float64
 	}
 	ests := make([]est, 0, len(o.holders))
-	var e, v float64
+	// e, v: what the hand-back reads; ea: what the asking reads
+	// (askSurvival).
+	var e, v, ea float64
 	// The captcha likeliest done, handed back or not, that has a poll
 	// left before its last and whose last confirm did not fail just now.
 	var likeliest est
 	likeliest.s = 1
 	for h := range o.holders {
-		s := o.c.poller.survival(h.kind, h.k, now.Sub(h.submitted), h.lo)
+		age := now.Sub(h.submitted)
+		s := o.c.poller.survival(h.kind, h.k, age, h.lo)
+		a := s
+		if s >= 1 {
+			a = o.c.poller.askSurvival(h.kind, h.k, age, h.lo)
+		}
 		e += s
 		v += s * (1 - s)
+		ea += a
 		if !h.handed {
 			ests = append(ests, est{h, s})
 		}
-		if s < likeliest.s && !h.lastOnly && !now.Before(h.notBefore) {
-			likeliest = est{h, s}
+		if a < likeliest.s && !h.lastOnly && !now.Before(h.notBefore) {
+			likeliest = est{h, a}
 		}
 	}
 	n := float64(len(ests))
 	others := o.others()
 	free := o.free(n, e, v, others)
+	o.own.Ready = n - ea
 	if o.pool != nil {
 		// The client with the most asks; one that cannot would keep the
 		// others from asking until its credit or the quiet ends.
@@ -314,7 +323,7 @@ func (o *occupancy) handBack(now time.Time) {
 	}
 	o.tell(now)
 	if free <= 0 {
-		if o.ask(n-e, others) {
+		if o.ask(n-ea, others) {
 			// A thread is probably free, but the margin keeps it.
 			o.confirm(likeliest.h, now)
 		}

@@ -182,3 +182,41 @@ func learnImagesAfter1s(c *Client, step time.Duration) {
 		c.poller.observe(KindImage, time.Second, time.Second+time.Duration(i)*step)
 	}
 }
+
+// TestUnlearnedKindIsAskedNotHandedBack: a kind with four answers, each
+// seen not ready at 2 s and ready by 3 s, is not learned (minLearned), so
+// no thread of it is handed back, however old its captchas and without a
+// margin. But its captcha 10 s old is probably done by what those answers
+// say, so the Client asks it (its next poll now, confirm) instead of
+// leaving it to its fixed schedule's polls, 5 s apart; a captcha of a kind
+// with no answer is never asked.
+func TestUnlearnedKindIsAskedNotHandedBack(t *testing.T) {
+	t.Parallel()
+	c := offlineClient(t)
+	for i := range 4 {
+		lo := 2*time.Second + time.Duration(i)*100*time.Millisecond
+		c.poller.observe(KindImage, lo, lo+time.Second)
+	}
+	k := c.timing.forKind(KindImage)
+	if c.Knows(KindImage) {
+		t.Fatal("four answers made the kind learned; the test wants one that is not")
+	}
+	now := time.Now()
+	o := newOccupancy(c, time.Hour, time.Hour, 0)
+	o.z = 0
+	old := o.add(KindImage, k, now.Add(-10*time.Second), nil)
+	young := o.add(KindImage, k, now.Add(-500*time.Millisecond), nil)
+	unknown := o.add(KindTurnstile, c.timing.forKind(KindTurnstile), now.Add(-time.Minute), nil)
+	o.mu.Lock()
+	o.handBack(now)
+	o.mu.Unlock()
+	if n := handedBack([]*holder{old, young, unknown}); n != 0 {
+		t.Errorf("%d threads of kinds not learned handed back, want 0", n)
+	}
+	if len(old.confirm) == 0 {
+		t.Errorf("the captcha 10 s old, of a kind whose answers were all ready by 3.3 s, was not asked to confirm")
+	}
+	if len(young.confirm) > 0 || len(unknown.confirm) > 0 {
+		t.Errorf("asked the young captcha (%v) or the one of a kind with no answer (%v), want only the old one", len(young.confirm) > 0, len(unknown.confirm) > 0)
+	}
+}

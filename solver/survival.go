@@ -57,6 +57,75 @@ func (p *poller) survival(kind string, k kindTiming, age, lo time.Duration) floa
 	return math.Min(surv(age)/from, 1)
 }
 
+// minAsked is how many answers of a kind, the Client's and the pool's
+// together, let the hand-back ask about its captchas (askSurvival) before
+// the kind is learned (minLearned).
+const minAsked = 3
+
+// askSurvival is survival as the hand-back's asking reads it (confirm,
+// Occupancy.Ready): for a kind not learned yet (fewer than minLearned
+// answers), from the log-normal fit of the answers there are, once there
+// are minAsked of them and one was seen not ready before its answer (or
+// the pool's), as a learned kind's fit is read beyond its answers; 1 with
+// fewer. Asking spends only the captcha's own scheduled polls, within the
+// confirms' budget, and never gives a thread back: so a fit that would
+// hand back threads the service still holds may still say which captcha
+// to ask first, where the kind's first answers would otherwise wait for
+// its fixed schedule's polls, 5 s apart.
+func (p *poller) askSurvival(kind string, k kindTiming, age, lo time.Duration) float64 {
+	p.mu.Lock()
+	ks := p.stats(kind)
+	if k.fixed {
+		k.fixed = false
+	}
+	ks.planned(k)
+	if ks.hasPlan {
+		p.mu.Unlock()
+		return p.survival(kind, k, age, lo)
+	}
+	defer p.mu.Unlock()
+	mu, sigma, ok := ks.askFit()
+	if !ok {
+		return 1
+	}
+	surv := func(t time.Duration) float64 {
+		if t <= 0 {
+			return 1
+		}
+		return 1 - schedule.NormCDF((math.Log(float64(t))-mu)/sigma)
+	}
+	from := surv(lo)
+	if from <= 1e-12 {
+		return 1
+	}
+	return math.Min(surv(age)/from, 1)
+}
+
+// askFit returns the fit askSurvival reads, false while the kind has too
+// few answers; computed again only when an answer or the pool's prior
+// came. Callers hold the poller's lock.
+func (ks *kindStats) askFit() (mu, sigma float64, ok bool) {
+	bounded := ks.prior.N > 0
+	for _, o := range ks.obs {
+		bounded = bounded || o.Lo > 0
+	}
+	if len(ks.obs)+ks.prior.N < minAsked || !bounded {
+		return 0, 0, false
+	}
+	key := askFitKey{len(ks.obs), ks.next, ks.prior}
+	if !ks.askValid || ks.askKey != key {
+		ks.askMu, ks.askSigma = ks.fit()
+		ks.askKey, ks.askValid = key, true
+	}
+	return ks.askMu, ks.askSigma, ks.askSigma > 0
+}
+
+// askFitKey is what askFit's fit was computed from.
+type askFitKey struct {
+	n, next int
+	prior   Learned
+}
+
 // spreadObs returns the kind's observations, each answer found at a first
 // poll with what says when it was ready (schedule.Spread), and the answers
 // with both bounds; computed again only when an answer came or the fit
