@@ -7,9 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/captchaq/captchaq/retry"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -48,17 +47,13 @@ func (c *Client) deadLetters(ctx context.Context, deadSubj, replaySubj string, f
 	}
 	var letters []DeadLetter
 	replays := map[uint64]*Replay{}
-	err := scanFrom(ctx, c, []string{deadSubj, replaySubj}, 0, false, func(m jetstream.Msg) (bool, error) {
-		md, err := m.Metadata()
-		if err != nil {
-			return false, err
-		}
-		if m.Subject() == wire.DeadSubject(wire.IDFromSubject(m.Subject())) {
-			letters = append(letters, wire.ParseDeadLetter(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream, md.Timestamp))
+	err := c.rd.ScanFrom(ctx, []string{deadSubj, replaySubj}, 0, false, func(m taskstore.Record) (bool, error) {
+		if m.Subject == wire.DeadSubject(wire.IDFromSubject(m.Subject)) {
+			letters = append(letters, wire.ParseDeadLetter(m.Subject, m.Header, m.Data, m.Seq, m.Stored))
 			return false, nil
 		}
 		var r Replay
-		if json.Unmarshal(m.Data(), &r) == nil && (replays[r.DeadSeq] == nil || r.TaskSeq != 0) {
+		if json.Unmarshal(m.Data, &r) == nil && (replays[r.DeadSeq] == nil || r.TaskSeq != 0) {
 			replays[r.DeadSeq] = &r
 		}
 		return false, nil

@@ -128,12 +128,8 @@ func (c *Client) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
 		gen uint64
 	}
 	seen := map[genKey]bool{}
-	err := scanFrom(ctx, c, taskMessageSubjects(f.Lane), 0, false, func(m jetstream.Msg) (bool, error) {
-		md, err := m.Metadata()
-		if err != nil {
-			return false, err
-		}
-		ti, ok := taskInfoOf(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream, md.Timestamp)
+	err := c.rd.ScanFrom(ctx, taskMessageSubjects(f.Lane), 0, false, func(m taskstore.Record) (bool, error) {
+		ti, ok := taskInfoOf(m.Subject, m.Header, m.Data, m.Seq, m.Stored)
 		key := genKey{ti.ID, ti.Gen}
 		if !ok || seen[key] {
 			return false, nil
@@ -150,7 +146,7 @@ func (c *Client) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
 		if ti.Status == TaskDone || (f.Status != "" && ti.Status != f.Status) || (f.Method != "" && ti.Method != f.Method) {
 			return false, nil
 		}
-		if ti.Canceled, err = c.cancelRequested(ctx, ti.ID, st, m.Headers()); err != nil {
+		if ti.Canceled, err = c.cancelRequested(ctx, ti.ID, st, m.Header); err != nil {
 			return false, err
 		}
 		out = append(out, ti)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
@@ -31,13 +30,13 @@ func (c *Client) OutcomesSince(ctx context.Context, since time.Time, follow bool
 // window ends there too): a reader that waits for one submission takes
 // only the outcome of its generation, as Wait and Solve do.
 func (c *Client) GenOutcomesSince(ctx context.Context, since time.Time, follow bool, fn func(Outcome, uint64)) error {
-	return scan(ctx, c, scanOpts{subjects: []string{wire.SubjectResults + ".>"}, startTime: since, follow: follow}, func(m jetstream.Msg) (bool, error) {
+	return c.rd.Scan(ctx, taskstore.ScanOpts{Subjects: []string{wire.SubjectResults + ".>"}, StartTime: since, Follow: follow}, func(m taskstore.Record) (bool, error) {
 		var o Outcome
-		if json.Unmarshal(m.Data(), &o) != nil || o.ID == "" {
+		if json.Unmarshal(m.Data, &o) != nil || o.ID == "" {
 			return false, nil
 		}
-		gen := taskstore.GenOf(m.Headers())
-		o, _, err := c.withToken(ctx, o, gen, tokenSeqOf(m.Headers()))
+		gen := taskstore.GenOf(m.Header)
+		o, _, err := c.withToken(ctx, o, gen, tokenSeqOf(m.Header))
 		if err != nil {
 			return false, err
 		}
@@ -73,15 +72,11 @@ type OutcomeRecord struct {
 // stream keeps), oldest first, without their tokens.
 func (c *Client) OutcomeRecords(ctx context.Context, since time.Time) ([]OutcomeRecord, error) {
 	var out []OutcomeRecord
-	err := scan(ctx, c, scanOpts{subjects: []string{wire.SubjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
-		md, err := m.Metadata()
-		if err != nil {
-			return false, err
-		}
+	err := c.rd.Scan(ctx, taskstore.ScanOpts{Subjects: []string{wire.SubjectResults + ".>"}, StartTime: since}, func(m taskstore.Record) (bool, error) {
 		var o Outcome
-		if json.Unmarshal(m.Data(), &o) == nil && o.ID != "" {
+		if json.Unmarshal(m.Data, &o) == nil && o.ID != "" {
 			o.Solution, o.UserAgent = nil, ""
-			out = append(out, OutcomeRecord{Outcome: o, At: md.Timestamp, Gen: taskstore.GenOf(m.Headers())})
+			out = append(out, OutcomeRecord{Outcome: o, At: m.Stored, Gen: taskstore.GenOf(m.Header)})
 		}
 		return false, nil
 	})
@@ -121,7 +116,7 @@ func (c *Client) withToken(ctx context.Context, out Outcome, gen, tokenSeq uint6
 		err   error
 	)
 	read := func() error {
-		return untilRead(ctx, func() (err error) {
+		return taskstore.UntilRead(ctx, func() (err error) {
 			if tokenSeq != 0 {
 				tok, found, err = taskstore.ReadTokenAt(ctx, c.tokens, out.ID, gen, tokenSeq)
 			} else {

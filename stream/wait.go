@@ -34,7 +34,7 @@ func (c *Client) Wait(ctx context.Context, id string) (Outcome, error) {
 		return Outcome{}, err
 	}
 	var gen uint64
-	err := untilRead(ctx, func() (err error) {
+	err := taskstore.UntilRead(ctx, func() (err error) {
 		if own, ok := c.own.get(id); ok {
 			gen, err = c.replayedFrom(ctx, id, own)
 		} else {
@@ -126,23 +126,22 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 	// woken by the outcome's republished header: the events matter only to
 	// a solve whose outcome never comes, which the token's expiry (and the
 	// follower's poll) settles.
-	o := scanOpts{subjects: []string{wire.IDSubjects(id)}, wake: []string{wire.ResultSubject(id)}, startSeq: gen, follow: true}
-	err := scan(sctx, c, o, func(m jetstream.Msg) (bool, error) {
-		md, _ := m.Metadata()
-		if m.Subject() == wire.ResultSubject(id) {
-			if g, _ := strconv.ParseUint(m.Headers().Get(wire.HeaderGen), 10, 64); g != gen {
+	o := taskstore.ScanOpts{Subjects: []string{wire.IDSubjects(id)}, Wake: []string{wire.ResultSubject(id)}, StartSeq: gen, Follow: true}
+	err := c.rd.Scan(sctx, o, func(m taskstore.Record) (bool, error) {
+		if m.Subject == wire.ResultSubject(id) {
+			if g, _ := strconv.ParseUint(m.Header.Get(wire.HeaderGen), 10, 64); g != gen {
 				return false, nil
 			}
-			if err := json.Unmarshal(m.Data(), &out); err != nil {
+			if err := json.Unmarshal(m.Data, &out); err != nil {
 				return false, fmt.Errorf("outcome of task %s: %w", id, err)
 			}
-			found, tokenSeq = true, tokenSeqOf(m.Headers())
+			found, tokenSeq = true, tokenSeqOf(m.Header)
 			return true, nil
 		}
-		if m.Subject() != wire.EventSubject(id) {
+		if m.Subject != wire.EventSubject(id) {
 			return false, nil // a dead letter, a replay or a cancel record: the outcome follows
 		}
-		if ev, ok := wire.ParseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
+		if ev, ok := wire.ParseEvent(m.Data); ok && ev.Gen == gen && ev.Kind == EventSolved {
 			solvedEv = &ev
 			if timer == nil {
 				timer = time.AfterFunc(max(ev.ExpiresAt.Sub(c.cfg.Now()), 0), func() { stop(errExpired) })
@@ -150,7 +149,7 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 		}
 		// Caught up, solved, no outcome, and the token expired: the
 		// worker stopped before storing the outcome, and it is no use now.
-		if solvedEv != nil && md != nil && md.NumPending == 0 && c.tokenGone(*solvedEv) {
+		if solvedEv != nil && m.Pending == 0 && c.tokenGone(*solvedEv) {
 			out = expiredOutcome(id, *solvedEv)
 			return true, nil
 		}
@@ -252,30 +251,30 @@ func (c *Client) WaitAll(ctx context.Context, receipts []Receipt, fn func(Outcom
 		start = min(start, r.Seq)
 	}
 	solved := map[string]Event{} // solved events of wanted tasks whose outcome has not come yet
-	err := scanFrom(ctx, c, []string{wire.SubjectResults + ".>", wire.SubjectEvents + ".>"}, start, true, func(m jetstream.Msg) (bool, error) {
-		id := wire.IDFromSubject(m.Subject())
+	err := c.rd.ScanFrom(ctx, []string{wire.SubjectResults + ".>", wire.SubjectEvents + ".>"}, start, true, func(m taskstore.Record) (bool, error) {
+		id := wire.IDFromSubject(m.Subject)
 		if gen, ok := want[id]; ok {
-			if m.Subject() == wire.ResultSubject(id) {
-				if g, _ := strconv.ParseUint(m.Headers().Get(wire.HeaderGen), 10, 64); g == gen {
+			if m.Subject == wire.ResultSubject(id) {
+				if g, _ := strconv.ParseUint(m.Header.Get(wire.HeaderGen), 10, 64); g == gen {
 					var out Outcome
-					if err := json.Unmarshal(m.Data(), &out); err != nil {
+					if err := json.Unmarshal(m.Data, &out); err != nil {
 						return false, fmt.Errorf("outcome of task %s: %w", id, err)
 					}
 					delete(want, id)
 					delete(solved, id)
-					out, found, err := c.withToken(ctx, out, gen, tokenSeqOf(m.Headers()))
+					out, found, err := c.withToken(ctx, out, gen, tokenSeqOf(m.Header))
 					if err != nil {
 						return false, fmt.Errorf("wait for task %s: %w", id, err)
 					}
 					fn(c.checkOutcome(out, found))
 				}
-			} else if ev, ok := wire.ParseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
+			} else if ev, ok := wire.ParseEvent(m.Data); ok && ev.Gen == gen && ev.Kind == EventSolved {
 				solved[id] = ev
 			}
 		}
 		// Caught up: a solved task whose outcome is not there any more
 		// had its token expire before anyone read it.
-		if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+		if m.Pending == 0 {
 			for id, ev := range solved {
 				if c.tokenGone(ev) {
 					delete(want, id)
