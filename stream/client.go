@@ -120,7 +120,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 		return nil, err
 	}
 	c := &Client{nc: nc, js: js, s: s, tokens: tokens, cfg: cfg, top: top, room: room.NewProducer(s, nc, s.CachedInfo().Config.MaxBytes),
-		rd: taskstore.NewReader(nc, top.Domain, top.Stream)}
+		rd: taskstore.NewReader(nc, top.Domain, s, tokens)}
 	c.clock.Local = cfg.Now
 	// The stream's info carries the broker's clock when it answered: the
 	// client's reading of it, for the times it stamps and decides on.

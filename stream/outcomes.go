@@ -110,35 +110,20 @@ func (c *Client) withToken(ctx context.Context, out Outcome, gen, tokenSeq uint6
 	if !c.brokerTime(c.cfg.Now()).Before(stored.ExpiresAt) {
 		return out, false, nil
 	}
-	var (
-		tok   Outcome
-		found bool
-		err   error
-	)
-	read := func() error {
-		return taskstore.UntilRead(ctx, func() (err error) {
-			if tokenSeq != 0 {
-				tok, found, err = taskstore.ReadTokenAt(ctx, c.tokens, out.ID, gen, tokenSeq)
-			} else {
-				tok, found, err = taskstore.ReadToken(ctx, c.tokens, out.ID, gen)
-			}
-			return err
-		})
-	}
-	err = read()
+	tok, found, err := c.rd.Token(ctx, out.ID, gen, tokenSeq)
 	// A token stream emptied by a reopening of the store is filled again
 	// by the store's guard (cmd/captchaq store_guard.go), each token at its
 	// number: while the stream has not reached the number the outcome
 	// names, the token may be on its way, and it is looked for again for
 	// tokenRestoreGrace before it is called lost (a broker restart, which
 	// restores nothing, is told a little later).
-	for until := time.Now().Add(tokenRestoreGrace); err == nil && !found && tokenSeq != 0 && time.Now().Before(until) && c.tokensBefore(ctx, tokenSeq); {
+	for until := time.Now().Add(tokenRestoreGrace); err == nil && !found && tokenSeq != 0 && time.Now().Before(until) && c.rd.TokensBefore(ctx, tokenSeq); {
 		select {
 		case <-ctx.Done():
 			return out, false, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
-		err = read()
+		tok, found, err = c.rd.Token(ctx, out.ID, gen, tokenSeq)
 	}
 	if err != nil || !found {
 		return out, false, err
@@ -156,13 +141,6 @@ func (c *Client) withToken(ctx context.Context, out Outcome, gen, tokenSeq uint6
 // tokenRestoreGrace is how long a reader looks again for a token whose
 // number the token stream has not reached (withToken).
 const tokenRestoreGrace = 3 * time.Second
-
-// tokensBefore reports whether the token stream's last number is below seq:
-// the stream was emptied (a reopening, a restart) and seq not stored again.
-func (c *Client) tokensBefore(ctx context.Context, seq uint64) bool {
-	info, err := c.tokens.Info(ctx)
-	return err == nil && info.State.LastSeq < seq
-}
 
 // tokenSeqOf is the token sequence an outcome message names
 // (wire.HeaderTokenSeq), 0 when none.

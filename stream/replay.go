@@ -88,9 +88,9 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 			d.ID, d.Seq, ErrAlreadyReplayed, d.Replayed.At.Format(time.RFC3339))
 	}
 	resuming := d.Replayed != nil // started, not known to have queued
-	if gen, err := c.latestGen(ctx, d.ID); err == nil && gen > d.Gen {
+	if gen, _, err := c.rd.LatestGen(ctx, d.ID); err == nil && gen > d.Gen {
 		if resuming {
-			if m, err := c.s.GetMsg(ctx, gen); err == nil && m.Header.Get(wire.HeaderReplayedBy) == strconv.FormatUint(d.Seq, 10) {
+			if m, ok, err := c.rd.At(ctx, gen); err == nil && ok && m.Header.Get(wire.HeaderReplayedBy) == strconv.FormatUint(d.Seq, 10) {
 				// The started replay did queue it: finish its record.
 				return c.recordReplay(ctx, d, Receipt{ID: d.ID, Seq: gen, Duplicate: true})
 			}

@@ -3,13 +3,10 @@ package stream
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/internal/quantile"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
@@ -173,14 +170,14 @@ func (c *Client) countHeld(ctx context.Context, st *Stats, held map[string]TaskS
 		at[string(q.Lane)+"."+string(q.Priority)] = i
 	}
 	for id, status := range held {
-		m, err := c.s.GetLastMsgForSubject(ctx, wire.TaskMessagesFor(id))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue // ended meanwhile
-		}
+		m, found, err := c.rd.Last(ctx, wire.TaskMessagesFor(id))
 		if err != nil {
 			return fmt.Errorf("stats: %w", err)
 		}
-		ti, ok := taskInfoOf(m.Subject, m.Header, nil, m.Sequence, m.Time)
+		if !found {
+			continue // ended meanwhile
+		}
+		ti, ok := taskInfoOf(m.Subject, m.Header, nil, m.Seq, m.Stored)
 		i, known := at[string(ti.Lane)+"."+string(ti.Priority)]
 		if !ok || !known {
 			continue

@@ -10,10 +10,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
@@ -36,9 +34,12 @@ func (c *Client) Wait(ctx context.Context, id string) (Outcome, error) {
 	var gen uint64
 	err := taskstore.UntilRead(ctx, func() (err error) {
 		if own, ok := c.own.get(id); ok {
-			gen, err = c.replayedFrom(ctx, id, own)
+			gen, err = c.rd.ReplayedFrom(ctx, id, own)
 		} else {
-			gen, err = c.latestGen(ctx, id)
+			var ok bool
+			if gen, ok, err = c.rd.LatestGen(ctx, id); err == nil && !ok {
+				err = ErrNotFound
+			}
 		}
 		return err
 	})
@@ -46,61 +47,6 @@ func (c *Client) Wait(ctx context.Context, id string) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("wait for task %s: %w", id, err)
 	}
 	return c.waitGen(ctx, id, gen)
-}
-
-// latestGen returns the stream sequence of the latest submission of task id:
-// its task message while it waits or runs (on its task subject or in the
-// waiting room; a moved copy is not a submission, its generation's events
-// name it), else (the task message is erased
-// once the task is done) the generation its event log names. A message
-// published on the id's subject whose envelope does not hold together (its
-// Nats-Msg-Id is not the id, say) is not a submission of the id and is
-// skipped.
-func (c *Client) latestGen(ctx context.Context, id string) (uint64, error) {
-	m, err := c.s.GetLastMsgForSubject(ctx, wire.TaskMessagesFor(id))
-	if err == nil && c.submissionOf(ctx, id, m) {
-		return m.Sequence, nil
-	}
-	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, err
-	}
-	var best uint64
-	forged := map[uint64]bool{}
-	gens := map[uint64]bool{}
-	if err := jscall.Walk(ctx, c.s, wire.TaskMessagesFor(id), 0, 0, func(m *jetstream.RawStreamMsg) {
-		if c.submissionOf(ctx, id, m) {
-			best = max(best, m.Sequence)
-		}
-	}); err != nil {
-		return 0, err
-	}
-	if err := jscall.Walk(ctx, c.s, wire.EventSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
-		if ev, ok := wire.ParseEvent(m.Data); ok && ev.Gen > 0 {
-			gens[ev.Gen] = true
-			forged[ev.Gen] = forged[ev.Gen] || ev.Code == CodeInvalidEnvelope
-		}
-	}); err != nil {
-		return 0, fmt.Errorf("read events of task %s: %w", id, err)
-	}
-	for g := range gens {
-		if !forged[g] {
-			best = max(best, g)
-		}
-	}
-	if best == 0 {
-		return 0, ErrNotFound
-	}
-	return best, nil
-}
-
-// submissionOf reports whether task message m is a submission of id, as
-// workers judge it (wire.CheckEnvelope, taskstore.VerifyReplay).
-func (c *Client) submissionOf(ctx context.Context, id string, m *jetstream.RawStreamMsg) bool {
-	t, _ := ParseTask(m.Data)
-	if wire.CheckEnvelope(id, m.Header, t) != nil {
-		return false
-	}
-	return m.Header.Get(wire.HeaderMsgID) == id || taskstore.VerifyReplay(ctx, c.s, id, m.Sequence, m.Header, t) == nil
 }
 
 // waitGen waits for the outcome of generation gen of task id.
@@ -223,11 +169,11 @@ func (c *Client) Solve(ctx context.Context, t Task) (Outcome, error) {
 // already gone (its task ended and was erased) cannot be told apart, and is
 // not taken as ours either.
 func (c *Client) ownSubmission(ctx context.Context, r Receipt, hash string) error {
-	m, err := c.s.GetMsg(ctx, r.Seq)
-	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+	m, ok, err := c.rd.At(ctx, r.Seq)
+	if err != nil {
 		return fmt.Errorf("task %s: the stream has a submission under this id (sequence %d); read it: %w", r.ID, r.Seq, err)
 	}
-	if err == nil && m.Header.Get(wire.HeaderCancelHash) == hash {
+	if ok && m.Header.Get(wire.HeaderCancelHash) == hash {
 		return nil
 	}
 	return fmt.Errorf("task %s: %w (stream sequence %d) within the last %s: submit under another id",

@@ -23,16 +23,22 @@ import (
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
-// Reader reads the CAPTCHA stream without a consumer, for every role: a
-// producer's role may create none.
+// Reader reads a task's records without a consumer, for every role (a
+// producer's role may create none): the CAPTCHA stream's records by scan
+// (Scan) or one by one (tasks.go), and the tokens in the token stream.
 type Reader struct {
 	nc      *nats.Conn
+	domain  string
 	readers *jscall.ReaderPool
+	// s is the CAPTCHA stream, tokens the token stream.
+	s, tokens jetstream.Stream
 }
 
-// NewReader reads the stream named stream in domain over nc.
-func NewReader(nc *nats.Conn, domain, stream string) *Reader {
-	return &Reader{nc: nc, readers: jscall.NewReaderPool(nc, domain, stream)}
+// NewReader reads the CAPTCHA stream s and the token stream tokens, in
+// domain, over nc.
+func NewReader(nc *nats.Conn, domain string, s, tokens jetstream.Stream) *Reader {
+	name := s.CachedInfo().Config.Name
+	return &Reader{nc: nc, domain: domain, readers: jscall.NewReaderPool(nc, domain, name), s: s, tokens: tokens}
 }
 
 // Record is one message the stream stores: its subject, headers and body,
