@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
@@ -40,7 +39,7 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (TaskInfo, error
 	if err != nil {
 		return ti, err
 	}
-	if _, err := c.js.Publish(ctx, subject, b); err != nil {
+	if err := c.w.PublishData(ctx, subject, b); err != nil {
 		return ti, fmt.Errorf("cancel task %s: %w", id, err)
 	}
 	ti.Canceled = true
@@ -68,7 +67,7 @@ func (c *Client) nudge(ctx context.Context, id string, gen uint64) {
 	}
 	msg := taskstore.MovedCopy(m.Subject, m.Header, m.Data, gen, submitted, m.Seq)
 	msg.Header.Set(wire.HeaderMsgID, wire.MovedMsgID(id, m.Seq)+".cancel")
-	_, _ = c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(c.top.Stream))
+	_ = c.w.Publish(ctx, msg)
 }
 
 // cancelRequested reports whether a valid cancel record names generation
