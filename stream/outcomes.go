@@ -5,15 +5,10 @@ package stream
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
-	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // OutcomesSince calls fn with every outcome stored since since (zero: all
@@ -30,18 +25,13 @@ func (c *Client) OutcomesSince(ctx context.Context, since time.Time, follow bool
 // window ends there too): a reader that waits for one submission takes
 // only the outcome of its generation, as Wait and Solve do.
 func (c *Client) GenOutcomesSince(ctx context.Context, since time.Time, follow bool, fn func(Outcome, uint64)) error {
-	return c.rd.Scan(ctx, taskstore.ScanOpts{Subjects: []string{wire.SubjectResults + ".>"}, StartTime: since, Follow: follow}, func(m taskstore.Record) (bool, error) {
-		var o Outcome
-		if json.Unmarshal(m.Data, &o) != nil || o.ID == "" {
-			return false, nil
-		}
-		gen := taskstore.GenOf(m.Header)
-		o, _, err := c.withToken(ctx, o, gen, tokenSeqOf(m.Header))
+	return c.rd.Outcomes(ctx, since, follow, func(so taskstore.StoredOutcome) error {
+		o, _, err := c.withToken(ctx, so.Outcome, so.Gen, so.TokenSeq)
 		if err != nil {
-			return false, err
+			return err
 		}
-		fn(o, gen)
-		return false, nil
+		fn(o, so.Gen)
+		return nil
 	})
 }
 
@@ -72,13 +62,11 @@ type OutcomeRecord struct {
 // stream keeps), oldest first, without their tokens.
 func (c *Client) OutcomeRecords(ctx context.Context, since time.Time) ([]OutcomeRecord, error) {
 	var out []OutcomeRecord
-	err := c.rd.Scan(ctx, taskstore.ScanOpts{Subjects: []string{wire.SubjectResults + ".>"}, StartTime: since}, func(m taskstore.Record) (bool, error) {
-		var o Outcome
-		if json.Unmarshal(m.Data, &o) == nil && o.ID != "" {
-			o.Solution, o.UserAgent = nil, ""
-			out = append(out, OutcomeRecord{Outcome: o, At: m.Stored, Gen: taskstore.GenOf(m.Header)})
-		}
-		return false, nil
+	err := c.rd.Outcomes(ctx, since, false, func(so taskstore.StoredOutcome) error {
+		o := so.Outcome
+		o.Solution, o.UserAgent = nil, ""
+		out = append(out, OutcomeRecord{Outcome: o, At: so.Stored, Gen: so.Gen})
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("outcomes: %w", err)
@@ -141,13 +129,6 @@ func (c *Client) withToken(ctx context.Context, out Outcome, gen, tokenSeq uint6
 // tokenRestoreGrace is how long a reader looks again for a token whose
 // number the token stream has not reached (withToken).
 const tokenRestoreGrace = 3 * time.Second
-
-// tokenSeqOf is the token sequence an outcome message names
-// (wire.HeaderTokenSeq), 0 when none.
-func tokenSeqOf(h nats.Header) uint64 {
-	seq, _ := strconv.ParseUint(h.Get(wire.HeaderTokenSeq), 10, 64)
-	return seq
-}
 
 // sameSolve reports whether tok, a token, is the solve outcome records: a
 // reader's token is always its outcome's.

@@ -81,7 +81,7 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 			if err := json.Unmarshal(m.Data, &out); err != nil {
 				return false, fmt.Errorf("outcome of task %s: %w", id, err)
 			}
-			found, tokenSeq = true, tokenSeqOf(m.Header)
+			found, tokenSeq = true, taskstore.TokenSeqOf(m.Header)
 			return true, nil
 		}
 		if m.Subject != wire.EventSubject(id) {
@@ -208,7 +208,7 @@ func (c *Client) WaitAll(ctx context.Context, receipts []Receipt, fn func(Outcom
 					}
 					delete(want, id)
 					delete(solved, id)
-					out, found, err := c.withToken(ctx, out, gen, tokenSeqOf(m.Header))
+					out, found, err := c.withToken(ctx, out, gen, taskstore.TokenSeqOf(m.Header))
 					if err != nil {
 						return false, fmt.Errorf("wait for task %s: %w", id, err)
 					}
