@@ -1,8 +1,12 @@
 package stream
 
 import (
+	"context"
+	"encoding/json"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/stream/wire"
@@ -37,4 +41,34 @@ func TestWaitByIDOfAnotherClientSkipsForgedGenerations(t *testing.T) {
 	require.NoError(t, err, "the victim's generation, not the forged one")
 	require.Contains(t, out.Text(), "0x4AAAAAAAB", "the victim's token")
 	require.Equal(t, int32(1), a.solves.Load(), "only the victim's task was paid for")
+}
+
+// WaitAll reports a task whose solve is recorded, whose outcome never came
+// (its worker stopped between the two) and whose token has expired as
+// ErrTokenExpired once it has read all there is, rather than following
+// the stream for an outcome that is no use any more.
+func TestWaitAllEndsAtTokenExpiryWithoutOutcome(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	r, err := b.client.Submit(ctx, turnstileTask("lost-all"))
+	require.NoError(t, err)
+	js, err := jetstream.New(b.nc)
+	require.NoError(t, err)
+	ev, err := json.Marshal(Event{Kind: EventSolved, Gen: r.Seq, Attempts: 1,
+		At: time.Now().Add(-time.Minute), ExpiresAt: time.Now().Add(-time.Second)})
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, wire.EventSubject("lost-all"), ev)
+	require.NoError(t, err)
+	// Without the check it follows until its context ends: bounded far
+	// beyond the milliseconds it takes.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var got []error
+	require.NoError(t, b.client.WaitAll(wctx, []Receipt{r}, func(o Outcome, err error) {
+		require.Equal(t, StatusSolved, o.Status)
+		got = append(got, err)
+	}))
+	require.Len(t, got, 1)
+	require.ErrorIs(t, got[0], ErrTokenExpired)
 }
