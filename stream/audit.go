@@ -10,9 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/captchaq/captchaq/internal/dialect/classic"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -69,14 +68,10 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 	var out []TraceEntry
 	submitted := map[uint64]bool{}
 	lastAccepted := map[uint64]bool{} // by generation: the last event is an accepted one
-	err := scanFrom(ctx, c, subjects, 0, false, func(m jetstream.Msg) (bool, error) {
-		md, err := m.Metadata()
-		if err != nil {
-			return false, err
-		}
-		e := TraceEntry{Seq: md.Sequence.Stream, At: md.Timestamp}
-		h := m.Headers()
-		switch subj := m.Subject(); {
+	err := c.rd.ScanFrom(ctx, subjects, 0, false, func(m taskstore.Record) (bool, error) {
+		e := TraceEntry{Seq: m.Seq, At: m.Stored}
+		h := m.Header
+		switch subj := m.Subject; {
 		case strings.HasPrefix(subj, wire.SubjectTasks+".") || wire.InWaitingRoom(subj):
 			if gen, _ := wire.TaskMessageGen(h, e.Seq, e.At); gen != e.Seq {
 				return false, nil // a copy moved to the waiting room or back: not a submission
@@ -84,7 +79,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 			e.Kind, e.Gen, e.Client = "submitted", e.Seq, h.Get(wire.HeaderClient)
 			submitted[e.Gen] = true
 			e.Detail = "subject " + subj
-			if t, err := ParseTask(m.Data()); err == nil {
+			if t, err := ParseTask(m.Data); err == nil {
 				e.Detail = fmt.Sprintf("%s on %s, priority %s, deadline %s", t.Method, wire.PageHost(t.Params), t.Queue(), t.Deadline.Format(time.RFC3339))
 			}
 			if r := h.Get(wire.HeaderReplayedBy); r != "" {
@@ -92,7 +87,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 			}
 		case strings.HasPrefix(subj, wire.SubjectEvents+"."):
 			var ev Event
-			if err := json.Unmarshal(m.Data(), &ev); err != nil {
+			if err := json.Unmarshal(m.Data, &ev); err != nil {
 				return false, nil
 			}
 			if !submitted[ev.Gen] && !ev.Submitted.IsZero() {
@@ -162,7 +157,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 			}
 		case strings.HasPrefix(subj, wire.SubjectResults+"."):
 			var o Outcome
-			_ = json.Unmarshal(m.Data(), &o)
+			_ = json.Unmarshal(m.Data, &o)
 			e.Kind, e.Attempt, e.Code, e.Reason, e.Provider = "outcome", o.Attempts, o.Error, o.Reason, o.Provider
 			e.Gen, _ = strconv.ParseUint(h.Get(wire.HeaderGen), 10, 64)
 			e.Detail = "status " + string(o.Status)
@@ -179,16 +174,16 @@ func (c *Client) Trace(ctx context.Context, id string) ([]TraceEntry, error) {
 				}
 			}
 		case strings.HasPrefix(subj, wire.SubjectDead+"."):
-			d := wire.ParseDeadLetter(subj, h, m.Data(), e.Seq, e.At)
+			d := wire.ParseDeadLetter(subj, h, m.Data, e.Seq, e.At)
 			e.Kind, e.Gen, e.Attempt, e.Code, e.Reason = "dead-letter", d.Gen, d.Attempts, d.Error, string(d.Reason)
 		case subj == wire.CancelRecordSubject(id):
 			var r wire.CancelRecord
-			_ = json.Unmarshal(m.Data(), &r)
-			e.Kind, e.Client, e.Gen, e.At = "cancel", r.By, r.Gen, md.Timestamp
+			_ = json.Unmarshal(m.Data, &r)
+			e.Kind, e.Client, e.Gen, e.At = "cancel", r.By, r.Gen, m.Stored
 			e.Detail = wire.CancelDetail(&r)
 		case strings.HasPrefix(subj, wire.SubjectReplays+"."):
 			var r Replay
-			_ = json.Unmarshal(m.Data(), &r)
+			_ = json.Unmarshal(m.Data, &r)
 			if r.TaskSeq == 0 {
 				// A replay's first record, written before it queued
 				// anything: its task message shows as the next

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/internal/text"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
@@ -40,7 +39,7 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (TaskInfo, error
 	if err != nil {
 		return ti, err
 	}
-	if _, err := c.js.Publish(ctx, subject, b); err != nil {
+	if err := c.w.PublishData(ctx, subject, b); err != nil {
 		return ti, fmt.Errorf("cancel task %s: %w", id, err)
 	}
 	ti.Canceled = true
@@ -55,25 +54,25 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (TaskInfo, error
 // itself then finds the generation ended. A copy is the generation's only
 // if a worker recorded its digest, so a producer's copy of another's task
 // changes nothing but when a worker looks at it, and one that is not the
-// task's (lastTaskMessage) is not the one copied. Best effort: without it,
+// task's (taskstore.Reader.LastTaskMessage) is not the one copied. Best effort: without it,
 // the cancel takes effect at the next delivery.
 func (c *Client) nudge(ctx context.Context, id string, gen uint64) {
-	m, err := c.lastTaskMessage(ctx, wire.SubjectLater+".*.*."+id, id)
-	if err != nil {
+	m, ok, err := c.rd.LastTaskMessage(ctx, wire.SubjectLater+".*.*."+id, id)
+	if err != nil || !ok {
 		return
 	}
-	g, submitted := wire.TaskMessageGen(m.Header, m.Sequence, m.Time)
+	g, submitted := wire.TaskMessageGen(m.Header, m.Seq, m.Stored)
 	if g != gen {
 		return
 	}
-	msg := taskstore.MovedCopy(m.Subject, m.Header, m.Data, gen, submitted, m.Sequence)
-	msg.Header.Set(wire.HeaderMsgID, wire.MovedMsgID(id, m.Sequence)+".cancel")
-	_, _ = c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(c.top.Stream))
+	msg := taskstore.MovedCopy(m.Subject, m.Header, m.Data, gen, submitted, m.Seq)
+	msg.Header.Set(wire.HeaderMsgID, wire.MovedMsgID(id, m.Seq)+".cancel")
+	_ = c.w.Publish(ctx, msg)
 }
 
 // cancelRequested reports whether a valid cancel record names generation
 // gen of task id, whose state is st and whose task message carries header h.
 func (c *Client) cancelRequested(ctx context.Context, id string, st taskstore.GenState, h nats.Header) (bool, error) {
-	rec, err := taskstore.CancelOf(ctx, c.nc, c.top.Domain, c.top.Stream, id, st, h)
+	rec, err := c.rd.CancelOf(ctx, id, st, h)
 	return rec != nil, err
 }

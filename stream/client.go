@@ -11,6 +11,7 @@ import (
 
 	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/internal/room"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
@@ -86,8 +87,10 @@ type Client struct {
 	// own is the generation of this Client's latest submission of each id
 	// it submitted, for Wait.
 	own ownGens
-	// readers are idle direct readers (read.go).
-	readers *jscall.ReaderPool
+	// rd reads the stream's records without a consumer, w writes a
+	// producer's and an admin's.
+	rd *taskstore.Reader
+	w  *taskstore.Writer
 	// room is the last reading of the room a bounded stream has (checkRoom).
 	room *room.Producer
 	// clock reads the broker's clock (brokerTime), from the stream info
@@ -119,7 +122,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, cfg ClientConfig) (*Client, e
 		return nil, err
 	}
 	c := &Client{nc: nc, js: js, s: s, tokens: tokens, cfg: cfg, top: top, room: room.NewProducer(s, nc, s.CachedInfo().Config.MaxBytes),
-		readers: jscall.NewReaderPool(nc, top.Domain, top.Stream)}
+		rd: taskstore.NewReader(nc, top.Domain, s, tokens), w: taskstore.NewWriter(js, s)}
 	c.clock.Local = cfg.Now
 	// The stream's info carries the broker's clock when it answered: the
 	// client's reading of it, for the times it stamps and decides on.

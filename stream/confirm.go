@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -96,16 +96,16 @@ func submitBy(ctx context.Context, now time.Time) (by time.Time, ok bool) {
 // task would be solved that will not be. A message it cannot read leaves
 // that open: a *NotConfirmedError.
 func (c *Client) storedInTime(ctx context.Context, id string, seq uint64, byHeader string, by time.Time) error {
-	m, err := c.s.GetMsg(ctx, seq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil // ended and erased already: it was taken
-	}
+	m, ok, err := c.rd.At(ctx, seq)
 	if err != nil {
 		return &NotConfirmedError{ID: id, By: by, Err: fmt.Errorf("read the stored task: %w", err)}
 	}
-	if bh, late := wire.StoredLate(id, nats.Header{wire.HeaderSubmitBy: {byHeader}, wire.HeaderMsgID: {id}}, m.Time); late {
+	if !ok {
+		return nil // ended and erased already: it was taken
+	}
+	if bh, late := wire.StoredLate(id, nats.Header{wire.HeaderSubmitBy: {byHeader}, wire.HeaderMsgID: {id}}, m.Stored); late {
 		return fmt.Errorf("submit task %s: stored at %s, after its submit-by %s: it ends unsolved (%s) and is not paid; submit it again under another id",
-			id, m.Time.UTC().Format(time.RFC3339Nano), bh.UTC().Format(time.RFC3339Nano), wire.CodeSubmitByPassed)
+			id, m.Stored.UTC().Format(time.RFC3339Nano), bh.UTC().Format(time.RFC3339Nano), wire.CodeSubmitByPassed)
 	}
 	return nil
 }
@@ -116,8 +116,7 @@ func (c *Client) storedInTime(ctx context.Context, id string, seq uint64, byHead
 // error: the stream refused it) or a message too large to send is a
 // definite no.
 func unconfirmed(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) || errors.Is(err, ErrStreamFull) || errors.Is(err, nats.ErrMaxPayload) {
+	if taskstore.Refused(err) || errors.Is(err, ErrStreamFull) || errors.Is(err, nats.ErrMaxPayload) {
 		return false
 	}
 	return true
@@ -138,12 +137,12 @@ const scheduleSlack = 2 * time.Second
 // later is the same submission. A stored message that is gone (its task
 // ended and was erased) is not compared.
 func (c *Client) sameSchedule(ctx context.Context, given Task, msg *nats.Msg, r Receipt) error {
-	m, err := c.s.GetMsg(ctx, r.Seq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil
-	}
+	m, ok, err := c.rd.At(ctx, r.Seq)
 	if err != nil {
 		return fmt.Errorf("task %s: the stream has a submission under this id (sequence %d); read it: %w", r.ID, r.Seq, err)
+	}
+	if !ok {
+		return nil
 	}
 	if bytes.Equal(m.Data, msg.Data) {
 		return nil // this very message, its publish retried
@@ -156,7 +155,7 @@ func (c *Client) sameSchedule(ctx context.Context, given Task, msg *nats.Msg, r 
 		name          string
 		stored, given wire.When
 	}{{"use_at", stored.UseAt, given.UseAt}, {"not_before", stored.NotBefore, given.NotBefore}} {
-		was, asked := f.stored.From(m.Time), f.given.From(m.Time)
+		was, asked := f.stored.From(m.Stored), f.given.From(m.Stored)
 		if was.IsZero() == asked.IsZero() && (was.IsZero() || was.Sub(asked).Abs() <= scheduleSlack) {
 			continue
 		}

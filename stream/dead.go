@@ -2,12 +2,9 @@ package stream
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/retry"
 	"github.com/captchaq/captchaq/stream/wire"
@@ -46,29 +43,12 @@ func (c *Client) deadLetters(ctx context.Context, deadSubj, replaySubj string, f
 	if f.Reason != "" && !f.Reason.Valid() {
 		return nil, fmt.Errorf("reason %q: want one of %v", f.Reason, retry.Reasons)
 	}
-	var letters []DeadLetter
-	replays := map[uint64]*Replay{}
-	err := scanFrom(ctx, c, []string{deadSubj, replaySubj}, 0, false, func(m jetstream.Msg) (bool, error) {
-		md, err := m.Metadata()
-		if err != nil {
-			return false, err
-		}
-		if m.Subject() == wire.DeadSubject(wire.IDFromSubject(m.Subject())) {
-			letters = append(letters, wire.ParseDeadLetter(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream, md.Timestamp))
-			return false, nil
-		}
-		var r Replay
-		if json.Unmarshal(m.Data(), &r) == nil && (replays[r.DeadSeq] == nil || r.TaskSeq != 0) {
-			replays[r.DeadSeq] = &r
-		}
-		return false, nil
-	})
+	letters, err := c.rd.DeadLetters(ctx, deadSubj, replaySubj)
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
 	out := letters[:0]
 	for _, d := range letters {
-		d.Replayed = replays[d.Seq]
 		if f.match(d) {
 			out = append(out, d)
 		}

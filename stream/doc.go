@@ -31,7 +31,6 @@
 //   - stream/internal/executor: one delivery taken to its next step; what
 //     it asks of the worker is one interface (executor.Hooks).
 //   - stream/internal/completer: acks and erases finished deliveries.
-//   - stream/internal/taskstore: every read and write of a task's records.
 //   - stream/internal/jscall: JetStream calls retried and paced alike.
 //   - stream/internal/tracing: a task's trace context across the broker.
 //   - stream/internal/upkeep: the worker's background services (the
@@ -39,8 +38,15 @@
 //     the waiting room's pull, the eraser), each with one start/stop
 //     shape, started in order and stopped in the reverse one.
 //
-// What every role shares lives in three more:
+// What every role shares lives in four more:
 //
+//   - stream/internal/taskstore: every read and write of a task's
+//     records, for every role: a worker's through taskstore.Store, the
+//     reads of the Client's and the Admin's methods (wait, inspect, trace,
+//     stats, outcomes, dead letters) through taskstore.Reader, and their
+//     writes (submit, cancel, replay, purge) through taskstore.Writer, all
+//     in domain types (records, acks, generation states, outcomes). The
+//     role methods in this package decide; taskstore speaks JetStream.
 //   - stream/internal/topology: every broker object (the stream, the token
 //     stream, the workers' and the waiting room's consumers, the anchor,
 //     the plan stream, the timings bucket) and the handles that find them

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
@@ -57,12 +55,8 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 	}
 	// The tasks that wait or run (and those about to leave): their task
 	// messages are their submissions.
-	err := scanFrom(ctx, c, taskMessageSubjects(""), 0, false, func(m jetstream.Msg) (bool, error) {
-		md, err := m.Metadata()
-		if err != nil {
-			return false, err
-		}
-		gen, at := wire.TaskMessageGen(m.Headers(), md.Sequence.Stream, md.Timestamp)
+	err := c.rd.ScanFrom(ctx, taskMessageSubjects(""), 0, false, func(m taskstore.Record) (bool, error) {
+		gen, at := wire.TaskMessageGen(m.Header, m.Seq, m.Stored)
 		get(gen).submitted = at
 		return false, nil
 	})
@@ -71,24 +65,20 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 	}
 	// What happened since: events name their generation's submission, a
 	// dead event ends it, an outcome ends it.
-	err = scan(ctx, c, scanOpts{subjects: []string{wire.SubjectEvents + ".>", wire.SubjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
-		md, err := m.Metadata()
-		if err != nil {
-			return false, err
-		}
-		if m.Subject() == wire.ResultSubject(wire.IDFromSubject(m.Subject())) {
+	err = c.rd.Scan(ctx, taskstore.ScanOpts{Subjects: []string{wire.SubjectEvents + ".>", wire.SubjectResults + ".>"}, StartTime: since}, func(m taskstore.Record) (bool, error) {
+		if m.Subject == wire.ResultSubject(wire.IDFromSubject(m.Subject)) {
 			var o struct {
 				Status Status `json:"status"`
 			}
-			if gen := taskstore.GenOf(m.Headers()); gen > 0 && json.Unmarshal(m.Data(), &o) == nil {
+			if gen := taskstore.GenOf(m.Header); gen > 0 && json.Unmarshal(m.Data, &o) == nil {
 				l := get(gen)
 				if l.ended.IsZero() {
-					l.ended, l.dead = md.Timestamp, o.Status == StatusDead
+					l.ended, l.dead = m.Stored, o.Status == StatusDead
 				}
 			}
 			return false, nil
 		}
-		ev, ok := wire.ParseEvent(m.Data())
+		ev, ok := wire.ParseEvent(m.Data)
 		if !ok || ev.Gen == 0 {
 			return false, nil
 		}
@@ -97,7 +87,7 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 			l.submitted = ev.Submitted
 		}
 		if ev.Kind == EventDead && l.ended.IsZero() {
-			l.ended, l.dead = md.Timestamp, true
+			l.ended, l.dead = m.Stored, true
 		}
 		return false, nil
 	})

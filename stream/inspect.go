@@ -1,19 +1,15 @@
 package stream
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
@@ -128,18 +124,14 @@ func (c *Client) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
 		gen uint64
 	}
 	seen := map[genKey]bool{}
-	err := scanFrom(ctx, c, taskMessageSubjects(f.Lane), 0, false, func(m jetstream.Msg) (bool, error) {
-		md, err := m.Metadata()
-		if err != nil {
-			return false, err
-		}
-		ti, ok := taskInfoOf(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream, md.Timestamp)
+	err := c.rd.ScanFrom(ctx, taskMessageSubjects(f.Lane), 0, false, func(m taskstore.Record) (bool, error) {
+		ti, ok := taskInfoOf(m.Subject, m.Header, m.Data, m.Seq, m.Stored)
 		key := genKey{ti.ID, ti.Gen}
 		if !ok || seen[key] {
 			return false, nil
 		}
 		seen[key] = true
-		st, err := taskstore.LoadGen(ctx, c.s, ti.ID, ti.Gen)
+		st, err := c.rd.LoadGen(ctx, ti.ID, ti.Gen)
 		if err != nil {
 			return false, err
 		}
@@ -150,7 +142,7 @@ func (c *Client) Tasks(ctx context.Context, f TaskFilter) ([]TaskInfo, error) {
 		if ti.Status == TaskDone || (f.Status != "" && ti.Status != f.Status) || (f.Method != "" && ti.Method != f.Method) {
 			return false, nil
 		}
-		if ti.Canceled, err = c.cancelRequested(ctx, ti.ID, st, m.Headers()); err != nil {
+		if ti.Canceled, err = c.cancelRequested(ctx, ti.ID, st, m.Header); err != nil {
 			return false, err
 		}
 		out = append(out, ti)
@@ -205,13 +197,13 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 	if err := ValidateID(id); err != nil {
 		return TaskInfo{}, err
 	}
-	st, err := taskstore.LastEvent(ctx, c.s, id)
+	st, err := c.rd.LastEvent(ctx, id)
 	if err != nil {
 		return TaskInfo{}, err
 	}
-	m, err := c.lastTaskMessage(ctx, wire.TaskMessagesFor(id), id)
+	m, ok, err := c.rd.LastTaskMessage(ctx, wire.TaskMessagesFor(id), id)
 	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
+	case err == nil && !ok:
 		if st.Seq == 0 {
 			return TaskInfo{}, fmt.Errorf("task %s: %w", id, ErrNotFound)
 		}
@@ -222,8 +214,8 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 	case err != nil:
 		return TaskInfo{}, fmt.Errorf("task %s: %w", id, err)
 	}
-	ti, _ := taskInfoOf(m.Subject, m.Header, m.Data, m.Sequence, m.Time)
-	gst, err := taskstore.LoadGen(ctx, c.s, id, ti.Gen)
+	ti, _ := taskInfoOf(m.Subject, m.Header, m.Data, m.Seq, m.Stored)
+	gst, err := c.rd.LoadGen(ctx, id, ti.Gen)
 	if err != nil {
 		return TaskInfo{}, fmt.Errorf("task %s: %w", id, err)
 	}
@@ -237,80 +229,17 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 	return ti, nil
 }
 
-// lastTaskMessage returns the last message on subject (task id's task
-// messages, or some of them) that is task id's as workers judge it: a
-// submission of id, or a copy a worker moved (its generation's scheduled
-// event names its digest). Anyone who may submit tasks can publish on those
-// subjects a message naming another generation, or none of id's, which a
-// worker ends invalid on its own sequence; until it does, what it names
-// must not be taken for the task's (a cancel would name that generation).
-// ErrMsgNotFound when there is none. One read when the last message is
-// the task's, one per message of the id otherwise.
-func (c *Client) lastTaskMessage(ctx context.Context, subject, id string) (*jetstream.RawStreamMsg, error) {
-	m, err := c.s.GetLastMsgForSubject(ctx, subject)
-	if err != nil {
-		return nil, err
-	}
-	if ok, err := c.taskMessageOf(ctx, id, m); ok || err != nil {
-		return m, err
-	}
-	var last *jetstream.RawStreamMsg
-	var werr error
-	err = jscall.Walk(ctx, c.s, subject, 0, m.Sequence, func(m *jetstream.RawStreamMsg) {
-		ok, err := c.taskMessageOf(ctx, id, m)
-		werr = cmp.Or(werr, err)
-		if ok {
-			last = m
-		}
-	})
-	switch {
-	case err != nil:
-		return nil, err
-	case werr != nil:
-		return nil, werr
-	case last == nil:
-		return nil, jetstream.ErrMsgNotFound
-	}
-	return last, nil
-}
-
-// taskMessageOf reports whether m, on one of task id's task subjects or
-// in the waiting room, is id's as workers judge it: a moved copy whose
-// digest a scheduled event of its generation names, or a submission
-// (submissionOf).
-func (c *Client) taskMessageOf(ctx context.Context, id string, m *jetstream.RawStreamMsg) (bool, error) {
-	if !wire.IsMovedCopy(m.Header) {
-		return c.submissionOf(ctx, id, m), nil
-	}
-	gen, submitted, ok := wire.MovedFrom(m.Header)
-	if !ok || gen >= m.Sequence {
-		return false, nil
-	}
-	err := taskstore.VerifyMoved(ctx, c.s, id, gen, wire.MovedDigest(m.Subject, m.Header, m.Data, gen, submitted))
-	if errors.Is(err, taskstore.ErrForged) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
 // Workers returns the workers seen within HeartbeatTTL, by name, from their
 // last heartbeats; a worker that said it stopped is listed with Stopped
 // until its heartbeat expires.
 func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
-	info, err := c.s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectWorkers+".>"))
+	beats, err := c.rd.LastOfEach(ctx, wire.SubjectWorkers+".>")
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
 	now := c.cfg.Now()
 	var out []WorkerInfo
-	for subj := range info.State.Subjects {
-		m, err := c.s.GetLastMsgForSubject(ctx, subj)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue // expired meanwhile
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list workers: %w", err)
-		}
+	for _, m := range beats {
 		var wi WorkerInfo
 		if json.Unmarshal(m.Data, &wi) != nil || wi.Name == "" || now.Sub(wi.At) > HeartbeatTTL {
 			continue

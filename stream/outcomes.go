@@ -5,16 +5,10 @@ package stream
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
-	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // OutcomesSince calls fn with every outcome stored since since (zero: all
@@ -31,18 +25,13 @@ func (c *Client) OutcomesSince(ctx context.Context, since time.Time, follow bool
 // window ends there too): a reader that waits for one submission takes
 // only the outcome of its generation, as Wait and Solve do.
 func (c *Client) GenOutcomesSince(ctx context.Context, since time.Time, follow bool, fn func(Outcome, uint64)) error {
-	return scan(ctx, c, scanOpts{subjects: []string{wire.SubjectResults + ".>"}, startTime: since, follow: follow}, func(m jetstream.Msg) (bool, error) {
-		var o Outcome
-		if json.Unmarshal(m.Data(), &o) != nil || o.ID == "" {
-			return false, nil
-		}
-		gen := taskstore.GenOf(m.Headers())
-		o, _, err := c.withToken(ctx, o, gen, tokenSeqOf(m.Headers()))
+	return c.rd.Outcomes(ctx, since, follow, func(so taskstore.StoredOutcome) error {
+		o, _, err := c.withToken(ctx, so.Outcome, so.Gen, so.TokenSeq)
 		if err != nil {
-			return false, err
+			return err
 		}
-		fn(o, gen)
-		return false, nil
+		fn(o, so.Gen)
+		return nil
 	})
 }
 
@@ -73,17 +62,11 @@ type OutcomeRecord struct {
 // stream keeps), oldest first, without their tokens.
 func (c *Client) OutcomeRecords(ctx context.Context, since time.Time) ([]OutcomeRecord, error) {
 	var out []OutcomeRecord
-	err := scan(ctx, c, scanOpts{subjects: []string{wire.SubjectResults + ".>"}, startTime: since}, func(m jetstream.Msg) (bool, error) {
-		md, err := m.Metadata()
-		if err != nil {
-			return false, err
-		}
-		var o Outcome
-		if json.Unmarshal(m.Data(), &o) == nil && o.ID != "" {
-			o.Solution, o.UserAgent = nil, ""
-			out = append(out, OutcomeRecord{Outcome: o, At: md.Timestamp, Gen: taskstore.GenOf(m.Headers())})
-		}
-		return false, nil
+	err := c.rd.Outcomes(ctx, since, false, func(so taskstore.StoredOutcome) error {
+		o := so.Outcome
+		o.Solution, o.UserAgent = nil, ""
+		out = append(out, OutcomeRecord{Outcome: o, At: so.Stored, Gen: so.Gen})
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("outcomes: %w", err)
@@ -115,35 +98,20 @@ func (c *Client) withToken(ctx context.Context, out Outcome, gen, tokenSeq uint6
 	if !c.brokerTime(c.cfg.Now()).Before(stored.ExpiresAt) {
 		return out, false, nil
 	}
-	var (
-		tok   Outcome
-		found bool
-		err   error
-	)
-	read := func() error {
-		return untilRead(ctx, func() (err error) {
-			if tokenSeq != 0 {
-				tok, found, err = taskstore.ReadTokenAt(ctx, c.tokens, out.ID, gen, tokenSeq)
-			} else {
-				tok, found, err = taskstore.ReadToken(ctx, c.tokens, out.ID, gen)
-			}
-			return err
-		})
-	}
-	err = read()
+	tok, found, err := c.rd.Token(ctx, out.ID, gen, tokenSeq)
 	// A token stream emptied by a reopening of the store is filled again
 	// by the store's guard (cmd/captchaq store_guard.go), each token at its
 	// number: while the stream has not reached the number the outcome
 	// names, the token may be on its way, and it is looked for again for
 	// tokenRestoreGrace before it is called lost (a broker restart, which
 	// restores nothing, is told a little later).
-	for until := time.Now().Add(tokenRestoreGrace); err == nil && !found && tokenSeq != 0 && time.Now().Before(until) && c.tokensBefore(ctx, tokenSeq); {
+	for until := time.Now().Add(tokenRestoreGrace); err == nil && !found && tokenSeq != 0 && time.Now().Before(until) && c.rd.TokensBefore(ctx, tokenSeq); {
 		select {
 		case <-ctx.Done():
 			return out, false, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
-		err = read()
+		tok, found, err = c.rd.Token(ctx, out.ID, gen, tokenSeq)
 	}
 	if err != nil || !found {
 		return out, false, err
@@ -161,20 +129,6 @@ func (c *Client) withToken(ctx context.Context, out Outcome, gen, tokenSeq uint6
 // tokenRestoreGrace is how long a reader looks again for a token whose
 // number the token stream has not reached (withToken).
 const tokenRestoreGrace = 3 * time.Second
-
-// tokensBefore reports whether the token stream's last number is below seq:
-// the stream was emptied (a reopening, a restart) and seq not stored again.
-func (c *Client) tokensBefore(ctx context.Context, seq uint64) bool {
-	info, err := c.tokens.Info(ctx)
-	return err == nil && info.State.LastSeq < seq
-}
-
-// tokenSeqOf is the token sequence an outcome message names
-// (wire.HeaderTokenSeq), 0 when none.
-func tokenSeqOf(h nats.Header) uint64 {
-	seq, _ := strconv.ParseUint(h.Get(wire.HeaderTokenSeq), 10, 64)
-	return seq
-}
 
 // sameSolve reports whether tok, a token, is the solve outcome records: a
 // reader's token is always its outcome's.

@@ -4,16 +4,7 @@
 package stream
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
 	"sync"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/captchaq/captchaq/stream/internal/jscall"
-	"github.com/captchaq/captchaq/stream/internal/taskstore"
-	"github.com/captchaq/captchaq/stream/wire"
 )
 
 // maxOwnGens bounds the ids a Client remembers its submissions of; past it
@@ -55,39 +46,4 @@ func (o *ownGens) get(id string) (uint64, bool) {
 	defer o.mu.Unlock()
 	g, ok := o.gens[id]
 	return g, ok
-}
-
-// replayedFrom returns the generation that carries on generation gen of id:
-// gen itself, or, when gen ended dead and its letter was replayed, the
-// replay's generation, and so on down the chain. Only workers write dead
-// letters and only the admin replay records, so no producer can add a
-// link.
-func (c *Client) replayedFrom(ctx context.Context, id string, gen uint64) (uint64, error) {
-	letters := map[uint64]uint64{} // generation → the sequence of its dead letter
-	if err := jscall.Walk(ctx, c.s, wire.DeadSubject(id), gen, 0, func(m *jetstream.RawStreamMsg) {
-		if g := taskstore.GenOf(m.Header); g != 0 {
-			letters[g] = m.Sequence
-		}
-	}); err != nil {
-		return 0, fmt.Errorf("read dead letters of task %s: %w", id, err)
-	}
-	if _, ok := letters[gen]; !ok {
-		return gen, nil
-	}
-	replays := map[uint64]uint64{} // dead letter → the generation its replay queued
-	if err := jscall.Walk(ctx, c.s, wire.ReplaySubject(id), gen, 0, func(m *jetstream.RawStreamMsg) {
-		var r wire.Replay
-		if json.Unmarshal(m.Data, &r) == nil && r.TaskSeq > 0 {
-			replays[r.DeadSeq] = r.TaskSeq
-		}
-	}); err != nil {
-		return 0, fmt.Errorf("read replays of task %s: %w", id, err)
-	}
-	for {
-		next, ok := replays[letters[gen]]
-		if !ok || next <= gen {
-			return gen, nil
-		}
-		gen = next
-	}
 }

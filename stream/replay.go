@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
@@ -88,9 +86,9 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 			d.ID, d.Seq, ErrAlreadyReplayed, d.Replayed.At.Format(time.RFC3339))
 	}
 	resuming := d.Replayed != nil // started, not known to have queued
-	if gen, err := c.latestGen(ctx, d.ID); err == nil && gen > d.Gen {
+	if gen, _, err := c.rd.LatestGen(ctx, d.ID); err == nil && gen > d.Gen {
 		if resuming {
-			if m, err := c.s.GetMsg(ctx, gen); err == nil && m.Header.Get(wire.HeaderReplayedBy) == strconv.FormatUint(d.Seq, 10) {
+			if m, ok, err := c.rd.At(ctx, gen); err == nil && ok && m.Header.Get(wire.HeaderReplayedBy) == strconv.FormatUint(d.Seq, 10) {
 				// The started replay did queue it: finish its record.
 				return c.recordReplay(ctx, d, Receipt{ID: d.ID, Seq: gen, Duplicate: true})
 			}
@@ -127,12 +125,12 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 		rm := nats.NewMsg(wire.ReplaySubject(d.ID))
 		rm.Data = started
 		rm.Header.Set(wire.HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
-		if _, err := jscall.PublishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replaying.%d", d.Seq))); err != nil {
+		if _, err := c.w.PublishWithID(ctx, rm, fmt.Sprintf("replaying.%d", d.Seq)); err != nil {
 			return Receipt{}, fmt.Errorf("replay %s: nothing queued: recording the replay failed: %w", d.ID, err)
 		}
 	}
 	// The message id names the dead letter: two replays racing enqueue one task.
-	ack, err := jscall.PublishRetrying(ctx, c.js, msg, jetstream.WithMsgID(wire.ReplayMsgID(t.ID, strconv.FormatUint(d.Seq, 10))))
+	ack, err := c.w.PublishWithID(ctx, msg, wire.ReplayMsgID(t.ID, strconv.FormatUint(d.Seq, 10)))
 	if err != nil {
 		return Receipt{}, fmt.Errorf("replay %s: %w (the replay is recorded as started: replay it again to finish)", d.ID, c.fullError(ctx, err))
 	}
@@ -142,21 +140,21 @@ func (c *Client) replay(ctx context.Context, d DeadLetter) (Receipt, error) {
 		// it (the letter's task and cancel hash: VerifyReplay). A message
 		// of another task would end INVALID_ENVELOPE while the letter read
 		// as replayed.
-		if kept, err := c.s.GetMsg(ctx, ack.Sequence); err != nil || kept.Subject != msg.Subject ||
+		if kept, ok, err := c.rd.At(ctx, ack.Seq); err != nil || !ok || kept.Subject != msg.Subject ||
 			kept.Header.Get(wire.HeaderReplayedBy) != msg.Header.Get(wire.HeaderReplayedBy) ||
 			!c.keptIsReplay(ctx, d, kept) {
 			return Receipt{}, fmt.Errorf("replay %s (dead letter %d): its message id is taken by another message (%d) "+
-				"within the stream's duplicate window; replay again once the window has passed", d.ID, d.Seq, ack.Sequence)
+				"within the stream's duplicate window; replay again once the window has passed", d.ID, d.Seq, ack.Seq)
 		}
 	}
-	return c.recordReplay(ctx, d, Receipt{ID: d.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate})
+	return c.recordReplay(ctx, d, Receipt{ID: d.ID, Seq: ack.Seq, Duplicate: ack.Duplicate})
 }
 
 // keptIsReplay reports whether task message kept, holding the message id
 // of dead letter d's replay, is one workers take for that replay.
-func (c *Client) keptIsReplay(ctx context.Context, d DeadLetter, kept *jetstream.RawStreamMsg) bool {
+func (c *Client) keptIsReplay(ctx context.Context, d DeadLetter, kept taskstore.Record) bool {
 	t, err := ParseTask(kept.Data)
-	return err == nil && taskstore.VerifyReplay(ctx, c.s, d.ID, kept.Sequence, kept.Header, t) == nil
+	return err == nil && c.rd.VerifyReplay(ctx, d.ID, kept.Seq, kept.Header, t) == nil
 }
 
 // recordReplay writes the record that dead letter d was replayed as task
@@ -166,7 +164,7 @@ func (c *Client) recordReplay(ctx context.Context, d DeadLetter, r Receipt) (Rec
 	rm := nats.NewMsg(wire.ReplaySubject(d.ID))
 	rm.Data = rec
 	rm.Header.Set(wire.HeaderDeadSeq, strconv.FormatUint(d.Seq, 10))
-	if _, err := jscall.PublishRetrying(ctx, c.js, rm, jetstream.WithMsgID(fmt.Sprintf("replayed.%d", d.Seq))); err != nil {
+	if _, err := c.w.PublishWithID(ctx, rm, fmt.Sprintf("replayed.%d", d.Seq)); err != nil {
 		// The task is queued again, and the started record says so; only
 		// the final record failed. Say both.
 		return r, fmt.Errorf("replay %s: the task is queued again (task message %d), but recording it failed: %w; replay it again to finish the record",
@@ -228,7 +226,7 @@ func (a *Admin) purgeLetters(ctx context.Context, ds []DeadLetter, keep func(Dea
 				continue
 			}
 			// Erased, not only deleted: a dead letter holds the task's page URL.
-			if err := c.s.SecureDeleteMsg(ctx, d.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			if err := c.w.Erase(ctx, d.Seq); err != nil {
 				return n, fmt.Errorf("purge dead letter %d (%s): %w", d.Seq, d.ID, err)
 			}
 			n++

@@ -2,14 +2,12 @@ package stream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/room"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
@@ -195,15 +193,14 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 	var floors []uint64 // each queue's ack floor: its messages past it wait or run
 	for _, wc := range topology.WorkerConsumers() {
 		name := topology.ConsumerName(wc.Lane, wc.Priority)
-		cons, err := c.s.Consumer(ctx, name)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		info, err := c.rd.Queue(ctx, name)
+		if taskstore.NoConsumer(err) {
 			return st, fmt.Errorf("consumer %s: %w (create the topology first: captchaq server or captchaq init)", name, err)
 		}
 		if err != nil {
 			return st, fmt.Errorf("consumer %s: %w", name, err)
 		}
-		info := cons.CachedInfo()
-		q := QueueStats{Lane: wc.Lane, Priority: wc.Priority, Queued: info.NumPending, InFlight: info.NumAckPending, Limit: info.Config.MaxAckPending,
+		q := QueueStats{Lane: wc.Lane, Priority: wc.Priority, Queued: info.Pending, InFlight: info.AckPending, Limit: info.MaxAckPending,
 			Paused: info.Paused}
 		if q.Limit > 0 && q.Limit < c.top.MaxInFlight {
 			q.LaneLimit = q.Limit
@@ -211,22 +208,18 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 		if info.Paused {
 			q.PausedUntil = now.Add(info.PauseRemaining)
 		}
-		if info.NumPending > 0 {
-			if m, err := c.s.GetMsg(ctx, info.Delivered.Stream+1, jetstream.WithGetMsgSubject(info.Config.FilterSubject)); err == nil {
-				q.OldestQueued = max(now.Sub(m.Time), 0)
-			}
+		if m := info.Waiting; m != nil {
+			q.OldestQueued = max(now.Sub(m.Stored), 0)
 		}
-		if info.NumAckPending > 0 {
-			if m, err := c.s.GetMsg(ctx, info.AckFloor.Stream+1, jetstream.WithGetMsgSubject(info.Config.FilterSubject)); err == nil {
-				_, submitted := wire.TaskMessageGen(m.Header, m.Sequence, m.Time)
-				if oldestHeld.IsZero() || submitted.Before(oldestHeld) {
-					oldestHeld = submitted
-				}
+		if m := info.Held; m != nil {
+			_, submitted := wire.TaskMessageGen(m.Header, m.Seq, m.Stored)
+			if oldestHeld.IsZero() || submitted.Before(oldestHeld) {
+				oldestHeld = submitted
 			}
 		}
 		q.OldestQueuedSeconds = q.OldestQueued.Seconds()
 		st.Queues = append(st.Queues, q)
-		floors = append(floors, info.AckFloor.Stream)
+		floors = append(floors, info.AckFloor)
 		st.Queued += q.Queued
 		st.InFlight += q.InFlight
 		st.OldestQueued = max(st.OldestQueued, q.OldestQueued)

@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/internal/tracing"
 	"github.com/captchaq/captchaq/stream/wire"
 )
@@ -144,30 +143,24 @@ func (c *Client) publishAll(ctx context.Context, given, tasks []Task, msgs []*na
 	var taken []error // duplicates with another schedule
 	type pending struct {
 		i   int
-		fut jetstream.PubAckFuture // nil: publish synchronously
+		ack taskstore.Pending // without an answer: publish synchronously
 	}
 	var window []pending
 	flush := func() error {
 		for _, p := range window {
-			var ack *jetstream.PubAck
-			if p.fut != nil {
-				select {
-				case ack = <-p.fut.Ok():
-				case <-p.fut.Err():
-				case <-ctx.Done():
-					return fmt.Errorf("submit task %s: %w", tasks[p.i].ID, ctx.Err())
-				}
+			ack, ok, err := p.ack.Wait(ctx)
+			if err != nil {
+				return fmt.Errorf("submit task %s: %w", tasks[p.i].ID, err)
 			}
-			if ack == nil {
-				var err error
+			if !ok {
 				if ack, err = c.publishMsg(ctx, tasks[p.i], msgs[p.i]); err != nil {
 					return sb.publishFailed(tasks[p.i].ID, err)
 				}
 			}
-			if err := c.confirmedInTime(ctx, sb, tasks[p.i].ID, ack.Sequence, msgs[p.i]); err != nil {
+			if err := c.confirmedInTime(ctx, sb, tasks[p.i].ID, ack.Seq, msgs[p.i]); err != nil {
 				return err
 			}
-			r := Receipt{ID: tasks[p.i].ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}
+			r := Receipt{ID: tasks[p.i].ID, Seq: ack.Seq, Duplicate: ack.Duplicate}
 			if !r.Duplicate {
 				c.own.put(r.ID, r.Seq)
 			}
@@ -182,11 +175,7 @@ func (c *Client) publishAll(ctx context.Context, given, tasks []Task, msgs []*na
 		return nil
 	}
 	for i, t := range tasks {
-		fut, err := c.js.PublishMsgAsync(msgs[i], jetstream.WithMsgID(t.ID), jetstream.WithExpectStream(c.top.Stream))
-		if err != nil {
-			fut = nil
-		}
-		window = append(window, pending{i: i, fut: fut})
+		window = append(window, pending{i: i, ack: c.w.SubmitAsync(msgs[i], t.ID)})
 		if len(window) == submitWindow {
 			if err := flush(); err != nil {
 				return out, err
@@ -213,10 +202,10 @@ func (c *Client) publish(ctx context.Context, given, t Task) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, sb.publishFailed(t.ID, err)
 	}
-	if err := c.confirmedInTime(ctx, sb, t.ID, ack.Sequence, msg); err != nil {
+	if err := c.confirmedInTime(ctx, sb, t.ID, ack.Seq, msg); err != nil {
 		return Receipt{}, err
 	}
-	r := Receipt{ID: t.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}
+	r := Receipt{ID: t.ID, Seq: ack.Seq, Duplicate: ack.Duplicate}
 	if r.Duplicate {
 		return r, c.sameSchedule(ctx, given, msg, r)
 	}
@@ -247,14 +236,14 @@ func (c *Client) taskMsg(t Task) (*nats.Msg, error) {
 }
 
 // publishMsg publishes one task message, retrying with its message id.
-func (c *Client) publishMsg(ctx context.Context, t Task, msg *nats.Msg) (*jetstream.PubAck, error) {
-	var ack *jetstream.PubAck
+func (c *Client) publishMsg(ctx context.Context, t Task, msg *nats.Msg) (taskstore.Ack, error) {
+	var ack taskstore.Ack
 	err := c.whileStoreTakes(ctx, func(ctx context.Context) (err error) {
-		ack, err = jscall.PublishRetrying(ctx, c.js, msg, jetstream.WithMsgID(t.ID), jetstream.WithExpectStream(c.top.Stream))
+		ack, err = c.w.Submit(ctx, msg, t.ID)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("submit task %s: %w", t.ID, c.fullError(ctx, err))
+		return taskstore.Ack{}, fmt.Errorf("submit task %s: %w", t.ID, c.fullError(ctx, err))
 	}
 	return ack, nil
 }

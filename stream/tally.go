@@ -3,13 +3,10 @@ package stream
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/internal/quantile"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
@@ -47,12 +44,12 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start, oldestHeld
 		from = oldestHeld
 	}
 	subjects := []string{wire.SubjectEvents + ".>", wire.SubjectResults + ".>"}
-	err := scan(ctx, c, scanOpts{subjects: subjects, startTime: from}, func(m jetstream.Msg) (bool, error) {
-		id := wire.IDFromSubject(m.Subject())
+	err := c.rd.Scan(ctx, taskstore.ScanOpts{Subjects: subjects, StartTime: from}, func(m taskstore.Record) (bool, error) {
+		id := wire.IDFromSubject(m.Subject)
 		var ev statsEvent
-		if strings.HasPrefix(m.Subject(), wire.SubjectResults+".") {
+		if strings.HasPrefix(m.Subject, wire.SubjectResults+".") {
 			var o Outcome
-			if json.Unmarshal(m.Data(), &o) != nil {
+			if json.Unmarshal(m.Data, &o) != nil {
 				return false, nil
 			}
 			if o.Method != "" {
@@ -62,9 +59,9 @@ func (c *Client) countOutcomes(ctx context.Context, st *Stats, start, oldestHeld
 				return false, nil // the dead event counts it
 			}
 			// A solved outcome is the record of the solve.
-			ev = statsEvent{Kind: EventSolved, At: o.SolvedAt, Seconds: o.SolveSeconds, Method: o.Method, Gen: taskstore.GenOf(m.Headers()),
+			ev = statsEvent{Kind: EventSolved, At: o.SolvedAt, Seconds: o.SolveSeconds, Method: o.Method, Gen: taskstore.GenOf(m.Header),
 				Provider: o.Provider, Cost: o.Cost, CostBasis: o.CostBasis}
-		} else if json.Unmarshal(m.Data(), &ev) != nil || ev.Kind == EventSolved {
+		} else if json.Unmarshal(m.Data, &ev) != nil || ev.Kind == EventSolved {
 			// A solved event (written by workers before the outcome became
 			// the record of a solve) is counted by its outcome.
 			return false, nil
@@ -173,14 +170,14 @@ func (c *Client) countHeld(ctx context.Context, st *Stats, held map[string]TaskS
 		at[string(q.Lane)+"."+string(q.Priority)] = i
 	}
 	for id, status := range held {
-		m, err := c.s.GetLastMsgForSubject(ctx, wire.TaskMessagesFor(id))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue // ended meanwhile
-		}
+		m, found, err := c.rd.Last(ctx, wire.TaskMessagesFor(id))
 		if err != nil {
 			return fmt.Errorf("stats: %w", err)
 		}
-		ti, ok := taskInfoOf(m.Subject, m.Header, nil, m.Sequence, m.Time)
+		if !found {
+			continue // ended meanwhile
+		}
+		ti, ok := taskInfoOf(m.Subject, m.Header, nil, m.Seq, m.Stored)
 		i, known := at[string(ti.Lane)+"."+string(ti.Priority)]
 		if !ok || !known {
 			continue
@@ -209,12 +206,8 @@ func (c *Client) countDeadlinesInPause(ctx context.Context, st *Stats, held map[
 		}
 		seen := map[string]bool{} // a task once, whatever copies of its message the stream holds
 		subject := wire.TaskFilter(q.Lane, q.Priority)
-		err := scanFrom(ctx, c, []string{subject}, floors[i]+1, false, func(m jetstream.Msg) (bool, error) {
-			md, err := m.Metadata()
-			if err != nil {
-				return false, err
-			}
-			ti, ok := taskInfoOf(m.Subject(), m.Headers(), m.Data(), md.Sequence.Stream, md.Timestamp)
+		err := c.rd.ScanFrom(ctx, []string{subject}, floors[i]+1, false, func(m taskstore.Record) (bool, error) {
+			ti, ok := taskInfoOf(m.Subject, m.Header, m.Data, m.Seq, m.Stored)
 			if !ok || seen[ti.ID] || held[ti.ID] == TaskSolving || ti.Deadline.IsZero() || !ti.Deadline.Before(q.PausedUntil) {
 				return false, nil
 			}

@@ -10,10 +10,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/wire"
 )
@@ -34,11 +32,14 @@ func (c *Client) Wait(ctx context.Context, id string) (Outcome, error) {
 		return Outcome{}, err
 	}
 	var gen uint64
-	err := untilRead(ctx, func() (err error) {
+	err := taskstore.UntilRead(ctx, func() (err error) {
 		if own, ok := c.own.get(id); ok {
-			gen, err = c.replayedFrom(ctx, id, own)
+			gen, err = c.rd.ReplayedFrom(ctx, id, own)
 		} else {
-			gen, err = c.latestGen(ctx, id)
+			var ok bool
+			if gen, ok, err = c.rd.LatestGen(ctx, id); err == nil && !ok {
+				err = ErrNotFound
+			}
 		}
 		return err
 	})
@@ -46,61 +47,6 @@ func (c *Client) Wait(ctx context.Context, id string) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("wait for task %s: %w", id, err)
 	}
 	return c.waitGen(ctx, id, gen)
-}
-
-// latestGen returns the stream sequence of the latest submission of task id:
-// its task message while it waits or runs (on its task subject or in the
-// waiting room; a moved copy is not a submission, its generation's events
-// name it), else (the task message is erased
-// once the task is done) the generation its event log names. A message
-// published on the id's subject whose envelope does not hold together (its
-// Nats-Msg-Id is not the id, say) is not a submission of the id and is
-// skipped.
-func (c *Client) latestGen(ctx context.Context, id string) (uint64, error) {
-	m, err := c.s.GetLastMsgForSubject(ctx, wire.TaskMessagesFor(id))
-	if err == nil && c.submissionOf(ctx, id, m) {
-		return m.Sequence, nil
-	}
-	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, err
-	}
-	var best uint64
-	forged := map[uint64]bool{}
-	gens := map[uint64]bool{}
-	if err := jscall.Walk(ctx, c.s, wire.TaskMessagesFor(id), 0, 0, func(m *jetstream.RawStreamMsg) {
-		if c.submissionOf(ctx, id, m) {
-			best = max(best, m.Sequence)
-		}
-	}); err != nil {
-		return 0, err
-	}
-	if err := jscall.Walk(ctx, c.s, wire.EventSubject(id), 0, 0, func(m *jetstream.RawStreamMsg) {
-		if ev, ok := wire.ParseEvent(m.Data); ok && ev.Gen > 0 {
-			gens[ev.Gen] = true
-			forged[ev.Gen] = forged[ev.Gen] || ev.Code == CodeInvalidEnvelope
-		}
-	}); err != nil {
-		return 0, fmt.Errorf("read events of task %s: %w", id, err)
-	}
-	for g := range gens {
-		if !forged[g] {
-			best = max(best, g)
-		}
-	}
-	if best == 0 {
-		return 0, ErrNotFound
-	}
-	return best, nil
-}
-
-// submissionOf reports whether task message m is a submission of id, as
-// workers judge it (wire.CheckEnvelope, taskstore.VerifyReplay).
-func (c *Client) submissionOf(ctx context.Context, id string, m *jetstream.RawStreamMsg) bool {
-	t, _ := ParseTask(m.Data)
-	if wire.CheckEnvelope(id, m.Header, t) != nil {
-		return false
-	}
-	return m.Header.Get(wire.HeaderMsgID) == id || taskstore.VerifyReplay(ctx, c.s, id, m.Sequence, m.Header, t) == nil
 }
 
 // waitGen waits for the outcome of generation gen of task id.
@@ -126,23 +72,22 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 	// woken by the outcome's republished header: the events matter only to
 	// a solve whose outcome never comes, which the token's expiry (and the
 	// follower's poll) settles.
-	o := scanOpts{subjects: []string{wire.IDSubjects(id)}, wake: []string{wire.ResultSubject(id)}, startSeq: gen, follow: true}
-	err := scan(sctx, c, o, func(m jetstream.Msg) (bool, error) {
-		md, _ := m.Metadata()
-		if m.Subject() == wire.ResultSubject(id) {
-			if g, _ := strconv.ParseUint(m.Headers().Get(wire.HeaderGen), 10, 64); g != gen {
+	o := taskstore.ScanOpts{Subjects: []string{wire.IDSubjects(id)}, Wake: []string{wire.ResultSubject(id)}, StartSeq: gen, Follow: true}
+	err := c.rd.Scan(sctx, o, func(m taskstore.Record) (bool, error) {
+		if m.Subject == wire.ResultSubject(id) {
+			if g, _ := strconv.ParseUint(m.Header.Get(wire.HeaderGen), 10, 64); g != gen {
 				return false, nil
 			}
-			if err := json.Unmarshal(m.Data(), &out); err != nil {
+			if err := json.Unmarshal(m.Data, &out); err != nil {
 				return false, fmt.Errorf("outcome of task %s: %w", id, err)
 			}
-			found, tokenSeq = true, tokenSeqOf(m.Headers())
+			found, tokenSeq = true, taskstore.TokenSeqOf(m.Header)
 			return true, nil
 		}
-		if m.Subject() != wire.EventSubject(id) {
+		if m.Subject != wire.EventSubject(id) {
 			return false, nil // a dead letter, a replay or a cancel record: the outcome follows
 		}
-		if ev, ok := wire.ParseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
+		if ev, ok := wire.ParseEvent(m.Data); ok && ev.Gen == gen && ev.Kind == EventSolved {
 			solvedEv = &ev
 			if timer == nil {
 				timer = time.AfterFunc(max(ev.ExpiresAt.Sub(c.cfg.Now()), 0), func() { stop(errExpired) })
@@ -150,7 +95,7 @@ func (c *Client) waitGen(ctx context.Context, id string, gen uint64) (Outcome, e
 		}
 		// Caught up, solved, no outcome, and the token expired: the
 		// worker stopped before storing the outcome, and it is no use now.
-		if solvedEv != nil && md != nil && md.NumPending == 0 && c.tokenGone(*solvedEv) {
+		if solvedEv != nil && m.Pending == 0 && c.tokenGone(*solvedEv) {
 			out = expiredOutcome(id, *solvedEv)
 			return true, nil
 		}
@@ -224,11 +169,11 @@ func (c *Client) Solve(ctx context.Context, t Task) (Outcome, error) {
 // already gone (its task ended and was erased) cannot be told apart, and is
 // not taken as ours either.
 func (c *Client) ownSubmission(ctx context.Context, r Receipt, hash string) error {
-	m, err := c.s.GetMsg(ctx, r.Seq)
-	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+	m, ok, err := c.rd.At(ctx, r.Seq)
+	if err != nil {
 		return fmt.Errorf("task %s: the stream has a submission under this id (sequence %d); read it: %w", r.ID, r.Seq, err)
 	}
-	if err == nil && m.Header.Get(wire.HeaderCancelHash) == hash {
+	if ok && m.Header.Get(wire.HeaderCancelHash) == hash {
 		return nil
 	}
 	return fmt.Errorf("task %s: %w (stream sequence %d) within the last %s: submit under another id",
@@ -252,30 +197,30 @@ func (c *Client) WaitAll(ctx context.Context, receipts []Receipt, fn func(Outcom
 		start = min(start, r.Seq)
 	}
 	solved := map[string]Event{} // solved events of wanted tasks whose outcome has not come yet
-	err := scanFrom(ctx, c, []string{wire.SubjectResults + ".>", wire.SubjectEvents + ".>"}, start, true, func(m jetstream.Msg) (bool, error) {
-		id := wire.IDFromSubject(m.Subject())
+	err := c.rd.ScanFrom(ctx, []string{wire.SubjectResults + ".>", wire.SubjectEvents + ".>"}, start, true, func(m taskstore.Record) (bool, error) {
+		id := wire.IDFromSubject(m.Subject)
 		if gen, ok := want[id]; ok {
-			if m.Subject() == wire.ResultSubject(id) {
-				if g, _ := strconv.ParseUint(m.Headers().Get(wire.HeaderGen), 10, 64); g == gen {
+			if m.Subject == wire.ResultSubject(id) {
+				if g, _ := strconv.ParseUint(m.Header.Get(wire.HeaderGen), 10, 64); g == gen {
 					var out Outcome
-					if err := json.Unmarshal(m.Data(), &out); err != nil {
+					if err := json.Unmarshal(m.Data, &out); err != nil {
 						return false, fmt.Errorf("outcome of task %s: %w", id, err)
 					}
 					delete(want, id)
 					delete(solved, id)
-					out, found, err := c.withToken(ctx, out, gen, tokenSeqOf(m.Headers()))
+					out, found, err := c.withToken(ctx, out, gen, taskstore.TokenSeqOf(m.Header))
 					if err != nil {
 						return false, fmt.Errorf("wait for task %s: %w", id, err)
 					}
 					fn(c.checkOutcome(out, found))
 				}
-			} else if ev, ok := wire.ParseEvent(m.Data()); ok && ev.Gen == gen && ev.Kind == EventSolved {
+			} else if ev, ok := wire.ParseEvent(m.Data); ok && ev.Gen == gen && ev.Kind == EventSolved {
 				solved[id] = ev
 			}
 		}
 		// Caught up: a solved task whose outcome is not there any more
 		// had its token expire before anyone read it.
-		if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+		if m.Pending == 0 {
 			for id, ev := range solved {
 				if c.tokenGone(ev) {
 					delete(want, id)

@@ -70,6 +70,13 @@ func GenOf(h nats.Header) uint64 {
 	return g
 }
 
+// TokenSeqOf is the token sequence an outcome's record names
+// (wire.HeaderTokenSeq), 0 when none.
+func TokenSeqOf(h nats.Header) uint64 {
+	seq, _ := strconv.ParseUint(h.Get(wire.HeaderTokenSeq), 10, 64)
+	return seq
+}
+
 // LoadGen reads the state of generation gen of task id. Usually one direct
 // read answers it (the task's last record is this generation's event); when
 // the last record is another generation's, or a dead letter or an outcome,

@@ -6,7 +6,7 @@
 // its role may create none and send no pull request: the server never
 // delivers anything to a subject a producer names.
 
-package stream
+package taskstore
 
 import (
 	"context"
@@ -23,45 +23,88 @@ import (
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
-// scanFrom reads the messages of the given subjects in stream order,
+// Reader reads a task's records without a consumer, for every role (a
+// producer's role may create none): the CAPTCHA stream's records by scan
+// (Scan) or one by one (tasks.go), and the tokens in the token stream.
+type Reader struct {
+	nc      *nats.Conn
+	domain  string
+	readers *jscall.ReaderPool
+	// s is the CAPTCHA stream, tokens the token stream.
+	s, tokens jetstream.Stream
+}
+
+// NewReader reads the CAPTCHA stream s and the token stream tokens, in
+// domain, over nc.
+func NewReader(nc *nats.Conn, domain string, s, tokens jetstream.Stream) *Reader {
+	name := s.CachedInfo().Config.Name
+	return &Reader{nc: nc, domain: domain, readers: jscall.NewReaderPool(nc, domain, name), s: s, tokens: tokens}
+}
+
+// Record is one message the stream stores: its subject, headers and body,
+// its sequence and when the stream stored it.
+type Record struct {
+	Subject string
+	Header  nats.Header
+	Data    []byte
+	Seq     uint64
+	Stored  time.Time
+	// Pending is how many messages of the scan's subjects the stream held
+	// after this one when it was read: 0 when the scan has caught up.
+	Pending uint64
+}
+
+// ScanOpts say what a scan reads: which subjects, from where, and whether
+// to wait for more.
+type ScanOpts struct {
+	Subjects []string
+	// Wake, when set, are the subjects whose republished headers wake a
+	// follower (Subjects if not set): narrower than a subject read, when
+	// the role may not subscribe to all that the read's filter covers.
+	Wake      []string
+	StartSeq  uint64
+	StartTime time.Time
+	Follow    bool
+}
+
+// ScanFrom reads the records of the given subjects in stream order,
 // starting at startSeq (0: the beginning), and calls fn for each until fn
-// says stop. Without follow it returns once it has read every message that
+// says stop. Without follow it returns once it has read every record that
 // was there when it started; with follow it waits for new ones until ctx
 // ends. It reads with batched direct gets, and follows on the subjects the
-// stream republishes (read.go): no consumer.
-func scanFrom(ctx context.Context, c *Client, subjects []string, startSeq uint64, follow bool, fn func(jetstream.Msg) (stop bool, err error)) error {
-	return scan(ctx, c, scanOpts{subjects: subjects, startSeq: startSeq, follow: follow}, fn)
+// stream republishes: no consumer.
+func (r *Reader) ScanFrom(ctx context.Context, subjects []string, startSeq uint64, follow bool, fn func(Record) (stop bool, err error)) error {
+	return r.Scan(ctx, ScanOpts{Subjects: subjects, StartSeq: startSeq, Follow: follow}, fn)
 }
 
-// scanOpts say what scan reads: which subjects, from where, and whether to
-// wait for more.
-type scanOpts struct {
-	subjects []string
-	// wake, when set, are the subjects whose republished headers wake a
-	// follower (subjects if not set): narrower than a subject read, when
-	// the role may not subscribe to all that the read's filter covers.
-	wake      []string
-	startSeq  uint64
-	startTime time.Time
-	follow    bool
+// Scan reads what o names, as ScanFrom does, and calls fn with each record.
+func (r *Reader) Scan(ctx context.Context, o ScanOpts, fn func(Record) (stop bool, err error)) error {
+	return r.Msgs(ctx, o, func(m jetstream.Msg) (bool, error) {
+		md, err := m.Metadata()
+		if err != nil {
+			return false, err
+		}
+		return fn(Record{Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Seq: md.Sequence.Stream, Stored: md.Timestamp, Pending: md.NumPending})
+	})
 }
 
-func scan(ctx context.Context, c *Client, o scanOpts, fn func(jetstream.Msg) (stop bool, err error)) error {
-	rd, err := c.newReader(o)
+// Msgs is Scan with the messages as the broker's client gives them.
+func (r *Reader) Msgs(ctx context.Context, o ScanOpts, fn func(jetstream.Msg) (stop bool, err error)) error {
+	rd, err := r.newScan(o)
 	if err != nil {
 		return err
 	}
-	defer func() { c.readers.Put(rd.Reader) }()
+	defer func() { r.readers.Put(rd.Reader) }()
 	var b jscall.Backoff
 	for {
-		err := c.read(ctx, rd, o, fn)
+		err := r.read(ctx, rd, o, fn)
 		var ce callerError
 		if errors.As(err, &ce) {
 			return ce.err // fn's own error: never read the same messages again
 		}
 		if err == nil || ctx.Err() != nil || !transient(err) {
 			if err != nil {
-				err = fmt.Errorf("read %v: %w", o.subjects, err)
+				err = fmt.Errorf("read %v: %w", o.Subjects, err)
 			}
 			return err
 		}
@@ -83,25 +126,25 @@ func (e callerError) Error() string { return e.err.Error() }
 // (passing), a store being reopened, or a batch whose answer stopped
 // mid-way.
 func transient(err error) bool {
-	return jscall.Passing(err) || storeReopening(err) || errors.Is(err, jscall.ErrReadStale)
+	return jscall.Passing(err) || StoreReopening(err) || errors.Is(err, jscall.ErrReadStale)
 }
 
-// storeReopening reports whether err is what a read meets while the
+// StoreReopening reports whether err is what a read meets while the
 // broker's store is being reopened (broker.Guard, after a full disk):
 // "no responders" while JetStream is shut down, then "stream not found"
 // until the memory token stream is created again.
-func storeReopening(err error) bool {
+func StoreReopening(err error) bool {
 	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
-// untilRead calls read until it does not fail as reads do while the store
-// is being reopened (storeReopening), pausing between tries (jscall.Backoff),
+// UntilRead calls read until it does not fail as reads do while the store
+// is being reopened (StoreReopening), pausing between tries (jscall.Backoff),
 // or until ctx ends: a reopening is a pause for a reader, not an error.
-func untilRead(ctx context.Context, read func() error) error {
+func UntilRead(ctx context.Context, read func() error) error {
 	var b jscall.Backoff
 	for {
 		err := read()
-		if err == nil || !storeReopening(err) {
+		if err == nil || !StoreReopening(err) {
 			return err
 		}
 		if !b.Wait(ctx) {
@@ -131,10 +174,10 @@ type wakeups struct {
 	subs []*nats.Subscription
 }
 
-func (c *Client) subscribeStored(subjects []string) (*wakeups, error) {
+func (r *Reader) subscribeStored(subjects []string) (*wakeups, error) {
 	w := &wakeups{ch: make(chan struct{}, 1)}
 	for _, s := range subjects {
-		sub, err := c.nc.Subscribe(wire.StoredSubject(s), func(m *nats.Msg) {
+		sub, err := r.nc.Subscribe(wire.StoredSubject(s), func(m *nats.Msg) {
 			if seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64); err == nil {
 				for {
 					old := w.seen.Load()
@@ -163,17 +206,17 @@ func (w *wakeups) close() {
 	}
 }
 
-// read is scan without the retries: it returns after fn stops it, after
+// read is Msgs without the retries: it returns after fn stops it, after
 // the end without follow, or on the first error.
-func (c *Client) read(ctx context.Context, rd *jscall.Scan, o scanOpts, fn func(jetstream.Msg) (bool, error)) error {
+func (r *Reader) read(ctx context.Context, rd *jscall.Scan, o ScanOpts, fn func(jetstream.Msg) (bool, error)) error {
 	var wake *wakeups
-	if o.follow {
+	if o.Follow {
 		var err error
-		subjects := o.wake
+		subjects := o.Wake
 		if len(subjects) == 0 {
-			subjects = o.subjects
+			subjects = o.Subjects
 		}
-		if wake, err = c.subscribeStored(subjects); err != nil {
+		if wake, err = r.subscribeStored(subjects); err != nil {
 			return err
 		}
 		defer wake.close()
@@ -199,7 +242,7 @@ func (c *Client) read(ctx context.Context, rd *jscall.Scan, o scanOpts, fn func(
 			}
 			continue
 		}
-		if !o.follow {
+		if !o.Follow {
 			return nil
 		}
 		// Caught up: wait for a republished header, or poll.
@@ -218,12 +261,12 @@ func (c *Client) read(ctx context.Context, rd *jscall.Scan, o scanOpts, fn func(
 	}
 }
 
-// newReader starts a scan of o's subjects; give its direct reader back
-// (c.readers.Put(rd.Reader)) when done.
-func (c *Client) newReader(o scanOpts) (*jscall.Scan, error) {
-	r, err := c.readers.Get()
+// newScan starts a scan of o's subjects; give its direct reader back
+// (r.readers.Put(rd.Reader)) when done.
+func (r *Reader) newScan(o ScanOpts) (*jscall.Scan, error) {
+	dr, err := r.readers.Get()
 	if err != nil {
 		return nil, err
 	}
-	return jscall.NewScan(r, o.subjects, o.startSeq, o.startTime), nil
+	return jscall.NewScan(dr, o.Subjects, o.StartSeq, o.StartTime), nil
 }
