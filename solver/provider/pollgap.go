@@ -1,5 +1,5 @@
 // What each JSON provider publishes about how often its getTaskResult may
-// be asked: the least gap between two calls of one task that the
+// be asked: the least gap from a reply to the next call of its task that the
 // TasksClient keeps, beside the learned schedule's own spacing.
 
 package provider
@@ -40,7 +40,7 @@ var pollGaps = map[string]time.Duration{
 	"api.2captcha.com":     5 * time.Second,
 }
 
-// PollGap is the least time between two getTaskResult calls of one task
+// PollGap is the least time from a getTaskResult reply to the next call of its task
 // that the provider at baseURL publishes (see pollGaps), 0 for a host
 // that publishes none or that captchaq does not know (an emulator, the
 // gateway).

@@ -65,9 +65,9 @@ type TasksConfig struct {
 	// Scale multiplies the poll times when Timing.Scale is zero
 	// (solver.Timing.Scale). Zero means 1.
 	Scale float64
-	// MinPollGap is the least time between two getTaskResult calls of
-	// one task: the provider's published pace (PollGap). Zero: none but
-	// the schedule's.
+	// MinPollGap is the least time from a getTaskResult reply to the
+	// next call of the same task: the provider's published pace
+	// (PollGap). Zero: none but the schedule's.
 	MinPollGap time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -77,8 +77,8 @@ type TasksConfig struct {
 // createTask, then getTaskResult on the classic client's learned poll
 // schedule (solver.PollSchedule: the catalogue's first poll of the kind
 // until it learned the kind from its own answers, then the schedule
-// planned from their distribution), no two calls of a task closer than
-// MinPollGap, and once the plan is spent every poll interval, until
+// planned from their distribution), a call of a task no sooner than
+// MinPollGap after its last reply, and once the plan is spent every poll interval, until
 // ready, an error code, or ctx ends. What it learns is this provider's
 // alone. A task the provider accepted is polled through any failure of
 // the calls (it is paid for). It is safe for concurrent use.
@@ -161,6 +161,7 @@ func (c *TasksClient) poll(ctx context.Context, k string, kind createtask.Kind, 
 	plan := c.sched.Plan(k)
 	var notReady time.Duration // the latest offset at which the task was processing
 	var sent time.Time         // when the last call was sent; zero: none yet
+	var replied time.Time      // when it ended
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for i := 0; ; i++ {
@@ -174,7 +175,8 @@ func (c *TasksClient) poll(ctx context.Context, k string, kind createtask.Kind, 
 			}
 		}
 		if !sent.IsZero() {
-			due = latest(due, sent.Add(c.cfg.MinPollGap))
+			// The providers' word is to wait after a reply.
+			due = latest(due, replied.Add(c.cfg.MinPollGap))
 		}
 		t.Reset(due.Sub(c.cfg.Now()))
 		select {
@@ -184,11 +186,13 @@ func (c *TasksClient) poll(ctx context.Context, k string, kind createtask.Kind, 
 		}
 		sent = c.cfg.Now()
 		var r taskResult
-		if err := c.call(ctx, createtask.PathGetTaskResult, taskRequest{ClientKey: c.cfg.APIKey, TaskID: wireTaskID(id)}, &r); err != nil {
+		err := c.call(ctx, createtask.PathGetTaskResult, taskRequest{ClientKey: c.cfg.APIKey, TaskID: wireTaskID(id)}, &r)
+		replied = c.cfg.Now()
+		if err != nil {
 			continue // paid for: polled again, whatever failed
 		}
 		// The service answered somewhere between sending and receiving.
-		seen := sent.Add(c.cfg.Now().Sub(sent) / 2).Sub(at)
+		seen := sent.Add(replied.Sub(sent) / 2).Sub(at)
 		if r.Failed() {
 			return solver.Answer{}, c.codeError("getTaskResult", r.ErrorReply, id)
 		}

@@ -1,8 +1,12 @@
 package provider_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -93,6 +97,16 @@ func solveRounds(t *testing.T, s solver.Solver, api *fakeapi.Server, rounds, n i
 	return f
 }
 
+// requirePaidOnce checks api's bill: n reCAPTCHAs accepted, each task
+// once, at spareBilling's price.
+func requirePaidOnce(t *testing.T, api *fakeapi.Server, n int) {
+	t.Helper()
+	st := api.Stats()
+	require.Equal(t, n, st.Submitted, "paid once each")
+	require.Empty(t, st.Repeated())
+	require.InDelta(t, float64(n)*spareBilling.Per1000["userrecaptcha"]/1000, st.Spent, 1e-9, "the bill")
+}
+
 // TestTasksClientPollsOnTheLearnedSchedule: a JSON provider whose
 // reCAPTCHAs take about 500 ms (× 0.01 of the catalogue's 15-s first
 // poll is 150 ms, then every 50 ms: about eight getTaskResult calls each
@@ -127,10 +141,7 @@ func TestTasksClientPollsOnTheLearnedSchedule(t *testing.T) {
 	require.LessOrEqual(t, jsonF.calls, classicF.calls+1, "no more than about the classic client's calls per captcha")
 	require.LessOrEqual(t, jsonF.lag, 2*classicF.lag+10*time.Millisecond, "about the classic client's pickup lag (its grid is 10 ms)")
 
-	st := jsonAPI.Stats()
-	require.Equal(t, rounds*n, st.Submitted, "paid once each")
-	require.Empty(t, st.Repeated())
-	require.InDelta(t, rounds*n*spareBilling.Per1000["userrecaptcha"]/1000, st.Spent, 1e-9, "the bill")
+	requirePaidOnce(t, jsonAPI, rounds*n)
 }
 
 // TestTasksProvidersLearnApart: two JSON providers of one providers
@@ -171,10 +182,65 @@ func TestTasksProvidersLearnApart(t *testing.T) {
 	// The fixed schedule's expected lag is half its 50-ms interval.
 	require.Less(t, fastF.lag, 25*time.Millisecond, "polled on its learned schedule")
 	require.Less(t, slowF.lag, 25*time.Millisecond, "polled on its learned schedule")
-	for _, api := range []*fakeapi.Server{fastAPI, slowAPI} {
-		st := api.Stats()
-		require.Equal(t, rounds*n, st.Submitted, "paid once each")
-		require.Empty(t, st.Repeated())
-		require.InDelta(t, rounds*n*spareBilling.Per1000["userrecaptcha"]/1000, st.Spent, 1e-9, "the bill")
-	}
+	requirePaidOnce(t, fastAPI, rounds*n)
+	requirePaidOnce(t, slowAPI, rounds*n)
+}
+
+// TestTasksClientKeepsThePollGap: no two getTaskResult calls of a task
+// come closer than MinPollGap (a provider's published pace), whatever the
+// learned schedule plans (its grid here is 10 ms); each captcha paid once.
+func TestTasksClientKeepsThePollGap(t *testing.T) {
+	t.Parallel()
+	const gap = 120 * time.Millisecond
+	api := fakeapi.New(fakeapi.Config{Seed: 11, Price: spareBilling.Per1000,
+		SolveTime: map[string]fakeapi.Range{fakeapi.KindRecaptcha: {Min: 450 * time.Millisecond, Median: 500 * time.Millisecond, Max: 600 * time.Millisecond}}})
+	var mu sync.Mutex
+	last := map[string]time.Time{}
+	least, calls := time.Hour, 0
+	// Each getTaskResult's arrival, by task, before the emulator serves it.
+	front := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/getTaskResult" {
+			body, err := io.ReadAll(r.Body)
+			require.NoError(t, err)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var req struct {
+				TaskID json.RawMessage `json:"taskId"`
+			}
+			require.NoError(t, json.Unmarshal(body, &req))
+			now := time.Now()
+			mu.Lock()
+			if at, ok := last[string(req.TaskID)]; ok {
+				least = min(least, now.Sub(at))
+			}
+			last[string(req.TaskID)], calls = now, calls+1
+			mu.Unlock()
+		}
+		api.ServeHTTP(w, r)
+	})
+	url, stop, err := fakeapi.ServeLocal(front)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: url, APIKey: fakeapi.TestKey,
+		Timing: solver.Timing{Scale: scheduleScale}, MinPollGap: gap})
+	require.NoError(t, err)
+
+	const rounds, n = 3, 6
+	solveRounds(t, c, api, rounds, n)
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d getTaskResult calls, the closest two of a task %v apart", calls, least)
+	require.Greater(t, calls, rounds*n, "tasks polled more than once")
+	require.GreaterOrEqual(t, least, gap, "the provider's pace kept")
+	requirePaidOnce(t, api, rounds*n)
+}
+
+// TestPollGapOfTheProviders: the published paces, by API host; none for
+// a host captchaq does not know.
+func TestPollGapOfTheProviders(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 2*time.Second, provider.PollGap("https://api.anti-captcha.com"))
+	require.Equal(t, 3*time.Second, provider.PollGap("https://api.capsolver.com/"))
+	require.Equal(t, 5*time.Second, provider.PollGap("https://API.2captcha.com"))
+	require.Zero(t, provider.PollGap("https://api.capmonster.cloud"))
+	require.Zero(t, provider.PollGap("http://127.0.0.1:8090"))
 }
