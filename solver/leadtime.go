@@ -15,14 +15,19 @@ import (
 // (Timing's, or DefaultFirstPoll: 60 s for reCAPTCHA v2, 20 s for
 // Turnstile), a slow answer of the service's, whatever q.
 func (c *Client) SolveTime(kind string, q float64) (d time.Duration, learned bool) {
-	k := c.timing.forKind(kind)
-	c.poller.mu.Lock()
-	ks, ok := c.poller.kinds[kind]
+	return solveTime(&c.poller, c.timing, kind, q)
+}
+
+// solveTime is SolveTime of what p learned, polled on t.
+func solveTime(p *poller, t Timing, kind string, q float64) (time.Duration, bool) {
+	k := t.forKind(kind)
+	p.mu.Lock()
+	ks, ok := p.kinds[kind]
 	var mu, sigma float64
 	if ok && ks.learned() {
 		mu, sigma = ks.fit()
 	}
-	c.poller.mu.Unlock()
+	p.mu.Unlock()
 	if mu == 0 || !(q > 0 && q < 1) {
 		return 4 * k.first, false
 	}

@@ -283,7 +283,7 @@ func Open(f File, base solver.Config, cfg Config) (*Set, error) {
 		var cl Client
 		if e.Dialect == Tasks {
 			cl, err = NewTasksClient(TasksConfig{BaseURL: e.BaseURL, APIKey: key, HTTPClient: base.HTTPClient,
-				Scale: base.Timing.Scale, Now: base.Now})
+				Timing: base.Timing, MinPollGap: scaled(PollGap(e.BaseURL), base.Timing.Scale), Now: base.Now})
 		} else {
 			svc, _ := e.service()
 			c := base
@@ -296,6 +296,14 @@ func Open(f File, base solver.Config, cfg Config) (*Set, error) {
 		cfg.Members = append(cfg.Members, Member{Entry: e, Client: cl})
 	}
 	return New(cfg)
+}
+
+// scaled is d times scale (solver.Timing.Scale; 0 is 1).
+func scaled(d time.Duration, scale float64) time.Duration {
+	if scale <= 0 {
+		return d
+	}
+	return time.Duration(float64(d) * scale)
 }
 
 // SolvesElsewhere reports whether the Set has more than one provider: a

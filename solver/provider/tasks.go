@@ -56,21 +56,36 @@ type TasksConfig struct {
 	// HTTPClient sends the requests. Default: one with
 	// solver.DefaultHTTPTimeout that follows no redirect.
 	HTTPClient *http.Client
-	// Scale multiplies the poll times (solver.Timing.Scale). Zero means 1.
+	// Timing says when getTaskResult is called: the classic client's
+	// Timing (first polls, interval, MaxCalls, adaptive or Fixed), its
+	// zero value the production timing. Its PollPace, batching and
+	// MaxWait do not apply: a task the provider accepted is polled until
+	// its answer, an error code, or the caller's ctx ends.
+	Timing solver.Timing
+	// Scale multiplies the poll times when Timing.Scale is zero
+	// (solver.Timing.Scale). Zero means 1.
 	Scale float64
+	// MinPollGap is the least time from a getTaskResult reply to the
+	// next call of the same task: the provider's published pace
+	// (PollGap). Zero: none but the schedule's.
+	MinPollGap time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
 
 // TasksClient solves captchas through a provider of the JSON task dialect:
-// createTask, then getTaskResult on the classic poll schedule (first poll
-// solver.DefaultFirstPoll of the kind, then every
-// solver.DefaultPollInterval), until ready, an error code, or ctx ends. A
-// task the provider accepted is polled through any failure of the calls
-// (it is paid for). It is safe for concurrent use.
+// createTask, then getTaskResult on the classic client's learned poll
+// schedule (solver.PollSchedule: the catalogue's first poll of the kind
+// until it learned the kind from its own answers, then the schedule
+// planned from their distribution), a call of a task no sooner than
+// MinPollGap after its last reply, and once the plan is spent every poll interval, until
+// ready, an error code, or ctx ends. What it learns is this provider's
+// alone. A task the provider accepted is polled through any failure of
+// the calls (it is paid for). It is safe for concurrent use.
 type TasksClient struct {
-	cfg  TasksConfig
-	http *http.Client
+	cfg   TasksConfig
+	http  *http.Client
+	sched *solver.PollSchedule
 
 	mu       sync.Mutex
 	since    time.Time // the first call of an outage that failed; zero: it answers
@@ -101,10 +116,10 @@ func NewTasksClient(cfg TasksConfig) (*TasksClient, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Scale <= 0 {
-		cfg.Scale = 1
+	if cfg.Timing.Scale <= 0 {
+		cfg.Timing.Scale = cfg.Scale
 	}
-	c := &TasksClient{cfg: cfg, http: cfg.HTTPClient}
+	c := &TasksClient{cfg: cfg, http: cfg.HTTPClient, sched: solver.NewPollSchedule(cfg.Timing)}
 	if c.http == nil {
 		c.http = &http.Client{Timeout: solver.DefaultHTTPTimeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -136,29 +151,66 @@ func (c *TasksClient) Solve(ctx context.Context, req solver.Request) (solver.Ans
 		}
 		solver.TellAccepted(ctx, solver.Accepted{ID: id, At: at, Resumed: true})
 	}
-	k := solver.Kind(req.Method, req.Params)
-	wait := c.scaled(solver.DefaultFirstPoll(k)) - c.cfg.Now().Sub(at)
-	for {
-		t := time.NewTimer(max(wait, 0))
+	return c.poll(ctx, solver.Kind(req.Method, req.Params), kind, id, at)
+}
+
+// poll asks getTaskResult for task id, of kind (createtask's kind of
+// it), submitted at at, on the kind's learned schedule, and learns the
+// window its answer became ready in.
+func (c *TasksClient) poll(ctx context.Context, k string, kind createtask.Kind, id string, at time.Time) (solver.Answer, error) {
+	plan := c.sched.Plan(k)
+	var notReady time.Duration // the latest offset at which the task was processing
+	var sent time.Time         // when the last call was sent; zero: none yet
+	var replied time.Time      // when it ended
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		due := sent.Add(c.sched.Interval(k)) // past the plan: every interval
+		if i < len(plan) {
+			due = at.Add(plan[i])
+			if i > 0 {
+				// Behind the plan (a slow call), its spacing is kept
+				// instead of making up the missed polls in a burst.
+				due = latest(due, sent.Add(plan[i]-plan[i-1]))
+			}
+		}
+		if !sent.IsZero() {
+			// The providers' word is to wait after a reply.
+			due = latest(due, replied.Add(c.cfg.MinPollGap))
+		}
+		t.Reset(due.Sub(c.cfg.Now()))
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return solver.Answer{}, fmt.Errorf("provider: wait for task %s: %w", id, ctx.Err())
 		case <-t.C:
 		}
-		wait = c.scaled(solver.DefaultPollInterval)
+		sent = c.cfg.Now()
 		var r taskResult
-		if err := c.call(ctx, createtask.PathGetTaskResult, taskRequest{ClientKey: c.cfg.APIKey, TaskID: wireTaskID(id)}, &r); err != nil {
+		err := c.call(ctx, createtask.PathGetTaskResult, taskRequest{ClientKey: c.cfg.APIKey, TaskID: wireTaskID(id)}, &r)
+		replied = c.cfg.Now()
+		if err != nil {
 			continue // paid for: polled again, whatever failed
 		}
+		// The service answered somewhere between sending and receiving.
+		seen := sent.Add(replied.Sub(sent) / 2).Sub(at)
 		if r.Failed() {
 			return solver.Answer{}, c.codeError("getTaskResult", r.ErrorReply, id)
 		}
 		if r.Status != createtask.StatusReady {
+			notReady = max(notReady, seen)
 			continue
 		}
+		c.sched.Observe(k, notReady, seen)
 		return c.answer(kind, id, r)
 	}
+}
+
+// latest is the later of two times.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // answer is the Answer of task id, of kind, from r, a reply whose status
@@ -355,11 +407,6 @@ func (c *TasksClient) codeError(op string, r createtask.ErrorReply, id string) e
 // it.
 func (c *TasksClient) scrub(s string) string { return solver.Redact(s, c.cfg.APIKey) }
 
-// scaled is d times the configured scale.
-func (c *TasksClient) scaled(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * c.cfg.Scale)
-}
-
 // failed notes a call that did not reach the service or got a 5xx.
 func (c *TasksClient) failed(what string) {
 	what = c.scrub(what)
@@ -389,10 +436,12 @@ func (c *TasksClient) Unreachable() (time.Time, error) {
 	return c.since, errors.New(c.last)
 }
 
-// SolveTime is four times the kind's first poll: the client learns no solve
-// times.
+// SolveTime is how long a captcha of kind takes on this provider, at
+// quantile q, as the client learned it from its own answers
+// (solver.Client.SolveTime); before it learned the kind, four times the
+// kind's first poll.
 func (c *TasksClient) SolveTime(kind string, q float64) (time.Duration, bool) {
-	return 4 * c.scaled(solver.DefaultFirstPoll(kind)), false
+	return c.sched.SolveTime(kind, q)
 }
 
 // maxTaskID bounds the length of a taskId the client takes: it is kept
