@@ -1,15 +1,11 @@
 package provider
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,21 +89,6 @@ func ProviderScope(name string) string { return "provider:" + name }
 // ProducerScope: see ProviderScope.
 func ProducerScope(name string) string { return "producer:" + name }
 
-// Claims is a pool-wide record of the captcha ids its workers poll, per
-// provider (stream.Claims).
-type Claims interface {
-	// Claim claims provider's captcha id: false when another holds it;
-	// an error when the record could not be asked.
-	Claim(ctx context.Context, provider, id string) (bool, error)
-	// Release ends the claim.
-	Release(ctx context.Context, provider, id string) error
-	// Contest, by a worker whose Claim failed and whose submission was
-	// sent at sent, marks the claim contested unless it was made before
-	// sent; Contested reports whether it is.
-	Contest(ctx context.Context, provider, id string, sent time.Time) error
-	Contested(ctx context.Context, provider, id string) (bool, error)
-}
-
 // Set solves through several providers (see the package documentation).
 // It is safe for concurrent use.
 type Set struct {
@@ -189,83 +170,6 @@ func New(cfg Config) (*Set, error) {
 
 // ShareLedger makes l the Set's record of the pool's spend (Config.Ledger).
 func (s *Set) ShareLedger(l Ledger) { s.ledger.Store(&l) }
-
-// ShareClaims makes c the Set's pool-wide record of the captcha ids its
-// workers poll (Config.Claims): the worker calls it once connected,
-// before it takes tasks.
-func (s *Set) ShareClaims(c Claims) { s.claims.Store(&c) }
-
-// claimTimeout bounds a claim's round trip to the pool's record: the
-// claim holds up the polling of the captcha it is asked for.
-const claimTimeout = 5 * time.Second
-
-// askClaims calls ask with the pool's record of claims, if the Set has
-// one, within claimTimeout; an error is logged with what it means (warn)
-// and returned. False when the Set has no record.
-func (s *Set) askClaims(ctx context.Context, name, id, warn string, ask func(context.Context, Claims) error) (bool, error) {
-	c := s.claims.Load()
-	if c == nil {
-		return false, nil
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-	defer cancel()
-	err := ask(cctx, *c)
-	if err != nil {
-		s.log.LogAttrs(ctx, slog.LevelWarn, warn, slog.String("provider", name), slog.String("captcha_id", id), slog.Any("error", err))
-	}
-	return true, err
-}
-
-// poolClaim claims provider name's captcha id in the pool's record, if
-// the Set has one: false when another worker polls it. A record that
-// cannot be asked lets the captcha be polled (a warning said so): a
-// reused id is a broken provider's rare fault, and refusing every
-// captcha while the broker hiccups would pay each task again.
-func (s *Set) poolClaim(ctx context.Context, name, id string) bool {
-	ok := false
-	kept, err := s.askClaims(ctx, name, id, "the pool's record of captcha claims could not be asked: polling the captcha unchecked",
-		func(ctx context.Context, c Claims) (err error) { ok, err = c.Claim(ctx, name, id); return err })
-	return !kept || err != nil || ok
-}
-
-// poolContest tells the pool's record that provider name's captcha id,
-// which another worker holds, was given to a submission of this one sent
-// at sent (Claims.Contest).
-func (s *Set) poolContest(ctx context.Context, name, id string, sent time.Time) {
-	_, _ = s.askClaims(ctx, name, id, "a captcha claim could not be contested: its holder takes its answer",
-		func(ctx context.Context, c Claims) error { return c.Contest(ctx, name, id, sent) })
-}
-
-// poolContested reports whether another worker contested this one's
-// claim on provider name's captcha id: the captcha may be the other's
-// task's, and so its answer. A record that cannot be asked says no (a
-// warning says so), as a claim that cannot be made lets the captcha be
-// polled.
-func (s *Set) poolContested(ctx context.Context, name, id string) bool {
-	contested := false
-	_, _ = s.askClaims(ctx, name, id, "the pool's record of captcha claims could not be asked: the answer taken unchecked",
-		func(ctx context.Context, c Claims) (err error) {
-			contested, err = c.Contested(ctx, name, id)
-			return err
-		})
-	return contested
-}
-
-// poolRelease ends the pool-wide claims on provider name's ids.
-func (s *Set) poolRelease(ctx context.Context, name string, ids []string) {
-	c := s.claims.Load()
-	if c == nil {
-		return
-	}
-	for _, id := range ids {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-		if err := (*c).Release(cctx, name, id); err != nil {
-			s.log.LogAttrs(ctx, slog.LevelWarn, "a captcha claim was not released: it expires on its own",
-				slog.String("provider", name), slog.String("captcha_id", id), slog.Any("error", err))
-		}
-		cancel()
-	}
-}
 
 // Open returns a Set of the file's providers, each with a solver.Client
 // of base (its pacing, timing, clock, logger) at the entry's BaseURL,
@@ -507,119 +411,6 @@ func (e onProvider) Unwrap() error { return e.err }
 // Provider names the provider (solver.ProviderOf).
 func (e onProvider) Provider() string { return e.name }
 
-// movesOn reports whether a submission that failed with err, accepted by
-// no one, goes on to the next provider: the provider is out (no answer,
-// HTTP 5xx, a key refused, no funds) and the captcha was surely not paid
-// (its reply was not lost). A task's own fault (Permanent), a full plan
-// (a capacity wait) and a lost reply stay with the caller.
-func movesOn(err error) bool {
-	if solver.MayBePaid(err) {
-		return false
-	}
-	switch solver.ClassOf(err) {
-	case retry.Transient, retry.Fatal:
-		return true
-	case retry.Capacity:
-		// In.php not answering, or answering 5xx (a capacity wait for a
-		// Client alone); not a full plan or a rate limit, which waiting
-		// on the provider cures at no cost.
-		code := solver.CodeOf(err)
-		return code == solver.CodeUnreachable || strings.HasPrefix(code, "HTTP_5")
-	}
-	return false
-}
-
-// route is the members that solve method: the weighted primaries in an
-// order drawn by their weights (weighted), the other primaries, then the
-// fallbacks, each in the file's order.
-func (s *Set) route(method string) []*member {
-	var out []*member
-	for _, m := range s.members {
-		if m.Entry.Role == Primary && m.Entry.Weight > 0 && m.solves(method) {
-			out = append(out, m)
-		}
-	}
-	weighted(out)
-	for _, role := range []Role{Primary, Fallback} {
-		for _, m := range s.members {
-			if m.Entry.Role == role && m.Entry.Weight == 0 && m.solves(method) {
-				out = append(out, m)
-			}
-		}
-	}
-	return out
-}
-
-// askedLast moves the provider called name to the end of route: it called
-// the task's captcha unsolvable on the attempt before, and another provider
-// of the method, whatever its role, may solve it (its workers, its model).
-// It is still asked when every other one is out, over budget or refuses.
-func askedLast(route []*member, name string) []*member {
-	i := slices.IndexFunc(route, func(m *member) bool { return m.Entry.Name == name })
-	if i < 0 {
-		return route
-	}
-	out := slices.Concat(route[:i], route[i+1:])
-	return append(out, route[i])
-}
-
-// weighted orders ms by a draw without replacement, each next one with
-// probability its weight over the weights left (Efraimidis and Spirakis:
-// the largest u^(1/w) first, u uniform in (0, 1)).
-func weighted(ms []*member) {
-	if len(ms) < 2 {
-		return
-	}
-	keys := map[*member]float64{}
-	for _, m := range ms {
-		keys[m] = math.Pow(1-rand.Float64(), 1/float64(m.Entry.Weight))
-	}
-	slices.SortFunc(ms, func(a, b *member) int { return cmp.Compare(keys[b], keys[a]) })
-}
-
-// solves reports whether m is given method.
-func (m *member) solves(method string) bool { return slices.Contains(m.methods, method) }
-
-// named is the member called name, or the first primary for "" (a
-// captcha accepted before the worker had providers); nil when none is.
-func (s *Set) named(name string) *member {
-	for _, m := range s.members {
-		if m.Entry.Name == name || name == "" && m.Entry.Role == Primary {
-			return m
-		}
-	}
-	return nil
-}
-
-// CodeReusedID is the pseudo-code of a submission a provider answered
-// with the id of a captcha another task of the Set polls: a transient
-// failure of the attempt, which may have been paid.
-const CodeReusedID = "REUSED_CAPTCHA_ID"
-
-// claim marks captcha id as polled by one Solve; false when another
-// polls it already.
-func (m *member) claim(id string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.polling[id] {
-		return false
-	}
-	if m.polling == nil {
-		m.polling = map[string]bool{}
-	}
-	m.polling[id] = true
-	return true
-}
-
-// release ends the claims on ids.
-func (m *member) release(ids []string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, id := range ids {
-		delete(m.polling, id)
-	}
-}
-
 // detach takes one of m's places for a captcha that waits there without
 // a worker thread: false on a thread plan, whose captchas hold theirs,
 // and when every place is taken (Entry.MaxInFlight).
@@ -633,18 +424,4 @@ func (m *member) detach() bool {
 		return false
 	}
 	return true
-}
-
-// refused reports whether m is passed over at now, and for what code.
-func (m *member) refused(now time.Time) (string, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.outCode, now.Before(m.outUntil)
-}
-
-// refuse passes m over until until.
-func (m *member) refuse(until time.Time, code string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.outUntil, m.outCode = until, code
 }

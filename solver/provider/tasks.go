@@ -284,40 +284,6 @@ func (c *TasksClient) create(ctx context.Context, task createtask.Task) (string,
 	return id, nil, nil
 }
 
-// ready says whether a createTask may be sent: the service answered its
-// last call, or answers a probe (getBalance) due now. Else the task is
-// not sent (an outage's capacity wait, surely unpaid, which a Set takes
-// to the next provider): a service that answers nothing (its calls time
-// out) or only pages is asked no createTask that may be paid and never
-// answered.
-func (c *TasksClient) ready(ctx context.Context) error {
-	since, why := c.Unreachable()
-	if since.IsZero() {
-		return nil
-	}
-	c.mu.Lock()
-	due := !c.probing && !c.cfg.Now().Before(c.probeAt)
-	c.probing = c.probing || due
-	c.mu.Unlock()
-	if due {
-		var r createtask.BalanceResponse
-		err := c.call(ctx, createtask.PathGetBalance, createtask.Envelope{ClientKey: c.cfg.APIKey}, &r)
-		c.mu.Lock()
-		c.probing = false
-		if err != nil {
-			c.probeGap = min(max(2*c.probeGap, probeFirstGap), probeMaxGap)
-			c.probeAt = c.cfg.Now().Add(c.probeGap)
-		}
-		c.mu.Unlock()
-		if err == nil {
-			return nil
-		}
-		since, why = c.Unreachable()
-	}
-	return &solver.Error{Code: solver.CodeUnreachable, Class: retry.Capacity, Op: createtask.PathCreateTask,
-		Err: fmt.Errorf("not submitted: the provider gives no word since %s (%v)", since.UTC().Format(time.RFC3339), why)}
-}
-
 // call POSTs body to path and decodes the reply into out. A request that
 // never reached the service is a CodeUnreachable capacity wait; a reply
 // lost after the request was sent is a replyLost (the task may have been
@@ -407,85 +373,12 @@ func (c *TasksClient) codeError(op string, r createtask.ErrorReply, id string) e
 // it.
 func (c *TasksClient) scrub(s string) string { return solver.Redact(s, c.cfg.APIKey) }
 
-// failed notes a call that did not reach the service or got a 5xx.
-func (c *TasksClient) failed(what string) {
-	what = c.scrub(what)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.since.IsZero() {
-		c.since = c.cfg.Now()
-	}
-	c.last = what
-}
-
-// answered notes a reply.
-func (c *TasksClient) answered() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.since, c.last = time.Time{}, ""
-	c.probeAt, c.probeGap = time.Time{}, 0
-}
-
-// Unreachable reports since when every call failed, and the last failure.
-func (c *TasksClient) Unreachable() (time.Time, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.since.IsZero() {
-		return time.Time{}, nil
-	}
-	return c.since, errors.New(c.last)
-}
-
 // SolveTime is how long a captcha of kind takes on this provider, at
 // quantile q, as the client learned it from its own answers
 // (solver.Client.SolveTime); before it learned the kind, four times the
 // kind's first poll.
 func (c *TasksClient) SolveTime(kind string, q float64) (time.Duration, bool) {
 	return c.sched.SolveTime(kind, q)
-}
-
-// maxTaskID bounds the length of a taskId the client takes: it is kept
-// in the task's events and shown by trace.
-const maxTaskID = 128
-
-// taskIDText is a reply's taskId as text, and whether it is one: a whole
-// number above 0 (Anti-Captcha's, CapMonster's, 2captcha's; any length, as
-// the client only sends it back) or a string of letters, digits and
-// '-', '_', '.' (CapSolver's), at most maxTaskID long.
-func taskIDText(raw json.RawMessage) (string, bool) {
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		s = string(raw)
-		if s == "" || s[0] < '1' || s[0] > '9' || strings.Trim(s, "0123456789") != "" {
-			return "", false
-		}
-	}
-	return s, validTaskID(s)
-}
-
-// validTaskID reports whether id is a taskId the client sends back (see
-// taskIDText).
-func validTaskID(id string) bool {
-	if id == "" || len(id) > maxTaskID || strings.Trim(id, "0") == "" {
-		return false
-	}
-	for _, r := range id {
-		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return false
-		}
-	}
-	return true
-}
-
-// wireTaskID is id as the provider gave it: a number when it is digits
-// only, else a string (CapSolver's). A string of digits a provider gave
-// goes back as a number: Accepted keeps the text only.
-func wireTaskID(id string) json.RawMessage {
-	if strings.Trim(id, "0123456789") == "" && id != "" && id[0] != '0' {
-		return json.RawMessage(id)
-	}
-	b, _ := json.Marshal(id)
-	return b
 }
 
 // taskRequest is the body of getTaskResult and of the report calls, the
