@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -130,6 +131,50 @@ func TestQuotaHeldAtASilentPlanFailsOver(t *testing.T) {
 	for key := range ps.PerTask {
 		require.NotContains(t, ss.PerTask, key, "a task paid on both providers")
 	}
+	require.Empty(t, ps.Repeated())
+	require.Empty(t, ss.Repeated())
+}
+
+// TestThreadsInUseWithHeldAndDetachedCaptchas: the heartbeat's threads in
+// use (stats, workers ls) count the threads that hold a task, within
+// --threads, while captchas held by a silent plan have given theirs back
+// and a fallback's captchas wait without one. All 8 threads hold captchas
+// at the plan when it goes silent; the fallback, at max_in_flight 1, then
+// takes 4 tasks: one waits there without a thread, three hold one each.
+func TestThreadsInUseWithHeldAndDetachedCaptchas(t *testing.T) {
+	t.Parallel()
+	env, plan, spare := planAndSpare(t, 3*time.Second, 10*time.Second, streamtest.WithWorkers(0))
+	spare.member.Entry.MaxInFlight = 1
+	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
+	require.NoError(t, err)
+	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads, Name: "counted"})
+	ids := submit(t, env.Client, "shop", 0, threads)
+	require.Eventually(t, func() bool { return plan.api.Stats().Concurrent == threads }, 30*time.Second, time.Millisecond,
+		"every thread holds a captcha at the plan")
+	plan.api.SetFaults(fakeapi.Faults{Outage: true})
+	ids = append(ids, submit(t, env.Client, "shop", threads, 4)...)
+	require.Eventually(t, func() bool { return spare.api.Stats().Concurrent == 4 }, 30*time.Second, time.Millisecond,
+		"the fallback takes the tasks that came during the outage")
+	mark := time.Now()
+	var info stream.WorkerInfo
+	require.Eventually(t, func() bool {
+		ws, err := env.Client.Workers(context.Background())
+		if err != nil || len(ws) != 1 || !ws[0].At.After(mark) {
+			return false
+		}
+		info = ws[0]
+		return true
+	}, 30*time.Second, 10*time.Millisecond, "a heartbeat after the fallback took its 4")
+	t.Logf("threads in use %d of %d: 8 at the silent plan, 1 detached, 3 on threads", info.InUse, info.Threads)
+	require.LessOrEqual(t, info.InUse, threads, "threads in use past --threads")
+	require.Equal(t, 3, info.InUse, "the three fallback captchas past max_in_flight hold their threads; the plan's held and the detached one none")
+	plan.api.SetFaults(fakeapi.Faults{})
+	for _, o := range waitAll(t, env.Client, ids) {
+		require.Equal(t, stream.StatusSolved, o.Status, "task %s: %s %s", o.ID, o.Error, o.Detail)
+	}
+	ps, ss := plan.api.Stats(), spare.api.Stats()
+	require.Equal(t, threads, ps.Submitted)
+	require.Equal(t, 4, ss.Submitted)
 	require.Empty(t, ps.Repeated())
 	require.Empty(t, ss.Repeated())
 }
