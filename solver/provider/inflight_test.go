@@ -178,3 +178,48 @@ func TestThreadsInUseWithHeldAndDetachedCaptchas(t *testing.T) {
 	require.Empty(t, ps.Repeated())
 	require.Empty(t, ss.Repeated())
 }
+
+// TestPlanBackWithItsQuotaGivenAway: a plan of 3 threads (its emulator
+// refuses a 4th captcha at once), a plan-wide quota of 3, every quota
+// thread given back by captchas held at the plan while it was silent.
+// The plan answers again while those 3 are still being solved, and 6
+// more tasks come: the quota hands out 3 threads the plan does not have.
+// Every task is solved, each paid once, the plan never past its 3; its
+// refusals pay nothing.
+func TestPlanBackWithItsQuotaGivenAway(t *testing.T) {
+	t.Parallel()
+	const quota = 3
+	plan := startService(t, provider.Entry{Name: "plan", Dialect: provider.Classic, BaseURL: "http://x", KeyEnv: "K",
+		Billing: provider.Billing{Threads: quota}, Role: provider.Primary}, 1, 3*time.Second)
+	spare := startService(t, provider.Entry{Name: "spare", Dialect: provider.Classic, BaseURL: "http://x", KeyEnv: "K",
+		Service: fakeapi.Service2Captcha, Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling,
+		Role: provider.Fallback}, 2, 100*time.Millisecond)
+	env := streamtest.Start(t, streamtest.WithWorkers(0), streamtest.WithPlanThreads(quota))
+	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
+	require.NoError(t, err)
+	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+	ids := submit(t, env.Client, "shop", 0, quota)
+	require.Eventually(t, func() bool { return plan.api.Stats().Concurrent == quota }, 30*time.Second, time.Millisecond)
+	plan.api.SetFaults(fakeapi.Faults{Outage: true})
+	ids = append(ids, submit(t, env.Client, "shop", quota, 6)...)
+	require.Eventually(t, func() bool { return spare.api.Stats().Submitted == 6 }, 20*time.Second, time.Millisecond)
+	probed := plan.api.Stats().Codes["ERROR_WRONG_CAPTCHA_ID"]
+	plan.api.SetFaults(fakeapi.Faults{})
+	require.Eventually(t, func() bool { return plan.api.Stats().Codes["ERROR_WRONG_CAPTCHA_ID"] > probed }, 30*time.Second, time.Millisecond,
+		"the worker's probe finds the plan back")
+	require.Equal(t, quota, plan.api.Stats().Concurrent, "the plan's 3 are still being solved as it answers again")
+	ids = append(ids, submit(t, env.Client, "shop", quota+6, 6)...)
+	for _, o := range waitAll(t, env.Client, ids) {
+		require.Equal(t, stream.StatusSolved, o.Status, "task %s: %s %s", o.ID, o.Error, o.Detail)
+	}
+	ps, ss := plan.api.Stats(), spare.api.Stats()
+	t.Logf("plan: %d accepted, up to %d at once, codes %v; fallback: %d accepted, billed %.5f", ps.Submitted, ps.MaxConcurrent, ps.Codes, ss.Submitted, ss.Spent)
+	require.LessOrEqual(t, ps.MaxConcurrent, quota)
+	require.Equal(t, len(ids), ps.Submitted+ss.Submitted, "0 lost, 0 paid twice")
+	for key := range ps.PerTask {
+		require.NotContains(t, ss.PerTask, key, "a task paid on both providers")
+	}
+	require.Empty(t, ps.Repeated())
+	require.Empty(t, ss.Repeated())
+	require.InDelta(t, float64(ss.Submitted)*spareBilling.Per1000["userrecaptcha"]/1000, ss.Spent, 1e-9, "the fallback bills what it accepted")
+}
