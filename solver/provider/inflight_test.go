@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -222,4 +223,41 @@ func TestPlanBackWithItsQuotaGivenAway(t *testing.T) {
 	require.Empty(t, ps.Repeated())
 	require.Empty(t, ss.Repeated())
 	require.InDelta(t, float64(ss.Submitted)*spareBilling.Per1000["userrecaptcha"]/1000, ss.Spent, 1e-9, "the fallback bills what it accepted")
+}
+
+// TestDetachedPastTheirDeadlineGiveTheirPlacesBack: two tasks whose
+// deadline passes while their captchas wait at the fallback without
+// threads (max_in_flight 2) end dead, each paid once, and give their
+// places back: of 12 tasks after them, 10 have captchas at the fallback
+// at once (8 threads, 2 places) beside the 2 given up.
+func TestDetachedPastTheirDeadlineGiveTheirPlacesBack(t *testing.T) {
+	t.Parallel()
+	env, plan, spare := planAndSpare(t, 5*time.Millisecond, 5*time.Second, streamtest.WithWorkers(0))
+	spare.member.Entry.MaxInFlight = 2
+	plan.api.SetFaults(fakeapi.Faults{Outage: true})
+	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
+	require.NoError(t, err)
+	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+	var late []string
+	for i := range 2 {
+		r, err := env.Client.Submit(t.Context(), stream.Task{ID: fmt.Sprintf("late-%d", i), Method: "userrecaptcha",
+			Params: taskParams(100 + i), Deadline: time.Now().Add(1500 * time.Millisecond)})
+		require.NoError(t, err)
+		late = append(late, r.ID)
+	}
+	for _, id := range late {
+		_, err := env.Client.Wait(t.Context(), id)
+		require.ErrorContains(t, err, "DEADLINE_PASSED")
+	}
+	require.Equal(t, 2, spare.api.Stats().Concurrent, "the two late captchas are still being solved")
+	ids := submit(t, env.Client, "crawler", 0, 12)
+	require.Eventually(t, func() bool { return spare.api.Stats().Concurrent == 12 }, 30*time.Second, time.Millisecond,
+		"the places of the late tasks were given back")
+	for _, o := range waitAll(t, env.Client, ids) {
+		require.Equal(t, stream.StatusSolved, o.Status, "task %s: %s %s", o.ID, o.Error, o.Detail)
+	}
+	ss := spare.api.Stats()
+	require.Equal(t, 14, ss.Submitted, "each paid once, the late ones too")
+	require.Empty(t, ss.Repeated())
+	require.Zero(t, plan.api.Stats().Submitted)
 }
