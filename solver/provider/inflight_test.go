@@ -261,3 +261,45 @@ func TestDetachedPastTheirDeadlineGiveTheirPlacesBack(t *testing.T) {
 	require.Empty(t, ss.Repeated())
 	require.Zero(t, plan.api.Stats().Submitted)
 }
+
+// detachedThrough has 10 captchas wait at the fallback without threads
+// (2 threads, the plan down), puts faults on the fallback until the
+// worker has polled it more times than polls, then lifts them: each task
+// is solved on the captcha it has, none submitted again.
+func detachedThrough(t *testing.T, faults fakeapi.Faults, polls int) {
+	t.Helper()
+	env, plan, spare := planAndSpare(t, 5*time.Millisecond, 2*time.Second, streamtest.WithWorkers(0))
+	plan.api.SetFaults(fakeapi.Faults{Outage: true})
+	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
+	require.NoError(t, err)
+	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: 2})
+	ids := submit(t, env.Client, "crawler", 0, 10)
+	require.Eventually(t, func() bool { return spare.api.Stats().Concurrent == 10 }, 30*time.Second, time.Millisecond)
+	polls += spare.api.Stats().ResCalls
+	spare.api.SetFaults(faults)
+	require.Eventually(t, func() bool { return spare.api.Stats().ResCalls > polls }, 30*time.Second, time.Millisecond,
+		"the worker goes on polling through the faults")
+	spare.api.SetFaults(fakeapi.Faults{})
+	for _, o := range waitAll(t, env.Client, ids) {
+		require.Equal(t, stream.StatusSolved, o.Status, "task %s: %s %s", o.ID, o.Error, o.Detail)
+	}
+	ss := spare.api.Stats()
+	t.Logf("fallback: %d accepted, %d polls, codes %v", ss.Submitted, ss.ResCalls, ss.Codes)
+	require.Equal(t, 10, ss.Submitted, "each paid once")
+	require.Empty(t, ss.Repeated())
+	require.Zero(t, plan.api.Stats().Submitted)
+}
+
+// TestDetachedThroughAFallbackAnsweringGarbage: the fallback answers
+// garbage to every call, 30 polls of its 10 captchas among them.
+func TestDetachedThroughAFallbackAnsweringGarbage(t *testing.T) {
+	t.Parallel()
+	detachedThrough(t, fakeapi.Faults{Garbage: 1}, 30)
+}
+
+// TestDetachedThroughAHangingFallback: the fallback holds every reply
+// back for 20 s, 10 polls of its 10 captchas among them.
+func TestDetachedThroughAHangingFallback(t *testing.T) {
+	t.Parallel()
+	detachedThrough(t, fakeapi.Faults{Slow: 1, SlowDelay: 20 * time.Second}, 10)
+}
