@@ -58,9 +58,10 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	var inflight sync.WaitGroup
 	// Heartbeats for `captchaq workers ls`, until the worker stops pulling.
-	// A task whose captcha waits at a per-solve provider holds no thread
-	// (solver.WithDetach).
-	_ = up.Start(pullCtx, w.heartbeatService(func() int { return int(w.busy.Load()) - w.dispatch.Detached() }))
+	// A task that gave its thread back holds none: its captcha waits at a
+	// per-solve provider (solver.WithDetach) or at a silent one, or it
+	// records its outcome.
+	_ = up.Start(pullCtx, w.heartbeatService(func() int { return int(w.busy.Load()) - w.dispatch.Away() }))
 	// Owners' cancels, relayed to the tasks' records while the worker runs.
 	if err := up.Start(pullCtx, w.cancelRelay()); err != nil {
 		return fmt.Errorf("listen for cancels: %w", err)

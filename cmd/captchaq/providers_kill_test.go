@@ -34,34 +34,14 @@ import (
 func TestWorkerKilledBetweenTwoProvidersPaysOnce(t *testing.T) {
 	t.Parallel()
 	const n = 8
-	top := stream.Topology{AckWait: 2 * time.Second}
-	url, _, client := listeningServer(t, top)
 	solve := map[string]fakeapi.Range{solver.KindTurnstile: {Min: 3 * time.Second, Median: 3 * time.Second, Max: 3 * time.Second}}
-	// A price stated for the test, the same in the file and the emulator.
-	price := map[string]float64{"turnstile": 1.45}
-	plan, planURL := emulatorURL(t, fakeapi.Config{SolveTime: solve, Price: map[string]float64{"turnstile": 0}, Seed: 1})
-	spare, spareURL := emulatorURL(t, fakeapi.Config{SolveTime: solve, Price: price, Seed: 2, Service: fakeapi.Service2Captcha})
-	file := filepath.Join(t.TempDir(), "providers.json")
-	require.NoError(t, os.WriteFile(file, fmt.Appendf(nil, `{"providers": [
- {"name": "plan", "dialect": "classic", "base_url": %q, "service": "captchaai", "key_env": "PLAN_KEY",
-  "billing": {"threads": 50}, "role": "primary"},
- {"name": "spare", "dialect": "classic", "base_url": %q, "service": "2captcha", "key_env": "SPARE_KEY",
-  "methods": ["turnstile"], "billing": {"per_1000": {"turnstile": 1.45}}, "role": "fallback"}]}`, planURL, spareURL), 0o600))
-	env := []string{"PLAN_KEY=" + fakeapi.TestKey, "SPARE_KEY=" + fakeapi.TestKey}
+	tp := startTwoProviders(t, solve, 50)
+	client, plan, spare := tp.client, tp.plan, tp.spare
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	worker := func(name string) *proc {
-		w := startProc(t, env, "worker", "--nats", url, "--providers", file, "--poll-scale", "0.1",
-			"--threads", itoa(n), "--ack-wait", "2s", "--name", name)
-		w.waitLine("worker started", 30*time.Second)
-		return w
-	}
+	worker := func(name string) *proc { return tp.worker(name, "--poll-scale", "0.1", "--threads", itoa(n)) }
 	first := worker("two-providers-killed")
-	tasks := make([]stream.Task, n)
-	for i := range tasks {
-		tasks[i] = stream.Task{ID: fmt.Sprintf("two-providers-%d", i), Method: "turnstile",
-			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": fmt.Sprintf("https://shop.example/checkout/%d", i)}}
-	}
+	tasks := checkoutTasks("two-providers", n)
 	receipts, err := client.SubmitAll(ctx, tasks[:n/2])
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -122,6 +102,57 @@ func TestWorkerKilledBetweenTwoProvidersPaysOnce(t *testing.T) {
 	require.Equal(t, int64(ss.Spent*100+0.5), int64(spend["spare"]*100+0.5), "stats' spend is the fallback's bill")
 	require.InDelta(t, ss.Spent, spend["spare"], 1e-6)
 	require.Zero(t, spend["plan"])
+}
+
+// twoProviders is a broker, a thread plan's emulator (plan, nothing
+// billed) and a per-solve fallback's (spare: 2captcha's API, turnstile at
+// 1.45 the thousand), and the providers file naming them (file).
+type twoProviders struct {
+	t           *testing.T
+	url         string
+	client      *stream.Client
+	plan, spare *fakeapi.Server
+	file        string
+}
+
+// startTwoProviders starts a twoProviders solving turnstile in solve, the
+// plan of planThreads threads, under an ack wait of 2 s.
+func startTwoProviders(t *testing.T, solve map[string]fakeapi.Range, planThreads int) *twoProviders {
+	t.Helper()
+	tp := &twoProviders{t: t}
+	tp.url, _, tp.client = listeningServer(t, stream.Topology{AckWait: 2 * time.Second})
+	// A price stated for the test, the same in the file and the emulator.
+	price := map[string]float64{"turnstile": 1.45}
+	var planURL, spareURL string
+	tp.plan, planURL = emulatorURL(t, fakeapi.Config{SolveTime: solve, Price: map[string]float64{"turnstile": 0}, Seed: 1})
+	tp.spare, spareURL = emulatorURL(t, fakeapi.Config{SolveTime: solve, Price: price, Seed: 2, Service: fakeapi.Service2Captcha})
+	tp.file = filepath.Join(t.TempDir(), "providers.json")
+	require.NoError(t, os.WriteFile(tp.file, fmt.Appendf(nil, `{"providers": [
+ {"name": "plan", "dialect": "classic", "base_url": %q, "service": "captchaai", "key_env": "PLAN_KEY",
+  "billing": {"threads": %d}, "role": "primary"},
+ {"name": "spare", "dialect": "classic", "base_url": %q, "service": "2captcha", "key_env": "SPARE_KEY",
+  "methods": ["turnstile"], "billing": {"per_1000": {"turnstile": 1.45}}, "role": "fallback"}]}`, planURL, planThreads, spareURL), 0o600))
+	return tp
+}
+
+// worker starts a worker process on tp's providers, named name, with
+// flags, and waits until it started.
+func (tp *twoProviders) worker(name string, flags ...string) *proc {
+	env := []string{"PLAN_KEY=" + fakeapi.TestKey, "SPARE_KEY=" + fakeapi.TestKey}
+	args := append([]string{"worker", "--nats", tp.url, "--providers", tp.file, "--ack-wait", "2s", "--name", name}, flags...)
+	w := startProc(tp.t, env, args...)
+	w.waitLine("worker started", 30*time.Second)
+	return w
+}
+
+// checkoutTasks are n turnstile tasks, prefix-0 on, each on a page of its own.
+func checkoutTasks(prefix string, n int) []stream.Task {
+	tasks := make([]stream.Task, n)
+	for i := range tasks {
+		tasks[i] = stream.Task{ID: fmt.Sprintf("%s-%d", prefix, i), Method: "turnstile",
+			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": fmt.Sprintf("https://shop.example/checkout/%d", i)}}
+	}
+	return tasks
 }
 
 // `captchaq fakeapi --price` bills what a providers file states, so that

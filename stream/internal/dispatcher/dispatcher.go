@@ -77,13 +77,15 @@ type Dispatcher struct {
 	// genuine, until a thread takes them (guarded by verifiedMu).
 	verifiedMu sync.Mutex
 	verified   map[uint64]struct{}
-	// detached counts the tasks whose slots were given back by Detach
-	// while they go on.
-	detached atomic.Int32
+	// away counts the tasks that go on after giving their threads back.
+	away atomic.Int32
 }
 
-// Detached is how many tasks go on without their slots now (Slot.Detach).
-func (dp *Dispatcher) Detached() int { return int(dp.detached.Load()) }
+// Away is how many tasks go on now after giving their threads back: their
+// captchas wait at a per-solve service (Slot.Detach), or the service is
+// done with them, or holds them in silence (Slot.Solved). The threads in
+// use are the tasks in hand less these.
+func (dp *Dispatcher) Away() int { return int(dp.away.Load()) }
 
 // WindowRoom is a solving client's learned plan window (solver.Client).
 type WindowRoom interface {
@@ -198,7 +200,7 @@ func (dp *Dispatcher) Pull(ctx context.Context, fatal <-chan error, start func(m
 			for i, m := range msgs {
 				dp.holding.Add(-1) // busy from now on
 				sl := NewSlot(free, finishing)
-				sl.away = &dp.detached
+				sl.away = &dp.away
 				if claims != nil {
 					sl.claim = claims[i]
 				}

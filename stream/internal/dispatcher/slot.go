@@ -22,9 +22,11 @@ type Slot struct {
 	once      sync.Once
 	finisher  bool // holds room in finishing
 	detached  bool // given back by Detach: Solved takes no room
-	// away counts the dispatcher's detached slots (Dispatcher.Detached);
-	// nil: not counted.
+	// away counts the dispatcher's tasks that go on after giving their
+	// threads back (Dispatcher.Away); nil: not counted. gone is set when
+	// this slot's task is one of them.
 	away *atomic.Int32
+	gone bool
 	// claim is the room of the solving client's plan window reserved for
 	// the task (Dispatcher.Room); nil without one.
 	claim *solver.PlanClaim
@@ -51,7 +53,7 @@ func (s *Slot) Solved() {
 	select {
 	case s.finishing <- struct{}{}:
 		s.finisher = true
-		s.once.Do(func() { s.free <- struct{}{} })
+		s.giveBack()
 	default:
 	}
 }
@@ -68,10 +70,19 @@ func (s *Slot) Detach() {
 	}
 	s.claim.Release()
 	s.detached = true
-	if s.away != nil {
-		s.away.Add(1)
-	}
-	s.once.Do(func() { s.free <- struct{}{} })
+	s.giveBack()
+}
+
+// giveBack frees the thread while the task goes on, counting the task in
+// away until End.
+func (s *Slot) giveBack() {
+	s.once.Do(func() {
+		s.free <- struct{}{}
+		if s.away != nil {
+			s.away.Add(1)
+			s.gone = true
+		}
+	})
 }
 
 // End frees the thread, if solved did not, and the room.
@@ -81,7 +92,7 @@ func (s *Slot) End() {
 	if s.finisher {
 		<-s.finishing
 	}
-	if s.detached && s.away != nil {
+	if s.gone {
 		s.away.Add(-1)
 	}
 }
