@@ -30,6 +30,7 @@ type window struct {
 	limit float64
 	held  int
 	slow  bool          // slow start: no refusal yet
+	told  int           // the plan's threads as the service told them (tell); 0: untold
 	round int           // decreases so far
 	freed chan struct{} // closed and replaced whenever a thread frees, the limit grows or a claim is given back
 	// waiting counts the captchas in acquire; claimed the claims (claim)
@@ -149,7 +150,8 @@ func (w *window) wakeLocked() {
 	w.freed = make(chan struct{})
 }
 
-// accepted grows the limit after a submission the service took.
+// accepted grows the limit after a submission the service took; never
+// past a plan told.
 func (w *window) accepted() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -159,7 +161,31 @@ func (w *window) accepted() {
 		w.limit += min(1/w.limit, windowStep)
 	}
 	w.limit = min(w.limit, windowMax)
+	if w.told > 0 {
+		w.limit = min(w.limit, float64(w.told))
+	}
 	w.wakeLocked()
+}
+
+// tell sets the limit to the plan's threads as the service told them:
+// no slow start, and no growth past them. A refusal (another client of
+// the account holds threads too) still shrinks the limit, which grows
+// back to the told plan.
+func (w *window) tell(threads int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if threads == w.told {
+		return
+	}
+	w.told, w.limit, w.slow = threads, float64(threads), false
+	w.wakeLocked()
+}
+
+// toldSize is the plan's threads as the service told them, 0 when it did not.
+func (w *window) toldSize() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.told
 }
 
 // refused shrinks the limit after a capacity refusal of a submission

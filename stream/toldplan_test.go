@@ -1,0 +1,99 @@
+package stream
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/internal/dialect/classic"
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+)
+
+// toldBurst runs a burst of n tasks through one worker of 20 threads whose
+// client is built as `captchaq worker` builds it (NewSolver), against api,
+// and returns the worker's client once every task ended solved.
+func toldBurst(t *testing.T, b *bundle, api *fakeapi.Server, n int) *solver.Client {
+	t.Helper()
+	ctx := testContext(t)
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	newSolver := func(learnPlan bool) (*solver.Client, error) {
+		return solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+			Timing: solver.Timing{Scale: 0.01}, LearnPlan: learnPlan})
+	}
+	rw := b.startWorker(t, WorkerConfig{NewSolver: newSolver, Threads: 20})
+	tasks := make([]Task, n)
+	for i := range tasks {
+		tasks[i] = turnstileTask(fmt.Sprintf("told-%d", i))
+		tasks[i].Params["pageurl"] = fmt.Sprintf("https://shop.example/told/%d", i)
+	}
+	rs, err := b.client.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+	solved := 0
+	require.NoError(t, b.client.WaitAll(ctx, rs, func(o Outcome, err error) {
+		require.NoError(t, err)
+		require.Equal(t, StatusSolved, o.Status)
+		solved++
+	}))
+	require.Equal(t, n, solved)
+	st := api.Stats()
+	require.Equal(t, n, st.Submitted, "each task paid once")
+	for k, c := range st.PerTask {
+		require.Equal(t, 1, c, "task %s paid once", k)
+	}
+	return rw.w.SolverClient()
+}
+
+func toldAPI(threads int, threadsInfo string) *fakeapi.Server {
+	return fakeapi.New(fakeapi.Config{Threads: threads, BurstLimit: 1 << 20, ThreadsInfoCode: threadsInfo,
+		SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: {Min: 100 * time.Millisecond, Median: 200 * time.Millisecond, Max: 400 * time.Millisecond}}})
+}
+
+// With no plan told by the operator, a worker on CaptchaAI holds the
+// plan the service tells (threadsinfo) from the first task: never more
+// captchas at the service than its threads, so not one capacity refusal
+// in a burst five times the plan, and nothing learned from refusals.
+func TestServiceToldPlanHoldsFromTheFirstTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	api := toldAPI(6, "")
+	sc := toldBurst(t, b, api, 30)
+	st := api.Stats()
+	require.Zero(t, st.Codes[classic.CodeZeroBalance], "no capacity refusal")
+	require.LessOrEqual(t, st.MaxConcurrent, 6, "never more than the told plan at the service")
+	require.True(t, sc.PlanTold(), "the plan is the service's")
+	require.Equal(t, 6, sc.PlanWindow())
+}
+
+// A service that tells nothing (an error code, or a reply that is no
+// threads) leaves the worker learning the plan from refusals.
+func TestServiceTellingNothingLeavesLearningOn(t *testing.T) {
+	t.Parallel()
+	for _, reply := range []string{classic.CodeBadParameters, "OK|6"} {
+		t.Run(reply, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, Topology{})
+			api := toldAPI(3, reply)
+			sc := toldBurst(t, b, api, 30)
+			require.False(t, sc.PlanTold())
+			require.True(t, sc.PlanReached(), "the window learned from refusals")
+			require.Positive(t, api.Stats().Codes[classic.CodeZeroBalance], "learning finds the plan by refusals")
+		})
+	}
+}
+
+// A plan the operator told (SetPlan) wins over the service's: the worker
+// holds the operator's quota and its client learns and reads nothing.
+func TestOperatorPlanWinsOverTheService(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	require.NoError(t, SetPlan(testContext(t), b.nc, b.top, 2))
+	api := toldAPI(6, "")
+	sc := toldBurst(t, b, api, 12)
+	require.False(t, sc.PlanTold())
+	require.LessOrEqual(t, api.Stats().MaxConcurrent, 2, "the operator's quota holds")
+}
