@@ -137,6 +137,12 @@ func (c *Client) tellPlan(ctx context.Context) {
 	}
 }
 
+// ReadToldPlan reads the account's threads into the plan window now, if
+// no read was made yet (Config.LearnPlan, on CaptchaAI): a worker calls it
+// before taking tasks, so its first claims and its first report to the
+// pool hold the told plan. Solve makes the same read itself otherwise.
+func (c *Client) ReadToldPlan(ctx context.Context) { c.tellPlan(ctx) }
+
 // readThreads is one read of tellPlan.
 func (c *Client) readThreads(ctx context.Context) {
 	t := &c.told
@@ -170,6 +176,14 @@ func (c *Client) readThreads(ctx context.Context) {
 
 // PlanTold reports whether the plan window is the plan the service told
 // (threadsinfo), not one learned from refusals.
-func (c *Client) PlanTold() bool {
-	return c.win != nil && c.win.toldSize() > 0
+func (c *Client) PlanTold() bool { return c.PlanToldThreads() > 0 }
+
+// PlanToldThreads is the plan's threads as the service told them at the
+// last read that told any (threadsinfo); 0 when it never did, or without
+// Config.LearnPlan.
+func (c *Client) PlanToldThreads() int {
+	if c.win == nil {
+		return 0
+	}
+	return c.win.toldSize()
 }

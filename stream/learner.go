@@ -54,6 +54,11 @@ func (cfg WorkerConfig) solver(ctx context.Context, js jetstream.JetStream) (*so
 	if client == nil {
 		return nil, nil, errors.New("worker: NewSolver returned no client (and no error)")
 	}
+	if quota == 0 {
+		// The plan the service tells, before the first task and the
+		// first report to the pool.
+		client.ReadToldPlan(ctx)
+	}
 	if learner == nil {
 		learner = client
 	}

@@ -67,6 +67,10 @@ func TestServiceToldPlanHoldsFromTheFirstTask(t *testing.T) {
 	require.LessOrEqual(t, st.MaxConcurrent, 6, "never more than the told plan at the service")
 	require.True(t, sc.PlanTold(), "the plan is the service's")
 	require.Equal(t, 6, sc.PlanWindow())
+	ps, err := b.client.Stats(testContext(t), time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, 6, ps.ToldPlan, "stats say the plan the service told")
+	require.Zero(t, ps.LearnedPlan, "and nothing learned")
 }
 
 // A service that tells nothing (an error code, or a reply that is no
@@ -82,6 +86,9 @@ func TestServiceTellingNothingLeavesLearningOn(t *testing.T) {
 			require.False(t, sc.PlanTold())
 			require.True(t, sc.PlanReached(), "the window learned from refusals")
 			require.Positive(t, api.Stats().Codes[classic.CodeZeroBalance], "learning finds the plan by refusals")
+			ps, err := b.client.Stats(testContext(t), time.Hour)
+			require.NoError(t, err)
+			require.Zero(t, ps.ToldPlan)
 		})
 	}
 }

@@ -41,6 +41,13 @@ type Learner interface {
 	JoinPool(p solver.Pool)
 }
 
+// toldPlan is a Learner whose plan the service may tell
+// (solver.Client.PlanTold).
+type toldPlan interface {
+	PlanTold() bool
+	PlanToldThreads() int
+}
+
 // Learning starts the learner with the pool's learned solve times and
 // shares what it learns with the pool every Every and when the learner
 // asks (the first answers of a kind), and plans with what other workers
@@ -98,9 +105,13 @@ func (l *Learning) Start(ctx context.Context) error {
 	l.share = func(ctx context.Context) {
 		err := l.Learner.ShareTimings(ctx, store)
 		// A window is a plan size only once the service has refused a
-		// submission for want of threads.
-		if n := l.Learner.PlanWindow(); n > 0 && l.Learner.PlanReached() && err == nil {
-			err = store.PutWindow(ctx, l.Name, n, l.Now())
+		// submission for want of threads, or told its plan.
+		told := 0
+		if t, ok := l.Learner.(toldPlan); ok && t.PlanTold() {
+			told = t.PlanToldThreads()
+		}
+		if n := l.Learner.PlanWindow(); n > 0 && (l.Learner.PlanReached() || told > 0) && err == nil {
+			err = store.PutPlanWindow(ctx, l.Name, pool.PlanWindow{Limit: n, Told: told, At: l.Now()})
 		}
 		if err != nil && ctx.Err() == nil && !warned {
 			warned = true
