@@ -137,6 +137,16 @@ func (c *Client) tellPlan(ctx context.Context) {
 	}
 }
 
+// SharePlan makes share of the told plan's threads this Client's: the
+// pool's other workers on the account hold the rest, so that together
+// they never send the service more than its plan. 0: all of them. It
+// changes nothing until the service tells a plan.
+func (c *Client) SharePlan(share int) {
+	if c.win != nil {
+		c.win.setShare(share)
+	}
+}
+
 // ReadToldPlan reads the account's threads into the plan window now, if
 // no read was made yet (Config.LearnPlan, on CaptchaAI): a worker calls it
 // before taking tasks, so its first claims and its first report to the

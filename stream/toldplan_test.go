@@ -19,18 +19,9 @@ import (
 func toldBurst(t *testing.T, b *bundle, api *fakeapi.Server, n int) *solver.Client {
 	t.Helper()
 	ctx := testContext(t)
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	newSolver := func(learnPlan bool) (*solver.Client, error) {
-		return solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
-			Timing: solver.Timing{Scale: 0.01}, LearnPlan: learnPlan})
-	}
+	newSolver := newSolverOf(t, api)
 	rw := b.startWorker(t, WorkerConfig{NewSolver: newSolver, Threads: 20})
-	tasks := make([]Task, n)
-	for i := range tasks {
-		tasks[i] = turnstileTask(fmt.Sprintf("told-%d", i))
-		tasks[i].Params["pageurl"] = fmt.Sprintf("https://shop.example/told/%d", i)
-	}
+	tasks := pagesBurst("told", n)
 	rs, err := b.client.SubmitAll(ctx, tasks)
 	require.NoError(t, err)
 	solved := 0
@@ -46,6 +37,29 @@ func toldBurst(t *testing.T, b *bundle, api *fakeapi.Server, n int) *solver.Clie
 		require.Equal(t, 1, c, "task %s paid once", k)
 	}
 	return rw.w.SolverClient()
+}
+
+// newSolverOf builds clients of api, served over HTTP until the test
+// ends, as `captchaq worker` builds them (WorkerConfig.NewSolver), at time
+// scale 0.01 and without in.php spacing.
+func newSolverOf(t *testing.T, api *fakeapi.Server) func(bool) (*solver.Client, error) {
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	return func(learnPlan bool) (*solver.Client, error) {
+		return solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+			Timing: solver.Timing{Scale: 0.01}, LearnPlan: learnPlan})
+	}
+}
+
+// pagesBurst is n Turnstile tasks, each of its own page, so that the
+// emulator's bill counts each task apart.
+func pagesBurst(name string, n int) []Task {
+	tasks := make([]Task, n)
+	for i := range tasks {
+		tasks[i] = turnstileTask(fmt.Sprintf("%s-%d", name, i))
+		tasks[i].Params["pageurl"] = fmt.Sprintf("https://shop.example/%s/%d", name, i)
+	}
+	return tasks
 }
 
 func toldAPI(threads int, threadsInfo string) *fakeapi.Server {
@@ -103,4 +117,39 @@ func TestOperatorPlanWinsOverTheService(t *testing.T) {
 	sc := toldBurst(t, b, api, 12)
 	require.False(t, sc.PlanTold())
 	require.LessOrEqual(t, api.Stats().MaxConcurrent, 2, "the operator's quota holds")
+}
+
+// Workers on one account each read the whole plan: they split it, so that
+// together they hold the plan, not the plan each. Refusals are those of
+// the moment before they see each other's windows (a share is looked at
+// every 2 s), each followed by a window's decrease.
+func TestWorkersSplitThePlanTheServiceTells(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	api := toldAPI(6, "")
+	newSolver := newSolverOf(t, api)
+	w1 := b.startWorker(t, WorkerConfig{Name: "w1", NewSolver: newSolver, Threads: 20})
+	w2 := b.startWorker(t, WorkerConfig{Name: "w2", NewSolver: newSolver, Threads: 20})
+	c1, c2 := w1.w.SolverClient(), w2.w.SolverClient()
+	require.Eventually(t, func() bool { return c1.PlanWindow()+c2.PlanWindow() <= 6 }, 10*time.Second, 10*time.Millisecond,
+		"the workers split the told plan")
+	tasks := pagesBurst("split", 60)
+	rs, err := b.client.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+	require.NoError(t, b.client.WaitAll(ctx, rs, func(o Outcome, err error) {
+		require.NoError(t, err)
+		require.Equal(t, StatusSolved, o.Status)
+	}))
+	st := api.Stats()
+	require.Equal(t, len(tasks), st.Submitted, "each task paid once")
+	for k, n := range st.PerTask {
+		require.Equal(t, 1, n, "task %s paid once", k)
+	}
+	require.Zero(t, st.Codes[classic.CodeZeroBalance], "split before the burst: no capacity refusal")
+	require.True(t, c1.PlanTold() && c2.PlanTold())
+	require.LessOrEqual(t, c1.PlanWindow()+c2.PlanWindow(), 6)
+	ps, err := b.client.Stats(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, 6, ps.ToldPlan)
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -46,6 +47,32 @@ type Learner interface {
 type toldPlan interface {
 	PlanTold() bool
 	PlanToldThreads() int
+	SharePlan(share int)
+}
+
+// shareToldEvery is how often a worker on a plan the service told looks
+// which of the pool's workers share it: one read of the timings bucket.
+const shareToldEvery = 2 * time.Second
+
+// toldShare is worker's share of a plan of told threads among the
+// workers in ws that hold it (PlanWindow.Told): an equal part, the
+// remainder one each to the first by name, at least one.
+func toldShare(ws map[string]pool.PlanWindow, worker string, told int) int {
+	var names []string
+	for name, w := range ws {
+		if w.Told > 0 || name == worker {
+			names = append(names, name)
+		}
+	}
+	if !slices.Contains(names, worker) {
+		names = append(names, worker)
+	}
+	slices.Sort(names)
+	share := told / len(names)
+	if slices.Index(names, worker) < told%len(names) {
+		share++
+	}
+	return max(share, 1)
 }
 
 // Learning starts the learner with the pool's learned solve times and
@@ -101,6 +128,19 @@ func (l *Learning) Start(ctx context.Context) error {
 	} else {
 		l.leave = append(l.leave, stop)
 	}
+	// Every worker reads the account's whole plan: each holds its share
+	// of it, so that together they hold the plan.
+	reshare := func(ctx context.Context) error {
+		t, ok := l.Learner.(toldPlan)
+		if !ok || !t.PlanTold() {
+			return nil
+		}
+		ws, err := store.Windows(ctx, l.Now())
+		if err == nil {
+			t.SharePlan(toldShare(ws, l.Name, t.PlanToldThreads()))
+		}
+		return err
+	}
 	warned := false
 	l.share = func(ctx context.Context) {
 		err := l.Learner.ShareTimings(ctx, store)
@@ -113,6 +153,9 @@ func (l *Learning) Start(ctx context.Context) error {
 		if n := l.Learner.PlanWindow(); n > 0 && (l.Learner.PlanReached() || told > 0) && err == nil {
 			err = store.PutPlanWindow(ctx, l.Name, pool.PlanWindow{Limit: n, Told: told, At: l.Now()})
 		}
+		if told > 0 && err == nil {
+			err = reshare(ctx)
+		}
 		if err != nil && ctx.Err() == nil && !warned {
 			warned = true
 			l.Log.Warn("could not share learned solve times; polling on with this worker's own", slog.Any("error", err))
@@ -123,10 +166,17 @@ func (l *Learning) Start(ctx context.Context) error {
 	l.r.run(ctx, func(ctx context.Context) {
 		t := time.NewTicker(l.Every)
 		defer t.Stop()
+		// Workers that start together see each other's told windows
+		// only after their first share: the shares follow within
+		// shareToldEvery, not at the next periodic share.
+		shares := time.NewTicker(shareToldEvery)
+		defer shares.Stop()
 		soon := l.Learner.ShareSoon()
 		for ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
+			case <-shares.C:
+				_ = reshare(ctx) // a failed read keeps the share held; the next share says why
 			case <-t.C:
 				l.share(ctx)
 			case <-soon:
