@@ -120,9 +120,9 @@ func TestOperatorPlanWinsOverTheService(t *testing.T) {
 }
 
 // Workers on one account each read the whole plan: they split it, so that
-// together they hold the plan, not the plan each. Refusals are those of
-// the moment before they see each other's windows (a share is looked at
-// every 2 s), each followed by a window's decrease.
+// together they hold the plan, not the plan each, from before the burst
+// (each follows the others' window reports as they land): not one
+// capacity refusal.
 func TestWorkersSplitThePlanTheServiceTells(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})

@@ -50,10 +50,6 @@ type toldPlan interface {
 	SharePlan(share int)
 }
 
-// shareToldEvery is how often a worker on a plan the service told looks
-// which of the pool's workers share it: one read of the timings bucket.
-const shareToldEvery = 2 * time.Second
-
 // toldShare is worker's share of a plan of told threads among the
 // workers in ws that hold it (PlanWindow.Told): an equal part, the
 // remainder one each to the first by name, at least one.
@@ -129,15 +125,23 @@ func (l *Learning) Start(ctx context.Context) error {
 		l.leave = append(l.leave, stop)
 	}
 	// Every worker reads the account's whole plan: each holds its share
-	// of it, so that together they hold the plan.
-	reshare := func(ctx context.Context) error {
-		t, ok := l.Learner.(toldPlan)
-		if !ok || !t.PlanTold() {
-			return nil
+	// of it, so that together they hold the plan. The share follows every
+	// worker's write of its window, so that workers started together
+	// split the plan as each reports, not at the next periodic share.
+	follow := func(ws map[string]pool.PlanWindow) {
+		if t, ok := l.Learner.(toldPlan); ok && t.PlanTold() {
+			t.SharePlan(toldShare(ws, l.Name, t.PlanToldThreads()))
 		}
+	}
+	if stop, err := pool.FollowWindows(l.NC, l.Domain, l.Now, follow); err != nil {
+		l.Log.Warn("other workers' plan windows reach this worker only at its periodic share", slog.Any("error", err))
+	} else {
+		l.leave = append(l.leave, stop)
+	}
+	reshare := func(ctx context.Context) error {
 		ws, err := store.Windows(ctx, l.Now())
 		if err == nil {
-			t.SharePlan(toldShare(ws, l.Name, t.PlanToldThreads()))
+			follow(ws)
 		}
 		return err
 	}
@@ -154,7 +158,7 @@ func (l *Learning) Start(ctx context.Context) error {
 			err = store.PutPlanWindow(ctx, l.Name, pool.PlanWindow{Limit: n, Told: told, At: l.Now()})
 		}
 		if told > 0 && err == nil {
-			err = reshare(ctx)
+			err = reshare(ctx) // this worker's own write may land before its subscription
 		}
 		if err != nil && ctx.Err() == nil && !warned {
 			warned = true
@@ -166,17 +170,10 @@ func (l *Learning) Start(ctx context.Context) error {
 	l.r.run(ctx, func(ctx context.Context) {
 		t := time.NewTicker(l.Every)
 		defer t.Stop()
-		// Workers that start together see each other's told windows
-		// only after their first share: the shares follow within
-		// shareToldEvery, not at the next periodic share.
-		shares := time.NewTicker(shareToldEvery)
-		defer shares.Stop()
 		soon := l.Learner.ShareSoon()
 		for ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
-			case <-shares.C:
-				_ = reshare(ctx) // a failed read keeps the share held; the next share says why
 			case <-t.C:
 				l.share(ctx)
 			case <-soon:
