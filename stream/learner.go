@@ -41,6 +41,12 @@ func (cfg WorkerConfig) solver(ctx context.Context, js jetstream.JetStream) (*so
 		if l, ok := cfg.Solver.(Learner); ok && learner == nil {
 			learner = l
 		}
+		if c, ok := cfg.Solver.(*solver.Client); ok {
+			// A client told to learn its plan (Config.LearnPlan) reads
+			// the one the service tells, before the first task and the
+			// first report to the pool; any other reads nothing.
+			c.ReadToldPlan(ctx)
+		}
 		return nil, learner, nil
 	}
 	quota, _, err := dispatcher.PlanSettings(ctx, js)

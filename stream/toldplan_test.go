@@ -123,15 +123,38 @@ func TestOperatorPlanWinsOverTheService(t *testing.T) {
 // together they hold the plan, not the plan each, from before the burst
 // (each follows the others' window reports as they land): not one
 // capacity refusal.
+// Both ways of giving a worker its client: built by the worker
+// (NewSolver, as `captchaq worker` does) or given (Solver, as the bench
+// does).
 func TestWorkersSplitThePlanTheServiceTells(t *testing.T) {
 	t.Parallel()
+	for _, given := range []bool{false, true} {
+		t.Run(fmt.Sprintf("given=%v", given), func(t *testing.T) {
+			t.Parallel()
+			workersSplitThePlan(t, given)
+		})
+	}
+}
+
+func workersSplitThePlan(t *testing.T, given bool) {
 	b := setup(t, Topology{})
 	ctx := testContext(t)
 	api := toldAPI(6, "")
 	newSolver := newSolverOf(t, api)
-	w1 := b.startWorker(t, WorkerConfig{Name: "w1", NewSolver: newSolver, Threads: 20})
-	w2 := b.startWorker(t, WorkerConfig{Name: "w2", NewSolver: newSolver, Threads: 20})
-	c1, c2 := w1.w.SolverClient(), w2.w.SolverClient()
+	var c1, c2 *solver.Client
+	if given {
+		var err error
+		c1, err = newSolver(true)
+		require.NoError(t, err)
+		c2, err = newSolver(true)
+		require.NoError(t, err)
+		b.startWorker(t, WorkerConfig{Name: "w1", Solver: c1, Threads: 20})
+		b.startWorker(t, WorkerConfig{Name: "w2", Solver: c2, Threads: 20})
+	} else {
+		w1 := b.startWorker(t, WorkerConfig{Name: "w1", NewSolver: newSolver, Threads: 20})
+		w2 := b.startWorker(t, WorkerConfig{Name: "w2", NewSolver: newSolver, Threads: 20})
+		c1, c2 = w1.w.SolverClient(), w2.w.SolverClient()
+	}
 	require.Eventually(t, func() bool { return c1.PlanWindow()+c2.PlanWindow() <= 6 }, 10*time.Second, 10*time.Millisecond,
 		"the workers split the told plan")
 	tasks := pagesBurst("split", 60)
