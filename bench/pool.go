@@ -69,8 +69,12 @@ func startPool(ctx context.Context, sc solverScenario, scale float64) (p *pool, 
 			return p, err
 		}
 	}
+	threadsInfo := "ERROR_BAD_PARAMETERS" // an error code: a service that tells nothing
+	if sc.tellsPlan {
+		threadsInfo = ""
+	}
 	p.emu = fakeapi.New(fakeapi.Config{Threads: sc.plan, SolveTime: solve, TimeScale: scale, Seed: 7, BatchPolls: sc.batch, Service: service,
-		BurstWindow: scaled(3 * time.Second), BanTime: scaled(10 * time.Second)})
+		BurstWindow: scaled(3 * time.Second), BanTime: scaled(10 * time.Second), ThreadsInfoCode: threadsInfo})
 	p.tap = newTap(p.emu)
 	emuURL, stopEmu, err := fakeapi.ServeLocal(p.tap)
 	if err != nil {

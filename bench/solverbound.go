@@ -63,6 +63,10 @@ type solverScenario struct {
 	quota, early bool
 	// learnPlan: no quota told, each worker's client learns its plan window.
 	learnPlan bool
+	// tellsPlan: the emulator answers threadsinfo with its threads, as
+	// CaptchaAI does; otherwise it tells nothing (ERROR_BAD_PARAMETERS),
+	// and a learning client finds the plan from refusals.
+	tellsPlan bool
 	// workers run, each with its own client and threads threads (0: plan).
 	workers, threads int
 	// pingback: the service calls back (solver.Pingback) instead of being

@@ -40,6 +40,7 @@ type Client struct {
 	now      func() time.Time
 	occ      *occupancy
 	win      *window // nil without Config.LearnPlan
+	told     toldPlan
 	pingback *Pingback
 	held     atomic.Int64 // captchas accepted by the service that Solve waits for
 }
@@ -101,6 +102,7 @@ func NewClient(cfg Config) (*Client, error) {
 	if cfg.LearnPlan {
 		c.win = newWindow()
 	}
+	c.told.first = make(chan struct{})
 	if c.http == nil {
 		c.http = newHTTPClient()
 	}
@@ -187,6 +189,7 @@ func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
 	var round int
 	held := false
 	if c.win != nil {
+		c.tellPlan(ctx)
 		r, err := c.win.acquire(ctx)
 		if err != nil {
 			return Answer{}, fmt.Errorf("solver: wait for a thread of the plan window: %w", err)
@@ -235,7 +238,11 @@ func (c *Client) Solve(ctx context.Context, req Request) (Answer, error) {
 		if handsBack {
 			kind := Kind(req.Method, req.Params)
 			h = c.occ.add(kind, c.timing.forKind(kind), submitted, func() {
-				free()
+				if !c.PlanTold() {
+					// A told plan's thread is held to the answer:
+					// never more captchas at the service than it.
+					free()
+				}
 				if hook != nil {
 					hook()
 				}

@@ -30,6 +30,8 @@ type window struct {
 	limit float64
 	held  int
 	slow  bool          // slow start: no refusal yet
+	told  int           // the plan's threads as the service told them (tell); 0: untold
+	share int           // this Client's share of told (setShare); 0: all of it
 	round int           // decreases so far
 	freed chan struct{} // closed and replaced whenever a thread frees, the limit grows or a claim is given back
 	// waiting counts the captchas in acquire; claimed the claims (claim)
@@ -149,7 +151,8 @@ func (w *window) wakeLocked() {
 	w.freed = make(chan struct{})
 }
 
-// accepted grows the limit after a submission the service took.
+// accepted grows the limit after a submission the service took; never
+// past a plan told.
 func (w *window) accepted() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -159,7 +162,56 @@ func (w *window) accepted() {
 		w.limit += min(1/w.limit, windowStep)
 	}
 	w.limit = min(w.limit, windowMax)
+	if c := w.toldCapLocked(); c > 0 {
+		w.limit = min(w.limit, float64(c))
+	}
 	w.wakeLocked()
+}
+
+// toldCapLocked is what a told plan lets this Client hold: its share, or
+// the whole plan; 0 when untold.
+func (w *window) toldCapLocked() int {
+	if w.told > 0 && w.share > 0 {
+		return min(w.share, w.told)
+	}
+	return w.told
+}
+
+// setShare makes share of the told plan's threads this Client's (the
+// pool's other workers hold the rest); 0: all of them.
+func (w *window) setShare(share int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if share == w.share {
+		return
+	}
+	w.share = share
+	if c := w.toldCapLocked(); c > 0 {
+		w.limit, w.slow = float64(c), false
+	}
+	w.wakeLocked()
+}
+
+// tell sets the limit to the plan's threads as the service told them:
+// no slow start, and no growth past them. A refusal (another client of
+// the account holds threads too) still shrinks the limit, which grows
+// back to the told plan.
+func (w *window) tell(threads int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if threads == w.told {
+		return
+	}
+	w.told, w.slow = threads, false
+	w.limit = float64(w.toldCapLocked())
+	w.wakeLocked()
+}
+
+// toldSize is the plan's threads as the service told them, 0 when it did not.
+func (w *window) toldSize() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.told
 }
 
 // refused shrinks the limit after a capacity refusal of a submission

@@ -41,6 +41,12 @@ func (cfg WorkerConfig) solver(ctx context.Context, js jetstream.JetStream) (*so
 		if l, ok := cfg.Solver.(Learner); ok && learner == nil {
 			learner = l
 		}
+		if c, ok := cfg.Solver.(*solver.Client); ok {
+			// A client told to learn its plan (Config.LearnPlan) reads
+			// the one the service tells, before the first task and the
+			// first report to the pool; any other reads nothing.
+			c.ReadToldPlan(ctx)
+		}
 		return nil, learner, nil
 	}
 	quota, _, err := dispatcher.PlanSettings(ctx, js)
@@ -53,6 +59,11 @@ func (cfg WorkerConfig) solver(ctx context.Context, js jetstream.JetStream) (*so
 	}
 	if client == nil {
 		return nil, nil, errors.New("worker: NewSolver returned no client (and no error)")
+	}
+	if quota == 0 {
+		// The plan the service tells, before the first task and the
+		// first report to the pool.
+		client.ReadToldPlan(ctx)
 	}
 	if learner == nil {
 		learner = client

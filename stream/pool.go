@@ -94,7 +94,7 @@ func ensureTimings(ctx context.Context, nc *nats.Conn, t Topology) (*Timings, er
 	return pool.NewTimings(kv), nil
 }
 
-// learnedPlan fills st's LearnedPlan from the plan windows of the workers
+// learnedPlan fills st's LearnedPlan and ToldPlan from the plan windows of the workers
 // in st.Workers that have not stopped; a missing bucket means none learns.
 func (c *Client) learnedPlan(ctx context.Context, st *Stats, now time.Time) error {
 	kv, err := c.js.KeyValue(ctx, TimingsBucket)
@@ -110,6 +110,11 @@ func (c *Client) learnedPlan(ctx context.Context, st *Stats, now time.Time) erro
 	}
 	for name, w := range ws {
 		if !slices.ContainsFunc(st.Workers, func(wi WorkerInfo) bool { return wi.Name == name && !wi.Stopped }) {
+			continue
+		}
+		if w.Told > 0 {
+			// Each worker reads the account's plan: the plan, not a share.
+			st.ToldPlan = max(st.ToldPlan, w.Told)
 			continue
 		}
 		st.LearnedPlan += w.Limit

@@ -19,9 +19,10 @@ func TestPlanRefusalWaitsForAThreadNotAClock(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	ctx := testContext(t)
-	// One thread at the service; each captcha holds it 300 ms (30 s at
-	// time scale 0.01).
-	api := fakeapi.New(fakeapi.Config{Threads: 1, BurstLimit: 1 << 20,
+	// One thread at the service, which does not tell it (threadsinfo
+	// answers an error); each captcha holds it 300 ms (30 s at time scale
+	// 0.01).
+	api := fakeapi.New(fakeapi.Config{Threads: 1, BurstLimit: 1 << 20, ThreadsInfoCode: "ERROR_BAD_PARAMETERS",
 		SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: fixed(300 * time.Millisecond)}})
 	// The plan is not told: the client learns it from the refusal (its
 	// window starts at 4), and the second captcha is refused.

@@ -116,6 +116,11 @@ type Stats struct {
 	// learns. LearnedPlanWorkers counts the workers that sum holds.
 	LearnedPlan        int `json:"learned_plan"`
 	LearnedPlanWorkers int `json:"learned_plan_workers"`
+	// ToldPlan is, without a quota, the plan's threads as the service
+	// told them to the workers (CaptchaAI's threadsinfo,
+	// solver.Client.PlanTold): the plan they hold; 0 when the service
+	// told none. Its workers are not in LearnedPlan.
+	ToldPlan int `json:"told_plan,omitempty"`
 
 	// Window is how far back the counts below reach; 0: everything the
 	// stream keeps (its retention).

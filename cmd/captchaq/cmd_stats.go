@@ -106,6 +106,9 @@ func printStats(w io.Writer, st stream.Stats) {
 	printDeadlineWarnings(tw, st)
 	if st.PlanThreads > 0 {
 		fmt.Fprintf(tw, "\nsolving now: %d of %d plan threads (%.0f%%)\n", st.Solving, st.PlanThreads, 100*float64(st.Solving)/float64(st.PlanThreads))
+	} else if st.ToldPlan > 0 {
+		fmt.Fprintf(tw, "\nsolving now: %d of %d plan threads (%.0f%%), told by the service (threadsinfo; captchaq init --plan-threads overrides it)\n",
+			st.Solving, st.ToldPlan, 100*float64(st.Solving)/float64(st.ToldPlan))
 	} else {
 		fmt.Fprintf(tw, "\nsolving now: %d (no plan-wide thread quota: each worker's --threads caps its own)\n", st.Solving)
 		if st.LearnedPlan > 0 {

@@ -32,7 +32,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	noErase := fs.Bool("no-erase", false, "delete finished tasks' messages without erasing them: on a store without encryption at rest their page URLs stay in its files until compaction (2.6-6x the broker-bound rate there); an encrypted store (the default) never erases")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464); empty: off")
 	learnPlan := fs.Bool("learn-plan", true,
-		"when no plan-wide quota is set (--plan-threads on server/init), keep this worker's captchas at the service within a window learned from its capacity refusals; `captchaq stats` shows the pool's sum")
+		"when no plan-wide quota is set (--plan-threads on server/init), keep this worker's captchas at the service within its share of the plan CaptchaAI tells (res.php?action=threadsinfo, read at start and every 5 min), or, from a service that tells none, within a window learned from its capacity refusals; `captchaq stats` shows which")
 	pingbackListen := fs.String("pingback-listen", "", "receive the service's callbacks (in.php's pingback; CaptchaAI and 2captcha) on this address, e.g. 0.0.0.0:8089; needs --pingback-url")
 	pingbackURL := fs.String("pingback-url", "", "the public URL the service calls back, routed to --pingback-listen (2captcha: registered in its pingback settings); a secret path segment is added")
 	shareEvery := fs.Duration("share-timings", 30*time.Second,

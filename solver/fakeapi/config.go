@@ -57,6 +57,11 @@ type Config struct {
 	Threads int
 	// NoSlotCode makes a full plan answer ERROR_NO_SLOT_AVAILABLE.
 	NoSlotCode bool
+	// ThreadsInfoCode, when set, is what res.php?action=threadsinfo answers
+	// instead of the plan's threads: a code (ERROR_…) or any other text,
+	// for a service that tells nothing. The 2captcha Service has no such
+	// action whatever this says.
+	ThreadsInfoCode string
 	// SolveTime is the solve-time distribution by kind (Kind*). Missing kinds
 	// use DefaultSolveTimes.
 	SolveTime map[string]Range

@@ -28,6 +28,26 @@ func (s *Server) result(w http.ResponseWriter, jsonOut bool, form values) {
 		bal := strconv.FormatFloat(left, 'f', 5, 64)
 		classic.WriteBare(w, jsonOut, bal)
 		return
+	case classic.ActionThreadsInfo:
+		if s.cfg.Service == Service2Captcha {
+			break // 2captcha publishes no such action: it falls to ERROR_BAD_PARAMETERS
+		}
+		if code := s.cfg.ThreadsInfoCode; code != "" {
+			s.reply(w, jsonOut, "", code, nil, "")
+			return
+		}
+		// The account's threads as CaptchaAI's MCP server reports them,
+		// "threads, working_threads, free_threads"
+		// (pypi.org/project/captchaai-mcp, get_threads), in both readings
+		// the gateway answers (classic.WriteThreadsInfo): working are the
+		// captchas being solved.
+		s.mu.Lock()
+		s.sweep()
+		working := len(s.solving)
+		s.mu.Unlock()
+		classic.WriteThreadsInfo(w, jsonOut, classic.ThreadsInfo{Threads: s.cfg.Threads, WorkingThreads: working,
+			FreeThreads: max(s.cfg.Threads-working, 0)})
+		return
 	case classic.ActionGet, classic.ActionReportGood, classic.ActionReportBad:
 	default:
 		s.reply(w, jsonOut, "", classic.CodeBadParameters, nil, "")

@@ -142,3 +142,25 @@ func FollowTimings(nc *nats.Conn, domain string, adopt func(map[string]solver.Le
 	}
 	return func() { _ = sub.Unsubscribe() }, nil
 }
+
+// FollowWindows calls follow with the plan windows the pool's workers
+// wrote (Timings.PutPlanWindow), as each write lands, without those of
+// workers silent for WindowFresh; it returns the function that stops it.
+func FollowWindows(nc *nats.Conn, domain string, now func() time.Time, follow func(map[string]PlanWindow)) (func(), error) {
+	sub, err := nc.Subscribe(timingsSubject(domain)+planWindowsKey, func(m *nats.Msg) {
+		ws := map[string]PlanWindow{}
+		if len(m.Data) == 0 || json.Unmarshal(m.Data, &ws) != nil {
+			return
+		}
+		for name, w := range ws {
+			if now().Sub(w.At) > WindowFresh {
+				delete(ws, name)
+			}
+		}
+		follow(ws)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}

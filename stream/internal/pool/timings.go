@@ -132,11 +132,21 @@ type PlanWindow struct {
 	Limit int `json:"limit"`
 	// At is when the worker wrote it.
 	At time.Time `json:"at"`
+	// Told is the plan's threads as the service told the worker
+	// (solver.Client.PlanTold); 0 when the window was learned.
+	Told int `json:"told,omitempty"`
 }
 
 // PutWindow records worker's learned plan window limit at now, and drops
 // the windows of workers silent for 2 minutes.
 func (s *Timings) PutWindow(ctx context.Context, worker string, limit int, now time.Time) error {
+	return s.PutPlanWindow(ctx, worker, PlanWindow{Limit: limit, At: now})
+}
+
+// PutPlanWindow records worker's plan window w (w.At its time), and drops
+// the windows of workers silent for 2 minutes.
+func (s *Timings) PutPlanWindow(ctx context.Context, worker string, w PlanWindow) error {
+	now := w.At
 	for range mergeTries {
 		e, err := s.kv.Get(ctx, planWindowsKey)
 		ws := map[string]PlanWindow{}
@@ -145,12 +155,12 @@ func (s *Timings) PutWindow(ctx context.Context, worker string, limit int, now t
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("plan windows: %w", err)
 		}
-		for name, w := range ws {
-			if now.Sub(w.At) > WindowFresh {
+		for name, old := range ws {
+			if now.Sub(old.At) > WindowFresh {
 				delete(ws, name)
 			}
 		}
-		ws[worker] = PlanWindow{Limit: limit, At: now}
+		ws[worker] = w
 		b, _ := json.Marshal(ws)
 		if e == nil {
 			_, err = s.kv.Create(ctx, planWindowsKey, b)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,6 +40,35 @@ type Learner interface {
 	// JoinPool makes the client's early hand-back of plan threads keep
 	// one margin with the pool's other workers (solver.Pool).
 	JoinPool(p solver.Pool)
+}
+
+// toldPlan is a Learner whose plan the service may tell
+// (solver.Client.PlanTold).
+type toldPlan interface {
+	PlanTold() bool
+	PlanToldThreads() int
+	SharePlan(share int)
+}
+
+// toldShare is worker's share of a plan of told threads among the
+// workers in ws that hold it (PlanWindow.Told): an equal part, the
+// remainder one each to the first by name, at least one.
+func toldShare(ws map[string]pool.PlanWindow, worker string, told int) int {
+	var names []string
+	for name, w := range ws {
+		if w.Told > 0 || name == worker {
+			names = append(names, name)
+		}
+	}
+	if !slices.Contains(names, worker) {
+		names = append(names, worker)
+	}
+	slices.Sort(names)
+	share := told / len(names)
+	if slices.Index(names, worker) < told%len(names) {
+		share++
+	}
+	return max(share, 1)
 }
 
 // Learning starts the learner with the pool's learned solve times and
@@ -94,13 +124,41 @@ func (l *Learning) Start(ctx context.Context) error {
 	} else {
 		l.leave = append(l.leave, stop)
 	}
+	// Every worker reads the account's whole plan: each holds its share
+	// of it, so that together they hold the plan. The share follows every
+	// worker's write of its window, so that workers started together
+	// split the plan as each reports, not at the next periodic share.
+	follow := func(ws map[string]pool.PlanWindow) {
+		if t, ok := l.Learner.(toldPlan); ok && t.PlanTold() {
+			t.SharePlan(toldShare(ws, l.Name, t.PlanToldThreads()))
+		}
+	}
+	if stop, err := pool.FollowWindows(l.NC, l.Domain, l.Now, follow); err != nil {
+		l.Log.Warn("other workers' plan windows reach this worker only at its periodic share", slog.Any("error", err))
+	} else {
+		l.leave = append(l.leave, stop)
+	}
+	reshare := func(ctx context.Context) error {
+		ws, err := store.Windows(ctx, l.Now())
+		if err == nil {
+			follow(ws)
+		}
+		return err
+	}
 	warned := false
 	l.share = func(ctx context.Context) {
 		err := l.Learner.ShareTimings(ctx, store)
 		// A window is a plan size only once the service has refused a
-		// submission for want of threads.
-		if n := l.Learner.PlanWindow(); n > 0 && l.Learner.PlanReached() && err == nil {
-			err = store.PutWindow(ctx, l.Name, n, l.Now())
+		// submission for want of threads, or told its plan.
+		told := 0
+		if t, ok := l.Learner.(toldPlan); ok && t.PlanTold() {
+			told = t.PlanToldThreads()
+		}
+		if n := l.Learner.PlanWindow(); n > 0 && (l.Learner.PlanReached() || told > 0) && err == nil {
+			err = store.PutPlanWindow(ctx, l.Name, pool.PlanWindow{Limit: n, Told: told, At: l.Now()})
+		}
+		if told > 0 && err == nil {
+			err = reshare(ctx) // this worker's own write may land before its subscription
 		}
 		if err != nil && ctx.Err() == nil && !warned {
 			warned = true
