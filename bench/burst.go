@@ -34,7 +34,7 @@ const (
 // the server's default early hand-back, told by the service (threadsinfo,
 // every flag at its default), or not told (a service that tells nothing).
 func burstRows() []solverScenario {
-	byService := userRow("burst, plan told by the service (threadsinfo, no flag)", false, false)
+	byService := userRow("burst, plan told by the service (threadsinfo, `--plan-from-service`)", false, false)
 	byService.tellsPlan = true
 	return []solverScenario{
 		userRow("burst, plan told (`server --plan-threads 15`)", true, true),

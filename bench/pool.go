@@ -85,7 +85,7 @@ func startPool(ctx context.Context, sc solverScenario, scale float64) (p *pool, 
 	timing.Scale = scale
 	p.clients = make([]*solver.Client, max(sc.workers, 1))
 	for i := range p.clients {
-		p.clients[i], err = solver.NewClient(solver.Config{BaseURL: emuURL, APIKey: fakeapi.TestKey, Timing: timing, LearnPlan: sc.learnPlan,
+		p.clients[i], err = solver.NewClient(solver.Config{BaseURL: emuURL, APIKey: fakeapi.TestKey, Timing: timing, LearnPlan: sc.learnPlan, PlanFromService: sc.tellsPlan,
 			Service: solver.Service(service), Pingback: p.pb, Logger: debugLog(fmt.Sprintf("client-%d", i)),
 			MinSubmitInterval: scaled(solver.DefaultMinSubmitInterval), SubmitWindow: scaled(solver.DefaultSubmitWindow)})
 		if err != nil {

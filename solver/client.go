@@ -25,21 +25,23 @@ const maxBody = 1 << 20
 // Client talks to a 2captcha-compatible service. It is safe for concurrent
 // use; share one per API key.
 type Client struct {
-	base     string
-	key      string
-	http     *http.Client
-	log      *slog.Logger
-	timing   Timing
-	limiter  *submitLimiter
-	poller   poller
-	batch    *batcher // nil with Timing.NoBatch
-	service  Service
-	outage   outage
-	hangs    hangs // in.php calls on their way (hold.go)
-	onCall   func(Call)
-	now      func() time.Time
-	occ      *occupancy
-	win      *window // nil without Config.LearnPlan
+	base    string
+	key     string
+	http    *http.Client
+	log     *slog.Logger
+	timing  Timing
+	limiter *submitLimiter
+	poller  poller
+	batch   *batcher // nil with Timing.NoBatch
+	service Service
+	outage  outage
+	hangs   hangs // in.php calls on their way (hold.go)
+	onCall  func(Call)
+	now     func() time.Time
+	occ     *occupancy
+	win     *window // nil without Config.LearnPlan
+	// askPlan reads the plan from the service (Config.PlanFromService).
+	askPlan  bool
 	told     toldPlan
 	pingback *Pingback
 	held     atomic.Int64 // captchas accepted by the service that Solve waits for
@@ -101,6 +103,7 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	if cfg.LearnPlan {
 		c.win = newWindow()
+		c.askPlan = cfg.PlanFromService
 	}
 	c.told.first = make(chan struct{})
 	if c.http == nil {

@@ -100,6 +100,16 @@ type Config struct {
 	// in.php's capacity refusals (window.go): Solve waits for room in it.
 	// Off: Solve submits at once and the caller limits the concurrency.
 	LearnPlan bool
+	// PlanFromService, with LearnPlan on CaptchaAI, reads the account's
+	// threads (res.php?action=threadsinfo) before the first captcha and
+	// every ThreadsInfoEvery, and holds the plan window at this Client's
+	// share of them instead of learning it from refusals; a service that
+	// tells nothing leaves the window learning. Off by default: measured
+	// in a cold burst (BENCHMARKS.md, "plan told by the service"), a share
+	// fixed per worker used 82-85 % of the plan with no refusal, against
+	// 86-89 % learned from refusals (with runs of 30 of them while
+	// learning) and 89-90 % for a plan-wide quota.
+	PlanFromService bool
 	// Pingback has the service call back when an answer is ready
 	// (pingback.go) instead of being polled; CaptchaAI and 2captcha both
 	// do. Default: none.

@@ -113,7 +113,7 @@ type toldPlan struct {
 // (window.tell); a service that tells nothing leaves the window learning
 // from refusals, said once at INFO.
 func (c *Client) tellPlan(ctx context.Context) {
-	if c.win == nil || c.service != CaptchaAI {
+	if c.win == nil || c.service != CaptchaAI || !c.askPlan {
 		return
 	}
 	t := &c.told

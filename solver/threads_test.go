@@ -4,12 +4,15 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/internal/dialect/classic"
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
 )
 
 // ThreadsInfo reads both shapes the gateway writes (classic.WriteThreadsInfo)
@@ -59,5 +62,39 @@ func TestThreadsInfoReadsBothReadingsAndNothingElse(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, want, ti)
 		})
+	}
+}
+
+// A learning client on CaptchaAI asks the service for its plan only with
+// Config.PlanFromService: without it (the default) no threadsinfo call is
+// made, and the window learns from refusals as before.
+func TestThreadsInfoOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	for _, ask := range []bool{false, true} {
+		api := fakeapi.New(fakeapi.Config{Threads: 4, SolveTime: map[string]fakeapi.Range{
+			fakeapi.KindTurnstile: {Min: 10 * time.Millisecond, Max: 20 * time.Millisecond}}})
+		var asked atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ParseForm() == nil && r.Form.Get("action") == classic.ActionThreadsInfo {
+				asked.Add(1)
+			}
+			api.ServeHTTP(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
+			Service: solver.CaptchaAI, LearnPlan: true, PlanFromService: ask, Timing: solver.Timing{Scale: 0.01}})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err = c.Solve(ctx, solver.Request{Method: "turnstile", Params: map[string]string{"sitekey": "0x4AAAAAAAB", "pageurl": "https://shop.example/"}})
+		cancel()
+		require.NoError(t, err)
+		require.Equal(t, 1, api.Stats().Submitted, "paid once")
+		if ask {
+			require.EqualValues(t, 1, asked.Load(), "PlanFromService: the plan read before the first captcha")
+			require.Equal(t, 4, c.PlanToldThreads())
+		} else {
+			require.Zero(t, asked.Load(), "no threadsinfo call by default")
+			require.False(t, c.PlanTold())
+		}
 	}
 }

@@ -40,14 +40,14 @@ func toldBurst(t *testing.T, b *bundle, api *fakeapi.Server, n int) *solver.Clie
 }
 
 // newSolverOf builds clients of api, served over HTTP until the test
-// ends, as `captchaq worker` builds them (WorkerConfig.NewSolver), at time
-// scale 0.01 and without in.php spacing.
+// ends, as `captchaq worker --plan-from-service` builds them
+// (WorkerConfig.NewSolver), at time scale 0.01 and without in.php spacing.
 func newSolverOf(t *testing.T, api *fakeapi.Server) func(bool) (*solver.Client, error) {
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	return func(learnPlan bool) (*solver.Client, error) {
 		return solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
-			Timing: solver.Timing{Scale: 0.01}, LearnPlan: learnPlan})
+			Timing: solver.Timing{Scale: 0.01}, LearnPlan: learnPlan, PlanFromService: true})
 	}
 }
 

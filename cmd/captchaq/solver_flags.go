@@ -59,7 +59,10 @@ type solverFlags struct {
 	onCall       func(solver.Call)
 	now          func() time.Time // the clock the worker reads too
 	learnPlan    bool             // learn the plan window (solver.Config.LearnPlan)
-	pingback     *solver.Pingback // the service calls back
+	// planFromService reads the plan window from the service
+	// (solver.Config.PlanFromService).
+	planFromService bool
+	pingback        *solver.Pingback // the service calls back
 }
 
 // register adds every solver flag: the service's and the solving ones.
@@ -153,7 +156,7 @@ func (s *solverFlags) baseConfig(timing solver.Timing, hc *http.Client) (solver.
 		return solver.Config{}, err
 	}
 	return solver.Config{BaseURL: s.url, Timing: timing, HTTPClient: hc, Logger: s.log,
-		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn, OnCall: s.onCall, Now: s.now, LearnPlan: s.learnPlan, Pingback: s.pingback}, nil
+		MinSubmitInterval: s.submitEvery, SubmitBurst: s.submitBurst, Service: svc, OutageWarnAfter: s.outageWarn, OnCall: s.onCall, Now: s.now, LearnPlan: s.learnPlan, PlanFromService: s.planFromService, Pingback: s.pingback}, nil
 }
 
 // profile is the --service profile, or the one of the --solver-url host.
