@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/room"
 	"github.com/captchaq/captchaq/stream/internal/tracing"
 	"github.com/captchaq/captchaq/stream/wire"
 )
@@ -122,7 +123,7 @@ func (c *Client) SubmitAll(ctx context.Context, tasks []Task) ([]Receipt, error)
 		injectTrace(ctx, m)
 		sb = c.stampSubmitBy(ctx, m)
 		msgs[i] = m
-		size += int64(len(m.Data))
+		size += room.MessageBytes(m)
 	}
 	if err := c.checkRoom(ctx, len(msgs), size); err != nil {
 		return nil, err
@@ -206,7 +207,7 @@ func (c *Client) publish(ctx context.Context, given, t Task) (Receipt, error) {
 	}
 	injectTrace(ctx, msg)
 	sb := c.stampSubmitBy(ctx, msg)
-	if err := c.checkRoom(ctx, 1, int64(len(msg.Data))); err != nil {
+	if err := c.checkRoom(ctx, 1, room.MessageBytes(msg)); err != nil {
 		return Receipt{}, err
 	}
 	ack, err := c.publishMsg(ctx, t, msg)

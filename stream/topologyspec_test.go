@@ -1,0 +1,98 @@
+package stream
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/stream/internal/room"
+	"github.com/captchaq/captchaq/stream/internal/topology"
+	"github.com/captchaq/captchaq/stream/wire"
+)
+
+// The broker objects are what Topology's fields say, read back from the
+// server and checked against the fields themselves (not against the
+// configuration the code makes, which would agree with any mistake): the
+// stream's MaxAge is Retention, its duplicate window DuplicateWindow, it
+// refuses at MaxBytes rather than drop; each normal-priority consumer of a
+// lane with a limit hands out that many tasks, every other MaxInFlight,
+// and the waiting room any number. An update brings existing consumers to
+// a changed topology; a create without update leaves them as they are.
+func TestTopologyObjectsAreWhatTheTopologySays(t *testing.T) {
+	t.Parallel()
+	ns := bareServer(t)
+	ctx := testContext(t)
+	js := bareJetStream(t, ns)
+	top := Topology{Retention: 3 * time.Hour, DuplicateWindow: 7 * time.Minute, MaxBytes: 1 << 20, MaxInFlight: 40, LaneLimits: map[Lane]int{LaneSlow: 6}}
+	s, err := EnsureTopology(ctx, js.Conn(), top, false)
+	require.NoError(t, err)
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Hour, info.Config.MaxAge, "Retention")
+	require.Equal(t, 7*time.Minute, info.Config.Duplicates, "DuplicateWindow")
+	require.Equal(t, int64(1<<20), info.Config.MaxBytes)
+	require.Equal(t, jetstream.DiscardNew, info.Config.Discard, "full: refuse, never drop an accepted task")
+	require.Equal(t, jetstream.WorkQueuePolicy, info.Config.Retention)
+
+	limits := func(s jetstream.Stream) map[string]int {
+		out := map[string]int{}
+		for _, wc := range topology.WorkerConsumers() {
+			c, err := s.Consumer(ctx, topology.ConsumerName(wc.Lane, wc.Priority))
+			require.NoError(t, err)
+			out[fmt.Sprintf("%s/%s", wc.Lane, wc.Priority)] = c.CachedInfo().Config.MaxAckPending
+		}
+		c, err := s.Consumer(ctx, wire.WaitingRoomConsumer)
+		require.NoError(t, err)
+		out["waiting room"] = c.CachedInfo().Config.MaxAckPending
+		return out
+	}
+	require.Equal(t, map[string]int{"fast/high": 40, "slow/high": 40, "fast/normal": 40, "slow/normal": 6, "waiting room": -1}, limits(s))
+
+	changed := top
+	changed.MaxInFlight, changed.LaneLimits = 25, map[Lane]int{LaneFast: 3}
+	s, err = EnsureTopology(ctx, js.Conn(), changed, false)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"fast/high": 40, "slow/high": 40, "fast/normal": 40, "slow/normal": 6, "waiting room": -1}, limits(s),
+		"without update, what exists is left as it is")
+	s, err = EnsureTopology(ctx, js.Conn(), changed, true)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"fast/high": 25, "slow/high": 25, "fast/normal": 3, "slow/normal": 25, "waiting room": -1}, limits(s),
+		"an update brings them to the topology")
+}
+
+// A producer keeps room for the records of every task it queued, and no
+// more: when it refuses, the tasks it accepted and the room reserved for
+// each fit the stream, and the one refused would not have.
+func TestProducerKeepsRoomForEveryQueuedTaskExactly(t *testing.T) {
+	t.Parallel()
+	const maxBytes = 96 << 10
+	b := setup(t, Topology{MaxBytes: maxBytes})
+	ctx := testContext(t)
+	n := 0
+	var full error
+	for i := range 1000 {
+		if _, err := b.client.Submit(ctx, turnstileTask(fmt.Sprintf("r%03d", i))); err != nil {
+			full = err
+			break
+		}
+		n++
+	}
+	require.ErrorIs(t, full, ErrStreamFull)
+	require.Greater(t, n, 3)
+	info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectAllTasks))
+	require.NoError(t, err)
+	queued := 0
+	for _, k := range info.State.Subjects {
+		queued += int(k)
+	}
+	require.Equal(t, n, queued, "no worker runs: every accepted task waits")
+	used := int64(info.State.Bytes)
+	perTask := used / int64(n) // the tasks are alike, a few bytes apart
+	require.LessOrEqual(t, used+int64(n)*room.ReservePerTask, int64(maxBytes),
+		"%d tasks in %d bytes: room kept for each one's records", n, used)
+	require.Greater(t, used+perTask+16+int64(n+1)*room.ReservePerTask, int64(maxBytes),
+		"%d tasks in %d bytes: the next one fitted with its room, and was refused", n, used)
+}
