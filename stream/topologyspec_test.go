@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/room"
 	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
@@ -61,6 +62,17 @@ func TestTopologyObjectsAreWhatTheTopologySays(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"fast/high": 25, "slow/high": 25, "fast/normal": 3, "slow/normal": 25, "waiting room": -1}, limits(s),
 		"an update brings them to the topology")
+
+	// The plan holds exactly its threads, and no room for one more, even
+	// for an admin's publish; set again to fewer, it holds that many.
+	for _, threads := range []int{3, 2} {
+		require.NoError(t, SetPlan(ctx, js.Conn(), top, threads))
+		_, err = js.Publish(ctx, dispatcher.PlanSubject, []byte("extra"))
+		require.Error(t, err, "a thread more than the plan's %d", threads)
+		plan, err := js.Stream(ctx, dispatcher.PlanStream)
+		require.NoError(t, err)
+		require.Equal(t, uint64(threads), plan.CachedInfo().State.Msgs)
+	}
 }
 
 // A producer keeps room for the records of every task it queued, and no
