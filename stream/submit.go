@@ -123,7 +123,7 @@ func (c *Client) SubmitAll(ctx context.Context, tasks []Task) ([]Receipt, error)
 		injectTrace(ctx, m)
 		sb = c.stampSubmitBy(ctx, m)
 		msgs[i] = m
-		size += room.MessageBytes(m)
+		size += c.storedBytes(t, m)
 	}
 	if err := c.checkRoom(ctx, len(msgs), size); err != nil {
 		return nil, err
@@ -207,7 +207,7 @@ func (c *Client) publish(ctx context.Context, given, t Task) (Receipt, error) {
 	}
 	injectTrace(ctx, msg)
 	sb := c.stampSubmitBy(ctx, msg)
-	if err := c.checkRoom(ctx, 1, room.MessageBytes(msg)); err != nil {
+	if err := c.checkRoom(ctx, 1, c.storedBytes(t, msg)); err != nil {
 		return Receipt{}, err
 	}
 	ack, err := c.publishMsg(ctx, t, msg)
@@ -248,6 +248,19 @@ func (c *Client) taskMsg(t Task) (*nats.Msg, error) {
 }
 
 // publishMsg publishes one task message, retrying with its message id.
+// storedBytes is what the stream's store keeps of task t's message msg
+// once published (room.MessageBytes), with the headers its publish adds:
+// its id and the stream it expects.
+func (c *Client) storedBytes(t Task, msg *nats.Msg) int64 {
+	n := room.MessageBytes(msg)
+	for k, v := range map[string]string{jetstream.MsgIDHeader: t.ID, jetstream.ExpectedStreamHeader: c.top.Stream} {
+		if msg.Header.Get(k) == "" {
+			n += int64(len(k) + len(": ") + len(v) + len("\r\n"))
+		}
+	}
+	return n
+}
+
 func (c *Client) publishMsg(ctx context.Context, t Task, msg *nats.Msg) (*jetstream.PubAck, error) {
 	var ack *jetstream.PubAck
 	err := c.whileStoreTakes(ctx, func(ctx context.Context) (err error) {

@@ -75,36 +75,57 @@ func TestTopologyObjectsAreWhatTheTopologySays(t *testing.T) {
 	}
 }
 
-// A producer keeps room for the records of every task it queued, and no
-// more: when it refuses, the tasks it accepted and the room reserved for
-// each fit the stream, and the one refused would not have.
+// A producer keeps room for the records of every task queued or handed
+// out, and no more: when it refuses, the tasks the stream holds and the room
+// reserved for each fit it, and the one refused would not have. Run with
+// no worker, and with a worker holding three tasks (handed out, not
+// pending).
 func TestProducerKeepsRoomForEveryQueuedTaskExactly(t *testing.T) {
 	t.Parallel()
-	const maxBytes = 96 << 10
-	b := setup(t, Topology{MaxBytes: maxBytes})
-	ctx := testContext(t)
-	n := 0
-	var full error
-	for i := range 1000 {
-		if _, err := b.client.Submit(ctx, turnstileTask(fmt.Sprintf("r%03d", i))); err != nil {
-			full = err
-			break
-		}
-		n++
+	for _, inFlight := range []int{0, 3} {
+		t.Run(fmt.Sprintf("%d in flight", inFlight), func(t *testing.T) {
+			t.Parallel()
+			const maxBytes = 96 << 10
+			b := setup(t, Topology{MaxBytes: maxBytes})
+			ctx := testContext(t)
+			if inFlight > 0 {
+				started := make(chan string, inFlight)
+				b.startWorker(t, WorkerConfig{Solver: blockingSolver(started), Threads: inFlight, ShutdownGrace: 100 * time.Millisecond})
+				for i := range inFlight {
+					_, err := b.client.Submit(ctx, turnstileTask(fmt.Sprintf("held%d", i)))
+					require.NoError(t, err)
+				}
+				for range inFlight {
+					<-started
+				}
+			}
+			// A producer of its own, whose first reading finds them handed out.
+			filler, err := NewClient(ctx, b.connect(t), ClientConfig{Name: "filler"})
+			require.NoError(t, err)
+			n := inFlight
+			var full error
+			for i := range 1000 {
+				if _, err := filler.Submit(ctx, turnstileTask(fmt.Sprintf("r%03d", i))); err != nil {
+					full = err
+					break
+				}
+				n++
+			}
+			require.ErrorIs(t, full, ErrStreamFull)
+			require.Greater(t, n, inFlight+3)
+			info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectAllTasks))
+			require.NoError(t, err)
+			queued := 0
+			for _, k := range info.State.Subjects {
+				queued += int(k)
+			}
+			require.Equal(t, n, queued, "every task accepted waits or runs")
+			used := int64(info.State.Bytes)
+			perTask := used / int64(n) // the tasks are alike, a few bytes apart
+			require.LessOrEqual(t, used+int64(n)*room.ReservePerTask, int64(maxBytes),
+				"%d tasks in %d bytes: room kept for each one's records", n, used)
+			require.Greater(t, used+perTask+16+int64(n+1)*room.ReservePerTask, int64(maxBytes),
+				"%d tasks in %d bytes: the next one fitted with its room, and was refused", n, used)
+		})
 	}
-	require.ErrorIs(t, full, ErrStreamFull)
-	require.Greater(t, n, 3)
-	info, err := b.client.s.Info(ctx, jetstream.WithSubjectFilter(wire.SubjectAllTasks))
-	require.NoError(t, err)
-	queued := 0
-	for _, k := range info.State.Subjects {
-		queued += int(k)
-	}
-	require.Equal(t, n, queued, "no worker runs: every accepted task waits")
-	used := int64(info.State.Bytes)
-	perTask := used / int64(n) // the tasks are alike, a few bytes apart
-	require.LessOrEqual(t, used+int64(n)*room.ReservePerTask, int64(maxBytes),
-		"%d tasks in %d bytes: room kept for each one's records", n, used)
-	require.Greater(t, used+perTask+16+int64(n+1)*room.ReservePerTask, int64(maxBytes),
-		"%d tasks in %d bytes: the next one fitted with its room, and was refused", n, used)
 }
