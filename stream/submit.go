@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/captchaq/captchaq/stream/internal/room"
 	"github.com/captchaq/captchaq/stream/internal/taskstore"
 	"github.com/captchaq/captchaq/stream/internal/tracing"
 	"github.com/captchaq/captchaq/stream/wire"
@@ -121,7 +122,7 @@ func (c *Client) SubmitAll(ctx context.Context, tasks []Task) ([]Receipt, error)
 		injectTrace(ctx, m)
 		sb = c.stampSubmitBy(ctx, m)
 		msgs[i] = m
-		size += int64(len(m.Data))
+		size += c.storedBytes(t, m)
 	}
 	if err := c.checkRoom(ctx, len(msgs), size); err != nil {
 		return nil, err
@@ -195,7 +196,7 @@ func (c *Client) publish(ctx context.Context, given, t Task) (Receipt, error) {
 	}
 	injectTrace(ctx, msg)
 	sb := c.stampSubmitBy(ctx, msg)
-	if err := c.checkRoom(ctx, 1, int64(len(msg.Data))); err != nil {
+	if err := c.checkRoom(ctx, 1, c.storedBytes(t, msg)); err != nil {
 		return Receipt{}, err
 	}
 	ack, err := c.publishMsg(ctx, t, msg)
@@ -236,6 +237,19 @@ func (c *Client) taskMsg(t Task) (*nats.Msg, error) {
 }
 
 // publishMsg publishes one task message, retrying with its message id.
+// storedBytes is what the stream's store keeps of task t's message msg
+// once published (room.MessageBytes), with the headers its publish adds:
+// its id and the stream it expects.
+func (c *Client) storedBytes(t Task, msg *nats.Msg) int64 {
+	n := room.MessageBytes(msg)
+	for k, v := range map[string]string{nats.MsgIdHdr: t.ID, nats.ExpectedStreamHdr: c.top.Stream} {
+		if msg.Header.Get(k) == "" {
+			n += int64(len(k) + len(": ") + len(v) + len("\r\n"))
+		}
+	}
+	return n
+}
+
 func (c *Client) publishMsg(ctx context.Context, t Task, msg *nats.Msg) (taskstore.Ack, error) {
 	var ack taskstore.Ack
 	err := c.whileStoreTakes(ctx, func(ctx context.Context) (err error) {

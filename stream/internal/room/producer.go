@@ -32,6 +32,25 @@ import (
 // dead letter's copy of the task, with JetStream's per-message overhead.
 const ReservePerTask = 4 << 10
 
+// MessageBytes is what the stream's store counts for m once it holds it:
+// its subject, headers and body, and the record's own 30 bytes (nats-server's
+// file store: a 22-byte record header and an 8-byte checksum). A producer
+// counts its submissions with it until its next reading (Check): counting
+// the body alone, the stream it thought had room for every queued task's
+// records had a few dozen bytes less per task.
+func MessageBytes(m *nats.Msg) int64 {
+	n := int64(30 + len(m.Subject) + len(m.Data))
+	if len(m.Header) > 0 {
+		n += int64(len("NATS/1.0\r\n") + len("\r\n"))
+		for k, vs := range m.Header {
+			for _, v := range vs {
+				n += int64(len(k) + len(": ") + len(v) + len("\r\n"))
+			}
+		}
+	}
+	return n
+}
+
 // Check refuses a submission of n tasks of size bytes in all when the
 // stream would not keep room for the records of every queued task after
 // it (a *Full).
