@@ -28,27 +28,40 @@ import (
 func TestServerPage(t *testing.T) {
 	b := setup(t)
 	ctx := testContext(t)
-	// The browser first: the stopped worker's heartbeat lives 15 s, within
-	// which every view of it below is read.
 	page, problems := browser(t)
 	require.NoError(t, chromedp.Do(page, chromedp.Navigate("about:blank"))) // started now
-	// A second worker that stops: its last heartbeat says so.
-	nc, err := nats.Connect(b.url, nats.UserInfo("worker", passwords["worker"]))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	sc, err := solver.NewClient(solver.Config{BaseURL: "http://127.0.0.1:1", APIKey: fakeapi.TestKey})
-	require.NoError(t, err)
-	w, err := stream.NewWorker(ctx, nc, stream.WorkerConfig{Solver: sc, Threads: 2, Name: "gone-worker"})
-	require.NoError(t, err)
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	require.Eventually(t, func() bool {
-		ws, err := b.client.Workers(ctx)
-		return err == nil && len(ws) == 2
-	}, 20*time.Second, 10*time.Millisecond, "both workers' heartbeats")
-	stop()
-	require.NoError(t, <-done)
+	// A second worker that stops: its last heartbeat says so, for
+	// HeartbeatTTL (15 s). It is run and stopped again before each view of
+	// it below, so that each is read within its heartbeat's life however
+	// slowly a loaded machine drives the browser (CI under the race
+	// detector once took more than 15 s from the stop to the last view).
+	stopAWorker := func() {
+		nc, err := nats.Connect(b.url, nats.UserInfo("worker", passwords["worker"]))
+		require.NoError(t, err)
+		defer nc.Close()
+		sc, err := solver.NewClient(solver.Config{BaseURL: "http://127.0.0.1:1", APIKey: fakeapi.TestKey})
+		require.NoError(t, err)
+		w, err := stream.NewWorker(ctx, nc, stream.WorkerConfig{Solver: sc, Threads: 2, Name: "gone-worker"})
+		require.NoError(t, err)
+		wctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(wctx) }()
+		require.Eventually(t, func() bool {
+			ws, err := b.client.Workers(ctx)
+			if err != nil {
+				return false
+			}
+			for _, wi := range ws {
+				if wi.Name == "gone-worker" && !wi.Stopped {
+					return len(ws) == 2
+				}
+			}
+			return false
+		}, 20*time.Second, 10*time.Millisecond, "both workers' heartbeats")
+		stop()
+		require.NoError(t, <-done)
+	}
+	stopAWorker()
 
 	// The API: both workers, the server and its two streams.
 	resp, err := http.Get(b.web.URL + "/api/servers")
@@ -73,6 +86,7 @@ func TestServerPage(t *testing.T) {
 
 	// The overview counts the running worker's threads alone, and links to
 	// the server page.
+	stopAWorker()
 	require.NoError(t, chromedp.Do(page, chromedp.Navigate(b.web.URL+"/"), chromedp.WaitVisible(`#live.on`),
 		waitText(`#workers-summary`, "alive: 1, 0 of 4 threads in use; 1 stopped in the last 15s, not counted"),
 		chromedp.Click(`#to-servers`), waitText(`#list tr[data-worker="dash-worker"]`, "running")))
@@ -82,6 +96,7 @@ func TestServerPage(t *testing.T) {
 	require.Equal(t, "#servers", hash)
 
 	for _, width := range []int64{1400, 1024} {
+		stopAWorker()
 		require.NoError(t, chromedp.Do(page, chromedp.EmulateViewport(width, 900), chromedp.Navigate(b.web.URL+"/#servers"),
 			waitText(`#list tr[data-worker="gone-worker"]`, "stopped"), waitText(`#list tr[data-worker="dash-worker"]`, "running"),
 			waitText(`#server-info`, "nats-server "+server.VERSION)))
