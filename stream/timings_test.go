@@ -140,7 +140,7 @@ func TestAuthWorkerSharesTimings(t *testing.T) {
 	// occupancy reports.
 	follower, ferrs := roleConn(t, ns, "worker")
 	adopted := make(chan map[string]solver.Learned, 4)
-	stopFollow, err := pool.FollowTimings(follower, "", func(m map[string]solver.Learned) { adopted <- m })
+	stopFollow, err := pool.FollowTimings(follower, "", func(m map[string]solver.Learned) { adopted <- m }, time.Now, nil)
 	require.NoError(t, err)
 	t.Cleanup(stopFollow)
 	occ, stopPool, err := pool.JoinOccupancy(follower, "follower")

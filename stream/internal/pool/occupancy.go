@@ -122,13 +122,27 @@ func timingsSubject(domain string) string {
 }
 
 // FollowTimings plans with every kind's timings as soon as any worker of
-// the pool merges them into the bucket (through domain); the returned
-// function stops.
-func FollowTimings(nc *nats.Conn, domain string, adopt func(map[string]solver.Learned)) (func(), error) {
+// the pool merges them into the bucket (through domain), and, when
+// follow is not nil, calls it with the plan windows the pool's workers
+// wrote (Timings.PutPlanWindow) as each write lands, without those of
+// workers silent for WindowFresh (now tells the time); the returned
+// function stops. One subscription serves both: a second one, on the
+// windows' key alone, left a site's workers without answers from the
+// hub's JetStream (TestSitesShareTheHubsQueue).
+func FollowTimings(nc *nats.Conn, domain string, adopt func(map[string]solver.Learned), now func() time.Time, follow func(map[string]PlanWindow)) (func(), error) {
 	pre := timingsSubject(domain)
 	sub, err := nc.Subscribe(pre+"*", func(m *nats.Msg) {
 		kind := strings.TrimPrefix(m.Subject, pre)
-		if kind == planWindowsKey || !validKey.MatchString(kind) || len(m.Data) == 0 {
+		if len(m.Data) == 0 {
+			return
+		}
+		if kind == planWindowsKey {
+			if follow != nil {
+				followWindows(m.Data, now, follow)
+			}
+			return
+		}
+		if !validKey.MatchString(kind) {
 			return
 		}
 		var l solver.Learned
@@ -143,24 +157,17 @@ func FollowTimings(nc *nats.Conn, domain string, adopt func(map[string]solver.Le
 	return func() { _ = sub.Unsubscribe() }, nil
 }
 
-// FollowWindows calls follow with the plan windows the pool's workers
-// wrote (Timings.PutPlanWindow), as each write lands, without those of
-// workers silent for WindowFresh; it returns the function that stops it.
-func FollowWindows(nc *nats.Conn, domain string, now func() time.Time, follow func(map[string]PlanWindow)) (func(), error) {
-	sub, err := nc.Subscribe(timingsSubject(domain)+planWindowsKey, func(m *nats.Msg) {
-		ws := map[string]PlanWindow{}
-		if len(m.Data) == 0 || json.Unmarshal(m.Data, &ws) != nil {
-			return
-		}
-		for name, w := range ws {
-			if now().Sub(w.At) > WindowFresh {
-				delete(ws, name)
-			}
-		}
-		follow(ws)
-	})
-	if err != nil {
-		return nil, err
+// followWindows calls follow with the fresh plan windows of a write of
+// the windows' key (FollowTimings).
+func followWindows(data []byte, now func() time.Time, follow func(map[string]PlanWindow)) {
+	ws := map[string]PlanWindow{}
+	if json.Unmarshal(data, &ws) != nil {
+		return
 	}
-	return func() { _ = sub.Unsubscribe() }, nil
+	for name, w := range ws {
+		if now().Sub(w.At) > WindowFresh {
+			delete(ws, name)
+		}
+	}
+	follow(ws)
 }

@@ -119,11 +119,6 @@ func (l *Learning) Start(ctx context.Context) error {
 		return nil
 	}
 	store := pool.NewTimings(kv)
-	if stop, err := pool.FollowTimings(l.NC, l.Domain, l.Learner.AdoptTimings); err != nil {
-		l.Log.Warn("other workers' solve times reach this worker only at its periodic share", slog.Any("error", err))
-	} else {
-		l.leave = append(l.leave, stop)
-	}
 	// Every worker reads the account's whole plan: each holds its share
 	// of it, so that together they hold the plan. The share follows every
 	// worker's write of its window, so that workers started together
@@ -133,8 +128,8 @@ func (l *Learning) Start(ctx context.Context) error {
 			t.SharePlan(toldShare(ws, l.Name, t.PlanToldThreads()))
 		}
 	}
-	if stop, err := pool.FollowWindows(l.NC, l.Domain, l.Now, follow); err != nil {
-		l.Log.Warn("other workers' plan windows reach this worker only at its periodic share", slog.Any("error", err))
+	if stop, err := pool.FollowTimings(l.NC, l.Domain, l.Learner.AdoptTimings, l.Now, follow); err != nil {
+		l.Log.Warn("other workers' solve times and plan windows reach this worker only at its periodic share", slog.Any("error", err))
 	} else {
 		l.leave = append(l.leave, stop)
 	}
