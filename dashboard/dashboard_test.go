@@ -183,18 +183,16 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.WaitVisible(`#live.on`),
 		chromedp.WaitVisible(`#workers tbody tr`),
 	))
-	live, err := chromedp.Run(page, chromedp.Text(`#live`))
-	require.NoError(t, err)
+	live := text(t, page, `#live`)
 	require.Contains(t, live, "live")
-	workers, err := chromedp.Run(page, chromedp.Text(`#workers tbody`))
-	require.NoError(t, err)
+	workers := text(t, page, `#workers tbody`)
 	require.Contains(t, workers, "dash-worker")
 	require.Empty(t, problems(), "the page loads without console errors")
 
 	// A task submitted after the page loaded shows without a reload, in
 	// the outcomes once solved.
 	require.NoError(t, chromedp.Do(page, chromedp.Click(`.tab[data-tab="outcomes"]`), chromedp.WaitVisible(`#list tr[data-task="solved-1"]`)))
-	_, err = b.client.Submit(ctx, turnstile("after-load", "https://shop.example/late"))
+	_, err := b.client.Submit(ctx, turnstile("after-load", "https://shop.example/late"))
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(page, chromedp.WaitVisible(`#list [data-task="after-load"]`)))
 
@@ -202,21 +200,18 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(page,
 		chromedp.SetValue(`#search-id`, "dead-1"), chromedp.Click(`#search button`),
 		chromedp.WaitVisible(`#trace tbody tr`), waitText(`#task-id`, "dead-1")))
-	trace, err := chromedp.Run(page, chromedp.Text(`#trace tbody`))
-	require.NoError(t, err)
+	trace := text(t, page, `#trace tbody`)
 	require.Contains(t, trace, "ERROR_PAGEURL")
 	require.NotContains(t, trace, "/checkout", "hosts only, never page URLs")
 
 	// Typing a user name claims nothing: the header speaks of a user only
 	// once its password was checked.
 	require.NoError(t, chromedp.Do(page, chromedp.SendKeys(`#user`, "admin"), chromedp.SendKeys(`#password`, "not-the-password")))
-	who, err := chromedp.Run(page, chromedp.Text(`#who`))
-	require.NoError(t, err)
+	who := text(t, page, `#who`)
 	require.NotContains(t, who, "changes as")
 	require.Contains(t, who, "read-only")
 	require.NoError(t, chromedp.Do(page, chromedp.Click(`#signin-button`), waitText(`#notice-msg.error`, `NATS refused user "admin"`)))
-	who, err = chromedp.Run(page, chromedp.Text(`#who`))
-	require.NoError(t, err)
+	who = text(t, page, `#who`)
 	require.NotContains(t, who, "changes as", "a wrong password signs nobody in")
 
 	// Sign-in with the producer's credentials: checked at once and
@@ -224,11 +219,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(page, chromedp.Click(`.tab[data-tab="dead"]`), chromedp.WaitVisible(`#list tr[data-task="dead-1"] button`),
 		chromedp.SetValue(`#user`, "producer"), chromedp.SetValue(`#password`, passwords["producer"]),
 		chromedp.Click(`#signin-button`), waitText(`#notice-msg.error`, `user "producer" may not change anything here`)))
-	msg, err := chromedp.Run(page, chromedp.Text(`#notice-msg`))
-	require.NoError(t, err)
+	msg := text(t, page, `#notice-msg`)
 	require.Contains(t, msg, `user "producer" may not change anything here`)
-	who, err = chromedp.Run(page, chromedp.Text(`#who`))
-	require.NoError(t, err)
+	who = text(t, page, `#who`)
 	require.NotContains(t, who, "changes as", "the header claims no rights the credentials lack")
 	replayDisabled, err := chromedp.Run(page, chromedp.Evaluate[bool](`document.querySelector('#list tr[data-task="dead-1"] button').disabled`))
 	require.NoError(t, err)

@@ -120,11 +120,17 @@ func pick(id, value string) chromedp.Action[chromedp.Void] {
 	return void(chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const s = document.getElementById(%q); s.value = %q; s.dispatchEvent(new Event("change")); return true; })()`, id, value)))
 }
 
+// text waits for the element and reads its text in one script: the page
+// re-renders its tables from server-sent events, and a node found by one
+// DevTools call may be gone by the next ("No node with given id found",
+// CI's TestServerPage once), so no node id is held between calls.
 func text(t *testing.T, page context.Context, sel string) string {
 	t.Helper()
-	s, err := chromedp.Run(page, chromedp.Text(sel))
+	s, err := chromedp.Run(page, chromedp.Poll[[]string](fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? [e.textContent] : null; })()`, sel),
+		chromedp.WithPollingTimeout(20*time.Second)))
 	require.NoError(t, err)
-	return s
+	require.Len(t, s, 1)
+	return s[0]
 }
 
 func pageHeight(t *testing.T, page context.Context) int {
