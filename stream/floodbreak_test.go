@@ -90,40 +90,69 @@ func (a *attack) sustainedFlood(t *testing.T, perSecond int, shape func(i int) *
 func TestOngoingFloodStaysWithinTheBound(t *testing.T) {
 	t.Parallel()
 	cases := []ongoingFlood{
-		{"behind", wire.PriorityNormal, 3000, 0, false},
-		{"high after", wire.PriorityHigh, 5000, 3000, false},
-		{"cancel records", wire.PriorityNormal, 3000, 0, true},
-		{"1,000 ahead", wire.PriorityNormal, 5000, 1000, false},
+		{"behind", wire.PriorityNormal, 3000, 0, forgedCopies(wire.PriorityNormal)},
+		{"high after", wire.PriorityHigh, 5000, 3000, forgedCopies(wire.PriorityHigh)},
+		{"cancel records", wire.PriorityNormal, 3000, 0, forgedCancels},
+		{"1,000 ahead", wire.PriorityNormal, 5000, 1000, forgedCopies(wire.PriorityNormal)},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			floodRate := c.rate
-			if v, err := strconv.Atoi(os.Getenv("CAPTCHAQ_FLOOD_RATE")); err == nil {
-				floodRate = v
-			}
-			boundOnSomeTry(t, "about 1 ms a copy queued ahead of it, and its own life", func() (took, allowed time.Duration) {
-				return c.try(t, floodRate)
-			})
-		})
+		t.Run(c.name, c.hold)
 	}
 }
 
-// ongoingFlood is one case of TestOngoingFloodStaysWithinTheBound.
+// ongoingFlood is a flood of forged messages that goes on while another
+// producer's task waits (TestOngoingFloodStaysWithinTheBound,
+// TestOngoingFloodOfHeaderValidCopies).
 type ongoingFlood struct {
 	name  string
-	prio  wire.Priority
-	rate  int   // forged copies a second, from one producer connection
-	ahead int64 // forged copies stored before the task
-	// cancels floods owners' cancel records (which every worker checks
-	// as they are stored) instead of task messages.
-	cancels bool
+	prio  wire.Priority // of the task's lane the flood is in
+	rate  int           // forged messages a second, from one producer connection
+	ahead int64         // forged messages stored before the task
+	shape func(i int) *nats.Msg
+}
+
+// forgedCopies shapes forged copies of tasks at prio under 64 ids.
+func forgedCopies(prio wire.Priority) func(i int) *nats.Msg {
+	return func(i int) *nats.Msg {
+		id := fmt.Sprintf("flood-%d", i%64)
+		m := nats.NewMsg(wire.TaskSubject(wire.LaneFast, prio, id))
+		m.Data = []byte(turnstileBody)
+		m.Header.Set(wire.HeaderMsgID, fmt.Sprintf("%s-forged-%d", id, i))
+		return m
+	}
+}
+
+// forgedCancels shapes owners' cancel records (which every worker checks
+// as they are stored), each with a secret, of a generation that may be
+// the victim's: each worker reads the task to check it.
+func forgedCancels(i int) *nats.Msg {
+	id := fmt.Sprintf("flood-%d", i%64)
+	target := id
+	if i%2 == 0 {
+		target = "innocent-1"
+	}
+	m := nats.NewMsg(wire.CancelSubject(target, uint64(i%8+1)))
+	m.Data = []byte(fmt.Sprintf(`{"id":%q,"gen":%d,"secret":"guess-%d"}`, id, i%8+1, i))
+	return m
+}
+
+// hold holds the case's task to the stated bound on some try
+// (boundOnSomeTry), the flood at CAPTCHAQ_FLOOD_RATE a second if that is
+// set.
+func (c ongoingFlood) hold(t *testing.T) {
+	if v, err := strconv.Atoi(os.Getenv("CAPTCHAQ_FLOOD_RATE")); err == nil {
+		c.rate = v
+	}
+	boundOnSomeTry(t, "about 1 ms a copy queued ahead of it, and its own life", func() (took, allowed time.Duration) {
+		return c.try(t)
+	})
 }
 
 // try runs the case once on a server of its own: it holds the innocent
 // task to its outcome within floodBound, solved and the only captcha
 // paid, and returns how long it took after the pool started and how long
 // the stated bound allows it (floodAllowance).
-func (c ongoingFlood) try(t *testing.T, floodRate int) (took, allowed time.Duration) {
+func (c ongoingFlood) try(t *testing.T) (took, allowed time.Duration) {
 	a := attackSetup(t)
 	ctx := testContext(t)
 	api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(100 * time.Millisecond)}, 0.01)
@@ -140,25 +169,8 @@ func (c ongoingFlood) try(t *testing.T, floodRate int) (took, allowed time.Durat
 	var once sync.Once
 	halt := func() { once.Do(func() { close(stop) }) }
 	defer halt()
-	sent := a.sustainedFlood(t, floodRate, func(i int) *nats.Msg {
-		id := fmt.Sprintf("flood-%d", i%64)
-		if c.cancels {
-			// A cancel with a secret, of a generation that may be
-			// the victim's: each worker reads the task to check it.
-			target := id
-			if i%2 == 0 {
-				target = "innocent-1"
-			}
-			m := nats.NewMsg(wire.CancelSubject(target, uint64(i%8+1)))
-			m.Data = []byte(fmt.Sprintf(`{"id":%q,"gen":%d,"secret":"guess-%d"}`, id, i%8+1, i))
-			return m
-		}
-		m := nats.NewMsg(wire.TaskSubject(wire.LaneFast, c.prio, id))
-		m.Data = []byte(turnstileBody)
-		m.Header.Set(wire.HeaderMsgID, fmt.Sprintf("%s-forged-%d", id, i))
-		return m
-	}, stop)
-	require.Eventually(t, func() bool { return sent() >= max(c.ahead, int64(floodRate/10)) }, floodBound, time.Millisecond, "the flood is under way")
+	sent := a.sustainedFlood(t, c.rate, c.shape, stop)
+	require.Eventually(t, func() bool { return sent() >= max(c.ahead, int64(c.rate/10)) }, floodBound, time.Millisecond, "the flood is under way")
 	if r == nil {
 		r = submit()
 	}
@@ -174,7 +186,7 @@ func (c ongoingFlood) try(t *testing.T, floodRate int) (took, allowed time.Durat
 	turn := turns()
 	halt()
 	t.Logf("%s, %s flood at %d/s: innocent task %v after %s; %d forged stored before the pool started, %d after, %d ended by the pool; a direct get took %s at the median meanwhile",
-		c.name, c.prio, floodRate, err, took.Round(time.Millisecond), atStart, sent()-atStart, forged.Load(), turn.Round(time.Millisecond))
+		c.name, c.prio, c.rate, err, took.Round(time.Millisecond), atStart, sent()-atStart, forged.Load(), turn.Round(time.Millisecond))
 	require.NoError(t, err, "the innocent task's outcome while the flood goes on")
 	require.Equal(t, StatusSolved, out.Status)
 	// About 1 ms a copy queued ahead of it when the pool started

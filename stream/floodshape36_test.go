@@ -3,7 +3,6 @@ package stream
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,44 +51,8 @@ func TestOngoingFloodOfHeaderValidCopies(t *testing.T) {
 			return m
 		},
 	}
-	const ahead = 1000
 	for name, shape := range shapes {
-		t.Run(name, func(t *testing.T) {
-			rate := 5000
-			if v, err := fmt.Sscan(os.Getenv("CAPTCHAQ_FLOOD_RATE"), &rate); v != 1 || err != nil {
-				rate = 5000
-			}
-			boundOnSomeTry(t, "about 1 ms a copy queued ahead of it, and its own life (as TestOngoingFloodStaysWithinTheBound)", func() (took, allowed time.Duration) {
-				a := attackSetup(t)
-				ctx := testContext(t)
-				api, sc := emulator(t, fakeapi.Config{SolveTime: fastSolve(100 * time.Millisecond)}, 0.01)
-				stop := make(chan struct{})
-				var once sync.Once
-				halt := func() { once.Do(func() { close(stop) }) }
-				defer halt()
-				sent := a.sustainedFlood(t, rate, shape, stop)
-				require.Eventually(t, func() bool { return sent() >= ahead }, floodBound, time.Millisecond, "the flood is under way")
-				r, err := a.victim.Submit(ctx, turnstileTask("innocent-1"))
-				require.NoError(t, err)
-				var forged atomic.Int64
-				start := time.Now()
-				atStart := sent()
-				turns := probeBrokerTurn(ctx, a.astream)
-				a.floodWorker(t, sc, &forged)
-				wctx, cancel := context.WithTimeout(ctx, floodBound+10*time.Second)
-				defer cancel()
-				out, err := a.victim.waitGen(wctx, "innocent-1", r.Seq)
-				took = time.Since(start)
-				turn := turns()
-				halt()
-				t.Logf("%s at %d/s: innocent task %v after %s; %d stored before the pool started, %d after, %d ended by the pool; a direct get took %s at the median",
-					name, rate, err, took.Round(time.Millisecond), atStart, sent()-atStart, forged.Load(), turn.Round(time.Millisecond))
-				require.NoError(t, err, "the innocent task's outcome while the flood goes on")
-				require.Equal(t, StatusSolved, out.Status)
-				require.Equal(t, 1, api.Stats().Submitted, "only the innocent task is paid for")
-				return took, floodAllowance(atStart, turn)
-			})
-		})
+		t.Run(name, ongoingFlood{name: name, prio: wire.PriorityNormal, rate: 5000, ahead: 1000, shape: shape}.hold)
 	}
 }
 
