@@ -182,25 +182,27 @@ func TestBreakBudgetOnAPlan(t *testing.T) {
 // plan.
 func TestBreakBudgetedFallbackDuringAnOutage(t *testing.T) {
 	t.Parallel()
-	env, plan, spare := planAndSpare(t, 5*time.Millisecond, 5*time.Millisecond, streamtest.WithWorkers(0))
-	spare.member.Entry.BudgetPerDay = 0.5 * spareBilling.Per1000["userrecaptcha"] / 1000 // less than one solve
 	// The plan's client on a clock of the test's, moved past its probe
 	// schedule's first probe (a second into the outage) once the plan is back.
 	var skew atomic.Int64
-	cfg := plan.cfg
-	cfg.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	pc, err := solver.NewClient(cfg)
-	require.NoError(t, err)
-	plan.member.Client = pc
-	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}, Ledger: ledger(t, env)})
-	require.NoError(t, err)
+	var pc *solver.Client
+	b := startBed(t, 5*time.Millisecond, 5*time.Millisecond, bedNoWorker(), bedLedger(), bedMembers(func(b *bed) {
+		b.spare.member.Entry.BudgetPerDay = 0.5 * spareBilling.Per1000["userrecaptcha"] / 1000 // less than one solve
+		cfg := b.plan.cfg
+		cfg.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+		var err error
+		pc, err = solver.NewClient(cfg)
+		require.NoError(t, err)
+		b.plan.member.Client = pc
+	}))
+	plan, spare, set := b.plan, b.spare, b.set
 
 	plan.api.SetFaults(fakeapi.Faults{Outage: true})
 	// The task's attempts during the outage: the first in.php 500 may
 	// have been paid (the plan keeps the task), the next ones find the
 	// plan out.
 	for i := range 4 {
-		_, err = set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1), Producer: "p"})
+		_, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1), Producer: "p"})
 		t.Logf("attempt %d during the plan's outage: %v", i, err)
 		require.Error(t, err)
 		require.NotEqual(t, provider.CodeBudgetExceeded, solver.CodeOf(err), "the plan is out, not over a budget: %v", err)

@@ -16,7 +16,6 @@ import (
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/solver/provider"
 	"github.com/captchaq/captchaq/stream"
-	"github.com/captchaq/captchaq/stream/streamtest"
 )
 
 // TestBreakReusedIDClaimedFirstByTheSecond: a broken provider gives the
@@ -33,7 +32,8 @@ import (
 // sent its submission; the second refuses its answer).
 func TestBreakReusedIDClaimedFirstByTheSecond(t *testing.T) {
 	t.Parallel()
-	env, plan, _ := planAndSpare(t, 200*time.Millisecond, 5*time.Millisecond, streamtest.WithWorkers(0))
+	b := startBed(t, 200*time.Millisecond, 5*time.Millisecond, bedNoWorker())
+	env, plan := b.env, b.plan
 	aAccepted, bClaimed := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	target, err := url.Parse(plan.member.Entry.BaseURL)

@@ -65,12 +65,8 @@ func perSolve(t *testing.T, name string, role provider.Role, seed int64, solve t
 // asked once a task, and every task is paid once, on one of them.
 func TestBreakFundsRunOutMidBurst(t *testing.T) {
 	t.Parallel()
-	primary := perSolve(t, "main", provider.Primary, 1, 20*time.Millisecond)
-	spare := perSolve(t, "spare", provider.Fallback, 2, 5*time.Millisecond)
-	set, err := provider.New(provider.Config{Members: []provider.Member{primary.member, spare.member}})
-	require.NoError(t, err)
-	env := streamtest.Start(t, streamtest.WithWorkers(0))
-	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+	b := startBed(t, 20*time.Millisecond, 5*time.Millisecond, bedPerSolvePrimary())
+	env, primary, spare := b.env, b.plan, b.spare
 
 	const n = 60
 	ids := submit(t, env.Client, "crawler", 0, n)
@@ -90,13 +86,8 @@ func TestBreakFundsRunOutMidBurst(t *testing.T) {
 // paid, is never asked.
 func TestBreakCaptchaAIZeroBalanceIsAFullPlan(t *testing.T) {
 	t.Parallel()
-	plan := startService(t, provider.Entry{Name: "plan", Dialect: provider.Classic, BaseURL: "http://x", KeyEnv: "K",
-		Billing: provider.Billing{Threads: 2}, Role: provider.Primary}, 1, 20*time.Millisecond)
-	spare := perSolve(t, "spare", provider.Fallback, 2, 5*time.Millisecond)
-	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
-	require.NoError(t, err)
-	env := streamtest.Start(t, streamtest.WithWorkers(0))
-	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+	b := startBed(t, 20*time.Millisecond, 5*time.Millisecond, bedPlanThreads(2))
+	env, plan, spare := b.env, b.plan, b.spare
 
 	outs := waitAll(t, env.Client, submit(t, env.Client, "crawler", 0, 20))
 	requireBilledOnce(t, env, outs, plan, spare)
@@ -110,7 +101,8 @@ func TestBreakCaptchaAIZeroBalanceIsAFullPlan(t *testing.T) {
 // once, on one provider, and stats' spend is the bills.
 func TestBreakHostilePrimary(t *testing.T) {
 	t.Parallel()
-	env, plan, spare := planAndSpare(t, 20*time.Millisecond, 5*time.Millisecond)
+	b := startBed(t, 20*time.Millisecond, 5*time.Millisecond)
+	env, plan, spare := b.env, b.plan, b.spare
 	hostile := fakeapi.Faults{Garbage: 0.1, HTML: 0.1, HTTP500: 0.1, Slow: 0.1, SlowDelay: 300 * time.Millisecond}
 	plan.api.SetFaults(hostile)
 
@@ -152,7 +144,8 @@ func TestBreakHostilePrimary(t *testing.T) {
 // captcha may have been paid, says on which provider.
 func TestBreakLostReplyNamesItsProvider(t *testing.T) {
 	t.Parallel()
-	env, plan, spare := planAndSpare(t, 5*time.Millisecond, 5*time.Millisecond)
+	b := startBed(t, 5*time.Millisecond, 5*time.Millisecond)
+	env, plan, spare := b.env, b.plan, b.spare
 	plan.api.SetFaults(fakeapi.Faults{Garbage: 1})
 	id := submit(t, env.Client, "crawler", 0, 1)[0]
 	require.Eventually(t, func() bool {
@@ -183,7 +176,8 @@ func TestBreakLostReplyNamesItsProvider(t *testing.T) {
 // it answered with another's id), none on the fallback.
 func TestBreakReusedCaptchaIDAcrossWorkers(t *testing.T) {
 	t.Parallel()
-	env, plan, spare := planAndSpare(t, 200*time.Millisecond, 5*time.Millisecond, streamtest.WithWorkers(0))
+	b := startBed(t, 200*time.Millisecond, 5*time.Millisecond, bedNoWorker())
+	env, plan, spare := b.env, b.plan, b.spare
 	worker := func() *provider.Set {
 		claims, err := stream.OpenClaims(t.Context(), env.Connect(), env.Topology)
 		require.NoError(t, err)

@@ -84,14 +84,12 @@ func TestBudgetExceededEndsDeadUnpaid(t *testing.T) {
 // BUDGET_EXCEEDED, unpaid anywhere.
 func TestProviderBudgetPassesOver(t *testing.T) {
 	t.Parallel()
-	main := perSolve(t, "main", provider.Primary, 1, 5*time.Millisecond)
-	spare := perSolve(t, "spare", provider.Fallback, 2, 5*time.Millisecond)
 	price := spareBilling.Per1000["userrecaptcha"] / 1000
-	main.member.Entry.BudgetPerDay = 2.5 * price
-	spare.member.Entry.BudgetPerDay = 1.5 * price
-	env := streamtest.Start(t, streamtest.WithWorkers(0))
-	set, err := provider.New(provider.Config{Members: []provider.Member{main.member, spare.member}, Ledger: ledger(t, env)})
-	require.NoError(t, err)
+	b := startBed(t, 5*time.Millisecond, 5*time.Millisecond, bedPerSolvePrimary(), bedNoWorker(), bedLedger(), bedMembers(func(b *bed) {
+		b.plan.member.Entry.BudgetPerDay = 2.5 * price
+		b.spare.member.Entry.BudgetPerDay = 1.5 * price
+	}))
+	main, spare, set := b.plan, b.spare, b.set
 	var on []string
 	for i := range 3 {
 		ans, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(i), Producer: "p"})
@@ -99,7 +97,7 @@ func TestProviderBudgetPassesOver(t *testing.T) {
 		on = append(on, ans.Provider)
 	}
 	require.Equal(t, []string{"main", "main", "spare"}, on)
-	_, err = set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(3), Producer: "p"})
+	_, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(3), Producer: "p"})
 	require.Equal(t, provider.CodeBudgetExceeded, solver.CodeOf(err), "%v", err)
 	require.Equal(t, 2, main.api.Stats().Submitted)
 	require.Equal(t, 1, spare.api.Stats().Submitted)

@@ -9,21 +9,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver/fakeapi"
-	"github.com/captchaq/captchaq/solver/provider"
 	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/streamtest"
 )
 
-// outageBacklog runs n reCAPTCHA tasks through a worker of threads
-// threads on the Set of plan and spare while plan is down (every call
-// answered HTTP 500), and checks that each was solved on spare and paid
-// once there, none on plan.
-func outageBacklog(t *testing.T, env *streamtest.Env, plan, spare service, n int) {
+// outageBacklog runs n reCAPTCHA tasks through the worker of a bed
+// whose plan is down (bedPlanDown), and checks that each was solved on
+// the fallback and paid once there, none on the plan.
+func outageBacklog(t *testing.T, b *bed, n int) {
 	t.Helper()
-	plan.api.SetFaults(fakeapi.Faults{Outage: true})
-	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
-	require.NoError(t, err)
-	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+	env, plan, spare := b.env, b.plan, b.spare
 	for _, o := range waitAll(t, env.Client, submit(t, env.Client, "crawler", 0, n)) {
 		require.Equal(t, stream.StatusSolved, o.Status, "task %s: %s %s", o.ID, o.Error, o.Detail)
 		require.Equal(t, "spare", o.Provider)
@@ -43,10 +38,10 @@ func outageBacklog(t *testing.T, env *streamtest.Env, plan, spare service, n int
 // waited in the queue behind them.
 func TestFallbackIsNotBoundByTheThreads(t *testing.T) {
 	t.Parallel()
-	env, plan, spare := planAndSpare(t, 5*time.Millisecond, time.Second, streamtest.WithWorkers(0))
+	b := startBed(t, 5*time.Millisecond, time.Second, bedPlanDown())
 	const n = 40
-	outageBacklog(t, env, plan, spare, n)
-	most := spare.api.Stats().MaxConcurrent
+	outageBacklog(t, b, n)
+	most := b.spare.api.Stats().MaxConcurrent
 	t.Logf("the fallback solved up to %d captchas at once, for a worker of %d threads", most, threads)
 	require.Greater(t, most, threads, "the fallback's captchas hold no worker thread")
 }
@@ -57,11 +52,10 @@ func TestFallbackIsNotBoundByTheThreads(t *testing.T) {
 // max_in_flight at once, and more than the threads.
 func TestMaxInFlightCapsTheFallback(t *testing.T) {
 	t.Parallel()
-	env, plan, spare := planAndSpare(t, 5*time.Millisecond, time.Second, streamtest.WithWorkers(0))
 	const capped = 4
-	spare.member.Entry.MaxInFlight = capped
-	outageBacklog(t, env, plan, spare, 40)
-	most := spare.api.Stats().MaxConcurrent
+	b := startBed(t, 5*time.Millisecond, time.Second, bedPlanDown(), bedMembers(func(b *bed) { b.spare.member.Entry.MaxInFlight = capped }))
+	outageBacklog(t, b, 40)
+	most := b.spare.api.Stats().MaxConcurrent
 	t.Logf("the fallback solved up to %d captchas at once, for %d threads and max_in_flight %d", most, threads, capped)
 	require.Greater(t, most, threads)
 	require.LessOrEqual(t, most, threads+capped)
@@ -76,10 +70,8 @@ func TestMaxInFlightCapsTheFallback(t *testing.T) {
 func TestPlanQuotaHoldsBesideTheFallback(t *testing.T) {
 	t.Parallel()
 	const quota = 3
-	env, plan, spare := planAndSpare(t, 200*time.Millisecond, time.Second, streamtest.WithWorkers(0), streamtest.WithPlanThreads(quota))
-	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
-	require.NoError(t, err)
-	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+	b := startBed(t, 200*time.Millisecond, time.Second, bedEnv(streamtest.WithPlanThreads(quota)))
+	env, plan, spare := b.env, b.plan, b.spare
 	before := waitAll(t, env.Client, submit(t, env.Client, "shop", 0, 12))
 	plan.api.SetFaults(fakeapi.Faults{Outage: true})
 	during := waitAll(t, env.Client, submit(t, env.Client, "shop", 12, 24))
@@ -111,10 +103,8 @@ func TestPlanQuotaHoldsBesideTheFallback(t *testing.T) {
 func TestQuotaHeldAtASilentPlanFailsOver(t *testing.T) {
 	t.Parallel()
 	const quota = 3
-	env, plan, spare := planAndSpare(t, 3*time.Second, 100*time.Millisecond, streamtest.WithWorkers(0), streamtest.WithPlanThreads(quota))
-	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
-	require.NoError(t, err)
-	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+	b := startBed(t, 3*time.Second, 100*time.Millisecond, bedEnv(streamtest.WithPlanThreads(quota)))
+	env, plan, spare := b.env, b.plan, b.spare
 	ids := submit(t, env.Client, "shop", 0, quota)
 	require.Eventually(t, func() bool { return plan.api.Stats().Concurrent == quota }, 30*time.Second, time.Millisecond,
 		"the quota's threads all hold captchas at the primary")
@@ -144,11 +134,9 @@ func TestQuotaHeldAtASilentPlanFailsOver(t *testing.T) {
 // takes 4 tasks: one waits there without a thread, three hold one each.
 func TestThreadsInUseWithHeldAndDetachedCaptchas(t *testing.T) {
 	t.Parallel()
-	env, plan, spare := planAndSpare(t, 3*time.Second, 10*time.Second, streamtest.WithWorkers(0))
-	spare.member.Entry.MaxInFlight = 1
-	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
-	require.NoError(t, err)
-	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads, Name: "counted"})
+	b := startBed(t, 3*time.Second, 10*time.Second, bedMembers(func(b *bed) { b.spare.member.Entry.MaxInFlight = 1 }),
+		bedWorker(stream.WorkerConfig{Threads: threads, Name: "counted"}))
+	env, plan, spare := b.env, b.plan, b.spare
 	ids := submit(t, env.Client, "shop", 0, threads)
 	require.Eventually(t, func() bool { return plan.api.Stats().Concurrent == threads }, 30*time.Second, time.Millisecond,
 		"every thread holds a captcha at the plan")
@@ -190,15 +178,8 @@ func TestThreadsInUseWithHeldAndDetachedCaptchas(t *testing.T) {
 func TestPlanBackWithItsQuotaGivenAway(t *testing.T) {
 	t.Parallel()
 	const quota = 3
-	plan := startService(t, provider.Entry{Name: "plan", Dialect: provider.Classic, BaseURL: "http://x", KeyEnv: "K",
-		Billing: provider.Billing{Threads: quota}, Role: provider.Primary}, 1, 3*time.Second)
-	spare := startService(t, provider.Entry{Name: "spare", Dialect: provider.Classic, BaseURL: "http://x", KeyEnv: "K",
-		Service: fakeapi.Service2Captcha, Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling,
-		Role: provider.Fallback}, 2, 100*time.Millisecond)
-	env := streamtest.Start(t, streamtest.WithWorkers(0), streamtest.WithPlanThreads(quota))
-	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
-	require.NoError(t, err)
-	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+	b := startBed(t, 3*time.Second, 100*time.Millisecond, bedPlanThreads(quota), bedEnv(streamtest.WithPlanThreads(quota)))
+	env, plan, spare := b.env, b.plan, b.spare
 	ids := submit(t, env.Client, "shop", 0, quota)
 	require.Eventually(t, func() bool { return plan.api.Stats().Concurrent == quota }, 30*time.Second, time.Millisecond)
 	plan.api.SetFaults(fakeapi.Faults{Outage: true})
@@ -232,12 +213,8 @@ func TestPlanBackWithItsQuotaGivenAway(t *testing.T) {
 // at once (8 threads, 2 places) beside the 2 given up.
 func TestDetachedPastTheirDeadlineGiveTheirPlacesBack(t *testing.T) {
 	t.Parallel()
-	env, plan, spare := planAndSpare(t, 5*time.Millisecond, 5*time.Second, streamtest.WithWorkers(0))
-	spare.member.Entry.MaxInFlight = 2
-	plan.api.SetFaults(fakeapi.Faults{Outage: true})
-	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
-	require.NoError(t, err)
-	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+	b := startBed(t, 5*time.Millisecond, 5*time.Second, bedPlanDown(), bedMembers(func(b *bed) { b.spare.member.Entry.MaxInFlight = 2 }))
+	env, plan, spare := b.env, b.plan, b.spare
 	var late []string
 	for i := range 2 {
 		r, err := env.Client.Submit(t.Context(), stream.Task{ID: fmt.Sprintf("late-%d", i), Method: "userrecaptcha",
@@ -268,11 +245,8 @@ func TestDetachedPastTheirDeadlineGiveTheirPlacesBack(t *testing.T) {
 // is solved on the captcha it has, none submitted again.
 func detachedThrough(t *testing.T, faults fakeapi.Faults, polls int) {
 	t.Helper()
-	env, plan, spare := planAndSpare(t, 5*time.Millisecond, 2*time.Second, streamtest.WithWorkers(0))
-	plan.api.SetFaults(fakeapi.Faults{Outage: true})
-	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
-	require.NoError(t, err)
-	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: 2})
+	b := startBed(t, 5*time.Millisecond, 2*time.Second, bedPlanDown(), bedWorker(stream.WorkerConfig{Threads: 2}))
+	env, plan, spare := b.env, b.plan, b.spare
 	ids := submit(t, env.Client, "crawler", 0, 10)
 	require.Eventually(t, func() bool { return spare.api.Stats().Concurrent == 10 }, 30*time.Second, time.Millisecond)
 	polls += spare.api.Stats().ResCalls

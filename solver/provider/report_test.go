@@ -9,9 +9,7 @@ import (
 
 	"github.com/captchaq/captchaq/gateway"
 	"github.com/captchaq/captchaq/solver/fakeapi"
-	"github.com/captchaq/captchaq/solver/provider"
 	"github.com/captchaq/captchaq/stream"
-	"github.com/captchaq/captchaq/stream/streamtest"
 )
 
 // TestReportsGoToTheProviderThatSolved: one task solved on the plan, one
@@ -20,10 +18,8 @@ import (
 // reaches the emulator that solved it, and only that one.
 func TestReportsGoToTheProviderThatSolved(t *testing.T) {
 	t.Parallel()
-	env, plan, spare := planAndSpare(t, 5*time.Millisecond, 5*time.Millisecond, streamtest.WithWorkers(0))
-	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
-	require.NoError(t, err)
-	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+	b := startBed(t, 5*time.Millisecond, 5*time.Millisecond)
+	env, plan, spare, set := b.env, b.plan, b.spare, b.set
 	stop, err := gateway.ServeReports(t.Context(), env.Connect(), env.Topology, set, nil)
 	require.NoError(t, err)
 	t.Cleanup(stop)

@@ -72,25 +72,96 @@ func startService(t *testing.T, e provider.Entry, seed int64, lo time.Duration) 
 // threads is the worker's.
 const threads = 8
 
-// planAndSpare starts a thread-plan primary solving in planSolve–2·planSolve
-// and a per-solve fallback solving in spareSolve–2·spareSolve, and a worker
-// of threads that solves through the two (none with opts: the test runs
-// its own).
-func planAndSpare(t *testing.T, planSolve, spareSolve time.Duration, opts ...streamtest.Option) (env *streamtest.Env, plan, spare service) {
+// bed is what a test of a Set runs on: a broker (env), a primary and a
+// fallback, each an emulator over HTTP, and the Set of the two (set).
+type bed struct {
+	env         *streamtest.Env
+	plan, spare service
+	set         *provider.Set
+}
+
+// bedConfig is what startBed starts; bedOptions set it.
+type bedConfig struct {
+	planThreads int  // the plan's threads
+	perSolve    bool // a per-solve primary of 2captcha's profile, called main, instead of the plan
+	env         []streamtest.Option
+	members     []func(b *bed) // before the Set is made
+	ledger      bool
+	worker      *stream.WorkerConfig // nil: no worker
+}
+
+// bedOption sets what startBed starts otherwise than by default.
+type bedOption func(*bedConfig)
+
+// bedPlanThreads bills the plan for n threads (50 by default).
+func bedPlanThreads(n int) bedOption { return func(c *bedConfig) { c.planThreads = n } }
+
+// bedPerSolvePrimary starts a per-solve primary of 2captcha's profile,
+// called main, instead of the plan.
+func bedPerSolvePrimary() bedOption { return func(c *bedConfig) { c.perSolve = true } }
+
+// bedEnv starts the broker with opts (and no worker of its own).
+func bedEnv(opts ...streamtest.Option) bedOption {
+	return func(c *bedConfig) { c.env = append(c.env, opts...) }
+}
+
+// bedMembers changes the members (their entries, clients or faults)
+// before the Set is made and its worker starts.
+func bedMembers(f func(b *bed)) bedOption {
+	return func(c *bedConfig) { c.members = append(c.members, f) }
+}
+
+// bedPlanDown takes the primary down (every call answered HTTP 500)
+// before the worker starts.
+func bedPlanDown() bedOption {
+	return bedMembers(func(b *bed) { b.plan.api.SetFaults(fakeapi.Faults{Outage: true}) })
+}
+
+// bedLedger keeps the Set's spend in the broker's ledger.
+func bedLedger() bedOption { return func(c *bedConfig) { c.ledger = true } }
+
+// bedWorker starts the worker with cfg (its Solver the Set) instead of
+// one of threads.
+func bedWorker(cfg stream.WorkerConfig) bedOption { return func(c *bedConfig) { c.worker = &cfg } }
+
+// bedNoWorker starts no worker: the test runs its own, or calls the Set.
+func bedNoWorker() bedOption { return func(c *bedConfig) { c.worker = nil } }
+
+// startBed starts a thread plan's primary solving in
+// planSolve–2·planSolve, a per-solve fallback solving in
+// spareSolve–2·spareSolve, the Set of the two and a worker of threads
+// that solves through it; opts change what it starts.
+func startBed(t *testing.T, planSolve, spareSolve time.Duration, opts ...bedOption) *bed {
 	t.Helper()
-	plan = startService(t, provider.Entry{Name: "plan", Dialect: provider.Classic, BaseURL: "http://x", KeyEnv: "K",
-		Billing: provider.Billing{Threads: 50}, Role: provider.Primary}, 1, planSolve)
-	spare = startService(t, provider.Entry{Name: "spare", Dialect: provider.Classic, BaseURL: "http://x", KeyEnv: "K",
-		Service: fakeapi.Service2Captcha, Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling,
-		Role: provider.Fallback}, 2, spareSolve)
-	env = streamtest.Start(t, append([]streamtest.Option{streamtest.WithWorkers(0)}, opts...)...)
-	if len(opts) > 0 {
-		return env, plan, spare
+	c := bedConfig{planThreads: 50, worker: &stream.WorkerConfig{Threads: threads}}
+	for _, o := range opts {
+		o(&c)
 	}
-	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
+	b := &bed{}
+	if c.perSolve {
+		b.plan = perSolve(t, "main", provider.Primary, 1, planSolve)
+	} else {
+		b.plan = startService(t, provider.Entry{Name: "plan", Dialect: provider.Classic, BaseURL: "http://x", KeyEnv: "K",
+			Billing: provider.Billing{Threads: c.planThreads}, Role: provider.Primary}, 1, planSolve)
+	}
+	b.spare = perSolve(t, "spare", provider.Fallback, 2, spareSolve)
+	b.env = streamtest.Start(t, append([]streamtest.Option{streamtest.WithWorkers(0)}, c.env...)...)
+	for _, f := range c.members {
+		f(b)
+	}
+	cfg := provider.Config{Members: []provider.Member{b.plan.member, b.spare.member}}
+	if c.ledger {
+		cfg.Ledger = ledger(t, b.env)
+	}
+	var err error
+	b.set, err = provider.New(cfg)
 	require.NoError(t, err)
-	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
-	return env, plan, spare
+	if c.worker != nil {
+		w := *c.worker
+		w.Solver = b.set
+		b.env.StartWorker(w)
+	}
+	return b
 }
 
 // submit submits n reCAPTCHA tasks of producer, each on a page of its
@@ -134,7 +205,8 @@ func waitAll(t *testing.T, c *stream.Client, ids []string) []stream.Outcome {
 // the tasks that name it, and no task was accepted by both.
 func TestFailoverPaysOnce(t *testing.T) {
 	t.Parallel()
-	env, plan, spare := planAndSpare(t, 300*time.Millisecond, 5*time.Millisecond)
+	b := startBed(t, 300*time.Millisecond, 5*time.Millisecond)
+	env, plan, spare := b.env, b.plan, b.spare
 	const n = 60
 	ids := submit(t, env.Client, "crawler", 0, n/3)
 	require.Eventually(t, func() bool { return plan.api.Stats().Concurrent == threads },
@@ -172,9 +244,8 @@ func TestFailoverPaysOnce(t *testing.T) {
 // asking the primary, which does not know it, and paying again.
 func TestStoppedWorkerLeavesItsCaptchaWithItsProvider(t *testing.T) {
 	t.Parallel()
-	env, plan, spare := planAndSpare(t, 5*time.Millisecond, 2*time.Second, streamtest.WithWorkers(0))
-	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
-	require.NoError(t, err)
+	b := startBed(t, 5*time.Millisecond, 2*time.Second, bedNoWorker())
+	env, plan, spare, set := b.env, b.plan, b.spare, b.set
 	cfg := env.WorkerConfig()
 	cfg.Solver, cfg.Threads, cfg.ShutdownGrace = set, 1, time.Millisecond
 	w, err := stream.NewWorker(t.Context(), env.Connect(), cfg)
@@ -229,12 +300,12 @@ func trace(t *testing.T, env *streamtest.Env, id string) []stream.TraceEntry {
 // while it is passed over.
 func TestRefusedKeyPassesOver(t *testing.T) {
 	t.Parallel()
-	_, plan, spare := planAndSpare(t, 5*time.Millisecond, 5*time.Millisecond, streamtest.WithWorkers(0))
-	refused, err := solver.NewClient(solver.Config{BaseURL: plan.member.Entry.BaseURL, APIKey: "not-the-key", MinSubmitInterval: -1, SubmitBurst: -1})
-	require.NoError(t, err)
-	plan.member.Client = refused
-	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
-	require.NoError(t, err)
+	b := startBed(t, 5*time.Millisecond, 5*time.Millisecond, bedNoWorker(), bedMembers(func(b *bed) {
+		refused, err := solver.NewClient(solver.Config{BaseURL: b.plan.member.Entry.BaseURL, APIKey: "not-the-key", MinSubmitInterval: -1, SubmitBurst: -1})
+		require.NoError(t, err)
+		b.plan.member.Client = refused
+	}))
+	plan, spare, set := b.plan, b.spare, b.set
 	for i := range 3 {
 		ans, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha",
 			Params: map[string]string{"googlekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "pageurl": fmt.Sprintf("https://a.example/%d", i)}})
@@ -255,9 +326,8 @@ func TestRefusedKeyPassesOver(t *testing.T) {
 // the first is solved.
 func TestReusedCaptchaIDIsNotAnAnswer(t *testing.T) {
 	t.Parallel()
-	_, plan, spare := planAndSpare(t, 200*time.Millisecond, 5*time.Millisecond, streamtest.WithWorkers(0))
-	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
-	require.NoError(t, err)
+	b := startBed(t, 200*time.Millisecond, 5*time.Millisecond, bedNoWorker())
+	plan, spare, set := b.plan, b.spare, b.set
 	first := make(chan error, 1)
 	go func() {
 		_, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1)})
@@ -267,7 +337,7 @@ func TestReusedCaptchaIDIsNotAnAnswer(t *testing.T) {
 	plan.api.SetFaults(fakeapi.Faults{ReuseID: true})
 	var told []solver.Accepted
 	ctx := solver.WithAccepted(t.Context(), func(a solver.Accepted) { told = append(told, a) })
-	_, err = set.Solve(ctx, solver.Request{Method: "userrecaptcha", Params: taskParams(2)})
+	_, err := set.Solve(ctx, solver.Request{Method: "userrecaptcha", Params: taskParams(2)})
 	require.Equal(t, provider.CodeReusedID, solver.CodeOf(err), "%v", err)
 	require.Equal(t, retry.Transient, solver.ClassOf(err))
 	require.Empty(t, told, "the reused id is not recorded as the second task's")

@@ -21,7 +21,8 @@ func cents(x float64) int64 { return int64(math.Round(x * 100)) }
 // cent (and to a millionth), and its solves what each accepted.
 func TestSpendEqualsTheBills(t *testing.T) {
 	t.Parallel()
-	env, plan, spare := planAndSpare(t, 5*time.Millisecond, 5*time.Millisecond)
+	b := startBed(t, 5*time.Millisecond, 5*time.Millisecond)
+	env, plan, spare := b.env, b.plan, b.spare
 	checkout, err := stream.NewClient(t.Context(), env.Connect(), stream.ClientConfig{Topology: env.Topology, Name: "checkout", Now: env.Now})
 	require.NoError(t, err)
 	const n = 40

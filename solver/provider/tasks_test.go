@@ -81,7 +81,7 @@ func TestJSONProviderOutOfReach(t *testing.T) {
 	require.NoError(t, err)
 	primary := provider.Member{Client: c, Entry: provider.Entry{Name: "json", Dialect: provider.Tasks, BaseURL: gone.URL,
 		KeyEnv: "K", Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling, Role: provider.Primary}}
-	_, _, spare := planAndSpare(t, 5*time.Millisecond, 5*time.Millisecond, streamtest.WithWorkers(0))
+	spare := startBed(t, 5*time.Millisecond, 5*time.Millisecond, bedNoWorker()).spare
 	set, err := provider.New(provider.Config{Members: []provider.Member{primary, spare.member}})
 	require.NoError(t, err)
 	ans, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1)})

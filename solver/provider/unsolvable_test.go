@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver/fakeapi"
-	"github.com/captchaq/captchaq/solver/provider"
 	"github.com/captchaq/captchaq/stream"
 	"github.com/captchaq/captchaq/stream/streamtest"
 )
@@ -24,11 +23,10 @@ const unsolvable = "ERROR_CAPTCHA_UNSOLVABLE"
 // and a task the plan solves stays there.
 func TestUnsolvableRetriedOnAnotherProvider(t *testing.T) {
 	t.Parallel()
-	env, plan, spare := planAndSpare(t, 5*time.Millisecond, 5*time.Millisecond, streamtest.WithMaxAttempts(3))
-	plan.api.SetFaults(fakeapi.Faults{Rules: []fakeapi.Rule{{Param: "pageurl", Contains: "/p/0", Code: unsolvable, OnPoll: true}}})
-	set, err := provider.New(provider.Config{Members: []provider.Member{plan.member, spare.member}})
-	require.NoError(t, err)
-	env.StartWorker(stream.WorkerConfig{Solver: set, Threads: threads})
+	b := startBed(t, 5*time.Millisecond, 5*time.Millisecond, bedEnv(streamtest.WithMaxAttempts(3)), bedMembers(func(b *bed) {
+		b.plan.api.SetFaults(fakeapi.Faults{Rules: []fakeapi.Rule{{Param: "pageurl", Contains: "/p/0", Code: unsolvable, OnPoll: true}}})
+	}))
+	env, plan, spare := b.env, b.plan, b.spare
 
 	outs := waitAll(t, env.Client, submit(t, env.Client, "crawler", 0, 2))
 	for _, o := range outs {
