@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -25,27 +23,18 @@ import (
 // emulator billed all 8, 3.2 times the cap.
 func TestBudgetAcrossWorkerProcesses(t *testing.T) {
 	t.Parallel()
-	url, _, client := listeningServer(t, stream.Topology{})
 	solve := map[string]fakeapi.Range{solver.KindTurnstile: {Min: time.Second, Median: time.Second, Max: time.Second}}
 	api, apiURL := emulatorURL(t, fakeapi.Config{SolveTime: solve, Seed: 1, Service: fakeapi.Service2Captcha,
 		Price: map[string]float64{"turnstile": 2}, Balance: 100})
-	file := filepath.Join(t.TempDir(), "providers.json")
-	require.NoError(t, os.WriteFile(file, fmt.Appendf(nil, `{"providers": [
- {"name": "spare", "dialect": "classic", "base_url": %q, "service": "2captcha", "key_env": "SPARE_KEY",
-  "methods": ["turnstile"], "billing": {"per_1000": {"turnstile": 2}}, "role": "primary", "budget_per_day": 0.005}]}`, apiURL), 0o600))
-	env := []string{"SPARE_KEY=" + fakeapi.TestKey}
-	for _, name := range []string{"budget-first", "budget-second"} {
-		w := startProc(t, env, "worker", "--nats", url, "--providers", file, "--poll-scale", "0.1", "--threads", "4", "--name", name)
-		w.waitLine("worker started", 30*time.Second)
-	}
+	pb := startProviders(t, stream.Topology{}, []string{"SPARE_KEY"}, []string{"--poll-scale", "0.1", "--threads", "4"},
+		fmt.Sprintf(`{"name": "spare", "dialect": "classic", "base_url": %q, "service": "2captcha", "key_env": "SPARE_KEY",
+  "methods": ["turnstile"], "billing": {"per_1000": {"turnstile": 2}}, "role": "primary", "budget_per_day": 0.005}`, apiURL))
+	client := pb.client
+	pb.worker("budget-first")
+	pb.worker("budget-second")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	var tasks []stream.Task
-	for i := range 8 {
-		tasks = append(tasks, stream.Task{ID: fmt.Sprintf("budget-%d", i), Method: "turnstile",
-			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": fmt.Sprintf("https://shop.example/checkout/%d", i)}})
-	}
-	receipts, err := client.SubmitAll(ctx, tasks)
+	receipts, err := client.SubmitAll(ctx, checkoutTasks("budget", 8))
 	require.NoError(t, err)
 	solved, exceeded := 0, 0
 	require.NoError(t, client.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {

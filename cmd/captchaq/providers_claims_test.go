@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -25,30 +23,23 @@ import (
 // second task's twice (charged for the reused id), the first's once.
 func TestReusedCaptchaIDAcrossWorkerProcesses(t *testing.T) {
 	t.Parallel()
-	url, _, client := listeningServer(t, stream.Topology{})
 	solve := map[string]fakeapi.Range{solver.KindTurnstile: {Min: 3 * time.Second, Median: 3 * time.Second, Max: 3 * time.Second}}
 	plan, planURL := emulatorURL(t, fakeapi.Config{SolveTime: solve, Seed: 1})
-	file := filepath.Join(t.TempDir(), "providers.json")
-	require.NoError(t, os.WriteFile(file, fmt.Appendf(nil, `{"providers": [
- {"name": "plan", "dialect": "classic", "base_url": %q, "service": "captchaai", "key_env": "PLAN_KEY",
-  "billing": {"threads": 5}, "role": "primary"}]}`, planURL), 0o600))
-	env := []string{"PLAN_KEY=" + fakeapi.TestKey}
-	for _, name := range []string{"claims-first", "claims-second"} {
-		w := startProc(t, env, "worker", "--nats", url, "--providers", file, "--poll-scale", "0.1", "--threads", "1", "--name", name)
-		w.waitLine("worker started", 30*time.Second)
-	}
+	pb := startProviders(t, stream.Topology{}, []string{"PLAN_KEY"}, []string{"--poll-scale", "0.1", "--threads", "1"},
+		fmt.Sprintf(`{"name": "plan", "dialect": "classic", "base_url": %q, "service": "captchaai", "key_env": "PLAN_KEY",
+  "billing": {"threads": 5}, "role": "primary"}`, planURL))
+	client := pb.client
+	pb.worker("claims-first")
+	pb.worker("claims-second")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	task := func(i int) stream.Task {
-		return stream.Task{ID: fmt.Sprintf("claims-%d", i), Method: "turnstile",
-			Params: stream.Params{"sitekey": "0x4AAAAAAAB", "pageurl": fmt.Sprintf("https://shop.example/checkout/%d", i)}}
-	}
-	first, err := client.SubmitAll(ctx, []stream.Task{task(0)})
+	tasks := checkoutTasks("claims", 2)
+	first, err := client.SubmitAll(ctx, tasks[:1])
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { st := plan.Stats(); return st.Submitted == 1 && len(st.ResCallsPerCaptcha) == 1 },
 		30*time.Second, time.Millisecond, "the first captcha accepted and polled (claimed before its first poll)")
 	plan.SetFaults(fakeapi.Faults{ReuseID: true})
-	second, err := client.SubmitAll(ctx, []stream.Task{task(1)})
+	second, err := client.SubmitAll(ctx, tasks[1:])
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return plan.Stats().Submitted == 2 }, 30*time.Second, time.Millisecond,
 		"the other worker (the first's one thread is busy) submitted the second task")

@@ -104,45 +104,67 @@ func TestWorkerKilledBetweenTwoProvidersPaysOnce(t *testing.T) {
 	require.Zero(t, spend["plan"])
 }
 
-// twoProviders is a broker, a thread plan's emulator (plan, nothing
-// billed) and a per-solve fallback's (spare: 2captcha's API, turnstile at
-// 1.45 the thousand), and the providers file naming them (file).
+// providersBed is a broker (url, client) and a providers file (file) for
+// worker processes, the keys it names in env.
+type providersBed struct {
+	t      *testing.T
+	url    string
+	client *stream.Client
+	file   string
+	env    []string
+	flags  []string // every worker's
+}
+
+// startProviders starts a broker of top and writes a providers file of
+// entries (each a provider's JSON object) whose keys, each
+// fakeapi.TestKey, are in the variables keyEnvs; flags are every
+// worker's.
+func startProviders(t *testing.T, top stream.Topology, keyEnvs []string, flags []string, entries ...string) *providersBed {
+	t.Helper()
+	pb := &providersBed{t: t, flags: flags}
+	pb.url, _, pb.client = listeningServer(t, top)
+	for _, k := range keyEnvs {
+		pb.env = append(pb.env, k+"="+fakeapi.TestKey)
+	}
+	pb.file = filepath.Join(t.TempDir(), "providers.json")
+	require.NoError(t, os.WriteFile(pb.file, []byte(`{"providers": [`+strings.Join(entries, ",\n")+`]}`), 0o600))
+	return pb
+}
+
+// worker starts a worker process on pb's providers, named name, with
+// flags, and waits until it started.
+func (pb *providersBed) worker(name string, flags ...string) *proc {
+	pb.t.Helper()
+	args := append([]string{"worker", "--nats", pb.url, "--providers", pb.file}, pb.flags...)
+	w := startProc(pb.t, pb.env, append(append(args, "--name", name), flags...)...)
+	w.waitLine("worker started", 30*time.Second)
+	return w
+}
+
+// twoProviders is a providersBed naming a thread plan's emulator (plan,
+// nothing billed) and a per-solve fallback's (spare: 2captcha's API,
+// turnstile at 1.45 the thousand).
 type twoProviders struct {
-	t           *testing.T
-	url         string
-	client      *stream.Client
+	*providersBed
 	plan, spare *fakeapi.Server
-	file        string
 }
 
 // startTwoProviders starts a twoProviders solving turnstile in solve, the
 // plan of planThreads threads, under an ack wait of 2 s.
 func startTwoProviders(t *testing.T, solve map[string]fakeapi.Range, planThreads int) *twoProviders {
 	t.Helper()
-	tp := &twoProviders{t: t}
-	tp.url, _, tp.client = listeningServer(t, stream.Topology{AckWait: 2 * time.Second})
+	tp := &twoProviders{}
 	// A price stated for the test, the same in the file and the emulator.
 	price := map[string]float64{"turnstile": 1.45}
 	var planURL, spareURL string
 	tp.plan, planURL = emulatorURL(t, fakeapi.Config{SolveTime: solve, Price: map[string]float64{"turnstile": 0}, Seed: 1})
 	tp.spare, spareURL = emulatorURL(t, fakeapi.Config{SolveTime: solve, Price: price, Seed: 2, Service: fakeapi.Service2Captcha})
-	tp.file = filepath.Join(t.TempDir(), "providers.json")
-	require.NoError(t, os.WriteFile(tp.file, fmt.Appendf(nil, `{"providers": [
- {"name": "plan", "dialect": "classic", "base_url": %q, "service": "captchaai", "key_env": "PLAN_KEY",
-  "billing": {"threads": %d}, "role": "primary"},
- {"name": "spare", "dialect": "classic", "base_url": %q, "service": "2captcha", "key_env": "SPARE_KEY",
-  "methods": ["turnstile"], "billing": {"per_1000": {"turnstile": 1.45}}, "role": "fallback"}]}`, planURL, planThreads, spareURL), 0o600))
+	tp.providersBed = startProviders(t, stream.Topology{AckWait: 2 * time.Second}, []string{"PLAN_KEY", "SPARE_KEY"}, []string{"--ack-wait", "2s"},
+		fmt.Sprintf(`{"name": "plan", "dialect": "classic", "base_url": %q, "service": "captchaai", "key_env": "PLAN_KEY",
+  "billing": {"threads": %d}, "role": "primary"}`, planURL, planThreads),
+		fmt.Sprintf(`{"name": "spare", "dialect": "classic", "base_url": %q, "service": "2captcha", "key_env": "SPARE_KEY",
+  "methods": ["turnstile"], "billing": {"per_1000": {"turnstile": 1.45}}, "role": "fallback"}`, spareURL))
 	return tp
-}
-
-// worker starts a worker process on tp's providers, named name, with
-// flags, and waits until it started.
-func (tp *twoProviders) worker(name string, flags ...string) *proc {
-	env := []string{"PLAN_KEY=" + fakeapi.TestKey, "SPARE_KEY=" + fakeapi.TestKey}
-	args := append([]string{"worker", "--nats", tp.url, "--providers", tp.file, "--ack-wait", "2s", "--name", name}, flags...)
-	w := startProc(tp.t, env, args...)
-	w.waitLine("worker started", 30*time.Second)
-	return w
 }
 
 // checkoutTasks are n turnstile tasks, prefix-0 on, each on a page of its own.
