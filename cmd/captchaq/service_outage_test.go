@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -31,16 +33,28 @@ type outageBed struct {
 
 func newOutageBed(t *testing.T, extra ...string) *outageBed {
 	t.Helper()
+	return newOutageBedFronted(t, nil, extra...)
+}
+
+// newOutageBedFronted is newOutageBed whose emulator is served through
+// front (nil: directly), which may call b.proxy once the bed is built.
+func newOutageBedFronted(t *testing.T, front func(b *outageBed, api http.Handler) http.Handler, extra ...string) *outageBed {
+	t.Helper()
 	natsURL, _, client := listeningServer(t, stream.Topology{})
 	api := outageAPI()
-	srv := httptest.NewServer(api)
+	b := &outageBed{natsURL: natsURL, client: client, api: api}
+	var h http.Handler = api
+	if front != nil {
+		h = front(b, api)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	u, err := url.Parse(srv.URL)
 	require.NoError(t, err)
 	proxy, err := faultproxy.Start(u.Host)
 	require.NoError(t, err)
 	t.Cleanup(proxy.Close)
-	b := &outageBed{natsURL: natsURL, client: client, api: api, proxy: proxy}
+	b.proxy = proxy
 	b.startWorker(t, "http://"+proxy.Addr(), extra...)
 	return b
 }
@@ -79,6 +93,14 @@ func (b *outageBed) submit(t *testing.T, n int) []stream.Receipt {
 // solved on its first attempt, each paid once, no ban earned.
 func (b *outageBed) solvedOnce(t *testing.T, rs []stream.Receipt, within time.Duration) {
 	t.Helper()
+	b.solved(t, rs, within, 0)
+}
+
+// solved is solvedOnce allowing up to lostAtMost captchas paid twice, each
+// one the audit names: an in.php whose reply the outage lost (the task's
+// trace says it "may have been paid"). It returns how many were.
+func (b *outageBed) solved(t *testing.T, rs []stream.Receipt, within time.Duration, lostAtMost int) int {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), within)
 	defer cancel()
 	solved := 0
@@ -92,12 +114,24 @@ func (b *outageBed) solvedOnce(t *testing.T, rs []stream.Receipt, within time.Du
 	st := b.api.Stats()
 	require.Zero(t, st.Codes["MAX_USER_TURN"], "no burst on the service's return: %v", st.Codes)
 	require.Zero(t, st.Codes["ERROR: 1001"], "%v", st.Codes)
-	require.Equal(t, len(rs), st.Submitted, "each task paid once at the service")
+	lost := 0
+	for _, r := range rs {
+		trace, err := b.client.Trace(t.Context(), r.ID)
+		require.NoError(t, err)
+		for _, e := range trace {
+			if strings.Contains(e.Detail, "may have been paid") {
+				lost++
+			}
+		}
+	}
+	require.LessOrEqual(t, lost, lostAtMost, "in.php replies lost")
+	require.Equal(t, len(rs)+lost, st.Submitted, "each task paid once at the service, but for the %d whose in.php reply was lost, each said in its trace", lost)
 	var out string
 	require.Eventually(t, func() bool {
 		out = captchaq(t, b.natsURL, "stats").stdout
 		return strings.Contains(out, "workers alive: 1") && !strings.Contains(out, "service unreachable")
 	}, 20*time.Second, 200*time.Millisecond, "the outage is over in stats: %s", out)
+	return lost
 }
 
 // during waits until the emulator has accepted n captchas, then breaks the
@@ -136,18 +170,44 @@ func (b *outageBed) seenAtOnce(t *testing.T, from time.Time) {
 }
 
 // A frozen service (connections accepted, nothing answered) for 25 s, past
-// one call's wait for a reply (20 s), under 40 tasks: the worker warns at once, stats show it, no submission is sent
-// into the hang, and on the thaw the queued work resumes within the
-// service's rate rule: all solved on their first attempt, each paid once.
+// one call's wait for a reply (20 s), under 40 tasks: the worker warns at
+// once, stats show it, no submission is sent into the hang, and on the thaw
+// the queued work resumes within the service's rate rule: all solved on
+// their first attempt. The freeze begins as the emulator takes its 7th
+// captcha, before its reply leaves (3 captchas are held then, of 4
+// threads): that in.php's reply is lost. Nothing tells a captcha taken
+// from one never sent, so its task submits again, and that captcha is the
+// one paid twice, said in the task's trace ("may have been paid"); every
+// other is paid once.
+//
+// Failed before (as CI's run did once, by chance: 41 paid for 40): the
+// test froze the service at any moment after the 6th captcha and asked
+// for exactly 40 payments; the freeze could catch an in.php in flight.
 func TestServiceFreezeSpendsNothing(t *testing.T) {
 	t.Parallel()
-	b := newOutageBed(t)
+	var taken atomic.Int32
+	var frozeAt atomic.Int64
+	b := newOutageBedFronted(t, func(b *outageBed, api http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasSuffix(r.URL.Path, "/in.php") || taken.Add(1) != 7 {
+				api.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			api.ServeHTTP(rec, r)
+			b.proxy.Freeze()
+			frozeAt.Store(time.Now().UnixNano())
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+		})
+	})
 	rs := b.submit(t, 40)
-	from := b.during(t, 6, b.proxy.Freeze)
+	require.Eventually(t, func() bool { return frozeAt.Load() != 0 }, time.Minute, 10*time.Millisecond)
+	from := time.Unix(0, frozeAt.Load())
 	b.seenAtOnce(t, from)
 	require.Eventually(t, func() bool { return time.Since(from) >= 25*time.Second }, 30*time.Second, 50*time.Millisecond)
 	require.NoError(t, b.proxy.Restore())
-	b.solvedOnce(t, rs, 3*time.Minute)
+	require.Equal(t, 1, b.solved(t, rs, 3*time.Minute, 1), "the in.php caught by the freeze is said in its task's trace")
 	b.worker.waitLine("the solving service answers again", 30*time.Second)
 }
 
