@@ -151,6 +151,17 @@ func (s *fakeStore) Heartbeat(_ context.Context, worker string) ([]byte, uint64,
 	return hb.data, hb.seq, ok, nil
 }
 
+func (s *fakeStore) HeartbeatPart(_ context.Context, worker string, seq uint64) ([]byte, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.recs {
+		if r.seq == seq && r.subject == wire.HeartbeatSubject(worker) {
+			return r.data, true, nil
+		}
+	}
+	return nil, false, nil
+}
+
 // heartbeat stores info as the latest heartbeat of its worker.
 func (s *fakeStore) heartbeat(t *testing.T, info wire.WorkerInfo) {
 	b, err := json.Marshal(info)
