@@ -26,6 +26,11 @@ func (w *Worker) heartbeatService(inUse func() int) *upkeep.Heartbeat {
 		Held:  w.held.List,
 		JS:    w.js, Stream: w.s, Reach: &w.reach, Clock: &w.clock, Log: w.log,
 	}
+	var maxMsg int32
+	if info := w.s.CachedInfo(); info != nil {
+		maxMsg = info.Config.MaxMsgSize
+	}
+	h.MaxMessage = upkeep.HeartbeatMessageMax(w.nc.MaxPayload(), maxMsg)
 	if sc := w.serviceClient(); sc != nil {
 		h.Service = sc
 	}

@@ -308,7 +308,11 @@ const tabs = {
     row: w => el("tr", { data: { worker: w.name } },
       td(w.name, "code"), td(w.host || "-"), td(w.pid || "-", "num"), td(w.threads, "num"), td(w.stopped ? "-" : w.in_use, "num"),
       td(dur(w.up_seconds)), td(age(w.at, new Date(state.page.server.at)) + " ago"), workerState(w),
-      el("td", {}, ...(w.tasks || []).flatMap((x, i) => i ? [" ", taskLink(x.id)] : [taskLink(x.id)]))),
+      // A worker holding more tasks than one heartbeat message names
+      // splits the list over several (held_parts, each a part): the count
+      // stands here.
+      el("td", {}, ...(w.held_parts || w.part ? [`${w.held} tasks, too many to list here`]
+        : (w.tasks || []).flatMap((x, i) => i ? [" ", taskLink(x.id)] : [taskLink(x.id)])))),
     empty: "no worker seen in the last 15s",
   },
 };

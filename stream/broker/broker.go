@@ -43,6 +43,9 @@ type Config struct {
 	// faster, but an OS crash or power loss can lose tasks the server
 	// already acknowledged. The default is sync_interval: always.
 	LazySync bool
+	// MaxPayload, set, is the server's max_payload in bytes, over the
+	// config file's and the default (4 MB).
+	MaxPayload int32
 	// Logger receives the server's log lines at Warn and above (Debug with
 	// Verbose). Default: none.
 	Logger *slog.Logger
@@ -83,6 +86,9 @@ func Start(cfg Config) (*server.Server, error) {
 	}
 	opts.JetStream = true
 	opts.NoSigs = true
+	if cfg.MaxPayload > 0 {
+		opts.MaxPayload = cfg.MaxPayload
+	}
 	if cfg.Host != "" {
 		opts.Host = cfg.Host
 	}

@@ -76,7 +76,8 @@ func Start(t testing.TB, opts ...Option) *Env {
 
 	// Encrypted at rest, as `captchaq server` runs with the shipped
 	// nats.conf; the key lives as long as the store.
-	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true, Listen: cfg.listen, StoreKey: rand.Text() + rand.Text()})
+	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true, Listen: cfg.listen, StoreKey: rand.Text() + rand.Text(),
+		MaxPayload: cfg.maxPayload})
 	if err != nil {
 		t.Fatalf("streamtest: start nats-server: %v", err)
 	}
@@ -315,6 +316,7 @@ type config struct {
 	listen             bool
 	seed               int64
 	logger             *slog.Logger
+	maxPayload         int32
 }
 
 func defaultConfig() config {
@@ -395,4 +397,11 @@ func WithSeed(seed int64) Option {
 // WithLogger sends the workers' log lines to l. Default: discarded.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
+}
+
+// WithMaxPayload gives the server a max_payload of n bytes (the stream
+// then takes messages of wire.MaxTaskMessage(n) at most), for tests of
+// what outgrows it. Default 4 MB, as the shipped nats.conf.
+func WithMaxPayload(n int32) Option {
+	return func(c *config) { c.maxPayload = n }
 }

@@ -33,7 +33,19 @@ type WorkerInfo struct {
 	// Tasks are the task generations it holds from their recorded attempt
 	// to their end: a worker given one of them again while this heartbeat
 	// is the holder's latest waits instead of paying the service again.
-	Tasks []HeldTask `json:"tasks,omitempty"`
+	// Held counts them. When they are too many for one message (a
+	// per-solve provider's max_in_flight runs to 10000 captchas a worker),
+	// the heartbeat is split: the messages at the stream sequences
+	// HeldParts, stored just before this one on the same subject, each a
+	// copy of this WorkerInfo with Part set, carry the list between them,
+	// and this last message carries none (Tasks empty, Held set).
+	Tasks     []HeldTask `json:"tasks,omitempty"`
+	Held      int        `json:"held,omitempty"`
+	HeldParts []uint64   `json:"held_parts,omitempty"`
+	// Part is set on a message that carries part of a split heartbeat's
+	// Tasks; the heartbeat's last message, which names it in HeldParts,
+	// follows it.
+	Part bool `json:"part,omitempty"`
 	// ServiceDownSince is set while the solving service does not answer
 	// this worker (refused connections, no reply, a run of HTTP 5xx): since
 	// when. The worker submits nothing meanwhile; ServiceDown says what

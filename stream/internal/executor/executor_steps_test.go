@@ -56,6 +56,49 @@ func TestExecuteWaitsForALiveHolder(t *testing.T) {
 	}
 }
 
+// A holder whose heartbeat is split (too many tasks for one message) is
+// waited for when one of its parts names the task, or a part cannot be
+// read (it waits a heartbeat period: the next beat says); it is taken over
+// from when no part names the task.
+func TestExecuteReadsASplitHeartbeat(t *testing.T) {
+	t.Parallel()
+	other := []wire.HeldTask{{ID: "a", Gen: 1}, {ID: "b", Gen: 1}}
+	for name, tc := range map[string]struct {
+		parts  [][]wire.HeldTask
+		gone   bool // a part the head names is not on the holder's subject
+		solves int
+	}{
+		"named in its second part": {parts: [][]wire.HeldTask{other, {{ID: "s1", Gen: 1}, {ID: "z", Gen: 1}}}},
+		"a part unreadable":        {parts: [][]wire.HeldTask{other}, gone: true},
+		"named in no part":         {parts: [][]wire.HeldTask{other, {{ID: "s1", Gen: 2}}}, solves: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, solver.Answer{Solution: json.RawMessage(`"tok"`)}, nil)
+			m := b.deliver(t, "s1", turnstile, 1)
+			b.recordAttemptOf(t, "s1", 1, "w2")
+			info := wire.WorkerInfo{Name: "w2"}
+			if tc.gone {
+				b.store.mu.Lock()
+				info.HeldParts = []uint64{b.store.put(wire.HeartbeatSubject("w3"), nil, []byte(`{"name":"w3","part":true,"tasks":[{"id":"s1","gen":1}]}`))}
+				b.store.mu.Unlock()
+			}
+			b.store.splitHeartbeat(t, info, tc.parts...)
+			again := b.redeliver(1, "s1", m.header, turnstile, 2)
+			b.x.Execute(context.Background(), again, noThread{}, noSlot{})
+
+			require.Equal(t, tc.solves, b.solves)
+			if tc.solves == 0 {
+				require.Equal(t, "nak "+wire.HeartbeatEvery.String(), again.how())
+				require.Equal(t, []string{"w2"}, workers(b.store.events(t, "s1")))
+			} else {
+				require.Equal(t, "ack", again.how())
+				require.Equal(t, []string{"w2", "w1"}, workers(b.store.events(t, "s1")))
+			}
+		})
+	}
+}
+
 // A redelivery of a task whose last attempt's worker has stopped, or whose
 // newer heartbeat does not name the task, takes it over: the lost attempt
 // stays spent and is marked as such.

@@ -151,6 +151,17 @@ func (s *fakeStore) Heartbeat(_ context.Context, worker string) ([]byte, uint64,
 	return hb.data, hb.seq, ok, nil
 }
 
+func (s *fakeStore) HeartbeatPart(_ context.Context, worker string, seq uint64) ([]byte, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.recs {
+		if r.seq == seq && r.subject == wire.HeartbeatSubject(worker) {
+			return r.data, true, nil
+		}
+	}
+	return nil, false, nil
+}
+
 // heartbeat stores info as the latest heartbeat of its worker.
 func (s *fakeStore) heartbeat(t *testing.T, info wire.WorkerInfo) {
 	b, err := json.Marshal(info)
@@ -162,6 +173,22 @@ func (s *fakeStore) heartbeat(t *testing.T, info wire.WorkerInfo) {
 		s.heartbeats = map[string]storedRec{}
 	}
 	s.heartbeats[info.Name] = storedRec{seq: seq, data: b}
+}
+
+// splitHeartbeat stores info as the latest heartbeat of its worker, split:
+// a message for each of parts first (Part set), then info naming them.
+func (s *fakeStore) splitHeartbeat(t *testing.T, info wire.WorkerInfo, parts ...[]wire.HeldTask) {
+	for _, p := range parts {
+		part := info
+		part.Tasks, part.Part = p, true
+		b, err := json.Marshal(part)
+		require.NoError(t, err)
+		s.mu.Lock()
+		info.HeldParts = append(info.HeldParts, s.put(wire.HeartbeatSubject(info.Name), nil, b))
+		s.mu.Unlock()
+		info.Held += len(p)
+	}
+	s.heartbeat(t, info)
 }
 
 func (s *fakeStore) VerifyReplayOf(context.Context, string, uint64, time.Time, nats.Header, func() (wire.Task, error)) error {

@@ -55,18 +55,39 @@ func (d *delivery) attemptLives(ctx context.Context) bool {
 	if json.Unmarshal(hb, &info) != nil {
 		return false
 	}
-	return heartbeatHolds(info, hbSeq, d.st.LastSeq, wire.HeldTask{ID: d.id, Gen: d.gen})
+	return heartbeatHolds(info, hbSeq, d.st.LastSeq, wire.HeldTask{ID: d.id, Gen: d.gen}, func(seq uint64) (wire.WorkerInfo, bool) {
+		var part wire.WorkerInfo
+		var data []byte
+		err := d.patiently(ctx, func() (err error) {
+			data, found, err = d.x.Store.HeartbeatPart(ctx, holder, seq)
+			return err
+		})
+		if err != nil || !found || json.Unmarshal(data, &part) != nil {
+			d.log.Info("cannot read a part of the heartbeat of the last attempt's worker; waiting", slog.Uint64("part_seq", seq), slog.Any("error", err))
+			return part, false
+		}
+		return part, true
+	})
 }
 
 // heartbeatHolds decides from a worker's latest heartbeat (stored at
 // sequence seq) whether the attempt recorded at attemptSeq may still be
-// running there.
-func heartbeatHolds(info wire.WorkerInfo, seq, attemptSeq uint64, t wire.HeldTask) bool {
+// running there. A split heartbeat's parts are read with part, and looked
+// at until one names the task; one that cannot be read (ok false) counts
+// as naming it, as a heartbeat being stored does (its last message, which
+// names its parts, is still to come).
+func heartbeatHolds(info wire.WorkerInfo, seq, attemptSeq uint64, t wire.HeldTask, part func(seq uint64) (wire.WorkerInfo, bool)) bool {
 	switch {
 	case info.Stopped:
 		return false
-	case seq < attemptSeq:
+	case seq < attemptSeq, info.Part, slices.Contains(info.Tasks, t):
 		return true
 	}
-	return slices.Contains(info.Tasks, t)
+	for _, ps := range info.HeldParts {
+		p, ok := part(ps)
+		if !ok || slices.Contains(p.Tasks, t) {
+			return true
+		}
+	}
+	return false
 }

@@ -45,6 +45,10 @@ type Store interface {
 	// Heartbeat reads the latest heartbeat of worker: its body and its
 	// sequence; found is false when there is none.
 	Heartbeat(ctx context.Context, worker string) (data []byte, seq uint64, found bool, err error)
+	// HeartbeatPart reads the message at seq, a part of a split heartbeat
+	// of worker (wire.WorkerInfo.HeldParts); found is false when there is
+	// none, or it is not on the worker's heartbeat subject.
+	HeartbeatPart(ctx context.Context, worker string, seq uint64) (data []byte, found bool, err error)
 	// VerifyReplayOf checks a task message that carries a replay's message
 	// id against the dead letter it names, read before the message's body
 	// is parsed (parse, called only when there is a letter to compare it
@@ -144,4 +148,18 @@ func (s *JetStream) Heartbeat(ctx context.Context, worker string) ([]byte, uint6
 		return nil, 0, false, err
 	}
 	return m.Data, m.Sequence, true, nil
+}
+
+// HeartbeatPart reads a part of the worker's split heartbeat.
+func (s *JetStream) HeartbeatPart(ctx context.Context, worker string, seq uint64) ([]byte, bool, error) {
+	m, err := s.Stream.GetMsg(ctx, seq)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	case m.Subject != wire.HeartbeatSubject(worker):
+		return nil, false, nil
+	}
+	return m.Data, true, nil
 }
