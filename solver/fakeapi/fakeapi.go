@@ -312,15 +312,21 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(net
 	}
 	// Connections on which no request has begun: net/http's Shutdown
 	// counts one as active for its first 5 s (a client's spare dial),
-	// and would wait that long for it.
+	// and would wait that long for it. Once stopping, one told new is
+	// closed at once: a connection accepted just before the listener
+	// closed is told after the stop began.
 	var mu sync.Mutex
 	fresh := map[net.Conn]bool{}
+	stopping := false
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ConnState: func(c net.Conn, st http.ConnState) {
 		mu.Lock()
 		defer mu.Unlock()
-		if st == http.StateNew {
+		switch {
+		case st == http.StateNew && stopping:
+			_ = c.Close()
+		case st == http.StateNew:
 			fresh[c] = true
-		} else {
+		default:
 			delete(fresh, c)
 		}
 	}}
@@ -334,6 +340,7 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(net
 		return fmt.Errorf("fakeapi: serve: %w", err)
 	case <-ctx.Done():
 		mu.Lock()
+		stopping = true
 		for c := range fresh {
 			_ = c.Close()
 		}
