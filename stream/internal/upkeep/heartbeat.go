@@ -134,8 +134,11 @@ func (h *Heartbeat) beat(ctx context.Context, info *wire.WorkerInfo) {
 	if len(parts) == 1 {
 		info.Tasks = parts[0]
 	} else {
+		// Each part is a copy of the heartbeat as SplitHeld measured it,
+		// without the sequences of the parts stored before it.
+		base := *info
 		for _, p := range parts {
-			part := *info
+			part := base
 			part.Tasks, part.Part = p, true
 			ack, err := h.store(ctx, bctx, part)
 			if err != nil {

@@ -3,13 +3,18 @@ package upkeep
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/stream/broker"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
@@ -59,4 +64,57 @@ func TestSplitHeldFitsEveryMessage(t *testing.T) {
 	_, carried = SplitHeld(info, held, 1200)
 	require.Positive(t, carried)
 	require.Less(t, carried, len(held), "too many parts for the last message to name")
+}
+
+// A split heartbeat stores every part within its bound and then its last
+// message, on a server of max_payload 16 KiB whose stream has passed
+// sequence 100 million (months of tasks): 10000 held tasks of 64-character
+// ids, each part a copy of the heartbeat with its share of the list. Before,
+// each part also carried the sequences of the parts stored before it
+// (a copy of the heartbeat as it grew): part 110 or so passed the stream's
+// message limit and was refused, and no last message was stored, every
+// beat, the worker saying it was not seen alive.
+func TestHeartbeatStoresEverySplitMessageWithinItsBound(t *testing.T) {
+	t.Parallel()
+	const maxPayload = 16 << 10
+	nc, js := startBroker(t, broker.Config{StoreDir: t.TempDir(), LazySync: true, MaxPayload: maxPayload})
+	ctx := t.Context()
+	s, _, err := topology.EnsureStreams(ctx, js, topology.Spec{Stream: "CAPTCHA", Retention: time.Hour, DuplicateWindow: time.Minute,
+		AckWait: time.Minute, Memory: true, MaxPayload: maxPayload}, false)
+	require.NoError(t, err)
+	require.NoError(t, s.Purge(ctx, jetstream.WithPurgeSequence(100_000_000)))
+
+	held := make([]wire.HeldTask, 10000)
+	for i := range held {
+		held[i] = wire.HeldTask{ID: fmt.Sprintf("%s-%05d", strings.Repeat("t", 58), i), Gen: 100_000_000 + uint64(i)}
+	}
+	var logged strings.Builder
+	h := &Heartbeat{Info: wire.WorkerInfo{Name: "w1", Host: "host-1", PID: 4242, Threads: 40, Started: time.Now()},
+		Now: time.Now, InUse: func() int { return 40 }, Held: func() []wire.HeldTask { return held },
+		JS: js, Stream: s, Reach: &jscall.Reach{}, Clock: &jscall.BrokerClock{},
+		Log:        slog.New(slog.NewTextHandler(&logged, nil)),
+		MaxMessage: HeartbeatMessageMax(nc.MaxPayload(), s.CachedInfo().Config.MaxMsgSize)}
+	info := h.Info
+	h.beat(ctx, &info)
+	require.Empty(t, logged.String())
+
+	last, err := s.GetLastMsgForSubject(ctx, wire.HeartbeatSubject("w1"))
+	require.NoError(t, err)
+	var head wire.WorkerInfo
+	require.NoError(t, json.Unmarshal(last.Data, &head))
+	require.False(t, head.Part, "the last message stored is a part: the heartbeat was not stored whole")
+	require.Equal(t, len(held), head.Held)
+	require.Greater(t, len(head.HeldParts), 100)
+	require.LessOrEqual(t, len(last.Data), h.MaxMessage)
+	var all []wire.HeldTask
+	for i, seq := range head.HeldParts {
+		m, err := s.GetMsg(ctx, seq)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(m.Data), h.MaxMessage, "part %d of %d", i, len(head.HeldParts))
+		var part wire.WorkerInfo
+		require.NoError(t, json.Unmarshal(m.Data, &part))
+		require.True(t, part.Part)
+		all = append(all, part.Tasks...)
+	}
+	require.Equal(t, held, all)
 }
