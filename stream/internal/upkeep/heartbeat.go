@@ -55,11 +55,13 @@ type Heartbeat struct {
 // HeartbeatMessageMax is the largest heartbeat message a worker stores
 // on a server of max_payload maxPayload whose stream takes messages of
 // maxMsgSize at most (zero or less: no limit of its own): room is left
-// for the message's headers, and no message passes 64 KiB, so that the
+// for the message's headers (Nats-TTL, 27 bytes with the status line:
+// 256 is ample, and leaves a server of max_payload 2 KiB, whose stream
+// takes 1 KiB, room for a list), and no message passes 64 KiB, so that the
 // readers of every worker's last heartbeat (`captchaq workers ls`, stats,
 // the dashboard) read little however much a worker holds.
 func HeartbeatMessageMax(maxPayload int64, maxMsgSize int32) int {
-	const ceiling, headers = 64 << 10, 1 << 10
+	const ceiling, headers = 64 << 10, 256
 	m := int64(ceiling + headers)
 	if maxPayload > 0 {
 		m = min(m, maxPayload)

@@ -76,17 +76,60 @@ func TestSplitHeldFitsEveryMessage(t *testing.T) {
 // beat, the worker saying it was not seen alive.
 func TestHeartbeatStoresEverySplitMessageWithinItsBound(t *testing.T) {
 	t.Parallel()
-	const maxPayload = 16 << 10
-	nc, js := startBroker(t, broker.Config{StoreDir: t.TempDir(), LazySync: true, MaxPayload: maxPayload})
-	ctx := t.Context()
-	s, _, err := topology.EnsureStreams(ctx, js, topology.Spec{Stream: "CAPTCHA", Retention: time.Hour, DuplicateWindow: time.Minute,
-		AckWait: time.Minute, Memory: true, MaxPayload: maxPayload}, false)
-	require.NoError(t, err)
-	require.NoError(t, s.Purge(ctx, jetstream.WithPurgeSequence(100_000_000)))
-
 	held := make([]wire.HeldTask, 10000)
 	for i := range held {
 		held[i] = wire.HeldTask{ID: fmt.Sprintf("%s-%05d", strings.Repeat("t", 58), i), Gen: 100_000_000 + uint64(i)}
+	}
+	b := beatOnce(t, 16<<10, 100_000_000, held)
+	require.Empty(t, b.logged)
+	require.False(t, b.head.Part, "the last message stored is a part: the heartbeat was not stored whole")
+	require.Equal(t, len(held), b.head.Held)
+	require.Greater(t, len(b.parts), 100)
+	var all []wire.HeldTask
+	for _, p := range b.parts {
+		require.True(t, p.Part)
+		all = append(all, p.Tasks...)
+	}
+	require.Equal(t, held, all)
+}
+
+// A server of max_payload 2 KiB takes messages of 1 KiB on its stream: a
+// heartbeat naming 3 tasks of 64-character ids (some 500 bytes) fits one.
+// Before, 1 KiB was kept for the message's headers (some 30 bytes), a
+// heartbeat had room for 1 byte and named no task, saying so at error
+// level; the executor then took each over.
+func TestHeartbeatOnATinyServerNamesWhatFits(t *testing.T) {
+	t.Parallel()
+	held := make([]wire.HeldTask, 3)
+	for i := range held {
+		held[i] = wire.HeldTask{ID: fmt.Sprintf("%s-%05d", strings.Repeat("t", 58), i), Gen: 1}
+	}
+	b := beatOnce(t, 2<<10, 0, held)
+	require.Empty(t, b.logged)
+	require.Equal(t, held, b.head.Tasks)
+	require.Equal(t, len(held), b.head.Held)
+}
+
+// stored is a heartbeat as beatOnce stored it: its last message, its
+// parts, and what the worker logged.
+type stored struct {
+	head   wire.WorkerInfo
+	parts  []wire.WorkerInfo
+	logged string
+}
+
+// beatOnce stores one heartbeat of a worker holding held on a server of
+// maxPayload, its stream past sequence firstSeq, and reads it back, each
+// message checked against the bound the worker keeps to.
+func beatOnce(t *testing.T, maxPayload int32, firstSeq uint64, held []wire.HeldTask) stored {
+	t.Helper()
+	nc, js := startBroker(t, broker.Config{StoreDir: t.TempDir(), LazySync: true, MaxPayload: maxPayload})
+	ctx := t.Context()
+	s, _, err := topology.EnsureStreams(ctx, js, topology.Spec{Stream: "CAPTCHA", Retention: time.Hour, DuplicateWindow: time.Minute,
+		AckWait: time.Minute, Memory: true, MaxPayload: int64(maxPayload)}, false)
+	require.NoError(t, err)
+	if firstSeq > 0 {
+		require.NoError(t, s.Purge(ctx, jetstream.WithPurgeSequence(firstSeq)))
 	}
 	var logged strings.Builder
 	h := &Heartbeat{Info: wire.WorkerInfo{Name: "w1", Host: "host-1", PID: 4242, Threads: 40, Started: time.Now()},
@@ -96,25 +139,20 @@ func TestHeartbeatStoresEverySplitMessageWithinItsBound(t *testing.T) {
 		MaxMessage: HeartbeatMessageMax(nc.MaxPayload(), s.CachedInfo().Config.MaxMsgSize)}
 	info := h.Info
 	h.beat(ctx, &info)
-	require.Empty(t, logged.String())
 
+	var out stored
 	last, err := s.GetLastMsgForSubject(ctx, wire.HeartbeatSubject("w1"))
 	require.NoError(t, err)
-	var head wire.WorkerInfo
-	require.NoError(t, json.Unmarshal(last.Data, &head))
-	require.False(t, head.Part, "the last message stored is a part: the heartbeat was not stored whole")
-	require.Equal(t, len(held), head.Held)
-	require.Greater(t, len(head.HeldParts), 100)
+	require.NoError(t, json.Unmarshal(last.Data, &out.head))
 	require.LessOrEqual(t, len(last.Data), h.MaxMessage)
-	var all []wire.HeldTask
-	for i, seq := range head.HeldParts {
+	for i, seq := range out.head.HeldParts {
 		m, err := s.GetMsg(ctx, seq)
 		require.NoError(t, err)
-		require.LessOrEqual(t, len(m.Data), h.MaxMessage, "part %d of %d", i, len(head.HeldParts))
+		require.LessOrEqual(t, len(m.Data), h.MaxMessage, "part %d of %d", i, len(out.head.HeldParts))
 		var part wire.WorkerInfo
 		require.NoError(t, json.Unmarshal(m.Data, &part))
-		require.True(t, part.Part)
-		all = append(all, part.Tasks...)
+		out.parts = append(out.parts, part)
 	}
-	require.Equal(t, held, all)
+	out.logged = logged.String()
+	return out
 }
