@@ -130,7 +130,7 @@ func (h *Heartbeat) beat(ctx context.Context, info *wire.WorkerInfo) {
 	parts, carried := SplitHeld(*info, held, h.MaxMessage)
 	if carried < len(held) && !h.uncarried {
 		h.uncarried = true
-		h.Log.Error("the heartbeat cannot name every task this worker holds: another worker given one of those not named again (a broker that lost its delivery state) takes it over, and pays for its captcha again unless the service had accepted one; said once",
+		h.Log.Error("the heartbeat cannot name every task this worker holds: another worker given a task whose attempt this worker recorded again (a broker that lost its delivery state) waits for this worker while it lives, whether it holds the task or not; said once",
 			slog.Int("held", len(held)), slog.Int("named", carried), slog.Int("max_message_bytes", h.MaxMessage))
 	}
 	if len(parts) == 1 {
@@ -148,6 +148,9 @@ func (h *Heartbeat) beat(ctx context.Context, info *wire.WorkerInfo) {
 			}
 			info.HeldParts = append(info.HeldParts, ack.Sequence)
 		}
+		if len(info.HeldParts) > 0 {
+			info.Tasks, info.Held = h.heldSince(*info, held)
+		}
 	}
 	sent := h.Now()
 	ack, err := h.store(ctx, bctx, *info)
@@ -158,6 +161,34 @@ func (h *Heartbeat) beat(ctx context.Context, info *wire.WorkerInfo) {
 	if m, err := h.Stream.GetMsg(bctx, ack.Sequence); err == nil {
 		h.Clock.Set(jscall.ClockOffset(m.Time, sent, acked))
 	}
+}
+
+// heldSince returns the tasks held now that held, the list of a split
+// heartbeat's parts, does not name, as many as its last message info has
+// room for, and how many tasks are held in all. A reader takes a split
+// heartbeat as old as its first part, stored after held was read: an
+// attempt recorded meanwhile is named here. Those with no room are
+// counted only (a reader then waits for any task not named).
+func (h *Heartbeat) heldSince(info wire.WorkerInfo, held []wire.HeldTask) ([]wire.HeldTask, int) {
+	in := make(map[wire.HeldTask]bool, len(held))
+	for _, t := range held {
+		in[t] = true
+	}
+	var late []wire.HeldTask
+	for _, t := range h.Held() {
+		if !in[t] {
+			late = append(late, t)
+		}
+	}
+	info.Held = len(held) + len(late)
+	size := func(v any) int { b, _ := json.Marshal(v); return len(b) }
+	used := size(info) + len(`,"tasks":[]`)
+	for i, t := range late {
+		if used += size(t) + 1; h.MaxMessage > 0 && used > h.MaxMessage {
+			return late[:i], info.Held
+		}
+	}
+	return late, info.Held
 }
 
 // store stores one message of a heartbeat, under bctx; ctx is the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +81,7 @@ func TestHeartbeatStoresEverySplitMessageWithinItsBound(t *testing.T) {
 	for i := range held {
 		held[i] = wire.HeldTask{ID: fmt.Sprintf("%s-%05d", strings.Repeat("t", 58), i), Gen: 100_000_000 + uint64(i)}
 	}
-	b := beatOnce(t, 16<<10, 100_000_000, held)
+	b := beatOnce(t, 16<<10, 100_000_000, func() []wire.HeldTask { return held })
 	require.Empty(t, b.logged)
 	require.False(t, b.head.Part, "the last message stored is a part: the heartbeat was not stored whole")
 	require.Equal(t, len(held), b.head.Held)
@@ -104,10 +105,37 @@ func TestHeartbeatOnATinyServerNamesWhatFits(t *testing.T) {
 	for i := range held {
 		held[i] = wire.HeldTask{ID: fmt.Sprintf("%s-%05d", strings.Repeat("t", 58), i), Gen: 1}
 	}
-	b := beatOnce(t, 2<<10, 0, held)
+	b := beatOnce(t, 2<<10, 0, func() []wire.HeldTask { return held })
 	require.Empty(t, b.logged)
 	require.Equal(t, held, b.head.Tasks)
 	require.Equal(t, len(held), b.head.Held)
+}
+
+// A split heartbeat's last message names the tasks held since its list
+// was read (SplitHeld takes some 16 ms for 10000 tasks, each part a
+// stored write): an attempt recorded before the first part was stored is
+// one, and the executor takes a split heartbeat as old as its first part,
+// so every attempt recorded before it must be named. Before, the last
+// message named none (Tasks empty, Held 1000), and a task whose attempt
+// was recorded meanwhile was taken over and paid again.
+func TestSplitHeartbeatNamesTasksHeldSinceItsList(t *testing.T) {
+	t.Parallel()
+	held := make([]wire.HeldTask, 1000)
+	for i := range held {
+		held[i] = wire.HeldTask{ID: fmt.Sprintf("%s-%05d", strings.Repeat("t", 58), i), Gen: 1}
+	}
+	late := wire.HeldTask{ID: "late", Gen: 7}
+	reads := 0
+	b := beatOnce(t, 16<<10, 0, func() []wire.HeldTask {
+		if reads++; reads == 1 {
+			return held
+		}
+		return append(slices.Clone(held), late)
+	})
+	require.Empty(t, b.logged)
+	require.Greater(t, len(b.parts), 1)
+	require.Equal(t, []wire.HeldTask{late}, b.head.Tasks)
+	require.Equal(t, len(held)+1, b.head.Held)
 }
 
 // stored is a heartbeat as beatOnce stored it: its last message, its
@@ -121,7 +149,7 @@ type stored struct {
 // beatOnce stores one heartbeat of a worker holding held on a server of
 // maxPayload, its stream past sequence firstSeq, and reads it back, each
 // message checked against the bound the worker keeps to.
-func beatOnce(t *testing.T, maxPayload int32, firstSeq uint64, held []wire.HeldTask) stored {
+func beatOnce(t *testing.T, maxPayload int32, firstSeq uint64, held func() []wire.HeldTask) stored {
 	t.Helper()
 	nc, js := startBroker(t, broker.Config{StoreDir: t.TempDir(), LazySync: true, MaxPayload: maxPayload})
 	ctx := t.Context()
@@ -133,7 +161,7 @@ func beatOnce(t *testing.T, maxPayload int32, firstSeq uint64, held []wire.HeldT
 	}
 	var logged strings.Builder
 	h := &Heartbeat{Info: wire.WorkerInfo{Name: "w1", Host: "host-1", PID: 4242, Threads: 40, Started: time.Now()},
-		Now: time.Now, InUse: func() int { return 40 }, Held: func() []wire.HeldTask { return held },
+		Now: time.Now, InUse: func() int { return 40 }, Held: held,
 		JS: js, Stream: s, Reach: &jscall.Reach{}, Clock: &jscall.BrokerClock{},
 		Log:        slog.New(slog.NewTextHandler(&logged, nil)),
 		MaxMessage: HeartbeatMessageMax(nc.MaxPayload(), s.CachedInfo().Config.MaxMsgSize)}
