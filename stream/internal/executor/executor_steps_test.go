@@ -105,17 +105,21 @@ func TestExecuteReadsASplitHeartbeat(t *testing.T) {
 // newer than its record. That heartbeat is older than the attempt, and the
 // redelivery waits for the next; as it does for a last message that counts
 // more held tasks than its parts name (a list that could not be carried
-// whole). Both were taken over before, the captcha paid again.
+// whole). Both were taken over before, the captcha paid again. A part
+// stored last (its worker killed before its last message) is waited for
+// too, until it expires.
 func TestExecuteWaitsForASplitHeartbeatOlderThanTheAttempt(t *testing.T) {
 	t.Parallel()
 	other := []wire.HeldTask{{ID: "a", Gen: 1}, {ID: "b", Gen: 1}}
 	for name, tc := range map[string]struct {
 		before, after [][]wire.HeldTask // parts stored before and after the attempt's record
 		held          int               // the last message's count, over what the parts carry
+		killed        bool              // no last message stored
 	}{
 		"its parts stored before the attempt": {before: [][]wire.HeldTask{other, other}},
 		"its first part before the attempt":   {before: [][]wire.HeldTask{other}, after: [][]wire.HeldTask{other}},
 		"more held than named":                {after: [][]wire.HeldTask{other, other}, held: 1},
+		"killed after a part":                 {killed: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -135,8 +139,12 @@ func TestExecuteWaitsForASplitHeartbeatOlderThanTheAttempt(t *testing.T) {
 			}
 			storeParts(tc.before)
 			b.recordAttemptOf(t, "s1", 1, "w2")
-			storeParts(tc.after)
-			b.store.heartbeat(t, info)
+			if tc.killed {
+				b.store.heartbeat(t, wire.WorkerInfo{Name: "w2", Tasks: other, Part: true})
+			} else {
+				storeParts(tc.after)
+				b.store.heartbeat(t, info)
+			}
 			again := b.redeliver(1, "s1", m.header, turnstile, 2)
 			b.x.Execute(context.Background(), again, noThread{}, noSlot{})
 
