@@ -231,9 +231,9 @@ func (h *Heartbeat) store(ctx, bctx context.Context, info wire.WorkerInfo) (*jet
 func SplitHeld(info wire.WorkerInfo, held []wire.HeldTask, max int) (lists [][]wire.HeldTask, carried int) {
 	size := func(v any) int { b, _ := json.Marshal(v); return len(b) }
 	base := size(info)
-	// ,"tasks":[…] and the commas between tasks.
+	// ,"tasks":[…] and the commas between tasks (one fewer than tasks).
 	listRoom := len(`,"tasks":[]`)
-	total := base + listRoom
+	total := base + listRoom - 1
 	for _, t := range held {
 		total += size(t) + 1
 	}

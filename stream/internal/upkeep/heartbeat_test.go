@@ -67,6 +67,28 @@ func TestSplitHeldFitsEveryMessage(t *testing.T) {
 	require.Less(t, carried, len(held), "too many parts for the last message to name")
 }
 
+// A list whose heartbeat is exactly the bound stays in one message; one
+// byte over, it is split. Before, the commas were counted one too many and
+// a heartbeat of exactly the bound was split.
+func TestSplitHeldAtTheBoundOfOneMessage(t *testing.T) {
+	t.Parallel()
+	info := wire.WorkerInfo{Name: "w1", Host: "host-1", PID: 4242, Threads: 40, Held: 50}
+	held := make([]wire.HeldTask, 50)
+	for i := range held {
+		held[i] = wire.HeldTask{ID: fmt.Sprintf("t-%05d", i), Gen: 1}
+	}
+	whole := info
+	whole.Tasks = held
+	b, err := json.Marshal(whole)
+	require.NoError(t, err)
+	lists, carried := SplitHeld(info, held, len(b))
+	require.Equal(t, [][]wire.HeldTask{held}, lists, "a heartbeat of %d bytes at a bound of as many", len(b))
+	require.Equal(t, len(held), carried)
+	lists, carried = SplitHeld(info, held, len(b)-1)
+	require.Greater(t, len(lists), 1)
+	require.Equal(t, len(held), carried)
+}
+
 // A split heartbeat stores every part within its bound and then its last
 // message, on a server of max_payload 16 KiB whose stream has passed
 // sequence 100 million (months of tasks): 10000 held tasks of 64-character
