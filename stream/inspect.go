@@ -231,17 +231,19 @@ func (c *Client) TaskOf(ctx context.Context, id string) (TaskInfo, error) {
 
 // Workers returns the workers seen within HeartbeatTTL, by name, from their
 // last heartbeats; a worker that said it stopped is listed with Stopped
-// until its heartbeat expires.
+// until its heartbeat expires. Seen on the broker's clock, when the
+// heartbeat was stored: a worker's clock may be off (its At says when on
+// that clock).
 func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	beats, err := c.rd.LastOfEach(ctx, wire.SubjectWorkers+".>")
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	now := c.cfg.Now()
+	now := c.brokerNow()
 	var out []WorkerInfo
 	for _, m := range beats {
 		var wi WorkerInfo
-		if json.Unmarshal(m.Data, &wi) != nil || wi.Name == "" || now.Sub(wi.At) > HeartbeatTTL {
+		if json.Unmarshal(m.Data, &wi) != nil || wi.Name == "" || now.Sub(m.Stored) > HeartbeatTTL {
 			continue
 		}
 		out = append(out, wi)

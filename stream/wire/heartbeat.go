@@ -38,7 +38,9 @@ type WorkerInfo struct {
 	// the heartbeat is split: the messages at the stream sequences
 	// HeldParts, stored just before this one on the same subject, each a
 	// copy of this WorkerInfo with Part set, carry the list between them,
-	// and this last message carries none (Tasks empty, Held set).
+	// and this last message carries those held since the parts' list was
+	// read (Held counts all: more than are named says some could not be).
+	// A reader takes a split heartbeat as old as its first part.
 	Tasks     []HeldTask `json:"tasks,omitempty"`
 	Held      int        `json:"held,omitempty"`
 	HeldParts []uint64   `json:"held_parts,omitempty"`

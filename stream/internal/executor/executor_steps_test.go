@@ -99,6 +99,62 @@ func TestExecuteReadsASplitHeartbeat(t *testing.T) {
 	}
 }
 
+// A split heartbeat's list is what the worker held before its first part
+// was stored: an attempt recorded while the parts were being stored (each
+// a write the stream syncs) is not in them, though the last message is
+// newer than its record. That heartbeat is older than the attempt, and the
+// redelivery waits for the next; as it does for a last message that counts
+// more held tasks than its parts name (a list that could not be carried
+// whole). Both were taken over before, the captcha paid again. A part
+// stored last (its worker killed before its last message) is waited for
+// too, until it expires.
+func TestExecuteWaitsForASplitHeartbeatOlderThanTheAttempt(t *testing.T) {
+	t.Parallel()
+	other := []wire.HeldTask{{ID: "a", Gen: 1}, {ID: "b", Gen: 1}}
+	for name, tc := range map[string]struct {
+		before, after [][]wire.HeldTask // parts stored before and after the attempt's record
+		held          int               // the last message's count, over what the parts carry
+		killed        bool              // no last message stored
+	}{
+		"its parts stored before the attempt": {before: [][]wire.HeldTask{other, other}},
+		"its first part before the attempt":   {before: [][]wire.HeldTask{other}, after: [][]wire.HeldTask{other}},
+		"more held than named":                {after: [][]wire.HeldTask{other, other}, held: 1},
+		"killed after a part":                 {killed: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, solver.Answer{Solution: json.RawMessage(`"tok"`)}, nil)
+			m := b.deliver(t, "s1", turnstile, 1)
+			info := wire.WorkerInfo{Name: "w2", Held: tc.held}
+			storeParts := func(parts [][]wire.HeldTask) {
+				for _, p := range parts {
+					part := wire.WorkerInfo{Name: "w2", Tasks: p, Part: true}
+					data, err := json.Marshal(part)
+					require.NoError(t, err)
+					b.store.mu.Lock()
+					info.HeldParts = append(info.HeldParts, b.store.put(wire.HeartbeatSubject("w2"), nil, data))
+					b.store.mu.Unlock()
+					info.Held += len(p)
+				}
+			}
+			storeParts(tc.before)
+			b.recordAttemptOf(t, "s1", 1, "w2")
+			if tc.killed {
+				b.store.heartbeat(t, wire.WorkerInfo{Name: "w2", Tasks: other, Part: true})
+			} else {
+				storeParts(tc.after)
+				b.store.heartbeat(t, info)
+			}
+			again := b.redeliver(1, "s1", m.header, turnstile, 2)
+			b.x.Execute(context.Background(), again, noThread{}, noSlot{})
+
+			require.Zero(t, b.solves, "paid again while the holder may be solving it")
+			require.Equal(t, "nak "+wire.HeartbeatEvery.String(), again.how())
+			require.Equal(t, []string{"w2"}, workers(b.store.events(t, "s1")))
+		})
+	}
+}
+
 // A redelivery of a task whose last attempt's worker has stopped, or whose
 // newer heartbeat does not name the task, takes it over: the lost attempt
 // stays spent and is marked as such.

@@ -75,19 +75,28 @@ func (d *delivery) attemptLives(ctx context.Context) bool {
 // running there. A split heartbeat's parts are read with part, and looked
 // at until one names the task; one that cannot be read (ok false) counts
 // as naming it, as a heartbeat being stored does (its last message, which
-// names its parts, is still to come).
+// names its parts, is still to come). A split heartbeat's list is what the
+// worker held before its first part was stored: it is as old as that part
+// (an attempt recorded while the parts were stored is in none of them). A
+// heartbeat that counts more tasks held than its lists name (one that
+// could not carry them all) may hold any it does not name.
 func heartbeatHolds(info wire.WorkerInfo, seq, attemptSeq uint64, t wire.HeldTask, part func(seq uint64) (wire.WorkerInfo, bool)) bool {
+	if len(info.HeldParts) > 0 {
+		seq = min(seq, slices.Min(info.HeldParts))
+	}
 	switch {
 	case info.Stopped:
 		return false
 	case seq < attemptSeq, info.Part, slices.Contains(info.Tasks, t):
 		return true
 	}
+	named := len(info.Tasks)
 	for _, ps := range info.HeldParts {
 		p, ok := part(ps)
 		if !ok || slices.Contains(p.Tasks, t) {
 			return true
 		}
+		named += len(p.Tasks)
 	}
-	return false
+	return info.Held > named
 }

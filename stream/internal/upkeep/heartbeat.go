@@ -55,11 +55,13 @@ type Heartbeat struct {
 // HeartbeatMessageMax is the largest heartbeat message a worker stores
 // on a server of max_payload maxPayload whose stream takes messages of
 // maxMsgSize at most (zero or less: no limit of its own): room is left
-// for the message's headers, and no message passes 64 KiB, so that the
+// for the message's headers (Nats-TTL, 27 bytes with the status line:
+// 256 is ample, and leaves a server of max_payload 2 KiB, whose stream
+// takes 1 KiB, room for a list), and no message passes 64 KiB, so that the
 // readers of every worker's last heartbeat (`captchaq workers ls`, stats,
 // the dashboard) read little however much a worker holds.
 func HeartbeatMessageMax(maxPayload int64, maxMsgSize int32) int {
-	const ceiling, headers = 64 << 10, 1 << 10
+	const ceiling, headers = 64 << 10, 256
 	m := int64(ceiling + headers)
 	if maxPayload > 0 {
 		m = min(m, maxPayload)
@@ -128,20 +130,26 @@ func (h *Heartbeat) beat(ctx context.Context, info *wire.WorkerInfo) {
 	parts, carried := SplitHeld(*info, held, h.MaxMessage)
 	if carried < len(held) && !h.uncarried {
 		h.uncarried = true
-		h.Log.Error("the heartbeat cannot name every task this worker holds: another worker given one of those not named again (a broker that lost its delivery state) takes it over, and pays for its captcha again unless the service had accepted one; said once",
+		h.Log.Error("the heartbeat cannot name every task this worker holds: another worker given a task whose attempt this worker recorded again (a broker that lost its delivery state) waits for this worker while it lives, whether it holds the task or not; said once",
 			slog.Int("held", len(held)), slog.Int("named", carried), slog.Int("max_message_bytes", h.MaxMessage))
 	}
 	if len(parts) == 1 {
 		info.Tasks = parts[0]
 	} else {
+		// Each part is a copy of the heartbeat as SplitHeld measured it,
+		// without the sequences of the parts stored before it.
+		base := *info
 		for _, p := range parts {
-			part := *info
+			part := base
 			part.Tasks, part.Part = p, true
 			ack, err := h.store(ctx, bctx, part)
 			if err != nil {
 				return
 			}
 			info.HeldParts = append(info.HeldParts, ack.Sequence)
+		}
+		if len(info.HeldParts) > 0 {
+			info.Tasks, info.Held = h.heldSince(*info, held)
 		}
 	}
 	sent := h.Now()
@@ -153,6 +161,34 @@ func (h *Heartbeat) beat(ctx context.Context, info *wire.WorkerInfo) {
 	if m, err := h.Stream.GetMsg(bctx, ack.Sequence); err == nil {
 		h.Clock.Set(jscall.ClockOffset(m.Time, sent, acked))
 	}
+}
+
+// heldSince returns the tasks held now that held, the list of a split
+// heartbeat's parts, does not name, as many as its last message info has
+// room for, and how many tasks are held in all. A reader takes a split
+// heartbeat as old as its first part, stored after held was read: an
+// attempt recorded meanwhile is named here. Those with no room are
+// counted only (a reader then waits for any task not named).
+func (h *Heartbeat) heldSince(info wire.WorkerInfo, held []wire.HeldTask) ([]wire.HeldTask, int) {
+	in := make(map[wire.HeldTask]bool, len(held))
+	for _, t := range held {
+		in[t] = true
+	}
+	var late []wire.HeldTask
+	for _, t := range h.Held() {
+		if !in[t] {
+			late = append(late, t)
+		}
+	}
+	info.Held = len(held) + len(late)
+	size := func(v any) int { b, _ := json.Marshal(v); return len(b) }
+	used := size(info) + len(`,"tasks":[]`)
+	for i, t := range late {
+		if used += size(t) + 1; h.MaxMessage > 0 && used > h.MaxMessage {
+			return late[:i], info.Held
+		}
+	}
+	return late, info.Held
 }
 
 // store stores one message of a heartbeat, under bctx; ctx is the
@@ -195,9 +231,9 @@ func (h *Heartbeat) store(ctx, bctx context.Context, info wire.WorkerInfo) (*jet
 func SplitHeld(info wire.WorkerInfo, held []wire.HeldTask, max int) (lists [][]wire.HeldTask, carried int) {
 	size := func(v any) int { b, _ := json.Marshal(v); return len(b) }
 	base := size(info)
-	// ,"tasks":[…] and the commas between tasks.
+	// ,"tasks":[…] and the commas between tasks (one fewer than tasks).
 	listRoom := len(`,"tasks":[]`)
-	total := base + listRoom
+	total := base + listRoom - 1
 	for _, t := range held {
 		total += size(t) + 1
 	}

@@ -56,16 +56,9 @@ func (l *learner) count() int {
 // service refused for want of plan threads (a plan size learned).
 func TestLearningSharesAtStartAndAtStop(t *testing.T) {
 	t.Parallel()
-	ns, err := broker.Start(broker.Config{StoreDir: t.TempDir(), LazySync: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	nc, js := startBroker(t, broker.Config{StoreDir: t.TempDir(), LazySync: true})
 	ctx := t.Context()
-	_, err = topology.EnsureTimings(ctx, js, topology.Spec{})
+	_, err := topology.EnsureTimings(ctx, js, topology.Spec{})
 	require.NoError(t, err)
 	store, err := pool.OpenTimings(ctx, js, "")
 	require.NoError(t, err)
@@ -109,4 +102,18 @@ func TestStopWaitsForTheService(t *testing.T) {
 	require.NoError(t, l.Start(t.Context()))
 	l.Stop()
 	require.True(t, ended.Load(), "Stop returned before the service ended")
+}
+
+// startBroker starts a broker of cfg for the test and connects to it.
+func startBroker(t *testing.T, cfg broker.Config) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	ns, err := broker.Start(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return nc, js
 }
