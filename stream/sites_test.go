@@ -171,7 +171,19 @@ func startSitesWith(t *testing.T, top Topology, siteConf string, roles bool, edi
 		// JetStream, which the site's one link joins.
 		hopts.Users, hopts.Accounts, hopts.LeafNode.Users = nil, nil, nil
 	}
-	hub := startServer(t, hopts)
+	// The hub closes a link over which the site subscribes to a literal
+	// subject the hub may not send it, such as one under $JS.hub.API.
+	// (TestLiteralSubscriptionUnderHubsDomainCutsTheSiteLink): no client
+	// at a site does so.
+	hubLog := violationLog{seen: make(chan string, 1)}
+	hub := startLoggedServer(t, hopts, hubLog)
+	t.Cleanup(func() {
+		select {
+		case msg := <-hubLog.seen:
+			t.Errorf("the hub cut a site's link: %s", msg)
+		default:
+		}
+	})
 	s := &sites{hub: hub, roles: roles}
 	s.link = newLinkProxy(t, fmt.Sprintf("127.0.0.1:%d", hopts.LeafNode.Port))
 
@@ -245,8 +257,18 @@ func (s *sites) cutUntilExpired(ctx context.Context, t *testing.T, workers ...st
 
 func startServer(t *testing.T, opts *server.Options) *server.Server {
 	t.Helper()
+	return startLoggedServer(t, opts, nil)
+}
+
+// startLoggedServer is startServer with log, when not nil, taking the
+// server's log.
+func startLoggedServer(t *testing.T, opts *server.Options, log server.Logger) *server.Server {
+	t.Helper()
 	ns, err := server.NewServer(opts)
 	require.NoError(t, err)
+	if log != nil {
+		ns.SetLogger(log, false, false)
+	}
 	go ns.Start()
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	require.True(t, ns.ReadyForConnections(30*time.Second), "nats-server not ready")

@@ -113,7 +113,10 @@ func (p *Occupancy) Others() []solver.Occupancy {
 // merge a worker writes is published there, and a core subscription sees
 // it as it is stored (no consumer, which a worker's role may not create).
 // Workers that reach the bucket through another domain's prefix write on
-// other subjects: their merges reach this worker at its periodic share.
+// other subjects, and a hub sends nothing under its domain's prefix over a
+// leaf link, so at a site the subscription hears that site's workers only
+// (stream's TestSiteHearsOnlyItsOwnWritesUnderHubsDomain): the others'
+// merges reach this worker at its periodic share.
 func timingsSubject(domain string) string {
 	if domain == "" {
 		return "$KV." + topology.TimingsBucket + "."
@@ -126,9 +129,11 @@ func timingsSubject(domain string) string {
 // follow is not nil, calls it with the plan windows the pool's workers
 // wrote (Timings.PutPlanWindow) as each write lands, without those of
 // workers silent for WindowFresh (now tells the time); the returned
-// function stops. One subscription serves both: a second one, on the
-// windows' key alone, left a site's workers without answers from the
-// hub's JetStream (TestSitesShareTheHubsQueue).
+// function stops. One wildcard subscription serves both, and none may
+// name one key: at a site, the hub takes a literal subject under its
+// domain's prefix for one it may not send over the link and closes the
+// site's link at every reconnect (stream's
+// TestLiteralSubscriptionUnderHubsDomainCutsTheSiteLink).
 func FollowTimings(nc *nats.Conn, domain string, adopt func(map[string]solver.Learned), now func() time.Time, follow func(map[string]PlanWindow)) (func(), error) {
 	pre := timingsSubject(domain)
 	sub, err := nc.Subscribe(pre+"*", func(m *nats.Msg) {
