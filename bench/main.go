@@ -69,6 +69,7 @@ func main() {
 	scalePlaintext := flag.Bool("scale-plaintext", false, "scale: an unencrypted store (a nats-server of the user's own without a key), where workers erase each finished task by a rewrite of its block")
 	noAnchor := flag.Bool("scale-no-anchor", false, "scale: delete the stream's anchor (captcha.anchor) before the backlog, to show dispatch without it")
 	burstRuns := flag.Int("burst-runs", 1, "burst: runs of each row")
+	burstScaleFlag := flag.Float64("burst-scale", burstScale, "burst: the time scale (1: real solve times, poll schedule and spacing)")
 	flag.Parse()
 	if *cpuProfile != "" && *profileDir != "" {
 		exit(fmt.Errorf("-cpuprofile and -profile-dir both start the process's CPU profile: give one"))
@@ -93,7 +94,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	b := &bench{ctx: ctx, quick: *quick, redis: *redisAddr, redisDurable: *redisDurable, log: log, filter: *systems, threads: threads,
 		profileDir: *profileDir, serverProfiles: *serverProfiles, noAnchor: *noAnchor, plaintext: *scalePlaintext, tokenLife: *tokenLife,
-		solverWindow: *solverWindow, burstRuns: *burstRuns}
+		solverWindow: *solverWindow, burstRuns: *burstRuns, burstScale: *burstScaleFlag}
 	for _, s := range strings.Split(*only, ",") {
 		var err error
 		switch strings.TrimSpace(s) {
@@ -156,6 +157,8 @@ type bench struct {
 	solverWindow time.Duration
 	// burstRuns is how many times the burst scenario runs each row.
 	burstRuns int
+	// burstScale is the burst scenario's time scale (-burst-scale).
+	burstScale float64
 }
 
 func (b *bench) pick(quick, full int) int {
