@@ -117,9 +117,9 @@ type Learning struct {
 
 	leave  []func()
 	pooled bool // a plan-wide quota bounds the learner (pooledPlan)
-	share func(ctx context.Context)
-	last  context.Context
-	r     runner
+	share  func(ctx context.Context)
+	last   context.Context
+	r      runner
 }
 
 // Start shares once, before the first task, and then until ctx ends or
