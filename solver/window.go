@@ -29,17 +29,17 @@ type window struct {
 	mu    sync.Mutex
 	limit float64
 	held  int
-	slow  bool // slow start: no refusal yet
-	told  int  // the plan's threads as the service told them (tell); 0: untold
-	share int  // this Client's share of told (setShare); 0: all of it
-	round int  // decreases so far
-	// pooled: a plan-wide quota bounds the pool's captchas (pool): the
-	// window bounds none and learns nothing from refusals meanwhile.
-	pooled bool
-	freed  chan struct{} // closed and replaced whenever a thread frees, the limit grows or a claim is given back
+	slow  bool          // slow start: no refusal yet
+	told  int           // the plan's threads as the service told them (tell); 0: untold
+	share int           // this Client's share of told (setShare); 0: all of it
+	round int           // decreases so far
+	freed chan struct{} // closed and replaced whenever a thread frees, the limit grows or a claim is given back
 	// waiting counts the captchas in acquire; claimed the claims (claim)
 	// neither taken by an acquire nor given back.
 	waiting, claimed int
+	// pooled: a plan-wide quota bounds the pool's captchas (pool): the
+	// window bounds none and learns nothing from refusals meanwhile.
+	pooled bool
 }
 
 func newWindow() *window {
