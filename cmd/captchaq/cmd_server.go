@@ -309,13 +309,17 @@ func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, pla
 		return fmt.Errorf("create the timings bucket: %w", err)
 	}
 	if planThreads >= 0 {
-		var opts []stream.PlanOption
-		if early {
-			opts = append(opts, stream.PlanEarly())
-		}
-		if err := adm.SetPlan(tctx, planThreads, opts...); err != nil {
+		if err := adm.SetPlan(tctx, planThreads, planOptions(early)...); err != nil {
 			return fmt.Errorf("set the plan quota: %w", err)
 		}
+	}
+	return nil
+}
+
+// planOptions are the plan quota's options of --plan-early.
+func planOptions(early bool) []stream.PlanOption {
+	if early {
+		return []stream.PlanOption{stream.PlanEarly()}
 	}
 	return nil
 }
@@ -328,11 +332,7 @@ func followServicePlan(ctx context.Context, nc *nats.Conn, top stream.Topology, 
 	if err != nil {
 		return err
 	}
-	var opts []stream.PlanOption
-	if early {
-		opts = append(opts, stream.PlanEarly())
-	}
-	if err := adm.FollowServicePlan(ctx, log, opts...); err != nil {
+	if err := adm.FollowServicePlan(ctx, log, planOptions(early)...); err != nil {
 		return fmt.Errorf("follow the plan the service tells: %w", err)
 	}
 	return nil
