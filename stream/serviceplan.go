@@ -52,8 +52,8 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 	if now == nil {
 		now = time.Now
 	}
-	store, err := OpenTimings(ctx, a.nc, a.cfg.Topology)
-	if err != nil {
+	// The bucket first: without it, say where it is missing.
+	if _, err := OpenTimings(ctx, a.nc, a.cfg.Topology); err != nil {
 		return err
 	}
 	follow := func(ws map[string]pool.PlanWindow) {
@@ -79,10 +79,10 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 		}
 		log.Info("plan-wide quota set from the plan the service told the workers", slog.Int("threads", told), slog.Int("was", plan.Threads))
 	}
-	if err := store.WatchWindows(ctx, now, follow); err != nil {
+	if err := pool.FollowWindows(ctx, js, now, follow); err != nil {
 		return fmt.Errorf("follow the plan the service tells: %w", err)
 	}
-	// Said once the watch runs: workers that find it wait for the quota
+	// Said once it follows: workers that find the mark wait for the quota
 	// before their first task.
-	return store.MarkPlanFollower(ctx, now())
+	return topology.MarkPlanFollower(ctx, js)
 }

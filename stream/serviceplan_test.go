@@ -170,3 +170,42 @@ func TestTheQuotaFollowsTheLatestReading(t *testing.T) {
 	read("w2", 8, t0.Add(3*time.Minute))
 	require.Equal(t, dispatcher.Plan{Threads: 5}, readPlan(t, b))
 }
+
+// Under the shipped nats.conf the server follows the readings with the
+// admin's rights alone, and the workers' role writes its reading, finds
+// the server's mark and reads the quota with its own: no role is widened.
+func TestServicePlanUnderTheShippedRoles(t *testing.T) {
+	t.Parallel()
+	ns := authServer(t)
+	ctx := testContext(t)
+	anc, aerrs := roleConn(t, ns, "admin")
+	adm, err := NewAdmin(anc, AdminConfig{})
+	require.NoError(t, err)
+	_, err = adm.EnsureTimings(ctx)
+	require.NoError(t, err)
+	fctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	require.NoError(t, adm.FollowServicePlan(fctx, nil, PlanEarly()))
+
+	wnc, werrs := roleConn(t, ns, "worker")
+	js, err := jetStreamOf(wnc, Topology{})
+	require.NoError(t, err)
+	store, err := OpenTimings(ctx, wnc, Topology{})
+	require.NoError(t, err)
+	followed, err := store.PlanFollowed(ctx)
+	require.NoError(t, err)
+	require.True(t, followed, "the worker finds the server's mark")
+	require.NoError(t, store.PutPlanWindow(ctx, "w1", pool.PlanWindow{Limit: 7, Told: 7, ToldAt: time.Now(), At: time.Now()}))
+	require.Eventually(t, func() bool {
+		p, err := dispatcher.ReadPlan(ctx, js)
+		require.NoError(t, err)
+		return p == dispatcher.Plan{Threads: 7, Early: true, FromService: true}
+	}, 10*time.Second, 5*time.Millisecond, "the server set the quota from the worker's reading")
+	for _, errs := range []<-chan error{aerrs, werrs} {
+		select {
+		case err := <-errs:
+			t.Fatalf("a permission refused: %v", err)
+		default:
+		}
+	}
+}

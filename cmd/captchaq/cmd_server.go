@@ -187,7 +187,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// The plan the service tells the workers (CaptchaAI's threadsinfo)
 	// becomes the plan-wide quota, unless an operator set one.
 	if err := followServicePlan(ctx, nc, top.topology(), plan.early, log); err != nil {
-		return err
+		// The queue works without it: the workers split the plan.
+		log.Warn("the plan the service tells the workers is not made the plan-wide quota", slog.Any("error", err))
 	}
 	if *addrFile != "" {
 		if err := writeAddrFile(*addrFile, strings.TrimPrefix(ns.ClientURL(), "nats://")); err != nil {

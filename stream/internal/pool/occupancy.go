@@ -142,7 +142,7 @@ func FollowTimings(nc *nats.Conn, domain string, adopt func(map[string]solver.Le
 			}
 			return
 		}
-		if !validKey.MatchString(kind) || kind == planFollowerKey {
+		if !validKey.MatchString(kind) {
 			return
 		}
 		var l solver.Learned

@@ -155,62 +155,22 @@ func ServiceReading(ws map[string]PlanWindow) int {
 	return n
 }
 
-// planFollowerKey, when set, says that a server follows the plan the
-// service tells the workers (stream.Admin.FollowServicePlan) and sets the
-// plan-wide quota from it: {"at":T}, when it began.
-const planFollowerKey = "plan_follower"
-
-// MarkPlanFollower records that a server follows the service's readings
-// from now on (planFollowerKey).
-func (s *Timings) MarkPlanFollower(ctx context.Context, now time.Time) error {
-	b, _ := json.Marshal(struct {
-		At time.Time `json:"at"`
-	}{now})
-	if _, err := s.kv.Put(ctx, planFollowerKey, b); err != nil {
-		return fmt.Errorf("plan follower: %w", err)
-	}
-	return nil
-}
-
 // PlanFollowed reports whether a server follows the service's readings
-// (MarkPlanFollower).
+// (topology.TimingsMetaFollower in the bucket's metadata).
 func (s *Timings) PlanFollowed(ctx context.Context) (bool, error) {
-	_, err := s.kv.Get(ctx, planFollowerKey)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("plan follower: %w", err)
+	st, err := s.kv.Status(ctx)
+	if err != nil {
+		return false, fmt.Errorf("timings bucket: %w", err)
 	}
-	return true, nil
+	return st.Metadata()[topology.TimingsMetaFollower] != "", nil
 }
 
-// WatchWindows calls follow with the fresh plan windows (WindowFresh, now
-// its clock) as each write of them lands, from the one stored now on,
-// until ctx ends; it needs a consumer (an admin's watch, not a worker's
-// core subscription: FollowTimings).
-func (s *Timings) WatchWindows(ctx context.Context, now func() time.Time, follow func(map[string]PlanWindow)) error {
-	w, err := s.kv.Watch(ctx, planWindowsKey)
-	if err != nil {
-		return fmt.Errorf("plan windows: %w", err)
-	}
-	go func() {
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e != nil && e.Operation() == jetstream.KeyValuePut {
-					followWindows(e.Value(), now, follow)
-				}
-			}
-		}
-	}()
-	return nil
+// FollowWindows calls follow with the fresh plan windows (WindowFresh,
+// now its clock) as each write of them lands, from the one stored now
+// on, until ctx ends, with an admin's rights (topology.FollowKey), not a
+// worker's core subscription (FollowTimings).
+func FollowWindows(ctx context.Context, js jetstream.JetStream, now func() time.Time, follow func(map[string]PlanWindow)) error {
+	return topology.FollowKey(ctx, js, planWindowsKey, func(b []byte) { followWindows(b, now, follow) })
 }
 
 // PutWindow records worker's learned plan window limit at now, and drops
