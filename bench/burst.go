@@ -35,9 +35,10 @@ const (
 // burstRows are the users' configuration (userRow: plan 15, five workers of
 // 20 threads, solves of 5–15 s, default worker flags), told the plan with
 // the server's default early hand-back, told by the service (threadsinfo,
-// every flag at its default), or not told (a service that tells nothing).
+// every flag at its default: the server makes it the plan-wide quota), or
+// not told (a service that tells nothing).
 func burstRows() []solverScenario {
-	byService := userRow("burst, plan told by the service (threadsinfo, `--plan-from-service`)", false, false)
+	byService := userRow("burst, plan told by the service (threadsinfo, the default on CaptchaAI)", false, false)
 	byService.tellsPlan = true
 	return []solverScenario{
 		userRow("burst, plan told (`server --plan-threads 15`)", true, true),

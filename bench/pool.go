@@ -142,6 +142,15 @@ func (p *pool) run(ctx context.Context, obs stream.Observer) error {
 		}
 	}
 	wctx, cancel := context.WithCancel(ctx)
+	if p.sc.share > 0 {
+		// The server sets the plan-wide quota from the plan the service
+		// tells the workers, with its default early hand-back, as
+		// `captchaq server` does.
+		if err := adminOf(p.nc, stream.Topology{}).FollowServicePlan(wctx, debugLog("server"), stream.PlanEarly()); err != nil {
+			cancel()
+			return err
+		}
+	}
 	var running sync.WaitGroup
 	p.stops = append(p.stops, func() { cancel(); running.Wait() })
 	scaled := func(d time.Duration) time.Duration { return time.Duration(float64(d) * p.scale) }

@@ -104,11 +104,14 @@ type Config struct {
 	// threads (res.php?action=threadsinfo) before the first captcha and
 	// every ThreadsInfoEvery, and holds the plan window at this Client's
 	// share of them instead of learning it from refusals; a service that
-	// tells nothing leaves the window learning. Off by default: measured
-	// in a cold burst (BENCHMARKS.md, "plan told by the service"), a share
-	// fixed per worker used 82-85 % of the plan with no refusal, against
-	// 86-89 % learned from refusals (with runs of 30 of them while
-	// learning) and 89-90 % for a plan-wide quota.
+	// tells nothing leaves the window learning. A pool shares the reading
+	// (PlanToldAt), and a server that follows it (stream's
+	// Admin.FollowServicePlan, run by `captchaq server`) makes it the
+	// plan-wide quota, which then bounds the Client instead (PoolQuota):
+	// measured in a cold burst (BENCHMARKS.md, "the plan told by the
+	// service as a plan-wide quota"), as much of the plan as a plan told
+	// by the operator, where a share fixed per worker used 4-6 points
+	// less. `captchaq worker` sets it unless --plan-from-service=false.
 	PlanFromService bool
 	// Pingback has the service call back when an answer is ready
 	// (pingback.go) instead of being polled; CaptchaAI and 2captcha both

@@ -104,6 +104,7 @@ type toldPlan struct {
 	reading bool          // a read is on its way
 	first   chan struct{} // closed when the first read ended
 	silent  bool          // the service told nothing at the last read
+	at      time.Time     // when the service last told threads
 }
 
 // tellPlan reads the account's threads into the plan window when a read
@@ -180,8 +181,29 @@ func (c *Client) readThreads(ctx context.Context) {
 		c.log.LogAttrs(ctx, slog.LevelInfo, "plan threads told by the service",
 			slog.String("host", c.outage.host), slog.Int("threads", ti.Threads), slog.Int("working_threads", ti.WorkingThreads))
 	}
-	t.silent = false
+	t.silent, t.at = false, c.now()
 	c.win.tell(ti.Threads)
+}
+
+// PlanToldAt is when the service last told the plan's threads
+// (PlanToldThreads); zero when it never did.
+func (c *Client) PlanToldAt() time.Time {
+	c.told.mu.Lock()
+	defer c.told.mu.Unlock()
+	return c.told.at
+}
+
+// PoolQuota says whether a plan-wide quota bounds the captchas of the
+// pool this Client works in (stream's plan threads, held around each
+// Solve): while one does, the plan window (Config.LearnPlan) bounds
+// nothing and learns nothing from capacity refusals, which then come of
+// the quota's early hand-back, not of a plan to learn; the Client still
+// reads the plan the service tells, so that the pool may set the quota
+// from it. Off: the window bounds again, as it learned or was told.
+func (c *Client) PoolQuota(on bool) {
+	if c.win != nil {
+		c.win.pool(on)
+	}
 }
 
 // PlanTold reports whether the plan window is the plan the service told

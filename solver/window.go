@@ -37,6 +37,9 @@ type window struct {
 	// waiting counts the captchas in acquire; claimed the claims (claim)
 	// neither taken by an acquire nor given back.
 	waiting, claimed int
+	// pooled: a plan-wide quota bounds the pool's captchas (pool): the
+	// window bounds none and learns nothing from refusals meanwhile.
+	pooled bool
 }
 
 func newWindow() *window {
@@ -61,7 +64,7 @@ func (w *window) acquire(ctx context.Context) (round int, err error) {
 	}()
 	for {
 		w.mu.Lock()
-		if w.held+w.claimed < int(w.limit) { // a claim's room is its captcha's
+		if w.pooled || w.held+w.claimed < int(w.limit) { // a claim's room is its captcha's
 			w.held++
 			r := w.round
 			w.mu.Unlock()
@@ -82,7 +85,9 @@ func (w *window) acquire(ctx context.Context) (round int, err error) {
 func (w *window) claim(n int) []*PlanClaim {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n = max(min(n, int(w.limit)-w.held-w.waiting-w.claimed), 0)
+	if !w.pooled {
+		n = max(min(n, int(w.limit)-w.held-w.waiting-w.claimed), 0)
+	}
 	w.claimed += n
 	out := make([]*PlanClaim, n)
 	for i := range out {
@@ -207,6 +212,17 @@ func (w *window) tell(threads int) {
 	w.wakeLocked()
 }
 
+// pool makes a plan-wide quota bound the pool's captchas (on) or not
+// (Client.PoolQuota).
+func (w *window) pool(on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if on != w.pooled {
+		w.pooled = on
+		w.wakeLocked()
+	}
+}
+
 // toldSize is the plan's threads as the service told them, 0 when it did not.
 func (w *window) toldSize() int {
 	w.mu.Lock()
@@ -219,6 +235,9 @@ func (w *window) toldSize() int {
 func (w *window) refused(round int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.pooled {
+		return // the quota's early hand-back guessed wrong: no plan learned
+	}
 	w.slow = false
 	if round != w.round {
 		return

@@ -49,18 +49,22 @@ func (cfg WorkerConfig) solver(ctx context.Context, js jetstream.JetStream) (*so
 		}
 		return nil, learner, nil
 	}
-	quota, _, err := dispatcher.PlanSettings(ctx, js)
+	plan, err := dispatcher.ReadPlan(ctx, js)
 	if err != nil {
 		return nil, nil, fmt.Errorf("worker: read the plan quota: %w", err)
 	}
-	client, err := cfg.NewSolver(quota == 0)
+	// A quota set from the plan the service told is followed as the
+	// service tells it: the client reads it as without a quota, and the
+	// quota bounds it (upkeep.Learning, solver.Client.PoolQuota).
+	learn := plan.Threads == 0 || plan.FromService
+	client, err := cfg.NewSolver(learn)
 	if err != nil {
 		return nil, nil, err
 	}
 	if client == nil {
 		return nil, nil, errors.New("worker: NewSolver returned no client (and no error)")
 	}
-	if quota == 0 {
+	if learn {
 		// The plan the service tells, before the first task and the
 		// first report to the pool.
 		client.ReadToldPlan(ctx)

@@ -38,7 +38,7 @@ func setPlan(ctx context.Context, nc *nats.Conn, t Topology, threads int, opts .
 	if threads < 0 {
 		return fmt.Errorf("plan threads %d: want 0 or more", threads)
 	}
-	return topology.EnsurePlan(ctx, js, t.spec(), threads, o.early)
+	return topology.EnsurePlan(ctx, js, t.spec(), threads, o.early, false)
 }
 
 // PlanThreads returns the plan-wide thread quota of t, 0 when none is set

@@ -110,6 +110,9 @@ type Stats struct {
 	// PlanThreads is the plan-wide thread quota Solving is held to
 	// (SetPlan); 0 when none is set.
 	PlanThreads int `json:"plan_threads"`
+	// PlanFromService: the server set PlanThreads from the plan the
+	// service told the workers (Admin.FollowServicePlan), not an operator.
+	PlanFromService bool `json:"plan_from_service,omitempty"`
 	// LearnedPlan is, without a quota, the plan size the workers learned
 	// from the service's capacity refusals: the sum of their plan windows
 	// (solver.Config.LearnPlan, written to TimingsBucket); 0 when none
@@ -231,11 +234,12 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) (Stats, error)
 	}
 	st.OldestQueuedSeconds = st.OldestQueued.Seconds()
 
-	threads, _, err := dispatcher.PlanSettings(ctx, c.js)
+	plan, err := dispatcher.ReadPlan(ctx, c.js)
 	if err != nil {
 		return st, err
 	}
-	st.PlanThreads = threads
+	threads := plan.Threads
+	st.PlanThreads, st.PlanFromService = threads, plan.FromService
 
 	var start time.Time // zero: everything the stream keeps
 	if window > 0 {

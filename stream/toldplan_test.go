@@ -18,24 +18,9 @@ import (
 // and returns the worker's client once every task ended solved.
 func toldBurst(t *testing.T, b *bundle, api *fakeapi.Server, n int) *solver.Client {
 	t.Helper()
-	ctx := testContext(t)
 	newSolver := newSolverOf(t, api)
 	rw := b.startWorker(t, WorkerConfig{NewSolver: newSolver, Threads: 20})
-	tasks := pagesBurst("told", n)
-	rs, err := b.client.SubmitAll(ctx, tasks)
-	require.NoError(t, err)
-	solved := 0
-	require.NoError(t, b.client.WaitAll(ctx, rs, func(o Outcome, err error) {
-		require.NoError(t, err)
-		require.Equal(t, StatusSolved, o.Status)
-		solved++
-	}))
-	require.Equal(t, n, solved)
-	st := api.Stats()
-	require.Equal(t, n, st.Submitted, "each task paid once")
-	for k, c := range st.PerTask {
-		require.Equal(t, 1, c, "task %s paid once", k)
-	}
+	burstSolved(t, b, api, pagesBurst("told", n))
 	return rw.w.SolverClient()
 }
 
@@ -157,18 +142,8 @@ func workersSplitThePlan(t *testing.T, given bool) {
 	}
 	require.Eventually(t, func() bool { return c1.PlanWindow()+c2.PlanWindow() <= 6 }, 10*time.Second, 10*time.Millisecond,
 		"the workers split the told plan")
-	tasks := pagesBurst("split", 60)
-	rs, err := b.client.SubmitAll(ctx, tasks)
-	require.NoError(t, err)
-	require.NoError(t, b.client.WaitAll(ctx, rs, func(o Outcome, err error) {
-		require.NoError(t, err)
-		require.Equal(t, StatusSolved, o.Status)
-	}))
+	burstSolved(t, b, api, pagesBurst("split", 60))
 	st := api.Stats()
-	require.Equal(t, len(tasks), st.Submitted, "each task paid once")
-	for k, n := range st.PerTask {
-		require.Equal(t, 1, n, "task %s paid once", k)
-	}
 	require.Zero(t, st.Codes[classic.CodeZeroBalance], "split before the burst: no capacity refusal")
 	require.True(t, c1.PlanTold() && c2.PlanTold())
 	require.LessOrEqual(t, c1.PlanWindow()+c2.PlanWindow(), 6)

@@ -59,7 +59,7 @@ func (w *Worker) learning() *upkeep.Learning {
 		return nil
 	}
 	return &upkeep.Learning{Learner: w.learner, Name: w.cfg.Name, Now: w.cfg.Now, Every: w.cfg.ShareTimingsEvery,
-		NC: w.nc, JS: w.js, Domain: w.top.Domain, Log: w.log}
+		NC: w.nc, JS: w.js, Domain: w.top.Domain, Log: w.log, Requota: w.dispatch.Plan.Refresh}
 }
 
 // waitingRoomService executes the waiting room's deliveries under hard,

@@ -184,6 +184,12 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := ensureTopologyPatiently(ctx, ns, nc, top.topology(), plan.threads, plan.early, log); err != nil {
 		return err
 	}
+	// The plan the service tells the workers (CaptchaAI's threadsinfo)
+	// becomes the plan-wide quota, unless an operator set one.
+	if err := followServicePlan(ctx, nc, top.topology(), plan.early, log); err != nil {
+		// The queue works without it: the workers split the plan.
+		log.Warn("the plan the service tells the workers is not made the plan-wide quota", slog.Any("error", err))
+	}
 	if *addrFile != "" {
 		if err := writeAddrFile(*addrFile, strings.TrimPrefix(ns.ClientURL(), "nats://")); err != nil {
 			return fmt.Errorf("--addr-file: %w", err)
@@ -304,13 +310,31 @@ func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, pla
 		return fmt.Errorf("create the timings bucket: %w", err)
 	}
 	if planThreads >= 0 {
-		var opts []stream.PlanOption
-		if early {
-			opts = append(opts, stream.PlanEarly())
-		}
-		if err := adm.SetPlan(tctx, planThreads, opts...); err != nil {
+		if err := adm.SetPlan(tctx, planThreads, planOptions(early)...); err != nil {
 			return fmt.Errorf("set the plan quota: %w", err)
 		}
+	}
+	return nil
+}
+
+// planOptions are the plan quota's options of --plan-early.
+func planOptions(early bool) []stream.PlanOption {
+	if early {
+		return []stream.PlanOption{stream.PlanEarly()}
+	}
+	return nil
+}
+
+// followServicePlan sets the plan-wide quota from the plan the service
+// tells the workers until ctx ends (stream.Admin.FollowServicePlan), with
+// the server's early hand-back (--plan-early).
+func followServicePlan(ctx context.Context, nc *nats.Conn, top stream.Topology, early bool, log *slog.Logger) error {
+	adm, err := stream.NewAdmin(nc, stream.AdminConfig{Topology: top})
+	if err != nil {
+		return err
+	}
+	if err := adm.FollowServicePlan(ctx, log, planOptions(early)...); err != nil {
+		return fmt.Errorf("follow the plan the service tells: %w", err)
 	}
 	return nil
 }

@@ -104,11 +104,16 @@ func printStats(w io.Writer, st stream.Stats) {
 	}
 	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t\t%s\t\n", st.Queued, st.Solving, st.Retrying, age(st.OldestQueued))
 	printDeadlineWarnings(tw, st)
-	if st.PlanThreads > 0 {
-		fmt.Fprintf(tw, "\nsolving now: %d of %d plan threads (%.0f%%)\n", st.Solving, st.PlanThreads, 100*float64(st.Solving)/float64(st.PlanThreads))
-	} else if st.ToldPlan > 0 {
-		fmt.Fprintf(tw, "\nsolving now: %d of %d plan threads (%.0f%%), told by the service (threadsinfo; captchaq init --plan-threads overrides it)\n",
-			st.Solving, st.ToldPlan, 100*float64(st.Solving)/float64(st.ToldPlan))
+	plan, byService := st.PlanThreads, st.PlanFromService
+	if plan == 0 && st.ToldPlan > 0 {
+		plan, byService = st.ToldPlan, true
+	}
+	if plan > 0 {
+		by := ""
+		if byService {
+			by = ", told by the service (threadsinfo; captchaq init --plan-threads overrides it)"
+		}
+		fmt.Fprintf(tw, "\nsolving now: %d of %d plan threads (%.0f%%)%s\n", st.Solving, plan, 100*float64(st.Solving)/float64(plan), by)
 	} else {
 		fmt.Fprintf(tw, "\nsolving now: %d (no plan-wide thread quota: each worker's --threads caps its own)\n", st.Solving)
 		if st.LearnedPlan > 0 {

@@ -31,10 +31,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	name := fs.String("name", "", "worker name in the audit trail (default host-pid-random)")
 	noErase := fs.Bool("no-erase", false, "delete finished tasks' messages without erasing them: on a store without encryption at rest their page URLs stay in its files until compaction (2.6-6x the broker-bound rate there); an encrypted store (the default) never erases")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464); empty: off")
-	planFromService := fs.Bool("plan-from-service", false,
-		"with --learn-plan on CaptchaAI: hold this worker's share of the plan the service tells (res.php?action=threadsinfo, read at start and every 5 min) instead of learning it from refusals; off by default: no refusal, but in a cold burst 82-85% of the plan used against 86-89% learned (BENCHMARKS.md)")
+	planFromService := fs.Bool("plan-from-service", true,
+		"with --learn-plan on CaptchaAI: read the plan the service tells (res.php?action=threadsinfo, at start and every 5 min); captchaq server makes it the plan-wide quota, as --plan-threads would (which wins over it), and without a server that does, this worker holds its share of it; a service that tells nothing leaves the plan learned from refusals; false: learn it from refusals always")
 	learnPlan := fs.Bool("learn-plan", true,
-		"when no plan-wide quota is set (--plan-threads on server/init), keep this worker's captchas at the service within a window learned from its capacity refusals (with --plan-from-service, within its share of the plan CaptchaAI tells); `captchaq stats` shows the pool's sum")
+		"when no plan-wide quota is set (--plan-threads on server/init, or the server's from the plan CaptchaAI tells: --plan-from-service), keep this worker's captchas at the service within a window learned from its capacity refusals; `captchaq stats` shows the pool's sum")
 	pingbackListen := fs.String("pingback-listen", "", "receive the service's callbacks (in.php's pingback; CaptchaAI and 2captcha) on this address, e.g. 0.0.0.0:8089; needs --pingback-url")
 	pingbackURL := fs.String("pingback-url", "", "the public URL the service calls back, routed to --pingback-listen (2captcha: registered in its pingback settings); a secret path segment is added")
 	shareEvery := fs.Duration("share-timings", 30*time.Second,
@@ -125,8 +125,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 
 	wc := stream.WorkerConfig{
-		NewSolver: func(noQuota bool) (*solver.Client, error) {
-			sf.learnPlan = noQuota && *learnPlan
+		// learn: no quota is set, or the server set it from the plan the
+		// service told (stream.WorkerConfig.NewSolver).
+		NewSolver: func(learn bool) (*solver.Client, error) {
+			sf.learnPlan = learn && *learnPlan
 			sf.planFromService = *planFromService
 			return sf.client(solver.Timing{})
 		},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -210,6 +211,16 @@ func TestWorkerKilledOnEveryDeliveryEndsCrashed(t *testing.T) {
 	w.kill()
 }
 
+// startWorkerProcs starts n `captchaq worker` processes of threads each
+// against the emulator at emu, every other flag at its default.
+func startWorkerProcs(t *testing.T, n int, url, emu, threads string) {
+	t.Helper()
+	for range n {
+		w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu, "--poll-scale", "0.01", "--threads", threads)
+		w.waitLine("worker started", 30*time.Second)
+	}
+}
+
 // The plan-wide quota holds across worker processes: 5 processes × 20
 // threads against a 15-thread plan never put more than 15 captchas at the
 // service, and keep all 15 busy.
@@ -221,10 +232,7 @@ func TestPlanQuotaAcrossWorkerProcesses(t *testing.T) {
 	defer cancel()
 	require.NoError(t, stream.SetPlan(ctx, js.Conn(), top, 15))
 	api, emu := emulatorURL(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: {Min: 600 * time.Millisecond, Max: 600 * time.Millisecond}}})
-	for range 5 {
-		w := startProc(t, keyEnv, "worker", "--nats", url, "--solver-url", emu, "--poll-scale", "0.01", "--threads", "20")
-		w.waitLine("worker started", 30*time.Second)
-	}
+	startWorkerProcs(t, 5, url, emu, "20")
 	tasks := make([]stream.Task, 90)
 	for i := range tasks {
 		tasks[i] = stream.Task{ID: fmt.Sprintf("p%02d", i), Method: "turnstile",
@@ -239,6 +247,43 @@ func TestPlanQuotaAcrossWorkerProcesses(t *testing.T) {
 	}))
 	require.Equal(t, 90, solved)
 	require.Equal(t, 15, api.Stats().MaxConcurrent)
+}
+
+// With every flag at its default, worker processes on CaptchaAI read the
+// plan the service tells (threadsinfo) and the server's follower
+// (followServicePlan, as `captchaq server` runs it) makes it the
+// plan-wide quota before their first task: the emulator never holds more
+// than its 6 threads, each task is paid once, and stats says whose plan
+// it is.
+func TestServicePlanIsThePoolsQuotaByDefault(t *testing.T) {
+	t.Parallel()
+	top := stream.Topology{}
+	url, js, client := listeningServer(t, top)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, followServicePlan(ctx, js.Conn(), top, true, slog.New(slog.DiscardHandler)))
+	api, emu := emulatorURL(t, fakeapi.Config{Threads: 6, SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: {Min: 300 * time.Millisecond, Max: 600 * time.Millisecond}}})
+	startWorkerProcs(t, 3, url, emu, "10")
+	tasks := checkoutTasks("s", 30)
+	receipts, err := client.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+	require.NoError(t, client.WaitAll(ctx, receipts, func(o stream.Outcome, err error) {
+		require.NoError(t, err)
+		require.Equal(t, stream.StatusSolved, o.Status)
+	}))
+	st := api.Stats()
+	require.Equal(t, len(tasks), st.Submitted, "each task paid once")
+	for k, n := range st.PerTask {
+		require.Equal(t, 1, n, "task %s paid once", k)
+	}
+	require.LessOrEqual(t, st.MaxConcurrent, 6)
+	n, err := stream.PlanThreads(ctx, js.Conn(), top)
+	require.NoError(t, err)
+	require.Equal(t, 6, n, "the quota is the plan the service told")
+	r := captchaq(t, url, "stats")
+	require.Zero(t, r.code, r.stderr)
+	require.Contains(t, r.stdout, "of 6 plan threads", r.stdout)
+	require.Contains(t, r.stdout, "told by the service", r.stdout)
 }
 
 // `captchaq submit` against a full stream exits at once with the reason and

@@ -29,24 +29,46 @@ const (
 	PlanConsumer    = "plan-threads"
 	PlanMetaThreads = "captchaq.plan_threads"
 	PlanMetaEarly   = "captchaq.plan_early"
+	// PlanMetaSource says who set the quota: PlanSourceService when the
+	// server set it from the plan the service told the workers
+	// (stream.Admin.FollowServicePlan); absent when an operator did.
+	PlanMetaSource    = "captchaq.plan_source"
+	PlanSourceService = "service"
 )
 
-// PlanSettings returns the plan-wide thread quota (0: none) and whether its
-// threads are given back early (stream.PlanEarly).
-func PlanSettings(ctx context.Context, js jetstream.JetStream) (threads int, early bool, err error) {
+// Plan is the plan-wide thread quota as its stream says it.
+type Plan struct {
+	// Threads is the quota; 0: none is set.
+	Threads int
+	// Early: its threads are given back early (stream.PlanEarly).
+	Early bool
+	// FromService: the server set it from the plan the service told
+	// (PlanSourceService), not an operator.
+	FromService bool
+}
+
+// ReadPlan returns the plan-wide thread quota (Threads 0: none).
+func ReadPlan(ctx context.Context, js jetstream.JetStream) (Plan, error) {
 	s, err := js.Stream(ctx, PlanStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 0, false, nil
+		return Plan{}, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("plan stream: %w", err)
+		return Plan{}, fmt.Errorf("plan stream: %w", err)
 	}
 	meta := s.CachedInfo().Config.Metadata
 	n, err := strconv.Atoi(meta[PlanMetaThreads])
 	if err != nil {
-		return 0, false, fmt.Errorf("plan stream: bad %s metadata: %w", PlanMetaThreads, err)
+		return Plan{}, fmt.Errorf("plan stream: bad %s metadata: %w", PlanMetaThreads, err)
 	}
-	return n, meta[PlanMetaEarly] == "true", nil
+	return Plan{Threads: n, Early: meta[PlanMetaEarly] == "true", FromService: meta[PlanMetaSource] == PlanSourceService}, nil
+}
+
+// PlanSettings returns the plan-wide thread quota (0: none) and whether its
+// threads are given back early (stream.PlanEarly).
+func PlanSettings(ctx context.Context, js jetstream.JetStream) (threads int, early bool, err error) {
+	p, err := ReadPlan(ctx, js)
+	return p.Threads, p.Early, err
 }
 
 // planRefresh is how often a worker looks whether the plan quota was set,
@@ -106,6 +128,14 @@ func (g *PlanGate) EarlyRelease(ctx context.Context, t *PlanThread) context.Cont
 		return ctx
 	}
 	return solver.WithProbablyReady(ctx, t.Release)
+}
+
+// Refresh makes the next Acquire look for the quota again at once: it was
+// just set, changed or removed.
+func (g *PlanGate) Refresh() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.checked = time.Time{}
 }
 
 // consumer returns the plan's consumer, nil when no quota is set, looking

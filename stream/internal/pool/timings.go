@@ -135,6 +135,42 @@ type PlanWindow struct {
 	// Told is the plan's threads as the service told the worker
 	// (solver.Client.PlanTold); 0 when the window was learned.
 	Told int `json:"told,omitempty"`
+	// ToldAt is when the service told Told (solver.Client.PlanToldAt):
+	// the latest reading of the pool's workers is the plan
+	// (ServiceReading).
+	ToldAt time.Time `json:"told_at,omitzero"`
+}
+
+// ServiceReading is the plan's threads as the service told them at the
+// latest reading among ws (PlanWindow.ToldAt; a tie: the most threads);
+// 0 when no worker in ws was told any.
+func ServiceReading(ws map[string]PlanWindow) int {
+	var at time.Time
+	n := 0
+	for _, w := range ws {
+		if w.Told > 0 && (w.ToldAt.After(at) || (w.ToldAt.Equal(at) && w.Told > n)) {
+			at, n = w.ToldAt, w.Told
+		}
+	}
+	return n
+}
+
+// PlanFollowed reports whether a server follows the service's readings
+// (topology.TimingsMetaFollower in the bucket's metadata).
+func (s *Timings) PlanFollowed(ctx context.Context) (bool, error) {
+	st, err := s.kv.Status(ctx)
+	if err != nil {
+		return false, fmt.Errorf("timings bucket: %w", err)
+	}
+	return st.Metadata()[topology.TimingsMetaFollower] != "", nil
+}
+
+// FollowWindows calls follow with the fresh plan windows (WindowFresh,
+// now its clock) as each write of them lands, from the one stored now
+// on, until ctx ends, with an admin's rights (topology.FollowKey), not a
+// worker's core subscription (FollowTimings).
+func FollowWindows(ctx context.Context, js jetstream.JetStream, now func() time.Time, follow func(map[string]PlanWindow)) error {
+	return topology.FollowKey(ctx, js, planWindowsKey, func(b []byte) { followWindows(b, now, follow) })
 }
 
 // PutWindow records worker's learned plan window limit at now, and drops

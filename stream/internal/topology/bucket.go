@@ -23,10 +23,24 @@ const TimingsMaxValue = 64 * 1024
 // bucket (pool.Claims).
 const ClaimMarkerTTL = time.Minute
 
+// TimingsMetaFollower, in TimingsBucket's metadata, says that a server
+// follows the plan the service tells the workers and sets the plan-wide
+// quota from it (stream.Admin.FollowServicePlan, MarkPlanFollower): a
+// worker told a plan waits for that quota before its first task.
+const TimingsMetaFollower = "captchaq.plan_follower"
+
 // EnsureTimings creates TimingsBucket of t if it does not exist (or
-// brings its configuration to t's), and returns it.
+// brings its configuration to t's, keeping TimingsMetaFollower), and
+// returns it.
 func EnsureTimings(ctx context.Context, js jetstream.JetStream, t Spec) (jetstream.KeyValue, error) {
+	var meta map[string]string
+	if s, err := js.Stream(ctx, timingsStream); err == nil {
+		if v := s.CachedInfo().Config.Metadata[TimingsMetaFollower]; v != "" {
+			meta = map[string]string{TimingsMetaFollower: v}
+		}
+	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Metadata:     meta,
 		Bucket:       TimingsBucket,
 		Description:  "captchaq: the solving service's ready times learned by the workers, by captcha kind",
 		MaxValueSize: TimingsMaxValue,
@@ -41,4 +55,62 @@ func EnsureTimings(ctx context.Context, js jetstream.JetStream, t Spec) (jetstre
 		return nil, fmt.Errorf("timings bucket %s: %w", TimingsBucket, err)
 	}
 	return kv, nil
+}
+
+// timingsStream is TimingsBucket's stream.
+const timingsStream = "KV_" + TimingsBucket
+
+// MarkPlanFollower records in TimingsBucket's metadata that a server
+// follows the plan the service tells the workers (TimingsMetaFollower).
+// It needs an admin's rights (the stream's update), as the bucket's
+// creation does.
+func MarkPlanFollower(ctx context.Context, js jetstream.JetStream) error {
+	s, err := js.Stream(ctx, timingsStream)
+	if err != nil {
+		return fmt.Errorf("timings bucket %s: %w", TimingsBucket, err)
+	}
+	cfg := s.CachedInfo().Config
+	if cfg.Metadata[TimingsMetaFollower] != "" {
+		return nil
+	}
+	meta := map[string]string{TimingsMetaFollower: "true"}
+	for k, v := range cfg.Metadata {
+		meta[k] = v
+	}
+	cfg.Metadata = meta
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("timings bucket %s: %w", TimingsBucket, err)
+	}
+	return nil
+}
+
+// TimingsKeySubject is the subject of key in TimingsBucket's stream.
+func TimingsKeySubject(key string) string { return "$KV." + TimingsBucket + "." + key }
+
+// FollowKey calls follow with each value of key in TimingsBucket, from
+// the one stored now on, until ctx ends: an ordered pull consumer, no
+// acks and no flow control, so that an admin's rights (the JetStream API
+// and its inboxes) suffice, with no subscription to the bucket's
+// subjects.
+func FollowKey(ctx context.Context, js jetstream.JetStream, key string, follow func([]byte)) error {
+	c, err := js.OrderedConsumer(ctx, timingsStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{TimingsKeySubject(key)},
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("timings bucket %s: follow %s: %w", TimingsBucket, key, err)
+	}
+	cc, err := c.Consume(func(m jetstream.Msg) {
+		if op := m.Headers().Get("KV-Operation"); op == "" && len(m.Data()) > 0 {
+			follow(m.Data())
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("timings bucket %s: follow %s: %w", TimingsBucket, key, err)
+	}
+	go func() {
+		<-ctx.Done()
+		cc.Stop()
+	}()
+	return nil
 }

@@ -14,8 +14,11 @@ import (
 
 // EnsurePlan makes the plan stream of t hold threads messages, one per
 // thread of the plan, with its consumer, or removes it when threads is 0;
-// early is the plan's PlanEarly setting (dispatcher.PlanMetaEarly).
-func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int, early bool) error {
+// early is the plan's PlanEarly setting (dispatcher.PlanMetaEarly);
+// fromService marks a quota set from the plan the service told
+// (dispatcher.PlanMetaSource), which an operator's setting replaces and
+// the service's next reading may change.
+func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int, early, fromService bool) error {
 	if threads == 0 {
 		err := js.DeleteStream(ctx, dispatcher.PlanStream)
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -29,6 +32,10 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 	// (JetStream does not check a consumer's deliver subject against its
 	// creator's publish permissions), is refused, so the quota is only ever
 	// what the admin set.
+	meta := map[string]string{dispatcher.PlanMetaThreads: strconv.Itoa(threads), dispatcher.PlanMetaEarly: strconv.FormatBool(early)}
+	if fromService {
+		meta[dispatcher.PlanMetaSource] = dispatcher.PlanSourceService
+	}
 	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        dispatcher.PlanStream,
 		Description: "captchaq: one message per thread of the solving plan",
@@ -38,7 +45,7 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 		Discard:     jetstream.DiscardNew,
 		Storage:     storage,
 		Replicas:    t.Replicas,
-		Metadata:    map[string]string{dispatcher.PlanMetaThreads: strconv.Itoa(threads), dispatcher.PlanMetaEarly: strconv.FormatBool(early)},
+		Metadata:    meta,
 	})
 	if err != nil {
 		return fmt.Errorf("plan stream: %w", err)

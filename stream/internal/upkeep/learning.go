@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/pool"
 	"github.com/captchaq/captchaq/stream/internal/topology"
 )
@@ -49,6 +50,24 @@ type toldPlan interface {
 	PlanToldThreads() int
 	SharePlan(share int)
 }
+
+// pooledPlan is a Learner a plan-wide quota may bound instead of its own
+// plan window (solver.Client.PoolQuota), and that says when the service
+// told its plan (solver.Client.PlanToldAt).
+type pooledPlan interface {
+	PoolQuota(on bool)
+	PlanToldAt() time.Time
+}
+
+// QuotaWait bounds how long a worker whose service told the plan waits,
+// before its first task, for the server that follows the service's
+// readings (stream.Admin.FollowServicePlan) to set the plan-wide quota
+// from it; a server that follows sets it within milliseconds of the
+// reading. Past it the worker holds its share of the plan (toldShare).
+const QuotaWait = 5 * time.Second
+
+// quotaPoll is how often that wait looks at the quota.
+const quotaPoll = 25 * time.Millisecond
 
 // toldShare is worker's share of a plan of told threads among the
 // workers in ws that hold it (PlanWindow.Told): an equal part, the
@@ -91,11 +110,16 @@ type Learning struct {
 	JS     jetstream.JetStream
 	Domain string
 	Log    *slog.Logger
+	// Requota, when set, makes the worker's plan gate look for the
+	// plan-wide quota at once (dispatcher.PlanGate.Refresh): it was just
+	// set or removed.
+	Requota func()
 
-	leave []func()
-	share func(ctx context.Context)
-	last  context.Context
-	r     runner
+	leave  []func()
+	pooled bool // a plan-wide quota bounds the learner (pooledPlan)
+	share  func(ctx context.Context)
+	last   context.Context
+	r      runner
 }
 
 // Start shares once, before the first task, and then until ctx ends or
@@ -140,7 +164,7 @@ func (l *Learning) Start(ctx context.Context) error {
 		}
 		return err
 	}
-	warned := false
+	warned, first := false, true
 	l.share = func(ctx context.Context) {
 		err := l.Learner.ShareTimings(ctx, store)
 		// A window is a plan size only once the service has refused a
@@ -150,8 +174,16 @@ func (l *Learning) Start(ctx context.Context) error {
 			told = t.PlanToldThreads()
 		}
 		if n := l.Learner.PlanWindow(); n > 0 && (l.Learner.PlanReached() || told > 0) && err == nil {
-			err = store.PutPlanWindow(ctx, l.Name, pool.PlanWindow{Limit: n, Told: told, At: l.Now()})
+			w := pool.PlanWindow{Limit: n, Told: told, At: l.Now()}
+			if p, ok := l.Learner.(pooledPlan); ok && told > 0 {
+				w.ToldAt = p.PlanToldAt()
+			}
+			err = store.PutPlanWindow(ctx, l.Name, w)
 		}
+		if err == nil {
+			err = l.followQuota(ctx, store, told, first)
+		}
+		first = false
 		if told > 0 && err == nil {
 			err = reshare(ctx) // this worker's own write may land before its subscription
 		}
@@ -176,6 +208,59 @@ func (l *Learning) Start(ctx context.Context) error {
 			}
 		}
 	})
+	return nil
+}
+
+// followQuota makes the learner bounded by the plan-wide quota while one
+// is set (pooledPlan): by the one the server set from the plan the
+// service told (told, this worker's reading, which it just wrote), or an
+// operator's. Before the first task (first), a worker told a plan that
+// the quota does not say yet waits for a server that follows the
+// readings (pool.Timings.PlanFollowed) to set it, up to QuotaWait, so
+// that its first captchas hold plan threads.
+func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told int, first bool) error {
+	p, ok := l.Learner.(pooledPlan)
+	if !ok {
+		return nil
+	}
+	plan, err := dispatcher.ReadPlan(ctx, l.JS)
+	if err != nil {
+		return err
+	}
+	settled := func(q dispatcher.Plan) bool { return q.Threads > 0 && (!q.FromService || q.Threads == told) }
+	if first && told > 0 && !settled(plan) {
+		followed, err := store.PlanFollowed(ctx)
+		if err != nil {
+			return err
+		}
+		if followed {
+			wctx, cancel := context.WithTimeout(ctx, QuotaWait)
+			for !settled(plan) && wctx.Err() == nil {
+				select {
+				case <-wctx.Done():
+				case <-time.After(quotaPoll):
+					if q, err := dispatcher.ReadPlan(wctx, l.JS); err == nil {
+						plan = q
+					}
+				}
+			}
+			cancel()
+			if !settled(plan) && ctx.Err() == nil {
+				l.Log.Warn("the server set no plan-wide quota from the plan the service told: this worker holds its share of it",
+					slog.Int("told_threads", told), slog.Duration("waited", QuotaWait))
+			}
+		}
+	}
+	if pooled := plan.Threads > 0; pooled != l.pooled {
+		l.pooled = pooled
+		p.PoolQuota(pooled)
+		if l.Requota != nil {
+			l.Requota()
+		}
+		if pooled && plan.FromService {
+			l.Log.Info("holding the plan-wide quota set from the plan the service told", slog.Int("threads", plan.Threads))
+		}
+	}
 	return nil
 }
 

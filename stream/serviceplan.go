@@ -1,0 +1,88 @@
+// The plan-wide quota set from the plan the service tells the workers.
+
+package stream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/captchaq/captchaq/stream/internal/dispatcher"
+	"github.com/captchaq/captchaq/stream/internal/pool"
+	"github.com/captchaq/captchaq/stream/internal/topology"
+)
+
+// FollowServicePlan sets the plan-wide thread quota (SetPlan) from the
+// plan the solving service tells the workers (CaptchaAI's threadsinfo,
+// solver.Config.PlanFromService), until ctx ends: the workers write each
+// reading beside their plan windows (TimingsBucket), and the latest
+// reading becomes the quota, marked as the service's, as it lands. So the
+// service's plan is shared by the whole pool, as a plan told with SetPlan
+// is: a worker with idle threads leaves them to the others, which a share
+// of the plan fixed per worker cannot.
+//
+// A quota an operator set (SetPlan, `captchaq init --plan-threads`) is
+// never changed: the operator's plan wins. One set from the service is
+// changed by a later reading that differs; the early hand-back is opts'
+// (PlanEarly), as SetPlan's. No reading, no change: the workers gone, the
+// quota stays as the service last told it. It needs the timings bucket
+// (EnsureTimings) and an admin's rights: the workers' role reads the
+// quota and never sets it (docs/security.md). `captchaq server` runs it.
+//
+// The workers read the quota before their first task, after their first
+// reading (they wait a moment for this to set it, when it runs); one
+// that was solving before the quota was set or changed holds its
+// captchas at the service beside the quota's threads until they end,
+// and the service may refuse a few submissions meanwhile (no attempt
+// spent).
+func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ...PlanOption) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	js, err := jetStreamOf(a.nc, a.cfg.Topology)
+	if err != nil {
+		return err
+	}
+	var o planOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	now := a.cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	// The bucket first: without it, say where it is missing.
+	if _, err := OpenTimings(ctx, a.nc, a.cfg.Topology); err != nil {
+		return err
+	}
+	follow := func(ws map[string]pool.PlanWindow) {
+		told := pool.ServiceReading(ws)
+		if told == 0 {
+			return
+		}
+		plan, err := dispatcher.ReadPlan(ctx, js)
+		switch {
+		case err != nil:
+			log.Warn("read the plan quota to follow the service's plan", slog.Any("error", err))
+			return
+		case plan.Threads > 0 && !plan.FromService:
+			return // the operator's
+		case plan.Threads == told && plan.Early == o.early:
+			return
+		}
+		if err := topology.EnsurePlan(ctx, js, a.cfg.Topology.spec(), told, o.early, true); err != nil {
+			if ctx.Err() == nil {
+				log.Warn("set the plan quota from the plan the service told", slog.Int("threads", told), slog.Any("error", err))
+			}
+			return
+		}
+		log.Info("plan-wide quota set from the plan the service told the workers", slog.Int("threads", told), slog.Int("was", plan.Threads))
+	}
+	if err := pool.FollowWindows(ctx, js, now, follow); err != nil {
+		return fmt.Errorf("follow the plan the service tells: %w", err)
+	}
+	// Said once it follows: workers that find the mark wait for the quota
+	// before their first task.
+	return topology.MarkPlanFollower(ctx, js)
+}

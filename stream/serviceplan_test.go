@@ -1,0 +1,211 @@
+package stream
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaq/captchaq/internal/dialect/classic"
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/internal/dispatcher"
+	"github.com/captchaq/captchaq/stream/internal/pool"
+)
+
+// followServicePlan has b's admin set the plan quota from the plan the
+// service tells the workers until the test ends, as `captchaq server`
+// does.
+func followServicePlan(t *testing.T, b *bundle, opts ...PlanOption) {
+	t.Helper()
+	adm, err := NewAdmin(b.nc, AdminConfig{Topology: b.top})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	require.NoError(t, adm.FollowServicePlan(ctx, nil, opts...))
+}
+
+// readPlan is b's plan quota as its stream says it.
+func readPlan(t *testing.T, b *bundle) dispatcher.Plan {
+	t.Helper()
+	js, err := jetStreamOf(b.nc, b.top)
+	require.NoError(t, err)
+	p, err := dispatcher.ReadPlan(testContext(t), js)
+	require.NoError(t, err)
+	return p
+}
+
+// planHeld reports whether b's plan quota is p, and its stream holds
+// that many threads: the quota was set to the end.
+func planHeld(t *testing.T, b *bundle, p dispatcher.Plan) bool {
+	t.Helper()
+	if readPlan(t, b) != p {
+		return false
+	}
+	js, err := jetStreamOf(b.nc, b.top)
+	require.NoError(t, err)
+	s, err := js.Stream(testContext(t), dispatcher.PlanStream)
+	require.NoError(t, err)
+	info, err := s.Info(testContext(t))
+	require.NoError(t, err)
+	return info.State.Msgs == uint64(p.Threads)
+}
+
+// burstSolved submits tasks and waits for every one of them solved, each
+// paid once at api.
+func burstSolved(t *testing.T, b *bundle, api *fakeapi.Server, tasks []Task) {
+	t.Helper()
+	ctx := testContext(t)
+	rs, err := b.client.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+	require.NoError(t, b.client.WaitAll(ctx, rs, func(o Outcome, err error) {
+		require.NoError(t, err)
+		require.Equal(t, StatusSolved, o.Status)
+	}))
+	st := api.Stats()
+	require.Equal(t, len(tasks), st.Submitted, "each task paid once")
+	for k, n := range st.PerTask {
+		require.Equal(t, 1, n, "task %s paid once", k)
+	}
+}
+
+// The plan the service tells the workers is the pool's plan-wide quota:
+// the server sets it from their readings before their first task, so
+// that a worker with more tasks uses the threads the others leave idle
+// (one of 20 threads beside two of one: shares of the plan fixed per
+// worker, 2 each, would keep the service at 4 of 6 at most), and never
+// more captchas at the service than the plan (no early hand-back here):
+// not one capacity refusal.
+func TestThePoolHoldsThePlanTheServiceTellsAsOneQuota(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	followServicePlan(t, b)
+	api := toldAPI(6, "")
+	newSolver := newSolverOf(t, api)
+	w1 := b.startWorker(t, WorkerConfig{Name: "w1", NewSolver: newSolver, Threads: 20})
+	w2 := b.startWorker(t, WorkerConfig{Name: "w2", NewSolver: newSolver, Threads: 1})
+	w3 := b.startWorker(t, WorkerConfig{Name: "w3", NewSolver: newSolver, Threads: 1})
+	burstSolved(t, b, api, pagesBurst("pooled", 60))
+	require.Equal(t, dispatcher.Plan{Threads: 6, FromService: true}, readPlan(t, b), "the quota is the service's plan")
+	st := api.Stats()
+	require.Zero(t, st.Codes[classic.CodeZeroBalance], "no capacity refusal")
+	require.Equal(t, 6, st.MaxConcurrent, "the whole plan busy, never more")
+	for _, rw := range []*runningWorker{w1, w2, w3} {
+		require.True(t, rw.w.SolverClient().PlanTold())
+	}
+	ps, err := b.client.Stats(testContext(t), time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, 6, ps.PlanThreads)
+	require.True(t, ps.PlanFromService, "stats say the quota is the service's")
+}
+
+// A quota an operator set wins over what the service tells: the server
+// follows the workers' readings (clients given as the bench gives them,
+// reading the service's plan whatever the quota) and leaves it as it is.
+func TestOperatorQuotaWinsOverTheServicesReadings(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	require.NoError(t, SetPlan(testContext(t), b.nc, b.top, 2))
+	followServicePlan(t, b)
+	api := toldAPI(6, "")
+	newSolver := newSolverOf(t, api)
+	var clients []*solver.Client
+	for _, name := range []string{"w1", "w2"} {
+		c, err := newSolver(true)
+		require.NoError(t, err)
+		clients = append(clients, c)
+		b.startWorker(t, WorkerConfig{Name: name, Solver: c, Threads: 10})
+	}
+	burstSolved(t, b, api, pagesBurst("operator", 20))
+	for _, c := range clients {
+		require.Equal(t, 6, c.PlanToldThreads(), "the workers read the service's plan")
+	}
+	require.LessOrEqual(t, api.Stats().MaxConcurrent, 2, "the operator's quota holds")
+	require.Equal(t, dispatcher.Plan{Threads: 2}, readPlan(t, b), "and stays the operator's")
+}
+
+// A service that tells nothing sets no quota: the workers learn the plan
+// from its refusals, as without a server that follows.
+func TestServiceTellingNothingSetsNoQuota(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	followServicePlan(t, b)
+	api := toldAPI(3, classic.CodeBadParameters)
+	sc := toldBurst(t, b, api, 30)
+	require.False(t, sc.PlanTold())
+	require.True(t, sc.PlanReached(), "the window learned from refusals")
+	require.Zero(t, readPlan(t, b).Threads, "no quota")
+}
+
+// The quota follows the latest reading among the workers', up and down,
+// whoever read it; a reading older than the one followed changes nothing.
+func TestTheQuotaFollowsTheLatestReading(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	followServicePlan(t, b, PlanEarly())
+	ctx := testContext(t)
+	store, err := OpenTimings(ctx, b.nc, b.top)
+	require.NoError(t, err)
+	t0 := time.Now()
+	read := func(worker string, told int, at time.Time) {
+		require.NoError(t, store.PutPlanWindow(ctx, worker, pool.PlanWindow{Limit: told, Told: told, ToldAt: at, At: time.Now()}))
+	}
+	quota := func(want int) {
+		t.Helper()
+		require.Eventually(t, func() bool { return planHeld(t, b, dispatcher.Plan{Threads: want, Early: true, FromService: true}) },
+			10*time.Second, 5*time.Millisecond, "quota %d from the service", want)
+	}
+	read("w1", 6, t0)
+	quota(6)
+	read("w2", 9, t0.Add(time.Minute))
+	quota(9)
+	read("w1", 6, t0) // w1's older reading again, then w3's newest
+	read("w3", 4, t0.Add(2*time.Minute))
+	quota(4)
+	require.Equal(t, 4, pool.ServiceReading(map[string]pool.PlanWindow{"w1": {Told: 6, ToldAt: t0}, "w3": {Told: 4, ToldAt: t0.Add(2 * time.Minute)}}))
+	// An operator's quota is then the operator's: readings leave it.
+	require.NoError(t, SetPlan(ctx, b.nc, b.top, 5))
+	read("w1", 8, t0.Add(3*time.Minute))
+	read("w2", 8, t0.Add(3*time.Minute))
+	require.Equal(t, dispatcher.Plan{Threads: 5}, readPlan(t, b))
+}
+
+// Under the shipped nats.conf the server follows the readings with the
+// admin's rights alone, and the workers' role writes its reading, finds
+// the server's mark and reads the quota with its own: no role is widened.
+func TestServicePlanUnderTheShippedRoles(t *testing.T) {
+	t.Parallel()
+	ns := authServer(t)
+	ctx := testContext(t)
+	anc, aerrs := roleConn(t, ns, "admin")
+	adm, err := NewAdmin(anc, AdminConfig{})
+	require.NoError(t, err)
+	_, err = adm.EnsureTimings(ctx)
+	require.NoError(t, err)
+	fctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	require.NoError(t, adm.FollowServicePlan(fctx, nil, PlanEarly()))
+
+	wnc, werrs := roleConn(t, ns, "worker")
+	js, err := jetStreamOf(wnc, Topology{})
+	require.NoError(t, err)
+	store, err := OpenTimings(ctx, wnc, Topology{})
+	require.NoError(t, err)
+	followed, err := store.PlanFollowed(ctx)
+	require.NoError(t, err)
+	require.True(t, followed, "the worker finds the server's mark")
+	require.NoError(t, store.PutPlanWindow(ctx, "w1", pool.PlanWindow{Limit: 7, Told: 7, ToldAt: time.Now(), At: time.Now()}))
+	require.Eventually(t, func() bool {
+		p, err := dispatcher.ReadPlan(ctx, js)
+		require.NoError(t, err)
+		return p == dispatcher.Plan{Threads: 7, Early: true, FromService: true}
+	}, 10*time.Second, 5*time.Millisecond, "the server set the quota from the worker's reading")
+	for _, errs := range []<-chan error{aerrs, werrs} {
+		select {
+		case err := <-errs:
+			t.Fatalf("a permission refused: %v", err)
+		default:
+		}
+	}
+}
