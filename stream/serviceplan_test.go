@@ -2,9 +2,11 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/internal/dialect/classic"
@@ -208,4 +210,45 @@ func TestServicePlanUnderTheShippedRoles(t *testing.T) {
 		default:
 		}
 	}
+}
+
+// A worker's credentials may write any reading beside the plan windows: a
+// false one (a huge plan, told in a far future) must neither make the
+// server publish that many threads nor outlive the honest readings that
+// follow it. The quota is bounded (MaxServicePlan) and a reading or window
+// from beyond the server's clock by more than WindowFresh is not one.
+func TestAFalseReadingNeitherFloodsNorPinsTheQuota(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	followServicePlan(t, b)
+	ctx := testContext(t)
+	store, err := OpenTimings(ctx, b.nc, b.top)
+	require.NoError(t, err)
+	future := time.Now().AddDate(100, 0, 0)
+	require.NoError(t, store.PutPlanWindow(ctx, "liar", pool.PlanWindow{Limit: 1 << 30, Told: 1 << 30, ToldAt: future, At: future}))
+	require.NoError(t, store.PutPlanWindow(ctx, "w1", pool.PlanWindow{Limit: 6, Told: 6, ToldAt: time.Now(), At: time.Now()}))
+	if !assert.Eventually(t, func() bool { return planHeld(t, b, dispatcher.Plan{Threads: 6, FromService: true}) },
+		10*time.Second, 5*time.Millisecond) {
+		t.Fatalf("the honest reading is not the quota: %s", planNow(t, b))
+	}
+	// A huge reading told now is bounded (its threads' publishing is not
+	// waited for: 10000 take more than 10 s under -race).
+	require.NoError(t, store.PutPlanWindow(ctx, "w2", pool.PlanWindow{Limit: 1 << 30, Told: 1 << 30, ToldAt: time.Now(), At: time.Now()}))
+	require.Eventually(t, func() bool {
+		return readPlan(t, b) == dispatcher.Plan{Threads: MaxServicePlan, FromService: true}
+	}, 10*time.Second, 5*time.Millisecond, "a huge reading is bounded")
+}
+
+// planNow says b's plan quota and the threads its stream holds.
+func planNow(t *testing.T, b *bundle) string {
+	t.Helper()
+	js, err := jetStreamOf(b.nc, b.top)
+	require.NoError(t, err)
+	s, err := js.Stream(testContext(t), dispatcher.PlanStream)
+	if err != nil {
+		return err.Error()
+	}
+	info, err := s.Info(testContext(t))
+	require.NoError(t, err)
+	return fmt.Sprintf("%+v, %d threads held", readPlan(t, b), info.State.Msgs)
 }

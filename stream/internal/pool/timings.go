@@ -155,6 +155,25 @@ func ServiceReading(ws map[string]PlanWindow) int {
 	return n
 }
 
+// fresh keeps of ws the windows written within WindowFresh of now, and
+// drops the reading (Told) of one told after now+WindowFresh. A window
+// or reading from further in the future is no one's: a worker's
+// credentials may write any, and one stamped a century ahead would count
+// as fresh, and as the latest reading, for a century (ServiceReading);
+// WindowFresh each way leaves room for the clocks' skew.
+func fresh(ws map[string]PlanWindow, now time.Time) {
+	for name, w := range ws {
+		if d := now.Sub(w.At); d > WindowFresh || d < -WindowFresh {
+			delete(ws, name)
+			continue
+		}
+		if w.ToldAt.Sub(now) > WindowFresh {
+			w.Told, w.ToldAt = 0, time.Time{}
+			ws[name] = w
+		}
+	}
+}
+
 // PlanFollowed reports whether a server follows the service's readings
 // (topology.TimingsMetaFollower in the bucket's metadata).
 func (s *Timings) PlanFollowed(ctx context.Context) (bool, error) {
@@ -191,11 +210,7 @@ func (s *Timings) PutPlanWindow(ctx context.Context, worker string, w PlanWindow
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("plan windows: %w", err)
 		}
-		for name, old := range ws {
-			if now.Sub(old.At) > WindowFresh {
-				delete(ws, name)
-			}
-		}
+		fresh(ws, now)
 		ws[worker] = w
 		b, _ := json.Marshal(ws)
 		if e == nil {
@@ -227,10 +242,6 @@ func (s *Timings) Windows(ctx context.Context, now time.Time) (map[string]PlanWi
 	}
 	ws := map[string]PlanWindow{}
 	_ = json.Unmarshal(e.Value(), &ws)
-	for name, w := range ws {
-		if now.Sub(w.At) > WindowFresh {
-			delete(ws, name)
-		}
-	}
+	fresh(ws, now)
 	return ws, nil
 }
