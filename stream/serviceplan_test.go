@@ -219,11 +219,8 @@ func TestServicePlanUnderTheShippedRoles(t *testing.T) {
 // from beyond the server's clock by more than WindowFresh is not one.
 func TestAFalseReadingNeitherFloodsNorPinsTheQuota(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Topology{})
-	followServicePlan(t, b)
+	b, store := followedStore(t)
 	ctx := testContext(t)
-	store, err := OpenTimings(ctx, b.nc, b.top)
-	require.NoError(t, err)
 	future := time.Now().AddDate(100, 0, 0)
 	require.NoError(t, store.PutPlanWindow(ctx, "liar", pool.PlanWindow{Limit: 1 << 30, Told: 1 << 30, ToldAt: future, At: future}))
 	require.NoError(t, store.PutPlanWindow(ctx, "w1", pool.PlanWindow{Limit: 6, Told: 6, ToldAt: time.Now(), At: time.Now()}))
@@ -251,4 +248,40 @@ func planNow(t *testing.T, b *bundle) string {
 	info, err := s.Info(testContext(t))
 	require.NoError(t, err)
 	return fmt.Sprintf("%+v, %d threads held", readPlan(t, b), info.State.Msgs)
+}
+
+// An operator sets the quota while the server sets the service's from a
+// reading that lands at the same moment: the operator's wins, and its
+// stream holds exactly its threads. Each round clears the quota first
+// (`captchaq init --plan-threads 0`), so the service's is being set.
+func TestOperatorQuotaSetWhileTheServerFollowsWins(t *testing.T) {
+	t.Parallel()
+	b, store := followedStore(t)
+	ctx := testContext(t)
+	for i := range 15 {
+		require.NoError(t, SetPlan(ctx, b.nc, b.top, 0))
+		require.NoError(t, store.PutPlanWindow(ctx, "w1", pool.PlanWindow{Limit: 9, Told: 9 + i%2, ToldAt: time.Now(), At: time.Now()}))
+		errs := make(chan error, 2)
+		go func() { errs <- SetPlan(ctx, b.nc, b.top, 2) }()
+		go func() {
+			errs <- store.PutPlanWindow(ctx, "w2", pool.PlanWindow{Limit: 9, Told: 9 + i%2, ToldAt: time.Now(), At: time.Now()})
+		}()
+		for range 2 {
+			require.NoError(t, <-errs, "round %d", i)
+		}
+		if !assert.Eventually(t, func() bool { return planHeld(t, b, dispatcher.Plan{Threads: 2}) }, 3*time.Second, 5*time.Millisecond) {
+			t.Fatalf("round %d: the operator's quota of 2 is not held: %s", i, planNow(t, b))
+		}
+	}
+}
+
+// followedStore is a pool whose server follows the service's readings,
+// and the timings bucket a worker writes its readings into.
+func followedStore(t *testing.T) (*bundle, *Timings) {
+	t.Helper()
+	b := setup(t, Topology{})
+	followServicePlan(t, b)
+	store, err := OpenTimings(testContext(t), b.nc, b.top)
+	require.NoError(t, err)
+	return b, store
 }
