@@ -96,7 +96,25 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 	if err := pool.FollowWindows(ctx, js, now, follow); err != nil {
 		return fmt.Errorf("follow the plan the service tells: %w", err)
 	}
-	// Said once it follows: workers that find the mark wait for the quota
-	// before their first task.
-	return topology.MarkPlanFollower(ctx, js)
+	// Said once it follows, and again every PlanFollowerEvery: workers
+	// that find a fresh mark wait for the quota before their first task,
+	// and none waits for a server gone.
+	if err := topology.MarkPlanFollower(ctx, js, now()); err != nil {
+		return err
+	}
+	go func() {
+		t := time.NewTicker(topology.PlanFollowerEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := topology.MarkPlanFollower(ctx, js, now()); err != nil && ctx.Err() == nil {
+					log.Warn("renew the mark that this server follows the plan the service tells", slog.Any("error", err))
+				}
+			}
+		}
+	}()
+	return nil
 }

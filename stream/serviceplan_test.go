@@ -14,6 +14,7 @@ import (
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/pool"
+	"github.com/captchaq/captchaq/stream/internal/upkeep"
 )
 
 // followServicePlan has b's admin set the plan quota from the plan the
@@ -194,7 +195,7 @@ func TestServicePlanUnderTheShippedRoles(t *testing.T) {
 	require.NoError(t, err)
 	store, err := OpenTimings(ctx, wnc, Topology{})
 	require.NoError(t, err)
-	followed, err := store.PlanFollowed(ctx)
+	followed, err := store.PlanFollowed(ctx, time.Now())
 	require.NoError(t, err)
 	require.True(t, followed, "the worker finds the server's mark")
 	require.NoError(t, store.PutPlanWindow(ctx, "w1", pool.PlanWindow{Limit: 7, Told: 7, ToldAt: time.Now(), At: time.Now()}))
@@ -284,4 +285,26 @@ func followedStore(t *testing.T) (*bundle, *Timings) {
 	store, err := OpenTimings(testContext(t), b.nc, b.top)
 	require.NoError(t, err)
 	return b, store
+}
+
+// A server that followed the readings and is gone (killed, or the pool
+// moved to a plain nats-server) leaves no wait at each worker's start: the
+// follower's mark says when it last followed, and one older than
+// PlanFollowerFresh is no follower. Here the server marked 10 minutes ago
+// (its clock) and stopped; a worker then solves its first task without
+// waiting QuotaWait for a quota no one sets, paid once.
+func TestAGoneFollowerLeavesNoWaitAtAWorkersStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	adm, err := NewAdmin(b.nc, AdminConfig{Topology: b.top, Now: func() time.Time { return time.Now().Add(-10 * time.Minute) }})
+	require.NoError(t, err)
+	fctx, gone := context.WithCancel(context.Background())
+	require.NoError(t, adm.FollowServicePlan(fctx, nil))
+	gone()
+	api := toldAPI(6, "")
+	start := time.Now()
+	b.startWorker(t, WorkerConfig{Name: "w1", NewSolver: newSolverOf(t, api), Threads: 2})
+	burstSolved(t, b, api, pagesBurst("gone", 1))
+	require.Less(t, time.Since(start), upkeep.QuotaWait, "the worker waited for a quota no server sets")
+	require.Zero(t, readPlan(t, b).Threads, "no quota")
 }

@@ -175,13 +175,14 @@ func fresh(ws map[string]PlanWindow, now time.Time) {
 }
 
 // PlanFollowed reports whether a server follows the service's readings
-// (topology.TimingsMetaFollower in the bucket's metadata).
-func (s *Timings) PlanFollowed(ctx context.Context) (bool, error) {
+// (topology.TimingsMetaFollower in the bucket's metadata, renewed within
+// topology.PlanFollowerFresh of now).
+func (s *Timings) PlanFollowed(ctx context.Context, now time.Time) (bool, error) {
 	st, err := s.kv.Status(ctx)
 	if err != nil {
 		return false, fmt.Errorf("timings bucket: %w", err)
 	}
-	return st.Metadata()[topology.TimingsMetaFollower] != "", nil
+	return topology.PlanFollowerMarked(st.Metadata()[topology.TimingsMetaFollower], now), nil
 }
 
 // FollowWindows calls follow with the fresh plan windows (WindowFresh,
