@@ -155,19 +155,27 @@ func ServiceReading(ws map[string]PlanWindow) int {
 	return n
 }
 
-// fresh keeps of ws the windows written within WindowFresh of now, and
-// drops the reading (Told) of one told after now+WindowFresh. A window
-// or reading from further in the future is no one's: a worker's
-// credentials may write any, and one stamped a century ahead would count
-// as fresh, and as the latest reading, for a century (ServiceReading);
-// WindowFresh each way leaves room for the clocks' skew.
+// fresh keeps of ws the windows written within WindowFresh of now.
 func fresh(ws map[string]PlanWindow, now time.Time) {
 	for name, w := range ws {
-		if d := now.Sub(w.At); d > WindowFresh || d < -WindowFresh {
+		if now.Sub(w.At) > WindowFresh {
 			delete(ws, name)
-			continue
 		}
-		if w.ToldAt.Sub(now) > WindowFresh {
+	}
+}
+
+// noFuture drops of ws the windows written, and the readings (Told)
+// told, after now+WindowFresh: they are no one's. A worker's credentials
+// may write any, and one stamped a century ahead would count as fresh,
+// and as the latest reading, for a century (ServiceReading). Only the
+// server's follower drops them (FollowWindows): a worker whose clock is
+// behind keeps the others' windows as it did.
+func noFuture(ws map[string]PlanWindow, now time.Time) {
+	for name, w := range ws {
+		switch {
+		case w.At.Sub(now) > WindowFresh:
+			delete(ws, name)
+		case w.ToldAt.Sub(now) > WindowFresh:
 			w.Told, w.ToldAt = 0, time.Time{}
 			ws[name] = w
 		}
@@ -190,7 +198,12 @@ func (s *Timings) PlanFollowed(ctx context.Context, now time.Time) (bool, error)
 // on, until ctx ends, with an admin's rights (topology.FollowKey), not a
 // worker's core subscription (FollowTimings).
 func FollowWindows(ctx context.Context, js jetstream.JetStream, now func() time.Time, follow func(map[string]PlanWindow)) error {
-	return topology.FollowKey(ctx, js, planWindowsKey, func(b []byte) { followWindows(b, now, follow) })
+	return topology.FollowKey(ctx, js, planWindowsKey, func(b []byte) {
+		followWindows(b, now, func(ws map[string]PlanWindow) {
+			noFuture(ws, now())
+			follow(ws)
+		})
+	})
 }
 
 // PutWindow records worker's learned plan window limit at now, and drops
