@@ -13,6 +13,13 @@ import (
 	"github.com/captchaq/captchaq/stream/internal/topology"
 )
 
+// MaxServicePlan bounds the quota FollowServicePlan sets from a reading:
+// captchaq's bound, not the service's (a larger plan is set with SetPlan,
+// `captchaq init --plan-threads`). A reading is written by a worker's
+// credentials, and the quota is one stream message per thread: a false
+// reading of a billion threads would have the server publish them.
+const MaxServicePlan = 10000
+
 // FollowServicePlan sets the plan-wide thread quota (SetPlan) from the
 // plan the solving service tells the workers (CaptchaAI's threadsinfo,
 // solver.Config.PlanFromService), until ctx ends: the workers write each
@@ -61,6 +68,8 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 		if told == 0 {
 			return
 		}
+		read := told
+		told = min(told, MaxServicePlan)
 		plan, err := dispatcher.ReadPlan(ctx, js)
 		switch {
 		case err != nil:
@@ -77,12 +86,35 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 			}
 			return
 		}
+		if read > told {
+			log.Warn("plan-wide quota set from the plan the service told the workers, bounded: a larger plan is set with captchaq init --plan-threads",
+				slog.Int("threads", told), slog.Int("told", read), slog.Int("was", plan.Threads))
+			return
+		}
 		log.Info("plan-wide quota set from the plan the service told the workers", slog.Int("threads", told), slog.Int("was", plan.Threads))
 	}
 	if err := pool.FollowWindows(ctx, js, now, follow); err != nil {
 		return fmt.Errorf("follow the plan the service tells: %w", err)
 	}
-	// Said once it follows: workers that find the mark wait for the quota
-	// before their first task.
-	return topology.MarkPlanFollower(ctx, js)
+	// Said once it follows, and again every PlanFollowerEvery: workers
+	// that find a fresh mark wait for the quota before their first task,
+	// and none waits for a server gone.
+	if err := topology.MarkPlanFollower(ctx, js, now()); err != nil {
+		return err
+	}
+	go func() {
+		t := time.NewTicker(topology.PlanFollowerEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := topology.MarkPlanFollower(ctx, js, now()); err != nil && ctx.Err() == nil {
+					log.Warn("renew the mark that this server follows the plan the service tells", slog.Any("error", err))
+				}
+			}
+		}
+	}()
+	return nil
 }

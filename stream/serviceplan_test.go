@@ -2,9 +2,11 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/internal/dialect/classic"
@@ -12,6 +14,7 @@ import (
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/pool"
+	"github.com/captchaq/captchaq/stream/internal/upkeep"
 )
 
 // followServicePlan has b's admin set the plan quota from the plan the
@@ -192,7 +195,7 @@ func TestServicePlanUnderTheShippedRoles(t *testing.T) {
 	require.NoError(t, err)
 	store, err := OpenTimings(ctx, wnc, Topology{})
 	require.NoError(t, err)
-	followed, err := store.PlanFollowed(ctx)
+	followed, err := store.PlanFollowed(ctx, time.Now())
 	require.NoError(t, err)
 	require.True(t, followed, "the worker finds the server's mark")
 	require.NoError(t, store.PutPlanWindow(ctx, "w1", pool.PlanWindow{Limit: 7, Told: 7, ToldAt: time.Now(), At: time.Now()}))
@@ -208,4 +211,105 @@ func TestServicePlanUnderTheShippedRoles(t *testing.T) {
 		default:
 		}
 	}
+}
+
+// A worker's credentials may write any reading beside the plan windows: a
+// false one (a huge plan, told in a far future) must neither make the
+// server publish that many threads nor outlive the honest readings that
+// follow it. The quota is bounded (MaxServicePlan) and a reading or window
+// from beyond the server's clock by more than WindowFresh is not one.
+func TestAFalseReadingNeitherFloodsNorPinsTheQuota(t *testing.T) {
+	t.Parallel()
+	b, store := followedStore(t, Topology{})
+	ctx := testContext(t)
+	future := time.Now().AddDate(100, 0, 0)
+	require.NoError(t, store.PutPlanWindow(ctx, "liar", pool.PlanWindow{Limit: 1 << 30, Told: 1 << 30, ToldAt: future, At: future}))
+	require.NoError(t, store.PutPlanWindow(ctx, "w1", pool.PlanWindow{Limit: 6, Told: 6, ToldAt: time.Now(), At: time.Now()}))
+	if !assert.Eventually(t, func() bool { return planHeld(t, b, dispatcher.Plan{Threads: 6, FromService: true}) },
+		10*time.Second, 5*time.Millisecond) {
+		t.Fatalf("the honest reading is not the quota: %s", planNow(t, b))
+	}
+	// A huge reading told now is bounded (its threads' publishing is not
+	// waited for: 10000 take more than 10 s under -race).
+	require.NoError(t, store.PutPlanWindow(ctx, "w2", pool.PlanWindow{Limit: 1 << 30, Told: 1 << 30, ToldAt: time.Now(), At: time.Now()}))
+	require.Eventually(t, func() bool {
+		return readPlan(t, b) == dispatcher.Plan{Threads: MaxServicePlan, FromService: true}
+	}, 10*time.Second, 5*time.Millisecond, "a huge reading is bounded")
+}
+
+// planNow says b's plan quota and the threads its stream holds.
+func planNow(t *testing.T, b *bundle) string {
+	t.Helper()
+	js, err := jetStreamOf(b.nc, b.top)
+	require.NoError(t, err)
+	s, err := js.Stream(testContext(t), dispatcher.PlanStream)
+	if err != nil {
+		return err.Error()
+	}
+	info, err := s.Info(testContext(t))
+	require.NoError(t, err)
+	return fmt.Sprintf("%+v, %d threads held", readPlan(t, b), info.State.Msgs)
+}
+
+// An operator sets the quota while the server sets the service's from a
+// reading that lands at the same moment: the operator's wins, and its
+// stream holds exactly its threads. Each round clears the quota first
+// (`captchaq init --plan-threads 0`), so the service's is being set.
+func TestOperatorQuotaSetWhileTheServerFollowsWins(t *testing.T) {
+	t.Parallel()
+	// In memory under -race: nats-server's file store races a stream's
+	// update against a consumer's creation (v2.15.3, filestore.go
+	// UpdateConfig and ConsumerStore), which the race detector reports
+	// from the embedded broker. On disk, the same moment may answer
+	// "meta.inf.tmp: no such file or directory", which EnsurePlan retries.
+	b, store := followedStore(t, Topology{Memory: underRace})
+	ctx := testContext(t)
+	for i := range 15 {
+		require.NoError(t, SetPlan(ctx, b.nc, b.top, 0))
+		require.NoError(t, store.PutPlanWindow(ctx, "w1", pool.PlanWindow{Limit: 9, Told: 9 + i%2, ToldAt: time.Now(), At: time.Now()}))
+		errs := make(chan error, 2)
+		go func() { errs <- SetPlan(ctx, b.nc, b.top, 2) }()
+		go func() {
+			errs <- store.PutPlanWindow(ctx, "w2", pool.PlanWindow{Limit: 9, Told: 9 + i%2, ToldAt: time.Now(), At: time.Now()})
+		}()
+		for range 2 {
+			require.NoError(t, <-errs, "round %d", i)
+		}
+		if !assert.Eventually(t, func() bool { return planHeld(t, b, dispatcher.Plan{Threads: 2}) }, 3*time.Second, 5*time.Millisecond) {
+			t.Fatalf("round %d: the operator's quota of 2 is not held: %s", i, planNow(t, b))
+		}
+	}
+}
+
+// followedStore is a pool whose server follows the service's readings,
+// and the timings bucket a worker writes its readings into.
+func followedStore(t *testing.T, top Topology) (*bundle, *Timings) {
+	t.Helper()
+	b := setup(t, top)
+	followServicePlan(t, b)
+	store, err := OpenTimings(testContext(t), b.nc, b.top)
+	require.NoError(t, err)
+	return b, store
+}
+
+// A server that followed the readings and is gone (killed, or the pool
+// moved to a plain nats-server) leaves no wait at each worker's start: the
+// follower's mark says when it last followed, and one older than
+// PlanFollowerFresh is no follower. Here the server marked 10 minutes ago
+// (its clock) and stopped; a worker then solves its first task without
+// waiting QuotaWait for a quota no one sets, paid once.
+func TestAGoneFollowerLeavesNoWaitAtAWorkersStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	adm, err := NewAdmin(b.nc, AdminConfig{Topology: b.top, Now: func() time.Time { return time.Now().Add(-10 * time.Minute) }})
+	require.NoError(t, err)
+	fctx, gone := context.WithCancel(context.Background())
+	require.NoError(t, adm.FollowServicePlan(fctx, nil))
+	gone()
+	api := toldAPI(6, "")
+	start := time.Now()
+	b.startWorker(t, WorkerConfig{Name: "w1", NewSolver: newSolverOf(t, api), Threads: 2})
+	burstSolved(t, b, api, pagesBurst("gone", 1))
+	require.Less(t, time.Since(start), upkeep.QuotaWait, "the worker waited for a quota no server sets")
+	require.Zero(t, readPlan(t, b).Threads, "no quota")
 }

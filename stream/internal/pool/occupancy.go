@@ -169,10 +169,6 @@ func followWindows(data []byte, now func() time.Time, follow func(map[string]Pla
 	if json.Unmarshal(data, &ws) != nil {
 		return
 	}
-	for name, w := range ws {
-		if now().Sub(w.At) > WindowFresh {
-			delete(ws, name)
-		}
-	}
+	fresh(ws, now())
 	follow(ws)
 }

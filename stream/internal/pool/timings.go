@@ -155,14 +155,42 @@ func ServiceReading(ws map[string]PlanWindow) int {
 	return n
 }
 
+// fresh keeps of ws the windows written within WindowFresh of now.
+func fresh(ws map[string]PlanWindow, now time.Time) {
+	for name, w := range ws {
+		if now.Sub(w.At) > WindowFresh {
+			delete(ws, name)
+		}
+	}
+}
+
+// noFuture drops of ws the windows written, and the readings (Told)
+// told, after now+WindowFresh: they are no one's. A worker's credentials
+// may write any, and one stamped a century ahead would count as fresh,
+// and as the latest reading, for a century (ServiceReading). Only the
+// server's follower drops them (FollowWindows): a worker whose clock is
+// behind keeps the others' windows as it did.
+func noFuture(ws map[string]PlanWindow, now time.Time) {
+	for name, w := range ws {
+		switch {
+		case w.At.Sub(now) > WindowFresh:
+			delete(ws, name)
+		case w.ToldAt.Sub(now) > WindowFresh:
+			w.Told, w.ToldAt = 0, time.Time{}
+			ws[name] = w
+		}
+	}
+}
+
 // PlanFollowed reports whether a server follows the service's readings
-// (topology.TimingsMetaFollower in the bucket's metadata).
-func (s *Timings) PlanFollowed(ctx context.Context) (bool, error) {
+// (topology.TimingsMetaFollower in the bucket's metadata, renewed within
+// topology.PlanFollowerFresh of now).
+func (s *Timings) PlanFollowed(ctx context.Context, now time.Time) (bool, error) {
 	st, err := s.kv.Status(ctx)
 	if err != nil {
 		return false, fmt.Errorf("timings bucket: %w", err)
 	}
-	return st.Metadata()[topology.TimingsMetaFollower] != "", nil
+	return topology.PlanFollowerMarked(st.Metadata()[topology.TimingsMetaFollower], now), nil
 }
 
 // FollowWindows calls follow with the fresh plan windows (WindowFresh,
@@ -170,7 +198,12 @@ func (s *Timings) PlanFollowed(ctx context.Context) (bool, error) {
 // on, until ctx ends, with an admin's rights (topology.FollowKey), not a
 // worker's core subscription (FollowTimings).
 func FollowWindows(ctx context.Context, js jetstream.JetStream, now func() time.Time, follow func(map[string]PlanWindow)) error {
-	return topology.FollowKey(ctx, js, planWindowsKey, func(b []byte) { followWindows(b, now, follow) })
+	return topology.FollowKey(ctx, js, planWindowsKey, func(b []byte) {
+		followWindows(b, now, func(ws map[string]PlanWindow) {
+			noFuture(ws, now())
+			follow(ws)
+		})
+	})
 }
 
 // PutWindow records worker's learned plan window limit at now, and drops
@@ -191,11 +224,7 @@ func (s *Timings) PutPlanWindow(ctx context.Context, worker string, w PlanWindow
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("plan windows: %w", err)
 		}
-		for name, old := range ws {
-			if now.Sub(old.At) > WindowFresh {
-				delete(ws, name)
-			}
-		}
+		fresh(ws, now)
 		ws[worker] = w
 		b, _ := json.Marshal(ws)
 		if e == nil {
@@ -227,10 +256,6 @@ func (s *Timings) Windows(ctx context.Context, now time.Time) (map[string]PlanWi
 	}
 	ws := map[string]PlanWindow{}
 	_ = json.Unmarshal(e.Value(), &ws)
-	for name, w := range ws {
-		if now.Sub(w.At) > WindowFresh {
-			delete(ws, name)
-		}
-	}
+	fresh(ws, now)
 	return ws, nil
 }

@@ -26,8 +26,27 @@ const ClaimMarkerTTL = time.Minute
 // TimingsMetaFollower, in TimingsBucket's metadata, says that a server
 // follows the plan the service tells the workers and sets the plan-wide
 // quota from it (stream.Admin.FollowServicePlan, MarkPlanFollower): a
-// worker told a plan waits for that quota before its first task.
+// worker told a plan waits for that quota before its first task. Its value
+// is when the server last said so (RFC 3339, the server's clock): it says
+// so every PlanFollowerEvery, and a mark older than PlanFollowerFresh is
+// a server gone (killed, or the pool moved to a plain nats-server), which
+// no worker waits for.
 const TimingsMetaFollower = "captchaq.plan_follower"
+
+// PlanFollowerEvery is how often a following server renews its mark
+// (TimingsMetaFollower); PlanFollowerFresh how long a mark counts.
+const (
+	PlanFollowerEvery = time.Minute
+	PlanFollowerFresh = 3 * PlanFollowerEvery
+)
+
+// PlanFollowerMarked reports whether mark (TimingsMetaFollower's value)
+// says a server followed within PlanFollowerFresh of now. A mark of the
+// first release ("true") has no time, and counts as gone.
+func PlanFollowerMarked(mark string, now time.Time) bool {
+	at, err := time.Parse(time.RFC3339Nano, mark)
+	return err == nil && now.Sub(at) < PlanFollowerFresh
+}
 
 // EnsureTimings creates TimingsBucket of t if it does not exist (or
 // brings its configuration to t's, keeping TimingsMetaFollower), and
@@ -61,22 +80,21 @@ func EnsureTimings(ctx context.Context, js jetstream.JetStream, t Spec) (jetstre
 const timingsStream = "KV_" + TimingsBucket
 
 // MarkPlanFollower records in TimingsBucket's metadata that a server
-// follows the plan the service tells the workers (TimingsMetaFollower).
+// follows the plan the service tells the workers, at now
+// (TimingsMetaFollower).
 // It needs an admin's rights (the stream's update), as the bucket's
 // creation does.
-func MarkPlanFollower(ctx context.Context, js jetstream.JetStream) error {
+func MarkPlanFollower(ctx context.Context, js jetstream.JetStream, now time.Time) error {
 	s, err := js.Stream(ctx, timingsStream)
 	if err != nil {
 		return fmt.Errorf("timings bucket %s: %w", TimingsBucket, err)
 	}
 	cfg := s.CachedInfo().Config
-	if cfg.Metadata[TimingsMetaFollower] != "" {
-		return nil
-	}
-	meta := map[string]string{TimingsMetaFollower: "true"}
+	meta := map[string]string{}
 	for k, v := range cfg.Metadata {
 		meta[k] = v
 	}
+	meta[TimingsMetaFollower] = now.UTC().Format(time.RFC3339Nano)
 	cfg.Metadata = meta
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		return fmt.Errorf("timings bucket %s: %w", TimingsBucket, err)

@@ -26,7 +26,6 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 		}
 		return nil
 	}
-	storage := t.Storage()
 	// Exactly threads messages, and no room for one more: whatever anyone
 	// publishes on the plan's subject, or has a push consumer deliver there
 	// (JetStream does not check a consumer's deliver subject against its
@@ -36,46 +35,114 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 	if fromService {
 		meta[dispatcher.PlanMetaSource] = dispatcher.PlanSourceService
 	}
-	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:        dispatcher.PlanStream,
 		Description: "captchaq: one message per thread of the solving plan",
 		Subjects:    []string{dispatcher.PlanSubject},
 		Retention:   jetstream.LimitsPolicy,
 		MaxMsgs:     int64(threads),
 		Discard:     jetstream.DiscardNew,
-		Storage:     storage,
+		Storage:     t.Storage(),
 		Replicas:    t.Replicas,
 		Metadata:    meta,
-	})
-	if err != nil {
-		return fmt.Errorf("plan stream: %w", err)
 	}
-	if _, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       dispatcher.PlanConsumer,
-		Description:   "captchaq workers hold one message per captcha at the service",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       t.AckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: -1,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	}); err != nil {
-		return fmt.Errorf("plan consumer: %w", err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("plan stream: %w", err)
-	}
-	if info.State.Msgs == uint64(threads) {
-		return nil
-	}
-	if err := s.Purge(ctx); err != nil {
-		return fmt.Errorf("reset plan threads: %w", err)
-	}
-	gen := strconv.FormatInt(time.Now().UnixNano(), 36)
-	for i := range threads {
-		if _, err := js.Publish(ctx, dispatcher.PlanSubject, []byte(strconv.Itoa(i)), jetstream.WithMsgID("thread-"+gen+"-"+strconv.Itoa(i))); err != nil {
-			return fmt.Errorf("plan thread %d: %w", i, err)
+	// Another admin may set the quota at the same moment: an operator
+	// (captchaq init --plan-threads) while the server sets the service's
+	// (stream.Admin.FollowServicePlan). Each write is read back before
+	// and after its threads are published: an operator's quota is written
+	// again over one that replaced it, and a quota from the service gives
+	// way to whatever replaced it (an operator's, or a later reading). So
+	// the operator's wins, and its stream ends with exactly its threads,
+	// not the other's count, nor "maximum messages exceeded" to the
+	// operator (TestOperatorQuotaSetWhileTheServerFollowsWins).
+	var s jetstream.Stream
+	write := true
+	last := errors.New("still set by another admin")
+	for try := range planTries {
+		if write {
+			var err error
+			s, err = js.CreateOrUpdateStream(ctx, cfg)
+			if err != nil && !fromService && ctx.Err() == nil {
+				// Created by the other at the same moment (stream name
+				// already in use), or a store error of the server's while
+				// the other updates it (meta.inf.tmp not found): the
+				// operator's is written again after a moment; the
+				// service's waits for its next reading.
+				last = err
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Duration(try+1) * 10 * time.Millisecond):
+				}
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("plan stream: %w", err)
+			}
+			if _, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+				Durable:       dispatcher.PlanConsumer,
+				Description:   "captchaq workers hold one message per captcha at the service",
+				AckPolicy:     jetstream.AckExplicitPolicy,
+				AckWait:       t.AckWait,
+				MaxDeliver:    -1,
+				MaxAckPending: -1,
+				DeliverPolicy: jetstream.DeliverAllPolicy,
+			}); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				return fmt.Errorf("plan consumer: %w", err)
+			}
+			write = false
+		}
+		info, err := s.Info(ctx)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound) && fromService:
+			return nil // an operator removed the quota meanwhile
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			write = true
+			continue
+		case err != nil:
+			return fmt.Errorf("plan stream: %w", err)
+		}
+		if !samePlan(info.Config.Metadata, meta) {
+			if fromService {
+				return nil // the other's quota stands
+			}
+			write = true
+			continue
+		}
+		if info.State.Msgs == uint64(threads) {
+			return nil
+		}
+		if err := s.Purge(ctx); err != nil {
+			return fmt.Errorf("reset plan threads: %w", err)
+		}
+		gen := strconv.FormatInt(time.Now().UnixNano(), 36)
+		for i := range threads {
+			_, err := js.Publish(ctx, dispatcher.PlanSubject, []byte(strconv.Itoa(i)), jetstream.WithMsgID("thread-"+gen+"-"+strconv.Itoa(i)))
+			var api *jetstream.APIError
+			if errors.As(err, &api) && api.ErrorCode == errCodeMaxMsgs {
+				break // the other's threads, or its smaller quota: read it back
+			}
+			if err != nil {
+				return fmt.Errorf("plan thread %d: %w", i, err)
+			}
 		}
 	}
-	return nil
+	return fmt.Errorf("plan stream: %d tries: %w", planTries, last)
+}
+
+// planTries bounds EnsurePlan's read-backs while another admin sets the
+// quota too.
+const planTries = 10
+
+// errCodeMaxMsgs is JetStream's "maximum messages exceeded" (a stream
+// of DiscardNew full).
+const errCodeMaxMsgs jetstream.ErrorCode = 10077
+
+// samePlan reports whether the plan stream's metadata got is want's quota.
+func samePlan(got, want map[string]string) bool {
+	for _, k := range []string{dispatcher.PlanMetaThreads, dispatcher.PlanMetaEarly, dispatcher.PlanMetaSource} {
+		if got[k] != want[k] {
+			return false
+		}
+	}
+	return true
 }
