@@ -104,8 +104,15 @@ func (c *Client) withToken(ctx context.Context, out Outcome, gen, tokenSeq uint6
 	// number: while the stream has not reached the number the outcome
 	// names, the token may be on its way, and it is looked for again for
 	// tokenRestoreGrace before it is called lost (a broker restart, which
-	// restores nothing, is told a little later).
-	for until := time.Now().Add(tokenRestoreGrace); err == nil && !found && tokenSeq != 0 && time.Now().Before(until) && c.rd.TokensBefore(ctx, tokenSeq); {
+	// restores nothing, is told a little later). Once the stream has
+	// reached the number, the token is read once more: it may have been
+	// stored again between the last read and that look (a reader under
+	// load called a restored token lost: TestReadersWaitThroughAStoreReopen).
+	for until := time.Now().Add(tokenRestoreGrace); err == nil && !found && tokenSeq != 0 && time.Now().Before(until); {
+		if !c.rd.TokensBefore(ctx, tokenSeq) {
+			tok, found, err = c.rd.Token(ctx, out.ID, gen, tokenSeq)
+			break
+		}
 		select {
 		case <-ctx.Done():
 			return out, false, ctx.Err()
