@@ -1,7 +1,10 @@
 package stream
 
 import (
+	"context"
+	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/internal/dialect/classic"
+	"github.com/captchaq/captchaq/internal/logbuf"
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
@@ -87,8 +91,16 @@ func TestTwoAccountsSetNoServiceQuota(t *testing.T) {
 // alone again (the other's worker gone), the quota is that account's.
 func TestReadingsOfTwoAccountsRemoveTheServiceQuota(t *testing.T) {
 	t.Parallel()
-	b, store := followedStore(t, Topology{})
+	b := setup(t, Topology{})
 	ctx := testContext(t)
+	adm, err := NewAdmin(b.nc, AdminConfig{Topology: b.top})
+	require.NoError(t, err)
+	var logs logbuf.Buffer
+	fctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	require.NoError(t, adm.FollowServicePlan(fctx, slog.New(slog.NewTextHandler(&logs, nil))))
+	store, err := OpenTimings(ctx, b.nc, b.top)
+	require.NoError(t, err)
 	t0 := time.Now()
 	read := func(worker, account string, told int, at time.Time) {
 		t.Helper()
@@ -116,6 +128,10 @@ func TestReadingsOfTwoAccountsRemoveTheServiceQuota(t *testing.T) {
 	told, accounts := pool.ServiceReading(ws)
 	require.Equal(t, 0, told)
 	require.Equal(t, 2, accounts)
+	warns := strings.Count(logs.String(), "level=WARN")
+	require.Equal(t, 1, warns, "said once while the readings are of two accounts: %s", logs.String())
+	require.Contains(t, logs.String(), "accounts=2")
+	require.NotContains(t, logs.String(), "aaaa", "no account's fingerprint in the log")
 	// wb gone (its window stale): A's readings alone set A's plan.
 	read("wb", "bbbb", 10, t0.Add(-time.Hour))
 	read("wa", "aaaa", 6, time.Now())
