@@ -288,9 +288,12 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 		}
 		if followed {
 			wctx, cancel := context.WithTimeout(ctx, QuotaWait)
-			for !settled(plan) && wctx.Err() == nil {
+			several := false // readings of another account came meanwhile: no quota comes
+			for !settled(plan) && wctx.Err() == nil && !several {
 				select {
 				case <-wctx.Done():
+				case <-l.accounts:
+					several, plan = true, dispatcher.Plan{}
 				case <-time.After(quotaPoll):
 					if q, err := dispatcher.ReadPlan(wctx, l.JS); err == nil {
 						plan = q
@@ -298,7 +301,10 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 				}
 			}
 			cancel()
-			if !settled(plan) && ctx.Err() == nil {
+			if several {
+				l.Log.Info("another account's plan was read meanwhile: no plan-wide quota is set from the readings, this worker holds its share of its own account's plan",
+					slog.Int("told_threads", told))
+			} else if !settled(plan) && ctx.Err() == nil {
 				l.Log.Warn("the server set no plan-wide quota from the plan the service told: this worker holds its share of it",
 					slog.Int("told_threads", told), slog.Duration("waited", QuotaWait))
 			}
