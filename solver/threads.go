@@ -5,6 +5,8 @@ package solver
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -204,6 +206,23 @@ func (c *Client) PoolQuota(on bool) {
 	if c.win != nil {
 		c.win.pool(on)
 	}
+}
+
+// planAccountPrefix separates PlanAccount's hash from any other hash of
+// the key: the same key hashed elsewhere gives another value.
+const planAccountPrefix = "captchaq plan account v1\x00"
+
+// PlanAccount names the account whose plan the service tells
+// (PlanToldThreads), so that a pool tells its accounts' readings apart:
+// the first 8 bytes of SHA-256 over planAccountPrefix and the API key,
+// in hex (16 characters). It is written to the pool's stream beside the
+// reading; the key is not: a CaptchaAI key is 32 hex characters (128
+// bits), too many to find from its hash by trying keys, and 64 bits of
+// it tell two accounts apart (a pool of 1000 accounts has one chance in
+// 10^13 of two alike).
+func (c *Client) PlanAccount() string {
+	sum := sha256.Sum256([]byte(planAccountPrefix + c.key))
+	return hex.EncodeToString(sum[:8])
 }
 
 // PlanTold reports whether the plan window is the plan the service told

@@ -2,6 +2,8 @@ package solver_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -96,5 +98,26 @@ func TestThreadsInfoOnlyWhenAsked(t *testing.T) {
 			require.Zero(t, asked.Load(), "no threadsinfo call by default")
 			require.False(t, c.PlanTold())
 		}
+	}
+}
+
+// PlanAccount names an account by its key without the key: the same key
+// the same name, another key another, 16 hex characters holding no part
+// of the key, and not the key's bare SHA-256 (the prefix keeps it apart).
+func TestPlanAccountNamesTheKeyWithoutIt(t *testing.T) {
+	client := func(key string) *solver.Client {
+		c, err := solver.NewClient(solver.Config{BaseURL: "http://127.0.0.1:1", APIKey: key})
+		require.NoError(t, err)
+		return c
+	}
+	const other = "fedcba9876543210fedcba9876543210"
+	a, b := client(fakeapi.TestKey).PlanAccount(), client(other).PlanAccount()
+	require.Equal(t, a, client(fakeapi.TestKey).PlanAccount())
+	require.NotEqual(t, a, b)
+	require.Regexp(t, `^[0-9a-f]{16}$`, a)
+	bare := sha256.Sum256([]byte(fakeapi.TestKey))
+	require.NotEqual(t, hex.EncodeToString(bare[:8]), a)
+	for i := 0; i+8 <= len(fakeapi.TestKey); i++ {
+		require.NotContains(t, a, fakeapi.TestKey[i:i+8])
 	}
 }

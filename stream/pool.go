@@ -110,15 +110,22 @@ func (c *Client) learnedPlan(ctx context.Context, st *Stats, now time.Time) erro
 	}
 	for name, w := range ws {
 		if !slices.ContainsFunc(st.Workers, func(wi WorkerInfo) bool { return wi.Name == name && !wi.Stopped }) {
+			delete(ws, name)
 			continue
 		}
-		if w.Told > 0 {
-			// Each worker reads the account's plan: the plan, not a share.
-			st.ToldPlan = max(st.ToldPlan, w.Told)
-			continue
+		if w.Told == 0 {
+			st.LearnedPlan += w.Limit
+			st.LearnedPlanWorkers++
 		}
-		st.LearnedPlan += w.Limit
-		st.LearnedPlanWorkers++
+	}
+	// Each worker reads its account's plan: the plan, not a share; the
+	// accounts' plans add up.
+	rs := pool.Readings(ws)
+	for _, r := range rs {
+		st.ToldPlan += r.Told
+	}
+	if len(rs) > 1 {
+		st.ToldAccounts = len(rs)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/pool"
 	"github.com/captchaq/captchaq/stream/internal/topology"
@@ -37,6 +39,15 @@ const MaxServicePlan = 10000
 // (EnsureTimings) and an admin's rights: the workers' role reads the
 // quota and never sets it (docs/security.md). `captchaq server` runs it.
 //
+// Readings of more than one account (workers on different keys,
+// pool.PlanWindow.Account) set no quota: one account's plan does not
+// bound the captchas sent to another's, and the latest reading would
+// flip the quota from one account's plan to the other's at each reading.
+// One such reading removes a quota set from the service's (said once at
+// WARN, naming how many accounts), and the workers hold their shares of
+// their own accounts' plans, as without a server that follows, until
+// the readings are of one account again.
+//
 // The workers read the quota before their first task, after their first
 // reading (they wait a moment for this to set it, when it runs); one
 // that was solving before the quota was set or changed holds its
@@ -63,10 +74,21 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 	if _, err := OpenTimings(ctx, a.nc, a.cfg.Topology); err != nil {
 		return err
 	}
+	// Set while readings of several accounts hold no quota: said once.
+	several := false
 	follow := func(ws map[string]pool.PlanWindow) {
-		told := pool.ServiceReading(ws)
+		told, accounts := pool.ServiceReading(ws)
+		if accounts > 1 {
+			a.unfollowAccounts(ctx, js, log, accounts, !several)
+			several = true
+			return
+		}
 		if told == 0 {
 			return
+		}
+		if several {
+			several = false
+			log.Info("the workers' readings are of one account again: the plan-wide quota follows them")
 		}
 		read := told
 		told = min(told, MaxServicePlan)
@@ -117,4 +139,31 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 		}
 	}()
 	return nil
+}
+
+// unfollowAccounts removes the plan-wide quota set from the service's
+// readings, now that they are of several accounts: such readings set
+// none (FollowServicePlan). An operator's quota stays. warn says so at
+// WARN, once for as long as the readings are of several accounts.
+func (a *Admin) unfollowAccounts(ctx context.Context, js jetstream.JetStream, log *slog.Logger, accounts int, warn bool) {
+	plan, err := dispatcher.ReadPlan(ctx, js)
+	if err != nil {
+		log.Warn("read the plan quota to follow the service's plan", slog.Any("error", err))
+		return
+	}
+	service := plan.Threads > 0 && plan.FromService
+	if warn {
+		was := 0
+		if service {
+			was = plan.Threads
+		}
+		log.Warn("the workers read the plans of several accounts (different API keys): no plan-wide quota is set from them, each worker holds its share of its own account's plan; one account per pool, or captchaq init --plan-threads, sets one",
+			slog.Int("accounts", accounts), slog.Int("was", was))
+	}
+	if !service {
+		return
+	}
+	if err := topology.EnsurePlan(ctx, js, a.cfg.Topology.spec(), 0, false, true); err != nil && ctx.Err() == nil {
+		log.Warn("remove the plan quota set from the plan the service told", slog.Any("error", err))
+	}
 }

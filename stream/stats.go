@@ -124,6 +124,12 @@ type Stats struct {
 	// solver.Client.PlanTold): the plan they hold; 0 when the service
 	// told none. Its workers are not in LearnedPlan.
 	ToldPlan int `json:"told_plan,omitempty"`
+	// ToldAccounts, when more than one, is how many accounts (API keys)
+	// the workers' readings of ToldPlan are of: ToldPlan is the sum of
+	// their plans, and the server sets no plan-wide quota from them
+	// (Admin.FollowServicePlan); each worker holds its share of its own
+	// account's plan. 0 otherwise.
+	ToldAccounts int `json:"told_accounts,omitempty"`
 
 	// Window is how far back the counts below reach; 0: everything the
 	// stream keeps (its retention).

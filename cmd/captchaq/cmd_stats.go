@@ -110,7 +110,10 @@ func printStats(w io.Writer, st stream.Stats) {
 	}
 	if plan > 0 {
 		by := ""
-		if byService {
+		switch {
+		case byService && st.ToldAccounts > 1:
+			by = fmt.Sprintf(", told by the service for %d accounts (threadsinfo): no plan-wide quota, the workers' API keys differ and each worker holds its share of its own account's plan", st.ToldAccounts)
+		case byService:
 			by = ", told by the service (threadsinfo; captchaq init --plan-threads overrides it)"
 		}
 		fmt.Fprintf(tw, "\nsolving now: %d of %d plan threads (%.0f%%)%s\n", st.Solving, plan, 100*float64(st.Solving)/float64(plan), by)

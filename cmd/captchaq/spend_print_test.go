@@ -48,3 +48,15 @@ func TestPrintStatsSaysBudgetExceeded(t *testing.T) {
 	printStats(&b, stream.Stats{Dead: 1, ByReason: map[string]int{"permanent": 1}})
 	require.NotContains(t, b.String(), "BUDGET_EXCEEDED", "no line when no budget refused a task")
 }
+
+// TestPrintStatsSaysWhyNoQuotaForSeveralAccounts: readings of several
+// accounts set no quota, and stats say why, with the sum of their plans.
+func TestPrintStatsSaysWhyNoQuotaForSeveralAccounts(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	printStats(&b, stream.Stats{Solving: 4, ToldPlan: 16, ToldAccounts: 2})
+	require.Contains(t, b.String(), "4 of 16 plan threads (25%), told by the service for 2 accounts (threadsinfo): no plan-wide quota", b.String())
+	b.Reset()
+	printStats(&b, stream.Stats{Solving: 4, ToldPlan: 6})
+	require.Contains(t, b.String(), "4 of 6 plan threads (67%), told by the service (threadsinfo;", b.String())
+}

@@ -179,16 +179,24 @@ func (g *PlanGate) Acquire(ctx context.Context, n int, wait time.Duration, now t
 		err = batch.Error()
 	}
 	if len(out) > 0 || (err != nil && !errors.Is(err, jetstream.ErrNoMessages)) {
-		return out, ignoreNoMessages(err)
+		if err = ignoreNoMessages(err); err != nil {
+			g.Refresh()
+		}
+		return out, err
 	}
 	batch, err = c.Fetch(1, jetstream.FetchMaxWait(wait))
 	if err != nil {
+		g.Refresh() // the quota may be gone: look again at the next call, not in planRefresh
 		return nil, err
 	}
 	for m := range batch.Messages() {
 		out = append(out, &PlanThread{m: m, wait: lease})
 	}
-	return out, ignoreNoMessages(batch.Error())
+	if err := ignoreNoMessages(batch.Error()); err != nil {
+		g.Refresh()
+		return out, err
+	}
+	return out, nil
 }
 
 func ignoreNoMessages(err error) error {

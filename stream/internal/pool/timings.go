@@ -139,20 +139,41 @@ type PlanWindow struct {
 	// the latest reading of the pool's workers is the plan
 	// (ServiceReading).
 	ToldAt time.Time `json:"told_at,omitzero"`
+	// Account is which account Told is of (solver.Client.PlanAccount): a
+	// fingerprint of its key, never the key. Empty in the readings of
+	// workers older than it, which count together as one account apart.
+	Account string `json:"account,omitempty"`
+}
+
+// Readings is the latest reading (PlanWindow.Told, at ToldAt; a tie: the
+// most threads) of each account among ws, by PlanWindow.Account.
+func Readings(ws map[string]PlanWindow) map[string]PlanWindow {
+	out := map[string]PlanWindow{}
+	for _, w := range ws {
+		if w.Told <= 0 {
+			continue
+		}
+		if r, ok := out[w.Account]; !ok || w.ToldAt.After(r.ToldAt) || (w.ToldAt.Equal(r.ToldAt) && w.Told > r.Told) {
+			out[w.Account] = w
+		}
+	}
+	return out
 }
 
 // ServiceReading is the plan's threads as the service told them at the
-// latest reading among ws (PlanWindow.ToldAt; a tie: the most threads);
-// 0 when no worker in ws was told any.
-func ServiceReading(ws map[string]PlanWindow) int {
-	var at time.Time
-	n := 0
-	for _, w := range ws {
-		if w.Told > 0 && (w.ToldAt.After(at) || (w.ToldAt.Equal(at) && w.Told > n)) {
-			at, n = w.ToldAt, w.Told
-		}
+// latest reading among ws (Readings), when every reading is of one
+// account, and how many accounts the readings are of. Readings of more
+// than one account tell no plan of the pool's (told 0): each account's
+// plan bounds its own workers' captchas, not the others'.
+func ServiceReading(ws map[string]PlanWindow) (told, accounts int) {
+	rs := Readings(ws)
+	if len(rs) != 1 {
+		return 0, len(rs)
 	}
-	return n
+	for _, r := range rs {
+		told = r.Told
+	}
+	return told, 1
 }
 
 // fresh keeps of ws the windows written within WindowFresh of now.

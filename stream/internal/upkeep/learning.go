@@ -59,6 +59,20 @@ type pooledPlan interface {
 	PlanToldAt() time.Time
 }
 
+// planAccount is a Learner that says which account the plan the service
+// tells is of (solver.Client.PlanAccount).
+type planAccount interface {
+	PlanAccount() string
+}
+
+// accountOf is the account of l's told plan; "" when l does not say.
+func accountOf(l Learner) string {
+	if a, ok := l.(planAccount); ok {
+		return a.PlanAccount()
+	}
+	return ""
+}
+
 // QuotaWait bounds how long a worker whose service told the plan waits,
 // before its first task, for the server that follows the service's
 // readings (stream.Admin.FollowServicePlan) to set the plan-wide quota
@@ -69,13 +83,15 @@ const QuotaWait = 5 * time.Second
 // quotaPoll is how often that wait looks at the quota.
 const quotaPoll = 25 * time.Millisecond
 
-// toldShare is worker's share of a plan of told threads among the
-// workers in ws that hold it (PlanWindow.Told): an equal part, the
-// remainder one each to the first by name, at least one.
-func toldShare(ws map[string]pool.PlanWindow, worker string, told int) int {
+// toldShare is worker's share of a plan of told threads of account among
+// the workers in ws that hold it (PlanWindow.Told of the same
+// PlanWindow.Account): an equal part, the remainder one each to the
+// first by name, at least one. Workers on another account hold another
+// plan, and take no share of this one.
+func toldShare(ws map[string]pool.PlanWindow, worker, account string, told int) int {
 	var names []string
 	for name, w := range ws {
-		if w.Told > 0 || name == worker {
+		if (w.Told > 0 && w.Account == account) || name == worker {
 			names = append(names, name)
 		}
 	}
@@ -117,9 +133,13 @@ type Learning struct {
 
 	leave  []func()
 	pooled bool // a plan-wide quota bounds the learner (pooledPlan)
-	share  func(ctx context.Context)
-	last   context.Context
-	r      runner
+	// accounts receives when the readings became of several accounts:
+	// the server removes the quota set from them, and this worker then
+	// holds its own account's plan at once, not at its next share.
+	accounts chan struct{}
+	share    func(ctx context.Context)
+	last     context.Context
+	r        runner
 }
 
 // Start shares once, before the first task, and then until ctx ends or
@@ -143,13 +163,22 @@ func (l *Learning) Start(ctx context.Context) error {
 		return nil
 	}
 	store := pool.NewTimings(kv)
+	account := accountOf(l.Learner)
 	// Every worker reads the account's whole plan: each holds its share
-	// of it, so that together they hold the plan. The share follows every
-	// worker's write of its window, so that workers started together
-	// split the plan as each reports, not at the next periodic share.
+	// of it, so that together the account's workers hold the plan. The
+	// share follows every worker's write of its window, so that workers
+	// started together split the plan as each reports, not at the next
+	// periodic share.
+	l.accounts = make(chan struct{}, 1)
 	follow := func(ws map[string]pool.PlanWindow) {
 		if t, ok := l.Learner.(toldPlan); ok && t.PlanTold() {
-			t.SharePlan(toldShare(ws, l.Name, t.PlanToldThreads()))
+			t.SharePlan(toldShare(ws, l.Name, account, t.PlanToldThreads()))
+		}
+		if _, accounts := pool.ServiceReading(ws); accounts > 1 {
+			select {
+			case l.accounts <- struct{}{}:
+			default:
+			}
 		}
 	}
 	if stop, err := pool.FollowTimings(l.NC, l.Domain, l.Learner.AdoptTimings, l.Now, follow); err != nil {
@@ -176,7 +205,7 @@ func (l *Learning) Start(ctx context.Context) error {
 		if n := l.Learner.PlanWindow(); n > 0 && (l.Learner.PlanReached() || told > 0) && err == nil {
 			w := pool.PlanWindow{Limit: n, Told: told, At: l.Now()}
 			if p, ok := l.Learner.(pooledPlan); ok && told > 0 {
-				w.ToldAt = p.PlanToldAt()
+				w.ToldAt, w.Account = p.PlanToldAt(), account
 			}
 			err = store.PutPlanWindow(ctx, l.Name, w)
 		}
@@ -205,6 +234,10 @@ func (l *Learning) Start(ctx context.Context) error {
 				l.share(ctx)
 			case <-soon:
 				l.share(ctx)
+			case <-l.accounts:
+				if l.pooled {
+					l.share(ctx)
+				}
 			}
 		}
 	})
@@ -227,17 +260,40 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 	if err != nil {
 		return err
 	}
+	// Readings of several accounts set no quota, and the server removes
+	// one it set from them (stream.Admin.FollowServicePlan), if it has
+	// not yet: none to hold, none to wait for.
+	accounts := 0
+	if plan.FromService || (first && told > 0) {
+		ws, err := store.Windows(ctx, l.Now())
+		if err != nil {
+			return err
+		}
+		_, accounts = pool.ServiceReading(ws)
+	}
+	if accounts > 1 && plan.FromService {
+		l.awaitRemoval(ctx)
+		plan = dispatcher.Plan{}
+	}
 	settled := func(q dispatcher.Plan) bool { return q.Threads > 0 && (!q.FromService || q.Threads == told) }
 	if first && told > 0 && !settled(plan) {
 		followed, err := store.PlanFollowed(ctx, l.Now())
 		if err != nil {
 			return err
 		}
+		if followed && accounts > 1 {
+			l.Log.Info("the pool's workers read the plans of several accounts: no plan-wide quota is set from them, this worker holds its share of its own account's plan",
+				slog.Int("accounts", accounts), slog.Int("told_threads", told))
+			followed = false
+		}
 		if followed {
 			wctx, cancel := context.WithTimeout(ctx, QuotaWait)
-			for !settled(plan) && wctx.Err() == nil {
+			several := false // readings of another account came meanwhile: no quota comes
+			for !settled(plan) && wctx.Err() == nil && !several {
 				select {
 				case <-wctx.Done():
+				case <-l.accounts:
+					several, plan = true, dispatcher.Plan{}
 				case <-time.After(quotaPoll):
 					if q, err := dispatcher.ReadPlan(wctx, l.JS); err == nil {
 						plan = q
@@ -245,7 +301,10 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 				}
 			}
 			cancel()
-			if !settled(plan) && ctx.Err() == nil {
+			if several {
+				l.Log.Info("another account's plan was read meanwhile: no plan-wide quota is set from the readings, this worker holds its share of its own account's plan",
+					slog.Int("told_threads", told))
+			} else if !settled(plan) && ctx.Err() == nil {
 				l.Log.Warn("the server set no plan-wide quota from the plan the service told: this worker holds its share of it",
 					slog.Int("told_threads", told), slog.Duration("waited", QuotaWait))
 			}
@@ -262,6 +321,24 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 		}
 	}
 	return nil
+}
+
+// awaitRemoval waits up to QuotaWait for the server to remove the quota it
+// set from readings now of several accounts, so that the worker's plan
+// gate, looking again (Requota), finds none rather than a quota about to
+// go, whose threads it would wait for in vain until it looks again.
+func (l *Learning) awaitRemoval(ctx context.Context) {
+	wctx, cancel := context.WithTimeout(ctx, QuotaWait)
+	defer cancel()
+	for wctx.Err() == nil {
+		if q, err := dispatcher.ReadPlan(wctx, l.JS); err == nil && !q.FromService {
+			return
+		}
+		select {
+		case <-wctx.Done():
+		case <-time.After(quotaPoll):
+		}
+	}
 }
 
 // Stop stops sharing, leaves the pool's reports and shares once more:

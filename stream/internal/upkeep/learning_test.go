@@ -117,3 +117,17 @@ func startBroker(t *testing.T, cfg broker.Config) (*nats.Conn, jetstream.JetStre
 	require.NoError(t, err)
 	return nc, js
 }
+
+// A worker shares its account's told plan only with the workers on that
+// account (PlanWindow.Account): another account's workers hold another plan.
+func TestToldShareIsOfTheWorkersAccount(t *testing.T) {
+	ws := map[string]pool.PlanWindow{
+		"a1": {Told: 6, Account: "a"}, "a2": {Told: 6, Account: "a"}, "b1": {Told: 10, Account: "b"},
+	}
+	if got := toldShare(ws, "a1", "a", 6); got != 3 {
+		t.Fatalf("a1's share of a's 6: %d, want 3", got)
+	}
+	if got := toldShare(ws, "b1", "b", 10); got != 10 {
+		t.Fatalf("b1's share of b's 10: %d, want 10", got)
+	}
+}
