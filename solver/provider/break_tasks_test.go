@@ -59,8 +59,13 @@ func TestBreakJSONFundsRunOutMidBurst(t *testing.T) {
 func TestBreakJSONTaskIDReused(t *testing.T) {
 	t.Parallel()
 	solve := map[string]fakeapi.Range{}
+	// The first task's captcha is solved in 2 s: it is still polled when
+	// the second submission is answered with its id. At 200 ms, a loaded
+	// machine (CI's preview) answered the second after the first had
+	// ended and let go of the id: nothing polled it, and the second took
+	// the first's answer as its own, which no client can tell.
 	for _, k := range solver.Kinds() {
-		solve[k] = fakeapi.Range{Min: 200 * time.Millisecond, Max: 250 * time.Millisecond}
+		solve[k] = fakeapi.Range{Min: 2 * time.Second, Max: 2 * time.Second}
 	}
 	api := fakeapi.New(fakeapi.Config{SolveTime: solve, Price: spareBilling.Per1000, Seed: 3, BurstLimit: 1 << 20, Service: fakeapi.Service2Captcha})
 	url, stop, err := fakeapi.ServeLocal(api)

@@ -101,6 +101,8 @@ func TestHeartbeatCarriesEveryDetachedTask(t *testing.T) {
 	// A delivery numbered 1 is taken for the task's first and fails to
 	// record its attempt; it comes back within a second, numbered 2.
 	cfg.AckWait = time.Second
+	// Until the lane is deleted, nothing kept the holder from the stream.
+	require.NotContains(t, holderLog.String(), "does not answer", "the stream answered all along")
 	require.NoError(t, s.DeleteConsumer(ctx, lane))
 	_, err = s.CreateConsumer(ctx, cfg)
 	require.NoError(t, err)
@@ -115,7 +117,18 @@ func TestHeartbeatCarriesEveryDetachedTask(t *testing.T) {
 	t.Logf("%d redeliveries waited at the next worker (from the heartbeat's parts), %d at the holder", byNext, waited()-byNext)
 	require.Positive(t, byNext, "the next worker read no split heartbeat")
 	require.NotContains(t, nextLog.String()+holderLog.String(), "died with its worker")
-	require.NotContains(t, holderLog.String(), "does not answer", "the stream answered all along")
+	// While the lane is deleted and made again, a fetch of the holder's
+	// finds no consumer ("no responders"), which it says once: only that,
+	// and said answered again (CI's loaded preview fetched in that window).
+	// Its heartbeats were stored all along (the next worker waited).
+	if hl := holderLog.String(); strings.Contains(hl, "does not answer") {
+		for _, line := range strings.Split(hl, "\n") {
+			if strings.Contains(line, "does not answer") {
+				require.Contains(t, line, `failed="fetch tasks"`, "only the lane's fetch failed, while it was made again")
+			}
+		}
+		require.Contains(t, hl, "the stream answers again")
+	}
 	ss := spare.api.Stats()
 	t.Logf("the fallback accepted %d captchas for %d tasks", ss.Submitted, n)
 	require.Equal(t, n, ss.Submitted, "one captcha paid per task")
