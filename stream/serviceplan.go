@@ -115,7 +115,7 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 		}
 		log.Info("plan-wide quota set from the plan the service told the workers", slog.Int("threads", told), slog.Int("was", plan.Threads))
 	}
-	if err := pool.FollowWindows(ctx, js, now, follow); err != nil {
+	if err := pool.FollowWindows(ctx, js, follow); err != nil {
 		return fmt.Errorf("follow the plan the service tells: %w", err)
 	}
 	// Said once it follows, and again every PlanFollowerEvery: workers

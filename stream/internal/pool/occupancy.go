@@ -169,6 +169,10 @@ func followWindows(data []byte, now func() time.Time, follow func(map[string]Pla
 	if json.Unmarshal(data, &ws) != nil {
 		return
 	}
-	fresh(ws, now())
+	ref := now()
+	if last := lastWritten(ws); !last.IsZero() {
+		ref = earliest(ref, last)
+	}
+	fresh(ws, ref)
 	follow(ws)
 }

@@ -143,19 +143,30 @@ type PlanWindow struct {
 	// fingerprint of its key, never the key. Empty in the readings of
 	// workers older than it, which count together as one account apart.
 	Account string `json:"account,omitempty"`
+	// future marks a reading told beyond the broker's clock
+	// (windowsSeen.fresh): it counts its account, not its plan.
+	future bool
 }
 
 // Readings is the latest reading (PlanWindow.Told, at ToldAt; a tie: the
-// most threads) of each account among ws, by PlanWindow.Account.
+// most threads; one from the future last) of each account among ws, by
+// PlanWindow.Account.
 func Readings(ws map[string]PlanWindow) map[string]PlanWindow {
 	out := map[string]PlanWindow{}
 	for _, w := range ws {
 		if w.Told <= 0 {
 			continue
 		}
-		if r, ok := out[w.Account]; !ok || w.ToldAt.After(r.ToldAt) || (w.ToldAt.Equal(r.ToldAt) && w.Told > r.Told) {
-			out[w.Account] = w
+		r, ok := out[w.Account]
+		switch {
+		case !ok, r.future && !w.future:
+		case w.future && !r.future:
+			continue
+		case w.ToldAt.After(r.ToldAt), w.ToldAt.Equal(r.ToldAt) && w.Told > r.Told:
+		default:
+			continue
 		}
+		out[w.Account] = w
 	}
 	return out
 }
@@ -164,41 +175,30 @@ func Readings(ws map[string]PlanWindow) map[string]PlanWindow {
 // latest reading among ws (Readings), when every reading is of one
 // account, and how many accounts the readings are of. Readings of more
 // than one account tell no plan of the pool's (told 0): each account's
-// plan bounds its own workers' captchas, not the others'.
+// plan bounds its own workers' captchas, not the others'. Nor does an
+// account's reading from the future (windowsSeen.fresh): told 0.
 func ServiceReading(ws map[string]PlanWindow) (told, accounts int) {
 	rs := Readings(ws)
 	if len(rs) != 1 {
 		return 0, len(rs)
 	}
 	for _, r := range rs {
-		told = r.Told
+		if !r.future {
+			told = r.Told
+		}
 	}
 	return told, 1
 }
 
-// fresh keeps of ws the windows written within WindowFresh of now.
+// fresh keeps of ws the windows written within WindowFresh of now. Its
+// callers give as now their clock or when the windows were written last,
+// whichever is earlier (lastWritten): a reader whose clock is ahead of the
+// writers' must not find the windows of workers still writing stale (a
+// worker on another account, ServiceReading).
 func fresh(ws map[string]PlanWindow, now time.Time) {
 	for name, w := range ws {
 		if now.Sub(w.At) > WindowFresh {
 			delete(ws, name)
-		}
-	}
-}
-
-// noFuture drops of ws the windows written, and the readings (Told)
-// told, after now+WindowFresh: they are no one's. A worker's credentials
-// may write any, and one stamped a century ahead would count as fresh,
-// and as the latest reading, for a century (ServiceReading). Only the
-// server's follower drops them (FollowWindows): a worker whose clock is
-// behind keeps the others' windows as it did.
-func noFuture(ws map[string]PlanWindow, now time.Time) {
-	for name, w := range ws {
-		switch {
-		case w.At.Sub(now) > WindowFresh:
-			delete(ws, name)
-		case w.ToldAt.Sub(now) > WindowFresh:
-			w.Told, w.ToldAt = 0, time.Time{}
-			ws[name] = w
 		}
 	}
 }
@@ -214,17 +214,63 @@ func (s *Timings) PlanFollowed(ctx context.Context, now time.Time) (bool, error)
 	return topology.PlanFollowerMarked(st.Metadata()[topology.TimingsMetaFollower], now), nil
 }
 
-// FollowWindows calls follow with the fresh plan windows (WindowFresh,
-// now its clock) as each write of them lands, from the one stored now
+// FollowWindows calls follow with the plan windows of the workers still
+// writing theirs as each write of them lands, from the one stored now
 // on, until ctx ends, with an admin's rights (topology.FollowKey), not a
-// worker's core subscription (FollowTimings).
-func FollowWindows(ctx context.Context, js jetstream.JetStream, now func() time.Time, follow func(map[string]PlanWindow)) error {
-	return topology.FollowKey(ctx, js, planWindowsKey, func(b []byte) {
-		followWindows(b, now, func(ws map[string]PlanWindow) {
-			noFuture(ws, now())
-			follow(ws)
-		})
+// worker's core subscription (FollowTimings). A window is fresh for
+// WindowFresh after the write that set it, by the broker's clock
+// (windowsSeen), whatever the worker's clock says.
+func FollowWindows(ctx context.Context, js jetstream.JetStream, follow func(map[string]PlanWindow)) error {
+	seen := windowsSeen{}
+	return topology.FollowKey(ctx, js, planWindowsKey, func(b []byte, stored time.Time) {
+		ws := map[string]PlanWindow{}
+		if json.Unmarshal(b, &ws) != nil {
+			return
+		}
+		seen.fresh(ws, stored)
+		follow(ws)
 	})
+}
+
+// windowsSeen is when the broker stored each worker's window, by worker
+// name: the write in which its At changed, or its At when that is
+// earlier. A worker's clock may be minutes off the others': its window
+// must still count while it writes (a worker on another account beside
+// the readings of one: ServiceReading), and must neither outlive it nor
+// make the others' look stale.
+type windowsSeen map[string]windowSeen
+
+type windowSeen struct{ at, since time.Time }
+
+// fresh keeps of ws, the windows of a write the broker stored at stored,
+// those set within WindowFresh of it, and marks the readings told after
+// stored+WindowFresh as from the future (PlanWindow.future): a worker's
+// credentials may write any, and one told a century ahead would be the
+// latest reading for a century; they count their account, never its
+// plan.
+func (s windowsSeen) fresh(ws map[string]PlanWindow, stored time.Time) {
+	for name := range s {
+		if _, ok := ws[name]; !ok {
+			delete(s, name)
+		}
+	}
+	for name, w := range ws {
+		seen, ok := s[name]
+		if !ok || !seen.at.Equal(w.At) {
+			seen = windowSeen{at: w.At, since: stored}
+			if w.At.Before(stored) {
+				seen.since = w.At
+			}
+			s[name] = seen
+		}
+		switch {
+		case stored.Sub(seen.since) > WindowFresh:
+			delete(ws, name)
+		case w.ToldAt.Sub(stored) > WindowFresh:
+			w.future = true
+			ws[name] = w
+		}
+	}
 }
 
 // PutWindow records worker's learned plan window limit at now, and drops
@@ -234,14 +280,18 @@ func (s *Timings) PutWindow(ctx context.Context, worker string, limit int, now t
 }
 
 // PutPlanWindow records worker's plan window w (w.At its time), and drops
-// the windows of workers silent for 2 minutes.
+// the windows of workers silent for 2 minutes: by w.At, or by when the
+// broker stored the windows last, whichever is earlier. A worker whose
+// clock is ahead drops no window its writer wrote since (a worker on
+// another account, which the server counts: FollowWindows).
 func (s *Timings) PutPlanWindow(ctx context.Context, worker string, w PlanWindow) error {
-	now := w.At
 	for range mergeTries {
 		e, err := s.kv.Get(ctx, planWindowsKey)
 		ws := map[string]PlanWindow{}
+		now := w.At
 		if err == nil {
 			_ = json.Unmarshal(e.Value(), &ws) // unreadable: replaced
+			now = earliest(now, e.Created())
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("plan windows: %w", err)
 		}
@@ -277,6 +327,26 @@ func (s *Timings) Windows(ctx context.Context, now time.Time) (map[string]PlanWi
 	}
 	ws := map[string]PlanWindow{}
 	_ = json.Unmarshal(e.Value(), &ws)
-	fresh(ws, now)
+	fresh(ws, earliest(now, e.Created()))
 	return ws, nil
+}
+
+// earliest is the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// lastWritten is when ws, as a write of them holds them, was written by
+// its writer's clock: the latest window's At (zero for none).
+func lastWritten(ws map[string]PlanWindow) time.Time {
+	var last time.Time
+	for _, w := range ws {
+		if w.At.After(last) {
+			last = w.At
+		}
+	}
+	return last
 }

@@ -105,12 +105,12 @@ func MarkPlanFollower(ctx context.Context, js jetstream.JetStream, now time.Time
 // TimingsKeySubject is the subject of key in TimingsBucket's stream.
 func TimingsKeySubject(key string) string { return "$KV." + TimingsBucket + "." + key }
 
-// FollowKey calls follow with each value of key in TimingsBucket, from
-// the one stored now on, until ctx ends: an ordered pull consumer, no
-// acks and no flow control, so that an admin's rights (the JetStream API
-// and its inboxes) suffice, with no subscription to the bucket's
-// subjects.
-func FollowKey(ctx context.Context, js jetstream.JetStream, key string, follow func([]byte)) error {
+// FollowKey calls follow with each value of key in TimingsBucket, and
+// when the broker stored it (its clock), from the one stored now on,
+// until ctx ends: an ordered pull consumer, no acks and no flow control,
+// so that an admin's rights (the JetStream API and its inboxes) suffice,
+// with no subscription to the bucket's subjects.
+func FollowKey(ctx context.Context, js jetstream.JetStream, key string, follow func(value []byte, stored time.Time)) error {
 	c, err := js.OrderedConsumer(ctx, timingsStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{TimingsKeySubject(key)},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
@@ -119,8 +119,10 @@ func FollowKey(ctx context.Context, js jetstream.JetStream, key string, follow f
 		return fmt.Errorf("timings bucket %s: follow %s: %w", TimingsBucket, key, err)
 	}
 	cc, err := c.Consume(func(m jetstream.Msg) {
-		if op := m.Headers().Get("KV-Operation"); op == "" && len(m.Data()) > 0 {
-			follow(m.Data())
+		op := m.Headers().Get("KV-Operation")
+		md, err := m.Metadata()
+		if op == "" && len(m.Data()) > 0 && err == nil {
+			follow(m.Data(), md.Timestamp)
 		}
 	})
 	if err != nil {
