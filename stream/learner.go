@@ -8,13 +8,9 @@ package stream
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/captchaq/captchaq/solver"
-	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/upkeep"
 )
 
@@ -32,10 +28,9 @@ var _ Learner = (*solver.Client)(nil)
 const DefaultShareTimingsEvery = 30 * time.Second
 
 // solver builds the client NewSolver makes, if it is set, telling it to
-// learn the plan's window when no plan-wide quota is set, and returns the
-// client (nil without NewSolver) and the learner whose learning the worker
-// shares (nil: none).
-func (cfg WorkerConfig) solver(ctx context.Context, js jetstream.JetStream) (*solver.Client, Learner, error) {
+// learn the plan's window, and returns the client (nil without NewSolver)
+// and the learner whose learning the worker shares (nil: none).
+func (cfg WorkerConfig) solver(ctx context.Context) (*solver.Client, Learner, error) {
 	learner := cfg.Learner
 	if cfg.NewSolver == nil {
 		if l, ok := cfg.Solver.(Learner); ok && learner == nil {
@@ -49,26 +44,22 @@ func (cfg WorkerConfig) solver(ctx context.Context, js jetstream.JetStream) (*so
 		}
 		return nil, learner, nil
 	}
-	plan, err := dispatcher.ReadPlan(ctx, js)
-	if err != nil {
-		return nil, nil, fmt.Errorf("worker: read the plan quota: %w", err)
-	}
-	// A quota set from the plan the service told is followed as the
-	// service tells it: the client reads it as without a quota, and the
-	// quota bounds it (upkeep.Learning, solver.Client.PoolQuota).
-	learn := plan.Threads == 0 || plan.FromService
-	client, err := cfg.NewSolver(learn)
+	// Whatever quota is set now, the client learns its plan window and
+	// reads the plan the service tells, and the quota bounds it instead
+	// while one is set (upkeep.Learning, solver.Client.PoolQuota): an
+	// operator's quota may be removed while the worker runs, which hands
+	// the plan back to the service's reading, and the window bounds the
+	// worker again at once.
+	client, err := cfg.NewSolver(true)
 	if err != nil {
 		return nil, nil, err
 	}
 	if client == nil {
 		return nil, nil, errors.New("worker: NewSolver returned no client (and no error)")
 	}
-	if learn {
-		// The plan the service tells, before the first task and the
-		// first report to the pool.
-		client.ReadToldPlan(ctx)
-	}
+	// The plan the service tells, before the first task and the first
+	// report to the pool.
+	client.ReadToldPlan(ctx)
 	if learner == nil {
 		learner = client
 	}

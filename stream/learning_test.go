@@ -13,8 +13,8 @@ import (
 	"github.com/captchaq/captchaq/stream/internal/pool"
 )
 
-// A worker built from NewSolver is told to learn the plan's window only
-// where no plan-wide quota bounds it, and shares what its client learned
+// A worker built from NewSolver is told to learn the plan's window, a
+// plan-wide quota set or not, and shares what its client learned
 // with the pool (TimingsBucket) when it stops: what cmd/captchaq's worker
 // did for itself, every worker now does.
 func TestWorkerComposesPlanCheckAndSharing(t *testing.T) {
@@ -52,7 +52,7 @@ func TestWorkerComposesPlanCheckAndSharing(t *testing.T) {
 	require.NoError(t, SetPlan(ctx, b.nc, b.top, 2))
 	_, err = NewWorker(ctx, b.nc, WorkerConfig{NewSolver: newSolver, Topology: b.top, IdleCheck: 50 * time.Millisecond})
 	require.NoError(t, err)
-	require.Equal(t, []bool{true, false}, learn, "a plan-wide quota bounds the threads: nothing to learn")
+	require.Equal(t, []bool{true, true}, learn, "under a plan-wide quota too: the quota bounds the client while it is set, the window once it is removed")
 }
 
 // Two workers share a kind's timings from its first answers: once the

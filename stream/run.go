@@ -32,6 +32,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// What the solving client learns is shared with the pool until Run
 	// returns, and once more then.
 	if l := w.learning(); l != nil {
+		w.dispatch.Plan.OnLifted(l.QuotaLifted)
 		_ = up.Start(ctx, l) // it never fails: it logs what it cannot join
 	}
 	// hard outlives ctx by the grace period: in-flight solves run under it.

@@ -59,13 +59,7 @@ func planHeld(t *testing.T, b *bundle, p dispatcher.Plan) bool {
 // paid once at api.
 func burstSolved(t *testing.T, b *bundle, api *fakeapi.Server, tasks []Task) {
 	t.Helper()
-	ctx := testContext(t)
-	rs, err := b.client.SubmitAll(ctx, tasks)
-	require.NoError(t, err)
-	require.NoError(t, b.client.WaitAll(ctx, rs, func(o Outcome, err error) {
-		require.NoError(t, err)
-		require.Equal(t, StatusSolved, o.Status)
-	}))
+	solvedEach(t, b, tasks)
 	st := api.Stats()
 	require.Equal(t, len(tasks), st.Submitted, "each task paid once")
 	for k, n := range st.PerTask {

@@ -93,14 +93,16 @@ func TestServiceTellingNothingLeavesLearningOn(t *testing.T) {
 }
 
 // A plan the operator told (SetPlan) wins over the service's: the worker
-// holds the operator's quota and its client learns and reads nothing.
+// holds the operator's quota. Its client reads the service's plan all the
+// same, bounded by the quota instead, so that removing the operator's
+// quota hands the plan back to it (TestAQuotaRemovedLeavesTheWorkerBoundedByItsPlan).
 func TestOperatorPlanWinsOverTheService(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
 	require.NoError(t, SetPlan(testContext(t), b.nc, b.top, 2))
 	api := toldAPI(6, "")
 	sc := toldBurst(t, b, api, 12)
-	require.False(t, sc.PlanTold())
+	require.Equal(t, 6, sc.PlanToldThreads(), "the client read the service's plan")
 	require.LessOrEqual(t, api.Stats().MaxConcurrent, 2, "the operator's quota holds")
 }
 

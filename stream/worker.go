@@ -91,7 +91,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 	if err != nil {
 		return nil, err
 	}
-	built, learner, err := cfg.solver(ctx, js)
+	built, learner, err := cfg.solver(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -24,14 +24,13 @@ type WorkerConfig struct {
 	// Solver solves the captchas. It, or NewSolver, is required.
 	Solver solver.Solver
 	// NewSolver, instead of Solver, builds the worker's client of the
-	// solving service once the worker knows whether a plan-wide quota is
-	// set (SetPlan): learnPlan is true when none is, or when the server
-	// set it from the plan the service told (Admin.FollowServicePlan),
-	// and the client then learns its plan window (solver.Config.LearnPlan)
-	// and reads the plan the service tells (solver.Config.PlanFromService);
-	// while a quota is set, the quota bounds the client instead of its
-	// window (solver.Client.PoolQuota). Worker.SolverClient returns the
-	// client.
+	// solving service: learnPlan is true, and the client then learns its
+	// plan window (solver.Config.LearnPlan) and reads the plan the
+	// service tells (solver.Config.PlanFromService); while a plan-wide
+	// quota is set (SetPlan, Admin.FollowServicePlan), the quota bounds
+	// the client instead of its window (solver.Client.PoolQuota), and
+	// once it is removed, the window again, at once. Worker.SolverClient
+	// returns the client.
 	NewSolver func(learnPlan bool) (*solver.Client, error)
 	// WrapSolver, with NewSolver, wraps the client for the worker's calls
 	// (metrics, say); the client's learning is shared all the same.

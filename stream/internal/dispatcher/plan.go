@@ -113,6 +113,17 @@ type PlanGate struct {
 	cons    jetstream.Consumer // nil: no quota
 	early   bool               // the quota's threads are given back early (stream.PlanEarly)
 	checked time.Time
+	lifted  func()
+}
+
+// OnLifted has the gate call f each time it looks for the quota and finds
+// none (removed by an operator, or by the server that follows the
+// service's plan), before Acquire hands out nothing to hold: whatever the
+// quota bounded instead (solver.Client.PoolQuota) must bound again.
+func (g *PlanGate) OnLifted(f func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lifted = f
 }
 
 // EarlyRelease returns ctx, under which the solver gives t back when its
@@ -142,8 +153,8 @@ func (g *PlanGate) Refresh() {
 // again at most every planRefresh.
 func (g *PlanGate) consumer(ctx context.Context, now time.Time) jetstream.Consumer {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if !g.checked.IsZero() && now.Sub(g.checked) < planRefresh {
+		defer g.mu.Unlock()
 		return g.cons
 	}
 	g.checked = now
@@ -159,7 +170,12 @@ func (g *PlanGate) consumer(ctx context.Context, now time.Time) jetstream.Consum
 	}
 	// On other errors keep what we had: a jscall.Passing broker problem must not
 	// lift the quota.
-	return g.cons
+	cons, lifted := g.cons, g.lifted
+	g.mu.Unlock()
+	if cons == nil && lifted != nil {
+		lifted()
+	}
+	return cons
 }
 
 // Acquire takes up to n plan threads, waiting up to wait for the first when

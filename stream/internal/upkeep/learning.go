@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -132,7 +133,12 @@ type Learning struct {
 	Requota func()
 
 	leave  []func()
-	pooled bool // a plan-wide quota bounds the learner (pooledPlan)
+	mu     sync.Mutex
+	pooled bool // a plan-wide quota bounds the learner (pooledPlan); under mu
+	// lifted receives when the worker's plan gate found the quota gone
+	// (QuotaLifted): the worker shares its reading at once, so that a
+	// server that follows sets the service's quota again.
+	lifted chan struct{}
 	// accounts receives when the readings became of several accounts:
 	// the server removes the quota set from them, and this worker then
 	// holds its own account's plan at once, not at its next share.
@@ -170,6 +176,9 @@ func (l *Learning) Start(ctx context.Context) error {
 	// started together split the plan as each reports, not at the next
 	// periodic share.
 	l.accounts = make(chan struct{}, 1)
+	l.mu.Lock()
+	l.lifted = make(chan struct{}, 1)
+	l.mu.Unlock()
 	follow := func(ws map[string]pool.PlanWindow) {
 		if t, ok := l.Learner.(toldPlan); ok && t.PlanTold() {
 			t.SharePlan(toldShare(ws, l.Name, account, t.PlanToldThreads()))
@@ -235,9 +244,11 @@ func (l *Learning) Start(ctx context.Context) error {
 			case <-soon:
 				l.share(ctx)
 			case <-l.accounts:
-				if l.pooled {
+				if l.isPooled() {
 					l.share(ctx)
 				}
+			case <-l.lifted:
+				l.share(ctx)
 			}
 		}
 	})
@@ -310,9 +321,15 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 			}
 		}
 	}
-	if pooled := plan.Threads > 0; pooled != l.pooled {
+	l.mu.Lock()
+	pooled := plan.Threads > 0
+	changed := pooled != l.pooled
+	if changed {
 		l.pooled = pooled
 		p.PoolQuota(pooled)
+	}
+	l.mu.Unlock()
+	if changed {
 		if l.Requota != nil {
 			l.Requota()
 		}
@@ -321,6 +338,34 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 		}
 	}
 	return nil
+}
+
+// isPooled reports whether a plan-wide quota bounds the learner.
+func (l *Learning) isPooled() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pooled
+}
+
+// QuotaLifted is called when the worker's plan gate finds the plan-wide
+// quota gone (dispatcher.PlanGate.OnLifted): the learner's own plan
+// window bounds it again at once, not at its next share (up to Every
+// later, meanwhile bounded by nothing but the worker's threads), and the
+// worker shares its reading soon, from which a server that follows the
+// service's plan sets the quota again.
+func (l *Learning) QuotaLifted() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p, ok := l.Learner.(pooledPlan); ok && l.pooled {
+		l.pooled = false
+		p.PoolQuota(false)
+	}
+	if l.lifted != nil {
+		select {
+		case l.lifted <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // awaitRemoval waits up to QuotaWait for the server to remove the quota it
