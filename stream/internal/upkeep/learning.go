@@ -356,10 +356,12 @@ func (l *Learning) isPooled() bool {
 func (l *Learning) QuotaLifted() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if p, ok := l.Learner.(pooledPlan); ok && l.pooled {
-		l.pooled = false
-		p.PoolQuota(false)
+	p, ok := l.Learner.(pooledPlan)
+	if !ok || !l.pooled {
+		return // not bounded by a quota: nothing to do, nothing to share
 	}
+	l.pooled = false
+	p.PoolQuota(false)
 	if l.lifted != nil {
 		select {
 		case l.lifted <- struct{}{}:
