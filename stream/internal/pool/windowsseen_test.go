@@ -18,7 +18,9 @@ func TestWindowsSeenByTheBrokersClock(t *testing.T) {
 	ahead := t0.Add(3 * time.Minute)
 	windows := func(a, b PlanWindow) map[string]PlanWindow { return map[string]PlanWindow{"wa": a, "wb": b} }
 	wa := PlanWindow{Limit: 6, Told: 6, ToldAt: ahead, At: ahead, Account: "aaaa"}
-	wb := func(at time.Time) PlanWindow { return PlanWindow{Limit: 10, Told: 10, ToldAt: at, At: at, Account: "bbbb"} }
+	wb := func(at time.Time) PlanWindow {
+		return PlanWindow{Limit: 10, Told: 10, ToldAt: at, At: at, Account: "bbbb"}
+	}
 	seen := windowsSeen{}
 
 	ws := windows(wa, wb(t0))
