@@ -256,7 +256,7 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 	if !ok {
 		return nil
 	}
-	plan, err := dispatcher.ReadPlan(ctx, l.JS)
+	plan, err := dispatcher.ReadGatedPlan(ctx, l.JS)
 	if err != nil {
 		return err
 	}
@@ -295,7 +295,7 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 				case <-l.accounts:
 					several, plan = true, dispatcher.Plan{}
 				case <-time.After(quotaPoll):
-					if q, err := dispatcher.ReadPlan(wctx, l.JS); err == nil {
+					if q, err := dispatcher.ReadGatedPlan(wctx, l.JS); err == nil {
 						plan = q
 					}
 				}
@@ -312,8 +312,13 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 	}
 	if pooled := plan.Threads > 0; pooled != l.pooled {
 		l.pooled = pooled
+		// The gate looks for the quota before the window stops bounding,
+		// and the window bounds again before the gate lets the quota go.
+		if pooled && l.Requota != nil {
+			l.Requota()
+		}
 		p.PoolQuota(pooled)
-		if l.Requota != nil {
+		if !pooled && l.Requota != nil {
 			l.Requota()
 		}
 		if pooled && plan.FromService {
