@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -79,6 +80,10 @@ func accountOf(l Learner) string {
 // from it; a server that follows sets it within milliseconds of the
 // reading. Past it the worker holds its share of the plan (toldShare).
 const QuotaWait = 5 * time.Second
+
+// followRead bounds one read of the plan windows after another worker
+// wrote them.
+const followRead = 5 * time.Second
 
 // quotaPoll is how often that wait looks at the quota.
 const quotaPoll = 25 * time.Millisecond
@@ -181,17 +186,31 @@ func (l *Learning) Start(ctx context.Context) error {
 			}
 		}
 	}
-	if stop, err := pool.FollowTimings(l.NC, l.Domain, l.Learner.AdoptTimings, l.Now, follow); err != nil {
-		l.Log.Warn("other workers' solve times and plan windows reach this worker only at its periodic share", slog.Any("error", err))
-	} else {
-		l.leave = append(l.leave, stop)
-	}
+	// The windows are followed in the order they were written: each
+	// follow reads the latest from the store, one at a time. A write's
+	// message (FollowTimings) and this worker's own read after its share
+	// race otherwise, and a share computed from the windows before
+	// another worker's write, set after the one computed from that write,
+	// would leave this worker the whole plan beside the other's share.
+	var following sync.Mutex
 	reshare := func(ctx context.Context) error {
+		following.Lock()
+		defer following.Unlock()
 		ws, err := store.Windows(ctx, l.Now())
 		if err == nil {
 			follow(ws)
 		}
 		return err
+	}
+	written := func(map[string]pool.PlanWindow) {
+		ctx, cancel := context.WithTimeout(l.last, followRead)
+		defer cancel()
+		_ = reshare(ctx) // missed: the next share reads them again
+	}
+	if stop, err := pool.FollowTimings(l.NC, l.Domain, l.Learner.AdoptTimings, l.Now, written); err != nil {
+		l.Log.Warn("other workers' solve times and plan windows reach this worker only at its periodic share", slog.Any("error", err))
+	} else {
+		l.leave = append(l.leave, stop)
 	}
 	warned, first := false, true
 	l.share = func(ctx context.Context) {
