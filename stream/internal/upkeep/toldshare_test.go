@@ -10,9 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/captchaq/captchaq/stream/broker"
 	"github.com/captchaq/captchaq/stream/internal/pool"
-	"github.com/captchaq/captchaq/stream/internal/topology"
 )
 
 // toldLearner is a learner told a plan of 6 that records the shares it is
@@ -52,18 +50,12 @@ func (l *toldLearner) lastShare() int {
 // A worker's share of the told plan follows the windows in the order
 // they were written: a share computed from the windows before another
 // worker wrote its own, set late, does not replace the one computed from
-// that write. Before, w1 read {w1} (share 6), w2's write set 3, and the
-// late 6 stood: w1 held the whole plan beside w2's 3, and the service
-// refused the excess (TestWorkersSplitThePlanTheServiceTells, 3 capacity
-// refusals in 1 of 20 runs beside five busy loops).
+// that write: w1 holding the whole plan beside w2's share would send the
+// service more than its plan.
 func TestALateShareDoesNotReplaceANewerOne(t *testing.T) {
 	t.Parallel()
-	nc, js := startBroker(t, broker.Config{StoreDir: t.TempDir(), LazySync: true})
+	nc, js, store := timingsBroker(t)
 	ctx := t.Context()
-	_, err := topology.EnsureTimings(ctx, js, topology.Spec{})
-	require.NoError(t, err)
-	store, err := pool.OpenTimings(ctx, js, "")
-	require.NoError(t, err)
 	le := &toldLearner{shares: make(chan int, 8), proceed: make(chan struct{})}
 	l := &Learning{Learner: le, Name: "w1", Now: time.Now, Every: time.Hour, NC: nc, JS: js, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	started := make(chan error, 1)
