@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -80,10 +81,6 @@ func accountOf(l Learner) string {
 // from it; a server that follows sets it within milliseconds of the
 // reading. Past it the worker holds its share of the plan (toldShare).
 const QuotaWait = 5 * time.Second
-
-// followRead bounds one read of the plan windows after another worker
-// wrote them.
-const followRead = 5 * time.Second
 
 // quotaPoll is how often that wait looks at the quota.
 const quotaPoll = 25 * time.Millisecond
@@ -186,31 +183,41 @@ func (l *Learning) Start(ctx context.Context) error {
 			}
 		}
 	}
-	// The windows are followed in the order they were written: each
-	// follow reads the latest from the store, one at a time. A write's
-	// message (FollowTimings) and this worker's own read after its share
-	// race otherwise, and a share computed from the windows before
-	// another worker's write, set after the one computed from that write,
-	// would leave this worker the whole plan beside the other's share.
+	// Each worker's window is followed at its newest (PlanWindow.At): a
+	// write's message (FollowTimings) and this worker's read of the store
+	// after its share race, and either may be the older; a share computed
+	// from windows before another worker's write, set after the one
+	// computed from that write, would leave this worker the whole plan
+	// beside the other's share.
 	var following sync.Mutex
-	reshare := func(ctx context.Context) error {
+	known := map[string]pool.PlanWindow{}
+	followNewest := func(ws map[string]pool.PlanWindow) {
 		following.Lock()
 		defer following.Unlock()
-		ws, err := store.Windows(ctx, l.Now())
-		if err == nil {
-			follow(ws)
+		for name, w := range ws {
+			if k, ok := known[name]; !ok || w.At.After(k.At) {
+				known[name] = w
+			}
 		}
-		return err
+		now := l.Now()
+		for name, w := range known {
+			if now.Sub(w.At) > pool.WindowFresh {
+				delete(known, name)
+			}
+		}
+		follow(maps.Clone(known))
 	}
-	written := func(map[string]pool.PlanWindow) {
-		ctx, cancel := context.WithTimeout(l.last, followRead)
-		defer cancel()
-		_ = reshare(ctx) // missed: the next share reads them again
-	}
-	if stop, err := pool.FollowTimings(l.NC, l.Domain, l.Learner.AdoptTimings, l.Now, written); err != nil {
+	if stop, err := pool.FollowTimings(l.NC, l.Domain, l.Learner.AdoptTimings, l.Now, followNewest); err != nil {
 		l.Log.Warn("other workers' solve times and plan windows reach this worker only at its periodic share", slog.Any("error", err))
 	} else {
 		l.leave = append(l.leave, stop)
+	}
+	reshare := func(ctx context.Context) error {
+		ws, err := store.Windows(ctx, l.Now())
+		if err == nil {
+			followNewest(ws)
+		}
+		return err
 	}
 	warned, first := false, true
 	l.share = func(ctx context.Context) {
