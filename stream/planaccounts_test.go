@@ -34,7 +34,7 @@ func accountSolver(t *testing.T, key string, threads int) (*fakeapi.Server, func
 	t.Cleanup(srv.Close)
 	return api, func(learnPlan bool) (*solver.Client, error) {
 		return solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: key, MinSubmitInterval: -1, SubmitBurst: -1,
-			Timing: solver.Timing{Scale: 0.01}, LearnPlan: learnPlan, PlanFromService: true})
+			Timing: toldTiming, LearnPlan: learnPlan, PlanFromService: true})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -59,7 +60,35 @@ func planHeld(t *testing.T, b *bundle, p dispatcher.Plan) bool {
 // paid once at api.
 func burstSolved(t *testing.T, b *bundle, api *fakeapi.Server, tasks []Task) {
 	t.Helper()
-	solvedEach(t, b, tasks)
+	burstSolvedAtOnce(t, b, api, tasks, 0)
+}
+
+// burstSolvedAtOnce is burstSolved, with api holding every captcha
+// (fakeapi.Server.Hold) until atOnce of them are at the service together,
+// when atOnce is positive: the pool's most captchas at once is then what
+// its quota lets it hold, not what the machine's speed lets it reach
+// before the first answers free their threads. A pool that never gets
+// there fails the burst.
+func burstSolvedAtOnce(t *testing.T, b *bundle, api *fakeapi.Server, tasks []Task, atOnce int) {
+	t.Helper()
+	ctx := testContext(t)
+	release := func() {}
+	if atOnce > 0 {
+		release = api.Hold()
+		defer release()
+	}
+	rs, err := b.client.SubmitAll(ctx, tasks)
+	require.NoError(t, err)
+	if atOnce > 0 {
+		if !assert.Eventually(t, func() bool { return api.Stats().Concurrent >= atOnce }, 30*time.Second, 5*time.Millisecond) {
+			t.Fatalf("never %d captchas at the service at once: %+v", atOnce, api.Stats())
+		}
+		release()
+	}
+	require.NoError(t, b.client.WaitAll(ctx, rs, func(o Outcome, err error) {
+		assert.NoError(t, err) // not require: WaitAll's readers call this
+		assert.Equal(t, StatusSolved, o.Status)
+	}))
 	st := api.Stats()
 	require.Equal(t, len(tasks), st.Submitted, "each task paid once")
 	for k, n := range st.PerTask {
@@ -83,7 +112,9 @@ func TestThePoolHoldsThePlanTheServiceTellsAsOneQuota(t *testing.T) {
 	w1 := b.startWorker(t, WorkerConfig{Name: "w1", NewSolver: newSolver, Threads: 20})
 	w2 := b.startWorker(t, WorkerConfig{Name: "w2", NewSolver: newSolver, Threads: 1})
 	w3 := b.startWorker(t, WorkerConfig{Name: "w3", NewSolver: newSolver, Threads: 1})
-	burstSolved(t, b, api, pagesBurst("pooled", 60))
+	// The whole plan at the service at once: shares fixed per worker
+	// never get there.
+	burstSolvedAtOnce(t, b, api, pagesBurst("pooled", 60), 6)
 	require.Equal(t, dispatcher.Plan{Threads: 6, FromService: true}, readPlan(t, b), "the quota is the service's plan")
 	st := api.Stats()
 	require.Zero(t, st.Codes[classic.CodeZeroBalance], "no capacity refusal")
@@ -307,4 +338,26 @@ func TestAGoneFollowerLeavesNoWaitAtAWorkersStart(t *testing.T) {
 	burstSolved(t, b, api, pagesBurst("gone", 1))
 	require.Less(t, time.Since(start), upkeep.QuotaWait, "the worker waited for a quota no server sets")
 	require.Zero(t, readPlan(t, b).Threads, "no quota")
+}
+
+// A worker that finds the quota half set (topology.EnsurePlan has made
+// the plan stream and its metadata, not yet its consumer) goes on holding
+// its own plan window: its plan gate finds no quota to hold there, so a
+// worker bounded by the quota instead would be bounded by nothing. Here a
+// worker of 20 threads told a plan of 6 keeps 6 at the service at most:
+// not one capacity refusal, each task paid once.
+func TestAQuotaHalfSetLeavesTheWorkerBoundedByItsWindow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{})
+	ctx := testContext(t)
+	js, err := jetStreamOf(b.nc, b.top)
+	require.NoError(t, err)
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: dispatcher.PlanStream, Subjects: []string{dispatcher.PlanSubject},
+		MaxMsgs: 6, Discard: jetstream.DiscardNew, Storage: jetstream.MemoryStorage,
+		Metadata: map[string]string{dispatcher.PlanMetaThreads: "6", dispatcher.PlanMetaEarly: "false", dispatcher.PlanMetaSource: dispatcher.PlanSourceService}})
+	require.NoError(t, err)
+	api := toldAPI(6, "")
+	b.startWorker(t, WorkerConfig{Name: "w1", NewSolver: newSolverOf(t, api), Threads: 20})
+	burstSolvedAtOnce(t, b, api, pagesBurst("halfset", 30), 6)
+	require.Zero(t, api.Stats().Codes[classic.CodeZeroBalance], "the worker was bounded by neither its window nor the quota")
 }

@@ -32,9 +32,17 @@ func newSolverOf(t *testing.T, api *fakeapi.Server) func(bool) (*solver.Client, 
 	t.Cleanup(srv.Close)
 	return func(learnPlan bool) (*solver.Client, error) {
 		return solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1, SubmitBurst: -1,
-			Timing: solver.Timing{Scale: 0.01}, LearnPlan: learnPlan, PlanFromService: true})
+			Timing: toldTiming, LearnPlan: learnPlan, PlanFromService: true})
 	}
 }
+
+// toldTiming is the timing of the clients these tests build: polls at a
+// hundredth of the real ones, and a local deadline no captcha of toldAPI
+// reaches however loaded the machine: a captcha held at the emulator
+// (fakeapi.Server.Hold) until the pool has its plan at the service, or
+// polled late by a starved test process, past a deadline scaled to 1.2 s
+// would be given up and submitted again, paid twice.
+var toldTiming = solver.Timing{Scale: 0.01, MaxWait: map[string]time.Duration{solver.KindTurnstile: time.Hour}, MaxCalls: 10000}
 
 // pagesBurst is n Turnstile tasks, each of its own page, so that the
 // emulator's bill counts each task apart.

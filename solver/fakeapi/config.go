@@ -4,6 +4,7 @@
 package fakeapi
 
 import (
+	"sync"
 	"time"
 
 	"github.com/captchaq/captchaq/internal/dialect/classic"
@@ -288,4 +289,56 @@ func (st Stats) Repeated() map[string]int {
 // unset.
 func (cfg Config) submitRule() classic.Rule {
 	return classic.Rule{Limit: max(cfg.BurstLimit, 0), Window: cfg.BurstWindow, Ban: cfg.BanTime}
+}
+
+// Hold keeps every captcha being solved, and every one accepted until
+// release is called, from becoming ready: res.php (and getTaskResult)
+// answers CAPCHA_NOT_READY and each counts in Stats.Concurrent, holding
+// a thread of the plan (Config.Threads), as on a service whose solvers
+// are slow. So a test finds the most captchas its clients keep at the
+// service at once by waiting for Stats.Concurrent, not by timing.
+// release makes each captcha ready at the time drawn when it was
+// accepted, or at once if that has passed; it may be called more than
+// once. Holds nest: captchas become ready when every Hold is released.
+// Pingbacks (pingback, callbackUrl) are not held: they come at the
+// drawn time.
+func (s *Server) Hold() (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweep()
+	s.holds++
+	if s.holds == 1 {
+		for _, c := range s.solving {
+			s.holdLocked(c)
+		}
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.holds--
+			if s.holds > 0 {
+				return
+			}
+			now := s.now()
+			for _, c := range s.held {
+				c.readyAt = c.due
+				if c.readyAt.Before(now) {
+					c.readyAt = now
+				}
+			}
+			s.held = nil
+		})
+	}
+}
+
+// heldUntil is a held captcha's readyAt: never, until the release.
+var heldUntil = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// holdLocked keeps c from becoming ready until the holds are released.
+// Callers hold s.mu.
+func (s *Server) holdLocked(c *captcha) {
+	c.due, c.readyAt = c.readyAt, heldUntil
+	s.held = append(s.held, c)
 }

@@ -92,6 +92,10 @@ type Server struct {
 	lagsFrom int
 	flaky    map[string]int // submissions seen per flaky-N site key and page URL
 	now      func() time.Time
+	// holds counts the Hold calls not released yet; held are the
+	// captchas kept from becoming ready meanwhile.
+	holds int
+	held  []*captcha
 }
 
 type captcha struct {
@@ -101,7 +105,8 @@ type captcha struct {
 	params    map[string]string
 	submitted time.Time
 	readyAt   time.Time
-	code      string // error code answered when ready, "" for an answer
+	due       time.Time // while held (Server.Hold), the readyAt drawn at submission
+	code      string    // error code answered when ready, "" for an answer
 	answer    json.RawMessage
 	userAgent string
 	fetched   bool

@@ -140,6 +140,9 @@ func (s *Server) accept(sub submission) (*captcha, string) {
 	}
 	s.captchas[c.id] = c
 	s.solving[c.id] = c
+	if s.holds > 0 {
+		s.holdLocked(c)
+	}
 	s.lastID = c.id
 	if sub.callback != "" {
 		s.callBack(c, sub.callback, sub.tasks, c.readyAt.Sub(now))

@@ -64,6 +64,29 @@ func ReadPlan(ctx context.Context, js jetstream.JetStream) (Plan, error) {
 	return Plan{Threads: n, Early: meta[PlanMetaEarly] == "true", FromService: meta[PlanMetaSource] == PlanSourceService}, nil
 }
 
+// ReadGatedPlan is ReadPlan as a worker's PlanGate can hold it: no quota
+// (Threads 0) while the plan's consumer is not there yet. An admin sets a
+// quota in steps (topology.EnsurePlan: the stream with its metadata, then
+// the consumer, then the threads), and a gate that looks between the
+// first two finds no quota, and keeps that for planRefresh: a worker that
+// then stopped bounding its captchas by its own plan window, the quota
+// bounding them instead (solver.Client.PoolQuota), would be bounded by
+// neither.
+func ReadGatedPlan(ctx context.Context, js jetstream.JetStream) (Plan, error) {
+	p, err := ReadPlan(ctx, js)
+	if err != nil || p.Threads == 0 {
+		return p, err
+	}
+	_, err = js.Consumer(ctx, PlanStream, PlanConsumer)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrConsumerNotFound):
+		return Plan{}, nil
+	case err != nil:
+		return Plan{}, fmt.Errorf("plan consumer: %w", err)
+	}
+	return p, nil
+}
+
 // PlanSettings returns the plan-wide thread quota (0: none) and whether its
 // threads are given back early (stream.PlanEarly).
 func PlanSettings(ctx context.Context, js jetstream.JetStream) (threads int, early bool, err error) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -190,7 +191,31 @@ func (l *Learning) Start(ctx context.Context) error {
 			}
 		}
 	}
-	if stop, err := pool.FollowTimings(l.NC, l.Domain, l.Learner.AdoptTimings, l.Now, follow); err != nil {
+	// Each worker's window is followed at its newest (PlanWindow.At): a
+	// write's message (FollowTimings) and this worker's read of the store
+	// after its share race, and either may be the older; a share computed
+	// from windows before another worker's write, set after the one
+	// computed from that write, would leave this worker the whole plan
+	// beside the other's share.
+	var following sync.Mutex
+	known := map[string]pool.PlanWindow{}
+	followNewest := func(ws map[string]pool.PlanWindow) {
+		following.Lock()
+		defer following.Unlock()
+		for name, w := range ws {
+			if k, ok := known[name]; !ok || w.At.After(k.At) {
+				known[name] = w
+			}
+		}
+		now := l.Now()
+		for name, w := range known {
+			if now.Sub(w.At) > pool.WindowFresh {
+				delete(known, name)
+			}
+		}
+		follow(maps.Clone(known))
+	}
+	if stop, err := pool.FollowTimings(l.NC, l.Domain, l.Learner.AdoptTimings, l.Now, followNewest); err != nil {
 		l.Log.Warn("other workers' solve times and plan windows reach this worker only at its periodic share", slog.Any("error", err))
 	} else {
 		l.leave = append(l.leave, stop)
@@ -198,7 +223,7 @@ func (l *Learning) Start(ctx context.Context) error {
 	reshare := func(ctx context.Context) error {
 		ws, err := store.Windows(ctx, l.Now())
 		if err == nil {
-			follow(ws)
+			followNewest(ws)
 		}
 		return err
 	}
@@ -267,7 +292,7 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 	if !ok {
 		return nil
 	}
-	plan, err := dispatcher.ReadPlan(ctx, l.JS)
+	plan, err := dispatcher.ReadGatedPlan(ctx, l.JS)
 	if err != nil {
 		return err
 	}
@@ -306,7 +331,7 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 				case <-l.accounts:
 					several, plan = true, dispatcher.Plan{}
 				case <-time.After(quotaPoll):
-					if q, err := dispatcher.ReadPlan(wctx, l.JS); err == nil {
+					if q, err := dispatcher.ReadGatedPlan(wctx, l.JS); err == nil {
 						plan = q
 					}
 				}
@@ -326,13 +351,18 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 	changed := pooled != l.pooled
 	if changed {
 		l.pooled = pooled
+		// The gate looks for the quota before the window stops bounding,
+		// and the window bounds again before the gate lets the quota go.
+		if pooled && l.Requota != nil {
+			l.Requota()
+		}
 		p.PoolQuota(pooled)
+		if !pooled && l.Requota != nil {
+			l.Requota()
+		}
 	}
 	l.mu.Unlock()
 	if changed {
-		if l.Requota != nil {
-			l.Requota()
-		}
 		if pooled && plan.FromService {
 			l.Log.Info("holding the plan-wide quota set from the plan the service told", slog.Int("threads", plan.Threads))
 		}

@@ -56,12 +56,8 @@ func (l *learner) count() int {
 // service refused for want of plan threads (a plan size learned).
 func TestLearningSharesAtStartAndAtStop(t *testing.T) {
 	t.Parallel()
-	nc, js := startBroker(t, broker.Config{StoreDir: t.TempDir(), LazySync: true})
+	nc, js, store := timingsBroker(t)
 	ctx := t.Context()
-	_, err := topology.EnsureTimings(ctx, js, topology.Spec{})
-	require.NoError(t, err)
-	store, err := pool.OpenTimings(ctx, js, "")
-	require.NoError(t, err)
 	learned := func() int {
 		held, err := store.Load(ctx)
 		require.NoError(t, err)
@@ -102,6 +98,18 @@ func TestStopWaitsForTheService(t *testing.T) {
 	require.NoError(t, l.Start(t.Context()))
 	l.Stop()
 	require.True(t, ended.Load(), "Stop returned before the service ended")
+}
+
+// timingsBroker starts a broker with the pool's timings bucket, and
+// returns a connection to it and the bucket's store.
+func timingsBroker(t *testing.T) (*nats.Conn, jetstream.JetStream, *pool.Timings) {
+	t.Helper()
+	nc, js := startBroker(t, broker.Config{StoreDir: t.TempDir(), LazySync: true})
+	_, err := topology.EnsureTimings(t.Context(), js, topology.Spec{})
+	require.NoError(t, err)
+	store, err := pool.OpenTimings(t.Context(), js, "")
+	require.NoError(t, err)
+	return nc, js, store
 }
 
 // startBroker starts a broker of cfg for the test and connects to it.
