@@ -84,12 +84,7 @@ func TestAWorkerAheadOnAnotherAccountIsNotHeldToItsQuota(t *testing.T) {
 	sa, sb := apiA.Stats(), apiB.Stats()
 	t.Logf("A (6, clock ahead): accepted %d, refused %d, most at once %d; B (10): accepted %d, refused %d, most at once %d; quota %+v",
 		sa.Submitted, sa.Codes[classic.CodeZeroBalance], sa.MaxConcurrent, sb.Submitted, sb.Codes[classic.CodeZeroBalance], sb.MaxConcurrent, readPlan(t, b))
-	require.Equal(t, len(tasks), sa.Submitted+sb.Submitted, "each task paid once")
-	for _, st := range []fakeapi.Stats{sa, sb} {
-		for k, n := range st.PerTask {
-			require.Equal(t, 1, n, "task %s paid once", k)
-		}
-	}
+	paidOnceAcross(t, len(tasks), sa, sb)
 	assert.Zero(t, sa.Codes[classic.CodeZeroBalance], "A's account was sent more than its plan of 6")
 	assert.LessOrEqual(t, sa.MaxConcurrent, 6)
 	assert.Zero(t, readPlan(t, b).Threads, "no quota from readings of two accounts")
