@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -158,10 +157,7 @@ func (p *proc) kill() {
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return unusedPort(t)
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
