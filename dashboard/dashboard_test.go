@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +37,10 @@ type bundle struct {
 	js     jetstream.JetStream // the admin's
 	web    *httptest.Server
 	api    *fakeapi.Server // the emulator the worker pays
+	// failTask is how many of the next reads of a task's trace
+	// (/api/task) the web server answers 502, as a broker that does not
+	// answer in time makes the dashboard do.
+	failTask atomic.Int32
 }
 
 func setup(t *testing.T) *bundle {
@@ -87,7 +92,13 @@ func setup(t *testing.T) *bundle {
 			return nats.Connect(b.url, nats.UserInfo(user, password))
 		}})
 	require.NoError(t, err)
-	b.web.Config.Handler = d
+	b.web.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/task" && b.failTask.Add(-1) >= 0 {
+			writeJSON(w, http.StatusBadGateway, map[string]string{"error": "task: nats: timeout"})
+			return
+		}
+		d.ServeHTTP(w, r)
+	})
 	b.web.Start()
 	t.Cleanup(b.web.Close)
 	return b

@@ -366,7 +366,7 @@ function showTab(tab) {
 function writeURL() {
   const p = new URLSearchParams(state.query[state.tab]);
   if (state.offset[state.tab]) p.set("offset", state.offset[state.tab]);
-  if (picked) p.set("trace", picked);
+  if (asking || picked) p.set("trace", asking || picked);
   if (span !== "1h") p.set("history", span);
   const q = p.toString();
   const hash = "#" + state.tab + (q ? "?" + q : "");
@@ -583,16 +583,41 @@ function markPicked() {
   document.querySelectorAll("#list tbody tr").forEach(r => r.classList.toggle("picked", r.dataset.task === picked));
 }
 
+// showSeq numbers the picks: a read answered after a newer pick (another
+// task, the trace closed) shows nothing. asking is the task whose trace is
+// being read, which the address names meanwhile (a reload asks again).
+let showSeq = 0, asking = "";
 async function showTask(id) {
+  const seq = ++showSeq;
+  asking = id;
   let res, out;
-  try {
-    res = await fetch("/api/task?id=" + encodeURIComponent(id));
-    out = await res.json();
-  } catch (e) {
-    notice("request failed: " + e, true);
-    return;
+  // A read the server fails (a broker slow to answer: 502) or that never
+  // reaches it is asked again while this task is still the one picked,
+  // 0.5 s, 1 s, 2 s … up to 5 s apart; a 4xx (no such task, a bad id) is
+  // the answer and ends it.
+  for (let wait = 500, failed = false; ; wait = Math.min(2 * wait, 5000)) {
+    let why = "";
+    try {
+      res = await fetch("/api/task?id=" + encodeURIComponent(id));
+      out = await res.json();
+      if (res.ok) {
+        if (failed && seq === showSeq) $("notice").replaceChildren();
+        break;
+      }
+      why = out.error || res.statusText;
+    } catch (e) {
+      why = "request failed: " + e;
+    }
+    if (seq !== showSeq) return;
+    if (res && res.status < 500 && !res.ok) { asking = ""; writeURL(); notice(why, true); return; }
+    failed = true;
+    notice(`${id}'s trace: ${why}; asking again in ${dur(wait / 1000)}`, true);
+    await new Promise(r => setTimeout(r, wait));
+    if (seq !== showSeq) return;
+    res = undefined;
   }
-  if (!res.ok) { notice(out.error || res.statusText, true); return; }
+  if (seq !== showSeq) return;
+  asking = "";
   picked = id;
   markPicked();
   writeURL();
@@ -624,7 +649,8 @@ $("search").addEventListener("submit", ev => {
 });
 $("task-close").addEventListener("click", closeTask);
 function closeTask() {
-  picked = "";
+  showSeq++;
+  asking = picked = "";
   markPicked();
   writeURL();
   $("task-id").textContent = ": pick a task";
@@ -650,7 +676,7 @@ window.addEventListener("hashchange", () => {
   const id = readURL();
   showTab(state.tab);
   if (id && id !== picked) showTask(id);
-  else if (!id && picked) closeTask();
+  else if (!id) closeTask();
 });
 // The snapshot the page came with, shown before the first event arrives.
 render(JSON.parse($("first-snapshot").textContent), true);
