@@ -58,7 +58,7 @@ func (w *Worker) learning() *upkeep.Learning {
 	if w.learner == nil || w.cfg.LearnAlone {
 		return nil
 	}
-	return &upkeep.Learning{Learner: w.learner, Name: w.cfg.Name, Now: w.cfg.Now, Every: w.cfg.ShareTimingsEvery,
+	return &upkeep.Learning{Learner: w.learner, Name: w.cfg.Name, Now: w.cfg.Now, Clock: &w.clock, Every: w.cfg.ShareTimingsEvery,
 		NC: w.nc, JS: w.js, Domain: w.top.Domain, Log: w.log, Requota: w.dispatch.Plan.Refresh}
 }
 

@@ -87,6 +87,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		return nil, err
 	}
 	top := cfg.Topology.withDefaults()
+	sent := cfg.Now()
 	s, tokens, err := topology.Open(ctx, js, top.spec())
 	if err != nil {
 		return nil, err
@@ -107,6 +108,13 @@ func NewWorker(ctx context.Context, nc *nats.Conn, cfg WorkerConfig) (*Worker, e
 		log:  cfg.Logger.With(slog.String("worker", cfg.Name)),
 		room: room.NewWorker(s, nc, s.CachedInfo().Config.MaxBytes)}
 	w.clock.Local = cfg.Now
+	// The stream's info carries the broker's clock when it answered: the
+	// worker's reading of it until its first heartbeat's, so that the plan
+	// window it shares before its first task is stamped on the broker's
+	// clock (upkeep.Learning.Clock).
+	if at := s.CachedInfo().TimeStamp; !at.IsZero() {
+		w.clock.Set(jscall.ClockOffset(at, sent, cfg.Now()))
+	}
 	w.reach.Started()
 	w.dispatch = dispatcher.New(nil)
 	w.dispatch.Threads, w.dispatch.IdleCheck, w.dispatch.Now = cfg.Threads, cfg.IdleCheck, cfg.Now

@@ -128,7 +128,8 @@ func timingsSubject(domain string) string {
 // the pool merges them into the bucket (through domain), and, when
 // follow is not nil, calls it with the plan windows the pool's workers
 // wrote (Timings.PutPlanWindow) as each write lands, without those of
-// workers silent for WindowFresh (now tells the time); the returned
+// workers silent for WindowFresh (now tells the time on the broker's
+// clock, as the windows are stamped: PlanWindow.At); the returned
 // function stops. One wildcard subscription serves both, and none may
 // name one key: at a site, the hub takes a literal subject under its
 // domain's prefix for one it may not send over the link and closes the

@@ -130,14 +130,17 @@ type PlanWindow struct {
 	// Limit is how many captchas the worker keeps on the service's threads
 	// at most.
 	Limit int `json:"limit"`
-	// At is when the worker wrote it.
+	// At is when the worker wrote it, on the broker's clock as the worker
+	// reads it (upkeep.Learning.Clock), so that workers whose clocks
+	// disagree judge each other's windows alike; a worker of an earlier
+	// version wrote its own clock's.
 	At time.Time `json:"at"`
 	// Told is the plan's threads as the service told the worker
 	// (solver.Client.PlanTold); 0 when the window was learned.
 	Told int `json:"told,omitempty"`
-	// ToldAt is when the service told Told (solver.Client.PlanToldAt):
-	// the latest reading of the pool's workers is the plan
-	// (ServiceReading).
+	// ToldAt is when the service told Told (solver.Client.PlanToldAt), on
+	// the broker's clock as At: the latest reading of the pool's workers
+	// is the plan (ServiceReading).
 	ToldAt time.Time `json:"told_at,omitzero"`
 	// Account is which account Told is of (solver.Client.PlanAccount): a
 	// fingerprint of its key, never the key. Empty in the readings of
@@ -340,7 +343,8 @@ func earliest(a, b time.Time) time.Time {
 }
 
 // lastWritten is when ws, as a write of them holds them, was written by
-// its writer's clock: the latest window's At (zero for none).
+// its writer's reading of the broker's clock (PlanWindow.At): the latest
+// window's At (zero for none).
 func lastWritten(ws map[string]PlanWindow) time.Time {
 	var last time.Time
 	for _, w := range ws {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/captchaq/captchaq/solver"
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
+	"github.com/captchaq/captchaq/stream/internal/jscall"
 	"github.com/captchaq/captchaq/stream/internal/pool"
 	"github.com/captchaq/captchaq/stream/internal/topology"
 )
@@ -121,6 +122,12 @@ type Learning struct {
 	// Name is the worker's; Now its clock.
 	Name string
 	Now  func() time.Time
+	// Clock is the worker's reading of the broker's clock, on which its
+	// plan window is stamped (pool.PlanWindow.At, ToldAt) and the pool's
+	// windows are judged fresh: a worker whose clock is minutes off its
+	// peers' must neither find their windows stale nor have its own found
+	// so, or it would hold the whole plan beside their shares. Nil: Now.
+	Clock *jscall.BrokerClock
 	// Every is how often it shares (stream.WorkerConfig.ShareTimingsEvery).
 	Every time.Duration
 	// NC, JS and Domain reach the pool's bucket.
@@ -207,7 +214,7 @@ func (l *Learning) Start(ctx context.Context) error {
 				known[name] = w
 			}
 		}
-		now := l.Now()
+		now := l.brokerNow()
 		for name, w := range known {
 			if now.Sub(w.At) > pool.WindowFresh {
 				delete(known, name)
@@ -215,13 +222,13 @@ func (l *Learning) Start(ctx context.Context) error {
 		}
 		follow(maps.Clone(known))
 	}
-	if stop, err := pool.FollowTimings(l.NC, l.Domain, l.Learner.AdoptTimings, l.Now, followNewest); err != nil {
+	if stop, err := pool.FollowTimings(l.NC, l.Domain, l.Learner.AdoptTimings, l.brokerNow, followNewest); err != nil {
 		l.Log.Warn("other workers' solve times and plan windows reach this worker only at its periodic share", slog.Any("error", err))
 	} else {
 		l.leave = append(l.leave, stop)
 	}
 	reshare := func(ctx context.Context) error {
-		ws, err := store.Windows(ctx, l.Now())
+		ws, err := store.Windows(ctx, l.brokerNow())
 		if err == nil {
 			followNewest(ws)
 		}
@@ -237,9 +244,9 @@ func (l *Learning) Start(ctx context.Context) error {
 			told = t.PlanToldThreads()
 		}
 		if n := l.Learner.PlanWindow(); n > 0 && (l.Learner.PlanReached() || told > 0) && err == nil {
-			w := pool.PlanWindow{Limit: n, Told: told, At: l.Now()}
+			w := pool.PlanWindow{Limit: n, Told: told, At: l.brokerNow()}
 			if p, ok := l.Learner.(pooledPlan); ok && told > 0 {
-				w.ToldAt, w.Account = p.PlanToldAt(), account
+				w.ToldAt, w.Account = l.brokerTime(p.PlanToldAt()), account
 			}
 			err = store.PutPlanWindow(ctx, l.Name, w)
 		}
@@ -301,7 +308,7 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 	// not yet: none to hold, none to wait for.
 	accounts := 0
 	if plan.FromService || (first && told > 0) {
-		ws, err := store.Windows(ctx, l.Now())
+		ws, err := store.Windows(ctx, l.brokerNow())
 		if err != nil {
 			return err
 		}
@@ -368,6 +375,18 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 		}
 	}
 	return nil
+}
+
+// brokerNow is the broker's clock now, as the worker reads it (Clock).
+func (l *Learning) brokerNow() time.Time { return l.brokerTime(l.Now()) }
+
+// brokerTime is t, a time of the worker's clock, on the broker's clock;
+// the zero time stays zero.
+func (l *Learning) brokerTime(t time.Time) time.Time {
+	if l.Clock == nil || t.IsZero() {
+		return t
+	}
+	return l.Clock.BrokerTime(t)
 }
 
 // isPooled reports whether a plan-wide quota bounds the learner.
