@@ -274,8 +274,15 @@ func (p *Proxy) forward(c net.Conn) {
 		p.mu.Unlock()
 	}()
 	done := make(chan struct{}, 2)
-	go func() { p.pipe(u, c, &l.toTarget); done <- struct{}{} }()
-	go func() { p.pipe(c, u, &l.toClient); done <- struct{}{} }()
+	// A request is stamped as it starts on to the target, a reply as it
+	// has reached the client: the reply's stamp is then always the later
+	// (the target answered what it received), however the two goroutines
+	// are scheduled. Stamping the request after its write as well let a
+	// write return, the reply pass, and the request's stamp land last,
+	// which left an answered connection looking busy for good (1 in 20
+	// runs of the RefuseAfterReplies test on a loaded machine).
+	go func() { p.pipe(u, c, &l.toTarget, false); done <- struct{}{} }()
+	go func() { p.pipe(c, u, &l.toClient, true); done <- struct{}{} }()
 	<-done
 	c.Close()
 	u.Close()
@@ -283,8 +290,8 @@ func (p *Proxy) forward(c net.Conn) {
 }
 
 // pipe copies src to dst, holding each read while frozen, and stores in
-// last when it last wrote to dst.
-func (p *Proxy) pipe(dst, src net.Conn, last *atomic.Int64) {
+// last when it last began a write to dst, and, if ended, when it ended one.
+func (p *Proxy) pipe(dst, src net.Conn, last *atomic.Int64, ended bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -294,7 +301,9 @@ func (p *Proxy) pipe(dst, src net.Conn, last *atomic.Int64) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
-			last.Store(time.Now().UnixNano())
+			if ended {
+				last.Store(time.Now().UnixNano())
+			}
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
