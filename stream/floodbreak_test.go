@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -187,8 +188,18 @@ func (c ongoingFlood) try(t *testing.T) (took, allowed time.Duration) {
 	halt()
 	t.Logf("%s, %s flood at %d/s: innocent task %v after %s; %d forged stored before the pool started, %d after, %d ended by the pool; a direct get took %s at the median meanwhile",
 		c.name, c.prio, c.rate, err, took.Round(time.Millisecond), atStart, sent()-atStart, forged.Load(), turn.Round(time.Millisecond))
+	// A deadline is a run over its bound, measured again: on a loaded
+	// machine the bound measured beside it can pass the wait's deadline
+	// (CI's preview: 1,250 ahead and a 828-ms turn allow 32.4 s, the wait
+	// gave up at 31.2 s).
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		require.LessOrEqual(t, api.Stats().Submitted, 1, "only the innocent task is paid for")
+		allowed = floodAllowance(c.aheadOf(atStart), turn)
+		return max(took, allowed+time.Millisecond), allowed
+	}
 	require.NoError(t, err, "the innocent task's outcome while the flood goes on")
 	require.Equal(t, StatusSolved, out.Status)
+	require.Equal(t, 1, api.Stats().Submitted, "only the innocent task is paid for")
 	// About 1 ms a copy queued ahead of it when the pool started
 	// (in its priority or above), with ten times that for a
 	// loaded machine (CI, 2 cores under the whole test run: 1,000
@@ -199,15 +210,19 @@ func (c ongoingFlood) try(t *testing.T) (took, allowed time.Duration) {
 	// for every client, measured meanwhile, if that is more (a
 	// producer chooses how many stores it keeps in flight ahead of
 	// each of them, and a loaded machine slows each store).
-	ahead := int64(0)
-	if c.ahead > 0 {
-		ahead = atStart
-	}
+	return took, floodAllowance(c.aheadOf(atStart), turn)
+}
+
+// aheadOf is how many copies were queued ahead of the innocent task, of
+// the copies stored when the pool started.
+func (c ongoingFlood) aheadOf(stored int64) int64 {
 	if c.prio == wire.PriorityHigh {
-		ahead = (dispatcher.NormalShare - 1) * 4 // per thread of floodWorker's 4
+		return (dispatcher.NormalShare - 1) * 4 // per thread of floodWorker's 4
 	}
-	require.Equal(t, 1, api.Stats().Submitted, "only the innocent task is paid for")
-	return took, floodAllowance(ahead, turn)
+	if c.ahead > 0 {
+		return stored
+	}
+	return 0
 }
 
 // ownTurns is how many round trips through the stream's loop a task's own
