@@ -3,6 +3,9 @@ package stream
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/pool"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/internal/upkeep"
 )
 
@@ -305,6 +309,45 @@ func TestOperatorQuotaSetWhileTheServerFollowsWins(t *testing.T) {
 			t.Fatalf("round %d: the operator's quota of 2 is not held: %s", i, planNow(t, b))
 		}
 	}
+}
+
+// An operator's quota set, to its end, between the follower's look at the
+// quota (none) and its write of a reading of 9: the follower writes over
+// it, then finds the operator's record and puts the operator's quota back.
+// The test waits for the follower to say how its reading ended (its log),
+// then looks once.
+func TestAnOperatorsQuotaSetJustBeforeTheFollowersWriteWins(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{Memory: underRace})
+	ctx := testContext(t)
+	set := make(chan error, 1)
+	var once sync.Once
+	fctx, cancel := context.WithCancel(topology.WithServiceWriteHook(context.Background(), func() {
+		once.Do(func() { set <- SetPlan(ctx, b.nc, b.top, 2) })
+	}))
+	t.Cleanup(cancel)
+	adm, err := NewAdmin(b.nc, AdminConfig{Topology: b.top})
+	require.NoError(t, err)
+	logs := newRecords(slog.LevelInfo)
+	require.NoError(t, adm.FollowServicePlan(fctx, slog.New(logs)))
+	store, err := OpenTimings(ctx, b.nc, b.top)
+	require.NoError(t, err)
+	require.NoError(t, store.PutPlanWindow(ctx, "w1", pool.PlanWindow{Limit: 9, Told: 9, ToldAt: time.Now(), At: time.Now()}))
+	select {
+	case err := <-set:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		t.Fatal("the follower never came to write the service's quota")
+	}
+	for done := false; !done; {
+		select {
+		case r := <-logs.c:
+			done = strings.HasPrefix(r.Message, "plan-wide quota") || strings.HasPrefix(r.Message, "an operator set")
+		case <-ctx.Done():
+			t.Fatal("the follower never said how its reading ended")
+		}
+	}
+	require.True(t, planHeld(t, b, dispatcher.Plan{Threads: 2}), "the operator's quota of 2 is not held: %s", planNow(t, b))
 }
 
 // followedStore is a pool whose server follows the service's readings,

@@ -26,6 +26,9 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 		}
 		return nil
 	}
+	if h, ok := ctx.Value(serviceWriteHookKey{}).(func()); ok && fromService {
+		h()
+	}
 	// Exactly threads messages, and no room for one more: whatever anyone
 	// publishes on the plan's subject, or has a push consumer deliver there
 	// (JetStream does not check a consumer's deliver subject against its
@@ -178,4 +181,14 @@ func samePlan(got, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// serviceWriteHookKey is the context key of WithServiceWriteHook.
+type serviceWriteHookKey struct{}
+
+// WithServiceWriteHook returns ctx with f, which EnsurePlan calls before
+// it writes a quota from the service, where an operator's write may land
+// between the follower's reading and its write: tests run one there.
+func WithServiceWriteHook(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, serviceWriteHookKey{}, f)
 }
