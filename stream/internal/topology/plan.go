@@ -55,9 +55,11 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 	// and after its threads are published: an operator's quota is written
 	// again over one that replaced it, and a quota from the service gives
 	// way to whatever replaced it (an operator's, or a later reading). So
-	// the operator's wins, and its stream ends with exactly its threads,
-	// not the other's count, nor "maximum messages exceeded" to the
-	// operator (TestOperatorQuotaSetWhileTheServerFollowsWins).
+	// the operator's stream ends with exactly its threads, not the other's
+	// count, nor "maximum messages exceeded" to the operator; a service's
+	// write that lands after the operator's returned is undone by its
+	// writer (EnsureServicePlan: TestOperatorQuotaSetWhileTheServerFollowsWins,
+	// TestAnOperatorsQuotaSetJustBeforeTheFollowersWriteWins).
 	var s jetstream.Stream
 	write := true
 	last := errors.New("still set by another admin")
