@@ -19,15 +19,15 @@ import (
 // (dispatcher.PlanMetaSource), which an operator's setting replaces and
 // the service's next reading may change.
 func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int, early, fromService bool) error {
+	if h, ok := ctx.Value(serviceWriteHookKey{}).(func()); ok && fromService {
+		h()
+	}
 	if threads == 0 {
 		err := js.DeleteStream(ctx, dispatcher.PlanStream)
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			return fmt.Errorf("remove the plan quota: %w", err)
 		}
 		return nil
-	}
-	if h, ok := ctx.Value(serviceWriteHookKey{}).(func()); ok && fromService {
-		h()
 	}
 	// Exactly threads messages, and no room for one more: whatever anyone
 	// publishes on the plan's subject, or has a push consumer deliver there
@@ -189,7 +189,7 @@ func samePlan(got, want map[string]string) bool {
 type serviceWriteHookKey struct{}
 
 // WithServiceWriteHook returns ctx with f, which EnsurePlan calls before
-// it writes a quota from the service, where an operator's write may land
+// it writes (or removes) a quota from the service, where an operator's write may land
 // between the follower's reading and its write: tests run one there.
 func WithServiceWriteHook(ctx context.Context, f func()) context.Context {
 	return context.WithValue(ctx, serviceWriteHookKey{}, f)
