@@ -19,17 +19,23 @@ import (
 	"github.com/captchaq/captchaq/stream/wire"
 )
 
-// errorRecords is a slog handler that hands every record at Error to a
-// channel, for a test to wait on.
-type errorRecords chan slog.Record
+// records is a slog handler that hands every record at min or above to
+// c, for a test to wait on.
+type records struct {
+	min slog.Level
+	c   chan slog.Record
+}
 
-func (h errorRecords) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
-func (h errorRecords) Handle(_ context.Context, r slog.Record) error {
-	h <- r.Clone()
+// newRecords is a records handler of level, whose channel holds 16.
+func newRecords(level slog.Level) records { return records{min: level, c: make(chan slog.Record, 16)} }
+
+func (h records) Enabled(_ context.Context, l slog.Level) bool { return l >= h.min }
+func (h records) Handle(_ context.Context, r slog.Record) error {
+	h.c <- r.Clone()
 	return nil
 }
-func (h errorRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h errorRecords) WithGroup(string) slog.Handler      { return h }
+func (h records) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h records) WithGroup(string) slog.Handler      { return h }
 
 // recordText is a record's message and attributes, as one line.
 func recordText(r slog.Record) string {
@@ -82,11 +88,11 @@ func TestHubDropsASitesProducersLinkedAsTheSiteUser(t *testing.T) {
 	require.Len(t, first, 2, "both of the site's links are in the streams' account")
 	require.Equal(t, []broker.MislinkedSite{{Server: name, What: broker.BothInStreamsAccount, Links: first}}, hubGuard(nil).MislinkedSites(s.hub))
 
-	errs := make(errorRecords, 16)
+	errs := newRecords(slog.LevelError)
 	stop := broker.GuardLeafLinks(s.hub, hubGuard(slog.New(errs)))
 	t.Cleanup(stop)
 	select {
-	case r := <-errs:
+	case r := <-errs.c:
 		text := recordText(r)
 		require.Contains(t, text, "site_server="+name)
 		require.Contains(t, text, "CAPTCHAQ_HUB_PRODUCERS_LEAF_URL")
@@ -109,7 +115,7 @@ func TestHubDropsASitesProducersLinkedAsTheSiteUser(t *testing.T) {
 		return !slices.Contains(ids, again[0]) && !slices.Contains(ids, again[1])
 	}, 30*time.Second, 10*time.Millisecond, "the links that came back are dropped too")
 	stop()
-	require.Empty(t, errs, "the error is said once per site")
+	require.Empty(t, errs.c, "the error is said once per site")
 }
 
 // Correctly linked sites keep their links while the hub drops a wrongly
@@ -161,11 +167,11 @@ func TestHubKeepsCorrectlyLinkedSites(t *testing.T) {
 			require.Eventually(t, func() bool { return len(hubLinks(t, s.hub, bad.Name(), "CAPTCHAQ")) == 2 },
 				30*time.Second, 10*time.Millisecond)
 
-			errs := make(errorRecords, 16)
+			errs := newRecords(slog.LevelError)
 			stop := broker.GuardLeafLinks(s.hub, hubGuard(slog.New(errs)))
 			t.Cleanup(stop)
 			select {
-			case r := <-errs:
+			case r := <-errs.c:
 				require.Contains(t, recordText(r), "site_server="+bad.Name())
 			case <-time.After(30 * time.Second):
 				t.Fatal("no error about the wrongly linked site")
@@ -173,7 +179,7 @@ func TestHubKeepsCorrectlyLinkedSites(t *testing.T) {
 			stop()
 			require.Equal(t, before, hubLinks(t, s.hub, good, "CAPTCHAQ"), "the correct site's streams link was kept")
 			require.Equal(t, producers, hubLinks(t, s.hub, good, "PRODUCERS"), "the correct site's producers link was kept")
-			require.Empty(t, errs)
+			require.Empty(t, errs.c)
 		})
 	}
 }
@@ -213,11 +219,11 @@ func TestHubDropsASitesSwappedLinks(t *testing.T) {
 	require.NoError(t, err)
 	runWorker(t, w)
 
-	errs := make(errorRecords, 16)
+	errs := newRecords(slog.LevelError)
 	stop := broker.GuardLeafLinks(s.hub, hubGuard(slog.New(errs)))
 	t.Cleanup(stop)
 	select {
-	case r := <-errs:
+	case r := <-errs.c:
 		text := recordText(r)
 		require.Contains(t, text, "swapped")
 		require.Contains(t, text, "site_server="+name)

@@ -32,7 +32,10 @@ const MaxServicePlan = 10000
 // of the plan fixed per worker cannot.
 //
 // A quota an operator set (SetPlan, `captchaq init --plan-threads`) is
-// never changed: the operator's plan wins. One set from the service is
+// never changed: the operator's plan wins, also when it is set at the
+// moment a reading is written (that write is followed by a look at the
+// operator's record, and the operator's quota is put back over it:
+// topology.EnsureServicePlan). One set from the service is
 // changed by a later reading that differs; the early hand-back is opts'
 // (PlanEarly), as SetPlan's. No reading, no change: the workers gone, the
 // quota stays as the service last told it. It needs the timings bucket
@@ -102,10 +105,15 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 		case plan.Threads == told && plan.Early == o.early:
 			return
 		}
-		if err := topology.EnsurePlan(ctx, js, a.cfg.Topology.spec(), told, o.early, true); err != nil {
+		set, err := topology.EnsureServicePlan(ctx, js, a.cfg.Topology.spec(), told, o.early)
+		if err != nil {
 			if ctx.Err() == nil {
 				log.Warn("set the plan quota from the plan the service told", slog.Int("threads", told), slog.Any("error", err))
 			}
+			return
+		}
+		if !set {
+			log.Info("an operator set the plan-wide quota as this server set the service's: the operator's stands", slog.Int("told", told))
 			return
 		}
 		if read > told {
@@ -163,7 +171,7 @@ func (a *Admin) unfollowAccounts(ctx context.Context, js jetstream.JetStream, lo
 	if !service {
 		return
 	}
-	if err := topology.EnsurePlan(ctx, js, a.cfg.Topology.spec(), 0, false, true); err != nil && ctx.Err() == nil {
+	if _, err := topology.EnsureServicePlan(ctx, js, a.cfg.Topology.spec(), 0, false); err != nil && ctx.Err() == nil {
 		log.Warn("remove the plan quota set from the plan the service told", slog.Any("error", err))
 	}
 }

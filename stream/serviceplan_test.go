@@ -3,6 +3,10 @@ package stream
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +19,7 @@ import (
 	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/pool"
+	"github.com/captchaq/captchaq/stream/internal/topology"
 	"github.com/captchaq/captchaq/stream/internal/upkeep"
 )
 
@@ -303,6 +308,112 @@ func TestOperatorQuotaSetWhileTheServerFollowsWins(t *testing.T) {
 		}
 		if !assert.Eventually(t, func() bool { return planHeld(t, b, dispatcher.Plan{Threads: 2}) }, 3*time.Second, 5*time.Millisecond) {
 			t.Fatalf("round %d: the operator's quota of 2 is not held: %s", i, planNow(t, b))
+		}
+	}
+}
+
+// An operator's quota set, to its end, between the follower's look at the
+// quota (none) and its write of a reading of 9: the follower writes over
+// it, then finds the operator's record and puts the operator's quota back.
+// The test waits for the follower to say how its reading ended (its log),
+// then looks once.
+func TestAnOperatorsQuotaSetJustBeforeTheFollowersWriteWins(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{Memory: underRace})
+	ctx := testContext(t)
+	set, logs := followedWithOperatorAtTheWrite(t, b)
+	set.arm()
+	store, err := OpenTimings(ctx, b.nc, b.top)
+	require.NoError(t, err)
+	require.NoError(t, store.PutPlanWindow(ctx, "w1", pool.PlanWindow{Limit: 9, Told: 9, ToldAt: time.Now(), At: time.Now()}))
+	set.wait(t)
+	waitLog(t, logs, "plan-wide quota", "an operator set")
+	require.True(t, planHeld(t, b, dispatcher.Plan{Threads: 2}), "the operator's quota of 2 is not held: %s", planNow(t, b))
+}
+
+// The same moment as the follower removes the service's quota, the
+// readings being of two accounts now: the operator's quota set between
+// the follower's look (the service's 9) and its removal stands. The test
+// waits for the follower's next reading (of one account again), which
+// comes after the removal ends, then looks once.
+func TestAnOperatorsQuotaSetJustBeforeTheFollowersRemovalWins(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{Memory: underRace})
+	ctx := testContext(t)
+	set, logs := followedWithOperatorAtTheWrite(t, b)
+	store, err := OpenTimings(ctx, b.nc, b.top)
+	require.NoError(t, err)
+	read := func(worker, account string) {
+		t.Helper()
+		require.NoError(t, store.PutPlanWindow(ctx, worker, pool.PlanWindow{Limit: 9, Told: 9, ToldAt: time.Now(), Account: account, At: time.Now()}))
+	}
+	read("w1", "a")
+	waitLog(t, logs, "plan-wide quota set")
+	set.arm()
+	read("w2", "b")
+	set.wait(t)
+	read("w2", "a")
+	waitLog(t, logs, "the workers' readings are of one account again")
+	require.True(t, planHeld(t, b, dispatcher.Plan{Threads: 2}), "the operator's quota of 2 is not held: %s", planNow(t, b))
+}
+
+// operatorAtTheWrite sets an operator's quota of 2 (SetPlan), to its end,
+// when a follower is about to write the service's quota, once it is
+// armed.
+type operatorAtTheWrite struct {
+	armed atomic.Bool
+	once  sync.Once
+	done  chan error
+}
+
+func (o *operatorAtTheWrite) arm() { o.armed.Store(true) }
+
+// wait waits for the operator's quota set, and requires it set.
+func (o *operatorAtTheWrite) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-o.done:
+		require.NoError(t, err)
+	case <-testContext(t).Done():
+		t.Fatal("the follower never came to write the service's quota")
+	}
+}
+
+// followedWithOperatorAtTheWrite has b's admin follow the service's
+// readings until the test ends, an operator's quota set at its write
+// once armed; its log's records at Info and above go to the returned
+// records.
+func followedWithOperatorAtTheWrite(t *testing.T, b *bundle) (*operatorAtTheWrite, records) {
+	t.Helper()
+	ctx := testContext(t)
+	o := &operatorAtTheWrite{done: make(chan error, 1)}
+	fctx, cancel := context.WithCancel(topology.WithServiceWriteHook(context.Background(), func() {
+		if o.armed.Load() {
+			o.once.Do(func() { o.done <- SetPlan(ctx, b.nc, b.top, 2) })
+		}
+	}))
+	t.Cleanup(cancel)
+	adm, err := NewAdmin(b.nc, AdminConfig{Topology: b.top})
+	require.NoError(t, err)
+	logs := newRecords(slog.LevelInfo)
+	require.NoError(t, adm.FollowServicePlan(fctx, slog.New(logs)))
+	return o, logs
+}
+
+// waitLog waits for a record in logs whose message starts with one of
+// prefixes.
+func waitLog(t *testing.T, logs records, prefixes ...string) {
+	t.Helper()
+	for {
+		select {
+		case r := <-logs.c:
+			for _, p := range prefixes {
+				if strings.HasPrefix(r.Message, p) {
+					return
+				}
+			}
+		case <-testContext(t).Done():
+			t.Fatalf("the follower never said %q", prefixes)
 		}
 	}
 }

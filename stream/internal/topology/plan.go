@@ -19,6 +19,9 @@ import (
 // (dispatcher.PlanMetaSource), which an operator's setting replaces and
 // the service's next reading may change.
 func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int, early, fromService bool) error {
+	if h, ok := ctx.Value(serviceWriteHookKey{}).(func()); ok && fromService {
+		h()
+	}
 	if threads == 0 {
 		err := js.DeleteStream(ctx, dispatcher.PlanStream)
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -52,9 +55,11 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 	// and after its threads are published: an operator's quota is written
 	// again over one that replaced it, and a quota from the service gives
 	// way to whatever replaced it (an operator's, or a later reading). So
-	// the operator's wins, and its stream ends with exactly its threads,
-	// not the other's count, nor "maximum messages exceeded" to the
-	// operator (TestOperatorQuotaSetWhileTheServerFollowsWins).
+	// the operator's stream ends with exactly its threads, not the other's
+	// count, nor "maximum messages exceeded" to the operator; a service's
+	// write that lands after the operator's returned is undone by its
+	// writer (EnsureServicePlan: TestOperatorQuotaSetWhileTheServerFollowsWins,
+	// TestAnOperatorsQuotaSetJustBeforeTheFollowersWriteWins).
 	var s jetstream.Stream
 	write := true
 	last := errors.New("still set by another admin")
@@ -178,4 +183,14 @@ func samePlan(got, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// serviceWriteHookKey is the context key of WithServiceWriteHook.
+type serviceWriteHookKey struct{}
+
+// WithServiceWriteHook returns ctx with f, which EnsurePlan calls before
+// it writes (or removes) a quota from the service, where an operator's write may land
+// between the follower's reading and its write: tests run one there.
+func WithServiceWriteHook(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, serviceWriteHookKey{}, f)
 }
