@@ -42,15 +42,13 @@ func TestPlanQuotaHoldsAcrossWorkersAndIsUsedInFull(t *testing.T) {
 	tasks := make([]Task, 200)
 	for i := range tasks {
 		tasks[i] = turnstileTask(fmt.Sprintf("q%03d", i))
+		tasks[i].Params["pageurl"] = fmt.Sprintf("https://shop.example/q%03d", i) // the emulator's bill is per page
 	}
-	receipts, err := b.client.SubmitAll(ctx, tasks)
-	require.NoError(t, err)
-	solved := 0
-	require.NoError(t, b.client.WaitAll(ctx, receipts, func(o Outcome, err error) {
-		require.NoError(t, err)
-		solved++
-	}))
-	require.Equal(t, len(tasks), solved)
+	// The emulator holds every captcha until 15 are at the service
+	// together: timed, a loaded race run peaked at 14 of 15 before the
+	// first answers freed their threads (the quota was right; the machine
+	// slow). Each task is paid once (burstSolvedAtOnce).
+	burstSolvedAtOnce(t, b, api, tasks, 15)
 	st := api.Stats()
 	require.Equal(t, 15, st.MaxConcurrent, "never more than the plan's 15 threads at the service, and all 15 used")
 	require.Zero(t, st.Codes["ERROR_ZERO_BALANCE"])
