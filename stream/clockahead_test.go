@@ -50,13 +50,7 @@ func splitWithSkew(t *testing.T, skew time.Duration) {
 	split := assert.Eventually(t, func() bool { return c1.PlanWindow() == 3 && c2.PlanWindow() == 3 }, 5*time.Second, 5*time.Millisecond)
 	s1, s2 := c1.PlanWindow(), c2.PlanWindow()
 	tasks := pagesBurst("skew", 60)
-	ctx := testContext(t)
-	rs, err := b.client.SubmitAll(ctx, tasks)
-	require.NoError(t, err)
-	require.NoError(t, b.client.WaitAll(ctx, rs, func(o Outcome, err error) {
-		assert.NoError(t, err)
-		assert.Equal(t, StatusSolved, o.Status)
-	}))
+	solvedEach(t, b, tasks)
 	st := api.Stats()
 	t.Logf("skew %v: shares w1 %d, w2 %d (after the burst %d, %d); paid %d of %d tasks, refused %d (%s), most at once %d",
 		skew, s1, s2, c1.PlanWindow(), c2.PlanWindow(), st.Submitted, len(tasks), st.Codes[classic.CodeZeroBalance], classic.CodeZeroBalance, st.MaxConcurrent)
