@@ -69,10 +69,14 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 	for _, opt := range opts {
 		opt(&o)
 	}
-	now := a.cfg.Now
-	if now == nil {
-		now = time.Now
+	// The follower's mark is stamped on the broker's clock, on which the
+	// workers judge it (their own reading of it): a server's clock
+	// minutes off theirs neither looks gone nor lingers.
+	c, err := a.client(ctx)
+	if err != nil {
+		return err
 	}
+	now := c.brokerNow
 	// The bucket first: without it, say where it is missing.
 	if _, err := OpenTimings(ctx, a.nc, a.cfg.Topology); err != nil {
 		return err
