@@ -90,19 +90,28 @@ func ReadOperatorPlan(ctx context.Context, js jetstream.JetStream) (OperatorPlan
 // this writes before it reads the record again. So when this write lands
 // after the operator's, the record read after it is the operator's, and
 // the operator's quota is written again here (the broker answers a
-// stream's info with its last update). When the record changed while it
-// wrote, the quota is written again for the record as it is now, until
-// two readings of the record agree.
+// stream's info with its last update). With an operator's quota recorded
+// it writes that one instead of the service's (EnsurePlan keeps one
+// already there as it is): an operator's SetPlan cut off between its
+// record and its write (killed, its connection lost) left the service's
+// in the plan stream. Whenever the record changed while it wrote, the
+// quota is written again for the record as it is now, until two readings
+// of the record agree.
 func EnsureServicePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int, early bool) (bool, error) {
 	op, err := ReadOperatorPlan(ctx, js)
-	if err != nil || op.Threads > 0 {
-		return false, err
-	}
-	set := true
-	if err := EnsurePlan(ctx, js, t, threads, early, true); err != nil {
+	if err != nil {
 		return false, err
 	}
 	for range planTries {
+		set := op.Threads == 0
+		if set {
+			err = EnsurePlan(ctx, js, t, threads, early, true)
+		} else {
+			err = EnsurePlan(ctx, js, t, op.Threads, op.Early, false)
+		}
+		if err != nil {
+			return false, err
+		}
 		now, err := ReadOperatorPlan(ctx, js)
 		if err != nil {
 			return false, err
@@ -111,16 +120,6 @@ func EnsureServicePlan(ctx context.Context, js jetstream.JetStream, t Spec, thre
 			return set, nil
 		}
 		op = now
-		if op.Threads > 0 {
-			set = false
-			err = EnsurePlan(ctx, js, t, op.Threads, op.Early, false)
-		} else {
-			set = true
-			err = EnsurePlan(ctx, js, t, threads, early, true)
-		}
-		if err != nil {
-			return false, err
-		}
 	}
 	return false, fmt.Errorf("plan stream: %d tries: the operator's quota kept changing", planTries)
 }
