@@ -45,7 +45,7 @@ func SetOperatorPlan(ctx context.Context, js jetstream.JetStream, t Spec, p Oper
 			return nil
 		}
 	}
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:        OperatorPlanStream,
 		Description: "captchaq: the plan quota an operator set, in its metadata; no messages",
 		Subjects:    []string{operatorPlanSubject},
@@ -58,7 +58,16 @@ func SetOperatorPlan(ctx context.Context, js jetstream.JetStream, t Spec, p Oper
 			dispatcher.PlanMetaThreads: strconv.Itoa(p.Threads),
 			dispatcher.PlanMetaEarly:   strconv.FormatBool(p.Early),
 		},
-	})
+	}
+	// Another operator may create the record at the same moment (a new
+	// queue): its creation answers "stream name already in use" to this
+	// one, whose next try updates the record.
+	var err error
+	for range planTries {
+		if _, err = js.CreateOrUpdateStream(ctx, cfg); !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("record the operator's plan quota: %w", err)
 	}
