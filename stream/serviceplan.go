@@ -69,10 +69,14 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 	for _, opt := range opts {
 		opt(&o)
 	}
-	now := a.cfg.Now
-	if now == nil {
-		now = time.Now
+	// The follower's mark is stamped on the broker's clock, on which the
+	// workers judge it (their own reading of it): a server's clock
+	// minutes off theirs neither looks gone nor lingers.
+	c, err := a.client(ctx)
+	if err != nil {
+		return err
 	}
+	now := c.brokerNow
 	// The bucket first: without it, say where it is missing.
 	if _, err := OpenTimings(ctx, a.nc, a.cfg.Topology); err != nil {
 		return err
@@ -102,7 +106,7 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 			return
 		case plan.Threads > 0 && !plan.FromService:
 			return // the operator's
-		case plan.Threads == told && plan.Early == o.early:
+		case plan.Threads == told && plan.Early == o.early && !operatorRecorded(ctx, js):
 			return
 		}
 		set, err := topology.EnsureServicePlan(ctx, js, a.cfg.Topology.spec(), told, o.early)
@@ -174,4 +178,13 @@ func (a *Admin) unfollowAccounts(ctx context.Context, js jetstream.JetStream, lo
 	if _, err := topology.EnsureServicePlan(ctx, js, a.cfg.Topology.spec(), 0, false); err != nil && ctx.Err() == nil {
 		log.Warn("remove the plan quota set from the plan the service told", slog.Any("error", err))
 	}
+}
+
+// operatorRecorded reports whether an operator's quota is recorded
+// (topology.ReadOperatorPlan) while the plan stream holds the service's:
+// an operator's SetPlan cut off between its record and its write, whose
+// quota the follower then puts in. A failed read counts as none.
+func operatorRecorded(ctx context.Context, js jetstream.JetStream) bool {
+	op, err := topology.ReadOperatorPlan(ctx, js)
+	return err == nil && op.Threads > 0
 }

@@ -432,17 +432,21 @@ func followedStore(t *testing.T, top Topology) (*bundle, *Timings) {
 // A server that followed the readings and is gone (killed, or the pool
 // moved to a plain nats-server) leaves no wait at each worker's start: the
 // follower's mark says when it last followed, and one older than
-// PlanFollowerFresh is no follower. Here the server marked 10 minutes ago
-// (its clock) and stopped; a worker then solves its first task without
-// waiting QuotaWait for a quota no one sets, paid once.
+// PlanFollowerFresh is no follower. Here the server followed and stopped
+// 10 minutes ago (its last mark, on the broker's clock); a worker then
+// solves its first task without waiting QuotaWait for a quota no one
+// sets, paid once.
 func TestAGoneFollowerLeavesNoWaitAtAWorkersStart(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Topology{})
-	adm, err := NewAdmin(b.nc, AdminConfig{Topology: b.top, Now: func() time.Time { return time.Now().Add(-10 * time.Minute) }})
+	adm, err := NewAdmin(b.nc, AdminConfig{Topology: b.top})
 	require.NoError(t, err)
 	fctx, gone := context.WithCancel(context.Background())
 	require.NoError(t, adm.FollowServicePlan(fctx, nil))
 	gone()
+	js, err := jetStreamOf(b.nc, b.top)
+	require.NoError(t, err)
+	require.NoError(t, topology.MarkPlanFollower(testContext(t), js, time.Now().Add(-10*time.Minute)))
 	api := toldAPI(6, "")
 	start := time.Now()
 	b.startWorker(t, WorkerConfig{Name: "w1", NewSolver: newSolverOf(t, api), Threads: 2})

@@ -208,7 +208,7 @@ func fresh(ws map[string]PlanWindow, now time.Time) {
 
 // PlanFollowed reports whether a server follows the service's readings
 // (topology.TimingsMetaFollower in the bucket's metadata, renewed within
-// topology.PlanFollowerFresh of now).
+// topology.PlanFollowerFresh of now, a time of the broker's clock).
 func (s *Timings) PlanFollowed(ctx context.Context, now time.Time) (bool, error) {
 	st, err := s.kv.Status(ctx)
 	if err != nil {

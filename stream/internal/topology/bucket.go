@@ -27,7 +27,8 @@ const ClaimMarkerTTL = time.Minute
 // follows the plan the service tells the workers and sets the plan-wide
 // quota from it (stream.Admin.FollowServicePlan, MarkPlanFollower): a
 // worker told a plan waits for that quota before its first task. Its value
-// is when the server last said so (RFC 3339, the server's clock): it says
+// is when the server last said so (RFC 3339, the broker's clock as the
+// server reads it; the workers judge it on theirs): it says
 // so every PlanFollowerEvery, and a mark older than PlanFollowerFresh is
 // a server gone (killed, or the pool moved to a plain nats-server), which
 // no worker waits for.
@@ -80,8 +81,8 @@ func EnsureTimings(ctx context.Context, js jetstream.JetStream, t Spec) (jetstre
 const timingsStream = "KV_" + TimingsBucket
 
 // MarkPlanFollower records in TimingsBucket's metadata that a server
-// follows the plan the service tells the workers, at now
-// (TimingsMetaFollower).
+// follows the plan the service tells the workers, at now, a time of the
+// broker's clock (TimingsMetaFollower).
 // It needs an admin's rights (the stream's update), as the bucket's
 // creation does.
 func MarkPlanFollower(ctx context.Context, js jetstream.JetStream, now time.Time) error {

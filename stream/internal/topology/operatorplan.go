@@ -45,7 +45,7 @@ func SetOperatorPlan(ctx context.Context, js jetstream.JetStream, t Spec, p Oper
 			return nil
 		}
 	}
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:        OperatorPlanStream,
 		Description: "captchaq: the plan quota an operator set, in its metadata; no messages",
 		Subjects:    []string{operatorPlanSubject},
@@ -58,7 +58,16 @@ func SetOperatorPlan(ctx context.Context, js jetstream.JetStream, t Spec, p Oper
 			dispatcher.PlanMetaThreads: strconv.Itoa(p.Threads),
 			dispatcher.PlanMetaEarly:   strconv.FormatBool(p.Early),
 		},
-	})
+	}
+	// Another operator may create the record at the same moment (a new
+	// queue): its creation answers "stream name already in use" to this
+	// one, whose next try updates the record.
+	var err error
+	for range planTries {
+		if _, err = js.CreateOrUpdateStream(ctx, cfg); !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("record the operator's plan quota: %w", err)
 	}
@@ -90,19 +99,28 @@ func ReadOperatorPlan(ctx context.Context, js jetstream.JetStream) (OperatorPlan
 // this writes before it reads the record again. So when this write lands
 // after the operator's, the record read after it is the operator's, and
 // the operator's quota is written again here (the broker answers a
-// stream's info with its last update). When the record changed while it
-// wrote, the quota is written again for the record as it is now, until
-// two readings of the record agree.
+// stream's info with its last update). With an operator's quota recorded
+// it writes that one instead of the service's (EnsurePlan keeps one
+// already there as it is): an operator's SetPlan cut off between its
+// record and its write (killed, its connection lost) left the service's
+// in the plan stream. Whenever the record changed while it wrote, the
+// quota is written again for the record as it is now, until two readings
+// of the record agree.
 func EnsureServicePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int, early bool) (bool, error) {
 	op, err := ReadOperatorPlan(ctx, js)
-	if err != nil || op.Threads > 0 {
-		return false, err
-	}
-	set := true
-	if err := EnsurePlan(ctx, js, t, threads, early, true); err != nil {
+	if err != nil {
 		return false, err
 	}
 	for range planTries {
+		set := op.Threads == 0
+		if set {
+			err = EnsurePlan(ctx, js, t, threads, early, true)
+		} else {
+			err = EnsurePlan(ctx, js, t, op.Threads, op.Early, false)
+		}
+		if err != nil {
+			return false, err
+		}
 		now, err := ReadOperatorPlan(ctx, js)
 		if err != nil {
 			return false, err
@@ -111,16 +129,6 @@ func EnsureServicePlan(ctx context.Context, js jetstream.JetStream, t Spec, thre
 			return set, nil
 		}
 		op = now
-		if op.Threads > 0 {
-			set = false
-			err = EnsurePlan(ctx, js, t, op.Threads, op.Early, false)
-		} else {
-			set = true
-			err = EnsurePlan(ctx, js, t, threads, early, true)
-		}
-		if err != nil {
-			return false, err
-		}
 	}
 	return false, fmt.Errorf("plan stream: %d tries: the operator's quota kept changing", planTries)
 }

@@ -320,7 +320,7 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 	}
 	settled := func(q dispatcher.Plan) bool { return q.Threads > 0 && (!q.FromService || q.Threads == told) }
 	if first && told > 0 && !settled(plan) {
-		followed, err := store.PlanFollowed(ctx, l.Now())
+		followed, err := store.PlanFollowed(ctx, l.brokerNow())
 		if err != nil {
 			return err
 		}
