@@ -91,8 +91,12 @@ func TestATraceTheServerFailsToReadIsAskedAgain(t *testing.T) {
 
 	// A trace closed while its read still fails is not reopened by the retry.
 	b.failTask.Store(1 << 20)
-	require.NoError(t, chromedp.Do(page, chromedp.Click(`#task-close`), void(chromedp.Evaluate[string](`location.hash = "#dead?trace=solved-1"`)),
-		waitText(`#notice`, "nats: timeout")))
+	err := chromedp.Do(page, chromedp.Click(`#task-close`), void(chromedp.Evaluate[string](`location.hash = "#dead?trace=solved-1"`)),
+		waitText(`#notice`, "nats: timeout"))
+	if err != nil {
+		st, _ := chromedp.Run(page, chromedp.Evaluate[string](`location.hash + " | " + document.getElementById("notice").textContent + " | " + document.getElementById("task-id").textContent + " | close hidden " + document.getElementById("task-close").hidden`))
+		t.Fatalf("%v: %s", err, st)
+	}
 	require.NoError(t, chromedp.Do(page, chromedp.Click(`#list a[data-task="dead-1"]`)))
 	b.failTask.Store(0)
 	require.NoError(t, chromedp.Do(page, waitText(`#task-id`, "dead-1")))

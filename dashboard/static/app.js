@@ -363,7 +363,13 @@ function showTab(tab) {
 // keeps it in step (replacing the entry: paging adds no history); readURL
 // takes it on load and when it is changed by hand, ignoring what it does
 // not know.
+// shownHash is the address the page last wrote or read: one that differs
+// was changed by hand (or a link), and its hashchange, still to come,
+// reads it first; a list's refresh answered meanwhile must not write over
+// it.
+let shownHash = location.hash;
 function writeURL() {
+  if (location.hash !== shownHash) return;
   const p = new URLSearchParams(state.query[state.tab]);
   if (state.offset[state.tab]) p.set("offset", state.offset[state.tab]);
   if (asking || picked) p.set("trace", asking || picked);
@@ -371,9 +377,11 @@ function writeURL() {
   const q = p.toString();
   const hash = "#" + state.tab + (q ? "?" + q : "");
   if (location.hash !== hash) history.replaceState(null, "", hash);
+  shownHash = location.hash;
 }
 
 function readURL() {
+  shownHash = location.hash;
   const h = location.hash.slice(1);
   const at = h.indexOf("?");
   const tab = at < 0 ? h : h.slice(0, at);
