@@ -63,7 +63,10 @@ func TestBreakJSONTaskIDReused(t *testing.T) {
 	// the second submission is answered with its id. At 200 ms, a loaded
 	// machine (CI's preview) answered the second after the first had
 	// ended and let go of the id: nothing polled it, and the second took
-	// the first's answer as its own, which no client can tell.
+	// the first's answer as its own, which no client can tell. Its client
+	// polls at timing × 0.01 (every 50 ms): 2 s is some 50 calls, within
+	// the 120 a task is asked (provider.MaxTaskCalls), where × 0.001
+	// would give the first task up after 0.6 s.
 	for _, k := range solver.Kinds() {
 		solve[k] = fakeapi.Range{Min: 2 * time.Second, Max: 2 * time.Second}
 	}
@@ -71,7 +74,9 @@ func TestBreakJSONTaskIDReused(t *testing.T) {
 	url, stop, err := fakeapi.ServeLocal(api)
 	require.NoError(t, err)
 	t.Cleanup(stop)
-	jp := provider.Member{Client: tasksClient(t, url, fakeapi.TestKey), Entry: provider.Entry{Name: "json", Dialect: provider.Tasks,
+	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: url, APIKey: fakeapi.TestKey, Scale: 0.01})
+	require.NoError(t, err)
+	jp := provider.Member{Client: c, Entry: provider.Entry{Name: "json", Dialect: provider.Tasks,
 		BaseURL: url, KeyEnv: "K", Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling, Role: provider.Primary}}
 	spare := perSolve(t, "spare", provider.Fallback, 2, 5*time.Millisecond)
 	set, err := provider.New(provider.Config{Members: []provider.Member{jp, spare.member}})
