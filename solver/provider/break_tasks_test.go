@@ -91,7 +91,11 @@ func TestBreakJSONTaskIDReused(t *testing.T) {
 		ans, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1)})
 		first <- result{ans, err}
 	}()
-	require.Eventually(t, func() bool { return api.Stats().Submitted == 1 }, 10*time.Second, time.Millisecond)
+	// The first task's first getTaskResult comes after its claim of the
+	// id: a test that waited only for the emulator's accept could send the
+	// second createTask before the first's reply was read, and the second
+	// claimed the id first.
+	require.Eventually(t, func() bool { return api.Stats().MaxResCallsPerCaptcha >= 1 }, 10*time.Second, time.Millisecond)
 	api.SetFaults(fakeapi.Faults{ReuseID: true})
 	_, err = set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(2)})
 	require.Equal(t, provider.CodeReusedID, solver.CodeOf(err), "%v", err)
