@@ -32,7 +32,8 @@ const (
 	// nobody waits for that answer: a new submission may do better.
 	CodeTimeout = "LOCAL_TIMEOUT"
 	// CodePollLimit means Timing.MaxCalls res.php calls were spent on one captcha
-	// without an answer.
+	// without an answer (in the JSON dialect, provider.MaxTaskCalls
+	// getTaskResult calls on one task).
 	CodePollLimit = "POLL_LIMIT"
 	// CodeNotReady is the API's "not solved yet" answer, spelled as the API
 	// spells it.

@@ -63,7 +63,10 @@ func TestBreakJSONTaskIDReused(t *testing.T) {
 	// the second submission is answered with its id. At 200 ms, a loaded
 	// machine (CI's preview) answered the second after the first had
 	// ended and let go of the id: nothing polled it, and the second took
-	// the first's answer as its own, which no client can tell.
+	// the first's answer as its own, which no client can tell. Its client
+	// polls at timing × 0.01 (every 50 ms): 2 s is some 50 calls, within
+	// the 120 a task is asked (provider.MaxTaskCalls), where × 0.001
+	// would give the first task up after 0.6 s.
 	for _, k := range solver.Kinds() {
 		solve[k] = fakeapi.Range{Min: 2 * time.Second, Max: 2 * time.Second}
 	}
@@ -71,7 +74,9 @@ func TestBreakJSONTaskIDReused(t *testing.T) {
 	url, stop, err := fakeapi.ServeLocal(api)
 	require.NoError(t, err)
 	t.Cleanup(stop)
-	jp := provider.Member{Client: tasksClient(t, url, fakeapi.TestKey), Entry: provider.Entry{Name: "json", Dialect: provider.Tasks,
+	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: url, APIKey: fakeapi.TestKey, Scale: 0.01})
+	require.NoError(t, err)
+	jp := provider.Member{Client: c, Entry: provider.Entry{Name: "json", Dialect: provider.Tasks,
 		BaseURL: url, KeyEnv: "K", Methods: []string{"userrecaptcha", "base64"}, Billing: spareBilling, Role: provider.Primary}}
 	spare := perSolve(t, "spare", provider.Fallback, 2, 5*time.Millisecond)
 	set, err := provider.New(provider.Config{Members: []provider.Member{jp, spare.member}})
@@ -86,7 +91,11 @@ func TestBreakJSONTaskIDReused(t *testing.T) {
 		ans, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1)})
 		first <- result{ans, err}
 	}()
-	require.Eventually(t, func() bool { return api.Stats().Submitted == 1 }, 10*time.Second, time.Millisecond)
+	// The first task's first getTaskResult comes after its claim of the
+	// id: a test that waited only for the emulator's accept could send the
+	// second createTask before the first's reply was read, and the second
+	// claimed the id first.
+	require.Eventually(t, func() bool { return api.Stats().MaxResCallsPerCaptcha >= 1 }, 10*time.Second, time.Millisecond)
 	api.SetFaults(fakeapi.Faults{ReuseID: true})
 	_, err = set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(2)})
 	require.Equal(t, provider.CodeReusedID, solver.CodeOf(err), "%v", err)

@@ -32,13 +32,40 @@ import (
 //     gap beyond the schedule's.
 //
 // The schedule spends at most solver.DefaultMaxCalls (20) calls on its
-// plan, within the 120 a task; a task still processing after it is asked
-// every poll interval (5 s) until the caller's context ends.
+// plan; a task still processing after it is asked every poll interval
+// (5 s), up to MaxTaskCalls calls in all, or until the caller's context
+// ends.
 var pollGaps = map[string]time.Duration{
 	"api.anti-captcha.com": 2 * time.Second,
 	"api.capsolver.com":    3 * time.Second,
 	"api.2captcha.com":     5 * time.Second,
 }
+
+// MaxTaskCalls is the most getTaskResult calls a TasksClient makes of one
+// task; a task still processing after them ends its solve with
+// solver.CodePollLimit. It is the limit the providers that publish one
+// publish:
+//
+//   - CapSolver: "The maximum number of query requests for each task is
+//     120. When the number of query requests exceeds, the task results
+//     will be lost" (docs.capsolver.com/guide/api-gettaskresult; the same
+//     page keeps a task "within 5 minutes after it is created").
+//   - CapMonster Cloud: "Limit: 120 requests per task. If the limit is
+//     exceeded, the user's account may be temporarily locked"
+//     (docs.capmonster.cloud/docs/api/methods/get-task-result/); a ban
+//     of 10 minutes (docs.capmonster.cloud/docs/api/block-reason/: "when
+//     exceeding the limit of the 120 requests per task").
+//
+// It holds for every host, those that publish no limit too (Anti-Captcha,
+// 2captcha API v2, the gateway, an emulator). A task asked that many
+// times has been processing for over eight minutes (100 calls at least
+// past the plan, every poll interval, 5 s): past every kind's local
+// deadline (captcha.MaxWait, 3 minutes at most) and CapSolver's five
+// minutes, so an answer, if one came, would be too old to use, while
+// asking on spends calls on a task that is lost; Anti-Captcha bans the
+// IPs, and suspends the accounts, that repeat requests to no purpose
+// (anti-captcha.com/apidoc/errors, its preamble).
+const MaxTaskCalls = 120
 
 // PollGap is the least time from a getTaskResult reply to the next call of its task
 // that the provider at baseURL publishes (see pollGaps), 0 for a host

@@ -60,7 +60,8 @@ type TasksConfig struct {
 	// Timing (first polls, interval, MaxCalls, adaptive or Fixed), its
 	// zero value the production timing. Its PollPace, batching and
 	// MaxWait do not apply: a task the provider accepted is polled until
-	// its answer, an error code, or the caller's ctx ends.
+	// its answer, an error code, MaxTaskCalls calls, or the caller's ctx
+	// ends.
 	Timing solver.Timing
 	// Scale multiplies the poll times when Timing.Scale is zero
 	// (solver.Timing.Scale). Zero means 1.
@@ -78,8 +79,9 @@ type TasksConfig struct {
 // schedule (solver.PollSchedule: the catalogue's first poll of the kind
 // until it learned the kind from its own answers, then the schedule
 // planned from their distribution), a call of a task no sooner than
-// MinPollGap after its last reply, and once the plan is spent every poll interval, until
-// ready, an error code, or ctx ends. What it learns is this provider's
+// MinPollGap after its last reply, and once the plan is spent every poll
+// interval, until ready, an error code, MaxTaskCalls calls of the task
+// (solver.CodePollLimit), or ctx ends. What it learns is this provider's
 // alone. A task the provider accepted is polled through any failure of
 // the calls (it is paid for). It is safe for concurrent use.
 type TasksClient struct {
@@ -156,15 +158,23 @@ func (c *TasksClient) Solve(ctx context.Context, req solver.Request) (solver.Ans
 
 // poll asks getTaskResult for task id, of kind (createtask's kind of
 // it), submitted at at, on the kind's learned schedule, and learns the
-// window its answer became ready in.
+// window its answer became ready in. It asks at most MaxTaskCalls times:
+// a call that never reached the service (CodeUnreachable) is not one;
+// a resumed task's count starts at the resume, the calls before it
+// being unknown.
 func (c *TasksClient) poll(ctx context.Context, k string, kind createtask.Kind, id string, at time.Time) (solver.Answer, error) {
 	plan := c.sched.Plan(k)
 	var notReady time.Duration // the latest offset at which the task was processing
 	var sent time.Time         // when the last call was sent; zero: none yet
 	var replied time.Time      // when it ended
+	asked := 0                 // the calls that reached the service
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for i := 0; ; i++ {
+		if asked == MaxTaskCalls {
+			return solver.Answer{}, &solver.Error{Code: solver.CodePollLimit, Class: solver.Classify(solver.CodePollLimit),
+				Op: "getTaskResult", CaptchaID: id, Err: fmt.Errorf("no answer after %d getTaskResult calls, the providers' limit per task", asked)}
+		}
 		due := sent.Add(c.sched.Interval(k)) // past the plan: every interval
 		if i < len(plan) {
 			due = at.Add(plan[i])
@@ -188,6 +198,9 @@ func (c *TasksClient) poll(ctx context.Context, k string, kind createtask.Kind, 
 		var r taskResult
 		err := c.call(ctx, createtask.PathGetTaskResult, taskRequest{ClientKey: c.cfg.APIKey, TaskID: wireTaskID(id)}, &r)
 		replied = c.cfg.Now()
+		if solver.CodeOf(err) != solver.CodeUnreachable {
+			asked++
+		}
 		if err != nil {
 			continue // paid for: polled again, whatever failed
 		}

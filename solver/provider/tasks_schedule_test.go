@@ -246,3 +246,74 @@ func TestPollGapOfTheProviders(t *testing.T) {
 	require.Zero(t, provider.PollGap("https://api.capmonster.cloud"))
 	require.Zero(t, provider.PollGap("http://127.0.0.1:8090"))
 }
+
+// TestTasksClientAsksATaskAtMostItsLimit: a task the provider never
+// finishes (the emulator's Hold), for a caller whose deadline is 30
+// minutes, is asked getTaskResult at most 120 times, the limit per task
+// CapSolver ("The maximum number of query requests for each task is
+// 120": docs.capsolver.com/guide/api-gettaskresult) and CapMonster Cloud
+// ("Limit: 120 requests per task": docs.capmonster.cloud/docs/api/methods/
+// get-task-result/) publish. Timing × 0.002: the poll interval is 10 ms,
+// the deadline 3.6 s, and 120 calls take about 1.5 s under the race
+// detector. The solve ends with
+// POLL_LIMIT naming the calls, without the key, and the task is paid once.
+func TestTasksClientAsksATaskAtMostItsLimit(t *testing.T) {
+	t.Parallel()
+	const scale, perTask = 0.002, 120
+	api, url := timedEmulator(t, time.Second)
+	defer api.Hold()()
+	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: url, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: scale}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Duration(float64(30*time.Minute)*scale))
+	defer cancel()
+	_, err = c.Solve(ctx, solver.Request{Method: "userrecaptcha", Params: map[string]string{"googlekey": "6Le-held", "pageurl": "https://shop.example/"}})
+	st := api.Stats()
+	require.Len(t, st.ResCallsPerCaptcha, 1, "one task")
+	calls := 0
+	for _, n := range st.ResCallsPerCaptcha {
+		calls = n
+	}
+	t.Logf("getTaskResult calls of the held task: %d; the solve ended with %v", calls, err)
+	require.LessOrEqual(t, calls, perTask, "asked more than the providers' limit per task")
+	require.Equal(t, perTask, calls, "asked up to the limit, the caller's deadline not reached")
+	require.Equal(t, solver.CodePollLimit, solver.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "120 getTaskResult calls")
+	require.NotContains(t, err.Error(), fakeapi.TestKey)
+	require.NoError(t, ctx.Err(), "ended by the limit, not the deadline")
+	requirePaidOnce(t, api, 1)
+}
+
+// TestTasksClientCountsOnlyTheCallsThatReachTheProvider: a task whose
+// provider stops answering after accepting it (its listener closed:
+// every getTaskResult refused, CodeUnreachable) is polled through the
+// outage until the caller's deadline, as a paid task is, past 120
+// attempts (timing × 0.002: they come within 1.5 s of the 3.6-s
+// deadline): a call that never reached the provider is not one of the
+// 120 it allows. Paid once.
+func TestTasksClientCountsOnlyTheCallsThatReachTheProvider(t *testing.T) {
+	t.Parallel()
+	const scale = 0.002
+	api := fakeapi.New(fakeapi.Config{Seed: 11, Price: spareBilling.Per1000})
+	url, stop, err := fakeapi.ServeLocal(api)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	defer api.Hold()()
+	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: url, APIKey: fakeapi.TestKey, Timing: solver.Timing{Scale: scale}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Duration(float64(30*time.Minute)*scale))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Solve(ctx, solver.Request{Method: "userrecaptcha", Params: map[string]string{"googlekey": "6Le-held", "pageurl": "https://shop.example/"}})
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return api.Stats().Submitted == 1 }, 10*time.Second, time.Millisecond)
+	stop()
+	err = <-done
+	t.Logf("the solve ended with %v", err)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "polled through the outage until the deadline")
+	require.NotEqual(t, solver.CodePollLimit, solver.CodeOf(err))
+	since, _ := c.Unreachable()
+	require.False(t, since.IsZero(), "the client saw the outage")
+	requirePaidOnce(t, api, 1)
+}
