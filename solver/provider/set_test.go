@@ -333,7 +333,11 @@ func TestReusedCaptchaIDIsNotAnAnswer(t *testing.T) {
 		_, err := set.Solve(t.Context(), solver.Request{Method: "userrecaptcha", Params: taskParams(1)})
 		first <- err
 	}()
-	require.Eventually(t, func() bool { return plan.api.Stats().Submitted == 1 }, 10*time.Second, time.Millisecond)
+	// The first captcha's first res.php poll comes after its claim of the
+	// id: waiting only for the emulator's accept could send the second
+	// in.php before the first's reply was read, and the second would claim
+	// the id first (TestBreakJSONTaskIDReused, the JSON dialect's twin).
+	require.Eventually(t, func() bool { return plan.api.Stats().MaxResCallsPerCaptcha >= 1 }, 10*time.Second, time.Millisecond)
 	plan.api.SetFaults(fakeapi.Faults{ReuseID: true})
 	var told []solver.Accepted
 	ctx := solver.WithAccepted(t.Context(), func(a solver.Accepted) { told = append(told, a) })
