@@ -153,27 +153,34 @@ func (c *TasksClient) Solve(ctx context.Context, req solver.Request) (solver.Ans
 		}
 		solver.TellAccepted(ctx, solver.Accepted{ID: id, At: at, Resumed: true})
 	}
-	return c.poll(ctx, solver.Kind(req.Method, req.Params), kind, id, at)
+	return c.poll(ctx, solver.Kind(req.Method, req.Params), kind, id, at, req.CaptchaID != "")
 }
 
 // poll asks getTaskResult for task id, of kind (createtask's kind of
 // it), submitted at at, on the kind's learned schedule, and learns the
 // window its answer became ready in. It asks at most MaxTaskCalls times:
-// a call that never reached the service (CodeUnreachable) is not one;
-// a resumed task's count starts at the resume, the calls before it
-// being unknown.
-func (c *TasksClient) poll(ctx context.Context, k string, kind createtask.Kind, id string, at time.Time) (solver.Answer, error) {
+// a call that never reached the service (CodeUnreachable) is not one.
+// A resumed task (resumed) counts as asked the calls a worker polling it
+// since at would have made (callsBy), up to all but one: the calls
+// before the resume are unknown, and a restart does not give the
+// provider's limit anew.
+func (c *TasksClient) poll(ctx context.Context, k string, kind createtask.Kind, id string, at time.Time, resumed bool) (solver.Answer, error) {
 	plan := c.sched.Plan(k)
 	var notReady time.Duration // the latest offset at which the task was processing
 	var sent time.Time         // when the last call was sent; zero: none yet
 	var replied time.Time      // when it ended
 	asked := 0                 // the calls that reached the service
+	before := 0                // of them, the calls reckoned made before a resume
+	if resumed {
+		before = min(c.callsBy(k, plan, c.cfg.Now().Sub(at)), MaxTaskCalls-1)
+		asked = before
+	}
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for i := 0; ; i++ {
 		if asked == MaxTaskCalls {
 			return solver.Answer{}, &solver.Error{Code: solver.CodePollLimit, Class: solver.Classify(solver.CodePollLimit),
-				Op: "getTaskResult", CaptchaID: id, Err: fmt.Errorf("no answer after %d getTaskResult calls, the providers' limit per task", asked)}
+				Op: "getTaskResult", CaptchaID: id, Err: fmt.Errorf("no answer after %d getTaskResult calls, the providers' limit per task%s", asked, reckoned(before))}
 		}
 		due := sent.Add(c.sched.Interval(k)) // past the plan: every interval
 		if i < len(plan) {
@@ -216,6 +223,32 @@ func (c *TasksClient) poll(ctx context.Context, k string, kind createtask.Kind, 
 		c.sched.Observe(k, notReady, seen)
 		return c.answer(kind, id, r)
 	}
+}
+
+// callsBy is the most getTaskResult calls poll makes of a task of kind k
+// in the elapsed time since its submission: the plan's calls due by
+// then, and one every poll interval past the plan's last.
+func (c *TasksClient) callsBy(k string, plan []time.Duration, elapsed time.Duration) int {
+	n, last := 0, time.Duration(0)
+	for _, p := range plan {
+		if p > elapsed {
+			return n
+		}
+		n, last = n+1, p
+	}
+	if gap := c.sched.Interval(k); gap > 0 {
+		n += int((elapsed - last) / gap)
+	}
+	return n
+}
+
+// reckoned says how many calls of a resumed task were reckoned made
+// before its resume, "" when none were.
+func reckoned(before int) string {
+	if before == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of them reckoned made before the resume, from the task's age)", before)
 }
 
 // latest is the later of two times.
