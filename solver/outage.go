@@ -80,6 +80,11 @@ func unreachable(err error, base string) string {
 	return ""
 }
 
+// UnreachableCause is unreachable for a client of another dialect at
+// base (package provider's TasksClient): "" when err, a failed HTTP
+// exchange, may have reached the service.
+func UnreachableCause(err error, base string) string { return unreachable(err, base) }
+
 func isRefused(e *net.OpError) bool {
 	return strings.Contains(e.Err.Error(), "connection refused")
 }

@@ -2,6 +2,12 @@ package provider_test
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,5 +110,50 @@ func TestBreakPollCapOldResumedTaskIsAskedOnce(t *testing.T) {
 	require.NotEmpty(t, ans.Solution)
 	_, calls := heldCalls(t, api)
 	require.Equal(t, before+1, calls, "asked once after the resume")
+	requirePaidOnce(t, api, 1)
+}
+
+// TestBreakPollCapTLSFailuresAreNoCalls: a task the provider accepted,
+// whose provider then fails every TLS handshake (an expired certificate, a
+// middlebox: no request reaches its API), is polled through the outage
+// until the caller's deadline, as through refused connections
+// (TestTasksClientCountsOnlyTheCallsThatReachTheProvider): a handshake
+// that failed is no getTaskResult call of the 120. Timing × 0.002: 120
+// attempts come within 1.5 s of the 3.6-s deadline. Paid once.
+func TestBreakPollCapTLSFailuresAreNoCalls(t *testing.T) {
+	t.Parallel()
+	const scale = 0.002
+	api := fakeapi.New(fakeapi.Config{Seed: 11, Price: spareBilling.Per1000})
+	defer api.Hold()()
+	var broken atomic.Bool
+	srv := httptest.NewUnstartedServer(api)
+	srv.TLS = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		if broken.Load() {
+			return nil, errors.New("no certificate")
+		}
+		return nil, nil
+	}}
+	srv.Config.SetKeepAlivesEnabled(false)           // every call a handshake
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // its handshakes fail, as meant
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	c, err := provider.NewTasksClient(provider.TasksConfig{BaseURL: srv.URL, APIKey: fakeapi.TestKey, HTTPClient: srv.Client(),
+		Timing: solver.Timing{Scale: scale}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Duration(float64(30*time.Minute)*scale))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Solve(ctx, solver.Request{Method: "userrecaptcha", Params: map[string]string{"googlekey": "6Le-held", "pageurl": "https://shop.example/"}})
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return len(api.Stats().ResCallsPerCaptcha) == 1 }, 10*time.Second, time.Millisecond)
+	broken.Store(true)
+	err = <-done
+	_, calls := heldCalls(t, api)
+	t.Logf("getTaskResult calls that reached the emulator: %d; the solve ended with %v", calls, err)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "polled through the TLS outage until the deadline")
+	require.NotEqual(t, solver.CodePollLimit, solver.CodeOf(err))
+	require.NotContains(t, err.Error(), fakeapi.TestKey)
 	requirePaidOnce(t, api, 1)
 }

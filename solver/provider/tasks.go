@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -350,9 +349,12 @@ func (c *TasksClient) call(ctx context.Context, path string, body, out any) erro
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		c.failed(err.Error())
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			return &solver.Error{Code: solver.CodeUnreachable, Class: retry.Capacity, Op: path, Err: errors.New(op.Err.Error())}
+		// Refused, timed out connecting, no such host, TLS failed, the
+		// proxy out of reach: nothing was sent, as the classic client
+		// reads it (a TLS failure is no getTaskResult call of a task's
+		// MaxTaskCalls, nor a createTask that may have been paid).
+		if what := solver.UnreachableCause(err, c.cfg.BaseURL); what != "" {
+			return &solver.Error{Code: solver.CodeUnreachable, Class: retry.Capacity, Op: path, Err: errors.New(what)}
 		}
 		return replyLost{&solver.Error{Code: solver.CodeNetwork, Class: retry.Transient, Op: path, Err: ctx.Err()}}
 	}
