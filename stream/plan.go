@@ -38,13 +38,7 @@ func setPlan(ctx context.Context, nc *nats.Conn, t Topology, threads int, opts .
 	if threads < 0 {
 		return fmt.Errorf("plan threads %d: want 0 or more", threads)
 	}
-	// The record first: a server following the service's plan that
-	// writes over this quota finds it after its write, and puts this
-	// quota back (topology.EnsureServicePlan).
-	if err := topology.SetOperatorPlan(ctx, js, t.spec(), topology.OperatorPlan{Threads: threads, Early: o.early}); err != nil {
-		return err
-	}
-	return topology.EnsurePlan(ctx, js, t.spec(), threads, o.early, false)
+	return topology.ApplyOperatorPlan(ctx, js, t.spec(), topology.OperatorPlan{Threads: threads, Early: o.early})
 }
 
 // PlanThreads returns the plan-wide thread quota of t, 0 when none is set

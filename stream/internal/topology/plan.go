@@ -51,11 +51,14 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 	}
 	// Another admin may set the quota at the same moment: an operator
 	// (captchaq init --plan-threads) while the server sets the service's
-	// (stream.Admin.FollowServicePlan). Each write is read back before
-	// and after its threads are published: an operator's quota is written
-	// again over one that replaced it, and a quota from the service gives
-	// way to whatever replaced it (an operator's, or a later reading). So
-	// the operator's stream ends with exactly its threads, not the other's
+	// (stream.Admin.FollowServicePlan), or another operator. Each write
+	// is read back before and after its threads are published: an
+	// operator's quota is written again over the service's that replaced
+	// it, and gives way to another operator's (errAnotherOperatorsPlan:
+	// its caller reads the record to learn which stands,
+	// ApplyOperatorPlan); a quota from the service gives way to whatever
+	// replaced it (an operator's, or a later reading). So the stream ends
+	// with exactly the threads of the quota it holds, not the other's
 	// count, nor "maximum messages exceeded" to the operator; a service's
 	// write that lands after the operator's returned is undone by its
 	// writer (EnsureServicePlan: TestOperatorQuotaSetWhileTheServerFollowsWins,
@@ -112,6 +115,9 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 			if fromService {
 				return nil // the other's quota stands
 			}
+			if info.Config.Metadata[dispatcher.PlanMetaSource] != dispatcher.PlanSourceService {
+				return errAnotherOperatorsPlan
+			}
 			write = true
 			continue
 		}
@@ -140,6 +146,12 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 	}
 	return fmt.Errorf("plan stream: %d tries: %w", planTries, last)
 }
+
+// errAnotherOperatorsPlan is EnsurePlan's answer to an operator's write
+// when another operator's quota replaced it: the writer reads the record
+// (OperatorPlanStream) to learn which of the two stands, instead of the
+// two writing over each other until one runs out of tries.
+var errAnotherOperatorsPlan = errors.New("plan stream: another operator's quota replaced this one")
 
 // planTries bounds EnsurePlan's read-backs while another admin sets the
 // quota too.
