@@ -20,7 +20,8 @@ import (
 // the other's quota), and once both have returned the record of the
 // operator's quota (CAPTCHA_PLAN_OPERATOR) and the quota the workers
 // hold (CAPTCHA_PLAN, its metadata and its threads) are the same one of
-// the two, so `captchaq stats` shows the quota recorded last. With the
+// the two, so `captchaq stats` shows the quota recorded last, and each
+// call tells (PlanHeld) its own quota or the one that holds. With the
 // server following the service's plan, a reading of 9 lands at the same
 // moment: the follower may write the service's quota after the
 // operators returned, and puts the recorded one back, so there the
@@ -83,10 +84,11 @@ func twoOperatorsAtOnce(t *testing.T, follow bool) {
 		}
 		errs := make(chan error, calls)
 		start := make(chan struct{})
+		var held [2]int
 		for j, adm := range admins {
 			go func() {
 				<-start
-				errs <- adm.SetPlan(ctx, quotas[j])
+				errs <- adm.SetPlan(ctx, quotas[j], PlanHeld(&held[j]))
 			}()
 		}
 		if follow {
@@ -113,6 +115,13 @@ func twoOperatorsAtOnce(t *testing.T, follow bool) {
 		}
 		if how != "" {
 			apart = append(apart, fmt.Sprintf("round %d: %s", i, how))
+			continue
+		}
+		// The call recorded last tells its own quota, which holds; the
+		// other tells its own or that one.
+		final := readPlan(t, b).Threads
+		if (held[0] != final && held[1] != final) || (held[0] != quotas[0] && held[0] != final) || (held[1] != quotas[1] && held[1] != final) {
+			apart = append(apart, fmt.Sprintf("round %d: the calls told %v held, %d holds", i, held, final))
 		}
 	}
 	if len(apart) > 0 {

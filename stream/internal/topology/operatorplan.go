@@ -82,7 +82,8 @@ func SetOperatorPlan(ctx context.Context, js jetstream.JetStream, t Spec, p Oper
 // (errAnotherOperatorsPlan), this reads the record, and it returns only
 // when its write stood and the record read after it is what it wrote;
 // otherwise it writes the record's quota. So the quota recorded last is
-// the one the plan stream holds, whichever call returns last.
+// the one the plan stream holds, whichever call returns last. It returns
+// the quota it left held: p, or another operator's recorded after it.
 //
 // Why that converges, for any interleaving of two operators and the
 // server following the service's plan (EnsureServicePlan, which keeps to
@@ -102,30 +103,30 @@ func SetOperatorPlan(ctx context.Context, js jetstream.JetStream, t Spec, p Oper
 // it would had the other's call come just after its own: the two calls
 // ran at once, either order is theirs, and the later record holds
 // everywhere. An error would say the quota failed to be set when it was
-// set and then replaced, which no later call could undo either; the
-// quota held is the plan stream's (stream.PlanThreads), which the caller
-// reads to tell the operator. A quota recorded but never written (the
-// call cut off) is put in by the follower at its next reading.
-func ApplyOperatorPlan(ctx context.Context, js jetstream.JetStream, t Spec, p OperatorPlan) error {
+// set and then replaced, as any later call may replace it; the quota
+// returned tells the operator which one holds. A quota recorded but never
+// written (the call cut off) is put in by the follower at its next
+// reading.
+func ApplyOperatorPlan(ctx context.Context, js jetstream.JetStream, t Spec, p OperatorPlan) (OperatorPlan, error) {
 	if err := SetOperatorPlan(ctx, js, t, p); err != nil {
-		return err
+		return OperatorPlan{}, err
 	}
 	for range planTries {
 		err := EnsurePlan(ctx, js, t, p.Threads, p.Early, false)
 		gaveWay := errors.Is(err, errAnotherOperatorsPlan)
 		if err != nil && !gaveWay {
-			return err
+			return OperatorPlan{}, err
 		}
 		now, err := ReadOperatorPlan(ctx, js)
 		if err != nil {
-			return err
+			return OperatorPlan{}, err
 		}
 		if now == p && !gaveWay {
-			return nil
+			return p, nil
 		}
 		p = now
 	}
-	return fmt.Errorf("plan stream: %d tries: the operator's quota kept changing", planTries)
+	return OperatorPlan{}, fmt.Errorf("plan stream: %d tries: the operator's quota kept changing", planTries)
 }
 
 // ReadOperatorPlan returns the quota an operator set (Threads 0: none,
