@@ -16,29 +16,39 @@ import (
 
 // Two operators set different quotas at the same moment, each from its
 // own connection (`captchaq init --plan-threads 2` and `--plan-threads 4`
-// at once): both calls succeed (neither runs out of tries writing over
-// the other's quota), and once both have returned the record of the
-// operator's quota (CAPTCHA_PLAN_OPERATOR) and the quota the workers
-// hold (CAPTCHA_PLAN, its metadata and its threads) are the same one of
-// the two, so `captchaq stats` shows the quota recorded last, and each
-// call tells (PlanHeld) its own quota or the one that holds. With the
-// server following the service's plan, a reading of 9 lands at the same
-// moment: the follower may write the service's quota after the
-// operators returned, and puts the recorded one back, so there the
-// agreement is waited for (3 s at most).
+// at once, or 0, removing the quota, and 4): both calls succeed (neither
+// runs out of tries writing over the other's quota, nor waits for the
+// answer of a stream the other removed), and once both have returned the
+// record of the operator's quota (CAPTCHA_PLAN_OPERATOR) and the quota
+// the workers hold (CAPTCHA_PLAN, its metadata and its threads) are the
+// same one of the two, so `captchaq stats` shows the quota recorded
+// last, and each call tells (PlanHeld) its own quota or the one that
+// holds. With the server following the service's plan, a reading of 9
+// lands at the same moment: the follower may write the service's quota
+// after the operators returned, and puts the recorded one back, so there
+// the agreement is waited for (3 s at most).
 func TestTwoOperatorsSettingQuotasAtOnceLeaveTheRecordAndThePlanAgreeing(t *testing.T) {
 	t.Parallel()
-	for _, follow := range []bool{false, true} {
-		t.Run(fmt.Sprintf("server follows %v", follow), func(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		quotas [2]int
+		follow bool
+	}{
+		{"2 and 4", [2]int{2, 4}, false},
+		{"2 and 4 while the server follows", [2]int{2, 4}, true},
+		{"0 and 4", [2]int{0, 4}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			twoOperatorsAtOnce(t, follow)
+			twoOperatorsAtOnce(t, c.quotas, c.follow)
 		})
 	}
 }
 
 // twoOperatorsAtOnce runs TestTwoOperatorsSettingQuotasAtOnceLeaveTheRecordAndThePlanAgreeing's
-// rounds, with a server following the service's plan when follow.
-func twoOperatorsAtOnce(t *testing.T, follow bool) {
+// rounds of quotas, with a server following the service's plan when
+// follow; each round starts from a quota of 2, or none when a quota is 2.
+func twoOperatorsAtOnce(t *testing.T, quotas [2]int, follow bool) {
 	// In memory under -race, as TestOperatorQuotaSetWhileTheServerFollowsWins.
 	b := setup(t, Topology{Memory: underRace})
 	ctx := testContext(t)
@@ -55,7 +65,10 @@ func twoOperatorsAtOnce(t *testing.T, follow bool) {
 		admins[i], err = NewAdmin(b.connect(t), AdminConfig{Topology: b.top})
 		require.NoError(t, err)
 	}
-	quotas := [2]int{2, 4}
+	from := 2
+	if quotas[0] == 2 || quotas[1] == 2 {
+		from = 0
+	}
 	// agree says how the record and the plan stand, "" when they agree
 	// on one of the two quotas and the plan stream holds its threads.
 	agree := func() string {
@@ -77,7 +90,7 @@ func twoOperatorsAtOnce(t *testing.T, follow bool) {
 	const rounds = 30
 	var apart []string
 	for i := range rounds {
-		require.NoError(t, admins[0].SetPlan(ctx, 0))
+		require.NoError(t, admins[0].SetPlan(ctx, from))
 		calls := len(admins)
 		if follow {
 			calls++

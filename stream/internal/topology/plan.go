@@ -125,6 +125,13 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 			return nil
 		}
 		if err := s.Purge(ctx); err != nil {
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				if fromService {
+					return nil // an operator removed the quota meanwhile
+				}
+				write = true // removed by another operator: the caller's record decides
+				continue
+			}
 			if !fromService && storeFailed(err) && ctx.Err() == nil {
 				last, write = fmt.Errorf("reset plan threads: %w", err), true
 				retryPlanWrite(ctx, js, err, try)
@@ -134,10 +141,15 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 		}
 		gen := strconv.FormatInt(time.Now().UnixNano(), 36)
 		for i := range threads {
-			_, err := js.Publish(ctx, dispatcher.PlanSubject, []byte(strconv.Itoa(i)), jetstream.WithMsgID("thread-"+gen+"-"+strconv.Itoa(i)))
+			pctx, cancel := context.WithTimeout(ctx, planPublishWait)
+			_, err := js.Publish(pctx, dispatcher.PlanSubject, []byte(strconv.Itoa(i)), jetstream.WithMsgID("thread-"+gen+"-"+strconv.Itoa(i)))
+			cancel()
 			var api *jetstream.APIError
 			if errors.As(err, &api) && api.ErrorCode == errCodeMaxMsgs {
 				break // the other's threads, or its smaller quota: read it back
+			}
+			if errors.Is(err, jetstream.ErrNoStreamResponse) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
+				break // removed meanwhile (planPublishWait): read it back
 			}
 			if err != nil {
 				return fmt.Errorf("plan thread %d: %w", i, err)
@@ -146,6 +158,14 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 	}
 	return fmt.Errorf("plan stream: %d tries: %w", planTries, last)
 }
+
+// planPublishWait bounds the wait for the answer to one plan thread's
+// publish. Another operator removing the quota (SetPlan(0)) at that
+// moment deletes the stream after it took the message and before it
+// answered, and the publish then waits for its whole context (init's
+// 30 s) unless bounded; a publish unanswered for this long is read back
+// as one whose stream may be gone.
+const planPublishWait = 2 * time.Second
 
 // errAnotherOperatorsPlan is EnsurePlan's answer to an operator's write
 // when another operator's quota replaced it: the writer reads the record
