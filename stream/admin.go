@@ -124,7 +124,10 @@ func (a *Admin) EnsureTimings(ctx context.Context) (*Timings, error) {
 // (each worker's --threads alone limits it). It is the one place the quota is
 // set; workers pick a change up within 10 seconds. Threads held while the
 // quota changes are given back as their solves end, so for a moment the old
-// holders and the new quota may overlap.
+// holders and the new quota may overlap. Of two operators setting quotas at
+// the same moment, the one recorded last holds for the workers, whichever
+// call returns last, and both calls return nil; PlanHeld tells the caller
+// which one holds.
 func (a *Admin) SetPlan(ctx context.Context, threads int, opts ...PlanOption) error {
 	return setPlan(ctx, a.nc, a.cfg.Topology, threads, opts...)
 }

@@ -13,7 +13,10 @@ import (
 // PlanOption is an optional setting of Admin.SetPlan.
 type PlanOption func(*planOptions)
 
-type planOptions struct{ early bool }
+type planOptions struct {
+	early bool
+	held  *int
+}
 
 // PlanEarly makes workers give a plan thread back when the captcha holding it
 // is probably solved at the service (solver.WithProbablyReady), not when its
@@ -24,6 +27,13 @@ type planOptions struct{ early bool }
 // each refusal. Without it captchaq never has more captchas at the
 // service than the quota.
 func PlanEarly() PlanOption { return func(o *planOptions) { o.early = true } }
+
+// PlanHeld makes SetPlan store in n the quota it left held: the threads
+// it was asked for, or another operator's quota set at the same moment
+// and recorded after this one, which then holds in their place (0: none).
+// SetPlan returns nil in both cases: the two calls ran at once, and the
+// later one holds as it would had it come after.
+func PlanHeld(n *int) PlanOption { return func(o *planOptions) { o.held = n } }
 
 // setPlan is Admin.SetPlan of topology t on nc.
 func setPlan(ctx context.Context, nc *nats.Conn, t Topology, threads int, opts ...PlanOption) error {
@@ -38,13 +48,14 @@ func setPlan(ctx context.Context, nc *nats.Conn, t Topology, threads int, opts .
 	if threads < 0 {
 		return fmt.Errorf("plan threads %d: want 0 or more", threads)
 	}
-	// The record first: a server following the service's plan that
-	// writes over this quota finds it after its write, and puts this
-	// quota back (topology.EnsureServicePlan).
-	if err := topology.SetOperatorPlan(ctx, js, t.spec(), topology.OperatorPlan{Threads: threads, Early: o.early}); err != nil {
+	held, err := topology.ApplyOperatorPlan(ctx, js, t.spec(), topology.OperatorPlan{Threads: threads, Early: o.early})
+	if err != nil {
 		return err
 	}
-	return topology.EnsurePlan(ctx, js, t.spec(), threads, o.early, false)
+	if o.held != nil {
+		*o.held = held.Threads
+	}
+	return nil
 }
 
 // PlanThreads returns the plan-wide thread quota of t, 0 when none is set

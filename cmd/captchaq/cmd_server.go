@@ -310,11 +310,39 @@ func ensureTopology(ctx context.Context, nc *nats.Conn, top stream.Topology, pla
 		return fmt.Errorf("create the timings bucket: %w", err)
 	}
 	if planThreads >= 0 {
-		if err := adm.SetPlan(tctx, planThreads, planOptions(early)...); err != nil {
-			return fmt.Errorf("set the plan quota: %w", err)
+		if _, err := setPlanQuota(tctx, adm, planThreads, early); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// setPlanQuota sets the plan-wide thread quota (--plan-threads,
+// --plan-early) and returns the quota held when it returned: threads, or
+// another operator's set at the same moment and recorded after this one
+// (stream.PlanHeld).
+func setPlanQuota(ctx context.Context, adm *stream.Admin, threads int, early bool) (int, error) {
+	held := threads
+	if err := adm.SetPlan(ctx, threads, append(planOptions(early), stream.PlanHeld(&held))...); err != nil {
+		return 0, fmt.Errorf("set the plan quota: %w", err)
+	}
+	return held, nil
+}
+
+// planHeldLine says which plan-wide quota holds after `captchaq init
+// --plan-threads asked`: another operator's, set at the same moment and
+// recorded after this one, holds in its place and is named.
+func planHeldLine(asked, held int) string {
+	quota := func(n int) string {
+		if n == 0 {
+			return "none"
+		}
+		return fmt.Sprintf("%d threads", n)
+	}
+	if held == asked {
+		return "plan-wide quota: " + quota(held)
+	}
+	return fmt.Sprintf("plan-wide quota: %s, not the %s asked: another operator set it at the same moment, after this one", quota(held), quota(asked))
 }
 
 // planOptions are the plan quota's options of --plan-early.
@@ -383,11 +411,25 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer nc.Close()
 	fctx, cancel := ae.failFast(ctx)
 	defer cancel()
-	if err := ensureTopology(fctx, nc, nf.topology(top.topology()), plan.threads, plan.early); err != nil {
+	if err := ensureTopology(fctx, nc, nf.topology(top.topology()), -1, false); err != nil {
 		return explain(err, ae)
 	}
 	t := top.topology()
 	fmt.Fprintf(stdout, "stream %s and the workers' consumers are ready on %s (replicas %d)\n", stream.DefaultStream, nc.ConnectedUrlRedacted(), max(t.Replicas, 1))
+	if plan.threads < 0 {
+		return nil
+	}
+	adm, err := stream.NewAdmin(nc, stream.AdminConfig{Topology: nf.topology(t)})
+	if err != nil {
+		return fmt.Errorf("set the plan quota: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(fctx, 30*time.Second)
+	defer cancel()
+	held, err := setPlanQuota(pctx, adm, plan.threads, plan.early)
+	if err != nil {
+		return explain(err, ae)
+	}
+	fmt.Fprintln(stdout, planHeldLine(plan.threads, held))
 	return nil
 }
 

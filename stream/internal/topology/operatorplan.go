@@ -74,6 +74,61 @@ func SetOperatorPlan(ctx context.Context, js jetstream.JetStream, t Spec, p Oper
 	return nil
 }
 
+// ApplyOperatorPlan records p as the operator's quota (SetOperatorPlan)
+// and writes it to the plan stream (EnsurePlan). A stream's update has no
+// condition on what it replaces, so two operators setting quotas at once
+// could each write over the other's; the record decides instead: after
+// each write, or after giving way to another operator's write
+// (errAnotherOperatorsPlan), this reads the record, and it returns only
+// when its write stood and the record read after it is what it wrote;
+// otherwise it writes the record's quota. So the quota recorded last is
+// the one the plan stream holds, whichever call returns last. It returns
+// the quota it left held: p, or another operator's recorded after it.
+//
+// Why that converges, for any interleaving of two operators and the
+// server following the service's plan (EnsureServicePlan, which keeps to
+// the same rule): take the record's last update, by operator B, and the
+// plan stream's last write, W. B writes the plan stream after its record,
+// so W comes after the record's last update, and W's writer reads the
+// record after W (the broker answers a stream's info with its last
+// update) and finds B's quota. Had W written another quota, its writer
+// would write again, and W would not be the last; so W wrote B's quota.
+// The follower writes the service's reading only while the record holds
+// no operator's quota, and otherwise the record's, so it never ends on a
+// disagreement either. It ends: once each writer has read the record
+// after its last update, all write the same quota and none gives way to
+// another again.
+//
+// An operator whose quota another operator recorded later gets nil, as
+// it would had the other's call come just after its own: the two calls
+// ran at once, either order is theirs, and the later record holds
+// everywhere. An error would say the quota failed to be set when it was
+// set and then replaced, as any later call may replace it; the quota
+// returned tells the operator which one holds. A quota recorded but never
+// written (the call cut off) is put in by the follower at its next
+// reading.
+func ApplyOperatorPlan(ctx context.Context, js jetstream.JetStream, t Spec, p OperatorPlan) (OperatorPlan, error) {
+	if err := SetOperatorPlan(ctx, js, t, p); err != nil {
+		return OperatorPlan{}, err
+	}
+	for range planTries {
+		err := EnsurePlan(ctx, js, t, p.Threads, p.Early, false)
+		gaveWay := errors.Is(err, errAnotherOperatorsPlan)
+		if err != nil && !gaveWay {
+			return OperatorPlan{}, err
+		}
+		now, err := ReadOperatorPlan(ctx, js)
+		if err != nil {
+			return OperatorPlan{}, err
+		}
+		if now == p && !gaveWay {
+			return p, nil
+		}
+		p = now
+	}
+	return OperatorPlan{}, fmt.Errorf("plan stream: %d tries: the operator's quota kept changing", planTries)
+}
+
 // ReadOperatorPlan returns the quota an operator set (Threads 0: none,
 // or none recorded).
 func ReadOperatorPlan(ctx context.Context, js jetstream.JetStream) (OperatorPlan, error) {
@@ -105,7 +160,9 @@ func ReadOperatorPlan(ctx context.Context, js jetstream.JetStream) (OperatorPlan
 // record and its write (killed, its connection lost) left the service's
 // in the plan stream. Whenever the record changed while it wrote, the
 // quota is written again for the record as it is now, until two readings
-// of the record agree.
+// of the record agree, and when it gave way to another operator's write
+// (errAnotherOperatorsPlan) the record's quota is written again
+// (ApplyOperatorPlan argues why the writers converge).
 func EnsureServicePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int, early bool) (bool, error) {
 	op, err := ReadOperatorPlan(ctx, js)
 	if err != nil {
@@ -118,14 +175,15 @@ func EnsureServicePlan(ctx context.Context, js jetstream.JetStream, t Spec, thre
 		} else {
 			err = EnsurePlan(ctx, js, t, op.Threads, op.Early, false)
 		}
-		if err != nil {
+		gaveWay := errors.Is(err, errAnotherOperatorsPlan)
+		if err != nil && !gaveWay {
 			return false, err
 		}
 		now, err := ReadOperatorPlan(ctx, js)
 		if err != nil {
 			return false, err
 		}
-		if now == op {
+		if now == op && !gaveWay {
 			return set, nil
 		}
 		op = now

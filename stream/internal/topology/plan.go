@@ -51,11 +51,14 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 	}
 	// Another admin may set the quota at the same moment: an operator
 	// (captchaq init --plan-threads) while the server sets the service's
-	// (stream.Admin.FollowServicePlan). Each write is read back before
-	// and after its threads are published: an operator's quota is written
-	// again over one that replaced it, and a quota from the service gives
-	// way to whatever replaced it (an operator's, or a later reading). So
-	// the operator's stream ends with exactly its threads, not the other's
+	// (stream.Admin.FollowServicePlan), or another operator. Each write
+	// is read back before and after its threads are published: an
+	// operator's quota is written again over the service's that replaced
+	// it, and gives way to another operator's (errAnotherOperatorsPlan:
+	// its caller reads the record to learn which stands,
+	// ApplyOperatorPlan); a quota from the service gives way to whatever
+	// replaced it (an operator's, or a later reading). So the stream ends
+	// with exactly the threads of the quota it holds, not the other's
 	// count, nor "maximum messages exceeded" to the operator; a service's
 	// write that lands after the operator's returned is undone by its
 	// writer (EnsureServicePlan: TestOperatorQuotaSetWhileTheServerFollowsWins,
@@ -112,6 +115,9 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 			if fromService {
 				return nil // the other's quota stands
 			}
+			if info.Config.Metadata[dispatcher.PlanMetaSource] != dispatcher.PlanSourceService {
+				return errAnotherOperatorsPlan
+			}
 			write = true
 			continue
 		}
@@ -119,6 +125,13 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 			return nil
 		}
 		if err := s.Purge(ctx); err != nil {
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				if fromService {
+					return nil // an operator removed the quota meanwhile
+				}
+				write = true // removed by another operator: the caller's record decides
+				continue
+			}
 			if !fromService && storeFailed(err) && ctx.Err() == nil {
 				last, write = fmt.Errorf("reset plan threads: %w", err), true
 				retryPlanWrite(ctx, js, err, try)
@@ -128,10 +141,15 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 		}
 		gen := strconv.FormatInt(time.Now().UnixNano(), 36)
 		for i := range threads {
-			_, err := js.Publish(ctx, dispatcher.PlanSubject, []byte(strconv.Itoa(i)), jetstream.WithMsgID("thread-"+gen+"-"+strconv.Itoa(i)))
+			pctx, cancel := context.WithTimeout(ctx, planPublishWait)
+			_, err := js.Publish(pctx, dispatcher.PlanSubject, []byte(strconv.Itoa(i)), jetstream.WithMsgID("thread-"+gen+"-"+strconv.Itoa(i)))
+			cancel()
 			var api *jetstream.APIError
 			if errors.As(err, &api) && api.ErrorCode == errCodeMaxMsgs {
 				break // the other's threads, or its smaller quota: read it back
+			}
+			if errors.Is(err, jetstream.ErrNoStreamResponse) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
+				break // removed meanwhile (planPublishWait): read it back
 			}
 			if err != nil {
 				return fmt.Errorf("plan thread %d: %w", i, err)
@@ -140,6 +158,20 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 	}
 	return fmt.Errorf("plan stream: %d tries: %w", planTries, last)
 }
+
+// planPublishWait bounds the wait for the answer to one plan thread's
+// publish. Another operator removing the quota (SetPlan(0)) at that
+// moment deletes the stream after it took the message and before it
+// answered, and the publish then waits for its whole context (init's
+// 30 s) unless bounded; a publish unanswered for this long is read back
+// as one whose stream may be gone.
+const planPublishWait = 2 * time.Second
+
+// errAnotherOperatorsPlan is EnsurePlan's answer to an operator's write
+// when another operator's quota replaced it: the writer reads the record
+// (OperatorPlanStream) to learn which of the two stands, instead of the
+// two writing over each other until one runs out of tries.
+var errAnotherOperatorsPlan = errors.New("plan stream: another operator's quota replaced this one")
 
 // planTries bounds EnsurePlan's read-backs while another admin sets the
 // quota too.
