@@ -287,8 +287,33 @@ type planFlags struct {
 }
 
 func (p *planFlags) register(fs *flag.FlagSet) {
-	fs.IntVar(&p.threads, "plan-threads", -1, "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
+	p.threads = -1
+	fs.Var(planThreadsValue{&p.threads}, "plan-threads", "set the plan-wide thread quota (captchas at the service at once, across all workers); 0 removes it; -1 leaves it as it is")
 	fs.BoolVar(&p.early, "plan-early", true, planEarlyUsage)
+}
+
+// planThreadsValue is --plan-threads: a count, or -1 to leave the quota
+// as it is; another negative is refused when parsed (the flag package
+// names the flag), not taken as -1.
+type planThreadsValue struct{ n *int }
+
+func (v planThreadsValue) String() string {
+	if v.n == nil {
+		return ""
+	}
+	return strconv.Itoa(*v.n)
+}
+
+func (v planThreadsValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("want a whole number of threads")
+	}
+	if n < -1 {
+		return errors.New("want 0 or more (0 removes the quota); leave the flag out to keep the quota as it is")
+	}
+	*v.n = n
+	return nil
 }
 
 // planEarlyUsage is the --plan-early flag's help.
