@@ -68,8 +68,14 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 	last := errors.New("still set by another admin")
 	for try := range planTries {
 		if write {
+			// Bounded as a publish is (planPublishWait): on a cluster, an
+			// update racing another operator's create after a removal can
+			// go unanswered (TestBreakTwoOperatorsOnTwoNodesOfACluster:
+			// both calls waited for their whole context); written again.
+			wctx, cancel := context.WithTimeout(ctx, planPublishWait)
 			var err error
-			s, err = js.CreateOrUpdateStream(ctx, cfg)
+			s, err = js.CreateOrUpdateStream(wctx, cfg)
+			cancel()
 			if err != nil && !fromService && ctx.Err() == nil {
 				// Created by the other at the same moment (stream name
 				// already in use), or a store error of the server's while
@@ -124,7 +130,14 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 		if info.State.Msgs == uint64(threads) {
 			return nil
 		}
-		if err := s.Purge(ctx); err != nil {
+		pctx, cancel := context.WithTimeout(ctx, planPublishWait)
+		err = s.Purge(pctx)
+		cancel()
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && !fromService {
+				write = true // unanswered (as the write above): written again
+				continue
+			}
 			if errors.Is(err, jetstream.ErrStreamNotFound) {
 				if fromService {
 					return nil // an operator removed the quota meanwhile
