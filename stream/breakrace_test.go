@@ -22,8 +22,8 @@ import (
 // every change 2 -> 4 purges the plan stream (topology.EnsurePlan) while
 // the workers still hold the purged threads' captchas.
 func TestBreakRacingOperatorsPileThreadsAtTheService(t *testing.T) {
-	if os.Getenv("CAPTCHAQ_BREAK") == "" {
-		t.Skip("known defect, not fixed: CAPTCHAQ_BREAK=1 runs it (fails: 17 racing, 27 one after the other, of a quota of 4)")
+	if os.Getenv("CAPTCHAQ_KNOWN_HOLES") != "1" {
+		t.Skip("known defect, not fixed: CAPTCHAQ_KNOWN_HOLES=1 runs it (fails: 17 racing, 27 one after the other, of a quota of 4)")
 	}
 	t.Parallel()
 	for _, racing := range []bool{true, false} {
