@@ -21,7 +21,7 @@ import (
 // leader's. Once both returned nil, the record, the plan and its threads
 // agree, and each call told its own quota or the one held.
 // Before each write and purge of the plan stream was bounded
-// (planPublishWait), 2 of the 7 or 8 rounds of 0 and 4 per run hung both
+// (planCallWait), 2 of the 7 or 8 rounds of 0 and 4 per run hung both
 // calls for their whole context (10 s here; init's is 30 s) in
 // CreateOrUpdateStream, one updating and one creating, or in a purge:
 // "plan stream: context deadline exceeded"; 2 and 4 held.

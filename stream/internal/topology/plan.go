@@ -68,11 +68,11 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 	last := errors.New("still set by another admin")
 	for try := range planTries {
 		if write {
-			// Bounded as a publish is (planPublishWait): on a cluster, an
+			// Bounded (planCallWait): on a cluster, an
 			// update racing another operator's create after a removal can
 			// go unanswered (TestBreakTwoOperatorsOnTwoNodesOfACluster:
 			// both calls waited for their whole context); written again.
-			wctx, cancel := context.WithTimeout(ctx, planPublishWait)
+			wctx, cancel := context.WithTimeout(ctx, planCallWait)
 			var err error
 			s, err = js.CreateOrUpdateStream(wctx, cfg)
 			cancel()
@@ -130,11 +130,11 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 		if info.State.Msgs == uint64(threads) {
 			return nil
 		}
-		pctx, cancel := context.WithTimeout(ctx, planPublishWait)
+		pctx, cancel := context.WithTimeout(ctx, planCallWait)
 		err = s.Purge(pctx)
 		cancel()
 		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && !fromService {
+			if unanswered(ctx, err) && !fromService {
 				write = true // unanswered (as the write above): written again
 				continue
 			}
@@ -154,15 +154,15 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 		}
 		gen := strconv.FormatInt(time.Now().UnixNano(), 36)
 		for i := range threads {
-			pctx, cancel := context.WithTimeout(ctx, planPublishWait)
+			pctx, cancel := context.WithTimeout(ctx, planCallWait)
 			_, err := js.Publish(pctx, dispatcher.PlanSubject, []byte(strconv.Itoa(i)), jetstream.WithMsgID("thread-"+gen+"-"+strconv.Itoa(i)))
 			cancel()
 			var api *jetstream.APIError
 			if errors.As(err, &api) && api.ErrorCode == errCodeMaxMsgs {
 				break // the other's threads, or its smaller quota: read it back
 			}
-			if errors.Is(err, jetstream.ErrNoStreamResponse) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
-				break // removed meanwhile (planPublishWait): read it back
+			if errors.Is(err, jetstream.ErrNoStreamResponse) || unanswered(ctx, err) {
+				break // removed meanwhile: read it back
 			}
 			if err != nil {
 				return fmt.Errorf("plan thread %d: %w", i, err)
@@ -172,13 +172,21 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 	return fmt.Errorf("plan stream: %d tries: %w", planTries, last)
 }
 
-// planPublishWait bounds the wait for the answer to one plan thread's
+// planCallWait bounds the wait for the answer to each of EnsurePlan's
+// calls of the plan stream: its write, its purge and each thread's
 // publish. Another operator removing the quota (SetPlan(0)) at that
 // moment deletes the stream after it took the message and before it
-// answered, and the publish then waits for its whole context (init's
-// 30 s) unless bounded; a publish unanswered for this long is read back
-// as one whose stream may be gone.
-const planPublishWait = 2 * time.Second
+// answered, and on a cluster an update racing the other's create may go
+// unanswered (TestBreakTwoOperatorsOnTwoNodesOfACluster); each would wait
+// for its whole context (init's 30 s) unless bounded. A call unanswered
+// for this long is read back, or made again, within planTries.
+const planCallWait = 2 * time.Second
+
+// unanswered reports whether err is a call's planCallWait running out
+// while the caller's ctx still runs.
+func unanswered(ctx context.Context, err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+}
 
 // errAnotherOperatorsPlan is EnsurePlan's answer to an operator's write
 // when another operator's quota replaced it: the writer reads the record
