@@ -36,6 +36,12 @@ import (
 func TestJSONServiceFaultsBehindTheWorkers(t *testing.T) {
 	t.Parallel()
 	var logs logbuf.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			out := logs.String()
+			t.Logf("the last of the workers' and gateway's log:\n%s", out[max(0, len(out)-4000):])
+		}
+	})
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b := setup(t, func(c *gateway.Config) { c.Logger = log },
 		streamtest.WithLogger(log),

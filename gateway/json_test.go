@@ -70,10 +70,12 @@ func (b *bundle) create(t *testing.T, k gateway.Key, task map[string]any) int64 
 }
 
 // result polls getTaskResult until the task is not processing, for up to
-// 90 s: behind a service that answers pages and 5xx
-// (TestJSONServiceFaultsBehindTheWorkers) the workers' outage probes,
-// doubling to 15 s, held a task 21.8 and 30.2 s in 60 runs under the race
-// detector (the median 0.4 s), and a 30-s bound failed CI now and then.
+// 90 s. Behind a service that answers pages and 5xx to half its calls
+// (TestJSONServiceFaultsBehindTheWorkers), the workers' outage probes
+// fail one after another now and then: at the product's pace (doubling to
+// 15 s) they held a task over 90 s in 3 of 200 runs, which failed CI on
+// 2026-12-07; streamtest's workers probe each 100 ms
+// (solver.Config.OutageProbeMax), and 0 of 400 runs then took over 5 s.
 func (b *bundle) result(t *testing.T, k gateway.Key, id int64) reply {
 	t.Helper()
 	var r reply

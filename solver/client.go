@@ -113,6 +113,10 @@ func NewClient(cfg Config) (*Client, error) {
 	if c.outage.warnFrom <= 0 {
 		c.outage.warnFrom = DefaultOutageWarnAfter
 	}
+	c.outage.probeMax = cfg.OutageProbeMax
+	if c.outage.probeMax <= 0 {
+		c.outage.probeMax = DefaultOutageProbeMax
+	}
 	c.outage.stall = cfg.StallAfter
 	if c.outage.stall <= 0 {
 		c.outage.stall = DefaultStallAfter

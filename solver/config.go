@@ -78,6 +78,16 @@ type Config struct {
 	// connections and answers nothing): an outage, during which no captcha
 	// is submitted. Zero means DefaultStallAfter (10 s).
 	StallAfter time.Duration
+	// OutageProbeMax is the longest wait between two probes of the
+	// service during an outage (getbalance; the first a second after the
+	// outage began, or OutageProbeMax if that is shorter, then at
+	// doubling gaps). Zero means DefaultOutageProbeMax (15 s), the pace
+	// that keeps a pool of n workers at n calls per 15 s to a service
+	// that is down. A shorter one ends an outage sooner against a flaky
+	// service (one answering a 5xx or a page to half its calls can fail
+	// probe after probe), at more calls to it; package streamtest's
+	// in-process emulator uses 100 ms.
+	OutageProbeMax time.Duration
 	// PollErrors is ignored: a captcha the service accepted is kept through
 	// any number of failed polls (HTTP 5xx, garbage, network, refused
 	// connections) and polled again until the service answers about it,

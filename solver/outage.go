@@ -25,12 +25,13 @@ const DefaultStallAfter = 10 * time.Second
 
 // Probe schedule during an outage: the first probe a second after the
 // outage began, then each twice as late as the one before, at most
-// probeMax apart. Each process probes at this pace on its own: a pool of
-// n workers on one key sends at most n calls per probeMax once the outage
-// has lasted half a minute.
+// DefaultOutageProbeMax apart (Config.OutageProbeMax). Each process probes
+// at this pace on its own: a pool of n workers on one key sends at most n
+// calls per 15 s once the outage has lasted half a minute.
 const (
 	probeFirst = time.Second
-	probeMax   = 15 * time.Second
+	// DefaultOutageProbeMax is Config.OutageProbeMax's default.
+	DefaultOutageProbeMax = 15 * time.Second
 )
 
 // serverErrorsInARow is how many HTTP 5xx replies in a row, with no other
@@ -121,6 +122,7 @@ type outage struct {
 	probeAt  time.Time     // the next probe may go then
 	planned  time.Time     // when probeAt was planned: a clock read before it went back
 	probeGap time.Duration // the wait before the next probe after this one
+	probeMax time.Duration // the longest probeGap (Config.OutageProbeMax)
 	probing  bool
 	replied  time.Time // the last reply of any kind
 	fives    int       // HTTP 5xx replies in a row
@@ -156,7 +158,8 @@ func (o *outage) down(ctx context.Context, log *slog.Logger, what string, now ti
 	start := o.since.IsZero()
 	if start {
 		o.since, o.warned = now, now
-		o.probeAt, o.probeGap, o.planned = now.Add(probeFirst), 2*probeFirst, now
+		first := min(probeFirst, o.probeMax)
+		o.probeAt, o.probeGap, o.planned = now.Add(first), min(2*first, o.probeMax), now
 	}
 	o.last = what
 	lasted := now.Sub(o.since)
@@ -298,7 +301,7 @@ func (o *outage) probed(now time.Time) {
 	defer o.mu.Unlock()
 	o.probing = false
 	o.probeAt, o.planned = now.Add(o.probeGap), now
-	o.probeGap = min(2*o.probeGap, probeMax)
+	o.probeGap = min(2*o.probeGap, o.probeMax)
 }
 
 // gate lets a submission through while the service answers. During an

@@ -125,3 +125,43 @@ func behindFaultProxy(t *testing.T, api http.Handler) *faultproxy.Proxy {
 	t.Cleanup(proxy.Close)
 	return proxy
 }
+
+// The probes of an outage follow the schedule Config.OutageProbeMax
+// bounds: by default a second after the outage began, then at doubling
+// gaps up to 15 s (1, 3, 7, 15, 30, 45 s: six probes in the first 50 s
+// of a service that answers nothing but 5xx); with OutageProbeMax 100 ms,
+// one each 100 ms (19 in the first 2 s). Each submission between probes is refused at once.
+func TestOutageProbesFollowTheirSchedule(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		max         time.Duration
+		step, until time.Duration
+		want        int32
+	}{
+		{0, 250 * time.Millisecond, 50 * time.Second, 6},
+		{100 * time.Millisecond, 50 * time.Millisecond, 2 * time.Second, 19},
+	} {
+		var balance atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.FormValue("action") == "getbalance" {
+				balance.Add(1)
+			}
+			http.Error(w, "bad gateway", http.StatusBadGateway)
+		}))
+		t.Cleanup(srv.Close)
+		var clk clock
+		c, err := solver.NewClient(solver.Config{BaseURL: srv.URL, APIKey: fakeapi.TestKey, MinSubmitInterval: -1,
+			Now: clk.now, OutageProbeMax: tc.max, Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		for range 3 {
+			_, err = c.Submit(ctxT(t), turnstile("https://shop.example/"))
+		}
+		require.Equal(t, retry.Capacity, solver.ClassOf(err), "the third 5xx in a row begins the outage: %v", err)
+		for at := time.Duration(0); at < tc.until; at += tc.step {
+			_, err = c.Submit(ctxT(t), turnstile("https://shop.example/"))
+			require.Equal(t, solver.CodeUnreachable, solver.CodeOf(err), "at %v: %v", at, err)
+			clk.move(tc.step)
+		}
+		require.Equal(t, tc.want, balance.Load(), "probes within %v, OutageProbeMax %v", tc.until, tc.max)
+	}
+}

@@ -103,6 +103,12 @@ func Start(t testing.TB, opts ...Option) *Env {
 		Timing:            pollTiming(cfg.solveMin, cfg.solveMax),
 		MinSubmitInterval: -1,
 		SubmitBurst:       -1,
+		// The emulator is in-process and its time is scaled: an outage's
+		// probes 15 s apart would keep a task waiting a minute and more
+		// when injected faults fail probe after probe (half of all calls
+		// under TestJSONServiceFaultsBehindTheWorkers' faults: 90 s in 3
+		// of 200 runs).
+		OutageProbeMax: 100 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatalf("streamtest: solver client: %v", err)
