@@ -39,14 +39,16 @@ const (
 // a run of them a service that is down behind its front.
 const serverErrorsInARow = 3
 
-// unreachable describes err when it means the service could not be reached
-// at all, before any HTTP exchange: the connection (to it, or to the proxy
-// in front of it) was refused or timed out, the host does not resolve, or
-// TLS failed. Every call fails alike then, so
-// it is an outage or a wrong base URL, never a fault of the task. It
-// returns "" for other errors (a reset in mid-reply, a read timeout), which
-// stay NETWORK.
-func unreachable(err error, base string) string {
+// UnreachableCause describes err, a failed HTTP exchange with the service
+// at base, when it means the service could not be reached at all, before
+// any HTTP exchange: the connection (to it, or to the proxy in front of
+// it) was refused or timed out, the host does not resolve, or TLS failed.
+// Every call fails alike then, so it is an outage or a wrong base URL,
+// never a fault of the task. It returns "" for other errors (a reset in
+// mid-reply, a read timeout), which may have reached the service and stay
+// NETWORK. The clients of both dialects classify with it (this package's,
+// and package provider's TasksClient).
+func UnreachableCause(err error, base string) string {
 	host := base
 	if u, perr := url.Parse(base); perr == nil && u.Host != "" {
 		host = u.Host
@@ -80,11 +82,6 @@ func unreachable(err error, base string) string {
 	}
 	return ""
 }
-
-// UnreachableCause is unreachable for a client of another dialect at
-// base (package provider's TasksClient): "" when err, a failed HTTP
-// exchange, may have reached the service.
-func UnreachableCause(err error, base string) string { return unreachable(err, base) }
 
 func isRefused(e *net.OpError) bool {
 	return strings.Contains(e.Err.Error(), "connection refused")

@@ -184,7 +184,7 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte, ctype str
 		if ctx.Err() != nil {
 			return 0, nil, "", fmt.Errorf("solver: %s: %w", op, ctx.Err())
 		}
-		if what := unreachable(err, c.base); what != "" {
+		if what := UnreachableCause(err, c.base); what != "" {
 			what += ": is the service's URL right?"
 			c.outage.fail(ctx, c.log, redact(what, c.key), c.now())
 			return 0, nil, "", c.scrub(newError(op, CodeUnreachable, fmt.Errorf("%s (%w)", what, err)))
