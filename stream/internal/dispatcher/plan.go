@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +35,26 @@ const (
 	// (stream.Admin.FollowServicePlan); absent when an operator did.
 	PlanMetaSource    = "captchaq.plan_source"
 	PlanSourceService = "service"
+	// PlanMetaRetiring lists, comma-separated, the stream sequences of
+	// threads a smaller quota retires while their holders still have a
+	// captcha at the service (topology.EnsurePlan). Their holder acks the
+	// thread instead of giving it back, and under the stream's interest
+	// retention the ack removes it: the thread leaves the pool when its
+	// captcha is done, never while the service still has it.
+	PlanMetaRetiring = "captchaq.plan_retiring"
 )
+
+// ParseRetiring returns the retiring threads' sequences of the plan
+// stream's metadata (PlanMetaRetiring), ignoring what is not one.
+func ParseRetiring(meta map[string]string) map[uint64]bool {
+	out := map[uint64]bool{}
+	for _, f := range strings.Split(meta[PlanMetaRetiring], ",") {
+		if seq, err := strconv.ParseUint(f, 10, 64); err == nil {
+			out[seq] = true
+		}
+	}
+	return out
+}
 
 // Plan is the plan-wide thread quota as its stream says it.
 type Plan struct {
@@ -49,19 +69,27 @@ type Plan struct {
 
 // ReadPlan returns the plan-wide thread quota (Threads 0: none).
 func ReadPlan(ctx context.Context, js jetstream.JetStream) (Plan, error) {
+	p, _, err := readPlan(ctx, js)
+	return p, err
+}
+
+// readPlan is ReadPlan, with the threads the quota retires
+// (PlanMetaRetiring).
+func readPlan(ctx context.Context, js jetstream.JetStream) (Plan, map[uint64]bool, error) {
 	s, err := js.Stream(ctx, PlanStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return Plan{}, nil
+		return Plan{}, nil, nil
 	}
 	if err != nil {
-		return Plan{}, fmt.Errorf("plan stream: %w", err)
+		return Plan{}, nil, fmt.Errorf("plan stream: %w", err)
 	}
 	meta := s.CachedInfo().Config.Metadata
 	n, err := strconv.Atoi(meta[PlanMetaThreads])
 	if err != nil {
-		return Plan{}, fmt.Errorf("plan stream: bad %s metadata: %w", PlanMetaThreads, err)
+		return Plan{}, nil, fmt.Errorf("plan stream: bad %s metadata: %w", PlanMetaThreads, err)
 	}
-	return Plan{Threads: n, Early: meta[PlanMetaEarly] == "true", FromService: meta[PlanMetaSource] == PlanSourceService}, nil
+	return Plan{Threads: n, Early: meta[PlanMetaEarly] == "true", FromService: meta[PlanMetaSource] == PlanSourceService},
+		ParseRetiring(meta), nil
 }
 
 // ReadGatedPlan is ReadPlan as a worker's PlanGate can hold it: no quota
@@ -102,16 +130,28 @@ const planRefresh = 10 * time.Second
 // it is safe to call more than once.
 type PlanThread struct {
 	m        jetstream.Msg
+	gate     *PlanGate
 	once     sync.Once
 	released atomic.Bool
 	wait     time.Duration // the plan consumer's ack wait
 }
 
+// Release gives the thread back (Nak), or, when a smaller quota retires
+// it (PlanMetaRetiring), acks it, which removes it from the plan: its
+// captcha is done at the service, so the pool shrinks to the quota
+// without a moment over either quota.
 func (p *PlanThread) Release() {
 	if p == nil {
 		return
 	}
-	p.once.Do(func() { p.released.Store(true); _ = p.m.Nak() })
+	p.once.Do(func() {
+		p.released.Store(true)
+		if p.gate != nil && p.gate.retires(p.m, true) {
+			_ = p.m.Ack()
+			return
+		}
+		_ = p.m.Nak()
+	})
 }
 
 // AckWait is the plan consumer's ack wait, 0 when unknown.
@@ -135,7 +175,10 @@ type PlanGate struct {
 	mu      sync.Mutex
 	cons    jetstream.Consumer // nil: no quota
 	early   bool               // the quota's threads are given back early (stream.PlanEarly)
-	checked time.Time
+	// retiring: the threads the quota retires at the gate's last look
+	// (PlanMetaRetiring).
+	retiring map[uint64]bool
+	checked  time.Time
 	lifted  func()
 }
 
@@ -185,11 +228,11 @@ func (g *PlanGate) consumer(ctx context.Context, now time.Time) jetstream.Consum
 	switch {
 	case err == nil:
 		g.cons = c
-		if _, early, err := PlanSettings(ctx, g.JS); err == nil {
-			g.early = early
+		if p, retiring, err := readPlan(ctx, g.JS); err == nil {
+			g.early, g.retiring = p.Early, retiring
 		}
 	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrConsumerNotFound):
-		g.cons, g.early = nil, false
+		g.cons, g.early, g.retiring = nil, false, nil
 	}
 	// On other errors keep what we had: a jscall.Passing broker problem must not
 	// lift the quota.
@@ -201,6 +244,41 @@ func (g *PlanGate) consumer(ctx context.Context, now time.Time) jetstream.Consum
 	return cons
 }
 
+// retires reports whether m's thread is retiring (PlanMetaRetiring).
+// Giving a thread back (fresh) reads the plan stream again: a gate's
+// view is up to planRefresh old, and a retiring thread given back as
+// free would go to the next captcha, over the smaller quota, until a
+// holder that knows acks it. One read of the stream's info per captcha
+// while a quota is set, beside the service's calls for that captcha.
+// Taking one (not fresh) reads again only when the gate's view names it,
+// as a larger quota set meanwhile takes retiring threads back first
+// (topology.EnsurePlan) and an ack would remove a thread it counts.
+func (g *PlanGate) retires(m jetstream.Msg, fresh bool) bool {
+	md, err := m.Metadata()
+	if err != nil {
+		return false
+	}
+	g.mu.Lock()
+	named := g.retiring[md.Sequence.Stream]
+	g.mu.Unlock()
+	if !named && !fresh {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), retireReadWait)
+	defer cancel()
+	_, retiring, err := readPlan(ctx, g.JS)
+	if err != nil {
+		return false // keep the thread: a shrink late beats a thread lost
+	}
+	g.mu.Lock()
+	g.retiring = retiring
+	g.mu.Unlock()
+	return retiring[md.Sequence.Stream]
+}
+
+// retireReadWait bounds retires' fresh look at the plan stream.
+const retireReadWait = 2 * time.Second
+
 // Acquire takes up to n plan threads, waiting up to wait for the first when
 // none is free. With no quota it returns n nil threads: nothing to hold.
 func (g *PlanGate) Acquire(ctx context.Context, n int, wait time.Duration, now time.Time) ([]*PlanThread, error) {
@@ -210,10 +288,19 @@ func (g *PlanGate) Acquire(ctx context.Context, n int, wait time.Duration, now t
 	}
 	var out []*PlanThread
 	lease := c.CachedInfo().Config.AckWait
+	// take keeps m, unless its thread is retiring: free, it is acked
+	// (removed) here instead of held.
+	take := func(m jetstream.Msg) {
+		if g.retires(m, false) {
+			_ = m.Ack()
+			return
+		}
+		out = append(out, &PlanThread{m: m, gate: g, wait: lease})
+	}
 	batch, err := c.FetchNoWait(n)
 	if err == nil {
 		for m := range batch.Messages() {
-			out = append(out, &PlanThread{m: m, wait: lease})
+			take(m)
 		}
 		err = batch.Error()
 	}
@@ -229,7 +316,7 @@ func (g *PlanGate) Acquire(ctx context.Context, n int, wait time.Duration, now t
 		return nil, err
 	}
 	for m := range batch.Messages() {
-		out = append(out, &PlanThread{m: m, wait: lease})
+		take(m)
 	}
 	if err := ignoreNoMessages(batch.Error()); err != nil {
 		g.Refresh()

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,7 +45,7 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 		Name:        dispatcher.PlanStream,
 		Description: "captchaq: one message per thread of the solving plan",
 		Subjects:    []string{dispatcher.PlanSubject},
-		Retention:   jetstream.LimitsPolicy,
+		Retention:   jetstream.InterestPolicy,
 		MaxMsgs:     int64(threads),
 		Discard:     jetstream.DiscardNew,
 		Storage:     t.Storage(),
@@ -66,12 +69,20 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 	var s jetstream.Stream
 	write := true
 	last := errors.New("still set by another admin")
+	// Each write carries the retiring threads (dispatcher.PlanMetaRetiring)
+	// the stream names: a write without them would hand those threads
+	// back to the pool while their captchas are at the service.
+	var retiring []uint64
+	if old, err := js.Stream(ctx, dispatcher.PlanStream); err == nil {
+		retiring = liveRetiring(old.CachedInfo())
+	}
 	for try := range planTries {
 		if write {
 			// Bounded (planCallWait): on a cluster, an
 			// update racing another operator's create after a removal can
 			// go unanswered (TestBreakTwoOperatorsOnTwoNodesOfACluster:
 			// both calls waited for their whole context); written again.
+			cfg.Metadata = withRetiring(meta, retiring)
 			wctx, cancel := context.WithTimeout(ctx, planCallWait)
 			var err error
 			s, err = js.CreateOrUpdateStream(wctx, cfg)
@@ -107,7 +118,7 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 			}
 			write = false
 		}
-		info, err := s.Info(ctx)
+		info, err := s.Info(ctx, jetstream.WithDeletedDetails(true))
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound) && fromService:
 			return nil // an operator removed the quota meanwhile
@@ -117,6 +128,7 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 		case err != nil:
 			return fmt.Errorf("plan stream: %w", err)
 		}
+		retiring = liveRetiring(info)
 		if !samePlan(info.Config.Metadata, meta) {
 			if fromService {
 				return nil // the other's quota stands
@@ -127,46 +139,22 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 			write = true
 			continue
 		}
-		if info.State.Msgs == uint64(threads) {
+		step, err := settlePlan(ctx, js, s, info, threads, retiring)
+		switch {
+		case err != nil && (unanswered(ctx, err) || errors.Is(err, jetstream.ErrStreamNotFound)):
+			if fromService && errors.Is(err, jetstream.ErrStreamNotFound) {
+				return nil // an operator removed the quota meanwhile
+			}
+			write = true // unanswered, or removed by another operator: written again, the caller's record decides
+		case err != nil && !fromService && storeFailed(err) && ctx.Err() == nil:
+			last, write = err, true
+			retryPlanWrite(ctx, js, err, try)
+		case err != nil:
+			return err
+		case step.done:
 			return nil
-		}
-		pctx, cancel := context.WithTimeout(ctx, planCallWait)
-		err = s.Purge(pctx)
-		cancel()
-		if err != nil {
-			if unanswered(ctx, err) && !fromService {
-				write = true // unanswered (as the write above): written again
-				continue
-			}
-			if errors.Is(err, jetstream.ErrStreamNotFound) {
-				if fromService {
-					return nil // an operator removed the quota meanwhile
-				}
-				write = true // removed by another operator: the caller's record decides
-				continue
-			}
-			if !fromService && storeFailed(err) && ctx.Err() == nil {
-				last, write = fmt.Errorf("reset plan threads: %w", err), true
-				retryPlanWrite(ctx, js, err, try)
-				continue
-			}
-			return fmt.Errorf("reset plan threads: %w", err)
-		}
-		gen := strconv.FormatInt(time.Now().UnixNano(), 36)
-		for i := range threads {
-			pctx, cancel := context.WithTimeout(ctx, planCallWait)
-			_, err := js.Publish(pctx, dispatcher.PlanSubject, []byte(strconv.Itoa(i)), jetstream.WithMsgID("thread-"+gen+"-"+strconv.Itoa(i)))
-			cancel()
-			var api *jetstream.APIError
-			if errors.As(err, &api) && api.ErrorCode == errCodeMaxMsgs {
-				break // the other's threads, or its smaller quota: read it back
-			}
-			if errors.Is(err, jetstream.ErrNoStreamResponse) || unanswered(ctx, err) {
-				break // removed meanwhile: read it back
-			}
-			if err != nil {
-				return fmt.Errorf("plan thread %d: %w", i, err)
-			}
+		case step.retiring != nil:
+			retiring, write = step.retiring, true
 		}
 	}
 	return fmt.Errorf("plan stream: %d tries: %w", planTries, last)
@@ -246,4 +234,149 @@ type serviceWriteHookKey struct{}
 // between the follower's reading and its write: tests run one there.
 func WithServiceWriteHook(ctx context.Context, f func()) context.Context {
 	return context.WithValue(ctx, serviceWriteHookKey{}, f)
+}
+
+// planStep is what settlePlan leaves to EnsurePlan's loop: done, or the
+// stream to write again naming retiring (non-nil), or (neither) to read
+// it back.
+type planStep struct {
+	done     bool
+	retiring []uint64
+}
+
+// settlePlan moves the plan stream, which holds the quota threads (its
+// metadata, read in info), one step towards threads live threads that are
+// not retiring, never removing a thread a worker holds: its captcha is at
+// the service, and a thread published in its place would put one captcha
+// more there than the quota. The live threads are the stream's messages
+// (a retiring thread's holder acks it, and the interest retention removes
+// it), so:
+//   - fewer than threads: retiring ones are taken back first, then the
+//     difference is published;
+//   - more: free ones are taken from the plan's consumer as a worker takes
+//     them and deleted, and when only held ones are left, the surplus is
+//     marked retiring.
+//
+// So the captchas at the service never exceed the largest quota that
+// held while they were submitted, whatever the number of changes.
+func settlePlan(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, info *jetstream.StreamInfo, threads int, retiring []uint64) (planStep, error) {
+	live := int(info.State.Msgs)
+	active := live - len(retiring)
+	switch {
+	case active == threads:
+		return planStep{done: true}, nil
+	case active < threads && len(retiring) > 0:
+		back := min(len(retiring), threads-active)
+		return planStep{retiring: slices.Clone(retiring[:len(retiring)-back])}, nil
+	case active < threads:
+		return planStep{}, publishThreads(ctx, js, threads-live)
+	}
+	took, err := deleteFreeThreads(ctx, s, live-threads)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		return planStep{retiring: slices.Clone(retiring)}, nil // written again with its consumer
+	case err != nil || took > 0:
+		return planStep{}, err
+	}
+	held := make([]uint64, 0, active)
+	gone := make(map[uint64]bool, len(info.State.Deleted))
+	for _, seq := range info.State.Deleted {
+		gone[seq] = true
+	}
+	for seq := info.State.FirstSeq; live > 0 && seq <= info.State.LastSeq; seq++ {
+		if !gone[seq] && !slices.Contains(retiring, seq) {
+			held = append(held, seq)
+		}
+	}
+	mark := held[max(0, len(held)-(active-threads)):]
+	return planStep{retiring: append(slices.Clone(retiring), mark...)}, nil
+}
+
+// publishThreads publishes n new threads on the plan stream. A refusal
+// as full (another admin's threads, or its smaller quota) or a publish
+// unanswered (the stream removed meanwhile) ends it: EnsurePlan reads the
+// stream back.
+func publishThreads(ctx context.Context, js jetstream.JetStream, n int) error {
+	gen := strconv.FormatInt(time.Now().UnixNano(), 36)
+	for i := range n {
+		pctx, cancel := context.WithTimeout(ctx, planCallWait)
+		_, err := js.Publish(pctx, dispatcher.PlanSubject, []byte(strconv.Itoa(i)), jetstream.WithMsgID("thread-"+gen+"-"+strconv.Itoa(i)))
+		cancel()
+		var api *jetstream.APIError
+		if errors.As(err, &api) && api.ErrorCode == errCodeMaxMsgs {
+			return nil
+		}
+		if errors.Is(err, jetstream.ErrNoStreamResponse) || unanswered(ctx, err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("plan thread %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// deleteFreeThreads takes up to n free threads from the plan's consumer,
+// without waiting, as a worker takes one, and deletes them; it returns how
+// many it took. A thread it took and failed to delete goes back to the
+// pool after the consumer's ack wait.
+func deleteFreeThreads(ctx context.Context, s jetstream.Stream, n int) (int, error) {
+	c, err := s.Consumer(ctx, dispatcher.PlanConsumer)
+	if err != nil {
+		return 0, fmt.Errorf("plan consumer: %w", err)
+	}
+	batch, err := c.FetchNoWait(n)
+	if err != nil {
+		return 0, fmt.Errorf("free plan threads: %w", err)
+	}
+	took := 0
+	for m := range batch.Messages() {
+		md, err := m.Metadata()
+		if err != nil {
+			return took, fmt.Errorf("free plan thread: %w", err)
+		}
+		dctx, cancel := context.WithTimeout(ctx, planCallWait)
+		err = s.DeleteMsg(dctx, md.Sequence.Stream)
+		cancel()
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return took, fmt.Errorf("remove free plan thread %d: %w", md.Sequence.Stream, err)
+		}
+		took++
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+		return took, fmt.Errorf("free plan threads: %w", err)
+	}
+	return took, nil
+}
+
+// liveRetiring returns the retiring threads info's metadata names that
+// the stream still holds, in order.
+func liveRetiring(info *jetstream.StreamInfo) []uint64 {
+	gone := make(map[uint64]bool, len(info.State.Deleted))
+	for _, seq := range info.State.Deleted {
+		gone[seq] = true
+	}
+	var out []uint64
+	for seq := range dispatcher.ParseRetiring(info.Config.Metadata) {
+		if info.State.Msgs > 0 && seq >= info.State.FirstSeq && seq <= info.State.LastSeq && !gone[seq] {
+			out = append(out, seq)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// withRetiring returns meta naming retiring (dispatcher.PlanMetaRetiring),
+// without the key when none is.
+func withRetiring(meta map[string]string, retiring []uint64) map[string]string {
+	out := maps.Clone(meta)
+	if len(retiring) == 0 {
+		return out
+	}
+	seqs := make([]string, len(retiring))
+	for i, seq := range retiring {
+		seqs[i] = strconv.FormatUint(seq, 10)
+	}
+	out[dispatcher.PlanMetaRetiring] = strings.Join(seqs, ",")
+	return out
 }
