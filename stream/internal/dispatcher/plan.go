@@ -22,8 +22,10 @@ import (
 // moment the service is done with it. The server hands each message to one
 // holder at a time, so the quota holds across every worker process and
 // machine; a holder that dies gives its thread back after AckWait, like any
-// task; a live holder keeps it with InProgress. No lock service, no clock
-// agreement, nothing outside JetStream.
+// task; a live holder keeps it with InProgress. A smaller quota retires
+// the surplus of held threads (PlanMetaRetiring): their holders ack them
+// instead, which removes them, as their captchas end. No lock service, no
+// clock agreement, nothing outside JetStream.
 const (
 	PlanStream      = "CAPTCHA_PLAN"
 	PlanSubject     = "captcha-plan.threads"
@@ -171,15 +173,15 @@ func (p *PlanThread) KeepAlive() {
 
 // PlanGate hands out plan threads to a worker.
 type PlanGate struct {
-	JS      jetstream.JetStream
-	mu      sync.Mutex
-	cons    jetstream.Consumer // nil: no quota
-	early   bool               // the quota's threads are given back early (stream.PlanEarly)
+	JS    jetstream.JetStream
+	mu    sync.Mutex
+	cons  jetstream.Consumer // nil: no quota
+	early bool               // the quota's threads are given back early (stream.PlanEarly)
 	// retiring: the threads the quota retires at the gate's last look
 	// (PlanMetaRetiring).
 	retiring map[uint64]bool
 	checked  time.Time
-	lifted  func()
+	lifted   func()
 }
 
 // OnLifted has the gate call f each time it looks for the quota and finds

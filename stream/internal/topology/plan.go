@@ -15,12 +15,35 @@ import (
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 )
 
-// EnsurePlan makes the plan stream of t hold threads messages, one per
-// thread of the plan, with its consumer, or removes it when threads is 0;
+// EnsurePlan makes the plan stream of t hold threads live threads, one
+// message each, with its consumer, or removes it when threads is 0;
 // early is the plan's PlanEarly setting (dispatcher.PlanMetaEarly);
 // fromService marks a quota set from the plan the service told
 // (dispatcher.PlanMetaSource), which an operator's setting replaces and
 // the service's next reading may change.
+//
+// A change never removes a thread a worker holds (settlePlan): its
+// captcha is at the service, and a thread published in its place would
+// let one more captcha go there, at each change made while the service
+// holds them (TestBreakRacingOperatorsPileThreadsAtTheService). A larger
+// quota publishes only what the live threads lack, taking
+// retiring threads back first; a smaller one deletes free threads (taken
+// from the consumer as a worker takes one) and marks the surplus of held
+// ones retiring (dispatcher.PlanMetaRetiring), which their holders
+// remove as their captchas end (an ack, under the stream's interest
+// retention: no right the workers' role lacked). So the captchas at the
+// service never exceed the largest quota set while they were there,
+// whatever the number of changes.
+//
+// MaxMsgs is the quota and the discard policy DiscardNew, which refuses a
+// message while the stream holds MaxMsgs or more and, lowered, drops
+// none: the stream is full from the first write on, with retiring threads
+// over the quota until they leave, so whatever anyone publishes on the
+// plan's subject, or has a push consumer deliver there (JetStream does
+// not check a consumer's deliver subject against its creator's publish
+// permissions), is refused, and the quota is only ever what the admin
+// set. A stream made empty (a memory store after the server's restart)
+// gets all its threads again.
 func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int, early, fromService bool) error {
 	if h, ok := ctx.Value(serviceWriteHookKey{}).(func()); ok && fromService {
 		h()
@@ -32,11 +55,6 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 		}
 		return nil
 	}
-	// Exactly threads messages, and no room for one more: whatever anyone
-	// publishes on the plan's subject, or has a push consumer deliver there
-	// (JetStream does not check a consumer's deliver subject against its
-	// creator's publish permissions), is refused, so the quota is only ever
-	// what the admin set.
 	meta := map[string]string{dispatcher.PlanMetaThreads: strconv.Itoa(threads), dispatcher.PlanMetaEarly: strconv.FormatBool(early)}
 	if fromService {
 		meta[dispatcher.PlanMetaSource] = dispatcher.PlanSourceService
@@ -161,8 +179,8 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 }
 
 // planCallWait bounds the wait for the answer to each of EnsurePlan's
-// calls of the plan stream: its write, its purge and each thread's
-// publish. Another operator removing the quota (SetPlan(0)) at that
+// calls of the plan stream: its write, each free thread's delete and
+// each thread's publish. Another operator removing the quota (SetPlan(0)) at that
 // moment deletes the stream after it took the message and before it
 // answered, and on a cluster an update racing the other's create may go
 // unanswered (TestBreakTwoOperatorsOnTwoNodesOfACluster); each would wait
