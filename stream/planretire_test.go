@@ -2,9 +2,11 @@ package stream
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaq/captchaq/solver"
@@ -73,4 +75,51 @@ func TestAQuotaShrunkWhileEveryThreadIsHeldRetiresThemAsTheirCaptchasEnd(t *test
 	n, err := admin.PlanThreads(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
+}
+
+// A plan stream made by an earlier version (limits retention), two of its
+// 4 threads held, takes the interest retention at the next change in
+// place: the held threads stay, and the quota of 3 deletes free ones only.
+func TestAnEarlierPlanStreamKeepsItsHeldThreadsAtTheNextChange(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{Memory: underRace})
+	ctx := testContext(t)
+	js, err := jetStreamOf(b.nc, b.top)
+	require.NoError(t, err)
+	storage := jetstream.FileStorage
+	if underRace {
+		storage = jetstream.MemoryStorage
+	}
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: dispatcher.PlanStream, Subjects: []string{dispatcher.PlanSubject},
+		Retention: jetstream.LimitsPolicy, MaxMsgs: 4, Discard: jetstream.DiscardNew, Storage: storage,
+		Metadata: map[string]string{dispatcher.PlanMetaThreads: "4", dispatcher.PlanMetaEarly: "false"}})
+	require.NoError(t, err)
+	c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: dispatcher.PlanConsumer, AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: time.Minute, MaxDeliver: -1, MaxAckPending: -1})
+	require.NoError(t, err)
+	for i := range 4 {
+		_, err := js.Publish(ctx, dispatcher.PlanSubject, []byte(strconv.Itoa(i)))
+		require.NoError(t, err)
+	}
+	batch, err := c.FetchNoWait(2)
+	require.NoError(t, err)
+	var held []uint64
+	for m := range batch.Messages() {
+		md, err := m.Metadata()
+		require.NoError(t, err)
+		held = append(held, md.Sequence.Stream)
+	}
+	require.Len(t, held, 2)
+
+	admin, err := NewAdmin(b.connect(t), AdminConfig{Topology: b.top})
+	require.NoError(t, err)
+	require.NoError(t, admin.SetPlan(ctx, 3))
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, jetstream.InterestPolicy, info.Config.Retention)
+	require.Equal(t, uint64(3), info.State.Msgs)
+	for _, seq := range held {
+		_, err := s.GetMsg(ctx, seq)
+		require.NoError(t, err, "held thread %d kept", seq)
+	}
 }
