@@ -141,14 +141,16 @@ type PlanThread struct {
 // Release gives the thread back (Nak), or, when a smaller quota retires
 // it (PlanMetaRetiring), acks it, which removes it from the plan: its
 // captcha is done at the service, so the pool shrinks to the quota
-// without a moment over either quota.
+// without a moment over either quota. A thread retired after its holder's
+// gate last looked is given back free, and the next Acquire, which looks
+// again, removes it instead of handing it out.
 func (p *PlanThread) Release() {
 	if p == nil {
 		return
 	}
 	p.once.Do(func() {
 		p.released.Store(true)
-		if p.gate != nil && p.gate.retires(p.m, true) {
+		if p.gate != nil && p.gate.retires(p.m) {
 			_ = p.m.Ack()
 			return
 		}
@@ -246,36 +248,44 @@ func (g *PlanGate) consumer(ctx context.Context, now time.Time) jetstream.Consum
 	return cons
 }
 
-// retires reports whether m's thread is retiring (PlanMetaRetiring).
-// Giving a thread back (fresh) reads the plan stream again: a gate's
-// view is up to planRefresh old, and a retiring thread given back as
-// free would go to the next captcha, over the smaller quota, until a
-// holder that knows acks it. One read of the stream's info per captcha
-// while a quota is set, beside the service's calls for that captcha.
-// Taking one (not fresh) reads again only when the gate's view names it,
-// as a larger quota set meanwhile takes retiring threads back first
-// (topology.EnsurePlan) and an ack would remove a thread it counts.
-func (g *PlanGate) retires(m jetstream.Msg, fresh bool) bool {
+// retires reports whether m's thread is retiring (PlanMetaRetiring) in
+// the gate's view (lookRetiring). One that names it is read again first:
+// a larger quota set meanwhile takes retiring threads back before it
+// publishes new ones (topology.EnsurePlan), and an ack would remove a
+// thread it counts.
+func (g *PlanGate) retires(m jetstream.Msg) bool {
 	md, err := m.Metadata()
 	if err != nil {
 		return false
 	}
-	g.mu.Lock()
-	named := g.retiring[md.Sequence.Stream]
-	g.mu.Unlock()
-	if !named && !fresh {
+	if !g.named(md.Sequence.Stream) {
 		return false
 	}
+	g.lookRetiring()
+	return g.named(md.Sequence.Stream)
+}
+
+// named reports whether the gate's view names seq retiring.
+func (g *PlanGate) named(seq uint64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.retiring[seq]
+}
+
+// lookRetiring reads the plan stream's retiring threads into the gate's
+// view. Acquire reads them before it hands out the threads it took, as
+// the gate's other look is up to planRefresh old: a retiring thread given
+// back free would go to the next captcha, over the smaller quota. One
+// read of the stream's info per Acquire that took a thread, beside the
+// service's calls for its captcha. On an error the view stays as it was.
+func (g *PlanGate) lookRetiring() {
 	ctx, cancel := context.WithTimeout(context.Background(), retireReadWait)
 	defer cancel()
-	_, retiring, err := readPlan(ctx, g.JS)
-	if err != nil {
-		return false // keep the thread: a shrink late beats a thread lost
+	if _, retiring, err := readPlan(ctx, g.JS); err == nil {
+		g.mu.Lock()
+		g.retiring = retiring
+		g.mu.Unlock()
 	}
-	g.mu.Lock()
-	g.retiring = retiring
-	g.mu.Unlock()
-	return retiring[md.Sequence.Stream]
 }
 
 // retireReadWait bounds retires' fresh look at the plan stream.
@@ -290,20 +300,23 @@ func (g *PlanGate) Acquire(ctx context.Context, n int, wait time.Duration, now t
 	}
 	var out []*PlanThread
 	lease := c.CachedInfo().Config.AckWait
-	// take keeps m, unless its thread is retiring: free, it is acked
-	// (removed) here instead of held.
-	take := func(m jetstream.Msg) {
-		if g.retires(m, false) {
-			_ = m.Ack()
-			return
+	// take hands out the threads fetched, but acks (removes) the ones
+	// the quota retires, free now.
+	take := func(ms []jetstream.Msg) {
+		if len(ms) > 0 {
+			g.lookRetiring()
 		}
-		out = append(out, &PlanThread{m: m, gate: g, wait: lease})
+		for _, m := range ms {
+			if md, err := m.Metadata(); err == nil && g.named(md.Sequence.Stream) {
+				_ = m.Ack()
+				continue
+			}
+			out = append(out, &PlanThread{m: m, gate: g, wait: lease})
+		}
 	}
 	batch, err := c.FetchNoWait(n)
 	if err == nil {
-		for m := range batch.Messages() {
-			take(m)
-		}
+		take(collect(batch))
 		err = batch.Error()
 	}
 	if len(out) > 0 || (err != nil && !errors.Is(err, jetstream.ErrNoMessages)) {
@@ -317,14 +330,21 @@ func (g *PlanGate) Acquire(ctx context.Context, n int, wait time.Duration, now t
 		g.Refresh() // the quota may be gone: look again at the next call, not in planRefresh
 		return nil, err
 	}
-	for m := range batch.Messages() {
-		take(m)
-	}
+	take(collect(batch))
 	if err := ignoreNoMessages(batch.Error()); err != nil {
 		g.Refresh()
 		return out, err
 	}
 	return out, nil
+}
+
+// collect returns batch's messages.
+func collect(batch jetstream.MessageBatch) []jetstream.Msg {
+	var ms []jetstream.Msg
+	for m := range batch.Messages() {
+		ms = append(ms, m)
+	}
+	return ms
 }
 
 func ignoreNoMessages(err error) error {

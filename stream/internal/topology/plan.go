@@ -271,9 +271,9 @@ type planStep struct {
 // it), so:
 //   - fewer than threads: retiring ones are taken back first, then the
 //     difference is published;
-//   - more: free ones are taken from the plan's consumer as a worker takes
-//     them and deleted, and when only held ones are left, the surplus is
-//     marked retiring.
+//   - more (retiring ones included): free ones are taken from the plan's
+//     consumer as a worker takes them and deleted, and when only held
+//     ones are left, the surplus is marked retiring.
 //
 // So the captchas at the service never exceed the largest quota that
 // held while they were submitted, whatever the number of changes.
@@ -281,20 +281,25 @@ func settlePlan(ctx context.Context, js jetstream.JetStream, s jetstream.Stream,
 	live := int(info.State.Msgs)
 	active := live - len(retiring)
 	switch {
-	case active == threads:
-		return planStep{done: true}, nil
 	case active < threads && len(retiring) > 0:
 		back := min(len(retiring), threads-active)
 		return planStep{retiring: slices.Clone(retiring[:len(retiring)-back])}, nil
 	case active < threads:
 		return planStep{}, publishThreads(ctx, js, threads-live)
+	case live == threads:
+		return planStep{done: true}, nil
 	}
+	// More threads than the quota: a free one, retiring or not, goes now
+	// (one not retiring leaves a retiring one to take back at the next
+	// step), so none is left free to hand out over the quota.
 	took, err := deleteFreeThreads(ctx, s, live-threads)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 		return planStep{retiring: slices.Clone(retiring)}, nil // written again with its consumer
 	case err != nil || took > 0:
 		return planStep{}, err
+	case active == threads:
+		return planStep{done: true}, nil // the surplus is retiring, every thread held
 	}
 	held := make([]uint64, 0, active)
 	gone := make(map[uint64]bool, len(info.State.Deleted))
