@@ -128,8 +128,7 @@ func (a *Admin) EnsureTimings(ctx context.Context) (*Timings, error) {
 // leaving when its captcha ends. So however many changes are made, the
 // service never holds more captchas than the largest quota set while they
 // were submitted, and a smaller quota holds once the captchas taken under
-// the larger have ended (workers that have not seen the change yet may
-// hand a retiring thread on for up to those 10 seconds). Of two operators setting quotas at
+// the larger have ended. Of two operators setting quotas at
 // the same moment, the one recorded last holds for the workers, whichever
 // call returns last, and both calls return nil; PlanHeld tells the caller
 // which one holds.

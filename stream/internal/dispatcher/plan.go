@@ -141,7 +141,7 @@ type PlanThread struct {
 // Release gives the thread back (Nak), or, when a smaller quota retires
 // it (PlanMetaRetiring), acks it, which removes it from the plan: its
 // captcha is done at the service, so the pool shrinks to the quota
-// without a moment over either quota. A thread retired after its holder's
+// without taking a thread from a captcha the service still has. A thread retired after its holder's
 // gate last looked is given back free, and the next Acquire, which looks
 // again, removes it instead of handing it out.
 func (p *PlanThread) Release() {
@@ -261,7 +261,7 @@ func (g *PlanGate) retires(m jetstream.Msg) bool {
 	if !g.named(md.Sequence.Stream) {
 		return false
 	}
-	g.lookRetiring()
+	g.lookRetiring(context.Background())
 	return g.named(md.Sequence.Stream)
 }
 
@@ -278,8 +278,8 @@ func (g *PlanGate) named(seq uint64) bool {
 // back free would go to the next captcha, over the smaller quota. One
 // read of the stream's info per Acquire that took a thread, beside the
 // service's calls for its captcha. On an error the view stays as it was.
-func (g *PlanGate) lookRetiring() {
-	ctx, cancel := context.WithTimeout(context.Background(), retireReadWait)
+func (g *PlanGate) lookRetiring(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, retireReadWait)
 	defer cancel()
 	if _, retiring, err := readPlan(ctx, g.JS); err == nil {
 		g.mu.Lock()
@@ -288,7 +288,7 @@ func (g *PlanGate) lookRetiring() {
 	}
 }
 
-// retireReadWait bounds retires' fresh look at the plan stream.
+// retireReadWait bounds lookRetiring's read of the plan stream.
 const retireReadWait = 2 * time.Second
 
 // Acquire takes up to n plan threads, waiting up to wait for the first when
@@ -304,7 +304,7 @@ func (g *PlanGate) Acquire(ctx context.Context, n int, wait time.Duration, now t
 	// the quota retires, free now.
 	take := func(ms []jetstream.Msg) {
 		if len(ms) > 0 {
-			g.lookRetiring()
+			g.lookRetiring(ctx)
 		}
 		for _, m := range ms {
 			if md, err := m.Metadata(); err == nil && g.named(md.Sequence.Stream) {
