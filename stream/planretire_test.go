@@ -123,3 +123,57 @@ func TestAnEarlierPlanStreamKeepsItsHeldThreadsAtTheNextChange(t *testing.T) {
 		require.NoError(t, err, "held thread %d kept", seq)
 	}
 }
+
+// Under the shipped nats.conf the admin shrinks a quota whose threads a
+// worker holds, and the worker's role removes the retiring ones (an ack):
+// no role is widened, nothing refused.
+func TestRetiringThreadsUnderTheShippedRoles(t *testing.T) {
+	t.Parallel()
+	ns := authServer(t)
+	ctx := testContext(t)
+	anc, aerrs := roleConn(t, ns, "admin")
+	adm, err := NewAdmin(anc, AdminConfig{})
+	require.NoError(t, err)
+	require.NoError(t, adm.SetPlan(ctx, 3))
+
+	wnc, werrs := roleConn(t, ns, "worker")
+	js, err := jetStreamOf(wnc, Topology{})
+	require.NoError(t, err)
+	gate := &dispatcher.PlanGate{JS: js}
+	held, err := gate.Acquire(ctx, 3, time.Second, time.Now())
+	require.NoError(t, err)
+	require.Len(t, held, 3)
+
+	require.NoError(t, adm.SetPlan(ctx, 1))
+	plan := func() *jetstream.StreamInfo {
+		s, err := js.Stream(ctx, dispatcher.PlanStream)
+		require.NoError(t, err)
+		return s.CachedInfo()
+	}
+	require.Equal(t, uint64(3), plan().State.Msgs, "held threads kept")
+	require.Len(t, dispatcher.ParseRetiring(plan().Config.Metadata), 2)
+	// Given back free (the gate looked before they were retired), the
+	// next Acquire removes the retiring ones and hands out the other.
+	for _, th := range held {
+		th.Release()
+	}
+	require.Eventually(t, func() bool {
+		again, err := gate.Acquire(ctx, 3, 10*time.Millisecond, time.Now())
+		if err != nil || len(again) > 1 {
+			t.Errorf("acquire: %v; %d threads handed out of a quota of 1", err, len(again))
+		}
+		for _, th := range again {
+			th.Release()
+		}
+		return plan().State.Msgs == 1
+	}, 10*time.Second, 5*time.Millisecond, "the retiring threads removed")
+	require.NoError(t, adm.SetPlan(ctx, 2))
+	require.Equal(t, uint64(2), plan().State.Msgs)
+	for _, errs := range []<-chan error{aerrs, werrs} {
+		select {
+		case err := <-errs:
+			t.Fatalf("a permission refused: %v", err)
+		default:
+		}
+	}
+}
