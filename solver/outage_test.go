@@ -130,7 +130,8 @@ func behindFaultProxy(t *testing.T, api http.Handler) *faultproxy.Proxy {
 // bounds: by default a second after the outage began, then at doubling
 // gaps up to 15 s (1, 3, 7, 15, 30, 45 s: six probes in the first 50 s
 // of a service that answers nothing but 5xx); with OutageProbeMax 100 ms,
-// one each 100 ms (19 in the first 2 s). Each submission between probes is refused at once.
+// one each 100 ms (19 in the first 2 s). Each submission between probes
+// is refused at once.
 func TestOutageProbesFollowTheirSchedule(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
