@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -133,6 +134,15 @@ func text(t *testing.T, page context.Context, sel string) string {
 	return s[0]
 }
 
+// pageParts names the height of each part of the page and the first rows
+// of the list, so that a page grown too tall says which part grew.
+func pageParts(t *testing.T, page context.Context) string {
+	t.Helper()
+	s, err := chromedp.Run(page, chromedp.Evaluate[string](`[...document.querySelectorAll("header, #notice, #outage, main > section, #filters, #bulk, #list, #pager, #task-panel")].map(e => (e.id || e.className || e.tagName.toLowerCase()) + " " + Math.round(e.getBoundingClientRect().height)).join(", ") + "; rows: " + [...document.querySelectorAll("#list tbody tr")].slice(0, 3).map(r => r.innerText.replace(/\s+/g, " ") + " (" + Math.round(r.getBoundingClientRect().height) + " px)").join(" / ")`))
+	require.NoError(t, err)
+	return s
+}
+
 func pageHeight(t *testing.T, page context.Context) int {
 	t.Helper()
 	h, err := chromedp.Run(page, chromedp.Evaluate[int](`document.documentElement.scrollHeight`))
@@ -185,6 +195,9 @@ func TestDashboardAtScale(t *testing.T) {
 			require.Len(t, rows, min(n, 25), "one page of the list")
 			heights[n] = pageHeight(t, page)
 			t.Logf("page height with %d tasks: %d px (loaded in %s)", n, heights[n], time.Since(start).Round(time.Millisecond))
+			if heights[n] >= 2400 {
+				t.Logf("the parts of the page: %s", pageParts(t, page))
+			}
 			require.Less(t, heights[n], 2400, "the page stays short: the list is paged")
 
 			// Pause and resume on every lane, not only high-priority rows.
@@ -290,4 +303,70 @@ func signIn(t *testing.T, page context.Context, user string) {
 	require.NoError(t, chromedp.Do(page,
 		chromedp.SetValue(`#user`, user), chromedp.SetValue(`#password`, passwords[user]),
 		chromedp.Click(`#signin-button`), waitText(`#who`, "changes as NATS user "+user)))
+}
+
+// clockAhead makes the page's clock run ahead of the machine's by d from
+// its first script on.
+func clockAhead(d time.Duration) chromedp.Action[chromedp.Void] {
+	shift := fmt.Sprintf(`(() => { const D = Date; const ahead = %d;
+  class Ahead extends D { constructor(...a) { if (a.length) super(...a); else super(D.now() + ahead); } static now() { return D.now() + ahead; } }
+  globalThis.Date = Ahead; })()`, d.Milliseconds())
+	return void(func(ctx context.Context, t *chromedp.Target) (cdppage.ScriptIdentifier, error) {
+		r, err := chromedp.Call(ctx, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: shift})
+		return r.Identifier, err
+	})
+}
+
+// rowHeights reads the tallest and the shortest row of the list shown.
+func rowHeights(t *testing.T, page context.Context) [2]float64 {
+	t.Helper()
+	h, err := chromedp.Run(page, chromedp.Evaluate[[2]float64](`(() => { const hs = [...document.querySelectorAll("#list tbody tr[data-task]")].map(r => r.getBoundingClientRect().height); return [Math.max(...hs), Math.min(...hs)]; })()`))
+	require.NoError(t, err)
+	return h
+}
+
+// The lists read just after midnight, when every time in them is
+// yesterday's, keep their rows as tall as by day, and so do they two days
+// on, when they name dates: a date beside a time broke each row of the
+// tasks' list over a third line (CI's TestDashboardAtScale measured its 25
+// rows 20 px taller each, at 00:0x). Each time's cell holds the date and the
+// time in its title.
+func TestTheListsKeepTheirRowsAfterMidnight(t *testing.T) {
+	b := setup(t)
+	scaleFixture(t, b, 30)
+	now := time.Now()
+	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.Local)
+	clocks := []struct {
+		name  string
+		ahead time.Duration
+		shows string // what a time's cell shows, for a time of now
+	}{
+		{"today", 0, now.Format(":04:05")},
+		{"just after midnight", midnight.Add(time.Minute).Sub(now), now.Format(":04:05")},
+		{"two days on", 48 * time.Hour, now.Format("Jan 2")},
+	}
+	heights := map[string]map[string][2]float64{}
+	for _, c := range clocks {
+		page, problems := browser(t)
+		require.NoError(t, chromedp.Do(page, clockAhead(c.ahead), chromedp.Navigate(b.web.URL), chromedp.WaitVisible(`#live.on`), waitText(`#range`, "of 30")))
+		heights[c.name] = map[string][2]float64{}
+		for _, tab := range []struct{ name, want string }{{"tasks", "of 30"}, {"outcomes", "of "}, {"dead", "of 4"}} {
+			require.NoError(t, chromedp.Do(page, chromedp.Click(fmt.Sprintf(`.tab[data-tab=%q]`, tab.name)),
+				waitText(`#range`, tab.want), chromedp.WaitVisible(`#list tbody tr[data-task] td.when`)))
+			cell, err := chromedp.Run(page, chromedp.Evaluate[[]string](`(() => { const e = document.querySelector("#list tbody tr[data-task] td.when"); return [e.textContent, e.title]; })()`))
+			require.NoError(t, err)
+			t.Logf("%s, %s: a time's cell shows %q, titled %q", c.name, tab.name, cell[0], cell[1])
+			require.Contains(t, cell[0], c.shows, "%s, %s", c.name, tab.name)
+			require.Contains(t, cell[1], now.Format("Jan 2"), "the title names the date")
+			require.Contains(t, cell[1], ":", "and the time")
+			heights[c.name][tab.name] = rowHeights(t, page)
+			t.Logf("%s, %s: rows %v px high (tallest, shortest)", c.name, tab.name, heights[c.name][tab.name])
+		}
+		require.Empty(t, problems(), "no console errors")
+	}
+	for tab, h := range heights["today"] {
+		for _, c := range clocks[1:] {
+			require.LessOrEqual(t, heights[c.name][tab][0], h[0], "%s: the %s list's tallest row as by day at most", c.name, tab)
+		}
+	}
 }

@@ -48,11 +48,18 @@ function fillTable(id, rows, emptyText) {
 
 function isZero(iso) { return !iso || iso.startsWith("0001"); }
 function clock(iso) { return isZero(iso) ? "-" : new Date(iso).toLocaleTimeString(); }
-function stamp(iso) {
-  if (isZero(iso)) return "-";
-  const d = new Date(iso);
-  if (d.toDateString() === new Date().toDateString()) return d.toLocaleTimeString();
-  return d.toLocaleDateString(undefined, { month: "short", day: "numeric" }) + " " + d.toLocaleTimeString();
+// stampCell is a list's time of day for what happened in the last 24 hours
+// (a time names one moment in them, across midnight too) and its date for
+// what is older; the cell's title holds both. A date beside the time broke
+// each row of a narrow list over a third line just after midnight (CI's
+// TestDashboardAtScale, at 00:0x), while a date alone or a time alone is
+// never wider than the time was by day.
+function stampCell(iso) {
+  if (isZero(iso)) return td("-", "when");
+  const d = new Date(iso), now = new Date();
+  const date = d.toLocaleDateString(undefined, d.getFullYear() === now.getFullYear() ? { month: "short", day: "numeric" } : { year: "numeric", month: "short", day: "numeric" });
+  const time = d.toLocaleTimeString();
+  return el("td", { class: "when", title: date + " " + time }, Math.abs(now - d) < 864e5 ? time : date);
 }
 function age(fromISO, now) { return isZero(fromISO) ? "-" : dur((now - new Date(fromISO)) / 1000); }
 function dur(s) {
@@ -276,7 +283,7 @@ const tabs = {
     head: ["id", "lane", "priority", "status", "method", "host", "attempts", "last code", "submitted", "worker", ""],
     row: t => el("tr", { data: { task: t.id } },
       el("td", {}, taskLink(t.id)), td(t.lane), td(t.priority), td(t.canceled ? t.status + " (canceled)" : t.status, t.canceled ? "canceled" : t.status),
-      td(t.method || "-"), td(t.host || "-"), td(t.attempts, "num"), td(t.last_code || "-", "code"), td(stamp(t.submitted)), td(t.worker || "-", "code"),
+      td(t.method || "-"), td(t.host || "-"), td(t.attempts, "num"), td(t.last_code || "-", "code"), stampCell(t.submitted), td(t.worker || "-", "code"),
       el("td", { class: "actions" }, t.cancelable ? adminButton("cancel", () => change("/api/cancel", { id: t.id })) : "")),
     empty: "no task waits or runs",
   },
@@ -285,7 +292,7 @@ const tabs = {
     head: ["id", "status", "method", "attempts", "seconds", "ended", "why"],
     row: o => el("tr", { data: { task: o.id } },
       el("td", {}, taskLink(o.id)), td(o.status, o.status), td(o.method || "-"), td(o.attempts, "num"),
-      td(o.solve_seconds ? o.solve_seconds.toFixed(1) : "", "num"), td(stamp(o.at)), td([o.reason, o.error, o.detail].filter(Boolean).join(" "), "detail")),
+      td(o.solve_seconds ? o.solve_seconds.toFixed(1) : "", "num"), stampCell(o.at), td([o.reason, o.error, o.detail].filter(Boolean).join(" "), "detail")),
     empty: "no outcome matches",
   },
   dead: {
@@ -293,7 +300,7 @@ const tabs = {
     head: ["id", "method", "host", "reason", "error", "attempts", "dead at", "replayed", ""],
     row: d => el("tr", { data: { task: d.id, seq: d.seq } },
       el("td", {}, taskLink(d.id)), td(d.method || "-"), td(d.host || "-"), td(d.reason, "dead"),
-      el("td", { title: d.detail || "", class: "code" }, d.error || "-"), td(d.attempts, "num"), td(stamp(d.dead_at)), td(d.replayed ? "yes" : "no"),
+      el("td", { title: d.detail || "", class: "code" }, d.error || "-"), td(d.attempts, "num"), stampCell(d.dead_at), td(d.replayed ? "yes" : "no"),
       el("td", { class: "actions" },
         d.replayable ? adminButton("replay", () => change("/api/replay", { id: d.id })) : "",
         adminButton("delete", () => change("/api/delete", { seq: d.seq }), "danger"))),
