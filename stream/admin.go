@@ -122,9 +122,13 @@ func (a *Admin) EnsureTimings(ctx context.Context) (*Timings, error) {
 // SetPlan sets the plan-wide thread quota: at most threads captchas are at
 // the solving service at once, across all workers. Zero removes the quota
 // (each worker's --threads alone limits it). It is the one place the quota is
-// set; workers pick a change up within 10 seconds. Threads held while the
-// quota changes are given back as their solves end, so for a moment the old
-// holders and the new quota may overlap. Of two operators setting quotas at
+// set; workers pick a change up within 10 seconds. A change never takes a
+// thread from a captcha at the service: a larger quota adds the threads it
+// lacks, a smaller one removes free threads and retires held ones, each
+// leaving when its captcha ends. So however many changes are made, the
+// service never holds more captchas than the largest quota set while they
+// were submitted, and a smaller quota holds once the captchas taken under
+// the larger have ended. Of two operators setting quotas at
 // the same moment, the one recorded last holds for the workers, whichever
 // call returns last, and both calls return nil; PlanHeld tells the caller
 // which one holds.

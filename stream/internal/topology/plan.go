@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -12,12 +15,35 @@ import (
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 )
 
-// EnsurePlan makes the plan stream of t hold threads messages, one per
-// thread of the plan, with its consumer, or removes it when threads is 0;
+// EnsurePlan makes the plan stream of t hold threads live threads, one
+// message each, with its consumer, or removes it when threads is 0;
 // early is the plan's PlanEarly setting (dispatcher.PlanMetaEarly);
 // fromService marks a quota set from the plan the service told
 // (dispatcher.PlanMetaSource), which an operator's setting replaces and
 // the service's next reading may change.
+//
+// A change never removes a thread a worker holds (settlePlan): its
+// captcha is at the service, and a thread published in its place would
+// let one more captcha go there, at each change made while the service
+// holds them (TestBreakRacingOperatorsPileThreadsAtTheService). A larger
+// quota publishes only what the live threads lack, taking
+// retiring threads back first; a smaller one deletes free threads (taken
+// from the consumer as a worker takes one) and marks the surplus of held
+// ones retiring (dispatcher.PlanMetaRetiring), which their holders
+// remove as their captchas end (an ack, under the stream's interest
+// retention: no right the workers' role lacked). So the captchas at the
+// service never exceed the largest quota set while they were there,
+// whatever the number of changes.
+//
+// MaxMsgs is the quota and the discard policy DiscardNew, which refuses a
+// message while the stream holds MaxMsgs or more and, lowered, drops
+// none: the stream is full from the first write on, with retiring threads
+// over the quota until they leave, so whatever anyone publishes on the
+// plan's subject, or has a push consumer deliver there (JetStream does
+// not check a consumer's deliver subject against its creator's publish
+// permissions), is refused, and the quota is only ever what the admin
+// set. A stream made empty (a memory store after the server's restart)
+// gets all its threads again.
 func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int, early, fromService bool) error {
 	if h, ok := ctx.Value(serviceWriteHookKey{}).(func()); ok && fromService {
 		h()
@@ -29,11 +55,6 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 		}
 		return nil
 	}
-	// Exactly threads messages, and no room for one more: whatever anyone
-	// publishes on the plan's subject, or has a push consumer deliver there
-	// (JetStream does not check a consumer's deliver subject against its
-	// creator's publish permissions), is refused, so the quota is only ever
-	// what the admin set.
 	meta := map[string]string{dispatcher.PlanMetaThreads: strconv.Itoa(threads), dispatcher.PlanMetaEarly: strconv.FormatBool(early)}
 	if fromService {
 		meta[dispatcher.PlanMetaSource] = dispatcher.PlanSourceService
@@ -42,7 +63,7 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 		Name:        dispatcher.PlanStream,
 		Description: "captchaq: one message per thread of the solving plan",
 		Subjects:    []string{dispatcher.PlanSubject},
-		Retention:   jetstream.LimitsPolicy,
+		Retention:   jetstream.InterestPolicy,
 		MaxMsgs:     int64(threads),
 		Discard:     jetstream.DiscardNew,
 		Storage:     t.Storage(),
@@ -66,12 +87,20 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 	var s jetstream.Stream
 	write := true
 	last := errors.New("still set by another admin")
+	// Each write carries the retiring threads (dispatcher.PlanMetaRetiring)
+	// the stream names: a write without them would hand those threads
+	// back to the pool while their captchas are at the service.
+	var retiring []uint64
+	if old, err := js.Stream(ctx, dispatcher.PlanStream); err == nil {
+		retiring = liveRetiring(old.CachedInfo())
+	}
 	for try := range planTries {
 		if write {
 			// Bounded (planCallWait): on a cluster, an
 			// update racing another operator's create after a removal can
 			// go unanswered (TestBreakTwoOperatorsOnTwoNodesOfACluster:
 			// both calls waited for their whole context); written again.
+			cfg.Metadata = withRetiring(meta, retiring)
 			wctx, cancel := context.WithTimeout(ctx, planCallWait)
 			var err error
 			s, err = js.CreateOrUpdateStream(wctx, cfg)
@@ -107,7 +136,7 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 			}
 			write = false
 		}
-		info, err := s.Info(ctx)
+		info, err := s.Info(ctx, jetstream.WithDeletedDetails(true))
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound) && fromService:
 			return nil // an operator removed the quota meanwhile
@@ -117,6 +146,7 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 		case err != nil:
 			return fmt.Errorf("plan stream: %w", err)
 		}
+		retiring = liveRetiring(info)
 		if !samePlan(info.Config.Metadata, meta) {
 			if fromService {
 				return nil // the other's quota stands
@@ -127,54 +157,30 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 			write = true
 			continue
 		}
-		if info.State.Msgs == uint64(threads) {
+		step, err := settlePlan(ctx, js, s, info, threads, retiring)
+		switch {
+		case err != nil && (unanswered(ctx, err) || errors.Is(err, jetstream.ErrStreamNotFound)):
+			if fromService && errors.Is(err, jetstream.ErrStreamNotFound) {
+				return nil // an operator removed the quota meanwhile
+			}
+			write = true // unanswered, or removed by another operator: written again, the caller's record decides
+		case err != nil && !fromService && storeFailed(err) && ctx.Err() == nil:
+			last, write = err, true
+			retryPlanWrite(ctx, js, err, try)
+		case err != nil:
+			return err
+		case step.done:
 			return nil
-		}
-		pctx, cancel := context.WithTimeout(ctx, planCallWait)
-		err = s.Purge(pctx)
-		cancel()
-		if err != nil {
-			if unanswered(ctx, err) && !fromService {
-				write = true // unanswered (as the write above): written again
-				continue
-			}
-			if errors.Is(err, jetstream.ErrStreamNotFound) {
-				if fromService {
-					return nil // an operator removed the quota meanwhile
-				}
-				write = true // removed by another operator: the caller's record decides
-				continue
-			}
-			if !fromService && storeFailed(err) && ctx.Err() == nil {
-				last, write = fmt.Errorf("reset plan threads: %w", err), true
-				retryPlanWrite(ctx, js, err, try)
-				continue
-			}
-			return fmt.Errorf("reset plan threads: %w", err)
-		}
-		gen := strconv.FormatInt(time.Now().UnixNano(), 36)
-		for i := range threads {
-			pctx, cancel := context.WithTimeout(ctx, planCallWait)
-			_, err := js.Publish(pctx, dispatcher.PlanSubject, []byte(strconv.Itoa(i)), jetstream.WithMsgID("thread-"+gen+"-"+strconv.Itoa(i)))
-			cancel()
-			var api *jetstream.APIError
-			if errors.As(err, &api) && api.ErrorCode == errCodeMaxMsgs {
-				break // the other's threads, or its smaller quota: read it back
-			}
-			if errors.Is(err, jetstream.ErrNoStreamResponse) || unanswered(ctx, err) {
-				break // removed meanwhile: read it back
-			}
-			if err != nil {
-				return fmt.Errorf("plan thread %d: %w", i, err)
-			}
+		case step.retiring != nil:
+			retiring, write = step.retiring, true
 		}
 	}
 	return fmt.Errorf("plan stream: %d tries: %w", planTries, last)
 }
 
 // planCallWait bounds the wait for the answer to each of EnsurePlan's
-// calls of the plan stream: its write, its purge and each thread's
-// publish. Another operator removing the quota (SetPlan(0)) at that
+// calls of the plan stream: its write, each free thread's delete and
+// each thread's publish. Another operator removing the quota (SetPlan(0)) at that
 // moment deletes the stream after it took the message and before it
 // answered, and on a cluster an update racing the other's create may go
 // unanswered (TestBreakTwoOperatorsOnTwoNodesOfACluster); each would wait
@@ -246,4 +252,154 @@ type serviceWriteHookKey struct{}
 // between the follower's reading and its write: tests run one there.
 func WithServiceWriteHook(ctx context.Context, f func()) context.Context {
 	return context.WithValue(ctx, serviceWriteHookKey{}, f)
+}
+
+// planStep is what settlePlan leaves to EnsurePlan's loop: done, or the
+// stream to write again naming retiring (non-nil), or (neither) to read
+// it back.
+type planStep struct {
+	done     bool
+	retiring []uint64
+}
+
+// settlePlan moves the plan stream, which holds the quota threads (its
+// metadata, read in info), one step towards threads live threads that are
+// not retiring, never removing a thread a worker holds: its captcha is at
+// the service, and a thread published in its place would put one captcha
+// more there than the quota. The live threads are the stream's messages
+// (a retiring thread's holder acks it, and the interest retention removes
+// it), so:
+//   - fewer than threads: retiring ones are taken back first, then the
+//     difference is published;
+//   - more (retiring ones included): free ones are taken from the plan's
+//     consumer as a worker takes them and deleted, and when only held
+//     ones are left, the surplus is marked retiring.
+//
+// So the captchas at the service never exceed the largest quota that
+// held while they were submitted, whatever the number of changes.
+func settlePlan(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, info *jetstream.StreamInfo, threads int, retiring []uint64) (planStep, error) {
+	live := int(info.State.Msgs)
+	active := live - len(retiring)
+	switch {
+	case active < threads && len(retiring) > 0:
+		back := min(len(retiring), threads-active)
+		return planStep{retiring: slices.Clone(retiring[:len(retiring)-back])}, nil
+	case active < threads:
+		return planStep{}, publishThreads(ctx, js, threads-live)
+	case live == threads:
+		return planStep{done: true}, nil
+	}
+	// More threads than the quota: a free one, retiring or not, goes now
+	// (one not retiring leaves a retiring one to take back at the next
+	// step), so none is left free to hand out over the quota.
+	took, err := deleteFreeThreads(ctx, s, live-threads)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		return planStep{retiring: slices.Clone(retiring)}, nil // written again with its consumer
+	case err != nil || took > 0:
+		return planStep{}, err
+	case active == threads:
+		return planStep{done: true}, nil // the surplus is retiring, every thread held
+	}
+	held := make([]uint64, 0, active)
+	gone := make(map[uint64]bool, len(info.State.Deleted))
+	for _, seq := range info.State.Deleted {
+		gone[seq] = true
+	}
+	for seq := info.State.FirstSeq; live > 0 && seq <= info.State.LastSeq; seq++ {
+		if !gone[seq] && !slices.Contains(retiring, seq) {
+			held = append(held, seq)
+		}
+	}
+	mark := held[max(0, len(held)-(active-threads)):]
+	return planStep{retiring: append(slices.Clone(retiring), mark...)}, nil
+}
+
+// publishThreads publishes n new threads on the plan stream. A refusal
+// as full (another admin's threads, or its smaller quota) or a publish
+// unanswered (the stream removed meanwhile) ends it: EnsurePlan reads the
+// stream back.
+func publishThreads(ctx context.Context, js jetstream.JetStream, n int) error {
+	gen := strconv.FormatInt(time.Now().UnixNano(), 36)
+	for i := range n {
+		pctx, cancel := context.WithTimeout(ctx, planCallWait)
+		_, err := js.Publish(pctx, dispatcher.PlanSubject, []byte(strconv.Itoa(i)), jetstream.WithMsgID("thread-"+gen+"-"+strconv.Itoa(i)))
+		cancel()
+		var api *jetstream.APIError
+		if errors.As(err, &api) && api.ErrorCode == errCodeMaxMsgs {
+			return nil
+		}
+		if errors.Is(err, jetstream.ErrNoStreamResponse) || unanswered(ctx, err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("plan thread %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// deleteFreeThreads takes up to n free threads from the plan's consumer,
+// without waiting, as a worker takes one, and deletes them; it returns how
+// many it took. A thread it took and failed to delete goes back to the
+// pool after the consumer's ack wait.
+func deleteFreeThreads(ctx context.Context, s jetstream.Stream, n int) (int, error) {
+	c, err := s.Consumer(ctx, dispatcher.PlanConsumer)
+	if err != nil {
+		return 0, fmt.Errorf("plan consumer: %w", err)
+	}
+	batch, err := c.FetchNoWait(n)
+	if err != nil {
+		return 0, fmt.Errorf("free plan threads: %w", err)
+	}
+	took := 0
+	for m := range batch.Messages() {
+		md, err := m.Metadata()
+		if err != nil {
+			return took, fmt.Errorf("free plan thread: %w", err)
+		}
+		dctx, cancel := context.WithTimeout(ctx, planCallWait)
+		err = s.DeleteMsg(dctx, md.Sequence.Stream)
+		cancel()
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return took, fmt.Errorf("remove free plan thread %d: %w", md.Sequence.Stream, err)
+		}
+		took++
+	}
+	// The batch's own error (none free, or a worker's pull waiting before
+	// this one) leaves the threads not taken as held: a free one marked
+	// retiring is removed by the next Acquire that takes it, or here.
+	return took, nil
+}
+
+// liveRetiring returns the retiring threads info's metadata names that
+// the stream still holds, in order.
+func liveRetiring(info *jetstream.StreamInfo) []uint64 {
+	gone := make(map[uint64]bool, len(info.State.Deleted))
+	for _, seq := range info.State.Deleted {
+		gone[seq] = true
+	}
+	var out []uint64
+	for seq := range dispatcher.ParseRetiring(info.Config.Metadata) {
+		if info.State.Msgs > 0 && seq >= info.State.FirstSeq && seq <= info.State.LastSeq && !gone[seq] {
+			out = append(out, seq)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// withRetiring returns meta naming retiring (dispatcher.PlanMetaRetiring),
+// without the key when none is.
+func withRetiring(meta map[string]string, retiring []uint64) map[string]string {
+	out := maps.Clone(meta)
+	if len(retiring) == 0 {
+		return out
+	}
+	seqs := make([]string, len(retiring))
+	for i, seq := range retiring {
+		seqs[i] = strconv.FormatUint(seq, 10)
+	}
+	out[dispatcher.PlanMetaRetiring] = strings.Join(seqs, ",")
+	return out
 }
