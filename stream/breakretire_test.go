@@ -10,8 +10,12 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
+	"github.com/captchaq/captchaq/stream/broker"
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 )
 
@@ -129,4 +133,174 @@ func TestBreakARetiringAckLandingAfterTheTakeBackLosesAThread(t *testing.T) {
 	t.Logf("quota 4 -> 2 -> 4, one retiring ack landing after the take-back: plan stream %d threads, consumer %d", msgs, pool)
 	require.Equal(t, uint64(4), msgs, "the quota of 4 has its 4 threads")
 	require.Equal(t, uint64(4), pool)
+}
+
+// Two operators' changes, 2 then 4, one after the other, while two
+// workers' captchas end and start all the time (30 ms each at the
+// emulator), the workers on a link whose every write takes 3 ms (a
+// worker a few hundred kilometres from its server): a holder's ack of a
+// retiring thread lands 3 ms after its read of the list, and a change
+// in between loses the thread (the next SetPlan(4) publishes it again).
+// After the last SetPlan(4) and once every task ended, the pool must
+// have its 4 threads, the service must never have held more than 4, and
+// each task is paid once.
+func TestBreakQuotaChurnOverSlowLinksKeepsTheQuotasThreads(t *testing.T) {
+	t.Parallel()
+	quotaChurn(t, 3*time.Millisecond)
+}
+
+// slowLink is a client's link to ns on which each write waits lag.
+type slowLink struct {
+	ns  *server.Server
+	lag time.Duration
+}
+
+func (s slowLink) InProcessConn() (net.Conn, error) {
+	c, err := s.ns.InProcessConn()
+	if err != nil {
+		return nil, err
+	}
+	return &laggingConn{Conn: c, lag: s.lag}, nil
+}
+
+type laggingConn struct {
+	net.Conn
+	lag time.Duration
+}
+
+func (c *laggingConn) Write(p []byte) (int, error) {
+	time.Sleep(c.lag)
+	return c.Conn.Write(p)
+}
+
+// quotaChurn runs TestBreakQuotaChurnOverSlowLinksKeepsTheQuotasThreads with the workers' writes each taking
+// lag.
+func quotaChurn(t *testing.T, lag time.Duration) {
+	b := setup(t, Topology{Memory: underRace})
+	ctx := testContext(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: fixed(30 * time.Millisecond)}}, 0.01)
+	admin, err := NewAdmin(b.connect(t), AdminConfig{Topology: b.top})
+	require.NoError(t, err)
+	require.NoError(t, admin.SetPlan(ctx, 4))
+	for range 2 {
+		nc, err := nats.Connect("", nats.InProcessServer(slowLink{ns: b.ns, lag: lag}))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		b.startWorkerOn(t, nc, WorkerConfig{Solver: sc, Threads: 30})
+	}
+	const tasks = 200
+	rs, err := b.client.SubmitAll(ctx, pagesBurst("churn", tasks))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- b.client.WaitAll(ctx, rs, func(o Outcome, err error) {}) }()
+	rounds := 0
+churn:
+	for {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+			break churn
+		default:
+		}
+		require.NoError(t, admin.SetPlan(ctx, 2))
+		require.NoError(t, admin.SetPlan(ctx, 4))
+		rounds++
+	}
+	js, err := jetStreamOf(b.nc, b.top)
+	require.NoError(t, err)
+	// Every captcha ended (the workers may still hold threads while
+	// they look for a task: held threads are messages all the same).
+	require.Eventually(t, func() bool { return api.Stats().Concurrent == 0 }, 10*time.Second, 5*time.Millisecond)
+	s, err := js.Stream(ctx, dispatcher.PlanStream)
+	require.NoError(t, err)
+	c, err := js.Consumer(ctx, dispatcher.PlanStream, dispatcher.PlanConsumer)
+	require.NoError(t, err)
+	st := api.Stats()
+	ci := c.CachedInfo()
+	t.Logf("workers' writes %v each, %d rounds of SetPlan(2), SetPlan(4) while %d tasks ran: most at once %d; plan stream %d threads, consumer %d (free and held), retiring %q; paid %d",
+		lag, rounds, tasks, st.MaxConcurrent, s.CachedInfo().State.Msgs, ci.NumPending+uint64(ci.NumAckPending),
+		s.CachedInfo().Config.Metadata[dispatcher.PlanMetaRetiring], st.Submitted)
+	paidOnceAcross(t, tasks, st)
+	require.LessOrEqual(t, st.MaxConcurrent, 4, "no more than the largest quota")
+	require.Equal(t, uint64(4), s.CachedInfo().State.Msgs, "the quota of 4 has its 4 threads")
+	require.Equal(t, uint64(4), ci.NumPending+uint64(ci.NumAckPending))
+	for seq := range dispatcher.ParseRetiring(s.CachedInfo().Config.Metadata) {
+		_, err := s.GetMsg(ctx, seq)
+		require.ErrorIs(t, err, jetstream.ErrMsgNotFound, "thread %d named retiring under the quota of 4 is gone", seq)
+	}
+}
+
+// The broker restarts on its file store while a worker holds the 4
+// threads of a quota just shrunk to 2 (2 of them retiring): under the
+// interest retention no thread may be lost or gained at the restart, the
+// retiring ones stay named, and their holders' acks remove them, leaving
+// the 2 of the quota. Nothing is paid (no service).
+func TestBreakTheBrokerRestartingKeepsHeldAndRetiringThreads(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ns, err := broker.Start(broker.Config{StoreDir: dir, Listen: true, Port: -1, LazySync: true})
+	require.NoError(t, err)
+	port := ns.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	conn := func() *nats.Conn {
+		nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	anc, wnc := conn(), conn()
+	ensureAsAdmin(t, anc, Topology{})
+	ctx := testContext(t)
+	adm, err := NewAdmin(anc, AdminConfig{})
+	require.NoError(t, err)
+	require.NoError(t, adm.SetPlan(ctx, 4))
+	wjs, err := jetStreamOf(wnc, Topology{})
+	require.NoError(t, err)
+	gate := &dispatcher.PlanGate{JS: wjs}
+	held, err := gate.Acquire(ctx, 4, time.Second, time.Now())
+	require.NoError(t, err)
+	require.Len(t, held, 4)
+	require.NoError(t, adm.SetPlan(ctx, 2))
+
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	ns, err = broker.Start(broker.Config{StoreDir: dir, Listen: true, Port: port, LazySync: true})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return anc.IsConnected() && wnc.IsConnected() }, 10*time.Second, 10*time.Millisecond, "reconnected")
+	ajs, err := jetStreamOf(anc, Topology{})
+	require.NoError(t, err)
+	state := func() (msgs, free, heldN uint64, retiring int) {
+		var s jetstream.Stream
+		var c jetstream.Consumer
+		require.Eventually(t, func() bool {
+			s, err = ajs.Stream(ctx, dispatcher.PlanStream)
+			if err != nil {
+				return false
+			}
+			c, err = ajs.Consumer(ctx, dispatcher.PlanStream, dispatcher.PlanConsumer)
+			return err == nil
+		}, 10*time.Second, 20*time.Millisecond)
+		ci := c.CachedInfo()
+		return s.CachedInfo().State.Msgs, ci.NumPending, uint64(ci.NumAckPending), len(dispatcher.ParseRetiring(s.CachedInfo().Config.Metadata))
+	}
+	msgs, free, h, r := state()
+	t.Logf("after the restart: plan stream %d threads, %d free, %d held, %d retiring", msgs, free, h, r)
+	require.Equal(t, uint64(4), msgs, "no thread lost or gained at the restart")
+	require.Equal(t, 2, r)
+	gate.Refresh()
+	for _, th := range held {
+		th.Release()
+	}
+	require.Eventually(t, func() bool {
+		again, err := gate.Acquire(ctx, 4, 10*time.Millisecond, time.Now())
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(again), 2, "no more than the quota handed out")
+		for _, th := range again {
+			th.Release()
+		}
+		msgs, _, _, _ = state()
+		return msgs == 2
+	}, 10*time.Second, 20*time.Millisecond)
+	msgs, free, h, r = state()
+	t.Logf("after the releases: plan stream %d threads, %d free, %d held, %d retiring", msgs, free, h, r)
 }
