@@ -2,6 +2,7 @@ package stream
 
 import (
 	"bytes"
+	"encoding/json"
 	"net"
 	"os"
 	"sync"
@@ -140,8 +141,8 @@ func TestBreakARetiringAckLandingAfterTheTakeBackLosesAThread(t *testing.T) {
 // emulator), the workers on a link whose every write takes 3 ms (a
 // worker a few hundred kilometres from its server): a holder's ack of a
 // retiring thread lands 3 ms after its read of the list, and a change
-// in between loses the thread (the next SetPlan(4) publishes it again).
-// After the last SetPlan(4) and once every task ended, the pool must
+// in between loses the thread (the next SetPlan(4) publishes it again):
+// counted, and a failure under CAPTCHAQ_KNOWN_HOLES=1. After the last SetPlan(4) and once every task ended, the pool must
 // have its 4 threads, the service must never have held more than 4, and
 // each task is paid once.
 func TestBreakQuotaChurnOverSlowLinksKeepsTheQuotasThreads(t *testing.T) {
@@ -193,7 +194,9 @@ func quotaChurn(t *testing.T, lag time.Duration) {
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- b.client.WaitAll(ctx, rs, func(o Outcome, err error) {}) }()
-	rounds := 0
+	js, err := jetStreamOf(b.nc, b.top)
+	require.NoError(t, err)
+	rounds, lost := 0, 0
 churn:
 	for {
 		select {
@@ -202,12 +205,15 @@ churn:
 			break churn
 		default:
 		}
+		// After SetPlan(4) no thread is retiring: one gone since was
+		// acked on a list read before the take-back.
+		if ps, err := js.Stream(ctx, dispatcher.PlanStream); err == nil && rounds > 0 {
+			lost += 4 - int(ps.CachedInfo().State.Msgs)
+		}
 		require.NoError(t, admin.SetPlan(ctx, 2))
 		require.NoError(t, admin.SetPlan(ctx, 4))
 		rounds++
 	}
-	js, err := jetStreamOf(b.nc, b.top)
-	require.NoError(t, err)
 	// Every captcha ended (the workers may still hold threads while
 	// they look for a task: held threads are messages all the same).
 	require.Eventually(t, func() bool { return api.Stats().Concurrent == 0 }, 10*time.Second, 5*time.Millisecond)
@@ -217,13 +223,19 @@ churn:
 	require.NoError(t, err)
 	st := api.Stats()
 	ci := c.CachedInfo()
-	t.Logf("workers' writes %v each, %d rounds of SetPlan(2), SetPlan(4) while %d tasks ran: most at once %d; plan stream %d threads, consumer %d (free and held), retiring %q; paid %d",
-		lag, rounds, tasks, st.MaxConcurrent, s.CachedInfo().State.Msgs, ci.NumPending+uint64(ci.NumAckPending),
+	t.Logf("stream seqs %d..%d, %d deleted between", s.CachedInfo().State.FirstSeq, s.CachedInfo().State.LastSeq, s.CachedInfo().State.NumDeleted)
+	t.Logf("workers' writes %v each, %d rounds of SetPlan(2), SetPlan(4) (%d threads lost between rounds, published again by the next) while %d tasks ran: most at once %d; plan stream %d threads, consumer %d (free and held), retiring %q; paid %d",
+		lag, rounds, lost, tasks, st.MaxConcurrent, s.CachedInfo().State.Msgs, ci.NumPending+uint64(ci.NumAckPending),
 		s.CachedInfo().Config.Metadata[dispatcher.PlanMetaRetiring], st.Submitted)
 	paidOnceAcross(t, tasks, st)
 	require.LessOrEqual(t, st.MaxConcurrent, 4, "no more than the largest quota")
 	require.Equal(t, uint64(4), s.CachedInfo().State.Msgs, "the quota of 4 has its 4 threads")
 	require.Equal(t, uint64(4), ci.NumPending+uint64(ci.NumAckPending))
+	if os.Getenv("CAPTCHAQ_KNOWN_HOLES") == "1" {
+		// main: 1, 5 and 6 lost in 148, 142 and 162 rounds
+		// (TestBreakARetiringAckLandingAfterTheTakeBackLosesAThread).
+		require.Zero(t, lost, "threads lost between rounds")
+	}
 	for seq := range dispatcher.ParseRetiring(s.CachedInfo().Config.Metadata) {
 		_, err := s.GetMsg(ctx, seq)
 		require.ErrorIs(t, err, jetstream.ErrMsgNotFound, "thread %d named retiring under the quota of 4 is gone", seq)
@@ -303,4 +315,43 @@ func TestBreakTheBrokerRestartingKeepsHeldAndRetiringThreads(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	msgs, free, h, r = state()
 	t.Logf("after the releases: plan stream %d threads, %d free, %d held, %d retiring", msgs, free, h, r)
+}
+
+// While one thread lives on (held by a long captcha, or never the one a
+// shrink takes), each change that removes threads leaves their sequences
+// as interior deletes of the plan stream: the stream's first sequence
+// stays, its last grows with each thread published, and the admin reads
+// the whole list of deleted sequences at each step of each change
+// (topology.EnsurePlan's info with deleted details). Bounded, it would
+// be no longer than the quota's threads.
+func TestBreakQuotaChangesKeepThePlanStreamsDeletesBounded(t *testing.T) {
+	t.Parallel()
+	knownHole(t, "main: after 100 changes 1 -> 4 with the oldest thread held, 300 deleted sequences (1.1 KB in the admin's info at each step), 3 more per change")
+	b := setup(t, Topology{Memory: underRace})
+	ctx := testContext(t)
+	admin, err := NewAdmin(b.connect(t), AdminConfig{Topology: b.top})
+	require.NoError(t, err)
+	require.NoError(t, admin.SetPlan(ctx, 4))
+	js, err := jetStreamOf(b.connect(t), b.top)
+	require.NoError(t, err)
+	gate := &dispatcher.PlanGate{JS: js}
+	held, err := gate.Acquire(ctx, 1, time.Second, time.Now())
+	require.NoError(t, err)
+	require.Len(t, held, 1)
+	defer held[0].Release()
+	const changes = 100
+	for range changes {
+		require.NoError(t, admin.SetPlan(ctx, 1))
+		require.NoError(t, admin.SetPlan(ctx, 4))
+	}
+	s, err := js.Stream(ctx, dispatcher.PlanStream)
+	require.NoError(t, err)
+	info, err := s.Info(ctx, jetstream.WithDeletedDetails(true))
+	require.NoError(t, err)
+	body, err := json.Marshal(info.State.Deleted)
+	require.NoError(t, err)
+	t.Logf("after %d changes 1 -> 4, the oldest thread held: plan stream %d threads, seqs %d..%d, %d deleted (%d bytes in the admin's info)",
+		changes, info.State.Msgs, info.State.FirstSeq, info.State.LastSeq, info.State.NumDeleted, len(body))
+	require.Equal(t, uint64(4), info.State.Msgs)
+	require.LessOrEqual(t, info.State.NumDeleted, 4, "the deleted sequences the admin reads stay within the quota")
 }
