@@ -355,3 +355,49 @@ func TestBreakQuotaChangesKeepThePlanStreamsDeletesBounded(t *testing.T) {
 	require.Equal(t, uint64(4), info.State.Msgs)
 	require.LessOrEqual(t, info.State.NumDeleted, 4, "the deleted sequences the admin reads stay within the quota")
 }
+
+// A worker holding the 4 threads of a quota just shrunk to 2 dies (its
+// connection closed, no Release): after the ack wait the server hands
+// its threads to another worker, whose Acquire removes the 2 retiring
+// ones instead of handing them out. It never holds more than 2, and the
+// stream ends with the quota's 2. Nothing is paid (no service).
+func TestBreakAWorkerDyingWithRetiringThreadsHandsOutNoMoreThanTheQuota(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{Memory: underRace, AckWait: 300 * time.Millisecond})
+	ctx := testContext(t)
+	admin, err := NewAdmin(b.connect(t), AdminConfig{Topology: b.top})
+	require.NoError(t, err)
+	require.NoError(t, admin.SetPlan(ctx, 4))
+	dying, err := nats.Connect("", nats.InProcessServer(b.ns))
+	require.NoError(t, err)
+	djs, err := jetStreamOf(dying, b.top)
+	require.NoError(t, err)
+	held, err := (&dispatcher.PlanGate{JS: djs}).Acquire(ctx, 4, time.Second, time.Now())
+	require.NoError(t, err)
+	require.Len(t, held, 4)
+	require.NoError(t, admin.SetPlan(ctx, 2))
+	dying.Close()
+
+	js, err := jetStreamOf(b.connect(t), b.top)
+	require.NoError(t, err)
+	gate := &dispatcher.PlanGate{JS: js}
+	most := 0
+	var mine []*dispatcher.PlanThread
+	require.Eventually(t, func() bool {
+		got, err := gate.Acquire(ctx, 4, 50*time.Millisecond, time.Now())
+		require.NoError(t, err)
+		mine = append(mine, got...)
+		for _, th := range mine {
+			th.KeepAlive()
+		}
+		most = max(most, len(mine))
+		s, err := js.Stream(ctx, dispatcher.PlanStream)
+		require.NoError(t, err)
+		return s.CachedInfo().State.Msgs == 2 && len(mine) == 2
+	}, 10*time.Second, 10*time.Millisecond)
+	t.Logf("a dead worker's 4 threads, 2 retiring, taken over: %d held at most by the other worker", most)
+	require.LessOrEqual(t, most, 2)
+	for _, th := range mine {
+		th.Release()
+	}
+}
