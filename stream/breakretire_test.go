@@ -2,6 +2,7 @@ package stream
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -400,4 +401,54 @@ func TestBreakAWorkerDyingWithRetiringThreadsHandsOutNoMoreThanTheQuota(t *testi
 	for _, th := range mine {
 		th.Release()
 	}
+}
+
+// Workers on 3-ms links, captchas ending all the time, and a quota
+// of 4 shrunk to 2 while the service holds 4: once the retiring threads
+// left the stream (their captchas ended), the service never holds more
+// than 2, though the workers' views of the retiring threads lag; each
+// task is paid once.
+func TestBreakASmallerQuotaHoldsOverSlowLinksOnceTheLargersCaptchasEnded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{Memory: underRace})
+	ctx := testContext(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: fixed(30 * time.Millisecond)}}, 0.01)
+	admin, err := NewAdmin(b.connect(t), AdminConfig{Topology: b.top})
+	require.NoError(t, err)
+	require.NoError(t, admin.SetPlan(ctx, 4))
+	for range 2 {
+		nc, err := nats.Connect("", nats.InProcessServer(slowLink{ns: b.ns, lag: 3 * time.Millisecond}))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		b.startWorkerOn(t, nc, WorkerConfig{Solver: sc, Threads: 30})
+	}
+	const tasks = 200
+	rs, err := b.client.SubmitAll(ctx, pagesBurst("smaller", tasks))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return api.Stats().Concurrent >= 4 }, 30*time.Second, time.Millisecond)
+	require.NoError(t, admin.SetPlan(ctx, 2))
+	js, err := jetStreamOf(b.nc, b.top)
+	require.NoError(t, err)
+	sctx, stop := context.WithCancel(ctx)
+	after := make(chan int, 1)
+	go func() {
+		most, drained := 0, false
+		for sctx.Err() == nil {
+			if drained {
+				most = max(most, api.Stats().Concurrent)
+			} else if s, err := js.Stream(sctx, dispatcher.PlanStream); err == nil && s.CachedInfo().State.Msgs == 2 {
+				drained = true
+			}
+			time.Sleep(time.Millisecond)
+		}
+		after <- most
+	}()
+	require.NoError(t, b.client.WaitAll(ctx, rs, func(o Outcome, err error) {}))
+	stop()
+	most := <-after
+	st := api.Stats()
+	t.Logf("quota 4 -> 2 over 3-ms links with captchas ending: most at once %d, after the retiring threads left %d; paid %d", st.MaxConcurrent, most, st.Submitted)
+	paidOnceAcross(t, tasks, st)
+	require.LessOrEqual(t, st.MaxConcurrent, 4)
+	require.LessOrEqual(t, most, 2, "the smaller quota holds once the larger's captchas ended")
 }
