@@ -452,3 +452,51 @@ func TestBreakASmallerQuotaHoldsOverSlowLinksOnceTheLargersCaptchasEnded(t *test
 	require.LessOrEqual(t, st.MaxConcurrent, 4)
 	require.LessOrEqual(t, most, 2, "the smaller quota holds once the larger's captchas ended")
 }
+
+// An operator adds a consumer of their own on the plan stream (to look
+// at it) that acks nothing. Under the interest retention a retiring
+// thread's ack no longer removes it: the stream keeps it while the plan's
+// consumer has it acked, and the next larger quota takes it back as a
+// live thread no worker can take. The quota of 4 then has 2 threads to
+// hand out, at each SetPlan(4), for as long as that consumer stays.
+func TestBreakASecondConsumerOnThePlanStreamKeepsTheQuotasThreads(t *testing.T) {
+	t.Parallel()
+	knownHole(t, "main: with an operator's consumer on the plan stream, 4 -> 2 -> 4 leaves the plan's consumer 2 threads (stream 4) after two SetPlan(4)")
+	b := setup(t, Topology{Memory: underRace})
+	ctx := testContext(t)
+	admin, err := NewAdmin(b.connect(t), AdminConfig{Topology: b.top})
+	require.NoError(t, err)
+	require.NoError(t, admin.SetPlan(ctx, 4))
+	js, err := jetStreamOf(b.connect(t), b.top)
+	require.NoError(t, err)
+	_, err = js.CreateOrUpdateConsumer(ctx, dispatcher.PlanStream, jetstream.ConsumerConfig{Durable: "operator-look", AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	gate := &dispatcher.PlanGate{JS: js}
+	held, err := gate.Acquire(ctx, 4, time.Second, time.Now())
+	require.NoError(t, err)
+	require.Len(t, held, 4)
+	require.NoError(t, admin.SetPlan(ctx, 2))
+	gate.Refresh()
+	_, err = gate.Acquire(ctx, 1, 10*time.Millisecond, time.Now())
+	require.NoError(t, err)
+	for _, th := range held {
+		th.Release()
+	}
+	c, err := js.Consumer(ctx, dispatcher.PlanStream, dispatcher.PlanConsumer)
+	require.NoError(t, err)
+	// The retiring two acked, the other two given back (a Nak leaves
+	// them pending until the consumer hands them out again).
+	require.Eventually(t, func() bool {
+		ci, err := c.Info(ctx)
+		return err == nil && ci.NumAckPending == 2
+	}, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, admin.SetPlan(ctx, 4))
+	require.NoError(t, admin.SetPlan(ctx, 4))
+	ci, err := c.Info(ctx)
+	require.NoError(t, err)
+	s, err := js.Stream(ctx, dispatcher.PlanStream)
+	require.NoError(t, err)
+	t.Logf("4 -> 2 -> 4 with an operator's consumer on the plan stream: plan stream %d threads, the plan's consumer %d to hand out",
+		s.CachedInfo().State.Msgs, ci.NumPending+uint64(ci.NumAckPending))
+	require.Equal(t, uint64(4), ci.NumPending+uint64(ci.NumAckPending), "the quota of 4 has 4 threads to hand out")
+}
