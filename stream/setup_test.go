@@ -93,6 +93,12 @@ type runningWorker struct {
 // end of the test.
 func (b *bundle) startWorker(t *testing.T, cfg WorkerConfig) *runningWorker {
 	t.Helper()
+	return b.startWorkerOn(t, b.connect(t), cfg)
+}
+
+// startWorkerOn is startWorker on the connection nc.
+func (b *bundle) startWorkerOn(t *testing.T, nc *nats.Conn, cfg WorkerConfig) *runningWorker {
+	t.Helper()
 	if cfg.Topology.Stream == "" {
 		cfg.Topology = b.top
 	}
@@ -103,7 +109,6 @@ func (b *bundle) startWorker(t *testing.T, cfg WorkerConfig) *runningWorker {
 		cfg.Policy = retry.Policy{InitialInterval: 50 * time.Millisecond, MaxInterval: 200 * time.Millisecond, NoJitter: true,
 			CapacityDelay: 50 * time.Millisecond, CapacityMaxDelay: 200 * time.Millisecond}
 	}
-	nc := b.connect(t)
 	w, err := NewWorker(testContext(t), nc, cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
