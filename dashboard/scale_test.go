@@ -339,26 +339,27 @@ func TestTheListsKeepTheirRowsAfterMidnight(t *testing.T) {
 	clocks := []struct {
 		name  string
 		ahead time.Duration
-		shows string // what a time's cell shows, for a time of now
+		date  bool // whether a time's cell shows its date rather than its time
 	}{
-		{"today", 0, now.Format(":04:05")},
-		{"just after midnight", midnight.Add(time.Minute).Sub(now), now.Format(":04:05")},
-		{"two days on", 48 * time.Hour, now.Format("Jan 2")},
+		{"today", 0, false},
+		{"just after midnight", midnight.Add(time.Minute).Sub(now), false},
+		{"two days on", 48 * time.Hour, true},
 	}
 	heights := map[string]map[string][2]float64{}
+	cells := map[string]map[string][2]string{} // a time's cell: its text and its title
 	for _, c := range clocks {
 		page, problems := browser(t)
 		require.NoError(t, chromedp.Do(page, clockAhead(c.ahead), chromedp.Navigate(b.web.URL), chromedp.WaitVisible(`#live.on`), waitText(`#range`, "of 30")))
-		heights[c.name] = map[string][2]float64{}
+		heights[c.name], cells[c.name] = map[string][2]float64{}, map[string][2]string{}
 		for _, tab := range []struct{ name, want string }{{"tasks", "of 30"}, {"outcomes", "of "}, {"dead", "of 4"}} {
 			require.NoError(t, chromedp.Do(page, chromedp.Click(fmt.Sprintf(`.tab[data-tab=%q]`, tab.name)),
-				waitText(`#range`, tab.want), chromedp.WaitVisible(`#list tbody tr[data-task] td.when`)))
-			cell, err := chromedp.Run(page, chromedp.Evaluate[[]string](`(() => { const e = document.querySelector("#list tbody tr[data-task] td.when"); return [e.textContent, e.title]; })()`))
+				waitText(`#range`, tab.want), chromedp.WaitVisible(`#list tbody tr[data-task]`)))
+			// A page without td.when (the old one) reads no cell: the rows'
+			// heights below, checked first, say what it got wrong.
+			cell, err := chromedp.Run(page, chromedp.Evaluate[[2]string](`(() => { const e = document.querySelector("#list tbody tr[data-task] td.when"); return e ? [e.textContent, e.title] : ["", ""]; })()`))
 			require.NoError(t, err)
+			cells[c.name][tab.name] = cell
 			t.Logf("%s, %s: a time's cell shows %q, titled %q", c.name, tab.name, cell[0], cell[1])
-			require.Contains(t, cell[0], c.shows, "%s, %s", c.name, tab.name)
-			require.Contains(t, cell[1], now.Format("Jan 2"), "the title names the date")
-			require.Contains(t, cell[1], ":", "and the time")
 			heights[c.name][tab.name] = rowHeights(t, page)
 			t.Logf("%s, %s: rows %v px high (tallest, shortest)", c.name, tab.name, heights[c.name][tab.name])
 		}
@@ -367,6 +368,22 @@ func TestTheListsKeepTheirRowsAfterMidnight(t *testing.T) {
 	for tab, h := range heights["today"] {
 		for _, c := range clocks[1:] {
 			require.LessOrEqual(t, heights[c.name][tab][0], h[0], "%s: the %s list's tallest row as by day at most", c.name, tab)
+		}
+	}
+	for _, c := range clocks {
+		for tab, cell := range cells[c.name] {
+			// The cell against its own title, not against the test's now:
+			// the fixture stamps its rows up to ~50 ms before now, in the
+			// second before it in about one run of 20.
+			if c.date {
+				require.True(t, strings.HasPrefix(cell[1], cell[0]+" "), "%s, %s: the cell shows the title's date", c.name, tab)
+				require.NotContains(t, cell[0], ":", "%s, %s: and no time", c.name, tab)
+			} else {
+				require.True(t, strings.HasSuffix(cell[1], " "+cell[0]), "%s, %s: the cell shows the title's time", c.name, tab)
+				require.Contains(t, cell[0], ":", "%s, %s: a time", c.name, tab)
+			}
+			require.Contains(t, cell[1], now.Format("Jan 2"), "%s, %s: the title names the date", c.name, tab)
+			require.Contains(t, cell[1], ":", "%s, %s: and the time", c.name, tab)
 		}
 	}
 }

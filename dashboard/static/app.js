@@ -53,13 +53,19 @@ function clock(iso) { return isZero(iso) ? "-" : new Date(iso).toLocaleTimeStrin
 // what is older; the cell's title holds both. A date beside the time broke
 // each row of a narrow list over a third line just after midnight (CI's
 // TestDashboardAtScale, at 00:0x), while a date alone or a time alone is
-// never wider than the time was by day.
+// never wider than the time was by day. A time ahead of the page's clock
+// on the page's next day names its date (TestATimeAheadOfThePageAcross-
+// MidnightNamesItsDate).
 function stampCell(iso) {
   if (isZero(iso)) return td("-", "when");
   const d = new Date(iso), now = new Date();
   const date = d.toLocaleDateString(undefined, d.getFullYear() === now.getFullYear() ? { month: "short", day: "numeric" } : { year: "numeric", month: "short", day: "numeric" });
   const time = d.toLocaleTimeString();
-  return el("td", { class: "when", title: date + " " + time }, Math.abs(now - d) < 864e5 ? time : date);
+  // A time ahead of the page's clock (its clock behind the server's or a
+  // worker's) is a time only on the page's own day: on its next day the
+  // time would read as yesterday's.
+  const ago = now - d, recent = ago < 864e5 && (ago >= 0 || d.toDateString() === now.toDateString());
+  return el("td", { class: "when", title: date + " " + time }, recent ? time : date);
 }
 function age(fromISO, now) { return isZero(fromISO) ? "-" : dur((now - new Date(fromISO)) / 1000); }
 function dur(s) {
