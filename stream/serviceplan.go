@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -83,6 +84,7 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 	}
 	// Set while readings of several accounts hold no quota: said once.
 	several := false
+	lacking := &planLacking{}
 	follow := func(ws map[string]pool.PlanWindow) {
 		told, accounts := pool.ServiceReading(ws)
 		if accounts > 1 {
@@ -105,8 +107,10 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 			log.Warn("read the plan quota to follow the service's plan", slog.Any("error", err))
 			return
 		case plan.Threads > 0 && !plan.FromService:
-			return // the operator's
+			a.healPlan(ctx, js, log, lacking) // the operator's
+			return
 		case plan.Threads == told && plan.Early == o.early && !operatorRecorded(ctx, js):
+			a.healPlan(ctx, js, log, lacking)
 			return
 		}
 		set, err := topology.EnsureServicePlan(ctx, js, a.cfg.Topology.spec(), told, o.early)
@@ -139,10 +143,14 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 	go func() {
 		t := time.NewTicker(topology.PlanFollowerEvery)
 		defer t.Stop()
+		heal := time.NewTicker(planHealEvery)
+		defer heal.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
+			case <-heal.C:
+				a.healPlan(ctx, js, log, lacking)
 			case <-t.C:
 				if err := topology.MarkPlanFollower(ctx, js, now()); err != nil && ctx.Err() == nil {
 					log.Warn("renew the mark that this server follows the plan the service tells", slog.Any("error", err))
@@ -151,6 +159,76 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 		}
 	}()
 	return nil
+}
+
+// planHealEvery is how often FollowServicePlan looks, beside each
+// reading, whether the plan stream lacks threads (healPlan).
+const planHealEvery = 10 * time.Second
+
+// healPlan puts back the threads the plan stream lacks for the quota it
+// holds (topology.PlanLack), the service's or an operator's. A quota
+// change never removes a held thread, and so a thread can go missing: a
+// retiring thread's ack landing just after a larger quota took it back
+// (TestBreakARetiringAckLandingAfterTheTakeBackLosesAThread), the plan's
+// consumer removed (its threads go with it). Missing, it would stay so
+// until the next change, and with every thread missing the pool would
+// wait forever (CI's TestAQuotaRemovedLeavesTheWorkerBoundedByItsPlan
+// once found the service's quota of 6 with no thread, and a task never
+// solved). An operator's quota is put back only as the operator's record
+// (topology.ReadOperatorPlan) says it, so that an operator setting
+// another one at that moment is not undone; the write is
+// EnsureServicePlan's, which gives way to an operator as the follower's
+// writes do, and it publishes only what the live threads lack (the
+// stream's MaxMsgs refuses more).
+func (a *Admin) healPlan(ctx context.Context, js jetstream.JetStream, log *slog.Logger, lacking *planLacking) {
+	plan, lack, err := topology.PlanLack(ctx, js)
+	if err != nil || !lacking.due(lack, time.Now()) {
+		return
+	}
+	if !plan.FromService {
+		op, err := topology.ReadOperatorPlan(ctx, js)
+		if err != nil || op.Threads != plan.Threads || op.Early != plan.Early {
+			return
+		}
+	}
+	if _, err := topology.EnsureServicePlan(ctx, js, a.cfg.Topology.spec(), plan.Threads, plan.Early); err != nil {
+		if ctx.Err() == nil {
+			log.Warn("put back the threads the plan-wide quota lacks", slog.Int("threads", plan.Threads), slog.Int("lacked", lack), slog.Any("error", err))
+		}
+		return
+	}
+	lacking.due(0, time.Now())
+	log.Warn("the plan-wide quota lacked threads: put back", slog.Int("threads", plan.Threads), slog.Int("lacked", lack), slog.Bool("from_service", plan.FromService))
+}
+
+// planLacking is when healPlan first found the plan stream lacking
+// threads, since then without a break. A write of a larger quota lacks
+// its new threads for the moment between its metadata and its publishes:
+// only a lack still there planLackGrace later is put back, so that a
+// change under way is not reported as a loss (EnsurePlan's writers
+// running at once would not overshoot: the stream's MaxMsgs refuses it).
+type planLacking struct {
+	mu    sync.Mutex
+	since time.Time
+}
+
+// planLackGrace is how long a lack lasts before healPlan puts it back.
+const planLackGrace = time.Second
+
+// due records a look that found lack threads missing at now, and reports
+// whether they have been missing for planLackGrace.
+func (l *planLacking) due(lack int, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case lack == 0:
+		l.since = time.Time{}
+		return false
+	case l.since.IsZero():
+		l.since = now
+		return false
+	}
+	return now.Sub(l.since) >= planLackGrace
 }
 
 // unfollowAccounts removes the plan-wide quota set from the service's

@@ -403,3 +403,41 @@ func withRetiring(meta map[string]string, retiring []uint64) map[string]string {
 	out[dispatcher.PlanMetaRetiring] = strings.Join(seqs, ",")
 	return out
 }
+
+// PlanLack reads the plan stream and returns the quota its metadata
+// holds and how many live threads, retiring ones aside, it lacks for it
+// (0 when none is set, or none is missing). A stream without its consumer
+// lacks every thread: under interest retention a thread published with
+// no consumer there is dropped (nats-server v2.15.3 stream.go,
+// processJetStreamMsg: "If we are interest based retention and have no
+// consumers then we can skip", answered as stored). Threads go missing
+// when a holder's ack of a retiring thread lands just after a larger
+// quota took it back (TestBreakARetiringAckLandingAfterTheTakeBackLosesAThread),
+// or when a write races another admin's removal of the stream; HealPlan
+// puts them back.
+func PlanLack(ctx context.Context, js jetstream.JetStream) (dispatcher.Plan, int, error) {
+	s, err := js.Stream(ctx, dispatcher.PlanStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return dispatcher.Plan{}, 0, nil
+	}
+	if err != nil {
+		return dispatcher.Plan{}, 0, fmt.Errorf("plan stream: %w", err)
+	}
+	info, err := s.Info(ctx, jetstream.WithDeletedDetails(true))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return dispatcher.Plan{}, 0, nil
+	}
+	if err != nil {
+		return dispatcher.Plan{}, 0, fmt.Errorf("plan stream: %w", err)
+	}
+	meta := info.Config.Metadata
+	threads, err := strconv.Atoi(meta[dispatcher.PlanMetaThreads])
+	if err != nil {
+		return dispatcher.Plan{}, 0, fmt.Errorf("plan stream: bad %s metadata: %w", dispatcher.PlanMetaThreads, err)
+	}
+	p := dispatcher.Plan{Threads: threads, Early: meta[dispatcher.PlanMetaEarly] == "true", FromService: meta[dispatcher.PlanMetaSource] == dispatcher.PlanSourceService}
+	if info.State.Consumers == 0 {
+		return p, threads, nil
+	}
+	return p, max(0, threads-(int(info.State.Msgs)-len(liveRetiring(info)))), nil
+}

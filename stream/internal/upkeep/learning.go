@@ -143,6 +143,9 @@ type Learning struct {
 	leave  []func()
 	mu     sync.Mutex
 	pooled bool // a plan-wide quota bounds the learner (pooledPlan); under mu
+	// heldService: the quota bounding the learner is the service's, as
+	// last said; under mu.
+	heldService bool
 	// lifted receives when the worker's plan gate found the quota gone
 	// (QuotaLifted): the worker shares its reading at once, so that a
 	// server that follows sets the service's quota again.
@@ -356,6 +359,13 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 	l.mu.Lock()
 	pooled := plan.Threads > 0
 	changed := pooled != l.pooled
+	// Said when the quota held becomes the service's, also straight from
+	// an operator's: the operator's removed and the service's set before
+	// this worker looked in between (TestAQuotaRemovedLeavesTheWorkerBoundedByItsPlan
+	// waited for the line in vain, 1 run of 20).
+	fromService := pooled && plan.FromService
+	announce := fromService && !l.heldService
+	l.heldService = fromService
 	if changed {
 		l.pooled = pooled
 		// The gate looks for the quota before the window stops bounding,
@@ -369,10 +379,8 @@ func (l *Learning) followQuota(ctx context.Context, store *pool.Timings, told in
 		}
 	}
 	l.mu.Unlock()
-	if changed {
-		if pooled && plan.FromService {
-			l.Log.Info("holding the plan-wide quota set from the plan the service told", slog.Int("threads", plan.Threads))
-		}
+	if announce {
+		l.Log.Info("holding the plan-wide quota set from the plan the service told", slog.Int("threads", plan.Threads))
 	}
 	return nil
 }
@@ -409,7 +417,7 @@ func (l *Learning) QuotaLifted() {
 	if !ok || !l.pooled {
 		return // not bounded by a quota: nothing to do, nothing to share
 	}
-	l.pooled = false
+	l.pooled, l.heldService = false, false
 	p.PoolQuota(false)
 	if l.lifted != nil {
 		select {
