@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -138,4 +139,31 @@ func planConsumerThere(t *testing.T, b *bundle) bool {
 	require.NoError(t, err)
 	_, err = js.Consumer(testContext(t), dispatcher.PlanStream, dispatcher.PlanConsumer)
 	return err == nil
+}
+
+// planState describes b's plan stream and consumer, for a failure's log.
+// It runs in a test's Cleanup, where the test's own context is gone.
+func planState(b *bundle) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	js, err := jetStreamOf(b.nc, b.top)
+	if err != nil {
+		return err.Error()
+	}
+	s, err := js.Stream(ctx, dispatcher.PlanStream)
+	if err != nil {
+		return "stream: " + err.Error()
+	}
+	info, err := s.Info(ctx, jetstream.WithDeletedDetails(true))
+	if err != nil {
+		return "stream: " + err.Error()
+	}
+	out := fmt.Sprintf("stream created %s, metadata %v, retention %v, max msgs %d, state %+v", info.Created.Format(time.RFC3339Nano), info.Config.Metadata, info.Config.Retention, info.Config.MaxMsgs, info.State)
+	c, err := s.Consumer(ctx, dispatcher.PlanConsumer)
+	if err != nil {
+		return out + "; consumer: " + err.Error()
+	}
+	ci := c.CachedInfo()
+	return out + fmt.Sprintf("; consumer created %s, delivered %+v, ack floor %+v, ack pending %d, redelivered %d, waiting %d, pending %d",
+		ci.Created.Format(time.RFC3339Nano), ci.Delivered, ci.AckFloor, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting, ci.NumPending)
 }

@@ -29,9 +29,15 @@ func TestAQuotaRemovedLeavesTheWorkerBoundedByItsPlan(t *testing.T) {
 	b := setup(t, Topology{})
 	ctx := testContext(t)
 	require.NoError(t, SetPlan(ctx, b.nc, b.top, 4))
-	followServicePlan(t, b)
+	var followed logbuf.Buffer
+	followLogged(t, b, &followed)
 	api := toldAPI(6, "")
 	var logs logbuf.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the plan at the failure: %s\nthe follower's log:\n%s\nthe worker's log:\n%s", planState(b), followed.String(), logs.String())
+		}
+	})
 	b.startWorker(t, WorkerConfig{Name: "w1", NewSolver: newSolverOf(t, api), Threads: 20, ShareTimingsEvery: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	burstSolved(t, b, api, pagesBurst("held", 8))

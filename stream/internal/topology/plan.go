@@ -90,10 +90,15 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 	// Each write carries the retiring threads (dispatcher.PlanMetaRetiring)
 	// the stream names: a write without them would hand those threads
 	// back to the pool while their captchas are at the service.
+	// Each call of the plan stream is bounded (planCallWait): on a
+	// cluster, a call racing another operator's removal and create can go
+	// unanswered (TestBreakTwoOperatorsOnTwoNodesOfACluster).
 	var retiring []uint64
-	if old, err := js.Stream(ctx, dispatcher.PlanStream); err == nil {
+	rctx, cancel := context.WithTimeout(ctx, planCallWait)
+	if old, err := js.Stream(rctx, dispatcher.PlanStream); err == nil {
 		retiring = liveRetiring(old.CachedInfo())
 	}
+	cancel()
 	for try := range planTries {
 		if write {
 			// Bounded (planCallWait): on a cluster, an
@@ -118,7 +123,8 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 			if err != nil {
 				return fmt.Errorf("plan stream: %w", err)
 			}
-			if _, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			cctx, cancel := context.WithTimeout(ctx, planCallWait)
+			_, err = s.CreateOrUpdateConsumer(cctx, jetstream.ConsumerConfig{
 				Durable:       dispatcher.PlanConsumer,
 				Description:   "captchaq workers hold one message per captcha at the service",
 				AckPolicy:     jetstream.AckExplicitPolicy,
@@ -126,7 +132,12 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 				MaxDeliver:    -1,
 				MaxAckPending: -1,
 				DeliverPolicy: jetstream.DeliverAllPolicy,
-			}); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			})
+			cancel()
+			if unanswered(ctx, err) {
+				continue // written again
+			}
+			if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 				if !fromService && storeFailed(err) && ctx.Err() == nil {
 					last = fmt.Errorf("plan consumer: %w", err)
 					retryPlanWrite(ctx, js, err, try)
@@ -136,8 +147,13 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 			}
 			write = false
 		}
-		info, err := s.Info(ctx, jetstream.WithDeletedDetails(true))
+		ictx, cancel := context.WithTimeout(ctx, planCallWait)
+		info, err := s.Info(ictx, jetstream.WithDeletedDetails(true))
+		cancel()
 		switch {
+		case unanswered(ctx, err):
+			write = true // written again, read back after
+			continue
 		case errors.Is(err, jetstream.ErrStreamNotFound) && fromService:
 			return nil // an operator removed the quota meanwhile
 		case errors.Is(err, jetstream.ErrStreamNotFound):
@@ -344,7 +360,9 @@ func publishThreads(ctx context.Context, js jetstream.JetStream, n int) error {
 // many it took. A thread it took and failed to delete goes back to the
 // pool after the consumer's ack wait.
 func deleteFreeThreads(ctx context.Context, s jetstream.Stream, n int) (int, error) {
-	c, err := s.Consumer(ctx, dispatcher.PlanConsumer)
+	cctx, cancel := context.WithTimeout(ctx, planCallWait)
+	c, err := s.Consumer(cctx, dispatcher.PlanConsumer)
+	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("plan consumer: %w", err)
 	}
