@@ -44,6 +44,9 @@ type Admin struct {
 	// mu guards c, the client bound to the stream on first use.
 	mu sync.Mutex
 	c  *Client
+	// healEvery is how often FollowServicePlan looks for lost plan
+	// threads (planHealEvery when 0); tests shorten it.
+	healEvery time.Duration
 }
 
 // NewAdmin returns an admin of the CAPTCHA stream on nc, in

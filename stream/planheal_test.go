@@ -23,6 +23,7 @@ func followLogged(t *testing.T, b *bundle, logs *logbuf.Buffer) {
 	t.Helper()
 	adm, err := NewAdmin(b.nc, AdminConfig{Topology: b.top})
 	require.NoError(t, err)
+	adm.healEvery = 200 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	require.NoError(t, adm.FollowServicePlan(ctx, slog.New(slog.NewTextHandler(logs, nil))))

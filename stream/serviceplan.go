@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -84,7 +83,6 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 	}
 	// Set while readings of several accounts hold no quota: said once.
 	several := false
-	lacking := &planLacking{}
 	follow := func(ws map[string]pool.PlanWindow) {
 		told, accounts := pool.ServiceReading(ws)
 		if accounts > 1 {
@@ -107,10 +105,8 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 			log.Warn("read the plan quota to follow the service's plan", slog.Any("error", err))
 			return
 		case plan.Threads > 0 && !plan.FromService:
-			a.healPlan(ctx, js, log, lacking) // the operator's
-			return
+			return // the operator's
 		case plan.Threads == told && plan.Early == o.early && !operatorRecorded(ctx, js):
-			a.healPlan(ctx, js, log, lacking)
 			return
 		}
 		set, err := topology.EnsureServicePlan(ctx, js, a.cfg.Topology.spec(), told, o.early)
@@ -143,14 +139,19 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 	go func() {
 		t := time.NewTicker(topology.PlanFollowerEvery)
 		defer t.Stop()
-		heal := time.NewTicker(planHealEvery)
+		every := a.healEvery
+		if every <= 0 {
+			every = planHealEvery
+		}
+		heal := time.NewTicker(every)
 		defer heal.Stop()
+		var seen topology.PlanLook // the plan stream at the last look
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-heal.C:
-				a.healPlan(ctx, js, log, lacking)
+				seen = a.healPlan(ctx, js, log, seen)
 			case <-t.C:
 				if err := topology.MarkPlanFollower(ctx, js, now()); err != nil && ctx.Err() == nil {
 					log.Warn("renew the mark that this server follows the plan the service tells", slog.Any("error", err))
@@ -161,74 +162,47 @@ func (a *Admin) FollowServicePlan(ctx context.Context, log *slog.Logger, opts ..
 	return nil
 }
 
-// planHealEvery is how often FollowServicePlan looks, beside each
-// reading, whether the plan stream lacks threads (healPlan).
+// planHealEvery is how often FollowServicePlan looks whether the plan
+// stream lacks threads (healPlan).
 const planHealEvery = 10 * time.Second
 
 // healPlan puts back the threads the plan stream lacks for the quota it
-// holds (topology.PlanLack), the service's or an operator's. A quota
-// change never removes a held thread, and so a thread can go missing: a
-// retiring thread's ack landing just after a larger quota took it back
-// (TestBreakARetiringAckLandingAfterTheTakeBackLosesAThread), the plan's
-// consumer removed (its threads go with it). Missing, it would stay so
-// until the next change, and with every thread missing the pool would
-// wait forever (CI's TestAQuotaRemovedLeavesTheWorkerBoundedByItsPlan
-// once found the service's quota of 6 with no thread, and a task never
-// solved). An operator's quota is put back only as the operator's record
-// (topology.ReadOperatorPlan) says it, so that an operator setting
-// another one at that moment is not undone; the write is
+// holds (topology.PlanLook), the service's or an operator's, when it
+// lacked them at the last look too and nothing changed it in between
+// (prev): a change under way, which lacks its new threads for the moment
+// between its metadata and its publishes, is not taken for a loss, and
+// no third writer joins two admins at work. It returns this look.
+//
+// A quota change never removes a held thread, and so a thread can go
+// missing: a retiring thread's ack landing just after a larger quota
+// took it back (TestBreakARetiringAckLandingAfterTheTakeBackLosesAThread),
+// or the plan's consumer removed (its threads go with it). Missing, it
+// would stay so until the next change, and with every thread missing the
+// pool would wait forever. An operator's quota is put back only as the
+// operator's record (topology.ReadOperatorPlan) says it; the write is
 // EnsureServicePlan's, which gives way to an operator as the follower's
-// writes do, and it publishes only what the live threads lack (the
-// stream's MaxMsgs refuses more).
-func (a *Admin) healPlan(ctx context.Context, js jetstream.JetStream, log *slog.Logger, lacking *planLacking) {
-	plan, lack, err := topology.PlanLack(ctx, js)
-	if err != nil || !lacking.due(lack, time.Now()) {
-		return
+// writes do, and publishes only what the live threads lack (the stream's
+// MaxMsgs refuses more).
+func (a *Admin) healPlan(ctx context.Context, js jetstream.JetStream, log *slog.Logger, prev topology.PlanLook) topology.PlanLook {
+	look, err := topology.LookAtPlan(ctx, js)
+	if err != nil || look.Lack == 0 || look != prev {
+		return look
 	}
+	plan := look.Plan
 	if !plan.FromService {
 		op, err := topology.ReadOperatorPlan(ctx, js)
 		if err != nil || op.Threads != plan.Threads || op.Early != plan.Early {
-			return
+			return look
 		}
 	}
 	if _, err := topology.EnsureServicePlan(ctx, js, a.cfg.Topology.spec(), plan.Threads, plan.Early); err != nil {
 		if ctx.Err() == nil {
-			log.Warn("put back the threads the plan-wide quota lacks", slog.Int("threads", plan.Threads), slog.Int("lacked", lack), slog.Any("error", err))
+			log.Warn("put back the threads the plan-wide quota lacks", slog.Int("threads", plan.Threads), slog.Int("lacked", look.Lack), slog.Any("error", err))
 		}
-		return
+		return topology.PlanLook{}
 	}
-	lacking.due(0, time.Now())
-	log.Warn("the plan-wide quota lacked threads: put back", slog.Int("threads", plan.Threads), slog.Int("lacked", lack), slog.Bool("from_service", plan.FromService))
-}
-
-// planLacking is when healPlan first found the plan stream lacking
-// threads, since then without a break. A write of a larger quota lacks
-// its new threads for the moment between its metadata and its publishes:
-// only a lack still there planLackGrace later is put back, so that a
-// change under way is not reported as a loss (EnsurePlan's writers
-// running at once would not overshoot: the stream's MaxMsgs refuses it).
-type planLacking struct {
-	mu    sync.Mutex
-	since time.Time
-}
-
-// planLackGrace is how long a lack lasts before healPlan puts it back.
-const planLackGrace = time.Second
-
-// due records a look that found lack threads missing at now, and reports
-// whether they have been missing for planLackGrace.
-func (l *planLacking) due(lack int, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case lack == 0:
-		l.since = time.Time{}
-		return false
-	case l.since.IsZero():
-		l.since = now
-		return false
-	}
-	return now.Sub(l.since) >= planLackGrace
+	log.Warn("the plan-wide quota lacked threads: put back", slog.Int("threads", plan.Threads), slog.Int("lacked", look.Lack), slog.Bool("from_service", plan.FromService))
+	return topology.PlanLook{}
 }
 
 // unfollowAccounts removes the plan-wide quota set from the service's

@@ -422,40 +422,55 @@ func withRetiring(meta map[string]string, retiring []uint64) map[string]string {
 	return out
 }
 
-// PlanLack reads the plan stream and returns the quota its metadata
-// holds and how many live threads, retiring ones aside, it lacks for it
-// (0 when none is set, or none is missing). A stream without its consumer
-// lacks every thread: under interest retention a thread published with
-// no consumer there is dropped (nats-server v2.15.3 stream.go,
-// processJetStreamMsg: "If we are interest based retention and have no
-// consumers then we can skip", answered as stored). Threads go missing
-// when a holder's ack of a retiring thread lands just after a larger
-// quota took it back (TestBreakARetiringAckLandingAfterTheTakeBackLosesAThread),
-// or when a write races another admin's removal of the stream; HealPlan
-// puts them back.
-func PlanLack(ctx context.Context, js jetstream.JetStream) (dispatcher.Plan, int, error) {
+// PlanLook is a look at the plan stream: its quota, how many live
+// threads (retiring ones aside) it lacks for it, and what would change
+// with any write or publish to it (LastSeq, the metadata), so that two
+// looks tell whether anyone changed it in between. The zero PlanLook is
+// no stream.
+type PlanLook struct {
+	Plan dispatcher.Plan
+	Lack int
+	last uint64
+	meta string
+	cons int
+}
+
+// LookAtPlan reads the plan stream (PlanLook). A stream without its
+// consumer lacks every thread: under interest retention a thread
+// published with no consumer there is dropped (nats-server v2.15.3
+// stream.go, processJetStreamMsg: "If we are interest based retention and
+// have no consumers then we can skip", answered as stored).
+func LookAtPlan(ctx context.Context, js jetstream.JetStream) (PlanLook, error) {
+	ctx, cancel := context.WithTimeout(ctx, planCallWait)
+	defer cancel()
 	s, err := js.Stream(ctx, dispatcher.PlanStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return dispatcher.Plan{}, 0, nil
+		return PlanLook{}, nil
 	}
 	if err != nil {
-		return dispatcher.Plan{}, 0, fmt.Errorf("plan stream: %w", err)
+		return PlanLook{}, fmt.Errorf("plan stream: %w", err)
 	}
 	info, err := s.Info(ctx, jetstream.WithDeletedDetails(true))
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return dispatcher.Plan{}, 0, nil
+		return PlanLook{}, nil
 	}
 	if err != nil {
-		return dispatcher.Plan{}, 0, fmt.Errorf("plan stream: %w", err)
+		return PlanLook{}, fmt.Errorf("plan stream: %w", err)
 	}
 	meta := info.Config.Metadata
 	threads, err := strconv.Atoi(meta[dispatcher.PlanMetaThreads])
 	if err != nil {
-		return dispatcher.Plan{}, 0, fmt.Errorf("plan stream: bad %s metadata: %w", dispatcher.PlanMetaThreads, err)
+		return PlanLook{}, fmt.Errorf("plan stream: bad %s metadata: %w", dispatcher.PlanMetaThreads, err)
 	}
-	p := dispatcher.Plan{Threads: threads, Early: meta[dispatcher.PlanMetaEarly] == "true", FromService: meta[dispatcher.PlanMetaSource] == dispatcher.PlanSourceService}
-	if info.State.Consumers == 0 {
-		return p, threads, nil
+	look := PlanLook{
+		Plan: dispatcher.Plan{Threads: threads, Early: meta[dispatcher.PlanMetaEarly] == "true", FromService: meta[dispatcher.PlanMetaSource] == dispatcher.PlanSourceService},
+		last: info.State.LastSeq,
+		meta: fmt.Sprint(meta), // fmt prints a map's keys sorted
+		cons: info.State.Consumers,
 	}
-	return p, max(0, threads-(int(info.State.Msgs)-len(liveRetiring(info)))), nil
+	look.Lack = threads
+	if info.State.Consumers > 0 {
+		look.Lack = max(0, threads-(int(info.State.Msgs)-len(liveRetiring(info))))
+	}
+	return look, nil
 }
