@@ -131,7 +131,10 @@ func (a *Admin) EnsureTimings(ctx context.Context) (*Timings, error) {
 // leaving when its captcha ends. So however many changes are made, the
 // service never holds more captchas than the largest quota set while they
 // were submitted, and a smaller quota holds once the captchas taken under
-// the larger have ended. Of two operators setting quotas at
+// the larger have ended. A thread the stream loses (a worker's ack of a
+// retiring thread landing just after a larger quota took it back) is put
+// back by `captchaq server` (FollowServicePlan) within about 20 seconds,
+// or by the next SetPlan. Of two operators setting quotas at
 // the same moment, the one recorded last holds for the workers, whichever
 // call returns last, and both calls return nil; PlanHeld tells the caller
 // which one holds.
