@@ -51,6 +51,11 @@ const MaxServicePlan = 10000
 // their own accounts' plans, as without a server that follows, until
 // the readings are of one account again.
 //
+// Every 10 s it also looks whether the plan stream lacks threads for the
+// quota it holds, the service's or an operator's, and puts back a lack
+// that two looks in a row found with nothing written in between
+// (healPlan), said at WARN.
+//
 // The workers read the quota before their first task, after their first
 // reading (they wait a moment for this to set it, when it runs); one
 // that was solving before the quota was set or changed holds its
