@@ -124,15 +124,7 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 				return fmt.Errorf("plan stream: %w", err)
 			}
 			cctx, cancel := context.WithTimeout(ctx, planCallWait)
-			_, err = s.CreateOrUpdateConsumer(cctx, jetstream.ConsumerConfig{
-				Durable:       dispatcher.PlanConsumer,
-				Description:   "captchaq workers hold one message per captcha at the service",
-				AckPolicy:     jetstream.AckExplicitPolicy,
-				AckWait:       t.AckWait,
-				MaxDeliver:    -1,
-				MaxAckPending: -1,
-				DeliverPolicy: jetstream.DeliverAllPolicy,
-			})
+			_, err = s.CreateOrUpdateConsumer(cctx, planConsumer(t))
 			cancel()
 			if unanswered(ctx, err) {
 				continue // written again
@@ -473,4 +465,68 @@ func LookAtPlan(ctx context.Context, js jetstream.JetStream) (PlanLook, error) {
 		look.Lack = max(0, threads-(int(info.State.Msgs)-len(liveRetiring(info))))
 	}
 	return look, nil
+}
+
+// planConsumer is the plan's consumer of t.
+func planConsumer(t Spec) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       dispatcher.PlanConsumer,
+		Description:   "captchaq workers hold one message per captcha at the service",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       t.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
+// HealPlan puts back the threads the plan stream lacks (the server's
+// heal, stream.Admin.healPlan): its consumer, when gone, on the stream as
+// it is, then a thread for each the stream lacks for its MaxMsgs. It
+// writes no quota and creates no stream: a quota another admin removed
+// or changed after the heal's look stands (an operator's SetPlan(0), a
+// newer reading of the service's; TestBreakTheHealLeavesAChangeMadeAfterItsLook:
+// written through EnsurePlan, the heal put back the service's 6 and the
+// operator's 4 after SetPlan(0), and 6 over a newer reading of 3). The
+// stream's MaxMsgs is the quota it holds now, and its DiscardNew refuses
+// a thread over it, retiring ones counted, so what the heal publishes
+// never runs the pool over the quota, whatever changed since its look.
+// It returns how many threads it put back.
+func HealPlan(ctx context.Context, js jetstream.JetStream, t Spec) (int, error) {
+	if h, ok := ctx.Value(serviceWriteHookKey{}).(func()); ok {
+		h()
+	}
+	ctx, cancel := context.WithTimeout(ctx, planCallWait)
+	defer cancel()
+	s, err := js.Stream(ctx, dispatcher.PlanStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("plan stream: %w", err)
+	}
+	// Under interest retention a thread published with no consumer is
+	// dropped: the consumer first.
+	_, err = s.CreateOrUpdateConsumer(ctx, planConsumer(t))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("plan consumer: %w", err)
+	}
+	info, err := s.Info(ctx)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("plan stream: %w", err)
+	}
+	before := info.State.Msgs
+	if err := publishThreads(ctx, js, int(info.Config.MaxMsgs)-int(before)); err != nil {
+		return 0, err
+	}
+	if info, err = s.Info(ctx); err != nil {
+		return 0, nil // put back, or not: the next look tells
+	}
+	return max(0, int(info.State.Msgs)-int(before)), nil
 }
