@@ -3,12 +3,18 @@ package stream
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaq/captchaq/internal/logbuf"
+	"github.com/captchaq/captchaq/solver"
+	"github.com/captchaq/captchaq/solver/fakeapi"
 	"github.com/captchaq/captchaq/stream/internal/dispatcher"
 	"github.com/captchaq/captchaq/stream/internal/topology"
 )
@@ -105,4 +111,61 @@ func (j afterRecordRead) Stream(ctx context.Context, name string) (jetstream.Str
 		j.f()
 	}
 	return s, err
+}
+
+// The churn of TestBreakQuotaChurnOverSlowLinksKeepsTheQuotasThreads
+// (SetPlan 2 then 4 while two workers over 3-ms links run 200 tasks of
+// 30 ms), with the server following and healing every 10 ms as a third
+// writer: the heal puts back what the retiring acks lose, never runs the
+// service over the largest quota, and the last quota, 2, holds after it
+// with its 2 threads. Each task paid once.
+func TestBreakTheHealDuringQuotaChurnKeepsTheQuota(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{Memory: underRace})
+	ctx := testContext(t)
+	api, sc := emulator(t, fakeapi.Config{SolveTime: map[string]fakeapi.Range{solver.KindTurnstile: fixed(30 * time.Millisecond)}}, 0.01)
+	admin, err := NewAdmin(b.connect(t), AdminConfig{Topology: b.top})
+	require.NoError(t, err)
+	require.NoError(t, admin.SetPlan(ctx, 4))
+	follower, err := NewAdmin(b.connect(t), AdminConfig{Topology: b.top})
+	require.NoError(t, err)
+	follower.healEvery = 10 * time.Millisecond
+	var logs logbuf.Buffer
+	fctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	require.NoError(t, follower.FollowServicePlan(fctx, slog.New(slog.NewTextHandler(&logs, nil))))
+	for range 2 {
+		nc, err := nats.Connect("", nats.InProcessServer(slowLink{ns: b.ns, lag: 3 * time.Millisecond}))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		b.startWorkerOn(t, nc, WorkerConfig{Solver: sc, Threads: 30})
+	}
+	const tasks = 200
+	rs, err := b.client.SubmitAll(ctx, pagesBurst("healchurn", tasks))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- b.client.WaitAll(ctx, rs, func(o Outcome, err error) {}) }()
+	rounds := 0
+churn:
+	for {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+			break churn
+		default:
+		}
+		require.NoError(t, admin.SetPlan(ctx, 2))
+		require.NoError(t, admin.SetPlan(ctx, 4))
+		rounds++
+	}
+	require.NoError(t, admin.SetPlan(ctx, 2))
+	require.Eventually(t, func() bool { return api.Stats().Concurrent == 0 }, 10*time.Second, 5*time.Millisecond)
+	st := api.Stats()
+	healed := strings.Count(logs.String(), "lacked threads: put back")
+	t.Logf("%d rounds of SetPlan(2), SetPlan(4) with the heal every 10 ms (%d heals), then SetPlan(2): most at once %d, paid %d; %s",
+		rounds, healed, st.MaxConcurrent, st.Submitted, planState(b))
+	paidOnceAcross(t, tasks, st)
+	require.LessOrEqual(t, st.MaxConcurrent, 4, "no more than the largest quota")
+	require.Eventually(t, func() bool { return planHeld(t, b, dispatcher.Plan{Threads: 2}) }, 5*time.Second, 5*time.Millisecond,
+		"the last quota, 2, with its 2 threads: %s", planState(b))
 }
