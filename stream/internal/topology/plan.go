@@ -506,8 +506,15 @@ func HealPlan(ctx context.Context, js jetstream.JetStream, t Spec) (int, error) 
 		return 0, fmt.Errorf("plan stream: %w", err)
 	}
 	// Under interest retention a thread published with no consumer is
-	// dropped: the consumer first.
-	_, err = s.CreateOrUpdateConsumer(ctx, planConsumer(t))
+	// dropped: the consumer first, created when gone, never updated (an
+	// operator's, of the operator's ack wait, stays as it is).
+	_, err = s.Consumer(ctx, dispatcher.PlanConsumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		_, err = s.CreateConsumer(ctx, planConsumer(t))
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			err = nil // created by another admin meanwhile
+		}
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, nil
 	}
