@@ -496,9 +496,12 @@ func HealPlan(ctx context.Context, js jetstream.JetStream, t Spec) (int, error) 
 	if h, ok := ctx.Value(serviceWriteHookKey{}).(func()); ok {
 		h()
 	}
-	ctx, cancel := context.WithTimeout(ctx, planCallWait)
+	// The reads and the consumer's creation are bounded together
+	// (planCallWait), each publish on its own (publishThreads): a lack
+	// of thousands of threads is not cut off at 2 s.
+	cctx, cancel := context.WithTimeout(ctx, planCallWait)
 	defer cancel()
-	s, err := js.Stream(ctx, dispatcher.PlanStream)
+	s, err := js.Stream(cctx, dispatcher.PlanStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, nil
 	}
@@ -508,9 +511,9 @@ func HealPlan(ctx context.Context, js jetstream.JetStream, t Spec) (int, error) 
 	// Under interest retention a thread published with no consumer is
 	// dropped: the consumer first, created when gone, never updated (an
 	// operator's, of the operator's ack wait, stays as it is).
-	_, err = s.Consumer(ctx, dispatcher.PlanConsumer)
+	_, err = s.Consumer(cctx, dispatcher.PlanConsumer)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		_, err = s.CreateConsumer(ctx, planConsumer(t))
+		_, err = s.CreateConsumer(cctx, planConsumer(t))
 		if errors.Is(err, jetstream.ErrConsumerExists) {
 			err = nil // created by another admin meanwhile
 		}
@@ -521,7 +524,7 @@ func HealPlan(ctx context.Context, js jetstream.JetStream, t Spec) (int, error) 
 	if err != nil {
 		return 0, fmt.Errorf("plan consumer: %w", err)
 	}
-	info, err := s.Info(ctx)
+	info, err := s.Info(cctx)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, nil
 	}
@@ -532,7 +535,9 @@ func HealPlan(ctx context.Context, js jetstream.JetStream, t Spec) (int, error) 
 	if err := publishThreads(ctx, js, int(info.Config.MaxMsgs)-int(before)); err != nil {
 		return 0, err
 	}
-	if info, err = s.Info(ctx); err != nil {
+	ictx, cancel := context.WithTimeout(ctx, planCallWait)
+	defer cancel()
+	if info, err = s.Info(ictx); err != nil {
 		return 0, nil // put back, or not: the next look tells
 	}
 	return max(0, int(info.State.Msgs)-int(before)), nil
