@@ -169,3 +169,30 @@ churn:
 	require.Eventually(t, func() bool { return planHeld(t, b, dispatcher.Plan{Threads: 2}) }, 5*time.Second, 5*time.Millisecond,
 		"the last quota, 2, with its 2 threads: %s", planState(b))
 }
+
+// The plan's consumer removed while another consumer is on the plan
+// stream (an operator's, watching the threads; it acks nothing): under
+// interest retention the threads stay for the other, so the stream
+// lacks none of its messages, but no worker can hold one, and each
+// worker's gate finds the quota gone and holds its own plan window
+// instead. The heal must put the consumer back, and the threads must be
+// the quota's 4 again. Nothing is submitted, nothing paid.
+func TestBreakTheHealPutsBackThePlansConsumerBesideAnother(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Topology{Memory: true})
+	ctx := testContext(t)
+	require.NoError(t, SetPlan(ctx, b.nc, b.top, 4))
+	js, err := jetStreamOf(b.nc, b.top)
+	require.NoError(t, err)
+	_, err = js.CreateConsumer(ctx, dispatcher.PlanStream, jetstream.ConsumerConfig{Durable: "ops-watch", AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	deletePlanConsumer(t, b)
+	var logs logbuf.Buffer
+	followLogged(t, b, &logs)
+	require.Eventually(t, func() bool { return planConsumerThere(t, b) }, 5*time.Second, 10*time.Millisecond,
+		"the plan's consumer put back (25 looks of the heal): %s", planState(b))
+	c, err := js.Consumer(ctx, dispatcher.PlanStream, dispatcher.PlanConsumer)
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), c.CachedInfo().NumPending, "the quota's 4 threads free to hold: %s", planState(b))
+	require.True(t, planHeld(t, b, dispatcher.Plan{Threads: 4}))
+}
