@@ -424,11 +424,11 @@ type PlanLook struct {
 	Lack int
 	last uint64
 	meta string
-	cons int
+	cons int // the stream's consumers; -1: the plan's own is gone
 }
 
-// LookAtPlan reads the plan stream (PlanLook). A stream without its
-// consumer lacks every thread: under interest retention a thread
+// LookAtPlan reads the plan stream (PlanLook). A stream without the
+// plan's consumer lacks every thread: under interest retention a thread
 // published with no consumer there is dropped (nats-server v2.15.3
 // stream.go, processJetStreamMsg: "If we are interest based retention and
 // have no consumers then we can skip", answered as stored).
@@ -461,9 +461,23 @@ func LookAtPlan(ctx context.Context, js jetstream.JetStream) (PlanLook, error) {
 		cons: info.State.Consumers,
 	}
 	look.Lack = threads
-	if info.State.Consumers > 0 {
-		look.Lack = max(0, threads-(int(info.State.Msgs)-len(liveRetiring(info))))
+	if info.State.Consumers == 0 {
+		return look, nil
 	}
+	// The plan's own consumer: with another one on the stream (an
+	// operator's), the threads stay when it is removed, and no worker
+	// can hold one (TestBreakTheHealPutsBackThePlansConsumerBesideAnother).
+	_, err = s.Consumer(ctx, dispatcher.PlanConsumer)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		look.cons = -1
+		return look, nil
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return PlanLook{}, nil
+	case err != nil:
+		return PlanLook{}, fmt.Errorf("plan consumer: %w", err)
+	}
+	look.Lack = max(0, threads-(int(info.State.Msgs)-len(liveRetiring(info))))
 	return look, nil
 }
 
