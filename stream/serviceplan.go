@@ -184,10 +184,10 @@ const planHealEvery = 10 * time.Second
 // or the plan's consumer removed (its threads go with it). Missing, it
 // would stay so until the next change, and with every thread missing the
 // pool would wait forever. An operator's quota is put back only as the
-// operator's record (topology.ReadOperatorPlan) says it; the write is
-// EnsureServicePlan's, which gives way to an operator as the follower's
-// writes do, and publishes only what the live threads lack (the stream's
-// MaxMsgs refuses more).
+// operator's record (topology.ReadOperatorPlan) says it. The heal writes
+// no quota (topology.HealPlan): it puts back the consumer and the threads
+// the stream lacks for its MaxMsgs, the quota it holds when the heal
+// publishes, so an admin's change after the look stands.
 func (a *Admin) healPlan(ctx context.Context, js jetstream.JetStream, log *slog.Logger, prev topology.PlanLook) topology.PlanLook {
 	look, err := topology.LookAtPlan(ctx, js)
 	if err != nil || look.Lack == 0 || look != prev {
@@ -200,13 +200,16 @@ func (a *Admin) healPlan(ctx context.Context, js jetstream.JetStream, log *slog.
 			return look
 		}
 	}
-	if _, err := topology.EnsureServicePlan(ctx, js, a.cfg.Topology.spec(), plan.Threads, plan.Early); err != nil {
+	put, err := topology.HealPlan(ctx, js, a.cfg.Topology.spec())
+	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("put back the threads the plan-wide quota lacks", slog.Int("threads", plan.Threads), slog.Int("lacked", look.Lack), slog.Any("error", err))
 		}
 		return topology.PlanLook{}
 	}
-	log.Warn("the plan-wide quota lacked threads: put back", slog.Int("threads", plan.Threads), slog.Int("lacked", look.Lack), slog.Bool("from_service", plan.FromService))
+	if put > 0 {
+		log.Warn("the plan-wide quota lacked threads: put back", slog.Int("threads", plan.Threads), slog.Int("lacked", look.Lack), slog.Int("put", put), slog.Bool("from_service", plan.FromService))
+	}
 	return topology.PlanLook{}
 }
 

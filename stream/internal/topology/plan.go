@@ -125,15 +125,7 @@ func EnsurePlan(ctx context.Context, js jetstream.JetStream, t Spec, threads int
 				return fmt.Errorf("plan stream: %w", err)
 			}
 			cctx, cancel := context.WithTimeout(ctx, planCallWait)
-			_, err = s.CreateOrUpdateConsumer(cctx, jetstream.ConsumerConfig{
-				Durable:       dispatcher.PlanConsumer,
-				Description:   "captchaq workers hold one message per captcha at the service",
-				AckPolicy:     jetstream.AckExplicitPolicy,
-				AckWait:       t.AckWait,
-				MaxDeliver:    -1,
-				MaxAckPending: -1,
-				DeliverPolicy: jetstream.DeliverAllPolicy,
-			})
+			_, err = s.CreateOrUpdateConsumer(cctx, planConsumer(t))
 			cancel()
 			if unanswered(ctx, err) {
 				continue // written again
@@ -455,11 +447,11 @@ type PlanLook struct {
 	Lack int
 	last uint64
 	meta string
-	cons int
+	cons int // the stream's consumers; -1: the plan's own is gone
 }
 
-// LookAtPlan reads the plan stream (PlanLook). A stream without its
-// consumer lacks every thread: under interest retention a thread
+// LookAtPlan reads the plan stream (PlanLook). A stream without the
+// plan's consumer lacks every thread: under interest retention a thread
 // published with no consumer there is dropped (nats-server v2.15.3
 // stream.go, processJetStreamMsg: "If we are interest based retention and
 // have no consumers then we can skip", answered as stored).
@@ -492,8 +484,98 @@ func LookAtPlan(ctx context.Context, js jetstream.JetStream) (PlanLook, error) {
 		cons: info.State.Consumers,
 	}
 	look.Lack = threads
-	if info.State.Consumers > 0 {
-		look.Lack = max(0, threads-(int(info.State.Msgs)-len(liveRetiring(info))))
+	if info.State.Consumers == 0 {
+		return look, nil
 	}
+	// The plan's own consumer: with another one on the stream (an
+	// operator's), the threads stay when it is removed, and no worker
+	// can hold one (TestBreakTheHealPutsBackThePlansConsumerBesideAnother).
+	_, err = s.Consumer(ctx, dispatcher.PlanConsumer)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		look.cons = -1
+		return look, nil
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return PlanLook{}, nil
+	case err != nil:
+		return PlanLook{}, fmt.Errorf("plan consumer: %w", err)
+	}
+	look.Lack = max(0, threads-(int(info.State.Msgs)-len(liveRetiring(info))))
 	return look, nil
+}
+
+// planConsumer is the plan's consumer of t.
+func planConsumer(t Spec) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       dispatcher.PlanConsumer,
+		Description:   "captchaq workers hold one message per captcha at the service",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       t.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
+// HealPlan puts back the threads the plan stream lacks (the server's
+// heal, stream.Admin.healPlan): its consumer, when gone, on the stream as
+// it is, then a thread for each the stream lacks for its MaxMsgs. It
+// writes no quota and creates no stream: a quota another admin removed
+// or changed after the heal's look stands (an operator's SetPlan(0), a
+// newer reading of the service's; TestBreakTheHealLeavesAChangeMadeAfterItsLook:
+// written through EnsurePlan, the heal put back the service's 6 and the
+// operator's 4 after SetPlan(0), and 6 over a newer reading of 3). The
+// stream's MaxMsgs is the quota it holds now, and its DiscardNew refuses
+// a thread over it, retiring ones counted, so what the heal publishes
+// never runs the pool over the quota, whatever changed since its look.
+// It returns how many threads it put back.
+func HealPlan(ctx context.Context, js jetstream.JetStream, t Spec) (int, error) {
+	if h, ok := ctx.Value(serviceWriteHookKey{}).(func()); ok {
+		h()
+	}
+	// The reads and the consumer's creation are bounded together
+	// (planCallWait), each publish on its own (publishThreads): a lack
+	// of thousands of threads is not cut off at 2 s.
+	cctx, cancel := context.WithTimeout(ctx, planCallWait)
+	defer cancel()
+	s, err := js.Stream(cctx, dispatcher.PlanStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("plan stream: %w", err)
+	}
+	// Under interest retention a thread published with no consumer is
+	// dropped: the consumer first, created when gone, never updated (an
+	// operator's, of the operator's ack wait, stays as it is).
+	_, err = s.Consumer(cctx, dispatcher.PlanConsumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		_, err = s.CreateConsumer(cctx, planConsumer(t))
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			err = nil // created by another admin meanwhile
+		}
+	}
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("plan consumer: %w", err)
+	}
+	info, err := s.Info(cctx)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("plan stream: %w", err)
+	}
+	before := info.State.Msgs
+	if err := publishThreads(ctx, js, int(info.Config.MaxMsgs)-int(before)); err != nil {
+		return 0, err
+	}
+	ictx, cancel := context.WithTimeout(ctx, planCallWait)
+	defer cancel()
+	if info, err = s.Info(ictx); err != nil {
+		return 0, nil // put back, or not: the next look tells
+	}
+	return max(0, int(info.State.Msgs)-int(before)), nil
 }
