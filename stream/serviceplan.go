@@ -54,7 +54,7 @@ const MaxServicePlan = 10000
 // Every 10 s it also looks whether the plan stream lacks threads for the
 // quota it holds, the service's or an operator's, and puts back a lack
 // that two looks in a row found with nothing written in between
-// (healPlan), said at WARN.
+// (captchaq server does this), said at WARN.
 //
 // The workers read the quota before their first task, after their first
 // reading (they wait a moment for this to set it, when it runs); one
