@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -134,12 +133,7 @@ func TestBreakTheHealDuringQuotaChurnKeepsTheQuota(t *testing.T) {
 	fctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	require.NoError(t, follower.FollowServicePlan(fctx, slog.New(slog.NewTextHandler(&logs, nil))))
-	for range 2 {
-		nc, err := nats.Connect("", nats.InProcessServer(slowLink{ns: b.ns, lag: 3 * time.Millisecond}))
-		require.NoError(t, err)
-		t.Cleanup(nc.Close)
-		b.startWorkerOn(t, nc, WorkerConfig{Solver: sc, Threads: 30})
-	}
+	startSlowWorkers(t, b, sc, 2, 3*time.Millisecond)
 	const tasks = 200
 	rs, err := b.client.SubmitAll(ctx, pagesBurst("healchurn", tasks))
 	require.NoError(t, err)

@@ -187,12 +187,7 @@ func quotaChurn(t *testing.T, lag time.Duration) {
 	admin, err := NewAdmin(b.connect(t), AdminConfig{Topology: b.top})
 	require.NoError(t, err)
 	require.NoError(t, admin.SetPlan(ctx, 4))
-	for range 2 {
-		nc, err := nats.Connect("", nats.InProcessServer(slowLink{ns: b.ns, lag: lag}))
-		require.NoError(t, err)
-		t.Cleanup(nc.Close)
-		b.startWorkerOn(t, nc, WorkerConfig{Solver: sc, Threads: 30})
-	}
+	startSlowWorkers(t, b, sc, 2, lag)
 	const tasks = 200
 	rs, err := b.client.SubmitAll(ctx, pagesBurst("churn", tasks))
 	require.NoError(t, err)
@@ -419,12 +414,7 @@ func TestBreakASmallerQuotaHoldsOverSlowLinksOnceTheLargersCaptchasEnded(t *test
 	admin, err := NewAdmin(b.connect(t), AdminConfig{Topology: b.top})
 	require.NoError(t, err)
 	require.NoError(t, admin.SetPlan(ctx, 4))
-	for range 2 {
-		nc, err := nats.Connect("", nats.InProcessServer(slowLink{ns: b.ns, lag: 3 * time.Millisecond}))
-		require.NoError(t, err)
-		t.Cleanup(nc.Close)
-		b.startWorkerOn(t, nc, WorkerConfig{Solver: sc, Threads: 30})
-	}
+	startSlowWorkers(t, b, sc, 2, 3*time.Millisecond)
 	const tasks = 200
 	rs, err := b.client.SubmitAll(ctx, pagesBurst("smaller", tasks))
 	require.NoError(t, err)
@@ -502,4 +492,16 @@ func TestBreakASecondConsumerOnThePlanStreamKeepsTheQuotasThreads(t *testing.T) 
 	t.Logf("4 -> 2 -> 4 with an operator's consumer on the plan stream: plan stream %d threads, the plan's consumer %d to hand out",
 		s.CachedInfo().State.Msgs, ci.NumPending+uint64(ci.NumAckPending))
 	require.Equal(t, uint64(4), ci.NumPending+uint64(ci.NumAckPending), "the quota of 4 has 4 threads to hand out")
+}
+
+// startSlowWorkers starts n workers of 30 threads solving with sc, each
+// on its own connection whose writes take lag (slowLink).
+func startSlowWorkers(t *testing.T, b *bundle, sc solver.Solver, n int, lag time.Duration) {
+	t.Helper()
+	for range n {
+		nc, err := nats.Connect("", nats.InProcessServer(slowLink{ns: b.ns, lag: lag}))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		b.startWorkerOn(t, nc, WorkerConfig{Solver: sc, Threads: 30})
+	}
 }

@@ -47,7 +47,6 @@ function fillTable(id, rows, emptyText) {
 }
 
 function isZero(iso) { return !iso || iso.startsWith("0001"); }
-function clock(iso) { return isZero(iso) ? "-" : new Date(iso).toLocaleTimeString(); }
 // stampCell is a list's time of day for what happened in the last 24 hours
 // (a time names one moment in them, across midnight too) and its date for
 // what is older; the cell's title holds both. A date beside the time broke

@@ -86,12 +86,20 @@ func readPlan(ctx context.Context, js jetstream.JetStream) (Plan, map[uint64]boo
 		return Plan{}, nil, fmt.Errorf("plan stream: %w", err)
 	}
 	meta := s.CachedInfo().Config.Metadata
+	p, err := PlanOf(meta)
+	if err != nil {
+		return Plan{}, nil, err
+	}
+	return p, ParseRetiring(meta), nil
+}
+
+// PlanOf returns the quota the plan stream's metadata meta holds.
+func PlanOf(meta map[string]string) (Plan, error) {
 	n, err := strconv.Atoi(meta[PlanMetaThreads])
 	if err != nil {
-		return Plan{}, nil, fmt.Errorf("plan stream: bad %s metadata: %w", PlanMetaThreads, err)
+		return Plan{}, fmt.Errorf("plan stream: bad %s metadata: %w", PlanMetaThreads, err)
 	}
-	return Plan{Threads: n, Early: meta[PlanMetaEarly] == "true", FromService: meta[PlanMetaSource] == PlanSourceService},
-		ParseRetiring(meta), nil
+	return Plan{Threads: n, Early: meta[PlanMetaEarly] == "true", FromService: meta[PlanMetaSource] == PlanSourceService}, nil
 }
 
 // ReadGatedPlan is ReadPlan as a worker's PlanGate can hold it: no quota

@@ -473,12 +473,13 @@ func LookAtPlan(ctx context.Context, js jetstream.JetStream) (PlanLook, error) {
 		return PlanLook{}, fmt.Errorf("plan stream: %w", err)
 	}
 	meta := info.Config.Metadata
-	threads, err := strconv.Atoi(meta[dispatcher.PlanMetaThreads])
+	plan, err := dispatcher.PlanOf(meta)
 	if err != nil {
-		return PlanLook{}, fmt.Errorf("plan stream: bad %s metadata: %w", dispatcher.PlanMetaThreads, err)
+		return PlanLook{}, err
 	}
+	threads := plan.Threads
 	look := PlanLook{
-		Plan: dispatcher.Plan{Threads: threads, Early: meta[dispatcher.PlanMetaEarly] == "true", FromService: meta[dispatcher.PlanMetaSource] == dispatcher.PlanSourceService},
+		Plan: plan,
 		last: info.State.LastSeq,
 		meta: fmt.Sprint(meta), // fmt prints a map's keys sorted
 		cons: info.State.Consumers,
